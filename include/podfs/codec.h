@@ -1,0 +1,233 @@
+/* codec.h: encode and decode podfs message payloads (see wire.h).
+ *
+ * Every message is declared once, in PFS_MESSAGES below, as a list of typed
+ * fields; the struct, its encoder and its decoder are generated from that
+ * list, so the three can never disagree.
+ *
+ *   int pfs_enc_NAME(struct pfs_wr *w, const struct pfs_NAME *m);
+ *     Appends the payload to w. Returns 0, or -ENOBUFS if w's capacity is
+ *     too small (w->len is then unchanged).
+ *
+ *   int pfs_dec_NAME(const void *buf, size_t len, struct pfs_NAME *m);
+ *     Decodes exactly len bytes. Returns 0, or -EBADMSG if the payload is
+ *     truncated, has trailing bytes, or breaks a limit of wire.h (lengths
+ *     over their maximum, bad names). Names, paths and handles are copied
+ *     into *m (names NUL-terminated); `bytes` fields are views into buf,
+ *     valid while buf is. On failure *m is unspecified.
+ *
+ * The codec never allocates, never prints and never includes socket, uv,
+ * FUSE or OpenSSL headers. It is safe to call from any thread.
+ */
+#ifndef PODFS_CODEC_H
+#define PODFS_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "podfs/wire.h"
+
+/* Field types. */
+struct pfs_fh {
+	uint8_t len; /* 1..PFS_FH_MAX */
+	uint8_t data[PFS_FH_MAX];
+};
+struct pfs_name {
+	uint16_t len; /* 1..PFS_NAME_MAX */
+	char s[PFS_NAME_MAX + 1]; /* NUL-terminated copy */
+};
+struct pfs_path {
+	uint16_t len; /* 1..PFS_PATH_MAX */
+	char s[PFS_PATH_MAX + 1];
+};
+struct pfs_xname {
+	uint16_t len; /* 1..PFS_XATTR_NAME_MAX */
+	char s[PFS_XATTR_NAME_MAX + 1];
+};
+struct pfs_host {
+	uint16_t len; /* 0..PFS_HOSTNAME_MAX */
+	char s[PFS_HOSTNAME_MAX + 1];
+};
+struct pfs_bytes {
+	const uint8_t *p; /* view into the decoded buffer */
+	uint32_t len;     /* 0..PFS_MAX_IO */
+};
+struct pfs_creds {
+	uint32_t uid;
+	uint32_t gid;
+	uint16_t ngroups; /* 0..PFS_GROUPS_MAX */
+	uint32_t groups[PFS_GROUPS_MAX];
+};
+struct pfs_nonce {
+	uint8_t b[PFS_NONCE_LEN];
+};
+struct pfs_mac {
+	uint8_t b[PFS_MAC_LEN];
+};
+struct pfs_entry {
+	struct pfs_fh fh;
+	struct pfs_attr attr;
+};
+
+typedef uint8_t pfs_t_U8;
+typedef uint16_t pfs_t_U16;
+typedef uint32_t pfs_t_U32;
+typedef uint64_t pfs_t_U64;
+typedef int64_t pfs_t_I64;
+typedef struct pfs_fh pfs_t_FH;
+typedef struct pfs_name pfs_t_NAME;
+typedef struct pfs_path pfs_t_PATH;
+typedef struct pfs_xname pfs_t_XNAME;
+typedef struct pfs_host pfs_t_HOST;
+typedef struct pfs_bytes pfs_t_BYTES;
+typedef struct pfs_creds pfs_t_CREDS;
+typedef struct pfs_nonce pfs_t_NONCE;
+typedef struct pfs_mac pfs_t_MAC;
+typedef struct pfs_attr pfs_t_ATTR;
+typedef struct pfs_entry pfs_t_ENTRY;
+
+/* The messages. F(TYPE, field). A message with an empty payload has no
+ * entry: its payload must be empty (0 bytes). "_req" is the request of the
+ * opcode of the same name, "_rep" its successful reply. */
+#define PFS_MSG_hello_req(F) F(U32, magic) F(U16, version_min) F(U16, version_max) \
+	F(U64, caps) F(U64, client_id) F(NONCE, nonce) F(HOST, hostname)
+#define PFS_MSG_hello_rep(F) F(U16, version) F(U64, caps) F(U64, boot_id) \
+	F(NONCE, nonce) F(MAC, mac) F(U32, max_payload)
+#define PFS_MSG_auth_req(F) F(MAC, mac)
+#define PFS_MSG_auth_rep(F) F(ENTRY, root) F(U32, flags)
+#define PFS_MSG_ping_req(F) F(U64, stamp)
+#define PFS_MSG_ping_rep(F) F(U64, stamp)
+#define PFS_MSG_lookup_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name)
+#define PFS_MSG_entry_rep(F) F(ENTRY, e) /* LOOKUP MKNOD MKDIR SYMLINK LINK CREATE */
+#define PFS_MSG_getattr_req(F) F(CREDS, cr) F(FH, fh)
+#define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR */
+#define PFS_MSG_setattr_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, valid) \
+	F(U32, mode) F(U32, uid) F(U32, gid) F(U64, size) F(I64, atime_s) F(U32, atime_ns) \
+	F(I64, mtime_s) F(U32, mtime_ns)
+#define PFS_MSG_readlink_req(F) F(CREDS, cr) F(FH, fh)
+#define PFS_MSG_readlink_rep(F) F(PATH, target)
+#define PFS_MSG_mknod_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U32, mode) \
+	F(U32, rdev) F(U32, umask)
+#define PFS_MSG_mkdir_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U32, mode) F(U32, umask)
+#define PFS_MSG_symlink_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(PATH, target)
+#define PFS_MSG_unlink_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) /* UNLINK RMDIR */
+#define PFS_MSG_rename_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(FH, newparent) \
+	F(NAME, newname) F(U32, flags)
+#define PFS_MSG_link_req(F) F(CREDS, cr) F(FH, fh) F(FH, newparent) F(NAME, newname)
+#define PFS_MSG_open_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, flags) /* OPEN OPENDIR */
+#define PFS_MSG_create_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U64, fid) \
+	F(U32, flags) F(U32, mode) F(U32, umask)
+#define PFS_MSG_read_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, flags) F(U64, offset) \
+	F(U32, size)
+#define PFS_MSG_read_rep(F) F(BYTES, data)
+#define PFS_MSG_write_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, flags) F(U64, offset) \
+	F(BYTES, data)
+#define PFS_MSG_write_rep(F) F(U32, written) F(ATTR, attr)
+#define PFS_MSG_release_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) /* RELEASE RELEASEDIR */
+#define PFS_MSG_fsync_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, datasync)
+#define PFS_MSG_readdir_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U64, offset) \
+	F(U32, max_bytes) F(U32, plus)
+#define PFS_MSG_statfs_req(F) F(CREDS, cr) F(FH, fh)
+#define PFS_MSG_statfs_rep(F) F(U32, bsize) F(U32, frsize) F(U64, blocks) F(U64, bfree) \
+	F(U64, bavail) F(U64, files) F(U64, ffree) F(U64, favail) F(U32, namemax)
+#define PFS_MSG_setxattr_req(F) F(CREDS, cr) F(FH, fh) F(XNAME, name) F(BYTES, value) F(U32, flags)
+#define PFS_MSG_getxattr_req(F) F(CREDS, cr) F(FH, fh) F(XNAME, name) F(U32, size)
+#define PFS_MSG_xattr_rep(F) F(U32, size) F(BYTES, value) /* GETXATTR LISTXATTR */
+#define PFS_MSG_listxattr_req(F) F(CREDS, cr) F(FH, fh) F(U32, size)
+#define PFS_MSG_removexattr_req(F) F(CREDS, cr) F(FH, fh) F(XNAME, name)
+#define PFS_MSG_fallocate_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, mode) \
+	F(U64, offset) F(U64, length)
+#define PFS_MSG_lock_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U64, owner) F(U32, type) \
+	F(U64, start) F(U64, end) F(U32, pid) F(U32, flags) /* GETLK SETLK */
+#define PFS_MSG_getlk_rep(F) F(U32, type) F(U64, start) F(U64, end) F(U32, pid)
+#define PFS_MSG_unlock_owner_req(F) F(CREDS, cr) F(FH, fh) F(U64, owner)
+#define PFS_MSG_lseek_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U64, offset) F(U32, whence)
+#define PFS_MSG_lseek_rep(F) F(U64, offset)
+#define PFS_MSG_inval_inode_push(F) F(FH, fh) F(I64, offset) F(I64, length)
+#define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
+
+#define PFS_MESSAGES(M) \
+	M(hello_req) M(hello_rep) M(auth_req) M(auth_rep) M(ping_req) M(ping_rep) \
+	M(lookup_req) M(entry_rep) M(getattr_req) M(attr_rep) M(setattr_req) \
+	M(readlink_req) M(readlink_rep) M(mknod_req) M(mkdir_req) M(symlink_req) \
+	M(unlink_req) M(rename_req) M(link_req) M(open_req) M(create_req) M(read_req) \
+	M(read_rep) M(write_req) M(write_rep) M(release_req) M(fsync_req) M(readdir_req) \
+	M(statfs_req) M(statfs_rep) M(setxattr_req) M(getxattr_req) M(xattr_rep) \
+	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
+	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push)
+
+/* Growable-by-caller output cursor. The caller owns buf. */
+struct pfs_wr {
+	uint8_t *buf;
+	size_t cap;
+	size_t len;
+};
+static inline void pfs_wr_init(struct pfs_wr *w, void *buf, size_t cap)
+{
+	w->buf = buf;
+	w->cap = cap;
+	w->len = 0;
+}
+
+/* Bounds-checked input cursor. Once a read fails, `bad` stays set and every
+ * later read fails too, so a decoder checks once at the end. */
+struct pfs_rd {
+	const uint8_t *p;
+	size_t left;
+	bool bad;
+};
+static inline void pfs_rd_init(struct pfs_rd *r, const void *buf, size_t len)
+{
+	r->p = buf;
+	r->left = len;
+	r->bad = false;
+}
+
+#define PFS_X_FIELD(T, f) pfs_t_##T f;
+#define PFS_X_DECLARE(name)                                                   \
+	struct pfs_##name {                                                   \
+		PFS_MSG_##name(PFS_X_FIELD)                                   \
+	};                                                                    \
+	int pfs_enc_##name(struct pfs_wr *w, const struct pfs_##name *m);     \
+	int pfs_dec_##name(const void *buf, size_t len, struct pfs_##name *m);
+PFS_MESSAGES(PFS_X_DECLARE)
+#undef PFS_X_DECLARE
+
+/* Field-level primitives, for the few payloads that are not a fixed list
+ * (READDIR replies) and for callers that build a payload in pieces.
+ * pfs_put_* return 0 or -ENOBUFS (w unchanged); pfs_get_* set r->bad on
+ * error and return false. */
+#define PFS_X_PRIM(T)                                                         \
+	int pfs_put_##T(struct pfs_wr *w, const pfs_t_##T *v);                \
+	bool pfs_get_##T(struct pfs_rd *r, pfs_t_##T *v);
+PFS_X_PRIM(U8) PFS_X_PRIM(U16) PFS_X_PRIM(U32) PFS_X_PRIM(U64) PFS_X_PRIM(I64)
+PFS_X_PRIM(FH) PFS_X_PRIM(NAME) PFS_X_PRIM(PATH) PFS_X_PRIM(XNAME) PFS_X_PRIM(HOST)
+PFS_X_PRIM(BYTES) PFS_X_PRIM(CREDS) PFS_X_PRIM(NONCE) PFS_X_PRIM(MAC) PFS_X_PRIM(ATTR)
+PFS_X_PRIM(ENTRY)
+#undef PFS_X_PRIM
+
+/* READDIR reply: u8 eof, then entries until the end of the payload:
+ *   name, u64 next_off (cookie to continue after this entry), u64 ino,
+ *   u32 mode (file type bits only unless PFS_DE_HAS_ENTRY), u8 flags,
+ *   [entry if flags & PFS_DE_HAS_ENTRY]
+ */
+struct pfs_dirent {
+	struct pfs_name name;
+	uint64_t next_off;
+	uint64_t ino;
+	uint32_t mode;
+	uint8_t flags;
+	struct pfs_entry e; /* valid if flags & PFS_DE_HAS_ENTRY */
+};
+/* Appends one entry; -ENOBUFS (w unchanged) when it does not fit. */
+int pfs_enc_dirent(struct pfs_wr *w, const struct pfs_dirent *de);
+/* Reads the next entry: 1 = got one, 0 = end of payload, -EBADMSG. */
+int pfs_dec_dirent(struct pfs_rd *r, struct pfs_dirent *de);
+
+/* Name rules of wire.h: 1..PFS_NAME_MAX bytes, no '/', no NUL, not "." or "..". */
+bool pfs_name_valid(const char *s, size_t len);
+
+/* Name of an opcode for logs ("LOOKUP"), or "?" for an unknown one. */
+const char *pfs_op_name(unsigned op);
+
+#endif /* PODFS_CODEC_H */

@@ -1,0 +1,190 @@
+/* wire.h: the podfs wire protocol, version 1. This header is the spec.
+ *
+ * Transport: one TCP stream per connection. Everything on it is a frame:
+ *
+ *   struct pfs_frame_hdr (24 bytes, little-endian) + payload
+ *
+ * The payload is `wire_len` bytes. If PFS_FF_LZ4 is set it is one LZ4 block
+ * (LZ4_compress_default format) that decompresses to exactly `raw_len`
+ * bytes; otherwise wire_len == raw_len. raw_len never exceeds
+ * PFS_MAX_PAYLOAD and wire_len never exceeds PFS_MAX_WIRE; a peer that
+ * breaks either rule, or sends a payload that does not decode to exactly
+ * raw_len bytes, has its connection closed.
+ *
+ * Requests carry a non-zero `id` chosen by the client, unique among that
+ * client's outstanding requests; the reply carries the same id and op with
+ * PFS_FF_REPLY set. Many requests may be in flight; replies come in any
+ * order. The server may push frames at any time (PFS_FF_PUSH, id 0).
+ *
+ * `status` is 0 on success or a positive Linux errno value in a reply;
+ * a reply with status != 0 has an empty payload. Both ends are Linux, so
+ * errno values travel as they are.
+ *
+ * Session: the first request is PFS_OP_HELLO, the second PFS_OP_AUTH
+ * (mutual HMAC-SHA256 challenge-response over the pod key, see auth.h).
+ * Before AUTH succeeds the server accepts nothing else, and no payload
+ * over PFS_MAX_HANDSHAKE bytes.
+ *
+ * Payload encoding (see codec.h): fields in the listed order, integers
+ * little-endian, no padding. Compound field types:
+ *   fh     u8 len (1..PFS_FH_MAX) + len bytes, opaque to the client
+ *   name   u16 len (1..PFS_NAME_MAX) + bytes; no '/', no NUL, not "." or ".."
+ *   path   u16 len (1..PFS_PATH_MAX) + bytes; no NUL (a symlink target)
+ *   xname  u16 len (1..PFS_XATTR_NAME_MAX) + bytes; no NUL
+ *   bytes  u32 len (0..PFS_MAX_IO) + bytes
+ *   creds  u32 uid, u32 gid, u16 ngroups (0..PFS_GROUPS_MAX), u32 groups[]
+ *   attr   struct pfs_attr fields in order (PFS_ATTR_WIRE_SIZE bytes)
+ *   entry  fh + attr
+ *   nonce  PFS_NONCE_LEN raw bytes;  mac  PFS_MAC_LEN raw bytes
+ */
+#ifndef PODFS_WIRE_H
+#define PODFS_WIRE_H
+
+#include <stdint.h>
+
+#define PFS_MAGIC 0x31534650u /* "PFS1" in the HELLO request */
+#define PFS_VERSION 1
+#define PFS_DEFAULT_PORT 7049
+
+/* Hard limits. Every length read from the wire is checked against these
+ * before anything is allocated. */
+#define PFS_MAX_IO (1u << 20)              /* bytes per READ/WRITE */
+#define PFS_MAX_PAYLOAD (PFS_MAX_IO + 4096) /* raw payload of any frame */
+#define PFS_MAX_WIRE (PFS_MAX_PAYLOAD + PFS_MAX_PAYLOAD / 255 + 16) /* >= LZ4_COMPRESSBOUND */
+#define PFS_MAX_HANDSHAKE 512               /* payload before auth */
+#define PFS_FH_MAX 160                      /* opaque handle bytes */
+#define PFS_NAME_MAX 255
+#define PFS_PATH_MAX 4096
+#define PFS_XATTR_NAME_MAX 255
+#define PFS_XATTR_SIZE_MAX 65536
+#define PFS_GROUPS_MAX 64
+#define PFS_HOSTNAME_MAX 64
+#define PFS_READDIR_MAX (256u * 1024)       /* bytes of READDIR reply */
+#define PFS_NONCE_LEN 32
+#define PFS_MAC_LEN 32
+#define PFS_KEY_LEN 32
+
+/* Compression: the sender tries LZ4 only on payloads of at least this
+ * many bytes, and keeps the result only if it saves at least 1/8. */
+#define PFS_LZ4_MIN 512
+
+struct pfs_frame_hdr {
+	uint32_t wire_len; /* payload bytes following on the wire */
+	uint32_t raw_len;  /* payload bytes after decompression */
+	uint64_t id;       /* request id; 0 for pushes */
+	uint16_t op;       /* enum pfs_op */
+	uint16_t flags;    /* PFS_FF_* */
+	int32_t status;    /* reply: 0 or positive errno; request: 0 */
+};
+#define PFS_FRAME_HDR_SIZE 24
+_Static_assert(sizeof(struct pfs_frame_hdr) == PFS_FRAME_HDR_SIZE, "frame header is 24 bytes");
+
+enum {
+	PFS_FF_REPLY = 1u << 0,
+	PFS_FF_LZ4 = 1u << 1,
+	PFS_FF_PUSH = 1u << 2,
+	PFS_FF_KNOWN = PFS_FF_REPLY | PFS_FF_LZ4 | PFS_FF_PUSH,
+};
+
+/* Capabilities, negotiated in HELLO: the session uses the intersection. */
+enum {
+	PFS_CAP_LZ4 = 1u << 0,   /* peer accepts PFS_FF_LZ4 payloads */
+	PFS_CAP_PUSH = 1u << 1,  /* client applies server pushes */
+	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH,
+};
+
+/* Opcodes: X(name, value). Values are part of the protocol: never reuse. */
+#define PFS_OPS(X)            \
+	X(HELLO, 1)           \
+	X(AUTH, 2)            \
+	X(GOODBYE, 3)         \
+	X(PING, 4)            \
+	X(LOOKUP, 10)         \
+	X(GETATTR, 11)        \
+	X(SETATTR, 12)        \
+	X(READLINK, 13)       \
+	X(MKNOD, 14)          \
+	X(MKDIR, 15)          \
+	X(SYMLINK, 16)        \
+	X(UNLINK, 17)         \
+	X(RMDIR, 18)          \
+	X(RENAME, 19)         \
+	X(LINK, 20)           \
+	X(OPEN, 21)           \
+	X(CREATE, 22)         \
+	X(READ, 23)           \
+	X(WRITE, 24)          \
+	X(RELEASE, 25)        \
+	X(FSYNC, 26)          \
+	X(OPENDIR, 27)        \
+	X(READDIR, 28)        \
+	X(RELEASEDIR, 29)     \
+	X(STATFS, 30)         \
+	X(SETXATTR, 31)       \
+	X(GETXATTR, 32)       \
+	X(LISTXATTR, 33)      \
+	X(REMOVEXATTR, 34)    \
+	X(FALLOCATE, 35)      \
+	X(GETLK, 36)          \
+	X(SETLK, 37)          \
+	X(UNLOCK_OWNER, 38)   \
+	X(LSEEK, 39)          \
+	X(INVAL_INODE, 100)   \
+	X(INVAL_ENTRY, 101)
+
+enum pfs_op {
+#define PFS_X_ENUM(n, v) PFS_OP_##n = v,
+	PFS_OPS(PFS_X_ENUM)
+#undef PFS_X_ENUM
+	PFS_OP_MAX = 128, /* every opcode is < PFS_OP_MAX */
+};
+
+/* File attributes as the server's lstat() saw them. */
+struct pfs_attr {
+	uint64_t ino;
+	uint64_t size;    /* bytes */
+	uint64_t blocks;  /* 512-byte units */
+	int64_t atime_s;
+	int64_t mtime_s;
+	int64_t ctime_s;
+	uint32_t atime_ns; /* 0..999999999 */
+	uint32_t mtime_ns;
+	uint32_t ctime_ns;
+	uint32_t mode;    /* type and permission bits, as st_mode */
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t rdev;    /* Linux encoded dev_t, low 32 bits */
+	uint32_t blksize;
+};
+#define PFS_ATTR_WIRE_SIZE (3 * 8 + 3 * 8 + 9 * 4)
+
+/* SETATTR valid bits. */
+enum {
+	PFS_SET_MODE = 1u << 0,
+	PFS_SET_UID = 1u << 1,
+	PFS_SET_GID = 1u << 2,
+	PFS_SET_SIZE = 1u << 3,
+	PFS_SET_ATIME = 1u << 4,     /* atime_s/atime_ns */
+	PFS_SET_MTIME = 1u << 5,     /* mtime_s/mtime_ns */
+	PFS_SET_ATIME_NOW = 1u << 6,
+	PFS_SET_MTIME_NOW = 1u << 7,
+	PFS_SET_CTIME = 1u << 8,     /* only touches ctime (no-op on Linux) */
+	PFS_SET_KNOWN = (1u << 9) - 1,
+};
+
+/* SETLK lock types (fcntl values) and flags. Ranges are [start, end],
+ * end = UINT64_MAX means "to end of file". */
+enum {
+	PFS_LK_RD = 0, /* F_RDLCK */
+	PFS_LK_WR = 1, /* F_WRLCK */
+	PFS_LK_UN = 2, /* F_UNLCK */
+	PFS_LKF_FLOCK = 1u << 0, /* BSD flock() semantics (whole file) */
+};
+
+/* READDIR entry flags. */
+enum {
+	PFS_DE_HAS_ENTRY = 1u << 0, /* fh + attr follow (readdirplus) */
+};
+
+#endif /* PODFS_WIRE_H */
