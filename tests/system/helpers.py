@@ -1,0 +1,175 @@
+"""helpers.py: small utilities shared by the podfs system tests.
+
+Where the binaries are, bounded waiting, running a command as an
+unprivileged user, and ctypes wrappers for the syscalls Python's os module
+does not offer (renameat2, utimensat with UTIME_OMIT, fallocate modes).
+"""
+
+import ctypes
+import ctypes.util
+import os
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def build_dir():
+    b = Path(os.environ.get("PODFS_BUILD", "build"))
+    return b if b.is_absolute() else REPO / b
+
+
+BUILD = build_dir()
+PODFSD = Path(os.environ.get("PODFSD_BIN", BUILD / "daemon" / "podfsd"))
+PODFS = Path(os.environ.get("PODFS_BIN", BUILD / "fs" / "podfs"))
+
+PYTHON = "/usr/bin/python3"
+
+# An unprivileged identity for permission tests. No passwd entry is needed:
+# setpriv switches to raw numeric ids.
+TEST_UID = 1500
+TEST_GID = 1500
+OTHER_UID = 1501
+OTHER_GID = 1501
+SUPP_GID = 1600
+
+
+def wait_for(pred, timeout=5.0, interval=0.02, what="condition"):
+    """Polls pred() until it returns a truthy value or timeout passes.
+    Exceptions from pred count as "not yet". Returns the value; raises
+    AssertionError (with the last exception, if any) on timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            v = pred()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - polling tolerates errors
+            last = e
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                                 + (f" (last error: {last!r})" if last else ""))
+        time.sleep(interval)
+        interval = min(interval * 1.5, 0.25)
+
+
+def run(argv, timeout=60, check=True, **kw):
+    """subprocess.run with a bound and captured text output."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    r = subprocess.run([str(a) for a in argv], timeout=timeout, text=True, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{argv} exited {r.returncode}\nstdout:\n{r.stdout}\n"
+                             f"stderr:\n{r.stderr}")
+    return r
+
+
+def setpriv_argv(uid=TEST_UID, gid=TEST_GID, groups=()):
+    a = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
+    if groups:
+        a.append("--groups=" + ",".join(str(g) for g in groups))
+    else:
+        a.append("--clear-groups")
+    return a
+
+
+def as_user(argv, uid=TEST_UID, gid=TEST_GID, groups=(), timeout=60, check=False):
+    """Runs argv as an unprivileged uid/gid (and supplementary groups)."""
+    return run(setpriv_argv(uid, gid, groups) + [str(a) for a in argv],
+               timeout=timeout, check=check, cwd="/")
+
+
+def py_as(code, uid=TEST_UID, gid=TEST_GID, groups=(), timeout=60):
+    """Runs a Python snippet as an unprivileged user. Returns CompletedProcess."""
+    return as_user([PYTHON, "-c", code], uid, gid, groups, timeout)
+
+
+def file_errno(code, uid=TEST_UID, gid=TEST_GID, groups=()):
+    """Runs a Python snippet as a user; returns "OK" or the errno name of the
+    OSError it raised (e.g. "EACCES")."""
+    wrapped = ("import errno, os, sys\n"
+               "try:\n" + "".join("    " + ln + "\n" for ln in code.splitlines()) +
+               "    print('OK')\n"
+               "except OSError as e:\n"
+               "    print(errno.errorcode.get(e.errno, e.errno))\n")
+    r = py_as(wrapped, uid, gid, groups)
+    assert r.returncode == 0, f"snippet crashed: {r.stderr}"
+    return r.stdout.strip().splitlines()[-1]
+
+
+# --- ctypes syscalls --------------------------------------------------------
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+AT_FDCWD = -100
+AT_SYMLINK_NOFOLLOW = 0x100
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+UTIME_NOW = (1 << 30) - 1
+UTIME_OMIT = (1 << 30) - 2
+FALLOC_FL_KEEP_SIZE = 1
+FALLOC_FL_PUNCH_HOLE = 2
+
+
+def _check(ret):
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def renameat2(old, new, flags):
+    _libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                                ctypes.c_char_p, ctypes.c_uint]
+    _check(_libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD, os.fsencode(new), flags))
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def utimensat(path, atime, mtime, flags=0):
+    """atime/mtime: (sec, nsec) tuples, or UTIME_NOW / UTIME_OMIT."""
+    def ts(v):
+        if v in (UTIME_NOW, UTIME_OMIT):
+            return _Timespec(0, v)
+        return _Timespec(v[0], v[1])
+    times = (_Timespec * 2)(ts(atime), ts(mtime))
+    _libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p,
+                                ctypes.POINTER(_Timespec), ctypes.c_int]
+    _check(_libc.utimensat(AT_FDCWD, os.fsencode(path), times, flags))
+
+
+def fallocate(fd, mode, offset, length):
+    _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    _check(_libc.fallocate(fd, mode, offset, length))
+
+
+class _FileHandle(ctypes.Structure):
+    _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int),
+                ("f_handle", ctypes.c_ubyte * 128)]
+
+
+def name_to_handle(path):
+    """The kernel's persistent handle for path: (handle_type, bytes)."""
+    h = _FileHandle()
+    h.handle_bytes = 128
+    mnt = ctypes.c_int()
+    _libc.name_to_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p,
+                                        ctypes.POINTER(_FileHandle),
+                                        ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    _check(_libc.name_to_handle_at(AT_FDCWD, os.fsencode(path), ctypes.byref(h),
+                                   ctypes.byref(mnt), AT_SYMLINK_NOFOLLOW))
+    return h.handle_type, bytes(h.f_handle[:h.handle_bytes])
+
+
+def read_file(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def write_file(p, data, mode="wb"):
+    with open(p, mode) as f:
+        f.write(data)

@@ -1,0 +1,566 @@
+"""pfsproto: a small pure-Python client for the podfs wire protocol, v1.
+
+It exists for hostile-input and confinement tests: it can speak the protocol
+correctly (HELLO + AUTH, LOOKUP, GETATTR, OPEN, READ, READDIR, ...) and it
+can break every rule on purpose (raw frames with any header, bad names,
+forged handles, bad LZ4 blocks). It follows include/podfs/wire.h, codec.h
+and auth.h; it needs only the standard library (hmac, hashlib, socket).
+
+Errors: a reply with status != 0 raises PfsError(errno); a connection the
+peer closed (or reset) raises Closed; a reply that does not arrive before
+the deadline raises Timeout. Nothing here waits without a bound.
+"""
+
+import errno
+import hashlib
+import hmac
+import os
+import socket
+import struct
+import time
+
+# --- constants from wire.h ------------------------------------------------
+
+MAGIC = 0x31534650
+VERSION = 1
+HDR = struct.Struct("<IIQHHi")
+HDR_SIZE = 24
+assert HDR.size == HDR_SIZE
+
+MAX_IO = 1 << 20
+MAX_PAYLOAD = MAX_IO + 4096
+MAX_WIRE = MAX_PAYLOAD + MAX_PAYLOAD // 255 + 16
+MAX_HANDSHAKE = 512
+FH_MAX = 160
+NAME_MAX = 255
+PATH_MAX = 4096
+GROUPS_MAX = 64
+HOSTNAME_MAX = 64
+NONCE_LEN = 32
+MAC_LEN = 32
+KEY_LEN = 32
+
+FF_REPLY = 1 << 0
+FF_LZ4 = 1 << 1
+FF_PUSH = 1 << 2
+
+CAP_LZ4 = 1 << 0
+CAP_PUSH = 1 << 1
+
+# Opcodes (wire.h PFS_OPS).
+OP_HELLO = 1
+OP_AUTH = 2
+OP_GOODBYE = 3
+OP_PING = 4
+OP_LOOKUP = 10
+OP_GETATTR = 11
+OP_SETATTR = 12
+OP_READLINK = 13
+OP_MKNOD = 14
+OP_MKDIR = 15
+OP_SYMLINK = 16
+OP_UNLINK = 17
+OP_RMDIR = 18
+OP_RENAME = 19
+OP_LINK = 20
+OP_OPEN = 21
+OP_CREATE = 22
+OP_READ = 23
+OP_WRITE = 24
+OP_RELEASE = 25
+OP_FSYNC = 26
+OP_OPENDIR = 27
+OP_READDIR = 28
+OP_RELEASEDIR = 29
+OP_STATFS = 30
+OP_SETXATTR = 31
+OP_GETXATTR = 32
+OP_LISTXATTR = 33
+OP_REMOVEXATTR = 34
+OP_FALLOCATE = 35
+OP_GETLK = 36
+OP_SETLK = 37
+OP_UNLOCK_OWNER = 38
+OP_LSEEK = 39
+OP_INVAL_INODE = 100
+OP_INVAL_ENTRY = 101
+OP_MAX = 128
+
+DE_HAS_ENTRY = 1
+
+ATTR_FIELDS = ("ino size blocks atime_s mtime_s ctime_s atime_ns mtime_ns "
+               "ctime_ns mode nlink uid gid rdev blksize").split()
+ATTR = struct.Struct("<QQQqqqIIIIIIIII")
+assert ATTR.size == 3 * 8 + 3 * 8 + 9 * 4
+
+
+class PfsError(Exception):
+    """The server answered with a non-zero status (a positive errno)."""
+
+    def __init__(self, status, op=None):
+        self.status = status
+        self.errno = status
+        name = errno.errorcode.get(status, "?")
+        super().__init__(f"status {status} ({name}) for op {op}")
+
+
+class Closed(Exception):
+    """The peer closed or reset the connection."""
+
+
+class Timeout(Exception):
+    """No complete frame arrived before the deadline."""
+
+
+class BadReply(Exception):
+    """The server sent something that breaks the protocol."""
+
+
+# --- field encoders (no validation: callers may break rules on purpose) ----
+
+def u8(v): return struct.pack("<B", v)
+def u16(v): return struct.pack("<H", v)
+def u32(v): return struct.pack("<I", v & 0xFFFFFFFF)
+def u64(v): return struct.pack("<Q", v & 0xFFFFFFFFFFFFFFFF)
+def i64(v): return struct.pack("<q", v)
+
+
+def _b(s):
+    return s.encode() if isinstance(s, str) else bytes(s)
+
+
+def fh(h):
+    h = bytes(h)
+    return u8(len(h)) + h
+
+
+def name(s):
+    s = _b(s)
+    return u16(len(s)) + s
+
+
+path = name
+xname = name
+
+
+def host(s):
+    return name(s)
+
+
+def blob(b):
+    b = bytes(b)
+    return u32(len(b)) + b
+
+
+def creds(uid=0, gid=0, groups=()):
+    return u32(uid) + u32(gid) + u16(len(groups)) + b"".join(u32(g) for g in groups)
+
+
+ROOT = creds(0, 0)
+
+
+# --- field decoders --------------------------------------------------------
+
+class Reader:
+    def __init__(self, buf):
+        self.buf = bytes(buf)
+        self.pos = 0
+
+    def take(self, n):
+        if n > len(self.buf) - self.pos:
+            raise BadReply(f"truncated: need {n} at {self.pos} of {len(self.buf)}")
+        b = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def u8(self): return self.take(1)[0]
+    def u16(self): return struct.unpack("<H", self.take(2))[0]
+    def u32(self): return struct.unpack("<I", self.take(4))[0]
+    def u64(self): return struct.unpack("<Q", self.take(8))[0]
+    def i64(self): return struct.unpack("<q", self.take(8))[0]
+
+    def fh(self):
+        n = self.u8()
+        if not 1 <= n <= FH_MAX:
+            raise BadReply(f"fh length {n}")
+        return self.take(n)
+
+    def name(self):
+        return self.take(self.u16())
+
+    def bytes(self):
+        return self.take(self.u32())
+
+    def attr(self):
+        return dict(zip(ATTR_FIELDS, ATTR.unpack(self.take(ATTR.size))))
+
+    def entry(self):
+        h = self.fh()
+        return h, self.attr()
+
+    def left(self):
+        return len(self.buf) - self.pos
+
+    def done(self):
+        if self.left():
+            raise BadReply(f"{self.left()} trailing bytes")
+
+
+# --- LZ4 block format (enough for tests) -----------------------------------
+
+def lz4_literals(data):
+    """A valid LZ4 block holding data as one literal run (no matches)."""
+    data = bytes(data)
+    n = len(data)
+    out = bytearray()
+    if n >= 15:
+        out.append(0xF0)
+        r = n - 15
+        while r >= 255:
+            out.append(255)
+            r -= 255
+        out.append(r)
+    else:
+        out.append(n << 4)
+    out += data
+    return bytes(out)
+
+
+def lz4_decompress(src, raw_len):
+    """Decodes one LZ4 block; raises BadReply if it is malformed or its
+    size is not exactly raw_len."""
+    src = bytes(src)
+    dst = bytearray()
+    i, n = 0, len(src)
+    try:
+        while i < n:
+            token = src[i]
+            i += 1
+            lit = token >> 4
+            if lit == 15:
+                while True:
+                    b = src[i]
+                    i += 1
+                    lit += b
+                    if b != 255:
+                        break
+            if i + lit > n:
+                raise BadReply("lz4 literal run past end")
+            dst += src[i:i + lit]
+            i += lit
+            if i >= n:
+                break
+            off = src[i] | (src[i + 1] << 8)
+            i += 2
+            ml = token & 15
+            if ml == 15:
+                while True:
+                    b = src[i]
+                    i += 1
+                    ml += b
+                    if b != 255:
+                        break
+            ml += 4
+            if off == 0 or off > len(dst):
+                raise BadReply("lz4 bad offset")
+            start = len(dst) - off
+            for k in range(ml):
+                dst.append(dst[start + k])
+            if len(dst) > raw_len:
+                raise BadReply("lz4 output too long")
+    except IndexError:
+        raise BadReply("lz4 truncated block")
+    if len(dst) != raw_len:
+        raise BadReply(f"lz4 produced {len(dst)} bytes, header said {raw_len}")
+    return bytes(dst)
+
+
+# --- auth ------------------------------------------------------------------
+
+SERVER_LABEL = b"podfs server\0"  # lib/auth.c: the label includes its NUL
+CLIENT_LABEL = b"podfs client\0"
+
+
+def load_key(p):
+    """A key file: 32 raw bytes or 64 hex digits (+ optional newline)."""
+    data = open(p, "rb").read()
+    if len(data) == KEY_LEN:
+        return data
+    return bytes.fromhex(data.strip().decode())
+
+
+def auth_mac(key, label, cnonce, snonce, client_id):
+    msg = label + bytes(cnonce) + bytes(snonce) + u64(client_id)
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+# --- the connection ----------------------------------------------------------
+
+class Frame:
+    __slots__ = ("wire_len", "raw_len", "id", "op", "flags", "status", "payload")
+
+    def __init__(self, wire_len, raw_len, id, op, flags, status, payload):
+        self.wire_len, self.raw_len, self.id = wire_len, raw_len, id
+        self.op, self.flags, self.status, self.payload = op, flags, status, payload
+
+    def __repr__(self):
+        return (f"Frame(id={self.id} op={self.op} flags={self.flags:#x} "
+                f"status={self.status} len={len(self.payload)})")
+
+
+def pack_hdr(wire_len, raw_len, id, op, flags=0, status=0):
+    return HDR.pack(wire_len & 0xFFFFFFFF, raw_len & 0xFFFFFFFF,
+                    id & 0xFFFFFFFFFFFFFFFF, op & 0xFFFF, flags & 0xFFFF, status)
+
+
+class Conn:
+    """One TCP connection to podfsd. All waits are bounded by `timeout`."""
+
+    def __init__(self, host, port, timeout=10.0, source=None):
+        self.timeout = timeout
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=source)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        self.next_id = 1
+        self.pushes = []
+        self.root = None
+        self.root_attr = None
+        self.server_caps = None
+        self.boot_id = None
+        self.max_payload = None
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    # raw I/O
+    def send_raw(self, data):
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            raise Closed(str(e))
+
+    def send_frame(self, op, payload=b"", id=None, flags=0, status=0,
+                   wire_len=None, raw_len=None):
+        """Sends one frame; wire_len/raw_len may be forged. Returns the id."""
+        if id is None:
+            id = self.next_id
+            self.next_id += 1
+        payload = bytes(payload)
+        wl = len(payload) if wire_len is None else wire_len
+        rl = wl if raw_len is None else raw_len
+        self.send_raw(pack_hdr(wl, rl, id, op, flags, status) + payload)
+        return id
+
+    def _fill(self, n, deadline):
+        while len(self.buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout(f"waited {self.timeout}s for {n} bytes, have {len(self.buf)}")
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(max(65536, n - len(self.buf)))
+            except socket.timeout:
+                continue
+            except (ConnectionResetError, BrokenPipeError) as e:
+                raise Closed(str(e))
+            if not chunk:
+                raise Closed("EOF")
+            self.buf += chunk
+
+    def recv_frame(self, timeout=None):
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        self._fill(HDR_SIZE, deadline)
+        wl, rl, id, op, flags, status = HDR.unpack(bytes(self.buf[:HDR_SIZE]))
+        if wl > MAX_WIRE or rl > MAX_PAYLOAD:
+            raise BadReply(f"server frame too big: wire {wl} raw {rl}")
+        self._fill(HDR_SIZE + wl, deadline)
+        payload = bytes(self.buf[HDR_SIZE:HDR_SIZE + wl])
+        del self.buf[:HDR_SIZE + wl]
+        if flags & FF_LZ4:
+            payload = lz4_decompress(payload, rl)
+        elif wl != rl:
+            raise BadReply(f"raw frame with wire_len {wl} != raw_len {rl}")
+        return Frame(wl, rl, id, op, flags, status, payload)
+
+    def wait_closed(self, timeout=5.0):
+        """True if the peer closes (EOF/RST) within timeout; replies that
+        arrive meanwhile are returned in the second element."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False, got
+            try:
+                got.append(self.recv_frame(timeout=left))
+            except Closed:
+                return True, got
+            except Timeout:
+                return False, got
+            except BadReply:
+                return True, got
+
+    def call(self, op, payload=b"", timeout=None, flags=0):
+        """Sends a request and returns the payload of its reply; raises
+        PfsError on a non-zero status. Pushes are queued in self.pushes."""
+        id = self.send_frame(op, payload, flags=flags)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            left = max(0.001, deadline - time.monotonic())
+            f = self.recv_frame(timeout=left)
+            if f.flags & FF_PUSH:
+                self.pushes.append(f)
+                continue
+            if f.id != id:
+                raise BadReply(f"reply for unexpected id {f.id} (want {id})")
+            if not f.flags & FF_REPLY:
+                raise BadReply("frame without FF_REPLY")
+            if f.op != op:
+                raise BadReply(f"reply op {f.op} for request op {op}")
+            if f.status:
+                if f.payload:
+                    raise BadReply("error reply with a payload")
+                raise PfsError(f.status, op)
+            return f.payload
+
+    # handshake
+    def hello(self, key, client_id=None, caps=0, hostname=b"pfsproto",
+              version_min=VERSION, version_max=VERSION, check_server=True):
+        """HELLO. Returns (snonce, server_mac). Raises BadReply if the
+        server's MAC does not prove it knows `key` (when check_server)."""
+        if client_id is None:
+            client_id = int.from_bytes(os.urandom(8), "little") | 1
+        self.client_id = client_id
+        self.cnonce = os.urandom(NONCE_LEN)
+        p = (u32(MAGIC) + u16(version_min) + u16(version_max) + u64(caps) +
+             u64(client_id) + self.cnonce + host(hostname))
+        r = Reader(self.call(OP_HELLO, p))
+        version = r.u16()
+        self.server_caps = r.u64()
+        self.boot_id = r.u64()
+        self.snonce = r.take(NONCE_LEN)
+        smac = r.take(MAC_LEN)
+        self.max_payload = r.u32()
+        r.done()
+        if version != VERSION:
+            raise BadReply(f"server chose version {version}")
+        if check_server and key is not None:
+            want = auth_mac(key, SERVER_LABEL, self.cnonce, self.snonce, client_id)
+            if not hmac.compare_digest(want, smac):
+                raise BadReply("server MAC does not verify")
+        return self.snonce, smac
+
+    def auth(self, key, mac=None):
+        if mac is None:
+            mac = auth_mac(key, CLIENT_LABEL, self.cnonce, self.snonce, self.client_id)
+        r = Reader(self.call(OP_AUTH, mac))
+        self.root, self.root_attr = r.entry()
+        self.auth_flags = r.u32()
+        r.done()
+        return self.root
+
+    def login(self, key, **kw):
+        self.hello(key, **kw)
+        return self.auth(key)
+
+    # operations (cr = encoded creds)
+    def lookup(self, parent, nm, cr=ROOT):
+        r = Reader(self.call(OP_LOOKUP, cr + fh(parent) + name(nm)))
+        e = r.entry()
+        r.done()
+        return e
+
+    def getattr(self, h, cr=ROOT):
+        r = Reader(self.call(OP_GETATTR, cr + fh(h)))
+        a = r.attr()
+        r.done()
+        return a
+
+    def readlink(self, h, cr=ROOT):
+        r = Reader(self.call(OP_READLINK, cr + fh(h)))
+        t = r.name()
+        r.done()
+        return t
+
+    def open(self, h, flags=os.O_RDONLY, fid=None, cr=ROOT):
+        if fid is None:
+            fid = self.next_id + 1000
+        r = Reader(self.call(OP_OPEN, cr + fh(h) + u64(fid) + u32(flags)))
+        r.attr()
+        r.done()
+        return fid
+
+    def read(self, h, fid, offset, size, flags=0, cr=ROOT):
+        r = Reader(self.call(OP_READ, cr + fh(h) + u64(fid) + u32(flags) +
+                             u64(offset) + u32(size)))
+        d = r.bytes()
+        r.done()
+        return d
+
+    def release(self, h, fid, cr=ROOT):
+        self.call(OP_RELEASE, cr + fh(h) + u64(fid))
+
+    def opendir(self, h, fid=None, cr=ROOT):
+        if fid is None:
+            fid = self.next_id + 2000
+        r = Reader(self.call(OP_OPENDIR, cr + fh(h) + u64(fid) + u32(os.O_RDONLY)))
+        r.attr()
+        r.done()
+        return fid
+
+    def readdir(self, h, fid, offset=0, max_bytes=65536, plus=0, cr=ROOT):
+        """Returns (eof, [dict(name, next_off, ino, mode, flags, fh, attr)])."""
+        r = Reader(self.call(OP_READDIR, cr + fh(h) + u64(fid) + u64(offset) +
+                             u32(max_bytes) + u32(plus)))
+        eof = r.u8()
+        out = []
+        while r.left():
+            d = dict(name=r.name(), next_off=r.u64(), ino=r.u64(), mode=r.u32(),
+                     flags=r.u8())
+            if d["flags"] & DE_HAS_ENTRY:
+                d["fh"], d["attr"] = r.entry()
+            out.append(d)
+        return eof, out
+
+    def listdir(self, h, cr=ROOT):
+        fid = self.opendir(h, cr=cr)
+        names, off = [], 0
+        for _ in range(100000):
+            eof, ents = self.readdir(h, fid, off, cr=cr)
+            for d in ents:
+                names.append(d["name"])
+                off = d["next_off"]
+            if eof or not ents:
+                break
+        self.call(OP_RELEASEDIR, cr + fh(h) + u64(fid))
+        return names
+
+    def ping(self, stamp=12345):
+        r = Reader(self.call(OP_PING, u64(stamp)))
+        s = r.u64()
+        r.done()
+        return s
+
+    def statfs(self, h, cr=ROOT):
+        return self.call(OP_STATFS, cr + fh(h))
+
+
+def connect(host, port, key, timeout=10.0, **kw):
+    """A logged-in connection (HELLO + AUTH done)."""
+    c = Conn(host, port, timeout=timeout)
+    try:
+        c.login(key, **kw)
+    except BaseException:
+        c.close()
+        raise
+    return c

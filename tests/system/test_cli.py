@@ -1,0 +1,144 @@
+"""test_cli.py: the command lines of podfsd and podfs.
+
+Bad options exit 2 with exactly one line on stderr; --help exits 0; key
+generation makes a 0600 file of 64 hex digits; start-up errors are clear.
+"""
+
+import os
+import re
+import signal
+import stat
+
+import pytest
+
+from helpers import PODFS, PODFSD, run
+
+
+def one_line(r):
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got {lines!r}"
+    return lines[0]
+
+
+@pytest.fixture
+def tmpd(env):
+    return env.root
+
+
+@pytest.mark.parametrize("argv", [
+    ["--bogus"],
+    ["--threads"],              # missing value
+    ["--threads", "abc", "/tmp"],
+    ["--listen", "not-an-address", "--key", "/nonexistent", "/tmp"],
+    ["--log-level", "shouting", "/tmp"],
+    ["--lease", "-5", "/tmp"],
+], ids=["unknown", "missing-value", "bad-threads", "bad-listen", "bad-level", "bad-lease"])
+def test_podfsd_bad_option(env, argv):
+    r = run([PODFSD] + argv, timeout=30, check=False)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    one_line(r)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--bogus"],
+    ["127.0.0.1:1", "MNT", "-o", "bogus_option=1"],
+    ["127.0.0.1:1", "MNT", "-o", "timeo=abc"],
+    ["127.0.0.1:1", "MNT", "-o", "attr_timeout=-1"],
+    ["127.0.0.1:1", "MNT", "-o", "log_level=loud"],
+    ["127.0.0.1:1"],            # no mount point
+    ["127.0.0.1:99999", "MNT"],  # bad port
+], ids=["unknown", "bad-o", "bad-timeo", "bad-attr-timeout", "bad-log-level", "no-mountpoint",
+        "bad-port"])
+def test_podfs_bad_option(env, argv):
+    argv = [str(env.mnt) if a == "MNT" else a for a in argv]
+    r = run([PODFS] + argv, timeout=30, check=False)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    one_line(r)
+    assert not os.path.ismount(env.mnt)
+
+
+@pytest.mark.parametrize("prog", ["podfsd", "podfs"])
+def test_help(env, prog):
+    b = PODFSD if prog == "podfsd" else PODFS
+    r = run([b, "--help"], timeout=30, check=False)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert "usage" in out.lower()
+
+
+@pytest.mark.parametrize("how", ["podfsd --genkey", "podfs keygen"])
+def test_keygen_0600(env, how):
+    p = env.root / "new.key"
+    argv = [PODFSD, "--genkey", p] if how.startswith("podfsd") else [PODFS, "keygen", p]
+    old = os.umask(0)  # the mode must not depend on the caller's umask
+    try:
+        run(argv, timeout=30)
+    finally:
+        os.umask(old)
+    st = os.stat(p)
+    assert stat.S_IMODE(st.st_mode) == 0o600
+    assert re.fullmatch(rb"[0-9a-f]{64}\n", p.read_bytes())
+    # Two keys differ.
+    p2 = env.root / "new2.key"
+    run(argv[:-1] + [p2], timeout=30)
+    assert p2.read_bytes() != p.read_bytes()
+    # An existing file is never overwritten.
+    before = p.read_bytes()
+    r = run(argv, timeout=30, check=False)
+    assert r.returncode != 0
+    assert p.read_bytes() == before
+
+
+def test_podfsd_missing_export(env):
+    r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, env.root / "nope"],
+            timeout=30, check=False)
+    assert r.returncode != 0
+    assert "nope" in r.stderr
+
+
+def test_podfsd_port_in_use(env, daemon):
+    if daemon.external:
+        pytest.skip("own daemon needed")
+    r = run([PODFSD, "--listen", f"127.0.0.1:{daemon.port}", "--key", env.key,
+             "--state-dir", env.root / "st2", env.export], timeout=30, check=False)
+    assert r.returncode != 0
+    assert r.stderr.strip()
+
+
+def test_podfs_missing_mountpoint(env, daemon):
+    r = run([PODFS, daemon.addr, env.root / "nope", "-f", "-o", f"key={env.key}"],
+            timeout=30, check=False)
+    assert r.returncode != 0
+    assert r.stderr.strip()
+
+
+def test_podfsd_sigterm_exit_0(env, daemon):
+    """The fixture requires exit 0 on SIGTERM; do it explicitly once, with a
+    mount connected at the time."""
+    if daemon.external:
+        pytest.skip("own daemon needed")
+    d2 = env.start_daemon(tag="extra")
+    mm = env.mount(d2, path=env.root / "m2")
+    (mm.path / "f").write_bytes(b"x")
+    d2.stop()
+    assert d2.proc.p.returncode == 0
+    mm.proc.expect_rc = None  # podfs keeps waiting for its daemon; it is unmounted below
+
+
+def test_podfsd_daemon_mode(env):
+    pidfile = env.root / "d.pid"
+    portfile = env.root / "d.port"
+    r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, "--state-dir",
+             env.root / "st", "--daemon", "--pidfile", pidfile, "--port-file", portfile,
+             env.export], timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    from helpers import wait_for
+    pid = wait_for(lambda: int(pidfile.read_text().strip() or 0), 20, what="pid file")
+    try:
+        port = wait_for(lambda: int(portfile.read_text().strip() or 0), 20, what="port file")
+        assert 0 < port < 65536
+        os.kill(pid, 0)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
+             open(f"/proc/{pid}/stat").read().split()[2] == "Z", 20, what="daemon exit")

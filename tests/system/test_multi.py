@@ -1,0 +1,340 @@
+"""test_multi.py: two hosts sharing one export, and locks across hosts.
+
+Each client (`pod.a`, `pod.b`) runs podfs in its own network namespace and
+talks to the daemon over a veth pair, so the daemon sees two distinct hosts.
+Both mounts live in this mount namespace, so the test reads and writes both.
+Visibility across mounts is polled with a deadline (attribute and entry
+caches may be up to 1 s old); data written and closed on A must be what B
+reads on a later open (close-to-open).
+"""
+
+import hashlib
+import os
+import select
+import subprocess
+
+import pytest
+
+from helpers import PYTHON, read_file, wait_for, write_file
+
+pytestmark = pytest.mark.netns
+
+VISIBLE = 5.0  # seconds a change on one host may take to show on the other
+
+
+def read_or_none(p):
+    try:
+        return read_file(p)
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 1024 * 1024 + 1, 20 * 1024 * 1024],
+                         ids=["0", "1", "4095", "1MiB+1", "20MiB"])
+def test_write_a_read_b(pod, size):
+    data = os.urandom(size)
+    write_file(pod.a / "f", data)
+    assert read_file(pod.export / "f") == data
+    wait_for(lambda: read_or_none(pod.b / "f") == data, VISIBLE,
+             what=f"B to read A's {size}-byte file")
+    got = read_file(pod.b / "f")
+    assert len(got) == size
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_overwrite_seen_after_reopen(pod):
+    """B has the old version cached; A replaces the content in place (same
+    size) and closes; B's next open must see the new bytes."""
+    old = os.urandom(256 * 1024)
+    new = os.urandom(256 * 1024)
+    write_file(pod.a / "f", old)
+    wait_for(lambda: read_or_none(pod.b / "f") == old, VISIBLE, what="B to read v1")
+    assert read_file(pod.b / "f") == old  # now in B's page cache
+    with open(pod.a / "f", "r+b") as f:
+        f.write(new)
+    wait_for(lambda: read_or_none(pod.b / "f") == new, VISIBLE,
+             what="B to see A's overwrite after reopening")
+    # And back the other way, with a size change.
+    newer = os.urandom(1000)
+    with open(pod.b / "f", "wb") as f:
+        f.write(newer)
+    wait_for(lambda: read_or_none(pod.a / "f") == newer, VISIBLE,
+             what="A to see B's rewrite")
+
+
+def test_append_from_both_hosts_in_turn(pod):
+    write_file(pod.a / "log", b"")
+    want = b""
+    for i in range(6):
+        src, dst = (pod.a, pod.b) if i % 2 == 0 else (pod.b, pod.a)
+        wait_for(lambda: read_or_none(src / "log") == want, VISIBLE,
+                 what=f"round {i}: writer to see the log so far")
+        rec = f"line {i} from {'AB'[i % 2]}\n".encode()
+        with open(src / "log", "ab") as f:
+            f.write(rec)
+        want += rec
+        wait_for(lambda: read_or_none(dst / "log") == want, VISIBLE,
+                 what=f"round {i}: reader to see the new line")
+    assert read_file(pod.export / "log") == want
+
+
+def test_namespace_changes_visible(pod):
+    a, b = pod.a, pod.b
+    # B looks first, so it holds negative entries it must drop.
+    assert not os.path.exists(b / "f")
+    assert not os.path.exists(b / "d")
+    write_file(a / "f", b"1")
+    os.mkdir(a / "d")
+    wait_for(lambda: os.path.exists(b / "f") and os.path.isdir(b / "d"), VISIBLE,
+             what="B to see the create and mkdir")
+    assert sorted(os.listdir(b.path)) == ["d", "f"]
+    os.rename(a / "f", a / "d" / "g")
+    wait_for(lambda: not os.path.exists(b / "f") and read_or_none(b / "d" / "g") == b"1",
+             VISIBLE, what="B to see the rename")
+    assert os.listdir(b / "d") == ["g"]
+    os.unlink(a / "d" / "g")
+    wait_for(lambda: not os.path.exists(b / "d" / "g"), VISIBLE, what="B to see the unlink")
+    os.rmdir(a / "d")
+    wait_for(lambda: os.listdir(b.path) == [], VISIBLE, what="B to see the rmdir")
+    # Attribute changes.
+    write_file(b / "m", b"x")
+    wait_for(lambda: os.path.exists(a / "m"), VISIBLE, what="A to see m")
+    os.chmod(b / "m", 0o600)
+    wait_for(lambda: os.stat(a / "m").st_mode & 0o777 == 0o600, VISIBLE,
+             what="A to see the chmod")
+    os.truncate(b / "m", 12345)
+    wait_for(lambda: os.stat(a / "m").st_size == 12345, VISIBLE, what="A to see the truncate")
+
+
+def test_checkpoint_rename_pattern(pod):
+    """Write tmp + fsync + rename over the old name on A; B opening the name
+    gets the complete new file, never a mix."""
+    write_file(pod.a / "ckpt", b"v0" * 1000)
+    wait_for(lambda: read_or_none(pod.b / "ckpt") == b"v0" * 1000, VISIBLE, what="v0 on B")
+    for v in range(1, 4):
+        body = (f"v{v}".encode()) * 500000
+        with open(pod.a / "ckpt.tmp", "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(pod.a / "ckpt.tmp", pod.a / "ckpt")
+        wait_for(lambda: read_or_none(pod.b / "ckpt") == body, VISIBLE,
+                 what=f"B to read checkpoint v{v}")
+
+
+# --- locks across hosts -------------------------------------------------------------------
+
+HOLDER = r"""
+import fcntl, os, sys, time, struct
+path, kind = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDWR)
+if kind == "fcntl":
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+elif kind == "fcntl-rd":
+    fcntl.lockf(fd, fcntl.LOCK_SH)
+elif kind == "range":
+    fcntl.lockf(fd, fcntl.LOCK_EX, 100, 0)  # bytes 0..99
+else:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+cmd = sys.stdin.readline().strip()
+if cmd == "unlock":
+    t = time.monotonic()
+    if kind == "flock":
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    elif kind == "range":
+        fcntl.lockf(fd, fcntl.LOCK_UN, 100, 0)
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+    print("released", t, flush=True)
+elif cmd == "close":
+    t = time.monotonic()
+    os.close(fd)
+    print("released", t, flush=True)
+elif cmd == "exit":
+    os._exit(0)
+sys.stdin.readline()
+"""
+
+TRY = r"""
+import errno, fcntl, os, sys
+path, kind = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDWR)
+try:
+    if kind == "fcntl":
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    elif kind == "fcntl-rd":
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    elif kind == "range-other":
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 100)  # bytes 100..199
+    elif kind == "range-overlap":
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 95)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("GOT")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"""
+
+WAITER = r"""
+import fcntl, os, sys, time
+path, kind = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDWR)
+print("waiting", flush=True)
+if kind == "fcntl":
+    fcntl.lockf(fd, fcntl.LOCK_EX)   # F_SETLKW
+else:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+print("acquired", time.monotonic(), flush=True)
+sys.stdin.readline()
+"""
+
+
+class Holder:
+    def __init__(self, path, kind):
+        self.p = subprocess.Popen([PYTHON, "-c", HOLDER, str(path), kind],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = readline(self.p, 30)
+        assert line == "locked", f"holder did not get the lock: {line!r}"
+
+    def cmd(self, c):
+        self.p.stdin.write(c + "\n")
+        self.p.stdin.flush()
+        if c == "exit":
+            assert self.p.wait(30) == 0
+            return None
+        line = readline(self.p, 30)
+        assert line.startswith("released"), line
+        return float(line.split()[1])
+
+    def finish(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write("\n")
+                self.p.stdin.flush()
+            except OSError:
+                pass
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(10)
+
+
+def readline(p, timeout):
+    """One line of p's stdout within timeout, or '' (bounded)."""
+    r, _, _ = select.select([p.stdout], [], [], timeout)
+    if not r:
+        return ""
+    return p.stdout.readline().strip()
+
+
+def try_lock(path, kind):
+    r = subprocess.run([PYTHON, "-c", TRY, str(path), kind], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+CONFLICT = ("EAGAIN", "EACCES")
+
+
+def test_fcntl_lock_conflict_across_hosts(pod):
+    write_file(pod.a / "lk", b"x" * 1000)
+    wait_for(lambda: os.path.exists(pod.b / "lk"), VISIBLE, what="B to see lk")
+    h = Holder(pod.a / "lk", "fcntl")
+    try:
+        assert try_lock(pod.b / "lk", "fcntl") in CONFLICT
+        assert try_lock(pod.b / "lk", "fcntl-rd") in CONFLICT
+        h.cmd("unlock")
+        assert try_lock(pod.b / "lk", "fcntl") == "GOT"
+    finally:
+        h.finish()
+
+
+def test_fcntl_read_locks_share_across_hosts(pod):
+    write_file(pod.a / "lk", b"x")
+    wait_for(lambda: os.path.exists(pod.b / "lk"), VISIBLE, what="B to see lk")
+    h = Holder(pod.a / "lk", "fcntl-rd")
+    try:
+        assert try_lock(pod.b / "lk", "fcntl-rd") == "GOT"
+        assert try_lock(pod.b / "lk", "fcntl") in CONFLICT
+    finally:
+        h.finish()
+
+
+def test_fcntl_byte_ranges_across_hosts(pod):
+    write_file(pod.a / "lk", b"x" * 1000)
+    wait_for(lambda: os.path.exists(pod.b / "lk"), VISIBLE, what="B to see lk")
+    h = Holder(pod.a / "lk", "range")
+    try:
+        assert try_lock(pod.b / "lk", "range-other") == "GOT"
+        assert try_lock(pod.b / "lk", "range-overlap") in CONFLICT
+    finally:
+        h.finish()
+
+
+@pytest.mark.parametrize("kind", ["fcntl", "flock"])
+def test_blocking_lock_waits_for_release(pod, kind):
+    """F_SETLKW / blocking flock on B returns only after A released."""
+    write_file(pod.a / "lk", b"x")
+    wait_for(lambda: os.path.exists(pod.b / "lk"), VISIBLE, what="B to see lk")
+    h = Holder(pod.a / "lk", kind)
+    w = subprocess.Popen([PYTHON, "-c", WAITER, str(pod.b / "lk"), kind],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert readline(w, 30) == "waiting"
+        # While A holds the lock, B must stay blocked (give it ample chance
+        # to wrongly succeed).
+        early = readline(w, 1.5)
+        assert early == "", f"B acquired while A held the lock: {early!r}"
+        t_release = h.cmd("unlock")
+        line = readline(w, 30)
+        assert line.startswith("acquired"), f"B never acquired after release: {line!r}"
+        assert float(line.split()[1]) >= t_release
+    finally:
+        w.kill()
+        w.wait(10)
+        h.finish()
+
+
+def test_flock_conflict_across_hosts(pod):
+    write_file(pod.a / "lk", b"x")
+    wait_for(lambda: os.path.exists(pod.b / "lk"), VISIBLE, what="B to see lk")
+    h = Holder(pod.a / "lk", "flock")
+    try:
+        assert try_lock(pod.b / "lk", "flock") in ("EWOULDBLOCK", "EAGAIN")
+        h.cmd("unlock")
+        assert try_lock(pod.b / "lk", "flock") == "GOT"
+    finally:
+        h.finish()
+
+
+@pytest.mark.parametrize("how", ["close", "exit", "kill"])
+@pytest.mark.parametrize("kind", ["fcntl", "flock"])
+def test_lock_released_when_holder_goes(pod, kind, how):
+    write_file(pod.a / "lk", b"x")
+    wait_for(lambda: os.path.exists(pod.b / "lk"), VISIBLE, what="B to see lk")
+    h = Holder(pod.a / "lk", kind)
+    try:
+        assert try_lock(pod.b / "lk", kind) in CONFLICT + ("EWOULDBLOCK",)
+        if how == "kill":
+            h.p.kill()
+            h.p.wait(30)
+        else:
+            h.cmd(how)
+        wait_for(lambda: try_lock(pod.b / "lk", kind) == "GOT", VISIBLE,
+                 what=f"the lock to be free after the holder's {how}")
+    finally:
+        h.finish()
+
+
+def test_lock_conflict_same_host_other_process(pod):
+    """Two processes on the same host also conflict (the daemon must not
+    treat one client as one owner)."""
+    write_file(pod.a / "lk", b"x")
+    h = Holder(pod.a / "lk", "fcntl")
+    try:
+        assert try_lock(pod.a / "lk", "fcntl") in CONFLICT
+    finally:
+        h.finish()

@@ -1,0 +1,143 @@
+"""test_programs.py: real programs on a podfs mount (the pod's actual jobs):
+a venv, a git repository, a large source tree, a 1 GiB file.
+"""
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from helpers import PYTHON, run, wait_for
+
+
+def sha256_file(p):
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while True:
+            b = f.read(4 << 20)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+@pytest.mark.timeout(300)
+def test_venv_on_mount(env, mount):
+    a = mount()
+    b = mount(path=env.root / "mnt-b")
+    venv = a / "venv"
+    run([PYTHON, "-m", "venv", "--without-pip", venv], timeout=240)
+    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = venv / "lib" / ver / "site-packages"
+    assert site.is_dir()
+    pkg = site / "podfs_probe"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .core import answer\n")
+    (pkg / "core.py").write_text("def answer():\n    return 42\n")
+    (a / "script.py").write_text(
+        "import sys, podfs_probe\n"
+        "print(podfs_probe.answer(), sys.prefix, podfs_probe.__file__)\n")
+    r = run([venv / "bin" / "python", a / "script.py"], timeout=120)
+    ans, prefix, mod = r.stdout.split()
+    assert ans == "42"
+    assert prefix == str(venv)
+    assert mod.startswith(str(site))
+    # The same venv from another mount (another host's view), compiled caches included.
+    bv = b / "venv"
+    wait_for(lambda: (bv / "bin" / "python").exists(), 5, what="venv on mount B")
+    r = run([bv / "bin" / "python", "-c", "import podfs_probe, sys; "
+             "print(podfs_probe.answer(), sys.prefix)"], timeout=120)
+    assert r.stdout.split() == ["42", str(bv)]
+    assert (env.export / "venv" / "pyvenv.cfg").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_git_on_mount(env, m):
+    repo = m / "repo"
+    repo.mkdir()
+    g = ["git", "-C", str(repo), "-c", "user.name=podfs", "-c", "user.email=t@podfs",
+         "-c", "init.defaultBranch=main", "-c", "core.fsync=all"]
+    run(g + ["init", "-q"])
+    for i in range(50):
+        d = repo / f"pkg{i % 5}"
+        d.mkdir(exist_ok=True)
+        (d / f"mod{i}.py").write_text(f"value = {i}\n" * (i + 1))
+    (repo / "big.bin").write_bytes(os.urandom(2 << 20))
+    run(g + ["add", "-A"])
+    run(g + ["commit", "-q", "-m", "first"])
+    assert run(g + ["status", "--porcelain"]).stdout == ""
+    (repo / "pkg0" / "mod0.py").write_text("changed\n")
+    os.rename(repo / "pkg1" / "mod1.py", repo / "pkg1" / "renamed.py")
+    st = run(g + ["status", "--porcelain"]).stdout
+    assert " M pkg0/mod0.py" in st and "pkg1/renamed.py" in st
+    run(g + ["commit", "-q", "-a", "-m", "second"])
+    run(g + ["add", "-A"])
+    run(g + ["commit", "-q", "-m", "third"])
+    log = run(g + ["log", "--oneline"]).stdout.splitlines()
+    assert len(log) == 3 and log[0].endswith("third")
+    assert run(g + ["status", "--porcelain"]).stdout == ""
+    run(g + ["fsck", "--full", "--strict"], timeout=120)
+    run(g + ["gc", "-q"], timeout=120)
+    # The export holds a valid repository the server side can read.
+    r = run(["git", "-c", f"safe.directory={env.export / 'repo'}", "-C",
+             str(env.export / "repo"), "log", "--oneline"])
+    assert r.stdout.splitlines() == log
+    # Clone it from the mount to local disk and back to the mount.
+    run(["git", "clone", "-q", str(repo), str(env.root / "clone")], timeout=120)
+    run(["git", "clone", "-q", str(env.root / "clone"), str(m / "clone2")], timeout=120)
+    assert (m / "clone2" / "big.bin").read_bytes() == (repo / "big.bin").read_bytes()
+
+
+def tree_meta(root):
+    out = {}
+    for dp, dns, fns in os.walk(root):
+        for n in dns + fns:
+            p = os.path.join(dp, n)
+            st = os.lstat(p)
+            out[os.path.relpath(p, root)] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode),
+                                             st.st_size if not stat.S_ISDIR(st.st_mode) else 0,
+                                             st.st_mtime_ns // 10**9)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_tar_usr_include(env, m):
+    src = "/usr/include"
+    tar = subprocess.Popen(["tar", "-C", "/usr", "-cf", "-", "include"], stdout=subprocess.PIPE)
+    x = subprocess.run(["tar", "-C", str(m.path), "-xf", "-"], stdin=tar.stdout,
+                       stderr=subprocess.PIPE, text=True, timeout=500)
+    tar.stdout.close()
+    assert tar.wait(60) == 0
+    assert x.returncode == 0, x.stderr
+    r = run(["diff", "-r", "--no-dereference", src, m / "include"], timeout=500, check=False)
+    assert r.returncode == 0 and r.stdout == "", r.stdout[:3000] + r.stderr[:3000]
+    assert tree_meta(src) == tree_meta(m / "include")
+    assert tree_meta(src) == tree_meta(env.export / "include")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_1gib_copy_in_and_out(env, mount):
+    """1 GiB of random data: local -> mount A, then mount B -> local (B's
+    cache is cold, so the bytes really come back from the daemon)."""
+    a = mount()
+    b = mount(path=env.root / "mnt-b")
+    src = env.root / "src.bin"
+    back = env.root / "back.bin"
+    run(["dd", "if=/dev/urandom", f"of={src}", "bs=4M", "count=256", "status=none"],
+        timeout=300)
+    assert os.path.getsize(src) == 1 << 30
+    want = sha256_file(src)
+    run(["cp", src, a / "big.bin"], timeout=600)
+    os.unlink(src)
+    assert os.path.getsize(env.export / "big.bin") == 1 << 30
+    wait_for(lambda: os.path.getsize(b / "big.bin") == 1 << 30, 5, what="size on B")
+    run(["cp", b / "big.bin", back], timeout=600)
+    assert sha256_file(back) == want
+    os.unlink(back)
+    assert sha256_file(env.export / "big.bin") == want
+    os.unlink(a / "big.bin")
+    assert not (env.export / "big.bin").exists()

@@ -1,0 +1,621 @@
+"""test_security.py: permissions, confinement to the export, hostile input,
+and authentication.
+
+Unprivileged callers run as uid/gid 1500 (setpriv); the kernel on the
+daemon's side must make the permission decisions. Raw protocol tests use
+pfsproto.py to say things a real client never would.
+"""
+
+import os
+import random
+import socket
+import stat
+import time
+
+import pytest
+
+import pfsproto as P
+from helpers import (OTHER_GID, OTHER_UID, SUPP_GID, TEST_GID, TEST_UID, file_errno,
+                     name_to_handle, read_file, run, wait_for, write_file)
+
+
+# --- permissions -----------------------------------------------------------------
+
+def test_nonroot_cannot_write_root_file(env, m):
+    write_file(m / "f", b"root data")
+    os.chmod(m / "f", 0o644)
+    assert file_errno(f"open({str(m / 'f')!r}, 'rb').read()") == "OK"
+    assert file_errno(f"open({str(m / 'f')!r}, 'ab')") == "EACCES"
+    assert file_errno(f"os.truncate({str(m / 'f')!r}, 0)") == "EACCES"
+    assert file_errno(f"os.unlink({str(m / 'f')!r})") == "EACCES"
+    assert file_errno(f"open({str(m / 'new')!r}, 'wb')") == "EACCES"
+    assert file_errno(f"os.mkdir({str(m / 'd')!r})") == "EACCES"
+    assert read_file(env.export / "f") == b"root data"
+    assert not os.path.exists(env.export / "new")
+
+
+def test_nonroot_cannot_read_other_users_0600(env, m):
+    write_file(m / "private", b"theirs")
+    os.chown(m / "private", OTHER_UID, OTHER_GID)
+    os.chmod(m / "private", 0o600)
+    assert file_errno(f"open({str(m / 'private')!r}, 'rb').read()") == "EACCES"
+    assert file_errno(f"open({str(m / 'private')!r}, 'rb').read()",
+                      uid=OTHER_UID, gid=OTHER_GID) == "OK"
+    # A private directory cannot be listed or traversed either.
+    os.mkdir(m / "pdir")
+    write_file(m / "pdir" / "inner", b"x")
+    os.chown(m / "pdir", OTHER_UID, OTHER_GID)
+    os.chmod(m / "pdir", 0o700)
+    assert file_errno(f"os.listdir({str(m / 'pdir')!r})") == "EACCES"
+    assert file_errno(f"os.stat({str(m / 'pdir' / 'inner')!r})") == "EACCES"
+
+
+def test_nonroot_creates_in_0777_dir_owns_file(env, m):
+    os.mkdir(m / "pub")
+    os.chmod(m / "pub", 0o777)
+    code = (f"fd = os.open({str(m / 'pub' / 'mine')!r}, os.O_CREAT | os.O_WRONLY, 0o640)\n"
+            f"os.write(fd, b'mine')\nos.close(fd)\n"
+            f"os.mkdir({str(m / 'pub' / 'mydir')!r})\n"
+            f"os.symlink('mine', {str(m / 'pub' / 'mylink')!r})")
+    assert file_errno(code) == "OK"
+    for n in ("mine", "mydir", "mylink"):
+        xs = os.lstat(env.export / "pub" / n)
+        assert (xs.st_uid, xs.st_gid) == (TEST_UID, TEST_GID), n
+        st = os.lstat(m / "pub" / n)
+        assert (st.st_uid, st.st_gid) == (TEST_UID, TEST_GID), n
+    assert read_file(env.export / "pub" / "mine") == b"mine"
+    # The owner may chmod, and read back its own 0600 file; others may not read it.
+    assert file_errno(f"os.chmod({str(m / 'pub' / 'mine')!r}, 0o600)") == "OK"
+    assert stat.S_IMODE(os.stat(env.export / "pub" / "mine").st_mode) == 0o600
+    assert file_errno(f"open({str(m / 'pub' / 'mine')!r}, 'rb').read()") == "OK"
+    assert file_errno(f"open({str(m / 'pub' / 'mine')!r}, 'rb').read()",
+                      uid=OTHER_UID, gid=OTHER_GID) == "EACCES"
+
+
+def test_nonroot_chmod_chown_others_file_eperm(env, m):
+    os.mkdir(m / "pub")
+    os.chmod(m / "pub", 0o777)
+    write_file(m / "pub" / "theirs", b"x")
+    os.chown(m / "pub" / "theirs", OTHER_UID, OTHER_GID)
+    os.chmod(m / "pub" / "theirs", 0o666)
+    assert file_errno(f"os.chmod({str(m / 'pub' / 'theirs')!r}, 0o777)") == "EPERM"
+    assert file_errno(f"os.chown({str(m / 'pub' / 'theirs')!r}, {TEST_UID}, -1)") == "EPERM"
+    assert file_errno(f"os.utime({str(m / 'pub' / 'theirs')!r}, (1, 1))") == "EPERM"
+    # Writable by all: writing works, and utime(None) (= now) is allowed.
+    assert file_errno(f"open({str(m / 'pub' / 'theirs')!r}, 'ab').write(b'y')") == "OK"
+    assert file_errno(f"os.utime({str(m / 'pub' / 'theirs')!r}, None)") == "OK"
+    xs = os.stat(env.export / "pub" / "theirs")
+    assert stat.S_IMODE(xs.st_mode) == 0o666 and xs.st_uid == OTHER_UID
+    # Own file: chown to a group it is not in is EPERM too.
+    assert file_errno(f"open({str(m / 'pub' / 'own')!r}, 'wb').close()\n"
+                      f"os.chown({str(m / 'pub' / 'own')!r}, -1, 4242)") == "EPERM"
+    # Sticky directory: cannot delete another user's file.
+    os.chmod(m / "pub", 0o1777)
+    assert file_errno(f"os.unlink({str(m / 'pub' / 'theirs')!r})") == "EPERM"
+    assert os.path.exists(env.export / "pub" / "theirs")
+
+
+def test_supplementary_group_access(env, m):
+    os.mkdir(m / "team")
+    os.chown(m / "team", OTHER_UID, SUPP_GID)
+    os.chmod(m / "team", 0o770)
+    write_file(m / "team" / "doc", b"team doc")
+    os.chown(m / "team" / "doc", OTHER_UID, SUPP_GID)
+    os.chmod(m / "team" / "doc", 0o660)
+    doc = str(m / "team" / "doc")
+    assert file_errno(f"open({doc!r}, 'rb').read()") == "EACCES"
+    assert file_errno(f"open({doc!r}, 'rb').read()", groups=[SUPP_GID]) == "OK"
+    assert file_errno(f"open({doc!r}, 'ab').write(b'+')", groups=[4000, SUPP_GID]) == "OK"
+    assert file_errno(f"open({str(m / 'team' / 'new')!r}, 'wb').close()",
+                      groups=[SUPP_GID]) == "OK"
+    assert read_file(env.export / "team" / "doc") == b"team doc+"
+    assert os.stat(env.export / "team" / "new").st_uid == TEST_UID
+    # The primary group counts too.
+    assert file_errno(f"open({doc!r}, 'rb').read()", gid=SUPP_GID) == "OK"
+
+
+def test_nonroot_xattr_and_fifo_permissions(env, m):
+    write_file(m / "f", b"x")
+    os.chmod(m / "f", 0o644)
+    assert file_errno(f"os.setxattr({str(m / 'f')!r}, 'user.a', b'1')") == "EACCES"
+    os.setxattr(m / "f", "user.b", b"2")
+    assert file_errno(f"assert os.getxattr({str(m / 'f')!r}, 'user.b') == b'2'") == "OK"
+
+
+# --- confinement -------------------------------------------------------------------
+
+SECRET = b"SERVER-SIDE SECRET " + os.urandom(8).hex().encode()
+DECOY = b"client-side decoy"
+
+
+@pytest.fixture
+def jail(env, mount):
+    """Export TMP/a/export next to TMP/a/secret; escaping symlinks inside."""
+    a = env.root / "a"
+    export = a / "export"
+    export.mkdir(parents=True)
+    os.chmod(a, 0o755)
+    os.chmod(export, 0o755)
+    write_file(a / "secret", SECRET)
+    os.chmod(a / "secret", 0o644)
+    os.mkdir(a / "secretdir")
+    write_file(a / "secretdir" / "inner", SECRET)
+    # What the client's own resolution of "../secret" from the mount reaches.
+    write_file(env.root / "secret", DECOY)
+    os.symlink("../secret", export / "esc")
+    os.symlink(str(a / "secret"), export / "abs")
+    os.symlink("..", export / "dotdot")
+    os.symlink(str(a), export / "absdir")
+    os.symlink("../../../../../../../../../../etc/passwd", export / "deep")
+    os.symlink("../created-by-follow", export / "dangling")
+    write_file(export / "inside", b"inside data")
+    os.mkdir(export / "sub")
+    write_file(export / "sub" / "b", b"a/b data")
+    os.mkdir(export / "a")
+    write_file(export / "a" / "b", b"a/b data")
+    d = env.start_daemon(export=export)
+    mm = mount(d, path=env.root / "mnt")
+    return dict(a=a, export=export, daemon=d, m=mm)
+
+
+def never_secret(fn):
+    try:
+        data = fn()
+    except OSError:
+        return True
+    return SECRET not in data
+
+
+def test_symlinks_resolve_on_client(env, jail):
+    mm, a = jail["m"], jail["a"]
+    assert os.readlink(mm / "esc") == "../secret"
+    assert os.readlink(mm / "abs") == str(a / "secret")
+    # Relative escape: the client resolves mnt/../secret = TMP/secret (decoy).
+    assert read_file(mm / "esc") == DECOY
+    assert read_file(mm / "dotdot" / "secret") == DECOY
+    assert sorted(os.listdir(mm / "dotdot")) == sorted(os.listdir(env.root))
+    assert never_secret(lambda: read_file(mm / "deep"))
+    # Writes and chmod through the link act on the client's target.
+    mode = os.stat(a / "secret").st_mode
+    with open(mm / "esc", "ab") as f:
+        f.write(b"+")
+    os.chmod(mm / "esc", 0o600)
+    assert read_file(a / "secret") == SECRET
+    assert os.stat(a / "secret").st_mode == mode
+    assert read_file(env.root / "secret") == DECOY + b"+"
+    # Creating through a dangling link does not create next to the export.
+    fd = os.open(mm / "dangling", os.O_CREAT | os.O_WRONLY, 0o644)
+    os.close(fd)
+    assert not os.path.exists(a / "created-by-follow")
+    assert os.path.exists(env.root / "created-by-follow")
+
+
+def test_absolute_symlink_not_followed_by_server(env, jail):
+    """An absolute link is resolved in the client's namespace. To tell a
+    server-side follow from the client's own resolution, read it from a
+    private mount namespace where the client sees a decoy at that path."""
+    mm, a = jail["m"], jail["a"]
+    decoy_dir = env.root / "decoydir"
+    decoy_dir.mkdir()
+    write_file(decoy_dir / "secret", DECOY)
+    script = (f"mount --bind {decoy_dir} {a} && cat {mm / 'abs'} && echo && "
+              f"ls {mm / 'absdir'}")
+    r = run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+            timeout=60, check=False)
+    assert SECRET.decode() not in r.stdout
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == DECOY.decode()
+    assert r.stdout.split()[1:] == ["secret"]  # the decoy dir, not TMP/a
+
+
+def test_dotdot_from_mount_root_stays_on_client(env, jail):
+    mm = jail["m"]
+    assert os.stat(mm / "..").st_ino == os.stat(env.root).st_ino
+    assert sorted(os.listdir(mm / "..")) == sorted(os.listdir(env.root))
+    assert read_file(mm / ".." / "secret") == DECOY
+    assert never_secret(lambda: read_file(mm / "sub" / ".." / ".." / "a" / "secret"))
+
+
+@pytest.fixture
+def conn(jail, env):
+    d = jail["daemon"]
+    c = P.connect(d.host, d.port, P.load_key(env.key))
+    yield c
+    c.close()
+
+
+def refused(fn, *a):
+    """True if the server answers with an error or closes the connection."""
+    try:
+        r = fn(*a)
+    except (P.PfsError, P.Closed, P.BadReply):
+        return True
+    except P.Timeout:
+        return False
+    return r is None
+
+
+def test_raw_lookup_bad_names(env, jail):
+    d = jail["daemon"]
+    key = P.load_key(env.key)
+    bad = [b"..", b".", b"a/b", b"/", b"/etc", b"", b"x\0y", b"../secret", b"n" * 256]
+    for nm in bad:
+        with P.connect(d.host, d.port, key) as c:
+            assert refused(c.lookup, c.root, nm), f"LOOKUP {nm!r} was accepted"
+    with P.connect(d.host, d.port, key) as c:
+        sub, _ = c.lookup(c.root, b"sub")
+        assert refused(c.lookup, sub, b".."), "LOOKUP .. from a subdirectory was accepted"
+    # The legitimate path still works on a fresh connection.
+    with P.connect(d.host, d.port, key) as c:
+        a_fh, _ = c.lookup(c.root, b"a")
+        b_fh, attr = c.lookup(a_fh, b"b")
+        assert attr["size"] == len(b"a/b data")
+
+
+def test_raw_symlink_not_followed(env, jail):
+    d = jail["daemon"]
+    key = P.load_key(env.key)
+    with P.connect(d.host, d.port, key) as c:
+        h, attr = c.lookup(c.root, b"esc")
+        assert stat.S_ISLNK(attr["mode"])
+        assert c.readlink(h) == b"../secret"
+    for link in (b"esc", b"abs", b"deep"):
+        with P.connect(d.host, d.port, key) as c:
+            h, attr = c.lookup(c.root, link)
+
+            def open_read():
+                fid = c.open(h)
+                return c.read(h, fid, 0, 4096)
+            try:
+                data = open_read()
+            except (P.PfsError, P.Closed, P.BadReply):
+                continue
+            assert SECRET not in data, f"OPEN+READ of symlink {link} followed it"
+    for link in (b"dotdot", b"absdir"):
+        with P.connect(d.host, d.port, key) as c:
+            h, attr = c.lookup(c.root, link)
+            assert refused(c.lookup, h, b"secret"), f"LOOKUP through symlink {link}"
+
+
+def export_inos(export):
+    inos = {os.lstat(export).st_ino}
+    for dp, dns, fns in os.walk(export):
+        for n in dns + fns:
+            inos.add(os.lstat(os.path.join(dp, n)).st_ino)
+    return inos
+
+
+def test_raw_forged_handles(env, jail):
+    d, a, export = jail["daemon"], jail["a"], jail["export"]
+    key = P.load_key(env.key)
+    inside = export_inos(export)
+    outside_inos = {os.stat(a).st_ino, os.stat(a / "secret").st_ino,
+                    os.stat(a / "secretdir").st_ino, os.stat(a / "secretdir" / "inner").st_ino}
+    c = P.connect(d.host, d.port, key)
+    try:
+        fh, attr = c.lookup(c.root, b"inside")
+    finally:
+        c.close()
+
+    def probe(forged):
+        """Never outside data or attributes; an error or closing is fine."""
+        with P.connect(d.host, d.port, key, timeout=10) as c:
+            try:
+                at = c.getattr(forged)
+            except (P.PfsError, P.Closed, P.BadReply):
+                return "refused"
+            assert at["ino"] in inside and at["ino"] not in outside_inos, \
+                f"forged handle {forged.hex()} reached ino {at['ino']} outside the export"
+            try:
+                fid = c.open(forged)
+                data = c.read(forged, fid, 0, 65536)
+            except (P.PfsError, P.Closed, P.BadReply):
+                return "refused-open"
+            assert SECRET not in data
+            try:
+                _, e = c.lookup(forged, b"secret")
+                assert e["ino"] not in outside_inos
+            except (P.PfsError, P.Closed, P.BadReply):
+                pass
+            return "inside"
+
+    results = []
+    # Every single-bit-flipped byte position and a few whole-byte rewrites.
+    for i in range(len(fh)):
+        for x in (0x01, 0x80, 0xFF):
+            f = bytearray(fh)
+            f[i] ^= x
+            results.append(probe(bytes(f)))
+    # Truncated and extended handles.
+    for f in (fh[:-1], fh[:1], fh + b"\0", fh + os.urandom(8)):
+        if 1 <= len(f) <= P.FH_MAX:
+            results.append(probe(f))
+    # Graft the kernel's handle of files outside the export into the fh in
+    # place of the inside file's handle, as an attacker who knows the
+    # handle format would.
+    htype, kh = name_to_handle(export / "inside")
+    grafted = 0
+    pos = fh.find(kh)
+    for target in (a / "secret", a, a / "secretdir" / "inner"):
+        t_type, th = name_to_handle(target)
+        if pos >= 0 and len(th) == len(kh):
+            f = fh[:pos] + th + fh[pos + len(kh):]
+            assert probe(f) == "refused", f"grafted handle for {target} was accepted"
+            grafted += 1
+    print("forged-handle outcomes:", {r: results.count(r) for r in set(results)},
+          "grafted:", grafted)
+
+
+# --- hostile input ---------------------------------------------------------------
+
+def healthy(env, daemon, mnt=None):
+    """The daemon survived: still running, a new session logs in, a mount works."""
+    assert daemon.alive(), "podfsd died: " + daemon.proc.died_msg()
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+        assert c.ping(777) == 777
+        c.getattr(c.root)
+    if mnt is not None:
+        name = "health-" + os.urandom(4).hex()
+        data = os.urandom(100000)
+        write_file(mnt / name, data)
+        assert read_file(mnt / name) == data
+        assert read_file(daemon.export / name) == data
+
+
+def closes(c, timeout=10):
+    ok, frames = c.wait_closed(timeout)
+    # An error reply before closing is fine; a success reply is not.
+    for f in frames:
+        assert f.status != 0 or f.op == P.OP_HELLO, f"unexpected success reply {f}"
+    return ok
+
+
+def test_garbage_bytes(env, daemon, m):
+    rnd = random.Random(2)
+    for n in (1, 23, 24, 100, 4096, 65536):
+        with P.Conn(daemon.host, daemon.port) as c:
+            c.send_raw(rnd.randbytes(n))
+            if n >= 24:
+                assert closes(c), f"{n} garbage bytes did not get the connection closed"
+    # Garbage after a good login.
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+        c.send_raw(rnd.randbytes(4096))
+        assert closes(c)
+    healthy(env, daemon, m)
+
+
+def test_huge_lengths(env, daemon, m):
+    key = P.load_key(env.key)
+    for wl, rl in ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 10), (10, 0xFFFFFFFF),
+                   (P.MAX_HANDSHAKE + 1, P.MAX_HANDSHAKE + 1)):
+        with P.Conn(daemon.host, daemon.port) as c:
+            c.send_raw(P.pack_hdr(wl, rl, 1, P.OP_HELLO) + b"x" * 100)
+            assert closes(c), f"pre-auth header wire_len={wl:#x} raw_len={rl:#x} not refused"
+    for wl, rl in ((0xFFFFFFFF, 0xFFFFFFFF), (P.MAX_WIRE + 1, P.MAX_PAYLOAD),
+                   (P.MAX_PAYLOAD + 1, P.MAX_PAYLOAD + 1)):
+        with P.connect(daemon.host, daemon.port, key) as c:
+            c.send_raw(P.pack_hdr(wl, rl, 9, P.OP_PING) + b"x" * 100)
+            assert closes(c), f"header wire_len={wl:#x} raw_len={rl:#x} not refused"
+    healthy(env, daemon, m)
+
+
+def test_frames_before_auth(env, daemon, m):
+    key = P.load_key(env.key)
+    # An operation as the very first frame.
+    with P.Conn(daemon.host, daemon.port) as c:
+        c.send_frame(P.OP_GETATTR, P.ROOT + P.fh(b"\x01" * 8))
+        assert closes(c)
+    # AUTH without HELLO.
+    with P.Conn(daemon.host, daemon.port) as c:
+        c.send_frame(P.OP_AUTH, os.urandom(32))
+        assert closes(c)
+    # HELLO, then an operation instead of AUTH.
+    with P.Conn(daemon.host, daemon.port) as c:
+        c.hello(key)
+        c.send_frame(P.OP_LOOKUP, P.ROOT + P.fh(b"\x01" * 8) + P.name(b"x"))
+        assert closes(c)
+    # A reply or push flag, a bad magic, an unknown flag bit.
+    for frame in (
+        P.pack_hdr(0, 0, 1, P.OP_HELLO, flags=P.FF_REPLY),
+        P.pack_hdr(0, 0, 0, P.OP_HELLO, flags=P.FF_PUSH),
+        P.pack_hdr(0, 0, 1, P.OP_HELLO, flags=0x80),
+        P.pack_hdr(0, 0, 1, 200),
+    ):
+        with P.Conn(daemon.host, daemon.port) as c:
+            c.send_raw(frame)
+            assert closes(c)
+    with P.Conn(daemon.host, daemon.port) as c:
+        p = P.u32(0xdeadbeef) + P.u16(1) + P.u16(1) + P.u64(0) + P.u64(1) + \
+            os.urandom(32) + P.host(b"x")
+        c.send_frame(P.OP_HELLO, p)
+        assert closes(c)
+    healthy(env, daemon, m)
+
+
+def test_bad_lz4(env, daemon, m):
+    key = P.load_key(env.key)
+    # A well-formed compressed PING works (the sender may compress anything).
+    with P.connect(daemon.host, daemon.port, key) as c:
+        blk = P.lz4_literals(P.u64(4242))
+        c.send_frame(P.OP_PING, blk, flags=P.FF_LZ4, raw_len=8)
+        f = c.recv_frame()
+        assert f.status == 0 and P.Reader(f.payload).u64() == 4242
+    cases = [
+        ("garbage block", os.urandom(40), 8),
+        ("decodes short", P.lz4_literals(b"abcd"), 8),
+        ("decodes long", P.lz4_literals(b"a" * 100), 8),
+        ("bad offset", bytes([0x1F, 0x41, 0xFF, 0xFF]), 8),
+        ("bomb", bytes([0x0F, 0x41, 0x01, 0x00]) + b"\xff" * 2000, P.MAX_PAYLOAD + 1),
+        ("bomb within limit", P.lz4_literals(b"a") + b"", P.MAX_PAYLOAD),
+        ("truncated", P.lz4_literals(b"z" * 100)[:50], 100),
+        ("zero raw", P.lz4_literals(b"z"), 0),
+        ("empty wire", b"", 8),
+    ]
+    for what, blk, rl in cases:
+        with P.connect(daemon.host, daemon.port, key) as c:
+            c.send_frame(P.OP_PING, blk, flags=P.FF_LZ4, raw_len=rl)
+            assert closes(c), f"bad LZ4 ({what}) did not close the connection"
+    # Compressed before auth.
+    with P.Conn(daemon.host, daemon.port) as c:
+        c.send_frame(P.OP_HELLO, os.urandom(30), flags=P.FF_LZ4, raw_len=400)
+        assert closes(c)
+    healthy(env, daemon, m)
+
+
+def test_malformed_payloads_after_auth(env, daemon, m):
+    key = P.load_key(env.key)
+    with P.connect(daemon.host, daemon.port, key) as c:
+        root = c.root
+    cases = [
+        ("truncated lookup", P.OP_LOOKUP, P.ROOT + P.fh(root)),
+        ("trailing bytes", P.OP_GETATTR, P.ROOT + P.fh(root) + b"extra"),
+        ("fh len 0", P.OP_GETATTR, P.ROOT + b"\0"),
+        ("fh len 255", P.OP_GETATTR, P.ROOT + b"\xff" + b"a" * 255),
+        ("name len past end", P.OP_LOOKUP, P.ROOT + P.fh(root) + P.u16(300) + b"ab"),
+        ("65 groups", P.OP_GETATTR, P.u32(0) + P.u32(0) + P.u16(65) +
+         b"\0" * 4 * 65 + P.fh(root)),
+        ("read too big", P.OP_READ, P.ROOT + P.fh(root) + P.u64(1) + P.u32(0) + P.u64(0) +
+         P.u32(P.MAX_IO + 1)),
+        ("write len past end", P.OP_WRITE, P.ROOT + P.fh(root) + P.u64(1) + P.u32(0) +
+         P.u64(0) + P.u32(1 << 20) + b"abc"),
+        ("unknown opcode", 99, b""),
+        ("push opcode as request", P.OP_INVAL_INODE, P.fh(root) + P.u64(0) + P.u64(0)),
+        ("second hello", P.OP_HELLO, P.u32(P.MAGIC) + P.u16(1) + P.u16(1) + P.u64(0) +
+         P.u64(1) + os.urandom(32) + P.host(b"x")),
+        ("xattr name empty", P.OP_GETXATTR, P.ROOT + P.fh(root) + P.u16(0) + P.u32(100)),
+        ("symlink target 5000", P.OP_SYMLINK, P.ROOT + P.fh(root) + P.name(b"s") +
+         P.u16(5000) + b"t" * 5000),
+        ("readdir on unopened fid", P.OP_READDIR, P.ROOT + P.fh(root) + P.u64(987654) +
+         P.u64(0) + P.u32(65536) + P.u32(1)),
+        ("read on unopened fid", P.OP_READ, P.ROOT + P.fh(root) + P.u64(987654) + P.u32(0) +
+         P.u64(0) + P.u32(10)),
+    ]
+    for what, op, payload in cases:
+        with P.connect(daemon.host, daemon.port, key) as c:
+            try:
+                c.call(op, payload)
+            except (P.PfsError, P.Closed, P.BadReply):
+                continue
+            except P.Timeout:
+                pytest.fail(f"{what}: no answer and no close")
+            pytest.fail(f"{what}: the server replied with success")
+    healthy(env, daemon, m)
+
+
+def test_connection_flood(env, daemon, m):
+    key = P.load_key(env.key)
+    # A mount made before the flood keeps working through it.
+    write_file(m / "before", b"before")
+    socks = []
+    try:
+        for i in range(200):
+            s = socket.create_connection((daemon.host, daemon.port), timeout=10)
+            if i % 4 == 1:
+                s.sendall(P.pack_hdr(100, 100, 1, P.OP_HELLO)[:10])  # half a header
+            elif i % 4 == 2:
+                s.sendall(P.pack_hdr(60, 60, 1, P.OP_HELLO) + b"x" * 30)  # half a payload
+            elif i % 4 == 3:
+                s.sendall(b"\0" * 24)
+            socks.append(s)
+        assert read_file(m / "before") == b"before"
+        write_file(m / "during", b"during")
+        with P.connect(daemon.host, daemon.port, key) as c:
+            assert c.ping(5) == 5
+    finally:
+        for s in socks:
+            s.close()
+    healthy(env, daemon, m)
+    assert read_file(daemon.export / "during") == b"during"
+
+
+def test_stalled_client_does_not_block_others(env, daemon, m):
+    key = P.load_key(env.key)
+    stall = P.connect(daemon.host, daemon.port, key)
+    try:
+        # A frame that announces 1 MiB and sends 10 bytes, and a session
+        # that never reads its replies.
+        stall.send_raw(P.pack_hdr(1 << 20, 1 << 20, 77, P.OP_PING) + b"0123456789")
+        slow = P.connect(daemon.host, daemon.port, key)
+        slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        fh, _ = (slow.root, None)
+        for i in range(2000):
+            try:
+                slow.send_frame(P.OP_GETATTR, P.ROOT + P.fh(fh))
+            except (P.Closed, OSError):
+                break
+        healthy(env, daemon, m)
+        slow.close()
+    finally:
+        stall.close()
+
+
+# --- authentication ----------------------------------------------------------------
+
+def test_wrong_key_podfs_exits_1(env, daemon):
+    if daemon.external:
+        pytest.skip("needs to read the daemon's log")
+    wrong = env.genkey(env.root / "wrong.key")
+    before = daemon.log().count("auth failed")
+    r = run(["timeout", "60", str(__import__("helpers").PODFS), daemon.addr,
+             str(env.mnt), "-f", "-o", f"key={wrong}"], timeout=90, check=False)
+    assert r.returncode == 1, f"podfs with a wrong key exited {r.returncode}: {r.stderr}"
+    msg = (r.stderr + r.stdout).lower()
+    assert "key" in msg or "auth" in msg, f"unclear message: {r.stderr!r}"
+    assert len(r.stderr.strip().splitlines()) <= 3, f"too verbose: {r.stderr!r}"
+    assert not os.path.ismount(env.mnt)
+    wait_for(lambda: daemon.log().count("auth failed") > before, 5,
+             what="podfsd to log 'auth failed'")
+    time.sleep(0.3)
+    lines = [ln for ln in daemon.log().splitlines() if "auth failed" in ln]
+    assert len(lines) - before == 1, f"expected one 'auth failed' line: {lines}"
+    assert "127.0.0.1" in lines[-1]
+
+
+def test_wrong_key_pfsproto_refused(env, daemon, m):
+    if daemon.external:
+        pytest.skip("needs to read the daemon's log")
+    key = P.load_key(env.key)
+    wrong = os.urandom(32)
+    # The server's HELLO MAC does not verify under a wrong key (mutual auth).
+    with P.Conn(daemon.host, daemon.port) as c:
+        with pytest.raises(P.BadReply):
+            c.hello(wrong)
+    # A client MAC made with a wrong key is refused, and nothing works after.
+    before = daemon.log().count("auth failed")
+    with P.Conn(daemon.host, daemon.port) as c:
+        c.hello(wrong, check_server=False)
+        assert refused(c.auth, wrong)
+        try:
+            c.send_frame(P.OP_PING, P.u64(1))
+            assert closes(c)
+        except P.Closed:
+            pass
+    wait_for(lambda: daemon.log().count("auth failed") > before, 5,
+             what="podfsd to log 'auth failed'")
+    line = [ln for ln in daemon.log().splitlines() if "auth failed" in ln][-1]
+    assert "127.0.0.1" in line
+    # A MAC from another session (replay) is refused.
+    with P.Conn(daemon.host, daemon.port) as c1:
+        c1.hello(key)
+        mac1 = P.auth_mac(key, P.CLIENT_LABEL, c1.cnonce, c1.snonce, c1.client_id)
+        with P.Conn(daemon.host, daemon.port) as c2:
+            c2.hello(key, client_id=c1.client_id)
+            assert refused(c2.auth, key, mac1)
+    # The server MAC cannot be reflected back as the client MAC.
+    with P.Conn(daemon.host, daemon.port) as c:
+        _, smac = c.hello(key)
+        assert refused(c.auth, key, smac)
+    healthy(env, daemon, m)
+
+
+def test_key_file_permissions_enforced(env):
+    loose = env.genkey(env.root / "loose.key")
+    os.chmod(loose, 0o644)
+    from helpers import PODFS, PODFSD
+    r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", loose, env.export],
+            timeout=30, check=False)
+    assert r.returncode != 0 and "key" in r.stderr.lower()
+    r = run([PODFS, "127.0.0.1:1", env.mnt, "-f", "-o", f"key={loose}"], timeout=30,
+            check=False)
+    assert r.returncode != 0 and "key" in r.stderr.lower()
+    assert not os.path.ismount(env.mnt)
