@@ -1,0 +1,72 @@
+/* client_i.h: the podfs client context shared by the fs/ modules.
+ *
+ * One struct client per process, created in main.c and handed to every
+ * module (and to libfuse as the session userdata); there are no mutable
+ * globals.
+ *
+ * Threads: the FUSE worker threads (ops.c), one connection thread
+ * (transport.c: connect, handshake, receive, reconnect), one push thread
+ * (transport.c: applies server invalidations) and one signal thread
+ * (main.c).
+ *
+ * Out-of-memory policy: a FUSE handler whose allocation fails answers
+ * ENOMEM; the connection thread, which has nobody to answer, drops the
+ * connection instead (it reconnects and the pending requests are resent);
+ * start-up allocations that fail make podfs exit with a message.
+ */
+#ifndef PODFS_CLIENT_I_H
+#define PODFS_CLIENT_I_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "podfs/wire.h"
+
+struct fuse_session;
+struct rpc;
+struct transport;
+struct inode_table;
+struct creds_cache;
+
+struct client {
+	/* Options (read-only once the session runs). */
+	char *host;        /* host name or address, without brackets */
+	uint16_t port;
+	char *hostport;    /* "HOST:PORT" for messages */
+	char *mountpoint;  /* absolute */
+	char *keyfile;
+	bool foreground;
+	bool debug;
+	bool soft;
+	double timeo;            /* soft-mount timeout, seconds */
+	double attr_timeout;     /* seconds */
+	double entry_timeout;
+	double negative_timeout;
+	int log_level;
+
+	/* Session identity. */
+	uint8_t key[PFS_KEY_LEN];
+	uint64_t client_id;      /* random, kept across reconnects */
+	char hostname[PFS_HOSTNAME_MAX + 1];
+
+	struct fuse_session *se;
+	struct rpc *rpc;
+	struct transport *tr;
+	struct inode_table *it;
+	struct creds_cache *cc;
+
+	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
+	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */
+	char *bdi_ra_path;             /* /sys/class/bdi/MAJ:MIN/read_ahead_kb or NULL */
+};
+
+/* fuse_lowlevel_ops of podfs (ops.c). */
+struct fuse_lowlevel_ops;
+extern const struct fuse_lowlevel_ops pfs_fuse_ops;
+
+/* Applies one server push (PFS_FF_PUSH frame payload) to the kernel caches.
+ * Runs on the push thread; payload is only borrowed. (ops.c) */
+void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
+
+#endif /* PODFS_CLIENT_I_H */

@@ -1,0 +1,704 @@
+/* main.c: podfs command line, mount options, start-up, the FUSE session
+ * and an orderly shutdown.
+ *
+ *   podfs HOST[:PORT][:/] MOUNTPOINT [-f] [-d] [-o OPTIONS]
+ *   podfs keygen FILE
+ *
+ * Start-up order matters: the first connection and the handshake run in
+ * the foreground (their errors exit 1 on the terminal), then the session
+ * is mounted, then the process daemonizes (fork: no thread may exist
+ * before it), and only then the connection, push and signal threads
+ * start.
+ */
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "client_i.h"
+#include "creds_i.h"
+#include "inode_i.h"
+#include "podfs/auth.h"
+#include "podfs/log.h"
+#include "rpc_i.h"
+#include "transport_i.h"
+
+#define DEFAULT_KEY "/etc/podfs/pod.key"
+#define EXIT_USAGE 2
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: podfs HOST[:PORT][:/] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
+		"       podfs keygen FILE\n"
+		"\n"
+		"Mounts the directory exported by podfsd on HOST (port %u by default).\n"
+		"\n"
+		"  -f                  stay in the foreground\n"
+		"  -d                  debug output (implies -f)\n"
+		"  -h, --help          this help\n"
+		"  -V, --version       print the version\n"
+		"\n"
+		"Options (-o):\n"
+		"  key=FILE            pod key file (default " DEFAULT_KEY ")\n"
+		"  port=N              server port\n"
+		"  hard                wait for the server forever (default)\n"
+		"  soft                fail requests with EIO after timeo seconds\n"
+		"  timeo=SECONDS       soft-mount timeout (default 30)\n"
+		"  attr_timeout=S      attribute cache time (default 1)\n"
+		"  entry_timeout=S     name cache time (default 1)\n"
+		"  negative_timeout=S  negative name cache time (default 1)\n"
+		"  log_level=LEVEL     err, warning, notice, info or debug\n"
+		"  ro, rw, nosuid, nodev, noexec, sync, dirsync, noatime, ...,\n"
+		"  fsname=NAME, subtype=NAME, auto_unmount: as for any FUSE mount\n",
+		PFS_DEFAULT_PORT);
+}
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("podfs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (see podfs --help)\n", stderr);
+}
+
+/* ---- option parsing ---- */
+
+struct strbuf {
+	char *s;
+	size_t len, cap;
+};
+
+static int sb_add(struct strbuf *b, const char *s, size_t n)
+{
+	if (b->len + n + 2 > b->cap) {
+		size_t cap = (b->len + n + 2) * 2;
+		char *ns = realloc(b->s, cap);
+		if (!ns)
+			return -ENOMEM;
+		b->s = ns;
+		b->cap = cap;
+	}
+	if (b->len)
+		b->s[b->len++] = ',';
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = 0;
+	return 0;
+}
+
+struct parsed {
+	struct strbuf pass; /* mount options for libfuse */
+	char *fsname;
+	char *subtype;
+	long port_opt;      /* -1: not given */
+};
+
+static bool parse_seconds(const char *v, double *out, bool positive)
+{
+	char *end;
+	errno = 0;
+	double d = strtod(v, &end);
+	if (errno || end == v || *end || d < 0 || d > 1e7 || (positive && d <= 0))
+		return false;
+	*out = d;
+	return true;
+}
+
+static bool parse_level(const char *v, int *out)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} names[] = {
+		{ "err", PFS_LOG_ERR },       { "error", PFS_LOG_ERR },
+		{ "warning", PFS_LOG_WARNING }, { "warn", PFS_LOG_WARNING },
+		{ "notice", PFS_LOG_NOTICE }, { "info", PFS_LOG_INFO },
+		{ "debug", PFS_LOG_DEBUG },
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(v, names[i].name) == 0) {
+			*out = names[i].level;
+			return true;
+		}
+	}
+	if (v[0] >= '3' && v[0] <= '7' && !v[1]) {
+		*out = v[0] - '0';
+		return true;
+	}
+	return false;
+}
+
+static bool is_one_of(const char *s, const char *const *list)
+{
+	for (; *list; list++)
+		if (strcmp(s, *list) == 0)
+			return true;
+	return false;
+}
+
+static bool has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+static bool has_any_prefix(const char *s, const char *const *list)
+{
+	for (; *list; list++)
+		if (has_prefix(s, *list))
+			return true;
+	return false;
+}
+
+static char *dup_or_die(const char *s)
+{
+	char *d = strdup(s);
+	if (!d) {
+		fputs("podfs: out of memory\n", stderr);
+		exit(1);
+	}
+	return d;
+}
+
+/* Parses one -o argument. Returns 0, or -1 after printing the error. */
+static int parse_opts(struct client *c, struct parsed *p, const char *arg)
+{
+	/* Mount flags libfuse passes to the kernel or fusermount. */
+	static const char *const pass_flags[] = { "ro", "rw", "suid", "nosuid", "dev", "nodev",
+						  "exec", "noexec", "async", "sync", "dirsync",
+						  "atime", "noatime", "auto_unmount", NULL };
+	static const char *const pass_prefixes[] = { "context=", "fscontext=", "defcontext=",
+						     "rootcontext=", NULL };
+	/* Options of mount(8) and fstab that mean nothing here. */
+	static const char *const ignored[] = { "_netdev", "nofail", "auto", "noauto", "user",
+					       "nouser", "users", "defaults", "relatime",
+					       "norelatime", "strictatime", "nostrictatime",
+					       "lazytime", "nolazytime", "allow_other",
+					       "default_permissions", "hard", NULL };
+	char *copy = dup_or_die(arg);
+	char *save = NULL;
+	int rc = 0;
+
+	for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(o, '=');
+		const char *v = eq ? eq + 1 : NULL;
+
+		if (is_one_of(o, ignored) || has_prefix(o, "x-") || has_prefix(o, "comment=")) {
+			continue;
+		} else if (is_one_of(o, pass_flags)) {
+			if (sb_add(&p->pass, o, strlen(o)) < 0)
+				goto oom;
+		} else if (has_prefix(o, "key=")) {
+			free(c->keyfile);
+			c->keyfile = dup_or_die(v);
+		} else if (has_prefix(o, "port=")) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			if (end == v || *end || n < 1 || n > 65535) {
+				usage_error("bad port '%s'", v);
+				goto bad;
+			}
+			p->port_opt = n;
+		} else if (strcmp(o, "soft") == 0) {
+			c->soft = true;
+		} else if (has_prefix(o, "timeo=")) {
+			if (!parse_seconds(v, &c->timeo, true)) {
+				usage_error("bad timeo '%s'", v);
+				goto bad;
+			}
+		} else if (has_prefix(o, "attr_timeout=")) {
+			if (!parse_seconds(v, &c->attr_timeout, false)) {
+				usage_error("bad attr_timeout '%s'", v);
+				goto bad;
+			}
+		} else if (has_prefix(o, "entry_timeout=")) {
+			if (!parse_seconds(v, &c->entry_timeout, false)) {
+				usage_error("bad entry_timeout '%s'", v);
+				goto bad;
+			}
+		} else if (has_prefix(o, "negative_timeout=")) {
+			if (!parse_seconds(v, &c->negative_timeout, false)) {
+				usage_error("bad negative_timeout '%s'", v);
+				goto bad;
+			}
+		} else if (has_prefix(o, "log_level=")) {
+			if (!parse_level(v, &c->log_level)) {
+				usage_error("bad log_level '%s'", v);
+				goto bad;
+			}
+		} else if (has_prefix(o, "fsname=") && v[0]) {
+			free(p->fsname);
+			p->fsname = dup_or_die(v);
+		} else if (has_prefix(o, "subtype=") && v[0]) {
+			free(p->subtype);
+			p->subtype = dup_or_die(v);
+		} else if (has_any_prefix(o, pass_prefixes)) {
+			if (sb_add(&p->pass, o, strlen(o)) < 0)
+				goto oom;
+		} else {
+			usage_error("unknown option '%s'", o);
+			goto bad;
+		}
+	}
+	free(copy);
+	return rc;
+oom:
+	fputs("podfs: out of memory\n", stderr);
+bad:
+	free(copy);
+	return -1;
+}
+
+/* Splits HOST[:PORT][:/PATH] or [V6ADDR][:PORT][:/PATH]. Returns 0 or -1
+ * after printing the error. */
+static int parse_source(struct client *c, const char *src, long *port)
+{
+	const char *p = src, *h, *hend;
+
+	if (*p == '[') {
+		h = p + 1;
+		hend = strchr(h, ']');
+		if (!hend) {
+			usage_error("bad server address '%s'", src);
+			return -1;
+		}
+		p = hend + 1;
+	} else {
+		h = p;
+		hend = p + strcspn(p, ":");
+		p = hend;
+	}
+	if (hend == h) {
+		usage_error("no server host in '%s'", src);
+		return -1;
+	}
+	if (*p == ':') {
+		p++;
+		if (*p && *p != '/') {
+			char *end;
+			long n = strtol(p, &end, 10);
+			if (end == p || n < 1 || n > 65535 || (*end && *end != ':')) {
+				usage_error("bad server port in '%s'", src);
+				return -1;
+			}
+			*port = n;
+			p = *end ? end + 1 : end;
+		}
+		if (*p && *p != '/') {
+			usage_error("bad server address '%s'", src);
+			return -1;
+		}
+		/* mount(8) style HOST:/PATH: only the export root exists so far. */
+		if (*p && strspn(p, "/") != strlen(p)) {
+			fprintf(stderr, "podfs: cannot mount '%s': only the export root (HOST:/) "
+					"can be mounted\n", p);
+			return -1;
+		}
+	} else if (*p) {
+		usage_error("bad server address '%s'", src);
+		return -1;
+	}
+	c->host = strndup(h, (size_t)(hend - h));
+	if (!c->host) {
+		fputs("podfs: out of memory\n", stderr);
+		exit(1);
+	}
+	return 0;
+}
+
+/* Fills c and the libfuse argument vector. Returns 0, or the exit code. */
+static int parse_cmdline(struct client *c, int argc, char **argv, struct fuse_args *fa)
+{
+	struct parsed p = { .port_opt = -1 };
+	const char *src = NULL, *mnt = NULL;
+	long port = PFS_DEFAULT_PORT;
+	int rc = EXIT_USAGE;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout);
+			rc = -1;
+			goto out;
+		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("podfs %s (protocol %d, libfuse %d.%d)\n", PODFS_VERSION, PFS_VERSION,
+			       FUSE_MAJOR_VERSION, FUSE_MINOR_VERSION);
+			rc = -1;
+			goto out;
+		} else if (strcmp(a, "-f") == 0) {
+			c->foreground = true;
+		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--debug") == 0) {
+			c->debug = true;
+			c->foreground = true;
+		} else if (strcmp(a, "-o") == 0) {
+			if (i + 1 >= argc) {
+				usage_error("-o needs an argument");
+				goto out;
+			}
+			if (parse_opts(c, &p, argv[++i]) < 0)
+				goto out;
+		} else if (strncmp(a, "-o", 2) == 0) {
+			if (parse_opts(c, &p, a + 2) < 0)
+				goto out;
+		} else if (a[0] == '-' && a[1]) {
+			usage_error("unknown option '%s'", a);
+			goto out;
+		} else if (!src) {
+			src = a;
+		} else if (!mnt) {
+			mnt = a;
+		} else {
+			usage_error("unexpected argument '%s'", a);
+			goto out;
+		}
+	}
+	if (!src || !mnt) {
+		usage_error("need a server and a mount point");
+		goto out;
+	}
+	if (parse_source(c, src, &port) < 0)
+		goto out;
+	if (p.port_opt > 0)
+		port = p.port_opt;
+	c->port = (uint16_t)port;
+
+	char buf[PATH_MAX + 64];
+	bool v6 = strchr(c->host, ':') != NULL;
+	snprintf(buf, sizeof(buf), v6 ? "[%s]:%u" : "%s:%u", c->host, (unsigned)c->port);
+	c->hostport = dup_or_die(buf);
+
+	char *real = realpath(mnt, NULL);
+	struct stat st;
+	if (!real || stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "podfs: bad mount point '%s': %s\n", mnt,
+			real ? strerror(ENOTDIR) : strerror(errno));
+		free(real);
+		rc = 1;
+		goto out;
+	}
+	c->mountpoint = real;
+
+	/* libfuse's arguments: allow_other and default_permissions always. */
+	struct strbuf o = { 0 };
+	snprintf(buf, sizeof(buf), "allow_other,default_permissions,fsname=%s%s,subtype=%s",
+		 p.fsname ? "" : "podfs#", p.fsname ? p.fsname : c->hostport,
+		 p.subtype ? p.subtype : "podfs");
+	if (sb_add(&o, buf, strlen(buf)) < 0 || (p.pass.len && sb_add(&o, p.pass.s, p.pass.len) < 0) ||
+	    fuse_opt_add_arg(fa, argv[0]) < 0 || (c->debug && fuse_opt_add_arg(fa, "-d") < 0) ||
+	    fuse_opt_add_arg(fa, "-o") < 0 || fuse_opt_add_arg(fa, o.s) < 0) {
+		free(o.s);
+		fputs("podfs: out of memory\n", stderr);
+		rc = 1;
+		goto out;
+	}
+	free(o.s);
+	rc = 0;
+out:
+	free(p.pass.s);
+	free(p.fsname);
+	free(p.subtype);
+	return rc;
+}
+
+/* ---- readahead ---- */
+
+/* Unescapes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*d++ = *s++;
+		}
+	}
+	*d = 0;
+}
+
+/* Finds the bdi of our mount in /proc/self/mountinfo (without touching
+ * the mount itself, which nobody serves yet). */
+static void find_bdi(struct client *c)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[8192], dev[64] = "";
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *fields[10] = { 0 };
+		int n = 0;
+		for (char *t = strtok_r(line, " ", &save); t && n < 10; t = strtok_r(NULL, " ", &save))
+			fields[n++] = t;
+		if (n < 10)
+			continue;
+		unescape(fields[4]);
+		/* fields[6..] = optional fields, "-", fstype */
+		const char *fstype = NULL;
+		for (int i = 6; i < n - 1; i++)
+			if (strcmp(fields[i], "-") == 0) {
+				fstype = fields[i + 1];
+				break;
+			}
+		if (strcmp(fields[4], c->mountpoint) == 0 && fstype && has_prefix(fstype, "fuse"))
+			snprintf(dev, sizeof(dev), "%s", fields[2]);
+	}
+	fclose(f);
+	if (dev[0] && asprintf(&c->bdi_ra_path, "/sys/class/bdi/%s/read_ahead_kb", dev) < 0)
+		c->bdi_ra_path = NULL;
+}
+
+/* Called once from the first request after INIT (ops.c): the kernel has
+ * applied INIT's max_readahead by then, so this value sticks. 1 MiB of
+ * readahead makes FUSE read requests 1 MiB (max_pages) instead of 128 KiB. */
+void client_tune_bdi(struct client *c);
+void client_tune_bdi(struct client *c)
+{
+	if (!c->bdi_ra_path)
+		return;
+	int fd = open(c->bdi_ra_path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "1024\n", 5) != 5)
+		pfs_debug("cannot raise readahead via %s: %s", c->bdi_ra_path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* ---- signals ---- */
+
+struct sigctl {
+	struct client *c;
+	pthread_t main_thr;
+	pthread_t thr;
+	atomic_bool loop_done;
+};
+
+static void poke_cb(int sig)
+{
+	(void)sig; /* only interrupts the session loop's sem_wait */
+}
+
+/* sigwait()s for SIGTERM/SIGINT/SIGHUP; on one, ends the session loop.
+ * libfuse's own handlers cannot be used: the loop joins its workers, and
+ * a worker blocked in a hard-mount call would never return. */
+static void *sig_main(void *arg)
+{
+	struct sigctl *sc = arg;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR2);
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig == SIGUSR2) {
+			if (atomic_load(&sc->loop_done))
+				return NULL;
+			continue;
+		}
+		break;
+	}
+	pfs_info("signal %d: unmounting", sig);
+	fuse_session_exit(sc->c->se);
+	/* Calls waiting for a lost server fail now; live ones finish. */
+	rpc_closing(sc->c->rpc);
+
+	sigset_t usr2;
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	for (int i = 0; !atomic_load(&sc->loop_done); i++) {
+		/* The loop sleeps in sem_wait(): a signal wakes it to see the
+		 * exit flag. Repeat in case it was not asleep yet. */
+		pthread_kill(sc->main_thr, SIGUSR1);
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		if (sigtimedwait(&usr2, NULL, &ts) == SIGUSR2 && atomic_load(&sc->loop_done))
+			break;
+		if (i == 100)
+			rpc_kill(sc->c->rpc); /* 10 s: stop waiting for the server */
+	}
+	return NULL;
+}
+
+/* ---- main ---- */
+
+static int keygen(int argc, char **argv)
+{
+	if (argc != 3) {
+		usage_error("usage: podfs keygen FILE");
+		return EXIT_USAGE;
+	}
+	int rc = pfs_key_generate(argv[2]);
+	if (rc < 0) {
+		fprintf(stderr, "podfs: cannot create key file %s: %s\n", argv[2], strerror(-rc));
+		return 1;
+	}
+	return 0;
+}
+
+static void client_free(struct client *c)
+{
+	inode_table_free(c->it);
+	transport_free(c->tr);
+	rpc_free(c->rpc);
+	creds_cache_free(c->cc);
+	free(c->host);
+	free(c->hostport);
+	free(c->mountpoint);
+	free(c->keyfile);
+	free(c->bdi_ra_path);
+}
+
+int main(int argc, char **argv)
+{
+	struct client c = {
+		.timeo = 30,
+		.attr_timeout = 1.0,
+		.entry_timeout = 1.0,
+		.negative_timeout = 1.0,
+		.log_level = PFS_LOG_NOTICE,
+	};
+	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
+	struct sigctl sc = { .c = &c };
+	struct fuse_loop_config *cfg = NULL;
+	struct pfs_entry root;
+	char err[512];
+	int rc, ret = 1;
+
+	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
+		return keygen(argc, argv);
+
+	atomic_init(&c.next_fid, 1);
+	atomic_init(&c.bdi_tuned, false);
+	atomic_init(&sc.loop_done, false);
+	rc = parse_cmdline(&c, argc, argv, &fa);
+	if (rc != 0) {
+		fuse_opt_free_args(&fa);
+		client_free(&c);
+		return rc < 0 ? 0 : rc;
+	}
+	if (c.debug)
+		c.log_level = PFS_LOG_DEBUG;
+	pfs_log_init("podfs", c.log_level);
+	if (!c.keyfile)
+		c.keyfile = dup_or_die(DEFAULT_KEY);
+
+	if ((rc = pfs_key_load(c.keyfile, c.key, err, sizeof(err))) < 0) {
+		fprintf(stderr, "podfs: %s\n", err);
+		goto out_free;
+	}
+	if (pfs_random(&c.client_id, sizeof(c.client_id)) < 0) {
+		fputs("podfs: no random bytes for the client id\n", stderr);
+		goto out_free;
+	}
+	if (gethostname(c.hostname, sizeof(c.hostname) - 1) < 0)
+		snprintf(c.hostname, sizeof(c.hostname), "unknown");
+	c.hostname[PFS_HOSTNAME_MAX] = 0;
+
+	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &c.tr) < 0 ||
+	    creds_cache_new(&c.cc) < 0) {
+		fputs("podfs: out of memory\n", stderr);
+		goto out_free;
+	}
+
+	/* Signals: SIGTERM/INT/HUP go to the signal thread (sigwait), so
+	 * every thread blocks them; SIGUSR1 pokes the session loop. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	struct sigaction sa = { .sa_handler = poke_cb };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if ((rc = transport_connect_first(c.tr, &root, err, sizeof(err))) < 0) {
+		fprintf(stderr, "podfs: %s\n", err);
+		goto out_free;
+	}
+	if (inode_table_new(&root, &c.it) < 0) {
+		fputs("podfs: out of memory\n", stderr);
+		goto out_stop;
+	}
+
+	c.se = fuse_session_new(&fa, &pfs_fuse_ops, sizeof(pfs_fuse_ops), &c);
+	if (!c.se)
+		goto out_stop; /* libfuse printed why */
+	if (fuse_session_mount(c.se, c.mountpoint) != 0)
+		goto out_destroy;
+	find_bdi(&c);
+
+	if (fuse_daemonize(c.foreground) != 0)
+		goto out_unmount;
+	if (!c.foreground)
+		pfs_log_use_syslog();
+
+	if ((rc = transport_start(c.tr)) < 0) {
+		pfs_err("cannot start threads: %s", strerror(-rc));
+		goto out_unmount;
+	}
+	sc.main_thr = pthread_self();
+	if ((rc = pthread_create(&sc.thr, NULL, sig_main, &sc)) != 0) {
+		pfs_err("cannot start the signal thread: %s", strerror(rc));
+		goto out_unmount;
+	}
+	pfs_notice("mounted %s on %s", c.hostport, c.mountpoint);
+
+	cfg = fuse_loop_cfg_create();
+	if (!cfg) {
+		pfs_err("out of memory");
+		goto out_sigthr;
+	}
+	fuse_loop_cfg_set_clone_fd(cfg, 1);
+	fuse_loop_cfg_set_max_threads(cfg, 64);
+	fuse_loop_cfg_set_idle_threads(cfg, 16);
+	rc = fuse_session_loop_mt(c.se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	ret = rc < 0 ? 1 : 0;
+	if (rc < 0)
+		pfs_err("session loop failed: %s", strerror(-rc));
+
+out_sigthr:
+	atomic_store(&sc.loop_done, true);
+	pthread_kill(sc.thr, SIGUSR2);
+	pthread_join(sc.thr, NULL);
+out_unmount:
+	rpc_closing(c.rpc);
+	if (rpc_is_up(c.rpc)) {
+		struct rpc_reply rep = { 0 };
+		(void)rpc_call_timeout(c.rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);
+		rpc_reply_free(&rep);
+	}
+	transport_stop(c.tr);
+	fuse_session_unmount(c.se);
+	pfs_notice("unmounted %s", c.mountpoint);
+out_destroy:
+	fuse_session_destroy(c.se);
+	c.se = NULL;
+	goto out_free;
+out_stop:
+	transport_stop(c.tr);
+out_free:
+	fuse_opt_free_args(&fa);
+	client_free(&c);
+	return ret;
+}

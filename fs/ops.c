@@ -1,0 +1,1213 @@
+/* ops.c: the FUSE low-level operations of podfs.
+ *
+ * Each handler decodes the FUSE arguments, builds the request, calls
+ * rpc.c and replies: exactly one fuse_reply_* on every path. Handlers run
+ * on FUSE worker threads and may block in rpc_call.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "client_i.h"
+#include "creds_i.h"
+#include "inode_i.h"
+#include "podfs/codec.h"
+#include "podfs/log.h"
+#include "rpc_i.h"
+
+/* Bytes of READDIR reply asked for at once; the kernel takes them a page
+ * at a time from the open directory's buffer. */
+#define READDIR_BYTES (128u * 1024)
+
+/* State of one open file or directory (fi->fh). */
+struct ofile {
+	uint64_t fid;     /* client-chosen id the daemon knows the open by */
+	uint32_t flags;   /* open flags, for a reopen by handle */
+	struct inode *ip; /* pinned by the kernel while the file is open */
+
+	/* Directories: the last READDIR reply and the position in it. */
+	pthread_mutex_t lock;
+	struct rpc_reply dir;
+	struct pfs_rd rd;
+	uint64_t rd_off;  /* cookie of the position rd is at */
+	bool rd_valid;
+	bool rd_eof;
+	bool rd_plus;
+};
+
+static struct client *CL(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct inode *IP(fuse_req_t req, fuse_ino_t ino)
+{
+	return inode_get(CL(req)->it, ino);
+}
+
+static struct ofile *OF(const struct fuse_file_info *fi)
+{
+	return (struct ofile *)(uintptr_t)fi->fh;
+}
+
+static void fill_creds(fuse_req_t req, struct pfs_creds *cr, bool groups)
+{
+	creds_fill(CL(req)->cc, req, cr, groups);
+}
+
+void client_tune_bdi(struct client *c);
+
+/* Raises the mount's readahead once INIT is done (see main.c). */
+static void maybe_tune(struct client *c)
+{
+	if (!atomic_load_explicit(&c->bdi_tuned, memory_order_relaxed) &&
+	    !atomic_exchange(&c->bdi_tuned, true))
+		client_tune_bdi(c);
+}
+
+static int set_name(struct pfs_name *n, const char *s)
+{
+	size_t len = strlen(s);
+	if (len > PFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!pfs_name_valid(s, len))
+		return -EINVAL;
+	n->len = (uint16_t)len;
+	memcpy(n->s, s, len + 1);
+	return 0;
+}
+
+static int set_xname(struct pfs_xname *n, const char *s)
+{
+	size_t len = strlen(s);
+	if (len == 0 || len > PFS_XATTR_NAME_MAX)
+		return -ERANGE;
+	n->len = (uint16_t)len;
+	memcpy(n->s, s, len + 1);
+	return 0;
+}
+
+static int bad_reply(fuse_req_t req, const char *what)
+{
+	(void)req;
+	pfs_warn("malformed %s reply from the server", what);
+	return -EIO;
+}
+
+static struct ofile *ofile_new(struct client *c, struct inode *ip, int flags)
+{
+	struct ofile *of = calloc(1, sizeof(*of));
+	if (!of)
+		return NULL;
+	of->fid = atomic_fetch_add(&c->next_fid, 1);
+	/* A reopen by handle must not create or truncate again. */
+	of->flags = (uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
+	of->ip = ip;
+	pthread_mutex_init(&of->lock, NULL);
+	return of;
+}
+
+static void ofile_free(struct ofile *of)
+{
+	rpc_reply_free(&of->dir);
+	pthread_mutex_destroy(&of->lock);
+	free(of);
+}
+
+/* RELEASE or RELEASEDIR of fid on the server; errors are only logged. */
+static void release_fid(fuse_req_t req, const struct pfs_fh *fh, uint64_t fid, uint16_t op)
+{
+	struct pfs_release_req m;
+	struct rpc_reply rep = { 0 };
+	fill_creds(req, &m.cr, false);
+	m.fh = *fh;
+	m.fid = fid;
+	int rc = rpc_msg(CL(req)->rpc, op, release_req, &m, &rep);
+	if (rc < 0)
+		pfs_debug("%s of fid %llu: %s", pfs_op_name(op), (unsigned long long)fid,
+			  strerror(-rc));
+	rpc_reply_free(&rep);
+}
+
+static void release_remote(fuse_req_t req, struct ofile *of, uint16_t op)
+{
+	release_fid(req, &of->ip->fh, of->fid, op);
+}
+
+/* Fills e for an entry the kernel will hold one more lookup of. */
+static struct inode *entry_param(struct client *c, const struct pfs_entry *pe,
+				 struct fuse_entry_param *e)
+{
+	struct inode *ip = inode_ref(c->it, pe);
+	if (!ip)
+		return NULL;
+	memset(e, 0, sizeof(*e));
+	e->ino = ip->nodeid;
+	attr_to_stat(&pe->attr, &e->attr);
+	e->attr_timeout = c->attr_timeout;
+	e->entry_timeout = c->entry_timeout;
+	return ip;
+}
+
+/* Replies to an entry-returning request (rc from rpc_call, rep its reply). */
+static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep)
+{
+	struct client *c = CL(req);
+	struct pfs_entry_rep er;
+	struct fuse_entry_param e;
+	struct inode *ip;
+
+	if (rc == 0 && pfs_dec_entry_rep(rep->buf, rep->len, &er) < 0)
+		rc = bad_reply(req, "entry");
+	rpc_reply_free(rep);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (!(ip = entry_param(c, &er.e, &e))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* If the kernel dropped the reply (interrupted), it took no lookup. */
+	if (fuse_reply_entry(req, &e) != 0)
+		inode_forget(c->it, ip, 1);
+}
+
+/* Replies to a request answered with attributes of ip. */
+static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_reply *rep,
+			bool own_change)
+{
+	struct pfs_attr_rep ar;
+	struct stat st;
+
+	if (rc == 0 && pfs_dec_attr_rep(rep->buf, rep->len, &ar) < 0)
+		rc = bad_reply(req, "attr");
+	rpc_reply_free(rep);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (own_change)
+		inode_own_change(ip, &ar.attr);
+	else
+		inode_set_attr(ip, &ar.attr);
+	attr_to_stat(&ar.attr, &st);
+	fuse_reply_attr(req, &st, CL(req)->attr_timeout);
+}
+
+/* ---- session ---- */
+
+static void pfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	unsigned want = FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_DONT_MASK |
+			FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_ATOMIC_O_TRUNC |
+			FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS |
+			FUSE_CAP_AUTO_INVAL_DATA;
+
+	conn->want |= want & conn->capable;
+	/* No writeback cache yet: sizes must stay coherent across hosts.
+	 * No export support: nodeids are not persistent. */
+	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_EXPORT_SUPPORT);
+	/* Over 128 KiB makes libfuse ask for max_pages: 1 MiB requests. */
+	conn->max_write = PFS_MAX_IO;
+	conn->max_readahead = PFS_MAX_IO;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	conn->time_gran = 1;
+}
+
+static void pfs_destroy(void *userdata)
+{
+	(void)userdata;
+}
+
+/* ---- names ---- */
+
+static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct client *c = CL(req);
+	struct pfs_lookup_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	maybe_tune(c);
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	if ((rc = set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_LOOKUP, lookup_req, &m, &rep);
+	if (rc == -ENOENT && c->negative_timeout > 0) {
+		/* A negative entry: the kernel remembers the miss. */
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = c->negative_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	finish_entry(req, rc, &rep);
+}
+
+static void pfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(CL(req)->it, IP(req, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+static void pfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct client *c = CL(req);
+	for (size_t i = 0; i < count; i++)
+		inode_forget(c->it, inode_get(c->it, forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void pfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct pfs_getattr_req m;
+	struct rpc_reply rep = { 0 };
+	(void)fi;
+
+	maybe_tune(c);
+	fill_creds(req, &m.cr, false);
+	m.fh = ip->fh;
+	int rc = rpc_msg(c->rpc, PFS_OP_GETATTR, getattr_req, &m, &rep);
+	finish_attr(req, ip, rc, &rep, false);
+}
+
+static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct pfs_setattr_req m;
+	struct rpc_reply rep = { 0 };
+
+	memset(&m, 0, sizeof(m));
+	fill_creds(req, &m.cr, true);
+	m.fh = ip->fh;
+	m.fid = fi ? OF(fi)->fid : 0;
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		m.valid |= PFS_SET_MODE;
+		m.mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		m.valid |= PFS_SET_UID;
+		m.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		m.valid |= PFS_SET_GID;
+		m.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		m.valid |= PFS_SET_SIZE;
+		m.size = (uint64_t)attr->st_size;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		m.valid |= PFS_SET_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		m.valid |= PFS_SET_ATIME;
+		m.atime_s = attr->st_atim.tv_sec;
+		m.atime_ns = (uint32_t)attr->st_atim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		m.valid |= PFS_SET_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		m.valid |= PFS_SET_MTIME;
+		m.mtime_s = attr->st_mtim.tv_sec;
+		m.mtime_ns = (uint32_t)attr->st_mtim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		m.valid |= PFS_SET_CTIME;
+	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
+	finish_attr(req, ip, rc, &rep, true);
+}
+
+static void pfs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct client *c = CL(req);
+	struct pfs_readlink_req m;
+	struct pfs_readlink_rep r;
+	struct rpc_reply rep = { 0 };
+
+	fill_creds(req, &m.cr, false);
+	m.fh = IP(req, ino)->fh;
+	int rc = rpc_msg(c->rpc, PFS_OP_READLINK, readlink_req, &m, &rep);
+	if (rc == 0 && pfs_dec_readlink_rep(rep.buf, rep.len, &r) < 0)
+		rc = bad_reply(req, "READLINK");
+	rpc_reply_free(&rep);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, r.target.s);
+}
+
+static void pfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      dev_t rdev)
+{
+	struct client *c = CL(req);
+	struct pfs_mknod_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	m.mode = mode;
+	m.rdev = (uint32_t)rdev;
+	m.umask = fuse_req_ctx(req)->umask;
+	if ((rc = set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
+	finish_entry(req, rc, &rep);
+}
+
+static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct client *c = CL(req);
+	struct pfs_mkdir_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	m.mode = mode;
+	m.umask = fuse_req_ctx(req)->umask;
+	if ((rc = set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
+	finish_entry(req, rc, &rep);
+}
+
+static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct client *c = CL(req);
+	struct pfs_symlink_req m;
+	struct rpc_reply rep = { 0 };
+	size_t tlen = strlen(link);
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	if (tlen == 0) {
+		rc = -ENOENT;
+	} else if (tlen > PFS_PATH_MAX) {
+		rc = -ENAMETOOLONG;
+	} else {
+		m.target.len = (uint16_t)tlen;
+		memcpy(m.target.s, link, tlen + 1);
+		if ((rc = set_name(&m.name, name)) == 0)
+			rc = rpc_msg(c->rpc, PFS_OP_SYMLINK, symlink_req, &m, &rep);
+	}
+	finish_entry(req, rc, &rep);
+}
+
+static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, uint16_t op)
+{
+	struct client *c = CL(req);
+	struct pfs_unlink_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	if ((rc = set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+static void pfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	unlink_common(req, parent, name, PFS_OP_UNLINK);
+}
+
+static void pfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	unlink_common(req, parent, name, PFS_OP_RMDIR);
+}
+
+static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		       const char *newname, unsigned int flags)
+{
+	struct client *c = CL(req);
+	struct pfs_rename_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	m.newparent = IP(req, newparent)->fh;
+	m.flags = flags;
+	if ((rc = set_name(&m.name, name)) == 0 && (rc = set_name(&m.newname, newname)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct client *c = CL(req);
+	struct pfs_link_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.fh = IP(req, ino)->fh;
+	m.newparent = IP(req, newparent)->fh;
+	if ((rc = set_name(&m.newname, newname)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
+	finish_entry(req, rc, &rep);
+}
+
+/* ---- files ---- */
+
+static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct pfs_open_req m;
+	struct pfs_attr_rep ar;
+	struct rpc_reply rep = { 0 };
+	struct ofile *of;
+	int rc;
+
+	maybe_tune(c);
+	if (!(of = ofile_new(c, ip, fi->flags))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fill_creds(req, &m.cr, true);
+	m.fh = ip->fh;
+	m.fid = of->fid;
+	m.flags = (uint32_t)fi->flags;
+	rc = rpc_msg(c->rpc, PFS_OP_OPEN, open_req, &m, &rep);
+	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
+		rc = bad_reply(req, "OPEN");
+	rpc_reply_free(&rep);
+	if (rc < 0) {
+		ofile_free(of);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* Close-to-open: the kernel's pages may stay only if the file has
+	 * not changed since they were cached. Otherwise drop its cached
+	 * attributes too (offset -1: attributes only, safe in a handler);
+	 * keep_cache=0 makes the kernel drop the pages. */
+	fi->keep_cache = inode_open_version(ip, &ar.attr);
+	if (!fi->keep_cache)
+		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
+	fi->fh = (uint64_t)(uintptr_t)of;
+	if (fuse_reply_open(req, fi) != 0) {
+		release_remote(req, of, PFS_OP_RELEASE);
+		ofile_free(of);
+	}
+}
+
+static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		       struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct pfs_create_req m;
+	struct pfs_entry_rep er;
+	struct fuse_entry_param e;
+	struct rpc_reply rep = { 0 };
+	struct inode *ip = NULL;
+	struct ofile *of;
+	int rc;
+
+	if (!(of = ofile_new(c, NULL, fi->flags))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	m.fid = of->fid;
+	m.flags = (uint32_t)fi->flags;
+	m.mode = mode;
+	m.umask = fuse_req_ctx(req)->umask;
+	if ((rc = set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_CREATE, create_req, &m, &rep);
+	if (rc == 0 && pfs_dec_entry_rep(rep.buf, rep.len, &er) < 0)
+		rc = bad_reply(req, "CREATE");
+	rpc_reply_free(&rep);
+	if (rc == 0 && !(ip = entry_param(c, &er.e, &e))) {
+		/* The file was created and opened; the kernel will never
+		 * release this fid, so do it here. */
+		release_fid(req, &er.e.fh, of->fid, PFS_OP_RELEASE);
+		rc = -ENOMEM;
+	}
+	if (rc < 0) {
+		ofile_free(of);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	of->ip = ip;
+	inode_open_version(ip, &er.e.attr);
+	fi->fh = (uint64_t)(uintptr_t)of;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		release_remote(req, of, PFS_OP_RELEASE);
+		ofile_free(of);
+		inode_forget(c->it, ip, 1);
+	}
+}
+
+static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_read_req m;
+	struct pfs_read_rep r;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	fill_creds(req, &m.cr, false);
+	m.fh = of->ip->fh;
+	m.fid = of->fid;
+	m.flags = of->flags;
+	m.offset = (uint64_t)off;
+	m.size = (uint32_t)(size > PFS_MAX_IO ? PFS_MAX_IO : size);
+	int rc = rpc_msg(c->rpc, PFS_OP_READ, read_req, &m, &rep);
+	if (rc == 0 && (pfs_dec_read_rep(rep.buf, rep.len, &r) < 0 || r.data.len > m.size))
+		rc = bad_reply(req, "READ");
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, (const char *)r.data.p, r.data.len);
+	rpc_reply_free(&rep);
+}
+
+static void pfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		      struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_write_req m;
+	struct pfs_write_rep r;
+	struct rpc_reply rep = { 0 };
+	int rc;
+	(void)ino;
+
+	if (size > PFS_MAX_IO) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	fill_creds(req, &m.cr, false);
+	m.fh = of->ip->fh;
+	m.fid = of->fid;
+	m.flags = of->flags;
+	m.offset = (uint64_t)off;
+	m.data.p = (const uint8_t *)buf;
+	m.data.len = (uint32_t)size;
+	rc = rpc_msg_heap(c->rpc, PFS_OP_WRITE, write_req, &m, size + RPC_SMALL, &rep);
+	if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 || r.written > size))
+		rc = bad_reply(req, "WRITE");
+	rpc_reply_free(&rep);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	inode_own_change(of->ip, &r.attr);
+	fuse_reply_write(req, r.written);
+}
+
+static void pfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	(void)c;
+
+	/* Writes are synchronous (no writeback cache), so the only work
+	 * is dropping this owner's POSIX locks, as close(2) must, and only
+	 * where this client ever took any: no round trip otherwise. */
+	if (inode_had_posix_locks(ip)) {
+		struct pfs_unlock_owner_req m;
+		struct rpc_reply rep = { 0 };
+		fill_creds(req, &m.cr, false);
+		m.fh = ip->fh;
+		m.owner = fi->lock_owner;
+		int rc = rpc_msg(c->rpc, PFS_OP_UNLOCK_OWNER, unlock_owner_req, &m, &rep);
+		if (rc < 0)
+			pfs_debug("UNLOCK_OWNER: %s", strerror(-rc));
+		rpc_reply_free(&rep);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void pfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	(void)ino;
+
+	if (fi->flock_release) {
+		struct pfs_lock_req m;
+		struct rpc_reply rep = { 0 };
+		fill_creds(req, &m.cr, false);
+		m.fh = of->ip->fh;
+		m.fid = of->fid;
+		m.owner = fi->lock_owner;
+		m.type = PFS_LK_UN;
+		m.start = 0;
+		m.end = UINT64_MAX;
+		m.pid = (uint32_t)fuse_req_ctx(req)->pid;
+		m.flags = PFS_LKF_FLOCK;
+		(void)rpc_msg(c->rpc, PFS_OP_SETLK, lock_req, &m, &rep);
+		rpc_reply_free(&rep);
+	}
+	release_remote(req, of, PFS_OP_RELEASE);
+	ofile_free(of);
+	fuse_reply_err(req, 0);
+}
+
+static void pfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_fsync_req m;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	fill_creds(req, &m.cr, false);
+	m.fh = of->ip->fh;
+	m.fid = of->fid;
+	m.datasync = datasync ? 1 : 0;
+	int rc = rpc_msg(c->rpc, PFS_OP_FSYNC, fsync_req, &m, &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+static void pfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			  struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_fallocate_req m;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	fill_creds(req, &m.cr, false);
+	m.fh = of->ip->fh;
+	m.fid = of->fid;
+	m.mode = (uint32_t)mode;
+	m.offset = (uint64_t)offset;
+	m.length = (uint64_t)length;
+	int rc = rpc_msg(c->rpc, PFS_OP_FALLOCATE, fallocate_req, &m, &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+static void pfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_lseek_req m;
+	struct pfs_lseek_rep r;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	fill_creds(req, &m.cr, false);
+	m.fh = of->ip->fh;
+	m.fid = of->fid;
+	m.offset = (uint64_t)off;
+	m.whence = (uint32_t)whence;
+	int rc = rpc_msg(c->rpc, PFS_OP_LSEEK, lseek_req, &m, &rep);
+	if (rc == 0 && (pfs_dec_lseek_rep(rep.buf, rep.len, &r) < 0 || r.offset > INT64_MAX))
+		rc = bad_reply(req, "LSEEK");
+	rpc_reply_free(&rep);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_lseek(req, (off_t)r.offset);
+}
+
+/* ---- locks ---- */
+
+static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
+		      struct fuse_file_info *fi, const struct flock *lk)
+{
+	fill_creds(req, &m->cr, false);
+	m->fh = of->ip->fh;
+	m->fid = of->fid;
+	m->owner = fi->lock_owner;
+	m->type = lk->l_type == F_RDLCK ? PFS_LK_RD : lk->l_type == F_WRLCK ? PFS_LK_WR : PFS_LK_UN;
+	m->start = (uint64_t)lk->l_start;
+	m->end = lk->l_len <= 0 ? UINT64_MAX : (uint64_t)lk->l_start + (uint64_t)lk->l_len - 1;
+	m->pid = (uint32_t)lk->l_pid;
+	m->flags = 0;
+}
+
+/* SETLK, retried with backoff (1 ms .. 50 ms) while it conflicts if
+ * sleep is set, until granted, interrupted (-EINTR) or shutting down. */
+static int setlk_loop(fuse_req_t req, const struct pfs_lock_req *m, bool sleep)
+{
+	struct client *c = CL(req);
+	useconds_t delay = 1000;
+
+	for (;;) {
+		struct rpc_reply rep = { 0 };
+		int rc = rpc_msg(c->rpc, PFS_OP_SETLK, lock_req, m, &rep);
+		rpc_reply_free(&rep);
+		if (!sleep || (rc != -EAGAIN && rc != -EACCES))
+			return rc;
+		if (fuse_req_interrupted(req) || rpc_is_closing(c->rpc))
+			return -EINTR;
+		usleep(delay);
+		delay = delay * 2 > 50000 ? 50000 : delay * 2;
+	}
+}
+
+static void pfs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		      struct flock *lock)
+{
+	struct client *c = CL(req);
+	struct pfs_lock_req m;
+	struct pfs_getlk_rep r;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	lock_fill(req, &m, OF(fi), fi, lock);
+	int rc = rpc_msg(c->rpc, PFS_OP_GETLK, lock_req, &m, &rep);
+	if (rc == 0 && (pfs_dec_getlk_rep(rep.buf, rep.len, &r) < 0 || r.type > PFS_LK_UN ||
+			r.start > INT64_MAX || (r.end != UINT64_MAX && r.end < r.start)))
+		rc = bad_reply(req, "GETLK");
+	rpc_reply_free(&rep);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct flock out;
+	memset(&out, 0, sizeof(out));
+	out.l_type = r.type == PFS_LK_RD ? F_RDLCK : r.type == PFS_LK_WR ? F_WRLCK : F_UNLCK;
+	out.l_whence = SEEK_SET;
+	out.l_start = (off_t)r.start;
+	out.l_len = r.end == UINT64_MAX || r.end > INT64_MAX ? 0 : (off_t)(r.end - r.start + 1);
+	out.l_pid = (pid_t)r.pid;
+	fuse_reply_lock(req, &out);
+}
+
+static void pfs_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		      struct flock *lock, int sleep)
+{
+	struct pfs_lock_req m;
+
+	/* Mark first, so a flush racing with this lock still unlocks. */
+	inode_mark_posix_locks(IP(req, ino));
+	lock_fill(req, &m, OF(fi), fi, lock);
+	fuse_reply_err(req, -setlk_loop(req, &m, sleep != 0));
+}
+
+static void pfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
+{
+	struct ofile *of = OF(fi);
+	struct pfs_lock_req m;
+	(void)ino;
+
+	fill_creds(req, &m.cr, false);
+	m.fh = of->ip->fh;
+	m.fid = of->fid;
+	m.owner = fi->lock_owner;
+	switch (op & ~LOCK_NB) {
+	case LOCK_SH:
+		m.type = PFS_LK_RD;
+		break;
+	case LOCK_EX:
+		m.type = PFS_LK_WR;
+		break;
+	case LOCK_UN:
+		m.type = PFS_LK_UN;
+		break;
+	default:
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	m.start = 0;
+	m.end = UINT64_MAX;
+	m.pid = (uint32_t)fuse_req_ctx(req)->pid;
+	m.flags = PFS_LKF_FLOCK;
+	fuse_reply_err(req, -setlk_loop(req, &m, !(op & LOCK_NB)));
+}
+
+/* ---- directories ---- */
+
+static void pfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct pfs_open_req m;
+	struct pfs_attr_rep ar;
+	struct rpc_reply rep = { 0 };
+	struct ofile *of;
+	int rc;
+
+	if (!(of = ofile_new(c, ip, fi->flags))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fill_creds(req, &m.cr, true);
+	m.fh = ip->fh;
+	m.fid = of->fid;
+	m.flags = (uint32_t)fi->flags;
+	rc = rpc_msg(c->rpc, PFS_OP_OPENDIR, open_req, &m, &rep);
+	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
+		rc = bad_reply(req, "OPENDIR");
+	rpc_reply_free(&rep);
+	if (rc < 0) {
+		ofile_free(of);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	inode_set_attr(ip, &ar.attr);
+	/* No directory caching until the server pushes invalidations:
+	 * listings must reflect other hosts' changes. */
+	fi->cache_readdir = 0;
+	fi->keep_cache = 0;
+	fi->fh = (uint64_t)(uintptr_t)of;
+	if (fuse_reply_open(req, fi) != 0) {
+		release_remote(req, of, PFS_OP_RELEASEDIR);
+		ofile_free(of);
+	}
+}
+
+/* Fetches the READDIR chunk after cookie off into of. Called with of->lock. */
+static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
+{
+	struct client *c = CL(req);
+	struct pfs_readdir_req m;
+	uint8_t eof;
+	int rc;
+
+	rpc_reply_free(&of->dir);
+	of->rd_valid = false;
+	fill_creds(req, &m.cr, false);
+	m.fh = of->ip->fh;
+	m.fid = of->fid;
+	m.offset = off;
+	m.max_bytes = READDIR_BYTES;
+	m.plus = plus;
+	rc = rpc_msg(c->rpc, PFS_OP_READDIR, readdir_req, &m, &of->dir);
+	if (rc < 0)
+		return rc;
+	pfs_rd_init(&of->rd, of->dir.buf, of->dir.len);
+	if (!pfs_get_U8(&of->rd, &eof)) {
+		rpc_reply_free(&of->dir);
+		return bad_reply(req, "READDIR");
+	}
+	of->rd_eof = eof != 0;
+	of->rd_off = off;
+	of->rd_plus = plus;
+	of->rd_valid = true;
+	return 0;
+}
+
+static bool is_dot(const struct pfs_name *n)
+{
+	return n->s[0] == '.' && (n->len == 1 || (n->len == 2 && n->s[1] == '.'));
+}
+
+static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
+		       bool plus)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	size_t pos = 0;
+	int rc = 0;
+	bool fresh = false; /* the current chunk was fetched by this call */
+	bool chunk_had_entries = false;
+
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&of->lock);
+	if (!of->rd_valid || of->rd_off != (uint64_t)off || of->rd_plus != plus) {
+		rc = dir_fetch(req, of, (uint64_t)off, plus);
+		fresh = true;
+	}
+	while (rc == 0) {
+		struct pfs_rd save = of->rd;
+		struct pfs_dirent de;
+		int r = pfs_dec_dirent(&of->rd, &de);
+		if (r == 0) {
+			if (of->rd_eof || (fresh && !chunk_had_entries))
+				break; /* the end (or a server that makes no progress) */
+			rc = dir_fetch(req, of, of->rd_off, plus);
+			fresh = true;
+			chunk_had_entries = false;
+			continue;
+		}
+		if (r < 0) {
+			of->rd_valid = false;
+			rc = bad_reply(req, "READDIR");
+			break;
+		}
+		chunk_had_entries = true;
+		size_t n;
+		if (plus) {
+			struct fuse_entry_param e;
+			struct inode *ip = NULL;
+			memset(&e, 0, sizeof(e));
+			/* "." and ".." never go through the inode table. */
+			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name))
+				ip = entry_param(c, &de.e, &e);
+			if (!ip) {
+				e.attr.st_ino = de.ino;
+				e.attr.st_mode = de.mode;
+			}
+			n = fuse_add_direntry_plus(req, buf + pos, size - pos, de.name.s, &e,
+						   (off_t)de.next_off);
+			if (n > size - pos && ip)
+				inode_forget(c->it, ip, 1); /* not handed to the kernel */
+		} else {
+			struct stat st;
+			memset(&st, 0, sizeof(st));
+			st.st_ino = de.ino;
+			st.st_mode = de.mode;
+			n = fuse_add_direntry(req, buf + pos, size - pos, de.name.s, &st,
+					      (off_t)de.next_off);
+		}
+		if (n > size - pos) {
+			of->rd = save; /* the kernel asks for it next time */
+			break;
+		}
+		pos += n;
+		of->rd_off = de.next_off;
+	}
+	pthread_mutex_unlock(&of->lock);
+	if (rc < 0 && pos == 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, pos);
+	free(buf);
+}
+
+static void pfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, false);
+}
+
+static void pfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			    struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, true);
+}
+
+static void pfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofile *of = OF(fi);
+	(void)ino;
+	release_remote(req, of, PFS_OP_RELEASEDIR);
+	ofile_free(of);
+	fuse_reply_err(req, 0);
+}
+
+static void pfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	/* Directory operations are synchronous on the server. */
+	fuse_reply_err(req, 0);
+}
+
+/* ---- file system ---- */
+
+static void pfs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct client *c = CL(req);
+	struct pfs_statfs_req m;
+	struct pfs_statfs_rep r;
+	struct rpc_reply rep = { 0 };
+
+	fill_creds(req, &m.cr, false);
+	m.fh = IP(req, ino)->fh;
+	int rc = rpc_msg(c->rpc, PFS_OP_STATFS, statfs_req, &m, &rep);
+	if (rc == 0 && pfs_dec_statfs_rep(rep.buf, rep.len, &r) < 0)
+		rc = bad_reply(req, "STATFS");
+	rpc_reply_free(&rep);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct statvfs st;
+	memset(&st, 0, sizeof(st));
+	st.f_bsize = r.bsize;
+	st.f_frsize = r.frsize;
+	st.f_blocks = r.blocks;
+	st.f_bfree = r.bfree;
+	st.f_bavail = r.bavail;
+	st.f_files = r.files;
+	st.f_ffree = r.ffree;
+	st.f_favail = r.favail;
+	st.f_namemax = r.namemax;
+	fuse_reply_statfs(req, &st);
+}
+
+/* ---- extended attributes ---- */
+
+static void pfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			 size_t size, int flags)
+{
+	struct client *c = CL(req);
+	struct pfs_setxattr_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.fh = IP(req, ino)->fh;
+	m.flags = (uint32_t)flags;
+	m.value.p = (const uint8_t *)value;
+	m.value.len = (uint32_t)size;
+	if (size > PFS_XATTR_SIZE_MAX)
+		rc = -E2BIG;
+	else if ((rc = set_xname(&m.name, name)) == 0)
+		rc = rpc_msg_heap(c->rpc, PFS_OP_SETXATTR, setxattr_req, &m, size + RPC_SMALL,
+				  &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+/* Replies to GETXATTR/LISTXATTR: the size for a size query, else the value. */
+static void finish_xattr(fuse_req_t req, size_t size, int rc, struct rpc_reply *rep)
+{
+	struct pfs_xattr_rep r;
+
+	if (rc == 0 && pfs_dec_xattr_rep(rep->buf, rep->len, &r) < 0)
+		rc = bad_reply(req, "xattr");
+	if (rc == 0 && size > 0 && r.value.len > size)
+		rc = -ERANGE;
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, r.size);
+	else
+		fuse_reply_buf(req, (const char *)r.value.p, r.value.len);
+	rpc_reply_free(rep);
+}
+
+static void pfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct client *c = CL(req);
+	struct pfs_getxattr_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.fh = IP(req, ino)->fh;
+	m.size = (uint32_t)(size > PFS_XATTR_SIZE_MAX ? PFS_XATTR_SIZE_MAX : size);
+	if ((rc = set_xname(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_GETXATTR, getxattr_req, &m, &rep);
+	finish_xattr(req, size, rc, &rep);
+}
+
+static void pfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct client *c = CL(req);
+	struct pfs_listxattr_req m;
+	struct rpc_reply rep = { 0 };
+
+	fill_creds(req, &m.cr, true);
+	m.fh = IP(req, ino)->fh;
+	m.size = (uint32_t)(size > PFS_XATTR_SIZE_MAX ? PFS_XATTR_SIZE_MAX : size);
+	int rc = rpc_msg(c->rpc, PFS_OP_LISTXATTR, listxattr_req, &m, &rep);
+	finish_xattr(req, size, rc, &rep);
+}
+
+static void pfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct client *c = CL(req);
+	struct pfs_removexattr_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.fh = IP(req, ino)->fh;
+	if ((rc = set_xname(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+/* ---- server pushes ---- */
+
+void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len)
+{
+	fuse_ino_t nodeid;
+
+	switch (op) {
+	case PFS_OP_INVAL_INODE: {
+		struct pfs_inval_inode_push m;
+		if (pfs_dec_inval_inode_push(payload, len, &m) < 0)
+			goto bad;
+		if (inode_find(c->it, &m.fh, m.offset >= 0, &nodeid))
+			fuse_lowlevel_notify_inval_inode(c->se, nodeid, m.offset, m.length);
+		return;
+	}
+	case PFS_OP_INVAL_ENTRY: {
+		struct pfs_inval_entry_push m;
+		if (pfs_dec_inval_entry_push(payload, len, &m) < 0)
+			goto bad;
+		if (inode_find(c->it, &m.parent, false, &nodeid))
+			fuse_lowlevel_notify_inval_entry(c->se, nodeid, m.name.s, m.name.len);
+		return;
+	}
+	default:
+		pfs_debug("ignoring push %s", pfs_op_name(op));
+		return;
+	}
+bad:
+	pfs_warn("malformed %s push from the server", pfs_op_name(op));
+}
+
+const struct fuse_lowlevel_ops pfs_fuse_ops = {
+	.init = pfs_init,
+	.destroy = pfs_destroy,
+	.lookup = pfs_lookup,
+	.forget = pfs_forget,
+	.forget_multi = pfs_forget_multi,
+	.getattr = pfs_getattr,
+	.setattr = pfs_setattr,
+	.readlink = pfs_readlink,
+	.mknod = pfs_mknod,
+	.mkdir = pfs_mkdir,
+	.unlink = pfs_unlink,
+	.rmdir = pfs_rmdir,
+	.symlink = pfs_symlink,
+	.rename = pfs_rename,
+	.link = pfs_link,
+	.open = pfs_open,
+	.create = pfs_create,
+	.read = pfs_read,
+	.write = pfs_write,
+	.flush = pfs_flush,
+	.release = pfs_release,
+	.fsync = pfs_fsync,
+	.opendir = pfs_opendir,
+	.readdir = pfs_readdir,
+	.readdirplus = pfs_readdirplus,
+	.releasedir = pfs_releasedir,
+	.fsyncdir = pfs_fsyncdir,
+	.statfs = pfs_statfs,
+	.setxattr = pfs_setxattr,
+	.getxattr = pfs_getxattr,
+	.listxattr = pfs_listxattr,
+	.removexattr = pfs_removexattr,
+	.getlk = pfs_getlk,
+	.setlk = pfs_setlk,
+	.flock = pfs_flock,
+	.fallocate = pfs_fallocate,
+	.lseek = pfs_lseek,
+};

@@ -1,0 +1,276 @@
+/* rpc.c: the pending-request table and the synchronous call API. */
+#include "rpc_i.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "client_i.h"
+#include "podfs/log.h"
+#include "transport_i.h"
+
+#define RPC_BUCKETS 1024 /* power of two */
+
+/* One call in progress; lives on the caller's stack while it is in the
+ * table. Every field below `hnext` is guarded by rpc->lock. */
+struct rpc_req {
+	struct rpc_req *hnext;
+	uint64_t id;
+	uint16_t op;
+	uint64_t sent_gen; /* generation it was last sent on; 0 = never */
+	bool done;
+	int32_t status;
+	struct rpc_reply rep;
+	pthread_cond_t cond;
+};
+
+struct rpc {
+	struct client *c;
+	pthread_mutex_t lock;
+	atomic_uint_fast64_t next_id;
+	struct rpc_req *buckets[RPC_BUCKETS];
+	uint64_t gen;  /* current connection generation */
+	bool up;       /* a connection of generation gen is usable */
+	bool lz4;
+	bool closing;
+	bool dead;
+};
+
+int rpc_new(struct client *c, struct rpc **out)
+{
+	struct rpc *rpc = calloc(1, sizeof(*rpc));
+	if (!rpc)
+		return -ENOMEM;
+	rpc->c = c;
+	pthread_mutex_init(&rpc->lock, NULL);
+	atomic_init(&rpc->next_id, 1);
+	*out = rpc;
+	return 0;
+}
+
+void rpc_free(struct rpc *rpc)
+{
+	if (!rpc)
+		return;
+	pthread_mutex_destroy(&rpc->lock);
+	free(rpc);
+}
+
+uint64_t rpc_next_id(struct rpc *rpc)
+{
+	return atomic_fetch_add(&rpc->next_id, 1);
+}
+
+static struct rpc_req **bucket(struct rpc *rpc, uint64_t id)
+{
+	return &rpc->buckets[id & (RPC_BUCKETS - 1)];
+}
+
+static void table_remove(struct rpc *rpc, struct rpc_req *r)
+{
+	for (struct rpc_req **pp = bucket(rpc, r->id); *pp; pp = &(*pp)->hnext) {
+		if (*pp == r) {
+			*pp = r->hnext;
+			return;
+		}
+	}
+}
+
+/* Wakes every waiting caller; they re-examine the connection state. */
+static void wake_all(struct rpc *rpc)
+{
+	for (size_t i = 0; i < RPC_BUCKETS; i++)
+		for (struct rpc_req *r = rpc->buckets[i]; r; r = r->hnext)
+			pthread_cond_signal(&r->cond);
+}
+
+static void deadline_after(struct timespec *ts, double seconds)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	long long ns = (long long)(seconds * 1e9);
+	ts->tv_sec += ns / 1000000000LL;
+	ts->tv_nsec += ns % 1000000000LL;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
+		struct rpc_reply *rep, int timeout_ms)
+{
+	struct rpc_req r = { .id = rpc_next_id(rpc), .op = op };
+	struct timespec deadline;
+	bool has_deadline = false;
+	int timeout_err = -EIO;
+	pthread_condattr_t ca;
+	int err = 0;
+
+	rep->buf = NULL;
+	rep->len = 0;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&r.cond, &ca);
+	pthread_condattr_destroy(&ca);
+
+	if (timeout_ms > 0) {
+		deadline_after(&deadline, timeout_ms / 1000.0);
+		has_deadline = true;
+		timeout_err = -ETIMEDOUT;
+	} else if (rpc->c->soft) {
+		deadline_after(&deadline, rpc->c->timeo);
+		has_deadline = true;
+	}
+
+	pthread_mutex_lock(&rpc->lock);
+	if (rpc->dead || ((rpc->closing || timeout_ms > 0) && !rpc->up)) {
+		err = timeout_ms > 0 && !rpc->dead ? -ENOTCONN : -EIO;
+		pthread_mutex_unlock(&rpc->lock);
+		goto out_cond;
+	}
+	r.hnext = *bucket(rpc, r.id);
+	*bucket(rpc, r.id) = &r;
+
+	while (!r.done) {
+		if (rpc->dead || (rpc->closing && !rpc->up)) {
+			err = -EIO;
+			goto out_remove;
+		}
+		if (rpc->up && r.sent_gen != rpc->gen) {
+			uint64_t gen = rpc->gen;
+			bool lz4 = rpc->lz4;
+			r.sent_gen = gen;
+			pthread_mutex_unlock(&rpc->lock);
+			/* A failed send needs no action here: the connection
+			 * thread sees the broken socket, and the next
+			 * generation makes this loop send again. */
+			(void)transport_send(rpc->c->tr, gen, r.id, op, req, len, lz4);
+			pthread_mutex_lock(&rpc->lock);
+			continue;
+		}
+		if (has_deadline) {
+			int rc = pthread_cond_timedwait(&r.cond, &rpc->lock, &deadline);
+			if (rc == ETIMEDOUT && !r.done) {
+				pfs_warn("request %llu (%s) timed out",
+					 (unsigned long long)r.id, pfs_op_name(op));
+				err = timeout_err;
+				goto out_remove;
+			}
+		} else {
+			pthread_cond_wait(&r.cond, &rpc->lock);
+		}
+	}
+	/* The completer has already removed r from the table. */
+	pthread_mutex_unlock(&rpc->lock);
+	pthread_cond_destroy(&r.cond);
+	if (r.status != 0) {
+		rpc_reply_free(&r.rep);
+		return -r.status;
+	}
+	*rep = r.rep;
+	return 0;
+
+out_remove:
+	table_remove(rpc, &r);
+	pthread_mutex_unlock(&rpc->lock);
+out_cond:
+	pthread_cond_destroy(&r.cond);
+	return err;
+}
+
+int rpc_call(struct rpc *rpc, uint16_t op, const void *req, size_t len, struct rpc_reply *rep)
+{
+	return call(rpc, op, req, len, rep, 0);
+}
+
+int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
+		     struct rpc_reply *rep, int timeout_ms)
+{
+	return call(rpc, op, req, len, rep, timeout_ms > 0 ? timeout_ms : 1);
+}
+
+void rpc_connected(struct rpc *rpc, uint64_t gen, bool lz4)
+{
+	pthread_mutex_lock(&rpc->lock);
+	rpc->gen = gen;
+	rpc->lz4 = lz4;
+	rpc->up = true;
+	wake_all(rpc);
+	pthread_mutex_unlock(&rpc->lock);
+}
+
+void rpc_disconnected(struct rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->lock);
+	rpc->up = false;
+	/* Closing callers waiting on this connection give up now. */
+	if (rpc->closing)
+		wake_all(rpc);
+	pthread_mutex_unlock(&rpc->lock);
+}
+
+void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload)
+{
+	struct rpc_req *r;
+
+	pthread_mutex_lock(&rpc->lock);
+	for (r = *bucket(rpc, h->id); r; r = r->hnext)
+		if (r->id == h->id)
+			break;
+	if (!r || r->op != h->op) {
+		pthread_mutex_unlock(&rpc->lock);
+		/* A late reply to a call that timed out, or a duplicate. */
+		pfs_debug("dropping reply %llu (%s): no such request",
+			  (unsigned long long)h->id, pfs_op_name(h->op));
+		free(payload);
+		return;
+	}
+	table_remove(rpc, r);
+	r->done = true;
+	if (h->status != 0) {
+		/* Both ends are Linux; anything outside errno's range is a
+		 * broken peer. */
+		r->status = h->status < 4096 ? h->status : EIO;
+		free(payload);
+	} else {
+		r->rep.buf = payload;
+		r->rep.len = h->raw_len;
+	}
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&rpc->lock);
+}
+
+void rpc_closing(struct rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->lock);
+	rpc->closing = true;
+	wake_all(rpc);
+	pthread_mutex_unlock(&rpc->lock);
+}
+
+void rpc_kill(struct rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->lock);
+	rpc->closing = true;
+	rpc->dead = true;
+	wake_all(rpc);
+	pthread_mutex_unlock(&rpc->lock);
+}
+
+bool rpc_is_closing(struct rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->lock);
+	bool v = rpc->closing;
+	pthread_mutex_unlock(&rpc->lock);
+	return v;
+}
+
+bool rpc_is_up(struct rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->lock);
+	bool v = rpc->up;
+	pthread_mutex_unlock(&rpc->lock);
+	return v;
+}

@@ -1,0 +1,117 @@
+/* rpc_i.h: the pending-request table and the synchronous call API.
+ *
+ * A FUSE thread calls rpc_call(); it blocks on its own condition variable
+ * until the reply with its request id arrives (many FUSE threads, many
+ * requests in flight on one connection). Each caller sends its own
+ * request, and sends it again with the SAME id whenever the connection
+ * generation changes while it waits (hard mount: after a reconnect the
+ * daemon's reply cache answers retried non-idempotent requests without
+ * running them twice). A soft mount fails a call that waited longer than
+ * the timeo option with -EIO.
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef PODFS_RPC_I_H
+#define PODFS_RPC_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "podfs/codec.h"
+#include "podfs/frame.h"
+
+struct client;
+struct rpc;
+
+/* A successful reply's payload: buf is malloc'd (NULL when len == 0) and
+ * owned by the caller, who releases it with rpc_reply_free(). Decoded
+ * `bytes` fields point into buf. */
+struct rpc_reply {
+	uint8_t *buf;
+	size_t len;
+};
+
+static inline void rpc_reply_free(struct rpc_reply *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+	r->len = 0;
+}
+
+/* Creates the table. Returns 0 or -ENOMEM. */
+int rpc_new(struct client *c, struct rpc **out);
+/* Frees the table; no call may be in progress. */
+void rpc_free(struct rpc *rpc);
+
+/* A fresh request id (never 0, never reused by this process). */
+uint64_t rpc_next_id(struct rpc *rpc);
+
+/* Sends op with payload req[len] and waits for its reply.
+ * Returns 0 with *rep holding the reply payload, or -errno: the server's
+ * status (negated), -EIO on a soft-mount timeout, on shutdown, or for a
+ * reply that breaks the protocol. On failure *rep is empty. req is only
+ * borrowed, for the duration of the call. */
+int rpc_call(struct rpc *rpc, uint16_t op, const void *req, size_t len, struct rpc_reply *rep);
+
+/* As rpc_call, but gives up after timeout_ms (> 0) with -ETIMEDOUT, and
+ * fails at once with -ENOTCONN when not connected (for GOODBYE). */
+int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
+		     struct rpc_reply *rep, int timeout_ms);
+
+/* Connection thread: a new authenticated connection of generation gen is
+ * up; waiting callers (re)send their requests on it. lz4: the session
+ * negotiated PFS_CAP_LZ4. */
+void rpc_connected(struct rpc *rpc, uint64_t gen, bool lz4);
+/* Connection thread: the connection is down; callers keep waiting (hard)
+ * or until their deadline (soft). */
+void rpc_disconnected(struct rpc *rpc);
+/* Connection thread: a reply frame arrived. Takes ownership of payload
+ * (malloc'd, h->raw_len bytes, may be NULL when empty). */
+void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload);
+
+/* Shutdown has begun: calls that wait for a connection fail with -EIO
+ * from now on; calls on a live connection still get their replies. */
+void rpc_closing(struct rpc *rpc);
+/* Fails every waiting and future call with -EIO. */
+void rpc_kill(struct rpc *rpc);
+/* True once rpc_closing or rpc_kill was called. */
+bool rpc_is_closing(struct rpc *rpc);
+/* True while a connection is up. */
+bool rpc_is_up(struct rpc *rpc);
+
+/* Encodes message `name` (*m, a struct pfs_<name>) into a stack buffer of
+ * cap bytes and calls rpc_call with it. Evaluates to 0 or -errno; an
+ * unencodable message (bad name, too long) gives -EINVAL. */
+#define RPC_SMALL 8192
+#define rpc_msg(rpc, op, name, m, rep)                                         \
+	({                                                                     \
+		uint8_t rpc_b_[RPC_SMALL];                                     \
+		struct pfs_wr rpc_w_;                                          \
+		pfs_wr_init(&rpc_w_, rpc_b_, sizeof(rpc_b_));                  \
+		pfs_enc_##name(&rpc_w_, (m)) < 0                               \
+			? -EINVAL                                              \
+			: rpc_call((rpc), (op), rpc_b_, rpc_w_.len, (rep));    \
+	})
+
+/* As rpc_msg with a malloc'd buffer of cap bytes (WRITE, SETXATTR);
+ * -ENOMEM if it cannot be allocated. */
+#define rpc_msg_heap(rpc, op, name, m, cap, rep)                               \
+	({                                                                     \
+		size_t rpc_cap_ = (cap);                                       \
+		uint8_t *rpc_h_ = malloc(rpc_cap_);                            \
+		int rpc_rc_ = -ENOMEM;                                         \
+		if (rpc_h_) {                                                  \
+			struct pfs_wr rpc_w_;                                  \
+			pfs_wr_init(&rpc_w_, rpc_h_, rpc_cap_);                \
+			rpc_rc_ = pfs_enc_##name(&rpc_w_, (m)) < 0             \
+					  ? -EINVAL                            \
+					  : rpc_call((rpc), (op), rpc_h_,       \
+						     rpc_w_.len, (rep));        \
+			free(rpc_h_);                                          \
+		}                                                              \
+		rpc_rc_;                                                       \
+	})
+
+#endif /* PODFS_RPC_I_H */

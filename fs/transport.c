@@ -1,0 +1,736 @@
+/* transport.c: TCP connection to podfsd: connect, handshake, receive
+ * frames, reconnect with backoff, and the push thread. */
+#include "transport_i.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "client_i.h"
+#include "podfs/auth.h"
+#include "podfs/frame.h"
+#include "podfs/log.h"
+#include "rpc_i.h"
+
+#define RBUF_SIZE (256u * 1024)
+#define CONNECT_TIMEOUT_MS 10000
+#define HANDSHAKE_TIMEOUT_MS 10000
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+
+struct push_item {
+	struct push_item *next;
+	uint16_t op;
+	size_t len;
+	uint8_t *buf;
+};
+
+struct transport {
+	struct client *c;
+
+	/* send_lock serializes writers and guards fd/gen for them; fd_lock
+	 * guards the validity of the fd number for shutdown(2) from
+	 * transport_stop. The fd is closed only with both held. */
+	pthread_mutex_t send_lock;
+	pthread_mutex_t fd_lock;
+	int fd;       /* -1 when down */
+	uint64_t gen; /* generation of fd */
+
+	int stop_efd; /* eventfd: wakes the connection thread's waits */
+	atomic_bool stopping;
+
+	/* Connection thread only. */
+	uint64_t boot_id;
+	uint64_t last_gen;
+	uint8_t *rbuf;
+	size_t rstart, rend;
+	pthread_t conn_thr;
+	bool conn_started;
+
+	/* Push queue. */
+	pthread_mutex_t push_lock;
+	pthread_cond_t push_cond;
+	struct push_item *push_head, **push_tail;
+	bool push_stop;
+	pthread_t push_thr;
+	bool push_started;
+};
+
+int transport_new(struct client *c, struct transport **out)
+{
+	struct transport *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->rbuf = malloc(RBUF_SIZE);
+	if (!t->rbuf)
+		goto out_free;
+	t->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (t->stop_efd < 0)
+		goto out_free_rbuf;
+	t->c = c;
+	t->fd = -1;
+	pthread_mutex_init(&t->send_lock, NULL);
+	pthread_mutex_init(&t->fd_lock, NULL);
+	pthread_mutex_init(&t->push_lock, NULL);
+	pthread_cond_init(&t->push_cond, NULL);
+	t->push_tail = &t->push_head;
+	*out = t;
+	return 0;
+out_free_rbuf:
+	free(t->rbuf);
+out_free:
+	free(t);
+	return -ENOMEM;
+}
+
+void transport_free(struct transport *t)
+{
+	if (!t)
+		return;
+	if (t->fd >= 0)
+		close(t->fd);
+	while (t->push_head) {
+		struct push_item *p = t->push_head;
+		t->push_head = p->next;
+		free(p->buf);
+		free(p);
+	}
+	close(t->stop_efd);
+	pthread_mutex_destroy(&t->send_lock);
+	pthread_mutex_destroy(&t->fd_lock);
+	pthread_mutex_destroy(&t->push_lock);
+	pthread_cond_destroy(&t->push_cond);
+	free(t->rbuf);
+	free(t);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until fd is ready for events, the deadline passes (-ETIMEDOUT) or
+ * the transport is stopping (-ECANCELED). */
+static int wait_fd(struct transport *t, int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = t->stop_efd, .events = POLLIN } };
+		int64_t left = deadline - now_ms();
+		if (atomic_load(&t->stopping))
+			return -ECANCELED;
+		if (left <= 0)
+			return -ETIMEDOUT;
+		int n = poll(p, 2, (int)(left > 60000 ? 60000 : left));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (p[1].revents)
+			return -ECANCELED;
+		if (p[0].revents)
+			return 0;
+	}
+}
+
+/* Sleeps ms milliseconds; returns true if the transport is stopping. */
+static bool sleep_or_stop(struct transport *t, int ms)
+{
+	struct pollfd p = { .fd = t->stop_efd, .events = POLLIN };
+	int64_t deadline = now_ms() + ms;
+	for (;;) {
+		if (atomic_load(&t->stopping))
+			return true;
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return false;
+		if (poll(&p, 1, (int)left) > 0)
+			return true;
+	}
+}
+
+static int send_all(int fd, struct iovec *iov, int iovcnt)
+{
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+
+	while (mh.msg_iovlen > 0) {
+		ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (n > 0 && mh.msg_iovlen > 0) {
+			if ((size_t)n >= mh.msg_iov->iov_len) {
+				n -= (ssize_t)mh.msg_iov->iov_len;
+				mh.msg_iov++;
+				mh.msg_iovlen--;
+			} else {
+				mh.msg_iov->iov_base = (uint8_t *)mh.msg_iov->iov_base + n;
+				mh.msg_iov->iov_len -= (size_t)n;
+				n = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Writes one uncompressed frame to fd (handshake only). */
+static int send_frame_fd(int fd, uint64_t id, uint16_t op, const void *payload, size_t len)
+{
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	const void *wire;
+	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, false, NULL, 0, &wire);
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
+	return send_all(fd, iov, wl ? 2 : 1);
+}
+
+int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
+		   const void *payload, size_t len, bool lz4)
+{
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	void *scratch = NULL;
+	size_t cap = 0;
+	const void *wire;
+	int rc;
+
+	if (lz4 && len >= PFS_LZ4_MIN) {
+		cap = pfs_lz4_bound(len);
+		scratch = malloc(cap); /* on failure the frame goes out raw */
+	}
+	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, scratch != NULL, scratch,
+				      cap, &wire);
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
+
+	pthread_mutex_lock(&t->send_lock);
+	if (t->fd < 0 || t->gen != gen) {
+		rc = -ENOTCONN;
+	} else {
+		rc = send_all(t->fd, iov, wl ? 2 : 1);
+		if (rc < 0) {
+			pfs_debug("send of request %llu (%s) failed: %s", (unsigned long long)id,
+				  pfs_op_name(op), strerror(-rc));
+			/* Let the connection thread notice and reconnect. */
+			shutdown(t->fd, SHUT_RDWR);
+			rc = -ENOTCONN;
+		}
+	}
+	pthread_mutex_unlock(&t->send_lock);
+	free(scratch);
+	return rc;
+}
+
+/* ---- connecting ---- */
+
+static void tune_socket(int fd)
+{
+	int one = 1, idle = 10, intvl = 5, cnt = 3;
+	unsigned int user_timeout = 30000;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	/* A dead coordinator that never answers again is noticed after
+	 * this long even while data is unacknowledged. */
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
+static int connect_tcp(struct transport *t, int *out, char *err, size_t errlen)
+{
+	struct client *c = t->c;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC };
+	struct addrinfo *res, *ai;
+	char port[8];
+	int rc = -EHOSTUNREACH;
+
+	snprintf(port, sizeof(port), "%u", (unsigned)c->port);
+	int g = getaddrinfo(c->host, port, &hints, &res);
+	if (g != 0) {
+		snprintf(err, errlen, "cannot resolve %s: %s", c->host, gai_strerror(g));
+		return g == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+				ai->ai_protocol);
+		if (fd < 0) {
+			rc = -errno;
+			continue;
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+			if (errno != EINPROGRESS) {
+				rc = -errno;
+				close(fd);
+				continue;
+			}
+			rc = wait_fd(t, fd, POLLOUT, now_ms() + CONNECT_TIMEOUT_MS);
+			if (rc == 0) {
+				int soerr = 0;
+				socklen_t sl = sizeof(soerr);
+				getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+				rc = -soerr;
+			}
+			if (rc < 0) {
+				close(fd);
+				if (rc == -ECANCELED)
+					break;
+				continue;
+			}
+		}
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		tune_socket(fd);
+		freeaddrinfo(res);
+		*out = fd;
+		return 0;
+	}
+	freeaddrinfo(res);
+	snprintf(err, errlen, "cannot connect to %s: %s", c->hostport, strerror(-rc));
+	return rc;
+}
+
+/* Reads exactly n bytes before the deadline (handshake only, unbuffered). */
+static int read_full_deadline(struct transport *t, int fd, void *buf, size_t n, int64_t deadline)
+{
+	uint8_t *p = buf;
+	while (n > 0) {
+		int rc = wait_fd(t, fd, POLLIN, deadline);
+		if (rc < 0)
+			return rc;
+		ssize_t k = recv(fd, p, n, MSG_DONTWAIT);
+		if (k < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Reads one handshake reply frame for request id/op into buf[cap]. */
+static int read_hs_reply(struct transport *t, int fd, uint64_t id, uint16_t op, uint8_t *buf,
+			 size_t cap, size_t *len, int32_t *status, int64_t deadline)
+{
+	uint8_t hb[PFS_FRAME_HDR_SIZE];
+	struct pfs_frame_hdr h;
+	int rc;
+
+	for (;;) {
+		if ((rc = read_full_deadline(t, fd, hb, sizeof(hb), deadline)) < 0)
+			return rc;
+		if (pfs_hdr_unpack(hb, &h, PFS_MAX_HANDSHAKE) < 0 || (h.flags & PFS_FF_LZ4) ||
+		    h.raw_len > cap)
+			return -EPROTO;
+		if ((rc = read_full_deadline(t, fd, buf, h.raw_len, deadline)) < 0)
+			return rc;
+		if (h.flags & PFS_FF_PUSH)
+			continue; /* nothing to invalidate yet */
+		if (!(h.flags & PFS_FF_REPLY) || h.id != id || h.op != op)
+			return -EPROTO;
+		*len = h.raw_len;
+		*status = h.status;
+		return 0;
+	}
+}
+
+struct hs_result {
+	uint64_t boot_id;
+	uint64_t caps;
+	struct pfs_entry root;
+};
+
+static int handshake(struct transport *t, int fd, struct hs_result *out, char *err, size_t errlen)
+{
+	struct client *c = t->c;
+	struct pfs_hello_req hq = {
+		.magic = PFS_MAGIC,
+		.version_min = PFS_VERSION,
+		.version_max = PFS_VERSION,
+		.caps = PFS_CAPS_ALL,
+		.client_id = c->client_id,
+	};
+	struct pfs_hello_rep hr;
+	struct pfs_auth_req aq;
+	struct pfs_auth_rep ar;
+	uint8_t buf[PFS_MAX_HANDSHAKE];
+	struct pfs_wr w;
+	int64_t deadline = now_ms() + HANDSHAKE_TIMEOUT_MS;
+	size_t len;
+	int32_t status;
+	uint64_t id;
+	int rc;
+
+	if (pfs_random(hq.nonce.b, sizeof(hq.nonce.b)) < 0) {
+		snprintf(err, errlen, "no random bytes for the handshake nonce");
+		return -EIO;
+	}
+	hq.hostname.len = (uint16_t)strnlen(c->hostname, PFS_HOSTNAME_MAX);
+	memcpy(hq.hostname.s, c->hostname, hq.hostname.len);
+	hq.hostname.s[hq.hostname.len] = 0;
+
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_hello_req(&w, &hq) < 0) {
+		snprintf(err, errlen, "cannot encode HELLO");
+		return -EINVAL;
+	}
+	id = rpc_next_id(c->rpc);
+	if ((rc = send_frame_fd(fd, id, PFS_OP_HELLO, buf, w.len)) < 0)
+		goto out_io;
+	rc = read_hs_reply(t, fd, id, PFS_OP_HELLO, buf, sizeof(buf), &len, &status, deadline);
+	if (rc == -ECONNRESET) {
+		snprintf(err, errlen, "%s closed the connection during the handshake", c->hostport);
+		return -ECONNRESET;
+	}
+	if (rc < 0)
+		goto out_io;
+	if (status != 0) {
+		snprintf(err, errlen, "%s refused the session: %s", c->hostport, strerror(status));
+		return -(status < 4096 ? status : EPROTO);
+	}
+	if (pfs_dec_hello_rep(buf, len, &hr) < 0 || hr.version != PFS_VERSION) {
+		snprintf(err, errlen, "%s sent a bad HELLO reply (protocol version?)", c->hostport);
+		return -EPROTO;
+	}
+	uint8_t mac[PFS_MAC_LEN];
+	pfs_auth_server_mac(c->key, hq.nonce.b, hr.nonce.b, c->client_id, mac);
+	if (!pfs_mac_equal(mac, hr.mac.b, PFS_MAC_LEN)) {
+		snprintf(err, errlen, "%s could not prove it knows the pod key; refusing it",
+			 c->hostport);
+		return -EACCES;
+	}
+
+	pfs_auth_client_mac(c->key, hq.nonce.b, hr.nonce.b, c->client_id, aq.mac.b);
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_auth_req(&w, &aq) < 0) {
+		snprintf(err, errlen, "cannot encode AUTH");
+		return -EINVAL;
+	}
+	id = rpc_next_id(c->rpc);
+	if ((rc = send_frame_fd(fd, id, PFS_OP_AUTH, buf, w.len)) < 0)
+		goto out_auth;
+	rc = read_hs_reply(t, fd, id, PFS_OP_AUTH, buf, sizeof(buf), &len, &status, deadline);
+	if (rc == -ECONNRESET || rc == -EPIPE || (rc == 0 && (status == EACCES || status == EPERM)))
+		goto out_auth;
+	if (rc < 0)
+		goto out_io;
+	if (status != 0) {
+		snprintf(err, errlen, "%s refused the session: %s", c->hostport, strerror(status));
+		return -(status < 4096 ? status : EPROTO);
+	}
+	if (pfs_dec_auth_rep(buf, len, &ar) < 0) {
+		snprintf(err, errlen, "%s sent a bad AUTH reply", c->hostport);
+		return -EPROTO;
+	}
+	out->boot_id = hr.boot_id;
+	out->caps = hr.caps & PFS_CAPS_ALL;
+	out->root = ar.root;
+	return 0;
+
+out_auth:
+	snprintf(err, errlen, "authentication with %s failed (wrong key?)", c->hostport);
+	return -EACCES;
+out_io:
+	if (rc == -ECANCELED)
+		snprintf(err, errlen, "stopped");
+	else if (rc == -EPROTO)
+		snprintf(err, errlen, "%s broke the protocol during the handshake", c->hostport);
+	else
+		snprintf(err, errlen, "handshake with %s failed: %s", c->hostport, strerror(-rc));
+	return rc;
+}
+
+static int connect_and_auth(struct transport *t, int *fd_out, struct hs_result *hs, char *err,
+			    size_t errlen)
+{
+	int fd, rc;
+	if ((rc = connect_tcp(t, &fd, err, errlen)) < 0)
+		return rc;
+	if ((rc = handshake(t, fd, hs, err, errlen)) < 0) {
+		close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+/* Makes fd the live connection (a new generation) and tells rpc.c. */
+static void install(struct transport *t, int fd, const struct hs_result *hs)
+{
+	uint64_t gen = ++t->last_gen;
+	t->rstart = t->rend = 0;
+	pthread_mutex_lock(&t->send_lock);
+	pthread_mutex_lock(&t->fd_lock);
+	t->fd = fd;
+	t->gen = gen;
+	pthread_mutex_unlock(&t->fd_lock);
+	pthread_mutex_unlock(&t->send_lock);
+	rpc_connected(t->c->rpc, gen, hs->caps & PFS_CAP_LZ4);
+}
+
+/* Takes the live connection down: wakes blocked senders, closes it. */
+static void drop(struct transport *t)
+{
+	int fd;
+	pthread_mutex_lock(&t->fd_lock);
+	if (t->fd >= 0)
+		shutdown(t->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&t->fd_lock);
+	rpc_disconnected(t->c->rpc);
+	pthread_mutex_lock(&t->send_lock);
+	pthread_mutex_lock(&t->fd_lock);
+	fd = t->fd;
+	t->fd = -1;
+	pthread_mutex_unlock(&t->fd_lock);
+	pthread_mutex_unlock(&t->send_lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+int transport_connect_first(struct transport *t, struct pfs_entry *root, char *err, size_t errlen)
+{
+	struct hs_result hs;
+	int fd, rc;
+
+	if ((rc = connect_and_auth(t, &fd, &hs, err, errlen)) < 0)
+		return rc;
+	t->boot_id = hs.boot_id;
+	install(t, fd, &hs);
+	*root = hs.root;
+	pfs_info("connected to %s (lz4 %s)", t->c->hostport, hs.caps & PFS_CAP_LZ4 ? "on" : "off");
+	return 0;
+}
+
+/* ---- receiving ---- */
+
+/* Reads exactly n bytes from the live connection through the buffer. */
+static int rb_read(struct transport *t, int fd, void *dst, size_t n)
+{
+	uint8_t *p = dst;
+	while (n > 0) {
+		size_t have = t->rend - t->rstart;
+		if (have) {
+			size_t k = have < n ? have : n;
+			memcpy(p, t->rbuf + t->rstart, k);
+			t->rstart += k;
+			p += k;
+			n -= k;
+			continue;
+		}
+		ssize_t k;
+		if (n >= RBUF_SIZE / 2) {
+			/* Large payloads go straight to their buffer. */
+			k = recv(fd, p, n, 0);
+			if (k > 0) {
+				p += k;
+				n -= (size_t)k;
+			}
+		} else {
+			k = recv(fd, t->rbuf, RBUF_SIZE, 0);
+			if (k > 0) {
+				t->rstart = 0;
+				t->rend = (size_t)k;
+			}
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		if (k < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+static void push_enqueue(struct transport *t, uint16_t op, uint8_t *buf, size_t len)
+{
+	struct push_item *p = malloc(sizeof(*p));
+	if (!p) {
+		free(buf);
+		return;
+	}
+	p->next = NULL;
+	p->op = op;
+	p->buf = buf;
+	p->len = len;
+	pthread_mutex_lock(&t->push_lock);
+	*t->push_tail = p;
+	t->push_tail = &p->next;
+	pthread_cond_signal(&t->push_cond);
+	pthread_mutex_unlock(&t->push_lock);
+}
+
+/* Receives frames until the connection fails; returns the reason. */
+static int recv_loop(struct transport *t, int fd)
+{
+	uint8_t hb[PFS_FRAME_HDR_SIZE];
+	struct pfs_frame_hdr h;
+	int rc;
+
+	for (;;) {
+		if ((rc = rb_read(t, fd, hb, sizeof(hb))) < 0)
+			return rc;
+		if (pfs_hdr_unpack(hb, &h, PFS_MAX_PAYLOAD) < 0) {
+			pfs_err("bad frame header from %s", t->c->hostport);
+			return -EPROTO;
+		}
+		uint8_t *payload = NULL;
+		if (h.raw_len) {
+			payload = malloc(h.raw_len);
+			if (!payload)
+				return -ENOMEM;
+		}
+		if (h.flags & PFS_FF_LZ4) {
+			uint8_t *wire = malloc(h.wire_len);
+			if (!wire) {
+				free(payload);
+				return -ENOMEM;
+			}
+			rc = rb_read(t, fd, wire, h.wire_len);
+			if (rc == 0 && pfs_lz4_decompress(wire, h.wire_len, payload, h.raw_len) < 0) {
+				pfs_err("bad LZ4 payload from %s (%s)", t->c->hostport,
+					pfs_op_name(h.op));
+				rc = -EPROTO;
+			}
+			free(wire);
+		} else {
+			rc = rb_read(t, fd, payload, h.raw_len);
+		}
+		if (rc < 0) {
+			free(payload);
+			return rc;
+		}
+		if (h.flags & PFS_FF_PUSH) {
+			push_enqueue(t, h.op, payload, h.raw_len);
+		} else if (h.flags & PFS_FF_REPLY) {
+			rpc_complete(t->c->rpc, &h, payload);
+		} else {
+			free(payload);
+			pfs_err("unexpected request frame (%s) from %s", pfs_op_name(h.op),
+				t->c->hostport);
+			return -EPROTO;
+		}
+	}
+}
+
+static void *conn_main(void *arg)
+{
+	struct transport *t = arg;
+	struct client *c = t->c;
+	char err[256], lasterr[256];
+
+	while (!atomic_load(&t->stopping)) {
+		int rc = recv_loop(t, t->fd);
+		drop(t);
+		if (atomic_load(&t->stopping))
+			break;
+		pfs_notice("connection to %s lost (%s); reconnecting", c->hostport,
+			   rc == -ECONNRESET ? "closed by server" : strerror(-rc));
+
+		struct hs_result hs;
+		int fd = -1;
+		int delay = BACKOFF_MIN_MS;
+		lasterr[0] = 0;
+		for (;;) {
+			if (sleep_or_stop(t, delay))
+				goto out;
+			rc = connect_and_auth(t, &fd, &hs, err, sizeof(err));
+			if (rc == 0)
+				break;
+			if (rc == -ECANCELED || atomic_load(&t->stopping))
+				goto out;
+			if (strcmp(err, lasterr) != 0) {
+				pfs_notice("reconnect: %s", err);
+				snprintf(lasterr, sizeof(lasterr), "%s", err);
+			}
+			delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
+		}
+		bool restarted = hs.boot_id != t->boot_id;
+		t->boot_id = hs.boot_id;
+		install(t, fd, &hs);
+		pfs_notice("reconnected to %s%s", c->hostport,
+			   restarted ? " (server restarted)" : "");
+	}
+out:
+	return NULL;
+}
+
+static void *push_main(void *arg)
+{
+	struct transport *t = arg;
+
+	pthread_mutex_lock(&t->push_lock);
+	for (;;) {
+		while (!t->push_head && !t->push_stop)
+			pthread_cond_wait(&t->push_cond, &t->push_lock);
+		if (!t->push_head)
+			break;
+		struct push_item *p = t->push_head;
+		t->push_head = p->next;
+		if (!t->push_head)
+			t->push_tail = &t->push_head;
+		pthread_mutex_unlock(&t->push_lock);
+		ops_apply_push(t->c, p->op, p->buf, p->len);
+		free(p->buf);
+		free(p);
+		pthread_mutex_lock(&t->push_lock);
+	}
+	pthread_mutex_unlock(&t->push_lock);
+	return NULL;
+}
+
+int transport_start(struct transport *t)
+{
+	int rc = pthread_create(&t->push_thr, NULL, push_main, t);
+	if (rc)
+		return -rc;
+	t->push_started = true;
+	rc = pthread_create(&t->conn_thr, NULL, conn_main, t);
+	if (rc)
+		return -rc;
+	t->conn_started = true;
+	return 0;
+}
+
+void transport_stop(struct transport *t)
+{
+	uint64_t one = 1;
+
+	atomic_store(&t->stopping, true);
+	if (write(t->stop_efd, &one, sizeof(one)) < 0) {
+		/* The counter cannot overflow with one write; nothing to do. */
+	}
+	pthread_mutex_lock(&t->fd_lock);
+	if (t->fd >= 0)
+		shutdown(t->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&t->fd_lock);
+	if (t->conn_started) {
+		pthread_join(t->conn_thr, NULL);
+		t->conn_started = false;
+	} else {
+		drop(t);
+	}
+	if (t->push_started) {
+		pthread_mutex_lock(&t->push_lock);
+		t->push_stop = true;
+		pthread_cond_signal(&t->push_cond);
+		pthread_mutex_unlock(&t->push_lock);
+		pthread_join(t->push_thr, NULL);
+		t->push_started = false;
+	}
+}

@@ -1,0 +1,47 @@
+/* transport_i.h: the TCP connection to podfsd.
+ *
+ * One socket, one send mutex (each frame is written whole with one
+ * sendmsg of header + payload), and one connection thread that reads
+ * frames, hands replies to rpc.c and pushes to the push thread, and on a
+ * drop reconnects with exponential backoff (100 ms .. 5 s), redoing the
+ * handshake with the same client_id.
+ */
+#ifndef PODFS_TRANSPORT_I_H
+#define PODFS_TRANSPORT_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "podfs/codec.h"
+
+struct client;
+struct transport;
+
+/* Creates the transport for c (host, port, key, client_id set). Returns
+ * 0 or -errno. */
+int transport_new(struct client *c, struct transport **out);
+/* Frees it; transport_stop must have been called if it was started. */
+void transport_free(struct transport *t);
+
+/* Connects and authenticates synchronously on the calling thread, for
+ * mount time. On success returns 0 and the export root in *root; the
+ * connection counts as up (rpc_connected is called). On failure returns
+ * -errno and writes a one-line reason (without the "podfs: " prefix) to
+ * err[errlen]: -EACCES for a failed authentication. */
+int transport_connect_first(struct transport *t, struct pfs_entry *root, char *err,
+			    size_t errlen);
+
+/* Starts the connection thread and the push thread. Returns 0 or -errno. */
+int transport_start(struct transport *t);
+/* Stops both threads and closes the socket. Safe to call if not started. */
+void transport_stop(struct transport *t);
+
+/* Sends one frame on the connection of generation gen. Thread-safe.
+ * Returns 0, or -ENOTCONN if that connection is gone (the caller then
+ * waits for the next generation and sends again), or -ENOMEM. With lz4,
+ * payloads >= PFS_LZ4_MIN are compressed when that pays. */
+int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
+		   const void *payload, size_t len, bool lz4);
+
+#endif /* PODFS_TRANSPORT_I_H */
