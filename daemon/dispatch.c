@@ -1,0 +1,860 @@
+/* dispatch.c: the opcode table and the per-opcode glue that runs in worker
+ * threads: decode the request, resolve handles (as root), switch to the
+ * caller's credentials, call export.c, switch back, encode the reply. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "podfs/codec.h"
+#include "podfs/frame.h"
+#include "podfs/log.h"
+#include "dispatch_i.h"
+#include "export_i.h"
+#include "handles_i.h"
+#include "server_i.h"
+#include "session_i.h"
+
+struct op {
+	struct req *r;
+	struct pfsd *d;
+	struct xop x;
+	const uint8_t *in; /* raw request payload */
+	size_t inlen;
+	struct pfs_wr w;   /* reply payload; w.buf is malloc'd or NULL */
+};
+
+typedef int (*handler_fn)(struct op *o);
+
+enum {
+	OPF_DRC = 1u << 0,    /* non-idempotent: keep the reply */
+	OPF_MODIFY = 1u << 1, /* refused with EROFS on a read-only export */
+};
+
+/* --- credentials (per thread) --- */
+
+/* Switches this thread's filesystem identity to the caller. The raw
+ * syscalls act on the calling thread only; glibc's setgroups() would
+ * change every thread of the process. */
+static int creds_enter(const struct pfs_creds *cr)
+{
+	gid_t groups[PFS_GROUPS_MAX];
+
+	/* (uid_t)-1 means "unchanged" to setfsuid: never let it keep root. */
+	if (cr->uid == (uint32_t)-1 || cr->gid == (uint32_t)-1)
+		return -EINVAL;
+	for (unsigned i = 0; i < cr->ngroups; i++)
+		groups[i] = cr->groups[i];
+	if (syscall(SYS_setgroups, (size_t)cr->ngroups, groups) < 0)
+		return -errno;
+	syscall(SYS_setfsgid, cr->gid);
+	syscall(SYS_setfsuid, cr->uid);
+	/* An invalid id asks for the current one without changing it. */
+	if ((uint32_t)syscall(SYS_setfsuid, (uid_t)-1) != cr->uid ||
+	    (uint32_t)syscall(SYS_setfsgid, (gid_t)-1) != cr->gid) {
+		syscall(SYS_setfsuid, 0);
+		syscall(SYS_setfsgid, 0);
+		syscall(SYS_setgroups, (size_t)0, NULL);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static void creds_leave(void)
+{
+	/* fsuid 0 first: it restores the capabilities dropped for the
+	 * caller (CAP_DAC_READ_SEARCH is needed by open_by_handle_at). */
+	syscall(SYS_setfsuid, 0);
+	syscall(SYS_setfsgid, 0);
+	syscall(SYS_setgroups, (size_t)0, NULL);
+}
+
+/* Resolves fh as root, then becomes the caller. */
+static int begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
+		 struct hent **e)
+{
+	int ret = handles_get(o->d->hs, fh, e);
+
+	if (ret < 0)
+		return ret;
+	ret = creds_enter(cr);
+	if (ret < 0) {
+		handles_put(o->d->hs, *e);
+		*e = NULL;
+		return ret;
+	}
+	o->x.cr = cr;
+	return 0;
+}
+
+static int begin2(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh1,
+		  struct hent **e1, const struct pfs_fh *fh2, struct hent **e2)
+{
+	int ret = handles_get(o->d->hs, fh1, e1);
+
+	if (ret < 0)
+		return ret;
+	ret = begin(o, cr, fh2, e2);
+	if (ret < 0) {
+		handles_put(o->d->hs, *e1);
+		*e1 = NULL;
+	}
+	return ret;
+}
+
+static void end(struct op *o, struct hent *e1, struct hent *e2)
+{
+	creds_leave();
+	handles_put(o->d->hs, e1);
+	handles_put(o->d->hs, e2);
+}
+
+static void reply_alloc(struct op *o, size_t cap)
+{
+	pfs_wr_init(&o->w, xmalloc(cap), cap);
+}
+
+#define SMALL_REPLY 512
+#define DECODE(name, m)                                          \
+	do {                                                     \
+		if (pfs_dec_##name(o->in, o->inlen, (m)) < 0)    \
+			return -EINVAL;                          \
+	} while (0)
+#define ENCODE(name, m)                                          \
+	do {                                                     \
+		if (!o->w.buf)                                   \
+			reply_alloc(o, SMALL_REPLY);             \
+		if (pfs_enc_##name(&o->w, (m)) < 0)              \
+			return -EIO;                             \
+	} while (0)
+
+/* --- invalidations for other clients --- */
+
+static void inval_inode(struct op *o, const struct pfs_fh *fh, int64_t off, int64_t len)
+{
+	struct inval *iv;
+
+	if (!fh->len)
+		return;
+	iv = xcalloc(1, sizeof(*iv));
+	iv->op = PFS_OP_INVAL_INODE;
+	iv->fh = *fh;
+	iv->off = off;
+	iv->len = len;
+	iv->next = o->r->invals;
+	o->r->invals = iv;
+}
+
+static void inval_entry(struct op *o, const struct pfs_fh *parent, const struct pfs_name *name)
+{
+	struct inval *iv = xcalloc(1, sizeof(*iv));
+
+	iv->op = PFS_OP_INVAL_ENTRY;
+	iv->fh = *parent;
+	iv->name = *name;
+	iv->next = o->r->invals;
+	o->r->invals = iv;
+}
+
+/* A directory's entry changed: its name cache and listing are stale. */
+static void inval_dirent(struct op *o, const struct pfs_fh *parent, const struct pfs_name *name)
+{
+	inval_entry(o, parent, name);
+	inval_inode(o, parent, 0, 0);
+}
+
+/* --- handlers --- */
+
+static int op_auth(struct op *o)
+{
+	struct pfs_auth_rep rep;
+	int ret;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.root.fh = *handles_root(o->d->hs);
+	ret = export_getattr(handles_export_fd(o->d->hs), &rep.root.attr);
+	if (ret < 0)
+		return ret;
+	rep.flags = o->r->auth_flags;
+	ENCODE(auth_rep, &rep);
+	return 0;
+}
+
+static int op_ping(struct op *o)
+{
+	struct pfs_ping_req m;
+	struct pfs_ping_rep rep;
+
+	DECODE(ping_req, &m);
+	rep.stamp = m.stamp;
+	ENCODE(ping_rep, &rep);
+	return 0;
+}
+
+static int op_lookup(struct op *o)
+{
+	struct pfs_lookup_req m;
+	struct pfs_entry_rep rep;
+	struct hent *dir;
+	int ret;
+
+	DECODE(lookup_req, &m);
+	ret = begin(o, &m.cr, &m.parent, &dir);
+	if (ret < 0)
+		return ret;
+	ret = export_lookup(&o->x, dir->fd, m.name.s, &rep.e);
+	end(o, dir, NULL);
+	if (ret < 0)
+		return ret;
+	ENCODE(entry_rep, &rep);
+	return 0;
+}
+
+static int op_getattr(struct op *o)
+{
+	struct pfs_getattr_req m;
+	struct pfs_attr_rep rep;
+	struct hent *e;
+	int ret;
+
+	DECODE(getattr_req, &m);
+	/* fstat needs no permission: no credential switch. */
+	ret = handles_get(o->d->hs, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_getattr(e->fd, &rep.attr);
+	handles_put(o->d->hs, e);
+	if (ret < 0)
+		return ret;
+	ENCODE(attr_rep, &rep);
+	return 0;
+}
+
+static int op_setattr(struct op *o)
+{
+	struct pfs_setattr_req m;
+	struct pfs_attr_rep rep;
+	struct hent *e;
+	int ret;
+
+	DECODE(setattr_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_setattr(&o->x, e, &m, &rep.attr);
+	end(o, e, NULL);
+	if (ret < 0)
+		return ret;
+	inval_inode(o, &m.fh, (m.valid & PFS_SET_SIZE) ? 0 : -1, 0);
+	ENCODE(attr_rep, &rep);
+	return 0;
+}
+
+static int op_readlink(struct op *o)
+{
+	struct pfs_readlink_req m;
+	struct pfs_readlink_rep rep;
+	struct hent *e;
+	int ret;
+
+	DECODE(readlink_req, &m);
+	ret = handles_get(o->d->hs, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_readlink(e->fd, &rep.target);
+	handles_put(o->d->hs, e);
+	if (ret < 0)
+		return ret;
+	reply_alloc(o, PFS_PATH_MAX + 16);
+	ENCODE(readlink_rep, &rep);
+	return 0;
+}
+
+static int op_mknod(struct op *o)
+{
+	struct pfs_mknod_req m;
+	struct pfs_entry_rep rep;
+	struct hent *dir;
+	int ret;
+
+	DECODE(mknod_req, &m);
+	ret = begin(o, &m.cr, &m.parent, &dir);
+	if (ret < 0)
+		return ret;
+	ret = export_mknod(&o->x, dir->fd, m.name.s, m.mode, m.rdev, m.umask, &rep.e);
+	end(o, dir, NULL);
+	if (ret < 0)
+		return ret;
+	inval_dirent(o, &m.parent, &m.name);
+	ENCODE(entry_rep, &rep);
+	return 0;
+}
+
+static int op_mkdir(struct op *o)
+{
+	struct pfs_mkdir_req m;
+	struct pfs_entry_rep rep;
+	struct hent *dir;
+	int ret;
+
+	DECODE(mkdir_req, &m);
+	ret = begin(o, &m.cr, &m.parent, &dir);
+	if (ret < 0)
+		return ret;
+	ret = export_mkdir(&o->x, dir->fd, m.name.s, m.mode, m.umask, &rep.e);
+	end(o, dir, NULL);
+	if (ret < 0)
+		return ret;
+	inval_dirent(o, &m.parent, &m.name);
+	ENCODE(entry_rep, &rep);
+	return 0;
+}
+
+static int op_symlink(struct op *o)
+{
+	struct pfs_symlink_req m;
+	struct pfs_entry_rep rep;
+	struct hent *dir;
+	int ret;
+
+	DECODE(symlink_req, &m);
+	ret = begin(o, &m.cr, &m.parent, &dir);
+	if (ret < 0)
+		return ret;
+	ret = export_symlink(&o->x, dir->fd, m.name.s, m.target.s, &rep.e);
+	end(o, dir, NULL);
+	if (ret < 0)
+		return ret;
+	inval_dirent(o, &m.parent, &m.name);
+	ENCODE(entry_rep, &rep);
+	return 0;
+}
+
+static int do_unlink(struct op *o, bool dir)
+{
+	struct pfs_unlink_req m;
+	struct pfs_fh victim;
+	struct hent *e;
+	int ret;
+
+	DECODE(unlink_req, &m);
+	ret = begin(o, &m.cr, &m.parent, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_unlink(&o->x, e->fd, m.name.s, dir, &victim);
+	end(o, e, NULL);
+	if (ret < 0)
+		return ret;
+	inval_dirent(o, &m.parent, &m.name);
+	inval_inode(o, &victim, -1, 0);
+	return 0;
+}
+
+static int op_unlink(struct op *o)
+{
+	return do_unlink(o, false);
+}
+
+static int op_rmdir(struct op *o)
+{
+	return do_unlink(o, true);
+}
+
+static int op_rename(struct op *o)
+{
+	struct pfs_rename_req m;
+	struct hent *from, *to;
+	struct pfs_fh victim;
+	int ret;
+
+	DECODE(rename_req, &m);
+	ret = begin2(o, &m.cr, &m.parent, &from, &m.newparent, &to);
+	if (ret < 0)
+		return ret;
+	ret = export_rename(&o->x, from->fd, m.name.s, to->fd, m.newname.s, m.flags, &victim);
+	end(o, from, to);
+	if (ret < 0)
+		return ret;
+	inval_dirent(o, &m.parent, &m.name);
+	inval_entry(o, &m.newparent, &m.newname);
+	if (m.newparent.len != m.parent.len ||
+	    memcmp(m.newparent.data, m.parent.data, m.parent.len) != 0)
+		inval_inode(o, &m.newparent, 0, 0);
+	inval_inode(o, &victim, -1, 0);
+	return 0;
+}
+
+static int op_link(struct op *o)
+{
+	struct pfs_link_req m;
+	struct pfs_entry_rep rep;
+	struct hent *e, *dir;
+	int ret;
+
+	DECODE(link_req, &m);
+	ret = begin2(o, &m.cr, &m.fh, &e, &m.newparent, &dir);
+	if (ret < 0)
+		return ret;
+	ret = export_link(&o->x, e->fd, dir->fd, m.newname.s, &rep.e);
+	end(o, e, dir);
+	if (ret < 0)
+		return ret;
+	inval_dirent(o, &m.newparent, &m.newname);
+	inval_inode(o, &m.fh, -1, 0);
+	ENCODE(entry_rep, &rep);
+	return 0;
+}
+
+static int op_open(struct op *o)
+{
+	struct pfs_open_req m;
+	struct pfs_attr_rep rep;
+	struct hent *e;
+	int ret;
+
+	DECODE(open_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	if (o->r->h.op == PFS_OP_OPENDIR)
+		ret = export_opendir(&o->x, e, m.fid, &rep.attr);
+	else
+		ret = export_open(&o->x, e, m.fid, m.flags, &rep.attr);
+	end(o, e, NULL);
+	if (ret < 0)
+		return ret;
+	if (o->r->h.op == PFS_OP_OPEN && (m.flags & O_TRUNC))
+		inval_inode(o, &m.fh, 0, 0);
+	ENCODE(attr_rep, &rep);
+	return 0;
+}
+
+static int op_create(struct op *o)
+{
+	struct pfs_create_req m;
+	struct pfs_entry_rep rep;
+	struct hent *dir;
+	int ret;
+
+	DECODE(create_req, &m);
+	ret = begin(o, &m.cr, &m.parent, &dir);
+	if (ret < 0)
+		return ret;
+	ret = export_create(&o->x, dir->fd, m.name.s, m.fid, m.flags, m.mode, m.umask, &rep.e);
+	end(o, dir, NULL);
+	if (ret < 0)
+		return ret;
+	inval_dirent(o, &m.parent, &m.name);
+	ENCODE(entry_rep, &rep);
+	return 0;
+}
+
+static int op_read(struct op *o)
+{
+	struct pfs_read_req m;
+	struct hent *e;
+	ssize_t n;
+	int ret;
+
+	DECODE(read_req, &m);
+	if (m.size > PFS_MAX_IO)
+		m.size = PFS_MAX_IO;
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	/* read_rep is "u32 len + data": read straight into the reply. */
+	reply_alloc(o, 4 + (size_t)m.size);
+	n = export_read(&o->x, e, m.fid, m.flags, m.offset, m.size, o->w.buf + 4);
+	end(o, e, NULL);
+	if (n < 0)
+		return (int)n;
+	o->w.buf[0] = (uint8_t)n;
+	o->w.buf[1] = (uint8_t)(n >> 8);
+	o->w.buf[2] = (uint8_t)(n >> 16);
+	o->w.buf[3] = (uint8_t)(n >> 24);
+	o->w.len = 4 + (size_t)n;
+	return 0;
+}
+
+static int op_write(struct op *o)
+{
+	struct pfs_write_req m;
+	struct pfs_write_rep rep;
+	struct hent *e;
+	int ret;
+
+	DECODE(write_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_write(&o->x, e, m.fid, m.flags, m.offset, m.data.p, m.data.len, &rep.written,
+			   &rep.attr);
+	end(o, e, NULL);
+	if (ret < 0)
+		return ret;
+	inval_inode(o, &m.fh, (int64_t)m.offset, rep.written);
+	ENCODE(write_rep, &rep);
+	return 0;
+}
+
+static int op_release(struct op *o)
+{
+	struct pfs_release_req m;
+
+	DECODE(release_req, &m);
+	return export_release(&o->x, m.fid);
+}
+
+static int op_fsync(struct op *o)
+{
+	struct pfs_fsync_req m;
+	struct hent *e;
+	int ret;
+
+	DECODE(fsync_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_fsync(&o->x, e, m.fid, m.datasync != 0);
+	end(o, e, NULL);
+	return ret;
+}
+
+static int op_readdir(struct op *o)
+{
+	struct pfs_readdir_req m;
+	struct hent *e;
+	int ret;
+
+	DECODE(readdir_req, &m);
+	if (m.max_bytes > PFS_READDIR_MAX)
+		m.max_bytes = PFS_READDIR_MAX;
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	reply_alloc(o, m.max_bytes ? m.max_bytes : 1);
+	ret = export_readdir(&o->x, e, m.fid, m.offset, m.max_bytes, m.plus != 0, &o->w);
+	end(o, e, NULL);
+	return ret;
+}
+
+static int op_statfs(struct op *o)
+{
+	struct pfs_statfs_req m;
+	struct pfs_statfs_rep rep;
+	int ret;
+
+	DECODE(statfs_req, &m);
+	ret = export_statfs(&o->x, &rep);
+	if (ret < 0)
+		return ret;
+	ENCODE(statfs_rep, &rep);
+	return 0;
+}
+
+static int op_setxattr(struct op *o)
+{
+	struct pfs_setxattr_req m;
+	struct hent *e;
+	int ret;
+
+	DECODE(setxattr_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_setxattr(&o->x, e, m.name.s, m.value.p, m.value.len, m.flags);
+	end(o, e, NULL);
+	if (ret == 0)
+		inval_inode(o, &m.fh, -1, 0);
+	return ret;
+}
+
+/* Encodes xattr_rep{size = n, value = buf[n] if want}. */
+static int xattr_reply(struct op *o, ssize_t n, const uint8_t *buf, bool want)
+{
+	struct pfs_xattr_rep rep;
+
+	rep.size = (uint32_t)n;
+	rep.value.p = buf;
+	rep.value.len = want ? (uint32_t)n : 0;
+	reply_alloc(o, 16 + rep.value.len);
+	ENCODE(xattr_rep, &rep);
+	return 0;
+}
+
+static int op_getxattr(struct op *o)
+{
+	struct pfs_getxattr_req m;
+	uint8_t *buf = NULL;
+	struct hent *e;
+	ssize_t n;
+	int ret;
+
+	DECODE(getxattr_req, &m);
+	if (m.size > PFS_XATTR_SIZE_MAX)
+		m.size = PFS_XATTR_SIZE_MAX;
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	if (m.size)
+		buf = xmalloc(m.size);
+	n = export_getxattr(&o->x, e, m.name.s, buf, m.size);
+	end(o, e, NULL);
+	ret = n < 0 ? (int)n : xattr_reply(o, n, buf, m.size != 0);
+	free(buf);
+	return ret;
+}
+
+static int op_listxattr(struct op *o)
+{
+	struct pfs_listxattr_req m;
+	uint8_t *buf = NULL;
+	struct hent *e;
+	ssize_t n;
+	int ret;
+
+	DECODE(listxattr_req, &m);
+	if (m.size > PFS_XATTR_SIZE_MAX)
+		m.size = PFS_XATTR_SIZE_MAX;
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	if (m.size)
+		buf = xmalloc(m.size);
+	n = export_listxattr(&o->x, e, buf, m.size);
+	end(o, e, NULL);
+	ret = n < 0 ? (int)n : xattr_reply(o, n, buf, m.size != 0);
+	free(buf);
+	return ret;
+}
+
+static int op_removexattr(struct op *o)
+{
+	struct pfs_removexattr_req m;
+	struct hent *e;
+	int ret;
+
+	DECODE(removexattr_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_removexattr(&o->x, e, m.name.s);
+	end(o, e, NULL);
+	if (ret == 0)
+		inval_inode(o, &m.fh, -1, 0);
+	return ret;
+}
+
+static int op_fallocate(struct op *o)
+{
+	struct pfs_fallocate_req m;
+	struct hent *e;
+	int ret;
+
+	DECODE(fallocate_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_fallocate(&o->x, e, m.fid, m.mode, m.offset, m.length);
+	end(o, e, NULL);
+	if (ret == 0)
+		inval_inode(o, &m.fh, 0, 0);
+	return ret;
+}
+
+static int op_lseek(struct op *o)
+{
+	struct pfs_lseek_req m;
+	struct pfs_lseek_rep rep;
+	struct hent *e;
+	int ret;
+
+	DECODE(lseek_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_lseek(&o->x, e, m.fid, m.offset, m.whence, &rep.offset);
+	end(o, e, NULL);
+	if (ret < 0)
+		return ret;
+	ENCODE(lseek_rep, &rep);
+	return 0;
+}
+
+static int op_getlk(struct op *o)
+{
+	struct pfs_lock_req m;
+	struct pfs_getlk_rep rep;
+	struct hent *e;
+	int ret;
+
+	DECODE(lock_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_getlk(&o->x, e, &m, &rep);
+	end(o, e, NULL);
+	if (ret < 0)
+		return ret;
+	ENCODE(getlk_rep, &rep);
+	return 0;
+}
+
+static int op_setlk(struct op *o)
+{
+	struct pfs_lock_req m;
+	struct hent *e;
+	int ret;
+
+	DECODE(lock_req, &m);
+	ret = begin(o, &m.cr, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_setlk(&o->x, e, &m);
+	end(o, e, NULL);
+	return ret;
+}
+
+static int op_unlock_owner(struct op *o)
+{
+	struct pfs_unlock_owner_req m;
+	struct hent *e;
+	int ret;
+
+	DECODE(unlock_owner_req, &m);
+	/* Closing an fd needs no credentials. */
+	ret = handles_get(o->d->hs, &m.fh, &e);
+	if (ret < 0)
+		return ret;
+	ret = export_unlock_owner(&o->x, e, m.owner);
+	handles_put(o->d->hs, e);
+	return ret;
+}
+
+/* --- the table --- */
+
+static const struct {
+	handler_fn fn;
+	unsigned flags;
+} ops[PFS_OP_MAX] = {
+	[PFS_OP_PING] = { op_ping, 0 },
+	[PFS_OP_LOOKUP] = { op_lookup, 0 },
+	[PFS_OP_GETATTR] = { op_getattr, 0 },
+	[PFS_OP_SETATTR] = { op_setattr, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_READLINK] = { op_readlink, 0 },
+	[PFS_OP_MKNOD] = { op_mknod, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_MKDIR] = { op_mkdir, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_SYMLINK] = { op_symlink, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_UNLINK] = { op_unlink, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_RMDIR] = { op_rmdir, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_RENAME] = { op_rename, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_LINK] = { op_link, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_OPEN] = { op_open, 0 },
+	[PFS_OP_CREATE] = { op_create, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_READ] = { op_read, 0 },
+	[PFS_OP_WRITE] = { op_write, OPF_MODIFY },
+	[PFS_OP_RELEASE] = { op_release, 0 },
+	[PFS_OP_FSYNC] = { op_fsync, 0 },
+	[PFS_OP_OPENDIR] = { op_open, 0 },
+	[PFS_OP_READDIR] = { op_readdir, 0 },
+	[PFS_OP_RELEASEDIR] = { op_release, 0 },
+	[PFS_OP_STATFS] = { op_statfs, 0 },
+	[PFS_OP_SETXATTR] = { op_setxattr, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_GETXATTR] = { op_getxattr, 0 },
+	[PFS_OP_LISTXATTR] = { op_listxattr, 0 },
+	[PFS_OP_REMOVEXATTR] = { op_removexattr, OPF_DRC | OPF_MODIFY },
+	[PFS_OP_FALLOCATE] = { op_fallocate, OPF_MODIFY },
+	[PFS_OP_GETLK] = { op_getlk, 0 },
+	[PFS_OP_SETLK] = { op_setlk, 0 },
+	[PFS_OP_UNLOCK_OWNER] = { op_unlock_owner, 0 },
+	[PFS_OP_LSEEK] = { op_lseek, 0 },
+};
+
+bool dispatch_is_drc_op(unsigned op)
+{
+	return op < PFS_OP_MAX && (ops[op].flags & OPF_DRC);
+}
+
+/* Errors that point at the server rather than at the request. */
+static bool unexpected(int err)
+{
+	return err == EIO || err == ENOMEM || err == EBADF || err == EFAULT || err == EMFILE ||
+	       err == ENFILE || err == EUCLEAN;
+}
+
+void dispatch_work_cb(uv_work_t *w)
+{
+	struct req *r = w->data;
+	struct op o;
+	uint8_t *dec = NULL;
+	void *scratch = NULL;
+	size_t cap = 0;
+	unsigned opc = r->h.op;
+	int ret;
+
+	memset(&o, 0, sizeof(o));
+	o.r = r;
+	o.d = r->d;
+	o.x.hs = r->d->hs;
+	o.x.s = r->s;
+	o.x.ro = r->d->o.ro;
+	o.in = r->in;
+	o.inlen = r->h.wire_len;
+	if (r->h.flags & PFS_FF_LZ4) {
+		dec = xmalloc(r->h.raw_len);
+		if (pfs_lz4_decompress(r->in, r->h.wire_len, dec, r->h.raw_len) < 0) {
+			free(dec);
+			r->violation = true;
+			return;
+		}
+		o.in = dec;
+		o.inlen = r->h.raw_len;
+	}
+
+	if (opc == PFS_OP_AUTH)
+		ret = op_auth(&o);
+	else if (opc >= PFS_OP_MAX || !ops[opc].fn)
+		ret = -ENOSYS;
+	else if (o.x.ro && (ops[opc].flags & OPF_MODIFY))
+		ret = -EROFS;
+	else
+		ret = ops[opc].fn(&o);
+
+	/* The request's bytes are no longer needed (decoded views die here). */
+	free(dec);
+	free(r->in);
+	r->in = NULL;
+
+	if (ret < 0) {
+		if (unexpected(-ret))
+			pfs_warn("conn %llu req %llu %s: %s", (unsigned long long)r->c->id,
+				 (unsigned long long)r->h.id, pfs_op_name(opc), strerror(-ret));
+		else
+			pfs_debug("conn %llu req %llu %s: %s", (unsigned long long)r->c->id,
+				  (unsigned long long)r->h.id, pfs_op_name(opc), strerror(-ret));
+		free(o.w.buf);
+		o.w.buf = NULL;
+		o.w.len = 0;
+		r->status = -ret;
+	} else {
+		pfs_debug("conn %llu req %llu %s: ok, %zu bytes", (unsigned long long)r->c->id,
+			  (unsigned long long)r->h.id, pfs_op_name(opc), o.w.len);
+		r->status = 0;
+	}
+	if (r->compress && o.w.len >= PFS_LZ4_MIN) {
+		cap = pfs_lz4_bound(o.w.len);
+		scratch = xmalloc(cap);
+	}
+	r->wirelen = pfs_frame_prepare(r->hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY, r->status,
+				       o.w.buf, o.w.len, r->compress, scratch, cap, &r->wire);
+	if (scratch && r->wire == scratch) {
+		free(o.w.buf); /* only the compressed bytes go out */
+		o.w.buf = NULL;
+	} else {
+		free(scratch);
+		scratch = NULL;
+	}
+	r->out = o.w.buf;
+	r->scratch = scratch;
+}

@@ -1,0 +1,23 @@
+/* dispatch_i.h: opcode table -> handlers, run in worker threads.
+ *
+ * dispatch_work_cb() is the uv_queue_work work callback of every
+ * authenticated request (and of AUTH, whose reply needs the root's
+ * attributes). It decompresses and decodes the request payload, resolves
+ * handles as root, switches the thread to the caller's credentials, runs the
+ * operation via export.c, restores root credentials and leaves a ready-to-send
+ * frame in the req (hdr, wire, wirelen: see struct req). It never touches
+ * the connection or loop-owned session state.
+ */
+#ifndef PODFSD_DISPATCH_I_H
+#define PODFSD_DISPATCH_I_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+void dispatch_work_cb(uv_work_t *w);
+
+/* True for the non-idempotent opcodes whose replies the session's duplicate
+ * request cache keeps. */
+bool dispatch_is_drc_op(unsigned op);
+
+#endif /* PODFSD_DISPATCH_I_H */

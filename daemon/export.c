@@ -1,0 +1,955 @@
+/* export.c: the operations on the backing store, relative to O_PATH fds of
+ * objects inside the export (see export_i.h). Worker threads only. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "export_i.h"
+
+#define PROCPATH_LEN 32
+
+/* "/proc/self/fd/N": reopens or names the object of an O_PATH fd. Only for
+ * objects that are not symlinks: the magic link would be followed. */
+static void procpath(char buf[PROCPATH_LEN], int fd)
+{
+	snprintf(buf, PROCPATH_LEN, "/proc/self/fd/%d", fd);
+}
+
+void export_attr(const struct stat *st, struct pfs_attr *a)
+{
+	a->ino = st->st_ino;
+	a->size = st->st_size;
+	a->blocks = st->st_blocks;
+	a->atime_s = st->st_atim.tv_sec;
+	a->mtime_s = st->st_mtim.tv_sec;
+	a->ctime_s = st->st_ctim.tv_sec;
+	a->atime_ns = st->st_atim.tv_nsec;
+	a->mtime_ns = st->st_mtim.tv_nsec;
+	a->ctime_ns = st->st_ctim.tv_nsec;
+	a->mode = st->st_mode;
+	a->nlink = st->st_nlink;
+	a->uid = st->st_uid;
+	a->gid = st->st_gid;
+	a->rdev = (uint32_t)st->st_rdev;
+	a->blksize = st->st_blksize;
+}
+
+int export_getattr(int fd, struct pfs_attr *a)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	export_attr(&st, a);
+	return 0;
+}
+
+/* Looks name up in dirfd without following it: fills e and offers the
+ * O_PATH fd to the handle cache. A mount point inside the export is
+ * refused: its objects would not be ours to hand out. */
+static int entry_at(struct xop *x, int dirfd, const char *name, struct pfs_entry *e)
+{
+	struct stat st;
+	int fd, ret;
+
+	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	ret = handles_encode(x->hs, fd, &e->fh);
+	if (ret == -EXDEV)
+		ret = -EACCES;
+	if (ret < 0)
+		goto out_close;
+	export_attr(&st, &e->attr);
+	handles_adopt(x->hs, &e->fh, fd);
+	return 0;
+
+out_close:
+	close(fd);
+	return ret;
+}
+
+int export_lookup(struct xop *x, int dirfd, const char *name, struct pfs_entry *e)
+{
+	return entry_at(x, dirfd, name, e);
+}
+
+/* Open flags a client may ask for; the rest (O_CREAT, O_EXCL, O_NOCTTY,
+ * O_PATH, O_TMPFILE, O_DIRECT, O_NOATIME, O_ASYNC...) are dropped. */
+static int clean_flags(uint32_t flags)
+{
+	return (int)(flags & (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC)) | O_CLOEXEC |
+	       O_NOCTTY;
+}
+
+static bool writes(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+}
+
+/* Opens the object of O_PATH fd pathfd for I/O with flags. Regular files
+ * and directories only. */
+static int reopen(int pathfd, int flags)
+{
+	char p[PROCPATH_LEN];
+	struct stat st;
+	int fd;
+
+	if ((flags & O_ACCMODE) == O_ACCMODE)
+		return -EINVAL;
+	if (fstat(pathfd, &st) < 0)
+		return -errno;
+	if (S_ISLNK(st.st_mode))
+		return -ELOOP;
+	if (S_ISDIR(st.st_mode)) {
+		if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
+			return -EISDIR;
+		flags |= O_DIRECTORY;
+	} else if (!S_ISREG(st.st_mode)) {
+		return -EINVAL;
+	}
+	procpath(p, pathfd);
+	fd = open(p, flags | O_CLOEXEC | O_NOCTTY);
+	return fd < 0 ? -errno : fd;
+}
+
+/* The session's fid, or (reopen on miss: the daemon restarted, or the
+ * session expired) the object opened again under that fid. flags < 0:
+ * any mode that allows writing; flags == -2: any mode at all. */
+#define FLAGS_WRITABLE (-1)
+#define FLAGS_ANY (-2)
+static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, struct fid **out)
+{
+	static const int wr_modes[] = { O_RDWR, O_WRONLY };
+	static const int any_modes[] = { O_RDONLY, O_WRONLY };
+	struct fid *f = session_fid_get(x->s, id);
+	int fd = -EBADF;
+
+	if (f) {
+		if (f->dir) {
+			session_fid_put(x->s, f);
+			return -EISDIR;
+		}
+		*out = f;
+		return 0;
+	}
+	if (flags >= 0) {
+		flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
+		fd = reopen(obj->fd, clean_flags(flags));
+	} else {
+		const int *modes = flags == FLAGS_WRITABLE ? wr_modes : any_modes;
+		for (int i = 0; i < 2; i++) {
+			fd = reopen(obj->fd, modes[i] | O_CLOEXEC);
+			if (fd >= 0 || (fd != -EACCES && fd != -EPERM && fd != -ETXTBSY))
+				break;
+		}
+		flags = 0;
+	}
+	if (fd < 0)
+		return fd;
+	*out = session_fid_install(x->s, id, fd, NULL, flags, false);
+	if ((*out)->dir) {
+		session_fid_put(x->s, *out);
+		return -EISDIR;
+	}
+	return 0;
+}
+
+int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req *m,
+		   struct pfs_attr *a)
+{
+	char p[PROCPATH_LEN];
+	struct stat st;
+	uint32_t v = m->valid;
+
+	if (v & ~PFS_SET_KNOWN)
+		return -EINVAL;
+	if (fstat(obj->fd, &st) < 0)
+		return -errno;
+	procpath(p, obj->fd);
+	if (v & PFS_SET_MODE) {
+		if (S_ISLNK(st.st_mode))
+			return -EOPNOTSUPP;
+		if (chmod(p, m->mode & 07777) < 0)
+			return -errno;
+	}
+	if (v & (PFS_SET_UID | PFS_SET_GID)) {
+		uid_t uid = (v & PFS_SET_UID) ? m->uid : (uid_t)-1;
+		gid_t gid = (v & PFS_SET_GID) ? m->gid : (gid_t)-1;
+		if (fchownat(obj->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	if (v & PFS_SET_SIZE) {
+		struct fid *f = NULL;
+		int ret;
+
+		if (S_ISDIR(st.st_mode))
+			return -EISDIR;
+		if (!S_ISREG(st.st_mode))
+			return -EINVAL;
+		if (m->size > (uint64_t)INT64_MAX)
+			return -EFBIG;
+		if (m->fid)
+			f = session_fid_get(x->s, m->fid);
+		if (f && !f->dir)
+			ret = ftruncate(f->fd, (off_t)m->size);
+		else
+			ret = truncate(p, (off_t)m->size);
+		ret = ret < 0 ? -errno : 0;
+		session_fid_put(x->s, f);
+		if (ret < 0)
+			return ret;
+	}
+	if (v & (PFS_SET_ATIME | PFS_SET_MTIME | PFS_SET_ATIME_NOW | PFS_SET_MTIME_NOW)) {
+		struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+
+		if (v & PFS_SET_ATIME_NOW)
+			ts[0].tv_nsec = UTIME_NOW;
+		else if (v & PFS_SET_ATIME)
+			ts[0] = (struct timespec){ m->atime_s, m->atime_ns };
+		if (v & PFS_SET_MTIME_NOW)
+			ts[1].tv_nsec = UTIME_NOW;
+		else if (v & PFS_SET_MTIME)
+			ts[1] = (struct timespec){ m->mtime_s, m->mtime_ns };
+		if (((v & PFS_SET_ATIME) && !(v & PFS_SET_ATIME_NOW) && m->atime_ns > 999999999) ||
+		    ((v & PFS_SET_MTIME) && !(v & PFS_SET_MTIME_NOW) && m->mtime_ns > 999999999))
+			return -EINVAL;
+		if (utimensat(obj->fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	return export_getattr(obj->fd, a);
+}
+
+int export_readlink(int fd, struct pfs_path *out)
+{
+	ssize_t n = readlinkat(fd, "", out->s, PFS_PATH_MAX + 1);
+
+	if (n < 0)
+		return -errno;
+	if (n > PFS_PATH_MAX)
+		return -ENAMETOOLONG;
+	if (n == 0)
+		return -EIO;
+	out->s[n] = '\0';
+	out->len = (uint16_t)n;
+	return 0;
+}
+
+static mode_t perm(uint32_t mode, uint32_t umask)
+{
+	return mode & 07777 & ~(umask & 0777);
+}
+
+int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t rdev,
+		 uint32_t umask, struct pfs_entry *e)
+{
+	mode_t type = mode & S_IFMT;
+
+	switch (type) {
+	case 0:
+		type = S_IFREG;
+		break;
+	case S_IFREG:
+	case S_IFIFO:
+	case S_IFSOCK:
+		rdev = 0;
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		if (x->cr->uid != 0)
+			return -EPERM;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (mknodat(dirfd, name, type | perm(mode, umask), (dev_t)rdev) < 0)
+		return -errno;
+	return entry_at(x, dirfd, name, e);
+}
+
+int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t umask,
+		 struct pfs_entry *e)
+{
+	if (mkdirat(dirfd, name, perm(mode, umask)) < 0)
+		return -errno;
+	return entry_at(x, dirfd, name, e);
+}
+
+int export_symlink(struct xop *x, int dirfd, const char *name, const char *target,
+		   struct pfs_entry *e)
+{
+	if (symlinkat(target, dirfd, name) < 0)
+		return -errno;
+	return entry_at(x, dirfd, name, e);
+}
+
+int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct pfs_fh *victim)
+{
+	/* Learn the victim's handle first, so that its cached fd does not keep
+	 * a deleted file's blocks allocated. */
+	bool known = handles_encode_at(x->hs, dirfd, name, victim) == 0;
+
+	if (unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0)
+		return -errno;
+	if (known)
+		handles_forget(x->hs, victim);
+	else
+		victim->len = 0;
+	return 0;
+}
+
+int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
+		  const char *newname, uint32_t flags, struct pfs_fh *victim)
+{
+	bool known = false;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
+		known = handles_encode_at(x->hs, newdir, newname, victim) == 0;
+	if (renameat2(olddir, oldname, newdir, newname, flags) < 0)
+		return -errno;
+	if (known)
+		handles_forget(x->hs, victim);
+	else
+		victim->len = 0;
+	return 0;
+}
+
+int export_link(struct xop *x, int fd, int newdir, const char *newname, struct pfs_entry *e)
+{
+	char p[PROCPATH_LEN];
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EPERM;
+	procpath(p, fd);
+	/* The magic link resolves to the object itself, symlinks included
+	 * (it is not followed further), and AT_EMPTY_PATH would need
+	 * CAP_DAC_READ_SEARCH, which the client's fsuid does not have. */
+	if (linkat(AT_FDCWD, p, newdir, newname, AT_SYMLINK_FOLLOW) < 0)
+		return -errno;
+	return entry_at(x, newdir, newname, e);
+}
+
+int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, struct pfs_attr *a)
+{
+	int fl = clean_flags(flags), fd, ret;
+	struct fid *f;
+
+	if (x->ro && writes(fl))
+		return -EROFS;
+	fd = reopen(obj->fd, fl);
+	if (fd < 0)
+		return fd;
+	ret = export_getattr(fd, a);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	f = session_fid_install(x->s, fid, fd, NULL, fl, true);
+	session_fid_put(x->s, f);
+	return 0;
+}
+
+int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint32_t flags,
+		  uint32_t mode, uint32_t umask, struct pfs_entry *e)
+{
+	int fl = clean_flags(flags), fd, ret;
+	struct stat st;
+	struct fid *f;
+
+	if (flags & O_DIRECTORY)
+		return -EINVAL;
+	fd = openat(dirfd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW, perm(mode, umask));
+	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
+		/* It exists: open it like OPEN would, and never a FIFO or
+		 * device, whose open could block or have side effects. */
+		int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd < 0)
+			return -errno;
+		fd = reopen(pfd, fl);
+		close(pfd);
+		if (fd < 0)
+			return fd;
+	} else if (fd < 0) {
+		return -errno;
+	}
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	ret = handles_encode(x->hs, fd, &e->fh);
+	if (ret < 0)
+		goto out_close;
+	export_attr(&st, &e->attr);
+	f = session_fid_install(x->s, fid, fd, NULL, fl & ~O_TRUNC, true);
+	session_fid_put(x->s, f);
+	return 0;
+
+out_close:
+	close(fd);
+	return ret;
+}
+
+ssize_t export_read(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
+		    uint64_t off, uint32_t size, uint8_t *buf)
+{
+	struct fid *f;
+	size_t got = 0;
+	ssize_t ret;
+
+	if (off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = fid_for(x, obj, fid, (int)(flags & INT_MAX), &f);
+	if (ret < 0)
+		return ret;
+	while (got < size) {
+		ssize_t n = pread(f->fd, buf + got, size - got, (off_t)(off + got));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (got == 0)
+				got = (size_t)-errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	session_fid_put(x->s, f);
+	return (ssize_t)got;
+}
+
+int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, uint64_t off,
+		 const uint8_t *data, uint32_t len, uint32_t *written, struct pfs_attr *a)
+{
+	struct fid *f;
+	size_t done = 0;
+	int ret;
+
+	if (off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = fid_for(x, obj, fid, (int)(flags & INT_MAX), &f);
+	if (ret < 0)
+		return ret;
+	while (done < len) {
+		ssize_t n = pwrite(f->fd, data + done, len - done, (off_t)(off + done));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (done == 0) {
+				ret = -errno;
+				goto out_put;
+			}
+			break;
+		}
+		done += (size_t)n;
+	}
+	*written = (uint32_t)done;
+	ret = export_getattr(f->fd, a);
+out_put:
+	session_fid_put(x->s, f);
+	return ret;
+}
+
+int export_release(struct xop *x, uint64_t fid)
+{
+	session_fid_release(x->s, fid);
+	return 0;
+}
+
+int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync)
+{
+	struct fid *f = fid ? session_fid_get(x->s, fid) : NULL;
+	int fd, ret;
+
+	if (f) {
+		fd = f->dir ? dirfd(f->dir) : f->fd;
+		ret = datasync ? fdatasync(fd) : fsync(fd);
+		ret = ret < 0 ? -errno : 0;
+		session_fid_put(x->s, f);
+		return ret;
+	}
+	/* No open file (or the daemon restarted): any fd of the inode will
+	 * do, fsync flushes the inode. */
+	fd = reopen(obj->fd, O_RDONLY);
+	if (fd == -EACCES)
+		fd = reopen(obj->fd, O_WRONLY);
+	if (fd < 0)
+		return fd;
+	ret = datasync ? fdatasync(fd) : fsync(fd);
+	ret = ret < 0 ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+static int dir_open(int pathfd, DIR **out)
+{
+	int fd = reopen(pathfd, O_RDONLY | O_DIRECTORY);
+	DIR *d = NULL;
+
+	if (fd < 0)
+		return fd;
+	d = fdopendir(fd);
+	if (!d) {
+		int ret = -errno;
+		close(fd);
+		return ret;
+	}
+	*out = d;
+	return 0;
+}
+
+int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_attr *a)
+{
+	struct fid *f;
+	DIR *d = NULL;
+	int ret;
+
+	ret = dir_open(obj->fd, &d);
+	if (ret < 0)
+		return ret;
+	ret = export_getattr(dirfd(d), a);
+	if (ret < 0) {
+		closedir(d);
+		return ret;
+	}
+	f = session_fid_install(x->s, fid, dirfd(d), d, O_RDONLY, true);
+	session_fid_put(x->s, f);
+	return 0;
+}
+
+static bool dot_or_dotdot(const char *n)
+{
+	return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
+}
+
+int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
+		   uint32_t max_bytes, bool plus, struct pfs_wr *w)
+{
+	struct fid *f = session_fid_get(x->s, fid);
+	struct pfs_wr lim;
+	unsigned count = 0;
+	uint8_t eof = 0;
+	int ret = 0;
+
+	if (!f) {
+		DIR *d = NULL;
+		ret = dir_open(obj->fd, &d);
+		if (ret < 0)
+			return ret;
+		f = session_fid_install(x->s, fid, dirfd(d), d, O_RDONLY, false);
+	}
+	if (!f->dir) {
+		session_fid_put(x->s, f);
+		return -ENOTDIR;
+	}
+	if (max_bytes > PFS_READDIR_MAX)
+		max_bytes = PFS_READDIR_MAX;
+	if (max_bytes < 1 || w->cap - w->len < max_bytes) {
+		session_fid_put(x->s, f);
+		return -EINVAL;
+	}
+	/* Entries go into a cursor limited to max_bytes; byte 0 is eof. */
+	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
+	lim.len = 1;
+
+	pthread_mutex_lock(&f->dmu);
+	if (off != f->pos) {
+		if (off == 0)
+			rewinddir(f->dir);
+		else
+			seekdir(f->dir, (long)off);
+		f->pos = off;
+	}
+	for (;;) {
+		struct pfs_dirent de;
+		struct dirent *d;
+		size_t nl;
+
+		errno = 0;
+		d = readdir(f->dir);
+		if (!d) {
+			if (errno) {
+				ret = -errno;
+				break;
+			}
+			eof = 1;
+			break;
+		}
+		nl = strlen(d->d_name);
+		if (nl > PFS_NAME_MAX)
+			continue;
+		memset(&de.e, 0, sizeof(de.e));
+		memcpy(de.name.s, d->d_name, nl + 1);
+		de.name.len = (uint16_t)nl;
+		de.next_off = (uint64_t)d->d_off;
+		de.ino = d->d_ino;
+		de.mode = d->d_type == DT_UNKNOWN ? 0 : DTTOIF(d->d_type);
+		de.flags = 0;
+		if (plus && !dot_or_dotdot(d->d_name) &&
+		    entry_at(x, dirfd(f->dir), d->d_name, &de.e) == 0) {
+			de.flags = PFS_DE_HAS_ENTRY;
+			de.mode = de.e.attr.mode;
+		}
+		if (pfs_enc_dirent(&lim, &de) < 0) {
+			/* Full: give the entry back for the next call. */
+			seekdir(f->dir, (long)f->pos);
+			if (count == 0)
+				ret = -EINVAL;
+			break;
+		}
+		f->pos = de.next_off;
+		count++;
+	}
+	pthread_mutex_unlock(&f->dmu);
+	session_fid_put(x->s, f);
+	if (ret < 0 && count == 0)
+		return ret;
+	lim.buf[0] = eof;
+	w->len += lim.len;
+	return 0;
+}
+
+int export_statfs(struct xop *x, struct pfs_statfs_rep *r)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(handles_export_fd(x->hs), &sv) < 0)
+		return -errno;
+	r->bsize = sv.f_bsize;
+	r->frsize = sv.f_frsize;
+	r->blocks = sv.f_blocks;
+	r->bfree = sv.f_bfree;
+	r->bavail = sv.f_bavail;
+	r->files = sv.f_files;
+	r->ffree = sv.f_ffree;
+	r->favail = sv.f_favail;
+	r->namemax = sv.f_namemax;
+	return 0;
+}
+
+/* --- xattrs: through the magic link, which needs a non-symlink --- */
+
+static bool is_trusted(const char *name)
+{
+	return strncmp(name, "trusted.", 8) == 0;
+}
+
+static int xattr_target(struct hent *obj, char p[PROCPATH_LEN], bool *symlink)
+{
+	struct stat st;
+
+	if (fstat(obj->fd, &st) < 0)
+		return -errno;
+	*symlink = S_ISLNK(st.st_mode);
+	procpath(p, obj->fd);
+	return 0;
+}
+
+int export_setxattr(struct xop *x, struct hent *obj, const char *name, const uint8_t *value,
+		    uint32_t size, uint32_t flags)
+{
+	char p[PROCPATH_LEN];
+	bool lnk;
+	int ret;
+
+	if (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE))
+		return -EINVAL;
+	if (size > PFS_XATTR_SIZE_MAX)
+		return -E2BIG;
+	if (is_trusted(name))
+		return -EOPNOTSUPP;
+	if (strncmp(name, "security.", 9) == 0 && x->cr->uid != 0)
+		return -EPERM;
+	ret = xattr_target(obj, p, &lnk);
+	if (ret < 0)
+		return ret;
+	if (lnk)
+		return -EPERM; /* user.* is not allowed on symlinks either */
+	if (setxattr(p, name, value, size, (int)flags) < 0)
+		return -errno;
+	return 0;
+}
+
+ssize_t export_getxattr(struct xop *x, struct hent *obj, const char *name, uint8_t *buf,
+			uint32_t size)
+{
+	char p[PROCPATH_LEN];
+	ssize_t n;
+	bool lnk;
+	int ret;
+
+	if (is_trusted(name))
+		return -ENODATA;
+	ret = xattr_target(obj, p, &lnk);
+	if (ret < 0)
+		return ret;
+	if (lnk)
+		return -ENODATA;
+	if (size > PFS_XATTR_SIZE_MAX)
+		size = PFS_XATTR_SIZE_MAX;
+	n = getxattr(p, name, size ? buf : NULL, size);
+	return n < 0 ? -errno : n;
+}
+
+ssize_t export_listxattr(struct xop *x, struct hent *obj, uint8_t *buf, uint32_t size)
+{
+	char p[PROCPATH_LEN];
+	char *all;
+	ssize_t n, out = 0;
+	bool lnk;
+	int ret;
+
+	ret = xattr_target(obj, p, &lnk);
+	if (ret < 0)
+		return ret;
+	if (lnk)
+		return 0;
+	all = xmalloc(PFS_XATTR_SIZE_MAX);
+	n = listxattr(p, all, PFS_XATTR_SIZE_MAX);
+	if (n < 0) {
+		out = errno == ERANGE ? -E2BIG : -errno;
+		goto out_free;
+	}
+	/* Hide the trusted namespace, which clients can never use. */
+	for (ssize_t i = 0; i < n;) {
+		size_t l = strnlen(all + i, (size_t)(n - i));
+		if (l && !is_trusted(all + i)) {
+			if (size) {
+				if ((size_t)out + l + 1 > size) {
+					out = -ERANGE;
+					goto out_free;
+				}
+				memcpy(buf + out, all + i, l);
+				buf[out + (ssize_t)l] = '\0';
+			}
+			out += (ssize_t)l + 1;
+		}
+		i += (ssize_t)l + 1;
+	}
+out_free:
+	free(all);
+	return out;
+}
+
+int export_removexattr(struct xop *x, struct hent *obj, const char *name)
+{
+	char p[PROCPATH_LEN];
+	bool lnk;
+	int ret;
+
+	if (is_trusted(name))
+		return -EOPNOTSUPP;
+	if (strncmp(name, "security.", 9) == 0 && x->cr->uid != 0)
+		return -EPERM;
+	ret = xattr_target(obj, p, &lnk);
+	if (ret < 0)
+		return ret;
+	if (lnk)
+		return -EPERM;
+	if (removexattr(p, name) < 0)
+		return -errno;
+	return 0;
+}
+
+int export_fallocate(struct xop *x, struct hent *obj, uint64_t fid, uint32_t mode,
+		     uint64_t off, uint64_t len)
+{
+	struct fid *f;
+	int ret;
+
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = fid_for(x, obj, fid, FLAGS_WRITABLE, &f);
+	if (ret < 0)
+		return ret;
+	ret = fallocate(f->fd, (int)mode, (off_t)off, (off_t)len) < 0 ? -errno : 0;
+	session_fid_put(x->s, f);
+	return ret;
+}
+
+int export_lseek(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off, uint32_t whence,
+		 uint64_t *result)
+{
+	struct fid *f;
+	off_t r;
+	int ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	if (off > (uint64_t)INT64_MAX)
+		return -ENXIO;
+	ret = fid_for(x, obj, fid, FLAGS_ANY, &f);
+	if (ret < 0)
+		return ret;
+	r = lseek(f->fd, (off_t)off, (int)whence);
+	ret = r < 0 ? -errno : 0;
+	if (r >= 0)
+		*result = (uint64_t)r;
+	session_fid_put(x->s, f);
+	return ret;
+}
+
+/* --- locks --- */
+
+/* Opens the fd that carries one owner's locks on an inode. Any access mode
+ * the caller is allowed works for flock(); POSIX write locks need a
+ * writable fd, so try read-write first. */
+static int lock_fd_open(struct xop *x, int pathfd, bool flock_kind)
+{
+	static const int posix_modes[] = { O_RDWR, O_RDONLY, O_WRONLY };
+	static const int flock_modes[] = { O_RDONLY, O_WRONLY };
+	const int *modes = flock_kind ? flock_modes : posix_modes;
+	int n = flock_kind ? 2 : 3, fd = -EINVAL;
+
+	for (int i = 0; i < n; i++) {
+		if (x->ro && modes[i] != O_RDONLY)
+			continue;
+		fd = reopen(pathfd, modes[i] | O_NONBLOCK);
+		if (fd >= 0 || (fd != -EACCES && fd != -EPERM && fd != -ETXTBSY &&
+				fd != -EROFS && fd != -EISDIR))
+			break;
+	}
+	return fd;
+}
+
+static int to_flock(const struct pfs_lock_req *m, struct flock *f)
+{
+	memset(f, 0, sizeof(*f));
+	switch (m->type) {
+	case PFS_LK_RD:
+		f->l_type = F_RDLCK;
+		break;
+	case PFS_LK_WR:
+		f->l_type = F_WRLCK;
+		break;
+	case PFS_LK_UN:
+		f->l_type = F_UNLCK;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (m->start > (uint64_t)INT64_MAX || m->end < m->start)
+		return -EINVAL;
+	f->l_whence = SEEK_SET;
+	f->l_start = (off_t)m->start;
+	f->l_len = m->end >= (uint64_t)INT64_MAX ? 0 : (off_t)(m->end - m->start + 1);
+	f->l_pid = 0;
+	return 0;
+}
+
+int export_getlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m,
+		 struct pfs_getlk_rep *r)
+{
+	struct lockent *l;
+	struct flock f;
+	int fd, ret;
+
+	if (m->flags & PFS_LKF_FLOCK)
+		return -EINVAL;
+	if (m->flags)
+		return -EINVAL;
+	ret = to_flock(m, &f);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&x->s->lk_mu);
+	/* Ask through the owner's own fd so its own locks do not count. */
+	l = session_lock_find(x->s, m->owner, false, &obj->fh);
+	fd = l ? l->fd : lock_fd_open(x, obj->fd, false);
+	if (fd < 0) {
+		ret = fd;
+		goto out_unlock;
+	}
+	ret = fcntl(fd, F_OFD_GETLK, &f) < 0 ? -errno : 0;
+	if (!l)
+		close(fd);
+	if (ret < 0)
+		goto out_unlock;
+	if (f.l_type == F_UNLCK) {
+		r->type = PFS_LK_UN;
+		r->start = m->start;
+		r->end = m->end;
+		r->pid = 0;
+	} else {
+		r->type = f.l_type == F_WRLCK ? PFS_LK_WR : PFS_LK_RD;
+		r->start = (uint64_t)f.l_start;
+		r->end = f.l_len == 0 ? UINT64_MAX : (uint64_t)(f.l_start + f.l_len - 1);
+		r->pid = f.l_pid > 0 ? (uint32_t)f.l_pid : 0;
+	}
+out_unlock:
+	pthread_mutex_unlock(&x->s->lk_mu);
+	return ret;
+}
+
+int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m)
+{
+	bool fl = m->flags & PFS_LKF_FLOCK, created = false;
+	struct lockent *l;
+	struct flock f;
+	int ret;
+
+	if (m->flags & ~(uint32_t)PFS_LKF_FLOCK)
+		return -EINVAL;
+	ret = to_flock(m, &f);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&x->s->lk_mu);
+	l = session_lock_find(x->s, m->owner, fl, &obj->fh);
+	if (m->type == PFS_LK_UN && (!l || fl)) {
+		/* Nothing held, or a flock: closing its fd drops it. */
+		if (l)
+			session_lock_del(x->s, l);
+		ret = 0;
+		goto out_unlock;
+	}
+	if (!l) {
+		int fd = lock_fd_open(x, obj->fd, fl);
+		if (fd < 0) {
+			ret = fd;
+			goto out_unlock;
+		}
+		l = session_lock_add(x->s, m->owner, fl, &obj->fh, fd);
+		created = true;
+	}
+	if (fl)
+		ret = flock(l->fd, (m->type == PFS_LK_RD ? LOCK_SH : LOCK_EX) | LOCK_NB);
+	else
+		ret = fcntl(l->fd, F_OFD_SETLK, &f);
+	if (ret < 0) {
+		ret = (errno == EWOULDBLOCK || errno == EACCES) ? -EAGAIN : -errno;
+		if (created)
+			session_lock_del(x->s, l);
+	}
+out_unlock:
+	pthread_mutex_unlock(&x->s->lk_mu);
+	return ret;
+}
+
+int export_unlock_owner(struct xop *x, struct hent *obj, uint64_t owner)
+{
+	struct lockent *l;
+
+	pthread_mutex_lock(&x->s->lk_mu);
+	l = session_lock_find(x->s, owner, false, &obj->fh);
+	if (l)
+		session_lock_del(x->s, l);
+	pthread_mutex_unlock(&x->s->lk_mu);
+	return 0;
+}

@@ -1,0 +1,80 @@
+/* handles_i.h: persistent file handles and the O_PATH fd cache.
+ *
+ * A wire handle (struct pfs_fh) is
+ *   i32 handle_type (LE) | f_handle bytes | 16-byte MAC
+ * where MAC = HMAC-SHA256(export key, type | f_handle) truncated, and the
+ * export key is derived from a server-only secret (STATE_DIR/handle.key)
+ * and the export root's own handle. Clients hold the pod key but never the
+ * handle key, so they cannot forge a handle for a file outside the export;
+ * a handle whose MAC does not verify is answered with ESTALE.
+ *
+ * Resolved handles are kept in a bounded LRU cache: wire fh bytes (MAC
+ * included) -> O_PATH fd. Entries are reference-counted; an entry evicted
+ * or forgotten while in use is closed by its last handles_put().
+ *
+ * Threads: every function is safe to call from any thread (one mutex).
+ * handles_get() needs CAP_DAC_READ_SEARCH in the effective set, so call it
+ * with fsuid 0, before switching to a client's credentials.
+ */
+#ifndef PODFSD_HANDLES_I_H
+#define PODFSD_HANDLES_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "podfs/codec.h"
+#include "htab_i.h"
+
+#define PFSD_HKEY_LEN 32
+
+struct hent {
+	struct hnode hn;
+	struct hent *prev, *next; /* LRU list, most recent first */
+	int fd;                   /* O_PATH, O_CLOEXEC; valid while a ref is held */
+	unsigned refs;
+	bool dead;                /* no longer in the table */
+	struct pfs_fh fh;
+};
+
+struct handles;
+
+/* Loads STATE_DIR/handle.key, creating the directory (0700) and the key
+ * (0600, random) on first start. Returns 0 or -errno with a reason in err. */
+int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], char *err, size_t errlen);
+
+/* Sets up handles for the export whose O_PATH directory fd is export_fd
+ * (handles_new takes ownership of it, also on failure). Checks that the
+ * filesystem makes handles and that we can open them. cache_max bounds the
+ * fd cache. Returns 0 or -errno with a one-line reason in err. */
+int handles_new(struct handles **out, int export_fd, const uint8_t key[PFSD_HKEY_LEN],
+		size_t cache_max, char *err, size_t errlen);
+void handles_free(struct handles *h);
+
+int handles_export_fd(const struct handles *h);
+const struct pfs_fh *handles_root(const struct handles *h);
+
+/* Resolves a wire handle to a cached O_PATH fd. On success *out holds a
+ * reference: release it with handles_put(). Returns 0, -ESTALE (bad MAC,
+ * malformed, or the object is gone), or another -errno. */
+int handles_get(struct handles *h, const struct pfs_fh *fh, struct hent **out);
+void handles_put(struct handles *h, struct hent *e);
+
+/* Makes the wire handle of the object open as fd (any fd, O_PATH is fine).
+ * Returns 0, -EXDEV if the object is on another mount than the export, or
+ * -errno from name_to_handle_at. Needs no privilege. */
+int handles_encode(struct handles *h, int fd, struct pfs_fh *out);
+
+/* Same for name inside directory dirfd, without following symlinks and
+ * without opening it. */
+int handles_encode_at(struct handles *h, int dirfd, const char *name, struct pfs_fh *out);
+
+/* Offers fd (an O_PATH fd of the object named fh) to the cache. Always takes
+ * ownership of fd: it is cached, or closed if fh is cached already. */
+void handles_adopt(struct handles *h, const struct pfs_fh *fh, int fd);
+
+/* Drops fh from the cache (its fd is closed once unused), so that deleting
+ * a file frees its blocks instead of an O_PATH fd keeping it alive. */
+void handles_forget(struct handles *h, const struct pfs_fh *fh);
+
+#endif /* PODFSD_HANDLES_I_H */

@@ -1,0 +1,108 @@
+/* htab.c: intrusive chained hash table (see htab_i.h). */
+#include <stdlib.h>
+
+#include "htab_i.h"
+#include "pfsd_i.h"
+
+#define HTAB_MIN 16
+
+void htab_init(struct htab *t)
+{
+	t->nb = HTAB_MIN;
+	t->n = 0;
+	t->b = xcalloc(t->nb, sizeof(*t->b));
+}
+
+void htab_fini(struct htab *t)
+{
+	free(t->b);
+	t->b = NULL;
+	t->nb = 0;
+	t->n = 0;
+}
+
+static void grow(struct htab *t)
+{
+	size_t nb = t->nb * 2;
+	struct hnode **b = xcalloc(nb, sizeof(*b));
+
+	for (size_t i = 0; i < t->nb; i++) {
+		struct hnode *n = t->b[i];
+		while (n) {
+			struct hnode *next = n->next;
+			size_t j = n->hash & (nb - 1);
+			n->next = b[j];
+			b[j] = n;
+			n = next;
+		}
+	}
+	free(t->b);
+	t->b = b;
+	t->nb = nb;
+}
+
+void htab_insert(struct htab *t, struct hnode *n, uint64_t hash)
+{
+	if (t->n >= t->nb)
+		grow(t);
+	n->hash = hash;
+	size_t i = hash & (t->nb - 1);
+	n->next = t->b[i];
+	t->b[i] = n;
+	t->n++;
+}
+
+void htab_remove(struct htab *t, struct hnode *n)
+{
+	struct hnode **pp = &t->b[n->hash & (t->nb - 1)];
+
+	while (*pp) {
+		if (*pp == n) {
+			*pp = n->next;
+			n->next = NULL;
+			t->n--;
+			return;
+		}
+		pp = &(*pp)->next;
+	}
+}
+
+struct hnode *htab_first(const struct htab *t, uint64_t hash)
+{
+	struct hnode *n = t->b[hash & (t->nb - 1)];
+
+	while (n && n->hash != hash)
+		n = n->next;
+	return n;
+}
+
+struct hnode *htab_next(const struct hnode *n, uint64_t hash)
+{
+	struct hnode *m = n->next;
+
+	while (m && m->hash != hash)
+		m = m->next;
+	return m;
+}
+
+struct hnode *htab_pop(struct htab *t)
+{
+	for (size_t i = 0; i < t->nb && t->n; i++) {
+		struct hnode *n = t->b[i];
+		if (n) {
+			t->b[i] = n->next;
+			n->next = NULL;
+			t->n--;
+			return n;
+		}
+	}
+	return NULL;
+}
+
+struct hnode *htab_any(const struct htab *t)
+{
+	for (size_t i = 0; i < t->nb && t->n; i++)
+		if (t->b[i])
+			return t->b[i];
+	return NULL;
+}

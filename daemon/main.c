@@ -1,0 +1,464 @@
+/* main.c: podfsd's command line, start-up checks, daemonizing, signals and
+ * orderly shutdown. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "podfs/auth.h"
+#include "podfs/log.h"
+#include "handles_i.h"
+#include "pfsd_i.h"
+#include "server_i.h"
+#include "session_i.h"
+
+#define DEFAULT_KEY "/etc/podfs/pod.key"
+#define DEFAULT_STATE "/var/lib/podfsd"
+
+static const char usage_text[] =
+	"usage: podfsd [options] EXPORT_DIR\n"
+	"       podfsd --genkey FILE\n"
+	"\n"
+	"Serves EXPORT_DIR to podfs clients.\n"
+	"\n"
+	"  --listen ADDR:PORT   address to listen on (default 0.0.0.0:7049; port 0: any)\n"
+	"  --key FILE           pod key shared with the clients (default " DEFAULT_KEY ")\n"
+	"  --state-dir DIR      server state: handle key (default " DEFAULT_STATE ")\n"
+	"  --daemon             run in the background once listening; log to syslog\n"
+	"  --pidfile FILE       write the daemon's pid to FILE\n"
+	"  --port-file FILE     write the port listened on to FILE\n"
+	"  --log-level LEVEL    err, warning, notice, info or debug (default notice)\n"
+	"  --threads N          worker threads for disk operations (default 16)\n"
+	"  --lease SECONDS      keep a disconnected client's open files and locks this\n"
+	"                       long (default 60)\n"
+	"  --ro                 export read-only\n"
+	"  --genkey FILE        create a new pod key in FILE and exit\n"
+	"  --help               show this help\n";
+
+/* --- allocation (policy: abort on OOM, see pfsd_i.h) --- */
+
+static void oom(size_t n)
+{
+	pfs_err("out of memory allocating %zu bytes; aborting", n);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom(n);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+	if (!p)
+		oom(n * m);
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		oom(strlen(s));
+	return p;
+}
+
+/* --- command line --- */
+
+__attribute__((format(printf, 1, 2), noreturn)) static void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("podfsd: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (try --help)\n", stderr);
+	exit(2);
+}
+
+__attribute__((format(printf, 1, 2), noreturn)) static void fatal(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	pfs_vlog(PFS_LOG_ERR, fmt, ap);
+	va_end(ap);
+	exit(1);
+}
+
+static unsigned parse_uint(const char *opt, const char *s, unsigned min, unsigned max)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
+		usage_error("%s wants a number from %u to %u, not '%s'", opt, min, max, s);
+	return (unsigned)v;
+}
+
+static int parse_level(const char *s)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} levels[] = {
+		{ "err", PFS_LOG_ERR },   { "error", PFS_LOG_ERR }, { "warning", PFS_LOG_WARNING },
+		{ "warn", PFS_LOG_WARNING }, { "notice", PFS_LOG_NOTICE }, { "info", PFS_LOG_INFO },
+		{ "debug", PFS_LOG_DEBUG },
+	};
+
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (strcmp(s, levels[i].name) == 0)
+			return levels[i].level;
+	usage_error("unknown log level '%s' (err, warning, notice, info, debug)", s);
+}
+
+enum {
+	OPT_LISTEN = 256,
+	OPT_KEY,
+	OPT_STATE,
+	OPT_DAEMON,
+	OPT_PIDFILE,
+	OPT_PORTFILE,
+	OPT_LOGLEVEL,
+	OPT_THREADS,
+	OPT_LEASE,
+	OPT_RO,
+	OPT_GENKEY,
+	OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "key", required_argument, NULL, OPT_KEY },
+	{ "state-dir", required_argument, NULL, OPT_STATE },
+	{ "daemon", no_argument, NULL, OPT_DAEMON },
+	{ "pidfile", required_argument, NULL, OPT_PIDFILE },
+	{ "port-file", required_argument, NULL, OPT_PORTFILE },
+	{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
+	{ "threads", required_argument, NULL, OPT_THREADS },
+	{ "lease", required_argument, NULL, OPT_LEASE },
+	{ "ro", no_argument, NULL, OPT_RO },
+	{ "genkey", required_argument, NULL, OPT_GENKEY },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* Returns the --genkey path if asked for, else NULL. */
+static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
+{
+	const char *genkey = NULL;
+	int c;
+
+	o->listen = "0.0.0.0:7049";
+	o->key_path = DEFAULT_KEY;
+	o->state_dir = DEFAULT_STATE;
+	o->log_level = PFS_LOG_NOTICE;
+	o->threads = 16;
+	o->lease = 60;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_LISTEN:
+			o->listen = optarg;
+			break;
+		case OPT_KEY:
+			o->key_path = optarg;
+			break;
+		case OPT_STATE:
+			o->state_dir = optarg;
+			break;
+		case OPT_DAEMON:
+			o->daemonize = true;
+			break;
+		case OPT_PIDFILE:
+			o->pidfile = optarg;
+			break;
+		case OPT_PORTFILE:
+			o->portfile = optarg;
+			break;
+		case OPT_LOGLEVEL:
+			o->log_level = parse_level(optarg);
+			break;
+		case OPT_THREADS:
+			o->threads = parse_uint("--threads", optarg, 1, 1024);
+			break;
+		case OPT_LEASE:
+			o->lease = parse_uint("--lease", optarg, 0, 86400 * 365);
+			break;
+		case OPT_RO:
+			o->ro = true;
+			break;
+		case OPT_GENKEY:
+			genkey = optarg;
+			break;
+		case 'h':
+		case OPT_HELP:
+			fputs(usage_text, stdout);
+			exit(0);
+		case ':':
+			usage_error("option '%s' needs an argument", argv[optind - 1]);
+		default:
+			usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (genkey) {
+		if (optind != argc)
+			usage_error("--genkey takes no export directory");
+		return genkey;
+	}
+	if (optind == argc)
+		usage_error("no export directory given");
+	if (optind + 1 != argc)
+		usage_error("unexpected argument '%s'", argv[optind + 1]);
+	o->export_dir = argv[optind];
+	if (!o->state_dir[0])
+		usage_error("--state-dir is empty");
+	return NULL;
+}
+
+/* --- start-up checks --- */
+
+static bool have_dac_read_search(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &h, data) < 0)
+		return geteuid() == 0;
+	return data[CAP_DAC_READ_SEARCH / 32].effective & (1u << (CAP_DAC_READ_SEARCH % 32));
+}
+
+/* The handle key must not be readable through the export. */
+static bool state_inside_export(const char *state, const char *export)
+{
+	char *s = realpath(state, NULL), *e = realpath(export, NULL);
+	bool inside = false;
+
+	if (s && e) {
+		size_t el = strlen(e);
+		inside = strcmp(e, "/") == 0 ||
+			 (strncmp(s, e, el) == 0 && (s[el] == '\0' || s[el] == '/'));
+	}
+	free(s);
+	free(e);
+	return inside;
+}
+
+static size_t raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 1024;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	return rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : (size_t)rl.rlim_cur;
+}
+
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	if (fputs(text, f) == EOF)
+		ret = -errno;
+	if (fclose(f) == EOF && !ret)
+		ret = -errno;
+	return ret;
+}
+
+static char *abs_path(const char *p)
+{
+	char cwd[PATH_MAX], *out;
+
+	if (p[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+		return xstrdup(p);
+	out = xmalloc(strlen(cwd) + strlen(p) + 2);
+	sprintf(out, "%s/%s", cwd, p);
+	return out;
+}
+
+/* Forks to the background: the parent writes the pid file and exits 0; the
+ * child continues with a fresh session and stdio on /dev/null. */
+static void daemonize(struct pfsd *d)
+{
+	pid_t pid;
+	int fd;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		fatal("fork: %s", strerror(errno));
+	if (pid > 0) {
+		if (d->o.pidfile) {
+			char buf[32];
+			snprintf(buf, sizeof(buf), "%d\n", (int)pid);
+			int ret = write_file(d->o.pidfile, buf);
+			if (ret < 0) {
+				pfs_err("cannot write pid file %s: %s", d->o.pidfile, strerror(-ret));
+				kill(pid, SIGTERM);
+				_exit(1);
+			}
+		}
+		_exit(0);
+	}
+	setsid();
+	if (chdir("/") < 0)
+		pfs_warn("chdir /: %s", strerror(errno));
+	if (uv_loop_fork(&d->loop) < 0)
+		pfs_warn("uv_loop_fork failed");
+	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	pfs_log_use_syslog();
+}
+
+/* --- signals --- */
+
+static void signal_cb(uv_signal_t *h, int signum)
+{
+	struct pfsd *d = h->data;
+
+	pfs_notice("%s: shutting down", strsignal(signum));
+	server_stop(d);
+	uv_close((uv_handle_t *)&d->sig_term, NULL);
+	uv_close((uv_handle_t *)&d->sig_int, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	struct pfsd *d = xcalloc(1, sizeof(*d));
+	uint8_t hkey[PFSD_HKEY_LEN];
+	char err[512], tp[16], portbuf[16];
+	const char *genkey;
+	char *pidfile_abs = NULL;
+	size_t nofile, cache_max;
+	int export_fd, port, ret;
+
+	genkey = parse_args(&d->o, argc, argv);
+	pfs_log_init("podfsd", d->o.log_level);
+	if (genkey) {
+		ret = pfs_key_generate(genkey);
+		free(d);
+		if (ret < 0) {
+			pfs_err("cannot create key file %s: %s", genkey, strerror(-ret));
+			return 1;
+		}
+		return 0;
+	}
+	if (server_parse_addr(d->o.listen, &d->listen_addr) < 0)
+		usage_error("bad --listen address '%s' (want ADDR:PORT)", d->o.listen);
+
+	ret = pfs_key_load(d->o.key_path, d->key, err, sizeof(err));
+	if (ret < 0)
+		fatal("cannot load key %s: %s", d->o.key_path, err);
+	if (!have_dac_read_search())
+		fatal("podfsd needs CAP_DAC_READ_SEARCH to open files by handle (run it as root)");
+	export_fd = open(d->o.export_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (export_fd < 0)
+		fatal("cannot export %s: %s", d->o.export_dir, strerror(errno));
+	ret = handles_load_key(d->o.state_dir, hkey, err, sizeof(err));
+	if (ret < 0) {
+		close(export_fd);
+		fatal("%s", err);
+	}
+	if (state_inside_export(d->o.state_dir, d->o.export_dir)) {
+		close(export_fd);
+		fatal("state directory %s must not be inside the export %s", d->o.state_dir,
+		      d->o.export_dir);
+	}
+	nofile = raise_fd_limit();
+	cache_max = nofile > 8192 ? (nofile - 4096) / 2 : 256;
+	if (cache_max > PFSD_HCACHE_MAX)
+		cache_max = PFSD_HCACHE_MAX;
+	ret = handles_new(&d->hs, export_fd, hkey, cache_max, err, sizeof(err));
+	memset(hkey, 0, sizeof(hkey));
+	if (ret < 0)
+		fatal("%s: %s", d->o.export_dir, err);
+	if (pfs_random(&d->boot_id, sizeof(d->boot_id)) < 0)
+		fatal("cannot get random bytes");
+
+	/* Requests carry their own umask; the process-wide one must not
+	 * interfere (it is shared by all threads). */
+	umask(0);
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(tp, sizeof(tp), "%u", d->o.threads);
+	setenv("UV_THREADPOOL_SIZE", tp, 1);
+
+	ret = uv_loop_init(&d->loop);
+	if (ret < 0)
+		fatal("uv_loop_init: %s", uv_strerror(ret));
+	htab_init(&d->sessions);
+	ret = server_listen(d, err, sizeof(err), &port);
+	if (ret < 0)
+		fatal("%s", err);
+	if (d->o.portfile) {
+		snprintf(portbuf, sizeof(portbuf), "%d\n", port);
+		ret = write_file(d->o.portfile, portbuf);
+		if (ret < 0)
+			fatal("cannot write port file %s: %s", d->o.portfile, strerror(-ret));
+	}
+	if (d->o.pidfile)
+		pidfile_abs = abs_path(d->o.pidfile);
+	if (d->o.daemonize) {
+		daemonize(d);
+	} else if (d->o.pidfile) {
+		snprintf(portbuf, sizeof(portbuf), "%d\n", (int)getpid());
+		ret = write_file(d->o.pidfile, portbuf);
+		if (ret < 0)
+			fatal("cannot write pid file %s: %s", d->o.pidfile, strerror(-ret));
+	}
+
+	uv_signal_init(&d->loop, &d->sig_term);
+	uv_signal_init(&d->loop, &d->sig_int);
+	d->sig_term.data = d;
+	d->sig_int.data = d;
+	uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
+	uv_signal_start(&d->sig_int, signal_cb, SIGINT);
+	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s)", d->o.export_dir,
+		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease);
+
+	uv_run(&d->loop, UV_RUN_DEFAULT);
+
+	/* Everything is closed: every request finished and every session
+	 * and connection was freed by its close callback. */
+	ret = uv_loop_close(&d->loop);
+	if (ret < 0)
+		pfs_warn("uv_loop_close: %s", uv_strerror(ret));
+	htab_fini(&d->sessions);
+	handles_free(d->hs);
+	if (pidfile_abs)
+		unlink(pidfile_abs);
+	free(pidfile_abs);
+	free(d);
+	pfs_notice("stopped");
+	return 0;
+}

@@ -1,0 +1,72 @@
+/* pfsd_i.h: the podfsd context shared by all daemon modules.
+ *
+ * Threads: one libuv loop thread owns the listener, the connections, the
+ * session table and every reply cache; worker threads (uv_queue_work) run
+ * the operations on the export and touch only per-session tables guarded by
+ * the session's mutexes, and the handle cache (its own mutex).
+ *
+ * Out-of-memory policy: small allocations go through xmalloc()/xcalloc(),
+ * which abort the daemon with a log line. A daemon that cannot allocate a
+ * few hundred bytes cannot do anything useful, and clients reconnect and
+ * resend to a restarted daemon. Large, peer-sized buffers (payloads up to
+ * PFS_MAX_PAYLOAD) are bounded by the protocol limits and by per-connection
+ * backpressure, and use the same policy.
+ */
+#ifndef PODFSD_PFSD_I_H
+#define PODFSD_PFSD_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "podfs/wire.h"
+#include "htab_i.h"
+
+struct handles;
+struct conn;
+
+struct pfsd_opts {
+	const char *listen;    /* "ADDR:PORT" */
+	const char *key_path;
+	const char *state_dir;
+	const char *pidfile;
+	const char *portfile;
+	const char *export_dir;
+	bool daemonize;
+	bool ro;
+	int log_level;
+	unsigned threads;
+	unsigned lease;        /* seconds a disconnected session lingers */
+};
+
+struct pfsd {
+	struct pfsd_opts o;
+	struct sockaddr_storage listen_addr;
+	uv_loop_t loop;
+	uv_tcp_t listener;
+	uv_signal_t sig_term;
+	uv_signal_t sig_int;
+	uint8_t key[PFS_KEY_LEN]; /* pod key: handshake only */
+	uint64_t boot_id;         /* random per start: the write verifier */
+	struct handles *hs;       /* export fd, handle MACs, fd cache */
+	struct htab sessions;     /* client_id -> struct session (loop) */
+	struct conn *conns;       /* open connections (loop) */
+	unsigned nconns;
+	uint64_t next_conn_id;
+	bool stopping;
+};
+
+/* Limits of the daemon (not of the protocol). */
+#define PFSD_MAX_CONNS 1024
+#define PFSD_MAX_INFLIGHT 256             /* requests per connection */
+#define PFSD_MAX_QUEUED (64u << 20)       /* bytes per connection */
+#define PFSD_HANDSHAKE_MS 10000
+#define PFSD_DRC_MAX 1024                 /* cached replies per session */
+#define PFSD_HCACHE_MAX 16384             /* cached O_PATH fds */
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+char *xstrdup(const char *s);
+
+#endif /* PODFSD_PFSD_I_H */

@@ -1,0 +1,696 @@
+/* server.c: the listener, connections, framing, handshake, request
+ * scheduling onto the thread pool and the write queue. Loop thread only. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfs/auth.h"
+#include "podfs/codec.h"
+#include "podfs/frame.h"
+#include "podfs/log.h"
+#include "dispatch_i.h"
+#include "server_i.h"
+#include "session_i.h"
+
+/* An outgoing frame. */
+struct wmsg {
+	uv_write_t wr;
+	struct conn *c;
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	void *own1, *own2;
+	size_t acct;     /* bytes to release from c->mem when written */
+	bool is_reply;   /* completes a request counted in c->inflight */
+};
+
+static void conn_flow(struct conn *c);
+static void conn_maybe_free(struct conn *c);
+
+/* --- addresses --- */
+
+int server_parse_addr(const char *s, struct sockaddr_storage *out)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon = strrchr(s, ':');
+	char *end;
+	size_t hl;
+	long port;
+
+	if (!colon || colon == s)
+		return -EINVAL;
+	hl = colon - s;
+	if (hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	errno = 0;
+	port = strtol(colon + 1, &end, 10);
+	if (errno || end == colon + 1 || *end || port < 0 || port > 65535)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (host[0] == '[') {
+		if (hl < 3 || host[hl - 1] != ']')
+			return -EINVAL;
+		host[hl - 1] = '\0';
+		if (uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)out) != 0)
+			return -EINVAL;
+		return 0;
+	}
+	if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)out) != 0)
+		return -EINVAL;
+	return 0;
+}
+
+static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+		uv_ip6_name(a, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6_port));
+	} else if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+		uv_ip4_name(a, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
+	} else {
+		snprintf(buf, len, "?");
+	}
+}
+
+/* --- closing and freeing --- */
+
+static void conn_close_cb(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+
+	c->open_handles--;
+	conn_maybe_free(c);
+}
+
+static void conn_maybe_free(struct conn *c)
+{
+	if (!c->closing || c->open_handles || c->inflight)
+		return;
+	free(c->pbuf);
+	free(c->rbuf);
+	free(c);
+}
+
+void conn_close(struct conn *c, const char *why)
+{
+	struct pfsd *d = c->d;
+
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->st == CS_READY)
+		pfs_info("conn %llu: %s (%s) disconnected: %s", (unsigned long long)c->id, c->peer,
+			 c->host, why);
+	else
+		pfs_debug("conn %llu: %s closed before auth: %s", (unsigned long long)c->id,
+			  c->peer, why);
+	if (c->sess)
+		session_detach(c->sess, c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	d->nconns--;
+	uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
+	uv_close((uv_handle_t *)&c->hs_timer, conn_close_cb);
+}
+
+static void violation(struct conn *c, const char *what)
+{
+	pfs_warn("conn %llu: protocol error from %s: %s; closing", (unsigned long long)c->id,
+		 c->peer, what);
+	conn_close(c, what);
+}
+
+/* --- writing --- */
+
+static void write_cb(uv_write_t *wr, int status)
+{
+	struct wmsg *w = container_of(wr, struct wmsg, wr);
+	struct conn *c = w->c;
+
+	c->mem -= w->acct;
+	if (w->is_reply)
+		c->inflight--;
+	free(w->own1);
+	free(w->own2);
+	free(w);
+	if (status < 0 && !c->closing)
+		conn_close(c, uv_strerror(status));
+	else if (c->close_after_write && !c->closing && uv_stream_get_write_queue_size(
+								   (uv_stream_t *)&c->tcp) == 0)
+		conn_close(c, "done");
+	conn_flow(c);
+	conn_maybe_free(c);
+}
+
+static void send_frame(struct conn *c, const uint8_t *hdr, const void *wire, size_t len,
+		       void *own1, void *own2, size_t acct, bool is_reply)
+{
+	struct wmsg *w;
+	uv_buf_t b[2];
+	int ret;
+
+	if (c->closing) {
+		free(own1);
+		free(own2);
+		if (is_reply)
+			c->inflight--;
+		c->mem -= acct;
+		conn_maybe_free(c);
+		return;
+	}
+	w = xmalloc(sizeof(*w));
+	w->c = c;
+	memcpy(w->hdr, hdr, PFS_FRAME_HDR_SIZE);
+	w->own1 = own1;
+	w->own2 = own2;
+	w->acct = acct + PFS_FRAME_HDR_SIZE + len;
+	w->is_reply = is_reply;
+	c->mem += PFS_FRAME_HDR_SIZE + len;
+	b[0] = uv_buf_init((char *)w->hdr, PFS_FRAME_HDR_SIZE);
+	b[1] = uv_buf_init((char *)wire, len);
+	ret = uv_write(&w->wr, (uv_stream_t *)&c->tcp, b, len ? 2 : 1, write_cb);
+	if (ret < 0) {
+		c->mem -= w->acct;
+		if (is_reply)
+			c->inflight--;
+		free(own1);
+		free(own2);
+		free(w);
+		conn_close(c, uv_strerror(ret));
+		conn_maybe_free(c);
+	}
+}
+
+void conn_send(struct conn *c, const uint8_t *hdr, const void *wire, size_t len, void *own1,
+	       void *own2)
+{
+	send_frame(c, hdr, wire, len, own1, own2, 0, false);
+}
+
+/* Sends a small uncompressed reply built on the loop (handshake). */
+static void send_small(struct conn *c, uint16_t op, uint64_t id, int32_t status,
+		       const void *payload, size_t len)
+{
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	const void *wire;
+	void *copy = NULL;
+
+	pfs_frame_prepare(hdr, id, op, PFS_FF_REPLY, status, payload, len, false, NULL, 0, &wire);
+	if (len) {
+		copy = xmalloc(len);
+		memcpy(copy, payload, len);
+	}
+	conn_send(c, hdr, copy, len, copy, NULL);
+}
+
+/* --- backpressure --- */
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void conn_flow(struct conn *c)
+{
+	bool want;
+
+	if (c->closing || c->close_after_write)
+		return;
+	want = c->inflight < PFSD_MAX_INFLIGHT && c->mem < PFSD_MAX_QUEUED;
+	if (want && !c->reading) {
+		if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
+			c->reading = true;
+	} else if (!want && c->reading) {
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->reading = false;
+	}
+}
+
+/* --- pushes --- */
+
+static void push_inval(struct pfsd *d, struct session *from, const struct inval *iv)
+{
+	uint8_t buf[PFS_FH_MAX + PFS_NAME_MAX + 64];
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	struct pfs_wr w;
+	const void *wire;
+	int ret;
+
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (iv->op == PFS_OP_INVAL_INODE) {
+		struct pfs_inval_inode_push m = { .fh = iv->fh, .offset = iv->off, .length = iv->len };
+		ret = pfs_enc_inval_inode_push(&w, &m);
+	} else {
+		struct pfs_inval_entry_push m = { .parent = iv->fh, .name = iv->name };
+		ret = pfs_enc_inval_entry_push(&w, &m);
+	}
+	if (ret < 0)
+		return;
+	pfs_frame_prepare(hdr, 0, iv->op, PFS_FF_PUSH, 0, buf, w.len, false, NULL, 0, &wire);
+	for (struct conn *c = d->conns; c; c = c->next) {
+		if (c->st != CS_READY || !c->sess || c->sess == from || !(c->caps & PFS_CAP_PUSH))
+			continue;
+		/* A client that does not read its socket gets no more pushes
+		 * queued; it revalidates through its cache timeouts. */
+		if (c->mem >= PFSD_MAX_QUEUED)
+			continue;
+		void *copy = xmalloc(w.len);
+		memcpy(copy, buf, w.len);
+		conn_send(c, hdr, copy, w.len, copy, NULL);
+	}
+}
+
+/* --- requests --- */
+
+static void after_work_cb(uv_work_t *work, int status)
+{
+	struct req *r = container_of(work, struct req, work);
+	struct conn *c = r->c;
+	struct session *s = r->s;
+	struct inval *iv;
+
+	if (status < 0 && !r->violation) {
+		/* Cancelled: never ran. Answer nothing; the conn is going. */
+		r->violation = true;
+	}
+	if (r->drc) {
+		if (!r->violation) {
+			session_drc_done(s, r->drc, r->hdr, r->wire, r->wirelen);
+			/* A retransmission arrived on a new connection while
+			 * this ran: answer it there too. */
+			if (r->drc->resend && s->conn && s->conn != c) {
+				void *copy = r->wirelen ? xmalloc(r->wirelen) : NULL;
+				if (copy)
+					memcpy(copy, r->wire, r->wirelen);
+				conn_send(s->conn, r->hdr, copy, r->wirelen, copy, NULL);
+			}
+		} else {
+			/* Forget it so that a retransmission runs again. */
+			r->drc->done = true;
+		}
+	}
+	while ((iv = r->invals)) {
+		r->invals = iv->next;
+		if (!r->violation && s && !c->d->stopping)
+			push_inval(c->d, s, iv);
+		free(iv);
+	}
+	if (r->violation && !c->closing)
+		violation(c, "bad compressed payload");
+	if (s)
+		session_unref(s);
+	free(r->in);
+	send_frame(c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
+	free(r);
+	conn_flow(c);
+}
+
+static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
+{
+	struct req *r = xcalloc(1, sizeof(*r));
+	int ret;
+
+	r->c = c;
+	r->d = c->d;
+	r->s = c->sess;
+	r->h = c->h;
+	r->in = payload;
+	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_LZ4) ? c->h.raw_len : 0);
+	r->compress = c->caps & PFS_CAP_LZ4;
+	r->auth_flags = auth_flags;
+	r->work.data = r;
+
+	if (r->s && dispatch_is_drc_op(r->h.op)) {
+		struct drc_ent *e = session_drc_find(r->s, r->h.id);
+		if (e && e->op == r->h.op) {
+			pfs_debug("conn %llu req %llu %s: duplicate, %s", (unsigned long long)c->id,
+				  (unsigned long long)r->h.id, pfs_op_name(r->h.op),
+				  e->done ? "resending cached reply" : "still running");
+			if (e->done) {
+				void *copy = e->len ? xmalloc(e->len) : NULL;
+				if (copy)
+					memcpy(copy, e->wire, e->len);
+				conn_send(c, e->hdr, copy, e->len, copy, NULL);
+			} else {
+				e->resend = true;
+			}
+			free(payload);
+			free(r);
+			return;
+		}
+		if (!e)
+			r->drc = session_drc_begin(r->s, r->h.id, r->h.op);
+	}
+
+	if (r->s)
+		session_ref(r->s);
+	c->inflight++;
+	c->mem += r->acct;
+	ret = uv_queue_work(&c->d->loop, &r->work, dispatch_work_cb, after_work_cb);
+	if (ret < 0) {
+		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)c->id,
+			uv_strerror(ret));
+		if (r->s)
+			session_unref(r->s);
+		if (r->drc)
+			r->drc->done = true;
+		c->inflight--;
+		c->mem -= r->acct;
+		free(payload);
+		free(r);
+		conn_close(c, "internal error");
+		return;
+	}
+	conn_flow(c);
+}
+
+/* --- handshake (loop thread; payloads are at most PFS_MAX_HANDSHAKE) --- */
+
+/* Returns the raw payload of a handshake frame in buf, or NULL. */
+static const uint8_t *hs_payload(struct conn *c, const uint8_t *wire, uint8_t *buf)
+{
+	if (!(c->h.flags & PFS_FF_LZ4))
+		return wire;
+	if (pfs_lz4_decompress(wire, c->h.wire_len, buf, c->h.raw_len) < 0)
+		return NULL;
+	return buf;
+}
+
+static void on_hello(struct conn *c, const uint8_t *wire)
+{
+	uint8_t raw[PFS_MAX_HANDSHAKE], out[256];
+	const uint8_t *p = hs_payload(c, wire, raw);
+	struct pfs_hello_req m;
+	struct pfs_hello_rep rep;
+	struct pfs_wr w;
+
+	if (c->h.op != PFS_OP_HELLO)
+		return violation(c, "first request is not HELLO");
+	if (!p || pfs_dec_hello_req(p, c->h.raw_len, &m) < 0)
+		return violation(c, "malformed HELLO");
+	if (m.magic != PFS_MAGIC)
+		return violation(c, "bad magic in HELLO");
+	memcpy(c->host, m.hostname.s, m.hostname.len);
+	c->host[m.hostname.len] = '\0';
+	for (char *s = c->host; *s; s++) /* keep log lines printable */
+		if (*s < 0x20 || *s > 0x7e)
+			*s = '?';
+	if (m.version_min > PFS_VERSION || m.version_max < PFS_VERSION) {
+		pfs_warn("conn %llu: %s (%s) speaks protocol versions %u..%u, we speak %u",
+			 (unsigned long long)c->id, c->peer, c->host, m.version_min, m.version_max,
+			 PFS_VERSION);
+		send_small(c, PFS_OP_HELLO, c->h.id, EPROTONOSUPPORT, NULL, 0);
+		c->close_after_write = true;
+		return;
+	}
+	c->client_id = m.client_id;
+	c->caps = m.caps & PFS_CAPS_ALL;
+	memcpy(c->cnonce, m.nonce.b, PFS_NONCE_LEN);
+	if (pfs_random(c->snonce, PFS_NONCE_LEN) < 0) {
+		pfs_err("conn %llu: no random bytes", (unsigned long long)c->id);
+		return conn_close(c, "internal error");
+	}
+	memset(&rep, 0, sizeof(rep));
+	rep.version = PFS_VERSION;
+	rep.caps = c->caps;
+	rep.boot_id = c->d->boot_id;
+	memcpy(rep.nonce.b, c->snonce, PFS_NONCE_LEN);
+	pfs_auth_server_mac(c->d->key, c->cnonce, c->snonce, c->client_id, rep.mac.b);
+	rep.max_payload = PFS_MAX_PAYLOAD;
+	pfs_wr_init(&w, out, sizeof(out));
+	if (pfs_enc_hello_rep(&w, &rep) < 0)
+		return conn_close(c, "internal error");
+	c->st = CS_AUTH;
+	send_small(c, PFS_OP_HELLO, c->h.id, 0, out, w.len);
+}
+
+static void on_auth(struct conn *c, const uint8_t *wire)
+{
+	uint8_t raw[PFS_MAX_HANDSHAKE], mac[PFS_MAC_LEN];
+	const uint8_t *p = hs_payload(c, wire, raw);
+	struct pfs_auth_req m;
+	struct session *s;
+	uint32_t flags = 0;
+
+	if (c->h.op != PFS_OP_AUTH)
+		return violation(c, "second request is not AUTH");
+	if (!p || pfs_dec_auth_req(p, c->h.raw_len, &m) < 0)
+		return violation(c, "malformed AUTH");
+	pfs_auth_client_mac(c->d->key, c->cnonce, c->snonce, c->client_id, mac);
+	if (!pfs_mac_equal(mac, m.mac.b, PFS_MAC_LEN)) {
+		pfs_warn("auth failed from %s (wrong key)", c->peer);
+		send_small(c, PFS_OP_AUTH, c->h.id, EACCES, NULL, 0);
+		c->close_after_write = true;
+		c->st = CS_HELLO; /* accept nothing more */
+		uv_read_stop((uv_stream_t *)&c->tcp);
+		c->reading = false;
+		return;
+	}
+	uv_timer_stop(&c->hs_timer);
+	c->st = CS_READY;
+	s = session_find(c->d, c->client_id);
+	if (s) {
+		if (s->conn && s->conn != c)
+			conn_close(s->conn, "replaced by a new connection of the same client");
+		flags |= 1;
+	} else {
+		s = session_new(c->d, c->client_id);
+	}
+	memcpy(s->host, c->host, sizeof(s->host));
+	s->caps = c->caps;
+	session_attach(s, c);
+	pfs_notice("conn %llu: %s (%s) authenticated, session %016llx %s",
+		   (unsigned long long)c->id, c->peer, c->host, (unsigned long long)c->client_id,
+		   (flags & 1) ? "resumed" : "new");
+	/* The reply carries the root's attributes: a disk operation. */
+	queue_req(c, NULL, flags);
+}
+
+/* --- reading --- */
+
+static void frame_done(struct conn *c)
+{
+	uint8_t *payload = c->pbuf;
+
+	c->pbuf = NULL;
+	c->have_hdr = false;
+	c->hgot = 0;
+	switch (c->st) {
+	case CS_HELLO:
+		if (c->close_after_write) /* refused: ignore the rest */
+			break;
+		on_hello(c, payload);
+		break;
+	case CS_AUTH:
+		on_auth(c, payload);
+		break;
+	case CS_READY:
+		if (c->h.op == PFS_OP_HELLO || c->h.op == PFS_OP_AUTH) {
+			violation(c, "handshake request after AUTH");
+			break;
+		}
+		if (c->h.op == PFS_OP_GOODBYE) {
+			if (c->sess)
+				session_kill(c->sess);
+			send_small(c, PFS_OP_GOODBYE, c->h.id, 0, NULL, 0);
+			c->close_after_write = true;
+			uv_read_stop((uv_stream_t *)&c->tcp);
+			c->reading = false;
+			break;
+		}
+		if (!c->sess) { /* session dropped by GOODBYE */
+			violation(c, "request after GOODBYE");
+			break;
+		}
+		queue_req(c, payload, 0);
+		return; /* payload now owned by the request */
+	}
+	free(payload);
+}
+
+/* Parses n bytes of stream data from the connection's read buffer. */
+static void feed(struct conn *c, const uint8_t *p, size_t n)
+{
+	while (n && !c->closing) {
+		if (c->close_after_write)
+			return; /* refused or said goodbye: ignore the rest */
+		if (!c->have_hdr) {
+			size_t k = PFS_FRAME_HDR_SIZE - c->hgot;
+			if (k > n)
+				k = n;
+			memcpy(c->hbuf + c->hgot, p, k);
+			c->hgot += k;
+			p += k;
+			n -= k;
+			if (c->hgot < PFS_FRAME_HDR_SIZE)
+				return;
+			size_t max = c->st == CS_READY ? PFS_MAX_PAYLOAD : PFS_MAX_HANDSHAKE;
+			if (pfs_hdr_unpack(c->hbuf, &c->h, max) < 0)
+				return violation(c, "malformed frame header");
+			if ((c->h.flags & (PFS_FF_REPLY | PFS_FF_PUSH)) || c->h.status != 0 ||
+			    c->h.id == 0)
+				return violation(c, "not a request frame");
+			c->have_hdr = true;
+			c->pgot = 0;
+			c->pbuf = c->h.wire_len ? xmalloc(c->h.wire_len) : NULL;
+		}
+		size_t k = c->h.wire_len - c->pgot;
+		if (k > n)
+			k = n;
+		if (k)
+			memcpy(c->pbuf + c->pgot, p, k);
+		c->pgot += k;
+		p += k;
+		n -= k;
+		if (c->pgot == c->h.wire_len)
+			frame_done(c);
+	}
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct conn *c = h->data;
+
+	/* A large payload is read straight into its own buffer. */
+	if (c->have_hdr && c->pbuf && c->h.wire_len - c->pgot >= CONN_RBUF) {
+		*buf = uv_buf_init((char *)c->pbuf + c->pgot, c->h.wire_len - c->pgot);
+		return;
+	}
+	if (!c->rbuf)
+		c->rbuf = xmalloc(CONN_RBUF);
+	*buf = uv_buf_init((char *)c->rbuf, CONN_RBUF);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *c = st->data;
+
+	if (nread < 0) {
+		conn_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
+		return;
+	}
+	if (nread == 0 || c->closing)
+		return;
+	if ((uint8_t *)buf->base == c->rbuf) {
+		feed(c, c->rbuf, (size_t)nread);
+	} else {
+		c->pgot += (size_t)nread;
+		if (c->pgot == c->h.wire_len)
+			frame_done(c);
+	}
+}
+
+/* --- accepting --- */
+
+static void hs_timer_cb(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+
+	pfs_notice("conn %llu: %s did not authenticate within %d s; closing",
+		   (unsigned long long)c->id, c->peer, PFSD_HANDSHAKE_MS / 1000);
+	conn_close(c, "handshake timeout");
+}
+
+static void reject_close_cb(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct pfsd *d = server->data;
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+	struct conn *c;
+
+	if (status < 0) {
+		pfs_warn("accept: %s", uv_strerror(status));
+		return;
+	}
+	if (d->stopping)
+		return;
+	if (d->nconns >= PFSD_MAX_CONNS) {
+		uv_tcp_t *t = xmalloc(sizeof(*t));
+		uv_tcp_init(&d->loop, t);
+		if (uv_accept(server, (uv_stream_t *)t) == 0)
+			pfs_debug("too many connections (%u); refusing one", d->nconns);
+		uv_close((uv_handle_t *)t, reject_close_cb);
+		return;
+	}
+	c = xcalloc(1, sizeof(*c));
+	c->d = d;
+	c->id = ++d->next_conn_id;
+	uv_tcp_init(&d->loop, &c->tcp);
+	uv_timer_init(&d->loop, &c->hs_timer);
+	c->tcp.data = c;
+	c->hs_timer.data = c;
+	c->open_handles = 2;
+	c->next = d->conns;
+	if (d->conns)
+		d->conns->prev = c;
+	d->conns = c;
+	d->nconns++;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+		snprintf(c->peer, sizeof(c->peer), "?");
+		conn_close(c, "accept failed");
+		return;
+	}
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+		addr_str(&ss, c->peer, sizeof(c->peer));
+	else
+		snprintf(c->peer, sizeof(c->peer), "?");
+	uv_tcp_nodelay(&c->tcp, 1);
+	uv_tcp_keepalive(&c->tcp, 1, 60);
+	uv_timer_start(&c->hs_timer, hs_timer_cb, PFSD_HANDSHAKE_MS, 0);
+	pfs_debug("conn %llu: connection from %s", (unsigned long long)c->id, c->peer);
+	conn_flow(c);
+}
+
+int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
+{
+	struct sockaddr_storage ss;
+	char name[80];
+	int len = sizeof(ss), ret;
+
+	uv_tcp_init(&d->loop, &d->listener);
+	d->listener.data = d;
+	ret = uv_tcp_bind(&d->listener, (const struct sockaddr *)&d->listen_addr, 0);
+	if (ret == 0)
+		ret = uv_listen((uv_stream_t *)&d->listener, 1024, on_connection);
+	if (ret < 0) {
+		snprintf(err, errlen, "cannot listen on %s: %s", d->o.listen, uv_strerror(ret));
+		return ret;
+	}
+	ret = uv_tcp_getsockname(&d->listener, (struct sockaddr *)&ss, &len);
+	if (ret < 0) {
+		snprintf(err, errlen, "getsockname: %s", uv_strerror(ret));
+		return ret;
+	}
+	addr_str(&ss, name, sizeof(name));
+	*port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						   : ((struct sockaddr_in *)&ss)->sin_port);
+	pfs_notice("listening on %s", name);
+	return 0;
+}
+
+void server_stop(struct pfsd *d)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	if (!uv_is_closing((uv_handle_t *)&d->listener))
+		uv_close((uv_handle_t *)&d->listener, NULL);
+	while (d->conns)
+		conn_close(d->conns, "shutting down");
+	sessions_stop(d);
+}

@@ -1,0 +1,104 @@
+/* server_i.h: connections, framing, requests in flight, replies.
+ *
+ * Loop thread only, except struct req's worker fields, which the worker
+ * running the request fills (see dispatch_i.h) and after_work reads.
+ */
+#ifndef PODFSD_SERVER_I_H
+#define PODFSD_SERVER_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "podfs/codec.h"
+#include "podfs/frame.h"
+#include "pfsd_i.h"
+
+struct session;
+struct drc_ent;
+
+enum conn_state {
+	CS_HELLO, /* waiting for HELLO */
+	CS_AUTH,  /* HELLO answered, waiting for AUTH */
+	CS_READY, /* authenticated */
+};
+
+#define CONN_RBUF 32768
+
+struct conn {
+	uv_tcp_t tcp;
+	uv_timer_t hs_timer;   /* handshake deadline */
+	struct pfsd *d;
+	struct conn *prev, *next;
+	uint64_t id;
+	char peer[64];         /* "addr:port" */
+	char host[PFS_HOSTNAME_MAX + 1];
+	enum conn_state st;
+	bool closing;          /* uv_close issued */
+	bool reading;
+	bool close_after_write;
+	unsigned open_handles; /* tcp + timer, until their close_cb */
+	unsigned inflight;     /* requests queued, running or being written */
+	size_t mem;            /* request + reply bytes held for this conn */
+
+	/* Handshake. */
+	uint64_t client_id;
+	uint64_t caps;
+	uint8_t cnonce[PFS_NONCE_LEN];
+	uint8_t snonce[PFS_NONCE_LEN];
+	struct session *sess;
+
+	/* Frame reader: header bytes, then the payload into pbuf. */
+	uint8_t hbuf[PFS_FRAME_HDR_SIZE];
+	size_t hgot;
+	bool have_hdr;
+	struct pfs_frame_hdr h;
+	uint8_t *pbuf;
+	size_t pgot;
+	uint8_t *rbuf;         /* CONN_RBUF */
+};
+
+/* Invalidation to push to other sessions once a request completes. */
+struct inval {
+	struct inval *next;
+	uint16_t op;           /* PFS_OP_INVAL_INODE or PFS_OP_INVAL_ENTRY */
+	struct pfs_fh fh;
+	int64_t off, len;
+	struct pfs_name name;
+};
+
+struct req {
+	uv_work_t work;
+	struct conn *c;
+	struct session *s;
+	struct pfsd *d;
+	struct pfs_frame_hdr h;
+	uint8_t *in;           /* wire payload, owned */
+	size_t acct;           /* bytes accounted in c->mem */
+	struct drc_ent *drc;
+	bool compress;         /* session negotiated LZ4 */
+	uint32_t auth_flags;   /* AUTH reply flags (bit0: session resumed) */
+
+	/* Filled by the worker. */
+	bool violation;        /* close the connection (bad LZ4 payload) */
+	int32_t status;
+	uint8_t *out;          /* raw reply payload, owned */
+	size_t outlen;
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	void *scratch;         /* compressed payload, owned */
+	const void *wire;
+	size_t wirelen;
+	struct inval *invals;
+};
+
+/* Parses "ADDR:PORT" ("[v6]:PORT" for IPv6). Returns 0 or -EINVAL. */
+int server_parse_addr(const char *s, struct sockaddr_storage *out);
+/* Binds and listens on d->listen_addr; logs "listening on ADDR:PORT". */
+int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out);
+void server_stop(struct pfsd *d);
+void conn_close(struct conn *c, const char *why);
+/* Queues a frame. Takes ownership of own1/own2 (freed after the write). */
+void conn_send(struct conn *c, const uint8_t *hdr, const void *wire, size_t len, void *own1,
+	       void *own2);
+
+#endif /* PODFSD_SERVER_I_H */

@@ -1,0 +1,354 @@
+/* session.c: sessions, their fids, lock fds and duplicate request cache. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "podfs/log.h"
+#include "server_i.h"
+#include "session_i.h"
+
+/* --- table, lifetime (loop thread) --- */
+
+struct session *session_find(struct pfsd *d, uint64_t client_id)
+{
+	uint64_t h = hash_u64(client_id);
+
+	for (struct hnode *n = htab_first(&d->sessions, h); n; n = htab_next(n, h)) {
+		struct session *s = container_of(n, struct session, hn);
+		if (s->client_id == client_id)
+			return s;
+	}
+	return NULL;
+}
+
+struct session *session_new(struct pfsd *d, uint64_t client_id)
+{
+	struct session *s = xcalloc(1, sizeof(*s));
+
+	s->d = d;
+	s->client_id = client_id;
+	uv_timer_init(&d->loop, &s->linger);
+	s->linger.data = s;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->lk_mu, NULL);
+	htab_init(&s->fids);
+	htab_init(&s->locks);
+	htab_init(&s->drc);
+	htab_insert(&d->sessions, &s->hn, hash_u64(client_id));
+	return s;
+}
+
+static void fid_close(struct fid *f)
+{
+	if (f->dir)
+		closedir(f->dir);
+	else if (f->fd >= 0)
+		close(f->fd);
+	pthread_mutex_destroy(&f->dmu);
+	free(f);
+}
+
+static void free_cb(uv_handle_t *h)
+{
+	struct session *s = h->data;
+	struct hnode *n;
+
+	while ((n = htab_pop(&s->fids)))
+		fid_close(container_of(n, struct fid, hn));
+	while ((n = htab_pop(&s->locks))) {
+		struct lockent *l = container_of(n, struct lockent, hn);
+		close(l->fd);
+		free(l);
+	}
+	while (s->drc_old) {
+		struct drc_ent *e = s->drc_old;
+		s->drc_old = e->newer;
+		free(e->wire);
+		free(e);
+	}
+	htab_fini(&s->fids);
+	htab_fini(&s->locks);
+	htab_fini(&s->drc);
+	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->lk_mu);
+	free(s);
+}
+
+static void maybe_free(struct session *s)
+{
+	if (!s->dead || s->refs || s->freeing)
+		return;
+	s->freeing = true;
+	/* Closing fds here is cheap (no flush on local filesystems) and keeps
+	 * a session's teardown atomic with respect to a reconnect. */
+	uv_close((uv_handle_t *)&s->linger, free_cb);
+}
+
+void session_kill(struct session *s)
+{
+	if (s->dead)
+		return;
+	s->dead = true;
+	htab_remove(&s->d->sessions, &s->hn);
+	uv_timer_stop(&s->linger);
+	if (s->conn) {
+		s->conn->sess = NULL;
+		s->conn = NULL;
+	}
+	pfs_debug("session %016llx (%s) dropped", (unsigned long long)s->client_id, s->host);
+	maybe_free(s);
+}
+
+static void linger_cb(uv_timer_t *t)
+{
+	struct session *s = t->data;
+
+	pfs_info("session %016llx of %s expired after %u s", (unsigned long long)s->client_id,
+		 s->host, s->d->o.lease);
+	session_kill(s);
+}
+
+void session_attach(struct session *s, struct conn *c)
+{
+	uv_timer_stop(&s->linger);
+	s->conn = c;
+	c->sess = s;
+}
+
+void session_detach(struct session *s, struct conn *c)
+{
+	if (s->conn != c)
+		return;
+	s->conn = NULL;
+	c->sess = NULL;
+	if (s->d->stopping || s->d->o.lease == 0) {
+		session_kill(s);
+		return;
+	}
+	uv_timer_start(&s->linger, linger_cb, (uint64_t)s->d->o.lease * 1000, 0);
+}
+
+void session_ref(struct session *s)
+{
+	s->refs++;
+}
+
+void session_unref(struct session *s)
+{
+	s->refs--;
+	maybe_free(s);
+}
+
+void sessions_stop(struct pfsd *d)
+{
+	struct hnode *n;
+
+	while ((n = htab_any(&d->sessions)))
+		session_kill(container_of(n, struct session, hn));
+}
+
+unsigned sessions_count(const struct pfsd *d)
+{
+	return d->sessions.n;
+}
+
+/* --- duplicate request cache (loop thread) --- */
+
+struct drc_ent *session_drc_find(struct session *s, uint64_t id)
+{
+	uint64_t h = hash_u64(id);
+
+	for (struct hnode *n = htab_first(&s->drc, h); n; n = htab_next(n, h)) {
+		struct drc_ent *e = container_of(n, struct drc_ent, hn);
+		if (e->id == id)
+			return e;
+	}
+	return NULL;
+}
+
+static void drc_unlink(struct session *s, struct drc_ent *e)
+{
+	if (e->older)
+		e->older->newer = e->newer;
+	else
+		s->drc_old = e->newer;
+	if (e->newer)
+		e->newer->older = e->older;
+	else
+		s->drc_new = e->older;
+	htab_remove(&s->drc, &e->hn);
+	s->ndrc--;
+}
+
+struct drc_ent *session_drc_begin(struct session *s, uint64_t id, uint16_t op)
+{
+	struct drc_ent *e = xcalloc(1, sizeof(*e));
+
+	e->id = id;
+	e->op = op;
+	e->older = s->drc_new;
+	if (s->drc_new)
+		s->drc_new->newer = e;
+	else
+		s->drc_old = e;
+	s->drc_new = e;
+	htab_insert(&s->drc, &e->hn, hash_u64(id));
+	s->ndrc++;
+
+	/* Forget the oldest finished replies; running ones stay. */
+	for (struct drc_ent *o = s->drc_old; o && s->ndrc > PFSD_DRC_MAX;) {
+		struct drc_ent *next = o->newer;
+		if (o->done) {
+			drc_unlink(s, o);
+			free(o->wire);
+			free(o);
+		}
+		o = next;
+	}
+	return e;
+}
+
+void session_drc_done(struct session *s, struct drc_ent *e, const uint8_t *hdr, const void *wire,
+		      size_t len)
+{
+	memcpy(e->hdr, hdr, PFS_FRAME_HDR_SIZE);
+	e->wire = len ? xmalloc(len) : NULL;
+	if (len)
+		memcpy(e->wire, wire, len);
+	e->len = len;
+	e->done = true;
+}
+
+/* --- fids (any thread) --- */
+
+static struct fid *fid_find(struct session *s, uint64_t id)
+{
+	uint64_t h = hash_u64(id);
+
+	for (struct hnode *n = htab_first(&s->fids, h); n; n = htab_next(n, h)) {
+		struct fid *f = container_of(n, struct fid, hn);
+		if (f->id == id)
+			return f;
+	}
+	return NULL;
+}
+
+struct fid *session_fid_get(struct session *s, uint64_t id)
+{
+	struct fid *f;
+
+	pthread_mutex_lock(&s->mu);
+	f = fid_find(s, id);
+	if (f)
+		f->refs++;
+	pthread_mutex_unlock(&s->mu);
+	return f;
+}
+
+struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir, int flags,
+				bool replace)
+{
+	struct fid *f = xcalloc(1, sizeof(*f)), *old, *close_now = NULL;
+
+	f->id = id;
+	f->fd = fd;
+	f->dir = dir;
+	f->flags = flags;
+	f->refs = 2; /* table + caller */
+	f->in_table = true;
+	pthread_mutex_init(&f->dmu, NULL);
+
+	pthread_mutex_lock(&s->mu);
+	old = fid_find(s, id);
+	if (old && !replace) {
+		old->refs++;
+		pthread_mutex_unlock(&s->mu);
+		f->refs = 0;
+		fid_close(f);
+		return old;
+	}
+	if (old) {
+		htab_remove(&s->fids, &old->hn);
+		old->in_table = false;
+		if (--old->refs == 0)
+			close_now = old;
+	}
+	htab_insert(&s->fids, &f->hn, hash_u64(id));
+	pthread_mutex_unlock(&s->mu);
+	if (close_now)
+		fid_close(close_now);
+	return f;
+}
+
+void session_fid_put(struct session *s, struct fid *f)
+{
+	bool last;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&s->mu);
+	last = --f->refs == 0;
+	pthread_mutex_unlock(&s->mu);
+	if (last)
+		fid_close(f);
+}
+
+bool session_fid_release(struct session *s, uint64_t id)
+{
+	struct fid *f;
+	bool last = false;
+
+	pthread_mutex_lock(&s->mu);
+	f = fid_find(s, id);
+	if (f) {
+		htab_remove(&s->fids, &f->hn);
+		f->in_table = false;
+		last = --f->refs == 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (last)
+		fid_close(f);
+	return f != NULL;
+}
+
+/* --- locks (caller holds s->lk_mu) --- */
+
+static uint64_t lock_hash(uint64_t owner, bool flock, const struct pfs_fh *fh)
+{
+	return hash_bytes(fh->data, fh->len, owner * 2 + flock);
+}
+
+struct lockent *session_lock_find(struct session *s, uint64_t owner, bool flock,
+				  const struct pfs_fh *fh)
+{
+	uint64_t h = lock_hash(owner, flock, fh);
+
+	for (struct hnode *n = htab_first(&s->locks, h); n; n = htab_next(n, h)) {
+		struct lockent *l = container_of(n, struct lockent, hn);
+		if (l->owner == owner && l->flock == flock && l->fh.len == fh->len &&
+		    memcmp(l->fh.data, fh->data, fh->len) == 0)
+			return l;
+	}
+	return NULL;
+}
+
+struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
+				 const struct pfs_fh *fh, int fd)
+{
+	struct lockent *l = xcalloc(1, sizeof(*l));
+
+	l->owner = owner;
+	l->flock = flock;
+	l->fd = fd;
+	l->fh = *fh;
+	htab_insert(&s->locks, &l->hn, lock_hash(owner, flock, fh));
+	return l;
+}
+
+void session_lock_del(struct session *s, struct lockent *l)
+{
+	htab_remove(&s->locks, &l->hn);
+	close(l->fd);
+	free(l);
+}

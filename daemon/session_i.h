@@ -1,0 +1,124 @@
+/* session_i.h: client sessions, their open files, locks and reply cache.
+ *
+ * A session is keyed by the client_id of HELLO (random per client process,
+ * stable across its reconnects). It outlives its connection by --lease
+ * seconds so that a reconnecting client keeps its open files and locks.
+ *
+ * Threads: the session table, attach/detach, refs and the duplicate
+ * request cache (drc) belong to the loop thread. The fid table and the lock
+ * table are used by worker threads and guarded by s->mu and s->lk_mu. A
+ * session is freed on the loop once it is dead (expired, GOODBYE, or
+ * shutdown) and no request references it (refs == 0).
+ */
+#ifndef PODFSD_SESSION_I_H
+#define PODFSD_SESSION_I_H
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "podfs/codec.h"
+#include "htab_i.h"
+#include "pfsd_i.h"
+
+struct conn;
+
+/* An open file or directory of a session, named by the client's fid. */
+struct fid {
+	struct hnode hn;
+	uint64_t id;
+	unsigned refs;       /* table + users, under s->mu */
+	bool in_table;
+	int fd;              /* owned unless dir != NULL (then dir owns it) */
+	DIR *dir;            /* OPENDIR: stream over fd */
+	pthread_mutex_t dmu; /* serializes use of dir and pos */
+	uint64_t pos;        /* dir: cookie the stream is positioned at */
+	int flags;           /* open flags */
+};
+
+/* A lock fd: one per (owner, inode, kind) so that different owners'
+ * OFD/flock locks conflict while one owner's locks merge. */
+struct lockent {
+	struct hnode hn;
+	uint64_t owner;
+	bool flock;
+	int fd;
+	struct pfs_fh fh;
+};
+
+/* A remembered reply of a non-idempotent request. */
+struct drc_ent {
+	struct hnode hn;
+	struct drc_ent *older, *newer;
+	uint64_t id;
+	uint16_t op;
+	bool done;    /* reply stored below */
+	bool resend;  /* a duplicate arrived while running: send it again */
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	uint8_t *wire;
+	size_t len;
+};
+
+struct session {
+	struct hnode hn;
+	struct pfsd *d;
+	uint64_t client_id;
+	char host[PFS_HOSTNAME_MAX + 1];
+	uint64_t caps;
+	struct conn *conn; /* attached connection, or NULL while lingering */
+	unsigned refs;     /* requests in flight */
+	bool dead;
+	bool freeing;
+	uv_timer_t linger;
+
+	pthread_mutex_t mu; /* fids */
+	struct htab fids;
+	pthread_mutex_t lk_mu; /* locks */
+	struct htab locks;
+
+	struct htab drc;
+	struct drc_ent *drc_old, *drc_new;
+	size_t ndrc;
+};
+
+/* Loop thread. */
+struct session *session_find(struct pfsd *d, uint64_t client_id);
+struct session *session_new(struct pfsd *d, uint64_t client_id);
+void session_attach(struct session *s, struct conn *c);
+/* The connection went away: linger for the lease, then die. */
+void session_detach(struct session *s, struct conn *c);
+/* Drops the session now (GOODBYE, lease over, shutdown). */
+void session_kill(struct session *s);
+void session_ref(struct session *s);
+void session_unref(struct session *s);
+void sessions_stop(struct pfsd *d);
+unsigned sessions_count(const struct pfsd *d);
+
+/* Duplicate request cache (loop thread). */
+struct drc_ent *session_drc_find(struct session *s, uint64_t id);
+struct drc_ent *session_drc_begin(struct session *s, uint64_t id, uint16_t op);
+void session_drc_done(struct session *s, struct drc_ent *e, const uint8_t *hdr,
+		      const void *wire, size_t len);
+
+/* Fids (any thread). session_fid_get returns a referenced fid or NULL. */
+struct fid *session_fid_get(struct session *s, uint64_t id);
+/* Registers fd (and dir, which then owns fd) under id and returns it with a
+ * reference. If id is taken: replace=true closes the old one (once unused),
+ * replace=false keeps it, closes fd/dir and returns the old one. Takes
+ * ownership of fd/dir in every case. */
+struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir, int flags,
+				bool replace);
+void session_fid_put(struct session *s, struct fid *f);
+/* Forgets id; returns false if it was unknown. */
+bool session_fid_release(struct session *s, uint64_t id);
+
+/* Locks (any thread): hold s->lk_mu around find/add/del. */
+struct lockent *session_lock_find(struct session *s, uint64_t owner, bool flock,
+				  const struct pfs_fh *fh);
+struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
+				 const struct pfs_fh *fh, int fd);
+void session_lock_del(struct session *s, struct lockent *l);
+
+#endif /* PODFSD_SESSION_I_H */
