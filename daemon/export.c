@@ -608,7 +608,14 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 			de.flags = PFS_DE_HAS_ENTRY;
 			de.mode = de.e.attr.mode;
 		}
-		if (pfs_enc_dirent(&lim, &de) < 0) {
+		ret = pfs_enc_dirent(&lim, &de);
+		if (ret == -EINVAL) { /* a name the protocol cannot carry */
+			ret = 0;
+			f->pos = de.next_off;
+			continue;
+		}
+		if (ret < 0) {
+			ret = 0;
 			/* Full: give the entry back for the next call. */
 			seekdir(f->dir, (long)f->pos);
 			if (count == 0)

@@ -382,7 +382,8 @@ int main(int argc, char **argv)
 		fatal("cannot load key %s: %s", d->o.key_path, err);
 	if (!have_dac_read_search())
 		fatal("podfsd needs CAP_DAC_READ_SEARCH to open files by handle (run it as root)");
-	export_fd = open(d->o.export_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	/* Not O_PATH: open_by_handle_at refuses an O_PATH mount fd (EBADF). */
+	export_fd = open(d->o.export_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (export_fd < 0)
 		fatal("cannot export %s: %s", d->o.export_dir, strerror(errno));
 	ret = handles_load_key(d->o.state_dir, hkey, err, sizeof(err));
