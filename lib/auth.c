@@ -95,9 +95,10 @@ int pfs_key_generate(const char *path)
 		rc = -errno;
 		goto out_cleanse;
 	}
+	errno = 0;
 	if (fchmod(fd, 0600) < 0 || write(fd, hex, sizeof hex) != (ssize_t)sizeof hex ||
 	    fsync(fd) < 0) {
-		rc = errno ? -errno : -EIO;
+		rc = errno ? -errno : -EIO; /* a short write leaves errno 0 */
 		close(fd);
 		unlink(path);
 		goto out_cleanse;

@@ -81,7 +81,7 @@ int pfs_put_XNAME(struct pfs_wr *w, const struct pfs_xname *v)
 
 int pfs_put_HOST(struct pfs_wr *w, const struct pfs_host *v)
 {
-	if (v->len > PFS_HOSTNAME_MAX)
+	if (v->len > PFS_HOSTNAME_MAX || memchr(v->s, 0, v->len))
 		return -EINVAL;
 	return put_str(w, v->s, v->len, 2);
 }
@@ -305,7 +305,18 @@ bool pfs_get_MAC(struct pfs_rd *r, struct pfs_mac *v)
 	return p != NULL;
 }
 
+static bool get_attr_fields(struct pfs_rd *r, struct pfs_attr *a);
+
 bool pfs_get_ATTR(struct pfs_rd *r, struct pfs_attr *a)
+{
+	if (!get_attr_fields(r, a))
+		return false;
+	if (a->atime_ns > 999999999 || a->mtime_ns > 999999999 || a->ctime_ns > 999999999)
+		return fail(r);
+	return true;
+}
+
+static bool get_attr_fields(struct pfs_rd *r, struct pfs_attr *a)
 {
 	return pfs_get_U64(r, &a->ino) && pfs_get_U64(r, &a->size) && pfs_get_U64(r, &a->blocks) &&
 	       pfs_get_I64(r, &a->atime_s) && pfs_get_I64(r, &a->mtime_s) &&
@@ -358,6 +369,8 @@ int pfs_enc_dirent(struct pfs_wr *w, const struct pfs_dirent *de)
 	uint32_t mode = de->mode;
 	uint8_t flags = de->flags;
 	/* Directory entries may be "." and "..", which request names may not. */
+	if (de->flags & ~PFS_DE_HAS_ENTRY)
+		return -EINVAL;
 	if (de->name.len == 0 || de->name.len > PFS_NAME_MAX ||
 	    memchr(de->name.s, '/', de->name.len) || memchr(de->name.s, 0, de->name.len))
 		return -EINVAL;

@@ -62,6 +62,8 @@ void pfs_vlog(int level, const char *fmt, va_list ap)
 		     tm.tm_sec, ts.tv_nsec / 1000000, log_ident, level_name(level));
 	if (n < 0)
 		return;
+	if ((size_t)n >= sizeof line / 2)
+		n = sizeof line / 2; /* an absurd ident must not push the message out */
 	m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
 	if (m < 0)
 		return;
