@@ -535,6 +535,12 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	m.umask = fuse_req_ctx(req)->umask;
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_CREATE, create_req, &m, &rep);
+	/* The kernel sent CREATE for a name it believed absent (a cached
+	 * negative entry), but another host made it a symlink, which the
+	 * server never follows. ESTALE makes the VFS redo the open with
+	 * LOOKUP_REVAL: a fresh lookup, and the kernel follows the link. */
+	if (rc == -ELOOP && !(fi->flags & O_EXCL))
+		rc = -ESTALE;
 	if (rc == 0 && pfs_dec_entry_rep(rep.buf, rep.len, &er) < 0)
 		rc = bad_reply(req, "CREATE");
 	rpc_reply_free(&rep);

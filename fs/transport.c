@@ -412,7 +412,9 @@ static int handshake(struct transport *t, int fd, struct hs_result *out, char *e
 	uint8_t mac[PFS_MAC_LEN];
 	pfs_auth_server_mac(c->key, hq.nonce.b, hr.nonce.b, c->client_id, mac);
 	if (!pfs_mac_equal(mac, hr.mac.b, PFS_MAC_LEN)) {
-		snprintf(err, errlen, "%s could not prove it knows the pod key; refusing it",
+		snprintf(err, errlen,
+			 "authentication with %s failed (wrong key?): the server could not "
+			 "prove it knows the pod key",
 			 c->hostport);
 		return -EACCES;
 	}
@@ -637,7 +639,8 @@ static void *conn_main(void *arg)
 	while (!atomic_load(&t->stopping)) {
 		int rc = recv_loop(t, t->fd);
 		drop(t);
-		if (atomic_load(&t->stopping))
+		/* After GOODBYE (shutdown) the server closes: do not come back. */
+		if (atomic_load(&t->stopping) || rpc_is_closing(c->rpc))
 			break;
 		pfs_notice("connection to %s lost (%s); reconnecting", c->hostport,
 			   rc == -ECONNRESET ? "closed by server" : strerror(-rc));
