@@ -220,11 +220,15 @@ void inode_set_attr(struct inode *ip, const struct pfs_attr *a)
 	pthread_mutex_unlock(&ip->lock);
 }
 
-bool inode_open_version(struct inode *ip, const struct pfs_attr *a)
+bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale)
 {
 	struct dver v = version_of(a);
 	pthread_mutex_lock(&ip->lock);
+	struct dver seen = version_of(&ip->attr);
 	bool keep = ip->cached_valid && dver_equal(&ip->cached, &v);
+	*attrs_stale = !dver_equal(&seen, &v) || ip->attr.mode != a->mode ||
+		       ip->attr.uid != a->uid || ip->attr.gid != a->gid ||
+		       ip->attr.nlink != a->nlink;
 	ip->cached = v;
 	ip->cached_valid = true;
 	ip->attr = *a;

@@ -69,8 +69,9 @@ void inode_set_attr(struct inode *ip, const struct pfs_attr *a);
 
 /* Open (close-to-open): records a's version as the version of the pages
  * the kernel will cache and returns true if it equals the version of the
- * pages cached before (keep_cache is then safe). */
-bool inode_open_version(struct inode *ip, const struct pfs_attr *a);
+ * pages cached before (keep_cache is then safe). *attrs_stale is set if a
+ * differs from the attributes last seen, which the kernel may cache. */
+bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale);
 
 /* A change this client made (WRITE, SETATTR) moved the file from the
  * last known attributes to a: if the cached pages were current before,

@@ -498,11 +498,12 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* Close-to-open: the kernel's pages may stay only if the file has
-	 * not changed since they were cached. Otherwise drop its cached
-	 * attributes too (offset -1: attributes only, safe in a handler);
-	 * keep_cache=0 makes the kernel drop the pages. */
-	fi->keep_cache = inode_open_version(ip, &ar.attr);
-	if (!fi->keep_cache)
+	 * not changed since they were cached (keep_cache=0 makes the kernel
+	 * drop them). Its cached attributes go too if they differ from the
+	 * fresh ones (offset -1: attributes only, safe in a handler). */
+	bool attrs_stale;
+	fi->keep_cache = inode_open_version(ip, &ar.attr, &attrs_stale);
+	if (attrs_stale)
 		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)of;
 	if (fuse_reply_open(req, fi) != 0) {
@@ -556,7 +557,8 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	}
 	of->ip = ip;
-	inode_open_version(ip, &er.e.attr);
+	bool attrs_stale;
+	inode_open_version(ip, &er.e.attr, &attrs_stale);
 	fi->fh = (uint64_t)(uintptr_t)of;
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		release_remote(req, of, PFS_OP_RELEASE);

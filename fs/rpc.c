@@ -143,6 +143,9 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 			bool lz4 = rpc->lz4;
 			r.sent_gen = gen;
 			pthread_mutex_unlock(&rpc->lock);
+			pfs_debug("request %llu (%s), %zu bytes, connection %llu",
+				  (unsigned long long)r.id, pfs_op_name(op), len,
+				  (unsigned long long)gen);
 			/* A failed send needs no action here: the connection
 			 * thread sees the broken socket, and the next
 			 * generation makes this loop send again. */
@@ -219,7 +222,7 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 	for (r = *bucket(rpc, h->id); r; r = r->hnext)
 		if (r->id == h->id)
 			break;
-	if (!r || r->op != h->op) {
+	if (!r) {
 		pthread_mutex_unlock(&rpc->lock);
 		/* A late reply to a call that timed out, or a duplicate. */
 		pfs_debug("dropping reply %llu (%s): no such request",
@@ -229,7 +232,14 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 	}
 	table_remove(rpc, r);
 	r->done = true;
-	if (h->status != 0) {
+	pfs_debug("reply %llu (%s): status %d, %u bytes", (unsigned long long)h->id,
+		  pfs_op_name(h->op), (int)h->status, (unsigned)h->raw_len);
+	if (r->op != h->op) {
+		pfs_warn("reply %llu is %s, but the request was %s", (unsigned long long)h->id,
+			 pfs_op_name(h->op), pfs_op_name(r->op));
+		r->status = EIO;
+		free(payload);
+	} else if (h->status != 0) {
 		/* Both ends are Linux; anything outside errno's range is a
 		 * broken peer. */
 		r->status = h->status < 4096 ? h->status : EIO;
