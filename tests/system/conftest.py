@@ -57,6 +57,12 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running test (still runs in CI)")
     config.addinivalue_line("markers", "netns: needs network namespaces (root)")
 
+    # `timeout` (scripts/test) sends SIGTERM: unwind like ^C so every
+    # fixture still unmounts and stops what it started.
+    def on_term(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+    signal.signal(signal.SIGTERM, on_term)
+
 
 class TestTimeout(Exception):
     pass
@@ -70,7 +76,7 @@ def pytest_runtest_call(item):
     def on_alarm(signum, frame):
         raise TestTimeout(f"test exceeded its {limit}s limit")
 
-    old = signal.send(signal.SIGALRM, on_alarm)
+    old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(limit)
     # A second, harder net: dump all stacks if even the alarm cannot act.
     faulthandler.dump_traceback_later(limit + 60, exit=False)
@@ -79,7 +85,7 @@ def pytest_runtest_call(item):
     finally:
         signal.alarm(0)
         faulthandler.cancel_dump_traceback_later()
-        signal.send(signal.SIGALRM, old)
+        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
@@ -117,7 +123,9 @@ def _unescape(s):
 def mountinfo(path):
     """The /proc/self/mountinfo entry for mount point path (the last one
     stacked there), as a dict, or None."""
-    path = os.path.realpath(path)
+    # Never realpath(): it would lstat the mount root, which hangs on a hard
+    # mount whose daemon is gone. Our mount points are absolute, link-free.
+    path = os.path.abspath(path)
     found = None
     with open("/proc/self/mountinfo") as f:
         for line in f:
@@ -550,12 +558,15 @@ def env(request):
     errors = e.teardown()
     failed = any(getattr(request.node, "rep_" + w, None) is not None and
                  getattr(request.node, "rep_" + w).failed for w in ("setup", "call"))
-    if not errors and not failed and not os.environ.get("PODFS_TEST_KEEP"):
+    still = [mt for mt in e.mounts if is_mounted(mt.path)]
+    if still:
+        errors.append("still mounted after teardown: " + ", ".join(str(mt.path) for mt in still))
+    elif not errors and not failed and not os.environ.get("PODFS_TEST_KEEP"):
         shutil.rmtree(e.root, ignore_errors=True)
     else:
         # Keep the logs for the post-mortem, drop the (possibly huge) data.
         for d in e.root.iterdir():
-            if d.name != "logs" and d.is_dir() and not is_mounted(d):
+            if d.name != "logs" and not is_mounted(d) and d.is_dir():
                 shutil.rmtree(d, ignore_errors=True)
     if errors:
         pytest.fail("teardown found problems (logs kept in "

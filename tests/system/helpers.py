@@ -161,7 +161,7 @@ def name_to_handle(path):
                                         ctypes.POINTER(_FileHandle),
                                         ctypes.POINTER(ctypes.c_int), ctypes.c_int]
     _check(_libc.name_to_handle_at(AT_FDCWD, os.fsencode(path), ctypes.byref(h),
-                                   ctypes.byref(mnt), AT_SYMLINK_NOFOLLOW))
+                                   ctypes.byref(mnt), 0))  # 0: do not follow a final symlink
     return h.handle_type, bytes(h.f_handle[:h.handle_bytes])
 
 

@@ -11,6 +11,7 @@ import stat
 
 import pytest
 
+from conftest import is_mounted
 from helpers import PODFS, PODFSD, run
 
 
@@ -54,7 +55,7 @@ def test_podfs_bad_option(env, argv):
     r = run([PODFS] + argv, timeout=30, check=False)
     assert r.returncode == 2, (r.returncode, r.stderr)
     one_line(r)
-    assert not os.path.ismount(env.mnt)
+    assert not is_mounted(env.mnt)
 
 
 @pytest.mark.parametrize("prog", ["podfsd", "podfs"])
