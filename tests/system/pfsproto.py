@@ -500,6 +500,24 @@ class Conn:
         r.done()
         return fid
 
+    def create(self, parent, nm, mode=0o644, flags=os.O_RDWR, fid=None, umask=0, cr=ROOT):
+        """CREATE; returns (fh, attr, fid)."""
+        if fid is None:
+            fid = self.next_id + 3000
+        r = Reader(self.call(OP_CREATE, cr + fh(parent) + name(nm) + u64(fid) +
+                             u32(flags) + u32(mode) + u32(umask)))
+        h, a = r.entry()
+        r.done()
+        return h, a, fid
+
+    def write(self, h, fid, offset, data, flags=0, cr=ROOT):
+        r = Reader(self.call(OP_WRITE, cr + fh(h) + u64(fid) + u32(flags) + u64(offset) +
+                             blob(data)))
+        n = r.u32()
+        r.attr()
+        r.done()
+        return n
+
     def read(self, h, fid, offset, size, flags=0, cr=ROOT):
         r = Reader(self.call(OP_READ, cr + fh(h) + u64(fid) + u32(flags) +
                              u64(offset) + u32(size)))

@@ -338,3 +338,50 @@ def test_lock_conflict_same_host_other_process(pod):
         assert try_lock(pod.a / "lk", "fcntl") in CONFLICT
     finally:
         h.finish()
+
+
+def test_cached_listing_sees_new_entries(pod):
+    """B lists a directory (the kernel may cache the listing); entries A
+    adds or removes afterwards appear in B's next listing."""
+    os.mkdir(pod.a / "d")
+    for i in range(100):
+        write_file(pod.a / "d" / f"f{i:03d}", b"x")
+    want = {f"f{i:03d}" for i in range(100)}
+    wait_for(lambda: set(os.listdir(pod.b / "d")) == want, VISIBLE, what="B's first listing")
+    assert set(os.listdir(pod.b / "d")) == want  # now cached
+    write_file(pod.a / "d" / "new", b"y")
+    os.unlink(pod.a / "d" / "f000")
+    want = (want - {"f000"}) | {"new"}
+    wait_for(lambda: set(os.listdir(pod.b / "d")) == want, VISIBLE,
+             what="B's listing to show A's create and unlink")
+    # Attributes from the listing (readdirplus) are fresh too.
+    with open(pod.a / "d" / "new", "ab") as f:
+        f.write(b"z" * 999)
+    wait_for(lambda: {e.name: e.stat().st_size for e in os.scandir(pod.b / "d")}["new"] == 1000,
+             VISIBLE, what="B to see the new size via scandir")
+
+
+def test_open_fd_on_b_sees_a_writes_after_reopen_and_lock(pod):
+    """Taking a lock revalidates the cache (as NFS does): B holds the file
+    open, A rewrites it under the lock, B locks and reads the new data."""
+    import fcntl
+    write_file(pod.a / "shared", b"A" * 4096)
+    wait_for(lambda: read_or_none(pod.b / "shared") == b"A" * 4096, VISIBLE, what="v1 on B")
+    fdb = os.open(pod.b / "shared", os.O_RDWR)
+    try:
+        assert os.pread(fdb, 4096, 0) == b"A" * 4096
+        fda = os.open(pod.a / "shared", os.O_RDWR)
+        try:
+            fcntl.lockf(fda, fcntl.LOCK_EX)
+            os.pwrite(fda, b"B" * 4096, 0)
+            os.fsync(fda)
+            fcntl.lockf(fda, fcntl.LOCK_UN)
+        finally:
+            os.close(fda)
+        fcntl.lockf(fdb, fcntl.LOCK_SH)
+        try:
+            assert os.pread(fdb, 4096, 0) == b"B" * 4096
+        finally:
+            fcntl.lockf(fdb, fcntl.LOCK_UN)
+    finally:
+        os.close(fdb)

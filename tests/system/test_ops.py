@@ -199,6 +199,30 @@ def test_readdir_3000(env, m):
         time.sleep(0.05)
 
 
+def test_server_side_changes_noticed(env, m):
+    """Changes made directly in the export (on the coordinator) show up."""
+    write_file(m / "f", b"version one")
+    assert read_file(m / "f") == b"version one"
+    assert not os.path.exists(m / "direct")
+    write_file(env.export / "f", b"version two, longer")
+    write_file(env.export / "direct", b"made on the server")
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            if read_file(m / "f") == b"version two, longer" and \
+                    read_file(m / "direct") == b"made on the server":
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "server-side changes not seen within 5 s"
+        time.sleep(0.05)
+    os.unlink(env.export / "direct")
+    deadline = time.monotonic() + 5
+    while os.path.exists(m / "direct"):
+        assert time.monotonic() < deadline, "server-side unlink not seen within 5 s"
+        time.sleep(0.05)
+
+
 def test_readdir_empty_and_dots(m):
     os.mkdir(m / "e")
     assert os.listdir(m / "e") == []

@@ -501,6 +501,66 @@ def test_malformed_payloads_after_auth(env, daemon, m):
     healthy(env, daemon, m)
 
 
+def test_raw_edge_values(env, daemon, m):
+    """Values at the edges of their types get an error (or a harmless
+    answer), never a crash, a hang or a bogus success."""
+    key = P.load_key(env.key)
+    U64 = (1 << 64) - 1
+    with P.connect(daemon.host, daemon.port, key) as c:
+        h, attr, fid = c.create(c.root, b"edge")
+        assert c.write(h, fid, 0, b"0123456789") == 10
+        root = c.root
+
+    def req(what, op, payload, ok_success=False):
+        with P.connect(daemon.host, daemon.port, key) as c:
+            fid2 = c.open(h, os.O_RDWR)
+            payload = payload.replace(b"FIDFIDFI", P.u64(fid2))
+            try:
+                rep = c.call(op, payload)
+            except (P.PfsError, P.Closed, P.BadReply):
+                return
+            except P.Timeout:
+                pytest.fail(f"{what}: no answer and no close")
+            assert ok_success, f"{what}: success reply {rep[:64]!r}"
+
+    F = P.ROOT + P.fh(h) + b"FIDFIDFI"
+    req("write at 2^64-3", P.OP_WRITE, F + P.u32(0) + P.u64(U64 - 2) + P.blob(b"abcdef"))
+    req("write at 2^63", P.OP_WRITE, F + P.u32(0) + P.u64(1 << 63) + P.blob(b"abc"))
+    req("read at 2^63", P.OP_READ, F + P.u32(0) + P.u64(1 << 63) + P.u32(10), ok_success=True)
+    req("read at 2^64-1", P.OP_READ, F + P.u32(0) + P.u64(U64) + P.u32(10), ok_success=True)
+    req("truncate to 2^63", P.OP_SETATTR, F + P.u32(8) + P.u32(0) * 3 + P.u64(1 << 63) +
+        P.i64(0) + P.u32(0) + P.i64(0) + P.u32(0))
+    req("setattr unknown bits", P.OP_SETATTR, F + P.u32(0xFFFF0000) + P.u32(0) * 3 +
+        P.u64(0) + P.i64(0) + P.u32(0) + P.i64(0) + P.u32(0))
+    req("atime_ns 2^32-1", P.OP_SETATTR, F + P.u32(16) + P.u32(0) * 3 + P.u64(0) +
+        P.i64(0) + P.u32(0xFFFFFFFF) + P.i64(0) + P.u32(0))
+    req("fallocate 2^63", P.OP_FALLOCATE, F + P.u32(0) + P.u64(1 << 63) + P.u64(1 << 63))
+    req("fallocate bad mode", P.OP_FALLOCATE, F + P.u32(0xFFFFFFFF) + P.u64(0) + P.u64(10))
+    req("lseek whence 99", P.OP_LSEEK, F + P.u64(0) + P.u32(99))
+    req("lock type 7", P.OP_SETLK, F + P.u64(1) + P.u32(7) + P.u64(0) + P.u64(10) +
+        P.u32(1) + P.u32(0))
+    req("lock start > end", P.OP_SETLK, F + P.u64(1) + P.u32(1) + P.u64(100) + P.u64(10) +
+        P.u32(1) + P.u32(0))
+    req("getxattr size 2^32-1", P.OP_GETXATTR, P.ROOT + P.fh(h) + P.xname(b"user.x") +
+        P.u32(0xFFFFFFFF))
+    req("readdir max_bytes 0", P.OP_READDIR, P.ROOT + P.fh(root) + P.u64(77) + P.u64(0) +
+        P.u32(0) + P.u32(1))
+    req("readdir offset 2^64-1", P.OP_READDIR, P.ROOT + P.fh(root) + P.u64(78) + P.u64(U64) +
+        P.u32(65536) + P.u32(1), ok_success=True)
+    req("mknod block device", P.OP_MKNOD, P.ROOT + P.fh(root) + P.name(b"blk") +
+        P.u32(stat.S_IFBLK | 0o600) + P.u32(0x0801) + P.u32(0), ok_success=True)
+    req("mkdir mode 0xFFFFFFFF", P.OP_MKDIR, P.ROOT + P.fh(root) + P.name(b"dd") +
+        P.u32(0xFFFFFFFF) + P.u32(0), ok_success=True)
+    req("link a directory", P.OP_LINK, P.ROOT + P.fh(root) + P.fh(root) + P.name(b"rootlink"))
+    req("rename with unknown flag", P.OP_RENAME, P.ROOT + P.fh(root) + P.name(b"edge") +
+        P.fh(root) + P.name(b"edge2") + P.u32(0x80))
+    req("rename root's child onto itself via bad parent", P.OP_RENAME, P.ROOT + P.fh(h) +
+        P.name(b"x") + P.fh(root) + P.name(b"y") + P.u32(0))
+    assert read_file(env.export / "edge") == b"0123456789"
+    assert not os.path.exists(env.export / "rootlink")
+    healthy(env, daemon, m)
+
+
 def test_raw_unopened_fid_checks_permissions(env, daemon, m):
     """READ/READDIR with a fid that was never opened (the daemon may reopen
     on demand, e.g. after a restart) still checks the caller's permissions."""
