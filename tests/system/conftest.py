@@ -146,10 +146,11 @@ def san_env(logs, tag):
     """The environment for a program under test: sanitizer reports go to
     files in logs/ (scanned at teardown) in addition to the exit status."""
     e = dict(os.environ)
-    for var, short in (("ASAN_OPTIONS", "asan"), ("UBSAN_OPTIONS", "ubsan"),
-                       ("LSAN_OPTIONS", "lsan"), ("TSAN_OPTIONS", "tsan")):
+    # One log_path for all of them: the runtimes share the flag, the last
+    # variable parsed wins. Reports land in logs/san.<tag>.<pid>.
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"):
         if var in e:
-            e[var] = e[var] + f":log_path={logs}/{short}.{tag}"
+            e[var] = e[var] + f":log_path={logs}/san.{tag}"
     return e
 
 
@@ -536,7 +537,7 @@ class Env:
                 text = f.read_text(errors="replace")
             except OSError:
                 continue
-            sanlog = f.name.split(".")[0] in ("asan", "ubsan", "lsan", "tsan")
+            sanlog = f.name.startswith("san.")
             hits = [ln for ln in text.splitlines() if any(p in ln for p in SAN_PATTERNS)]
             if hits or (sanlog and text.strip()):
                 errs.append(f"sanitizer report in {f}:\n" + "\n".join(text.splitlines()[:60]))
