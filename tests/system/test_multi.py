@@ -385,3 +385,67 @@ def test_open_fd_on_b_sees_a_writes_after_reopen_and_lock(pod):
             fcntl.lockf(fdb, fcntl.LOCK_UN)
     finally:
         os.close(fdb)
+
+
+def test_two_hosts_write_disjoint_ranges(pod):
+    """Shards of one file written at the same time from two hosts (page-
+    aligned, disjoint ranges): after both close, the file holds both."""
+    mib = 1 << 20
+    with open(pod.a / "ckpt", "wb") as f:
+        f.truncate(4 * mib)
+    wait_for(lambda: os.path.exists(pod.b / "ckpt") and
+             os.path.getsize(pod.b / "ckpt") == 4 * mib, VISIBLE, what="B to see ckpt")
+    da, db = os.urandom(2 * mib), os.urandom(2 * mib)
+    fa = os.open(pod.a / "ckpt", os.O_WRONLY)
+    fb = os.open(pod.b / "ckpt", os.O_WRONLY)
+    try:
+        for i in range(0, 2 * mib, 256 * 1024):  # interleave the two writers
+            os.pwrite(fa, da[i:i + 256 * 1024], i)
+            os.pwrite(fb, db[i:i + 256 * 1024], 2 * mib + i)
+    finally:
+        os.close(fa)
+        os.close(fb)
+    assert read_file(pod.export / "ckpt") == da + db
+    wait_for(lambda: read_or_none(pod.a / "ckpt") == da + db, VISIBLE, what="A to read both")
+    wait_for(lambda: read_or_none(pod.b / "ckpt") == da + db, VISIBLE, what="B to read both")
+
+
+def test_xattr_visible_across_hosts(pod):
+    write_file(pod.a / "f", b"x")
+    wait_for(lambda: os.path.exists(pod.b / "f"), VISIBLE, what="B to see f")
+    os.setxattr(pod.a / "f", "user.tag", b"one")
+
+    def b_sees(v):
+        try:
+            return os.getxattr(pod.b / "f", "user.tag") == v
+        except OSError:
+            return False
+    wait_for(lambda: b_sees(b"one"), VISIBLE, what="B to see the xattr")
+    os.setxattr(pod.b / "f", "user.tag", b"two")
+    wait_for(lambda: os.getxattr(pod.a / "f", "user.tag") == b"two", VISIBLE,
+             what="A to see B's change")
+    os.removexattr(pod.a / "f", "user.tag")
+    wait_for(lambda: "user.tag" not in os.listxattr(pod.b / "f"), VISIBLE,
+             what="B to see the removal")
+
+
+def test_open_file_survives_rename_over_from_other_host(pod):
+    """B reads a checkpoint while A atomically replaces it: B's open file
+    keeps reading the old, complete version (POSIX; NFS would give ESTALE)."""
+    old = os.urandom(3 << 20)
+    write_file(pod.a / "ckpt", old)
+    wait_for(lambda: read_or_none(pod.b / "ckpt") == old, VISIBLE, what="B to see v1")
+    fd = os.open(pod.b / "ckpt", os.O_RDONLY)
+    try:
+        first = os.pread(fd, 1 << 20, 0)
+        new = os.urandom(3 << 20)
+        with open(pod.a / "ckpt.tmp", "wb") as f:
+            f.write(new)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(pod.a / "ckpt.tmp", pod.a / "ckpt")
+        rest = os.pread(fd, 2 << 20, 1 << 20)
+        assert first + rest == old
+    finally:
+        os.close(fd)
+    wait_for(lambda: read_or_none(pod.b / "ckpt") == new, VISIBLE, what="B to see v2")
