@@ -161,13 +161,13 @@ static void send_frame(struct conn *c, const uint8_t *hdr, const void *wire, siz
 	uv_buf_t b[2];
 	int ret;
 
+	/* Never frees c: callers run conn_maybe_free() when done with it. */
 	if (c->closing) {
 		free(own1);
 		free(own2);
 		if (is_reply)
 			c->inflight--;
 		c->mem -= acct;
-		conn_maybe_free(c);
 		return;
 	}
 	w = xmalloc(sizeof(*w));
@@ -189,7 +189,6 @@ static void send_frame(struct conn *c, const uint8_t *hdr, const void *wire, siz
 		free(own2);
 		free(w);
 		conn_close(c, uv_strerror(ret));
-		conn_maybe_free(c);
 	}
 }
 
@@ -313,6 +312,7 @@ static void after_work_cb(uv_work_t *work, int status)
 	send_frame(c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
 	free(r);
 	conn_flow(c);
+	conn_maybe_free(c);
 }
 
 static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
