@@ -474,7 +474,7 @@ struct raw {
 static void raw_le(struct raw *r, uint64_t v, size_t n)
 {
 	for (size_t i = 0; i < n && r->len < r->cap; i++)
-		r->b[r->len++] = (uint8_t)(v >> (8 * i));
+		r->b[r->len++] = i < 8 ? (uint8_t)(v >> (8 * i)) : 0; /* wider fields are zero-extended */
 }
 static void raw_mem(struct raw *r, const void *p, size_t n)
 {
