@@ -576,6 +576,11 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	struct conn *c = st->data;
 
 	if (nread < 0) {
+		/* A client that hangs up between our HELLO reply and its AUTH
+		 * could not verify our MAC: it holds another key. */
+		if (c->st == CS_AUTH)
+			pfs_warn("auth failed from %s (client rejected the server's proof: wrong key)",
+				 c->peer);
 		conn_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
 		return;
 	}
