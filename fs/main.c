@@ -617,18 +617,6 @@ int main(int argc, char **argv)
 		goto out_free;
 	}
 
-	/* Signals: SIGTERM/INT/HUP go to the signal thread (sigwait), so
-	 * every thread blocks them; SIGUSR1 pokes the session loop. */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR2);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	struct sigaction sa = { .sa_handler = poke_cb };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	if ((rc = transport_connect_first(c.tr, &root, err, sizeof(err))) < 0) {
@@ -639,6 +627,20 @@ int main(int argc, char **argv)
 		fputs("podfs: out of memory\n", stderr);
 		goto out_stop;
 	}
+
+	/* Signals: SIGTERM/INT/HUP go to the signal thread (sigwait), so
+	 * every thread blocks them; SIGUSR1 pokes the session loop. Until
+	 * here (connecting) they simply end the process: nothing is mounted. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	struct sigaction sa = { .sa_handler = poke_cb };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
 
 	c.se = fuse_session_new(&fa, &pfs_fuse_ops, sizeof(pfs_fuse_ops), &c);
 	if (!c.se)
