@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 struct inode_table {
 	pthread_mutex_t lock;
@@ -188,6 +189,7 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 	struct inode *ip = find(t, fh, fh_hash(fh));
 	if (ip) {
 		*nodeid = ip->nodeid;
+		inode_clear_nocaps(ip);
 		if (drop_cached)
 			inode_drop_cached(ip);
 	}
@@ -251,6 +253,35 @@ void inode_drop_cached(struct inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);
 	ip->cached_valid = false;
+	pthread_mutex_unlock(&ip->lock);
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+bool inode_nocaps(struct inode *ip)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool v = ip->nocaps_until && mono_ns() < ip->nocaps_until;
+	pthread_mutex_unlock(&ip->lock);
+	return v;
+}
+
+void inode_set_nocaps(struct inode *ip, double ttl)
+{
+	pthread_mutex_lock(&ip->lock);
+	ip->nocaps_until = ttl > 0 ? mono_ns() + (int64_t)(ttl * 1e9) : 0;
+	pthread_mutex_unlock(&ip->lock);
+}
+
+void inode_clear_nocaps(struct inode *ip)
+{
+	pthread_mutex_lock(&ip->lock);
+	ip->nocaps_until = 0;
 	pthread_mutex_unlock(&ip->lock);
 }
 

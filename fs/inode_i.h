@@ -37,6 +37,7 @@ struct inode {
 	struct dver cached;   /* version the kernel's pages belong to */
 	bool cached_valid;
 	bool had_posix_locks; /* this client ever set a POSIX lock here */
+	int64_t nocaps_until; /* CLOCK_MONOTONIC ns: "no security.capability" known till then */
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -58,9 +59,10 @@ struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e);
 /* Subtracts n lookups; frees the inode at 0 (except the root). */
 void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n);
 
-/* The nodeid currently mapped to fh, without adding a lookup; with
- * drop_cached, also forgets the inode's cached-pages version (its pages
- * are being invalidated). Returns false if the kernel does not know fh. */
+/* The nodeid currently mapped to fh, without adding a lookup, for a
+ * server push: forgets the remembered capability absence and, with
+ * drop_cached, the cached-pages version (its pages are being
+ * invalidated). Returns false if the kernel does not know fh. */
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
 		fuse_ino_t *nodeid);
 
@@ -80,6 +82,13 @@ void inode_own_change(struct inode *ip, const struct pfs_attr *a);
 
 /* Forgets the cached-pages version (the pages were invalidated). */
 void inode_drop_cached(struct inode *ip);
+
+/* The kernel asks for security.capability before every write(2). A
+ * known absence is remembered for ttl seconds, or until a push or this
+ * client's own xattr/attribute change on the inode forgets it. */
+bool inode_nocaps(struct inode *ip);
+void inode_set_nocaps(struct inode *ip, double ttl);
+void inode_clear_nocaps(struct inode *ip);
 
 /* Marks ip as having had POSIX locks; returns the previous value. */
 bool inode_mark_posix_locks(struct inode *ip);

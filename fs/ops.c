@@ -294,6 +294,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct rpc_reply rep = { 0 };
 
 	memset(&m, 0, sizeof(m));
+	inode_clear_nocaps(ip); /* chown drops capabilities */
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
 	m.fid = fi ? OF(fi)->fid : 0;
@@ -1074,6 +1075,7 @@ static void pfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const
 	struct rpc_reply rep = { 0 };
 	int rc;
 
+	inode_clear_nocaps(IP(req, ino));
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.flags = (uint32_t)flags;
@@ -1113,11 +1115,21 @@ static void pfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 	struct rpc_reply rep = { 0 };
 	int rc;
 
+	struct inode *ip = IP(req, ino);
+	bool caps = strcmp(name, "security.capability") == 0;
+
+	/* Asked before every write(2): answer a known absence locally. */
+	if (caps && inode_nocaps(ip)) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	fill_creds(req, &m.cr, true);
-	m.fh = IP(req, ino)->fh;
+	m.fh = ip->fh;
 	m.size = (uint32_t)(size > PFS_XATTR_SIZE_MAX ? PFS_XATTR_SIZE_MAX : size);
 	if ((rc = set_xname(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_GETXATTR, getxattr_req, &m, &rep);
+	if (caps && rc == -ENODATA)
+		inode_set_nocaps(ip, c->attr_timeout);
 	finish_xattr(req, size, rc, &rep);
 }
 
@@ -1141,6 +1153,7 @@ static void pfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct rpc_reply rep = { 0 };
 	int rc;
 
+	inode_clear_nocaps(IP(req, ino));
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	if ((rc = set_xname(&m.name, name)) == 0)
