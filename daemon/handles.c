@@ -337,6 +337,23 @@ void handles_forget(struct handles *h, const struct pfs_fh *fh)
 	pthread_mutex_unlock(&h->mu);
 }
 
+size_t handles_sweep(struct handles *h)
+{
+	struct stat st;
+	size_t dropped = 0;
+
+	pthread_mutex_lock(&h->mu);
+	for (struct hent *e = h->lru.next, *next; e != &h->lru; e = next) {
+		next = e->next;
+		if (e->refs == 0 && fstat(e->fd, &st) == 0 && st.st_nlink == 0) {
+			drop(h, e);
+			dropped++;
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+	return dropped;
+}
+
 /* --- setup --- */
 
 int handles_new(struct handles **out, int export_fd, const uint8_t key[PFSD_HKEY_LEN],

@@ -77,4 +77,10 @@ void handles_adopt(struct handles *h, const struct pfs_fh *fh, int fd);
  * a file frees its blocks instead of an O_PATH fd keeping it alive. */
 void handles_forget(struct handles *h, const struct pfs_fh *fh);
 
+/* Closes cached fds of objects deleted behind our back (link count 0 and
+ * not in use), so that files removed directly in the export free their
+ * blocks. Worker thread; takes the cache mutex for a pass over the cache.
+ * Returns the number of entries dropped. */
+size_t handles_sweep(struct handles *h);
+
 #endif /* PODFSD_HANDLES_I_H */

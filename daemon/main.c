@@ -246,17 +246,27 @@ static bool have_dac_read_search(void)
 	return data[CAP_DAC_READ_SEARCH / 32].effective & (1u << (CAP_DAC_READ_SEARCH % 32));
 }
 
-/* The handle key must not be readable through the export. */
+/* The handle key must not be readable through the export. The state
+ * directory may not exist yet: check the deepest part of it that does. */
 static bool state_inside_export(const char *state, const char *export)
 {
-	char *s = realpath(state, NULL), *e = realpath(export, NULL);
+	char *p = xstrdup(state), *s = NULL, *e = realpath(export, NULL);
 	bool inside = false;
 
+	while (!(s = realpath(p, NULL))) {
+		char *slash = strrchr(p, '/');
+		if (!slash || slash == p) {
+			s = realpath(slash == p ? "/" : ".", NULL);
+			break;
+		}
+		*slash = '\0';
+	}
 	if (s && e) {
 		size_t el = strlen(e);
 		inside = strcmp(e, "/") == 0 ||
 			 (strncmp(s, e, el) == 0 && (s[el] == '\0' || s[el] == '/'));
 	}
+	free(p);
 	free(s);
 	free(e);
 	return inside;
@@ -379,22 +389,22 @@ int main(int argc, char **argv)
 
 	ret = pfs_key_load(d->o.key_path, d->key, err, sizeof(err));
 	if (ret < 0)
-		fatal("cannot load key %s: %s", d->o.key_path, err);
+		fatal("%s", err); /* names the file */
 	if (!have_dac_read_search())
 		fatal("podfsd needs CAP_DAC_READ_SEARCH to open files by handle (run it as root)");
 	/* Not O_PATH: open_by_handle_at refuses an O_PATH mount fd (EBADF). */
 	export_fd = open(d->o.export_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (export_fd < 0)
 		fatal("cannot export %s: %s", d->o.export_dir, strerror(errno));
-	ret = handles_load_key(d->o.state_dir, hkey, err, sizeof(err));
-	if (ret < 0) {
-		close(export_fd);
-		fatal("%s", err);
-	}
 	if (state_inside_export(d->o.state_dir, d->o.export_dir)) {
 		close(export_fd);
 		fatal("state directory %s must not be inside the export %s", d->o.state_dir,
 		      d->o.export_dir);
+	}
+	ret = handles_load_key(d->o.state_dir, hkey, err, sizeof(err));
+	if (ret < 0) {
+		close(export_fd);
+		fatal("%s", err);
 	}
 	nofile = raise_fd_limit();
 	cache_max = nofile > 8192 ? (nofile - 4096) / 2 : 256;

@@ -47,6 +47,9 @@ struct pfsd {
 	uv_tcp_t listener;
 	uv_signal_t sig_term;
 	uv_signal_t sig_int;
+	uv_timer_t sweep_timer;   /* handle cache sweep (server.c) */
+	uv_work_t sweep_work;
+	bool sweeping;
 	uint8_t key[PFS_KEY_LEN]; /* pod key: handshake only */
 	uint64_t boot_id;         /* random per start: the write verifier */
 	struct handles *hs;       /* export fd, handle MACs, fd cache */
@@ -64,6 +67,7 @@ struct pfsd {
 #define PFSD_HANDSHAKE_MS 10000
 #define PFSD_DRC_MAX 1024                 /* cached replies per session */
 #define PFSD_HCACHE_MAX 16384             /* cached O_PATH fds */
+#define PFSD_SWEEP_MS 30000               /* handle cache sweep period */
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);

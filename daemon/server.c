@@ -12,6 +12,7 @@
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "dispatch_i.h"
+#include "handles_i.h"
 #include "server_i.h"
 #include "session_i.h"
 
@@ -149,7 +150,7 @@ static void write_cb(uv_write_t *wr, int status)
 		conn_close(c, uv_strerror(status));
 	else if (c->close_after_write && !c->closing && uv_stream_get_write_queue_size(
 								   (uv_stream_t *)&c->tcp) == 0)
-		conn_close(c, "done");
+		conn_close(c, c->st == CS_READY ? "said goodbye" : "refused");
 	conn_flow(c);
 	conn_maybe_free(c);
 }
@@ -661,6 +662,35 @@ static void on_connection(uv_stream_t *server, int status)
 	conn_flow(c);
 }
 
+/* --- handle cache sweep --- */
+
+static void sweep_work_cb(uv_work_t *w)
+{
+	struct pfsd *d = w->data;
+	size_t n = handles_sweep(d->hs);
+
+	if (n)
+		pfs_debug("closed %zu cached handles of deleted files", n);
+}
+
+static void sweep_done_cb(uv_work_t *w, int status)
+{
+	struct pfsd *d = w->data;
+
+	d->sweeping = false;
+}
+
+static void sweep_timer_cb(uv_timer_t *t)
+{
+	struct pfsd *d = t->data;
+
+	if (d->sweeping || d->stopping)
+		return;
+	d->sweep_work.data = d;
+	if (uv_queue_work(&d->loop, &d->sweep_work, sweep_work_cb, sweep_done_cb) == 0)
+		d->sweeping = true;
+}
+
 int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 {
 	struct sockaddr_storage ss;
@@ -685,6 +715,9 @@ int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 	*port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 						   : ((struct sockaddr_in *)&ss)->sin_port);
 	pfs_notice("listening on %s", name);
+	uv_timer_init(&d->loop, &d->sweep_timer);
+	d->sweep_timer.data = d;
+	uv_timer_start(&d->sweep_timer, sweep_timer_cb, PFSD_SWEEP_MS, PFSD_SWEEP_MS);
 	return 0;
 }
 
@@ -695,6 +728,8 @@ void server_stop(struct pfsd *d)
 	d->stopping = true;
 	if (!uv_is_closing((uv_handle_t *)&d->listener))
 		uv_close((uv_handle_t *)&d->listener, NULL);
+	if (!uv_is_closing((uv_handle_t *)&d->sweep_timer))
+		uv_close((uv_handle_t *)&d->sweep_timer, NULL);
 	while (d->conns)
 		conn_close(d->conns, "shutting down");
 	sessions_stop(d);
