@@ -85,7 +85,8 @@ void inode_drop_cached(struct inode *ip);
 
 /* The kernel asks for security.capability before every write(2). A
  * known absence is remembered for ttl seconds, or until a push or this
- * client's own xattr/attribute change on the inode forgets it. */
+ * client's own xattr change on the inode forgets it (attribute changes
+ * only ever remove capabilities). */
 bool inode_nocaps(struct inode *ip);
 void inode_set_nocaps(struct inode *ip, double ttl);
 void inode_clear_nocaps(struct inode *ip);

@@ -294,7 +294,6 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct rpc_reply rep = { 0 };
 
 	memset(&m, 0, sizeof(m));
-	inode_clear_nocaps(ip); /* chown drops capabilities */
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
 	m.fid = fi ? OF(fi)->fid : 0;
@@ -560,6 +559,8 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	of->ip = ip;
 	bool attrs_stale;
 	inode_open_version(ip, &er.e.attr, &attrs_stale);
+	/* A new file has no capabilities (they are never inherited). */
+	inode_set_nocaps(ip, c->attr_timeout);
 	fi->fh = (uint64_t)(uintptr_t)of;
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		release_remote(req, of, PFS_OP_RELEASE);
