@@ -147,16 +147,16 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 		return 0;
 	}
 	if (flags >= 0) {
-		flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
-		fd = reopen(obj->fd, clean_flags(flags));
+		flags = clean_flags((uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC));
+		fd = reopen(obj->fd, flags);
 	} else {
 		const int *modes = flags == FLAGS_WRITABLE ? wr_modes : any_modes;
 		for (int i = 0; i < 2; i++) {
-			fd = reopen(obj->fd, modes[i] | O_CLOEXEC);
+			flags = modes[i];
+			fd = reopen(obj->fd, flags | O_CLOEXEC);
 			if (fd >= 0 || (fd != -EACCES && fd != -EPERM && fd != -ETXTBSY))
 				break;
 		}
-		flags = 0;
 	}
 	if (fd < 0)
 		return fd;
@@ -204,7 +204,9 @@ int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req
 			return -EFBIG;
 		if (m->fid)
 			f = session_fid_get(x->s, m->fid);
-		if (f && !f->dir)
+		/* The client's fid when it is writable (ftruncate semantics:
+		 * no second permission check), else by path. */
+		if (f && !f->dir && (f->flags & O_ACCMODE) != O_RDONLY)
 			ret = ftruncate(f->fd, (off_t)m->size);
 		else
 			ret = truncate(p, (off_t)m->size);

@@ -56,12 +56,17 @@ struct pfsd {
 	struct htab sessions;     /* client_id -> struct session (loop) */
 	struct conn *conns;       /* open connections (loop) */
 	unsigned nconns;
+	unsigned npreauth;        /* connections not yet authenticated */
+	uint64_t rl_stamp;        /* log rate limit: last refill (ms) */
+	unsigned rl_tokens;
+	unsigned rl_suppressed;
 	uint64_t next_conn_id;
 	bool stopping;
 };
 
 /* Limits of the daemon (not of the protocol). */
 #define PFSD_MAX_CONNS 1024
+#define PFSD_MAX_PREAUTH 256              /* of which not authenticated */
 #define PFSD_MAX_INFLIGHT 256             /* requests per connection */
 #define PFSD_MAX_QUEUED (64u << 20)       /* bytes per connection */
 #define PFSD_HANDSHAKE_MS 10000

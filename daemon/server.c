@@ -81,6 +81,40 @@ static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
 	}
 }
 
+/* --- rate-limited logging of hostile input --- */
+
+#define RL_BURST 100
+#define RL_PER_SEC 20
+
+/* Lets one line through, or counts it as suppressed: a flood of bad
+ * connections must not turn into a flood of log lines. */
+static bool log_allowed(struct pfsd *d)
+{
+	uint64_t now = uv_now(&d->loop);
+	uint64_t add = (now - d->rl_stamp) * RL_PER_SEC / 1000;
+
+	if (add) {
+		d->rl_tokens = d->rl_tokens + add > RL_BURST ? RL_BURST : d->rl_tokens + (unsigned)add;
+		d->rl_stamp = now;
+	}
+	if (d->rl_tokens == 0) {
+		d->rl_suppressed++;
+		return false;
+	}
+	d->rl_tokens--;
+	if (d->rl_suppressed) {
+		pfs_warn("%u similar log lines suppressed", d->rl_suppressed);
+		d->rl_suppressed = 0;
+	}
+	return true;
+}
+
+#define pfs_warn_rl(d, ...)                 \
+	do {                                 \
+		if (log_allowed(d))          \
+			pfs_warn(__VA_ARGS__); \
+	} while (0)
+
 /* --- closing and freeing --- */
 
 static void conn_close_cb(uv_handle_t *h)
@@ -122,13 +156,15 @@ void conn_close(struct conn *c, const char *why)
 	if (c->next)
 		c->next->prev = c->prev;
 	d->nconns--;
+	if (c->st != CS_READY)
+		d->npreauth--;
 	uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
 	uv_close((uv_handle_t *)&c->hs_timer, conn_close_cb);
 }
 
 static void violation(struct conn *c, const char *what)
 {
-	pfs_warn("conn %llu: protocol error from %s: %s; closing", (unsigned long long)c->id,
+	pfs_warn_rl(c->d, "conn %llu: protocol error from %s: %s; closing", (unsigned long long)c->id,
 		 c->peer, what);
 	conn_close(c, what);
 }
@@ -449,7 +485,7 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 		return violation(c, "malformed AUTH");
 	pfs_auth_client_mac(c->d->key, c->cnonce, c->snonce, c->client_id, mac);
 	if (!pfs_mac_equal(mac, m.mac.b, PFS_MAC_LEN)) {
-		pfs_warn("auth failed from %s (wrong key)", c->peer);
+		pfs_warn_rl(c->d, "auth failed from %s (wrong key)", c->peer);
 		send_small(c, PFS_OP_AUTH, c->h.id, EACCES, NULL, 0);
 		c->close_after_write = true;
 		c->st = CS_HELLO; /* accept nothing more */
@@ -459,6 +495,7 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 	}
 	uv_timer_stop(&c->hs_timer);
 	c->st = CS_READY;
+	c->d->npreauth--;
 	s = session_find(c->d, c->client_id);
 	if (s) {
 		if (s->conn && s->conn != c)
@@ -580,8 +617,9 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		/* A client that hangs up between our HELLO reply and its AUTH
 		 * could not verify our MAC: it holds another key. */
 		if (c->st == CS_AUTH)
-			pfs_warn("auth failed from %s (client rejected the server's proof: wrong key)",
-				 c->peer);
+			pfs_warn_rl(c->d,
+				    "auth failed from %s (client rejected the server's proof: wrong key)",
+				    c->peer);
 		conn_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
 		return;
 	}
@@ -602,8 +640,9 @@ static void hs_timer_cb(uv_timer_t *t)
 {
 	struct conn *c = t->data;
 
-	pfs_notice("conn %llu: %s did not authenticate within %d s; closing",
-		   (unsigned long long)c->id, c->peer, PFSD_HANDSHAKE_MS / 1000);
+	if (log_allowed(c->d))
+		pfs_notice("conn %llu: %s did not authenticate within %d s; closing",
+			   (unsigned long long)c->id, c->peer, PFSD_HANDSHAKE_MS / 1000);
 	conn_close(c, "handshake timeout");
 }
 
@@ -620,11 +659,25 @@ static void on_connection(uv_stream_t *server, int status)
 	struct conn *c;
 
 	if (status < 0) {
-		pfs_warn("accept: %s", uv_strerror(status));
+		pfs_warn_rl(d, "accept: %s", uv_strerror(status));
 		return;
 	}
 	if (d->stopping)
 		return;
+	/* Unauthenticated connections cost an attacker nothing: when they
+	 * fill their share, the oldest one makes room. */
+	if (d->npreauth >= PFSD_MAX_PREAUTH ||
+	    (d->nconns >= PFSD_MAX_CONNS && d->npreauth > 0)) {
+		struct conn *old = NULL;
+		for (struct conn *o = d->conns; o; o = o->next)
+			if (o->st != CS_READY)
+				old = o;
+		if (old) {
+			pfs_debug("conn %llu: %s evicted to admit a new connection",
+				  (unsigned long long)old->id, old->peer);
+			conn_close(old, "evicted (too many unauthenticated connections)");
+		}
+	}
 	if (d->nconns >= PFSD_MAX_CONNS) {
 		uv_tcp_t *t = xmalloc(sizeof(*t));
 		uv_tcp_init(&d->loop, t);
@@ -646,6 +699,7 @@ static void on_connection(uv_stream_t *server, int status)
 		d->conns->prev = c;
 	d->conns = c;
 	d->nconns++;
+	d->npreauth++;
 	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
 		snprintf(c->peer, sizeof(c->peer), "?");
 		conn_close(c, "accept failed");
