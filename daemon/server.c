@@ -331,8 +331,8 @@ static void after_work_cb(uv_work_t *work, int status)
 				conn_send(s->conn, r->hdr, copy, r->wirelen, copy, NULL);
 			}
 		} else {
-			/* Forget it so that a retransmission runs again. */
-			r->drc->done = true;
+			/* No reply: a retransmission must run again. */
+			session_drc_forget(s, r->drc);
 		}
 	}
 	while ((iv = r->invals)) {
@@ -397,10 +397,10 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	if (ret < 0) {
 		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)c->id,
 			uv_strerror(ret));
+		if (r->drc)
+			session_drc_forget(r->s, r->drc);
 		if (r->s)
 			session_unref(r->s);
-		if (r->drc)
-			r->drc->done = true;
 		c->inflight--;
 		c->mem -= r->acct;
 		free(payload);

@@ -220,6 +220,13 @@ void session_drc_done(struct session *s, struct drc_ent *e, const uint8_t *hdr, 
 	e->done = true;
 }
 
+void session_drc_forget(struct session *s, struct drc_ent *e)
+{
+	drc_unlink(s, e);
+	free(e->wire);
+	free(e);
+}
+
 /* --- fids (any thread) --- */
 
 static struct fid *fid_find(struct session *s, uint64_t id)

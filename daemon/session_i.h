@@ -101,6 +101,8 @@ struct drc_ent *session_drc_find(struct session *s, uint64_t id);
 struct drc_ent *session_drc_begin(struct session *s, uint64_t id, uint16_t op);
 void session_drc_done(struct session *s, struct drc_ent *e, const uint8_t *hdr,
 		      const void *wire, size_t len);
+/* Forgets a request that produced no reply, so that a resend runs it. */
+void session_drc_forget(struct session *s, struct drc_ent *e);
 
 /* Fids (any thread). session_fid_get returns a referenced fid or NULL. */
 struct fid *session_fid_get(struct session *s, uint64_t id);
