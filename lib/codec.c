@@ -409,6 +409,74 @@ bad:
 	return -EBADMSG;
 }
 
+/* ---- packed lists ---- */
+
+int pfs_enc_fh_item(struct pfs_wr *w, const struct pfs_fh *fh)
+{
+	return pfs_put_FH(w, fh);
+}
+
+int pfs_dec_fh_item(struct pfs_rd *r, struct pfs_fh *fh)
+{
+	if (r->bad)
+		return -EBADMSG;
+	if (r->left == 0)
+		return 0;
+	return pfs_get_FH(r, fh) ? 1 : -EBADMSG;
+}
+
+int pfs_enc_reval_item(struct pfs_wr *w, const struct pfs_reval_item *it)
+{
+	size_t old = w->len;
+	int rc;
+	if ((rc = pfs_put_FH(w, &it->fh)) < 0 || (rc = pfs_put_U64(w, &it->size)) < 0 ||
+	    (rc = pfs_put_I64(w, &it->mtime_s)) < 0 || (rc = pfs_put_U32(w, &it->mtime_ns)) < 0 ||
+	    (rc = pfs_put_I64(w, &it->ctime_s)) < 0 || (rc = pfs_put_U32(w, &it->ctime_ns)) < 0) {
+		w->len = old;
+		return rc;
+	}
+	return 0;
+}
+
+int pfs_dec_reval_item(struct pfs_rd *r, struct pfs_reval_item *it)
+{
+	if (r->bad)
+		return -EBADMSG;
+	if (r->left == 0)
+		return 0;
+	if (pfs_get_FH(r, &it->fh) && pfs_get_U64(r, &it->size) && pfs_get_I64(r, &it->mtime_s) &&
+	    pfs_get_U32(r, &it->mtime_ns) && pfs_get_I64(r, &it->ctime_s) &&
+	    pfs_get_U32(r, &it->ctime_ns))
+		return 1;
+	r->bad = true;
+	return -EBADMSG;
+}
+
+int pfs_enc_reval_result(struct pfs_wr *w, const struct pfs_reval_result *res)
+{
+	size_t old = w->len;
+	int rc;
+	if ((rc = pfs_put_U32(w, &res->index)) < 0 || (rc = pfs_put_U32(w, &res->status)) < 0 ||
+	    (res->status == 0 && (rc = pfs_put_ATTR(w, &res->attr)) < 0)) {
+		w->len = old;
+		return rc;
+	}
+	return 0;
+}
+
+int pfs_dec_reval_result(struct pfs_rd *r, struct pfs_reval_result *res)
+{
+	if (r->bad)
+		return -EBADMSG;
+	if (r->left == 0)
+		return 0;
+	if (pfs_get_U32(r, &res->index) && pfs_get_U32(r, &res->status) &&
+	    (res->status != 0 || pfs_get_ATTR(r, &res->attr)))
+		return 1;
+	r->bad = true;
+	return -EBADMSG;
+}
+
 bool pfs_name_valid(const char *s, size_t len)
 {
 	if (len == 0 || len > PFS_NAME_MAX)

@@ -143,6 +143,11 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_unlock_owner_req(F) F(CREDS, cr) F(FH, fh) F(U64, owner)
 #define PFS_MSG_lseek_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U64, offset) F(U32, whence)
 #define PFS_MSG_lseek_rep(F) F(U64, offset)
+#define PFS_MSG_forget_req(F) F(BYTES, fhs) /* packed fh list, see pfs_dec_fh_list */
+#define PFS_MSG_revalidate_req(F) F(CREDS, cr) F(BYTES, items) /* packed pfs_reval_item */
+#define PFS_MSG_revalidate_rep(F) F(BYTES, results) /* packed pfs_reval_result */
+#define PFS_MSG_lookup_data_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U32, max_inline)
+#define PFS_MSG_lookup_data_rep(F) F(ENTRY, e) F(U32, flags) F(BYTES, data)
 #define PFS_MSG_inval_inode_push(F) F(FH, fh) F(I64, offset) F(I64, length)
 #define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
 
@@ -154,7 +159,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(read_rep) M(write_req) M(write_rep) M(release_req) M(fsync_req) M(readdir_req) \
 	M(statfs_req) M(statfs_rep) M(setxattr_req) M(getxattr_req) M(xattr_rep) \
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
-	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push)
+	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
+	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep)
 
 /* Growable-by-caller output cursor. The caller owns buf. */
 struct pfs_wr {
@@ -223,6 +229,29 @@ struct pfs_dirent {
 int pfs_enc_dirent(struct pfs_wr *w, const struct pfs_dirent *de);
 /* Reads the next entry: 1 = got one, 0 = end of payload, -EBADMSG. */
 int pfs_dec_dirent(struct pfs_rd *r, struct pfs_dirent *de);
+
+/* Packed lists inside a BYTES field (FORGET, REVALIDATE). Each encoder
+ * appends one item (-ENOBUFS with w unchanged, -EINVAL for a bad item);
+ * each decoder reads the next: 1 = got one, 0 = end, -EBADMSG. */
+struct pfs_reval_item {
+	struct pfs_fh fh;
+	uint64_t size;
+	int64_t mtime_s;
+	int64_t ctime_s;
+	uint32_t mtime_ns;
+	uint32_t ctime_ns;
+};
+struct pfs_reval_result {
+	uint32_t index;  /* position of the item in the request */
+	uint32_t status; /* 0: changed, attr is the new one; else errno (ESTALE: gone) */
+	struct pfs_attr attr;
+};
+int pfs_enc_fh_item(struct pfs_wr *w, const struct pfs_fh *fh);
+int pfs_dec_fh_item(struct pfs_rd *r, struct pfs_fh *fh);
+int pfs_enc_reval_item(struct pfs_wr *w, const struct pfs_reval_item *it);
+int pfs_dec_reval_item(struct pfs_rd *r, struct pfs_reval_item *it);
+int pfs_enc_reval_result(struct pfs_wr *w, const struct pfs_reval_result *res);
+int pfs_dec_reval_result(struct pfs_rd *r, struct pfs_reval_result *res);
 
 /* Name rules of wire.h: 1..PFS_NAME_MAX bytes, no '/', no NUL, not "." or "..". */
 bool pfs_name_valid(const char *s, size_t len);

@@ -129,6 +129,9 @@ enum {
 	X(SETLK, 37)          \
 	X(UNLOCK_OWNER, 38)   \
 	X(LSEEK, 39)          \
+	X(FORGET, 40)         \
+	X(REVALIDATE, 41)     \
+	X(LOOKUP_DATA, 42)    \
 	X(INVAL_INODE, 100)   \
 	X(INVAL_ENTRY, 101)
 
@@ -180,6 +183,24 @@ enum {
 	PFS_LK_WR = 1, /* F_WRLCK */
 	PFS_LK_UN = 2, /* F_UNLCK */
 	PFS_LKF_FLOCK = 1u << 0, /* BSD flock() semantics (whole file) */
+};
+
+/* Opcodes 40-49 belong to caching (interest, revalidation, inline data),
+ * 50-59 to the bulk data path (durability, commit, lock reclaim).
+ *
+ * FORGET: the client no longer caches these objects; the server stops
+ *   sending it invalidations for them. Payload: a packed list of fh.
+ * REVALIDATE: after a reconnect, the client sends what it has cached as a
+ *   packed list of struct pfs_reval_item; the reply lists, as packed
+ *   struct pfs_reval_result, only the items that changed or are gone.
+ * LOOKUP_DATA: LOOKUP whose reply also carries the whole content of a
+ *   regular file of at most max_inline bytes (PFS_INLINE_MAX at most) that
+ *   the caller may read, so a cold open + read costs no extra round trip. */
+#define PFS_INLINE_MAX (64u * 1024)
+#define PFS_BATCH_MAX 4096 /* items in one FORGET or REVALIDATE */
+
+enum {
+	PFS_LD_DATA = 1u << 0, /* lookup_data_rep.data is the whole file */
 };
 
 /* READDIR entry flags. */
