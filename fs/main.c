@@ -506,16 +506,26 @@ static void *sig_main(void *arg)
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR2);
 	for (;;) {
-		if (sigwait(&set, &sig) != 0)
+		/* Wake up now and then: an unmount (fusermount3 -u) ends the
+		 * session without a signal, and a worker blocked in a call to
+		 * a lost server would then keep the loop from ever returning. */
+		struct timespec tick = { 0, 200 * 1000 * 1000 };
+		sig = sigtimedwait(&set, NULL, &tick);
+		if (sig < 0) {
+			if (fuse_session_exited(sc->c->se) && !atomic_load(&sc->loop_done)) {
+				pfs_info("unmounted: finishing");
+				break;
+			}
 			continue;
+		}
 		if (sig == SIGUSR2) {
 			if (atomic_load(&sc->loop_done))
 				return NULL;
 			continue;
 		}
+		pfs_info("signal %d: unmounting", sig);
 		break;
 	}
-	pfs_info("signal %d: unmounting", sig);
 	fuse_session_exit(sc->c->se);
 	/* Calls waiting for a lost server fail now; live ones finish. */
 	rpc_closing(sc->c->rpc);
