@@ -1,0 +1,266 @@
+/* watch.c: fanotify on the export's filesystem -> invalidation pushes
+ * (see watch_i.h). Loop thread only. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fanotify.h>
+#include <unistd.h>
+
+#include "podfs/log.h"
+#include "handles_i.h"
+#include "server_i.h"
+#include "watch_i.h"
+
+#ifndef FAN_REPORT_TARGET_FID
+#define FAN_REPORT_TARGET_FID 0x00001000
+#endif
+
+#define WATCH_BUF 65536
+#define WATCH_DEDUP 64 /* pushes remembered per read to drop repeats */
+
+struct watch {
+	struct pfsd *d;
+	uv_poll_t poll;
+	int fd;
+	pid_t self;
+	uint8_t *buf;
+	/* Pushes made during the current read, to drop repeats. */
+	struct {
+		uint64_t key;
+		uint16_t op;
+		int64_t off;
+		uint64_t name_hash;
+	} seen[WATCH_DEDUP];
+	unsigned nseen;
+};
+
+/* A kernel handle inside an event record. */
+struct kh {
+	int type;
+	const uint8_t *bytes;
+	size_t len;
+};
+
+static bool seen_before(struct watch *w, uint64_t key, uint16_t op, int64_t off,
+			uint64_t name_hash)
+{
+	for (unsigned i = 0; i < w->nseen && i < WATCH_DEDUP; i++)
+		if (w->seen[i].key == key && w->seen[i].op == op && w->seen[i].off == off &&
+		    w->seen[i].name_hash == name_hash)
+			return true;
+	unsigned k = w->nseen++ % WATCH_DEDUP;
+	w->seen[k].key = key;
+	w->seen[k].op = op;
+	w->seen[k].off = off;
+	w->seen[k].name_hash = name_hash;
+	return false;
+}
+
+/* Pushes an invalidation of the object kh (INVAL_INODE) or of name in
+ * directory kh (INVAL_ENTRY) to the sessions interested in kh. */
+static void push(struct watch *w, const struct kh *k, uint16_t op, int64_t off,
+		 const char *name)
+{
+	struct pfsd *d = w->d;
+	uint64_t bits[INTEREST_WORDS];
+	uint64_t key = handles_key_kernel(d->hs, k->type, k->bytes, k->len);
+	size_t nl = name ? strlen(name) : 0;
+	struct inval iv;
+
+	/* The cheap test first: most events are about objects nobody caches. */
+	if (!interest_get(d->it, key, bits) && !d->nslotless)
+		return;
+	if (op == PFS_OP_INVAL_ENTRY && (nl == 0 || !pfs_name_valid(name, nl)))
+		return;
+	if (seen_before(w, key, op, off, name ? hash_bytes(name, nl, 0) : 0))
+		return;
+	memset(&iv, 0, sizeof(iv));
+	iv.op = op;
+	if (handles_from_kernel(d->hs, k->type, k->bytes, k->len, &iv.fh) < 0)
+		return;
+	iv.off = off;
+	if (op == PFS_OP_INVAL_ENTRY) {
+		memcpy(iv.name.s, name, nl + 1);
+		iv.name.len = (uint16_t)nl;
+	}
+	server_push(d, NULL, true, &iv, key);
+}
+
+/* Parses one event's info records and pushes what it changed. */
+static void on_event(struct watch *w, const struct fanotify_event_metadata *m)
+{
+	const uint8_t *p = (const uint8_t *)m + m->metadata_len;
+	const uint8_t *end = (const uint8_t *)m + m->event_len;
+	struct kh obj = { 0 }, dir = { 0 };
+	const char *name = NULL;
+	bool have_obj = false, have_dir = false;
+	uint64_t mask = m->mask;
+
+	while (end - p >= (ptrdiff_t)sizeof(struct fanotify_event_info_header)) {
+		const struct fanotify_event_info_header *h = (const void *)p;
+		if (h->len < sizeof(*h) || h->len > (size_t)(end - p))
+			break;
+		if ((h->info_type == FAN_EVENT_INFO_TYPE_FID ||
+		     h->info_type == FAN_EVENT_INFO_TYPE_DFID ||
+		     h->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME) &&
+		    h->len >= sizeof(struct fanotify_event_info_fid) + sizeof(struct file_handle)) {
+			const struct fanotify_event_info_fid *f = (const void *)p;
+			const struct file_handle *fh = (const void *)f->handle;
+			size_t room = h->len - sizeof(*f) - sizeof(*fh);
+			if (fh->handle_bytes > room)
+				goto next;
+			struct kh k = { fh->handle_type, fh->f_handle, fh->handle_bytes };
+			if (h->info_type == FAN_EVENT_INFO_TYPE_FID) {
+				obj = k;
+				have_obj = true;
+			} else {
+				dir = k;
+				have_dir = true;
+				if (h->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME &&
+				    memchr(fh->f_handle + fh->handle_bytes, 0, room - fh->handle_bytes))
+					name = (const char *)fh->f_handle + fh->handle_bytes;
+			}
+		}
+next:
+		p += h->len;
+	}
+	/* An event on a directory itself may come as its fid + name ".". */
+	if (!have_obj && have_dir && (!name || strcmp(name, ".") == 0)) {
+		obj = dir;
+		have_obj = true;
+	}
+	if (have_obj && (mask & (FAN_MODIFY | FAN_CLOSE_WRITE)))
+		push(w, &obj, PFS_OP_INVAL_INODE, 0, NULL);
+	if (have_obj && (mask & (FAN_ATTRIB | FAN_DELETE_SELF)))
+		push(w, &obj, PFS_OP_INVAL_INODE, -1, NULL);
+	if (have_dir && name && strcmp(name, ".") != 0 &&
+	    (mask & (FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO))) {
+		push(w, &dir, PFS_OP_INVAL_ENTRY, 0, name);
+		push(w, &dir, PFS_OP_INVAL_INODE, 0, NULL);
+		/* The child's nlink or ctime changed (with TARGET_FID). */
+		if (have_obj && (mask & (FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO)))
+			push(w, &obj, PFS_OP_INVAL_INODE, -1, NULL);
+	}
+}
+
+static void poll_cb(uv_poll_t *h, int status, int events)
+{
+	struct watch *w = h->data;
+
+	if (status < 0) {
+		pfs_warn("fanotify: %s; no longer watching changes made beside podfs",
+			 uv_strerror(status));
+		uv_poll_stop(h);
+		return;
+	}
+	w->nseen = 0;
+	for (int rounds = 0; rounds < 64; rounds++) {
+		ssize_t n = read(w->fd, w->buf, WATCH_BUF);
+		if (n < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				pfs_warn("fanotify read: %s", strerror(errno));
+			return;
+		}
+		if (n == 0)
+			return;
+		const struct fanotify_event_metadata *m = (const void *)w->buf;
+		size_t len = (size_t)n;
+		for (; FAN_EVENT_OK(m, len); m = FAN_EVENT_NEXT(m, len)) {
+			if (m->vers != FANOTIFY_METADATA_VERSION)
+				continue;
+			if (m->fd >= 0)
+				close(m->fd); /* not with FID reporting, but never leak */
+			if (m->mask & FAN_Q_OVERFLOW) {
+				server_revalidate_all(w->d, "change notifications lost");
+				continue;
+			}
+			if (m->pid == w->self)
+				continue; /* our own change: pushed by dispatch.c */
+			on_event(w, m);
+		}
+	}
+}
+
+static int init_fanotify(int export_fd, char *why, size_t len)
+{
+	static const unsigned flags[] = {
+		FAN_REPORT_DFID_NAME | FAN_REPORT_FID | FAN_REPORT_TARGET_FID,
+		FAN_REPORT_DFID_NAME | FAN_REPORT_FID,
+	};
+	uint64_t mask = FAN_MODIFY | FAN_ATTRIB | FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM |
+			FAN_MOVED_TO | FAN_DELETE_SELF | FAN_CLOSE_WRITE | FAN_ONDIR;
+	int fd = -1, err = 0;
+
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		fd = fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK |
+					   FAN_UNLIMITED_QUEUE | flags[i],
+				   O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+		if (fd >= 0)
+			break;
+		err = errno;
+	}
+	if (fd < 0) {
+		snprintf(why, len, "fanotify_init: %s%s", strerror(err),
+			 err == EPERM ? " (needs CAP_SYS_ADMIN)" : "");
+		return -err;
+	}
+	if (fanotify_mark(fd, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, mask, export_fd, NULL) < 0) {
+		err = errno;
+		snprintf(why, len, "fanotify_mark(FAN_MARK_FILESYSTEM): %s", strerror(err));
+		close(fd);
+		return -err;
+	}
+	return fd;
+}
+
+void watch_start(struct pfsd *d)
+{
+	char why[160];
+	struct watch *w;
+	int fd;
+
+	fd = init_fanotify(handles_export_fd(d->hs), why, sizeof(why));
+	if (fd < 0) {
+		pfs_notice("not watching %s for changes made beside podfs (%s): clients see "
+			   "such changes only when they revalidate",
+			   d->o.export_dir, why);
+		return;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->d = d;
+	w->fd = fd;
+	w->self = getpid();
+	w->buf = xmalloc(WATCH_BUF);
+	if (uv_poll_init(&d->loop, &w->poll, fd) < 0) {
+		pfs_notice("not watching %s for changes made beside podfs (uv_poll_init failed)",
+			   d->o.export_dir);
+		free(w->buf);
+		free(w);
+		close(fd);
+		return;
+	}
+	w->poll.data = w;
+	uv_poll_start(&w->poll, UV_READABLE, poll_cb);
+	d->watch = w;
+	pfs_info("watching %s for changes made beside podfs (fanotify)", d->o.export_dir);
+}
+
+static void close_cb(uv_handle_t *h)
+{
+	struct watch *w = h->data;
+
+	close(w->fd);
+	free(w->buf);
+	free(w);
+}
+
+void watch_stop(struct pfsd *d)
+{
+	struct watch *w = d->watch;
+
+	if (!w)
+		return;
+	d->watch = NULL;
+	uv_close((uv_handle_t *)&w->poll, close_cb);
+}
