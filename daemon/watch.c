@@ -25,7 +25,7 @@ struct watch {
 	int fd;
 	pid_t self;
 	uint8_t *buf;
-	/* Pushes made during the current read, to drop repeats. */
+	/* Pushes made for the current read() batch, to drop repeats. */
 	struct {
 		uint64_t key;
 		uint16_t op;
@@ -154,9 +154,14 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		uv_poll_stop(h);
 		return;
 	}
-	w->nseen = 0;
 	for (int rounds = 0; rounds < 64; rounds++) {
 		ssize_t n = read(w->fd, w->buf, WATCH_BUF);
+
+		/* Repeats are dropped within one read only: every event of a
+		 * read happened before its first push went out, so a client
+		 * that looks up again after that push sees them all. Across
+		 * reads a repeat is a new change. */
+		w->nseen = 0;
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				pfs_warn("fanotify read: %s", strerror(errno));
