@@ -818,6 +818,8 @@ static int op_revalidate(struct op *o)
 			/* Trusted again from now on: interest before the stat. */
 			export_note(&o->x, &it.fh);
 			ret = export_getattr(e->fd, &res.attr);
+			if (ret == 0 && S_ISDIR(res.attr.mode))
+				watch_dir(o->x.watch, e->fd, &it.fh);
 			/* Unlinked (we held it open): gone from the namespace. */
 			if (ret == 0 && res.attr.nlink == 0) {
 				ret = -ESTALE;
@@ -962,6 +964,7 @@ void dispatch_work_cb(uv_work_t *w)
 		o.x.slot = r->s->islot;
 		o.x.kv = &r->keys;
 	}
+	o.x.watch = r->d->watch;
 	o.in = r->in;
 	o.inlen = r->h.wire_len;
 	if (r->h.flags & PFS_FF_LZ4) {

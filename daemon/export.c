@@ -83,6 +83,8 @@ static int entry_open(struct xop *x, int dirfd, const char *name, struct pfs_ent
 		goto out_close;
 	}
 	export_attr(st, &e->attr);
+	if (S_ISDIR(st->st_mode))
+		watch_dir(x->watch, fd, &e->fh);
 	return fd;
 
 out_close:

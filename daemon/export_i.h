@@ -18,6 +18,7 @@
 #include "podfs/codec.h"
 #include "handles_i.h"
 #include "session_i.h"
+#include "watch_i.h"
 
 /* Context of one operation. */
 struct xop {
@@ -28,6 +29,7 @@ struct xop {
 	struct interest *it; /* interest table, or NULL: register nothing */
 	int slot;            /* the session's interest slot */
 	struct keyvec *kv;   /* keys handed out by this request */
+	struct watch *watch; /* inotify fallback: directories handed out */
 };
 
 /* Registers the session's interest in fh. Call it before reading the

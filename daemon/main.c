@@ -468,6 +468,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		pfs_warn("uv_loop_close: %s", uv_strerror(ret));
 	htab_fini(&d->sessions);
+	watch_free(d);
 	interest_free(d->it);
 	handles_free(d->hs);
 	if (pidfile_abs)

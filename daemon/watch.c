@@ -4,7 +4,11 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <sys/fanotify.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "podfs/log.h"
@@ -19,10 +23,22 @@
 #define WATCH_BUF 65536
 #define WATCH_DEDUP 64 /* pushes remembered per read to drop repeats */
 
+/* inotify fallback: one watch per directory a client was handed. */
+struct iwatch {
+	struct hnode hn; /* hash = wd */
+	int wd;
+	struct pfs_fh fh;
+};
+
 struct watch {
 	struct pfsd *d;
 	uv_poll_t poll;
 	int fd;
+	bool inotify;
+	bool full;           /* inotify: out of watches (logged once) */
+	bool stopped;        /* poll handle closed */
+	pthread_mutex_t mu;  /* inotify: wds (workers add, the loop reads) */
+	struct htab wds;
 	pid_t self;
 	uint8_t *buf;
 	/* Pushes made for the current read() batch, to drop repeats. */
@@ -144,6 +160,8 @@ next:
 	}
 }
 
+static void inotify_read(struct watch *w);
+
 static void poll_cb(uv_poll_t *h, int status, int events)
 {
 	struct watch *w = h->data;
@@ -152,6 +170,10 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		pfs_warn("fanotify: %s; no longer watching changes made beside podfs",
 			 uv_strerror(status));
 		uv_poll_stop(h);
+		return;
+	}
+	if (w->inotify) {
+		inotify_read(w);
 		return;
 	}
 	for (int rounds = 0; rounds < 64; rounds++) {
@@ -183,6 +205,134 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 			if (m->pid == w->self)
 				continue; /* our own change: pushed by dispatch.c */
 			on_event(w, m);
+		}
+	}
+}
+
+/* --- inotify fallback --- */
+
+#define IN_MASK                                                                          \
+	(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM | \
+	 IN_MOVED_TO | IN_DELETE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
+
+/* Caller holds w->mu. */
+static struct iwatch *iw_find(struct watch *w, int wd)
+{
+	uint64_t h = hash_u64((uint64_t)wd);
+
+	for (struct hnode *n = htab_first(&w->wds, h); n; n = htab_next(n, h)) {
+		struct iwatch *iw = container_of(n, struct iwatch, hn);
+		if (iw->wd == wd)
+			return iw;
+	}
+	return NULL;
+}
+
+void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh)
+{
+	char p[32];
+	int wd;
+
+	if (!w || !w->inotify)
+		return;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", pathfd);
+	wd = inotify_add_watch(w->fd, p, IN_MASK);
+	pthread_mutex_lock(&w->mu);
+	if (wd < 0) {
+		if (errno == ENOSPC && !w->full) {
+			w->full = true;
+			pfs_warn("inotify: out of watches (fs.inotify.max_user_watches); changes made "
+				 "beside podfs in more directories go unnoticed");
+		}
+	} else if (!iw_find(w, wd)) {
+		struct iwatch *iw = xcalloc(1, sizeof(*iw));
+		iw->wd = wd;
+		iw->fh = *fh;
+		htab_insert(&w->wds, &iw->hn, hash_u64((uint64_t)wd));
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* Pushes an invalidation about wire handle fh to the interested sessions.
+ * inotify cannot tell our own changes from others': everyone interested
+ * gets it, the originator included. */
+static void push_fh(struct watch *w, const struct pfs_fh *fh, uint16_t op, int64_t off,
+		    const char *name)
+{
+	struct inval iv;
+	size_t nl = name ? strlen(name) : 0;
+
+	memset(&iv, 0, sizeof(iv));
+	iv.op = op;
+	iv.fh = *fh;
+	iv.off = off;
+	if (op == PFS_OP_INVAL_ENTRY) {
+		if (!pfs_name_valid(name, nl))
+			return;
+		memcpy(iv.name.s, name, nl + 1);
+		iv.name.len = (uint16_t)nl;
+	}
+	server_push(w->d, NULL, true, &iv, handles_key(w->d->hs, fh));
+}
+
+static void inotify_event(struct watch *w, const struct inotify_event *ev)
+{
+	struct pfs_fh dir, child;
+	struct iwatch *iw;
+	struct hent *e;
+	bool have_child = false;
+
+	pthread_mutex_lock(&w->mu);
+	iw = iw_find(w, ev->wd);
+	if (iw)
+		dir = iw->fh;
+	if (iw && (ev->mask & IN_IGNORED)) {
+		htab_remove(&w->wds, &iw->hn);
+		free(iw);
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (!iw || (ev->mask & IN_IGNORED))
+		return;
+	if (!ev->len || !ev->name[0]) { /* the directory itself */
+		if (ev->mask & (IN_ATTRIB | IN_DELETE_SELF))
+			push_fh(w, &dir, PFS_OP_INVAL_INODE, -1, NULL);
+		return;
+	}
+	if (ev->mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)) {
+		push_fh(w, &dir, PFS_OP_INVAL_ENTRY, 0, ev->name);
+		push_fh(w, &dir, PFS_OP_INVAL_INODE, 0, NULL);
+	}
+	if (!(ev->mask & (IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_MOVED_TO)))
+		return;
+	/* A child's content or attributes: its handle, by name. */
+	if (handles_get(w->d->hs, &dir, &e) == 0) {
+		have_child = handles_encode_at(w->d->hs, e->fd, ev->name, &child) == 0;
+		handles_put(w->d->hs, e);
+	}
+	if (have_child)
+		push_fh(w, &child, PFS_OP_INVAL_INODE,
+			(ev->mask & (IN_MODIFY | IN_CLOSE_WRITE)) ? 0 : -1, NULL);
+}
+
+static void inotify_read(struct watch *w)
+{
+	for (int rounds = 0; rounds < 64; rounds++) {
+		ssize_t n = read(w->fd, w->buf, WATCH_BUF);
+		if (n <= 0) {
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				pfs_warn("inotify read: %s", strerror(errno));
+			return;
+		}
+		for (size_t off = 0; off + sizeof(struct inotify_event) <= (size_t)n;) {
+			const struct inotify_event *ev = (const void *)(w->buf + off);
+			size_t len = sizeof(*ev) + ev->len;
+			if (len > (size_t)n - off)
+				break;
+			if (ev->mask & IN_Q_OVERFLOW)
+				server_revalidate_all(w->d, "change notifications lost");
+			else
+				inotify_event(w, ev);
+			off += len;
 		}
 	}
 }
@@ -223,9 +373,29 @@ void watch_start(struct pfsd *d)
 {
 	char why[160];
 	struct watch *w;
-	int fd;
+	bool ino = false;
+	int fd = -1;
 
-	fd = init_fanotify(handles_export_fd(d->hs), why, sizeof(why));
+	/* PODFSD_WATCH=inotify|none: the fallbacks, for tests. */
+	const char *force = getenv("PODFSD_WATCH");
+	if (force && strcmp(force, "none") == 0) {
+		snprintf(why, sizeof(why), "PODFSD_WATCH=none");
+	} else if (!force || strcmp(force, "inotify") != 0) {
+		fd = init_fanotify(handles_export_fd(d->hs), why, sizeof(why));
+	} else {
+		snprintf(why, sizeof(why), "PODFSD_WATCH=inotify");
+	}
+	if (fd < 0 && !(force && strcmp(force, "none") == 0)) {
+		fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		ino = fd >= 0;
+		if (fd >= 0)
+			pfs_notice("no fanotify (%s): watching the directories clients cache with "
+				   "inotify instead",
+				   why);
+		else
+			snprintf(why + strlen(why), sizeof(why) - strlen(why), "; inotify_init1: %s",
+				 strerror(errno));
+	}
 	if (fd < 0) {
 		pfs_notice("not watching %s for changes made beside podfs (%s): clients see "
 			   "such changes only when they revalidate",
@@ -235,11 +405,16 @@ void watch_start(struct pfsd *d)
 	w = xcalloc(1, sizeof(*w));
 	w->d = d;
 	w->fd = fd;
+	w->inotify = ino;
 	w->self = getpid();
 	w->buf = xmalloc(WATCH_BUF);
+	pthread_mutex_init(&w->mu, NULL);
+	htab_init(&w->wds);
 	if (uv_poll_init(&d->loop, &w->poll, fd) < 0) {
 		pfs_notice("not watching %s for changes made beside podfs (uv_poll_init failed)",
 			   d->o.export_dir);
+		htab_fini(&w->wds);
+		pthread_mutex_destroy(&w->mu);
 		free(w->buf);
 		free(w);
 		close(fd);
@@ -248,14 +423,30 @@ void watch_start(struct pfsd *d)
 	w->poll.data = w;
 	uv_poll_start(&w->poll, UV_READABLE, poll_cb);
 	d->watch = w;
-	pfs_info("watching %s for changes made beside podfs (fanotify)", d->o.export_dir);
+	if (!ino)
+		pfs_info("watching %s for changes made beside podfs (fanotify)", d->o.export_dir);
+	else
+		watch_dir(w, handles_export_fd(d->hs), handles_root(d->hs));
 }
 
 static void close_cb(uv_handle_t *h)
 {
-	struct watch *w = h->data;
+	/* Workers may still call watch_dir(): watch_free() frees it. */
+}
 
+void watch_free(struct pfsd *d)
+{
+	struct watch *w = d->watch;
+	struct hnode *n;
+
+	if (!w)
+		return;
+	d->watch = NULL;
 	close(w->fd);
+	while ((n = htab_pop(&w->wds)))
+		free(container_of(n, struct iwatch, hn));
+	htab_fini(&w->wds);
+	pthread_mutex_destroy(&w->mu);
 	free(w->buf);
 	free(w);
 }
@@ -264,8 +455,8 @@ void watch_stop(struct pfsd *d)
 {
 	struct watch *w = d->watch;
 
-	if (!w)
+	if (!w || w->stopped)
 		return;
-	d->watch = NULL;
+	w->stopped = true;
 	uv_close((uv_handle_t *)&w->poll, close_cb);
 }

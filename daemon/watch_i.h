@@ -11,20 +11,35 @@
  * (FAN_Q_OVERFLOW), every client reconnects and revalidates.
  *
  * Without fanotify (no CAP_SYS_ADMIN, or a kernel/filesystem without FID
- * reporting), podfsd logs one notice and runs without it: changes made
- * beside podfs are then seen by clients only through revalidation.
+ * reporting), podfsd falls back to inotify on every directory a client
+ * was handed (watch_dir): entry changes in those directories and content
+ * or attribute changes of their children are pushed. inotify cannot tell
+ * podfsd's own changes from others', so there the originator of a change
+ * gets its push too. If inotify fails as well, podfsd logs one notice and
+ * runs without a watcher: clients then see changes made beside podfs only
+ * when they revalidate. PODFSD_WATCH=inotify|none forces a fallback.
  *
- * Loop thread only.
+ * Loop thread, except watch_dir().
  */
 #ifndef PODFSD_WATCH_I_H
 #define PODFSD_WATCH_I_H
 
+#include <stdint.h>
+
 struct pfsd;
+struct watch;
+struct pfs_fh;
 
 /* Starts watching d's export (after daemonizing: it records our pid).
  * Never fails: without a watcher it logs why and returns. */
 void watch_start(struct pfsd *d);
-/* Stops watching (closes the poll handle; freed in its close callback). */
+/* Stops watching (closes the poll handle). */
 void watch_stop(struct pfsd *d);
+/* Frees the watcher, once the loop is closed and no worker runs. */
+void watch_free(struct pfsd *d);
+/* inotify fallback: watch directory pathfd (any fd, O_PATH is fine), whose
+ * wire handle is fh. A no-op with fanotify or without a watcher. Any
+ * thread (w may be NULL). */
+void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh);
 
 #endif /* PODFSD_WATCH_I_H */

@@ -336,3 +336,30 @@ def test_push_follows_reply_of_racing_read(env, daemon, ab):
             stale = True
         if not stale:
             assert size == final, f"round {i}: B kept size {size}, file has {final}"
+
+
+@pytest.mark.parametrize("mode", ["inotify", "none"])
+def test_watch_fallbacks(env, monkeypatch, mode):
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("starts its own daemon")
+    monkeypatch.setenv("PODFSD_WATCH", mode)
+    d = env.start_daemon()
+    os.mkdir(env.export / "d")
+    write_file(env.export / "d" / "f", b"old")
+    b = session(d, env)
+    try:
+        dh, _ = b.lookup(b.root, "d")
+        h, _ = b.lookup(dh, "f")
+        write_file(env.export / "d" / "f", b"new")
+        write_file(env.export / "d" / "born", b"")
+        want = [("entry", dh, b"born")]
+        got = b.wait_pushes(DIRECT, until=lambda ps: all(w in ps for w in want) and
+                            inode_pushes(ps, h))
+        if mode == "none":
+            assert got == []
+            assert "not watching" in d.log()
+        else:
+            assert all(w in got for w in want) and inode_pushes(got, h), got
+            assert "inotify" in d.log()
+    finally:
+        b.close()
