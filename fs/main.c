@@ -42,6 +42,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: podfs HOST[:PORT][:/] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
 		"       podfs keygen FILE\n"
+		"       podfs warm PATH...   pre-load trees of a mount into the caches\n"
 		"\n"
 		"Mounts the directory exported by podfsd on HOST (port %u by default).\n"
 		"\n"
@@ -609,6 +610,8 @@ static int keygen(int argc, char **argv)
 	return 0;
 }
 
+int warm_main(int argc, char **argv); /* warm.c */
+
 static void client_free(struct client *c)
 {
 	if (c->it)
@@ -647,6 +650,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
 		return keygen(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "warm") == 0)
+		return warm_main(argc, argv);
 
 	atomic_init(&c.next_fid, 1);
 	atomic_init(&c.bdi_tuned, false);

@@ -149,3 +149,20 @@ def test_issue4_warm_reads_cost_no_requests(env, daemon, mount):
     after = _count_requests(m.proc.output())
     # Only OPEN/RELEASE (close-to-open) may remain: 2 per file read.
     assert after - before <= 2 * 20 + 2, m.proc.output()[-3000:]
+
+
+def test_issue4_podfs_warm(env, daemon, mount):
+    m = mount()
+    os.makedirs(m / "t" / "a" / "b")
+    total = 0
+    for i in range(50):
+        data = os.urandom(1000 * i)
+        total += len(data)
+        write_file(m / "t" / ("a" if i % 2 else "a/b") / f"f{i}", data)
+    r = subprocess.run([str(PODFS), "warm", str(m / "t")], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "50/50 files" in r.stderr, r.stderr
+    r = subprocess.run([str(PODFS), "warm", str(m / "nonexistent")], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode != 0
