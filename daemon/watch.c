@@ -103,43 +103,50 @@ static void push(struct watch *w, const struct kh *k, uint16_t op, int64_t off,
 	server_push(d, NULL, true, &iv, key);
 }
 
-/* Parses one event's info records and pushes what it changed. */
-static void on_event(struct watch *w, const struct fanotify_event_metadata *m)
+/* Parses one event's info records (m->event_len bytes at ev) and pushes
+ * what it changed. Records are not aligned (a name makes their length any
+ * number): every struct is copied out before use. */
+static void on_event(struct watch *w, const uint8_t *ev, const struct fanotify_event_metadata *m)
 {
-	const uint8_t *p = (const uint8_t *)m + m->metadata_len;
-	const uint8_t *end = (const uint8_t *)m + m->event_len;
+	const uint8_t *p = ev + m->metadata_len;
+	const uint8_t *end = ev + m->event_len;
 	struct kh obj = { 0 }, dir = { 0 };
 	const char *name = NULL;
 	bool have_obj = false, have_dir = false;
 	uint64_t mask = m->mask;
+	const size_t fixed = sizeof(struct fanotify_event_info_fid) + sizeof(struct file_handle);
 
 	while (end - p >= (ptrdiff_t)sizeof(struct fanotify_event_info_header)) {
-		const struct fanotify_event_info_header *h = (const void *)p;
-		if (h->len < sizeof(*h) || h->len > (size_t)(end - p))
+		struct fanotify_event_info_header h;
+		struct file_handle fh;
+
+		memcpy(&h, p, sizeof(h));
+		if (h.len < sizeof(h) || h.len > (size_t)(end - p))
 			break;
-		if ((h->info_type == FAN_EVENT_INFO_TYPE_FID ||
-		     h->info_type == FAN_EVENT_INFO_TYPE_DFID ||
-		     h->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME) &&
-		    h->len >= sizeof(struct fanotify_event_info_fid) + sizeof(struct file_handle)) {
-			const struct fanotify_event_info_fid *f = (const void *)p;
-			const struct file_handle *fh = (const void *)f->handle;
-			size_t room = h->len - sizeof(*f) - sizeof(*fh);
-			if (fh->handle_bytes > room)
+		if ((h.info_type == FAN_EVENT_INFO_TYPE_FID ||
+		     h.info_type == FAN_EVENT_INFO_TYPE_DFID ||
+		     h.info_type == FAN_EVENT_INFO_TYPE_DFID_NAME) &&
+		    h.len >= fixed) {
+			const uint8_t *hp = p + sizeof(struct fanotify_event_info_fid);
+			size_t room = h.len - fixed;
+			memcpy(&fh, hp, sizeof(fh));
+			if (fh.handle_bytes > room)
 				goto next;
-			struct kh k = { fh->handle_type, fh->f_handle, fh->handle_bytes };
-			if (h->info_type == FAN_EVENT_INFO_TYPE_FID) {
+			struct kh k = { fh.handle_type, hp + sizeof(fh), fh.handle_bytes };
+			if (h.info_type == FAN_EVENT_INFO_TYPE_FID) {
 				obj = k;
 				have_obj = true;
 			} else {
+				const char *nm = (const char *)k.bytes + k.len;
 				dir = k;
 				have_dir = true;
-				if (h->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME &&
-				    memchr(fh->f_handle + fh->handle_bytes, 0, room - fh->handle_bytes))
-					name = (const char *)fh->f_handle + fh->handle_bytes;
+				if (h.info_type == FAN_EVENT_INFO_TYPE_DFID_NAME &&
+				    memchr(nm, 0, room - fh.handle_bytes))
+					name = nm;
 			}
 		}
 next:
-		p += h->len;
+		p += h.len;
 	}
 	/* An event on a directory itself may come as its fid + name ".". */
 	if (!have_obj && have_dir && (!name || strcmp(name, ".") == 0)) {
@@ -191,20 +198,26 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		}
 		if (n == 0)
 			return;
-		const struct fanotify_event_metadata *m = (const void *)w->buf;
-		size_t len = (size_t)n;
-		for (; FAN_EVENT_OK(m, len); m = FAN_EVENT_NEXT(m, len)) {
-			if (m->vers != FANOTIFY_METADATA_VERSION)
+		/* Events are not 8-byte aligned: copy each header out. */
+		for (size_t off = 0; (size_t)n - off >= FAN_EVENT_METADATA_LEN;) {
+			struct fanotify_event_metadata m;
+			memcpy(&m, w->buf + off, sizeof(m));
+			if (m.event_len < FAN_EVENT_METADATA_LEN || m.event_len > (size_t)n - off ||
+			    m.metadata_len > m.event_len)
+				break;
+			const uint8_t *ev = w->buf + off;
+			off += m.event_len;
+			if (m.vers != FANOTIFY_METADATA_VERSION)
 				continue;
-			if (m->fd >= 0)
-				close(m->fd); /* not with FID reporting, but never leak */
-			if (m->mask & FAN_Q_OVERFLOW) {
+			if (m.fd >= 0)
+				close(m.fd); /* not with FID reporting, but never leak */
+			if (m.mask & FAN_Q_OVERFLOW) {
 				server_revalidate_all(w->d, "change notifications lost");
 				continue;
 			}
-			if (m->pid == w->self)
+			if (m.pid == w->self)
 				continue; /* our own change: pushed by dispatch.c */
-			on_event(w, m);
+			on_event(w, ev, &m);
 		}
 	}
 }
