@@ -13,7 +13,7 @@
  * session slots just wide enough for the highest slot set (8 bytes per 64
  * slots). Slots are allocated lowest-free first, so a pod of N clients uses
  * ceil(N/64) words. With 256 clients sharing 50k objects (a shared venv):
- * 50k x (16 + 8 + 32 + ~16 malloc + 8 bucket) ~ 3.6 MB, i.e. ~14 KB per
+ * 50k x (16 + 8 + 32 + ~16 malloc + 8 bucket) = ~4 MB, i.e. ~16 KB per
  * client, of which the interest bits proper are 6.25 KB (one bit per
  * client and object).
  *
