@@ -173,6 +173,7 @@ static int op_auth(struct op *o)
 
 	memset(&rep, 0, sizeof(rep));
 	rep.root.fh = *handles_root(o->d->hs);
+	export_note(&o->x, &rep.root.fh);
 	ret = export_getattr(handles_export_fd(o->d->hs), &rep.root.attr);
 	if (ret < 0)
 		return ret;
@@ -203,6 +204,8 @@ static int op_lookup(struct op *o)
 	ret = begin(o, &m.cr, &m.parent, &dir);
 	if (ret < 0)
 		return ret;
+	/* The parent too: a negative entry is cached in it. */
+	export_note(&o->x, &m.parent);
 	ret = export_lookup(&o->x, dir->fd, m.name.s, &rep.e);
 	end(o, dir, NULL);
 	if (ret < 0)
@@ -223,6 +226,7 @@ static int op_getattr(struct op *o)
 	ret = handles_get(o->d->hs, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	ret = export_getattr(e->fd, &rep.attr);
 	handles_put(o->d->hs, e);
 	if (ret < 0)
@@ -242,6 +246,7 @@ static int op_setattr(struct op *o)
 	ret = begin(o, &m.cr, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	ret = export_setattr(&o->x, e, &m, &rep.attr);
 	end(o, e, NULL);
 	if (ret < 0)
@@ -262,6 +267,7 @@ static int op_readlink(struct op *o)
 	ret = handles_get(o->d->hs, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	ret = export_readlink(e->fd, &rep.target);
 	handles_put(o->d->hs, e);
 	if (ret < 0)
@@ -365,14 +371,15 @@ static int op_rename(struct op *o)
 {
 	struct pfs_rename_req m;
 	struct hent *from, *to;
-	struct pfs_fh victim;
+	struct pfs_fh victim, moved;
 	int ret;
 
 	DECODE(rename_req, &m);
 	ret = begin2(o, &m.cr, &m.parent, &from, &m.newparent, &to);
 	if (ret < 0)
 		return ret;
-	ret = export_rename(&o->x, from->fd, m.name.s, to->fd, m.newname.s, m.flags, &victim);
+	ret = export_rename(&o->x, from->fd, m.name.s, to->fd, m.newname.s, m.flags, &victim,
+			    &moved);
 	end(o, from, to);
 	if (ret < 0)
 		return ret;
@@ -381,7 +388,8 @@ static int op_rename(struct op *o)
 	if (m.newparent.len != m.parent.len ||
 	    memcmp(m.newparent.data, m.parent.data, m.parent.len) != 0)
 		inval_inode(o, &m.newparent, 0, 0);
-	inval_inode(o, &victim, -1, 0);
+	inval_inode(o, &victim, -1, 0); /* nlink, or (exchange) ctime */
+	inval_inode(o, &moved, -1, 0);  /* ctime */
 	return 0;
 }
 
@@ -417,6 +425,7 @@ static int op_open(struct op *o)
 	ret = begin(o, &m.cr, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	if (o->r->h.op == PFS_OP_OPENDIR)
 		ret = export_opendir(&o->x, e, m.fid, &rep.attr);
 	else
@@ -463,6 +472,7 @@ static int op_read(struct op *o)
 	ret = begin(o, &m.cr, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	/* read_rep is "u32 len + data": read straight into the reply. */
 	reply_alloc(o, 4 + (size_t)m.size);
 	n = export_read(&o->x, e, m.fid, m.flags, m.offset, m.size, o->w.buf + 4);
@@ -488,6 +498,7 @@ static int op_write(struct op *o)
 	ret = begin(o, &m.cr, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	ret = export_write(&o->x, e, m.fid, m.flags, m.offset, m.data.p, m.data.len, &rep.written,
 			   &rep.attr);
 	end(o, e, NULL);
@@ -533,6 +544,7 @@ static int op_readdir(struct op *o)
 	ret = begin(o, &m.cr, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	reply_alloc(o, m.max_bytes ? m.max_bytes : 1);
 	ret = export_readdir(&o->x, e, m.fid, m.offset, m.max_bytes, m.plus != 0, &o->w);
 	end(o, e, NULL);
@@ -597,6 +609,7 @@ static int op_getxattr(struct op *o)
 	ret = begin(o, &m.cr, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	if (m.size)
 		buf = xmalloc(m.size);
 	n = export_getxattr(&o->x, e, m.name.s, buf, m.size);
@@ -620,6 +633,7 @@ static int op_listxattr(struct op *o)
 	ret = begin(o, &m.cr, &m.fh, &e);
 	if (ret < 0)
 		return ret;
+	export_note(&o->x, &m.fh);
 	if (m.size)
 		buf = xmalloc(m.size);
 	n = export_listxattr(&o->x, e, buf, m.size);
@@ -732,6 +746,150 @@ static int op_unlock_owner(struct op *o)
 	return ret;
 }
 
+/* --- caching: LOOKUP_DATA, REVALIDATE, FORGET --- */
+
+static int op_lookup_data(struct op *o)
+{
+	struct pfs_lookup_data_req m;
+	struct pfs_lookup_data_rep rep;
+	uint8_t *buf;
+	struct hent *dir;
+	int ret;
+
+	DECODE(lookup_data_req, &m);
+	ret = begin(o, &m.cr, &m.parent, &dir);
+	if (ret < 0)
+		return ret;
+	export_note(&o->x, &m.parent);
+	if (m.max_inline > PFS_INLINE_MAX)
+		m.max_inline = PFS_INLINE_MAX;
+	buf = xmalloc((size_t)m.max_inline + 1);
+	ret = export_lookup_data(&o->x, dir->fd, m.name.s, m.max_inline, &rep.e, buf,
+				 &rep.data.len, &rep.flags);
+	end(o, dir, NULL);
+	if (ret == 0) {
+		rep.data.p = buf;
+		reply_alloc(o, 64 + PFS_FH_MAX + PFS_ATTR_WIRE_SIZE + rep.data.len);
+		if (pfs_enc_lookup_data_rep(&o->w, &rep) < 0)
+			ret = -EIO;
+	}
+	free(buf);
+	return ret;
+}
+
+static bool version_differs(const struct pfs_reval_item *it, const struct pfs_attr *a)
+{
+	return it->size != a->size || it->mtime_s != a->mtime_s || it->mtime_ns != a->mtime_ns ||
+	       it->ctime_s != a->ctime_s || it->ctime_ns != a->ctime_ns;
+}
+
+#define RESULT_WIRE (4 + 4 + PFS_ATTR_WIRE_SIZE)
+
+static int op_revalidate(struct op *o)
+{
+	struct pfs_revalidate_req m;
+	struct pfs_reval_item it;
+	struct pfs_rd rd;
+	uint32_t count = 0, idx = 0;
+	size_t start;
+	int ret;
+
+	DECODE(revalidate_req, &m);
+	/* Validate and count first: nothing is registered for a bad list. */
+	pfs_rd_init(&rd, m.items.p, m.items.len);
+	while ((ret = pfs_dec_reval_item(&rd, &it)) == 1)
+		if (++count > PFS_BATCH_MAX)
+			return -E2BIG;
+	if (ret < 0)
+		return -EINVAL;
+	reply_alloc(o, 4 + (size_t)count * RESULT_WIRE);
+	o->w.len = 4; /* the BYTES length, patched below */
+	start = o->w.len;
+	pfs_rd_init(&rd, m.items.p, m.items.len);
+	while (pfs_dec_reval_item(&rd, &it) == 1) {
+		struct pfs_reval_result res;
+		struct hent *e;
+
+		memset(&res, 0, sizeof(res));
+		res.index = idx++;
+		/* fstat needs no permission: no credential switch. */
+		ret = handles_get(o->d->hs, &it.fh, &e);
+		if (ret == 0) {
+			/* Trusted again from now on: interest before the stat. */
+			export_note(&o->x, &it.fh);
+			ret = export_getattr(e->fd, &res.attr);
+			if (ret == 0 && S_ISDIR(res.attr.mode))
+				watch_dir(o->x.watch, e->fd, &it.fh);
+			/* Unlinked (we held it open): gone from the namespace. */
+			if (ret == 0 && res.attr.nlink == 0) {
+				ret = -ESTALE;
+				handles_forget(o->d->hs, &it.fh);
+			}
+			handles_put(o->d->hs, e);
+		}
+		if (ret < 0) {
+			memset(&res.attr, 0, sizeof(res.attr));
+			res.status = (uint32_t)-ret;
+		} else if (!version_differs(&it, &res.attr)) {
+			continue;
+		}
+		if (pfs_enc_reval_result(&o->w, &res) < 0)
+			return -EIO;
+	}
+	{
+		uint32_t n = (uint32_t)(o->w.len - start);
+		o->w.buf[0] = (uint8_t)n;
+		o->w.buf[1] = (uint8_t)(n >> 8);
+		o->w.buf[2] = (uint8_t)(n >> 16);
+		o->w.buf[3] = (uint8_t)(n >> 24);
+	}
+	return 0;
+}
+
+int dispatch_forget(struct pfsd *d, struct session *s, const struct pfs_frame_hdr *h,
+		    const uint8_t *wire)
+{
+	struct pfs_forget_req m;
+	struct pfs_fh fh;
+	struct pfs_rd rd;
+	uint8_t *dec = NULL;
+	const uint8_t *in = wire;
+	unsigned count = 0;
+	int ret;
+
+	if (h->flags & PFS_FF_LZ4) {
+		dec = xmalloc(h->raw_len ? h->raw_len : 1);
+		if (pfs_lz4_decompress(wire, h->wire_len, dec, h->raw_len) < 0) {
+			free(dec);
+			return -EBADMSG;
+		}
+		in = dec;
+	}
+	ret = -EINVAL;
+	if (pfs_dec_forget_req(in, h->raw_len, &m) < 0)
+		goto out_free;
+	pfs_rd_init(&rd, m.fhs.p, m.fhs.len);
+	while ((ret = pfs_dec_fh_item(&rd, &fh)) == 1) {
+		if (++count > PFS_BATCH_MAX) {
+			ret = -E2BIG;
+			goto out_free;
+		}
+	}
+	if (ret < 0) {
+		ret = -EINVAL;
+		goto out_free;
+	}
+	pfs_rd_init(&rd, m.fhs.p, m.fhs.len);
+	while (pfs_dec_fh_item(&rd, &fh) == 1)
+		interest_del(d->it, handles_key(d->hs, &fh), s->islot);
+	s->forget_epoch++;
+	pfs_debug("session %016llx: forgot %u objects", (unsigned long long)s->client_id, count);
+	ret = 0;
+out_free:
+	free(dec);
+	return ret;
+}
+
 /* --- the table --- */
 
 static const struct {
@@ -769,6 +927,8 @@ static const struct {
 	[PFS_OP_SETLK] = { op_setlk, 0 },
 	[PFS_OP_UNLOCK_OWNER] = { op_unlock_owner, 0 },
 	[PFS_OP_LSEEK] = { op_lseek, 0 },
+	[PFS_OP_REVALIDATE] = { op_revalidate, 0 },
+	[PFS_OP_LOOKUP_DATA] = { op_lookup_data, 0 },
 };
 
 bool dispatch_is_drc_op(unsigned op)
@@ -799,6 +959,12 @@ void dispatch_work_cb(uv_work_t *w)
 	o.x.hs = r->d->hs;
 	o.x.s = r->s;
 	o.x.ro = r->d->o.ro;
+	if (r->s) {
+		o.x.it = r->d->it;
+		o.x.slot = r->s->islot;
+		o.x.kv = &r->keys;
+	}
+	o.x.watch = r->d->watch;
 	o.in = r->in;
 	o.inlen = r->h.wire_len;
 	if (r->h.flags & PFS_FF_LZ4) {

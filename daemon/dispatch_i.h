@@ -12,6 +12,7 @@
 #define PODFSD_DISPATCH_I_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <uv.h>
 
 void dispatch_work_cb(uv_work_t *w);
@@ -19,5 +20,15 @@ void dispatch_work_cb(uv_work_t *w);
 /* True for the non-idempotent opcodes whose replies the session's duplicate
  * request cache keeps. */
 bool dispatch_is_drc_op(unsigned op);
+
+struct pfsd;
+struct session;
+struct pfs_frame_hdr;
+/* FORGET, on the loop thread, in stream order: removes s's interest in
+ * every listed handle. wire is the frame's payload as received. Returns 0,
+ * -EINVAL (malformed list), -E2BIG (more than PFS_BATCH_MAX handles;
+ * nothing removed) or -EBADMSG (bad LZ4 block: a protocol violation). */
+int dispatch_forget(struct pfsd *d, struct session *s, const struct pfs_frame_hdr *h,
+		    const uint8_t *wire);
 
 #endif /* PODFSD_DISPATCH_I_H */

@@ -53,38 +53,115 @@ int export_getattr(int fd, struct pfs_attr *a)
 	return 0;
 }
 
-/* Looks name up in dirfd without following it: fills e and offers the
- * O_PATH fd to the handle cache. A mount point inside the export is
- * refused: its objects would not be ours to hand out. */
-static int entry_at(struct xop *x, int dirfd, const char *name, struct pfs_entry *e)
+void export_note(struct xop *x, const struct pfs_fh *fh)
 {
-	struct stat st;
+	if (x->it && fh->len)
+		interest_note(x->it, handles_key(x->hs, fh), x->slot, x->kv);
+}
+
+/* Opens name in dirfd (O_PATH, not followed), makes its handle and
+ * registers interest in it, then stats it: the interest comes first, so
+ * a change after the stat is pushed. A mount point inside the export is
+ * refused: its objects would not be ours to hand out. Returns the O_PATH
+ * fd (the caller adopts or closes it) or -errno. */
+static int entry_open(struct xop *x, int dirfd, const char *name, struct pfs_entry *e,
+		      struct stat *st)
+{
 	int fd, ret;
 
 	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0) {
-		ret = -errno;
-		goto out_close;
-	}
 	ret = handles_encode(x->hs, fd, &e->fh);
 	if (ret == -EXDEV)
 		ret = -EACCES;
 	if (ret < 0)
 		goto out_close;
-	export_attr(&st, &e->attr);
-	handles_adopt(x->hs, &e->fh, fd);
-	return 0;
+	export_note(x, &e->fh);
+	if (fstat(fd, st) < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	export_attr(st, &e->attr);
+	if (S_ISDIR(st->st_mode))
+		watch_dir(x->watch, fd, &e->fh);
+	return fd;
 
 out_close:
 	close(fd);
 	return ret;
 }
 
+/* Looks name up in dirfd without following it: fills e and offers the
+ * O_PATH fd to the handle cache. */
+static int entry_at(struct xop *x, int dirfd, const char *name, struct pfs_entry *e)
+{
+	struct stat st;
+	int fd = entry_open(x, dirfd, name, e, &st);
+
+	if (fd < 0)
+		return fd;
+	handles_adopt(x->hs, &e->fh, fd);
+	return 0;
+}
+
 int export_lookup(struct xop *x, int dirfd, const char *name, struct pfs_entry *e)
 {
 	return entry_at(x, dirfd, name, e);
+}
+
+static bool same_version(const struct stat *a, const struct stat *b)
+{
+	return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec && a->st_ino == b->st_ino;
+}
+
+static int reopen(int pathfd, int flags);
+
+int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_inline,
+		       struct pfs_entry *e, uint8_t *buf, uint32_t *len, uint32_t *flags)
+{
+	struct stat st, st2;
+	size_t got = 0;
+	int pfd, fd;
+
+	*len = 0;
+	*flags = 0;
+	if (max_inline > PFS_INLINE_MAX)
+		max_inline = PFS_INLINE_MAX;
+	pfd = entry_open(x, dirfd, name, e, &st);
+	if (pfd < 0)
+		return pfd;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_inline)
+		goto out_adopt;
+	/* O_NOATIME only works for the owner (or CAP_FOWNER). */
+	fd = reopen(pfd, O_RDONLY | O_NOATIME);
+	if (fd == -EPERM)
+		fd = reopen(pfd, O_RDONLY);
+	if (fd < 0)
+		goto out_adopt; /* not readable by the caller: no data */
+	/* Read one byte more than the size: a file that grew is caught too. */
+	while (got < (size_t)max_inline + 1) {
+		ssize_t n = read(fd, buf + got, (size_t)max_inline + 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n < 0)
+				got = SIZE_MAX;
+			break;
+		}
+		got += (size_t)n;
+	}
+	/* Whole and consistent only if nothing changed while we read. */
+	if (got == (size_t)st.st_size && fstat(fd, &st2) == 0 && same_version(&st, &st2)) {
+		*len = (uint32_t)got;
+		*flags = PFS_LD_DATA;
+	}
+	close(fd);
+out_adopt:
+	handles_adopt(x->hs, &e->fh, pfd);
+	return 0;
 }
 
 /* Open flags a client may ask for; the rest (O_CREAT, O_EXCL, O_NOCTTY,
@@ -314,20 +391,25 @@ int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct p
 }
 
 int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
-		  const char *newname, uint32_t flags, struct pfs_fh *victim)
+		  const char *newname, uint32_t flags, struct pfs_fh *victim,
+		  struct pfs_fh *moved)
 {
 	bool known = false;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
-	if (!(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)))
+	/* Handles before the rename: the moved object's ctime changes, and
+	 * with RENAME_EXCHANGE the "victim" is the other moved object. */
+	if (!(flags & RENAME_NOREPLACE))
 		known = handles_encode_at(x->hs, newdir, newname, victim) == 0;
+	if (handles_encode_at(x->hs, olddir, oldname, moved) < 0)
+		moved->len = 0;
 	if (renameat2(olddir, oldname, newdir, newname, flags) < 0)
 		return -errno;
-	if (known)
-		handles_forget(x->hs, victim);
-	else
+	if (!known)
 		victim->len = 0;
+	else if (!(flags & RENAME_EXCHANGE))
+		handles_forget(x->hs, victim);
 	return 0;
 }
 
@@ -392,13 +474,14 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 	} else if (fd < 0) {
 		return -errno;
 	}
+	ret = handles_encode(x->hs, fd, &e->fh);
+	if (ret < 0)
+		goto out_close;
+	export_note(x, &e->fh);
 	if (fstat(fd, &st) < 0) {
 		ret = -errno;
 		goto out_close;
 	}
-	ret = handles_encode(x->hs, fd, &e->fh);
-	if (ret < 0)
-		goto out_close;
 	export_attr(&st, &e->attr);
 	f = session_fid_install(x->s, fid, fd, NULL, fl & ~O_TRUNC, true);
 	session_fid_put(x->s, f);

@@ -18,6 +18,7 @@
 #include "podfs/codec.h"
 #include "handles_i.h"
 #include "session_i.h"
+#include "watch_i.h"
 
 /* Context of one operation. */
 struct xop {
@@ -25,11 +26,26 @@ struct xop {
 	struct session *s;
 	const struct pfs_creds *cr;
 	bool ro;
+	struct interest *it; /* interest table, or NULL: register nothing */
+	int slot;            /* the session's interest slot */
+	struct keyvec *kv;   /* keys handed out by this request */
+	struct watch *watch; /* inotify fallback: directories handed out */
 };
+
+/* Registers the session's interest in fh. Call it before reading the
+ * object's attributes or content (see the race analysis in server.c). */
+void export_note(struct xop *x, const struct pfs_fh *fh);
 
 void export_attr(const struct stat *st, struct pfs_attr *a);
 int export_getattr(int fd, struct pfs_attr *a);
 int export_lookup(struct xop *x, int dirfd, const char *name, struct pfs_entry *e);
+/* LOOKUP + the whole content of a regular file of at most max_inline
+ * bytes (<= PFS_INLINE_MAX) into buf (max_inline + 1 bytes), read with the
+ * caller's credentials. *len and *flags (PFS_LD_DATA) are 0 when there is
+ * no data: not a regular file, too big, not readable, or changed while it
+ * was read. The entry is valid in every case. */
+int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_inline,
+		       struct pfs_entry *e, uint8_t *buf, uint32_t *len, uint32_t *flags);
 int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req *m,
 		   struct pfs_attr *a);
 int export_readlink(int fd, struct pfs_path *out);
@@ -41,8 +57,10 @@ int export_symlink(struct xop *x, int dirfd, const char *name, const char *targe
 		   struct pfs_entry *e);
 /* *victim gets the handle of the removed object when it is known. */
 int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct pfs_fh *victim);
+/* *moved gets the handle of the renamed object (len 0 if unknown). */
 int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
-		  const char *newname, uint32_t flags, struct pfs_fh *victim);
+		  const char *newname, uint32_t flags, struct pfs_fh *victim,
+		  struct pfs_fh *moved);
 int export_link(struct xop *x, int fd, int newdir, const char *newname, struct pfs_entry *e);
 int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, struct pfs_attr *a);
 int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint32_t flags,

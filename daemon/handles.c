@@ -354,6 +354,42 @@ size_t handles_sweep(struct handles *h)
 	return dropped;
 }
 
+/* --- interest keys --- */
+
+uint64_t handles_key(const struct handles *h, const struct pfs_fh *fh)
+{
+	/* Handles we made always carry a MAC; anything shorter is hashed
+	 * whole (it never verified, so no object has that key anyway). */
+	size_t n = fh->len >= FH_MIN ? fh->len - FH_MAC_LEN : fh->len;
+
+	return hash_bytes(fh->data, n, h->seed ^ 0x696e74657265ull);
+}
+
+uint64_t handles_key_kernel(const struct handles *h, int type, const void *f_handle, size_t n)
+{
+	uint8_t body[FH_TYPE_LEN + KH_MAX];
+
+	if (n > KH_MAX)
+		n = KH_MAX;
+	put_le32(body, (uint32_t)type);
+	memcpy(body + FH_TYPE_LEN, f_handle, n);
+	return hash_bytes(body, FH_TYPE_LEN + n, h->seed ^ 0x696e74657265ull);
+}
+
+int handles_from_kernel(const struct handles *h, int type, const void *f_handle, size_t n,
+			struct pfs_fh *out)
+{
+	struct khandle k;
+
+	if (n == 0 || n > KH_MAX)
+		return -EINVAL;
+	k.fh.handle_type = type;
+	k.fh.handle_bytes = (unsigned)n;
+	memcpy(k.fh.f_handle, f_handle, n);
+	fh_build(h, &k, out);
+	return 0;
+}
+
 /* --- setup --- */
 
 int handles_new(struct handles **out, int export_fd, const uint8_t key[PFSD_HKEY_LEN],

@@ -77,6 +77,17 @@ void handles_adopt(struct handles *h, const struct pfs_fh *fh, int fd);
  * a file frees its blocks instead of an O_PATH fd keeping it alive. */
 void handles_forget(struct handles *h, const struct pfs_fh *fh);
 
+/* Interest key of a wire handle: a seeded 64-bit hash of the kernel handle
+ * inside it (type + f_handle, MAC excluded), equal to handles_key_kernel()
+ * of the same object. Any thread, no syscall. */
+uint64_t handles_key(const struct handles *h, const struct pfs_fh *fh);
+/* Same from a kernel handle (as fanotify reports it). */
+uint64_t handles_key_kernel(const struct handles *h, int type, const void *f_handle, size_t n);
+/* Builds the wire handle (MAC included) of a kernel handle. Returns 0 or
+ * -EINVAL if it does not fit. */
+int handles_from_kernel(const struct handles *h, int type, const void *f_handle, size_t n,
+			struct pfs_fh *out);
+
 /* Closes cached fds of objects deleted behind our back (link count 0 and
  * not in use), so that files removed directly in the export free their
  * blocks. Worker thread; takes the cache mutex for a pass over the cache.

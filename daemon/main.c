@@ -20,6 +20,7 @@
 #include "handles_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
+#include "watch_i.h"
 #include "session_i.h"
 
 #define DEFAULT_KEY "/etc/podfs/pod.key"
@@ -428,6 +429,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		fatal("uv_loop_init: %s", uv_strerror(ret));
 	htab_init(&d->sessions);
+	d->it = interest_new();
 	ret = server_listen(d, err, sizeof(err), &port);
 	if (ret < 0)
 		fatal("%s", err);
@@ -448,6 +450,7 @@ int main(int argc, char **argv)
 			fatal("cannot write pid file %s: %s", d->o.pidfile, strerror(-ret));
 	}
 
+	watch_start(d);
 	uv_signal_init(&d->loop, &d->sig_term);
 	uv_signal_init(&d->loop, &d->sig_int);
 	d->sig_term.data = d;
@@ -465,6 +468,8 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		pfs_warn("uv_loop_close: %s", uv_strerror(ret));
 	htab_fini(&d->sessions);
+	watch_free(d);
+	interest_free(d->it);
 	handles_free(d->hs);
 	if (pidfile_abs)
 		unlink(pidfile_abs);

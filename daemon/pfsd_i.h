@@ -22,9 +22,12 @@
 
 #include "podfs/wire.h"
 #include "htab_i.h"
+#include "interest_i.h"
 
 struct handles;
 struct conn;
+struct session;
+struct watch;
 
 struct pfsd_opts {
 	const char *listen;    /* "ADDR:PORT" */
@@ -54,6 +57,10 @@ struct pfsd {
 	uint64_t boot_id;         /* random per start: the write verifier */
 	struct handles *hs;       /* export fd, handle MACs, fd cache */
 	struct htab sessions;     /* client_id -> struct session (loop) */
+	struct interest *it;      /* who caches what (any thread) */
+	struct session *slot_sess[INTEREST_SLOTS]; /* live session of each slot (loop) */
+	unsigned nslotless;       /* live sessions without a slot (loop) */
+	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct conn *conns;       /* open connections (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
@@ -73,6 +80,7 @@ struct pfsd {
 #define PFSD_DRC_MAX 1024                 /* cached replies per session */
 #define PFSD_HCACHE_MAX 16384             /* cached O_PATH fds */
 #define PFSD_SWEEP_MS 30000               /* handle cache sweep period */
+#define PFSD_MAX_DEFERRED 65536           /* pushes waiting per session */
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);

@@ -15,6 +15,7 @@
 #include "handles_i.h"
 #include "server_i.h"
 #include "session_i.h"
+#include "watch_i.h"
 
 /* An outgoing frame. */
 struct wmsg {
@@ -272,16 +273,174 @@ static void conn_flow(struct conn *c)
 	}
 }
 
-/* --- pushes --- */
+/* --- pushes ---
+ *
+ * Who gets a push. A change is pushed to the sessions in the interest set
+ * of the object (interest.c): those that were handed the object (or, for
+ * INVAL_ENTRY and a directory's INVAL_INODE, the parent directory, whose
+ * names and negative entries they cache) and did not FORGET it. Never to
+ * the session that made the change: its kernel applied the change itself
+ * (a write's mtime and size, a rename, an unlink's nlink...). The exception
+ * is a session that had other metadata requests in flight (LOOKUP,
+ * GETATTR, READDIR...) when its own change completed: one of them may have
+ * read the state before the change and its reply may arrive after the
+ * change's reply, so that session gets the push too, after those replies.
+ *
+ * Race analysis. Every handler registers the session's interest in an
+ * object (worker thread, interest_add under a stripe mutex) BEFORE it
+ * reads the object's attributes, entries or data. A change is pushed from
+ * the loop after the worker that made it finished, by looking the interest
+ * set up then. For a session B reading an object while A changes it:
+ *   1. B registered before A's lookup of the set: B is in the set and gets
+ *      the push; or
+ *   2. B registered after A's lookup, so after A's change completed: B's
+ *      read, which follows its registration, sees the new state.
+ * Either way B ends with fresh state, provided that in case 1 the push is
+ * not applied BEFORE B's reply, which might carry the old state (B may
+ * have read before A's change). Both frames go out on B's TCP stream from
+ * this loop, so the order is ours to choose: a push to B is sent at once
+ * if B has no ordered request in flight, else it waits in B's deferred
+ * FIFO until every request of B that was in flight when the push was made
+ * (seq < wait) has queued its reply. Requests B sends later cannot hold
+ * old state: they run after A's change completed. Only requests that may
+ * carry state are ordered (not PING, locks, RELEASE, FSYNC, STATFS), and a
+ * push waits for at most the requests in flight when it was made, so a
+ * busy client cannot starve it.
+ *
+ * FORGET runs on the loop in stream order, so a request sent after it
+ * registers again. A request sent before a FORGET and still in flight when
+ * the FORGET arrives may hand the client an object the FORGET named (the
+ * client's lookup count went to 0 and the old lookup's reply brings the
+ * inode back): such a request, on completion, registers every key it handed
+ * out again (forget_epoch). Extra interest costs only an unneeded push.
+ *
+ * Pushes to A and to B travel on different streams; A's reply is queued
+ * after the pushes to others, so once A learns that its change is done,
+ * every other client's invalidation is already on its way.
+ *
+ * A session without a connection gets no pushes: it revalidates what it
+ * caches (REVALIDATE) when it reconnects. A connection that does not read
+ * and has PFSD_MAX_QUEUED bytes queued, or a session with PFSD_MAX_DEFERRED
+ * pushes waiting, is dropped for the same reason: a lost push must never
+ * leave a client with stale data, a reconnect costs one bulk revalidation.
+ */
 
-static void push_inval(struct pfsd *d, struct session *from, const struct inval *iv)
+static bool op_ordered(unsigned op)
+{
+	switch (op) {
+	case PFS_OP_PING:
+	case PFS_OP_RELEASE:
+	case PFS_OP_RELEASEDIR:
+	case PFS_OP_FSYNC:
+	case PFS_OP_STATFS:
+	case PFS_OP_GETLK:
+	case PFS_OP_SETLK:
+	case PFS_OP_UNLOCK_OWNER:
+	case PFS_OP_AUTH:
+		return false;
+	default:
+		return true;
+	}
+}
+
+static bool op_meta(unsigned op)
+{
+	switch (op) {
+	case PFS_OP_LOOKUP:
+	case PFS_OP_LOOKUP_DATA:
+	case PFS_OP_GETATTR:
+	case PFS_OP_OPEN:
+	case PFS_OP_OPENDIR:
+	case PFS_OP_READDIR:
+	case PFS_OP_READLINK:
+	case PFS_OP_GETXATTR:
+	case PFS_OP_LISTXATTR:
+	case PFS_OP_REVALIDATE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len)
+{
+	struct conn *c = s->conn;
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	const void *wire;
+	void *copy;
+
+	if (!c || c->closing || c->st != CS_READY || !(c->caps & PFS_CAP_PUSH))
+		return;
+	if (c->mem >= PFSD_MAX_QUEUED) {
+		pfs_warn_rl(c->d, "conn %llu: %s (%s) does not read its invalidations; closing",
+			    (unsigned long long)c->id, c->peer, c->host);
+		conn_close(c, "too far behind on invalidations");
+		return;
+	}
+	pfs_frame_prepare(hdr, 0, op, PFS_FF_PUSH, 0, p, len, false, NULL, 0, &wire);
+	copy = xmalloc(len);
+	memcpy(copy, p, len);
+	conn_send(c, hdr, copy, len, copy, NULL);
+}
+
+/* Sends the deferred pushes whose requests have all replied. */
+static void push_flush(struct session *s)
+{
+	uint64_t min = s->if_head ? s->if_head->seq : UINT64_MAX;
+
+	while (s->dq_head && s->dq_head->wait <= min) {
+		struct pushq *q = s->dq_head;
+		s->dq_head = q->next;
+		if (!s->dq_head)
+			s->dq_tail = NULL;
+		s->ndq--;
+		if (!s->dead)
+			push_send(s, q->op, q->p, q->len);
+		free(q);
+	}
+}
+
+static void push_to(struct session *s, uint16_t op, const uint8_t *p, size_t len)
+{
+	struct pushq *q;
+
+	if (s->dead || !s->conn)
+		return;
+	if (!s->if_head && !s->dq_head) {
+		push_send(s, op, p, len);
+		return;
+	}
+	if (s->ndq >= PFSD_MAX_DEFERRED) {
+		struct conn *c = s->conn;
+		pfs_warn_rl(s->d, "conn %llu: %s (%s) has %u invalidations waiting; closing",
+			    (unsigned long long)c->id, c->peer, c->host, s->ndq);
+		conn_close(c, "too far behind on invalidations");
+		return;
+	}
+	q = xmalloc(sizeof(*q) + len);
+	q->next = NULL;
+	q->wait = s->seq_next;
+	q->op = op;
+	q->len = (uint16_t)len;
+	memcpy(q->p, p, len);
+	if (s->dq_tail)
+		s->dq_tail->next = q;
+	else
+		s->dq_head = q;
+	s->dq_tail = q;
+	s->ndq++;
+}
+
+void server_push(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
+		 uint64_t key)
 {
 	uint8_t buf[PFS_FH_MAX + PFS_NAME_MAX + 64];
-	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	uint64_t bits[INTEREST_WORDS];
 	struct pfs_wr w;
-	const void *wire;
 	int ret;
 
+	if (d->stopping)
+		return;
 	pfs_wr_init(&w, buf, sizeof(buf));
 	if (iv->op == PFS_OP_INVAL_INODE) {
 		struct pfs_inval_inode_push m = { .fh = iv->fh, .offset = iv->off, .length = iv->len };
@@ -292,18 +451,67 @@ static void push_inval(struct pfsd *d, struct session *from, const struct inval 
 	}
 	if (ret < 0)
 		return;
-	pfs_frame_prepare(hdr, 0, iv->op, PFS_FF_PUSH, 0, buf, w.len, false, NULL, 0, &wire);
-	for (struct conn *c = d->conns; c; c = c->next) {
-		if (c->st != CS_READY || !c->sess || c->sess == from || !(c->caps & PFS_CAP_PUSH))
-			continue;
-		/* A client that does not read its socket gets no more pushes
-		 * queued; it revalidates through its cache timeouts. */
-		if (c->mem >= PFSD_MAX_QUEUED)
-			continue;
-		void *copy = xmalloc(w.len);
-		memcpy(copy, buf, w.len);
-		conn_send(c, hdr, copy, w.len, copy, NULL);
+	if (interest_get(d->it, key, bits)) {
+		for (unsigned i = 0; i < INTEREST_WORDS; i++) {
+			for (uint64_t b = bits[i]; b; b &= b - 1) {
+				struct session *s = d->slot_sess[i * 64 + __builtin_ctzll(b)];
+				if (s && (s != from || self))
+					push_to(s, iv->op, buf, w.len);
+			}
+		}
 	}
+	/* Sessions without a slot are interested in everything. */
+	if (d->nslotless) {
+		for (struct conn *c = d->conns; c; c = c->next) {
+			struct session *s = c->sess;
+			if (c->st == CS_READY && s && s->islot < 0 && (s != from || self))
+				push_to(s, iv->op, buf, w.len);
+		}
+	}
+}
+
+void server_revalidate_all(struct pfsd *d, const char *why)
+{
+	pfs_warn("%s: every client reconnects and revalidates its cache", why);
+	for (struct conn *c = d->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->st == CS_READY)
+			conn_close(c, why);
+	}
+}
+
+/* Ordered requests in flight, per session, in seq order. */
+static void inflight_add(struct session *s, struct req *r)
+{
+	r->ordered = true;
+	r->meta = op_meta(r->h.op);
+	r->seq = s->seq_next++;
+	r->iprev = s->if_tail;
+	r->inext = NULL;
+	if (s->if_tail)
+		s->if_tail->inext = r;
+	else
+		s->if_head = r;
+	s->if_tail = r;
+	if (r->meta)
+		s->nmeta++;
+}
+
+static void inflight_del(struct session *s, struct req *r)
+{
+	if (!r->ordered)
+		return;
+	r->ordered = false;
+	if (r->iprev)
+		r->iprev->inext = r->inext;
+	else
+		s->if_head = r->inext;
+	if (r->inext)
+		r->inext->iprev = r->iprev;
+	else
+		s->if_tail = r->iprev;
+	if (r->meta)
+		s->nmeta--;
 }
 
 /* --- requests --- */
@@ -314,6 +522,7 @@ static void after_work_cb(uv_work_t *work, int status)
 	struct conn *c = r->c;
 	struct session *s = r->s;
 	struct inval *iv;
+	bool self = false;
 
 	if (status < 0 && !r->violation) {
 		/* Cancelled: never ran. Answer nothing; the conn is going. */
@@ -335,18 +544,31 @@ static void after_work_cb(uv_work_t *work, int status)
 			session_drc_forget(s, r->drc);
 		}
 	}
+	/* A FORGET overtook this request: what it handed out is cached
+	 * again once its reply arrives (see the race analysis above). */
+	if (s && r->keys.n && r->epoch != s->forget_epoch && !r->violation)
+		for (size_t i = 0; i < r->keys.n; i++)
+			interest_add(c->d->it, r->keys.v[i], s->islot);
+	free(r->keys.v);
+	/* Pushes to others go out before this reply; one to ourselves only
+	 * when our other metadata replies in flight may be older. */
+	if (s)
+		self = s->nmeta > (r->ordered && r->meta ? 1u : 0u);
 	while ((iv = r->invals)) {
 		r->invals = iv->next;
 		if (!r->violation && s && !c->d->stopping)
-			push_inval(c->d, s, iv);
+			server_push(c->d, s, self, iv, handles_key(c->d->hs, &iv->fh));
 		free(iv);
 	}
 	if (r->violation && !c->closing)
 		violation(c, "bad compressed payload");
-	if (s)
-		session_unref(s);
 	free(r->in);
 	send_frame(c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
+	if (s) {
+		inflight_del(s, r);
+		push_flush(s);
+		session_unref(s);
+	}
 	free(r);
 	conn_flow(c);
 	conn_maybe_free(c);
@@ -389,8 +611,12 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 			r->drc = session_drc_begin(r->s, r->h.id, r->h.op);
 	}
 
-	if (r->s)
+	if (r->s) {
 		session_ref(r->s);
+		r->epoch = r->s->forget_epoch;
+		if (op_ordered(r->h.op))
+			inflight_add(r->s, r);
+	}
 	c->inflight++;
 	c->mem += r->acct;
 	ret = uv_queue_work(&c->d->loop, &r->work, dispatch_work_cb, after_work_cb);
@@ -399,8 +625,11 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 			uv_strerror(ret));
 		if (r->drc)
 			session_drc_forget(r->s, r->drc);
-		if (r->s)
+		if (r->s) {
+			inflight_del(r->s, r);
+			push_flush(r->s);
 			session_unref(r->s);
+		}
 		c->inflight--;
 		c->mem -= r->acct;
 		free(payload);
@@ -548,6 +777,16 @@ static void frame_done(struct conn *c)
 		}
 		if (!c->sess) { /* session dropped by GOODBYE */
 			violation(c, "request after GOODBYE");
+			break;
+		}
+		if (c->h.op == PFS_OP_FORGET) {
+			/* On the loop, in stream order: see the race analysis. */
+			int ret = dispatch_forget(c->d, c->sess, &c->h, payload);
+			if (ret == -EBADMSG) {
+				violation(c, "bad compressed payload");
+				break;
+			}
+			send_small(c, PFS_OP_FORGET, c->h.id, -ret, NULL, 0);
 			break;
 		}
 		queue_req(c, payload, 0);
@@ -784,6 +1023,7 @@ void server_stop(struct pfsd *d)
 		uv_close((uv_handle_t *)&d->listener, NULL);
 	if (!uv_is_closing((uv_handle_t *)&d->sweep_timer))
 		uv_close((uv_handle_t *)&d->sweep_timer, NULL);
+	watch_stop(d);
 	while (d->conns)
 		conn_close(d->conns, "shutting down");
 	sessions_stop(d);

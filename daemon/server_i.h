@@ -79,6 +79,14 @@ struct req {
 	bool compress;         /* session negotiated LZ4 */
 	uint32_t auth_flags;   /* AUTH reply flags (bit0: session resumed) */
 
+	/* Push ordering (loop thread; see server.c). */
+	bool ordered;          /* in s's in-flight list: pushes wait for its reply */
+	bool meta;             /* hands out metadata (LOOKUP, GETATTR, READDIR...) */
+	uint64_t seq;          /* position in s's in-flight list */
+	struct req *iprev, *inext;
+	uint64_t epoch;        /* s->forget_epoch when queued */
+	struct keyvec keys;    /* interest keys the worker registered */
+
 	/* Filled by the worker. */
 	bool violation;        /* close the connection (bad LZ4 payload) */
 	int32_t status;
@@ -90,6 +98,15 @@ struct req {
 	size_t wirelen;
 	struct inval *invals;
 };
+
+/* Pushes one invalidation to every session interested in iv->fh (the
+ * parent for INVAL_ENTRY) whose key is key, except `from` unless self.
+ * Loop thread. */
+void server_push(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
+		 uint64_t key);
+/* Change notifications were lost: drops every client connection, so that
+ * each client reconnects and revalidates what it caches. Loop thread. */
+void server_revalidate_all(struct pfsd *d, const char *why);
 
 /* Parses "ADDR:PORT" ("[v6]:PORT" for IPv6). Returns 0 or -EINVAL. */
 int server_parse_addr(const char *s, struct sockaddr_storage *out);

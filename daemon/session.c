@@ -36,6 +36,11 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	htab_init(&s->locks);
 	htab_init(&s->drc);
 	htab_insert(&d->sessions, &s->hn, hash_u64(client_id));
+	s->islot = interest_slot_alloc(d->it);
+	if (s->islot >= 0)
+		d->slot_sess[s->islot] = s;
+	else
+		d->nslotless++;
 	return s;
 }
 
@@ -61,6 +66,11 @@ static void free_cb(uv_handle_t *h)
 		close(l->fd);
 		free(l);
 	}
+	while (s->dq_head) {
+		struct pushq *q = s->dq_head;
+		s->dq_head = q->next;
+		free(q);
+	}
 	while (s->drc_old) {
 		struct drc_ent *e = s->drc_old;
 		s->drc_old = e->newer;
@@ -80,6 +90,8 @@ static void maybe_free(struct session *s)
 	if (!s->dead || s->refs || s->freeing)
 		return;
 	s->freeing = true;
+	/* No request can register interest any more (refs == 0). */
+	interest_slot_free(s->d->it, s->islot);
 	/* Closing fds here is cheap (no flush on local filesystems) and keeps
 	 * a session's teardown atomic with respect to a reconnect. */
 	uv_close((uv_handle_t *)&s->linger, free_cb);
@@ -91,6 +103,10 @@ void session_kill(struct session *s)
 		return;
 	s->dead = true;
 	htab_remove(&s->d->sessions, &s->hn);
+	if (s->islot >= 0)
+		s->d->slot_sess[s->islot] = NULL; /* no more pushes */
+	else
+		s->d->nslotless--;
 	uv_timer_stop(&s->linger);
 	if (s->conn) {
 		s->conn->sess = NULL;

@@ -24,6 +24,17 @@
 #include "pfsd_i.h"
 
 struct conn;
+struct req;
+
+/* A push frame held back until earlier replies of its session are queued
+ * (see the race analysis in server.c). */
+struct pushq {
+	struct pushq *next;
+	uint64_t wait;     /* send once no request with seq < wait is in flight */
+	uint16_t op;
+	uint16_t len;
+	uint8_t p[];
+};
 
 /* An open file or directory of a session, named by the client's fid. */
 struct fid {
@@ -81,6 +92,16 @@ struct session {
 	struct htab drc;
 	struct drc_ent *drc_old, *drc_new;
 	size_t ndrc;
+
+	/* Interest and push ordering (loop thread; islot is read by workers,
+	 * it does not change while the session has requests). */
+	int islot;                 /* interest slot, -1: none (gets every push) */
+	uint64_t seq_next;         /* sequence number of the next ordered request */
+	struct req *if_head, *if_tail; /* ordered requests in flight, by seq */
+	unsigned nmeta;            /* of those, requests that hand out metadata */
+	struct pushq *dq_head, *dq_tail; /* deferred pushes, FIFO */
+	unsigned ndq;
+	uint64_t forget_epoch;     /* FORGETs applied so far */
 };
 
 /* Loop thread. */

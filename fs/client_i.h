@@ -28,6 +28,8 @@ struct rpc;
 struct transport;
 struct inode_table;
 struct creds_cache;
+struct cache;
+struct dcache;
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -43,6 +45,9 @@ struct client {
 	double attr_timeout;     /* seconds */
 	double entry_timeout;
 	double negative_timeout;
+	uint32_t max_inline;     /* LOOKUP_DATA inline bytes (0: plain LOOKUP) */
+	char *cache_dir;         /* persistent content cache, or NULL */
+	uint64_t cache_size;     /* its bound in bytes */
 	int log_level;
 
 	/* Session identity. */
@@ -55,6 +60,8 @@ struct client {
 	struct transport *tr;
 	struct inode_table *it;
 	struct creds_cache *cc;
+	struct cache *cache;     /* coherence: race gate, FORGET, REVALIDATE */
+	struct dcache *dc;       /* persistent content cache, or NULL */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */

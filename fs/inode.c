@@ -2,6 +2,7 @@
 #include "inode_i.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,11 +10,19 @@
 
 struct inode_table {
 	pthread_mutex_t lock;
+	void (*forget_cb)(void *arg, const struct pfs_fh *fh);
+	_Atomic int64_t inline_total;
+	void *forget_arg;
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
 	struct inode *root;
 };
+
+static struct dver version_of(const struct pfs_attr *a);
+static bool dver_equal(const struct dver *a, const struct dver *b);
+static int64_t mono_ns(void);
+#define mono_ns_i mono_ns
 
 static uint64_t fh_hash(const struct pfs_fh *fh)
 {
@@ -43,8 +52,59 @@ static struct inode *inode_alloc(const struct pfs_entry *e)
 	return ip;
 }
 
+struct name_ent {
+	struct name_ent *next;
+	uint64_t hash;
+	size_t len;
+	char s[];
+};
+
+struct nameset {
+	struct name_ent **b;
+	size_t nb; /* power of two */
+	size_t count;
+};
+
+static void nameset_free(struct nameset *ns)
+{
+	if (!ns)
+		return;
+	for (size_t i = 0; i < ns->nb; i++) {
+		struct name_ent *e = ns->b[i];
+		while (e) {
+			struct name_ent *n = e->next;
+			free(e);
+			e = n;
+		}
+	}
+	free(ns->b);
+	free(ns);
+}
+
+static uint64_t str_hash(const char *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (uint8_t)s[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h ^ (h >> 31);
+}
+
+/* Frees ip's inline copy. Called with ip->lock (or when unshared). */
+static void inline_free(struct inode *ip)
+{
+	if (ip->inline_data) {
+		atomic_fetch_sub(ip->inline_total, (int64_t)ip->inline_len);
+		free(ip->inline_data);
+		ip->inline_data = NULL;
+	}
+}
+
 static void inode_destroy(struct inode *ip)
 {
+	nameset_free(ip->names);
+	inline_free(ip);
 	pthread_mutex_destroy(&ip->lock);
 	free(ip);
 }
@@ -116,6 +176,7 @@ int inode_table_new(const struct pfs_entry *root, struct inode_table **out)
 		return -ENOMEM;
 	}
 	t->root->nodeid = FUSE_ROOT_ID;
+	t->root->inline_total = &t->inline_total;
 	t->root->nlookup = 1;
 	pthread_mutex_init(&t->lock, NULL);
 	insert(t, t->root);
@@ -160,6 +221,7 @@ struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e)
 			pthread_mutex_unlock(&t->lock);
 			return NULL;
 		}
+		ip->inline_total = &t->inline_total;
 		maybe_grow(t);
 		insert(t, ip);
 	}
@@ -176,10 +238,241 @@ void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 	if (ip->nlookup == 0 && ip != t->root) {
 		unlink_inode(t, ip);
 		pthread_mutex_unlock(&t->lock);
+		if (t->forget_cb)
+			t->forget_cb(t->forget_arg, &ip->fh);
 		inode_destroy(ip);
 		return;
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const struct pfs_fh *fh),
+			   void *arg)
+{
+	t->forget_cb = cb;
+	t->forget_arg = arg;
+}
+
+int inode_snapshot(struct inode_table *t, struct inode_snap **out, size_t *n)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t cap = t->count, k = 0;
+	struct inode_snap *v = malloc((cap ? cap : 1) * sizeof(*v));
+	if (!v) {
+		pthread_mutex_unlock(&t->lock);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		for (struct inode *ip = t->buckets[i]; ip && k < cap; ip = ip->hnext) {
+			v[k].nodeid = ip->nodeid;
+			v[k].fh = ip->fh;
+			pthread_mutex_lock(&ip->lock);
+			v[k].attr = ip->attr;
+			pthread_mutex_unlock(&ip->lock);
+			k++;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const struct pfs_attr *a,
+			fuse_ino_t *nodeid, struct nameset **names)
+{
+	*names = NULL;
+	pthread_mutex_lock(&t->lock);
+	struct inode *ip = find(t, fh, fh_hash(fh));
+	if (ip) {
+		*nodeid = ip->nodeid;
+		pthread_mutex_lock(&ip->lock);
+		if (a)
+			ip->attr = *a;
+		ip->cached_valid = false;
+		inline_free(ip);
+		ip->nocaps_until = 0;
+		ip->noxattr = 0;
+		*names = ip->names;
+		ip->names = NULL;
+		pthread_mutex_unlock(&ip->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ip != NULL;
+}
+
+void nameset_each_free(struct nameset *ns, void (*cb)(void *arg, const char *name, size_t len),
+		       void *arg)
+{
+	if (!ns)
+		return;
+	for (size_t i = 0; i < ns->nb; i++)
+		for (struct name_ent *e = ns->b[i]; e; e = e->next)
+			cb(arg, e->s, e->len);
+	nameset_free(ns);
+}
+
+void inode_note_name(struct inode *dir, const char *name)
+{
+	size_t len = strlen(name);
+	uint64_t h = str_hash(name, len);
+
+	pthread_mutex_lock(&dir->lock);
+	struct nameset *ns = dir->names;
+	if (!ns) {
+		ns = calloc(1, sizeof(*ns));
+		if (!ns || !(ns->b = calloc(16, sizeof(*ns->b)))) {
+			free(ns);
+			goto out;
+		}
+		ns->nb = 16;
+		dir->names = ns;
+	}
+	for (struct name_ent *e = ns->b[h & (ns->nb - 1)]; e; e = e->next)
+		if (e->hash == h && e->len == len && memcmp(e->s, name, len) == 0)
+			goto out;
+	if (ns->count >= ns->nb) {
+		size_t nb = ns->nb * 2;
+		struct name_ent **b = calloc(nb, sizeof(*b));
+		if (b) {
+			for (size_t i = 0; i < ns->nb; i++) {
+				struct name_ent *e = ns->b[i];
+				while (e) {
+					struct name_ent *next = e->next;
+					e->next = b[e->hash & (nb - 1)];
+					b[e->hash & (nb - 1)] = e;
+					e = next;
+				}
+			}
+			free(ns->b);
+			ns->b = b;
+			ns->nb = nb;
+		}
+	}
+	struct name_ent *e = malloc(sizeof(*e) + len + 1);
+	if (!e)
+		goto out;
+	e->hash = h;
+	e->len = len;
+	memcpy(e->s, name, len + 1);
+	e->next = ns->b[h & (ns->nb - 1)];
+	ns->b[h & (ns->nb - 1)] = e;
+	ns->count++;
+out:
+	pthread_mutex_unlock(&dir->lock);
+}
+
+void inode_drop_name(struct inode *dir, const char *name)
+{
+	size_t len = strlen(name);
+	uint64_t h = str_hash(name, len);
+
+	pthread_mutex_lock(&dir->lock);
+	struct nameset *ns = dir->names;
+	if (ns) {
+		for (struct name_ent **pp = &ns->b[h & (ns->nb - 1)]; *pp; pp = &(*pp)->next) {
+			struct name_ent *e = *pp;
+			if (e->hash == h && e->len == len && memcmp(e->s, name, len) == 0) {
+				*pp = e->next;
+				free(e);
+				ns->count--;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&dir->lock);
+}
+
+void inode_take_names(struct inode *dir, void (*cb)(void *arg, const char *name, size_t len),
+		      void *arg)
+{
+	pthread_mutex_lock(&dir->lock);
+	struct nameset *ns = dir->names;
+	dir->names = NULL;
+	pthread_mutex_unlock(&dir->lock);
+	if (!ns)
+		return;
+	for (size_t i = 0; i < ns->nb; i++)
+		for (struct name_ent *e = ns->b[i]; e; e = e->next)
+			cb(arg, e->s, e->len);
+	nameset_free(ns);
+}
+
+void inode_set_inline(struct inode *ip, const struct pfs_attr *a, const void *data, uint32_t len)
+{
+	if (atomic_fetch_add(ip->inline_total, (int64_t)len) + (int64_t)len >
+	    INODE_INLINE_TOTAL_MAX) {
+		atomic_fetch_sub(ip->inline_total, (int64_t)len);
+		return;
+	}
+	uint8_t *copy = malloc(len ? len : 1);
+	if (!copy) {
+		atomic_fetch_sub(ip->inline_total, (int64_t)len);
+		return;
+	}
+	memcpy(copy, data, len);
+	pthread_mutex_lock(&ip->lock);
+	inline_free(ip);
+	ip->inline_data = copy;
+	ip->inline_len = len;
+	ip->inline_ver = dver_of(a);
+	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_read_inline(struct inode *ip, uint64_t off, size_t size, void *buf, size_t *got)
+{
+	bool ok = false;
+	pthread_mutex_lock(&ip->lock);
+	if (ip->inline_data) {
+		struct dver cur = dver_of(&ip->attr);
+		if (!dver_eq(&cur, &ip->inline_ver) || ip->inline_len != ip->attr.size) {
+			inline_free(ip);
+		} else {
+			size_t n = 0;
+			if (off < ip->inline_len) {
+				n = ip->inline_len - (size_t)off;
+				if (n > size)
+					n = size;
+				memcpy(buf, ip->inline_data + off, n);
+			}
+			*got = n;
+			ok = true;
+			/* Read to the end: the kernel's page cache has it now. */
+			if (off + n >= ip->inline_len)
+				inline_free(ip);
+		}
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
+}
+
+void inode_drop_inline(struct inode *ip)
+{
+	pthread_mutex_lock(&ip->lock);
+	inline_free(ip);
+	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_noxattr(struct inode *ip, uint8_t bit)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool v = (ip->noxattr & bit) && mono_ns_i() < ip->noxattr_until;
+	pthread_mutex_unlock(&ip->lock);
+	return v;
+}
+
+void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl)
+{
+	pthread_mutex_lock(&ip->lock);
+	int64_t now = mono_ns_i();
+	if (ip->noxattr_until <= now)
+		ip->noxattr = 0;
+	/* All bits share one expiry: the earliest keeps every bit honest. */
+	int64_t until = now + (int64_t)(ttl * 1e9);
+	if (!ip->noxattr || until < ip->noxattr_until)
+		ip->noxattr_until = until;
+	ip->noxattr |= bit;
+	pthread_mutex_unlock(&ip->lock);
 }
 
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
@@ -190,11 +483,23 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 	if (ip) {
 		*nodeid = ip->nodeid;
 		inode_clear_nocaps(ip);
-		if (drop_cached)
+		if (drop_cached) {
 			inode_drop_cached(ip);
+			inode_drop_inline(ip);
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
 	return ip != NULL;
+}
+
+struct dver dver_of(const struct pfs_attr *a)
+{
+	return version_of(a);
+}
+
+bool dver_eq(const struct dver *a, const struct dver *b)
+{
+	return dver_equal(a, b);
 }
 
 static struct dver version_of(const struct pfs_attr *a)
@@ -282,6 +587,7 @@ void inode_clear_nocaps(struct inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);
 	ip->nocaps_until = 0;
+	ip->noxattr = 0;
 	pthread_mutex_unlock(&ip->lock);
 }
 

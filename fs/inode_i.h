@@ -38,11 +38,26 @@ struct inode {
 	bool cached_valid;
 	bool had_posix_locks; /* this client ever set a POSIX lock here */
 	int64_t nocaps_until; /* CLOCK_MONOTONIC ns: "no security.capability" known till then */
+	uint8_t noxattr;      /* NOX_* bits: other xattrs known absent (cleared like nocaps) */
+	int64_t noxattr_until; /* CLOCK_MONOTONIC ns: noxattr valid till then */
+	struct nameset *names; /* directories: names the kernel may cache under it */
+	uint8_t *inline_data; /* whole content from LOOKUP_DATA, or NULL */
+	uint32_t inline_len;
+	_Atomic int64_t *inline_total; /* the table's count of inline bytes */
+	struct dver inline_ver; /* version inline_data belongs to */
 
 	struct pfs_fh fh;     /* immutable */
 };
 
 struct inode_table;
+struct nameset;
+
+/* Xattrs whose absence is remembered like security.capability's. */
+enum {
+	NOX_ACL_ACCESS = 1u << 0,  /* system.posix_acl_access */
+	NOX_ACL_DEFAULT = 1u << 1, /* system.posix_acl_default */
+	NOX_SELINUX = 1u << 2,     /* security.selinux */
+};
 
 /* Creates the table with the root entry. Returns 0 or -ENOMEM. */
 int inode_table_new(const struct pfs_entry *root, struct inode_table **out);
@@ -56,8 +71,62 @@ struct inode *inode_get(struct inode_table *t, fuse_ino_t ino);
  * e->attr. Returns NULL on ENOMEM. */
 struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e);
 
-/* Subtracts n lookups; frees the inode at 0 (except the root). */
+/* Subtracts n lookups; frees the inode at 0 (except the root), after
+ * passing its handle to the table's forget callback (if set). */
 void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n);
+
+/* Sets the callback run (on the forgetting thread, without locks held)
+ * with the handle of every inode freed by inode_forget. Set it before
+ * the session starts. */
+void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const struct pfs_fh *fh),
+			   void *arg);
+
+/* One cached object, as inode_snapshot reports it. */
+struct inode_snap {
+	fuse_ino_t nodeid;
+	struct pfs_fh fh;
+	struct pfs_attr attr;
+};
+/* Copies every inode in the table (root included) into a malloc'd array
+ * (*out, *n; the caller frees it). Returns 0 or -ENOMEM. */
+int inode_snapshot(struct inode_table *t, struct inode_snap **out, size_t *n);
+
+/* A server reports fh changed (a: its new attributes, or NULL: gone or
+ * unknown). If the table knows fh: records a, forgets the cached-pages
+ * version, inline content and xattr absences, detaches the directory's
+ * remembered names into *names (free with nameset_each_free; may be
+ * NULL), sets *nodeid and returns true. Never calls the kernel. */
+bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const struct pfs_attr *a,
+			fuse_ino_t *nodeid, struct nameset **names);
+/* Calls cb for each name in ns, then frees ns. Safe on NULL. */
+void nameset_each_free(struct nameset *ns, void (*cb)(void *arg, const char *name, size_t len),
+		       void *arg);
+
+/* Remembers that the kernel may cache name (positive or negative) under
+ * directory dir (for invalidation after a reconnect). ENOMEM is ignored:
+ * the name is then not remembered, and the reconnect path invalidates
+ * the whole directory's entries anyway if it can. */
+void inode_note_name(struct inode *dir, const char *name);
+/* Forgets name under dir (the kernel dropped it). */
+void inode_drop_name(struct inode *dir, const char *name);
+/* Calls cb for each remembered name under dir and forgets them all. */
+void inode_take_names(struct inode *dir, void (*cb)(void *arg, const char *name, size_t len),
+		      void *arg);
+
+/* Inline content (LOOKUP_DATA). inode_set_inline copies data[len] as the
+ * content of version a (replacing any). inode_read_inline copies up to
+ * size bytes at off into buf if the inline copy is of the inode's
+ * current version, sets *got and returns true; false if there is none
+ * (or it is stale: it is then dropped). inode_drop_inline frees it. */
+void inode_set_inline(struct inode *ip, const struct pfs_attr *a, const void *data, uint32_t len);
+/* Inline copies of all inodes together stay under this many bytes. */
+#define INODE_INLINE_TOTAL_MAX (64ll << 20)
+bool inode_read_inline(struct inode *ip, uint64_t off, size_t size, void *buf, size_t *got);
+void inode_drop_inline(struct inode *ip);
+
+/* Known absence of xattrs in NOX_* bits (mask): */
+bool inode_noxattr(struct inode *ip, uint8_t bit);
+void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl);
 
 /* The nodeid currently mapped to fh, without adding a lookup, for a
  * server push: forgets the remembered capability absence and, with
@@ -94,6 +163,10 @@ void inode_clear_nocaps(struct inode *ip);
 /* Marks ip as having had POSIX locks; returns the previous value. */
 bool inode_mark_posix_locks(struct inode *ip);
 bool inode_had_posix_locks(struct inode *ip);
+
+/* The data version of a. */
+struct dver dver_of(const struct pfs_attr *a);
+bool dver_eq(const struct dver *a, const struct dver *b);
 
 /* Converts wire attributes to a struct stat. */
 void attr_to_stat(const struct pfs_attr *a, struct stat *st);

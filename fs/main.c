@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include "cache_i.h"
 #include "client_i.h"
 #include "creds_i.h"
 #include "inode_i.h"
@@ -41,6 +42,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: podfs HOST[:PORT][:/] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
 		"       podfs keygen FILE\n"
+		"       podfs warm PATH...   pre-load trees of a mount into the caches\n"
 		"\n"
 		"Mounts the directory exported by podfsd on HOST (port %u by default).\n"
 		"\n"
@@ -55,9 +57,14 @@ static void usage(FILE *f)
 		"  hard                wait for the server forever (default)\n"
 		"  soft                fail requests with EIO after timeo seconds\n"
 		"  timeo=SECONDS       soft-mount timeout (default 30)\n"
-		"  attr_timeout=S      attribute cache time (default 1)\n"
-		"  entry_timeout=S     name cache time (default 1)\n"
-		"  negative_timeout=S  negative name cache time (default 1)\n"
+		"  attr_timeout=S      attribute cache time (default 3600; the server\n"
+		"                      pushes invalidations, so long is safe)\n"
+		"  entry_timeout=S     name cache time (default 3600)\n"
+		"  negative_timeout=S  negative name cache time (default 3600; 0: none)\n"
+		"  max_inline=BYTES    small files travel with their lookup up to this\n"
+		"                      size (default 65536, at most 65536; 0: never)\n"
+		"  cache_dir=DIR       persistent content cache on local disk\n"
+		"  cache_size=SIZE     its bound, with K/M/G/T suffixes (default 1G)\n"
 		"  log_level=LEVEL     err, warning, notice, info or debug\n"
 		"  ro, rw, nosuid, nodev, noexec, sync, dirsync, noatime, ...,\n"
 		"  fsname=NAME, subtype=NAME, auto_unmount: as for any FUSE mount\n",
@@ -115,6 +122,32 @@ static bool parse_seconds(const char *v, double *out, bool positive)
 	if (errno || end == v || *end || d < 0 || d > 1e7 || (positive && d <= 0))
 		return false;
 	*out = d;
+	return true;
+}
+
+/* "123", "64K", "1G": bytes with an optional binary suffix. */
+static bool parse_size(const char *v, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (errno || end == v || v[0] == '-')
+		return false;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end == 'i' && shift)
+		end++;
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || (shift && n > (UINT64_MAX >> shift)))
+		return false;
+	*out = (uint64_t)n << shift;
 	return true;
 }
 
@@ -232,6 +265,21 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 		} else if (has_prefix(o, "negative_timeout=")) {
 			if (!parse_seconds(v, &c->negative_timeout, false)) {
 				usage_error("bad negative_timeout '%s'", v);
+				goto bad;
+			}
+		} else if (has_prefix(o, "max_inline=")) {
+			uint64_t n;
+			if (!parse_size(v, &n) || n > PFS_INLINE_MAX) {
+				usage_error("bad max_inline '%s' (0..%u)", v, PFS_INLINE_MAX);
+				goto bad;
+			}
+			c->max_inline = (uint32_t)n;
+		} else if (has_prefix(o, "cache_dir=") && v[0]) {
+			free(c->cache_dir);
+			c->cache_dir = dup_or_die(v);
+		} else if (has_prefix(o, "cache_size=")) {
+			if (!parse_size(v, &c->cache_size) || c->cache_size == 0) {
+				usage_error("bad cache_size '%s'", v);
 				goto bad;
 			}
 		} else if (has_prefix(o, "log_level=")) {
@@ -562,8 +610,15 @@ static int keygen(int argc, char **argv)
 	return 0;
 }
 
+int warm_main(int argc, char **argv); /* warm.c */
+
 static void client_free(struct client *c)
 {
+	if (c->it)
+		inode_table_on_forget(c->it, NULL, NULL);
+	cache_free(c->cache);
+	c->cache = NULL;
+	free(c->cache_dir);
 	inode_table_free(c->it);
 	transport_free(c->tr);
 	rpc_free(c->rpc);
@@ -579,9 +634,11 @@ int main(int argc, char **argv)
 {
 	struct client c = {
 		.timeo = 30,
-		.attr_timeout = 1.0,
-		.entry_timeout = 1.0,
-		.negative_timeout = 1.0,
+		.attr_timeout = 3600.0,
+		.entry_timeout = 3600.0,
+		.negative_timeout = 3600.0,
+		.max_inline = PFS_INLINE_MAX,
+		.cache_size = 1ull << 30,
 		.log_level = PFS_LOG_NOTICE,
 	};
 	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
@@ -593,6 +650,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
 		return keygen(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "warm") == 0)
+		return warm_main(argc, argv);
 
 	atomic_init(&c.next_fid, 1);
 	atomic_init(&c.bdi_tuned, false);
@@ -622,7 +681,7 @@ int main(int argc, char **argv)
 	c.hostname[PFS_HOSTNAME_MAX] = 0;
 
 	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &c.tr) < 0 ||
-	    creds_cache_new(&c.cc) < 0) {
+	    creds_cache_new(&c.cc) < 0 || cache_new(&c, &c.cache) < 0) {
 		fputs("podfs: out of memory\n", stderr);
 		goto out_free;
 	}
@@ -637,6 +696,7 @@ int main(int argc, char **argv)
 		fputs("podfs: out of memory\n", stderr);
 		goto out_stop;
 	}
+	inode_table_on_forget(c.it, cache_forget_cb, c.cache);
 
 	/* Signals: SIGTERM/INT/HUP go to the signal thread (sigwait), so
 	 * every thread blocks them; SIGUSR1 pokes the session loop. Until
@@ -664,6 +724,10 @@ int main(int argc, char **argv)
 	if (!c.foreground)
 		pfs_log_use_syslog();
 
+	if ((rc = cache_start(c.cache)) < 0) {
+		pfs_err("cannot start threads: %s", strerror(-rc));
+		goto out_unmount;
+	}
 	if ((rc = transport_start(c.tr)) < 0) {
 		pfs_err("cannot start threads: %s", strerror(-rc));
 		goto out_unmount;
@@ -695,6 +759,8 @@ out_sigthr:
 	pthread_join(sc.thr, NULL);
 out_unmount:
 	rpc_closing(c.rpc);
+	/* Its thread may wait in a call: stop it before the connection. */
+	cache_stop(c.cache);
 	if (rpc_is_up(c.rpc)) {
 		struct rpc_reply rep = { 0 };
 		(void)rpc_call_timeout(c.rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);

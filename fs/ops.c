@@ -17,6 +17,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "cache_i.h"
 #include "client_i.h"
 #include "creds_i.h"
 #include "inode_i.h"
@@ -42,6 +43,7 @@ struct ofile {
 	bool rd_valid;
 	bool rd_eof;
 	bool rd_plus;
+	uint64_t rd_seq;  /* push number when the chunk was requested */
 };
 
 static struct client *CL(fuse_req_t req)
@@ -158,8 +160,33 @@ static struct inode *entry_param(struct client *c, const struct pfs_entry *pe,
 	return ip;
 }
 
-/* Replies to an entry-returning request (rc from rpc_call, rep its reply). */
-static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep)
+/* Replies with entry e of ip (under dir/name, which may be NULL) for a
+ * request sent at push number seq: with timeout 0 if a push about the
+ * directory or the object was applied since (see cache_i.h). */
+static void reply_entry_gated(fuse_req_t req, struct inode *dir, const char *name,
+			      struct inode *ip, struct fuse_entry_param *e, uint64_t seq)
+{
+	struct client *c = CL(req);
+
+	if (dir && name)
+		inode_note_name(dir, name);
+	cache_gate_enter(c->cache);
+	if (cache_pushed_since(c->cache, seq, dir ? &dir->fh : NULL) ||
+	    (ip && cache_pushed_since(c->cache, seq, &ip->fh))) {
+		e->entry_timeout = 0;
+		e->attr_timeout = 0;
+	}
+	int r = fuse_reply_entry(req, e);
+	cache_gate_leave(c->cache);
+	/* If the kernel dropped the reply (interrupted), it took no lookup. */
+	if (r != 0 && ip)
+		inode_forget(c->it, ip, 1);
+}
+
+/* Replies to an entry-returning request (rc from rpc_call, rep its reply)
+ * sent at push number seq for name under dir. */
+static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct inode *dir,
+			 const char *name, uint64_t seq)
 {
 	struct client *c = CL(req);
 	struct pfs_entry_rep er;
@@ -177,15 +204,14 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	/* If the kernel dropped the reply (interrupted), it took no lookup. */
-	if (fuse_reply_entry(req, &e) != 0)
-		inode_forget(c->it, ip, 1);
+	reply_entry_gated(req, dir, name, ip, &e, seq);
 }
 
 /* Replies to a request answered with attributes of ip. */
 static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_reply *rep,
-			bool own_change)
+			bool own_change, uint64_t seq)
 {
+	struct client *c = CL(req);
 	struct pfs_attr_rep ar;
 	struct stat st;
 
@@ -201,7 +227,10 @@ static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_rep
 	else
 		inode_set_attr(ip, &ar.attr);
 	attr_to_stat(&ar.attr, &st);
-	fuse_reply_attr(req, &st, CL(req)->attr_timeout);
+	cache_gate_enter(c->cache);
+	double t = cache_pushed_since(c->cache, seq, &ip->fh) ? 0 : c->attr_timeout;
+	fuse_reply_attr(req, &st, t);
+	cache_gate_leave(c->cache);
 }
 
 /* ---- session ---- */
@@ -233,27 +262,90 @@ static void pfs_destroy(void *userdata)
 
 /* ---- names ---- */
 
+/* LOOKUP_DATA: the entry and, for a small regular file, its content.
+ * Returns 0 with *er filled, -ENOSYS if the server lacks it, or -errno. */
+static int lookup_data(fuse_req_t req, struct pfs_lookup_req *lm, struct pfs_entry_rep *er,
+		       struct rpc_reply *rep, struct pfs_bytes *data)
+{
+	struct client *c = CL(req);
+	struct pfs_lookup_data_req m;
+	struct pfs_lookup_data_rep r;
+
+	m.cr = lm->cr;
+	m.parent = lm->parent;
+	m.name = lm->name;
+	m.max_inline = c->max_inline;
+	int rc = rpc_msg(c->rpc, PFS_OP_LOOKUP_DATA, lookup_data_req, &m, rep);
+	if (rc < 0)
+		return rc;
+	if (pfs_dec_lookup_data_rep(rep->buf, rep->len, &r) < 0 || r.data.len > c->max_inline) {
+		rpc_reply_free(rep);
+		return bad_reply(req, "LOOKUP_DATA");
+	}
+	er->e = r.e;
+	data->p = NULL;
+	data->len = 0;
+	if ((r.flags & PFS_LD_DATA) && S_ISREG(r.e.attr.mode) && r.data.len == r.e.attr.size)
+		*data = r.data;
+	return 0;
+}
+
 static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct client *c = CL(req);
+	struct inode *dir = IP(req, parent);
 	struct pfs_lookup_req m;
+	struct pfs_entry_rep er;
+	struct pfs_bytes data = { 0 };
 	struct rpc_reply rep = { 0 };
+	struct fuse_entry_param e;
+	struct inode *ip;
 	int rc;
 
 	maybe_tune(c);
 	fill_creds(req, &m.cr, true);
-	m.parent = IP(req, parent)->fh;
-	if ((rc = set_name(&m.name, name)) == 0)
+	m.parent = dir->fh;
+	uint64_t seq = cache_seq(c->cache);
+	if ((rc = set_name(&m.name, name)) < 0)
+		goto out_err;
+	rc = -ENOSYS;
+	if (c->max_inline && !cache_nosys(c->cache, PFS_OP_LOOKUP_DATA)) {
+		rc = lookup_data(req, &m, &er, &rep, &data);
+		if (rc == -ENOSYS) {
+			pfs_info("server has no LOOKUP_DATA: plain lookups");
+			cache_set_nosys(c->cache, PFS_OP_LOOKUP_DATA);
+		}
+	}
+	if (rc == -ENOSYS) {
 		rc = rpc_msg(c->rpc, PFS_OP_LOOKUP, lookup_req, &m, &rep);
+		if (rc == 0 && pfs_dec_entry_rep(rep.buf, rep.len, &er) < 0) {
+			rpc_reply_free(&rep);
+			rc = bad_reply(req, "LOOKUP");
+		}
+	}
 	if (rc == -ENOENT && c->negative_timeout > 0) {
-		/* A negative entry: the kernel remembers the miss. */
-		struct fuse_entry_param e;
+		/* A negative entry: the kernel remembers the miss, until the
+		 * timeout or a push for this directory. */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = c->negative_timeout;
-		fuse_reply_entry(req, &e);
+		reply_entry_gated(req, dir, name, NULL, &e, seq);
 		return;
 	}
-	finish_entry(req, rc, &rep);
+	if (rc < 0)
+		goto out_err;
+	ip = entry_param(c, &er.e, &e);
+	if (ip && data.p)
+		inode_set_inline(ip, &er.e.attr, data.p, data.len);
+	rpc_reply_free(&rep);
+	if (!ip) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_entry_gated(req, dir, name, ip, &e, seq);
+	return;
+out_err:
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
 }
 
 static void pfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -281,8 +373,9 @@ static void pfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	maybe_tune(c);
 	fill_creds(req, &m.cr, false);
 	m.fh = ip->fh;
+	uint64_t seq = cache_seq(c->cache);
 	int rc = rpc_msg(c->rpc, PFS_OP_GETATTR, getattr_req, &m, &rep);
-	finish_attr(req, ip, rc, &rep, false);
+	finish_attr(req, ip, rc, &rep, false, seq);
 }
 
 static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -296,7 +389,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	memset(&m, 0, sizeof(m));
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
-	m.fid = fi ? OF(fi)->fid : 0;
+	m.fid = fi && fi->fh ? OF(fi)->fid : 0;
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		m.valid |= PFS_SET_MODE;
 		m.mode = attr->st_mode;
@@ -329,8 +422,9 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	}
 	if (to_set & FUSE_SET_ATTR_CTIME)
 		m.valid |= PFS_SET_CTIME;
+	uint64_t seq = cache_seq(c->cache);
 	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
-	finish_attr(req, ip, rc, &rep, true);
+	finish_attr(req, ip, rc, &rep, true, seq);
 }
 
 static void pfs_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -365,9 +459,10 @@ static void pfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.mode = mode;
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
+	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
-	finish_entry(req, rc, &rep);
+	finish_entry(req, rc, &rep, IP(req, parent), name, seq);
 }
 
 static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -381,9 +476,10 @@ static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.parent = IP(req, parent)->fh;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
+	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
-	finish_entry(req, rc, &rep);
+	finish_entry(req, rc, &rep, IP(req, parent), name, seq);
 }
 
 static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
@@ -394,6 +490,7 @@ static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 	size_t tlen = strlen(link);
 	int rc;
 
+	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	if (tlen == 0) {
@@ -406,7 +503,7 @@ static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 		if ((rc = set_name(&m.name, name)) == 0)
 			rc = rpc_msg(c->rpc, PFS_OP_SYMLINK, symlink_req, &m, &rep);
 	}
-	finish_entry(req, rc, &rep);
+	finish_entry(req, rc, &rep, IP(req, parent), name, seq);
 }
 
 static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, uint16_t op)
@@ -462,9 +559,10 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.newparent = IP(req, newparent)->fh;
+	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
-	finish_entry(req, rc, &rep);
+	finish_entry(req, rc, &rep, IP(req, newparent), newname, seq);
 }
 
 /* ---- files ---- */
@@ -528,6 +626,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	m.fid = of->fid;
@@ -562,7 +661,16 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	/* A new file has no capabilities (they are never inherited). */
 	inode_set_nocaps(ip, c->attr_timeout);
 	fi->fh = (uint64_t)(uintptr_t)of;
-	if (fuse_reply_create(req, &e, fi) != 0) {
+	inode_note_name(IP(req, parent), name);
+	cache_gate_enter(c->cache);
+	if (cache_pushed_since(c->cache, seq, &IP(req, parent)->fh) ||
+	    cache_pushed_since(c->cache, seq, &ip->fh)) {
+		e.entry_timeout = 0;
+		e.attr_timeout = 0;
+	}
+	int rr = fuse_reply_create(req, &e, fi);
+	cache_gate_leave(c->cache);
+	if (rr != 0) {
 		release_remote(req, of, PFS_OP_RELEASE);
 		ofile_free(of);
 		inode_forget(c->it, ip, 1);
@@ -579,6 +687,17 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
+	if (of->ip->inline_data && size <= PFS_MAX_IO) {
+		/* The content came with the lookup (LOOKUP_DATA). */
+		char *buf = malloc(size ? size : 1);
+		size_t got;
+		if (buf && inode_read_inline(of->ip, (uint64_t)off, size, buf, &got)) {
+			fuse_reply_buf(req, buf, got);
+			free(buf);
+			return;
+		}
+		free(buf);
+	}
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
 	m.fid = of->fid;
@@ -877,10 +996,11 @@ static void pfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		return;
 	}
 	inode_set_attr(ip, &ar.attr);
-	/* No directory caching until the server pushes invalidations:
-	 * listings must reflect other hosts' changes. */
-	fi->cache_readdir = 0;
-	fi->keep_cache = 0;
+	/* The server pushes an invalidation of the directory on every
+	 * change, which drops the kernel's cached listing. This kernel
+	 * drops cache_readdir at every opendir unless keep_cache is set too. */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
 	fi->fh = (uint64_t)(uintptr_t)of;
 	if (fuse_reply_open(req, fi) != 0) {
 		release_remote(req, of, PFS_OP_RELEASEDIR);
@@ -898,6 +1018,7 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 
 	rpc_reply_free(&of->dir);
 	of->rd_valid = false;
+	of->rd_seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
 	m.fid = of->fid;
@@ -944,14 +1065,23 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		rc = dir_fetch(req, of, (uint64_t)off, plus);
 		fresh = true;
 	}
+	/* Entries handed to the kernel get timeout 0 if a push about the
+	 * directory or the entry came after their chunk was asked for; the
+	 * gate is held until the reply is written (see cache_i.h), but never
+	 * across a fetch. */
+	cache_gate_enter(c->cache);
+	bool dir_pushed = cache_pushed_since(c->cache, of->rd_seq, &of->ip->fh);
 	while (rc == 0) {
 		struct pfs_rd save = of->rd;
 		struct pfs_dirent de;
 		int r = pfs_dec_dirent(&of->rd, &de);
 		if (r == 0) {
-			if (of->rd_eof || (fresh && !chunk_had_entries))
-				break; /* the end (or a server that makes no progress) */
+			if (of->rd_eof || (fresh && !chunk_had_entries) || pos > 0)
+				break; /* the end, no progress, or reply what we have */
+			cache_gate_leave(c->cache);
 			rc = dir_fetch(req, of, of->rd_off, plus);
+			cache_gate_enter(c->cache);
+			dir_pushed = cache_pushed_since(c->cache, of->rd_seq, &of->ip->fh);
 			fresh = true;
 			chunk_had_entries = false;
 			continue;
@@ -973,11 +1103,16 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			if (!ip) {
 				e.attr.st_ino = de.ino;
 				e.attr.st_mode = de.mode;
+			} else if (dir_pushed || cache_pushed_since(c->cache, of->rd_seq, &ip->fh)) {
+				e.entry_timeout = 0;
+				e.attr_timeout = 0;
 			}
 			n = fuse_add_direntry_plus(req, buf + pos, size - pos, de.name.s, &e,
 						   (off_t)de.next_off);
 			if (n > size - pos && ip)
 				inode_forget(c->it, ip, 1); /* not handed to the kernel */
+			else if (ip)
+				inode_note_name(of->ip, de.name.s);
 		} else {
 			struct stat st;
 			memset(&st, 0, sizeof(st));
@@ -993,11 +1128,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		pos += n;
 		of->rd_off = de.next_off;
 	}
-	pthread_mutex_unlock(&of->lock);
 	if (rc < 0 && pos == 0)
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_buf(req, buf, pos);
+	cache_gate_leave(c->cache);
+	pthread_mutex_unlock(&of->lock);
 	free(buf);
 }
 
@@ -1118,9 +1254,15 @@ static void pfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 
 	struct inode *ip = IP(req, ino);
 	bool caps = strcmp(name, "security.capability") == 0;
+	uint8_t nox = strcmp(name, "system.posix_acl_access") == 0    ? NOX_ACL_ACCESS
+		      : strcmp(name, "system.posix_acl_default") == 0 ? NOX_ACL_DEFAULT
+		      : strcmp(name, "security.selinux") == 0         ? NOX_SELINUX
+								      : 0;
 
-	/* Asked before every write(2): answer a known absence locally. */
-	if (caps && inode_nocaps(ip)) {
+	/* Asked before every write(2) (capability) and by every ls -l
+	 * (ACLs, SELinux label): answer a known absence locally. A push or
+	 * this client's own xattr change forgets it. */
+	if ((caps && inode_nocaps(ip)) || (nox && inode_noxattr(ip, nox))) {
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
@@ -1131,6 +1273,8 @@ static void pfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 		rc = rpc_msg(c->rpc, PFS_OP_GETXATTR, getxattr_req, &m, &rep);
 	if (caps && rc == -ENODATA)
 		inode_set_nocaps(ip, c->attr_timeout);
+	if (nox && rc == -ENODATA)
+		inode_set_noxattr(ip, nox, c->attr_timeout);
 	finish_xattr(req, size, rc, &rep);
 }
 
@@ -1174,6 +1318,7 @@ void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_
 		struct pfs_inval_inode_push m;
 		if (pfs_dec_inval_inode_push(payload, len, &m) < 0)
 			goto bad;
+		cache_note_push(c->cache, &m.fh);
 		if (inode_find(c->it, &m.fh, m.offset >= 0, &nodeid))
 			fuse_lowlevel_notify_inval_inode(c->se, nodeid, m.offset, m.length);
 		return;
@@ -1182,6 +1327,8 @@ void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_
 		struct pfs_inval_entry_push m;
 		if (pfs_dec_inval_entry_push(payload, len, &m) < 0)
 			goto bad;
+		cache_note_push(c->cache, &m.parent);
+		/* This also drops a negative entry of the name. */
 		if (inode_find(c->it, &m.parent, false, &nodeid))
 			fuse_lowlevel_notify_inval_entry(c->se, nodeid, m.name.s, m.name.len);
 		return;

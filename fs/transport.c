@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include "cache_i.h"
 #include "client_i.h"
 #include "podfs/auth.h"
 #include "podfs/frame.h"
@@ -666,6 +667,9 @@ static void *conn_main(void *arg)
 		bool restarted = hs.boot_id != t->boot_id;
 		t->boot_id = hs.boot_id;
 		install(t, fd, &hs);
+		/* Pushes sent while we were away are lost: revalidate. */
+		if (c->cache)
+			cache_reconnected(c->cache);
 		pfs_notice("reconnected to %s%s", c->hostport,
 			   restarted ? " (server restarted)" : "");
 	}

@@ -82,11 +82,17 @@ OP_GETLK = 36
 OP_SETLK = 37
 OP_UNLOCK_OWNER = 38
 OP_LSEEK = 39
+OP_FORGET = 40
+OP_REVALIDATE = 41
+OP_LOOKUP_DATA = 42
 OP_INVAL_INODE = 100
 OP_INVAL_ENTRY = 101
 OP_MAX = 128
 
 DE_HAS_ENTRY = 1
+LD_DATA = 1
+INLINE_MAX = 64 * 1024
+BATCH_MAX = 4096
 
 ATTR_FIELDS = ("ino size blocks atime_s mtime_s ctime_s atime_ns mtime_ns "
                "ctime_ns mode nlink uid gid rdev blksize").split()
@@ -571,6 +577,72 @@ class Conn:
 
     def statfs(self, h, cr=ROOT):
         return self.call(OP_STATFS, cr + fh(h))
+
+    # caching (wire.h opcodes 40-42) and pushes
+    def forget(self, handles):
+        """FORGET: a packed list of fh."""
+        self.call(OP_FORGET, blob(b"".join(fh(h) for h in handles)))
+
+    def revalidate(self, items, cr=ROOT):
+        """REVALIDATE [(fh, attr)...] -> [(index, status, attr)] of the changed
+        or gone items (attr is None when status != 0)."""
+        r = Reader(self.call(OP_REVALIDATE, cr + blob(b"".join(reval_item(h, a) for h, a in items))))
+        res = Reader(r.bytes())
+        r.done()
+        out = []
+        while res.left():
+            i, st = res.u32(), res.u32()
+            out.append((i, st, res.attr() if st == 0 else None))
+        return out
+
+    def lookup_data(self, parent, nm, max_inline=INLINE_MAX, cr=ROOT):
+        """LOOKUP_DATA -> (fh, attr, flags, data)."""
+        r = Reader(self.call(OP_LOOKUP_DATA, cr + fh(parent) + name(nm) + u32(max_inline)))
+        h, a = r.entry()
+        flags = r.u32()
+        data = r.bytes()
+        r.done()
+        return h, a, flags, data
+
+    def wait_pushes(self, timeout, until=None):
+        """Collects push frames (decoded, see decode_push) for up to timeout
+        seconds, or until until(list_so_far) is true. Pushes already queued by
+        call() come first. Returns the list (and empties self.pushes)."""
+        got = [decode_push(f) for f in self.pushes]
+        self.pushes = []
+        deadline = time.monotonic() + timeout
+        while not (until and until(got)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                f = self.recv_frame(timeout=left)
+            except Timeout:
+                break
+            if not f.flags & FF_PUSH:
+                raise BadReply(f"unexpected non-push frame {f!r}")
+            got.append(decode_push(f))
+        return got
+
+
+def decode_push(f):
+    """A push frame as a tuple: ("inode", fh, offset, length) or
+    ("entry", parent_fh, name)."""
+    r = Reader(f.payload)
+    if f.op == OP_INVAL_INODE:
+        out = ("inode", r.fh(), r.i64(), r.i64())
+    elif f.op == OP_INVAL_ENTRY:
+        out = ("entry", r.fh(), r.name())
+    else:
+        raise BadReply(f"unknown push op {f.op}")
+    r.done()
+    return out
+
+
+def reval_item(h, attr):
+    """One packed REVALIDATE item from a handle and the attr dict we hold."""
+    return (fh(h) + u64(attr["size"]) + i64(attr["mtime_s"]) + u32(attr["mtime_ns"]) +
+            i64(attr["ctime_s"]) + u32(attr["ctime_ns"]))
 
 
 def connect(host, port, key, timeout=10.0, **kw):

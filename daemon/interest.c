@@ -1,0 +1,240 @@
+/* interest.c: the interest table, object key -> session slot bitmap (see
+ * interest_i.h). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interest_i.h"
+#include "htab_i.h"
+#include "pfsd_i.h"
+
+struct iobj {
+	struct hnode hn;   /* hash = the object key */
+	unsigned nw;       /* words in bits[], 1..INTEREST_WORDS */
+	uint64_t bits[];
+};
+
+struct stripe {
+	pthread_mutex_t mu;
+	struct htab tab;
+	size_t bytes;
+};
+
+struct interest {
+	struct stripe st[INTEREST_STRIPES];
+	pthread_mutex_t slot_mu;
+	uint64_t used[INTEREST_WORDS];
+};
+
+/* The stripe comes from the top bits, the htab bucket from the low ones. */
+static struct stripe *stripe_of(struct interest *it, uint64_t key)
+{
+	return &it->st[key >> 58];
+}
+_Static_assert(INTEREST_STRIPES == 64, "stripe_of uses 6 bits");
+
+static size_t obj_size(unsigned nw)
+{
+	return sizeof(struct iobj) + nw * sizeof(uint64_t);
+}
+
+struct interest *interest_new(void)
+{
+	struct interest *it = xcalloc(1, sizeof(*it));
+
+	for (int i = 0; i < INTEREST_STRIPES; i++) {
+		pthread_mutex_init(&it->st[i].mu, NULL);
+		htab_init(&it->st[i].tab);
+	}
+	pthread_mutex_init(&it->slot_mu, NULL);
+	return it;
+}
+
+void interest_free(struct interest *it)
+{
+	struct hnode *n;
+
+	if (!it)
+		return;
+	for (int i = 0; i < INTEREST_STRIPES; i++) {
+		while ((n = htab_pop(&it->st[i].tab)))
+			free(container_of(n, struct iobj, hn));
+		htab_fini(&it->st[i].tab);
+		pthread_mutex_destroy(&it->st[i].mu);
+	}
+	pthread_mutex_destroy(&it->slot_mu);
+	free(it);
+}
+
+/* Caller holds the stripe's mutex. */
+static struct iobj *find(struct stripe *s, uint64_t key)
+{
+	struct hnode *n = htab_first(&s->tab, key);
+
+	return n ? container_of(n, struct iobj, hn) : NULL;
+}
+
+void interest_add(struct interest *it, uint64_t key, int slot)
+{
+	struct stripe *s = stripe_of(it, key);
+	unsigned w = (unsigned)slot / 64;
+	struct iobj *o;
+
+	if (slot < 0 || slot >= INTEREST_SLOTS)
+		return;
+	pthread_mutex_lock(&s->mu);
+	o = find(s, key);
+	if (o && o->nw <= w) {
+		/* Widen: a new allocation, so relink it. */
+		struct iobj *n = xcalloc(1, obj_size(w + 1));
+		memcpy(n->bits, o->bits, o->nw * sizeof(uint64_t));
+		n->nw = w + 1;
+		htab_remove(&s->tab, &o->hn);
+		s->bytes -= obj_size(o->nw);
+		free(o);
+		htab_insert(&s->tab, &n->hn, key);
+		s->bytes += obj_size(n->nw);
+		o = n;
+	} else if (!o) {
+		o = xcalloc(1, obj_size(w + 1));
+		o->nw = w + 1;
+		htab_insert(&s->tab, &o->hn, key);
+		s->bytes += obj_size(o->nw);
+	}
+	o->bits[w] |= 1ull << (slot % 64);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void interest_note(struct interest *it, uint64_t key, int slot, struct keyvec *kv)
+{
+	interest_add(it, key, slot);
+	if (!kv)
+		return;
+	if (kv->n == kv->cap) {
+		size_t cap = kv->cap ? kv->cap * 2 : 8;
+		uint64_t *v = xmalloc(cap * sizeof(*v));
+		if (kv->n)
+			memcpy(v, kv->v, kv->n * sizeof(*v));
+		free(kv->v);
+		kv->v = v;
+		kv->cap = cap;
+	}
+	kv->v[kv->n++] = key;
+}
+
+static bool empty(const struct iobj *o)
+{
+	for (unsigned i = 0; i < o->nw; i++)
+		if (o->bits[i])
+			return false;
+	return true;
+}
+
+void interest_del(struct interest *it, uint64_t key, int slot)
+{
+	struct stripe *s = stripe_of(it, key);
+	unsigned w = (unsigned)slot / 64;
+	struct iobj *o;
+
+	if (slot < 0 || slot >= INTEREST_SLOTS)
+		return;
+	pthread_mutex_lock(&s->mu);
+	o = find(s, key);
+	if (o && w < o->nw) {
+		o->bits[w] &= ~(1ull << (slot % 64));
+		if (empty(o)) {
+			htab_remove(&s->tab, &o->hn);
+			s->bytes -= obj_size(o->nw);
+			free(o);
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+bool interest_get(struct interest *it, uint64_t key, uint64_t bits[INTEREST_WORDS])
+{
+	struct stripe *s = stripe_of(it, key);
+	struct iobj *o;
+
+	memset(bits, 0, INTEREST_WORDS * sizeof(uint64_t));
+	pthread_mutex_lock(&s->mu);
+	o = find(s, key);
+	if (o)
+		memcpy(bits, o->bits, o->nw * sizeof(uint64_t));
+	pthread_mutex_unlock(&s->mu);
+	return o != NULL;
+}
+
+int interest_slot_alloc(struct interest *it)
+{
+	int slot = -1;
+
+	pthread_mutex_lock(&it->slot_mu);
+	for (unsigned w = 0; w < INTEREST_WORDS && slot < 0; w++) {
+		if (it->used[w] == UINT64_MAX)
+			continue;
+		unsigned b = (unsigned)__builtin_ctzll(~it->used[w]);
+		it->used[w] |= 1ull << b;
+		slot = (int)(w * 64 + b);
+	}
+	pthread_mutex_unlock(&it->slot_mu);
+	return slot;
+}
+
+void interest_slot_free(struct interest *it, int slot)
+{
+	unsigned w = (unsigned)slot / 64;
+	uint64_t bit = 1ull << (slot % 64);
+
+	if (slot < 0 || slot >= INTEREST_SLOTS)
+		return;
+	for (int i = 0; i < INTEREST_STRIPES; i++) {
+		struct stripe *s = &it->st[i];
+		pthread_mutex_lock(&s->mu);
+		for (size_t b = 0; b < s->tab.nb; b++) {
+			struct hnode **pp = &s->tab.b[b];
+			while (*pp) {
+				struct iobj *o = container_of(*pp, struct iobj, hn);
+				if (w < o->nw)
+					o->bits[w] &= ~bit;
+				if (empty(o)) {
+					*pp = o->hn.next;
+					s->tab.n--;
+					s->bytes -= obj_size(o->nw);
+					free(o);
+				} else {
+					pp = &(*pp)->next;
+				}
+			}
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_lock(&it->slot_mu);
+	it->used[w] &= ~bit;
+	pthread_mutex_unlock(&it->slot_mu);
+}
+
+void interest_foreach(struct interest *it, void (*fn)(uint64_t key, void *arg), void *arg)
+{
+	for (int i = 0; i < INTEREST_STRIPES; i++) {
+		struct stripe *s = &it->st[i];
+		pthread_mutex_lock(&s->mu);
+		for (size_t b = 0; b < s->tab.nb; b++)
+			for (struct hnode *n = s->tab.b[b]; n; n = n->next)
+				fn(n->hash, arg);
+		pthread_mutex_unlock(&s->mu);
+	}
+}
+
+void interest_stats(struct interest *it, size_t *objects, size_t *bytes)
+{
+	*objects = 0;
+	*bytes = 0;
+	for (int i = 0; i < INTEREST_STRIPES; i++) {
+		struct stripe *s = &it->st[i];
+		pthread_mutex_lock(&s->mu);
+		*objects += s->tab.n;
+		*bytes += s->bytes + s->tab.nb * sizeof(struct hnode *);
+		pthread_mutex_unlock(&s->mu);
+	}
+}

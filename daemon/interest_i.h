@@ -1,0 +1,73 @@
+/* interest_i.h: which sessions cache which objects ("callbacks", as in AFS).
+ *
+ * The table maps an object key (handles_key(): a seeded 64-bit hash of the
+ * kernel handle inside a wire handle, MAC excluded, so fanotify events map
+ * to the same key) to the set of session slots that were handed the object
+ * and have not FORGOTten it. podfsd pushes an invalidation for an object
+ * only to the sessions in its set.
+ *
+ * Layout, for 256 clients x ~50k objects: the table is split into
+ * INTEREST_STRIPES stripes (top bits of the key), each a struct htab under
+ * its own mutex, so worker threads registering interest rarely contend.
+ * An object is one allocation: hnode (16 bytes, hash = key) + a bitmap of
+ * session slots just wide enough for the highest slot set (8 bytes per 64
+ * slots). Slots are allocated lowest-free first, so a pod of N clients uses
+ * ceil(N/64) words. With 256 clients sharing 50k objects (a shared venv):
+ * 50k x (16 + 8 + 32 + ~16 malloc + 8 bucket) = ~4 MB, i.e. ~16 KB per
+ * client, of which the interest bits proper are 6.25 KB (one bit per
+ * client and object).
+ *
+ * Key collisions (2^-64 per pair) can only merge two objects' sets: extra
+ * pushes, or a FORGET of one dropping interest in the other for that one
+ * session.
+ *
+ * Threads: every function may be called from any thread.
+ */
+#ifndef PODFSD_INTEREST_I_H
+#define PODFSD_INTEREST_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define INTEREST_SLOTS 1024 /* sessions with a slot; the rest get every push */
+#define INTEREST_WORDS (INTEREST_SLOTS / 64)
+#define INTEREST_STRIPES 64
+
+struct interest;
+
+struct interest *interest_new(void);
+/* Frees the table and every object in it. */
+void interest_free(struct interest *it);
+
+/* Returns a free slot (lowest first), or -1 when all INTEREST_SLOTS are
+ * taken (that session then gets every push: correct, only slower). */
+int interest_slot_alloc(struct interest *it);
+/* Clears slot from every object (freeing objects left with no slot) and
+ * makes it free again. Walks the whole table: call once per dead session. */
+void interest_slot_free(struct interest *it, int slot);
+
+/* Adds slot to key's set. slot < 0 is a no-op. */
+void interest_add(struct interest *it, uint64_t key, int slot);
+/* Removes slot from key's set (the object goes when its set is empty). */
+void interest_del(struct interest *it, uint64_t key, int slot);
+/* Copies key's set into bits (INTEREST_WORDS words, zero-filled past the
+ * object's width). Returns false when no session is interested. */
+bool interest_get(struct interest *it, uint64_t key, uint64_t bits[INTEREST_WORDS]);
+
+/* Keys a request handed out (filled by its worker, read on the loop). */
+struct keyvec {
+	uint64_t *v; /* malloc'd, freed by the owner of the request */
+	size_t n, cap;
+};
+/* interest_add(it, key, slot), and key appended to kv (if kv != NULL). */
+void interest_note(struct interest *it, uint64_t key, int slot, struct keyvec *kv);
+
+/* Calls fn(key, arg) for every object (each stripe locked in turn; fn must
+ * not call back into the table). For the "lost events" fallback. */
+void interest_foreach(struct interest *it, void (*fn)(uint64_t key, void *arg), void *arg);
+
+/* Objects in the table and bytes they use (for logs and tests). */
+void interest_stats(struct interest *it, size_t *objects, size_t *bytes);
+
+#endif /* PODFSD_INTEREST_I_H */

@@ -1,0 +1,45 @@
+/* watch_i.h: changes made beside podfs (directly in the exported
+ * directory on the coordinator's host) turned into invalidation pushes.
+ *
+ * podfsd watches the export's filesystem with fanotify (a filesystem mark,
+ * FAN_REPORT_DFID_NAME + FAN_REPORT_FID [+ FAN_REPORT_TARGET_FID]): event
+ * file handles are the kernel handles name_to_handle_at() gives, so they
+ * map to interest keys (handles_key_kernel) without any lookup. Events made
+ * by podfsd itself are skipped: its own operations are pushed precisely by
+ * dispatch.c. Events on objects nobody caches cost one hash and one table
+ * probe. The queue is unlimited; should events still be lost
+ * (FAN_Q_OVERFLOW), every client reconnects and revalidates.
+ *
+ * Without fanotify (no CAP_SYS_ADMIN, or a kernel/filesystem without FID
+ * reporting), podfsd falls back to inotify on every directory a client
+ * was handed (watch_dir): entry changes in those directories and content
+ * or attribute changes of their children are pushed. inotify cannot tell
+ * podfsd's own changes from others', so there the originator of a change
+ * gets its push too. If inotify fails as well, podfsd logs one notice and
+ * runs without a watcher: clients then see changes made beside podfs only
+ * when they revalidate. PODFSD_WATCH=inotify|none forces a fallback.
+ *
+ * Loop thread, except watch_dir().
+ */
+#ifndef PODFSD_WATCH_I_H
+#define PODFSD_WATCH_I_H
+
+#include <stdint.h>
+
+struct pfsd;
+struct watch;
+struct pfs_fh;
+
+/* Starts watching d's export (after daemonizing: it records our pid).
+ * Never fails: without a watcher it logs why and returns. */
+void watch_start(struct pfsd *d);
+/* Stops watching (closes the poll handle). */
+void watch_stop(struct pfsd *d);
+/* Frees the watcher, once the loop is closed and no worker runs. */
+void watch_free(struct pfsd *d);
+/* inotify fallback: watch directory pathfd (any fd, O_PATH is fine), whose
+ * wire handle is fh. A no-op with fanotify or without a watcher. Any
+ * thread (w may be NULL). */
+void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh);
+
+#endif /* PODFSD_WATCH_I_H */

@@ -1,0 +1,437 @@
+/* cache.c: push/reply race gate, FORGET batching and revalidation after a
+ * reconnect (see cache_i.h). */
+#include "cache_i.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client_i.h"
+#include "inode_i.h"
+#include "podfs/log.h"
+#include "rpc_i.h"
+
+#define RING 1024           /* pushes remembered for the race check */
+#define FORGET_DELAY_MS 100 /* a FORGET batch waits this long for company */
+#define FORGET_MAX 100000   /* queued handles beyond this are dropped */
+#define CALL_TIMEOUT_MS 30000
+
+struct fh_node {
+	struct fh_node *next;
+	struct pfs_fh fh;
+};
+
+struct cache {
+	struct client *c;
+
+	/* Race gate. seq and the ring change only under the write side. */
+	pthread_rwlock_t gate;
+	_Atomic uint64_t seq;
+	uint64_t all_seq;       /* last "everything" invalidation */
+	uint64_t ring[RING];    /* fh hash of push number n at ring[n % RING] */
+
+	_Atomic uint32_t nosys; /* bit (op - 40): the server lacks it */
+
+	/* Background thread. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct fh_node *forget_head;
+	size_t nforget;
+	int64_t forget_since_ms;
+	bool reval_pending;
+	bool stop;
+	bool started;
+	pthread_t thr;
+
+	_Atomic uint64_t st_reval, st_changed, st_forgets;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t fh_key(const struct pfs_fh *fh)
+{
+	uint64_t h = 0x84222325cbf29ce4ULL;
+	for (unsigned i = 0; i < fh->len; i++) {
+		h ^= fh->data[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h | 1; /* never 0: 0 marks an empty slot */
+}
+
+int cache_new(struct client *c, struct cache **out)
+{
+	struct cache *k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	k->c = c;
+	pthread_rwlock_init(&k->gate, NULL);
+	pthread_mutex_init(&k->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&k->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	atomic_init(&k->seq, 1);
+	*out = k;
+	return 0;
+}
+
+static void free_list(struct fh_node *n)
+{
+	while (n) {
+		struct fh_node *next = n->next;
+		free(n);
+		n = next;
+	}
+}
+
+void cache_stop(struct cache *k)
+{
+	if (k->started) {
+		pthread_mutex_lock(&k->lock);
+		k->stop = true;
+		pthread_cond_signal(&k->cond);
+		pthread_mutex_unlock(&k->lock);
+		pthread_join(k->thr, NULL);
+		k->started = false;
+	}
+}
+
+void cache_free(struct cache *k)
+{
+	if (!k)
+		return;
+	cache_stop(k);
+	free_list(k->forget_head);
+	pthread_rwlock_destroy(&k->gate);
+	pthread_mutex_destroy(&k->lock);
+	pthread_cond_destroy(&k->cond);
+	free(k);
+}
+
+uint64_t cache_seq(struct cache *k)
+{
+	return atomic_load(&k->seq);
+}
+
+void cache_note_push(struct cache *k, const struct pfs_fh *fh)
+{
+	pthread_rwlock_wrlock(&k->gate);
+	uint64_t n = atomic_load(&k->seq) + 1;
+	k->ring[n % RING] = fh_key(fh);
+	atomic_store(&k->seq, n);
+	pthread_rwlock_unlock(&k->gate);
+}
+
+void cache_note_all(struct cache *k)
+{
+	pthread_rwlock_wrlock(&k->gate);
+	uint64_t n = atomic_load(&k->seq) + 1;
+	k->ring[n % RING] = 0;
+	k->all_seq = n;
+	atomic_store(&k->seq, n);
+	pthread_rwlock_unlock(&k->gate);
+}
+
+void cache_gate_enter(struct cache *k)
+{
+	pthread_rwlock_rdlock(&k->gate);
+}
+
+void cache_gate_leave(struct cache *k)
+{
+	pthread_rwlock_unlock(&k->gate);
+}
+
+bool cache_pushed_since(struct cache *k, uint64_t seq, const struct pfs_fh *fh)
+{
+	uint64_t now = atomic_load(&k->seq);
+	if (now <= seq)
+		return false;
+	if (k->all_seq > seq || now - seq >= RING)
+		return true; /* everything, or too many to tell */
+	if (!fh)
+		return false;
+	uint64_t key = fh_key(fh);
+	for (uint64_t n = seq + 1; n <= now; n++)
+		if (k->ring[n % RING] == key)
+			return true;
+	return false;
+}
+
+void cache_set_nosys(struct cache *k, uint16_t op)
+{
+	if (op >= 40 && op < 72)
+		atomic_fetch_or(&k->nosys, 1u << (op - 40));
+}
+
+bool cache_nosys(struct cache *k, uint16_t op)
+{
+	return op >= 40 && op < 72 && (atomic_load(&k->nosys) & (1u << (op - 40)));
+}
+
+void cache_get_stats(struct cache *k, struct cache_stats *st)
+{
+	st->revalidated = atomic_load(&k->st_reval);
+	st->reval_changed = atomic_load(&k->st_changed);
+	st->forgets = atomic_load(&k->st_forgets);
+}
+
+/* ---- FORGET ---- */
+
+void cache_forget_cb(void *arg, const struct pfs_fh *fh)
+{
+	struct cache *k = arg;
+	if (cache_nosys(k, PFS_OP_FORGET))
+		return;
+	struct fh_node *n = malloc(sizeof(*n));
+	if (!n)
+		return; /* the server just keeps pushing for it: harmless */
+	n->fh = *fh;
+	pthread_mutex_lock(&k->lock);
+	if (k->nforget >= FORGET_MAX || k->stop) {
+		pthread_mutex_unlock(&k->lock);
+		free(n);
+		return;
+	}
+	n->next = k->forget_head;
+	k->forget_head = n;
+	if (k->nforget++ == 0) {
+		k->forget_since_ms = now_ms();
+		pthread_cond_signal(&k->cond);
+	}
+	pthread_mutex_unlock(&k->lock);
+}
+
+/* Sends one FORGET with up to PFS_BATCH_MAX handles from *list (those
+ * sent are freed; the rest stay). */
+static void send_forget(struct cache *k, struct fh_node **list)
+{
+	struct client *c = k->c;
+	size_t cap = (size_t)PFS_BATCH_MAX * (PFS_FH_MAX + 1) + 64;
+	uint8_t *items = malloc(cap), *req = malloc(cap + 16);
+	struct fh_node *sent = NULL;
+	struct pfs_wr w;
+	size_t n = 0;
+
+	if (!items || !req)
+		goto out;
+	pfs_wr_init(&w, items, cap);
+	while (*list && n < PFS_BATCH_MAX) {
+		struct fh_node *f = *list;
+		if (pfs_enc_fh_item(&w, &f->fh) < 0)
+			break;
+		*list = f->next;
+		f->next = sent;
+		sent = f;
+		n++;
+	}
+	struct pfs_forget_req m = { .fhs = { .p = items, .len = (uint32_t)w.len } };
+	struct pfs_wr rw;
+	pfs_wr_init(&rw, req, cap + 16);
+	if (n == 0 || pfs_enc_forget_req(&rw, &m) < 0)
+		goto out;
+	struct rpc_reply rep = { 0 };
+	int rc = rpc_call_timeout(c->rpc, PFS_OP_FORGET, req, rw.len, &rep, CALL_TIMEOUT_MS);
+	rpc_reply_free(&rep);
+	if (rc == -ENOSYS) {
+		pfs_info("server has no FORGET: it keeps pushing for forgotten objects");
+		cache_set_nosys(k, PFS_OP_FORGET);
+	} else if (rc < 0) {
+		pfs_debug("FORGET of %zu handles: %s", n, strerror(-rc));
+	} else {
+		atomic_fetch_add(&k->st_forgets, n);
+	}
+	/* A LOOKUP that the server handled before this FORGET but whose
+	 * reply made the inode known again lost the server's interest: make
+	 * the kernel ask again (GETATTR registers it again). */
+	for (struct fh_node *f = sent; f; f = f->next) {
+		fuse_ino_t nodeid;
+		if (inode_find(c->it, &f->fh, false, &nodeid) && c->se)
+			fuse_lowlevel_notify_inval_inode(c->se, nodeid, -1, 0);
+	}
+out:
+	free_list(sent);
+	free(items);
+	free(req);
+}
+
+/* ---- revalidation ---- */
+
+struct inval_names {
+	struct client *c;
+	fuse_ino_t parent;
+};
+
+static void inval_name_cb(void *arg, const char *name, size_t len)
+{
+	struct inval_names *a = arg;
+	fuse_lowlevel_notify_inval_entry(a->c->se, a->parent, name, len);
+}
+
+/* Invalidates everything the kernel may cache about fh. */
+static void inval_object(struct cache *k, const struct pfs_fh *fh, const struct pfs_attr *a)
+{
+	struct client *c = k->c;
+	struct nameset *names;
+	fuse_ino_t nodeid;
+
+	if (!inode_mark_changed(c->it, fh, a, &nodeid, &names))
+		return;
+	fuse_lowlevel_notify_inval_inode(c->se, nodeid, 0, 0);
+	struct inval_names arg = { c, nodeid };
+	nameset_each_free(names, inval_name_cb, &arg);
+}
+
+static void revalidate_all(struct cache *k)
+{
+	struct client *c = k->c;
+	struct inode_snap *v = NULL;
+	size_t n = 0;
+	size_t cap = (size_t)PFS_BATCH_MAX * (PFS_FH_MAX + 1 + 32) + 64;
+	uint8_t *items = NULL, *req = NULL;
+
+	/* Replies in flight may predate lost pushes. */
+	cache_note_all(k);
+	if (inode_snapshot(c->it, &v, &n) < 0)
+		goto everything;
+	if (cache_nosys(k, PFS_OP_REVALIDATE))
+		goto everything;
+	items = malloc(cap);
+	req = malloc(cap + 512);
+	if (!items || !req)
+		goto everything;
+	for (size_t i = 0; i < n;) {
+		size_t first = i, cnt = 0;
+		struct pfs_wr w;
+		pfs_wr_init(&w, items, cap);
+		for (; i < n && cnt < PFS_BATCH_MAX; i++, cnt++) {
+			struct pfs_reval_item it = {
+				.fh = v[i].fh,
+				.size = v[i].attr.size,
+				.mtime_s = v[i].attr.mtime_s,
+				.ctime_s = v[i].attr.ctime_s,
+				.mtime_ns = v[i].attr.mtime_ns,
+				.ctime_ns = v[i].attr.ctime_ns,
+			};
+			if (pfs_enc_reval_item(&w, &it) < 0)
+				break;
+		}
+		struct pfs_revalidate_req m;
+		memset(&m.cr, 0, sizeof(m.cr));
+		m.items.p = items;
+		m.items.len = (uint32_t)w.len;
+		struct pfs_wr rw;
+		pfs_wr_init(&rw, req, cap + 512);
+		if (cnt == 0 || pfs_enc_revalidate_req(&rw, &m) < 0)
+			goto everything;
+		struct rpc_reply rep = { 0 };
+		int rc = rpc_call(c->rpc, PFS_OP_REVALIDATE, req, rw.len, &rep);
+		if (rc == -ENOSYS) {
+			pfs_info("server has no REVALIDATE: invalidating every cache");
+			cache_set_nosys(k, PFS_OP_REVALIDATE);
+			goto everything;
+		}
+		struct pfs_revalidate_rep r;
+		if (rc == 0 && pfs_dec_revalidate_rep(rep.buf, rep.len, &r) < 0)
+			rc = -EBADMSG;
+		if (rc < 0) {
+			rpc_reply_free(&rep);
+			pfs_warn("REVALIDATE failed (%s): invalidating every cache", strerror(-rc));
+			goto everything;
+		}
+		atomic_fetch_add(&k->st_reval, cnt);
+		struct pfs_rd rd;
+		struct pfs_reval_result res;
+		pfs_rd_init(&rd, r.results.p, r.results.len);
+		int got;
+		while ((got = pfs_dec_reval_result(&rd, &res)) == 1) {
+			if (res.index >= cnt)
+				continue;
+			atomic_fetch_add(&k->st_changed, 1);
+			inval_object(k, &v[first + res.index].fh, res.status == 0 ? &res.attr : NULL);
+		}
+		rpc_reply_free(&rep);
+		if (got < 0) {
+			pfs_warn("malformed REVALIDATE reply: invalidating every cache");
+			goto everything;
+		}
+	}
+	pfs_info("revalidated %zu cached objects", n);
+	goto out;
+
+everything:
+	for (size_t i = 0; i < n; i++)
+		inval_object(k, &v[i].fh, NULL);
+out:
+	free(v);
+	free(items);
+	free(req);
+}
+
+void cache_reconnected(struct cache *k)
+{
+	pthread_mutex_lock(&k->lock);
+	k->reval_pending = true;
+	pthread_cond_signal(&k->cond);
+	pthread_mutex_unlock(&k->lock);
+}
+
+static void *cache_main(void *arg)
+{
+	struct cache *k = arg;
+
+	pthread_mutex_lock(&k->lock);
+	while (!k->stop) {
+		if (k->reval_pending) {
+			k->reval_pending = false;
+			pthread_mutex_unlock(&k->lock);
+			revalidate_all(k);
+			pthread_mutex_lock(&k->lock);
+			continue;
+		}
+		if (k->forget_head) {
+			int64_t due = k->forget_since_ms + FORGET_DELAY_MS;
+			if (k->nforget >= PFS_BATCH_MAX || now_ms() >= due) {
+				struct fh_node *list = k->forget_head;
+				k->forget_head = NULL;
+				k->nforget = 0;
+				pthread_mutex_unlock(&k->lock);
+				while (list)
+					send_forget(k, &list);
+				pthread_mutex_lock(&k->lock);
+				continue;
+			}
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_nsec += FORGET_DELAY_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&k->cond, &k->lock, &ts);
+			continue;
+		}
+		pthread_cond_wait(&k->cond, &k->lock);
+	}
+	pthread_mutex_unlock(&k->lock);
+	return NULL;
+}
+
+int cache_start(struct cache *k)
+{
+	int rc = pthread_create(&k->thr, NULL, cache_main, k);
+	if (rc)
+		return -rc;
+	k->started = true;
+	return 0;
+}

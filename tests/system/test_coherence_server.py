@@ -1,0 +1,365 @@
+"""Issue 4, daemon side: interest tracking and invalidation pushes, changes
+made directly in the export (fanotify), REVALIDATE and LOOKUP_DATA, spoken
+with raw pfsproto sessions (no FUSE client involved)."""
+
+import errno
+import os
+import time
+
+import pytest
+
+import pfsproto as P
+
+FAST = 0.1   # a change through podfs reaches other sessions within 100 ms
+DIRECT = 1.0  # a change made beside podfs, within 1 s
+QUIET = 0.3   # how long we listen to make sure nothing comes
+
+
+def session(daemon, env, push=True):
+    return P.connect(daemon.host, daemon.port, P.load_key(env.key),
+                     caps=P.CAP_PUSH if push else 0)
+
+
+@pytest.fixture
+def ab(env, daemon):
+    """Two push-capable sessions A and B."""
+    a = session(daemon, env)
+    b = session(daemon, env)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def about(h):
+    """Predicate: a push names handle h (as object or parent)."""
+    return lambda ps: any(p[1] == h for p in ps)
+
+
+def inode_pushes(ps, h):
+    return [p for p in ps if p[0] == "inode" and p[1] == h]
+
+
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def test_write_pushed_to_interested_session(env, daemon, ab):
+    a, b = ab
+    h, _, fid = a.create(a.root, "f")
+    bh, _ = b.lookup(b.root, "f")
+    assert bh == h
+    b.wait_pushes(QUIET)  # the CREATE's entry push for the root
+    t0 = time.monotonic()
+    a.write(h, fid, 0, b"hello")
+    got = b.wait_pushes(FAST, until=about(h))
+    assert time.monotonic() - t0 < FAST + 0.05
+    assert ("inode", h, 0, 5) in got
+    # The writer's kernel knows what it wrote: no push back to A.
+    assert a.wait_pushes(QUIET) == []
+
+
+def test_no_push_for_objects_not_looked_up_or_forgotten(env, daemon):
+    for n in ("x", "y"):
+        write_file(env.export / n, b"0")
+    a = session(daemon, env)
+    b = session(daemon, env)
+    try:
+        hx, _ = a.lookup(a.root, "x")
+        hy, _ = a.lookup(a.root, "y")
+        b.lookup(b.root, "y")
+        b.forget([hy])
+        fx = a.open(hx, os.O_RDWR)
+        fy = a.open(hy, os.O_RDWR)
+        a.write(hx, fx, 0, b"1")
+        a.write(hy, fy, 0, b"1")
+        a.call(P.OP_SETATTR, P.ROOT + P.fh(hy) + P.u64(0) + P.u32(1) + P.u32(0o600) +
+               P.u32(0) * 2 + P.u64(0) + P.i64(0) + P.u32(0) + P.i64(0) + P.u32(0))
+        assert b.wait_pushes(QUIET) == []
+        # Interest comes back with the next lookup.
+        b.lookup(b.root, "y")
+        a.write(hy, fy, 0, b"2")
+        assert inode_pushes(b.wait_pushes(FAST, until=about(hy)), hy)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_session_without_push_cap_gets_none(env, daemon):
+    write_file(env.export / "f", b"0")
+    a = session(daemon, env)
+    b = session(daemon, env, push=False)
+    try:
+        h, _ = a.lookup(a.root, "f")
+        b.lookup(b.root, "f")
+        fid = a.open(h, os.O_RDWR)
+        a.write(h, fid, 0, b"1")
+        assert b.wait_pushes(QUIET) == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_namespace_changes_pushed_to_parent_watchers(env, daemon, ab):
+    a, b = ab
+    os.mkdir(env.export / "d")
+    write_file(env.export / "d" / "old", b"x")
+    time.sleep(0.2)
+    b.wait_pushes(QUIET)  # the direct changes above, as seen by fanotify
+    a.wait_pushes(0.05)
+    dh, _ = b.lookup(b.root, "d")
+    oh, _ = b.lookup(dh, "old")
+    with pytest.raises(P.PfsError) as ei:  # a negative entry B may cache
+        b.lookup(dh, "new")
+    assert ei.value.errno == errno.ENOENT
+    a.lookup(a.root, "d")
+
+    a.create(dh, "new")
+    got = b.wait_pushes(FAST, until=lambda ps: ("entry", dh, b"new") in ps and
+                        inode_pushes(ps, dh))
+    assert ("entry", dh, b"new") in got and inode_pushes(got, dh)
+
+    a.call(P.OP_UNLINK, P.ROOT + P.fh(dh) + P.name("old"))
+    got = b.wait_pushes(FAST, until=lambda ps: ("entry", dh, b"old") in ps and
+                        inode_pushes(ps, oh))
+    assert ("entry", dh, b"old") in got
+    assert ("inode", oh, -1, 0) in got  # its nlink changed
+
+    a.call(P.OP_RENAME, P.ROOT + P.fh(dh) + P.name("new") + P.fh(a.root) + P.name("moved") +
+           P.u32(0))
+    got = b.wait_pushes(FAST, until=lambda ps: ("entry", dh, b"new") in ps and
+                        ("entry", b.root, b"moved") in ps)
+    assert ("entry", dh, b"new") in got and ("entry", b.root, b"moved") in got
+    assert a.wait_pushes(QUIET) == []
+
+
+def test_direct_change_in_export_is_pushed(env, daemon, ab):
+    if "not watching" in daemon.log():
+        pytest.skip("no fanotify here")
+    a, b = ab
+    write_file(env.export / "f", b"old")
+    os.mkdir(env.export / "d")
+    time.sleep(0.2)
+    b.wait_pushes(QUIET)
+    h, _ = b.lookup(b.root, "f")
+    dh, _ = b.lookup(b.root, "d")
+
+    t0 = time.monotonic()
+    with open(env.export / "f", "r+b") as f:
+        f.write(b"new")
+    got = b.wait_pushes(DIRECT, until=lambda ps: inode_pushes(ps, h))
+    assert inode_pushes(got, h), got
+    assert time.monotonic() - t0 < DIRECT
+
+    os.chmod(env.export / "f", 0o600)
+    assert ("inode", h, -1, 0) in b.wait_pushes(DIRECT, until=lambda ps: ("inode", h, -1, 0) in ps)
+
+    write_file(env.export / "d" / "born", b"")
+    got = b.wait_pushes(DIRECT, until=lambda ps: ("entry", dh, b"born") in ps)
+    assert ("entry", dh, b"born") in got
+
+    os.rename(env.export / "d" / "born", env.export / "renamed")
+    got = b.wait_pushes(DIRECT, until=lambda ps: ("entry", dh, b"born") in ps and
+                        ("entry", b.root, b"renamed") in ps)
+    assert ("entry", dh, b"born") in got and ("entry", b.root, b"renamed") in got
+
+    os.unlink(env.export / "f")
+    got = b.wait_pushes(DIRECT, until=lambda ps: ("entry", b.root, b"f") in ps)
+    assert ("entry", b.root, b"f") in got
+
+
+def test_direct_change_not_pushed_to_uninterested(env, daemon, ab):
+    if "not watching" in daemon.log():
+        pytest.skip("no fanotify here")
+    a, b = ab
+    os.mkdir(env.export / "d")
+    write_file(env.export / "d" / "f", b"old")
+    time.sleep(0.3)
+    b.wait_pushes(QUIET)
+    write_file(env.export / "d" / "f", b"new")  # B never looked up d or f
+    write_file(env.export / "d" / "g", b"new")
+    assert b.wait_pushes(DIRECT / 2) == []
+
+
+def test_revalidate_reports_changed_and_gone(env, daemon, ab):
+    a, b = ab
+    names = ["same", "grown", "gone", "chmod", "touched"]
+    for n in names:
+        write_file(env.export / n, b"abc")
+    held = {n: b.lookup(b.root, n) for n in names}
+    time.sleep(0.02)  # timestamps must be able to move
+    write_file(env.export / "grown", b"abcdef")
+    os.unlink(env.export / "gone")
+    os.chmod(env.export / "chmod", 0o600)
+    st = os.stat(env.export / "touched")
+    os.utime(env.export / "touched", ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+
+    items = [held[n] for n in names]
+    c = session(daemon, env)  # a new session, as after a daemon restart
+    try:
+        res = c.revalidate(items)
+        by = {names[i]: (status, attr) for i, status, attr in res}
+        assert set(by) == {"grown", "gone", "chmod", "touched"}
+        assert by["grown"] == (0, by["grown"][1]) and by["grown"][1]["size"] == 6
+        assert by["gone"][0] == errno.ESTALE and by["gone"][1] is None
+        assert by["chmod"][0] == 0 and by["chmod"][1]["mode"] & 0o777 == 0o600
+        assert by["touched"][0] == 0
+        assert by["touched"][1]["mtime_ns"] == (st.st_mtime_ns + 1000) % 10**9
+        # Unchanged now: nothing to report.
+        fresh = [(held[n][0], by[n][1] if n in by else held[n][1])
+                 for n in names if n != "gone"]
+        assert c.revalidate(fresh) == []
+        # Every still-valid item is trusted again: C now gets pushes for it.
+        c.wait_pushes(QUIET)
+        h = held["same"][0]
+        fid = a.open(h, os.O_RDWR)
+        a.write(h, fid, 0, b"x")
+        assert inode_pushes(c.wait_pushes(FAST, until=about(h)), h)
+    finally:
+        c.close()
+
+
+def test_revalidate_limits(env, daemon, ab):
+    a, b = ab
+    write_file(env.export / "f", b"abc")
+    h, attr = b.lookup(b.root, "f")
+    assert b.revalidate([]) == []
+    with pytest.raises(P.PfsError) as ei:
+        b.revalidate([(h, attr)] * (P.BATCH_MAX + 1))
+    assert ei.value.errno == errno.E2BIG
+    # A malformed list, and a forged handle (reported as gone).
+    with pytest.raises(P.PfsError) as ei:
+        b.call(P.OP_REVALIDATE, P.ROOT + P.blob(P.reval_item(h, attr)[:-3]))
+    assert ei.value.errno == errno.EINVAL
+    forged = bytearray(h)
+    forged[-1] ^= 1
+    assert b.revalidate([(h, attr), (bytes(forged), attr)]) == [(1, errno.ESTALE, None)]
+    with pytest.raises(P.PfsError) as ei:
+        b.forget([h] * (P.BATCH_MAX + 1))
+    assert ei.value.errno == errno.E2BIG
+    with pytest.raises(P.PfsError) as ei:
+        b.call(P.OP_FORGET, P.blob(b"\x00"))
+    assert ei.value.errno == errno.EINVAL
+    b.ping()
+
+
+def test_lookup_data(env, daemon, ab):
+    a, b = ab
+    small = os.urandom(5000)
+    write_file(env.export / "small", small)
+    write_file(env.export / "empty", b"")
+    write_file(env.export / "max", b"m" * P.INLINE_MAX)
+    write_file(env.export / "big", b"b" * (P.INLINE_MAX + 1))
+    write_file(env.export / "secret", b"s" * 10)
+    os.chmod(env.export / "secret", 0o600)
+    os.mkdir(env.export / "d")
+    os.symlink("small", env.export / "link")
+
+    h, attr, flags, data = b.lookup_data(b.root, "small")
+    assert flags == P.LD_DATA and data == small and attr["size"] == len(small)
+    assert h == b.lookup(b.root, "small")[0]
+    assert b.lookup_data(b.root, "empty")[2:] == (P.LD_DATA, b"")
+    assert b.lookup_data(b.root, "max")[2:] == (P.LD_DATA, b"m" * P.INLINE_MAX)
+    # Larger than what the caller asked for, or than the protocol allows.
+    h, attr, flags, data = b.lookup_data(b.root, "small", max_inline=4999)
+    assert (flags, data, attr["size"]) == (0, b"", 5000)
+    assert b.lookup_data(b.root, "big", max_inline=1 << 20)[2:] == (0, b"")
+    # Not readable by the caller: a valid entry without data.
+    user = P.creds(65534, 65534)
+    h, attr, flags, data = b.lookup_data(b.root, "secret", cr=user)
+    assert (flags, data, attr["size"]) == (0, b"", 10)
+    assert b.lookup_data(b.root, "secret")[2:] == (P.LD_DATA, b"s" * 10)
+    # Only regular files carry data.
+    assert b.lookup_data(b.root, "d")[2:] == (0, b"")
+    assert b.lookup_data(b.root, "link")[2:] == (0, b"")
+    with pytest.raises(P.PfsError) as ei:
+        b.lookup_data(b.root, "nothing")
+    assert ei.value.errno == errno.ENOENT
+    # The inline content is covered by interest like any lookup.
+    h = b.lookup_data(b.root, "small")[0]
+    b.wait_pushes(QUIET)
+    fid = a.open(h, os.O_RDWR)
+    a.write(h, fid, 0, b"z")
+    assert inode_pushes(b.wait_pushes(FAST, until=about(h)), h)
+
+
+def test_readdirplus_registers_entries(env, daemon, ab):
+    a, b = ab
+    os.mkdir(env.export / "d")
+    for i in range(20):
+        write_file(env.export / "d" / f"f{i}", b"x")
+    time.sleep(0.2)
+    dh, _ = b.lookup(b.root, "d")
+    fid = b.opendir(dh)
+    eof, ents = b.readdir(dh, fid, plus=1)
+    hs = {d["name"]: d["fh"] for d in ents if d["flags"] & P.DE_HAS_ENTRY}
+    assert len(hs) == 20
+    b.wait_pushes(QUIET)
+    h = hs[b"f7"]
+    afid = a.open(h, os.O_RDWR)
+    a.write(h, afid, 0, b"y")
+    assert inode_pushes(b.wait_pushes(FAST, until=about(h)), h)
+
+
+def test_push_follows_reply_of_racing_read(env, daemon, ab):
+    """Whatever the interleaving, once B has its GETATTR reply and every push
+    that followed, B's view of the file is the final one (a push never
+    overtakes a reply that may carry older attributes)."""
+    a, b = ab
+    h, _, fid = a.create(a.root, "race")
+    b.lookup(b.root, "race")
+    b.wait_pushes(QUIET)
+    final = None
+    for i in range(60):
+        a.send_frame(P.OP_WRITE, P.ROOT + P.fh(h) + P.u64(fid) + P.u32(0) + P.u64(i) +
+                     P.blob(b"r"))
+        id = b.send_frame(P.OP_GETATTR, P.ROOT + P.fh(h))
+        # B's view: the reply's size, then invalidated by any push after it.
+        stale = False
+        while True:
+            f = b.recv_frame()
+            if f.flags & P.FF_PUSH:
+                stale = True
+                continue
+            assert f.id == id
+            size = P.Reader(f.payload).attr()["size"]
+            stale = False
+            break
+        while True:
+            f = a.recv_frame()
+            if not f.flags & P.FF_PUSH:
+                break
+        final = i + 1
+        # Pushes that follow B's reply arrive promptly.
+        for p in b.wait_pushes(0.03):
+            assert p[1] == h
+            stale = True
+        if not stale:
+            assert size == final, f"round {i}: B kept size {size}, file has {final}"
+
+
+@pytest.mark.parametrize("mode", ["inotify", "none"])
+def test_watch_fallbacks(env, monkeypatch, mode):
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("starts its own daemon")
+    monkeypatch.setenv("PODFSD_WATCH", mode)
+    d = env.start_daemon()
+    os.mkdir(env.export / "d")
+    write_file(env.export / "d" / "f", b"old")
+    b = session(d, env)
+    try:
+        dh, _ = b.lookup(b.root, "d")
+        h, _ = b.lookup(dh, "f")
+        write_file(env.export / "d" / "f", b"new")
+        write_file(env.export / "d" / "born", b"")
+        want = [("entry", dh, b"born")]
+        got = b.wait_pushes(DIRECT, until=lambda ps: all(w in ps for w in want) and
+                            inode_pushes(ps, h))
+        if mode == "none":
+            assert got == []
+            assert "not watching" in d.log()
+        else:
+            assert all(w in got for w in want) and inode_pushes(got, h), got
+            assert "inotify" in d.log()
+    finally:
+        b.close()
