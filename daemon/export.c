@@ -676,7 +676,7 @@ int export_setxattr(struct xop *x, struct hent *obj, const char *name, const uin
 		    uint32_t size, uint32_t flags)
 {
 	char p[PROCPATH_LEN];
-	bool lnk;
+	bool lnk = false;
 	int ret;
 
 	if (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE))
@@ -702,7 +702,7 @@ ssize_t export_getxattr(struct xop *x, struct hent *obj, const char *name, uint8
 {
 	char p[PROCPATH_LEN];
 	ssize_t n;
-	bool lnk;
+	bool lnk = false;
 	int ret;
 
 	if (is_trusted(name))
@@ -723,7 +723,7 @@ ssize_t export_listxattr(struct xop *x, struct hent *obj, uint8_t *buf, uint32_t
 	char p[PROCPATH_LEN];
 	char *all;
 	ssize_t n, out = 0;
-	bool lnk;
+	bool lnk = false;
 	int ret;
 
 	ret = xattr_target(obj, p, &lnk);
@@ -761,7 +761,7 @@ out_free:
 int export_removexattr(struct xop *x, struct hent *obj, const char *name)
 {
 	char p[PROCPATH_LEN];
-	bool lnk;
+	bool lnk = false;
 	int ret;
 
 	if (is_trusted(name))

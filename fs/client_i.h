@@ -28,6 +28,7 @@ struct rpc;
 struct transport;
 struct inode_table;
 struct creds_cache;
+struct wb;
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -44,6 +45,8 @@ struct client {
 	double entry_timeout;
 	double negative_timeout;
 	int log_level;
+	unsigned wb_threads;     /* write-behind writer threads (0: synchronous) */
+	size_t wb_max;           /* bytes of write data write-behind may hold */
 
 	/* Session identity. */
 	uint8_t key[PFS_KEY_LEN];
@@ -55,6 +58,7 @@ struct client {
 	struct transport *tr;
 	struct inode_table *it;
 	struct creds_cache *cc;
+	struct wb *wb;           /* write-behind (wb.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */

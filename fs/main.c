@@ -32,6 +32,7 @@
 #include "podfs/log.h"
 #include "rpc_i.h"
 #include "transport_i.h"
+#include "wb_i.h"
 
 #define DEFAULT_KEY "/etc/podfs/pod.key"
 #define EXIT_USAGE 2
@@ -59,6 +60,10 @@ static void usage(FILE *f)
 		"  entry_timeout=S     name cache time (default 1)\n"
 		"  negative_timeout=S  negative name cache time (default 1)\n"
 		"  log_level=LEVEL     err, warning, notice, info or debug\n"
+		"  wb_threads=N        writes in flight per mount, sent behind the\n"
+		"                      application (default 4; 0: synchronous writes)\n"
+		"  wb_max=MIB          write data held by write-behind, pending or not\n"
+		"                      yet committed (default 128)\n"
 		"  ro, rw, nosuid, nodev, noexec, sync, dirsync, noatime, ...,\n"
 		"  fsname=NAME, subtype=NAME, auto_unmount: as for any FUSE mount\n",
 		PFS_DEFAULT_PORT);
@@ -234,6 +239,18 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 				usage_error("bad negative_timeout '%s'", v);
 				goto bad;
 			}
+		} else if (has_prefix(o, "wb_threads=") || has_prefix(o, "wb_max=")) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			bool thr = o[3] == 't';
+			if (end == v || *end || n < 0 || n > (thr ? 64 : 65536) || (!thr && n < 2)) {
+				usage_error("bad %s '%s'", thr ? "wb_threads" : "wb_max", v);
+				goto bad;
+			}
+			if (thr)
+				c->wb_threads = (unsigned)n;
+			else
+				c->wb_max = (size_t)n << 20;
 		} else if (has_prefix(o, "log_level=")) {
 			if (!parse_level(v, &c->log_level)) {
 				usage_error("bad log_level '%s'", v);
@@ -564,6 +581,7 @@ static int keygen(int argc, char **argv)
 
 static void client_free(struct client *c)
 {
+	wb_free(c->wb);
 	inode_table_free(c->it);
 	transport_free(c->tr);
 	rpc_free(c->rpc);
@@ -583,6 +601,8 @@ int main(int argc, char **argv)
 		.entry_timeout = 1.0,
 		.negative_timeout = 1.0,
 		.log_level = PFS_LOG_NOTICE,
+		.wb_threads = 4,
+		.wb_max = (size_t)128 << 20,
 	};
 	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
 	struct sigctl sc = { .c = &c };
@@ -622,7 +642,7 @@ int main(int argc, char **argv)
 	c.hostname[PFS_HOSTNAME_MAX] = 0;
 
 	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &c.tr) < 0 ||
-	    creds_cache_new(&c.cc) < 0) {
+	    creds_cache_new(&c.cc) < 0 || wb_new(&c, c.wb_threads, c.wb_max, &c.wb) < 0) {
 		fputs("podfs: out of memory\n", stderr);
 		goto out_free;
 	}
@@ -695,6 +715,9 @@ out_sigthr:
 	pthread_join(sc.thr, NULL);
 out_unmount:
 	rpc_closing(c.rpc);
+	/* Every file is closed: nothing is pending; the writer threads end. */
+	wb_free(c.wb);
+	c.wb = NULL;
 	if (rpc_is_up(c.rpc)) {
 		struct rpc_reply rep = { 0 };
 		(void)rpc_call_timeout(c.rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);

@@ -620,7 +620,7 @@ static int recv_loop(struct transport *t, int fd)
 		if (h.flags & PFS_FF_PUSH) {
 			push_enqueue(t, h.op, payload, h.raw_len);
 		} else if (h.flags & PFS_FF_REPLY) {
-			rpc_complete(t->c->rpc, &h, payload);
+			rpc_complete(t->c->rpc, &h, payload, t->boot_id);
 		} else {
 			free(payload);
 			pfs_err("unexpected request frame (%s) from %s", pfs_op_name(h.op),
