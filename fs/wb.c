@@ -14,6 +14,8 @@
 #define WB_BUCKETS 64        /* power of two */
 #define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
 #define WB_COMMIT_TRIES 8    /* restarts survived by one commit before giving up (EIO) */
+#define WB_POOL 16           /* full-size request buffers kept for reuse */
+#define WB_BUFSZ ((size_t)PFS_MAX_IO + RPC_SMALL)
 
 enum wbe_state {
 	WBE_QUEUED,   /* in the send queue */
@@ -33,6 +35,7 @@ struct wbe {
 	uint32_t len;
 	uint8_t *req;
 	size_t reqlen;
+	size_t bufsz;            /* allocated size of req */
 	uint64_t verf;           /* boot_id of the daemon that acknowledged it */
 };
 
@@ -63,6 +66,10 @@ struct wb {
 	size_t held, max;
 	size_t inflight;         /* bytes QUEUED or SENDING */
 	bool stop;
+	/* Free full-size request buffers: a fresh 1 MiB allocation costs
+	 * page faults and zeroing on every write. */
+	void *pool[WB_POOL];
+	unsigned npool;
 	unsigned nthreads;
 	pthread_t *thr;
 	struct wb_stats st;
@@ -118,6 +125,30 @@ static void wbi_maybe_free(struct wb *wb, struct wbi *w)
 	free(w);
 }
 
+/* Request buffer of size bytes (from the pool when full-size). */
+static void *buf_get(struct wb *wb, size_t size)
+{
+	void *p = NULL;
+	if (size == WB_BUFSZ) {
+		pthread_mutex_lock(&wb->lock);
+		if (wb->npool)
+			p = wb->pool[--wb->npool];
+		pthread_mutex_unlock(&wb->lock);
+		if (p)
+			return p;
+	}
+	return malloc(size);
+}
+
+/* Releases a request buffer of size bytes. Called with wb->lock. */
+static void buf_put_locked(struct wb *wb, void *p, size_t size)
+{
+	if (p && size == WB_BUFSZ && wb->npool < WB_POOL)
+		wb->pool[wb->npool++] = p;
+	else
+		free(p);
+}
+
 static void enqueue(struct wb *wb, struct wbe *e)
 {
 	e->st = WBE_QUEUED;
@@ -142,7 +173,7 @@ static void unlink_entry(struct wb *wb, struct wbe *e)
 		w->tail = e->prev;
 	wb->held -= e->len;
 	pthread_cond_broadcast(&wb->space);
-	free(e->req);
+	buf_put_locked(wb, e->req, e->bufsz);
 	free(e);
 }
 
@@ -334,6 +365,8 @@ void wb_free(struct wb *wb)
 			free(w);
 		}
 	}
+	while (wb->npool)
+		free(wb->pool[--wb->npool]);
 	pthread_cond_destroy(&wb->qcond);
 	pthread_cond_destroy(&wb->space);
 	pthread_mutex_destroy(&wb->lock);
@@ -375,8 +408,9 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	e->reqlen = size + RPC_SMALL;
-	e->req = malloc(e->reqlen);
+	e->bufsz = size + RPC_SMALL;
+	e->reqlen = e->bufsz;
+	e->req = buf_get(wb, e->bufsz);
 	if (!e->req) {
 		free(e);
 		return -ENOMEM;
@@ -390,7 +424,9 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	m.data.len = (uint32_t)size;
 	pfs_wr_init(&wr, e->req, e->reqlen);
 	if (pfs_enc_write_req(&wr, &m) < 0) {
-		free(e->req);
+		pthread_mutex_lock(&wb->lock);
+		buf_put_locked(wb, e->req, e->bufsz);
+		pthread_mutex_unlock(&wb->lock);
 		free(e);
 		return -EINVAL;
 	}
@@ -406,7 +442,9 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		struct wbi tmp = { .ip = ip };
 		e->wi = &tmp;
 		rc = send_write(wb, e, &verf);
-		free(e->req);
+		pthread_mutex_lock(&wb->lock);
+		buf_put_locked(wb, e->req, e->bufsz);
+		pthread_mutex_unlock(&wb->lock);
 		free(e);
 		return rc;
 	}
@@ -464,8 +502,8 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	return 0;
 
 out_free:
+	buf_put_locked(wb, e->req, e->bufsz);
 	pthread_mutex_unlock(&wb->lock);
-	free(e->req);
 	free(e);
 	return rc;
 }
