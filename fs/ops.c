@@ -615,7 +615,7 @@ static void pfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 	 * thread; its errors come back at the next write, flush or fsync. */
 	fill_creds(req, &cr, false);
 	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, of->fid, of->flags, (uint64_t)off, buf,
-			  size);
+			  size, (uint32_t)fuse_req_ctx(req)->pid);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -632,7 +632,7 @@ static void pfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(2): the written data is committed (close-to-open, and NFS
 	 * semantics: close reports ENOSPC, EDQUOT, EIO of write-behind). */
 	fill_creds(req, &cr, false);
-	int err = wb_sync(c->wb, ip, &cr, &ip->fh, of->fid, true, false);
+	int err = wb_flush(c->wb, ip, &cr, &ip->fh, of->fid, (uint32_t)fuse_req_ctx(req)->pid);
 
 	/* Drop this owner's POSIX locks, as close(2) must, only where this
 	 * client ever took any: no round trip otherwise. */

@@ -14,6 +14,7 @@
 #define WB_BUCKETS 64        /* power of two */
 #define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
 #define WB_COMMIT_TRIES 8    /* restarts survived by one commit before giving up (EIO) */
+#define WB_WRITERS 8         /* writer thread ids remembered per file */
 #define WB_POOL 16           /* full-size request buffers kept for reuse */
 #define WB_BUFSZ ((size_t)PFS_MAX_IO + RPC_SMALL)
 
@@ -50,6 +51,11 @@ struct wbi {
 	unsigned users;          /* threads inside a wait or a commit */
 	bool committing;
 	bool bg_commit;          /* a background commit was asked for */
+	/* Threads that wrote since the data was last all committed (see
+	 * wb_flush); many: more than fit here. */
+	uint32_t writers[WB_WRITERS];
+	unsigned nwriters;
+	bool many_writers;
 	struct pfs_creds cr;     /* of the last write, for commits */
 	struct pfs_fh fh;
 	uint64_t fid;
@@ -393,9 +399,30 @@ static struct wbi *largest_uncommitted(struct wb *wb)
 	return best;
 }
 
+static void note_writer(struct wbi *w, uint32_t tid)
+{
+	for (unsigned i = 0; i < w->nwriters; i++)
+		if (w->writers[i] == tid)
+			return;
+	if (w->nwriters < WB_WRITERS)
+		w->writers[w->nwriters++] = tid;
+	else
+		w->many_writers = true;
+}
+
+static bool is_writer(const struct wbi *w, uint32_t tid)
+{
+	if (w->many_writers)
+		return true;
+	for (unsigned i = 0; i < w->nwriters; i++)
+		if (w->writers[i] == tid)
+			return true;
+	return false;
+}
+
 int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	     const struct pfs_fh *fh, uint64_t fid, uint32_t flags, uint64_t off,
-	     const void *buf, size_t size)
+	     const void *buf, size_t size, uint32_t tid)
 {
 	struct pfs_write_req m;
 	struct pfs_wr wr;
@@ -489,6 +516,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	w->cr = *cr;
 	w->fh = *fh;
 	w->fid = fid;
+	note_writer(w, tid);
 	e->wi = w;
 	e->prev = w->tail;
 	if (w->tail)
@@ -632,10 +660,39 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		rc = -w->err;
 		w->err = 0;
 	}
+	if (!w->head) {
+		w->nwriters = 0;
+		w->many_writers = false;
+	}
 	w->users--;
 	wbi_maybe_free(wb, w);
 	pthread_mutex_unlock(&wb->lock);
 	return rc;
+}
+
+int wb_flush(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+	     const struct pfs_fh *fh, uint64_t fid, uint32_t tid)
+{
+	pthread_mutex_lock(&wb->lock);
+	struct wbi *w = wbi_find(wb, ip);
+	if (!w) {
+		pthread_mutex_unlock(&wb->lock);
+		return 0;
+	}
+	if (!is_writer(w, tid) && !rpc_is_up(wb->c->rpc)) {
+		/* A copy of the descriptor closed by a thread that never
+		 * wrote (a forked child closing inherited descriptors, maybe
+		 * the very process that is to restart the daemon), while the
+		 * daemon is away: do not hang it. The data stays held; the
+		 * writer's own close, fsync or the release commits it. */
+		int rc = -w->err;
+		w->err = 0;
+		wbi_maybe_free(wb, w);
+		pthread_mutex_unlock(&wb->lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return wb_sync(wb, ip, cr, fh, fid, true, false);
 }
 
 void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,

@@ -26,6 +26,13 @@
  * that must see the written bytes on the daemon (read, getattr, setattr,
  * lseek, fallocate, locks) calls wb_wait first.
  *
+ * Close. flush (every close(2) of a descriptor, also of copies that a
+ * forked child closes) commits. Only one exception: when the daemon is
+ * unreachable, a flush by a thread that never wrote the file (tid, the
+ * FUSE request's thread id) returns at once instead of waiting for it, so
+ * a process that forks (to restart the daemon, say) with a dirty file open
+ * cannot hang on its child's close of the inherited copy.
+ *
  * Memory. At most WB_MAX bytes of write data are held (pending plus
  * uncommitted); a writer blocks beyond that.
  *
@@ -57,7 +64,7 @@ void wb_free(struct wb *wb);
  * for flush/fsync too), -ENOMEM. cr, fh, fid and flags are copied. */
 int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	     const struct pfs_fh *fh, uint64_t fid, uint32_t flags, uint64_t off,
-	     const void *buf, size_t size);
+	     const void *buf, size_t size, uint32_t tid);
 
 /* Waits until no write of ip is queued or in flight. */
 void wb_wait(struct wb *wb, struct inode *ip);
@@ -68,6 +75,11 @@ void wb_wait(struct wb *wb, struct inode *ip);
  * a write (then forgotten) or of the FSYNC. */
 int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	    const struct pfs_fh *fh, uint64_t fid, bool datasync, bool force);
+
+/* flush (close): wb_sync(datasync, !force), except as said above for a
+ * thread tid that never wrote ip while the daemon is unreachable. */
+int wb_flush(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+	     const struct pfs_fh *fh, uint64_t fid, uint32_t tid);
 
 /* The last file of ip is closed: waits for its pending writes, commits,
  * and forgets what remains (logging a lost error). */
