@@ -324,9 +324,12 @@ int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 		known = handles_encode_at(x->hs, newdir, newname, victim) == 0;
 	if (renameat2(olddir, oldname, newdir, newname, flags) < 0)
 		return -errno;
-	if (known)
-		handles_forget(x->hs, victim);
-	else
+	/* The replaced file's cached handle stays (the periodic sweep closes
+	 * it): a client whose name cache still points at it until our
+	 * invalidation arrives opens the old file, whole, instead of getting
+	 * ESTALE. That makes rename-over an atomic publish for readers on
+	 * other hosts: they see the old file or the new one. */
+	if (!known)
 		victim->len = 0;
 	return 0;
 }
