@@ -41,6 +41,9 @@ static const char usage_text[] =
 	"  --threads N          worker threads for disk operations (default 16)\n"
 	"  --lease SECONDS      keep a disconnected client's open files and locks this\n"
 	"                       long (default 60)\n"
+	"  --lock-lease SECONDS release the locks of a client whose connection closed\n"
+	"                       after this long, if it has not come back (default 15,\n"
+	"                       at most --lease): a dead client blocks nobody for long\n"
 	"  --ro                 export read-only\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  --help               show this help\n";
@@ -140,6 +143,7 @@ enum {
 	OPT_LOGLEVEL,
 	OPT_THREADS,
 	OPT_LEASE,
+	OPT_LOCK_LEASE,
 	OPT_RO,
 	OPT_GENKEY,
 	OPT_HELP,
@@ -155,6 +159,7 @@ static const struct option long_opts[] = {
 	{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
 	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "lease", required_argument, NULL, OPT_LEASE },
+	{ "lock-lease", required_argument, NULL, OPT_LOCK_LEASE },
 	{ "ro", no_argument, NULL, OPT_RO },
 	{ "genkey", required_argument, NULL, OPT_GENKEY },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -173,6 +178,7 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->log_level = PFS_LOG_NOTICE;
 	o->threads = 16;
 	o->lease = 60;
+	o->lock_lease = 15;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
 		switch (c) {
@@ -202,6 +208,9 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 			break;
 		case OPT_LEASE:
 			o->lease = parse_uint("--lease", optarg, 0, 86400 * 365);
+			break;
+		case OPT_LOCK_LEASE:
+			o->lock_lease = parse_uint("--lock-lease", optarg, 0, 86400 * 365);
 			break;
 		case OPT_RO:
 			o->ro = true;

@@ -38,6 +38,7 @@ struct pfsd_opts {
 	int log_level;
 	unsigned threads;
 	unsigned lease;        /* seconds a disconnected session lingers */
+	unsigned lock_lease;   /* seconds its locks survive (capped by lease) */
 };
 
 struct pfsd {
