@@ -362,11 +362,27 @@ static void daemonize(struct pfsd *d)
 
 /* --- signals --- */
 
+static void log_stats(struct pfsd *d)
+{
+	pfs_notice("bytes: received %llu on the wire (%llu uncompressed), sent %llu on the wire "
+		   "(%llu uncompressed)",
+		   (unsigned long long)d->wire_in, (unsigned long long)d->raw_in,
+		   (unsigned long long)d->wire_out, (unsigned long long)d->raw_out);
+}
+
+static void usr1_cb(uv_signal_t *h, int signum)
+{
+	(void)signum;
+	log_stats(h->data);
+}
+
 static void signal_cb(uv_signal_t *h, int signum)
 {
 	struct pfsd *d = h->data;
 
 	pfs_notice("%s: shutting down", strsignal(signum));
+	log_stats(d);
+	uv_close((uv_handle_t *)&d->sig_usr1, NULL);
 	server_stop(d);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
@@ -463,6 +479,9 @@ int main(int argc, char **argv)
 	d->sig_int.data = d;
 	uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
 	uv_signal_start(&d->sig_int, signal_cb, SIGINT);
+	uv_signal_init(&d->loop, &d->sig_usr1);
+	d->sig_usr1.data = d;
+	uv_signal_start(&d->sig_usr1, usr1_cb, SIGUSR1);
 	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s)", d->o.export_dir,
 		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease);
 

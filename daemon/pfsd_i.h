@@ -63,6 +63,10 @@ struct pfsd {
 	unsigned rl_suppressed;
 	uint64_t next_conn_id;
 	bool stopping;
+	uv_signal_t sig_usr1;     /* logs the byte counters */
+	/* Byte counters (loop thread): frames on the wire (headers
+	 * included) and their payloads before/after LZ4. */
+	uint64_t wire_in, raw_in, wire_out, raw_out;
 };
 
 /* Limits of the daemon (not of the protocol). */

@@ -61,6 +61,12 @@ struct client {
 	struct wb *wb;           /* write-behind (wb.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
+
+	/* Byte counters, shown by the "user.podfs.stats" xattr of the
+	 * mount's root: frames on the wire (headers included) and their
+	 * payloads before LZ4, and file data read. */
+	atomic_uint_fast64_t st_wire_out, st_raw_out, st_wire_in, st_raw_in;
+	atomic_uint_fast64_t st_file_read;
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */
 	char *bdi_ra_path;             /* /sys/class/bdi/MAJ:MIN/read_ahead_kb or NULL */
 };

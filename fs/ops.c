@@ -592,10 +592,12 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int rc = rpc_msg(c->rpc, PFS_OP_READ, read_req, &m, &rep);
 	if (rc == 0 && (pfs_dec_read_rep(rep.buf, rep.len, &r) < 0 || r.data.len > m.size))
 		rc = bad_reply(req, "READ");
-	if (rc < 0)
+	if (rc < 0) {
 		fuse_reply_err(req, -rc);
-	else
+	} else {
+		atomic_fetch_add_explicit(&c->st_file_read, r.data.len, memory_order_relaxed);
 		fuse_reply_buf(req, (const char *)r.data.p, r.data.len);
+	}
 	rpc_reply_free(&rep);
 }
 
@@ -1113,6 +1115,36 @@ static void finish_xattr(fuse_req_t req, size_t size, int rc, struct rpc_reply *
 	rpc_reply_free(rep);
 }
 
+/* "user.podfs.stats" of the root: the byte counters, one "name value"
+ * per line (see client_i.h and wb_i.h). */
+#define PFS_STATS_XATTR "user.podfs.stats"
+static void stats_xattr(fuse_req_t req, size_t size)
+{
+	struct client *c = CL(req);
+	struct wb_stats ws;
+	char buf[1024];
+
+	wb_get_stats(c->wb, &ws);
+	int n = snprintf(buf, sizeof(buf),
+			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
+			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
+			 "wb_held %llu\n",
+			 (unsigned long long)atomic_load(&c->st_wire_out),
+			 (unsigned long long)atomic_load(&c->st_raw_out),
+			 (unsigned long long)atomic_load(&c->st_wire_in),
+			 (unsigned long long)atomic_load(&c->st_raw_in),
+			 (unsigned long long)ws.written,
+			 (unsigned long long)atomic_load(&c->st_file_read),
+			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
+			 (unsigned long long)ws.held);
+	if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
 static void pfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct client *c = CL(req);
@@ -1122,6 +1154,11 @@ static void pfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 
 	struct inode *ip = IP(req, ino);
 	bool caps = strcmp(name, "security.capability") == 0;
+
+	if (ino == FUSE_ROOT_ID && strcmp(name, PFS_STATS_XATTR) == 0) {
+		stats_xattr(req, size);
+		return;
+	}
 
 	/* Asked before every write(2): answer a known absence locally. */
 	if (caps && inode_nocaps(ip)) {
