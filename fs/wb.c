@@ -2,6 +2,7 @@
 #include "wb_i.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,7 +490,9 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 			rc = -w->err;
 			break;
 		}
-		if (overlaps_pending(w, off, size)) {
+		/* O_APPEND: the daemon appends wherever the file ends, so
+		 * appends go one at a time, in order. */
+		if ((flags & O_APPEND) ? w->npending > 0 : overlaps_pending(w, off, size)) {
 			pthread_cond_wait(&w->cond, &wb->lock);
 			continue;
 		}
@@ -497,10 +500,12 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 			struct wbi *big;
 			if (wb->inflight == 0 && (big = largest_uncommitted(wb))) {
 				big->users++;
-				(void)commit_locked(wb, big, true, false, false);
+				rc = commit_locked(wb, big, true, false, false);
 				big->users--;
 				if (big != w)
 					wbi_maybe_free(wb, big);
+				if (rc < 0)
+					break; /* memory stays full: tell the writer */
 			} else {
 				pthread_cond_wait(&wb->space, &wb->lock);
 			}

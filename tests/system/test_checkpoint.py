@@ -305,3 +305,16 @@ def test_compressible_data_shrinks_on_the_wire(env, m):
     s2 = stats(m)
     assert s2["wire_out"] - s1["wire_out"] >= len(rnd)
     assert read_file(env.export / "zeros") == data
+
+
+@pytest.mark.timeout(120)
+def test_appends_stay_in_order(env, m):
+    """O_APPEND writes sent behind the application keep their order."""
+    recs = [b"record %05d\n" % i for i in range(300)]
+    fd = os.open(m / "log", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+    try:
+        for r in recs:
+            os.write(fd, r)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "log") == b"".join(recs)
