@@ -406,10 +406,13 @@ int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 		moved->len = 0;
 	if (renameat2(olddir, oldname, newdir, newname, flags) < 0)
 		return -errno;
+	/* The replaced file's cached handle stays (the periodic sweep closes
+	 * it): a client whose name cache still points at it until our
+	 * invalidation arrives opens the old file, whole, instead of getting
+	 * ESTALE. That makes rename-over an atomic publish for readers on
+	 * other hosts: they see the old file or the new one. */
 	if (!known)
 		victim->len = 0;
-	else if (!(flags & RENAME_EXCHANGE))
-		handles_forget(x->hs, victim);
 	return 0;
 }
 
@@ -759,7 +762,7 @@ int export_setxattr(struct xop *x, struct hent *obj, const char *name, const uin
 		    uint32_t size, uint32_t flags)
 {
 	char p[PROCPATH_LEN];
-	bool lnk;
+	bool lnk = false;
 	int ret;
 
 	if (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE))
@@ -785,7 +788,7 @@ ssize_t export_getxattr(struct xop *x, struct hent *obj, const char *name, uint8
 {
 	char p[PROCPATH_LEN];
 	ssize_t n;
-	bool lnk;
+	bool lnk = false;
 	int ret;
 
 	if (is_trusted(name))
@@ -806,7 +809,7 @@ ssize_t export_listxattr(struct xop *x, struct hent *obj, uint8_t *buf, uint32_t
 	char p[PROCPATH_LEN];
 	char *all;
 	ssize_t n, out = 0;
-	bool lnk;
+	bool lnk = false;
 	int ret;
 
 	ret = xattr_target(obj, p, &lnk);
@@ -844,7 +847,7 @@ out_free:
 int export_removexattr(struct xop *x, struct hent *obj, const char *name)
 {
 	char p[PROCPATH_LEN];
-	bool lnk;
+	bool lnk = false;
 	int ret;
 
 	if (is_trusted(name))

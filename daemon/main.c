@@ -42,6 +42,9 @@ static const char usage_text[] =
 	"  --threads N          worker threads for disk operations (default 16)\n"
 	"  --lease SECONDS      keep a disconnected client's open files and locks this\n"
 	"                       long (default 60)\n"
+	"  --lock-lease SECONDS release the locks of a client whose connection closed\n"
+	"                       after this long, if it has not come back (default 15,\n"
+	"                       at most --lease): a dead client blocks nobody for long\n"
 	"  --ro                 export read-only\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  --help               show this help\n";
@@ -141,6 +144,7 @@ enum {
 	OPT_LOGLEVEL,
 	OPT_THREADS,
 	OPT_LEASE,
+	OPT_LOCK_LEASE,
 	OPT_RO,
 	OPT_GENKEY,
 	OPT_HELP,
@@ -156,6 +160,7 @@ static const struct option long_opts[] = {
 	{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
 	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "lease", required_argument, NULL, OPT_LEASE },
+	{ "lock-lease", required_argument, NULL, OPT_LOCK_LEASE },
 	{ "ro", no_argument, NULL, OPT_RO },
 	{ "genkey", required_argument, NULL, OPT_GENKEY },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -174,6 +179,7 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->log_level = PFS_LOG_NOTICE;
 	o->threads = 16;
 	o->lease = 60;
+	o->lock_lease = 15;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
 		switch (c) {
@@ -203,6 +209,9 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 			break;
 		case OPT_LEASE:
 			o->lease = parse_uint("--lease", optarg, 0, 86400 * 365);
+			break;
+		case OPT_LOCK_LEASE:
+			o->lock_lease = parse_uint("--lock-lease", optarg, 0, 86400 * 365);
 			break;
 		case OPT_RO:
 			o->ro = true;
@@ -354,11 +363,27 @@ static void daemonize(struct pfsd *d)
 
 /* --- signals --- */
 
+static void log_stats(struct pfsd *d)
+{
+	pfs_notice("bytes: received %llu on the wire (%llu uncompressed), sent %llu on the wire "
+		   "(%llu uncompressed)",
+		   (unsigned long long)d->wire_in, (unsigned long long)d->raw_in,
+		   (unsigned long long)d->wire_out, (unsigned long long)d->raw_out);
+}
+
+static void usr1_cb(uv_signal_t *h, int signum)
+{
+	(void)signum;
+	log_stats(h->data);
+}
+
 static void signal_cb(uv_signal_t *h, int signum)
 {
 	struct pfsd *d = h->data;
 
 	pfs_notice("%s: shutting down", strsignal(signum));
+	log_stats(d);
+	uv_close((uv_handle_t *)&d->sig_usr1, NULL);
 	server_stop(d);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
@@ -457,6 +482,9 @@ int main(int argc, char **argv)
 	d->sig_int.data = d;
 	uv_signal_start(&d->sig_term, signal_cb, SIGTERM);
 	uv_signal_start(&d->sig_int, signal_cb, SIGINT);
+	uv_signal_init(&d->loop, &d->sig_usr1);
+	d->sig_usr1.data = d;
+	uv_signal_start(&d->sig_usr1, usr1_cb, SIGUSR1);
 	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s)", d->o.export_dir,
 		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease);
 

@@ -41,6 +41,7 @@ struct pfsd_opts {
 	int log_level;
 	unsigned threads;
 	unsigned lease;        /* seconds a disconnected session lingers */
+	unsigned lock_lease;   /* seconds its locks survive (capped by lease) */
 };
 
 struct pfsd {
@@ -69,6 +70,10 @@ struct pfsd {
 	unsigned rl_suppressed;
 	uint64_t next_conn_id;
 	bool stopping;
+	uv_signal_t sig_usr1;     /* logs the byte counters */
+	/* Byte counters (loop thread): frames on the wire (headers
+	 * included) and their payloads before/after LZ4. */
+	uint64_t wire_in, raw_in, wire_out, raw_out;
 };
 
 /* Limits of the daemon (not of the protocol). */

@@ -211,6 +211,9 @@ static void send_frame(struct conn *c, const uint8_t *hdr, const void *wire, siz
 	w = xmalloc(sizeof(*w));
 	w->c = c;
 	memcpy(w->hdr, hdr, PFS_FRAME_HDR_SIZE);
+	c->d->wire_out += PFS_FRAME_HDR_SIZE + len;
+	c->d->raw_out += PFS_FRAME_HDR_SIZE + ((uint32_t)hdr[4] | (uint32_t)hdr[5] << 8 |
+					       (uint32_t)hdr[6] << 16 | (uint32_t)hdr[7] << 24);
 	w->own1 = own1;
 	w->own2 = own2;
 	w->acct = acct + PFS_FRAME_HDR_SIZE + len;
@@ -749,6 +752,8 @@ static void frame_done(struct conn *c)
 {
 	uint8_t *payload = c->pbuf;
 
+	c->d->wire_in += PFS_FRAME_HDR_SIZE + c->h.wire_len;
+	c->d->raw_in += PFS_FRAME_HDR_SIZE + c->h.raw_len;
 	c->pbuf = NULL;
 	c->have_hdr = false;
 	c->hgot = 0;

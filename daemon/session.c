@@ -30,6 +30,9 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	s->client_id = client_id;
 	uv_timer_init(&d->loop, &s->linger);
 	s->linger.data = s;
+	uv_timer_init(&d->loop, &s->lk_linger);
+	s->lk_linger.data = s;
+	s->open_timers = 2;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->lk_mu, NULL);
 	htab_init(&s->fids);
@@ -59,6 +62,8 @@ static void free_cb(uv_handle_t *h)
 	struct session *s = h->data;
 	struct hnode *n;
 
+	if (--s->open_timers)
+		return;
 	while ((n = htab_pop(&s->fids)))
 		fid_close(container_of(n, struct fid, hn));
 	while ((n = htab_pop(&s->locks))) {
@@ -94,6 +99,7 @@ static void maybe_free(struct session *s)
 	interest_slot_free(s->d->it, s->islot);
 	/* Closing fds here is cheap (no flush on local filesystems) and keeps
 	 * a session's teardown atomic with respect to a reconnect. */
+	uv_close((uv_handle_t *)&s->lk_linger, free_cb);
 	uv_close((uv_handle_t *)&s->linger, free_cb);
 }
 
@@ -108,6 +114,7 @@ void session_kill(struct session *s)
 	else
 		s->d->nslotless--;
 	uv_timer_stop(&s->linger);
+	uv_timer_stop(&s->lk_linger);
 	if (s->conn) {
 		s->conn->sess = NULL;
 		s->conn = NULL;
@@ -125,9 +132,35 @@ static void linger_cb(uv_timer_t *t)
 	session_kill(s);
 }
 
+/* The lock lease of a disconnected session ran out: its client process is
+ * probably dead (a live one reconnects within seconds), and its locks must
+ * not block the other hosts for the whole session lease. Open files stay
+ * until the session expires. */
+static void lk_linger_cb(uv_timer_t *t)
+{
+	struct session *s = t->data;
+	struct hnode *n;
+	unsigned count = 0;
+
+	/* Loop thread: closing a lock fd never blocks on a local disk. */
+	pthread_mutex_lock(&s->lk_mu);
+	while ((n = htab_pop(&s->locks))) {
+		struct lockent *l = container_of(n, struct lockent, hn);
+		close(l->fd);
+		free(l);
+		count++;
+	}
+	pthread_mutex_unlock(&s->lk_mu);
+	if (count)
+		pfs_notice("session %016llx of %s: released %u lock%s after %u s without a "
+			   "connection", (unsigned long long)s->client_id, s->host, count,
+			   count == 1 ? "" : "s", s->d->o.lock_lease);
+}
+
 void session_attach(struct session *s, struct conn *c)
 {
 	uv_timer_stop(&s->linger);
+	uv_timer_stop(&s->lk_linger);
 	s->conn = c;
 	c->sess = s;
 }
@@ -143,6 +176,8 @@ void session_detach(struct session *s, struct conn *c)
 		return;
 	}
 	uv_timer_start(&s->linger, linger_cb, (uint64_t)s->d->o.lease * 1000, 0);
+	if (s->d->o.lock_lease < s->d->o.lease)
+		uv_timer_start(&s->lk_linger, lk_linger_cb, (uint64_t)s->d->o.lock_lease * 1000, 0);
 }
 
 void session_ref(struct session *s)

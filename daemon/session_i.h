@@ -83,6 +83,8 @@ struct session {
 	bool dead;
 	bool freeing;
 	uv_timer_t linger;
+	uv_timer_t lk_linger; /* lock lease after a disconnect */
+	unsigned open_timers; /* until their close_cb */
 
 	pthread_mutex_t mu; /* fids */
 	struct htab fids;

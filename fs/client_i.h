@@ -30,6 +30,7 @@ struct inode_table;
 struct creds_cache;
 struct cache;
 struct dcache;
+struct wb;
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -46,9 +47,9 @@ struct client {
 	double entry_timeout;
 	double negative_timeout;
 	uint32_t max_inline;     /* LOOKUP_DATA inline bytes (0: plain LOOKUP) */
-	char *cache_dir;         /* persistent content cache, or NULL */
-	uint64_t cache_size;     /* its bound in bytes */
 	int log_level;
+	unsigned wb_threads;     /* write-behind writer threads (0: synchronous) */
+	size_t wb_max;           /* bytes of write data write-behind may hold */
 
 	/* Session identity. */
 	uint8_t key[PFS_KEY_LEN];
@@ -62,8 +63,15 @@ struct client {
 	struct creds_cache *cc;
 	struct cache *cache;     /* coherence: race gate, FORGET, REVALIDATE */
 	struct dcache *dc;       /* persistent content cache, or NULL */
+	struct wb *wb;           /* write-behind (wb.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
+
+	/* Byte counters, shown by the "user.podfs.stats" xattr of the
+	 * mount's root: frames on the wire (headers included) and their
+	 * payloads before LZ4, and file data read. */
+	atomic_uint_fast64_t st_wire_out, st_raw_out, st_wire_in, st_raw_in;
+	atomic_uint_fast64_t st_file_read;
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */
 	char *bdi_ra_path;             /* /sys/class/bdi/MAJ:MIN/read_ahead_kb or NULL */
 };

@@ -33,6 +33,7 @@
 #include "podfs/log.h"
 #include "rpc_i.h"
 #include "transport_i.h"
+#include "wb_i.h"
 
 #define DEFAULT_KEY "/etc/podfs/pod.key"
 #define EXIT_USAGE 2
@@ -63,9 +64,11 @@ static void usage(FILE *f)
 		"  negative_timeout=S  negative name cache time (default 3600; 0: none)\n"
 		"  max_inline=BYTES    small files travel with their lookup up to this\n"
 		"                      size (default 65536, at most 65536; 0: never)\n"
-		"  cache_dir=DIR       persistent content cache on local disk\n"
-		"  cache_size=SIZE     its bound, with K/M/G/T suffixes (default 1G)\n"
 		"  log_level=LEVEL     err, warning, notice, info or debug\n"
+		"  wb_threads=N        writes in flight per mount, sent behind the\n"
+		"                      application (default 4; 0: synchronous writes)\n"
+		"  wb_max=MIB          write data held by write-behind, pending or not\n"
+		"                      yet committed (default 128)\n"
 		"  ro, rw, nosuid, nodev, noexec, sync, dirsync, noatime, ...,\n"
 		"  fsname=NAME, subtype=NAME, auto_unmount: as for any FUSE mount\n",
 		PFS_DEFAULT_PORT);
@@ -274,14 +277,18 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 				goto bad;
 			}
 			c->max_inline = (uint32_t)n;
-		} else if (has_prefix(o, "cache_dir=") && v[0]) {
-			free(c->cache_dir);
-			c->cache_dir = dup_or_die(v);
-		} else if (has_prefix(o, "cache_size=")) {
-			if (!parse_size(v, &c->cache_size) || c->cache_size == 0) {
-				usage_error("bad cache_size '%s'", v);
+		} else if (has_prefix(o, "wb_threads=") || has_prefix(o, "wb_max=")) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			bool thr = o[3] == 't';
+			if (end == v || *end || n < 0 || n > (thr ? 64 : 65536) || (!thr && n < 2)) {
+				usage_error("bad %s '%s'", thr ? "wb_threads" : "wb_max", v);
 				goto bad;
 			}
+			if (thr)
+				c->wb_threads = (unsigned)n;
+			else
+				c->wb_max = (size_t)n << 20;
 		} else if (has_prefix(o, "log_level=")) {
 			if (!parse_level(v, &c->log_level)) {
 				usage_error("bad log_level '%s'", v);
@@ -618,7 +625,7 @@ static void client_free(struct client *c)
 		inode_table_on_forget(c->it, NULL, NULL);
 	cache_free(c->cache);
 	c->cache = NULL;
-	free(c->cache_dir);
+	wb_free(c->wb);
 	inode_table_free(c->it);
 	transport_free(c->tr);
 	rpc_free(c->rpc);
@@ -638,8 +645,9 @@ int main(int argc, char **argv)
 		.entry_timeout = 3600.0,
 		.negative_timeout = 3600.0,
 		.max_inline = PFS_INLINE_MAX,
-		.cache_size = 1ull << 30,
 		.log_level = PFS_LOG_NOTICE,
+		.wb_threads = 4,
+		.wb_max = (size_t)128 << 20,
 	};
 	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
 	struct sigctl sc = { .c = &c };
@@ -681,7 +689,8 @@ int main(int argc, char **argv)
 	c.hostname[PFS_HOSTNAME_MAX] = 0;
 
 	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &c.tr) < 0 ||
-	    creds_cache_new(&c.cc) < 0 || cache_new(&c, &c.cache) < 0) {
+	    creds_cache_new(&c.cc) < 0 || cache_new(&c, &c.cache) < 0 ||
+	    wb_new(&c, c.wb_threads, c.wb_max, &c.wb) < 0) {
 		fputs("podfs: out of memory\n", stderr);
 		goto out_free;
 	}
@@ -759,6 +768,9 @@ out_sigthr:
 	pthread_join(sc.thr, NULL);
 out_unmount:
 	rpc_closing(c.rpc);
+	/* Every file is closed: nothing is pending; the writer threads end. */
+	wb_free(c.wb);
+	c.wb = NULL;
 	/* Its thread may wait in a call: stop it before the connection. */
 	cache_stop(c.cache);
 	if (rpc_is_up(c.rpc)) {

@@ -24,6 +24,7 @@
 #include "podfs/codec.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
+#include "wb_i.h"
 
 /* Bytes of READDIR reply asked for at once; the kernel takes them a page
  * at a time from the open directory's buffer. */
@@ -371,6 +372,7 @@ static void pfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	(void)fi;
 
 	maybe_tune(c);
+	wb_wait(c->wb, ip); /* the size includes our pending writes */
 	fill_creds(req, &m.cr, false);
 	m.fh = ip->fh;
 	uint64_t seq = cache_seq(c->cache);
@@ -386,6 +388,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct pfs_setattr_req m;
 	struct rpc_reply rep = { 0 };
 
+	wb_wait(c->wb, ip); /* a truncate comes after our pending writes */
 	memset(&m, 0, sizeof(m));
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
@@ -687,6 +690,7 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
+	wb_wait(c->wb, of->ip); /* see our own writes */
 	if (of->ip->inline_data && size <= PFS_MAX_IO) {
 		/* The content came with the lookup (LOOKUP_DATA). */
 		char *buf = malloc(size ? size : 1);
@@ -707,10 +711,12 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int rc = rpc_msg(c->rpc, PFS_OP_READ, read_req, &m, &rep);
 	if (rc == 0 && (pfs_dec_read_rep(rep.buf, rep.len, &r) < 0 || r.data.len > m.size))
 		rc = bad_reply(req, "READ");
-	if (rc < 0)
+	if (rc < 0) {
 		fuse_reply_err(req, -rc);
-	else
+	} else {
+		atomic_fetch_add_explicit(&c->st_file_read, r.data.len, memory_order_relaxed);
 		fuse_reply_buf(req, (const char *)r.data.p, r.data.len);
+	}
 	rpc_reply_free(&rep);
 }
 
@@ -719,44 +725,38 @@ static void pfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 {
 	struct client *c = CL(req);
 	struct ofile *of = OF(fi);
-	struct pfs_write_req m;
-	struct pfs_write_rep r;
-	struct rpc_reply rep = { 0 };
-	int rc;
+	struct pfs_creds cr;
 	(void)ino;
 
 	if (size > PFS_MAX_IO) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	fill_creds(req, &m.cr, false);
-	m.fh = of->ip->fh;
-	m.fid = of->fid;
-	m.flags = of->flags;
-	m.offset = (uint64_t)off;
-	m.data.p = (const uint8_t *)buf;
-	m.data.len = (uint32_t)size;
-	rc = rpc_msg_heap(c->rpc, PFS_OP_WRITE, write_req, &m, size + RPC_SMALL, &rep);
-	if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 || r.written > size))
-		rc = bad_reply(req, "WRITE");
-	rpc_reply_free(&rep);
-	if (rc < 0) {
+	/* Write-behind (wb.c): the data is copied and sent by a writer
+	 * thread; its errors come back at the next write, flush or fsync. */
+	fill_creds(req, &cr, false);
+	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, of->fid, of->flags, (uint64_t)off, buf,
+			  size, (uint32_t)fuse_req_ctx(req)->pid);
+	if (rc < 0)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	inode_own_change(of->ip, &r.attr);
-	fuse_reply_write(req, r.written);
+	else
+		fuse_reply_write(req, size);
 }
 
 static void pfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct client *c = CL(req);
 	struct inode *ip = IP(req, ino);
-	(void)c;
+	struct ofile *of = OF(fi);
+	struct pfs_creds cr;
 
-	/* Writes are synchronous (no writeback cache), so the only work
-	 * is dropping this owner's POSIX locks, as close(2) must, and only
-	 * where this client ever took any: no round trip otherwise. */
+	/* close(2): the written data is committed (close-to-open, and NFS
+	 * semantics: close reports ENOSPC, EDQUOT, EIO of write-behind). */
+	fill_creds(req, &cr, false);
+	int err = wb_flush(c->wb, ip, &cr, &ip->fh, of->fid, (uint32_t)fuse_req_ctx(req)->pid);
+
+	/* Drop this owner's POSIX locks, as close(2) must, only where this
+	 * client ever took any: no round trip otherwise. */
 	if (inode_had_posix_locks(ip)) {
 		struct pfs_unlock_owner_req m;
 		struct rpc_reply rep = { 0 };
@@ -768,15 +768,19 @@ static void pfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			pfs_debug("UNLOCK_OWNER: %s", strerror(-rc));
 		rpc_reply_free(&rep);
 	}
-	fuse_reply_err(req, 0);
+	fuse_reply_err(req, -err);
 }
 
 static void pfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct client *c = CL(req);
 	struct ofile *of = OF(fi);
+	struct pfs_creds cr;
 	(void)ino;
 
+	/* Writes of mmap'ed pages may come after the last flush. */
+	fill_creds(req, &cr, false);
+	wb_release(c->wb, of->ip, &cr, &of->ip->fh, of->fid);
 	if (fi->flock_release) {
 		struct pfs_lock_req m;
 		struct rpc_reply rep = { 0 };
@@ -801,16 +805,13 @@ static void pfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 {
 	struct client *c = CL(req);
 	struct ofile *of = OF(fi);
-	struct pfs_fsync_req m;
-	struct rpc_reply rep = { 0 };
+	struct pfs_creds cr;
 	(void)ino;
 
-	fill_creds(req, &m.cr, false);
-	m.fh = of->ip->fh;
-	m.fid = of->fid;
-	m.datasync = datasync ? 1 : 0;
-	int rc = rpc_msg(c->rpc, PFS_OP_FSYNC, fsync_req, &m, &rep);
-	rpc_reply_free(&rep);
+	/* Returns once the daemon's fsync covered every write, re-sending
+	 * what a restarted daemon may have lost (wb.c). */
+	fill_creds(req, &cr, false);
+	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, of->fid, datasync != 0, true);
 	fuse_reply_err(req, -rc);
 }
 
@@ -826,6 +827,7 @@ static void pfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
 	m.fid = of->fid;
+	wb_wait(c->wb, of->ip);
 	m.mode = (uint32_t)mode;
 	m.offset = (uint64_t)offset;
 	m.length = (uint64_t)length;
@@ -849,6 +851,7 @@ static void pfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	m.fid = of->fid;
 	m.offset = (uint64_t)off;
 	m.whence = (uint32_t)whence;
+	wb_wait(c->wb, of->ip);
 	int rc = rpc_msg(c->rpc, PFS_OP_LSEEK, lseek_req, &m, &rep);
 	if (rc == 0 && (pfs_dec_lseek_rep(rep.buf, rep.len, &r) < 0 || r.offset > INT64_MAX))
 		rc = bad_reply(req, "LSEEK");
@@ -864,6 +867,8 @@ static void pfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 		      struct fuse_file_info *fi, const struct flock *lk)
 {
+	/* Writes made under a lock reach the server before it changes. */
+	wb_wait(CL(req)->wb, of->ip);
 	fill_creds(req, &m->cr, false);
 	m->fh = of->ip->fh;
 	m->fid = of->fid;
@@ -941,6 +946,7 @@ static void pfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	struct pfs_lock_req m;
 	(void)ino;
 
+	wb_wait(CL(req)->wb, of->ip);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
 	m.fid = of->fid;
@@ -1245,6 +1251,36 @@ static void finish_xattr(fuse_req_t req, size_t size, int rc, struct rpc_reply *
 	rpc_reply_free(rep);
 }
 
+/* "user.podfs.stats" of the root: the byte counters, one "name value"
+ * per line (see client_i.h and wb_i.h). */
+#define PFS_STATS_XATTR "user.podfs.stats"
+static void stats_xattr(fuse_req_t req, size_t size)
+{
+	struct client *c = CL(req);
+	struct wb_stats ws;
+	char buf[1024];
+
+	wb_get_stats(c->wb, &ws);
+	int n = snprintf(buf, sizeof(buf),
+			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
+			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
+			 "wb_held %llu\n",
+			 (unsigned long long)atomic_load(&c->st_wire_out),
+			 (unsigned long long)atomic_load(&c->st_raw_out),
+			 (unsigned long long)atomic_load(&c->st_wire_in),
+			 (unsigned long long)atomic_load(&c->st_raw_in),
+			 (unsigned long long)ws.written,
+			 (unsigned long long)atomic_load(&c->st_file_read),
+			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
+			 (unsigned long long)ws.held);
+	if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
 static void pfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct client *c = CL(req);
@@ -1258,6 +1294,11 @@ static void pfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 		      : strcmp(name, "system.posix_acl_default") == 0 ? NOX_ACL_DEFAULT
 		      : strcmp(name, "security.selinux") == 0         ? NOX_SELINUX
 								      : 0;
+
+	if (ino == FUSE_ROOT_ID && strcmp(name, PFS_STATS_XATTR) == 0) {
+		stats_xattr(req, size);
+		return;
+	}
 
 	/* Asked before every write(2) (capability) and by every ls -l
 	 * (ACLs, SELinux label): answer a known absence locally. A push or

@@ -110,6 +110,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 
 	rep->buf = NULL;
 	rep->len = 0;
+	rep->verf = 0;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&r.cond, &ca);
@@ -214,7 +215,8 @@ void rpc_disconnected(struct rpc *rpc)
 	pthread_mutex_unlock(&rpc->lock);
 }
 
-void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload)
+void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
+		  uint64_t boot_id)
 {
 	struct rpc_req *r;
 
@@ -247,6 +249,7 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 	} else {
 		r->rep.buf = payload;
 		r->rep.len = h->raw_len;
+		r->rep.verf = boot_id;
 	}
 	pthread_cond_signal(&r->cond);
 	pthread_mutex_unlock(&rpc->lock);

@@ -31,6 +31,7 @@ struct rpc;
 struct rpc_reply {
 	uint8_t *buf;
 	size_t len;
+	uint64_t verf; /* boot_id of the daemon instance that answered (write verifier) */
 };
 
 static inline void rpc_reply_free(struct rpc_reply *r)
@@ -67,9 +68,11 @@ void rpc_connected(struct rpc *rpc, uint64_t gen, bool lz4);
 /* Connection thread: the connection is down; callers keep waiting (hard)
  * or until their deadline (soft). */
 void rpc_disconnected(struct rpc *rpc);
-/* Connection thread: a reply frame arrived. Takes ownership of payload
- * (malloc'd, h->raw_len bytes, may be NULL when empty). */
-void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload);
+/* Connection thread: a reply frame arrived on a connection to the daemon
+ * instance boot_id. Takes ownership of payload (malloc'd, h->raw_len
+ * bytes, may be NULL when empty). */
+void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
+		  uint64_t boot_id);
 
 /* Shutdown has begun: calls that wait for a connection fail with -EIO
  * from now on; calls on a live connection still get their replies. */

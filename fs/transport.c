@@ -222,6 +222,10 @@ int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 	if (t->fd < 0 || t->gen != gen) {
 		rc = -ENOTCONN;
 	} else {
+		atomic_fetch_add_explicit(&t->c->st_wire_out, PFS_FRAME_HDR_SIZE + wl,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&t->c->st_raw_out, PFS_FRAME_HDR_SIZE + len,
+					  memory_order_relaxed);
 		rc = send_all(t->fd, iov, wl ? 2 : 1);
 		if (rc < 0) {
 			pfs_debug("send of request %llu (%s) failed: %s", (unsigned long long)id,
@@ -618,10 +622,14 @@ static int recv_loop(struct transport *t, int fd)
 			free(payload);
 			return rc;
 		}
+		atomic_fetch_add_explicit(&t->c->st_wire_in, PFS_FRAME_HDR_SIZE + h.wire_len,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&t->c->st_raw_in, PFS_FRAME_HDR_SIZE + h.raw_len,
+					  memory_order_relaxed);
 		if (h.flags & PFS_FF_PUSH) {
 			push_enqueue(t, h.op, payload, h.raw_len);
 		} else if (h.flags & PFS_FF_REPLY) {
-			rpc_complete(t->c->rpc, &h, payload);
+			rpc_complete(t->c->rpc, &h, payload, t->boot_id);
 		} else {
 			free(payload);
 			pfs_err("unexpected request frame (%s) from %s", pfs_op_name(h.op),

@@ -1,0 +1,730 @@
+/* wb.c: write-behind and commit with a verifier (see wb_i.h). */
+#include "wb_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_i.h"
+#include "inode_i.h"
+#include "podfs/log.h"
+#include "rpc_i.h"
+
+#define WB_BUCKETS 64        /* power of two */
+#define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
+#define WB_COMMIT_TRIES 8    /* restarts survived by one commit before giving up (EIO) */
+#define WB_WRITERS 8         /* writer thread ids remembered per file */
+#define WB_POOL 16           /* full-size request buffers kept for reuse */
+#define WB_BUFSZ ((size_t)PFS_MAX_IO + RPC_SMALL)
+
+enum wbe_state {
+	WBE_QUEUED,   /* in the send queue */
+	WBE_SENDING,  /* a writer thread is sending it */
+	WBE_DONE,     /* acknowledged, uncommitted, verf set */
+	WBE_COMMITTING, /* DONE, covered by a COMMIT in flight */
+};
+
+/* One write. Its request buffer holds the encoded WRITE request; the
+ * data is its last len bytes. */
+struct wbe {
+	struct wbe *next, *prev; /* the inode's list, in submission order */
+	struct wbe *qnext;       /* the send queue */
+	struct wbi *wi;
+	enum wbe_state st;
+	uint64_t off;
+	uint32_t len;
+	uint8_t *req;
+	size_t reqlen;
+	size_t bufsz;            /* allocated size of req */
+	uint64_t verf;           /* boot_id of the daemon that acknowledged it */
+};
+
+/* Write-behind state of one inode with pending or uncommitted writes. */
+struct wbi {
+	struct wbi *hnext;
+	struct inode *ip;
+	struct wbe *head, *tail;
+	unsigned npending;       /* QUEUED + SENDING */
+	size_t uncommitted;      /* bytes in DONE/COMMITTING */
+	int err;                 /* first write error not yet reported (positive errno) */
+	unsigned users;          /* threads inside a wait or a commit */
+	bool committing;
+	bool bg_commit;          /* a background commit was asked for */
+	/* Threads that wrote since the data was last all committed (see
+	 * wb_flush); many: more than fit here. */
+	uint32_t writers[WB_WRITERS];
+	unsigned nwriters;
+	bool many_writers;
+	struct pfs_creds cr;     /* of the last write, for commits */
+	struct pfs_fh fh;
+	uint64_t fid;
+	pthread_cond_t cond;     /* npending/committing changed */
+};
+
+struct wb {
+	struct client *c;
+	pthread_mutex_t lock;
+	pthread_cond_t qcond;    /* queue non-empty, or stopping */
+	pthread_cond_t space;    /* held decreased */
+	struct wbe *qhead, **qtail;
+	struct wbi *buckets[WB_BUCKETS];
+	size_t held, max;
+	size_t inflight;         /* bytes QUEUED or SENDING */
+	bool stop;
+	/* Free full-size request buffers: a fresh 1 MiB allocation costs
+	 * page faults and zeroing on every write. */
+	void *pool[WB_POOL];
+	unsigned npool;
+	unsigned nthreads;
+	pthread_t *thr;
+	struct wb_stats st;
+};
+
+static struct wbi **bucket(struct wb *wb, const struct inode *ip)
+{
+	uintptr_t h = (uintptr_t)ip;
+	h ^= h >> 17;
+	return &wb->buckets[(h >> 4) & (WB_BUCKETS - 1)];
+}
+
+static struct wbi *wbi_find(struct wb *wb, struct inode *ip)
+{
+	for (struct wbi *w = *bucket(wb, ip); w; w = w->hnext)
+		if (w->ip == ip)
+			return w;
+	return NULL;
+}
+
+static struct wbi *wbi_get(struct wb *wb, struct inode *ip)
+{
+	struct wbi *w = wbi_find(wb, ip);
+	pthread_condattr_t ca;
+
+	if (w)
+		return w;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->ip = ip;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	w->hnext = *bucket(wb, ip);
+	*bucket(wb, ip) = w;
+	return w;
+}
+
+/* Frees w if nothing refers to it any more. Called with wb->lock. */
+static void wbi_maybe_free(struct wb *wb, struct wbi *w)
+{
+	if (w->head || w->users || w->err || w->committing)
+		return;
+	for (struct wbi **pp = bucket(wb, w->ip); *pp; pp = &(*pp)->hnext) {
+		if (*pp == w) {
+			*pp = w->hnext;
+			break;
+		}
+	}
+	pthread_cond_destroy(&w->cond);
+	free(w);
+}
+
+/* Request buffer of size bytes (from the pool when full-size). */
+static void *buf_get(struct wb *wb, size_t size)
+{
+	void *p = NULL;
+	if (size == WB_BUFSZ) {
+		pthread_mutex_lock(&wb->lock);
+		if (wb->npool)
+			p = wb->pool[--wb->npool];
+		pthread_mutex_unlock(&wb->lock);
+		if (p)
+			return p;
+	}
+	return malloc(size);
+}
+
+/* Releases a request buffer of size bytes. Called with wb->lock. */
+static void buf_put_locked(struct wb *wb, void *p, size_t size)
+{
+	if (p && size == WB_BUFSZ && wb->npool < WB_POOL)
+		wb->pool[wb->npool++] = p;
+	else
+		free(p);
+}
+
+static void enqueue(struct wb *wb, struct wbe *e)
+{
+	e->st = WBE_QUEUED;
+	e->qnext = NULL;
+	*wb->qtail = e;
+	wb->qtail = &e->qnext;
+	e->wi->npending++;
+	wb->inflight += e->len;
+	pthread_cond_signal(&wb->qcond);
+}
+
+static void unlink_entry(struct wb *wb, struct wbe *e)
+{
+	struct wbi *w = e->wi;
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		w->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	else
+		w->tail = e->prev;
+	wb->held -= e->len;
+	pthread_cond_broadcast(&wb->space);
+	buf_put_locked(wb, e->req, e->bufsz);
+	free(e);
+}
+
+static void set_err(struct wbi *w, int err)
+{
+	if (!w->err)
+		w->err = err;
+}
+
+/* Sends e (synchronously) and decodes the reply. Without wb->lock.
+ * Returns 0 with *verf set, or -errno. A short write sends the rest. */
+static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
+{
+	struct rpc *rpc = wb->c->rpc;
+	const uint8_t *data = e->req + e->reqlen - e->len;
+	uint64_t off = e->off;
+	uint32_t done = 0;
+	uint8_t *req = e->req;
+	size_t reqlen = e->reqlen;
+	int rc;
+
+	for (;;) {
+		struct rpc_reply rep = { 0 };
+		struct pfs_write_rep r;
+		rc = rpc_call(rpc, PFS_OP_WRITE, req, reqlen, &rep);
+		if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 ||
+				r.written > e->len - done)) {
+			pfs_warn("malformed WRITE reply from the server");
+			rc = -EIO;
+		}
+		if (rc == 0) {
+			*verf = rep.verf;
+			inode_own_change(e->wi->ip, &r.attr);
+		}
+		rpc_reply_free(&rep);
+		if (req != e->req)
+			free(req);
+		if (rc < 0)
+			return rc;
+		done += r.written;
+		if (done == e->len)
+			return 0;
+		if (r.written == 0)
+			return -EIO;
+		/* Short write (the disk filled up mid-way?): the rest, which
+		 * reports the real error. */
+		struct pfs_write_req m;
+		struct pfs_wr w;
+		pthread_mutex_lock(&wb->lock);
+		m.cr = e->wi->cr;
+		m.fh = e->wi->fh;
+		m.fid = e->wi->fid;
+		pthread_mutex_unlock(&wb->lock);
+		m.flags = 0;
+		m.offset = off + done;
+		m.data.p = data + done;
+		m.data.len = e->len - done;
+		reqlen = (size_t)m.data.len + RPC_SMALL;
+		if (!(req = malloc(reqlen)))
+			return -ENOMEM;
+		pfs_wr_init(&w, req, reqlen);
+		if (pfs_enc_write_req(&w, &m) < 0) {
+			free(req);
+			return -EIO;
+		}
+		reqlen = w.len;
+	}
+}
+
+/* Called with wb->lock after e was sent with result rc. */
+static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
+{
+	struct wbi *w = e->wi;
+
+	w->npending--;
+	wb->inflight -= e->len;
+	if (rc < 0) {
+		pfs_debug("write of %u bytes at %llu failed: %s", e->len,
+			  (unsigned long long)e->off, strerror(-rc));
+		set_err(w, -rc);
+		unlink_entry(wb, e);
+	} else {
+		e->st = WBE_DONE;
+		e->verf = verf;
+		w->uncommitted += e->len;
+		wb->st.written += e->len;
+		if (w->uncommitted >= WB_COMMIT_AT && !w->committing)
+			w->bg_commit = true;
+	}
+	pthread_cond_broadcast(&w->cond);
+}
+
+static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait);
+
+static void *writer_main(void *arg)
+{
+	struct wb *wb = arg;
+
+	pthread_mutex_lock(&wb->lock);
+	for (;;) {
+		while (!wb->qhead && !wb->stop)
+			pthread_cond_wait(&wb->qcond, &wb->lock);
+		struct wbe *e = wb->qhead;
+		if (!e)
+			break;
+		wb->qhead = e->qnext;
+		if (!wb->qhead)
+			wb->qtail = &wb->qhead;
+		e->st = WBE_SENDING;
+		pthread_mutex_unlock(&wb->lock);
+		uint64_t verf = 0;
+		int rc = send_write(wb, e, &verf);
+		pthread_mutex_lock(&wb->lock);
+		struct wbi *w = e->wi;
+		sent(wb, e, rc, verf);
+		if (w->bg_commit && !w->committing) {
+			/* Too much uncommitted data held for this file: commit
+			 * it so its memory can be released. */
+			w->bg_commit = false;
+			w->users++;
+			int crc = commit_locked(wb, w, true, false, false);
+			w->users--;
+			if (crc < 0)
+				pfs_debug("background commit: %s", strerror(-crc));
+			wbi_maybe_free(wb, w);
+		}
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return NULL;
+}
+
+int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **out)
+{
+	struct wb *wb = calloc(1, sizeof(*wb));
+	pthread_condattr_t ca;
+
+	if (!wb)
+		return -ENOMEM;
+	wb->c = c;
+	wb->max = max_bytes < 2 * PFS_MAX_IO ? 2 * PFS_MAX_IO : max_bytes;
+	wb->qtail = &wb->qhead;
+	pthread_mutex_init(&wb->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wb->qcond, &ca);
+	pthread_cond_init(&wb->space, &ca);
+	pthread_condattr_destroy(&ca);
+	if (nthreads) {
+		wb->thr = calloc(nthreads, sizeof(*wb->thr));
+		if (!wb->thr) {
+			wb_free(wb);
+			return -ENOMEM;
+		}
+		for (unsigned i = 0; i < nthreads; i++) {
+			int rc = pthread_create(&wb->thr[i], NULL, writer_main, wb);
+			if (rc) {
+				wb_free(wb);
+				return -rc;
+			}
+			wb->nthreads++;
+		}
+	}
+	*out = wb;
+	return 0;
+}
+
+void wb_free(struct wb *wb)
+{
+	if (!wb)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	wb->stop = true;
+	pthread_cond_broadcast(&wb->qcond);
+	pthread_mutex_unlock(&wb->lock);
+	for (unsigned i = 0; i < wb->nthreads; i++)
+		pthread_join(wb->thr[i], NULL);
+	free(wb->thr);
+	for (size_t i = 0; i < WB_BUCKETS; i++) {
+		while (wb->buckets[i]) {
+			struct wbi *w = wb->buckets[i];
+			wb->buckets[i] = w->hnext;
+			while (w->head) {
+				struct wbe *e = w->head;
+				w->head = e->next;
+				free(e->req);
+				free(e);
+			}
+			pthread_cond_destroy(&w->cond);
+			free(w);
+		}
+	}
+	while (wb->npool)
+		free(wb->pool[--wb->npool]);
+	pthread_cond_destroy(&wb->qcond);
+	pthread_cond_destroy(&wb->space);
+	pthread_mutex_destroy(&wb->lock);
+	free(wb);
+}
+
+static bool overlaps_pending(const struct wbi *w, uint64_t off, size_t size)
+{
+	for (const struct wbe *e = w->head; e; e = e->next)
+		if ((e->st == WBE_QUEUED || e->st == WBE_SENDING) && e->off < off + size &&
+		    off < e->off + e->len)
+			return true;
+	return false;
+}
+
+/* The largest holder of uncommitted data, to commit when memory is full. */
+static struct wbi *largest_uncommitted(struct wb *wb)
+{
+	struct wbi *best = NULL;
+	for (size_t i = 0; i < WB_BUCKETS; i++)
+		for (struct wbi *w = wb->buckets[i]; w; w = w->hnext)
+			if (!w->committing && w->uncommitted && (!best || w->uncommitted > best->uncommitted))
+				best = w;
+	return best;
+}
+
+static void note_writer(struct wbi *w, uint32_t tid)
+{
+	for (unsigned i = 0; i < w->nwriters; i++)
+		if (w->writers[i] == tid)
+			return;
+	if (w->nwriters < WB_WRITERS)
+		w->writers[w->nwriters++] = tid;
+	else
+		w->many_writers = true;
+}
+
+static bool is_writer(const struct wbi *w, uint32_t tid)
+{
+	if (w->many_writers)
+		return true;
+	for (unsigned i = 0; i < w->nwriters; i++)
+		if (w->writers[i] == tid)
+			return true;
+	return false;
+}
+
+int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+	     const struct pfs_fh *fh, uint64_t fid, uint32_t flags, uint64_t off,
+	     const void *buf, size_t size, uint32_t tid)
+{
+	struct pfs_write_req m;
+	struct pfs_wr wr;
+	struct wbe *e;
+	struct wbi *w;
+	int rc = 0;
+
+	if (size > PFS_MAX_IO)
+		return -EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->bufsz = size + RPC_SMALL;
+	e->reqlen = e->bufsz;
+	e->req = buf_get(wb, e->bufsz);
+	if (!e->req) {
+		free(e);
+		return -ENOMEM;
+	}
+	m.cr = *cr;
+	m.fh = *fh;
+	m.fid = fid;
+	m.flags = flags;
+	m.offset = off;
+	m.data.p = buf;
+	m.data.len = (uint32_t)size;
+	pfs_wr_init(&wr, e->req, e->reqlen);
+	if (pfs_enc_write_req(&wr, &m) < 0) {
+		pthread_mutex_lock(&wb->lock);
+		buf_put_locked(wb, e->req, e->bufsz);
+		pthread_mutex_unlock(&wb->lock);
+		free(e);
+		return -EINVAL;
+	}
+	e->reqlen = wr.len;
+	e->off = off;
+	e->len = (uint32_t)size;
+
+	if (wb->nthreads == 0) {
+		/* Synchronous mode: send now, keep nothing (every write is
+		 * then only as durable as the daemon's page cache until an
+		 * fsync; no re-send after a restart). */
+		uint64_t verf;
+		struct wbi tmp = { .ip = ip };
+		e->wi = &tmp;
+		rc = send_write(wb, e, &verf);
+		pthread_mutex_lock(&wb->lock);
+		buf_put_locked(wb, e->req, e->bufsz);
+		pthread_mutex_unlock(&wb->lock);
+		free(e);
+		return rc;
+	}
+
+	pthread_mutex_lock(&wb->lock);
+	w = wbi_get(wb, ip);
+	if (!w) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	w->users++;
+	/* Overlapping writes reach the daemon in order; memory is bounded. */
+	for (;;) {
+		if (w->err) {
+			rc = -w->err;
+			break;
+		}
+		/* O_APPEND: the daemon appends wherever the file ends, so
+		 * appends go one at a time, in order. */
+		if ((flags & O_APPEND) ? w->npending > 0 : overlaps_pending(w, off, size)) {
+			pthread_cond_wait(&w->cond, &wb->lock);
+			continue;
+		}
+		if (wb->held + size > wb->max && wb->held > 0) {
+			struct wbi *big;
+			if (wb->inflight == 0 && (big = largest_uncommitted(wb))) {
+				big->users++;
+				rc = commit_locked(wb, big, true, false, false);
+				big->users--;
+				if (big != w)
+					wbi_maybe_free(wb, big);
+				if (rc < 0)
+					break; /* memory stays full: tell the writer */
+			} else {
+				pthread_cond_wait(&wb->space, &wb->lock);
+			}
+			continue;
+		}
+		break;
+	}
+	w->users--;
+	if (rc < 0) {
+		wbi_maybe_free(wb, w);
+		goto out_free;
+	}
+	w->cr = *cr;
+	w->fh = *fh;
+	w->fid = fid;
+	note_writer(w, tid);
+	e->wi = w;
+	e->prev = w->tail;
+	if (w->tail)
+		w->tail->next = e;
+	else
+		w->head = e;
+	w->tail = e;
+	wb->held += size;
+	enqueue(wb, e);
+	pthread_mutex_unlock(&wb->lock);
+	return 0;
+
+out_free:
+	buf_put_locked(wb, e->req, e->bufsz);
+	pthread_mutex_unlock(&wb->lock);
+	free(e);
+	return rc;
+}
+
+/* Waits for w's pending writes (and a commit in progress). wb->lock held. */
+static void wait_idle(struct wb *wb, struct wbi *w)
+{
+	while (w->npending || w->committing)
+		pthread_cond_wait(&w->cond, &wb->lock);
+}
+
+void wb_wait(struct wb *wb, struct inode *ip)
+{
+	pthread_mutex_lock(&wb->lock);
+	struct wbi *w = wbi_find(wb, ip);
+	if (w) {
+		w->users++;
+		while (w->npending)
+			pthread_cond_wait(&w->cond, &wb->lock);
+		w->users--;
+		wbi_maybe_free(wb, w);
+	}
+	pthread_mutex_unlock(&wb->lock);
+}
+
+/* COMMIT: FSYNC of w's file; DONE entries acknowledged by the daemon
+ * instance that answers it are durable and released, the others are sent
+ * again (and, if wait, committed again). wait: first wait for every
+ * pending write (fsync, close); otherwise (background, to free memory)
+ * commit only what is acknowledged now. Called with wb->lock held and
+ * w->users raised; drops the lock while waiting for the daemon. Returns 0
+ * or -errno (of the FSYNC, or EIO after too many restarts). */
+static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait)
+{
+	int rc = 0;
+
+	for (int tries = 0;; tries++) {
+		if (wait) {
+			wait_idle(wb, w);
+		} else {
+			while (w->committing)
+				pthread_cond_wait(&w->cond, &wb->lock);
+		}
+		if (!w->uncommitted && !force)
+			return 0;
+		if (tries == WB_COMMIT_TRIES)
+			return -EIO;
+		w->committing = true;
+		for (struct wbe *e = w->head; e; e = e->next)
+			if (e->st == WBE_DONE)
+				e->st = WBE_COMMITTING;
+		struct pfs_fsync_req m = { .cr = w->cr, .fh = w->fh, .fid = w->fid,
+					   .datasync = datasync ? 1 : 0 };
+		pthread_mutex_unlock(&wb->lock);
+		struct rpc_reply rep = { 0 };
+		rc = rpc_msg(wb->c->rpc, PFS_OP_FSYNC, fsync_req, &m, &rep);
+		uint64_t verf = rep.verf;
+		rpc_reply_free(&rep);
+		pthread_mutex_lock(&wb->lock);
+		wb->st.commits++;
+		w->committing = false;
+		bool again = false;
+		struct wbe *next;
+		for (struct wbe *e = w->head; e; e = next) {
+			next = e->next;
+			if (e->st != WBE_COMMITTING)
+				continue;
+			if (rc < 0) {
+				e->st = WBE_DONE; /* still ours; a later commit retries */
+			} else if (e->verf == verf) {
+				w->uncommitted -= e->len;
+				unlink_entry(wb, e);
+			} else {
+				/* Acknowledged by a daemon instance that is gone:
+				 * its page cache may have died with it. */
+				w->uncommitted -= e->len;
+				wb->st.resent += e->len;
+				again = true;
+				enqueue(wb, e);
+			}
+		}
+		pthread_cond_broadcast(&w->cond);
+		if (rc < 0)
+			return rc;
+		if (!again)
+			return 0;
+		if (!wait)
+			return 0; /* the re-sent writes are committed later */
+		pfs_notice("the server restarted before a commit: sending uncommitted writes again");
+		force = true;
+	}
+}
+
+int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+	    const struct pfs_fh *fh, uint64_t fid, bool datasync, bool force)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&wb->lock);
+	struct wbi *w = wbi_find(wb, ip);
+	if (!w && !force) {
+		pthread_mutex_unlock(&wb->lock);
+		return 0;
+	}
+	if (!w) {
+		pthread_mutex_unlock(&wb->lock);
+		struct pfs_fsync_req m = { .cr = *cr, .fh = *fh, .fid = fid,
+					   .datasync = datasync ? 1 : 0 };
+		struct rpc_reply rep = { 0 };
+		rc = rpc_msg(wb->c->rpc, PFS_OP_FSYNC, fsync_req, &m, &rep);
+		rpc_reply_free(&rep);
+		return rc;
+	}
+	w->users++;
+	wait_idle(wb, w);
+	if (!w->err) {
+		if (!w->uncommitted) {
+			w->cr = *cr;
+			w->fh = *fh;
+			w->fid = fid;
+		}
+		rc = commit_locked(wb, w, datasync, force, true);
+	}
+	/* Report a failed write once, at the first sync after it. */
+	if (w->err) {
+		rc = -w->err;
+		w->err = 0;
+	}
+	if (!w->head) {
+		w->nwriters = 0;
+		w->many_writers = false;
+	}
+	w->users--;
+	wbi_maybe_free(wb, w);
+	pthread_mutex_unlock(&wb->lock);
+	return rc;
+}
+
+int wb_flush(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+	     const struct pfs_fh *fh, uint64_t fid, uint32_t tid)
+{
+	pthread_mutex_lock(&wb->lock);
+	struct wbi *w = wbi_find(wb, ip);
+	if (!w) {
+		pthread_mutex_unlock(&wb->lock);
+		return 0;
+	}
+	if (!is_writer(w, tid) && !rpc_is_up(wb->c->rpc)) {
+		/* A copy of the descriptor closed by a thread that never
+		 * wrote (a forked child closing inherited descriptors, maybe
+		 * the very process that is to restart the daemon), while the
+		 * daemon is away: do not hang it. The data stays held; the
+		 * writer's own close, fsync or the release commits it. */
+		int rc = -w->err;
+		w->err = 0;
+		wbi_maybe_free(wb, w);
+		pthread_mutex_unlock(&wb->lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&wb->lock);
+	return wb_sync(wb, ip, cr, fh, fid, true, false);
+}
+
+void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+		const struct pfs_fh *fh, uint64_t fid)
+{
+	int rc = wb_sync(wb, ip, cr, fh, fid, true, false);
+
+	if (rc < 0)
+		pfs_warn("a write to a closed file failed: %s", strerror(-rc));
+	pthread_mutex_lock(&wb->lock);
+	struct wbi *w = wbi_find(wb, ip);
+	if (w && !w->users && !w->npending && !w->committing) {
+		/* Uncommitted data a failed commit left: nobody can be told. */
+		while (w->head) {
+			w->uncommitted -= w->head->len;
+			unlink_entry(wb, w->head);
+		}
+		w->err = 0;
+		wbi_maybe_free(wb, w);
+	}
+	pthread_mutex_unlock(&wb->lock);
+}
+
+void wb_get_stats(struct wb *wb, struct wb_stats *st)
+{
+	pthread_mutex_lock(&wb->lock);
+	*st = wb->st;
+	st->held = wb->held;
+	pthread_mutex_unlock(&wb->lock);
+}

@@ -1,0 +1,98 @@
+/* wb_i.h: client-side write-behind with a commit verifier (NFS UNSTABLE +
+ * COMMIT).
+ *
+ * A FUSE WRITE is copied into a request buffer, queued, and answered at
+ * once; a few writer threads send the queued writes (synchronous rpc_call
+ * each, so reconnects and resends work as for every other request), so
+ * several 1 MiB writes are in flight per file and the application's next
+ * write overlaps the network and the daemon's disk.
+ *
+ * Durability. A write the daemon acknowledged is only in its page cache.
+ * The client keeps its data ("uncommitted") together with the verifier
+ * of the reply (the boot_id of the daemon that ran it, see rpc_reply.verf)
+ * until a COMMIT (FSYNC with datasync) answered by the same daemon
+ * instance covers it. A COMMIT answered by another instance (the daemon
+ * restarted in between, maybe after a machine crash) makes the client send
+ * the uncommitted writes again and commit again. Uncommitted data is
+ * committed in the background when a file holds more than WB_COMMIT_AT
+ * bytes of it, and always by flush (close), fsync and release.
+ *
+ * Errors. A failed write (ENOSPC, EDQUOT, EIO...) is remembered per inode
+ * and reported by the next write(), and by flush (close) and fsync, which
+ * then forget it (as NFS does).
+ *
+ * Ordering. A write that overlaps a pending one of the same inode waits
+ * for it first, so overlapping writes reach the daemon in order. Anything
+ * that must see the written bytes on the daemon (read, getattr, setattr,
+ * lseek, fallocate, locks) calls wb_wait first.
+ *
+ * Close. flush (every close(2) of a descriptor, also of copies that a
+ * forked child closes) commits. Only one exception: when the daemon is
+ * unreachable, a flush by a thread that never wrote the file (tid, the
+ * FUSE request's thread id) returns at once instead of waiting for it, so
+ * a process that forks (to restart the daemon, say) with a dirty file open
+ * cannot hang on its child's close of the inherited copy.
+ *
+ * Memory. At most WB_MAX bytes of write data are held (pending plus
+ * uncommitted); a writer blocks beyond that.
+ *
+ * Threads: every function may be called from any FUSE thread.
+ */
+#ifndef PODFS_WB_I_H
+#define PODFS_WB_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "podfs/codec.h"
+
+struct client;
+struct inode;
+struct wb;
+
+/* Creates the write-behind state and starts nthreads writer threads
+ * (nthreads 0: writes are synchronous, wb_write sends and waits).
+ * Returns 0 or -errno. */
+int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **out);
+/* Stops the writer threads (pending writes are sent first while the
+ * connection allows) and frees everything. */
+void wb_free(struct wb *wb);
+
+/* Queues a write of buf[size] at off (copied). Returns 0 (the write is
+ * accepted), or -errno: an earlier write of ip failed (the error stays
+ * for flush/fsync too), -ENOMEM. cr, fh, fid and flags are copied. */
+int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+	     const struct pfs_fh *fh, uint64_t fid, uint32_t flags, uint64_t off,
+	     const void *buf, size_t size, uint32_t tid);
+
+/* Waits until no write of ip is queued or in flight. */
+void wb_wait(struct wb *wb, struct inode *ip);
+
+/* Waits for the pending writes of ip, then commits: if any data of ip is
+ * uncommitted or force is set, sends FSYNC (datasync as given) and
+ * re-sends what a restarted daemon lost. Returns 0 or the first error of
+ * a write (then forgotten) or of the FSYNC. */
+int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+	    const struct pfs_fh *fh, uint64_t fid, bool datasync, bool force);
+
+/* flush (close): wb_sync(datasync, !force), except as said above for a
+ * thread tid that never wrote ip while the daemon is unreachable. */
+int wb_flush(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+	     const struct pfs_fh *fh, uint64_t fid, uint32_t tid);
+
+/* The last file of ip is closed: waits for its pending writes, commits,
+ * and forgets what remains (logging a lost error). */
+void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
+		const struct pfs_fh *fh, uint64_t fid);
+
+/* Counters for stats (bytes). */
+struct wb_stats {
+	uint64_t written;   /* bytes of WRITE the daemon acknowledged */
+	uint64_t resent;    /* bytes re-sent after a daemon restart */
+	uint64_t commits;   /* COMMITs sent */
+	uint64_t held;      /* bytes held now */
+};
+void wb_get_stats(struct wb *wb, struct wb_stats *st);
+
+#endif /* PODFS_WB_I_H */

@@ -1,0 +1,320 @@
+"""test_checkpoint.py: issue 3, checkpoints at line rate.
+
+Durability with write-behind (writes answered before the daemon has them,
+errors reported at close/fsync, uncommitted data re-sent when the daemon
+restarted), ENOSPC reported to the writer, atomic publish by rename, and
+big writes staying byte-exact.
+"""
+
+import errno
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from helpers import read_file, wait_for, write_file
+
+RECONNECT = 60.0  # bound on how long a reconnect may take (backoff included)
+MiB = 1 << 20
+
+
+def chunk(i, size=MiB):
+    """Deterministic, incompressible-enough chunk number i."""
+    seed = i.to_bytes(8, "little") * 8
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def in_thread(fn, *a):
+    box = {}
+
+    def run():
+        try:
+            box["result"] = fn(*a)
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            box["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+@pytest.mark.timeout(120)
+def test_big_write_read_back_exact(env, m):
+    """Many 1 MiB writes in flight, then a read back: byte-exact, and the
+    size is right at every step (getattr waits for pending writes)."""
+    data = os.urandom(24 * MiB + 12345)
+    fd = os.open(m / "big", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, len(data), MiB):
+            os.pwrite(fd, data[off:off + MiB], off)
+        assert os.fstat(fd).st_size == len(data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert os.path.getsize(env.export / "big") == len(data)
+    assert read_file(env.export / "big") == data
+    assert read_file(m / "big") == data
+
+
+@pytest.mark.timeout(120)
+def test_overlapping_writes_keep_order(env, m):
+    """Rewrites of the same range in quick succession end with the last one."""
+    fd = os.open(m / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        for i in range(50):
+            os.pwrite(fd, bytes([i]) * 70000, 1000 * (i % 3))
+        # Read back through the same mount right away (no fsync).
+        expect = bytearray(72000)
+        for i in range(50):
+            off = 1000 * (i % 3)
+            expect[off:off + 70000] = bytes([i]) * 70000
+        assert os.pread(fd, len(expect) + 10, 0) == bytes(expect)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "f") == bytes(expect)
+
+
+@pytest.mark.timeout(240)
+def test_uncommitted_writes_resent_after_restart(env):
+    """Data written but not fsync'd when the daemon died is re-sent by the
+    client: the restart is simulated as a crash that also lost the
+    daemon's page cache (the unsynced range is zeroed while it is down)."""
+    d = env.start_daemon()
+    mm = env.mount(d)
+    a = os.urandom(2 * MiB)
+    b = os.urandom(3 * MiB)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, a, 0)
+        os.fsync(fd)
+        os.pwrite(fd, b, len(a))
+        # Make sure the writes reached the daemon (stat waits for them).
+        assert os.fstat(fd).st_size == len(a) + len(b)
+        wait_for(lambda: os.path.getsize(env.export / "f") == len(a) + len(b), 10,
+                 what="writes on the daemon")
+        d.kill9()
+        with open(env.export / "f", "r+b") as f:  # the "lost page cache"
+            f.seek(len(a))
+            f.write(b"\0" * len(b))
+        d.start()
+        t, box = in_thread(os.fsync, fd)
+        t.join(RECONNECT)
+        assert not t.is_alive(), "fsync after the restart did not finish"
+        assert "error" not in box, box
+        assert read_file(env.export / "f") == a + b
+    finally:
+        os.close(fd)
+    assert "sending uncommitted writes again" in mm.proc.output()
+
+
+@pytest.mark.timeout(240)
+def test_kill9_during_write_stream(env):
+    """A stream of writes with periodic fsync while the daemon is killed
+    and restarted twice: every write and fsync returns success eventually
+    (hard mount), and the whole file is on the export, equal."""
+    d = env.start_daemon()
+    mm = env.mount(d)
+    n = 48
+    synced = []
+
+    def writer():
+        fd = os.open(mm / "stream", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        try:
+            for i in range(n):
+                os.pwrite(fd, chunk(i), i * MiB)
+                if i % 8 == 7:
+                    os.fsync(fd)
+                    synced.append(i)
+        finally:
+            os.close(fd)  # close reports errors of write-behind
+        return True
+
+    t, box = in_thread(writer)
+    for _ in range(2):
+        wait_for(lambda: (env.export / "stream").exists() and
+                 os.path.getsize(env.export / "stream") > 0, 30, what="writes started")
+        time.sleep(0.2)
+        d.kill9()
+        time.sleep(0.3)
+        d.start()
+    t.join(RECONNECT * 2)
+    assert not t.is_alive(), "writer did not finish"
+    assert box.get("result") is True, f"writer failed: {box.get('error')!r}"
+    assert synced, "no fsync returned"
+    got = read_file(env.export / "stream")
+    assert len(got) == n * MiB
+    for i in range(n):
+        assert got[i * MiB:(i + 1) * MiB] == chunk(i), f"chunk {i} differs"
+
+
+@pytest.mark.timeout(120)
+def test_fsync_and_close_report_success_only_when_durable(env, m):
+    """fsync's success means the daemon ran fsync: the data is there at once."""
+    data = os.urandom(5 * MiB)
+    with open(m / "f", "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+        assert read_file(env.export / "f") == data
+    # close() (flush) committed too: visible from the export right away.
+    with open(m / "g", "wb") as f:
+        f.write(data)
+    assert read_file(env.export / "g") == data
+
+
+@pytest.fixture
+def small_fs(env):
+    """A 8 MiB tmpfs inside the test dir, for ENOSPC."""
+    path = env.root / "small"
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(path)],
+                       capture_output=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs: {r.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        # The daemon (stopped by env teardown, after us) may still hold fds.
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+@pytest.mark.timeout(120)
+def test_enospc_reported_to_writer(env, small_fs):
+    d = env.start_daemon(export=small_fs, tag="podfsd-small")
+    mm = env.mount(d, path=env.root / "mnt-small", tag="podfs-small")
+    got = None
+    fd = os.open(mm / "big", os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        for i in range(16):
+            try:
+                os.write(fd, os.urandom(MiB))
+            except OSError as e:
+                got = e.errno
+                break
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            got = got or e.errno
+    assert got == errno.ENOSPC, f"expected ENOSPC at write or close, got {got}"
+    # The mount still works once space is freed.
+    os.unlink(mm / "big")
+    write_file(mm / "small", b"fits")
+    assert read_file(small_fs / "small") == b"fits"
+
+
+@pytest.mark.timeout(120)
+def test_enospc_reported_by_fsync(env, small_fs):
+    d = env.start_daemon(export=small_fs, tag="podfsd-small")
+    mm = env.mount(d, path=env.root / "mnt-small", tag="podfs-small")
+    fd = os.open(mm / "big", os.O_CREAT | os.O_WRONLY, 0o644)
+    err = None
+    try:
+        try:
+            for i in range(12):
+                os.write(fd, os.urandom(MiB))
+            os.fsync(fd)
+        except OSError as e:
+            err = e.errno
+    finally:
+        try:
+            os.close(fd)  # may report it again: it must not report success
+            closed_ok = True
+        except OSError as e:
+            closed_ok = False
+            err = err or e.errno
+    assert err == errno.ENOSPC
+    assert not closed_ok or err == errno.ENOSPC
+
+
+@pytest.mark.timeout(120)
+def test_rename_over_is_atomic_for_other_host(pod):
+    """A publishes versions with write-to-temp + fsync + rename over the
+    final name; B reads the name in a loop: always a whole version."""
+    size = 256 * 1024
+
+    def version(v):
+        head = b"V%08d" % v
+        return head + bytes([v % 251]) * (size - len(head))
+
+    write_file(pod.a / "ckpt", version(0))
+    wait_for(lambda: (pod.b / "ckpt").exists(), 10, what="B sees ckpt")
+    stop = threading.Event()
+    bad = []
+    reads = [0]
+
+    def reader():
+        while not stop.is_set():
+            try:
+                with open(pod.b / "ckpt", "rb") as f:
+                    got = f.read()
+            except OSError as e:
+                bad.append(f"open/read: {e!r}")
+                continue
+            reads[0] += 1
+            if len(got) != size or not got.startswith(b"V"):
+                bad.append(f"short or garbled: {len(got)} bytes")
+                continue
+            v = int(got[1:9])
+            if got != version(v):
+                bad.append(f"version {v} mixed")
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 3.0
+    v = 0
+    try:
+        while time.monotonic() < deadline:
+            v += 1
+            tmp = pod.a / f".ckpt.tmp{v}"
+            with open(tmp, "wb") as f:
+                f.write(version(v))
+                f.flush()
+                os.fsync(f.fileno())
+            os.rename(tmp, pod.a / "ckpt")
+    finally:
+        stop.set()
+        t.join(30)
+    assert not t.is_alive()
+    assert not bad, bad[:5]
+    assert reads[0] > 0
+    assert read_file(pod.export / "ckpt") == version(v)
+
+
+def stats(mnt):
+    txt = os.getxattr(mnt.path, "user.podfs.stats").decode()
+    return {k: int(v) for k, v in (line.split() for line in txt.splitlines())}
+
+
+@pytest.mark.timeout(120)
+def test_compressible_data_shrinks_on_the_wire(env, m):
+    """Stats: a float32-like array with many zeros costs at most half its
+    size on the wire; random data goes out raw (about its size)."""
+    import struct
+    vals = [0.0] * 7 + [1.5]
+    block = b"".join(struct.pack("<f", v) for v in vals) * 4096
+    data = block * (16 * MiB // len(block))
+    s0 = stats(m)
+    write_file(m / "zeros", data)
+    s1 = stats(m)
+    assert s1["file_written"] - s0["file_written"] == len(data)
+    assert s1["wire_out"] - s0["wire_out"] <= len(data) // 2
+    rnd = os.urandom(8 * MiB)
+    write_file(m / "rnd", rnd)
+    s2 = stats(m)
+    assert s2["wire_out"] - s1["wire_out"] >= len(rnd)
+    assert read_file(env.export / "zeros") == data
+
+
+@pytest.mark.timeout(120)
+def test_appends_stay_in_order(env, m):
+    """O_APPEND writes sent behind the application keep their order."""
+    recs = [b"record %05d\n" % i for i in range(300)]
+    fd = os.open(m / "log", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+    try:
+        for r in recs:
+            os.write(fd, r)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "log") == b"".join(recs)
