@@ -389,6 +389,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct rpc_reply rep = { 0 };
 
 	wb_wait(c->wb, ip); /* a truncate comes after our pending writes */
+	inode_drop_inline(ip); /* our own changes are never pushed back to us */
 	memset(&m, 0, sizeof(m));
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
@@ -732,6 +733,7 @@ static void pfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	inode_drop_inline(of->ip); /* our own writes are never pushed back to us */
 	/* Write-behind (wb.c): the data is copied and sent by a writer
 	 * thread; its errors come back at the next write, flush or fsync. */
 	fill_creds(req, &cr, false);
@@ -824,6 +826,7 @@ static void pfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
+	inode_drop_inline(of->ip);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
 	m.fid = of->fid;
