@@ -733,7 +733,7 @@ int main(int argc, char **argv)
 	if (!c.foreground)
 		pfs_log_use_syslog();
 
-	if ((rc = cache_start(c.cache)) < 0) {
+	if ((rc = cache_start(c.cache)) < 0 || (rc = wb_start(c.wb)) < 0) {
 		pfs_err("cannot start threads: %s", strerror(-rc));
 		goto out_unmount;
 	}

@@ -77,7 +77,8 @@ struct wb {
 	 * page faults and zeroing on every write. */
 	void *pool[WB_POOL];
 	unsigned npool;
-	unsigned nthreads;
+	unsigned nthreads;  /* writer threads running */
+	unsigned want;      /* writer threads wb_start starts (0: synchronous) */
 	pthread_t *thr;
 	struct wb_stats st;
 };
@@ -328,22 +329,23 @@ int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **ou
 	pthread_cond_init(&wb->qcond, &ca);
 	pthread_cond_init(&wb->space, &ca);
 	pthread_condattr_destroy(&ca);
-	if (nthreads) {
-		wb->thr = calloc(nthreads, sizeof(*wb->thr));
-		if (!wb->thr) {
-			wb_free(wb);
-			return -ENOMEM;
-		}
-		for (unsigned i = 0; i < nthreads; i++) {
-			int rc = pthread_create(&wb->thr[i], NULL, writer_main, wb);
-			if (rc) {
-				wb_free(wb);
-				return -rc;
-			}
-			wb->nthreads++;
-		}
+	wb->want = nthreads;
+	if (nthreads && !(wb->thr = calloc(nthreads, sizeof(*wb->thr)))) {
+		wb_free(wb);
+		return -ENOMEM;
 	}
 	*out = wb;
+	return 0;
+}
+
+int wb_start(struct wb *wb)
+{
+	for (unsigned i = 0; i < wb->want; i++) {
+		int rc = pthread_create(&wb->thr[i], NULL, writer_main, wb);
+		if (rc)
+			return -rc;
+		wb->nthreads++;
+	}
 	return 0;
 }
 
@@ -462,7 +464,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	e->off = off;
 	e->len = (uint32_t)size;
 
-	if (wb->nthreads == 0) {
+	if (wb->want == 0) {
 		/* Synchronous mode: send now, keep nothing (every write is
 		 * then only as durable as the daemon's page cache until an
 		 * fsync; no re-send after a restart). */

@@ -51,10 +51,13 @@ struct client;
 struct inode;
 struct wb;
 
-/* Creates the write-behind state and starts nthreads writer threads
- * (nthreads 0: writes are synchronous, wb_write sends and waits).
+/* Creates the write-behind state for nthreads writer threads (nthreads 0:
+ * writes are synchronous, wb_write sends and waits). The threads start
+ * with wb_start, after the process has daemonized (fork keeps no thread).
  * Returns 0 or -errno. */
 int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **out);
+/* Starts the writer threads. Returns 0 or -errno (wb_free still works). */
+int wb_start(struct wb *wb);
 /* Stops the writer threads (pending writes are sent first while the
  * connection allows) and frees everything. */
 void wb_free(struct wb *wb);

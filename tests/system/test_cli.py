@@ -143,3 +143,40 @@ def test_podfsd_daemon_mode(env):
         os.kill(pid, signal.SIGTERM)
     wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
              open(f"/proc/{pid}/stat").read().split()[2] == "Z", 20, what="daemon exit")
+
+
+def test_podfs_background_mode_writes(env, daemon):
+    """Without -f, podfs forks into the background after mounting: every
+    helper thread (writers, pushes, the connection) must run in the child.
+    Regression: write-behind threads started before the fork, so a
+    daemonized mount queued writes that nothing ever sent."""
+    if daemon.external:
+        pytest.skip("own daemon needed")
+    from helpers import wait_for
+    mnt = env.root / "bg"
+    mnt.mkdir()
+    r = run([PODFS, daemon.addr, mnt, "-o", f"key={env.key}"], timeout=30, check=False)
+    assert r.returncode == 0, r.stderr
+    try:
+        wait_for(lambda: is_mounted(mnt), 10, what="background mount")
+        with open(mnt / "f", "wb") as f:
+            f.write(b"x" * 100000)
+            f.flush()
+            os.fsync(f.fileno())
+        assert (env.export / "f").read_bytes() == b"x" * 100000
+        assert (mnt / "f").read_bytes() == b"x" * 100000
+    finally:
+        run(["fusermount3", "-u", mnt], timeout=30, check=False)
+        if is_mounted(mnt):
+            run(["fusermount3", "-uz", mnt], timeout=30, check=False)
+    # The background process leaves once unmounted.
+    def podfs_gone():
+        for p in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if str(mnt).encode() in f.read():
+                        return False
+            except OSError:
+                continue
+        return True
+    wait_for(podfs_gone, 20, what="podfs exit")
