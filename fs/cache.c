@@ -31,6 +31,7 @@ struct cache {
 	/* Race gate. seq and the ring change only under the write side. */
 	pthread_rwlock_t gate;
 	_Atomic uint64_t seq;
+	_Atomic uint64_t applied; /* pushes up to this number reached the kernel */
 	uint64_t all_seq;       /* last "everything" invalidation */
 	uint64_t ring[RING];    /* fh hash of push number n at ring[n % RING] */
 
@@ -123,13 +124,25 @@ uint64_t cache_seq(struct cache *k)
 	return atomic_load(&k->seq);
 }
 
-void cache_note_push(struct cache *k, const struct pfs_fh *fh)
+uint64_t cache_note_push(struct cache *k, const struct pfs_fh *fh)
 {
 	pthread_rwlock_wrlock(&k->gate);
 	uint64_t n = atomic_load(&k->seq) + 1;
 	k->ring[n % RING] = fh_key(fh);
 	atomic_store(&k->seq, n);
 	pthread_rwlock_unlock(&k->gate);
+	return n;
+}
+
+void cache_set_applied(struct cache *k, uint64_t n)
+{
+	if (n > atomic_load(&k->applied))
+		atomic_store(&k->applied, n);
+}
+
+uint64_t cache_applied(struct cache *k)
+{
+	return atomic_load(&k->applied);
 }
 
 void cache_note_all(struct cache *k)

@@ -50,9 +50,18 @@ void cache_free(struct cache *k);
 
 /* The current push number; take it before sending a request. */
 uint64_t cache_seq(struct cache *k);
-/* Push thread: numbers a push about fh (INVAL_INODE: the object;
- * INVAL_ENTRY: the parent). Call before notifying the kernel. */
-void cache_note_push(struct cache *k, const struct pfs_fh *fh);
+/* Connection thread, as a push arrives: numbers a push about fh
+ * (INVAL_INODE: the object; INVAL_ENTRY: the parent) and returns its
+ * number. Numbering on arrival (not when the push thread gets to it)
+ * lets an OPEN whose reply came after the push see that its cached
+ * pages are about to be invalidated. */
+uint64_t cache_note_push(struct cache *k, const struct pfs_fh *fh);
+/* Push thread: pushes up to number n have been given to the kernel. */
+void cache_set_applied(struct cache *k, uint64_t n);
+/* The highest number given to the kernel: pushes after it may still be
+ * queued (cache_pushed_since(k, cache_applied(k), fh) asks "is a push
+ * about fh received but perhaps not applied?"). */
+uint64_t cache_applied(struct cache *k);
 /* Numbers an invalidation of everything (reconnect). */
 void cache_note_all(struct cache *k);
 

@@ -82,6 +82,9 @@ extern const struct fuse_lowlevel_ops pfs_fuse_ops;
 
 /* Applies one server push (PFS_FF_PUSH frame payload) to the kernel caches.
  * Runs on the push thread; payload is only borrowed. (ops.c) */
+/* Connection thread: numbers a push as it arrives (cache_note_push);
+ * returns its number, 0 for a malformed or unknown one. */
+uint64_t ops_note_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
 void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
 
 #endif /* PODFS_CLIENT_I_H */

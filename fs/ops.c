@@ -590,6 +590,7 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.fh = ip->fh;
 	m.fid = of->fid;
 	m.flags = (uint32_t)fi->flags;
+	uint64_t applied = cache_applied(c->cache);
 	rc = rpc_msg(c->rpc, PFS_OP_OPEN, open_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = bad_reply(req, "OPEN");
@@ -605,6 +606,17 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * fresh ones (offset -1: attributes only, safe in a handler). */
 	bool attrs_stale;
 	fi->keep_cache = inode_open_version(ip, &ar.attr, &attrs_stale);
+	/* The version (size, mtime, ctime) misses a change made within one
+	 * timestamp tick. The server's push does not: one about this file
+	 * that arrived but may not have reached the kernel yet (the server
+	 * sends it before the OPEN reply when the change came first) means
+	 * the pages are stale. */
+	cache_gate_enter(c->cache);
+	if (cache_pushed_since(c->cache, applied, &ip->fh)) {
+		fi->keep_cache = 0;
+		attrs_stale = true;
+	}
+	cache_gate_leave(c->cache);
 	if (attrs_stale)
 		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)of;
@@ -883,6 +895,17 @@ static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 	m->flags = 0;
 }
 
+/* A lock was granted: what another host wrote before releasing it must
+ * be seen now, so the cached pages and attributes of the file go (NFS
+ * revalidates on lock too). Safe in this handler: the kernel holds no
+ * inode or page lock while it waits for a lock request. */
+static void lock_revalidate(fuse_req_t req, fuse_ino_t ino)
+{
+	struct client *c = CL(req);
+	inode_drop_inline(IP(req, ino));
+	fuse_lowlevel_notify_inval_inode(c->se, ino, 0, 0);
+}
+
 /* SETLK, retried with backoff (1 ms .. 50 ms) while it conflicts if
  * sleep is set, until granted, interrupted (-EINTR) or shutting down. */
 static int setlk_loop(fuse_req_t req, const struct pfs_lock_req *m, bool sleep)
@@ -940,7 +963,10 @@ static void pfs_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	/* Mark first, so a flush racing with this lock still unlocks. */
 	inode_mark_posix_locks(IP(req, ino));
 	lock_fill(req, &m, OF(fi), fi, lock);
-	fuse_reply_err(req, -setlk_loop(req, &m, sleep != 0));
+	int rc = setlk_loop(req, &m, sleep != 0);
+	if (rc == 0 && m.type != PFS_LK_UN)
+		lock_revalidate(req, ino);
+	fuse_reply_err(req, -rc);
 }
 
 static void pfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
@@ -972,7 +998,10 @@ static void pfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	m.end = UINT64_MAX;
 	m.pid = (uint32_t)fuse_req_ctx(req)->pid;
 	m.flags = PFS_LKF_FLOCK;
-	fuse_reply_err(req, -setlk_loop(req, &m, !(op & LOCK_NB)));
+	int rc = setlk_loop(req, &m, !(op & LOCK_NB));
+	if (rc == 0 && m.type != PFS_LK_UN)
+		lock_revalidate(req, ino);
+	fuse_reply_err(req, -rc);
 }
 
 /* ---- directories ---- */
@@ -1353,6 +1382,18 @@ static void pfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 /* ---- server pushes ---- */
 
+uint64_t ops_note_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len)
+{
+	struct pfs_inval_inode_push ii;
+	struct pfs_inval_entry_push ie;
+
+	if (op == PFS_OP_INVAL_INODE && pfs_dec_inval_inode_push(payload, len, &ii) == 0)
+		return cache_note_push(c->cache, &ii.fh);
+	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)
+		return cache_note_push(c->cache, &ie.parent);
+	return 0;
+}
+
 void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len)
 {
 	fuse_ino_t nodeid;
@@ -1362,7 +1403,6 @@ void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_
 		struct pfs_inval_inode_push m;
 		if (pfs_dec_inval_inode_push(payload, len, &m) < 0)
 			goto bad;
-		cache_note_push(c->cache, &m.fh);
 		if (inode_find(c->it, &m.fh, m.offset >= 0, &nodeid))
 			fuse_lowlevel_notify_inval_inode(c->se, nodeid, m.offset, m.length);
 		return;
@@ -1371,7 +1411,6 @@ void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_
 		struct pfs_inval_entry_push m;
 		if (pfs_dec_inval_entry_push(payload, len, &m) < 0)
 			goto bad;
-		cache_note_push(c->cache, &m.parent);
 		/* This also drops a negative entry of the name. */
 		if (inode_find(c->it, &m.parent, false, &nodeid))
 			fuse_lowlevel_notify_inval_entry(c->se, nodeid, m.name.s, m.name.len);

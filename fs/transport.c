@@ -34,6 +34,7 @@
 
 struct push_item {
 	struct push_item *next;
+	uint64_t seq; /* cache_note_push number, 0 if none */
 	uint16_t op;
 	size_t len;
 	uint8_t *buf;
@@ -572,6 +573,7 @@ static void push_enqueue(struct transport *t, uint16_t op, uint8_t *buf, size_t 
 		return;
 	}
 	p->next = NULL;
+	p->seq = ops_note_push(t->c, op, buf, len);
 	p->op = op;
 	p->buf = buf;
 	p->len = len;
@@ -701,6 +703,8 @@ static void *push_main(void *arg)
 			t->push_tail = &t->push_head;
 		pthread_mutex_unlock(&t->push_lock);
 		ops_apply_push(t->c, p->op, p->buf, p->len);
+		if (p->seq)
+			cache_set_applied(t->c->cache, p->seq);
 		free(p->buf);
 		free(p);
 		pthread_mutex_lock(&t->push_lock);

@@ -1,0 +1,149 @@
+"""test_exerciser.py: random file operations checked against a model.
+
+In the spirit of fsx: a seeded random mix of pwrite, pread, truncate,
+fallocate, mmap reads and writes, fsync and close/reopen on one file,
+each result compared with an in-memory model of what the file must hold.
+Then the same file is read through a second mount (another host) and
+straight from the export. Any divergence fails with the operation log.
+"""
+
+import mmap
+import os
+import random
+
+import pytest
+
+SIZE_MAX = 3 * 1024 * 1024
+
+
+def check_same(model, got, where, log):
+    if bytes(model) != got:
+        first = next((i for i in range(min(len(model), len(got))) if model[i] != got[i]),
+                     min(len(model), len(got)))
+        pytest.fail(f"{where}: file differs from the model at byte {first} "
+                    f"(model {len(model)} bytes, file {len(got)}); last ops:\n"
+                    + "\n".join(log[-15:]))
+
+
+def exercise(path, seed, nops):
+    rnd = random.Random(seed)
+    model = bytearray()
+    log = []
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for i in range(nops):
+            op = rnd.choices(["write", "read", "trunc", "falloc", "mmapw", "mmapr",
+                              "fsync", "reopen"], [30, 25, 8, 5, 8, 8, 6, 10])[0]
+            if op == "write":
+                off = rnd.randrange(0, SIZE_MAX)
+                n = rnd.choice([1, 7, 4096, 65536, rnd.randrange(1, 300000)])
+                n = min(n, SIZE_MAX - off)
+                data = rnd.randbytes(n)
+                log.append(f"{i} pwrite off={off} len={n}")
+                assert os.pwrite(fd, data, off) == n
+                if off > len(model):
+                    model.extend(b"\0" * (off - len(model)))
+                model[off:off + n] = data
+            elif op == "read":
+                off = rnd.randrange(0, max(1, len(model) + 5000))
+                n = rnd.randrange(1, 400000)
+                log.append(f"{i} pread off={off} len={n}")
+                got = os.pread(fd, n, off)
+                want = bytes(model[off:off + n])
+                if got != want:
+                    pytest.fail(f"pread off={off} len={n}: got {len(got)} bytes, want "
+                                f"{len(want)}; last ops:\n" + "\n".join(log[-15:]))
+            elif op == "trunc":
+                n = rnd.randrange(0, SIZE_MAX)
+                log.append(f"{i} ftruncate {n}")
+                os.ftruncate(fd, n)
+                if n < len(model):
+                    del model[n:]
+                else:
+                    model.extend(b"\0" * (n - len(model)))
+            elif op == "falloc":
+                off = rnd.randrange(0, SIZE_MAX // 2)
+                n = rnd.randrange(1, SIZE_MAX // 2)
+                log.append(f"{i} posix_fallocate off={off} len={n}")
+                os.posix_fallocate(fd, off, n)
+                if off + n > len(model):
+                    model.extend(b"\0" * (off + n - len(model)))
+            elif op in ("mmapw", "mmapr") and len(model) > 0:
+                off = rnd.randrange(0, len(model))
+                n = min(rnd.randrange(1, 100000), len(model) - off)
+                log.append(f"{i} {op} off={off} len={n}")
+                with mmap.mmap(fd, len(model)) as mm:
+                    if op == "mmapw":
+                        data = rnd.randbytes(n)
+                        mm[off:off + n] = data
+                        model[off:off + n] = data
+                        mm.flush()
+                    elif mm[off:off + n] != bytes(model[off:off + n]):
+                        pytest.fail(f"mmap read off={off} len={n} differs; last ops:\n"
+                                    + "\n".join(log[-15:]))
+            elif op == "fsync":
+                log.append(f"{i} fsync")
+                os.fsync(fd)
+            elif op == "reopen":
+                log.append(f"{i} close+reopen")
+                os.close(fd)
+                fd = os.open(path, os.O_RDWR)
+            st = os.fstat(fd)
+            if st.st_size != len(model):
+                pytest.fail(f"after op {i}: size {st.st_size}, model {len(model)}; last ops:\n"
+                            + "\n".join(log[-15:]))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    with open(path, "rb") as f:
+        check_same(model, f.read(), "re-read after close", log)
+    return model, log
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_ops_match_model(pod, seed):
+    model, log = exercise(pod.a.path / f"fsx{seed}", seed, 1500)
+    check_same(model, (pod.export / f"fsx{seed}").read_bytes(), "the export", log)
+    # Close-to-open on the other host: its open after our close sees it all.
+    with open(pod.b.path / f"fsx{seed}", "rb") as f:
+        check_same(model, f.read(), "the other host", log)
+
+
+def test_random_ops_synchronous_writes(env, mount):
+    m = mount(opts="wb_threads=0")
+    model, log = exercise(m.path / "fsx-sync", 3, 400)
+    check_same(model, (env.export / "fsx-sync").read_bytes(), "the export", log)
+
+
+@pytest.mark.parametrize("reopen", [True, False], ids=["reopen", "open-once"])
+def test_locked_counter_across_hosts(pod, reopen):
+    """Two hosts increment one counter under flock, as filelock users do.
+    Taking the lock must make the other host's last write visible, whether
+    the file is reopened each time or kept open."""
+    import subprocess
+    import sys
+    n = 150
+    (pod.export / "counter").write_text("0")
+    script = r'''
+import fcntl, os, sys
+path, n, reopen = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+fd = None
+for i in range(n):
+    if fd is None:
+        fd = os.open(path, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    v = int(os.pread(fd, 64, 0) or b"0")
+    data = str(v + 1).encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    if reopen:
+        os.close(fd)
+        fd = None
+'''
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(mt.path / "counter"), str(n),
+                               "1" if reopen else "0"]) for mt in (pod.a, pod.b)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    assert (pod.export / "counter").read_text() == str(2 * n)
