@@ -595,52 +595,45 @@ static int xattr_reply(struct op *o, ssize_t n, const uint8_t *buf, bool want)
 	return 0;
 }
 
-static int op_getxattr(struct op *o)
+/* GETXATTR (name) or LISTXATTR (name NULL); size 0 asks for the length. */
+static int xattr_query(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
+		       const char *name, uint32_t size)
 {
-	struct pfs_getxattr_req m;
 	uint8_t *buf = NULL;
 	struct hent *e;
 	ssize_t n;
 	int ret;
 
-	DECODE(getxattr_req, &m);
-	if (m.size > PFS_XATTR_SIZE_MAX)
-		m.size = PFS_XATTR_SIZE_MAX;
-	ret = begin(o, &m.cr, &m.fh, &e);
+	if (size > PFS_XATTR_SIZE_MAX)
+		size = PFS_XATTR_SIZE_MAX;
+	ret = begin(o, cr, fh, &e);
 	if (ret < 0)
 		return ret;
-	export_note(&o->x, &m.fh);
-	if (m.size)
-		buf = xmalloc(m.size);
-	n = export_getxattr(&o->x, e, m.name.s, buf, m.size);
+	export_note(&o->x, fh);
+	if (size)
+		buf = xmalloc(size);
+	n = name ? export_getxattr(&o->x, e, name, buf, size)
+		 : export_listxattr(&o->x, e, buf, size);
 	end(o, e, NULL);
-	ret = n < 0 ? (int)n : xattr_reply(o, n, buf, m.size != 0);
+	ret = n < 0 ? (int)n : xattr_reply(o, n, buf, size != 0);
 	free(buf);
 	return ret;
+}
+
+static int op_getxattr(struct op *o)
+{
+	struct pfs_getxattr_req m;
+
+	DECODE(getxattr_req, &m);
+	return xattr_query(o, &m.cr, &m.fh, m.name.s, m.size);
 }
 
 static int op_listxattr(struct op *o)
 {
 	struct pfs_listxattr_req m;
-	uint8_t *buf = NULL;
-	struct hent *e;
-	ssize_t n;
-	int ret;
 
 	DECODE(listxattr_req, &m);
-	if (m.size > PFS_XATTR_SIZE_MAX)
-		m.size = PFS_XATTR_SIZE_MAX;
-	ret = begin(o, &m.cr, &m.fh, &e);
-	if (ret < 0)
-		return ret;
-	export_note(&o->x, &m.fh);
-	if (m.size)
-		buf = xmalloc(m.size);
-	n = export_listxattr(&o->x, e, buf, m.size);
-	end(o, e, NULL);
-	ret = n < 0 ? (int)n : xattr_reply(o, n, buf, m.size != 0);
-	free(buf);
-	return ret;
+	return xattr_query(o, &m.cr, &m.fh, NULL, m.size);
 }
 
 static int op_removexattr(struct op *o)

@@ -9,6 +9,7 @@ import ctypes
 import ctypes.util
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -173,3 +174,22 @@ def read_file(p):
 def write_file(p, data, mode="wb"):
     with open(p, mode) as f:
         f.write(data)
+
+
+# Bound on how long a reconnect may take (backoff included).
+RECONNECT = 60.0
+
+
+def in_thread(fn, *a):
+    """Runs fn(*a) in a daemon thread; returns (thread, box) where box gets
+    "result" or "error" once it ends."""
+    box = {}
+
+    def run():
+        try:
+            box["result"] = fn(*a)
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            box["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box

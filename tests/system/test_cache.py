@@ -5,7 +5,6 @@ must be visible on the other within BOUND seconds, through server pushes.
 """
 
 import os
-import signal
 import subprocess
 import time
 

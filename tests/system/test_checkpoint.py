@@ -14,9 +14,8 @@ import time
 
 import pytest
 
-from helpers import read_file, wait_for, write_file
+from helpers import RECONNECT, in_thread, read_file, wait_for, write_file
 
-RECONNECT = 60.0  # bound on how long a reconnect may take (backoff included)
 MiB = 1 << 20
 
 
@@ -24,19 +23,6 @@ def chunk(i, size=MiB):
     """Deterministic, incompressible-enough chunk number i."""
     seed = i.to_bytes(8, "little") * 8
     return (seed * (size // len(seed) + 1))[:size]
-
-
-def in_thread(fn, *a):
-    box = {}
-
-    def run():
-        try:
-            box["result"] = fn(*a)
-        except BaseException as e:  # noqa: BLE001 - reported to the test
-            box["error"] = e
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, box
 
 
 @pytest.mark.timeout(120)

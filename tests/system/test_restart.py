@@ -7,26 +7,11 @@ the same port and state directory, and carries on with the same open files
 
 import errno
 import os
-import threading
 
 import pytest
 
-from helpers import read_file, wait_for, write_file
+from helpers import RECONNECT, in_thread, read_file, wait_for, write_file
 
-RECONNECT = 60.0  # bound on how long a reconnect may take (backoff included)
-
-
-def in_thread(fn, *a):
-    box = {}
-
-    def run():
-        try:
-            box["result"] = fn(*a)
-        except BaseException as e:  # noqa: BLE001 - reported to the test
-            box["error"] = e
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, box
 
 
 @pytest.mark.timeout(240)
