@@ -66,6 +66,10 @@ struct client {
 	struct wb *wb;           /* write-behind (wb.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
+	/* Files the kernel opened and has not released yet (ops.c). An
+	 * unmount can end the session before the kernel's last RELEASEs. */
+	pthread_mutex_t of_lock;
+	struct ofile *open_files;
 
 	/* Byte counters, shown by the "user.podfs.stats" xattr of the
 	 * mount's root: frames on the wire (headers included) and their
@@ -85,6 +89,8 @@ extern const struct fuse_lowlevel_ops pfs_fuse_ops;
 /* Connection thread: numbers a push as it arrives (cache_note_push);
  * returns its number, 0 for a malformed or unknown one. */
 uint64_t ops_note_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
+/* Frees the open-file state the kernel never released (at exit). */
+void ops_free_open_files(struct client *c);
 void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
 
 #endif /* PODFS_CLIENT_I_H */

@@ -626,6 +626,7 @@ static void client_free(struct client *c)
 	cache_free(c->cache);
 	c->cache = NULL;
 	wb_free(c->wb);
+	ops_free_open_files(c);
 	inode_table_free(c->it);
 	transport_free(c->tr);
 	rpc_free(c->rpc);
@@ -640,6 +641,7 @@ static void client_free(struct client *c)
 int main(int argc, char **argv)
 {
 	struct client c = {
+		.of_lock = PTHREAD_MUTEX_INITIALIZER,
 		.timeo = 30,
 		.attr_timeout = 3600.0,
 		.entry_timeout = 3600.0,

@@ -32,6 +32,8 @@
 
 /* State of one open file or directory (fi->fh). */
 struct ofile {
+	struct client *c;
+	struct ofile *prev, *next; /* the client's list of open files */
 	uint64_t fid;     /* client-chosen id the daemon knows the open by */
 	uint32_t flags;   /* open flags, for a reopen by handle */
 	struct inode *ip; /* pinned by the kernel while the file is open */
@@ -115,12 +117,28 @@ static struct ofile *ofile_new(struct client *c, struct inode *ip, int flags)
 	/* A reopen by handle must not create or truncate again. */
 	of->flags = (uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
 	of->ip = ip;
+	of->c = c;
 	pthread_mutex_init(&of->lock, NULL);
+	pthread_mutex_lock(&c->of_lock);
+	of->next = c->open_files;
+	if (of->next)
+		of->next->prev = of;
+	c->open_files = of;
+	pthread_mutex_unlock(&c->of_lock);
 	return of;
 }
 
 static void ofile_free(struct ofile *of)
 {
+	struct client *c = of->c;
+	pthread_mutex_lock(&c->of_lock);
+	if (of->prev)
+		of->prev->next = of->next;
+	else
+		c->open_files = of->next;
+	if (of->next)
+		of->next->prev = of->prev;
+	pthread_mutex_unlock(&c->of_lock);
 	rpc_reply_free(&of->dir);
 	pthread_mutex_destroy(&of->lock);
 	free(of);
@@ -1378,6 +1396,12 @@ static void pfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
+}
+
+void ops_free_open_files(struct client *c)
+{
+	while (c->open_files)
+		ofile_free(c->open_files);
 }
 
 /* ---- server pushes ---- */
