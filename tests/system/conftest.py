@@ -451,6 +451,9 @@ class NetNS:
         ):
             run(cmd, timeout=10)
             self.created = True
+        # Recorded so scripts/test can delete it if pytest itself is killed.
+        (TEST_ROOT / ".netns").mkdir(exist_ok=True)
+        (TEST_ROOT / ".netns" / self.name).touch()
 
     def exec_argv(self, argv):
         return ["nsenter", f"--net=/var/run/netns/{self.name}"] + [str(a) for a in argv]
@@ -462,6 +465,7 @@ class NetNS:
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
         if r.returncode != 0 and os.path.exists(f"/var/run/netns/{self.name}"):
             return f"ip netns del {self.name}: {r.stdout.strip()}"
+        (TEST_ROOT / ".netns" / self.name).unlink(missing_ok=True)
         return None
 
 
