@@ -13,6 +13,7 @@
 #include "dispatch_i.h"
 #include "export_i.h"
 #include "handles_i.h"
+#include "lockstate_i.h"
 #include "server_i.h"
 #include "session_i.h"
 
@@ -697,6 +698,9 @@ static int op_getlk(struct op *o)
 	int ret;
 
 	DECODE(lock_req, &m);
+	/* In grace the table is not complete: "unlocked" could be a lie. */
+	if (lockstate_in_grace(o->d->ls))
+		return -PFS_ST_GRACE;
 	ret = begin(o, &m.cr, &m.fh, &e);
 	if (ret < 0)
 		return ret;
@@ -708,19 +712,82 @@ static int op_getlk(struct op *o)
 	return 0;
 }
 
-static int op_setlk(struct op *o)
+/* A lock on fh was released or downgraded: wake the waiters once the
+ * reply goes out (server_lock_wake, loop thread). */
+static void lock_wake(struct op *o, const struct pfs_fh *fh)
 {
-	struct pfs_lock_req m;
+	struct inval *iv = xcalloc(1, sizeof(*iv));
+
+	iv->op = PFS_OP_LOCK_WAKE;
+	iv->fh = *fh;
+	iv->next = o->r->invals;
+	o->r->invals = iv;
+}
+
+/* SETLK and RECLAIM: sets m's lock; reclaim skips the grace check. */
+static int do_setlk(struct op *o, struct pfs_lock_req *m, bool reclaim)
+{
+	struct session *s = o->r->s;
+	bool wait = !reclaim && (m->flags & PFS_LKF_WAIT);
+	uint64_t key = handles_key(o->d->hs, &m->fh);
 	struct hent *e;
 	int ret;
 
-	DECODE(lock_req, &m);
-	ret = begin(o, &m.cr, &m.fh, &e);
+	m->flags &= ~(uint32_t)PFS_LKF_WAIT;
+	/* Register before trying: a release after our failed attempt then
+	 * finds us (see lockstate_i.h). */
+	if (wait)
+		lockstate_wait_add(o->d->ls, key, s->client_id);
+	ret = begin(o, &m->cr, &m->fh, &e);
+	if (ret == 0) {
+		ret = export_setlk(&o->x, e, m);
+		end(o, e, NULL);
+	}
+	if (wait && ret != -EAGAIN)
+		lockstate_wait_del(o->d->ls, key, s->client_id);
 	if (ret < 0)
 		return ret;
-	ret = export_setlk(&o->x, e, &m);
-	end(o, e, NULL);
-	return ret;
+	if (m->type == PFS_LK_UN || m->type == PFS_LK_RD)
+		lock_wake(o, &m->fh);
+	/* Listed (durably) before the client hears it holds a lock. */
+	if (m->type != PFS_LK_UN)
+		lockstate_note_holder(o->d->ls, s->client_id, s->host);
+	return 0;
+}
+
+static int op_setlk(struct op *o)
+{
+	struct pfs_lock_req m;
+
+	DECODE(lock_req, &m);
+	/* Unlocking is always safe; taking a lock waits for the reclaims. */
+	if (m.type != PFS_LK_UN && lockstate_in_grace(o->d->ls))
+		return -PFS_ST_GRACE;
+	return do_setlk(o, &m, false);
+}
+
+static int op_reclaim(struct op *o)
+{
+	struct pfs_lock_req m;
+	int ret;
+
+	DECODE(lock_req, &m);
+	if (m.type == PFS_LK_UN)
+		return -EINVAL;
+	ret = lockstate_may_reclaim(o->d->ls, o->r->s->client_id);
+	if (ret < 0)
+		return ret;
+	return do_setlk(o, &m, true);
+}
+
+static int op_reclaim_done(struct op *o)
+{
+	struct pfs_reclaim_done_req m;
+	struct session *s = o->r->s;
+
+	DECODE(reclaim_done_req, &m);
+	lockstate_reclaim_done(o->d->ls, s->client_id, s->host, m.reclaimed, m.lost);
+	return 0;
 }
 
 static int op_unlock_owner(struct op *o)
@@ -736,7 +803,9 @@ static int op_unlock_owner(struct op *o)
 		return ret;
 	ret = export_unlock_owner(&o->x, e, m.owner);
 	handles_put(o->d->hs, e);
-	return ret;
+	if (ret > 0)
+		lock_wake(o, &m.fh);
+	return ret < 0 ? ret : 0;
 }
 
 /* --- caching: LOOKUP_DATA, REVALIDATE, FORGET --- */
@@ -919,6 +988,8 @@ static const struct {
 	[PFS_OP_GETLK] = { op_getlk, 0 },
 	[PFS_OP_SETLK] = { op_setlk, 0 },
 	[PFS_OP_UNLOCK_OWNER] = { op_unlock_owner, 0 },
+	[PFS_OP_RECLAIM] = { op_reclaim, 0 },
+	[PFS_OP_RECLAIM_DONE] = { op_reclaim_done, 0 },
 	[PFS_OP_LSEEK] = { op_lseek, 0 },
 	[PFS_OP_REVALIDATE] = { op_revalidate, 0 },
 	[PFS_OP_LOOKUP_DATA] = { op_lookup_data, 0 },

@@ -1046,5 +1046,5 @@ int export_unlock_owner(struct xop *x, struct hent *obj, uint64_t owner)
 	if (l)
 		session_lock_del(x->s, l);
 	pthread_mutex_unlock(&x->s->lk_mu);
-	return 0;
+	return l != NULL;
 }

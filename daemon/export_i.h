@@ -91,7 +91,9 @@ int export_lseek(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off, ui
 		 uint64_t *result);
 int export_getlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m,
 		 struct pfs_getlk_rep *r);
+/* Non-blocking: a conflict is -EAGAIN. m->flags: PFS_LKF_FLOCK only. */
 int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m);
+/* Drops owner's POSIX locks on obj: 1 if it had any, else 0. */
 int export_unlock_owner(struct xop *x, struct hent *obj, uint64_t owner);
 
 #endif /* PODFSD_EXPORT_I_H */

@@ -18,6 +18,7 @@
 #include "podfs/auth.h"
 #include "podfs/log.h"
 #include "handles_i.h"
+#include "lockstate_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
 #include "watch_i.h"
@@ -34,7 +35,7 @@ static const char usage_text[] =
 	"\n"
 	"  --listen ADDR:PORT   address to listen on (default 0.0.0.0:7049; port 0: any)\n"
 	"  --key FILE           pod key shared with the clients (default " DEFAULT_KEY ")\n"
-	"  --state-dir DIR      server state: handle key (default " DEFAULT_STATE ")\n"
+	"  --state-dir DIR      server state: handle key, lock holders (default " DEFAULT_STATE ")\n"
 	"  --daemon             run in the background once listening; log to syslog\n"
 	"  --pidfile FILE       write the daemon's pid to FILE\n"
 	"  --port-file FILE     write the port listened on to FILE\n"
@@ -45,6 +46,9 @@ static const char usage_text[] =
 	"  --lock-lease SECONDS release the locks of a client whose connection closed\n"
 	"                       after this long, if it has not come back (default 15,\n"
 	"                       at most --lease): a dead client blocks nobody for long\n"
+	"  --grace SECONDS      after a restart, grant only lock reclaims this long, or\n"
+	"                       until every client that held locks came back (default\n"
+	"                       30, 0..600; no grace period when nobody held locks)\n"
 	"  --ro                 export read-only\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  --help               show this help\n";
@@ -145,6 +149,7 @@ enum {
 	OPT_THREADS,
 	OPT_LEASE,
 	OPT_LOCK_LEASE,
+	OPT_GRACE,
 	OPT_RO,
 	OPT_GENKEY,
 	OPT_HELP,
@@ -161,6 +166,7 @@ static const struct option long_opts[] = {
 	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "lease", required_argument, NULL, OPT_LEASE },
 	{ "lock-lease", required_argument, NULL, OPT_LOCK_LEASE },
+	{ "grace", required_argument, NULL, OPT_GRACE },
 	{ "ro", no_argument, NULL, OPT_RO },
 	{ "genkey", required_argument, NULL, OPT_GENKEY },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -180,6 +186,7 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->threads = 16;
 	o->lease = 60;
 	o->lock_lease = 15;
+	o->grace = 30;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
 		switch (c) {
@@ -212,6 +219,9 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 			break;
 		case OPT_LOCK_LEASE:
 			o->lock_lease = parse_uint("--lock-lease", optarg, 0, 86400 * 365);
+			break;
+		case OPT_GRACE:
+			o->grace = parse_uint("--grace", optarg, 0, PFSD_GRACE_MAX);
 			break;
 		case OPT_RO:
 			o->ro = true;
@@ -385,6 +395,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 	log_stats(d);
 	uv_close((uv_handle_t *)&d->sig_usr1, NULL);
 	server_stop(d);
+	lockstate_stop(d->ls);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 }
@@ -442,6 +453,9 @@ int main(int argc, char **argv)
 		fatal("%s: %s", d->o.export_dir, err);
 	if (pfs_random(&d->boot_id, sizeof(d->boot_id)) < 0)
 		fatal("cannot get random bytes");
+	ret = lockstate_new(d->o.state_dir, d->o.grace, &d->ls, err, sizeof(err));
+	if (ret < 0)
+		fatal("%s", err);
 
 	/* Requests carry their own umask; the process-wide one must not
 	 * interfere (it is shared by all threads). */
@@ -476,6 +490,7 @@ int main(int argc, char **argv)
 	}
 
 	watch_start(d);
+	lockstate_start(d->ls, &d->loop);
 	uv_signal_init(&d->loop, &d->sig_term);
 	uv_signal_init(&d->loop, &d->sig_int);
 	d->sig_term.data = d;
@@ -498,6 +513,7 @@ int main(int argc, char **argv)
 	htab_fini(&d->sessions);
 	watch_free(d);
 	interest_free(d->it);
+	lockstate_free(d->ls);
 	handles_free(d->hs);
 	if (pidfile_abs)
 		unlink(pidfile_abs);

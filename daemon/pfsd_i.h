@@ -28,6 +28,7 @@ struct handles;
 struct conn;
 struct session;
 struct watch;
+struct lockstate;
 
 struct pfsd_opts {
 	const char *listen;    /* "ADDR:PORT" */
@@ -42,6 +43,7 @@ struct pfsd_opts {
 	unsigned threads;
 	unsigned lease;        /* seconds a disconnected session lingers */
 	unsigned lock_lease;   /* seconds its locks survive (capped by lease) */
+	unsigned grace;        /* seconds of grace period after a restart */
 };
 
 struct pfsd {
@@ -62,6 +64,7 @@ struct pfsd {
 	struct session *slot_sess[INTEREST_SLOTS]; /* live session of each slot (loop) */
 	unsigned nslotless;       /* live sessions without a slot (loop) */
 	struct watch *watch;      /* changes made beside podfs (loop) */
+	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
 	struct conn *conns;       /* open connections (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
@@ -86,6 +89,7 @@ struct pfsd {
 #define PFSD_HCACHE_MAX 16384             /* cached O_PATH fds */
 #define PFSD_SWEEP_MS 30000               /* handle cache sweep period */
 #define PFSD_MAX_DEFERRED 65536           /* pushes waiting per session */
+#define PFSD_GRACE_MAX 600                /* --grace seconds */
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);

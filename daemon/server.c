@@ -13,6 +13,7 @@
 #include "podfs/log.h"
 #include "dispatch_i.h"
 #include "handles_i.h"
+#include "lockstate_i.h"
 #include "server_i.h"
 #include "session_i.h"
 #include "watch_i.h"
@@ -339,6 +340,8 @@ static bool op_ordered(unsigned op)
 	case PFS_OP_GETLK:
 	case PFS_OP_SETLK:
 	case PFS_OP_UNLOCK_OWNER:
+	case PFS_OP_RECLAIM:
+	case PFS_OP_RECLAIM_DONE:
 	case PFS_OP_AUTH:
 		return false;
 	default:
@@ -473,6 +476,32 @@ void server_push(struct pfsd *d, struct session *from, bool self, const struct i
 	}
 }
 
+void server_lock_wake(struct pfsd *d, const struct pfs_fh *fh)
+{
+	struct pfs_lock_wake_push m = { .fh = *fh };
+	uint8_t buf[PFS_FH_MAX + 8];
+	uint64_t ids[64], key;
+	struct pfs_wr w;
+	size_t n;
+
+	if (d->stopping || !fh->len)
+		return;
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_lock_wake_push(&w, &m) < 0)
+		return;
+	key = handles_key(d->hs, fh);
+	do {
+		n = lockstate_wait_take(d->ls, key, ids, 64);
+		for (size_t i = 0; i < n; i++) {
+			struct session *s = session_find(d, ids[i]);
+			/* Not ordered after replies: a wake-up only makes the
+			 * client retry, and the sooner the better. */
+			if (s && !s->dead)
+				push_send(s, PFS_OP_LOCK_WAKE, buf, w.len);
+		}
+	} while (n == 64);
+}
+
 void server_revalidate_all(struct pfsd *d, const char *why)
 {
 	pfs_warn("%s: every client reconnects and revalidates its cache", why);
@@ -559,7 +588,9 @@ static void after_work_cb(uv_work_t *work, int status)
 		self = s->nmeta > (r->ordered && r->meta ? 1u : 0u);
 	while ((iv = r->invals)) {
 		r->invals = iv->next;
-		if (!r->violation && s && !c->d->stopping)
+		if (!r->violation && s && !c->d->stopping && iv->op == PFS_OP_LOCK_WAKE)
+			server_lock_wake(c->d, &iv->fh);
+		else if (!r->violation && s && !c->d->stopping)
 			server_push(c->d, s, self, iv, handles_key(c->d->hs, &iv->fh));
 		free(iv);
 	}
@@ -732,7 +763,10 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 	if (s) {
 		if (s->conn && s->conn != c)
 			conn_close(s->conn, "replaced by a new connection of the same client");
-		flags |= 1;
+		flags |= PFS_AUTH_RESUMED;
+		if (s->locks_lost)
+			flags |= PFS_AUTH_LOCKS_LOST;
+		s->locks_lost = false;
 	} else {
 		s = session_new(c->d, c->client_id);
 	}
@@ -741,7 +775,7 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 	session_attach(s, c);
 	pfs_notice("conn %llu: %s (%s) authenticated, session %016llx %s",
 		   (unsigned long long)c->id, c->peer, c->host, (unsigned long long)c->client_id,
-		   (flags & 1) ? "resumed" : "new");
+		   (flags & PFS_AUTH_RESUMED) ? "resumed" : "new");
 	/* The reply carries the root's attributes: a disk operation. */
 	queue_req(c, NULL, flags);
 }

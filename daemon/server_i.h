@@ -61,7 +61,8 @@ struct conn {
 /* Invalidation to push to other sessions once a request completes. */
 struct inval {
 	struct inval *next;
-	uint16_t op;           /* PFS_OP_INVAL_INODE or PFS_OP_INVAL_ENTRY */
+	uint16_t op;           /* PFS_OP_INVAL_INODE, PFS_OP_INVAL_ENTRY or
+				* PFS_OP_LOCK_WAKE (server_lock_wake) */
 	struct pfs_fh fh;
 	int64_t off, len;
 	struct pfs_name name;
@@ -104,6 +105,9 @@ struct req {
  * Loop thread. */
 void server_push(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
 		 uint64_t key);
+/* A lock on fh was released: pushes LOCK_WAKE to the sessions waiting
+ * for a lock on it (lockstate_wait_take). Loop thread. */
+void server_lock_wake(struct pfsd *d, const struct pfs_fh *fh);
 /* Change notifications were lost: drops every client connection, so that
  * each client reconnects and revalidates what it caches. Loop thread. */
 void server_revalidate_all(struct pfsd *d, const char *why);

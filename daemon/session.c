@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "podfs/log.h"
+#include "lockstate_i.h"
 #include "server_i.h"
 #include "session_i.h"
 
@@ -69,6 +70,7 @@ static void free_cb(uv_handle_t *h)
 	while ((n = htab_pop(&s->locks))) {
 		struct lockent *l = container_of(n, struct lockent, hn);
 		close(l->fd);
+		server_lock_wake(s->d, &l->fh);
 		free(l);
 	}
 	while (s->dq_head) {
@@ -115,6 +117,10 @@ void session_kill(struct session *s)
 		s->d->nslotless--;
 	uv_timer_stop(&s->linger);
 	uv_timer_stop(&s->lk_linger);
+	/* An orderly shutdown keeps the list: the clients reclaim after the
+	 * restart. Otherwise the session's locks go with it. */
+	if (!s->d->stopping)
+		lockstate_drop_holder(s->d->ls, s->client_id);
 	if (s->conn) {
 		s->conn->sess = NULL;
 		s->conn = NULL;
@@ -143,14 +149,28 @@ static void lk_linger_cb(uv_timer_t *t)
 	unsigned count = 0;
 
 	/* Loop thread: closing a lock fd never blocks on a local disk. */
+	struct lockent *gone = NULL;
+
 	pthread_mutex_lock(&s->lk_mu);
 	while ((n = htab_pop(&s->locks))) {
 		struct lockent *l = container_of(n, struct lockent, hn);
 		close(l->fd);
-		free(l);
+		/* hn is free once popped: chain through it. */
+		l->hn.next = gone ? &gone->hn : NULL;
+		gone = l;
 		count++;
 	}
 	pthread_mutex_unlock(&s->lk_mu);
+	/* Pushes outside lk_mu: waiters on other hosts retry at once. */
+	while (gone) {
+		struct lockent *l = gone;
+		gone = l->hn.next ? container_of(l->hn.next, struct lockent, hn) : NULL;
+		server_lock_wake(s->d, &l->fh);
+		free(l);
+	}
+	lockstate_drop_holder(s->d->ls, s->client_id);
+	/* If it comes back after all, it learns that its locks are gone. */
+	s->locks_lost = count > 0;
 	if (count)
 		pfs_notice("session %016llx of %s: released %u lock%s after %u s without a "
 			   "connection", (unsigned long long)s->client_id, s->host, count,

@@ -84,6 +84,7 @@ struct session {
 	bool freeing;
 	uv_timer_t linger;
 	uv_timer_t lk_linger; /* lock lease after a disconnect */
+	bool locks_lost;      /* lk_linger released locks: tell the client (AUTH) */
 	unsigned open_timers; /* until their close_cb */
 
 	pthread_mutex_t mu; /* fids */

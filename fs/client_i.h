@@ -31,6 +31,7 @@ struct creds_cache;
 struct cache;
 struct dcache;
 struct wb;
+struct locks;
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -64,6 +65,7 @@ struct client {
 	struct cache *cache;     /* coherence: race gate, FORGET, REVALIDATE */
 	struct dcache *dc;       /* persistent content cache, or NULL */
 	struct wb *wb;           /* write-behind (wb.c) */
+	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
 	/* Files the kernel opened and has not released yet (ops.c). An

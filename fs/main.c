@@ -26,6 +26,7 @@
 #include <fcntl.h>
 
 #include "cache_i.h"
+#include "locks_i.h"
 #include "client_i.h"
 #include "creds_i.h"
 #include "inode_i.h"
@@ -625,6 +626,8 @@ static void client_free(struct client *c)
 		inode_table_on_forget(c->it, NULL, NULL);
 	cache_free(c->cache);
 	c->cache = NULL;
+	locks_free(c->lk);
+	c->lk = NULL;
 	wb_free(c->wb);
 	ops_free_open_files(c);
 	inode_table_free(c->it);
@@ -692,6 +695,7 @@ int main(int argc, char **argv)
 
 	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &c.tr) < 0 ||
 	    creds_cache_new(&c.cc) < 0 || cache_new(&c, &c.cache) < 0 ||
+	    locks_new(&c, &c.lk) < 0 ||
 	    wb_new(&c, c.wb_threads, c.wb_max, &c.wb) < 0) {
 		fputs("podfs: out of memory\n", stderr);
 		goto out_free;
@@ -735,7 +739,8 @@ int main(int argc, char **argv)
 	if (!c.foreground)
 		pfs_log_use_syslog();
 
-	if ((rc = cache_start(c.cache)) < 0 || (rc = wb_start(c.wb)) < 0) {
+	if ((rc = cache_start(c.cache)) < 0 || (rc = wb_start(c.wb)) < 0 ||
+	    (rc = locks_start(c.lk)) < 0) {
 		pfs_err("cannot start threads: %s", strerror(-rc));
 		goto out_unmount;
 	}
@@ -775,6 +780,7 @@ out_unmount:
 	c.wb = NULL;
 	/* Its thread may wait in a call: stop it before the connection. */
 	cache_stop(c.cache);
+	locks_stop(c.lk);
 	if (rpc_is_up(c.rpc)) {
 		struct rpc_reply rep = { 0 };
 		(void)rpc_call_timeout(c.rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);

@@ -21,6 +21,7 @@
 #include "client_i.h"
 #include "creds_i.h"
 #include "inode_i.h"
+#include "locks_i.h"
 #include "podfs/codec.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
@@ -790,15 +791,12 @@ static void pfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Drop this owner's POSIX locks, as close(2) must, only where this
 	 * client ever took any: no round trip otherwise. */
 	if (inode_had_posix_locks(ip)) {
-		struct pfs_unlock_owner_req m;
-		struct rpc_reply rep = { 0 };
-		fill_creds(req, &m.cr, false);
-		m.fh = ip->fh;
-		m.owner = fi->lock_owner;
-		int rc = rpc_msg(c->rpc, PFS_OP_UNLOCK_OWNER, unlock_owner_req, &m, &rep);
-		if (rc < 0)
+		fill_creds(req, &cr, false);
+		int rc = locks_unlock_owner(c->lk, &cr, &ip->fh, fi->lock_owner);
+		if (rc == -EIO && err == 0)
+			err = rc; /* a lock of this owner was lost (locks_i.h) */
+		else if (rc < 0)
 			pfs_debug("UNLOCK_OWNER: %s", strerror(-rc));
-		rpc_reply_free(&rep);
 	}
 	fuse_reply_err(req, -err);
 }
@@ -808,14 +806,12 @@ static void pfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct client *c = CL(req);
 	struct ofile *of = OF(fi);
 	struct pfs_creds cr;
-	(void)ino;
 
 	/* Writes of mmap'ed pages may come after the last flush. */
 	fill_creds(req, &cr, false);
 	wb_release(c->wb, of->ip, &cr, &of->ip->fh, of->fid);
 	if (fi->flock_release) {
 		struct pfs_lock_req m;
-		struct rpc_reply rep = { 0 };
 		fill_creds(req, &m.cr, false);
 		m.fh = of->ip->fh;
 		m.fid = of->fid;
@@ -825,8 +821,7 @@ static void pfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		m.end = UINT64_MAX;
 		m.pid = (uint32_t)fuse_req_ctx(req)->pid;
 		m.flags = PFS_LKF_FLOCK;
-		(void)rpc_msg(c->rpc, PFS_OP_SETLK, lock_req, &m, &rep);
-		rpc_reply_free(&rep);
+		(void)locks_setlk(c->lk, NULL, &m, false, ino);
 	}
 	release_remote(req, of, PFS_OP_RELEASE);
 	ofile_free(of);
@@ -924,26 +919,6 @@ static void lock_revalidate(fuse_req_t req, fuse_ino_t ino)
 	fuse_lowlevel_notify_inval_inode(c->se, ino, 0, 0);
 }
 
-/* SETLK, retried with backoff (1 ms .. 50 ms) while it conflicts if
- * sleep is set, until granted, interrupted (-EINTR) or shutting down. */
-static int setlk_loop(fuse_req_t req, const struct pfs_lock_req *m, bool sleep)
-{
-	struct client *c = CL(req);
-	useconds_t delay = 1000;
-
-	for (;;) {
-		struct rpc_reply rep = { 0 };
-		int rc = rpc_msg(c->rpc, PFS_OP_SETLK, lock_req, m, &rep);
-		rpc_reply_free(&rep);
-		if (!sleep || (rc != -EAGAIN && rc != -EACCES))
-			return rc;
-		if (fuse_req_interrupted(req) || rpc_is_closing(c->rpc))
-			return -EINTR;
-		usleep(delay);
-		delay = delay * 2 > 50000 ? 50000 : delay * 2;
-	}
-}
-
 static void pfs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		      struct flock *lock)
 {
@@ -954,7 +929,7 @@ static void pfs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	(void)ino;
 
 	lock_fill(req, &m, OF(fi), fi, lock);
-	int rc = rpc_msg(c->rpc, PFS_OP_GETLK, lock_req, &m, &rep);
+	int rc = locks_getlk(c->lk, req, &m, &rep);
 	if (rc == 0 && (pfs_dec_getlk_rep(rep.buf, rep.len, &r) < 0 || r.type > PFS_LK_UN ||
 			r.start > INT64_MAX || (r.end != UINT64_MAX && r.end < r.start)))
 		rc = bad_reply(req, "GETLK");
@@ -981,7 +956,7 @@ static void pfs_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	/* Mark first, so a flush racing with this lock still unlocks. */
 	inode_mark_posix_locks(IP(req, ino));
 	lock_fill(req, &m, OF(fi), fi, lock);
-	int rc = setlk_loop(req, &m, sleep != 0);
+	int rc = locks_setlk(CL(req)->lk, req, &m, sleep != 0, ino);
 	if (rc == 0 && m.type != PFS_LK_UN)
 		lock_revalidate(req, ino);
 	fuse_reply_err(req, -rc);
@@ -991,7 +966,6 @@ static void pfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 {
 	struct ofile *of = OF(fi);
 	struct pfs_lock_req m;
-	(void)ino;
 
 	wb_wait(CL(req)->wb, of->ip);
 	fill_creds(req, &m.cr, false);
@@ -1016,7 +990,7 @@ static void pfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	m.end = UINT64_MAX;
 	m.pid = (uint32_t)fuse_req_ctx(req)->pid;
 	m.flags = PFS_LKF_FLOCK;
-	int rc = setlk_loop(req, &m, !(op & LOCK_NB));
+	int rc = locks_setlk(CL(req)->lk, req, &m, !(op & LOCK_NB), ino);
 	if (rc == 0 && m.type != PFS_LK_UN)
 		lock_revalidate(req, ino);
 	fuse_reply_err(req, -rc);

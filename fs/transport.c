@@ -21,6 +21,7 @@
 
 #include "cache_i.h"
 #include "client_i.h"
+#include "locks_i.h"
 #include "podfs/auth.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
@@ -360,6 +361,7 @@ static int read_hs_reply(struct transport *t, int fd, uint64_t id, uint16_t op, 
 struct hs_result {
 	uint64_t boot_id;
 	uint64_t caps;
+	uint32_t flags; /* PFS_AUTH_* */
 	struct pfs_entry root;
 };
 
@@ -450,6 +452,7 @@ static int handshake(struct transport *t, int fd, struct hs_result *out, char *e
 	out->boot_id = hr.boot_id;
 	out->caps = hr.caps & PFS_CAPS_ALL;
 	out->root = ar.root;
+	out->flags = ar.flags;
 	return 0;
 
 out_auth:
@@ -520,6 +523,8 @@ int transport_connect_first(struct transport *t, struct pfs_entry *root, char *e
 	if ((rc = connect_and_auth(t, &fd, &hs, err, errlen)) < 0)
 		return rc;
 	t->boot_id = hs.boot_id;
+	if (t->c->lk)
+		locks_connected(t->c->lk, hs.boot_id, hs.flags, false);
 	install(t, fd, &hs);
 	*root = hs.root;
 	pfs_info("connected to %s (lz4 %s)", t->c->hostport, hs.caps & PFS_CAP_LZ4 ? "on" : "off");
@@ -628,7 +633,12 @@ static int recv_loop(struct transport *t, int fd)
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&t->c->st_raw_in, PFS_FRAME_HDR_SIZE + h.raw_len,
 					  memory_order_relaxed);
-		if (h.flags & PFS_FF_PUSH) {
+		if ((h.flags & PFS_FF_PUSH) && h.op == PFS_OP_LOCK_WAKE) {
+			/* Only wakes waiting threads: no kernel call, so it
+			 * is safe (and quickest) on this thread. */
+			locks_wake_push(t->c->lk, payload, h.raw_len);
+			free(payload);
+		} else if (h.flags & PFS_FF_PUSH) {
 			push_enqueue(t, h.op, payload, h.raw_len);
 		} else if (h.flags & PFS_FF_REPLY) {
 			rpc_complete(t->c->rpc, &h, payload, t->boot_id);
@@ -676,6 +686,10 @@ static void *conn_main(void *arg)
 		}
 		bool restarted = hs.boot_id != t->boot_id;
 		t->boot_id = hs.boot_id;
+		/* Before the pending requests go out again: lock requests
+		 * wait for the reclaims (locks.c). */
+		if (c->lk)
+			locks_connected(c->lk, hs.boot_id, hs.flags, restarted);
 		install(t, fd, &hs);
 		/* Pushes sent while we were away are lost: revalidate. */
 		if (c->cache)

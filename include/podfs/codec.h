@@ -138,7 +138,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_fallocate_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, mode) \
 	F(U64, offset) F(U64, length)
 #define PFS_MSG_lock_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U64, owner) F(U32, type) \
-	F(U64, start) F(U64, end) F(U32, pid) F(U32, flags) /* GETLK SETLK */
+	F(U64, start) F(U64, end) F(U32, pid) F(U32, flags) /* GETLK SETLK RECLAIM */
 #define PFS_MSG_getlk_rep(F) F(U32, type) F(U64, start) F(U64, end) F(U32, pid)
 #define PFS_MSG_unlock_owner_req(F) F(CREDS, cr) F(FH, fh) F(U64, owner)
 #define PFS_MSG_lseek_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U64, offset) F(U32, whence)
@@ -148,6 +148,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_revalidate_rep(F) F(BYTES, results) /* packed pfs_reval_result */
 #define PFS_MSG_lookup_data_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U32, max_inline)
 #define PFS_MSG_lookup_data_rep(F) F(ENTRY, e) F(U32, flags) F(BYTES, data)
+#define PFS_MSG_reclaim_done_req(F) F(U32, reclaimed) F(U32, lost)
+#define PFS_MSG_lock_wake_push(F) F(FH, fh)
 #define PFS_MSG_inval_inode_push(F) F(FH, fh) F(I64, offset) F(I64, length)
 #define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
 
@@ -160,7 +162,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(statfs_req) M(statfs_rep) M(setxattr_req) M(getxattr_req) M(xattr_rep) \
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
-	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep)
+	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
+	M(reclaim_done_req) M(lock_wake_push)
 
 /* Growable-by-caller output cursor. The caller owns buf. */
 struct pfs_wr {

@@ -132,6 +132,9 @@ enum {
 	X(FORGET, 40)         \
 	X(REVALIDATE, 41)     \
 	X(LOOKUP_DATA, 42)    \
+	X(RECLAIM, 50)        \
+	X(RECLAIM_DONE, 51)   \
+	X(LOCK_WAKE, 102)     \
 	X(INVAL_INODE, 100)   \
 	X(INVAL_ENTRY, 101)
 
@@ -183,10 +186,50 @@ enum {
 	PFS_LK_WR = 1, /* F_WRLCK */
 	PFS_LK_UN = 2, /* F_UNLCK */
 	PFS_LKF_FLOCK = 1u << 0, /* BSD flock() semantics (whole file) */
+	PFS_LKF_WAIT = 1u << 1,  /* SETLK: the caller waits for the lock (F_SETLKW,
+				  * blocking flock): on EAGAIN the server sends it a
+				  * LOCK_WAKE for this file when a lock on it is
+				  * released. Ignored by RECLAIM. */
+};
+
+/* Locks and a coordinator restart (as NFSv4 does).
+ *
+ * The server keeps, in its state directory, the list of client ids that
+ * hold locks. A server that starts with a non-empty list is in its grace
+ * period (--grace seconds) while it waits for those clients:
+ *
+ * SETLK (except unlocking) and GETLK answer PFS_ST_GRACE during grace: the
+ *   lock table is not complete yet. The client retries (also for a
+ *   non-blocking lock: the wait is bounded by the grace period).
+ * RECLAIM: lock_req of a lock the client held before the restart. Granted
+ *   without waiting. Fails with ENOLCK outside grace or when the client was
+ *   not on the list (its locks are lost), and with EAGAIN when it conflicts
+ *   with a lock reclaimed by another client.
+ * RECLAIM_DONE: the client has reclaimed everything (reclaim_done_req
+ *   counts what it sent and what was refused, for the server's log). It
+ *   sends it after every reconnect to a restarted server, with or without
+ *   locks, before any new lock request. Grace ends early once every listed
+ *   client has sent it; a listed client that does not come back within
+ *   grace forfeits its locks.
+ * A server whose list is empty or missing has no grace period.
+ *
+ * LOCK_WAKE (push, lock_wake_push): a lock on fh was released (unlock,
+ *   close, client gone); sent to the sessions that got EAGAIN on a SETLK
+ *   with PFS_LKF_WAIT for fh since the previous LOCK_WAKE for it. The
+ *   client retries at once; it also retries slowly without one, since a
+ *   push is lost when its connection drops. */
+#define PFS_ST_GRACE 85 /* ERESTART: "in grace, retry later" */
+
+/* AUTH reply flags. */
+enum {
+	PFS_AUTH_RESUMED = 1u << 0,    /* the session (open files) was kept */
+	PFS_AUTH_LOCKS_LOST = 1u << 1, /* resumed, but its locks were released
+					* after --lock-lease without a connection */
 };
 
 /* Opcodes 40-49 belong to caching (interest, revalidation, inline data),
- * 50-59 to the bulk data path (durability, commit, lock reclaim).
+ * 50-59 to the bulk data path (durability, commit, lock reclaim: RECLAIM 50,
+ * RECLAIM_DONE 51, see above).
  *
  * FORGET: the client no longer caches these objects; the server stops
  *   sending it invalidations for them. Payload: a packed list of fh.

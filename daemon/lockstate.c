@@ -1,0 +1,414 @@
+/* lockstate.c: blocked-lock waiters, and lock recovery after a restart
+ * (the persisted list of lock holders, the grace period). See
+ * lockstate_i.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "podfs/log.h"
+#include "lockstate_i.h"
+#include "pfsd_i.h"
+
+#define RECORD_NAME "lockholders"
+#define RECORD_MAGIC "podfs lock holders 1"
+#define RECORD_MAX 65536 /* ids in the list: far above any pod */
+
+struct waiter {
+	uint64_t key;
+	uint64_t client_id;
+};
+
+struct lockstate {
+	pthread_mutex_t mu;
+	char *dir;  /* state directory */
+	char *path; /* STATE_DIR/lockholders */
+	char *tmp;  /* STATE_DIR/lockholders.tmp */
+
+	/* The persisted list (under mu). */
+	uint64_t *holders;
+	size_t nholders, capholders;
+
+	/* Grace period. expected: the list found at start-up. */
+	atomic_bool grace;
+	unsigned grace_s;
+	uint64_t *expected;
+	bool *reclaimed;
+	size_t nexpected, nreclaimed;
+	bool unknown; /* the list was unreadable: wait the whole period */
+	uv_timer_t timer;
+	bool timer_on;
+
+	struct waiter *w;
+	size_t nw, capw;
+};
+
+/* --- the file --- */
+
+static char *path_join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = xmalloc(n);
+
+	snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+/* Writes the list (caller holds mu). sync: durable before returning. */
+static int record_write(struct lockstate *ls, bool sync)
+{
+	FILE *f;
+	int fd, ret = 0;
+
+	fd = open(ls->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	f = fdopen(fd, "w");
+	if (!f) {
+		ret = -errno;
+		close(fd);
+		goto out_unlink;
+	}
+	fprintf(f, "%s\n", RECORD_MAGIC);
+	for (size_t i = 0; i < ls->nholders; i++)
+		fprintf(f, "%016" PRIx64 "\n", ls->holders[i]);
+	if (fflush(f) != 0 || (sync && fsync(fileno(f)) < 0))
+		ret = -errno;
+	if (fclose(f) != 0 && ret == 0)
+		ret = -errno;
+	if (ret < 0)
+		goto out_unlink;
+	if (rename(ls->tmp, ls->path) < 0) {
+		ret = -errno;
+		goto out_unlink;
+	}
+	if (sync) {
+		int dfd = open(ls->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			ret = -errno;
+		if (dfd >= 0)
+			close(dfd);
+	}
+	return ret;
+
+out_unlink:
+	unlink(ls->tmp);
+	return ret;
+}
+
+static void record_write_logged(struct lockstate *ls, bool sync)
+{
+	int ret = record_write(ls, sync);
+
+	if (ret < 0)
+		pfs_warn("cannot write %s: %s (lock holders may not get a grace period after a "
+			 "restart)", ls->path, strerror(-ret));
+}
+
+/* Reads the list into ls->expected. Returns the number of ids, or -1 when
+ * the file exists but cannot be trusted. */
+static long record_read(struct lockstate *ls)
+{
+	char line[128];
+	long n = 0;
+	FILE *f = fopen(ls->path, "re");
+
+	if (!f)
+		return errno == ENOENT ? 0 : -1;
+	if (!fgets(line, sizeof(line), f) || strcmp(line, RECORD_MAGIC "\n") != 0) {
+		fclose(f);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *end;
+		uint64_t id;
+
+		errno = 0;
+		id = strtoull(line, &end, 16);
+		if (errno || end == line || *end != '\n' || n >= RECORD_MAX) {
+			fclose(f);
+			return -1;
+		}
+		ls->expected = realloc(ls->expected, (size_t)(n + 1) * sizeof(*ls->expected));
+		if (!ls->expected)
+			abort(); /* policy: see pfsd_i.h */
+		ls->expected[n++] = id;
+	}
+	fclose(f);
+	return n;
+}
+
+/* --- lifetime --- */
+
+int lockstate_new(const char *state_dir, unsigned grace_s, struct lockstate **out, char *err,
+		  size_t errlen)
+{
+	struct lockstate *ls = xcalloc(1, sizeof(*ls));
+	long n;
+	int ret;
+
+	pthread_mutex_init(&ls->mu, NULL);
+	ls->dir = xstrdup(state_dir);
+	ls->path = path_join(state_dir, RECORD_NAME);
+	ls->tmp = path_join(state_dir, RECORD_NAME ".tmp");
+	ls->grace_s = grace_s;
+	n = record_read(ls);
+	if (n < 0) {
+		pfs_warn("%s is unreadable or malformed: a full grace period of %u s for every "
+			 "lock holder", ls->path, grace_s);
+		free(ls->expected);
+		ls->expected = NULL;
+		ls->unknown = true;
+		n = 0;
+	}
+	ls->nexpected = (size_t)n;
+	ls->reclaimed = xcalloc(ls->nexpected ? ls->nexpected : 1, sizeof(bool));
+	/* Until grace ends, the listed clients stay listed: a second crash
+	 * within grace must wait for them again. */
+	ls->holders = ls->nexpected ? xmalloc(ls->nexpected * sizeof(uint64_t)) : NULL;
+	if (ls->nexpected)
+		memcpy(ls->holders, ls->expected, ls->nexpected * sizeof(uint64_t));
+	ls->nholders = ls->capholders = ls->nexpected;
+	if ((ls->nexpected || ls->unknown) && grace_s > 0) {
+		atomic_store(&ls->grace, true);
+	} else if (ls->nexpected) {
+		pfs_notice("--grace 0: the locks of %zu client%s held before the restart are lost",
+			   ls->nexpected, ls->nexpected == 1 ? "" : "s");
+		ls->nholders = 0;
+	}
+	/* Check now that the state directory takes the list. */
+	ret = record_write(ls, true);
+	if (ret < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", ls->path, strerror(-ret));
+		lockstate_free(ls);
+		return ret;
+	}
+	*out = ls;
+	return 0;
+}
+
+/* Ends grace (caller holds mu): unlisted clients forfeit their locks. */
+static void grace_end(struct lockstate *ls, const char *why)
+{
+	size_t kept = 0, gone = 0;
+
+	if (!atomic_exchange(&ls->grace, false))
+		return;
+	for (size_t i = 0; i < ls->nholders; i++) {
+		bool forfeit = false;
+		for (size_t j = 0; j < ls->nexpected; j++)
+			if (ls->expected[j] == ls->holders[i] && !ls->reclaimed[j])
+				forfeit = true;
+		if (forfeit) {
+			pfs_notice("client %016" PRIx64 " did not come back within the grace "
+				   "period: its locks are lost", ls->holders[i]);
+			gone++;
+		} else {
+			ls->holders[kept++] = ls->holders[i];
+		}
+	}
+	ls->nholders = kept;
+	pfs_notice("grace period over (%s): %zu of %zu lock holder%s reclaimed; new locks are "
+		   "granted", why, ls->nreclaimed, ls->nexpected, ls->nexpected == 1 ? "" : "s");
+	if (gone)
+		record_write_logged(ls, false);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	struct lockstate *ls = t->data;
+
+	pthread_mutex_lock(&ls->mu);
+	grace_end(ls, "time is up");
+	pthread_mutex_unlock(&ls->mu);
+}
+
+void lockstate_start(struct lockstate *ls, uv_loop_t *loop)
+{
+	uv_timer_init(loop, &ls->timer);
+	ls->timer.data = ls;
+	ls->timer_on = true;
+	if (!atomic_load(&ls->grace))
+		return;
+	if (ls->unknown)
+		pfs_notice("grace period of %u s: only lock reclaims (the list of lock holders "
+			   "is lost)", ls->grace_s);
+	else
+		pfs_notice("grace period of %u s: only lock reclaims until the %zu client%s that "
+			   "held locks came back", ls->grace_s, ls->nexpected,
+			   ls->nexpected == 1 ? "" : "s");
+	uv_timer_start(&ls->timer, timer_cb, (uint64_t)ls->grace_s * 1000, 0);
+}
+
+void lockstate_stop(struct lockstate *ls)
+{
+	if (ls->timer_on && !uv_is_closing((uv_handle_t *)&ls->timer))
+		uv_close((uv_handle_t *)&ls->timer, NULL);
+}
+
+void lockstate_free(struct lockstate *ls)
+{
+	if (!ls)
+		return;
+	pthread_mutex_destroy(&ls->mu);
+	free(ls->dir);
+	free(ls->path);
+	free(ls->tmp);
+	free(ls->holders);
+	free(ls->expected);
+	free(ls->reclaimed);
+	free(ls->w);
+	free(ls);
+}
+
+/* --- holders and reclaims --- */
+
+bool lockstate_in_grace(struct lockstate *ls)
+{
+	return atomic_load_explicit(&ls->grace, memory_order_acquire);
+}
+
+static bool listed(const struct lockstate *ls, uint64_t client_id)
+{
+	for (size_t i = 0; i < ls->nholders; i++)
+		if (ls->holders[i] == client_id)
+			return true;
+	return false;
+}
+
+int lockstate_note_holder(struct lockstate *ls, uint64_t client_id, const char *host)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&ls->mu);
+	if (!listed(ls, client_id)) {
+		if (ls->nholders == ls->capholders) {
+			ls->capholders = ls->capholders ? ls->capholders * 2 : 16;
+			ls->holders = realloc(ls->holders, ls->capholders * sizeof(uint64_t));
+			if (!ls->holders)
+				abort(); /* policy: see pfsd_i.h */
+		}
+		ls->holders[ls->nholders++] = client_id;
+		ret = record_write(ls, true);
+		if (ret < 0)
+			pfs_warn("cannot write %s: %s (the locks of %s may be lost if podfsd "
+				 "restarts)", ls->path, strerror(-ret), host);
+	}
+	pthread_mutex_unlock(&ls->mu);
+	return ret;
+}
+
+void lockstate_drop_holder(struct lockstate *ls, uint64_t client_id)
+{
+	pthread_mutex_lock(&ls->mu);
+	for (size_t i = 0; i < ls->nholders; i++) {
+		if (ls->holders[i] == client_id) {
+			ls->holders[i] = ls->holders[--ls->nholders];
+			record_write_logged(ls, false);
+			break;
+		}
+	}
+	/* A session that ends in grace has nothing left to reclaim. */
+	for (size_t i = 0; i < ls->nexpected; i++) {
+		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
+			ls->reclaimed[i] = true;
+			ls->nreclaimed++;
+		}
+	}
+	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
+		grace_end(ls, "every lock holder reclaimed or left");
+	pthread_mutex_unlock(&ls->mu);
+}
+
+int lockstate_may_reclaim(struct lockstate *ls, uint64_t client_id)
+{
+	int ret = -ENOLCK;
+
+	pthread_mutex_lock(&ls->mu);
+	if (atomic_load(&ls->grace)) {
+		if (ls->unknown)
+			ret = 0;
+		for (size_t i = 0; i < ls->nexpected; i++)
+			if (ls->expected[i] == client_id)
+				ret = 0;
+	}
+	pthread_mutex_unlock(&ls->mu);
+	return ret;
+}
+
+void lockstate_reclaim_done(struct lockstate *ls, uint64_t client_id, const char *host,
+			    uint32_t reclaimed, uint32_t lost)
+{
+	pthread_mutex_lock(&ls->mu);
+	if (reclaimed || lost)
+		pfs_notice("client %016" PRIx64 " (%s) reclaimed %u lock%s%s", client_id, host,
+			   reclaimed, reclaimed == 1 ? "" : "s",
+			   lost ? ", some could not be reclaimed" : "");
+	for (size_t i = 0; i < ls->nexpected; i++) {
+		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
+			ls->reclaimed[i] = true;
+			ls->nreclaimed++;
+		}
+	}
+	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
+		grace_end(ls, "every lock holder reclaimed");
+	pthread_mutex_unlock(&ls->mu);
+}
+
+/* --- waiters --- */
+
+void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id)
+{
+	pthread_mutex_lock(&ls->mu);
+	for (size_t i = 0; i < ls->nw; i++) {
+		if (ls->w[i].key == key && ls->w[i].client_id == client_id) {
+			pthread_mutex_unlock(&ls->mu);
+			return;
+		}
+	}
+	if (ls->nw == ls->capw) {
+		ls->capw = ls->capw ? ls->capw * 2 : 16;
+		ls->w = realloc(ls->w, ls->capw * sizeof(*ls->w));
+		if (!ls->w)
+			abort(); /* policy: see pfsd_i.h */
+	}
+	ls->w[ls->nw].key = key;
+	ls->w[ls->nw].client_id = client_id;
+	ls->nw++;
+	pthread_mutex_unlock(&ls->mu);
+}
+
+void lockstate_wait_del(struct lockstate *ls, uint64_t key, uint64_t client_id)
+{
+	pthread_mutex_lock(&ls->mu);
+	for (size_t i = 0; i < ls->nw; i++) {
+		if (ls->w[i].key == key && ls->w[i].client_id == client_id) {
+			ls->w[i] = ls->w[--ls->nw];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ls->mu);
+}
+
+size_t lockstate_wait_take(struct lockstate *ls, uint64_t key, uint64_t *ids, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&ls->mu);
+	for (size_t i = 0; i < ls->nw && n < max;) {
+		if (ls->w[i].key == key) {
+			ids[n++] = ls->w[i].client_id;
+			ls->w[i] = ls->w[--ls->nw];
+		} else {
+			i++;
+		}
+	}
+	pthread_mutex_unlock(&ls->mu);
+	return n;
+}

@@ -1,0 +1,679 @@
+/* locks.c: the client's table of held locks, their reclaim after a
+ * coordinator restart, and the waiting of blocking lock requests (see
+ * locks_i.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client_i.h"
+#include "locks_i.h"
+#include "podfs/log.h"
+
+/* One byte range of a POSIX lock. */
+struct range {
+	struct range *next;
+	uint64_t start, end; /* inclusive; UINT64_MAX: to end of file */
+	uint32_t type;       /* PFS_LK_RD or PFS_LK_WR */
+};
+
+/* The locks of one owner on one file, of one kind. */
+struct held {
+	struct held *next;
+	struct pfs_fh fh;
+	uint64_t owner;
+	uint64_t nodeid;     /* for log lines */
+	bool flock;
+	bool lost;           /* POSIX: a lock was lost; close() reports EIO */
+	uint32_t ftype;      /* flock: PFS_LK_RD or PFS_LK_WR */
+	struct range *ranges; /* POSIX */
+	struct pfs_creds cr; /* of the latest grant: the reclaim runs as it */
+	uint64_t fid;
+};
+
+/* A thread in locks_setlk or locks_getlk. */
+struct waiter {
+	struct waiter *next;
+	const struct pfs_fh *fh;
+	bool woken;       /* LOCK_WAKE for fh since the last attempt */
+	bool interrupted; /* FUSE INTERRUPT */
+};
+
+struct locks {
+	struct client *c;
+	pthread_mutex_t mu;   /* everything below */
+	pthread_cond_t cond;  /* waiters, reclaiming, the thread */
+	struct held *held;
+	struct waiter *waiters;
+	uint64_t boot;        /* daemon instance the table belongs to */
+	bool reclaiming;      /* new lock requests wait */
+	bool reclaim_pending; /* for the thread */
+	bool stop;
+	pthread_t thr;
+	bool started;
+	/* Unlocks and the reclaim go one at a time (see locks_i.h). */
+	pthread_mutex_t seq_mu;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits on lk->cond (caller holds mu) for at most ms. */
+static void wait_ms(struct locks *lk, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&lk->cond, &lk->mu, &ts);
+}
+
+static bool fh_eq(const struct pfs_fh *a, const struct pfs_fh *b)
+{
+	return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
+/* --- the table (caller holds mu) --- */
+
+static struct held **held_find(struct locks *lk, const struct pfs_fh *fh, uint64_t owner,
+			       bool flock)
+{
+	struct held **pp;
+
+	for (pp = &lk->held; *pp; pp = &(*pp)->next)
+		if ((*pp)->owner == owner && (*pp)->flock == flock && fh_eq(&(*pp)->fh, fh))
+			return pp;
+	return NULL;
+}
+
+static void held_free(struct held *h)
+{
+	while (h->ranges) {
+		struct range *r = h->ranges;
+		h->ranges = r->next;
+		free(r);
+	}
+	free(h);
+}
+
+/* Drops an entry that no longer holds or reports anything. */
+static void held_maybe_free(struct held **pp)
+{
+	struct held *h = *pp;
+
+	if (h->flock ? h->ftype != PFS_LK_UN : (h->ranges || h->lost))
+		return;
+	*pp = h->next;
+	held_free(h);
+}
+
+/* Sets [start, end] of h to type (PFS_LK_UN removes), as fcntl does for
+ * one owner: the new lock replaces whatever the owner had there. Returns
+ * 0 or -ENOMEM (h is then unchanged... except for ranges already cut). */
+static int apply_range(struct held *h, uint32_t type, uint64_t start, uint64_t end)
+{
+	struct range **pp = &h->ranges, *nr = NULL;
+
+	if (type != PFS_LK_UN) {
+		nr = malloc(sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+	}
+	while (*pp) {
+		struct range *r = *pp;
+		if (r->end < start || r->start > end) {
+			pp = &r->next;
+		} else if (r->start < start && r->end > end) {
+			struct range *right = malloc(sizeof(*right));
+			if (!right) {
+				free(nr);
+				return -ENOMEM;
+			}
+			*right = *r;
+			right->start = end + 1;
+			r->end = start - 1;
+			r->next = right;
+			pp = &right->next;
+		} else if (r->start < start) {
+			r->end = start - 1;
+			pp = &r->next;
+		} else if (r->end > end) {
+			r->start = end + 1;
+			pp = &r->next;
+		} else {
+			*pp = r->next;
+			free(r);
+		}
+	}
+	if (nr) {
+		nr->start = start;
+		nr->end = end;
+		nr->type = type;
+		nr->next = h->ranges;
+		h->ranges = nr;
+	}
+	return 0;
+}
+
+/* Applies a granted or sent SETLK to the table. -ENOMEM if it cannot. */
+static int table_apply(struct locks *lk, const struct pfs_lock_req *m, uint64_t nodeid)
+{
+	bool flock = m->flags & PFS_LKF_FLOCK;
+	struct held **pp = held_find(lk, &m->fh, m->owner, flock), *h;
+	int rc = 0;
+
+	if (!pp) {
+		if (m->type == PFS_LK_UN)
+			return 0;
+		h = calloc(1, sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		h->fh = m->fh;
+		h->owner = m->owner;
+		h->flock = flock;
+		h->ftype = PFS_LK_UN;
+		h->next = lk->held;
+		lk->held = h;
+		pp = &lk->held;
+	}
+	h = *pp;
+	if (m->type != PFS_LK_UN) {
+		h->cr = m->cr;
+		h->fid = m->fid;
+		h->nodeid = nodeid;
+	}
+	if (flock)
+		h->ftype = m->type;
+	else
+		rc = apply_range(h, m->type, m->start, m->end);
+	held_maybe_free(pp);
+	return rc;
+}
+
+static const char *type_name(uint32_t type)
+{
+	return type == PFS_LK_WR ? "write" : "read";
+}
+
+/* A lock the daemon no longer has: out of the table, said loudly. */
+static void lose(struct locks *lk, const struct pfs_lock_req *m, uint64_t nodeid, const char *why)
+{
+	bool flock = m->flags & PFS_LKF_FLOCK;
+	struct held **pp = held_find(lk, &m->fh, m->owner, flock);
+
+	if (flock)
+		pfs_warn("lock lost: flock %s lock on inode %" PRIu64 " (owner %016" PRIx64 "): %s",
+			 type_name(m->type), nodeid, m->owner, why);
+	else if (m->end == UINT64_MAX)
+		pfs_warn("lock lost: fcntl %s lock on bytes %" PRIu64 "..EOF of inode %" PRIu64
+			 " (owner %016" PRIx64 "): %s; close() will fail with EIO",
+			 type_name(m->type), m->start, nodeid, m->owner, why);
+	else
+		pfs_warn("lock lost: fcntl %s lock on bytes %" PRIu64 "..%" PRIu64 " of inode %" PRIu64
+			 " (owner %016" PRIx64 "): %s; close() will fail with EIO",
+			 type_name(m->type), m->start, m->end, nodeid, m->owner, why);
+	if (!pp)
+		return;
+	if (flock) {
+		(*pp)->ftype = PFS_LK_UN;
+	} else {
+		(*pp)->lost = true;
+		(void)apply_range(*pp, PFS_LK_UN, m->start, m->end);
+	}
+	held_maybe_free(pp);
+}
+
+/* The lock requests that would re-create the table. *out is malloc'd. */
+static size_t snapshot(struct locks *lk, struct pfs_lock_req **out, uint64_t **nodeids)
+{
+	size_t n = 0, i = 0;
+
+	for (struct held *h = lk->held; h; h = h->next) {
+		if (h->flock)
+			n += h->ftype != PFS_LK_UN;
+		else
+			for (struct range *r = h->ranges; r; r = r->next)
+				n++;
+	}
+	*out = n ? calloc(n, sizeof(**out)) : NULL;
+	*nodeids = n ? calloc(n, sizeof(**nodeids)) : NULL;
+	if (n && (!*out || !*nodeids)) {
+		free(*out);
+		free(*nodeids);
+		*out = NULL;
+		*nodeids = NULL;
+		return SIZE_MAX;
+	}
+	for (struct held *h = lk->held; h; h = h->next) {
+		struct pfs_lock_req base;
+		memset(&base, 0, sizeof(base));
+		base.cr = h->cr;
+		base.fh = h->fh;
+		base.fid = h->fid;
+		base.owner = h->owner;
+		if (h->flock && h->ftype != PFS_LK_UN) {
+			base.type = h->ftype;
+			base.start = 0;
+			base.end = UINT64_MAX;
+			base.flags = PFS_LKF_FLOCK;
+			(*nodeids)[i] = h->nodeid;
+			(*out)[i++] = base;
+		} else if (!h->flock) {
+			for (struct range *r = h->ranges; r; r = r->next) {
+				base.type = r->type;
+				base.start = r->start;
+				base.end = r->end;
+				(*nodeids)[i] = h->nodeid;
+				(*out)[i++] = base;
+			}
+		}
+	}
+	return n;
+}
+
+/* --- reclaim (the module's thread) --- */
+
+static void reclaim_all(struct locks *lk)
+{
+	struct client *c = lk->c;
+	struct pfs_lock_req *v;
+	struct pfs_reclaim_done_req done = { 0, 0 };
+	struct rpc_reply rep = { 0 };
+	uint64_t *nodeids;
+	size_t n;
+	int rc;
+
+	pthread_mutex_lock(&lk->seq_mu);
+	pthread_mutex_lock(&lk->mu);
+	n = snapshot(lk, &v, &nodeids);
+	if (n == SIZE_MAX) {
+		/* Cannot even list them: every lock is lost. */
+		pfs_err("out of memory listing the locks to reclaim");
+		while (lk->held) {
+			struct held *h = lk->held;
+			lk->held = h->next;
+			held_free(h);
+		}
+		n = 0;
+	}
+	pthread_mutex_unlock(&lk->mu);
+	if (n)
+		pfs_notice("server restarted: reclaiming %zu lock%s", n, n == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++) {
+		rc = rpc_msg(c->rpc, PFS_OP_RECLAIM, lock_req, &v[i], &rep);
+		rpc_reply_free(&rep);
+		if (rc == 0) {
+			done.reclaimed++;
+			continue;
+		}
+		done.lost++;
+		pthread_mutex_lock(&lk->mu);
+		lose(lk, &v[i], nodeids[i],
+		     rc == -ENOLCK ? "the server's grace period is over (or it lost its list of "
+				     "lock holders)"
+		     : rc == -EAGAIN ? "another client reclaimed a conflicting lock"
+				     : strerror(-rc));
+		pthread_mutex_unlock(&lk->mu);
+	}
+	free(v);
+	free(nodeids);
+	rc = rpc_msg(c->rpc, PFS_OP_RECLAIM_DONE, reclaim_done_req, &done, &rep);
+	rpc_reply_free(&rep);
+	if (rc < 0 && rc != -ENOSYS)
+		pfs_warn("RECLAIM_DONE: %s", strerror(-rc));
+	if (n)
+		pfs_notice("reclaimed %u of %zu lock%s", done.reclaimed, n, n == 1 ? "" : "s");
+	pthread_mutex_lock(&lk->mu);
+	/* Another restart meanwhile queued another round: keep the gate. */
+	if (!lk->reclaim_pending)
+		lk->reclaiming = false;
+	pthread_cond_broadcast(&lk->cond);
+	pthread_mutex_unlock(&lk->mu);
+	pthread_mutex_unlock(&lk->seq_mu);
+}
+
+static void *locks_main(void *arg)
+{
+	struct locks *lk = arg;
+
+	pthread_mutex_lock(&lk->mu);
+	while (!lk->stop) {
+		if (lk->reclaim_pending) {
+			lk->reclaim_pending = false;
+			pthread_mutex_unlock(&lk->mu);
+			reclaim_all(lk);
+			pthread_mutex_lock(&lk->mu);
+			continue;
+		}
+		pthread_cond_wait(&lk->cond, &lk->mu);
+	}
+	lk->reclaiming = false;
+	pthread_cond_broadcast(&lk->cond);
+	pthread_mutex_unlock(&lk->mu);
+	return NULL;
+}
+
+/* --- lifetime --- */
+
+int locks_new(struct client *c, struct locks **out)
+{
+	struct locks *lk = calloc(1, sizeof(*lk));
+	pthread_condattr_t ca;
+
+	if (!lk)
+		return -ENOMEM;
+	lk->c = c;
+	pthread_mutex_init(&lk->mu, NULL);
+	pthread_mutex_init(&lk->seq_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&lk->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = lk;
+	return 0;
+}
+
+int locks_start(struct locks *lk)
+{
+	int rc = pthread_create(&lk->thr, NULL, locks_main, lk);
+	if (rc)
+		return -rc;
+	lk->started = true;
+	return 0;
+}
+
+void locks_stop(struct locks *lk)
+{
+	if (!lk)
+		return;
+	pthread_mutex_lock(&lk->mu);
+	lk->stop = true;
+	pthread_cond_broadcast(&lk->cond);
+	pthread_mutex_unlock(&lk->mu);
+	if (lk->started) {
+		pthread_join(lk->thr, NULL);
+		lk->started = false;
+	}
+}
+
+void locks_free(struct locks *lk)
+{
+	if (!lk)
+		return;
+	locks_stop(lk);
+	while (lk->held) {
+		struct held *h = lk->held;
+		lk->held = h->next;
+		held_free(h);
+	}
+	pthread_mutex_destroy(&lk->mu);
+	pthread_mutex_destroy(&lk->seq_mu);
+	pthread_cond_destroy(&lk->cond);
+	free(lk);
+}
+
+/* --- connection thread --- */
+
+void locks_connected(struct locks *lk, uint64_t boot_id, uint32_t auth_flags, bool restarted)
+{
+	pthread_mutex_lock(&lk->mu);
+	if (auth_flags & PFS_AUTH_LOCKS_LOST) {
+		struct pfs_lock_req *v;
+		uint64_t *nodeids;
+		size_t n = snapshot(lk, &v, &nodeids);
+		for (size_t i = 0; i < n && n != SIZE_MAX; i++)
+			lose(lk, &v[i], nodeids[i],
+			     "the server released it after its lock lease without a connection");
+		free(v);
+		free(nodeids);
+	}
+	lk->boot = boot_id;
+	if (restarted) {
+		lk->reclaiming = true;
+		lk->reclaim_pending = true;
+		pthread_cond_broadcast(&lk->cond);
+	}
+	pthread_mutex_unlock(&lk->mu);
+}
+
+void locks_wake_push(struct locks *lk, const uint8_t *payload, size_t len)
+{
+	struct pfs_lock_wake_push m;
+
+	if (!lk || pfs_dec_lock_wake_push(payload, len, &m) < 0)
+		return;
+	pthread_mutex_lock(&lk->mu);
+	for (struct waiter *w = lk->waiters; w; w = w->next)
+		if (fh_eq(w->fh, &m.fh))
+			w->woken = true;
+	pthread_cond_broadcast(&lk->cond);
+	pthread_mutex_unlock(&lk->mu);
+}
+
+/* --- FUSE threads --- */
+
+static void intr_cb(fuse_req_t req, void *data)
+{
+	struct client *c = fuse_req_userdata(req);
+	struct locks *lk = c->lk;
+	struct waiter *w = data;
+
+	pthread_mutex_lock(&lk->mu);
+	w->interrupted = true;
+	pthread_cond_broadcast(&lk->cond);
+	pthread_mutex_unlock(&lk->mu);
+}
+
+static void waiter_add(struct locks *lk, fuse_req_t req, struct waiter *w, const struct pfs_fh *fh)
+{
+	memset(w, 0, sizeof(*w));
+	w->fh = fh;
+	pthread_mutex_lock(&lk->mu);
+	w->next = lk->waiters;
+	lk->waiters = w;
+	pthread_mutex_unlock(&lk->mu);
+	/* Not under mu: the callback runs at once if already interrupted. */
+	if (req)
+		fuse_req_interrupt_func(req, intr_cb, w);
+}
+
+static void waiter_del(struct locks *lk, fuse_req_t req, struct waiter *w)
+{
+	/* Waits for a running callback (it holds the request's lock). */
+	if (req)
+		fuse_req_interrupt_func(req, NULL, NULL);
+	pthread_mutex_lock(&lk->mu);
+	for (struct waiter **pp = &lk->waiters; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lk->mu);
+}
+
+/* Waits (caller holds mu) until w is woken or interrupted, the module
+ * stops, or ms passed. */
+static void wait_for(struct locks *lk, struct waiter *w, int64_t ms)
+{
+	int64_t end = now_ms() + ms;
+
+	for (int64_t left = ms; left > 0 && !w->woken && !w->interrupted && !lk->stop;
+	     left = end - now_ms())
+		wait_ms(lk, left);
+}
+
+static bool gone(struct locks *lk, struct waiter *w)
+{
+	return w->interrupted || lk->stop || rpc_is_closing(lk->c->rpc);
+}
+
+/* Waits (caller holds mu) while a reclaim runs. false: give up (-EINTR). */
+static bool wait_reclaim(struct locks *lk, struct waiter *w)
+{
+	while (lk->reclaiming && !gone(lk, w))
+		wait_ms(lk, LOCKS_GRACE_RETRY_MS);
+	return !gone(lk, w);
+}
+
+static int unlock(struct locks *lk, const struct pfs_lock_req *m)
+{
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	pthread_mutex_lock(&lk->seq_mu);
+	pthread_mutex_lock(&lk->mu);
+	rc = table_apply(lk, m, 0);
+	pthread_mutex_unlock(&lk->mu);
+	if (rc == 0)
+		rc = rpc_msg(lk->c->rpc, PFS_OP_SETLK, lock_req, m, &rep);
+	rpc_reply_free(&rep);
+	pthread_mutex_unlock(&lk->seq_mu);
+	return rc;
+}
+
+int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool sleep,
+		uint64_t nodeid)
+{
+	int64_t grace_end = now_ms() + LOCKS_GRACE_WAIT_MS;
+	struct waiter w;
+	int rc;
+
+	if (m->type == PFS_LK_UN)
+		return unlock(lk, m);
+	waiter_add(lk, req, &w, &m->fh);
+	for (;;) {
+		struct rpc_reply rep = { 0 };
+
+		pthread_mutex_lock(&lk->mu);
+		if (!wait_reclaim(lk, &w)) {
+			pthread_mutex_unlock(&lk->mu);
+			rc = -EINTR;
+			break;
+		}
+		w.woken = false;
+		pthread_mutex_unlock(&lk->mu);
+
+		if (sleep)
+			m->flags |= PFS_LKF_WAIT;
+		rc = rpc_msg(lk->c->rpc, PFS_OP_SETLK, lock_req, m, &rep);
+		m->flags &= ~(uint32_t)PFS_LKF_WAIT;
+		if (rc == 0) {
+			pthread_mutex_lock(&lk->mu);
+			/* Granted by an instance that restarted since: the
+			 * reclaim did not know it; ask the new one. */
+			bool stale = rep.verf != lk->boot;
+			if (!stale)
+				rc = table_apply(lk, m, nodeid);
+			pthread_mutex_unlock(&lk->mu);
+			rpc_reply_free(&rep);
+			if (stale)
+				continue;
+			break;
+		}
+		rpc_reply_free(&rep);
+		if (rc == -PFS_ST_GRACE) {
+			if (now_ms() >= grace_end) {
+				pfs_warn("the server stayed in its grace period for %d s: giving up "
+					 "on a lock", LOCKS_GRACE_WAIT_MS / 1000);
+				rc = -ENOLCK;
+				break;
+			}
+			pthread_mutex_lock(&lk->mu);
+			wait_for(lk, &w, LOCKS_GRACE_RETRY_MS);
+			bool stop = gone(lk, &w);
+			pthread_mutex_unlock(&lk->mu);
+			if (stop) {
+				rc = -EINTR;
+				break;
+			}
+			continue;
+		}
+		if (!sleep || (rc != -EAGAIN && rc != -EACCES))
+			break;
+		pthread_mutex_lock(&lk->mu);
+		wait_for(lk, &w, LOCKS_FALLBACK_MS);
+		bool stop = gone(lk, &w);
+		pthread_mutex_unlock(&lk->mu);
+		if (stop) {
+			rc = -EINTR;
+			break;
+		}
+	}
+	waiter_del(lk, req, &w);
+	return rc;
+}
+
+int locks_getlk(struct locks *lk, fuse_req_t req, const struct pfs_lock_req *m,
+		struct rpc_reply *rep)
+{
+	int64_t grace_end = now_ms() + LOCKS_GRACE_WAIT_MS;
+	struct waiter w;
+	int rc;
+
+	waiter_add(lk, req, &w, &m->fh);
+	for (;;) {
+		pthread_mutex_lock(&lk->mu);
+		if (!wait_reclaim(lk, &w)) {
+			pthread_mutex_unlock(&lk->mu);
+			rc = -EINTR;
+			break;
+		}
+		pthread_mutex_unlock(&lk->mu);
+		rc = rpc_msg(lk->c->rpc, PFS_OP_GETLK, lock_req, m, rep);
+		if (rc != -PFS_ST_GRACE)
+			break;
+		if (now_ms() >= grace_end) {
+			rc = -ENOLCK;
+			break;
+		}
+		pthread_mutex_lock(&lk->mu);
+		wait_for(lk, &w, LOCKS_GRACE_RETRY_MS);
+		bool stop = gone(lk, &w);
+		pthread_mutex_unlock(&lk->mu);
+		if (stop) {
+			rc = -EINTR;
+			break;
+		}
+	}
+	waiter_del(lk, req, &w);
+	return rc;
+}
+
+int locks_unlock_owner(struct locks *lk, const struct pfs_creds *cr, const struct pfs_fh *fh,
+		       uint64_t owner)
+{
+	struct pfs_unlock_owner_req m;
+	struct rpc_reply rep = { 0 };
+	struct held **pp;
+	bool lost = false;
+	int rc;
+
+	m.cr = *cr;
+	m.fh = *fh;
+	m.owner = owner;
+	pthread_mutex_lock(&lk->seq_mu);
+	pthread_mutex_lock(&lk->mu);
+	pp = held_find(lk, fh, owner, false);
+	if (pp) {
+		struct held *h = *pp;
+		lost = h->lost;
+		*pp = h->next;
+		held_free(h);
+	}
+	pthread_mutex_unlock(&lk->mu);
+	rc = rpc_msg(lk->c->rpc, PFS_OP_UNLOCK_OWNER, unlock_owner_req, &m, &rep);
+	rpc_reply_free(&rep);
+	pthread_mutex_unlock(&lk->seq_mu);
+	return lost ? -EIO : rc;
+}
