@@ -51,6 +51,7 @@ struct client {
 	int log_level;
 	unsigned wb_threads;     /* write-behind writer threads (0: synchronous) */
 	size_t wb_max;           /* bytes of write data write-behind may hold */
+	double lock_retry;       /* seconds between retries of a blocked lock */
 
 	/* Session identity. */
 	uint8_t key[PFS_KEY_LEN];

@@ -602,7 +602,7 @@ int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool s
 		if (!sleep || (rc != -EAGAIN && rc != -EACCES))
 			break;
 		pthread_mutex_lock(&lk->mu);
-		wait_for(lk, &w, LOCKS_FALLBACK_MS);
+		wait_for(lk, &w, (int64_t)(lk->c->lock_retry * 1000));
 		bool stop = gone(lk, &w);
 		pthread_mutex_unlock(&lk->mu);
 		if (stop) {

@@ -7,8 +7,9 @@
  *
  *  - SETLK: a blocking request (F_SETLKW, flock without LOCK_NB) asks with
  *    PFS_LKF_WAIT; on EAGAIN it sleeps until a LOCK_WAKE push for the file,
- *    a FUSE INTERRUPT (-EINTR) or LOCKS_FALLBACK_MS (a push is lost when
- *    its connection drops), then tries again. During the server's grace
+ *    a FUSE INTERRUPT (-EINTR) or the lock_retry mount option (default
+ *    LOCKS_FALLBACK_MS: a push is lost when its connection drops), then
+ *    tries again. During the server's grace
  *    period (PFS_ST_GRACE) every lock request and GETLK, blocking or not,
  *    is retried every LOCKS_GRACE_RETRY_MS: the grace period is bounded by
  *    the server (--grace), and this module gives up with ENOLCK after
@@ -43,7 +44,7 @@
 #include "podfs/codec.h"
 #include "rpc_i.h"
 
-#define LOCKS_FALLBACK_MS 1000
+#define LOCKS_FALLBACK_MS 1000 /* default of lock_retry */
 #define LOCKS_GRACE_RETRY_MS 200
 #define LOCKS_GRACE_WAIT_MS (660 * 1000) /* longer than the longest --grace */
 

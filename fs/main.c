@@ -70,6 +70,9 @@ static void usage(FILE *f)
 		"                      application (default 4; 0: synchronous writes)\n"
 		"  wb_max=MIB          write data held by write-behind, pending or not\n"
 		"                      yet committed (default 128)\n"
+		"  lock_retry=S        a blocked lock (F_SETLKW, flock) is retried when\n"
+		"                      the server says a lock was released, and every S\n"
+		"                      seconds in case that message was lost (default 1)\n"
 		"  ro, rw, nosuid, nodev, noexec, sync, dirsync, noatime, ...,\n"
 		"  fsname=NAME, subtype=NAME, auto_unmount: as for any FUSE mount\n",
 		PFS_DEFAULT_PORT);
@@ -269,6 +272,11 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 		} else if (has_prefix(o, "negative_timeout=")) {
 			if (!parse_seconds(v, &c->negative_timeout, false)) {
 				usage_error("bad negative_timeout '%s'", v);
+				goto bad;
+			}
+		} else if (has_prefix(o, "lock_retry=")) {
+			if (!parse_seconds(v, &c->lock_retry, true) || c->lock_retry > 3600) {
+				usage_error("bad lock_retry '%s' (seconds, more than 0, at most 3600)", v);
 				goto bad;
 			}
 		} else if (has_prefix(o, "max_inline=")) {
@@ -649,6 +657,7 @@ int main(int argc, char **argv)
 		.attr_timeout = 3600.0,
 		.entry_timeout = 3600.0,
 		.negative_timeout = 3600.0,
+		.lock_retry = LOCKS_FALLBACK_MS / 1000.0,
 		.max_inline = PFS_INLINE_MAX,
 		.log_level = PFS_LOG_NOTICE,
 		.wb_threads = 4,
