@@ -85,11 +85,20 @@ OP_LSEEK = 39
 OP_FORGET = 40
 OP_REVALIDATE = 41
 OP_LOOKUP_DATA = 42
+OP_RECLAIM = 50
+OP_RECLAIM_DONE = 51
 OP_INVAL_INODE = 100
 OP_INVAL_ENTRY = 101
+OP_LOCK_WAKE = 102
 OP_MAX = 128
 
 DE_HAS_ENTRY = 1
+LK_RD, LK_WR, LK_UN = 0, 1, 2
+LKF_FLOCK = 1 << 0
+LKF_WAIT = 1 << 1
+ST_GRACE = 85  # ERESTART: the server is in its grace period
+AUTH_RESUMED = 1 << 0
+AUTH_LOCKS_LOST = 1 << 1
 LD_DATA = 1
 INLINE_MAX = 64 * 1024
 BATCH_MAX = 4096
@@ -637,6 +646,12 @@ def decode_push(f):
         raise BadReply(f"unknown push op {f.op}")
     r.done()
     return out
+
+
+def lock_req(h, fid, owner, type, start=0, end=(1 << 64) - 1, pid=0, flags=0, cr=ROOT):
+    """Payload of GETLK, SETLK and RECLAIM (codec.h lock_req)."""
+    return (cr + fh(h) + u64(fid) + u64(owner) + u32(type) + u64(start) + u64(end) +
+            u32(pid) + u32(flags))
 
 
 def reval_item(h, attr):

@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+import pfsproto as P
 from helpers import PYTHON, PODFSD, wait_for, write_file
 
 # One process = one POSIX lock owner; each open file is one flock owner.
@@ -338,3 +339,38 @@ def test_bad_grace_option(env):
         assert "--grace" in r.stderr
     r = subprocess.run([str(PODFSD), "--help"], text=True, stdout=subprocess.PIPE, timeout=30)
     assert "--grace SECONDS" in r.stdout
+
+
+# --- the raw protocol ---------------------------------------------------------------
+
+def test_raw_reclaim_and_wake(env):
+    """RECLAIM outside grace is ENOLCK; RECLAIM_DONE is checked; a SETLK
+    with PFS_LKF_WAIT that conflicts gets a LOCK_WAKE push when the holder
+    unlocks, and only then."""
+    d = env.start_daemon()
+    key = P.load_key(env.key)
+    with P.connect(d.host, d.port, key, caps=P.CAP_PUSH) as x, \
+            P.connect(d.host, d.port, key, caps=P.CAP_PUSH) as y:
+        h, _, fx = x.create(x.root, b"lk")
+        fy = y.open(h, os.O_RDWR)
+        with pytest.raises(P.PfsError) as e:
+            x.call(P.OP_RECLAIM, P.lock_req(h, fx, 1, P.LK_WR))
+        assert e.value.errno == errno.ENOLCK
+        with pytest.raises(P.PfsError) as e:
+            x.call(P.OP_RECLAIM_DONE, P.u32(0) + P.u16(0))
+        assert e.value.errno == errno.EINVAL
+        x.call(P.OP_RECLAIM_DONE, P.u32(0) + P.u32(0))
+        x.call(P.OP_SETLK, P.lock_req(h, fx, 1, P.LK_WR))
+        with pytest.raises(P.PfsError) as e:
+            y.call(P.OP_SETLK, P.lock_req(h, fy, 2, P.LK_WR, flags=P.LKF_WAIT))
+        assert e.value.errno == errno.EAGAIN
+        # A read lock by the holder itself is a downgrade: it wakes too,
+        # so take a second exclusive range instead to check "only then".
+        x.call(P.OP_SETLK, P.lock_req(h, fx, 1, P.LK_WR, 0, 10))
+        with pytest.raises(P.Timeout):
+            y.recv_frame(timeout=0.5)
+        x.call(P.OP_SETLK, P.lock_req(h, fx, 1, P.LK_UN))
+        f = y.recv_frame(timeout=5)
+        assert f.flags & P.FF_PUSH and f.op == P.OP_LOCK_WAKE
+        assert P.Reader(f.payload).fh() == h
+        y.call(P.OP_SETLK, P.lock_req(h, fy, 2, P.LK_WR))
