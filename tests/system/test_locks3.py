@@ -43,6 +43,9 @@ for line in sys.stdin:
         elif a[0] in ("lockf", "flock"):
             op = MODES[a[2]] | (fcntl.LOCK_NB if "NB" in a[3:] else 0)
             (fcntl.lockf if a[0] == "lockf" else fcntl.flock)(fds[a[1]], op)
+        elif a[0] == "range":  # range NAME EX|SH|UN START LEN [NB]
+            op = MODES[a[2]] | (fcntl.LOCK_NB if "NB" in a[5:] else 0)
+            fcntl.lockf(fds[a[1]], op, int(a[4]), int(a[3]))
         elif a[0] == "setlkw":
             # F_SETLKW through libc: Python would retry it after EINTR.
             fl = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
@@ -284,6 +287,30 @@ def test_locks_reclaimed_after_daemon_restart(env, agents):
 
 
 @pytest.mark.timeout(180)
+def test_split_ranges_reclaimed_exactly(env, agents):
+    """What A reclaims is what it holds: 0..99 locked, then 40..59
+    unlocked, leaves two ranges; after the restart B gets 40..59 and
+    nothing that overlaps A's ranges."""
+    d, a, b = two_hosts(env, daemon_extra=["--grace", "30"])
+    write_file(a / "lk", b"x" * 200)
+    wait_for(lambda: os.path.exists(b / "lk"), 10, what="B to see lk")
+    ha, hb = agents(), agents()
+    assert ha.do("open f " + str(a / "lk")) == "ok"
+    assert ha.do("range f EX 0 100") == "ok"
+    assert ha.do("range f UN 40 20") == "ok"
+    d.kill9()
+    d.start()
+    wait_for(lambda: "every lock holder reclaimed" in d.log(), 25,
+             what="A to reclaim and grace to end")
+    assert "reclaimed 2 locks" in d.log()
+    assert hb.do("open f " + str(b / "lk")) == "ok"
+    assert hb.do("range f EX 0 10 NB") in CONFLICT
+    assert hb.do("range f EX 90 20 NB") in CONFLICT
+    assert hb.do("range f EX 40 20 NB") == "ok"
+    assert hb.do("range f EX 100 50 NB") == "ok"
+
+
+@pytest.mark.timeout(180)
 def test_lock_of_holder_gone_during_restart_free_after_grace(env, agents):
     grace = 4
     d, a, b = two_hosts(env, daemon_extra=["--grace", str(grace), "--lock-lease", "60"])
@@ -326,6 +353,28 @@ def test_reclaim_refused_after_grace_makes_close_fail(env, agents):
     wait_for(lambda: "lock lost" in a.proc.output(), 30, what="A to report the lost lock")
     hb = agents()
     assert hb.do("open f " + str(b / "lk")) == "ok"
+    assert hb.do("lockf f EX NB") == "ok"
+    assert ha.do("close f") == "EIO"
+
+
+@pytest.mark.timeout(120)
+def test_locks_released_while_away_are_reported_lost(env, agents):
+    """A client whose connection dropped for longer than the lock lease
+    (here 0 s) finds its session again but not its locks: it says so, and
+    close() reports EIO."""
+    d, a, b = two_hosts(env, daemon_extra=["--lock-lease", "0"])
+    write_file(a / "lk", b"x")
+    wait_for(lambda: os.path.exists(b / "lk"), 10, what="B to see lk")
+    ha, hb = agents(), agents()
+    assert ha.do("open f " + str(a / "lk")) == "ok"
+    assert ha.do("lockf f EX") == "ok"
+    assert hb.do("open f " + str(b / "lk")) == "ok"
+    assert hb.do("lockf f EX NB") in CONFLICT
+    # Reset A's connection on the daemon's side (it reconnects at once).
+    subprocess.run(["ss", "-K", "dst", a.netns.ip], stdout=subprocess.DEVNULL, timeout=10,
+                   check=True)
+    wait_for(lambda: "lock lost" in a.proc.output(), 30, what="A to report its lost lock")
+    assert "released 1 lock" in d.log()
     assert hb.do("lockf f EX NB") == "ok"
     assert ha.do("close f") == "EIO"
 
