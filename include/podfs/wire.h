@@ -132,11 +132,11 @@ enum {
 	X(FORGET, 40)         \
 	X(REVALIDATE, 41)     \
 	X(LOOKUP_DATA, 42)    \
-	X(RECLAIM, 50)        \
-	X(RECLAIM_DONE, 51)   \
-	X(LOCK_WAKE, 102)     \
+	X(RECLAIM, 58)        \
+	X(RECLAIM_DONE, 59)   \
 	X(INVAL_INODE, 100)   \
-	X(INVAL_ENTRY, 101)
+	X(INVAL_ENTRY, 101)   \
+	X(LOCK_WAKE, 102)
 
 enum pfs_op {
 #define PFS_X_ENUM(n, v) PFS_OP_##n = v,
@@ -228,8 +228,9 @@ enum {
 };
 
 /* Opcodes 40-49 belong to caching (interest, revalidation, inline data),
- * 50-59 to the bulk data path (durability, commit, lock reclaim: RECLAIM 50,
- * RECLAIM_DONE 51, see above).
+ * 50-59 to the bulk data path (durability, commit, lock reclaim: the lock
+ * reclaim takes the top of the range, RECLAIM 58 and RECLAIM_DONE 59, see
+ * above); 100 and up are pushes.
  *
  * FORGET: the client no longer caches these objects; the server stops
  *   sending it invalidations for them. Payload: a packed list of fh.
