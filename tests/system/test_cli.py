@@ -33,7 +33,9 @@ def tmpd(env):
     ["--listen", "not-an-address", "--key", "/nonexistent", "/tmp"],
     ["--log-level", "shouting", "/tmp"],
     ["--lease", "-5", "/tmp"],
-], ids=["unknown", "missing-value", "bad-threads", "bad-listen", "bad-level", "bad-lease"])
+    ["--grace", "601", "/tmp"],
+], ids=["unknown", "missing-value", "bad-threads", "bad-listen", "bad-level", "bad-lease",
+        "bad-grace"])
 def test_podfsd_bad_option(env, argv):
     r = run([PODFSD] + argv, timeout=30, check=False)
     assert r.returncode == 2, (r.returncode, r.stderr)
@@ -46,10 +48,11 @@ def test_podfsd_bad_option(env, argv):
     ["127.0.0.1:1", "MNT", "-o", "timeo=abc"],
     ["127.0.0.1:1", "MNT", "-o", "attr_timeout=-1"],
     ["127.0.0.1:1", "MNT", "-o", "log_level=loud"],
+    ["127.0.0.1:1", "MNT", "-o", "lock_retry=0"],
     ["127.0.0.1:1"],            # no mount point
     ["127.0.0.1:99999", "MNT"],  # bad port
-], ids=["unknown", "bad-o", "bad-timeo", "bad-attr-timeout", "bad-log-level", "no-mountpoint",
-        "bad-port"])
+], ids=["unknown", "bad-o", "bad-timeo", "bad-attr-timeout", "bad-log-level", "bad-lock-retry",
+        "no-mountpoint", "bad-port"])
 def test_podfs_bad_option(env, argv):
     argv = [str(env.mnt) if a == "MNT" else a for a in argv]
     r = run([PODFS] + argv, timeout=30, check=False)
