@@ -52,6 +52,9 @@ for line in sys.stdin:
             buf = ctypes.create_string_buffer(fl, len(fl))
             if libc.fcntl(fds[a[1]], fcntl.F_SETLKW, buf) != 0:
                 raise OSError(ctypes.get_errno(), "fcntl")
+        elif a[0] == "getlk":
+            fl = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+            fcntl.fcntl(fds[a[1]], fcntl.F_GETLK, fl)
         elif a[0] == "close":
             os.close(fds.pop(a[1]))
         print("ok", time.monotonic(), flush=True)
@@ -377,6 +380,27 @@ def test_locks_released_while_away_are_reported_lost(env, agents):
     assert "released 1 lock" in d.log()
     assert hb.do("lockf f EX NB") == "ok"
     assert ha.do("close f") == "EIO"
+
+
+@pytest.mark.timeout(120)
+def test_malformed_holder_list_gives_full_grace(env, agents):
+    """A list of lock holders that cannot be read is not trusted as empty:
+    the daemon waits out the whole grace period (F_GETLK waits too)."""
+    state = env.root / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "lockholders").write_text("not a list\n")
+    t0 = time.monotonic()
+    d = env.start_daemon(extra=["--grace", "3"])
+    m = env.mount(d)
+    write_file(m / "lk", b"x")
+    h = agents()
+    assert h.do("open f " + str(m / "lk")) == "ok"
+    assert h.do("getlk f", timeout=30) == "ok"
+    assert time.monotonic() - t0 > 2.0, "F_GETLK was answered during the grace period"
+    assert h.do("lockf f EX NB") == "ok"
+    log = d.log()
+    assert "malformed" in log and "grace period of 3 s" in log and "time is up" in log
+    assert (state / "lockholders").read_text().startswith("podfs lock holders 1\n")
 
 
 def test_bad_grace_option(env):
