@@ -29,7 +29,7 @@ struct transport;
 struct inode_table;
 struct creds_cache;
 struct cache;
-struct dcache;
+struct pcache;
 struct wb;
 
 struct client {
@@ -50,6 +50,8 @@ struct client {
 	int log_level;
 	unsigned wb_threads;     /* write-behind writer threads (0: synchronous) */
 	size_t wb_max;           /* bytes of write data write-behind may hold */
+	char *cache_dir;         /* persistent content cache directory, or NULL */
+	uint64_t cache_size;     /* its size cap in bytes */
 
 	/* Session identity. */
 	uint8_t key[PFS_KEY_LEN];
@@ -62,7 +64,7 @@ struct client {
 	struct inode_table *it;
 	struct creds_cache *cc;
 	struct cache *cache;     /* coherence: race gate, FORGET, REVALIDATE */
-	struct dcache *dc;       /* persistent content cache, or NULL */
+	struct pcache *pc;       /* persistent content cache (pcache.c), or NULL */
 	struct wb *wb;           /* write-behind (wb.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */

@@ -1,0 +1,99 @@
+/* pcache_i.h: the persistent content cache (-o cache_dir=DIR,cache_size=SIZE).
+ *
+ * Whole file contents on local disk, keyed by the file's server handle
+ * and its data version (size, mtime, ctime as the server's lstat saw
+ * them; see inode_i.h struct dver), so that a remount or a reboot finds
+ * the tree warm: after the lookups (which bring fresh attributes), reads
+ * are answered from local disk without READ round trips.
+ *
+ * Layout of DIR (created if missing, mode 0700):
+ *   lock        flock'ed by the one mount that uses DIR (holds its pid);
+ *               a second mount with the same DIR is refused.
+ *   e/HASH      one entry per handle (HASH: 16 hex digits of a hash of
+ *               the handle bytes); format in pcache_fmt.h.
+ *   tmp/        entries being written; leftovers of a crash are removed
+ *               at start-up.
+ *
+ * Crash safety: an entry is written under tmp/, its header (with the
+ * key and the CRC32C of the data) written last, then renamed into e/.
+ * No fsync: after a power loss an entry may be short or hold garbage,
+ * which the checksums catch; it is then deleted and fetched again. The
+ * data checksum is verified on the first use of each entry after a
+ * mount (entries are never modified in place, so a verified entry stays
+ * whole while mounted); the header checksum on every use.
+ *
+ * What is cached: files up to PCACHE_FILE_DIV-th of cache_size. A file
+ * read whole by one READ (or arriving with its lookup, LOOKUP_DATA) is
+ * stored from that data; a larger one is fetched whole by the
+ * background thread after its first read (an mmap'ed library is read
+ * only in part, but its next mount wants the rest too).
+ *
+ * Size: the bytes of the entries (rounded up to 4 KiB blocks) stay
+ * under cache_size; the least recently used go first. The last use is
+ * the entry's mtime (updated at most every PCACHE_TOUCH_S seconds), so
+ * the order survives a remount; the index is rebuilt at start-up by a
+ * background thread that scans e/.
+ *
+ * Threads: pcache_read and the offer/fetch calls run on FUSE threads;
+ * one scan thread at start-up; one worker thread writes entries, runs
+ * fetches and evicts. Thread-safe.
+ */
+#ifndef PODFS_PCACHE_I_H
+#define PODFS_PCACHE_I_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "inode_i.h"
+#include "podfs/codec.h"
+
+struct client;
+struct pcache;
+
+#define PCACHE_FILE_DIV 8 /* largest cached file: cache_size / this */
+#define PCACHE_TOUCH_S 1  /* last-use times are this coarse */
+
+/* Opens (creating it if missing) and locks cache directory dir, for at
+ * most max_bytes of entries. Start-up, before the session runs. Returns
+ * 0, or -errno with a one-line reason in err[errlen] (-EBUSY: another
+ * mount uses dir). */
+int pcache_open(const char *dir, uint64_t max_bytes, struct pcache **out, char *err,
+		size_t errlen);
+/* Starts the scan and worker threads (after fuse_daemonize: the lock
+ * file gets this process's pid). c is used for the background fetches.
+ * 0 or -errno. */
+int pcache_start(struct pcache *pc, struct client *c);
+/* Writes the entries still queued, drops queued fetches, stops the
+ * threads. Call after rpc_closing (a fetch in a call then ends). */
+void pcache_stop(struct pcache *pc);
+/* Stops if needed, unlocks and frees. Safe on NULL. */
+void pcache_free(struct pcache *pc);
+
+/* Copies up to size bytes at off of the content of fh at version v into
+ * buf. Returns the byte count (short only at the end of the file), or
+ * -ENOENT if there is no whole, verified entry of that handle and
+ * version (a damaged entry is deleted). Counts a hit or a miss. */
+ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dver *v,
+		    uint64_t off, size_t size, void *buf);
+
+/* data[len] is the whole content of fh at version v (len == v->size):
+ * queues it to be stored (copied; dropped if too much is queued or the
+ * file is too large). */
+void pcache_offer(struct pcache *pc, const struct pfs_fh *fh, const struct dver *v,
+		  const void *data, size_t len);
+
+/* The kernel read part of fh (version v) from the server: queues a
+ * background fetch of the whole file with credentials cr if it is not
+ * too large (nothing happens if an entry exists by then). */
+void pcache_fetch(struct pcache *pc, const struct pfs_creds *cr, const struct pfs_fh *fh,
+		  const struct dver *v);
+
+/* True if a file of size bytes may be cached. */
+bool pcache_wants(struct pcache *pc, uint64_t size);
+
+/* Appends "name value\n" lines of the counters to buf[cap]; returns the
+ * length written (0 if it does not fit). */
+size_t pcache_format_stats(struct pcache *pc, char *buf, size_t cap);
+
+#endif /* PODFS_PCACHE_I_H */
