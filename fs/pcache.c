@@ -25,6 +25,9 @@ _Static_assert(PCF_FH_MAX >= PFS_FH_MAX, "entry header must hold any handle");
 #define QUEUE_FETCH_MAX 1024               /* fetches waiting */
 #define EVICT_TO_PCT 90                    /* eviction goes down to this % of the cap */
 #define CHUNK PFS_MAX_IO                   /* I/O unit for verify, copy and fetch */
+/* At unmount, queued fetches still run for this long (the connection is
+ * up until then): a short job's reads should warm its next mount too. */
+#define DRAIN_S 10
 
 /* One entry of the index (one file in e/). */
 struct pent {
@@ -60,6 +63,7 @@ struct pcache {
 	struct job *qhead, *qtail;
 	size_t qbytes, qfetches;
 	bool stop;
+	int64_t drain_until;  /* CLOCK_MONOTONIC s: fetches after it are dropped */
 	bool busy;            /* the worker is on a job */
 	bool started;
 	pthread_t scan_thr, work_thr;
@@ -118,6 +122,20 @@ static void key_of(struct pcf_key *k, const struct pfs_fh *fh, const struct dver
 static uint64_t disk_bytes(uint64_t file_size)
 {
 	return (file_size + 4095) & ~(uint64_t)4095;
+}
+
+static int64_t mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+/* True if fetches are no longer wanted (stopping, drain time over).
+ * Called with pc->lock. */
+static bool fetch_over(struct pcache *pc)
+{
+	return pc->stop && mono_s() >= pc->drain_until;
 }
 
 static int64_t now_s(void)
@@ -330,6 +348,7 @@ void pcache_stop(struct pcache *pc)
 		return;
 	pthread_mutex_lock(&pc->lock);
 	pc->stop = true;
+	pc->drain_until = mono_s() + DRAIN_S;
 	pthread_cond_broadcast(&pc->cond);
 	pthread_mutex_unlock(&pc->lock);
 	pthread_join(pc->scan_thr, NULL);
@@ -680,7 +699,7 @@ static int fetch(struct pcache *pc, const struct job *j, uint64_t name)
 		}
 		rpc_reply_free(&rep);
 		pthread_mutex_lock(&pc->lock);
-		if (pc->stop)
+		if (fetch_over(pc))
 			rc = rc ? rc : -ECANCELED;
 		pthread_mutex_unlock(&pc->lock);
 	}
@@ -765,8 +784,8 @@ static void *work_main(void *arg)
 		else
 			pc->qfetches--;
 		/* At shutdown, entries already in memory are still written;
-		 * fetches (which need the server) are dropped. */
-		bool skip = pc->stop && j->kind == JOB_FETCH;
+		 * fetches (which need the server) only for DRAIN_S seconds. */
+		bool skip = j->kind == JOB_FETCH && fetch_over(pc);
 		pc->busy = true;
 		pthread_mutex_unlock(&pc->lock);
 

@@ -64,8 +64,9 @@ int pcache_open(const char *dir, uint64_t max_bytes, struct pcache **out, char *
  * file gets this process's pid). c is used for the background fetches.
  * 0 or -errno. */
 int pcache_start(struct pcache *pc, struct client *c);
-/* Writes the entries still queued, drops queued fetches, stops the
- * threads. Call after rpc_closing (a fetch in a call then ends). */
+/* Writes the entries still queued, runs the queued fetches for at most
+ * DRAIN_S (10) seconds more (the connection must still be up), stops
+ * the threads. Call after the kernel is done with the mount. */
 void pcache_stop(struct pcache *pc);
 /* Stops if needed, unlocks and frees. Safe on NULL. */
 void pcache_free(struct pcache *pc);

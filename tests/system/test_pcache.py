@@ -231,3 +231,21 @@ def test_issue4_pcache_dir_errors(env, daemon, mount):
 def test_issue4_pcache_help(env):
     r = subprocess.run([str(PODFS), "--help"], stdout=subprocess.PIPE, text=True, timeout=10)
     assert "cache_dir=DIR" in r.stdout and "cache_size=SIZE" in r.stdout
+
+
+def test_issue4_pcache_partly_read_file_is_fetched_whole(env, daemon, mount):
+    """An mmap'ed library is read only in part: the whole file is fetched
+    in the background, and still at unmount if the job ends at once."""
+    cdir = env.root / "pcache"
+    data = make_files(env.export, {"lib.so": 5 * 1024 * 1024 + 3})
+    m = pmount(mount, cdir)
+    import mmap
+    with open(m / "lib.so", "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        assert mm[4096 * 300:4096 * 300 + 10] == data["lib.so"][4096 * 300:4096 * 300 + 10]
+        mm.close()
+    assert m.umount() is None  # at once: the fetch finishes during the unmount
+    m = pmount(mount, cdir)
+    assert read_file(m / "lib.so") == data["lib.so"]
+    s = stats(m)
+    assert s["file_read"] == 0 and s["pcache_bytes"] == len(data["lib.so"]), s
