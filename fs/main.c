@@ -122,6 +122,7 @@ struct parsed {
 	char *fsname;
 	char *subtype;
 	long port_opt;      /* -1: not given */
+	bool cache_size;    /* cache_size= given */
 };
 
 static bool parse_seconds(const char *v, double *out, bool positive)
@@ -308,6 +309,7 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 				usage_error("bad cache_size '%s' (a size with K/M/G/T, at least 1M)", v);
 				goto bad;
 			}
+			p->cache_size = true;
 		} else if (has_prefix(o, "log_level=")) {
 			if (!parse_level(v, &c->log_level)) {
 				usage_error("bad log_level '%s'", v);
@@ -441,6 +443,10 @@ static int parse_cmdline(struct client *c, int argc, char **argv, struct fuse_ar
 	}
 	if (!src || !mnt) {
 		usage_error("need a server and a mount point");
+		goto out;
+	}
+	if (p.cache_size && !c->cache_dir) {
+		usage_error("cache_size needs cache_dir");
 		goto out;
 	}
 	if (parse_source(c, src, &port) < 0)

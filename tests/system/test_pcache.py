@@ -200,7 +200,7 @@ def run_podfs(daemon, mnt, opts, timeout=30):
 
 @pytest.mark.parametrize("opts", ["cache_dir=D,cache_size=lots", "cache_dir=D,cache_size=10",
                                   "cache_dir=D,cache_size=-5M", "cache_dir=D,cache_size=3Q",
-                                  "cache_dir=,cache_size=1G"])
+                                  "cache_dir=,cache_size=1G", "cache_size=1G"])
 def test_issue4_pcache_bad_options(env, daemon, opts):
     r = run_podfs(daemon, env.mnt, opts.replace("D", str(env.root / "c")))
     assert r.returncode == 2, r.stderr
