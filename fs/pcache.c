@@ -28,6 +28,10 @@ _Static_assert(PCF_FH_MAX >= PFS_FH_MAX, "entry header must hold any handle");
 /* At unmount, queued fetches still run for this long (the connection is
  * up until then): a short job's reads should warm its next mount too. */
 #define DRAIN_S 10
+/* A file whose mtime is this recent is not fetched in the background: it
+ * is probably still being written (a log, a shard), and every version
+ * would cost a whole-file fetch. */
+#define FETCH_MIN_AGE_S 10
 
 /* One entry of the index (one file in e/). */
 struct pent {
@@ -557,7 +561,8 @@ void pcache_fetch(struct pcache *pc, const struct pfs_creds *cr, const struct pf
 {
 	struct job *j;
 
-	if (!pcache_wants(pc, v->size) || !(j = calloc(1, sizeof(*j))))
+	if (!pcache_wants(pc, v->size) || now_s() - v->mtime_s < FETCH_MIN_AGE_S ||
+	    !(j = calloc(1, sizeof(*j))))
 		return;
 	j->kind = JOB_FETCH;
 	key_of(&j->k, fh, v);

@@ -26,7 +26,8 @@
  * read whole by one READ (or arriving with its lookup, LOOKUP_DATA) is
  * stored from that data; a larger one is fetched whole by the
  * background thread after its first read (an mmap'ed library is read
- * only in part, but its next mount wants the rest too).
+ * only in part, but its next mount wants the rest too), unless it was
+ * modified in the last 10 seconds (probably still being written).
  *
  * Size: the bytes of the entries (rounded up to 4 KiB blocks) stay
  * under cache_size; the least recently used go first. The last use is
@@ -86,7 +87,8 @@ void pcache_offer(struct pcache *pc, const struct pfs_fh *fh, const struct dver 
 
 /* The kernel read part of fh (version v) from the server: queues a
  * background fetch of the whole file with credentials cr if it is not
- * too large (nothing happens if an entry exists by then). */
+ * too large nor modified in the last 10 s (nothing happens if an entry
+ * exists by then). */
 void pcache_fetch(struct pcache *pc, const struct pfs_creds *cr, const struct pfs_fh *fh,
 		  const struct dver *v);
 

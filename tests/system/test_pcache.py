@@ -9,6 +9,7 @@ keep the directory within cache_size.
 
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -32,11 +33,15 @@ def settle(m, entries=None):
     wait_for(done, timeout=30, what="the persistent cache to settle")
 
 
-def make_files(export, names=SIZES):
+def make_files(export, names=SIZES, age=3600):
+    """Files of random data, with mtimes `age` seconds in the past (files
+    modified in the last 10 s are not fetched in the background)."""
     data = {}
+    t = time.time() - age
     for name, size in names.items():
         data[name] = os.urandom(size)
         write_file(export / name, data[name])
+        os.utime(export / name, (t, t))
     return data
 
 
@@ -238,14 +243,20 @@ def test_issue4_pcache_partly_read_file_is_fetched_whole(env, daemon, mount):
     in the background, and still at unmount if the job ends at once."""
     cdir = env.root / "pcache"
     data = make_files(env.export, {"lib.so": 5 * 1024 * 1024 + 3})
+    data.update(make_files(env.export, {"hot.log": 2 * 1024 * 1024}, age=0))
     m = pmount(mount, cdir)
     import mmap
-    with open(m / "lib.so", "rb") as f:
-        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-        assert mm[4096 * 300:4096 * 300 + 10] == data["lib.so"][4096 * 300:4096 * 300 + 10]
-        mm.close()
+    for name in data:
+        with open(m / name, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+            assert mm[4096 * 300:4096 * 300 + 10] == data[name][4096 * 300:4096 * 300 + 10]
+            mm.close()
     assert m.umount() is None  # at once: the fetch finishes during the unmount
     m = pmount(mount, cdir)
     assert read_file(m / "lib.so") == data["lib.so"]
     s = stats(m)
     assert s["file_read"] == 0 and s["pcache_bytes"] == len(data["lib.so"]), s
+    # Modified just now: probably still being written, so not fetched.
+    assert read_file(m / "hot.log") == data["hot.log"]
+    s = stats(m)
+    assert s["file_read"] >= len(data["hot.log"]) and s["pcache_fetched"] == 0, s
