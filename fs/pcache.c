@@ -390,16 +390,17 @@ void pcache_free(struct pcache *pc)
 /* ---- reading ---- */
 
 /* Checks the data checksum of the entry open as fd (header hdr_len
- * bytes, data size bytes). */
-static bool verify_data(int fd, size_t hdr_len, uint64_t size, uint32_t want)
+ * bytes, data size bytes): 0 if it matches, -EBADMSG if not (or the
+ * data is short), -ENOMEM. */
+static int verify_data(int fd, size_t hdr_len, uint64_t size, uint32_t want)
 {
 	uint8_t *buf = malloc(CHUNK);
 	uint32_t crc = 0;
 	uint64_t done = 0;
-	bool ok = false;
+	int ret = -EBADMSG;
 
 	if (!buf)
-		return false;
+		return -ENOMEM;
 	while (done < size) {
 		size_t n = size - done > CHUNK ? CHUNK : (size_t)(size - done);
 		ssize_t r = pread(fd, buf, n, (off_t)(hdr_len + done));
@@ -408,10 +409,11 @@ static bool verify_data(int fd, size_t hdr_len, uint64_t size, uint32_t want)
 		crc = pcf_crc32c(crc, buf, (size_t)r);
 		done += (uint64_t)r;
 	}
-	ok = crc == want;
+	if (crc == want)
+		ret = 0;
 out:
 	free(buf);
-	return ok;
+	return ret;
 }
 
 ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dver *v,
@@ -455,7 +457,10 @@ ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dve
 	if (!pcf_key_eq(&k, &want))
 		goto out_close; /* another version (or handle): replaced when stored */
 	if (!verified) {
-		if (!verify_data(fd, hdr_len, k.size, data_crc)) {
+		int vr = verify_data(fd, hdr_len, k.size, data_crc);
+		if (vr == -ENOMEM)
+			goto out_close;
+		if (vr < 0) {
 			pfs_notice("pcache: entry %s fails its checksum; discarded", s);
 			atomic_fetch_add(&pc->discarded, 1);
 			drop_file(pc, name);
