@@ -24,7 +24,7 @@ _Static_assert(PCF_FH_MAX >= PFS_FH_MAX, "entry header must hold any handle");
 #define QUEUE_BYTES_MAX ((size_t)64 << 20) /* offered data waiting to be written */
 #define QUEUE_FETCH_MAX 1024               /* fetches waiting */
 #define EVICT_TO_PCT 90                    /* eviction goes down to this % of the cap */
-#define CHUNK PFS_MAX_IO                   /* I/O unit for verify, copy and fetch */
+#define CHUNK PFS_MAX_IO                   /* I/O unit of fetches */
 /* At unmount, queued fetches still run for this long (the connection is
  * up until then): a short job's reads should warm its next mount too. */
 #define DRAIN_S 10
@@ -39,7 +39,6 @@ struct pent {
 	uint64_t name;     /* hash of the handle: the file name */
 	uint64_t bytes;    /* disk bytes counted against the cap */
 	int64_t last_use;  /* seconds (the file's mtime) */
-	bool verified;     /* data checksum checked since this mount */
 };
 
 enum job_kind { JOB_STORE, JOB_FETCH };
@@ -182,8 +181,7 @@ static void ent_grow(struct pcache *pc)
 }
 
 /* Records file name with bytes and last use (replacing what was known). */
-static void ent_set(struct pcache *pc, uint64_t name, uint64_t bytes, int64_t last_use,
-		    bool verified)
+static void ent_set(struct pcache *pc, uint64_t name, uint64_t bytes, int64_t last_use)
 {
 	struct pent *e = ent_find(pc, name);
 	if (!e) {
@@ -199,7 +197,6 @@ static void ent_set(struct pcache *pc, uint64_t name, uint64_t bytes, int64_t la
 	}
 	e->bytes = bytes;
 	e->last_use = last_use;
-	e->verified = verified;
 	pc->total += bytes;
 }
 
@@ -389,121 +386,136 @@ void pcache_free(struct pcache *pc)
 
 /* ---- reading ---- */
 
-/* Checks the data checksum of the entry open as fd (header hdr_len
- * bytes, data size bytes): 0 if it matches, -EBADMSG if not (or the
- * data is short), -ENOMEM. */
-static int verify_data(int fd, size_t hdr_len, uint64_t size, uint32_t want)
+/* Reads all of buf[len] at off of fd: 0, or -1 if short or failing. */
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
-	uint8_t *buf = malloc(CHUNK);
-	uint32_t crc = 0;
-	uint64_t done = 0;
-	int ret = -EBADMSG;
-
-	if (!buf)
-		return -ENOMEM;
-	while (done < size) {
-		size_t n = size - done > CHUNK ? CHUNK : (size_t)(size - done);
-		ssize_t r = pread(fd, buf, n, (off_t)(hdr_len + done));
+	size_t got = 0;
+	while (got < len) {
+		ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
 		if (r <= 0)
-			goto out;
-		crc = pcf_crc32c(crc, buf, (size_t)r);
-		done += (uint64_t)r;
+			return -1;
+		got += (size_t)r;
 	}
-	if (crc == want)
-		ret = 0;
-out:
-	free(buf);
-	return ret;
+	return 0;
+}
+
+/* Opens entry name and checks its header against want: the fd (header
+ * length in *hdr_len, file size in *st), -ENOENT if absent or of
+ * another key, -EBADMSG if damaged. */
+static int entry_open(struct pcache *pc, uint64_t name, const struct pcf_key *want,
+		      size_t *hdr_len, struct stat *st)
+{
+	uint8_t hdr[PCF_HDR_MAX];
+	struct pcf_key k;
+	char s[17];
+
+	name_str(name, s);
+	int fd = openat(pc->efd, s, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -ENOENT;
+	ssize_t n = pread(fd, hdr, sizeof(hdr), 0);
+	if (n < 0 || fstat(fd, st) < 0) {
+		close(fd);
+		return -ENOENT;
+	}
+	/* A short file or a bad header: cut short or damaged (a crash, a
+	 * bad disk), never served. */
+	if (pcf_decode(hdr, (size_t)n, &k, hdr_len) < 0 ||
+	    (uint64_t)st->st_size != pcf_data_off(*hdr_len, k.size) + k.size) {
+		close(fd);
+		return -EBADMSG;
+	}
+	if (!pcf_key_eq(&k, want)) {
+		close(fd);
+		return -ENOENT; /* another version (or handle): replaced when stored */
+	}
+	return fd;
+}
+
+static void discard(struct pcache *pc, uint64_t name, const char *why)
+{
+	char s[17];
+	name_str(name, s);
+	pfs_notice("pcache: entry %s %s; discarded", s, why);
+	atomic_fetch_add(&pc->discarded, 1);
+	drop_file(pc, name);
 }
 
 ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dver *v,
 		    uint64_t off, size_t size, void *buf)
 {
 	uint64_t name = fh_name(fh->data, fh->len);
-	struct pcf_key want, k;
-	uint8_t hdr[PCF_HDR_MAX];
-	uint32_t data_crc;
+	struct pcf_key want;
+	struct stat st;
 	size_t hdr_len;
-	bool verified = false;
-	char s[17];
-	ssize_t ret = -ENOENT;
-	int fd;
+	ssize_t ret = 0;
 
 	pthread_mutex_lock(&pc->lock);
-	struct pent *e = ent_find(pc, name);
-	if (e)
-		verified = e->verified;
-	bool absent = !e && pc->scanned;
+	bool absent = pc->scanned && !ent_find(pc, name);
 	pthread_mutex_unlock(&pc->lock);
 	if (absent)
 		goto out_miss;
-
-	name_str(name, s);
-	if ((fd = openat(pc->efd, s, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-		goto out_miss;
 	key_of(&want, fh, v);
-	ssize_t n = pread(fd, hdr, sizeof(hdr), 0);
-	struct stat st;
-	if (n < 0 || fstat(fd, &st) < 0)
-		goto out_close;
-	int drc = pcf_decode(hdr, (size_t)n, &k, &data_crc, &hdr_len);
-	if (drc < 0 || (uint64_t)st.st_size != hdr_len + k.size) {
-		/* Cut short or damaged (a crash, a bad disk): never served. */
-		pfs_notice("pcache: entry %s is damaged; discarded", s);
-		atomic_fetch_add(&pc->discarded, 1);
-		drop_file(pc, name);
-		goto out_close;
-	}
-	if (!pcf_key_eq(&k, &want))
-		goto out_close; /* another version (or handle): replaced when stored */
-	if (!verified) {
-		int vr = verify_data(fd, hdr_len, k.size, data_crc);
-		if (vr == -ENOMEM)
-			goto out_close;
-		if (vr < 0) {
-			pfs_notice("pcache: entry %s fails its checksum; discarded", s);
-			atomic_fetch_add(&pc->discarded, 1);
-			drop_file(pc, name);
-			goto out_close;
+	int fd = entry_open(pc, name, &want, &hdr_len, &st);
+	if (fd == -EBADMSG)
+		discard(pc, name, "is damaged");
+	if (fd < 0)
+		goto out_miss;
+
+	if (off < v->size && size > 0) {
+		/* The whole blocks the range covers, each checked against its
+		 * checksum on every read. */
+		uint64_t end = v->size - off < size ? v->size : off + size;
+		uint64_t b0 = off >> PCF_BLOCK_LOG2, b1 = (end - 1) >> PCF_BLOCK_LOG2;
+		uint64_t boff = b0 << PCF_BLOCK_LOG2;
+		uint64_t bend = (b1 + 1) << PCF_BLOCK_LOG2;
+		if (bend > v->size)
+			bend = v->size;
+		size_t nb = (size_t)(b1 - b0 + 1);
+		uint8_t *blk = malloc((size_t)(bend - boff));
+		uint8_t *tab = malloc(4 * nb);
+		if (!blk || !tab) {
+			free(blk);
+			free(tab);
+			close(fd);
+			goto out_miss;
 		}
-	}
-	if (off >= k.size) {
-		ret = 0;
-	} else {
-		size_t want_n = k.size - off < size ? (size_t)(k.size - off) : size;
-		size_t got = 0;
-		while (got < want_n) {
-			ssize_t r = pread(fd, (char *)buf + got, want_n - got,
-					  (off_t)(hdr_len + off + got));
-			if (r <= 0)
-				break;
-			got += (size_t)r;
+		uint64_t data_off = pcf_data_off(hdr_len, v->size);
+		bool ok = pread_all(fd, tab, 4 * nb, hdr_len + 4 * b0) == 0 &&
+			  pread_all(fd, blk, (size_t)(bend - boff), data_off + boff) == 0;
+		if (ok && pcf_check_blocks(blk, (size_t)(bend - boff), tab) == 0) {
+			ret = (ssize_t)(end - off);
+			memcpy(buf, blk + (off - boff), (size_t)ret);
+		} else {
+			ret = -1;
 		}
-		if (got < want_n)
-			goto out_close; /* the file shrank under us: a miss */
-		ret = (ssize_t)got;
+		free(blk);
+		free(tab);
+		if (ret < 0) {
+			close(fd);
+			discard(pc, name, ok ? "fails its checksum" : "cannot be read");
+			goto out_miss;
+		}
 	}
 	/* Last use: the index at once, the file's mtime (what survives a
 	 * remount) at most every PCACHE_TOUCH_S seconds. */
 	int64_t now = now_s();
-	bool touch;
+	bool touch = now - st.st_mtim.tv_sec >= PCACHE_TOUCH_S;
 	pthread_mutex_lock(&pc->lock);
-	if (!(e = ent_find(pc, name)) && pc->scanned)
-		ent_set(pc, name, disk_bytes((uint64_t)st.st_size), st.st_mtim.tv_sec, true);
-	else if (e)
-		e->verified = true;
-	touch = now - st.st_mtim.tv_sec >= PCACHE_TOUCH_S;
-	if (e && touch)
+	struct pent *e = ent_find(pc, name);
+	if (!e && pc->scanned)
+		ent_set(pc, name, disk_bytes((uint64_t)st.st_size), now);
+	else if (e && touch)
 		e->last_use = now;
 	pthread_mutex_unlock(&pc->lock);
 	if (touch)
 		(void)futimens(fd, NULL);
+	close(fd);
 	atomic_fetch_add_explicit(&pc->hits, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&pc->bytes_served, (uint64_t)ret, memory_order_relaxed);
-	close(fd);
 	return ret;
-out_close:
-	close(fd);
 out_miss:
 	atomic_fetch_add_explicit(&pc->misses, 1, memory_order_relaxed);
 	return -ENOENT;
@@ -589,23 +601,13 @@ void pcache_fetch(struct pcache *pc, const struct pfs_creds *cr, const struct pf
 /* True if e/ already holds a sound header for exactly key k. */
 static bool have_entry(struct pcache *pc, uint64_t name, const struct pcf_key *k)
 {
-	uint8_t hdr[PCF_HDR_MAX];
-	struct pcf_key got;
-	uint32_t crc;
-	size_t hdr_len;
-	char s[17];
 	struct stat st;
-
-	name_str(name, s);
-	int fd = openat(pc->efd, s, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	size_t hdr_len;
+	int fd = entry_open(pc, name, k, &hdr_len, &st);
 	if (fd < 0)
 		return false;
-	ssize_t n = pread(fd, hdr, sizeof(hdr), 0);
-	bool same = n > 0 && fstat(fd, &st) == 0 &&
-		    pcf_decode(hdr, (size_t)n, &got, &crc, &hdr_len) == 0 &&
-		    (uint64_t)st.st_size == hdr_len + got.size && pcf_key_eq(&got, k);
 	close(fd);
-	return same;
+	return true;
 }
 
 /* Writes all of buf[len] at off. 0 or -errno. */
@@ -637,22 +639,24 @@ static int tmp_create(struct pcache *pc, uint64_t name, char tmp[64])
 	return fd < 0 ? -errno : fd;
 }
 
-/* Header last, then the rename: a crash leaves a temporary (removed at
- * the next start) or a whole entry. */
+/* Header and checksums last, then the rename: a crash leaves a
+ * temporary (removed at the next start) or a whole entry. */
 static int tmp_commit(struct pcache *pc, int fd, const char *tmp, uint64_t name,
-		      const struct pcf_key *k, uint32_t crc)
+		      const struct pcf_key *k, const uint8_t *table)
 {
 	uint8_t hdr[PCF_HDR_MAX];
 	char s[17];
-	int n = pcf_encode(k, crc, hdr, sizeof(hdr));
+	int n = pcf_encode(k, hdr, sizeof(hdr));
 	int rc = n < 0 ? n : pwrite_all(fd, hdr, (size_t)n, 0);
+	if (rc == 0)
+		rc = pwrite_all(fd, table, 4 * pcf_nblocks(k->size), n);
 	if (rc < 0)
 		return rc;
 	name_str(name, s);
 	if (renameat(pc->tmpfd, tmp, pc->efd, s) < 0)
 		return -errno;
 	pthread_mutex_lock(&pc->lock);
-	ent_set(pc, name, disk_bytes((uint64_t)n + k->size), now_s(), true);
+	ent_set(pc, name, disk_bytes(pcf_data_off((size_t)n, k->size) + k->size), now_s());
 	pthread_mutex_unlock(&pc->lock);
 	return 0;
 }
@@ -660,16 +664,23 @@ static int tmp_commit(struct pcache *pc, int fd, const char *tmp, uint64_t name,
 static int store(struct pcache *pc, const struct job *j, uint64_t name)
 {
 	char tmp[64];
-	size_t hlen = PCF_FIXED + j->k.fh_len;
+	uint64_t data_off = pcf_data_off(PCF_FIXED + j->k.fh_len, j->k.size);
+	uint8_t *table = malloc(4 * pcf_nblocks(j->k.size));
+	if (!table)
+		return -ENOMEM;
 	int fd = tmp_create(pc, name, tmp);
-	if (fd < 0)
+	if (fd < 0) {
+		free(table);
 		return fd;
-	int rc = pwrite_all(fd, j->data, j->k.size, (off_t)hlen);
+	}
+	pcf_block_crcs(j->data, j->k.size, table);
+	int rc = pwrite_all(fd, j->data, j->k.size, (off_t)data_off);
 	if (rc == 0)
-		rc = tmp_commit(pc, fd, tmp, name, &j->k, pcf_crc32c(0, j->data, j->k.size));
+		rc = tmp_commit(pc, fd, tmp, name, &j->k, table);
 	close(fd);
 	if (rc < 0)
 		unlinkat(pc->tmpfd, tmp, 0);
+	free(table);
 	return rc;
 }
 
@@ -680,14 +691,19 @@ static int fetch(struct pcache *pc, const struct job *j, uint64_t name)
 	struct client *c = pc->c;
 	struct pfs_read_req m;
 	char tmp[64];
-	size_t hlen = PCF_FIXED + j->k.fh_len;
-	uint32_t crc = 0;
+	uint64_t data_off = pcf_data_off(PCF_FIXED + j->k.fh_len, j->k.size);
 	uint64_t off = 0;
 	int rc = 0;
 
+	_Static_assert(CHUNK % PCF_BLOCK == 0, "fetched chunks are whole blocks");
+	uint8_t *table = malloc(4 * pcf_nblocks(j->k.size));
+	if (!table)
+		return -ENOMEM;
 	int fd = tmp_create(pc, name, tmp);
-	if (fd < 0)
+	if (fd < 0) {
+		free(table);
 		return fd;
+	}
 	m.cr = j->cr;
 	m.fh = j->fh;
 	m.fid = atomic_fetch_add(&c->next_fid, 1);
@@ -698,13 +714,13 @@ static int fetch(struct pcache *pc, const struct job *j, uint64_t name)
 		m.offset = off;
 		m.size = j->k.size - off > CHUNK ? CHUNK : (uint32_t)(j->k.size - off);
 		rc = rpc_msg(c->rpc, PFS_OP_READ, read_req, &m, &rep);
-		if (rc == 0 && (pfs_dec_read_rep(rep.buf, rep.len, &r) < 0 || r.data.len > m.size))
+		if (rc == 0 && pfs_dec_read_rep(rep.buf, rep.len, &r) < 0)
 			rc = -EIO;
-		else if (rc == 0 && r.data.len == 0)
-			rc = -ESTALE; /* shorter than its version says: changed */
+		else if (rc == 0 && r.data.len != m.size)
+			rc = -ESTALE; /* not the size its version says: changed */
 		if (rc == 0) {
-			crc = pcf_crc32c(crc, r.data.p, r.data.len);
-			rc = pwrite_all(fd, r.data.p, r.data.len, (off_t)(hlen + off));
+			pcf_block_crcs(r.data.p, r.data.len, table + 4 * (off >> PCF_BLOCK_LOG2));
+			rc = pwrite_all(fd, r.data.p, r.data.len, (off_t)(data_off + off));
 			off += r.data.len;
 		}
 		rpc_reply_free(&rep);
@@ -721,13 +737,14 @@ static int fetch(struct pcache *pc, const struct job *j, uint64_t name)
 		/* The data was read after the version was seen: it is that
 		 * version's content, or newer if the file changed meanwhile,
 		 * and then that version is never current again. */
-		rc = tmp_commit(pc, fd, tmp, name, &j->k, crc);
+		rc = tmp_commit(pc, fd, tmp, name, &j->k, table);
 		if (rc == 0)
 			atomic_fetch_add(&pc->fetched, 1);
 	}
 	close(fd);
 	if (rc < 0)
 		unlinkat(pc->tmpfd, tmp, 0);
+	free(table);
 	return rc;
 }
 
@@ -870,8 +887,7 @@ static void *scan_main(void *arg)
 		bool stop = pc->stop;
 		/* Entries written since the start are known already. */
 		if (!ent_find(pc, name))
-			ent_set(pc, name, disk_bytes((uint64_t)st.st_size), st.st_mtim.tv_sec,
-				false);
+			ent_set(pc, name, disk_bytes((uint64_t)st.st_size), st.st_mtim.tv_sec);
 		pthread_mutex_unlock(&pc->lock);
 		if (stop)
 			break;

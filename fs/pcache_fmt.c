@@ -104,7 +104,7 @@ static uint32_t hdr_crc(const uint8_t *h, size_t fh_len)
 	return pcf_crc32c(crc, h + PCF_FIXED, fh_len);
 }
 
-int pcf_encode(const struct pcf_key *k, uint32_t data_crc, uint8_t *out, size_t cap)
+int pcf_encode(const struct pcf_key *k, uint8_t *out, size_t cap)
 {
 	if (k->fh_len == 0)
 		return -EINVAL; /* and fh_len <= PCF_FH_MAX by its type */
@@ -119,14 +119,13 @@ int pcf_encode(const struct pcf_key *k, uint32_t data_crc, uint8_t *out, size_t 
 	put64(out + 32, (uint64_t)k->ctime_s);
 	put32(out + 40, k->mtime_ns);
 	put32(out + 44, k->ctime_ns);
-	put32(out + 48, data_crc);
+	put32(out + 48, PCF_BLOCK_LOG2);
 	memcpy(out + PCF_FIXED, k->fh, k->fh_len);
 	put32(out + 52, hdr_crc(out, k->fh_len));
 	return (int)n;
 }
 
-int pcf_decode(const uint8_t *in, size_t len, struct pcf_key *k, uint32_t *data_crc,
-	       size_t *hdr_len)
+int pcf_decode(const uint8_t *in, size_t len, struct pcf_key *k, size_t *hdr_len)
 {
 	if (len < PCF_FIXED)
 		return len >= 8 && memcmp(in, PCF_MAGIC, 8) != 0 ? -EBADMSG : -ENODATA;
@@ -137,7 +136,7 @@ int pcf_decode(const uint8_t *in, size_t len, struct pcf_key *k, uint32_t *data_
 		return -EBADMSG;
 	if (len - PCF_FIXED < fh_len)
 		return -ENODATA;
-	if (hdr_crc(in, fh_len) != get32(in + 52))
+	if (hdr_crc(in, fh_len) != get32(in + 52) || get32(in + 48) != PCF_BLOCK_LOG2)
 		return -EBADMSG;
 	memset(k, 0, sizeof(*k));
 	k->fh_len = (uint8_t)fh_len;
@@ -147,7 +146,6 @@ int pcf_decode(const uint8_t *in, size_t len, struct pcf_key *k, uint32_t *data_
 	k->ctime_s = (int64_t)get64(in + 32);
 	k->mtime_ns = get32(in + 40);
 	k->ctime_ns = get32(in + 44);
-	*data_crc = get32(in + 48);
 	*hdr_len = n;
 	return 0;
 }
@@ -157,4 +155,29 @@ int pcf_key_eq(const struct pcf_key *a, const struct pcf_key *b)
 	return a->fh_len == b->fh_len && memcmp(a->fh, b->fh, a->fh_len) == 0 &&
 	       a->size == b->size && a->mtime_s == b->mtime_s && a->ctime_s == b->ctime_s &&
 	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
+uint64_t pcf_nblocks(uint64_t size)
+{
+	return (size >> PCF_BLOCK_LOG2) + ((size & (PCF_BLOCK - 1)) != 0);
+}
+
+uint64_t pcf_data_off(size_t hdr_len, uint64_t size)
+{
+	return hdr_len + 4 * pcf_nblocks(size);
+}
+
+void pcf_block_crcs(const uint8_t *data, size_t len, uint8_t *table)
+{
+	for (size_t off = 0; off < len; off += PCF_BLOCK, table += 4)
+		put32(table, pcf_crc32c(0, data + off, len - off < PCF_BLOCK ? len - off : PCF_BLOCK));
+}
+
+int pcf_check_blocks(const uint8_t *data, size_t len, const uint8_t *table)
+{
+	for (size_t off = 0; off < len; off += PCF_BLOCK, table += 4)
+		if (pcf_crc32c(0, data + off, len - off < PCF_BLOCK ? len - off : PCF_BLOCK) !=
+		    get32(table))
+			return -EBADMSG;
+	return 0;
 }

@@ -14,13 +14,14 @@
  *   tmp/        entries being written; leftovers of a crash are removed
  *               at start-up.
  *
- * Crash safety: an entry is written under tmp/, its header (with the
- * key and the CRC32C of the data) written last, then renamed into e/.
- * No fsync: after a power loss an entry may be short or hold garbage,
- * which the checksums catch; it is then deleted and fetched again. The
- * data checksum is verified on the first use of each entry after a
- * mount (entries are never modified in place, so a verified entry stays
- * whole while mounted); the header checksum on every use.
+ * Crash safety: an entry is written under tmp/, its header (the key,
+ * with its own CRC32C) and the table of CRC32Cs of each 64 KiB block of
+ * the data written last, then renamed into e/. No fsync: after a power
+ * loss an entry may be short or hold garbage, which the size check and
+ * the checksums catch; it is then deleted and fetched again. Every use
+ * checks the header and the blocks it reads (CRC32C with SSE4.2 costs
+ * far less than reading the data; a whole-file check would read all of
+ * an mmap'ed library of which a process touches a few pages).
  *
  * What is cached: files up to PCACHE_FILE_DIV-th of cache_size. A file
  * read whole by one READ (or arriving with its lookup, LOOKUP_DATA) is
@@ -74,8 +75,8 @@ void pcache_free(struct pcache *pc);
 
 /* Copies up to size bytes at off of the content of fh at version v into
  * buf. Returns the byte count (short only at the end of the file), or
- * -ENOENT if there is no whole, verified entry of that handle and
- * version (a damaged entry is deleted). Counts a hit or a miss. */
+ * -ENOENT if there is no entry of that handle and version whose
+ * header and blocks in the range check out (a damaged one is deleted). Counts a hit or a miss. */
 ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dver *v,
 		    uint64_t off, size_t size, void *buf);
 
