@@ -38,7 +38,7 @@ struct pent {
 	struct pent *next;
 	uint64_t name;     /* hash of the handle: the file name */
 	uint64_t bytes;    /* disk bytes counted against the cap */
-	int64_t last_use;  /* seconds (the file's mtime) */
+	int64_t last_use;  /* ns since the epoch (kept as the file's mtime) */
 };
 
 enum job_kind { JOB_STORE, JOB_FETCH };
@@ -139,6 +139,18 @@ static int64_t mono_s(void)
 static bool fetch_over(struct pcache *pc)
 {
 	return pc->stop && mono_s() >= pc->drain_until;
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return ts->tv_sec * 1000000000ll + ts->tv_nsec;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts_ns(&ts);
 }
 
 static int64_t now_s(void)
@@ -501,13 +513,13 @@ ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dve
 	}
 	/* Last use: the index at once, the file's mtime (what survives a
 	 * remount) at most every PCACHE_TOUCH_S seconds. */
-	int64_t now = now_s();
-	bool touch = now - st.st_mtim.tv_sec >= PCACHE_TOUCH_S;
+	int64_t now = now_ns();
+	bool touch = now - ts_ns(&st.st_mtim) >= PCACHE_TOUCH_S * 1000000000ll;
 	pthread_mutex_lock(&pc->lock);
 	struct pent *e = ent_find(pc, name);
 	if (!e && pc->scanned)
 		ent_set(pc, name, disk_bytes((uint64_t)st.st_size), now);
-	else if (e && touch)
+	else if (e)
 		e->last_use = now;
 	pthread_mutex_unlock(&pc->lock);
 	if (touch)
@@ -656,7 +668,7 @@ static int tmp_commit(struct pcache *pc, int fd, const char *tmp, uint64_t name,
 	if (renameat(pc->tmpfd, tmp, pc->efd, s) < 0)
 		return -errno;
 	pthread_mutex_lock(&pc->lock);
-	ent_set(pc, name, disk_bytes(pcf_data_off((size_t)n, k->size) + k->size), now_s());
+	ent_set(pc, name, disk_bytes(pcf_data_off((size_t)n, k->size) + k->size), now_ns());
 	pthread_mutex_unlock(&pc->lock);
 	return 0;
 }
@@ -887,7 +899,7 @@ static void *scan_main(void *arg)
 		bool stop = pc->stop;
 		/* Entries written since the start are known already. */
 		if (!ent_find(pc, name))
-			ent_set(pc, name, disk_bytes((uint64_t)st.st_size), st.st_mtim.tv_sec);
+			ent_set(pc, name, disk_bytes((uint64_t)st.st_size), ts_ns(&st.st_mtim));
 		pthread_mutex_unlock(&pc->lock);
 		if (stop)
 			break;

@@ -32,8 +32,8 @@
  *
  * Size: the bytes of the entries (rounded up to 4 KiB blocks) stay
  * under cache_size; the least recently used go first. The last use is
- * the entry's mtime (updated at most every PCACHE_TOUCH_S seconds), so
- * the order survives a remount; the index is rebuilt at start-up by a
+ * kept in memory to the nanosecond and in the entry's mtime (updated at
+ * most every PCACHE_TOUCH_S seconds), so the order survives a remount; the index is rebuilt at start-up by a
  * background thread that scans e/.
  *
  * Threads: pcache_read and the offer/fetch calls run on FUSE threads;

@@ -190,10 +190,25 @@ def test_issue4_pcache_eviction_keeps_within_size(env, daemon, mount):
     assert read_file(m / "f29") == data["f29"]
     s = stats(m)
     assert s["file_read"] == 0 and s["pcache_hits"] == 1, s
-    # A smaller cap on a later mount is enforced by the start-up scan.
+    # The first one read went first.
+    assert read_file(m / "f00") == data["f00"]
+    s = stats(m)
+    assert s["file_read"] == len(data["f00"]) and s["pcache_hits"] == 1, s
     assert m.umount() is None
-    m = mount(opts=f"cache_dir={cdir},cache_size=1M,max_inline=0")
-    wait_for(lambda: stats(m)["pcache_disk"] <= 1024 * 1024, timeout=10)
+
+    # A smaller cap on a later mount is enforced by the start-up scan.
+    cdir2 = env.root / "pcache2"
+    m = mount(opts=f"cache_dir={cdir2},cache_size=8M,max_inline=0")
+    for name in sorted(data):
+        assert read_file(m / name) == data[name]
+    settle(m, entries=30)
+    assert stats(m)["pcache_evicted"] == 0
+    assert m.umount() is None
+    m = mount(opts=f"cache_dir={cdir2},cache_size=1M,max_inline=0")
+    wait_for(lambda: stats(m)["pcache_disk"] <= 1024 * 1024, timeout=10,
+             what="the start-up scan to evict down to the new cap")
+    assert sum(os.path.getsize(p) for p in entry_files(cdir2)) <= 1024 * 1024
+    assert stats(m)["pcache_evicted"] > 0
 
 
 def run_podfs(daemon, mnt, opts, timeout=30):
