@@ -33,8 +33,19 @@
  * Size: the bytes of the entries (rounded up to 4 KiB blocks) stay
  * under cache_size; the least recently used go first. The last use is
  * kept in memory to the nanosecond and in the entry's mtime (updated at
- * most every PCACHE_TOUCH_S seconds), so the order survives a remount; the index is rebuilt at start-up by a
- * background thread that scans e/.
+ * most every PCACHE_TOUCH_S seconds), so the order survives a remount;
+ * the index is rebuilt at start-up by a background thread that scans e/
+ * (the mount does not wait for it).
+ *
+ * Freshness: the caller passes the version it knows to be current
+ * (inode_data_version: not while a push about the file is pending). Data
+ * stored under a version was read from the server after that version
+ * was seen, so it is that version's content or newer, and a newer
+ * content means that version is never current again (ctime moves).
+ *
+ * Hooks in ops.c: pfs_lookup offers LOOKUP_DATA's inline content;
+ * pfs_read asks pcache_read before sending READ and, after a READ,
+ * offers the data (whole file) or queues a fetch (part of it).
  *
  * Threads: pcache_read and the offer/fetch calls run on FUSE threads;
  * one scan thread at start-up; one worker thread writes entries, runs
