@@ -29,7 +29,7 @@ struct transport;
 struct inode_table;
 struct creds_cache;
 struct cache;
-struct dcache;
+struct pcache;
 struct wb;
 struct locks;
 
@@ -52,6 +52,8 @@ struct client {
 	unsigned wb_threads;     /* write-behind writer threads (0: synchronous) */
 	size_t wb_max;           /* bytes of write data write-behind may hold */
 	double lock_retry;       /* seconds between retries of a blocked lock */
+	char *cache_dir;         /* persistent content cache directory, or NULL */
+	uint64_t cache_size;     /* its size cap in bytes */
 
 	/* Session identity. */
 	uint8_t key[PFS_KEY_LEN];
@@ -64,7 +66,7 @@ struct client {
 	struct inode_table *it;
 	struct creds_cache *cc;
 	struct cache *cache;     /* coherence: race gate, FORGET, REVALIDATE */
-	struct dcache *dc;       /* persistent content cache, or NULL */
+	struct pcache *pc;       /* persistent content cache (pcache.c), or NULL */
 	struct wb *wb;           /* write-behind (wb.c) */
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
 

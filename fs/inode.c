@@ -289,6 +289,7 @@ bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const st
 		pthread_mutex_lock(&ip->lock);
 		if (a)
 			ip->attr = *a;
+		ip->ver_unknown = !a;
 		ip->cached_valid = false;
 		inline_free(ip);
 		ip->nocaps_until = 0;
@@ -486,6 +487,9 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 		if (drop_cached) {
 			inode_drop_cached(ip);
 			inode_drop_inline(ip);
+			pthread_mutex_lock(&ip->lock);
+			ip->ver_unknown = true; /* attr may predate the change */
+			pthread_mutex_unlock(&ip->lock);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -524,7 +528,17 @@ void inode_set_attr(struct inode *ip, const struct pfs_attr *a)
 {
 	pthread_mutex_lock(&ip->lock);
 	ip->attr = *a;
+	ip->ver_unknown = false;
 	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_data_version(struct inode *ip, struct dver *v)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool known = !ip->ver_unknown && S_ISREG(ip->attr.mode);
+	*v = version_of(&ip->attr);
+	pthread_mutex_unlock(&ip->lock);
+	return known;
 }
 
 bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale)
@@ -539,6 +553,7 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 	ip->cached = v;
 	ip->cached_valid = true;
 	ip->attr = *a;
+	ip->ver_unknown = false;
 	pthread_mutex_unlock(&ip->lock);
 	return keep;
 }
@@ -551,6 +566,7 @@ void inode_own_change(struct inode *ip, const struct pfs_attr *a)
 	if (ip->cached_valid && dver_equal(&ip->cached, &before))
 		ip->cached = after;
 	ip->attr = *a;
+	ip->ver_unknown = false;
 	pthread_mutex_unlock(&ip->lock);
 }
 

@@ -45,6 +45,7 @@ struct inode {
 	uint32_t inline_len;
 	_Atomic int64_t *inline_total; /* the table's count of inline bytes */
 	struct dver inline_ver; /* version inline_data belongs to */
+	bool ver_unknown;     /* a push invalidated the data after attr was seen */
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -167,6 +168,11 @@ bool inode_had_posix_locks(struct inode *ip);
 /* The data version of a. */
 struct dver dver_of(const struct pfs_attr *a);
 bool dver_eq(const struct dver *a, const struct dver *b);
+
+/* The data version of ip for the persistent cache (pcache.c): copies it
+ * into *v and returns true, or returns false while it is not known to be
+ * current (a push invalidated the data and no attributes came since). */
+bool inode_data_version(struct inode *ip, struct dver *v);
 
 /* Converts wire attributes to a struct stat. */
 void attr_to_stat(const struct pfs_attr *a, struct stat *st);

@@ -30,6 +30,7 @@
 #include "client_i.h"
 #include "creds_i.h"
 #include "inode_i.h"
+#include "pcache_i.h"
 #include "podfs/auth.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
@@ -73,6 +74,12 @@ static void usage(FILE *f)
 		"  lock_retry=S        a blocked lock (F_SETLKW, flock) is retried when\n"
 		"                      the server says a lock was released, and every S\n"
 		"                      seconds in case that message was lost (default 1)\n"
+		"  cache_dir=DIR       keep file contents on local disk in DIR (created\n"
+		"                      if missing; one mount per DIR), keyed by handle\n"
+		"                      and version, so a remount or reboot starts warm\n"
+		"  cache_size=SIZE     cap of cache_dir, with K/M/G/T suffixes (default\n"
+		"                      1G, at least 1M); least recently used go first;\n"
+		"                      files over SIZE/8 are not cached\n"
 		"  ro, rw, nosuid, nodev, noexec, sync, dirsync, noatime, ...,\n"
 		"  fsname=NAME, subtype=NAME, auto_unmount: as for any FUSE mount\n",
 		PFS_DEFAULT_PORT);
@@ -119,6 +126,7 @@ struct parsed {
 	char *fsname;
 	char *subtype;
 	long port_opt;      /* -1: not given */
+	bool cache_size;    /* cache_size= given */
 };
 
 static bool parse_seconds(const char *v, double *out, bool positive)
@@ -298,6 +306,19 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 				c->wb_threads = (unsigned)n;
 			else
 				c->wb_max = (size_t)n << 20;
+		} else if (has_prefix(o, "cache_dir=")) {
+			if (!v[0]) {
+				usage_error("cache_dir needs a directory");
+				goto bad;
+			}
+			free(c->cache_dir);
+			c->cache_dir = dup_or_die(v);
+		} else if (has_prefix(o, "cache_size=")) {
+			if (!parse_size(v, &c->cache_size) || c->cache_size < ((uint64_t)1 << 20)) {
+				usage_error("bad cache_size '%s' (a size with K/M/G/T, at least 1M)", v);
+				goto bad;
+			}
+			p->cache_size = true;
 		} else if (has_prefix(o, "log_level=")) {
 			if (!parse_level(v, &c->log_level)) {
 				usage_error("bad log_level '%s'", v);
@@ -431,6 +452,10 @@ static int parse_cmdline(struct client *c, int argc, char **argv, struct fuse_ar
 	}
 	if (!src || !mnt) {
 		usage_error("need a server and a mount point");
+		goto out;
+	}
+	if (p.cache_size && !c->cache_dir) {
+		usage_error("cache_size needs cache_dir");
 		goto out;
 	}
 	if (parse_source(c, src, &port) < 0)
@@ -637,6 +662,7 @@ static void client_free(struct client *c)
 	locks_free(c->lk);
 	c->lk = NULL;
 	wb_free(c->wb);
+	pcache_free(c->pc);
 	ops_free_open_files(c);
 	inode_table_free(c->it);
 	transport_free(c->tr);
@@ -646,6 +672,7 @@ static void client_free(struct client *c)
 	free(c->hostport);
 	free(c->mountpoint);
 	free(c->keyfile);
+	free(c->cache_dir);
 	free(c->bdi_ra_path);
 }
 
@@ -662,6 +689,7 @@ int main(int argc, char **argv)
 		.log_level = PFS_LOG_NOTICE,
 		.wb_threads = 4,
 		.wb_max = (size_t)128 << 20,
+		.cache_size = (uint64_t)1 << 30,
 	};
 	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
 	struct sigctl sc = { .c = &c };
@@ -701,6 +729,12 @@ int main(int argc, char **argv)
 	if (gethostname(c.hostname, sizeof(c.hostname) - 1) < 0)
 		snprintf(c.hostname, sizeof(c.hostname), "unknown");
 	c.hostname[PFS_HOSTNAME_MAX] = 0;
+
+	if (c.cache_dir && (rc = pcache_open(c.cache_dir, c.cache_size, &c.pc, err, sizeof(err))) < 0) {
+		fprintf(stderr, "podfs: %s\n", err);
+		ret = EXIT_USAGE;
+		goto out_free;
+	}
 
 	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &c.tr) < 0 ||
 	    creds_cache_new(&c.cc) < 0 || cache_new(&c, &c.cache) < 0 ||
@@ -749,7 +783,8 @@ int main(int argc, char **argv)
 		pfs_log_use_syslog();
 
 	if ((rc = cache_start(c.cache)) < 0 || (rc = wb_start(c.wb)) < 0 ||
-	    (rc = locks_start(c.lk)) < 0) {
+	    (rc = locks_start(c.lk)) < 0 ||
+	    (c.pc && (rc = pcache_start(c.pc, &c)) < 0)) {
 		pfs_err("cannot start threads: %s", strerror(-rc));
 		goto out_unmount;
 	}
@@ -790,6 +825,7 @@ out_unmount:
 	/* Its thread may wait in a call: stop it before the connection. */
 	cache_stop(c.cache);
 	locks_stop(c.lk);
+	pcache_stop(c.pc);
 	if (rpc_is_up(c.rpc)) {
 		struct rpc_reply rep = { 0 };
 		(void)rpc_call_timeout(c.rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);

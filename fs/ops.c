@@ -22,6 +22,7 @@
 #include "creds_i.h"
 #include "inode_i.h"
 #include "locks_i.h"
+#include "pcache_i.h"
 #include "podfs/codec.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
@@ -356,6 +357,10 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ip = entry_param(c, &er.e, &e);
 	if (ip && data.p)
 		inode_set_inline(ip, &er.e.attr, data.p, data.len);
+	if (ip && data.p && c->pc) {
+		struct dver v = dver_of(&er.e.attr);
+		pcache_offer(c->pc, &er.e.fh, &v, data.p, data.len);
+	}
 	rpc_reply_free(&rep);
 	if (!ip) {
 		fuse_reply_err(req, ENOMEM);
@@ -712,6 +717,34 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	}
 }
 
+/* ---- persistent content cache (pcache.c) ---- */
+
+/* Answers a READ of ip (at data version v) from the persistent cache;
+ * returns false (nothing replied) on a miss. */
+static bool pc_serve(fuse_req_t req, struct inode *ip, const struct dver *v, size_t size,
+		     off_t off)
+{
+	char *buf = malloc(size ? size : 1);
+	ssize_t n = buf ? pcache_read(CL(req)->pc, &ip->fh, v, (uint64_t)off, size, buf) : -ENOMEM;
+	if (n >= 0)
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+	return n >= 0;
+}
+
+/* The server answered a READ of ip at off with data (version v seen
+ * before it was sent): the whole file is stored, a part makes the
+ * background thread fetch the whole file (creds cr). The data is of v or
+ * newer, and a newer one ends v, so no stale data is ever kept under v. */
+static void pc_fill(struct client *c, const struct pfs_creds *cr, struct inode *ip,
+		    const struct dver *v, uint64_t off, const struct pfs_bytes *data)
+{
+	if (off == 0 && data->len == v->size)
+		pcache_offer(c->pc, &ip->fh, v, data->p, data->len);
+	else
+		pcache_fetch(c->pc, cr, &ip->fh, v);
+}
+
 static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -734,6 +767,11 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		free(buf);
 	}
+	/* The persistent cache, for a file whose current version is known. */
+	struct dver pv;
+	bool pc = c->pc && inode_data_version(of->ip, &pv) && pcache_wants(c->pc, pv.size);
+	if (pc && pc_serve(req, of->ip, &pv, size, off))
+		return;
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
 	m.fid = of->fid;
@@ -747,6 +785,8 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -rc);
 	} else {
 		atomic_fetch_add_explicit(&c->st_file_read, r.data.len, memory_order_relaxed);
+		if (pc)
+			pc_fill(c, &m.cr, of->ip, &pv, m.offset, &r.data);
 		fuse_reply_buf(req, (const char *)r.data.p, r.data.len);
 	}
 	rpc_reply_free(&rep);
@@ -1282,7 +1322,7 @@ static void stats_xattr(fuse_req_t req, size_t size)
 {
 	struct client *c = CL(req);
 	struct wb_stats ws;
-	char buf[1024];
+	char buf[2048];
 
 	wb_get_stats(c->wb, &ws);
 	int n = snprintf(buf, sizeof(buf),
@@ -1297,6 +1337,8 @@ static void stats_xattr(fuse_req_t req, size_t size)
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
 			 (unsigned long long)ws.held);
+	if (c->pc && n > 0 && (size_t)n < sizeof(buf))
+		n += (int)pcache_format_stats(c->pc, buf + n, sizeof(buf) - (size_t)n);
 	if (size == 0)
 		fuse_reply_xattr(req, (size_t)n);
 	else if ((size_t)n > size)
