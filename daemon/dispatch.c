@@ -850,9 +850,9 @@ int dispatch_forget(struct pfsd *d, struct session *s, const struct pfs_frame_hd
 	unsigned count = 0;
 	int ret;
 
-	if (h->flags & PFS_FF_LZ4) {
+	if (h->flags & PFS_FF_CODED) {
 		dec = xmalloc(h->raw_len ? h->raw_len : 1);
-		if (pfs_lz4_decompress(wire, h->wire_len, dec, h->raw_len) < 0) {
+		if (pfs_payload_decode(h->flags, wire, h->wire_len, dec, h->raw_len) < 0) {
 			free(dec);
 			return -EBADMSG;
 		}
@@ -960,9 +960,9 @@ void dispatch_work_cb(uv_work_t *w)
 	o.x.watch = r->d->watch;
 	o.in = r->in;
 	o.inlen = r->h.wire_len;
-	if (r->h.flags & PFS_FF_LZ4) {
+	if (r->h.flags & PFS_FF_CODED) {
 		dec = xmalloc(r->h.raw_len);
-		if (pfs_lz4_decompress(r->in, r->h.wire_len, dec, r->h.raw_len) < 0) {
+		if (pfs_payload_decode(r->h.flags, r->in, r->h.wire_len, dec, r->h.raw_len) < 0) {
 			free(dec);
 			r->violation = true;
 			return;
@@ -1001,12 +1001,12 @@ void dispatch_work_cb(uv_work_t *w)
 			  (unsigned long long)r->h.id, pfs_op_name(opc), o.w.len);
 		r->status = 0;
 	}
-	if (r->compress && o.w.len >= PFS_LZ4_MIN) {
+	if (r->codecs && o.w.len >= PFS_LZ4_MIN) {
 		cap = pfs_lz4_bound(o.w.len);
 		scratch = xmalloc(cap);
 	}
 	r->wirelen = pfs_frame_prepare(r->hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY, r->status,
-				       o.w.buf, o.w.len, r->compress, scratch, cap, &r->wire);
+				       o.w.buf, o.w.len, r->codecs, scratch, cap, &r->wire);
 	if (scratch && r->wire == scratch) {
 		free(o.w.buf); /* only the compressed bytes go out */
 		o.w.buf = NULL;

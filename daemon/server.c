@@ -247,7 +247,7 @@ static void send_small(struct conn *c, uint16_t op, uint64_t id, int32_t status,
 	const void *wire;
 	void *copy = NULL;
 
-	pfs_frame_prepare(hdr, id, op, PFS_FF_REPLY, status, payload, len, false, NULL, 0, &wire);
+	pfs_frame_prepare(hdr, id, op, PFS_FF_REPLY, status, payload, len, 0, NULL, 0, &wire);
 	if (len) {
 		copy = xmalloc(len);
 		memcpy(copy, payload, len);
@@ -380,7 +380,7 @@ static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t l
 		conn_close(c, "too far behind on invalidations");
 		return;
 	}
-	pfs_frame_prepare(hdr, 0, op, PFS_FF_PUSH, 0, p, len, false, NULL, 0, &wire);
+	pfs_frame_prepare(hdr, 0, op, PFS_FF_PUSH, 0, p, len, 0, NULL, 0, &wire);
 	copy = xmalloc(len);
 	memcpy(copy, p, len);
 	conn_send(c, hdr, copy, len, copy, NULL);
@@ -587,8 +587,8 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->s = c->sess;
 	r->h = c->h;
 	r->in = payload;
-	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_LZ4) ? c->h.raw_len : 0);
-	r->compress = c->caps & PFS_CAP_LZ4;
+	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_CODED) ? c->h.raw_len : 0);
+	r->codecs = c->caps & PFS_CAPS_CODECS;
 	r->auth_flags = auth_flags;
 	r->work.data = r;
 
@@ -648,9 +648,9 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 /* Returns the raw payload of a handshake frame in buf, or NULL. */
 static const uint8_t *hs_payload(struct conn *c, const uint8_t *wire, uint8_t *buf)
 {
-	if (!(c->h.flags & PFS_FF_LZ4))
+	if (!(c->h.flags & PFS_FF_CODED))
 		return wire;
-	if (pfs_lz4_decompress(wire, c->h.wire_len, buf, c->h.raw_len) < 0)
+	if (pfs_payload_decode(c->h.flags, wire, c->h.wire_len, buf, c->h.raw_len) < 0)
 		return NULL;
 	return buf;
 }

@@ -76,7 +76,7 @@ struct req {
 	uint8_t *in;           /* wire payload, owned */
 	size_t acct;           /* bytes accounted in c->mem */
 	struct drc_ent *drc;
-	bool compress;         /* session negotiated LZ4 */
+	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
 	uint32_t auth_flags;   /* AUTH reply flags (bit0: session resumed) */
 
 	/* Push ordering (loop thread; see server.c). */

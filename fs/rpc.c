@@ -33,7 +33,7 @@ struct rpc {
 	struct rpc_req *buckets[RPC_BUCKETS];
 	uint64_t gen;  /* current connection generation */
 	bool up;       /* a connection of generation gen is usable */
-	bool lz4;
+	unsigned codecs; /* PFS_CAP_LZ4/ZR of the current connection */
 	bool closing;
 	bool dead;
 };
@@ -141,7 +141,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		}
 		if (rpc->up && r.sent_gen != rpc->gen) {
 			uint64_t gen = rpc->gen;
-			bool lz4 = rpc->lz4;
+			unsigned codecs = rpc->codecs;
 			r.sent_gen = gen;
 			pthread_mutex_unlock(&rpc->lock);
 			pfs_debug("request %llu (%s), %zu bytes, connection %llu",
@@ -150,7 +150,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 			/* A failed send needs no action here: the connection
 			 * thread sees the broken socket, and the next
 			 * generation makes this loop send again. */
-			(void)transport_send(rpc->c->tr, gen, r.id, op, req, len, lz4);
+			(void)transport_send(rpc->c->tr, gen, r.id, op, req, len, codecs);
 			pthread_mutex_lock(&rpc->lock);
 			continue;
 		}
@@ -195,11 +195,11 @@ int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	return call(rpc, op, req, len, rep, timeout_ms > 0 ? timeout_ms : 1);
 }
 
-void rpc_connected(struct rpc *rpc, uint64_t gen, bool lz4)
+void rpc_connected(struct rpc *rpc, uint64_t gen, unsigned codecs)
 {
 	pthread_mutex_lock(&rpc->lock);
 	rpc->gen = gen;
-	rpc->lz4 = lz4;
+	rpc->codecs = codecs;
 	rpc->up = true;
 	wake_all(rpc);
 	pthread_mutex_unlock(&rpc->lock);

@@ -62,9 +62,9 @@ int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		     struct rpc_reply *rep, int timeout_ms);
 
 /* Connection thread: a new authenticated connection of generation gen is
- * up; waiting callers (re)send their requests on it. lz4: the session
- * negotiated PFS_CAP_LZ4. */
-void rpc_connected(struct rpc *rpc, uint64_t gen, bool lz4);
+ * up; waiting callers (re)send their requests on it. codecs: the
+ * payload codings (PFS_CAP_LZ4, PFS_CAP_ZR) the session negotiated. */
+void rpc_connected(struct rpc *rpc, uint64_t gen, unsigned codecs);
 /* Connection thread: the connection is down; callers keep waiting (hard)
  * or until their deadline (soft). */
 void rpc_disconnected(struct rpc *rpc);

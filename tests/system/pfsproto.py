@@ -43,9 +43,11 @@ KEY_LEN = 32
 FF_REPLY = 1 << 0
 FF_LZ4 = 1 << 1
 FF_PUSH = 1 << 2
+FF_ZR = 1 << 3
 
 CAP_LZ4 = 1 << 0
 CAP_PUSH = 1 << 1
+CAP_ZR = 1 << 2
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
@@ -210,6 +212,58 @@ class Reader:
     def done(self):
         if self.left():
             raise BadReply(f"{self.left()} trailing bytes")
+
+
+# --- zero-run coding (wire.h, PFS_FF_ZR) ------------------------------------
+
+def zr_varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7f) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def zr_encode(records):
+    """A zero-run block from [(literal bytes, zero count), ...], as given
+    (no checks: tests use it to build malformed blocks too)."""
+    return b"".join(zr_varint(len(lit)) + lit + zr_varint(z) for lit, z in records)
+
+
+def zr_decode(src, raw_len):
+    """Expands a zero-run block; raises BadReply if it breaks wire.h."""
+    dst = bytearray()
+    pos = 0
+
+    def varint():
+        nonlocal pos
+        v = 0
+        for i in range(3):
+            if pos >= len(src):
+                raise BadReply("zr truncated varint")
+            b = src[pos]
+            pos += 1
+            v |= (b & 0x7f) << (7 * i)
+            if not b & 0x80:
+                return v
+        raise BadReply("zr varint longer than 3 bytes")
+
+    if not src:
+        raise BadReply("zr empty block")
+    while pos < len(src):
+        n = varint()
+        if n > len(src) - pos or len(dst) + n > raw_len:
+            raise BadReply("zr literal past the end")
+        dst += src[pos:pos + n]
+        pos += n
+        z = varint()
+        if len(dst) + z > raw_len or (n == 0 and z == 0):
+            raise BadReply("zr bad zero run")
+        dst += bytes(z)
+    if len(dst) != raw_len:
+        raise BadReply(f"zr produced {len(dst)} bytes, header said {raw_len}")
+    return bytes(dst)
 
 
 # --- LZ4 block format (enough for tests) -----------------------------------
@@ -392,8 +446,14 @@ class Conn:
         self._fill(HDR_SIZE + wl, deadline)
         payload = bytes(self.buf[HDR_SIZE:HDR_SIZE + wl])
         del self.buf[:HDR_SIZE + wl]
+        if flags & FF_LZ4 and flags & FF_ZR:
+            raise BadReply("frame with both LZ4 and ZR")
         if flags & FF_LZ4:
             payload = lz4_decompress(payload, rl)
+        elif flags & FF_ZR:
+            if self.server_caps is not None and not self.server_caps & CAP_ZR:
+                raise BadReply("ZR frame without CAP_ZR")
+            payload = zr_decode(payload, rl)
         elif wl != rl:
             raise BadReply(f"raw frame with wire_len {wl} != raw_len {rl}")
         return Frame(wl, rl, id, op, flags, status, payload)

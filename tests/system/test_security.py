@@ -465,6 +465,39 @@ def test_bad_lz4(env, daemon, m):
     healthy(env, daemon, m)
 
 
+def test_bad_zero_runs(env, daemon, m):
+    """Zero-run coded payloads (PFS_FF_ZR): a good one works, with or
+    without CAP_ZR negotiated (a receiver decodes what it understands);
+    malformed ones, bombs and ZR + LZ4 together close the connection."""
+    key = P.load_key(env.key)
+    with P.connect(daemon.host, daemon.port, key) as c:
+        blk = P.zr_encode([(P.u16(4242), 6)])
+        c.send_frame(P.OP_PING, blk, flags=P.FF_ZR, raw_len=8)
+        f = c.recv_frame()
+        assert f.status == 0 and P.Reader(f.payload).u64() == 4242
+    cases = [
+        ("decodes short", P.zr_encode([(b"ab", 3)]), 8),
+        ("decodes long", P.zr_encode([(b"ab", 30)]), 8),
+        ("literal past the end", P.zr_varint(9) + b"abc", 8),
+        ("4-byte varint", b"\0\x80\x80\x80\x01", 8),
+        ("empty record", P.zr_encode([(b"", 0), (b"a" * 4, 4)]), 8),
+        ("bomb", P.zr_encode([(b"", P.MAX_PAYLOAD + 1)]), P.MAX_PAYLOAD + 1),
+        ("wire longer than raw", P.zr_encode([(b"a" * 8, 0)]), 8),
+        ("truncated", P.zr_encode([(b"abcdefgh", 100)])[:5], 108),
+        ("empty wire", b"", 8),
+        ("with LZ4 flag", P.zr_encode([(b"", 8)]), 8),
+    ]
+    for what, blk, rl in cases:
+        flags = P.FF_ZR | (P.FF_LZ4 if what == "with LZ4 flag" else 0)
+        with P.connect(daemon.host, daemon.port, key) as c:
+            c.send_frame(P.OP_PING, blk, flags=flags, raw_len=rl)
+            assert closes(c), f"bad zero runs ({what}) did not close the connection"
+    with P.Conn(daemon.host, daemon.port) as c:
+        c.send_frame(P.OP_HELLO, P.zr_encode([(b"", 400)]), flags=P.FF_ZR, raw_len=400)
+        assert closes(c)
+    healthy(env, daemon, m)
+
+
 def test_malformed_payloads_after_auth(env, daemon, m):
     key = P.load_key(env.key)
     with P.connect(daemon.host, daemon.port, key) as c:
