@@ -522,7 +522,7 @@ int transport_connect_first(struct transport *t, struct pfs_entry *root, char *e
 	t->boot_id = hs.boot_id;
 	install(t, fd, &hs);
 	*root = hs.root;
-	pfs_info("connected to %s (lz4 %s, zero runs %s)", t->c->hostport,
+	pfs_info("connected to %s (lz4 %s, zero words %s)", t->c->hostport,
 		 hs.caps & PFS_CAP_LZ4 ? "on" : "off", hs.caps & PFS_CAP_ZR ? "on" : "off");
 	return 0;
 }

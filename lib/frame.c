@@ -101,39 +101,7 @@ int pfs_lz4_decompress(const void *src, size_t wire_len, void *dst, size_t raw_l
 	return 0;
 }
 
-/* --- zero-run coding (format in wire.h) --- */
-
-/* Zero bytes a run needs before it ends a literal: a record costs 2 to 6
- * bytes, and runs are found through aligned-or-not 8-byte words anyway. */
-#define ZR_MIN_RUN 8
-
-static size_t put_varint(uint8_t *p, uint32_t v)
-{
-	size_t n = 0;
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
-/* Reads a 1-3 byte varint at src[*pos..len); -1 if truncated or too long. */
-static int get_varint(const uint8_t *src, size_t len, size_t *pos, uint32_t *out)
-{
-	uint32_t v = 0;
-	for (unsigned i = 0; i < 3; i++) {
-		if (*pos >= len)
-			return -1;
-		uint8_t b = src[(*pos)++];
-		v |= (uint32_t)(b & 0x7f) << (7 * i);
-		if (!(b & 0x80)) {
-			*out = v;
-			return 0;
-		}
-	}
-	return -1;
-}
+/* --- zero-word coding (format in wire.h) --- */
 
 static uint64_t load64(const uint8_t *p)
 {
@@ -142,47 +110,45 @@ static uint64_t load64(const uint8_t *p)
 	return w;
 }
 
-/* Appends one record (src[lit..lit+n) then z zeros) at out[*o..cap). */
-static bool zr_record(uint8_t *out, size_t cap, size_t *o, const uint8_t *lit, size_t n,
-		      size_t z)
+static void put64(uint8_t *p, uint64_t v)
 {
-	if (cap - *o < n + 6)
-		return false;
-	*o += put_varint(out + *o, (uint32_t)n);
-	memcpy(out + *o, lit, n);
-	*o += n;
-	*o += put_varint(out + *o, (uint32_t)z);
-	return true;
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
 }
 
-/* Codes src[len] into dst[cap]; 0 if it does not fit. len <= PFS_MAX_PAYLOAD
- * keeps every varint below 2^21. */
-static size_t zr_encode(const uint8_t *s, size_t len, uint8_t *dst, size_t cap)
+/* Codes src[len] into dst; 0 if the result would exceed lim bytes or a
+ * group might not fit in cap (the physical size of dst). */
+static size_t zr_encode(const uint8_t *s, size_t len, uint8_t *dst, size_t cap, size_t lim)
 {
-	size_t o = 0, lit = 0, i = 0;
+	size_t nw = len / 8, tail = len % 8, o = 0;
 
-	while (i + 8 <= len) {
-		if (load64(s + i)) {
-			i += 8;
-			continue;
+	for (size_t g = 0; g < nw; g += PFS_ZR_GROUP) {
+		size_t n = nw - g < PFS_ZR_GROUP ? nw - g : PFS_ZR_GROUP;
+		uint64_t mask = 0;
+		uint8_t *out;
+
+		/* Each word is stored whether or not it is kept: room for all. */
+		if (cap - o < 8 + 8 * n)
+			return 0;
+		out = dst + o + 8;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t w = load64(s + 8 * (g + i));
+			uint64_t nz = w != 0;
+			memcpy(out, &w, 8);
+			out += 8 * nz;
+			mask |= nz << i;
 		}
-		/* A zero word: find the whole run, bytewise at its edges. */
-		size_t zs = i, ze = i + 8;
-		while (ze + 8 <= len && load64(s + ze) == 0)
-			ze += 8;
-		while (ze < len && s[ze] == 0)
-			ze++;
-		while (zs > lit && s[zs - 1] == 0)
-			zs--;
-		if (ze - zs >= ZR_MIN_RUN) {
-			if (!zr_record(dst, cap, &o, s + lit, zs - lit, ze - zs))
-				return 0;
-			lit = ze;
-		}
-		i = ze;
+		put64(dst + o, mask);
+		o = (size_t)(out - dst);
+		if (o > lim)
+			return 0;
 	}
-	if (lit < len && !zr_record(dst, cap, &o, s + lit, len - lit, 0))
-		return 0;
+	if (tail) {
+		if (lim - o < tail)
+			return 0;
+		memcpy(dst + o, s + 8 * nw, tail);
+		o += tail;
+	}
 	return o;
 }
 
@@ -191,37 +157,60 @@ size_t pfs_zr_maybe_encode(const void *src, size_t len, void *dst, size_t cap)
 	if (len < PFS_LZ4_MIN || len > PFS_MAX_PAYLOAD)
 		return 0;
 	if (len > 4 * TRIAL_LEN) {
-		uint8_t trial[TRIAL_LEN];
+		uint8_t trial[TRIAL_LEN + 8 * (TRIAL_LEN / 8 / PFS_ZR_GROUP)];
 		const uint8_t *mid = (const uint8_t *)src + (len / 2 - TRIAL_LEN / 2);
-		if (!zr_encode(mid, TRIAL_LEN, trial, TRIAL_LEN - TRIAL_LEN / 8))
+		if (!zr_encode(mid, TRIAL_LEN, trial, sizeof(trial), TRIAL_LEN - TRIAL_LEN / 8))
 			return 0;
 	}
-	if (cap > len - len / 8)
-		cap = len - len / 8;
-	return zr_encode(src, len, dst, cap);
+	return zr_encode(src, len, dst, cap, len - len / 8);
 }
 
 int pfs_zr_decode(const void *src, size_t wire_len, void *dst, size_t raw_len)
 {
 	const uint8_t *s = src;
 	uint8_t *d = dst;
-	size_t p = 0, o = 0;
+	size_t nw, tail, p = 0;
 
 	if (wire_len == 0 || wire_len > PFS_MAX_WIRE || raw_len == 0 || raw_len > PFS_MAX_PAYLOAD)
 		return -EBADMSG;
-	while (p < wire_len) {
-		uint32_t n, z;
-		if (get_varint(s, wire_len, &p, &n) < 0 || n > wire_len - p || n > raw_len - o)
+	nw = raw_len / 8;
+	tail = raw_len % 8;
+	for (size_t g = 0; g < nw; g += PFS_ZR_GROUP) {
+		size_t n = nw - g < PFS_ZR_GROUP ? nw - g : PFS_ZR_GROUP;
+		uint64_t mask;
+
+		if (wire_len - p < 8)
 			return -EBADMSG;
-		memcpy(d + o, s + p, n);
-		p += n;
-		o += n;
-		if (get_varint(s, wire_len, &p, &z) < 0 || z > raw_len - o || (n == 0 && z == 0))
+		mask = (uint64_t)get32(s + p) | (uint64_t)get32(s + p + 4) << 32;
+		p += 8;
+		if (n < PFS_ZR_GROUP && mask >> n)
 			return -EBADMSG;
-		memset(d + o, 0, z);
-		o += z;
+		if (wire_len - p < 8 * (size_t)__builtin_popcountll(mask))
+			return -EBADMSG;
+		if (wire_len - p >= 8 * n) {
+			/* Room to load a word for every position: no branches
+			 * (a zero word loads the next present one and masks
+			 * it off). */
+			for (size_t i = 0; i < n; i++, d += 8) {
+				uint64_t nz = mask >> i & 1, w = load64(s + p) & -nz;
+				memcpy(d, &w, 8);
+				p += 8 * nz;
+			}
+		} else {
+			for (size_t i = 0; i < n; i++, d += 8) {
+				if (mask >> i & 1) {
+					memcpy(d, s + p, 8);
+					p += 8;
+				} else {
+					memset(d, 0, 8);
+				}
+			}
+		}
 	}
-	return o == raw_len ? 0 : -EBADMSG;
+	if (wire_len - p != tail)
+		return -EBADMSG;
+	memcpy(d, s + p, tail);
+	return 0;
 }
 
 int pfs_payload_decode(uint16_t flags, const void *src, size_t wire_len, void *dst,
@@ -254,8 +243,8 @@ size_t pfs_frame_prepare(uint8_t *hdr_out, uint64_t id, uint16_t op, uint16_t fl
 	*wire = payload;
 	if (!scratch || len < PFS_LZ4_MIN || scratch_cap < pfs_lz4_bound(len))
 		codecs = 0;
-	/* Zero runs first: they cost a scan. Half the size is good enough
-	 * not to spend LZ4's CPU on the rest. */
+	/* Zero words first: they cost one pass. Half the size is good
+	 * enough not to spend LZ4's CPU on the rest. */
 	if (codecs & PFS_CAP_ZR)
 		z = pfs_zr_maybe_encode(payload, len, scratch, scratch_cap);
 	if (z && z <= len / 2) {
@@ -269,7 +258,7 @@ size_t pfs_frame_prepare(uint8_t *hdr_out, uint64_t id, uint16_t op, uint16_t fl
 			h.flags |= PFS_FF_LZ4;
 			*wire = scratch;
 		} else if (z) {
-			/* LZ4 overwrote the scratch: code the zero runs again. */
+			/* LZ4 overwrote the scratch: code the zero words again. */
 			z = pfs_zr_maybe_encode(payload, len, scratch, scratch_cap);
 			h.wire_len = (uint32_t)z;
 			h.flags |= PFS_FF_ZR;

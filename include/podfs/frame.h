@@ -20,7 +20,7 @@ void pfs_hdr_pack(uint8_t *out, const struct pfs_frame_hdr *h);
  * Returns 0, or -EBADMSG if: an unknown flag is set, op >= PFS_OP_MAX,
  * raw_len > max_raw, wire_len exceeds the LZ4 bound of raw_len, an
  * uncompressed frame has wire_len != raw_len, an LZ4 frame has
- * raw_len == 0 or wire_len == 0, a zero-run frame has wire_len == 0 or
+ * raw_len == 0 or wire_len == 0, a zero-word frame has wire_len == 0 or
  * wire_len > raw_len, or both PFS_FF_LZ4 and PFS_FF_ZR are set. */
 int pfs_hdr_unpack(const uint8_t *in, struct pfs_frame_hdr *h, size_t max_raw);
 
@@ -38,15 +38,15 @@ size_t pfs_lz4_maybe_compress(const void *src, size_t len, void *dst, size_t cap
  * exactly raw_len bytes. Never writes past dst[raw_len]. */
 int pfs_lz4_decompress(const void *src, size_t wire_len, void *dst, size_t raw_len);
 
-/* Zero-run codes src[len] into dst[cap] (format in wire.h) if that pays:
- * len >= PFS_LZ4_MIN, a quick trial on 4 KiB from the middle shows zero
- * runs, and the result saves >= 1/8. The cost is one scan of src plus a
- * copy of its non-zero bytes: no entropy coding.
+/* Zero-word codes src[len] into dst[cap] (format in wire.h) if that pays:
+ * len >= PFS_LZ4_MIN, a quick trial on 4 KiB from the middle has zero
+ * words, and the result saves >= 1/8. The cost is one branch-free pass
+ * over src that copies its non-zero words: no entropy coding.
  * Returns the coded size, or 0 meaning "send it raw" (dst is then garbage).
  * Never writes past dst[cap]. */
 size_t pfs_zr_maybe_encode(const void *src, size_t len, void *dst, size_t cap);
 
-/* Expands a zero-run coded block of wire_len bytes from a peer into exactly
+/* Expands a zero-word coded block of wire_len bytes from a peer into exactly
  * raw_len bytes. Returns 0, or -EBADMSG if the block is malformed (see
  * wire.h) or does not expand to exactly raw_len bytes, or raw_len is 0 or
  * over PFS_MAX_PAYLOAD. Never writes past dst[raw_len]. */
@@ -59,7 +59,7 @@ int pfs_payload_decode(uint16_t flags, const void *src, size_t wire_len, void *d
 
 /* Fills hdr_out and chooses the bytes to send. codecs is the set of
  * PFS_CAP_LZ4 / PFS_CAP_ZR codings the peer accepts (0: send raw).
- * Policy: zero-run coding first (nearly free); it is kept if it halves the
+ * Policy: zero-word coding first (nearly free); it is kept if it halves the
  * payload; otherwise LZ4 is tried and the smaller result that saves >= 1/8
  * wins. Incompressible data is rejected by two 4 KiB trials. When a coding
  * is used (scratch must hold pfs_lz4_bound(len)), *wire points at scratch

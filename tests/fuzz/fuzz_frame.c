@@ -1,5 +1,5 @@
 /* fuzz_frame.c: the frame header check and the payload decoders (LZ4 and
- * zero runs) on arbitrary bytes: a 24-byte header, then the payload.
+ * zero words) on arbitrary bytes: a 24-byte header, then the payload.
  *
  * Properties: unpack never crashes and accepts only headers within the
  * limits of wire.h; an accepted header packs back to the same bytes; each

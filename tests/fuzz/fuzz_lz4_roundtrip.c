@@ -1,4 +1,4 @@
-/* fuzz_lz4_roundtrip.c: compress-if-it-pays (LZ4 and zero runs), then
+/* fuzz_lz4_roundtrip.c: compress-if-it-pays (LZ4 and zero words), then
  * decode, must give back the input byte for byte (lz4
  * ossfuzz/round_trip_fuzzer style).
  *
@@ -7,7 +7,7 @@
  * 1 + byte1 % 16 times; 2 = the rest tiled to (byte1 + 1) KiB.
  * Properties: a compressed result is only produced for payloads of at
  * least PFS_LZ4_MIN bytes, saves at least 1/8, round-trips exactly, and
- * does not decode to any other length; the same for zero-run coding;
+ * does not decode to any other length; the same for zero-word coding;
  * pfs_frame_prepare agrees (with LZ4 only) and, with both codings, picks one
  * that round-trips and whose header passes pfs_hdr_unpack.
  */

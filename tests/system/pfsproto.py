@@ -214,55 +214,45 @@ class Reader:
             raise BadReply(f"{self.left()} trailing bytes")
 
 
-# --- zero-run coding (wire.h, PFS_FF_ZR) ------------------------------------
+# --- zero-word coding (wire.h, PFS_FF_ZR) -----------------------------------
 
-def zr_varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7f) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+ZR_GROUP = 64
 
 
-def zr_encode(records):
-    """A zero-run block from [(literal bytes, zero count), ...], as given
-    (no checks: tests use it to build malformed blocks too)."""
-    return b"".join(zr_varint(len(lit)) + lit + zr_varint(z) for lit, z in records)
+def zr_encode(data):
+    """Zero-word codes data (always; the caller decides if it pays)."""
+    nw, out = len(data) // 8, bytearray()
+    for g in range(0, nw, ZR_GROUP):
+        words = [data[8 * i:8 * i + 8] for i in range(g, min(nw, g + ZR_GROUP))]
+        mask = sum(1 << i for i, w in enumerate(words) if any(w))
+        out += u64(mask) + b"".join(w for w in words if any(w))
+    return bytes(out + data[8 * nw:])
 
 
 def zr_decode(src, raw_len):
-    """Expands a zero-run block; raises BadReply if it breaks wire.h."""
-    dst = bytearray()
-    pos = 0
-
-    def varint():
-        nonlocal pos
-        v = 0
-        for i in range(3):
-            if pos >= len(src):
-                raise BadReply("zr truncated varint")
-            b = src[pos]
-            pos += 1
-            v |= (b & 0x7f) << (7 * i)
-            if not b & 0x80:
-                return v
-        raise BadReply("zr varint longer than 3 bytes")
-
-    if not src:
-        raise BadReply("zr empty block")
-    while pos < len(src):
-        n = varint()
-        if n > len(src) - pos or len(dst) + n > raw_len:
-            raise BadReply("zr literal past the end")
-        dst += src[pos:pos + n]
-        pos += n
-        z = varint()
-        if len(dst) + z > raw_len or (n == 0 and z == 0):
-            raise BadReply("zr bad zero run")
-        dst += bytes(z)
-    if len(dst) != raw_len:
-        raise BadReply(f"zr produced {len(dst)} bytes, header said {raw_len}")
+    """Expands a zero-word block; raises BadReply if it breaks wire.h."""
+    if not src or raw_len == 0:
+        raise BadReply("zr empty block or raw_len 0")
+    nw, dst, pos = raw_len // 8, bytearray(), 0
+    for g in range(0, nw, ZR_GROUP):
+        n = min(ZR_GROUP, nw - g)
+        if len(src) - pos < 8:
+            raise BadReply("zr truncated mask")
+        mask = int.from_bytes(src[pos:pos + 8], "little")
+        pos += 8
+        if mask >> n:
+            raise BadReply("zr mask bit past the last word")
+        for i in range(n):
+            if mask >> i & 1:
+                if len(src) - pos < 8:
+                    raise BadReply("zr missing word")
+                dst += src[pos:pos + 8]
+                pos += 8
+            else:
+                dst += bytes(8)
+    if len(src) - pos != raw_len % 8:
+        raise BadReply("zr block does not end with the tail")
+    dst += src[pos:]
     return bytes(dst)
 
 

@@ -356,8 +356,8 @@ def test_codings_read_back_on_other_host(pod):
         assert read_file(pod.export / name) == data, name
 
 
-def test_server_zero_run_replies_follow_the_spec(env, daemon, m):
-    """A READ reply for zero-heavy data comes zero-run coded to a peer that
+def test_server_zero_word_replies_follow_the_spec(env, daemon, m):
+    """A READ reply for zero-heavy data comes zero-word coded to a peer that
     offers CAP_ZR, and pfsproto's independent decoder (written from
     wire.h) gets the file's bytes back; a peer without CAP_ZR never gets
     PFS_FF_ZR."""

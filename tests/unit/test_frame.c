@@ -1,5 +1,5 @@
 /* test_frame.c: unit tests of the frame header, per-frame LZ4 and
- * zero-run coding (frame.h): header layout and validation, the
+ * zero-word coding (frame.h): header layout and validation, the
  * code-if-it-pays decisions, and the decoders' defences against malformed,
  * truncated, mis-sized and over-large blocks.
  */
@@ -108,7 +108,7 @@ static void test_hdr_validation(void)
 		{UINT32_MAX, big, 1, lz, 0, big, -EBADMSG},
 		{hs, hs + 1, 1, lz, 0, hs, -EBADMSG},
 		{hs, big, 1, lz | PFS_FF_REPLY, 0, big, 0},
-		/* zero runs: 0 < wire_len <= raw_len, never together with LZ4 */
+		/* zero words: 0 < wire_len <= raw_len, never together with LZ4 */
 		{1, 1, 1, zr, 0, big, 0},
 		{1, big, 1, zr, 0, big, 0},
 		{big, big, 1, zr, 0, big, 0},
@@ -404,15 +404,16 @@ static void test_zr_roundtrips(void)
 	fill_sparse_floats(&st, buf, n);
 	c = zr_roundtrip(buf, n);
 	CHECK(c > 0 && c < n / 2);
-	/* All zeros: a handful of bytes. */
+	/* All zeros: only the masks. */
 	memset(buf, 0, n);
 	c = zr_roundtrip(buf, n);
-	CHECK(c > 0 && c < 16);
+	CHECK_EQ(c, 8 * (n / 8 / PFS_ZR_GROUP));
 	/* Random: not coded, and rejected by the trial. */
 	test_fill_random(&st, buf, n);
 	CHECK_EQ(zr_roundtrip(buf, n), 0);
-	/* Zeros only at the edges, odd lengths, runs straddling words and
-	 * runs too short to pay: every layout round-trips exactly. */
+	/* Zeros only at the edges, odd lengths (tails), runs straddling
+	 * words and runs too short to make a zero word: every layout
+	 * round-trips exactly. */
 	for (size_t len = PFS_LZ4_MIN; len < PFS_LZ4_MIN + 40; len++) {
 		for (unsigned pat = 0; pat < 6; pat++) {
 			test_fill_random(&st, buf, len);
@@ -422,7 +423,7 @@ static void test_zr_roundtrips(void)
 				case 0: z = i < len / 2; break;               /* leading zeros */
 				case 1: z = i >= len / 3; break;              /* trailing zeros */
 				case 2: z = (i / 13) % 2 == 0; break;         /* 13-byte runs */
-				case 3: z = (i % 16) < 7; break;              /* 7: too short */
+				case 3: z = (i % 16) < 7; break;              /* no zero word */
 				case 4: z = i % 1 == 0; break;                /* all zero */
 				case 5: z = (i / 3) % 5 != 0; break;          /* 12-byte runs */
 				}
@@ -454,29 +455,31 @@ static void test_zr_roundtrips(void)
 
 static void test_zr_decode_rejects(void)
 {
-	uint8_t out[256];
+	uint8_t out[1024];
+#define M(v) (uint8_t)(v), 0, 0, 0, 0, 0, 0, 0 /* a mask with bits in its low byte */
+#define W(c) c, c, c, c, c, c, c, c               /* a word of 8 bytes c */
 	const struct {
 		const char *what;
-		uint8_t in[12];
+		uint8_t in[40];
 		size_t len, raw;
 		int want;
 	} cases[] = {
-		{"lit 2 + 3 zeros", {2, 'a', 'b', 3}, 4, 5, 0},
-		{"two records", {1, 'x', 2, 0, 3}, 5, 6, 0},
-		{"zeros only", {0, 40}, 2, 40, 0},
-		{"2-byte varint", {0, 0x80, 0x01}, 3, 128, 0},
-		{"3-byte varint, too big for the buffer", {0, 0x80, 0x80, 0x01}, 4, 64, -EBADMSG},
-		{"4-byte varint", {0, 0x80, 0x80, 0x80, 0x01}, 5, 64, -EBADMSG},
-		{"empty record", {0, 0, 1, 'a', 0}, 5, 1, -EBADMSG},
-		{"literal past the end", {5, 'a', 'b'}, 3, 5, -EBADMSG},
-		{"literal past raw_len", {3, 'a', 'b', 'c', 0}, 5, 2, -EBADMSG},
-		{"zeros past raw_len", {1, 'a', 9}, 3, 5, -EBADMSG},
-		{"short of raw_len", {1, 'a', 2}, 3, 10, -EBADMSG},
-		{"truncated varint", {1, 'a', 0x80}, 3, 10, -EBADMSG},
-		{"missing zero count", {1, 'a'}, 2, 1, -EBADMSG},
-		{"raw_len 0", {1, 'a', 0}, 3, 0, -EBADMSG},
-		{"empty block", {0}, 0, 1, -EBADMSG},
+		{"words 0 and 2 of 3", {M(5), W(1), W(2)}, 24, 24, 0},
+		{"tail only", {1, 2, 3, 4, 5}, 5, 5, 0},
+		{"word 1 of 2 + 3-byte tail", {M(2), W(7), 8, 9, 10}, 19, 19, 0},
+		{"all zero words", {M(0)}, 8, 16, 0},
+		{"two groups", {M(0), M(1), W(3)}, 24, 64 * 8 + 8, 0},
+		{"a third group", {M(0), M(0), M(1), W(3)}, 32, 64 * 8 + 8, -EBADMSG},
+		{"mask bit past the last word", {M(4)}, 8, 16, -EBADMSG},
+		{"missing word", {M(3), W(1)}, 16, 16, -EBADMSG},
+		{"bytes left over", {M(1), W(1), 0}, 17, 16, -EBADMSG},
+		{"tail short", {M(0), 1, 2}, 10, 19, -EBADMSG},
+		{"truncated mask", {0, 0, 0, 0, 0}, 5, 16, -EBADMSG},
+		{"raw_len 0", {1}, 1, 0, -EBADMSG},
+		{"empty block", {0}, 0, 8, -EBADMSG},
 	};
+#undef M
+#undef W
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		/* Exact-size heap copy of the block: ASan catches over-reads. */
 		uint8_t *blk = malloc(cases[i].len ? cases[i].len : 1);
@@ -493,36 +496,38 @@ static void test_zr_decode_rejects(void)
 				break;
 		free(blk);
 	}
-	/* Bombs: a few bytes claiming more than PFS_MAX_PAYLOAD are refused
-	 * before anything is written; a valid block expanding to exactly the
-	 * limit is accepted. */
+	/* Spot checks of what the good ones decode to. */
 	{
-		uint8_t bomb[] = {0, 0xff, 0xff, 0x7f}, guard = 0x5a;
-		CHECK_EQ(pfs_zr_decode(bomb, sizeof bomb, &guard, (size_t)PFS_MAX_PAYLOAD + 1),
-			 -EBADMSG);
-		CHECK(guard == 0x5a);
-		uint8_t *big = malloc(PFS_MAX_PAYLOAD);
-		uint8_t lim[4];
-		size_t k = 0;
-		uint32_t v = PFS_MAX_PAYLOAD;
-		lim[k++] = 0;
-		while (v >= 0x80) {
-			lim[k++] = (uint8_t)(v | 0x80);
-			v >>= 7;
-		}
-		lim[k++] = (uint8_t)v;
-		if (CHECK(big)) {
-			CHECK_EQ(pfs_zr_decode(lim, k, big, PFS_MAX_PAYLOAD), 0);
+		uint8_t blk[] = {2, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7, 7, 8, 9, 10};
+		static const uint8_t want[19] = {0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7, 7,
+						 8, 9, 10};
+		CHECK_EQ(pfs_zr_decode(blk, sizeof blk, out, sizeof want), 0);
+		CHECK_MEM(out, want, sizeof want);
+	}
+	/* Bombs: a block claiming more than PFS_MAX_PAYLOAD is refused before
+	 * anything is written; a valid one expanding to exactly the limit
+	 * (all masks zero) is accepted. */
+	{
+		size_t masks = 8 * ((PFS_MAX_PAYLOAD / 8 + PFS_ZR_GROUP - 1) / PFS_ZR_GROUP);
+		uint8_t *lim = calloc(1, masks), *big = malloc(PFS_MAX_PAYLOAD), guard = 0x5a;
+		if (CHECK(lim && big)) {
+			CHECK_EQ(pfs_zr_decode(lim, masks, &guard, (size_t)PFS_MAX_PAYLOAD + 1),
+				 -EBADMSG);
+			CHECK(guard == 0x5a);
+			memset(big, 0x33, PFS_MAX_PAYLOAD);
+			CHECK_EQ(pfs_zr_decode(lim, masks, big, PFS_MAX_PAYLOAD), 0);
 			CHECK(big[0] == 0 && big[PFS_MAX_PAYLOAD - 1] == 0);
+			CHECK_EQ(pfs_zr_decode(lim, masks - 1, big, PFS_MAX_PAYLOAD), -EBADMSG);
 		}
+		free(lim);
 		free(big);
 	}
 	/* The dispatcher: unknown or double coding flags are refused. */
 	{
-		uint8_t blk[] = {1, 'a', 0};
-		CHECK_EQ(pfs_payload_decode(PFS_FF_ZR, blk, 3, out, 1), 0);
-		CHECK_EQ(pfs_payload_decode(0, blk, 3, out, 1), -EBADMSG);
-		CHECK_EQ(pfs_payload_decode(PFS_FF_ZR | PFS_FF_LZ4, blk, 3, out, 1), -EBADMSG);
+		uint8_t blk[] = {1, 2, 3};
+		CHECK_EQ(pfs_payload_decode(PFS_FF_ZR, blk, 3, out, 3), 0);
+		CHECK_EQ(pfs_payload_decode(0, blk, 3, out, 3), -EBADMSG);
+		CHECK_EQ(pfs_payload_decode(PFS_FF_ZR | PFS_FF_LZ4, blk, 3, out, 3), -EBADMSG);
 	}
 }
 
@@ -591,7 +596,7 @@ static void test_frame_prepare(void)
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == PFS_FF_REPLY && wl == 0 && h.status == ENOENT && h.wire_len == 0);
 
-	/* Mostly zeros, both codings offered: zero runs win (they halve it
+	/* Mostly zeros, both codings offered: zero words win (they halve it
 	 * at almost no CPU), and a stray ZR flag from the caller is cleared
 	 * when the payload goes raw. */
 	wl = pfs_frame_prepare(hdr, 83, PFS_OP_WRITE, 0, 0, sparse, n, PFS_CAPS_CODECS, scratch,
@@ -606,7 +611,7 @@ static void test_frame_prepare(void)
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == 0 && wire == rnd && wl == n);
 
-	/* Text without zeros: zero runs do not pay, LZ4 does. */
+	/* Text without zeros: zero words do not pay, LZ4 does. */
 	for (size_t i = 0; i < n; i++)
 		back[i] = (uint8_t)"tensor weights 0.125 0.25 0.5\n"[i % 31];
 	wl = pfs_frame_prepare(hdr, 85, PFS_OP_WRITE, 0, 0, back, n, PFS_CAPS_CODECS, scratch,
