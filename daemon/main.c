@@ -366,9 +366,10 @@ static void daemonize(struct pfsd *d)
 static void log_stats(struct pfsd *d)
 {
 	pfs_notice("bytes: received %llu on the wire (%llu uncompressed), sent %llu on the wire "
-		   "(%llu uncompressed)",
+		   "(%llu uncompressed, %llu of them zero-copy)",
 		   (unsigned long long)d->wire_in, (unsigned long long)d->raw_in,
-		   (unsigned long long)d->wire_out, (unsigned long long)d->raw_out);
+		   (unsigned long long)d->wire_out, (unsigned long long)d->raw_out,
+		   (unsigned long long)d->spliced);
 }
 
 static void usr1_cb(uv_signal_t *h, int signum)
@@ -454,6 +455,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		fatal("uv_loop_init: %s", uv_strerror(ret));
 	htab_init(&d->sessions);
+	pipes_init(&d->pipes);
 	d->it = interest_new();
 	ret = server_listen(d, err, sizeof(err), &port);
 	if (ret < 0)
@@ -498,6 +500,7 @@ int main(int argc, char **argv)
 	htab_fini(&d->sessions);
 	watch_free(d);
 	interest_free(d->it);
+	pipes_fini(&d->pipes);
 	handles_free(d->hs);
 	if (pidfile_abs)
 		unlink(pidfile_abs);

@@ -2,10 +2,12 @@
  * scheduling onto the thread pool and the write queue. Loop thread only. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "podfs/auth.h"
 #include "podfs/codec.h"
@@ -231,6 +233,103 @@ static void send_frame(struct conn *c, const uint8_t *hdr, const void *wire, siz
 		free(w);
 		conn_close(c, uv_strerror(ret));
 	}
+}
+
+/* Queues bytes that continue a frame already begun on the stream. */
+static void send_rest(struct conn *c, void *buf, size_t len, size_t acct, bool is_reply)
+{
+	struct wmsg *w = xmalloc(sizeof(*w));
+	uv_buf_t b = uv_buf_init((char *)buf, len);
+	int ret;
+
+	w->c = c;
+	w->own1 = buf;
+	w->own2 = NULL;
+	w->acct = acct + len;
+	w->is_reply = is_reply;
+	c->mem += len;
+	ret = uv_write(&w->wr, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
+	if (ret < 0) {
+		c->mem -= w->acct;
+		if (is_reply)
+			c->inflight--;
+		free(buf);
+		free(w);
+		conn_close(c, uv_strerror(ret));
+	}
+}
+
+/* Sends a READ reply whose data waits in r->pipe (dispatch.c
+ * read_spliced). If nothing else is queued on the stream, the header goes
+ * out now and the data moves from the pipe to the socket without a copy,
+ * as far as the socket takes it without blocking; whatever is left (all
+ * of it if frames are queued) is read out of the pipe and queued behind,
+ * so frames keep their order. The pipe holds the data already: neither
+ * step waits for the disk. */
+static void send_spliced(struct conn *c, struct req *r)
+{
+	uint8_t head[PFS_FRAME_HDR_SIZE + 16];
+	size_t hl = PFS_FRAME_HDR_SIZE + r->wirelen, hsent = 0, left = r->splice_len, got = 0;
+	uint8_t *rest;
+	int fd;
+
+	memcpy(head, r->hdr, PFS_FRAME_HDR_SIZE);
+	memcpy(head + PFS_FRAME_HDR_SIZE, r->wire, r->wirelen);
+	free(r->out);
+	r->out = NULL;
+	r->splice_len = 0;
+	if (c->closing) {
+		pipes_put(&c->d->pipes, r->pipe, false);
+		c->inflight--;
+		c->mem -= r->acct;
+		return;
+	}
+	c->d->wire_out += hl + left;
+	c->d->raw_out += hl + left;
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0 &&
+	    uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+		uv_buf_t b = uv_buf_init((char *)head, hl);
+		int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+		if (n > 0)
+			hsent = (size_t)n;
+		while (hsent == hl && left) {
+			ssize_t k = splice(r->pipe[0], NULL, fd, NULL, left,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				break; /* full (or failing): the rest is queued */
+			left -= (size_t)k;
+			c->d->spliced += (size_t)k;
+		}
+	}
+	if (hsent == hl && left == 0) {
+		pipes_put(&c->d->pipes, r->pipe, true);
+		c->inflight--;
+		c->mem -= r->acct;
+		return;
+	}
+	rest = xmalloc(hl - hsent + left);
+	memcpy(rest, head + hsent, hl - hsent);
+	while (got < left) {
+		ssize_t k = read(r->pipe[0], rest + (hl - hsent) + got, left - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	pipes_put(&c->d->pipes, r->pipe, got == left);
+	if (got < left) {
+		/* The frame cannot be completed: the stream is unusable. */
+		pfs_err("conn %llu: READ reply data lost from its pipe", (unsigned long long)c->id);
+		free(rest);
+		c->inflight--;
+		c->mem -= r->acct;
+		conn_close(c, "internal error");
+		return;
+	}
+	send_rest(c, rest, hl - hsent + left, r->acct, true);
 }
 
 void conn_send(struct conn *c, const uint8_t *hdr, const void *wire, size_t len, void *own1,
@@ -566,7 +665,10 @@ static void after_work_cb(uv_work_t *work, int status)
 	if (r->violation && !c->closing)
 		violation(c, "bad compressed payload");
 	free(r->in);
-	send_frame(c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
+	if (r->splice_len)
+		send_spliced(c, r);
+	else
+		send_frame(c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
 	if (s) {
 		inflight_del(s, r);
 		push_flush(s);

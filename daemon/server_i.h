@@ -96,6 +96,8 @@ struct req {
 	void *scratch;         /* compressed payload, owned */
 	const void *wire;
 	size_t wirelen;
+	int pipe[2];           /* splice_len > 0: the rest of the payload */
+	size_t splice_len;     /* payload bytes waiting in pipe after wire */
 	struct inval *invals;
 };
 

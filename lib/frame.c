@@ -213,6 +213,25 @@ int pfs_zr_decode(const void *src, size_t wire_len, void *dst, size_t raw_len)
 	return 0;
 }
 
+bool pfs_frame_may_code(const void *sample, size_t len, unsigned codecs)
+{
+	uint8_t buf[TRIAL_LEN + TRIAL_LEN / 255 + 16];
+	int n;
+
+	if (len > TRIAL_LEN)
+		len = TRIAL_LEN;
+	if (len < 8)
+		return false;
+	if ((codecs & PFS_CAP_ZR) && zr_encode(sample, len, buf, sizeof(buf), len - len / 8))
+		return true;
+	if (codecs & PFS_CAP_LZ4) {
+		n = LZ4_compress_default(sample, (char *)buf, (int)len, (int)sizeof(buf));
+		if (n > 0 && (size_t)n <= len - len / 8)
+			return true;
+	}
+	return false;
+}
+
 int pfs_payload_decode(uint16_t flags, const void *src, size_t wire_len, void *dst,
 		       size_t raw_len)
 {

@@ -57,6 +57,11 @@ int pfs_zr_decode(const void *src, size_t wire_len, void *dst, size_t raw_len);
 int pfs_payload_decode(uint16_t flags, const void *src, size_t wire_len, void *dst,
 		       size_t raw_len);
 
+/* Whether a payload whose middle looks like sample[len] (at most 4 KiB
+ * are looked at) might be coded by pfs_frame_prepare with these codecs:
+ * the trials it runs. False means it would surely go out raw. */
+bool pfs_frame_may_code(const void *sample, size_t len, unsigned codecs);
+
 /* Fills hdr_out and chooses the bytes to send. codecs is the set of
  * PFS_CAP_LZ4 / PFS_CAP_ZR codings the peer accepts (0: send raw).
  * Policy: zero-word coding first (nearly free); it is kept if it halves the
