@@ -23,6 +23,9 @@ struct rpc_req {
 	bool done;
 	int32_t status;
 	struct rpc_reply rep;
+	uint16_t coded;    /* PFS_FF_CODED bits: rep.buf holds wire_len coded bytes */
+	uint32_t wire_len;
+	uint64_t rx_gen;   /* connection the reply came on */
 	pthread_cond_t cond;
 };
 
@@ -173,6 +176,25 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		rpc_reply_free(&r.rep);
 		return -r.status;
 	}
+	if (r.coded) {
+		/* Decoded here, in the caller's thread, so that the one
+		 * receiving thread only moves bytes off the socket. */
+		uint8_t *raw = malloc(r.rep.len ? r.rep.len : 1);
+		if (!raw) {
+			rpc_reply_free(&r.rep);
+			return -ENOMEM;
+		}
+		if (pfs_payload_decode(r.coded, r.rep.buf, r.wire_len, raw, r.rep.len) < 0) {
+			pfs_err("bad compressed reply from %s (%s): dropping the connection",
+				rpc->c->hostport, pfs_op_name(op));
+			free(raw);
+			rpc_reply_free(&r.rep);
+			transport_drop(rpc->c->tr, r.rx_gen);
+			return -EIO;
+		}
+		free(r.rep.buf);
+		r.rep.buf = raw;
+	}
 	*rep = r.rep;
 	return 0;
 
@@ -250,6 +272,9 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 		r->rep.buf = payload;
 		r->rep.len = h->raw_len;
 		r->rep.verf = boot_id;
+		r->coded = h->flags & PFS_FF_CODED;
+		r->wire_len = h->wire_len;
+		r->rx_gen = rpc->gen;
 	}
 	pthread_cond_signal(&r->cond);
 	pthread_mutex_unlock(&rpc->lock);

@@ -241,6 +241,14 @@ int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 	return rc;
 }
 
+void transport_drop(struct transport *t, uint64_t gen)
+{
+	pthread_mutex_lock(&t->send_lock);
+	if (t->fd >= 0 && t->gen == gen)
+		shutdown(t->fd, SHUT_RDWR); /* the connection thread reconnects */
+	pthread_mutex_unlock(&t->send_lock);
+}
+
 /* ---- connecting ---- */
 
 static void tune_socket(int fd)
@@ -600,6 +608,22 @@ static int recv_loop(struct transport *t, int fd)
 			return -EPROTO;
 		}
 		uint8_t *payload = NULL;
+		if ((h.flags & PFS_FF_CODED) && (h.flags & PFS_FF_REPLY)) {
+			/* The caller decodes it (rpc.c), off this thread. */
+			payload = malloc(h.wire_len);
+			if (!payload)
+				return -ENOMEM;
+			if ((rc = rb_read(t, fd, payload, h.wire_len)) < 0) {
+				free(payload);
+				return rc;
+			}
+			atomic_fetch_add_explicit(&t->c->st_wire_in, PFS_FRAME_HDR_SIZE + h.wire_len,
+						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&t->c->st_raw_in, PFS_FRAME_HDR_SIZE + h.raw_len,
+						  memory_order_relaxed);
+			rpc_complete(t->c->rpc, &h, payload, t->boot_id);
+			continue;
+		}
 		if (h.raw_len) {
 			payload = malloc(h.raw_len);
 			if (!payload)

@@ -45,4 +45,9 @@ void transport_stop(struct transport *t);
 int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 		   const void *payload, size_t len, unsigned codecs);
 
+/* Closes the connection of generation gen if it is still the current one
+ * (a peer that broke the protocol); the connection thread reconnects.
+ * Thread-safe. */
+void transport_drop(struct transport *t, uint64_t gen);
+
 #endif /* PODFS_TRANSPORT_I_H */
