@@ -12,6 +12,7 @@ void pipes_init(struct pipes *pp)
 {
 	pthread_mutex_init(&pp->lock, NULL);
 	pp->n = 0;
+	pp->out = 0;
 	pp->off = false;
 }
 
@@ -38,6 +39,7 @@ int pipes_get(struct pipes *pp, int p[2])
 		pp->n--;
 		p[0] = pp->fds[pp->n][0];
 		p[1] = pp->fds[pp->n][1];
+		pp->out++;
 		pthread_mutex_unlock(&pp->lock);
 		return 0;
 	}
@@ -55,18 +57,27 @@ int pipes_get(struct pipes *pp, int p[2])
 		close(p[0]);
 		close(p[1]);
 		pthread_mutex_lock(&pp->lock);
-		if (!pp->off)
+		/* With none in use, big pipes are not allowed at all; else it
+		 * may be the per-user pipe budget: copy this time only. */
+		if (!pp->out && !pp->n) {
 			pfs_notice("pipes of %u bytes unavailable (%s): READ replies are copied",
 				   PFS_MAX_IO, strerror(err));
-		pp->off = true;
+			pp->off = true;
+		}
 		pthread_mutex_unlock(&pp->lock);
 		return -1;
 	}
+	pthread_mutex_lock(&pp->lock);
+	pp->out++;
+	pthread_mutex_unlock(&pp->lock);
 	return 0;
 }
 
 void pipes_put(struct pipes *pp, int p[2], bool empty)
 {
+	pthread_mutex_lock(&pp->lock);
+	pp->out--;
+	pthread_mutex_unlock(&pp->lock);
 	if (empty) {
 		pthread_mutex_lock(&pp->lock);
 		if (pp->n < PIPES_POOL) {

@@ -12,12 +12,13 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#define PIPES_POOL 32
+#define PIPES_POOL 16
 
 struct pipes {
 	pthread_mutex_t lock;
 	int fds[PIPES_POOL][2]; /* idle, empty pipes */
 	unsigned n;
+	unsigned out;           /* handed out by pipes_get, not yet put back */
 	bool off;               /* pipes too small here: splice is not used */
 };
 
