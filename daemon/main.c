@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "podfs/auth.h"
+#include "podfs/frame.h"
 #include "podfs/log.h"
 #include "handles_i.h"
 #include "pfsd_i.h"
@@ -392,7 +393,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 
 int main(int argc, char **argv)
 {
-	struct pfsd *d = xcalloc(1, sizeof(*d));
+	struct pfsd *d;
 	uint8_t hkey[PFSD_HKEY_LEN];
 	char err[512], tp[16], portbuf[16];
 	const char *genkey;
@@ -400,6 +401,8 @@ int main(int argc, char **argv)
 	size_t nofile, cache_max;
 	int export_fd, port, ret;
 
+	pfs_payload_alloc_tune();
+	d = xcalloc(1, sizeof(*d));
 	genkey = parse_args(&d->o, argc, argv);
 	pfs_log_init("podfsd", d->o.log_level);
 	if (genkey) {

@@ -74,4 +74,11 @@ size_t pfs_frame_prepare(uint8_t *hdr_out, uint64_t id, uint16_t op, uint16_t fl
 			 int32_t status, const void *payload, size_t len, unsigned codecs,
 			 void *scratch, size_t scratch_cap, const void **wire);
 
+/* Process start-up, before threads: makes malloc keep payload-sized
+ * buffers (up to a few MiB) in its heap instead of mapping and unmapping
+ * each one, so that the many 1 MiB buffers a stream allocates and frees
+ * do not each cost page faults, zeroing and TLB shootdowns. Freed memory
+ * is returned to the system only beyond 128 MiB of free heap. */
+void pfs_payload_alloc_tune(void);
+
 #endif /* PODFS_FRAME_H */
