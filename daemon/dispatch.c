@@ -460,6 +460,54 @@ static int op_create(struct op *o)
 	return 0;
 }
 
+/* READs of at least this many bytes may go out zero-copy. */
+#define SPLICE_MIN (64u * 1024)
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+/* Zero-copy READ: when the reply would go out uncoded anyway (a 4 KiB
+ * sample from the middle of the range says so: the same trials the
+ * coder runs), the file's pages move into a pipe here, where waiting for
+ * the disk is fine, and from the pipe into the socket on the loop
+ * (server.c send_spliced). Returns 1 if the reply is set up that way
+ * (o->w holds the u32 length, the data waits in r->pipe), 0 to read
+ * by copying instead: also on any trouble with the pipe, so that errors
+ * are reported by the ordinary path. */
+static int read_spliced(struct op *o, struct hent *e, const struct pfs_read_req *m)
+{
+	struct req *r = o->r;
+	uint8_t sample[4096];
+	int p[2];
+	ssize_t n;
+
+	if (r->codecs) {
+		n = export_read(&o->x, e, m->fid, m->flags, m->offset + m->size / 2 - sizeof(sample) / 2,
+				sizeof(sample), sample);
+		if (n <= 0 || pfs_frame_may_code(sample, (size_t)n, r->codecs))
+			return 0;
+	}
+	if (pipes_get(&o->d->pipes, p) < 0)
+		return 0;
+	n = export_read_splice(&o->x, e, m->fid, m->flags, m->offset, m->size, p[1]);
+	if (n <= 0) {
+		pipes_put(&o->d->pipes, p, false);
+		return 0;
+	}
+	reply_alloc(o, 4);
+	put_le32(o->w.buf, (uint32_t)n);
+	o->w.len = 4;
+	r->pipe[0] = p[0];
+	r->pipe[1] = p[1];
+	r->splice_len = (size_t)n;
+	return 1;
+}
+
 static int op_read(struct op *o)
 {
 	struct pfs_read_req m;
@@ -474,6 +522,13 @@ static int op_read(struct op *o)
 	if (ret < 0)
 		return ret;
 	export_note(&o->x, &m.fh);
+	if (m.size >= SPLICE_MIN) {
+		ret = read_spliced(o, e, &m);
+		if (ret != 0) {
+			end(o, e, NULL);
+			return ret < 0 ? ret : 0;
+		}
+	}
 	/* read_rep is "u32 len + data": read straight into the reply. */
 	reply_alloc(o, 4 + (size_t)m.size);
 	n = export_read(&o->x, e, m.fid, m.flags, m.offset, m.size, o->w.buf + 4);
@@ -919,9 +974,9 @@ int dispatch_forget(struct pfsd *d, struct session *s, const struct pfs_frame_hd
 	unsigned count = 0;
 	int ret;
 
-	if (h->flags & PFS_FF_LZ4) {
+	if (h->flags & PFS_FF_CODED) {
 		dec = xmalloc(h->raw_len ? h->raw_len : 1);
-		if (pfs_lz4_decompress(wire, h->wire_len, dec, h->raw_len) < 0) {
+		if (pfs_payload_decode(h->flags, wire, h->wire_len, dec, h->raw_len) < 0) {
 			free(dec);
 			return -EBADMSG;
 		}
@@ -1031,9 +1086,9 @@ void dispatch_work_cb(uv_work_t *w)
 	o.x.watch = r->d->watch;
 	o.in = r->in;
 	o.inlen = r->h.wire_len;
-	if (r->h.flags & PFS_FF_LZ4) {
+	if (r->h.flags & PFS_FF_CODED) {
 		dec = xmalloc(r->h.raw_len);
-		if (pfs_lz4_decompress(r->in, r->h.wire_len, dec, r->h.raw_len) < 0) {
+		if (pfs_payload_decode(r->h.flags, r->in, r->h.wire_len, dec, r->h.raw_len) < 0) {
 			free(dec);
 			r->violation = true;
 			return;
@@ -1067,17 +1122,30 @@ void dispatch_work_cb(uv_work_t *w)
 		o.w.buf = NULL;
 		o.w.len = 0;
 		r->status = -ret;
+		if (r->splice_len) {
+			pipes_put(&r->d->pipes, r->pipe, false);
+			r->splice_len = 0;
+		}
 	} else {
 		pfs_debug("conn %llu req %llu %s: ok, %zu bytes", (unsigned long long)r->c->id,
 			  (unsigned long long)r->h.id, pfs_op_name(opc), o.w.len);
 		r->status = 0;
 	}
-	if (r->compress && o.w.len >= PFS_LZ4_MIN) {
+	if (r->splice_len) {
+		/* Header for the whole payload; its tail is in the pipe. */
+		pfs_frame_prepare(r->hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY, 0, o.w.buf,
+				  o.w.len + r->splice_len, 0, NULL, 0, &r->wire);
+		r->wirelen = o.w.len;
+		r->out = o.w.buf;
+		r->scratch = NULL;
+		return;
+	}
+	if (r->codecs && o.w.len >= PFS_LZ4_MIN) {
 		cap = pfs_lz4_bound(o.w.len);
 		scratch = xmalloc(cap);
 	}
 	r->wirelen = pfs_frame_prepare(r->hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY, r->status,
-				       o.w.buf, o.w.len, r->compress, scratch, cap, &r->wire);
+				       o.w.buf, o.w.len, r->codecs, scratch, cap, &r->wire);
 	if (scratch && r->wire == scratch) {
 		free(o.w.buf); /* only the compressed bytes go out */
 		o.w.buf = NULL;

@@ -524,6 +524,36 @@ ssize_t export_read(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flag
 	return (ssize_t)got;
 }
 
+ssize_t export_read_splice(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
+			   uint64_t off, uint32_t size, int pipe_w)
+{
+	struct fid *f;
+	size_t got = 0;
+	ssize_t ret;
+
+	if (off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = fid_for(x, obj, fid, (int)(flags & INT_MAX), &f);
+	if (ret < 0)
+		return ret;
+	while (got < size) {
+		loff_t o = (loff_t)(off + got);
+		ssize_t n = splice(f->fd, &o, pipe_w, NULL, size - got,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			got = (size_t)-errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	session_fid_put(x->s, f);
+	return (ssize_t)got;
+}
+
 int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, uint64_t off,
 		 const uint8_t *data, uint32_t len, uint32_t *written, struct pfs_attr *a)
 {

@@ -68,6 +68,12 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 /* Reads up to size bytes into buf; returns the count. */
 ssize_t export_read(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
 		    uint64_t off, uint32_t size, uint8_t *buf);
+/* As export_read, but moves the file's pages into the pipe pipe_w
+ * (non-blocking; it must have room for size bytes) without copying them.
+ * Returns the count, or -errno; -EAGAIN if the pipe filled up, -EINVAL if
+ * the file cannot be spliced. Worker thread: may wait for the disk. */
+ssize_t export_read_splice(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
+			   uint64_t off, uint32_t size, int pipe_w);
 int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, uint64_t off,
 		 const uint8_t *data, uint32_t len, uint32_t *written, struct pfs_attr *a);
 int export_release(struct xop *x, uint64_t fid);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "podfs/auth.h"
+#include "podfs/frame.h"
 #include "podfs/log.h"
 #include "handles_i.h"
 #include "lockstate_i.h"
@@ -376,9 +377,10 @@ static void daemonize(struct pfsd *d)
 static void log_stats(struct pfsd *d)
 {
 	pfs_notice("bytes: received %llu on the wire (%llu uncompressed), sent %llu on the wire "
-		   "(%llu uncompressed)",
+		   "(%llu uncompressed, %llu of them zero-copy)",
 		   (unsigned long long)d->wire_in, (unsigned long long)d->raw_in,
-		   (unsigned long long)d->wire_out, (unsigned long long)d->raw_out);
+		   (unsigned long long)d->wire_out, (unsigned long long)d->raw_out,
+		   (unsigned long long)d->spliced);
 }
 
 static void usr1_cb(uv_signal_t *h, int signum)
@@ -402,7 +404,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 
 int main(int argc, char **argv)
 {
-	struct pfsd *d = xcalloc(1, sizeof(*d));
+	struct pfsd *d;
 	uint8_t hkey[PFSD_HKEY_LEN];
 	char err[512], tp[16], portbuf[16];
 	const char *genkey;
@@ -410,6 +412,8 @@ int main(int argc, char **argv)
 	size_t nofile, cache_max;
 	int export_fd, port, ret;
 
+	pfs_payload_alloc_tune();
+	d = xcalloc(1, sizeof(*d));
 	genkey = parse_args(&d->o, argc, argv);
 	pfs_log_init("podfsd", d->o.log_level);
 	if (genkey) {
@@ -468,6 +472,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		fatal("uv_loop_init: %s", uv_strerror(ret));
 	htab_init(&d->sessions);
+	pipes_init(&d->pipes);
 	d->it = interest_new();
 	ret = server_listen(d, err, sizeof(err), &port);
 	if (ret < 0)
@@ -514,6 +519,7 @@ int main(int argc, char **argv)
 	watch_free(d);
 	interest_free(d->it);
 	lockstate_free(d->ls);
+	pipes_fini(&d->pipes);
 	handles_free(d->hs);
 	if (pidfile_abs)
 		unlink(pidfile_abs);

@@ -23,6 +23,7 @@
 #include "podfs/wire.h"
 #include "htab_i.h"
 #include "interest_i.h"
+#include "pipes_i.h"
 
 struct handles;
 struct conn;
@@ -77,6 +78,8 @@ struct pfsd {
 	/* Byte counters (loop thread): frames on the wire (headers
 	 * included) and their payloads before/after LZ4. */
 	uint64_t wire_in, raw_in, wire_out, raw_out;
+	uint64_t spliced;         /* READ reply bytes sent zero-copy (loop) */
+	struct pipes pipes;       /* for zero-copy READ replies (any thread) */
 };
 
 /* Limits of the daemon (not of the protocol). */

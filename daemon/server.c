@@ -2,10 +2,12 @@
  * scheduling onto the thread pool and the write queue. Loop thread only. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "podfs/auth.h"
 #include "podfs/codec.h"
@@ -234,6 +236,103 @@ static void send_frame(struct conn *c, const uint8_t *hdr, const void *wire, siz
 	}
 }
 
+/* Queues bytes that continue a frame already begun on the stream. */
+static void send_rest(struct conn *c, void *buf, size_t len, size_t acct, bool is_reply)
+{
+	struct wmsg *w = xmalloc(sizeof(*w));
+	uv_buf_t b = uv_buf_init((char *)buf, len);
+	int ret;
+
+	w->c = c;
+	w->own1 = buf;
+	w->own2 = NULL;
+	w->acct = acct + len;
+	w->is_reply = is_reply;
+	c->mem += len;
+	ret = uv_write(&w->wr, (uv_stream_t *)&c->tcp, &b, 1, write_cb);
+	if (ret < 0) {
+		c->mem -= w->acct;
+		if (is_reply)
+			c->inflight--;
+		free(buf);
+		free(w);
+		conn_close(c, uv_strerror(ret));
+	}
+}
+
+/* Sends a READ reply whose data waits in r->pipe (dispatch.c
+ * read_spliced). If nothing else is queued on the stream, the header goes
+ * out now and the data moves from the pipe to the socket without a copy,
+ * as far as the socket takes it without blocking; whatever is left (all
+ * of it if frames are queued) is read out of the pipe and queued behind,
+ * so frames keep their order. The pipe holds the data already: neither
+ * step waits for the disk. */
+static void send_spliced(struct conn *c, struct req *r)
+{
+	uint8_t head[PFS_FRAME_HDR_SIZE + 16];
+	size_t hl = PFS_FRAME_HDR_SIZE + r->wirelen, hsent = 0, left = r->splice_len, got = 0;
+	uint8_t *rest;
+	int fd;
+
+	memcpy(head, r->hdr, PFS_FRAME_HDR_SIZE);
+	memcpy(head + PFS_FRAME_HDR_SIZE, r->wire, r->wirelen);
+	free(r->out);
+	r->out = NULL;
+	r->splice_len = 0;
+	if (c->closing) {
+		pipes_put(&c->d->pipes, r->pipe, false);
+		c->inflight--;
+		c->mem -= r->acct;
+		return;
+	}
+	c->d->wire_out += hl + left;
+	c->d->raw_out += hl + left;
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0 &&
+	    uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+		uv_buf_t b = uv_buf_init((char *)head, hl);
+		int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+		if (n > 0)
+			hsent = (size_t)n;
+		while (hsent == hl && left) {
+			ssize_t k = splice(r->pipe[0], NULL, fd, NULL, left,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				break; /* full (or failing): the rest is queued */
+			left -= (size_t)k;
+			c->d->spliced += (size_t)k;
+		}
+	}
+	if (hsent == hl && left == 0) {
+		pipes_put(&c->d->pipes, r->pipe, true);
+		c->inflight--;
+		c->mem -= r->acct;
+		return;
+	}
+	rest = xmalloc(hl - hsent + left);
+	memcpy(rest, head + hsent, hl - hsent);
+	while (got < left) {
+		ssize_t k = read(r->pipe[0], rest + (hl - hsent) + got, left - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	pipes_put(&c->d->pipes, r->pipe, got == left);
+	if (got < left) {
+		/* The frame cannot be completed: the stream is unusable. */
+		pfs_err("conn %llu: READ reply data lost from its pipe", (unsigned long long)c->id);
+		free(rest);
+		c->inflight--;
+		c->mem -= r->acct;
+		conn_close(c, "internal error");
+		return;
+	}
+	send_rest(c, rest, hl - hsent + left, r->acct, true);
+}
+
 void conn_send(struct conn *c, const uint8_t *hdr, const void *wire, size_t len, void *own1,
 	       void *own2)
 {
@@ -248,7 +347,7 @@ static void send_small(struct conn *c, uint16_t op, uint64_t id, int32_t status,
 	const void *wire;
 	void *copy = NULL;
 
-	pfs_frame_prepare(hdr, id, op, PFS_FF_REPLY, status, payload, len, false, NULL, 0, &wire);
+	pfs_frame_prepare(hdr, id, op, PFS_FF_REPLY, status, payload, len, 0, NULL, 0, &wire);
 	if (len) {
 		copy = xmalloc(len);
 		memcpy(copy, payload, len);
@@ -383,7 +482,7 @@ static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t l
 		conn_close(c, "too far behind on invalidations");
 		return;
 	}
-	pfs_frame_prepare(hdr, 0, op, PFS_FF_PUSH, 0, p, len, false, NULL, 0, &wire);
+	pfs_frame_prepare(hdr, 0, op, PFS_FF_PUSH, 0, p, len, 0, NULL, 0, &wire);
 	copy = xmalloc(len);
 	memcpy(copy, p, len);
 	conn_send(c, hdr, copy, len, copy, NULL);
@@ -597,7 +696,10 @@ static void after_work_cb(uv_work_t *work, int status)
 	if (r->violation && !c->closing)
 		violation(c, "bad compressed payload");
 	free(r->in);
-	send_frame(c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
+	if (r->splice_len)
+		send_spliced(c, r);
+	else
+		send_frame(c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
 	if (s) {
 		inflight_del(s, r);
 		push_flush(s);
@@ -618,8 +720,8 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->s = c->sess;
 	r->h = c->h;
 	r->in = payload;
-	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_LZ4) ? c->h.raw_len : 0);
-	r->compress = c->caps & PFS_CAP_LZ4;
+	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_CODED) ? c->h.raw_len : 0);
+	r->codecs = c->caps & PFS_CAPS_CODECS;
 	r->auth_flags = auth_flags;
 	r->work.data = r;
 
@@ -679,9 +781,9 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 /* Returns the raw payload of a handshake frame in buf, or NULL. */
 static const uint8_t *hs_payload(struct conn *c, const uint8_t *wire, uint8_t *buf)
 {
-	if (!(c->h.flags & PFS_FF_LZ4))
+	if (!(c->h.flags & PFS_FF_CODED))
 		return wire;
-	if (pfs_lz4_decompress(wire, c->h.wire_len, buf, c->h.raw_len) < 0)
+	if (pfs_payload_decode(c->h.flags, wire, c->h.wire_len, buf, c->h.raw_len) < 0)
 		return NULL;
 	return buf;
 }

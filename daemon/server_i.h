@@ -77,7 +77,7 @@ struct req {
 	uint8_t *in;           /* wire payload, owned */
 	size_t acct;           /* bytes accounted in c->mem */
 	struct drc_ent *drc;
-	bool compress;         /* session negotiated LZ4 */
+	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
 	uint32_t auth_flags;   /* AUTH reply flags (bit0: session resumed) */
 
 	/* Push ordering (loop thread; see server.c). */
@@ -97,6 +97,8 @@ struct req {
 	void *scratch;         /* compressed payload, owned */
 	const void *wire;
 	size_t wirelen;
+	int pipe[2];           /* splice_len > 0: the rest of the payload */
+	size_t splice_len;     /* payload bytes waiting in pipe after wire */
 	struct inval *invals;
 };
 

@@ -32,6 +32,7 @@
 #include "inode_i.h"
 #include "pcache_i.h"
 #include "podfs/auth.h"
+#include "podfs/frame.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
 #include "transport_i.h"
@@ -703,6 +704,7 @@ int main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "warm") == 0)
 		return warm_main(argc, argv);
 
+	pfs_payload_alloc_tune();
 	atomic_init(&c.next_fid, 1);
 	atomic_init(&c.bdi_tuned, false);
 	atomic_init(&sc.loop_done, false);

@@ -23,6 +23,9 @@ struct rpc_req {
 	bool done;
 	int32_t status;
 	struct rpc_reply rep;
+	uint16_t coded;    /* PFS_FF_CODED bits: rep.buf holds wire_len coded bytes */
+	uint32_t wire_len;
+	uint64_t rx_gen;   /* connection the reply came on */
 	pthread_cond_t cond;
 };
 
@@ -33,7 +36,7 @@ struct rpc {
 	struct rpc_req *buckets[RPC_BUCKETS];
 	uint64_t gen;  /* current connection generation */
 	bool up;       /* a connection of generation gen is usable */
-	bool lz4;
+	unsigned codecs; /* PFS_CAP_LZ4/ZR of the current connection */
 	bool closing;
 	bool dead;
 };
@@ -141,7 +144,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		}
 		if (rpc->up && r.sent_gen != rpc->gen) {
 			uint64_t gen = rpc->gen;
-			bool lz4 = rpc->lz4;
+			unsigned codecs = rpc->codecs;
 			r.sent_gen = gen;
 			pthread_mutex_unlock(&rpc->lock);
 			pfs_debug("request %llu (%s), %zu bytes, connection %llu",
@@ -150,7 +153,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 			/* A failed send needs no action here: the connection
 			 * thread sees the broken socket, and the next
 			 * generation makes this loop send again. */
-			(void)transport_send(rpc->c->tr, gen, r.id, op, req, len, lz4);
+			(void)transport_send(rpc->c->tr, gen, r.id, op, req, len, codecs);
 			pthread_mutex_lock(&rpc->lock);
 			continue;
 		}
@@ -172,6 +175,25 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	if (r.status != 0) {
 		rpc_reply_free(&r.rep);
 		return -r.status;
+	}
+	if (r.coded) {
+		/* Decoded here, in the caller's thread, so that the one
+		 * receiving thread only moves bytes off the socket. */
+		uint8_t *raw = malloc(r.rep.len ? r.rep.len : 1);
+		if (!raw) {
+			rpc_reply_free(&r.rep);
+			return -ENOMEM;
+		}
+		if (pfs_payload_decode(r.coded, r.rep.buf, r.wire_len, raw, r.rep.len) < 0) {
+			pfs_err("bad compressed reply from %s (%s): dropping the connection",
+				rpc->c->hostport, pfs_op_name(op));
+			free(raw);
+			rpc_reply_free(&r.rep);
+			transport_drop(rpc->c->tr, r.rx_gen);
+			return -EIO;
+		}
+		free(r.rep.buf);
+		r.rep.buf = raw;
 	}
 	*rep = r.rep;
 	return 0;
@@ -195,11 +217,11 @@ int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	return call(rpc, op, req, len, rep, timeout_ms > 0 ? timeout_ms : 1);
 }
 
-void rpc_connected(struct rpc *rpc, uint64_t gen, bool lz4)
+void rpc_connected(struct rpc *rpc, uint64_t gen, unsigned codecs)
 {
 	pthread_mutex_lock(&rpc->lock);
 	rpc->gen = gen;
-	rpc->lz4 = lz4;
+	rpc->codecs = codecs;
 	rpc->up = true;
 	wake_all(rpc);
 	pthread_mutex_unlock(&rpc->lock);
@@ -250,6 +272,9 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 		r->rep.buf = payload;
 		r->rep.len = h->raw_len;
 		r->rep.verf = boot_id;
+		r->coded = h->flags & PFS_FF_CODED;
+		r->wire_len = h->wire_len;
+		r->rx_gen = rpc->gen;
 	}
 	pthread_cond_signal(&r->cond);
 	pthread_mutex_unlock(&rpc->lock);

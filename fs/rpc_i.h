@@ -62,15 +62,18 @@ int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		     struct rpc_reply *rep, int timeout_ms);
 
 /* Connection thread: a new authenticated connection of generation gen is
- * up; waiting callers (re)send their requests on it. lz4: the session
- * negotiated PFS_CAP_LZ4. */
-void rpc_connected(struct rpc *rpc, uint64_t gen, bool lz4);
+ * up; waiting callers (re)send their requests on it. codecs: the
+ * payload codings (PFS_CAP_LZ4, PFS_CAP_ZR) the session negotiated. */
+void rpc_connected(struct rpc *rpc, uint64_t gen, unsigned codecs);
 /* Connection thread: the connection is down; callers keep waiting (hard)
  * or until their deadline (soft). */
 void rpc_disconnected(struct rpc *rpc);
 /* Connection thread: a reply frame arrived on a connection to the daemon
- * instance boot_id. Takes ownership of payload (malloc'd, h->raw_len
- * bytes, may be NULL when empty). */
+ * instance boot_id. Takes ownership of payload (malloc'd, may be NULL
+ * when empty): h->raw_len bytes, or, if h->flags has a PFS_FF_CODED bit,
+ * the h->wire_len coded bytes, which the caller waiting for the reply
+ * decodes (a malformed block fails that call with -EIO and drops the
+ * connection). */
 void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
 		  uint64_t boot_id);
 

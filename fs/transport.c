@@ -198,13 +198,13 @@ static int send_frame_fd(int fd, uint64_t id, uint16_t op, const void *payload, 
 {
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	const void *wire;
-	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, false, NULL, 0, &wire);
+	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, 0, NULL, 0, &wire);
 	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
 	return send_all(fd, iov, wl ? 2 : 1);
 }
 
 int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
-		   const void *payload, size_t len, bool lz4)
+		   const void *payload, size_t len, unsigned codecs)
 {
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	void *scratch = NULL;
@@ -212,11 +212,11 @@ int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 	const void *wire;
 	int rc;
 
-	if (lz4 && len >= PFS_LZ4_MIN) {
+	if (codecs && len >= PFS_LZ4_MIN) {
 		cap = pfs_lz4_bound(len);
 		scratch = malloc(cap); /* on failure the frame goes out raw */
 	}
-	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, scratch != NULL, scratch,
+	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, scratch ? codecs : 0, scratch,
 				      cap, &wire);
 	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
 
@@ -240,6 +240,14 @@ int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 	pthread_mutex_unlock(&t->send_lock);
 	free(scratch);
 	return rc;
+}
+
+void transport_drop(struct transport *t, uint64_t gen)
+{
+	pthread_mutex_lock(&t->send_lock);
+	if (t->fd >= 0 && t->gen == gen)
+		shutdown(t->fd, SHUT_RDWR); /* the connection thread reconnects */
+	pthread_mutex_unlock(&t->send_lock);
 }
 
 /* ---- connecting ---- */
@@ -343,7 +351,7 @@ static int read_hs_reply(struct transport *t, int fd, uint64_t id, uint16_t op, 
 	for (;;) {
 		if ((rc = read_full_deadline(t, fd, hb, sizeof(hb), deadline)) < 0)
 			return rc;
-		if (pfs_hdr_unpack(hb, &h, PFS_MAX_HANDSHAKE) < 0 || (h.flags & PFS_FF_LZ4) ||
+		if (pfs_hdr_unpack(hb, &h, PFS_MAX_HANDSHAKE) < 0 || (h.flags & PFS_FF_CODED) ||
 		    h.raw_len > cap)
 			return -EPROTO;
 		if ((rc = read_full_deadline(t, fd, buf, h.raw_len, deadline)) < 0)
@@ -493,7 +501,7 @@ static void install(struct transport *t, int fd, const struct hs_result *hs)
 	t->gen = gen;
 	pthread_mutex_unlock(&t->fd_lock);
 	pthread_mutex_unlock(&t->send_lock);
-	rpc_connected(t->c->rpc, gen, hs->caps & PFS_CAP_LZ4);
+	rpc_connected(t->c->rpc, gen, (unsigned)(hs->caps & PFS_CAPS_CODECS));
 }
 
 /* Takes the live connection down: wakes blocked senders, closes it. */
@@ -527,7 +535,8 @@ int transport_connect_first(struct transport *t, struct pfs_entry *root, char *e
 		locks_connected(t->c->lk, hs.boot_id, hs.flags, false);
 	install(t, fd, &hs);
 	*root = hs.root;
-	pfs_info("connected to %s (lz4 %s)", t->c->hostport, hs.caps & PFS_CAP_LZ4 ? "on" : "off");
+	pfs_info("connected to %s (lz4 %s, zero words %s)", t->c->hostport,
+		 hs.caps & PFS_CAP_LZ4 ? "on" : "off", hs.caps & PFS_CAP_ZR ? "on" : "off");
 	return 0;
 }
 
@@ -604,20 +613,37 @@ static int recv_loop(struct transport *t, int fd)
 			return -EPROTO;
 		}
 		uint8_t *payload = NULL;
+		if ((h.flags & PFS_FF_CODED) && (h.flags & PFS_FF_REPLY)) {
+			/* The caller decodes it (rpc.c), off this thread. */
+			payload = malloc(h.wire_len);
+			if (!payload)
+				return -ENOMEM;
+			if ((rc = rb_read(t, fd, payload, h.wire_len)) < 0) {
+				free(payload);
+				return rc;
+			}
+			atomic_fetch_add_explicit(&t->c->st_wire_in, PFS_FRAME_HDR_SIZE + h.wire_len,
+						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&t->c->st_raw_in, PFS_FRAME_HDR_SIZE + h.raw_len,
+						  memory_order_relaxed);
+			rpc_complete(t->c->rpc, &h, payload, t->boot_id);
+			continue;
+		}
 		if (h.raw_len) {
 			payload = malloc(h.raw_len);
 			if (!payload)
 				return -ENOMEM;
 		}
-		if (h.flags & PFS_FF_LZ4) {
+		if (h.flags & PFS_FF_CODED) {
 			uint8_t *wire = malloc(h.wire_len);
 			if (!wire) {
 				free(payload);
 				return -ENOMEM;
 			}
 			rc = rb_read(t, fd, wire, h.wire_len);
-			if (rc == 0 && pfs_lz4_decompress(wire, h.wire_len, payload, h.raw_len) < 0) {
-				pfs_err("bad LZ4 payload from %s (%s)", t->c->hostport,
+			if (rc == 0 &&
+			    pfs_payload_decode(h.flags, wire, h.wire_len, payload, h.raw_len) < 0) {
+				pfs_err("bad compressed payload from %s (%s)", t->c->hostport,
 					pfs_op_name(h.op));
 				rc = -EPROTO;
 			}

@@ -39,9 +39,15 @@ void transport_stop(struct transport *t);
 
 /* Sends one frame on the connection of generation gen. Thread-safe.
  * Returns 0, or -ENOTCONN if that connection is gone (the caller then
- * waits for the next generation and sends again), or -ENOMEM. With lz4,
- * payloads >= PFS_LZ4_MIN are compressed when that pays. */
+ * waits for the next generation and sends again), or -ENOMEM. codecs
+ * (PFS_CAP_LZ4, PFS_CAP_ZR): the codings the peer accepts; payloads >=
+ * PFS_LZ4_MIN are coded when that pays (pfs_frame_prepare). */
 int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
-		   const void *payload, size_t len, bool lz4);
+		   const void *payload, size_t len, unsigned codecs);
+
+/* Closes the connection of generation gen if it is still the current one
+ * (a peer that broke the protocol); the connection thread reconnects.
+ * Thread-safe. */
+void transport_drop(struct transport *t, uint64_t gen);
 
 #endif /* PODFS_TRANSPORT_I_H */

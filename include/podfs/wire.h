@@ -6,10 +6,26 @@
  *
  * The payload is `wire_len` bytes. If PFS_FF_LZ4 is set it is one LZ4 block
  * (LZ4_compress_default format) that decompresses to exactly `raw_len`
- * bytes; otherwise wire_len == raw_len. raw_len never exceeds
+ * bytes. If PFS_FF_ZR is set it is zero-word coded (below) and expands to
+ * exactly `raw_len` bytes, with 0 < wire_len <= raw_len. At most one of
+ * the two is set; with neither, wire_len == raw_len. raw_len never exceeds
  * PFS_MAX_PAYLOAD and wire_len never exceeds PFS_MAX_WIRE; a peer that
  * breaks either rule, or sends a payload that does not decode to exactly
  * raw_len bytes, has its connection closed.
+ *
+ * Zero-word coding (PFS_FF_ZR): the raw payload is read as 8-byte words
+ * (n = raw_len / 8 of them) followed by a tail of raw_len % 8 bytes. The
+ * words go in groups of 64 (the last group holds the n % 64 left over, if
+ * any). Each group is coded as a u64 mask, little-endian, whose bit i is
+ * set if word i of the group is not all zero bytes, then those words, in
+ * order, 8 bytes each; the words whose bit is clear are zero. Mask bits
+ * past the last word of the last group must be clear. The tail follows
+ * the last group verbatim. The coded groups and tail fill the payload
+ * exactly. It exists for checkpoint data that is largely zeros (sparse or
+ * pruned weights, padding): coding and decoding cost about one pass over
+ * memory without branches per word, where LZ4 costs seconds of CPU per GiB.
+ * A sender uses a coding only if the peer announced the matching
+ * capability and only where it saves at least 1/8 of the payload.
  *
  * Requests carry a non-zero `id` chosen by the client, unique among that
  * client's outstanding requests; the reply carries the same id and op with
@@ -64,9 +80,11 @@
 #define PFS_MAC_LEN 32
 #define PFS_KEY_LEN 32
 
-/* Compression: the sender tries LZ4 only on payloads of at least this
- * many bytes, and keeps the result only if it saves at least 1/8. */
+/* Compression: the sender tries LZ4 or zero-word coding only on payloads
+ * of at least this many bytes, and keeps the result only if it saves at
+ * least 1/8. */
 #define PFS_LZ4_MIN 512
+#define PFS_ZR_GROUP 64 /* words per zero-word group (bits of its mask) */
 
 struct pfs_frame_hdr {
 	uint32_t wire_len; /* payload bytes following on the wire */
@@ -83,14 +101,18 @@ enum {
 	PFS_FF_REPLY = 1u << 0,
 	PFS_FF_LZ4 = 1u << 1,
 	PFS_FF_PUSH = 1u << 2,
-	PFS_FF_KNOWN = PFS_FF_REPLY | PFS_FF_LZ4 | PFS_FF_PUSH,
+	PFS_FF_ZR = 1u << 3, /* zero-word coded payload (see above) */
+	PFS_FF_CODED = PFS_FF_LZ4 | PFS_FF_ZR,
+	PFS_FF_KNOWN = PFS_FF_REPLY | PFS_FF_LZ4 | PFS_FF_PUSH | PFS_FF_ZR,
 };
 
 /* Capabilities, negotiated in HELLO: the session uses the intersection. */
 enum {
 	PFS_CAP_LZ4 = 1u << 0,   /* peer accepts PFS_FF_LZ4 payloads */
 	PFS_CAP_PUSH = 1u << 1,  /* client applies server pushes */
-	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH,
+	PFS_CAP_ZR = 1u << 2,    /* peer accepts PFS_FF_ZR payloads */
+	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR,
+	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 };
 
 /* Opcodes: X(name, value). Values are part of the protocol: never reuse. */

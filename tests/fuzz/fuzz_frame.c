@@ -1,11 +1,11 @@
-/* fuzz_frame.c: the frame header check and the LZ4 decompressor on
- * arbitrary bytes: a 24-byte header, then the payload.
+/* fuzz_frame.c: the frame header check and the payload decoders (LZ4 and
+ * zero words) on arbitrary bytes: a 24-byte header, then the payload.
  *
  * Properties: unpack never crashes and accepts only headers within the
- * limits of wire.h; an accepted header packs back to the same bytes; the
- * decompressor, given raw_len from the header, never writes past raw_len
- * (each output buffer is exactly raw_len bytes on the heap) and refuses
- * any raw_len over PFS_MAX_PAYLOAD without touching its output.
+ * limits of wire.h; an accepted header packs back to the same bytes; each
+ * decoder, given raw_len from the header, never writes past raw_len (each
+ * output buffer is exactly raw_len bytes on the heap) and refuses any
+ * raw_len over PFS_MAX_PAYLOAD without touching its output.
  */
 #include <errno.h>
 #include <string.h>
@@ -13,7 +13,8 @@
 #include "fuzz.h"
 #include "podfs/frame.h"
 
-static void try_decompress(const uint8_t *payload, size_t wire_len, size_t raw_len)
+static void try_decompress(uint16_t coding, const uint8_t *payload, size_t wire_len,
+			   size_t raw_len)
 {
 	/* Copy the payload so that it ends where the heap block does. */
 	uint8_t *src = malloc(wire_len ? wire_len : 1);
@@ -22,12 +23,12 @@ static void try_decompress(const uint8_t *payload, size_t wire_len, size_t raw_l
 		memcpy(src, payload, wire_len);
 	if (raw_len > PFS_MAX_PAYLOAD) {
 		uint8_t guard = 0x5a;
-		FUZZ_ASSERT(pfs_lz4_decompress(src, wire_len, &guard, raw_len) == -EBADMSG);
+		FUZZ_ASSERT(pfs_payload_decode(coding, src, wire_len, &guard, raw_len) == -EBADMSG);
 		FUZZ_ASSERT(guard == 0x5a);
 	} else {
 		uint8_t *dst = malloc(raw_len ? raw_len : 1);
 		FUZZ_ASSERT(dst != NULL);
-		int rc = pfs_lz4_decompress(src, wire_len, dst, raw_len);
+		int rc = pfs_payload_decode(coding, src, wire_len, dst, raw_len);
 		FUZZ_ASSERT(rc == 0 || rc == -EBADMSG);
 		if (wire_len == 0 || wire_len > PFS_MAX_WIRE)
 			FUZZ_ASSERT(rc == -EBADMSG);
@@ -59,20 +60,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == 0) {
 		FUZZ_ASSERT(h.raw_len <= PFS_MAX_PAYLOAD && h.wire_len <= PFS_MAX_WIRE);
 		FUZZ_ASSERT((h.flags & ~PFS_FF_KNOWN) == 0 && h.op < PFS_OP_MAX && h.status >= 0);
+		FUZZ_ASSERT((h.flags & PFS_FF_CODED) != PFS_FF_CODED);
 		if (h.flags & PFS_FF_LZ4)
 			FUZZ_ASSERT(h.raw_len > 0 && h.wire_len > 0 &&
 				    h.wire_len <= pfs_lz4_bound(h.raw_len));
+		else if (h.flags & PFS_FF_ZR)
+			FUZZ_ASSERT(h.wire_len > 0 && h.wire_len <= h.raw_len);
 		else
 			FUZZ_ASSERT(h.wire_len == h.raw_len);
 		pfs_hdr_pack(back, &h);
 		FUZZ_ASSERT(memcmp(back, data, PFS_FRAME_HDR_SIZE) == 0);
 
-		/* What a receiver does: decompress wire_len bytes to raw_len. */
-		if ((h.flags & PFS_FF_LZ4) && h.wire_len <= plen)
-			try_decompress(payload, h.wire_len, h.raw_len);
+		/* What a receiver does: decode wire_len bytes to raw_len. */
+		if ((h.flags & PFS_FF_CODED) && h.wire_len <= plen)
+			try_decompress(h.flags & PFS_FF_CODED, payload, h.wire_len, h.raw_len);
 	}
-	/* And whatever the header says, the decompressor must cope with the
+	/* And whatever the header says, both decoders must cope with the
 	 * rest of the input as a block of the claimed raw_len. */
-	try_decompress(payload, plen, h.raw_len);
+	try_decompress(PFS_FF_LZ4, payload, plen, h.raw_len);
+	try_decompress(PFS_FF_ZR, payload, plen, h.raw_len);
 	return 0;
 }

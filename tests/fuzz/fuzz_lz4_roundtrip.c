@@ -1,13 +1,15 @@
-/* fuzz_lz4_roundtrip.c: compress-if-it-pays, then decompress, must give
- * back the input byte for byte (lz4 ossfuzz/round_trip_fuzzer style).
+/* fuzz_lz4_roundtrip.c: compress-if-it-pays (LZ4 and zero words), then
+ * decode, must give back the input byte for byte (lz4
+ * ossfuzz/round_trip_fuzzer style).
  *
  * Input: byte 0 picks a shape, so that short fuzz inputs also reach the
  * compressing path: 0 = the rest as is; 1 = each byte repeated
  * 1 + byte1 % 16 times; 2 = the rest tiled to (byte1 + 1) KiB.
  * Properties: a compressed result is only produced for payloads of at
  * least PFS_LZ4_MIN bytes, saves at least 1/8, round-trips exactly, and
- * does not decode to any other length; pfs_frame_prepare agrees and its
- * header passes pfs_hdr_unpack.
+ * does not decode to any other length; the same for zero-word coding;
+ * pfs_frame_prepare agrees (with LZ4 only) and, with both codings, picks one
+ * that round-trips and whose header passes pfs_hdr_unpack.
  */
 #include <errno.h>
 #include <string.h>
@@ -76,7 +78,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(exact);
 	}
 
-	wl = pfs_frame_prepare(hdr, 1, PFS_OP_WRITE, 0, 0, src, n, true, scratch, cap, &wire);
+	c = pfs_zr_maybe_encode(src, n, dst, cap);
+	if (c) {
+		FUZZ_ASSERT(n >= PFS_LZ4_MIN && n <= PFS_MAX_PAYLOAD && c <= n - n / 8);
+		uint8_t *blk = malloc(c), *exact = malloc(n);
+		FUZZ_ASSERT(blk && exact);
+		memcpy(blk, dst, c);
+		FUZZ_ASSERT(pfs_zr_decode(blk, c, exact, n) == 0);
+		FUZZ_ASSERT(memcmp(exact, src, n) == 0);
+		FUZZ_ASSERT(pfs_zr_decode(blk, c, exact, n - 1) == -EBADMSG);
+		FUZZ_ASSERT(pfs_zr_decode(blk, c, back, n + 1) == -EBADMSG);
+		free(blk);
+		free(exact);
+	}
+	wl = pfs_frame_prepare(hdr, 2, PFS_OP_WRITE, 0, 0, src, n, PFS_CAPS_CODECS, scratch, cap,
+			       &wire);
+	FUZZ_ASSERT(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD) == (n <= PFS_MAX_PAYLOAD ? 0 : -EBADMSG));
+	FUZZ_ASSERT(h.raw_len == n && h.wire_len == wl);
+	if (h.flags & PFS_FF_CODED) {
+		FUZZ_ASSERT(wire == scratch && wl <= n - n / 8);
+		FUZZ_ASSERT(pfs_payload_decode(h.flags, scratch, wl, back, n) == 0);
+		FUZZ_ASSERT(memcmp(back, src, n) == 0);
+	} else {
+		FUZZ_ASSERT(wire == src && wl == n);
+	}
+	c = pfs_lz4_maybe_compress(src, n, dst, cap);
+
+	wl = pfs_frame_prepare(hdr, 1, PFS_OP_WRITE, 0, 0, src, n, PFS_CAP_LZ4, scratch, cap, &wire);
 	FUZZ_ASSERT(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD) == (n <= PFS_MAX_PAYLOAD ? 0 : -EBADMSG));
 	FUZZ_ASSERT(h.raw_len == n && h.wire_len == wl);
 	if (c) {

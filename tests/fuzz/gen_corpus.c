@@ -110,24 +110,30 @@ static int gen_frames(const char *dir)
 	size_t wl;
 
 	sparse(payload, N);
-	wl = pfs_frame_prepare(frame, 5, PFS_OP_READ, PFS_FF_REPLY, 0, payload, N, true, scratch,
-			       sizeof scratch, &wire);
+	wl = pfs_frame_prepare(frame, 5, PFS_OP_READ, PFS_FF_REPLY, 0, payload, N, PFS_CAP_LZ4,
+			       scratch, sizeof scratch, &wire);
 	memcpy(frame + PFS_FRAME_HDR_SIZE, wire, wl);
 	if (write_seed(dir, "frame", "lz4_read_reply", frame, PFS_FRAME_HDR_SIZE + wl) < 0)
 		return -1;
 
-	wl = pfs_frame_prepare(frame, 6, PFS_OP_WRITE, 0, 0, payload, 64, true, scratch,
+	wl = pfs_frame_prepare(frame, 6, PFS_OP_WRITE, 0, 0, payload, 64, PFS_CAPS_CODECS, scratch,
 			       sizeof scratch, &wire);
 	memcpy(frame + PFS_FRAME_HDR_SIZE, wire, wl);
 	if (write_seed(dir, "frame", "raw_write", frame, PFS_FRAME_HDR_SIZE + wl) < 0)
 		return -1;
 
-	wl = pfs_frame_prepare(frame, 0, PFS_OP_INVAL_INODE, PFS_FF_PUSH, 0, NULL, 0, false,
+	wl = pfs_frame_prepare(frame, 8, PFS_OP_WRITE, 0, 0, payload, N, PFS_CAPS_CODECS, scratch,
+			       sizeof scratch, &wire);
+	memcpy(frame + PFS_FRAME_HDR_SIZE, wire, wl);
+	if (write_seed(dir, "frame", "zr_write", frame, PFS_FRAME_HDR_SIZE + wl) < 0)
+		return -1;
+
+	wl = pfs_frame_prepare(frame, 0, PFS_OP_INVAL_INODE, PFS_FF_PUSH, 0, NULL, 0, 0,
 			       NULL, 0, &wire);
 	if (write_seed(dir, "frame", "push_empty", frame, PFS_FRAME_HDR_SIZE) < 0)
 		return -1;
 
-	wl = pfs_frame_prepare(frame, 7, PFS_OP_LOOKUP, PFS_FF_REPLY, 2, NULL, 0, false, NULL, 0,
+	wl = pfs_frame_prepare(frame, 7, PFS_OP_LOOKUP, PFS_FF_REPLY, 2, NULL, 0, 0, NULL, 0,
 			       &wire);
 	return write_seed(dir, "frame", "error_reply", frame, PFS_FRAME_HDR_SIZE + wl);
 }

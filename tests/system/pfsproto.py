@@ -43,9 +43,11 @@ KEY_LEN = 32
 FF_REPLY = 1 << 0
 FF_LZ4 = 1 << 1
 FF_PUSH = 1 << 2
+FF_ZR = 1 << 3
 
 CAP_LZ4 = 1 << 0
 CAP_PUSH = 1 << 1
+CAP_ZR = 1 << 2
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
@@ -219,6 +221,48 @@ class Reader:
     def done(self):
         if self.left():
             raise BadReply(f"{self.left()} trailing bytes")
+
+
+# --- zero-word coding (wire.h, PFS_FF_ZR) -----------------------------------
+
+ZR_GROUP = 64
+
+
+def zr_encode(data):
+    """Zero-word codes data (always; the caller decides if it pays)."""
+    nw, out = len(data) // 8, bytearray()
+    for g in range(0, nw, ZR_GROUP):
+        words = [data[8 * i:8 * i + 8] for i in range(g, min(nw, g + ZR_GROUP))]
+        mask = sum(1 << i for i, w in enumerate(words) if any(w))
+        out += u64(mask) + b"".join(w for w in words if any(w))
+    return bytes(out + data[8 * nw:])
+
+
+def zr_decode(src, raw_len):
+    """Expands a zero-word block; raises BadReply if it breaks wire.h."""
+    if not src or raw_len == 0:
+        raise BadReply("zr empty block or raw_len 0")
+    nw, dst, pos = raw_len // 8, bytearray(), 0
+    for g in range(0, nw, ZR_GROUP):
+        n = min(ZR_GROUP, nw - g)
+        if len(src) - pos < 8:
+            raise BadReply("zr truncated mask")
+        mask = int.from_bytes(src[pos:pos + 8], "little")
+        pos += 8
+        if mask >> n:
+            raise BadReply("zr mask bit past the last word")
+        for i in range(n):
+            if mask >> i & 1:
+                if len(src) - pos < 8:
+                    raise BadReply("zr missing word")
+                dst += src[pos:pos + 8]
+                pos += 8
+            else:
+                dst += bytes(8)
+    if len(src) - pos != raw_len % 8:
+        raise BadReply("zr block does not end with the tail")
+    dst += src[pos:]
+    return bytes(dst)
 
 
 # --- LZ4 block format (enough for tests) -----------------------------------
@@ -401,8 +445,14 @@ class Conn:
         self._fill(HDR_SIZE + wl, deadline)
         payload = bytes(self.buf[HDR_SIZE:HDR_SIZE + wl])
         del self.buf[:HDR_SIZE + wl]
+        if flags & FF_LZ4 and flags & FF_ZR:
+            raise BadReply("frame with both LZ4 and ZR")
         if flags & FF_LZ4:
             payload = lz4_decompress(payload, rl)
+        elif flags & FF_ZR:
+            if self.server_caps is not None and not self.server_caps & CAP_ZR:
+                raise BadReply("ZR frame without CAP_ZR")
+            payload = zr_decode(payload, rl)
         elif wl != rl:
             raise BadReply(f"raw frame with wire_len {wl} != raw_len {rl}")
         return Frame(wl, rl, id, op, flags, status, payload)

@@ -465,6 +465,50 @@ def test_bad_lz4(env, daemon, m):
     healthy(env, daemon, m)
 
 
+def test_bad_zero_words(env, daemon, m):
+    """Zero-word coded payloads (PFS_FF_ZR): a good one works, with or
+    without CAP_ZR negotiated (a receiver decodes what it understands);
+    malformed ones, bombs and ZR + LZ4 together close the connection."""
+    key = P.load_key(env.key)
+    with P.connect(daemon.host, daemon.port, key) as c:
+        blk = P.zr_encode(P.u64(4242))
+        assert len(blk) == 16
+        c.send_frame(P.OP_PING, blk, flags=P.FF_ZR, raw_len=8, wire_len=None)
+        # wire_len 16 > raw_len 8 is refused: only a saving coding is valid.
+        assert closes(c)
+    with P.connect(daemon.host, daemon.port, key) as c:
+        h, _, fid = c.create(c.root, b"zw")
+        data = bytes(100) + b"podfs" + bytes(4000)
+        req = P.ROOT + P.fh(h) + P.u64(fid) + P.u32(0) + P.u64(0) + P.blob(data)
+        blk = P.zr_encode(req)
+        assert len(blk) < len(req) // 4 and P.zr_decode(blk, len(req)) == req
+        c.send_frame(P.OP_WRITE, blk, flags=P.FF_ZR, raw_len=len(req))
+        f = c.recv_frame()
+        assert f.status == 0 and P.Reader(f.payload).u32() == len(data)
+    assert (env.export / "zw").read_bytes() == data
+    mask = P.u64
+    cases = [
+        ("tail missing", mask(1) + P.u64(5), 67),
+        ("bytes left over", mask(1) + P.u64(5) + b"xyz", 64),
+        ("mask bit past the last word", mask(1 << 9), 64),
+        ("missing word", mask(3) + P.u64(5), 64),
+        ("bomb", mask(0), P.MAX_PAYLOAD + 8),
+        ("wire longer than raw", mask(1) + P.u64(5), 8),
+        ("truncated mask", b"\0\0\0", 64),
+        ("empty wire", b"", 8),
+        ("with LZ4 flag", mask(0), 64),
+    ]
+    for what, blk, rl in cases:
+        flags = P.FF_ZR | (P.FF_LZ4 if what == "with LZ4 flag" else 0)
+        with P.connect(daemon.host, daemon.port, key) as c:
+            c.send_frame(P.OP_PING, blk, flags=flags, raw_len=rl)
+            assert closes(c), f"bad zero words ({what}) did not close the connection"
+    with P.Conn(daemon.host, daemon.port) as c:
+        c.send_frame(P.OP_HELLO, mask(0) * 7, flags=P.FF_ZR, raw_len=400)
+        assert closes(c)
+    healthy(env, daemon, m)
+
+
 def test_malformed_payloads_after_auth(env, daemon, m):
     key = P.load_key(env.key)
     with P.connect(daemon.host, daemon.port, key) as c:

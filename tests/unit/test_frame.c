@@ -1,7 +1,7 @@
-/* test_frame.c: unit tests of the frame header and per-frame LZ4
- * (frame.h): header layout and validation, the compress-if-it-pays
- * decision, and the decompressor's defences against malformed, truncated,
- * mis-sized and over-large blocks.
+/* test_frame.c: unit tests of the frame header, per-frame LZ4 and
+ * zero-word coding (frame.h): header layout and validation, the
+ * code-if-it-pays decisions, and the decoders' defences against malformed,
+ * truncated, mis-sized and over-large blocks.
  */
 #include <errno.h>
 #include <lz4.h>
@@ -66,7 +66,7 @@ static void test_hdr_roundtrip(void)
 static void test_hdr_validation(void)
 {
 	const uint32_t big = PFS_MAX_PAYLOAD, hs = PFS_MAX_HANDSHAKE;
-	const uint16_t lz = PFS_FF_LZ4;
+	const uint16_t lz = PFS_FF_LZ4, zr = PFS_FF_ZR;
 	const struct {
 		uint32_t wire_len, raw_len;
 		uint16_t op, flags;
@@ -77,7 +77,7 @@ static void test_hdr_validation(void)
 		{0, 0, PFS_OP_PING, 0, 0, big, 0},
 		{0, 0, 0, 0, 0, big, 0}, /* op 0 is syntactically fine */
 		/* flags */
-		{0, 0, 1, 1u << 3, 0, big, -EBADMSG},
+		{0, 0, 1, 1u << 4, 0, big, -EBADMSG},
 		{0, 0, 1, 1u << 15, 0, big, -EBADMSG},
 		{0, 0, 1, 0xffff, 0, big, -EBADMSG},
 		/* op */
@@ -108,6 +108,16 @@ static void test_hdr_validation(void)
 		{UINT32_MAX, big, 1, lz, 0, big, -EBADMSG},
 		{hs, hs + 1, 1, lz, 0, hs, -EBADMSG},
 		{hs, big, 1, lz | PFS_FF_REPLY, 0, big, 0},
+		/* zero words: 0 < wire_len <= raw_len, never together with LZ4 */
+		{1, 1, 1, zr, 0, big, 0},
+		{1, big, 1, zr, 0, big, 0},
+		{big, big, 1, zr, 0, big, 0},
+		{0, 0, 1, zr, 0, big, -EBADMSG},
+		{0, 10, 1, zr, 0, big, -EBADMSG},
+		{11, 10, 1, zr, 0, big, -EBADMSG},
+		{10, big + 1, 1, zr, 0, big, -EBADMSG},
+		{10, hs + 1, 1, zr, 0, hs, -EBADMSG},
+		{10, 100, 1, zr | lz, 0, big, -EBADMSG},
 		/* status */
 		{0, 0, 1, PFS_FF_REPLY, 2, big, 0},
 		{0, 0, 1, PFS_FF_REPLY, -1, big, -EBADMSG},
@@ -346,6 +356,182 @@ out:
 }
 
 /* ------------------------------------------------------------------ */
+/* Zero-run coding                                                    */
+
+/* Codes src[n] with pfs_zr_maybe_encode and checks the round trip through
+ * an exact-size heap copy. Returns the coded size (0: not coded). */
+static size_t zr_roundtrip(const uint8_t *src, size_t n)
+{
+	size_t cap = pfs_lz4_bound(n);
+	uint8_t *dst = malloc(cap), *back = malloc(n ? n : 1), *blk;
+	size_t c;
+
+	if (!CHECK(dst && back))
+		goto out;
+	c = pfs_zr_maybe_encode(src, n, dst, cap);
+	if (c) {
+		CHECK(c <= n - n / 8);
+		blk = malloc(c);
+		if (!CHECK(blk))
+			goto out;
+		memcpy(blk, dst, c);
+		memset(back, 0x77, n);
+		CHECK_EQ(pfs_zr_decode(blk, c, back, n), 0);
+		CHECK_MEM(back, src, n);
+		/* Any other length is refused. */
+		CHECK_EQ(pfs_zr_decode(blk, c, back, n - 1), -EBADMSG);
+		free(blk);
+	}
+	free(dst);
+	free(back);
+	return c;
+out:
+	free(dst);
+	free(back);
+	return 0;
+}
+
+static void test_zr_roundtrips(void)
+{
+	size_t n = PFS_MAX_IO;
+	uint8_t *buf = malloc(n);
+	uint64_t st = 5;
+	size_t c;
+
+	if (!CHECK(buf))
+		return;
+	/* Sparse float32 weights: well under half. */
+	fill_sparse_floats(&st, buf, n);
+	c = zr_roundtrip(buf, n);
+	CHECK(c > 0 && c < n / 2);
+	/* All zeros: only the masks. */
+	memset(buf, 0, n);
+	c = zr_roundtrip(buf, n);
+	CHECK_EQ(c, 8 * (n / 8 / PFS_ZR_GROUP));
+	/* Random: not coded, and rejected by the trial. */
+	test_fill_random(&st, buf, n);
+	CHECK_EQ(zr_roundtrip(buf, n), 0);
+	/* Zeros only at the edges, odd lengths (tails), runs straddling
+	 * words and runs too short to make a zero word: every layout
+	 * round-trips exactly. */
+	for (size_t len = PFS_LZ4_MIN; len < PFS_LZ4_MIN + 40; len++) {
+		for (unsigned pat = 0; pat < 6; pat++) {
+			test_fill_random(&st, buf, len);
+			for (size_t i = 0; i < len; i++) {
+				bool z = false;
+				switch (pat) {
+				case 0: z = i < len / 2; break;               /* leading zeros */
+				case 1: z = i >= len / 3; break;              /* trailing zeros */
+				case 2: z = (i / 13) % 2 == 0; break;         /* 13-byte runs */
+				case 3: z = (i % 16) < 7; break;              /* no zero word */
+				case 4: z = i % 1 == 0; break;                /* all zero */
+				case 5: z = (i / 3) % 5 != 0; break;          /* 12-byte runs */
+				}
+				if (z)
+					buf[i] = 0;
+				else if (buf[i] == 0)
+					buf[i] = 1;
+			}
+			c = zr_roundtrip(buf, len);
+			if (pat == 0 || pat == 1 || pat == 4)
+				CHECK(c > 0);
+			if (pat == 3)
+				CHECK_EQ(c, 0);
+		}
+	}
+	/* Below PFS_LZ4_MIN: never coded. */
+	memset(buf, 0, n);
+	CHECK_EQ(zr_roundtrip(buf, PFS_LZ4_MIN - 1), 0);
+	/* A capacity too small for the result: not coded, no overflow. */
+	{
+		uint8_t small[8];
+		CHECK_EQ(pfs_zr_maybe_encode(buf, PFS_LZ4_MIN, small, 1), 0);
+		small[0] = 0x5a;
+		CHECK_EQ(pfs_zr_maybe_encode(buf, PFS_LZ4_MIN, small, 0), 0);
+		CHECK(small[0] == 0x5a);
+	}
+	free(buf);
+}
+
+static void test_zr_decode_rejects(void)
+{
+	uint8_t out[1024];
+#define M(v) (uint8_t)(v), 0, 0, 0, 0, 0, 0, 0 /* a mask with bits in its low byte */
+#define W(c) c, c, c, c, c, c, c, c               /* a word of 8 bytes c */
+	const struct {
+		const char *what;
+		uint8_t in[40];
+		size_t len, raw;
+		int want;
+	} cases[] = {
+		{"words 0 and 2 of 3", {M(5), W(1), W(2)}, 24, 24, 0},
+		{"tail only", {1, 2, 3, 4, 5}, 5, 5, 0},
+		{"word 1 of 2 + 3-byte tail", {M(2), W(7), 8, 9, 10}, 19, 19, 0},
+		{"all zero words", {M(0)}, 8, 16, 0},
+		{"two groups", {M(0), M(1), W(3)}, 24, 64 * 8 + 8, 0},
+		{"a third group", {M(0), M(0), M(1), W(3)}, 32, 64 * 8 + 8, -EBADMSG},
+		{"mask bit past the last word", {M(4)}, 8, 16, -EBADMSG},
+		{"missing word", {M(3), W(1)}, 16, 16, -EBADMSG},
+		{"bytes left over", {M(1), W(1), 0}, 17, 16, -EBADMSG},
+		{"tail short", {M(0), 1, 2}, 10, 19, -EBADMSG},
+		{"truncated mask", {0, 0, 0, 0, 0}, 5, 16, -EBADMSG},
+		{"raw_len 0", {1}, 1, 0, -EBADMSG},
+		{"empty block", {0}, 0, 8, -EBADMSG},
+	};
+#undef M
+#undef W
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		/* Exact-size heap copy of the block: ASan catches over-reads. */
+		uint8_t *blk = malloc(cases[i].len ? cases[i].len : 1);
+		if (!CHECK(blk))
+			return;
+		memcpy(blk, cases[i].in, cases[i].len);
+		memset(out, 0x11, sizeof out);
+		if (!CHECK_EQ(pfs_zr_decode(blk, cases[i].len, out, cases[i].raw),
+			      cases[i].want))
+			fprintf(stderr, "  zr case %zu: %s\n", i, cases[i].what);
+		/* Never a byte past raw_len. */
+		for (size_t k = cases[i].raw; k < sizeof out; k++)
+			if (!CHECK(out[k] == 0x11))
+				break;
+		free(blk);
+	}
+	/* Spot checks of what the good ones decode to. */
+	{
+		uint8_t blk[] = {2, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7, 7, 8, 9, 10};
+		static const uint8_t want[19] = {0, 0, 0, 0, 0, 0, 0, 0, 7, 7, 7, 7, 7, 7, 7, 7,
+						 8, 9, 10};
+		CHECK_EQ(pfs_zr_decode(blk, sizeof blk, out, sizeof want), 0);
+		CHECK_MEM(out, want, sizeof want);
+	}
+	/* Bombs: a block claiming more than PFS_MAX_PAYLOAD is refused before
+	 * anything is written; a valid one expanding to exactly the limit
+	 * (all masks zero) is accepted. */
+	{
+		size_t masks = 8 * ((PFS_MAX_PAYLOAD / 8 + PFS_ZR_GROUP - 1) / PFS_ZR_GROUP);
+		uint8_t *lim = calloc(1, masks), *big = malloc(PFS_MAX_PAYLOAD), guard = 0x5a;
+		if (CHECK(lim && big)) {
+			CHECK_EQ(pfs_zr_decode(lim, masks, &guard, (size_t)PFS_MAX_PAYLOAD + 1),
+				 -EBADMSG);
+			CHECK(guard == 0x5a);
+			memset(big, 0x33, PFS_MAX_PAYLOAD);
+			CHECK_EQ(pfs_zr_decode(lim, masks, big, PFS_MAX_PAYLOAD), 0);
+			CHECK(big[0] == 0 && big[PFS_MAX_PAYLOAD - 1] == 0);
+			CHECK_EQ(pfs_zr_decode(lim, masks - 1, big, PFS_MAX_PAYLOAD), -EBADMSG);
+		}
+		free(lim);
+		free(big);
+	}
+	/* The dispatcher: unknown or double coding flags are refused. */
+	{
+		uint8_t blk[] = {1, 2, 3};
+		CHECK_EQ(pfs_payload_decode(PFS_FF_ZR, blk, 3, out, 3), 0);
+		CHECK_EQ(pfs_payload_decode(0, blk, 3, out, 3), -EBADMSG);
+		CHECK_EQ(pfs_payload_decode(PFS_FF_ZR | PFS_FF_LZ4, blk, 3, out, 3), -EBADMSG);
+	}
+}
+
+/* ------------------------------------------------------------------ */
 /* pfs_frame_prepare                                                  */
 
 static void test_frame_prepare(void)
@@ -363,8 +549,8 @@ static void test_frame_prepare(void)
 	fill_sparse_floats(&st, sparse, n);
 	test_fill_random(&st, rnd, n);
 
-	/* Compressible, compression wanted: LZ4 set, wire = scratch. */
-	wl = pfs_frame_prepare(hdr, 77, PFS_OP_READ, PFS_FF_REPLY, 0, sparse, n, true, scratch,
+	/* Compressible, LZ4 wanted: LZ4 set, wire = scratch. */
+	wl = pfs_frame_prepare(hdr, 77, PFS_OP_READ, PFS_FF_REPLY, 0, sparse, n, PFS_CAP_LZ4, scratch,
 			       cap, &wire);
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == (PFS_FF_REPLY | PFS_FF_LZ4));
@@ -376,36 +562,81 @@ static void test_frame_prepare(void)
 
 	/* Compression not wanted: raw, and a caller's stray LZ4 flag is
 	 * cleared. */
-	wl = pfs_frame_prepare(hdr, 78, PFS_OP_WRITE, PFS_FF_LZ4, 0, sparse, n, false, scratch,
+	wl = pfs_frame_prepare(hdr, 78, PFS_OP_WRITE, PFS_FF_LZ4, 0, sparse, n, 0, scratch,
 			       cap, &wire);
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == 0 && wire == sparse && wl == n && h.wire_len == n && h.raw_len == n);
 
 	/* No scratch buffer, or one that is too small: raw. */
-	wl = pfs_frame_prepare(hdr, 79, PFS_OP_WRITE, 0, 0, sparse, n, true, NULL, 0, &wire);
+	wl = pfs_frame_prepare(hdr, 79, PFS_OP_WRITE, 0, 0, sparse, n, PFS_CAPS_CODECS, NULL, 0,
+			       &wire);
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == 0 && wire == sparse && wl == n);
-	wl = pfs_frame_prepare(hdr, 79, PFS_OP_WRITE, 0, 0, sparse, n, true, scratch, n, &wire);
+	wl = pfs_frame_prepare(hdr, 79, PFS_OP_WRITE, 0, 0, sparse, n, PFS_CAPS_CODECS, scratch, n,
+			       &wire);
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == 0 && wire == sparse && wl == n);
 
 	/* Incompressible: raw even though compression was wanted. */
-	wl = pfs_frame_prepare(hdr, 80, PFS_OP_WRITE, PFS_FF_PUSH | PFS_FF_LZ4, 0, rnd, n, true,
+	wl = pfs_frame_prepare(hdr, 80, PFS_OP_WRITE, PFS_FF_PUSH | PFS_FF_LZ4, 0, rnd, n,
+			       PFS_CAPS_CODECS,
 			       scratch, cap, &wire);
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == PFS_FF_PUSH && wire == rnd && wl == n);
 
 	/* Small: raw. */
-	wl = pfs_frame_prepare(hdr, 81, PFS_OP_LOOKUP, 0, 0, sparse, PFS_LZ4_MIN - 1, true,
+	wl = pfs_frame_prepare(hdr, 81, PFS_OP_LOOKUP, 0, 0, sparse, PFS_LZ4_MIN - 1, PFS_CAPS_CODECS,
 			       scratch, cap, &wire);
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == 0 && wire == sparse && wl == PFS_LZ4_MIN - 1);
 
 	/* Empty payload, error reply. */
-	wl = pfs_frame_prepare(hdr, 82, PFS_OP_LOOKUP, PFS_FF_REPLY, ENOENT, NULL, 0, true,
+	wl = pfs_frame_prepare(hdr, 82, PFS_OP_LOOKUP, PFS_FF_REPLY, ENOENT, NULL, 0, PFS_CAPS_CODECS,
 			       scratch, cap, &wire);
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	CHECK(h.flags == PFS_FF_REPLY && wl == 0 && h.status == ENOENT && h.wire_len == 0);
+
+	/* Mostly zeros, both codings offered: zero words win (they halve it
+	 * at almost no CPU), and a stray ZR flag from the caller is cleared
+	 * when the payload goes raw. */
+	wl = pfs_frame_prepare(hdr, 83, PFS_OP_WRITE, 0, 0, sparse, n, PFS_CAPS_CODECS, scratch,
+			       cap, &wire);
+	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
+	CHECK(h.flags == PFS_FF_ZR && wire == scratch && wl <= n / 2 && h.raw_len == n);
+	memset(back, 0xaa, n);
+	CHECK_EQ(pfs_payload_decode(h.flags, wire, wl, back, n), 0);
+	CHECK_MEM(back, sparse, n);
+	wl = pfs_frame_prepare(hdr, 84, PFS_OP_WRITE, PFS_FF_ZR, 0, rnd, n, PFS_CAPS_CODECS,
+			       scratch, cap, &wire);
+	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
+	CHECK(h.flags == 0 && wire == rnd && wl == n);
+
+	/* Text without zeros: zero words do not pay, LZ4 does. */
+	for (size_t i = 0; i < n; i++)
+		back[i] = (uint8_t)"tensor weights 0.125 0.25 0.5\n"[i % 31];
+	wl = pfs_frame_prepare(hdr, 85, PFS_OP_WRITE, 0, 0, back, n, PFS_CAPS_CODECS, scratch,
+			       cap, &wire);
+	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
+	CHECK(h.flags == PFS_FF_LZ4 && wire == scratch && wl < n / 8);
+
+	/* Zeros that ZR shrinks by less than half, LZ4 better: LZ4; with
+	 * only ZR offered: ZR. 1 zero word in 3. */
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t v = (i / 8) % 3 == 0 ? 0 : 0x0101010101010101ull * (1 + (i / 8) % 7);
+		memcpy(back + i, &v, 8);
+	}
+	memcpy(sparse, back, n);
+	wl = pfs_frame_prepare(hdr, 86, PFS_OP_WRITE, 0, 0, sparse, n, PFS_CAPS_CODECS, scratch,
+			       cap, &wire);
+	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
+	CHECK(h.flags == PFS_FF_LZ4);
+	wl = pfs_frame_prepare(hdr, 87, PFS_OP_WRITE, 0, 0, sparse, n, PFS_CAP_ZR, scratch, cap,
+			       &wire);
+	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
+	CHECK(h.flags == PFS_FF_ZR && wl > n / 2 && wl <= n - n / 8);
+	memset(back, 0x55, n);
+	CHECK_EQ(pfs_payload_decode(h.flags, wire, wl, back, n), 0);
+	CHECK_MEM(back, sparse, n);
 out:
 	free(sparse);
 	free(rnd);
@@ -430,6 +661,8 @@ int main(void)
 	test_lz4_small_and_random();
 	test_lz4_decompress_rejects();
 	test_lz4_bomb();
+	test_zr_roundtrips();
+	test_zr_decode_rejects();
 	test_frame_prepare();
 	return check_done("test_frame");
 }
