@@ -12,6 +12,8 @@ struct inode_table {
 	pthread_mutex_t lock;
 	void (*forget_cb)(void *arg, const struct pfs_fh *fh);
 	_Atomic int64_t inline_total;
+	_Atomic uint64_t own_any; /* own changes of any kind (inode_own_touch) */
+	_Atomic uint64_t own_ns;  /* own namespace changes */
 	void *forget_arg;
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
@@ -626,4 +628,52 @@ void attr_to_stat(const struct pfs_attr *a, struct stat *st)
 	st->st_gid = a->gid;
 	st->st_rdev = a->rdev; /* the low 32 bits are the whole new-style encoding */
 	st->st_blksize = a->blksize;
+}
+
+/* ---- locally answered attributes (see inode_i.h) ---- */
+
+uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns)
+{
+	*ns = atomic_load(&t->own_ns);
+	return atomic_load(&t->own_any);
+}
+
+void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
+{
+	/* Counters first: a reply being recorded under ip->lock either
+	 * sees them moved, or is recorded before the trust is cleared. */
+	if (ns)
+		atomic_fetch_add(&t->own_ns, 1);
+	atomic_fetch_add(&t->own_any, 1);
+	if (ip) {
+		pthread_mutex_lock(&ip->lock);
+		ip->trust_seq = 0;
+		pthread_mutex_unlock(&ip->lock);
+	}
+}
+
+void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
+		      uint64_t ns)
+{
+	pthread_mutex_lock(&ip->lock);
+	if (atomic_load(&t->own_any) == any) {
+		ip->trust_seq = seq;
+		ip->trust_ns = ns;
+	} else {
+		ip->trust_seq = 0;
+	}
+	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
+			uint64_t *seq)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool ok = ip->trust_seq != 0 && ip->trust_ns == atomic_load(&t->own_ns);
+	if (ok) {
+		*a = ip->attr;
+		*seq = ip->trust_seq;
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
 }

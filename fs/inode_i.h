@@ -45,6 +45,11 @@ struct inode {
 	uint32_t inline_len;
 	_Atomic int64_t *inline_total; /* the table's count of inline bytes */
 	struct dver inline_ver; /* version inline_data belongs to */
+	/* Local GETATTR (see inode_attr_trusted): the push number at which
+	 * the request that brought attr was sent (0: attr is not trusted)
+	 * and the table's namespace-change count then. */
+	uint64_t trust_seq;
+	uint64_t trust_ns;
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -163,6 +168,33 @@ void inode_clear_nocaps(struct inode *ip);
 /* Marks ip as having had POSIX locks; returns the previous value. */
 bool inode_mark_posix_locks(struct inode *ip);
 bool inode_had_posix_locks(struct inode *ip);
+
+/* Attributes answered locally. The server pushes every change of an
+ * object to the clients that cache it, except changes this client made
+ * itself, so attr is current while (1) it came from a reply to a request
+ * sent at push number seq, with no push about the object numbered since
+ * (the caller checks that with cache_pushed_since inside the gate, and a
+ * dropped connection numbers an "everything" push), and (2) this client
+ * changed nothing that may move the object's attributes since that
+ * request was sent: its own changes of the object (write, setattr,
+ * fallocate, xattrs, a granted lock) clear the trust, and namespace
+ * changes (create, unlink, rename, link...: they move parents' and
+ * targets' mtime, ctime and nlink) invalidate every trust at once.
+ *
+ * inode_own_snap: take before sending a request whose reply may be
+ * trusted; returns the change count, *ns the namespace count.
+ * inode_own_touch: a change by this client (ip: the object, or NULL;
+ * ns: a namespace change). Call BEFORE sending the change.
+ * inode_trust_attr: ip->attr came from a reply to a request sent at seq
+ * with snapshot (any, ns); trusts it unless this client changed
+ * something since.
+ * inode_attr_trusted: copies the trusted attr and its seq; false if none. */
+uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns);
+void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
+void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
+		      uint64_t ns);
+bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
+			uint64_t *seq);
 
 /* The data version of a. */
 struct dver dver_of(const struct pfs_attr *a);

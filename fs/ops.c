@@ -47,6 +47,7 @@ struct ofile {
 	bool rd_eof;
 	bool rd_plus;
 	uint64_t rd_seq;  /* push number when the chunk was requested */
+	uint64_t rd_any, rd_ns; /* inode_own_snap then */
 };
 
 static struct client *CL(fuse_req_t req)
@@ -228,7 +229,7 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 
 /* Replies to a request answered with attributes of ip. */
 static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_reply *rep,
-			bool own_change, uint64_t seq)
+			bool own_change, uint64_t seq, uint64_t any, uint64_t ns)
 {
 	struct client *c = CL(req);
 	struct pfs_attr_rep ar;
@@ -241,10 +242,12 @@ static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_rep
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (own_change)
+	if (own_change) {
 		inode_own_change(ip, &ar.attr);
-	else
+	} else {
 		inode_set_attr(ip, &ar.attr);
+		inode_trust_attr(c->it, ip, seq, any, ns);
+	}
 	attr_to_stat(&ar.attr, &st);
 	cache_gate_enter(c->cache);
 	double t = cache_pushed_since(c->cache, seq, &ip->fh) ? 0 : c->attr_timeout;
@@ -324,6 +327,7 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	maybe_tune(c);
 	fill_creds(req, &m.cr, true);
 	m.parent = dir->fh;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) < 0)
 		goto out_err;
@@ -353,6 +357,8 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (rc < 0)
 		goto out_err;
 	ip = entry_param(c, &er.e, &e);
+	if (ip)
+		inode_trust_attr(c->it, ip, seq, any, ns);
 	if (ip && data.p)
 		inode_set_inline(ip, &er.e.attr, data.p, data.len);
 	rpc_reply_free(&rep);
@@ -390,12 +396,29 @@ static void pfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	(void)fi;
 
 	maybe_tune(c);
+	/* The kernel asks again after every read (atime) and after its
+	 * attribute timeout: answer from attributes known to be current
+	 * (see inode_attr_trusted), with no round trip. */
+	struct pfs_attr a;
+	uint64_t aseq;
+	if (inode_attr_trusted(c->it, ip, &a, &aseq) && rpc_is_up(c->rpc)) {
+		cache_gate_enter(c->cache);
+		if (!cache_pushed_since(c->cache, aseq, &ip->fh)) {
+			struct stat st;
+			attr_to_stat(&a, &st);
+			fuse_reply_attr(req, &st, c->attr_timeout);
+			cache_gate_leave(c->cache);
+			return;
+		}
+		cache_gate_leave(c->cache);
+	}
 	wb_wait(c->wb, ip); /* the size includes our pending writes */
 	fill_creds(req, &m.cr, false);
 	m.fh = ip->fh;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
 	uint64_t seq = cache_seq(c->cache);
 	int rc = rpc_msg(c->rpc, PFS_OP_GETATTR, getattr_req, &m, &rep);
-	finish_attr(req, ip, rc, &rep, false, seq);
+	finish_attr(req, ip, rc, &rep, false, seq, any, ns);
 }
 
 static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -407,6 +430,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct rpc_reply rep = { 0 };
 
 	wb_wait(c->wb, ip); /* a truncate comes after our pending writes */
+	inode_own_touch(c->it, ip, false);
 	inode_drop_inline(ip); /* our own changes are never pushed back to us */
 	memset(&m, 0, sizeof(m));
 	fill_creds(req, &m.cr, true);
@@ -446,7 +470,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		m.valid |= PFS_SET_CTIME;
 	uint64_t seq = cache_seq(c->cache);
 	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
-	finish_attr(req, ip, rc, &rep, true, seq);
+	finish_attr(req, ip, rc, &rep, true, seq, 0, 0);
 }
 
 static void pfs_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -481,6 +505,7 @@ static void pfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.mode = mode;
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
+	inode_own_touch(c->it, NULL, true);
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
@@ -498,6 +523,7 @@ static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.parent = IP(req, parent)->fh;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
+	inode_own_touch(c->it, NULL, true);
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
@@ -512,6 +538,7 @@ static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 	size_t tlen = strlen(link);
 	int rc;
 
+	inode_own_touch(c->it, NULL, true);
 	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
@@ -537,6 +564,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
+	inode_own_touch(c->it, NULL, true);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
 	rpc_reply_free(&rep);
@@ -565,6 +593,7 @@ static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	m.parent = IP(req, parent)->fh;
 	m.newparent = IP(req, newparent)->fh;
 	m.flags = flags;
+	inode_own_touch(c->it, NULL, true);
 	if ((rc = set_name(&m.name, name)) == 0 && (rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
 	rpc_reply_free(&rep);
@@ -581,6 +610,7 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.newparent = IP(req, newparent)->fh;
+	inode_own_touch(c->it, IP(req, ino), true);
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
@@ -600,6 +630,8 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc;
 
 	maybe_tune(c);
+	if (fi->flags & O_TRUNC)
+		inode_own_touch(c->it, ip, false);
 	if (!(of = ofile_new(c, ip, fi->flags))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -660,6 +692,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	inode_own_touch(c->it, NULL, true);
 	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
@@ -763,6 +796,7 @@ static void pfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	inode_own_touch(c->it, of->ip, false);
 	inode_drop_inline(of->ip); /* our own writes are never pushed back to us */
 	/* Write-behind (wb.c): the data is copied and sent by a writer
 	 * thread; its errors come back at the next write, flush or fsync. */
@@ -856,6 +890,7 @@ static void pfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
+	inode_own_touch(c->it, of->ip, false);
 	inode_drop_inline(of->ip);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
@@ -920,6 +955,7 @@ static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 static void lock_revalidate(fuse_req_t req, fuse_ino_t ino)
 {
 	struct client *c = CL(req);
+	inode_own_touch(c->it, IP(req, ino), false);
 	inode_drop_inline(IP(req, ino));
 	fuse_lowlevel_notify_inval_inode(c->se, ino, 0, 0);
 }
@@ -1074,6 +1110,7 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 
 	rpc_reply_free(&of->dir);
 	of->rd_valid = false;
+	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
 	of->rd_seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
@@ -1165,10 +1202,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			}
 			n = fuse_add_direntry_plus(req, buf + pos, size - pos, de.name.s, &e,
 						   (off_t)de.next_off);
-			if (n > size - pos && ip)
+			if (n > size - pos && ip) {
 				inode_forget(c->it, ip, 1); /* not handed to the kernel */
-			else if (ip)
+			} else if (ip) {
 				inode_note_name(of->ip, de.name.s);
+				inode_trust_attr(c->it, ip, of->rd_seq, of->rd_any, of->rd_ns);
+			}
 		} else {
 			struct stat st;
 			memset(&st, 0, sizeof(st));
@@ -1269,6 +1308,7 @@ static void pfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const
 	int rc;
 
 	inode_clear_nocaps(IP(req, ino));
+	inode_own_touch(c->it, IP(req, ino), false);
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.flags = (uint32_t)flags;
@@ -1390,6 +1430,7 @@ static void pfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int rc;
 
 	inode_clear_nocaps(IP(req, ino));
+	inode_own_touch(c->it, IP(req, ino), false);
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	if ((rc = set_xname(&m.name, name)) == 0)

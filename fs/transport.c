@@ -650,6 +650,11 @@ static void *conn_main(void *arg)
 	while (!atomic_load(&t->stopping)) {
 		int rc = recv_loop(t, t->fd);
 		drop(t);
+		/* Pushes may be lost from now until the revalidation after the
+		 * reconnect: nothing cached before counts as current (the
+		 * locally answered GETATTR, cache_i.h). */
+		if (c->cache)
+			cache_note_all(c->cache);
 		/* After GOODBYE (shutdown) the server closes: do not come back. */
 		if (atomic_load(&t->stopping) || rpc_is_closing(c->rpc))
 			break;
