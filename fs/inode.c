@@ -677,3 +677,20 @@ bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr
 	pthread_mutex_unlock(&ip->lock);
 	return ok;
 }
+
+void inode_note_reader(struct inode *ip, uint32_t uid, uint32_t gid)
+{
+	pthread_mutex_lock(&ip->lock);
+	ip->reader_uid = uid;
+	ip->reader_gid = gid;
+	ip->reader_ok = true;
+	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool ok = ip->reader_ok && ip->reader_uid == uid && ip->reader_gid == gid;
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
+}

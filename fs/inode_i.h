@@ -50,6 +50,10 @@ struct inode {
 	 * and the table's namespace-change count then. */
 	uint64_t trust_seq;
 	uint64_t trust_ns;
+	/* The server let a caller with these ids read the file (an OPEN for
+	 * reading, or LOOKUP_DATA content): see inode_note_reader. */
+	uint32_t reader_uid, reader_gid;
+	bool reader_ok;
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -195,6 +199,15 @@ void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uin
 		      uint64_t ns);
 bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
 			uint64_t *seq);
+
+/* Opens answered locally (ops.c). The kernel checks the mode bits
+ * itself (default_permissions) against attributes known current; what
+ * only the server knows is how it maps the caller (root_squash,
+ * all_squash), which depends on the caller's ids alone. So a read-only
+ * open is answered locally only for the uid and gid the server last let
+ * read the file. */
+void inode_note_reader(struct inode *ip, uint32_t uid, uint32_t gid);
+bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid);
 
 /* The data version of a. */
 struct dver dver_of(const struct pfs_attr *a);

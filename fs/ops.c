@@ -35,6 +35,10 @@ struct ofile {
 	struct client *c;
 	struct ofile *prev, *next; /* the client's list of open files */
 	uint64_t fid;     /* client-chosen id the daemon knows the open by */
+	/* The daemon may know fid: the open went to it, or a request
+	 * carried fid (the daemon opens the file again by handle under an
+	 * unknown fid), so RELEASE must be sent. See fid_use. */
+	atomic_bool remote;
 	uint32_t flags;   /* open flags, for a reopen by handle */
 	struct inode *ip; /* pinned by the kernel while the file is open */
 
@@ -162,7 +166,16 @@ static void release_fid(fuse_req_t req, const struct pfs_fh *fh, uint64_t fid, u
 
 static void release_remote(fuse_req_t req, struct ofile *of, uint16_t op)
 {
-	release_fid(req, &of->ip->fh, of->fid, op);
+	if (atomic_load(&of->remote))
+		release_fid(req, &of->ip->fh, of->fid, op);
+}
+
+/* The fid of of, for a request about to carry it to the daemon. */
+static uint64_t fid_use(struct ofile *of)
+{
+	if (!atomic_load_explicit(&of->remote, memory_order_relaxed))
+		atomic_store(&of->remote, true);
+	return of->fid;
 }
 
 /* Fills e for an entry the kernel will hold one more lookup of. */
@@ -359,8 +372,10 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ip = entry_param(c, &er.e, &e);
 	if (ip)
 		inode_trust_attr(c->it, ip, seq, any, ns);
-	if (ip && data.p)
+	if (ip && data.p) {
 		inode_set_inline(ip, &er.e.attr, data.p, data.len);
+		inode_note_reader(ip, m.cr.uid, m.cr.gid); /* see LOOKUP_DATA */
+	}
 	rpc_reply_free(&rep);
 	if (!ip) {
 		fuse_reply_err(req, ENOMEM);
@@ -435,7 +450,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	memset(&m, 0, sizeof(m));
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
-	m.fid = fi && fi->fh ? OF(fi)->fid : 0;
+	m.fid = fi && fi->fh ? fid_use(OF(fi)) : 0;
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		m.valid |= PFS_SET_MODE;
 		m.mode = attr->st_mode;
@@ -619,6 +634,40 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 
 /* ---- files ---- */
 
+/* Close-to-open without a round trip. A read-only open is answered
+ * locally when the file's attributes are known current (see
+ * inode_attr_trusted: connected, no push about it since they came, no
+ * own change) and no push about it is waiting to reach the kernel, for
+ * a caller the server let read it (inode_is_reader). That is as good as
+ * asking: the daemon holds the reply to every change until each client
+ * that caches the object acknowledged its invalidation (PUSH_ACK, see
+ * wire.h), so a change whose close (or write, or setattr) returned on
+ * another host has reached this kernel before this open. The fid stays
+ * unknown to the daemon until a request carries it (fid_use). Sets
+ * fi->keep_cache (files) and returns true when answered. Directories
+ * (dir): the same, for OPENDIR; READDIR opens the directory on the
+ * daemon only when the kernel's cached listing is gone. */
+static bool open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info *fi, bool dir)
+{
+	struct client *c = CL(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct pfs_attr a;
+	uint64_t aseq;
+	bool ok, attrs_stale;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT)) ||
+	    !atomic_load(&c->push_ack) || !inode_is_reader(ip, ctx->uid, ctx->gid) ||
+	    !inode_attr_trusted(c->it, ip, &a, &aseq) || !rpc_is_up(c->rpc))
+		return false;
+	cache_gate_enter(c->cache);
+	ok = !cache_pushed_since(c->cache, aseq, &ip->fh) &&
+	     !cache_pushed_since(c->cache, cache_applied(c->cache), &ip->fh);
+	if (ok && !dir)
+		fi->keep_cache = inode_open_version(ip, &a, &attrs_stale);
+	cache_gate_leave(c->cache);
+	return ok;
+}
+
 static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct client *c = CL(req);
@@ -636,10 +685,18 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if (open_locally(req, ip, fi, false)) {
+		fi->fh = (uint64_t)(uintptr_t)of;
+		if (fuse_reply_open(req, fi) != 0)
+			ofile_free(of);
+		return;
+	}
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.flags = (uint32_t)fi->flags;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
+	uint64_t seq = cache_seq(c->cache);
 	uint64_t applied = cache_applied(c->cache);
 	rc = rpc_msg(c->rpc, PFS_OP_OPEN, open_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
@@ -650,6 +707,8 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	if ((fi->flags & O_ACCMODE) != O_WRONLY)
+		inode_note_reader(ip, m.cr.uid, m.cr.gid);
 	/* Close-to-open: the kernel's pages may stay only if the file has
 	 * not changed since they were cached (keep_cache=0 makes the kernel
 	 * drop them). Its cached attributes go too if they differ from the
@@ -667,6 +726,8 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		attrs_stale = true;
 	}
 	cache_gate_leave(c->cache);
+	if (!(fi->flags & O_TRUNC))
+		inode_trust_attr(c->it, ip, seq, any, ns);
 	if (attrs_stale)
 		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)of;
@@ -696,7 +757,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.flags = (uint32_t)fi->flags;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
@@ -768,7 +829,7 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.flags = of->flags;
 	m.offset = (uint64_t)off;
 	m.size = (uint32_t)(size > PFS_MAX_IO ? PFS_MAX_IO : size);
@@ -801,7 +862,7 @@ static void pfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 	/* Write-behind (wb.c): the data is copied and sent by a writer
 	 * thread; its errors come back at the next write, flush or fsync. */
 	fill_creds(req, &cr, false);
-	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, of->fid, of->flags, (uint64_t)off, buf,
+	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, fid_use(of), of->flags, (uint64_t)off, buf,
 			  size, (uint32_t)fuse_req_ctx(req)->pid);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -819,7 +880,10 @@ static void pfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(2): the written data is committed (close-to-open, and NFS
 	 * semantics: close reports ENOSPC, EDQUOT, EIO of write-behind). */
 	fill_creds(req, &cr, false);
-	int err = wb_flush(c->wb, ip, &cr, &ip->fh, of->fid, (uint32_t)fuse_req_ctx(req)->pid);
+	/* A commit carries this open's fid (the daemon opens the file again
+	 * under it if it does not know it: RELEASE must follow). */
+	uint64_t fid = wb_holds(c->wb, ip) ? fid_use(of) : of->fid;
+	int err = wb_flush(c->wb, ip, &cr, &ip->fh, fid, (uint32_t)fuse_req_ctx(req)->pid);
 
 	/* Drop this owner's POSIX locks, as close(2) must, only where this
 	 * client ever took any: no round trip otherwise. */
@@ -846,13 +910,14 @@ static void pfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 
 	/* Writes of mmap'ed pages may come after the last flush. */
 	fill_creds(req, &cr, false);
-	wb_release(c->wb, of->ip, &cr, &of->ip->fh, of->fid);
+	uint64_t fid = wb_holds(c->wb, of->ip) ? fid_use(of) : of->fid;
+	wb_release(c->wb, of->ip, &cr, &of->ip->fh, fid);
 	if (fi->flock_release) {
 		struct pfs_lock_req m;
 		struct rpc_reply rep = { 0 };
 		fill_creds(req, &m.cr, false);
 		m.fh = of->ip->fh;
-		m.fid = of->fid;
+		m.fid = fid_use(of);
 		m.owner = fi->lock_owner;
 		m.type = PFS_LK_UN;
 		m.start = 0;
@@ -877,7 +942,7 @@ static void pfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 	/* Returns once the daemon's fsync covered every write, re-sending
 	 * what a restarted daemon may have lost (wb.c). */
 	fill_creds(req, &cr, false);
-	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, of->fid, datasync != 0, true);
+	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, fid_use(of), datasync != 0, true);
 	fuse_reply_err(req, -rc);
 }
 
@@ -894,7 +959,7 @@ static void pfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	inode_drop_inline(of->ip);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	wb_wait(c->wb, of->ip);
 	m.mode = (uint32_t)mode;
 	m.offset = (uint64_t)offset;
@@ -916,7 +981,7 @@ static void pfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.offset = (uint64_t)off;
 	m.whence = (uint32_t)whence;
 	wb_wait(c->wb, of->ip);
@@ -939,7 +1004,7 @@ static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 	wb_wait(CL(req)->wb, of->ip);
 	fill_creds(req, &m->cr, false);
 	m->fh = of->ip->fh;
-	m->fid = of->fid;
+	m->fid = fid_use(of);
 	m->owner = fi->lock_owner;
 	m->type = lk->l_type == F_RDLCK ? PFS_LK_RD : lk->l_type == F_WRLCK ? PFS_LK_WR : PFS_LK_UN;
 	m->start = (uint64_t)lk->l_start;
@@ -1032,7 +1097,7 @@ static void pfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	wb_wait(CL(req)->wb, of->ip);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.owner = fi->lock_owner;
 	switch (op & ~LOCK_NB) {
 	case LOCK_SH:
@@ -1074,10 +1139,14 @@ static void pfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if (open_locally(req, ip, fi, true))
+		goto reply;
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.flags = (uint32_t)fi->flags;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
+	uint64_t seq = cache_seq(c->cache);
 	rc = rpc_msg(c->rpc, PFS_OP_OPENDIR, open_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = bad_reply(req, "OPENDIR");
@@ -1088,6 +1157,9 @@ static void pfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		return;
 	}
 	inode_set_attr(ip, &ar.attr);
+	inode_trust_attr(c->it, ip, seq, any, ns);
+	inode_note_reader(ip, m.cr.uid, m.cr.gid);
+reply:
 	/* The server pushes an invalidation of the directory on every
 	 * change, which drops the kernel's cached listing. This kernel
 	 * drops cache_readdir at every opendir unless keep_cache is set too. */
@@ -1114,7 +1186,7 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	of->rd_seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.offset = off;
 	m.max_bytes = READDIR_BYTES;
 	m.plus = plus;

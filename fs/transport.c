@@ -35,6 +35,7 @@
 struct push_item {
 	struct push_item *next;
 	uint64_t seq; /* cache_note_push number, 0 if none */
+	uint64_t gen; /* connection it came on */
 	uint16_t op;
 	size_t len;
 	uint8_t *buf;
@@ -202,8 +203,17 @@ static int send_frame_fd(int fd, uint64_t id, uint16_t op, const void *payload, 
 	return send_all(fd, iov, wl ? 2 : 1);
 }
 
+static int send_gen(struct transport *t, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
+		    const void *payload, size_t len, bool lz4);
+
 int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 		   const void *payload, size_t len, bool lz4)
+{
+	return send_gen(t, gen, id, op, 0, payload, len, lz4);
+}
+
+static int send_gen(struct transport *t, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
+		    const void *payload, size_t len, bool lz4)
 {
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	void *scratch = NULL;
@@ -215,8 +225,8 @@ int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 		cap = pfs_lz4_bound(len);
 		scratch = malloc(cap); /* on failure the frame goes out raw */
 	}
-	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, scratch != NULL, scratch,
-				      cap, &wire);
+	size_t wl = pfs_frame_prepare(hdr, id, op, flags, 0, payload, len, scratch != NULL,
+				      scratch, cap, &wire);
 	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
 
 	pthread_mutex_lock(&t->send_lock);
@@ -490,6 +500,7 @@ static void install(struct transport *t, int fd, const struct hs_result *hs)
 	t->gen = gen;
 	pthread_mutex_unlock(&t->fd_lock);
 	pthread_mutex_unlock(&t->send_lock);
+	atomic_store(&t->c->push_ack, (hs->caps & PFS_CAP_PUSH_ACK) != 0);
 	rpc_connected(t->c->rpc, gen, hs->caps & PFS_CAP_LZ4);
 }
 
@@ -574,6 +585,7 @@ static void push_enqueue(struct transport *t, uint16_t op, uint8_t *buf, size_t 
 	}
 	p->next = NULL;
 	p->seq = ops_note_push(t->c, op, buf, len);
+	p->gen = t->last_gen;
 	p->op = op;
 	p->buf = buf;
 	p->len = len;
@@ -692,9 +704,24 @@ out:
 	return NULL;
 }
 
+/* Acknowledges the first count pushes of connection gen (wire.h,
+ * PUSH_ACK). A failed send needs nothing: that connection is gone, and
+ * the server stops waiting for a client whose connection closed. */
+static void send_ack(struct transport *t, uint64_t gen, uint64_t count)
+{
+	uint8_t buf[16];
+	struct pfs_wr w;
+	struct pfs_push_ack m = { .count = count };
+
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_push_ack(&w, &m) == 0)
+		(void)send_gen(t, gen, 0, PFS_OP_PUSH_ACK, PFS_FF_PUSH, buf, w.len, false);
+}
+
 static void *push_main(void *arg)
 {
 	struct transport *t = arg;
+	uint64_t gen = 0, count = 0; /* pushes applied on connection gen */
 
 	pthread_mutex_lock(&t->push_lock);
 	for (;;) {
@@ -710,9 +737,21 @@ static void *push_main(void *arg)
 		ops_apply_push(t->c, p->op, p->buf, p->len);
 		if (p->seq)
 			cache_set_applied(t->c->cache, p->seq);
+		if (p->gen != gen) {
+			gen = p->gen;
+			count = 0;
+		}
+		count++;
 		free(p->buf);
 		free(p);
 		pthread_mutex_lock(&t->push_lock);
+		/* One acknowledgement per burst (when the queue ran dry), and
+		 * one per 64 pushes in a long one. */
+		if ((!t->push_head || count % 64 == 0) && atomic_load(&t->c->push_ack)) {
+			pthread_mutex_unlock(&t->push_lock);
+			send_ack(t, gen, count);
+			pthread_mutex_lock(&t->push_lock);
+		}
 	}
 	pthread_mutex_unlock(&t->push_lock);
 	return NULL;

@@ -150,6 +150,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_lookup_data_rep(F) F(ENTRY, e) F(U32, flags) F(BYTES, data)
 #define PFS_MSG_inval_inode_push(F) F(FH, fh) F(I64, offset) F(I64, length)
 #define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
+#define PFS_MSG_push_ack(F) F(U64, count) /* PUSH_ACK (client -> server) */
 
 #define PFS_MESSAGES(M) \
 	M(hello_req) M(hello_rep) M(auth_req) M(auth_rep) M(ping_req) M(ping_rep) \
@@ -160,7 +161,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(statfs_req) M(statfs_rep) M(setxattr_req) M(getxattr_req) M(xattr_rep) \
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
-	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep)
+	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
+	M(push_ack)
 
 /* Growable-by-caller output cursor. The caller owns buf. */
 struct pfs_wr {

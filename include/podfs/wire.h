@@ -90,7 +90,8 @@ enum {
 enum {
 	PFS_CAP_LZ4 = 1u << 0,   /* peer accepts PFS_FF_LZ4 payloads */
 	PFS_CAP_PUSH = 1u << 1,  /* client applies server pushes */
-	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH,
+	PFS_CAP_PUSH_ACK = 1u << 2, /* client acknowledges pushes (PUSH_ACK) */
+	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_PUSH_ACK,
 };
 
 /* Opcodes: X(name, value). Values are part of the protocol: never reuse. */
@@ -132,6 +133,7 @@ enum {
 	X(FORGET, 40)         \
 	X(REVALIDATE, 41)     \
 	X(LOOKUP_DATA, 42)    \
+	X(PUSH_ACK, 60)       \
 	X(INVAL_INODE, 100)   \
 	X(INVAL_ENTRY, 101)
 
@@ -202,6 +204,23 @@ enum {
 enum {
 	PFS_LD_DATA = 1u << 0, /* lookup_data_rep.data is the whole file */
 };
+
+/* Opcodes 60-64 belong to request economy (issue 4).
+ *
+ * PUSH_ACK (client -> server, one-way: flags PFS_FF_PUSH, id 0, no reply;
+ *   only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
+ *   push_ack: `count`, the number of pushes received on this connection
+ *   and applied to the kernel's caches (counting from 1 at the connection's
+ *   first push; a count that does not grow is ignored).
+ *   The server holds the reply to a request that changed an object until
+ *   every other client it pushed the change to (that negotiated the
+ *   capability) acknowledged that push, or PFSD_ACK_WAIT_MS passed: a
+ *   client that has not acknowledged by then has its connection closed,
+ *   so it revalidates its caches before trusting them again. Hence once a
+ *   change's reply (a WRITE, the commit of a close, a SETATTR...) reached
+ *   its client, every other client's kernel has dropped what the change
+ *   made stale, and those clients may answer a later open (close-to-open)
+ *   from what they cache, without asking the server. */
 
 /* READDIR entry flags. */
 enum {
