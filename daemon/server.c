@@ -351,6 +351,7 @@ static bool op_meta(unsigned op)
 	switch (op) {
 	case PFS_OP_LOOKUP:
 	case PFS_OP_LOOKUP_DATA:
+	case PFS_OP_LISTDIR:
 	case PFS_OP_GETATTR:
 	case PFS_OP_OPEN:
 	case PFS_OP_OPENDIR:

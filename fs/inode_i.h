@@ -26,6 +26,8 @@ struct dver {
 	uint32_t ctime_ns;
 };
 
+struct listing;
+
 struct inode {
 	struct inode *hnext;  /* table lock */
 	uint64_t hash;
@@ -54,6 +56,12 @@ struct inode {
 	 * reading, or LOOKUP_DATA content): see inode_note_reader. */
 	uint32_t reader_uid, reader_gid;
 	bool reader_ok;
+	/* Directories: a complete listing (LISTDIR) lookups are answered
+	 * from while it is coherent; no_list once one was incomplete or
+	 * went stale (a directory that changes is asked name by name). */
+	struct listing *listing;
+	bool no_list;
+	uint64_t ls_gen;      /* this client's namespace changes in it */
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -208,6 +216,38 @@ bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr
  * read the file. */
 void inode_note_reader(struct inode *ip, uint32_t uid, uint32_t gid);
 bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid);
+
+/* Directory listings (LISTDIR, wire.h). inode_set_listing takes buf
+ * (malloc'd reply payload of len bytes, freed on failure too), checks
+ * it and keeps it as dir's listing, fetched at push number seq with
+ * inode_own_snap (any, ns) by a caller with ids uid/gid. Returns 0,
+ * -EBADMSG, -ENOMEM or -ENOSPC (listings together over their cap).
+ * inode_listing_find looks name up in it: LS_NONE (no listing),
+ * LS_ABSENT, or LS_PRESENT with *e and, if the listing carried the
+ * content, *data (malloc'd copy, the caller frees) and *dlen; *li tells
+ * when and by whom the listing was fetched. The caller decides whether
+ * it is still coherent (no push about dir since li->seq) and calls
+ * inode_drop_listing if not (no listing is fetched for that directory
+ * again). This client's own namespace changes in dir are never pushed
+ * back: inode_listing_touch (call before sending the change) drops the
+ * listing, and a listing fetched before it (li->ns, from
+ * inode_listing_gen) is not kept (-ESTALE). */
+struct listing_info {
+	uint64_t seq, any, own_ns; /* push number, inode_own_snap */
+	uint64_t ns;               /* inode_listing_gen */
+	uint32_t uid, gid;
+};
+enum { LS_NONE, LS_ABSENT, LS_PRESENT };
+#define INODE_LISTING_TOTAL_MAX (64ll << 20)
+int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
+		      const struct listing_info *li);
+int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8_t **data,
+		       uint32_t *dlen, struct listing_info *li);
+void inode_drop_listing(struct inode *dir);
+void inode_listing_touch(struct inode *dir);
+uint64_t inode_listing_gen(struct inode *dir);
+/* True if a lookup in dir may fetch a listing first. */
+bool inode_may_list(struct inode *dir, uint64_t max_size);
 
 /* The data version of a. */
 struct dver dver_of(const struct pfs_attr *a);

@@ -325,6 +325,106 @@ static int lookup_data(fuse_req_t req, struct pfs_lookup_req *lm, struct pfs_ent
 	return 0;
 }
 
+/* Directories up to this size (st_size; ext4: 4 KiB blocks of names)
+ * are listed whole at their first lookup. */
+#define LIST_DIR_MAX_SIZE (64u * 1024)
+
+/* Fetches dir's listing (LISTDIR) and keeps it if complete. */
+static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr)
+{
+	struct client *c = CL(req);
+	struct pfs_listdir_req m;
+	struct rpc_reply rep = { 0 };
+	struct listing_info li;
+
+	m.cr = *cr;
+	m.fh = dir->fh;
+	m.max_inline = c->max_inline;
+	m.max_bytes = PFS_MAX_IO;
+	li.any = inode_own_snap(c->it, &li.own_ns);
+	li.ns = inode_listing_gen(dir);
+	li.seq = cache_seq(c->cache);
+	li.uid = cr->uid;
+	li.gid = cr->gid;
+	int rc = rpc_msg(c->rpc, PFS_OP_LISTDIR, listdir_req, &m, &rep);
+	if (rc == -ENOSYS) {
+		pfs_info("server has no LISTDIR: lookups name by name");
+		cache_set_nosys(c->cache, PFS_OP_LISTDIR);
+		return;
+	}
+	if (rc < 0 || rep.len < 4 || !(rep.buf[0] & PFS_LS_COMPLETE)) {
+		rpc_reply_free(&rep);
+		inode_drop_listing(dir); /* not again */
+		return;
+	}
+	rc = inode_set_listing(c->it, dir, rep.buf, rep.len, &li);
+	if (rc == -EBADMSG)
+		pfs_warn("malformed LISTDIR reply from the server");
+	if (rc < 0 && rc != -ESTALE)
+		inode_drop_listing(dir);
+}
+
+/* Cold start: answers a lookup in dir from the directory's complete
+ * listing (fetched here at the first lookup in a small directory) while
+ * it is coherent: no push about the directory since it was fetched (a
+ * name created, removed or renamed there is pushed; a dropped connection
+ * counts as a push about everything); this client's own changes there
+ * drop it (inode_listing_touch). A name not in it does not exist.
+ * Returns true if it replied. */
+static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
+			  const struct pfs_creds *cr)
+{
+	struct client *c = CL(req);
+	struct pfs_entry pe;
+	struct fuse_entry_param e;
+	struct listing_info li;
+	uint8_t *data;
+	uint32_t dlen;
+
+	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
+		return false;
+	int r = inode_listing_find(dir, name, &pe, &data, &dlen, &li);
+	if (r == LS_NONE && inode_may_list(dir, LIST_DIR_MAX_SIZE)) {
+		fetch_listing(req, dir, cr);
+		r = inode_listing_find(dir, name, &pe, &data, &dlen, &li);
+	}
+	if (r == LS_NONE)
+		return false;
+	cache_gate_enter(c->cache);
+	bool stale = cache_pushed_since(c->cache, li.seq, &dir->fh);
+	bool entry_stale = r == LS_PRESENT && cache_pushed_since(c->cache, li.seq, &pe.fh);
+	cache_gate_leave(c->cache);
+	if (stale)
+		inode_drop_listing(dir);
+	if (stale || entry_stale) {
+		free(data);
+		return false;
+	}
+	if (r == LS_ABSENT) {
+		if (c->negative_timeout <= 0) {
+			fuse_reply_err(req, ENOENT);
+			return true;
+		}
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = c->negative_timeout;
+		reply_entry_gated(req, dir, name, NULL, &e, li.seq);
+		return true;
+	}
+	struct inode *ip = entry_param(c, &pe, &e);
+	if (!ip) {
+		free(data);
+		return false;
+	}
+	inode_trust_attr(c->it, ip, li.seq, li.any, li.own_ns);
+	if (data) {
+		inode_set_inline(ip, &pe.attr, data, dlen);
+		inode_note_reader(ip, li.uid, li.gid);
+		free(data);
+	}
+	reply_entry_gated(req, dir, name, ip, &e, li.seq);
+	return true;
+}
+
 static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct client *c = CL(req);
@@ -344,6 +444,8 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) < 0)
 		goto out_err;
+	if (c->max_inline && lookup_listed(req, dir, name, &m.cr))
+		return;
 	rc = -ENOSYS;
 	if (c->max_inline && !cache_nosys(c->cache, PFS_OP_LOOKUP_DATA)) {
 		rc = lookup_data(req, &m, &er, &rep, &data);
@@ -521,6 +623,7 @@ static void pfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
 	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
@@ -539,6 +642,7 @@ static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
 	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
@@ -554,6 +658,7 @@ static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 	int rc;
 
 	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
@@ -580,6 +685,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
 	rpc_reply_free(&rep);
@@ -609,6 +715,8 @@ static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	m.newparent = IP(req, newparent)->fh;
 	m.flags = flags;
 	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
+	inode_listing_touch(IP(req, newparent));
 	if ((rc = set_name(&m.name, name)) == 0 && (rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
 	rpc_reply_free(&rep);
@@ -626,6 +734,7 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	m.fh = IP(req, ino)->fh;
 	m.newparent = IP(req, newparent)->fh;
 	inode_own_touch(c->it, IP(req, ino), true);
+	inode_listing_touch(IP(req, newparent));
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
@@ -754,6 +863,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	}
 	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;

@@ -134,6 +134,7 @@ enum {
 	X(REVALIDATE, 41)     \
 	X(LOOKUP_DATA, 42)    \
 	X(PUSH_ACK, 60)       \
+	X(LISTDIR, 61)        \
 	X(INVAL_INODE, 100)   \
 	X(INVAL_ENTRY, 101)
 
@@ -220,7 +221,26 @@ enum {
  *   change's reply (a WRITE, the commit of a close, a SETATTR...) reached
  *   its client, every other client's kernel has dropped what the change
  *   made stale, and those clients may answer a later open (close-to-open)
- *   from what they cache, without asking the server. */
+ *   from what they cache, without asking the server.
+ *
+ * LISTDIR: a whole directory in one round trip, for a client that will
+ *   answer lookups in it from the listing (cold start: a name not in a
+ *   complete listing the client holds coherently does not exist).
+ *   Request listdir_req: the directory, max_inline (as LOOKUP_DATA) and
+ *   max_bytes (<= PFS_MAX_IO), the reply's size limit. Reply: u32 flags
+ *   (PFS_LS_COMPLETE: every name of the directory is listed; otherwise
+ *   the listing is a prefix the client must not use for absences), then
+ *   items to the end of the payload: name, entry, u32 flags (PFS_LD_DATA:
+ *   data is the whole content, read with the caller's credentials, as in
+ *   LOOKUP_DATA), bytes data. "." and ".." are not listed. Inline data
+ *   takes at most PFS_LISTDIR_DATA_MAX bytes of a reply; files past that
+ *   come without data. The session caches every listed entry (pushes
+ *   follow), and the directory. */
+#define PFS_LISTDIR_DATA_MAX (512u * 1024)
+#define PFS_LISTDIR_ITEMS_MAX 4096
+enum {
+	PFS_LS_COMPLETE = 1u << 0,
+};
 
 /* READDIR entry flags. */
 enum {

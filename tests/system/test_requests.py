@@ -168,3 +168,63 @@ def test_issue4_acks_do_not_deadlock_two_writers(env):
     assert "not acknowledge" not in pod.daemon.proc.output()
     data = read_file(b / "shared")
     assert data[:100] == b"A" * 100 and data[4096:4196] == b"B" * 100
+
+
+def test_issue4_cold_lookups_answered_from_one_listing(env, daemon, mount):
+    """Cold lookups in a small directory: one LISTDIR brings every name,
+    attribute and small file; the lookups (hits and misses) and reads
+    that follow cost no further request."""
+    for i in range(30):
+        write_file(env.export / f"m{i}.py", b"v = %d\n" % i)
+    m = mount(opts="log_level=debug")
+    before = len(m.proc.output().splitlines())
+    for i in range(30):
+        for suffix in (".cpython-311-x86_64-linux-gnu.so", ".abi3.so", ".so"):
+            assert not os.path.exists(m / f"m{i}{suffix}")
+        assert read_file(m / f"m{i}.py") == b"v = %d\n" % i
+    time.sleep(0.3)
+    log = "\n".join(m.proc.output().splitlines()[before:])
+    sent = [line.split("(")[1].split(")")[0] for line in log.splitlines()
+            if "request " in line and "connection" in line]
+    assert sent.count("LISTDIR") == 1, sent
+    assert [op for op in sent if op not in ("LISTDIR", "GETATTR", "FORGET")] == [], sent
+
+
+@pytest.mark.netns
+def test_issue4_listing_absences_stay_correct_across_hosts(env):
+    """B answers misses from its listing of d; names created, renamed or
+    removed on A (or directly in the export) show on B within the bound."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    os.mkdir(a / "d")
+    for i in range(5):
+        write_file(a / "d" / f"f{i}", b"x")
+    time.sleep(0.2)
+    assert not os.path.exists(b / "d" / "new")      # B lists d, then misses
+    assert os.path.exists(b / "d" / "f1")
+    for round_ in range(10):
+        name = f"new{round_}"
+        assert not os.path.exists(b / "d" / name)     # answered from the listing
+        write_file(a / "d" / name, b"y")
+        # A's create returned only after B applied the push: no polling.
+        assert os.path.exists(b / "d" / name), round_
+        assert read_file(b / "d" / name) == b"y"
+    os.rename(a / "d" / "f2", a / "d" / "g2")
+    assert not os.path.exists(b / "d" / "f2") and os.path.exists(b / "d" / "g2")
+    os.unlink(a / "d" / "f3")
+    assert not os.path.exists(b / "d" / "f3")
+    # A change beside podfs (fanotify) within 1 s.
+    write_file(pod.export / "d" / "direct", b"z")
+    t0 = time.monotonic()
+    while not os.path.exists(b / "d" / "direct"):
+        assert time.monotonic() - t0 < 1.5, "direct create not seen"
+        time.sleep(0.01)
+    # B's own create in a listed directory is never pushed back to B.
+    os.mkdir(b / "e")
+    write_file(a / "e" / "x", b"1")
+    assert not os.path.exists(b / "e" / "y")        # lists e
+    write_file(b / "e" / "y", b"2")
+    os.unlink(b / "e" / "y")
+    write_file(b / "e" / "y2", b"3")
+    assert sorted(os.listdir(b / "e")) == ["x", "y2"]
+    assert read_file(b / "e" / "y2") == b"3" and not os.path.exists(b / "e" / "y")
