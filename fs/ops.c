@@ -24,6 +24,7 @@
 #include "podfs/codec.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
+#include "transport_i.h"
 #include "wb_i.h"
 
 /* Bytes of READDIR reply asked for at once; the kernel takes them a page
@@ -358,6 +359,8 @@ static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_cr
 		return;
 	}
 	rc = inode_set_listing(c->it, dir, rep.buf, rep.len, &li);
+	if (rc == 0) /* the daemon opened and read it with the caller's ids */
+		inode_note_reader(dir, cr->uid, cr->gid);
 	if (rc == -EBADMSG)
 		pfs_warn("malformed LISTDIR reply from the server");
 	if (rc < 0 && rc != -ESTALE)
@@ -388,11 +391,18 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		fetch_listing(req, dir, cr);
 		r = inode_listing_find(dir, name, &pe, &data, &dlen, &li);
 	}
-	if (r == LS_NONE)
+	if (r == LS_NONE || !transport_quiet(c->tr)) {
+		free(data);
 		return false;
+	}
 	cache_gate_enter(c->cache);
 	bool stale = cache_pushed_since(c->cache, li.seq, &dir->fh);
 	bool entry_stale = r == LS_PRESENT && cache_pushed_since(c->cache, li.seq, &pe.fh);
+	/* A small file that came without its content (the listing's data
+	 * budget ran out): LOOKUP_DATA brings it in the same round trip. */
+	if (r == LS_PRESENT && !data && S_ISREG(pe.attr.mode) && pe.attr.size > 0 &&
+	    pe.attr.size <= c->max_inline)
+		entry_stale = true;
 	cache_gate_leave(c->cache);
 	if (stale)
 		inode_drop_listing(dir);
@@ -515,10 +525,11 @@ static void pfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	maybe_tune(c);
 	/* The kernel asks again after every read (atime) and after its
 	 * attribute timeout: answer from attributes known to be current
-	 * (see inode_attr_trusted), with no round trip. */
+	 * (see inode_attr_trusted), with no round trip, once every frame
+	 * the server sent was handled (transport_quiet). */
 	struct pfs_attr a;
 	uint64_t aseq;
-	if (inode_attr_trusted(c->it, ip, &a, &aseq) && rpc_is_up(c->rpc)) {
+	if (inode_attr_trusted(c->it, ip, &a, &aseq) && transport_quiet(c->tr)) {
 		cache_gate_enter(c->cache);
 		if (!cache_pushed_since(c->cache, aseq, &ip->fh)) {
 			struct stat st;
@@ -766,7 +777,7 @@ static bool open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT)) ||
 	    !atomic_load(&c->push_ack) || !inode_is_reader(ip, ctx->uid, ctx->gid) ||
-	    !inode_attr_trusted(c->it, ip, &a, &aseq) || !rpc_is_up(c->rpc))
+	    !inode_attr_trusted(c->it, ip, &a, &aseq) || !transport_quiet(c->tr))
 		return false;
 	cache_gate_enter(c->cache);
 	ok = !cache_pushed_since(c->cache, aseq, &ip->fh) &&
@@ -1336,7 +1347,9 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		return;
 	}
 	pthread_mutex_lock(&of->lock);
-	if (!of->rd_valid || of->rd_off != (uint64_t)off || of->rd_plus != plus) {
+	/* A plain READDIR can use a READDIRPLUS chunk (the kernel asks
+	 * with plus only at offset 0 under READDIRPLUS_AUTO). */
+	if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
 		rc = dir_fetch(req, of, (uint64_t)off, plus);
 		fresh = true;
 	}

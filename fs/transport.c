@@ -13,11 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 
 #include "cache_i.h"
 #include "client_i.h"
@@ -54,6 +56,11 @@ struct transport {
 
 	int stop_efd; /* eventfd: wakes the connection thread's waits */
 	atomic_bool stopping;
+
+	/* Bytes of the live connection the connection thread received, and
+	 * of those the frames it handled (pushes numbered); both reset with
+	 * fd (under fd_lock). See transport_quiet. */
+	_Atomic uint64_t bytes_read, bytes_done;
 
 	/* Connection thread only. */
 	uint64_t boot_id;
@@ -249,6 +256,40 @@ static int send_gen(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 	pthread_mutex_unlock(&t->send_lock);
 	free(scratch);
 	return rc;
+}
+
+#define QUIET_WAIT_NS 20000000L /* 20 ms */
+
+bool transport_quiet(struct transport *t)
+{
+	uint64_t gen, target;
+	int inq = 0;
+
+	/* Unread bytes first, then the count read: a recv in between is
+	 * counted twice (a longer wait), never missed. */
+	pthread_mutex_lock(&t->fd_lock);
+	if (t->fd < 0 || ioctl(t->fd, SIOCINQ, &inq) < 0 || inq < 0) {
+		pthread_mutex_unlock(&t->fd_lock);
+		return false;
+	}
+	gen = t->gen;
+	target = atomic_load(&t->bytes_read) + (uint64_t)inq;
+	pthread_mutex_unlock(&t->fd_lock);
+	if (atomic_load(&t->bytes_done) >= target)
+		return true;
+	/* The connection thread is handling frames (replies, mostly): it
+	 * catches up in microseconds, unless a frame is still arriving. */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		usleep(20);
+		if (atomic_load(&t->bytes_done) >= target)
+			return t->gen == gen;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) >
+		    QUIET_WAIT_NS)
+			return false;
+	}
 }
 
 /* ---- connecting ---- */
@@ -498,6 +539,8 @@ static void install(struct transport *t, int fd, const struct hs_result *hs)
 	pthread_mutex_lock(&t->fd_lock);
 	t->fd = fd;
 	t->gen = gen;
+	atomic_store(&t->bytes_read, 0);
+	atomic_store(&t->bytes_done, 0);
 	pthread_mutex_unlock(&t->fd_lock);
 	pthread_mutex_unlock(&t->send_lock);
 	atomic_store(&t->c->push_ack, (hs->caps & PFS_CAP_PUSH_ACK) != 0);
@@ -568,6 +611,8 @@ static int rb_read(struct transport *t, int fd, void *dst, size_t n)
 				t->rend = (size_t)k;
 			}
 		}
+		if (k > 0)
+			atomic_fetch_add(&t->bytes_read, (uint64_t)k);
 		if (k == 0)
 			return -ECONNRESET;
 		if (k < 0 && errno != EINTR)
@@ -650,6 +695,7 @@ static int recv_loop(struct transport *t, int fd)
 				t->c->hostport);
 			return -EPROTO;
 		}
+		atomic_fetch_add(&t->bytes_done, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 	}
 }
 
