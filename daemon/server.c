@@ -444,11 +444,11 @@ static uint64_t push_to(struct session *s, uint16_t op, const uint8_t *p, size_t
 /* --- acknowledged pushes ---
  *
  * Close-to-open without asking. A client may answer an open from its
- * caches (fs/ops.c open_locally) only if every change whose reply reached
- * its author before that open has already been applied to its kernel.
- * Pushes alone do not ensure it: the push to B and the reply to A travel
- * on different streams, so A's close can return, A can tell B, and B can
- * open before B's push thread got to the invalidation. So the reply to a
+ * caches (fs/ops.c open_locally) only if it has received the push of
+ * every change whose reply reached its author before that open. Pushes
+ * alone do not ensure it: the push to B and the reply to A travel on
+ * different streams, so A's close can return, A can tell B, and B can
+ * open before the invalidation reached B. So the reply to a
  * change is held (AFS's callback break) until every other client that
  * negotiated PFS_CAP_PUSH_ACK and was sent a push for it acknowledged
  * that push (PUSH_ACK carries how many pushes of the connection it

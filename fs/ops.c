@@ -760,9 +760,10 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
  * own change) and no push about it is waiting to reach the kernel, for
  * a caller the server let read it (inode_is_reader). That is as good as
  * asking: the daemon holds the reply to every change until each client
- * that caches the object acknowledged its invalidation (PUSH_ACK, see
- * wire.h), so a change whose close (or write, or setattr) returned on
- * another host has reached this kernel before this open. The fid stays
+ * that caches the object acknowledged receiving its invalidation
+ * (PUSH_ACK, see wire.h), so the push of a change whose close (or write,
+ * or setattr) returned on another host was received before this open,
+ * and its number sends this open to the daemon (keep_cache off). The fid stays
  * unknown to the daemon until a request carries it (fid_use). Sets
  * fi->keep_cache (files) and returns true when answered. Directories
  * (dir): the same, for OPENDIR; READDIR opens the directory on the

@@ -77,6 +77,17 @@ struct transport {
 	bool push_stop;
 	pthread_t push_thr;
 	bool push_started;
+
+	/* Acknowledgements (PUSH_ACK), under push_lock: pushes received on
+	 * connection ack_gen (numbered, not necessarily applied yet) and
+	 * what the ack thread sent last. The ack thread, not the connection
+	 * thread (which must never block on a send) nor the push thread
+	 * (which can wait on the kernel, e.g. for a directory lock held by an
+	 * operation whose reply waits for another client's ack). */
+	pthread_cond_t ack_cond;
+	uint64_t ack_gen, ack_count, sent_gen, sent_count;
+	pthread_t ack_thr;
+	bool ack_started;
 };
 
 int transport_new(struct client *c, struct transport **out)
@@ -96,6 +107,7 @@ int transport_new(struct client *c, struct transport **out)
 	pthread_mutex_init(&t->fd_lock, NULL);
 	pthread_mutex_init(&t->push_lock, NULL);
 	pthread_cond_init(&t->push_cond, NULL);
+	pthread_cond_init(&t->ack_cond, NULL);
 	t->push_tail = &t->push_head;
 	*out = t;
 	return 0;
@@ -123,6 +135,7 @@ void transport_free(struct transport *t)
 	pthread_mutex_destroy(&t->fd_lock);
 	pthread_mutex_destroy(&t->push_lock);
 	pthread_cond_destroy(&t->push_cond);
+	pthread_cond_destroy(&t->ack_cond);
 	free(t->rbuf);
 	free(t);
 }
@@ -637,7 +650,13 @@ static void push_enqueue(struct transport *t, uint16_t op, uint8_t *buf, size_t 
 	pthread_mutex_lock(&t->push_lock);
 	*t->push_tail = p;
 	t->push_tail = &p->next;
+	if (p->gen != t->ack_gen) {
+		t->ack_gen = p->gen;
+		t->ack_count = 0;
+	}
+	t->ack_count++;
 	pthread_cond_signal(&t->push_cond);
+	pthread_cond_signal(&t->ack_cond);
 	pthread_mutex_unlock(&t->push_lock);
 }
 
@@ -764,10 +783,31 @@ static void send_ack(struct transport *t, uint64_t gen, uint64_t count)
 		(void)send_gen(t, gen, 0, PFS_OP_PUSH_ACK, PFS_FF_PUSH, buf, w.len, false);
 }
 
+static void *ack_main(void *arg)
+{
+	struct transport *t = arg;
+
+	pthread_mutex_lock(&t->push_lock);
+	for (;;) {
+		while (!t->push_stop && t->ack_gen == t->sent_gen && t->ack_count == t->sent_count)
+			pthread_cond_wait(&t->ack_cond, &t->push_lock);
+		if (t->push_stop)
+			break;
+		uint64_t gen = t->ack_gen, count = t->ack_count;
+		pthread_mutex_unlock(&t->push_lock);
+		if (atomic_load(&t->c->push_ack))
+			send_ack(t, gen, count);
+		pthread_mutex_lock(&t->push_lock);
+		t->sent_gen = gen;
+		t->sent_count = count;
+	}
+	pthread_mutex_unlock(&t->push_lock);
+	return NULL;
+}
+
 static void *push_main(void *arg)
 {
 	struct transport *t = arg;
-	uint64_t gen = 0, count = 0; /* pushes applied on connection gen */
 
 	pthread_mutex_lock(&t->push_lock);
 	for (;;) {
@@ -783,21 +823,9 @@ static void *push_main(void *arg)
 		ops_apply_push(t->c, p->op, p->buf, p->len);
 		if (p->seq)
 			cache_set_applied(t->c->cache, p->seq);
-		if (p->gen != gen) {
-			gen = p->gen;
-			count = 0;
-		}
-		count++;
 		free(p->buf);
 		free(p);
 		pthread_mutex_lock(&t->push_lock);
-		/* One acknowledgement per burst (when the queue ran dry), and
-		 * one per 64 pushes in a long one. */
-		if ((!t->push_head || count % 64 == 0) && atomic_load(&t->c->push_ack)) {
-			pthread_mutex_unlock(&t->push_lock);
-			send_ack(t, gen, count);
-			pthread_mutex_lock(&t->push_lock);
-		}
 	}
 	pthread_mutex_unlock(&t->push_lock);
 	return NULL;
@@ -809,6 +837,10 @@ int transport_start(struct transport *t)
 	if (rc)
 		return -rc;
 	t->push_started = true;
+	rc = pthread_create(&t->ack_thr, NULL, ack_main, t);
+	if (rc)
+		return -rc;
+	t->ack_started = true;
 	rc = pthread_create(&t->conn_thr, NULL, conn_main, t);
 	if (rc)
 		return -rc;
@@ -841,5 +873,13 @@ void transport_stop(struct transport *t)
 		pthread_mutex_unlock(&t->push_lock);
 		pthread_join(t->push_thr, NULL);
 		t->push_started = false;
+	}
+	if (t->ack_started) {
+		pthread_mutex_lock(&t->push_lock);
+		t->push_stop = true;
+		pthread_cond_signal(&t->ack_cond);
+		pthread_mutex_unlock(&t->push_lock);
+		pthread_join(t->ack_thr, NULL);
+		t->ack_started = false;
 	}
 }

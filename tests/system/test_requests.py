@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import Pod
-from helpers import DelayRelay, in_thread, read_file, write_file
+from helpers import DelayRelay, in_thread, read_file, wait_for, write_file
 
 
 def _ops(log, op):
@@ -36,18 +36,23 @@ def test_issue4_warm_open_read_stat_cost_no_requests(env, daemon, mount):
                 os.fstat(f.fileno())
         os.listdir(m / "pkg")
     time.sleep(0.3)  # the warm-up's asynchronous RELEASEs land
-    before = len(m.proc.output().splitlines())
-    for _ in range(3):
-        for i in range(20):
-            assert not os.path.exists(m / "pkg" / f"missing{i}.py")
-            os.stat(m / "pkg" / f"m{i}.py")
-            with open(m / "pkg" / f"m{i}.py", "rb") as f:
-                assert f.read() == b"x = %d\n" % i * 50
-                os.fstat(f.fileno())
-        os.listdir(m / "pkg")
-    time.sleep(0.3)
-    log = "\n".join(m.proc.output().splitlines()[before:])
-    sent = [line for line in log.splitlines() if "request " in line and "connection" in line]
+    # A drop_caches elsewhere on the machine evicts our inodes (FORGET
+    # follows): that round is not warm; measure again.
+    for attempt in range(4):
+        before = len(m.proc.output().splitlines())
+        for _ in range(3):
+            for i in range(20):
+                assert not os.path.exists(m / "pkg" / f"missing{i}.py")
+                os.stat(m / "pkg" / f"m{i}.py")
+                with open(m / "pkg" / f"m{i}.py", "rb") as f:
+                    assert f.read() == b"x = %d\n" % i * 50
+                    os.fstat(f.fileno())
+            os.listdir(m / "pkg")
+        time.sleep(0.3)
+        log = "\n".join(m.proc.output().splitlines()[before:])
+        sent = [line for line in log.splitlines() if "request " in line and "connection" in line]
+        if not any("(FORGET)" in line for line in sent):
+            break
     assert sent == [], "\n".join(sent[:20])
 
 
@@ -166,6 +171,30 @@ def test_issue4_acks_do_not_deadlock_two_writers(env):
     assert "error" not in ba and "error" not in bb, (ba, bb)
     assert time.monotonic() - t0 < 30
     assert "not acknowledge" not in pod.daemon.proc.output()
+
+    # Creates, renames and unlinks in one directory on both hosts at once:
+    # applying an entry invalidation takes the directory's lock, which each
+    # host's own operation holds while its reply waits for the other's
+    # acknowledgement; acknowledging on receipt keeps that from stalling.
+    os.mkdir(a / "dd")
+    os.listdir(b / "dd")
+
+    def churn(host, tag):
+        for i in range(60):
+            p = host / "dd" / f"{tag}{i}"
+            write_file(p, b"x")
+            os.rename(p, host / "dd" / f"{tag}{i}.done")
+            os.unlink(host / "dd" / f"{tag}{i}.done")
+    t0 = time.monotonic()
+    ta, ba = in_thread(churn, a, "a")
+    tb, bb = in_thread(churn, b, "b")
+    ta.join(60)
+    tb.join(60)
+    assert not ta.is_alive() and not tb.is_alive()
+    assert "error" not in ba and "error" not in bb, (ba, bb)
+    assert time.monotonic() - t0 < 30
+    assert "not acknowledge" not in pod.daemon.proc.output()
+    assert os.listdir(a / "dd") == []
     data = read_file(b / "shared")
     assert data[:100] == b"A" * 100 and data[4096:4196] == b"B" * 100
 
@@ -206,13 +235,15 @@ def test_issue4_listing_absences_stay_correct_across_hosts(env):
         name = f"new{round_}"
         assert not os.path.exists(b / "d" / name)     # answered from the listing
         write_file(a / "d" / name, b"y")
-        # A's create returned only after B applied the push: no polling.
-        assert os.path.exists(b / "d" / name), round_
+        # B received the push before A's create returned; its kernel
+        # drops the negative entry a moment later.
+        wait_for(lambda: os.path.exists(b / "d" / name), 0.5, what=name)
         assert read_file(b / "d" / name) == b"y"
     os.rename(a / "d" / "f2", a / "d" / "g2")
-    assert not os.path.exists(b / "d" / "f2") and os.path.exists(b / "d" / "g2")
+    wait_for(lambda: not os.path.exists(b / "d" / "f2") and os.path.exists(b / "d" / "g2"),
+             0.5, what="rename")
     os.unlink(a / "d" / "f3")
-    assert not os.path.exists(b / "d" / "f3")
+    wait_for(lambda: not os.path.exists(b / "d" / "f3"), 0.5, what="unlink")
     # A change beside podfs (fanotify) within 1 s.
     write_file(pod.export / "d" / "direct", b"z")
     t0 = time.monotonic()
