@@ -894,6 +894,25 @@ static int op_lookup_data(struct op *o)
 	return ret;
 }
 
+static int op_listdir(struct op *o)
+{
+	struct pfs_listdir_req m;
+	struct hent *dir;
+	int ret;
+
+	DECODE(listdir_req, &m);
+	if (m.max_bytes > PFS_MAX_IO)
+		m.max_bytes = PFS_MAX_IO;
+	ret = begin(o, &m.cr, &m.fh, &dir);
+	if (ret < 0)
+		return ret;
+	export_note(&o->x, &m.fh); /* its names: pushes follow */
+	reply_alloc(o, (size_t)m.max_bytes + 16);
+	ret = export_listdir(&o->x, dir, m.max_inline, m.max_bytes, &o->w);
+	end(o, dir, NULL);
+	return ret;
+}
+
 static bool version_differs(const struct pfs_reval_item *it, const struct pfs_attr *a)
 {
 	return it->size != a->size || it->mtime_s != a->mtime_s || it->mtime_ns != a->mtime_ns ||
@@ -1048,6 +1067,7 @@ static const struct {
 	[PFS_OP_LSEEK] = { op_lseek, 0 },
 	[PFS_OP_REVALIDATE] = { op_revalidate, 0 },
 	[PFS_OP_LOOKUP_DATA] = { op_lookup_data, 0 },
+	[PFS_OP_LISTDIR] = { op_listdir, 0 },
 };
 
 bool dispatch_is_drc_op(unsigned op)

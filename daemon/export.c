@@ -658,6 +658,79 @@ static bool dot_or_dotdot(const char *n)
 	return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
 }
 
+int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
+		   struct pfs_wr *w)
+{
+	uint32_t data_left = PFS_LISTDIR_DATA_MAX, flags = PFS_LS_COMPLETE, n = 0;
+	struct pfs_wr lim;
+	uint8_t *buf;
+	DIR *d = NULL;
+	int ret;
+
+	if (max_bytes > PFS_MAX_IO)
+		max_bytes = PFS_MAX_IO;
+	if (max_inline > PFS_INLINE_MAX)
+		max_inline = PFS_INLINE_MAX;
+	if (max_bytes < 4 || w->cap - w->len < max_bytes)
+		return -EINVAL;
+	ret = dir_open(obj->fd, &d);
+	if (ret < 0)
+		return ret;
+	buf = xmalloc((size_t)max_inline + 1);
+	/* Items go into a cursor limited to max_bytes; bytes 0-3: flags. */
+	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
+	lim.len = 4;
+	for (;;) {
+		struct pfs_name name;
+		struct pfs_entry e;
+		struct pfs_bytes data;
+		uint32_t iflags = 0, len = 0, mi;
+		struct dirent *de;
+		size_t nl, save;
+
+		errno = 0;
+		if (!(de = readdir(d))) {
+			if (errno)
+				flags = 0;
+			break;
+		}
+		if (dot_or_dotdot(de->d_name))
+			continue;
+		nl = strlen(de->d_name);
+		/* A name the protocol cannot carry, an entry that cannot be
+		 * looked up, or no room: the listing is not complete. */
+		if (nl > PFS_NAME_MAX || !pfs_name_valid(de->d_name, nl) ||
+		    n >= PFS_LISTDIR_ITEMS_MAX) {
+			flags = 0;
+			break;
+		}
+		mi = max_inline < data_left ? max_inline : data_left;
+		if (export_lookup_data(x, obj->fd, de->d_name, mi, &e, buf, &len, &iflags) < 0) {
+			flags = 0;
+			break;
+		}
+		name.len = (uint16_t)nl;
+		memcpy(name.s, de->d_name, nl + 1);
+		data.p = buf;
+		data.len = (iflags & PFS_LD_DATA) ? len : 0;
+		save = lim.len;
+		if (pfs_put_NAME(&lim, &name) < 0 || pfs_put_ENTRY(&lim, &e) < 0 ||
+		    pfs_put_U32(&lim, &iflags) < 0 || pfs_put_BYTES(&lim, &data) < 0) {
+			lim.len = save;
+			flags = 0;
+			break;
+		}
+		data_left -= data.len;
+		n++;
+	}
+	closedir(d);
+	free(buf);
+	lim.buf[0] = (uint8_t)flags;
+	lim.buf[1] = lim.buf[2] = lim.buf[3] = 0;
+	w->len += lim.len;
+	return 0;
+}
+
 int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 		   uint32_t max_bytes, bool plus, struct pfs_wr *w)
 {

@@ -80,6 +80,10 @@ int export_release(struct xop *x, uint64_t fid);
 int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync);
 int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_attr *a);
 /* Appends "u8 eof" and entries to w (see codec.h READDIR). */
+/* LISTDIR (wire.h) of directory obj (its O_PATH fd), appended to w
+ * (at most max_bytes): u32 flags, then the items. Returns 0 or -errno. */
+int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
+		   struct pfs_wr *w);
 int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 		   uint32_t max_bytes, bool plus, struct pfs_wr *w);
 int export_statfs(struct xop *x, struct pfs_statfs_rep *r);

@@ -27,6 +27,7 @@
 
 struct handles;
 struct conn;
+struct req;
 struct session;
 struct watch;
 struct lockstate;
@@ -55,6 +56,8 @@ struct pfsd {
 	uv_signal_t sig_term;
 	uv_signal_t sig_int;
 	uv_timer_t sweep_timer;   /* handle cache sweep (server.c) */
+	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
+	struct req *held;         /* replies waiting for PUSH_ACKs (loop) */
 	uv_work_t sweep_work;
 	bool sweeping;
 	uint8_t key[PFS_KEY_LEN]; /* pod key: handshake only */
@@ -93,6 +96,8 @@ struct pfsd {
 #define PFSD_SWEEP_MS 30000               /* handle cache sweep period */
 #define PFSD_MAX_DEFERRED 65536           /* pushes waiting per session */
 #define PFSD_GRACE_MAX 600                /* --grace seconds */
+#define PFSD_ACK_WAIT_MS 2000             /* a change waits this long for PUSH_ACKs */
+#define PFSD_ACK_TICK_MS 50               /* deadline check period while some wait */
 
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t m);

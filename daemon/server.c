@@ -453,6 +453,7 @@ static bool op_meta(unsigned op)
 	switch (op) {
 	case PFS_OP_LOOKUP:
 	case PFS_OP_LOOKUP_DATA:
+	case PFS_OP_LISTDIR:
 	case PFS_OP_GETATTR:
 	case PFS_OP_OPEN:
 	case PFS_OP_OPENDIR:
@@ -483,6 +484,7 @@ static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t l
 		return;
 	}
 	pfs_frame_prepare(hdr, 0, op, PFS_FF_PUSH, 0, p, len, 0, NULL, 0, &wire);
+	c->push_sent++;
 	copy = xmalloc(len);
 	memcpy(copy, p, len);
 	conn_send(c, hdr, copy, len, copy, NULL);
@@ -505,22 +507,25 @@ static void push_flush(struct session *s)
 	}
 }
 
-static void push_to(struct session *s, uint16_t op, const uint8_t *p, size_t len)
+/* Pushes (or defers) one frame to s. Returns the push_sent count its
+ * connection will have once this push is written (see "acknowledged
+ * pushes"), or 0 if nothing will be written. */
+static uint64_t push_to(struct session *s, uint16_t op, const uint8_t *p, size_t len)
 {
+	struct conn *c = s->conn;
 	struct pushq *q;
 
-	if (s->dead || !s->conn)
-		return;
+	if (s->dead || !c || c->closing || c->st != CS_READY || !(c->caps & PFS_CAP_PUSH))
+		return 0;
 	if (!s->if_head && !s->dq_head) {
 		push_send(s, op, p, len);
-		return;
+		return c->closing ? 0 : c->push_sent;
 	}
 	if (s->ndq >= PFSD_MAX_DEFERRED) {
-		struct conn *c = s->conn;
 		pfs_warn_rl(s->d, "conn %llu: %s (%s) has %u invalidations waiting; closing",
 			    (unsigned long long)c->id, c->peer, c->host, s->ndq);
 		conn_close(c, "too far behind on invalidations");
-		return;
+		return 0;
 	}
 	q = xmalloc(sizeof(*q) + len);
 	q->next = NULL;
@@ -534,10 +539,74 @@ static void push_to(struct session *s, uint16_t op, const uint8_t *p, size_t len
 		s->dq_head = q;
 	s->dq_tail = q;
 	s->ndq++;
+	/* The deferred pushes go out in order on this connection. */
+	return c->push_sent + s->ndq;
 }
+
+/* --- acknowledged pushes ---
+ *
+ * Close-to-open without asking. A client may answer an open from its
+ * caches (fs/ops.c open_locally) only if it has received the push of
+ * every change whose reply reached its author before that open. Pushes
+ * alone do not ensure it: the push to B and the reply to A travel on
+ * different streams, so A's close can return, A can tell B, and B can
+ * open before the invalidation reached B. So the reply to a
+ * change is held (AFS's callback break) until every other client that
+ * negotiated PFS_CAP_PUSH_ACK and was sent a push for it acknowledged
+ * that push (PUSH_ACK carries how many pushes of the connection it
+ * applied; the push's number on its connection is known when it is
+ * queued, deferred pushes included, since they go out in order). A
+ * client whose connection changed or closed meanwhile no longer counts:
+ * it revalidates everything before trusting its caches. One that does
+ * not acknowledge within PFSD_ACK_WAIT_MS has its connection closed for
+ * the same effect, and the reply goes out.
+ *
+ * Clients without the capability are not waited for; they ask at every
+ * open (close-to-open by an OPEN round trip after the push). */
+
+static void ackwait_add(struct req *r, struct session *s, uint64_t target)
+{
+	if (!target || !(s->conn->caps & PFS_CAP_PUSH_ACK))
+		return;
+	for (size_t i = 0; i < r->naw; i++) {
+		if (r->aw[i].s == s) {
+			if (target > r->aw[i].target)
+				r->aw[i].target = target;
+			return;
+		}
+	}
+	if (r->naw == r->caw) {
+		size_t n = r->caw ? r->caw * 2 : 4;
+		struct ackwait *v = xcalloc(n, sizeof(*v));
+		if (r->naw)
+			memcpy(v, r->aw, r->naw * sizeof(*v));
+		free(r->aw);
+		r->aw = v;
+		r->caw = n;
+	}
+	session_ref(s);
+	r->aw[r->naw++] = (struct ackwait){ s, s->conn->id, target };
+}
+
+static bool ackwait_done(const struct ackwait *w)
+{
+	struct conn *c = w->s->conn;
+	return !c || c->id != w->conn_id || c->closing || c->push_acked >= w->target;
+}
+
+/* server_push, recording in r (if not NULL) whose acknowledgement the
+ * change's reply must wait for. */
+static void push_inval(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
+		       uint64_t key, struct req *r);
 
 void server_push(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
 		 uint64_t key)
+{
+	push_inval(d, from, self, iv, key, NULL);
+}
+
+static void push_inval(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
+		       uint64_t key, struct req *r)
 {
 	uint8_t buf[PFS_FH_MAX + PFS_NAME_MAX + 64];
 	uint64_t bits[INTEREST_WORDS];
@@ -560,8 +629,11 @@ void server_push(struct pfsd *d, struct session *from, bool self, const struct i
 		for (unsigned i = 0; i < INTEREST_WORDS; i++) {
 			for (uint64_t b = bits[i]; b; b &= b - 1) {
 				struct session *s = d->slot_sess[i * 64 + __builtin_ctzll(b)];
-				if (s && (s != from || self))
-					push_to(s, iv->op, buf, w.len);
+				if (s && (s != from || self)) {
+					uint64_t n = push_to(s, iv->op, buf, w.len);
+					if (r && s != from)
+						ackwait_add(r, s, n);
+				}
 			}
 		}
 	}
@@ -569,8 +641,11 @@ void server_push(struct pfsd *d, struct session *from, bool self, const struct i
 	if (d->nslotless) {
 		for (struct conn *c = d->conns; c; c = c->next) {
 			struct session *s = c->sess;
-			if (c->st == CS_READY && s && s->islot < 0 && (s != from || self))
-				push_to(s, iv->op, buf, w.len);
+			if (c->st == CS_READY && s && s->islot < 0 && (s != from || self)) {
+				uint64_t n = push_to(s, iv->op, buf, w.len);
+				if (r && s != from)
+					ackwait_add(r, s, n);
+			}
 		}
 	}
 }
@@ -647,6 +722,75 @@ static void inflight_del(struct session *s, struct req *r)
 
 /* --- requests --- */
 
+/* Frees r once its reply was sent (or dropped). */
+static void req_done(struct req *r)
+{
+	struct conn *c = r->c;
+
+	for (size_t i = 0; i < r->naw; i++)
+		session_unref(r->aw[i].s);
+	free(r->aw);
+	free(r);
+	conn_flow(c);
+	conn_maybe_free(c);
+}
+
+/* Sends the held replies whose acknowledgements all came; with expire,
+ * also those past their deadline, after closing the connection of each
+ * client that did not acknowledge in time (it then revalidates). With
+ * all, every held reply goes (shutdown). */
+static void held_scan(struct pfsd *d, bool expire, bool all)
+{
+	uint64_t now = uv_now(&d->loop);
+
+	for (struct req **pp = &d->held, *r; (r = *pp);) {
+		bool done = true;
+		for (size_t i = 0; i < r->naw && done; i++)
+			done = ackwait_done(&r->aw[i]);
+		if (!done && expire && now >= r->ack_deadline) {
+			for (size_t i = 0; i < r->naw; i++) {
+				if (ackwait_done(&r->aw[i]))
+					continue;
+				struct conn *bc = r->aw[i].s->conn;
+				pfs_warn_rl(d, "conn %llu: %s (%s) did not acknowledge an "
+					    "invalidation within %u ms; closing",
+					    (unsigned long long)bc->id, bc->peer, bc->host,
+					    PFSD_ACK_WAIT_MS);
+				conn_close(bc, "invalidation not acknowledged");
+			}
+			done = true;
+		}
+		if (!done && !all) {
+			pp = &r->hnext;
+			continue;
+		}
+		*pp = r->hnext;
+		send_frame(r->c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
+		req_done(r);
+	}
+	if (!d->held && uv_is_active((uv_handle_t *)&d->ack_timer))
+		uv_timer_stop(&d->ack_timer);
+}
+
+static void ack_timer_cb(uv_timer_t *t)
+{
+	held_scan(t->data, true, false);
+}
+
+/* A PUSH_ACK frame (see wire.h). */
+static void on_push_ack(struct conn *c, const uint8_t *payload)
+{
+	struct pfs_push_ack m;
+
+	if (pfs_dec_push_ack(payload, c->h.raw_len, &m) < 0 || m.count > c->push_sent)
+		return violation(c, "bad PUSH_ACK");
+	if (m.count > c->push_acked) {
+		c->push_acked = m.count;
+		if (c->d->held)
+			held_scan(c->d, false, false);
+	}
+}
+
 static void after_work_cb(uv_work_t *work, int status)
 {
 	struct req *r = container_of(work, struct req, work);
@@ -690,24 +834,39 @@ static void after_work_cb(uv_work_t *work, int status)
 		if (!r->violation && s && !c->d->stopping && iv->op == PFS_OP_LOCK_WAKE)
 			server_lock_wake(c->d, &iv->fh);
 		else if (!r->violation && s && !c->d->stopping)
-			server_push(c->d, s, self, iv, handles_key(c->d->hs, &iv->fh));
+			push_inval(c->d, s, self, iv, handles_key(c->d->hs, &iv->fh), r);
 		free(iv);
 	}
 	if (r->violation && !c->closing)
 		violation(c, "bad compressed payload");
 	free(r->in);
-	if (r->splice_len)
+	/* Held until the others acknowledged (see "acknowledged pushes").
+	 * It leaves the in-flight list now: pushes to this client need not
+	 * wait for it (its client's race gate covers a reply that comes
+	 * after a push), which keeps two clients changing one file from
+	 * waiting for each other. */
+	bool hold = r->naw && !r->splice_len && !r->violation && !c->closing &&
+		    !c->d->stopping;
+	if (r->splice_len && !hold)
 		send_spliced(c, r);
-	else
+	else if (!hold)
 		send_frame(c, r->hdr, r->wire, r->wirelen, r->out, r->scratch, r->acct, true);
 	if (s) {
 		inflight_del(s, r);
 		push_flush(s);
 		session_unref(s);
 	}
-	free(r);
-	conn_flow(c);
-	conn_maybe_free(c);
+	r->s = NULL;
+	if (hold) {
+		struct pfsd *d = c->d;
+		r->ack_deadline = uv_now(&d->loop) + PFSD_ACK_WAIT_MS;
+		r->hnext = d->held;
+		d->held = r;
+		if (!uv_is_active((uv_handle_t *)&d->ack_timer))
+			uv_timer_start(&d->ack_timer, ack_timer_cb, PFSD_ACK_TICK_MS, PFSD_ACK_TICK_MS);
+		return;
+	}
+	req_done(r);
 }
 
 static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
@@ -903,6 +1062,10 @@ static void frame_done(struct conn *c)
 		on_auth(c, payload);
 		break;
 	case CS_READY:
+		if (c->h.flags & PFS_FF_PUSH) {
+			on_push_ack(c, payload);
+			break;
+		}
 		if (c->h.op == PFS_OP_HELLO || c->h.op == PFS_OP_AUTH) {
 			violation(c, "handshake request after AUTH");
 			break;
@@ -955,8 +1118,15 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 			size_t max = c->st == CS_READY ? PFS_MAX_PAYLOAD : PFS_MAX_HANDSHAKE;
 			if (pfs_hdr_unpack(c->hbuf, &c->h, max) < 0)
 				return violation(c, "malformed frame header");
-			if ((c->h.flags & (PFS_FF_REPLY | PFS_FF_PUSH)) || c->h.status != 0 ||
-			    c->h.id == 0)
+			/* Requests, and PUSH_ACK, the one frame a client
+			 * sends unasked (flagged as a push, id 0). */
+			bool ack = (c->h.flags & PFS_FF_PUSH) && c->st == CS_READY &&
+				   (c->caps & PFS_CAP_PUSH_ACK) && c->h.op == PFS_OP_PUSH_ACK &&
+				   c->h.id == 0 && !(c->h.flags & (PFS_FF_LZ4 | PFS_FF_REPLY)) &&
+				   c->h.raw_len <= 64;
+			if (!ack && ((c->h.flags & (PFS_FF_REPLY | PFS_FF_PUSH)) || c->h.id == 0))
+				return violation(c, "not a request frame");
+			if (c->h.status != 0)
 				return violation(c, "not a request frame");
 			c->have_hdr = true;
 			c->pgot = 0;
@@ -1152,6 +1322,8 @@ int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 	uv_timer_init(&d->loop, &d->sweep_timer);
 	d->sweep_timer.data = d;
 	uv_timer_start(&d->sweep_timer, sweep_timer_cb, PFSD_SWEEP_MS, PFSD_SWEEP_MS);
+	uv_timer_init(&d->loop, &d->ack_timer);
+	d->ack_timer.data = d;
 	return 0;
 }
 
@@ -1167,5 +1339,8 @@ void server_stop(struct pfsd *d)
 	watch_stop(d);
 	while (d->conns)
 		conn_close(d->conns, "shutting down");
+	held_scan(d, false, true);
+	if (!uv_is_closing((uv_handle_t *)&d->ack_timer))
+		uv_close((uv_handle_t *)&d->ack_timer, NULL);
 	sessions_stop(d);
 }

@@ -39,6 +39,8 @@ struct conn {
 	bool close_after_write;
 	unsigned open_handles; /* tcp + timer, until their close_cb */
 	unsigned inflight;     /* requests queued, running or being written */
+	uint64_t push_sent;    /* pushes written on this connection */
+	uint64_t push_acked;   /* of which the client acknowledged (PUSH_ACK) */
 	size_t mem;            /* request + reply bytes held for this conn */
 
 	/* Handshake. */
@@ -66,6 +68,14 @@ struct inval {
 	struct pfs_fh fh;
 	int64_t off, len;
 	struct pfs_name name;
+};
+
+/* A client whose acknowledgement a held reply waits for (see server.c,
+ * "acknowledged pushes"). */
+struct ackwait {
+	struct session *s;     /* referenced */
+	uint64_t conn_id;      /* the connection the push went out on */
+	uint64_t target;       /* its push_sent once the push is written */
 };
 
 struct req {
@@ -100,6 +110,13 @@ struct req {
 	int pipe[2];           /* splice_len > 0: the rest of the payload */
 	size_t splice_len;     /* payload bytes waiting in pipe after wire */
 	struct inval *invals;
+
+	/* Reply held until other clients acknowledged this change's pushes
+	 * (loop thread). */
+	struct ackwait *aw;
+	size_t naw, caw;
+	uint64_t ack_deadline;  /* uv_now, ms */
+	struct req *hnext;      /* d->held */
 };
 
 /* Pushes one invalidation to every session interested in iv->fh (the

@@ -12,6 +12,9 @@ struct inode_table {
 	pthread_mutex_t lock;
 	void (*forget_cb)(void *arg, const struct pfs_fh *fh);
 	_Atomic int64_t inline_total;
+	_Atomic uint64_t own_any; /* own changes of any kind (inode_own_touch) */
+	_Atomic uint64_t own_ns;  /* own namespace changes */
+	_Atomic int64_t listing_total; /* bytes of all directory listings */
 	void *forget_arg;
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
@@ -101,8 +104,11 @@ static void inline_free(struct inode *ip)
 	}
 }
 
+static void listing_free(struct listing *ls);
+
 static void inode_destroy(struct inode *ip)
 {
+	listing_free(ip->listing);
 	nameset_free(ip->names);
 	inline_free(ip);
 	pthread_mutex_destroy(&ip->lock);
@@ -642,4 +648,239 @@ void attr_to_stat(const struct pfs_attr *a, struct stat *st)
 	st->st_gid = a->gid;
 	st->st_rdev = a->rdev; /* the low 32 bits are the whole new-style encoding */
 	st->st_blksize = a->blksize;
+}
+
+/* ---- locally answered attributes (see inode_i.h) ---- */
+
+uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns)
+{
+	*ns = atomic_load(&t->own_ns);
+	return atomic_load(&t->own_any);
+}
+
+void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
+{
+	/* Counters first: a reply being recorded under ip->lock either
+	 * sees them moved, or is recorded before the trust is cleared. */
+	if (ns)
+		atomic_fetch_add(&t->own_ns, 1);
+	atomic_fetch_add(&t->own_any, 1);
+	if (ip) {
+		pthread_mutex_lock(&ip->lock);
+		ip->trust_seq = 0;
+		pthread_mutex_unlock(&ip->lock);
+	}
+}
+
+void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
+		      uint64_t ns)
+{
+	pthread_mutex_lock(&ip->lock);
+	if (atomic_load(&t->own_any) == any) {
+		ip->trust_seq = seq;
+		ip->trust_ns = ns;
+	} else {
+		ip->trust_seq = 0;
+	}
+	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
+			uint64_t *seq)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool ok = ip->trust_seq != 0 && ip->trust_ns == atomic_load(&t->own_ns);
+	if (ok) {
+		*a = ip->attr;
+		*seq = ip->trust_seq;
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
+}
+
+void inode_note_reader(struct inode *ip, uint32_t uid, uint32_t gid)
+{
+	pthread_mutex_lock(&ip->lock);
+	ip->reader_uid = uid;
+	ip->reader_gid = gid;
+	ip->reader_ok = true;
+	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool ok = ip->reader_ok && ip->reader_uid == uid && ip->reader_gid == gid;
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
+}
+
+/* ---- directory listings (see inode_i.h) ---- */
+
+struct listing {
+	struct listing_info li;
+	uint8_t *buf;             /* the LISTDIR reply payload */
+	size_t len;
+	uint32_t *slot;           /* open addressing: item offset + 1, 0 empty */
+	size_t nslot;             /* power of two */
+	_Atomic int64_t *total;   /* the table's listing_total */
+};
+
+static void listing_free(struct listing *ls)
+{
+	if (!ls)
+		return;
+	atomic_fetch_sub(ls->total, (int64_t)(ls->len + ls->nslot * sizeof(uint32_t)));
+	free(ls->buf);
+	free(ls->slot);
+	free(ls);
+}
+
+/* Reads the item at rd: 1 = got one, 0 = end, -EBADMSG. */
+static int listing_item(struct pfs_rd *rd, struct pfs_name *name, struct pfs_entry *e,
+			uint32_t *flags, struct pfs_bytes *data)
+{
+	if (rd->left == 0)
+		return 0;
+	if (!pfs_get_NAME(rd, name) || !pfs_get_ENTRY(rd, e) || !pfs_get_U32(rd, flags) ||
+	    !pfs_get_BYTES(rd, data))
+		return -EBADMSG;
+	return 1;
+}
+
+int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
+		      const struct listing_info *li)
+{
+	struct pfs_name name;
+	struct pfs_entry e;
+	struct pfs_bytes data;
+	uint32_t fl;
+	struct pfs_rd rd;
+	size_t n = 0;
+	int r;
+
+	if (len < 4 || len > UINT32_MAX - 1)
+		goto bad;
+	pfs_rd_init(&rd, buf + 4, len - 4);
+	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
+		n++;
+	if (r < 0)
+		goto bad;
+	struct listing *ls = calloc(1, sizeof(*ls));
+	size_t nslot = 16;
+	while (nslot < 2 * n)
+		nslot *= 2;
+	if (!ls || !(ls->slot = calloc(nslot, sizeof(uint32_t)))) {
+		free(ls);
+		free(buf);
+		return -ENOMEM;
+	}
+	ls->li = *li;
+	ls->buf = buf;
+	ls->len = len;
+	ls->nslot = nslot;
+	ls->total = &t->listing_total;
+	int64_t bytes = (int64_t)(len + nslot * sizeof(uint32_t));
+	if (atomic_fetch_add(&t->listing_total, bytes) + bytes > INODE_LISTING_TOTAL_MAX) {
+		listing_free(ls);
+		return -ENOSPC;
+	}
+	pfs_rd_init(&rd, buf + 4, len - 4);
+	for (;;) {
+		uint32_t off = (uint32_t)(rd.p - buf);
+		if (listing_item(&rd, &name, &e, &fl, &data) != 1)
+			break;
+		size_t i = str_hash(name.s, name.len) & (nslot - 1);
+		while (ls->slot[i])
+			i = (i + 1) & (nslot - 1);
+		ls->slot[i] = off + 1;
+	}
+	pthread_mutex_lock(&dir->lock);
+	if (dir->ls_gen != li->ns) {
+		pthread_mutex_unlock(&dir->lock);
+		listing_free(ls);
+		return -ESTALE;
+	}
+	struct listing *old = dir->listing;
+	dir->listing = ls;
+	pthread_mutex_unlock(&dir->lock);
+	listing_free(old);
+	return 0;
+bad:
+	free(buf);
+	return -EBADMSG;
+}
+
+int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8_t **data,
+		       uint32_t *dlen, struct listing_info *li)
+{
+	size_t nl = strlen(name);
+	int ret = LS_NONE;
+
+	*data = NULL;
+	*dlen = 0;
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	if (!ls)
+		goto out;
+	*li = ls->li;
+	ret = LS_ABSENT;
+	for (size_t i = str_hash(name, nl) & (ls->nslot - 1); ls->slot[i];
+	     i = (i + 1) & (ls->nslot - 1)) {
+		struct pfs_rd rd;
+		struct pfs_name n;
+		struct pfs_bytes d;
+		uint32_t fl;
+		pfs_rd_init(&rd, ls->buf + ls->slot[i] - 1, ls->len - (ls->slot[i] - 1));
+		if (listing_item(&rd, &n, e, &fl, &d) != 1 || n.len != nl ||
+		    memcmp(n.s, name, nl) != 0)
+			continue;
+		ret = LS_PRESENT;
+		if ((fl & PFS_LD_DATA) && S_ISREG(e->attr.mode) && d.len == e->attr.size &&
+		    (*data = malloc(d.len ? d.len : 1)) != NULL) {
+			memcpy(*data, d.p, d.len);
+			*dlen = d.len;
+		}
+		break;
+	}
+out:
+	pthread_mutex_unlock(&dir->lock);
+	return ret;
+}
+
+void inode_drop_listing(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	dir->listing = NULL;
+	dir->no_list = true;
+	pthread_mutex_unlock(&dir->lock);
+	listing_free(ls);
+}
+
+void inode_listing_touch(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	dir->listing = NULL;
+	dir->ls_gen++;
+	pthread_mutex_unlock(&dir->lock);
+	listing_free(ls);
+}
+
+uint64_t inode_listing_gen(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	uint64_t g = dir->ls_gen;
+	pthread_mutex_unlock(&dir->lock);
+	return g;
+}
+
+bool inode_may_list(struct inode *dir, uint64_t max_size)
+{
+	pthread_mutex_lock(&dir->lock);
+	bool ok = !dir->no_list && !dir->listing && S_ISDIR(dir->attr.mode) &&
+		  dir->attr.size <= max_size;
+	pthread_mutex_unlock(&dir->lock);
+	return ok;
 }

@@ -26,6 +26,8 @@ struct dver {
 	uint32_t ctime_ns;
 };
 
+struct listing;
+
 struct inode {
 	struct inode *hnext;  /* table lock */
 	uint64_t hash;
@@ -46,6 +48,21 @@ struct inode {
 	_Atomic int64_t *inline_total; /* the table's count of inline bytes */
 	struct dver inline_ver; /* version inline_data belongs to */
 	bool ver_unknown;     /* a push invalidated the data after attr was seen */
+	/* Local GETATTR (see inode_attr_trusted): the push number at which
+	 * the request that brought attr was sent (0: attr is not trusted)
+	 * and the table's namespace-change count then. */
+	uint64_t trust_seq;
+	uint64_t trust_ns;
+	/* The server let a caller with these ids read the file (an OPEN for
+	 * reading, or LOOKUP_DATA content): see inode_note_reader. */
+	uint32_t reader_uid, reader_gid;
+	bool reader_ok;
+	/* Directories: a complete listing (LISTDIR) lookups are answered
+	 * from while it is coherent; no_list once one was incomplete or
+	 * went stale (a directory that changes is asked name by name). */
+	struct listing *listing;
+	bool no_list;
+	uint64_t ls_gen;      /* this client's namespace changes in it */
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -164,6 +181,74 @@ void inode_clear_nocaps(struct inode *ip);
 /* Marks ip as having had POSIX locks; returns the previous value. */
 bool inode_mark_posix_locks(struct inode *ip);
 bool inode_had_posix_locks(struct inode *ip);
+
+/* Attributes answered locally. The server pushes every change of an
+ * object to the clients that cache it, except changes this client made
+ * itself, so attr is current while (1) it came from a reply to a request
+ * sent at push number seq, with no push about the object numbered since
+ * (the caller checks that with cache_pushed_since inside the gate, and a
+ * dropped connection numbers an "everything" push), and (2) this client
+ * changed nothing that may move the object's attributes since that
+ * request was sent: its own changes of the object (write, setattr,
+ * fallocate, xattrs, a granted lock) clear the trust, and namespace
+ * changes (create, unlink, rename, link...: they move parents' and
+ * targets' mtime, ctime and nlink) invalidate every trust at once.
+ *
+ * inode_own_snap: take before sending a request whose reply may be
+ * trusted; returns the change count, *ns the namespace count.
+ * inode_own_touch: a change by this client (ip: the object, or NULL;
+ * ns: a namespace change). Call BEFORE sending the change.
+ * inode_trust_attr: ip->attr came from a reply to a request sent at seq
+ * with snapshot (any, ns); trusts it unless this client changed
+ * something since.
+ * inode_attr_trusted: copies the trusted attr and its seq; false if none. */
+uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns);
+void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
+void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
+		      uint64_t ns);
+bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
+			uint64_t *seq);
+
+/* Opens answered locally (ops.c). The kernel checks the mode bits
+ * itself (default_permissions) against attributes known current; what
+ * only the server knows is how it maps the caller (root_squash,
+ * all_squash), which depends on the caller's ids alone. So a read-only
+ * open is answered locally only for the uid and gid the server last let
+ * read the file. */
+void inode_note_reader(struct inode *ip, uint32_t uid, uint32_t gid);
+bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid);
+
+/* Directory listings (LISTDIR, wire.h). inode_set_listing takes buf
+ * (malloc'd reply payload of len bytes, freed on failure too), checks
+ * it and keeps it as dir's listing, fetched at push number seq with
+ * inode_own_snap (any, ns) by a caller with ids uid/gid. Returns 0,
+ * -EBADMSG, -ENOMEM or -ENOSPC (listings together over their cap).
+ * inode_listing_find looks name up in it: LS_NONE (no listing),
+ * LS_ABSENT, or LS_PRESENT with *e and, if the listing carried the
+ * content, *data (malloc'd copy, the caller frees) and *dlen; *li tells
+ * when and by whom the listing was fetched. The caller decides whether
+ * it is still coherent (no push about dir since li->seq) and calls
+ * inode_drop_listing if not (no listing is fetched for that directory
+ * again). This client's own namespace changes in dir are never pushed
+ * back: inode_listing_touch (call before sending the change) drops the
+ * listing, and a listing fetched before it (li->ns, from
+ * inode_listing_gen) is not kept (-ESTALE). */
+struct listing_info {
+	uint64_t seq, any, own_ns; /* push number, inode_own_snap */
+	uint64_t ns;               /* inode_listing_gen */
+	uint32_t uid, gid;
+};
+enum { LS_NONE, LS_ABSENT, LS_PRESENT };
+#define INODE_LISTING_TOTAL_MAX (64ll << 20)
+int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
+		      const struct listing_info *li);
+int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8_t **data,
+		       uint32_t *dlen, struct listing_info *li);
+void inode_drop_listing(struct inode *dir);
+void inode_listing_touch(struct inode *dir);
+uint64_t inode_listing_gen(struct inode *dir);
+/* True if a lookup in dir may fetch a listing first. */
+bool inode_may_list(struct inode *dir, uint64_t max_size);
 
 /* The data version of a. */
 struct dver dver_of(const struct pfs_attr *a);

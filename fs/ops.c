@@ -26,6 +26,7 @@
 #include "podfs/codec.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
+#include "transport_i.h"
 #include "wb_i.h"
 
 /* Bytes of READDIR reply asked for at once; the kernel takes them a page
@@ -37,6 +38,10 @@ struct ofile {
 	struct client *c;
 	struct ofile *prev, *next; /* the client's list of open files */
 	uint64_t fid;     /* client-chosen id the daemon knows the open by */
+	/* The daemon may know fid: the open went to it, or a request
+	 * carried fid (the daemon opens the file again by handle under an
+	 * unknown fid), so RELEASE must be sent. See fid_use. */
+	atomic_bool remote;
 	uint32_t flags;   /* open flags, for a reopen by handle */
 	struct inode *ip; /* pinned by the kernel while the file is open */
 
@@ -49,6 +54,7 @@ struct ofile {
 	bool rd_eof;
 	bool rd_plus;
 	uint64_t rd_seq;  /* push number when the chunk was requested */
+	uint64_t rd_any, rd_ns; /* inode_own_snap then */
 };
 
 static struct client *CL(fuse_req_t req)
@@ -163,7 +169,16 @@ static void release_fid(fuse_req_t req, const struct pfs_fh *fh, uint64_t fid, u
 
 static void release_remote(fuse_req_t req, struct ofile *of, uint16_t op)
 {
-	release_fid(req, &of->ip->fh, of->fid, op);
+	if (atomic_load(&of->remote))
+		release_fid(req, &of->ip->fh, of->fid, op);
+}
+
+/* The fid of of, for a request about to carry it to the daemon. */
+static uint64_t fid_use(struct ofile *of)
+{
+	if (!atomic_load_explicit(&of->remote, memory_order_relaxed))
+		atomic_store(&of->remote, true);
+	return of->fid;
 }
 
 /* Fills e for an entry the kernel will hold one more lookup of. */
@@ -230,7 +245,7 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 
 /* Replies to a request answered with attributes of ip. */
 static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_reply *rep,
-			bool own_change, uint64_t seq)
+			bool own_change, uint64_t seq, uint64_t any, uint64_t ns)
 {
 	struct client *c = CL(req);
 	struct pfs_attr_rep ar;
@@ -243,10 +258,12 @@ static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_rep
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (own_change)
+	if (own_change) {
 		inode_own_change(ip, &ar.attr);
-	else
+	} else {
 		inode_set_attr(ip, &ar.attr);
+		inode_trust_attr(c->it, ip, seq, any, ns);
+	}
 	attr_to_stat(&ar.attr, &st);
 	cache_gate_enter(c->cache);
 	double t = cache_pushed_since(c->cache, seq, &ip->fh) ? 0 : c->attr_timeout;
@@ -311,6 +328,115 @@ static int lookup_data(fuse_req_t req, struct pfs_lookup_req *lm, struct pfs_ent
 	return 0;
 }
 
+/* Directories up to this size (st_size; ext4: 4 KiB blocks of names)
+ * are listed whole at their first lookup. */
+#define LIST_DIR_MAX_SIZE (64u * 1024)
+
+/* Fetches dir's listing (LISTDIR) and keeps it if complete. */
+static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr)
+{
+	struct client *c = CL(req);
+	struct pfs_listdir_req m;
+	struct rpc_reply rep = { 0 };
+	struct listing_info li;
+
+	m.cr = *cr;
+	m.fh = dir->fh;
+	m.max_inline = c->max_inline;
+	m.max_bytes = PFS_MAX_IO;
+	li.any = inode_own_snap(c->it, &li.own_ns);
+	li.ns = inode_listing_gen(dir);
+	li.seq = cache_seq(c->cache);
+	li.uid = cr->uid;
+	li.gid = cr->gid;
+	int rc = rpc_msg(c->rpc, PFS_OP_LISTDIR, listdir_req, &m, &rep);
+	if (rc == -ENOSYS) {
+		pfs_info("server has no LISTDIR: lookups name by name");
+		cache_set_nosys(c->cache, PFS_OP_LISTDIR);
+		return;
+	}
+	if (rc < 0 || rep.len < 4 || !(rep.buf[0] & PFS_LS_COMPLETE)) {
+		rpc_reply_free(&rep);
+		inode_drop_listing(dir); /* not again */
+		return;
+	}
+	rc = inode_set_listing(c->it, dir, rep.buf, rep.len, &li);
+	if (rc == 0) /* the daemon opened and read it with the caller's ids */
+		inode_note_reader(dir, cr->uid, cr->gid);
+	if (rc == -EBADMSG)
+		pfs_warn("malformed LISTDIR reply from the server");
+	if (rc < 0 && rc != -ESTALE)
+		inode_drop_listing(dir);
+}
+
+/* Cold start: answers a lookup in dir from the directory's complete
+ * listing (fetched here at the first lookup in a small directory) while
+ * it is coherent: no push about the directory since it was fetched (a
+ * name created, removed or renamed there is pushed; a dropped connection
+ * counts as a push about everything); this client's own changes there
+ * drop it (inode_listing_touch). A name not in it does not exist.
+ * Returns true if it replied. */
+static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
+			  const struct pfs_creds *cr)
+{
+	struct client *c = CL(req);
+	struct pfs_entry pe;
+	struct fuse_entry_param e;
+	struct listing_info li;
+	uint8_t *data;
+	uint32_t dlen;
+
+	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
+		return false;
+	int r = inode_listing_find(dir, name, &pe, &data, &dlen, &li);
+	if (r == LS_NONE && inode_may_list(dir, LIST_DIR_MAX_SIZE)) {
+		fetch_listing(req, dir, cr);
+		r = inode_listing_find(dir, name, &pe, &data, &dlen, &li);
+	}
+	if (r == LS_NONE || !transport_quiet(c->tr)) {
+		free(data);
+		return false;
+	}
+	cache_gate_enter(c->cache);
+	bool stale = cache_pushed_since(c->cache, li.seq, &dir->fh);
+	bool entry_stale = r == LS_PRESENT && cache_pushed_since(c->cache, li.seq, &pe.fh);
+	/* A small file that came without its content (the listing's data
+	 * budget ran out): LOOKUP_DATA brings it in the same round trip. */
+	if (r == LS_PRESENT && !data && S_ISREG(pe.attr.mode) && pe.attr.size > 0 &&
+	    pe.attr.size <= c->max_inline)
+		entry_stale = true;
+	cache_gate_leave(c->cache);
+	if (stale)
+		inode_drop_listing(dir);
+	if (stale || entry_stale) {
+		free(data);
+		return false;
+	}
+	if (r == LS_ABSENT) {
+		if (c->negative_timeout <= 0) {
+			fuse_reply_err(req, ENOENT);
+			return true;
+		}
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = c->negative_timeout;
+		reply_entry_gated(req, dir, name, NULL, &e, li.seq);
+		return true;
+	}
+	struct inode *ip = entry_param(c, &pe, &e);
+	if (!ip) {
+		free(data);
+		return false;
+	}
+	inode_trust_attr(c->it, ip, li.seq, li.any, li.own_ns);
+	if (data) {
+		inode_set_inline(ip, &pe.attr, data, dlen);
+		inode_note_reader(ip, li.uid, li.gid);
+		free(data);
+	}
+	reply_entry_gated(req, dir, name, ip, &e, li.seq);
+	return true;
+}
+
 static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct client *c = CL(req);
@@ -326,9 +452,12 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	maybe_tune(c);
 	fill_creds(req, &m.cr, true);
 	m.parent = dir->fh;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) < 0)
 		goto out_err;
+	if (c->max_inline && lookup_listed(req, dir, name, &m.cr))
+		return;
 	rc = -ENOSYS;
 	if (c->max_inline && !cache_nosys(c->cache, PFS_OP_LOOKUP_DATA)) {
 		rc = lookup_data(req, &m, &er, &rep, &data);
@@ -355,8 +484,12 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (rc < 0)
 		goto out_err;
 	ip = entry_param(c, &er.e, &e);
-	if (ip && data.p)
+	if (ip)
+		inode_trust_attr(c->it, ip, seq, any, ns);
+	if (ip && data.p) {
 		inode_set_inline(ip, &er.e.attr, data.p, data.len);
+		inode_note_reader(ip, m.cr.uid, m.cr.gid); /* see LOOKUP_DATA */
+	}
 	if (ip && data.p && c->pc) {
 		struct dver v = dver_of(&er.e.attr);
 		pcache_offer(c->pc, &er.e.fh, &v, data.p, data.len);
@@ -396,12 +529,30 @@ static void pfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	(void)fi;
 
 	maybe_tune(c);
+	/* The kernel asks again after every read (atime) and after its
+	 * attribute timeout: answer from attributes known to be current
+	 * (see inode_attr_trusted), with no round trip, once every frame
+	 * the server sent was handled (transport_quiet). */
+	struct pfs_attr a;
+	uint64_t aseq;
+	if (inode_attr_trusted(c->it, ip, &a, &aseq) && transport_quiet(c->tr)) {
+		cache_gate_enter(c->cache);
+		if (!cache_pushed_since(c->cache, aseq, &ip->fh)) {
+			struct stat st;
+			attr_to_stat(&a, &st);
+			fuse_reply_attr(req, &st, c->attr_timeout);
+			cache_gate_leave(c->cache);
+			return;
+		}
+		cache_gate_leave(c->cache);
+	}
 	wb_wait(c->wb, ip); /* the size includes our pending writes */
 	fill_creds(req, &m.cr, false);
 	m.fh = ip->fh;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
 	uint64_t seq = cache_seq(c->cache);
 	int rc = rpc_msg(c->rpc, PFS_OP_GETATTR, getattr_req, &m, &rep);
-	finish_attr(req, ip, rc, &rep, false, seq);
+	finish_attr(req, ip, rc, &rep, false, seq, any, ns);
 }
 
 static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -413,11 +564,12 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct rpc_reply rep = { 0 };
 
 	wb_wait(c->wb, ip); /* a truncate comes after our pending writes */
+	inode_own_touch(c->it, ip, false);
 	inode_drop_inline(ip); /* our own changes are never pushed back to us */
 	memset(&m, 0, sizeof(m));
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
-	m.fid = fi && fi->fh ? OF(fi)->fid : 0;
+	m.fid = fi && fi->fh ? fid_use(OF(fi)) : 0;
 	if (to_set & FUSE_SET_ATTR_MODE) {
 		m.valid |= PFS_SET_MODE;
 		m.mode = attr->st_mode;
@@ -452,7 +604,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		m.valid |= PFS_SET_CTIME;
 	uint64_t seq = cache_seq(c->cache);
 	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
-	finish_attr(req, ip, rc, &rep, true, seq);
+	finish_attr(req, ip, rc, &rep, true, seq, 0, 0);
 }
 
 static void pfs_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -487,6 +639,8 @@ static void pfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.mode = mode;
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
+	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
@@ -504,6 +658,8 @@ static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.parent = IP(req, parent)->fh;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
+	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
@@ -518,6 +674,8 @@ static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 	size_t tlen = strlen(link);
 	int rc;
 
+	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
@@ -543,6 +701,8 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
+	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
 	rpc_reply_free(&rep);
@@ -571,6 +731,9 @@ static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	m.parent = IP(req, parent)->fh;
 	m.newparent = IP(req, newparent)->fh;
 	m.flags = flags;
+	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
+	inode_listing_touch(IP(req, newparent));
 	if ((rc = set_name(&m.name, name)) == 0 && (rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
 	rpc_reply_free(&rep);
@@ -587,6 +750,8 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.newparent = IP(req, newparent)->fh;
+	inode_own_touch(c->it, IP(req, ino), true);
+	inode_listing_touch(IP(req, newparent));
 	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
@@ -594,6 +759,41 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 }
 
 /* ---- files ---- */
+
+/* Close-to-open without a round trip. A read-only open is answered
+ * locally when the file's attributes are known current (see
+ * inode_attr_trusted: connected, no push about it since they came, no
+ * own change) and no push about it is waiting to reach the kernel, for
+ * a caller the server let read it (inode_is_reader). That is as good as
+ * asking: the daemon holds the reply to every change until each client
+ * that caches the object acknowledged receiving its invalidation
+ * (PUSH_ACK, see wire.h), so the push of a change whose close (or write,
+ * or setattr) returned on another host was received before this open,
+ * and its number sends this open to the daemon (keep_cache off). The fid stays
+ * unknown to the daemon until a request carries it (fid_use). Sets
+ * fi->keep_cache (files) and returns true when answered. Directories
+ * (dir): the same, for OPENDIR; READDIR opens the directory on the
+ * daemon only when the kernel's cached listing is gone. */
+static bool open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info *fi, bool dir)
+{
+	struct client *c = CL(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct pfs_attr a;
+	uint64_t aseq;
+	bool ok, attrs_stale;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT)) ||
+	    !atomic_load(&c->push_ack) || !inode_is_reader(ip, ctx->uid, ctx->gid) ||
+	    !inode_attr_trusted(c->it, ip, &a, &aseq) || !transport_quiet(c->tr))
+		return false;
+	cache_gate_enter(c->cache);
+	ok = !cache_pushed_since(c->cache, aseq, &ip->fh) &&
+	     !cache_pushed_since(c->cache, cache_applied(c->cache), &ip->fh);
+	if (ok && !dir)
+		fi->keep_cache = inode_open_version(ip, &a, &attrs_stale);
+	cache_gate_leave(c->cache);
+	return ok;
+}
 
 static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -606,14 +806,24 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	int rc;
 
 	maybe_tune(c);
+	if (fi->flags & O_TRUNC)
+		inode_own_touch(c->it, ip, false);
 	if (!(of = ofile_new(c, ip, fi->flags))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if (open_locally(req, ip, fi, false)) {
+		fi->fh = (uint64_t)(uintptr_t)of;
+		if (fuse_reply_open(req, fi) != 0)
+			ofile_free(of);
+		return;
+	}
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.flags = (uint32_t)fi->flags;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
+	uint64_t seq = cache_seq(c->cache);
 	uint64_t applied = cache_applied(c->cache);
 	rc = rpc_msg(c->rpc, PFS_OP_OPEN, open_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
@@ -624,6 +834,8 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	if ((fi->flags & O_ACCMODE) != O_WRONLY)
+		inode_note_reader(ip, m.cr.uid, m.cr.gid);
 	/* Close-to-open: the kernel's pages may stay only if the file has
 	 * not changed since they were cached (keep_cache=0 makes the kernel
 	 * drop them). Its cached attributes go too if they differ from the
@@ -641,6 +853,8 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		attrs_stale = true;
 	}
 	cache_gate_leave(c->cache);
+	if (!(fi->flags & O_TRUNC))
+		inode_trust_attr(c->it, ip, seq, any, ns);
 	if (attrs_stale)
 		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)of;
@@ -666,10 +880,12 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	inode_own_touch(c->it, NULL, true);
+	inode_listing_touch(IP(req, parent));
 	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.flags = (uint32_t)fi->flags;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
@@ -774,7 +990,7 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.flags = of->flags;
 	m.offset = (uint64_t)off;
 	m.size = (uint32_t)(size > PFS_MAX_IO ? PFS_MAX_IO : size);
@@ -804,11 +1020,12 @@ static void pfs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t si
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	inode_own_touch(c->it, of->ip, false);
 	inode_drop_inline(of->ip); /* our own writes are never pushed back to us */
 	/* Write-behind (wb.c): the data is copied and sent by a writer
 	 * thread; its errors come back at the next write, flush or fsync. */
 	fill_creds(req, &cr, false);
-	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, of->fid, of->flags, (uint64_t)off, buf,
+	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, fid_use(of), of->flags, (uint64_t)off, buf,
 			  size, (uint32_t)fuse_req_ctx(req)->pid);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -826,7 +1043,10 @@ static void pfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(2): the written data is committed (close-to-open, and NFS
 	 * semantics: close reports ENOSPC, EDQUOT, EIO of write-behind). */
 	fill_creds(req, &cr, false);
-	int err = wb_flush(c->wb, ip, &cr, &ip->fh, of->fid, (uint32_t)fuse_req_ctx(req)->pid);
+	/* A commit carries this open's fid (the daemon opens the file again
+	 * under it if it does not know it: RELEASE must follow). */
+	uint64_t fid = wb_holds(c->wb, ip) ? fid_use(of) : of->fid;
+	int err = wb_flush(c->wb, ip, &cr, &ip->fh, fid, (uint32_t)fuse_req_ctx(req)->pid);
 
 	/* Drop this owner's POSIX locks, as close(2) must, only where this
 	 * client ever took any: no round trip otherwise. */
@@ -849,12 +1069,13 @@ static void pfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 
 	/* Writes of mmap'ed pages may come after the last flush. */
 	fill_creds(req, &cr, false);
-	wb_release(c->wb, of->ip, &cr, &of->ip->fh, of->fid);
+	uint64_t fid = wb_holds(c->wb, of->ip) ? fid_use(of) : of->fid;
+	wb_release(c->wb, of->ip, &cr, &of->ip->fh, fid);
 	if (fi->flock_release) {
 		struct pfs_lock_req m;
 		fill_creds(req, &m.cr, false);
 		m.fh = of->ip->fh;
-		m.fid = of->fid;
+		m.fid = fid_use(of);
 		m.owner = fi->lock_owner;
 		m.type = PFS_LK_UN;
 		m.start = 0;
@@ -878,7 +1099,7 @@ static void pfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_
 	/* Returns once the daemon's fsync covered every write, re-sending
 	 * what a restarted daemon may have lost (wb.c). */
 	fill_creds(req, &cr, false);
-	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, of->fid, datasync != 0, true);
+	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, fid_use(of), datasync != 0, true);
 	fuse_reply_err(req, -rc);
 }
 
@@ -891,10 +1112,11 @@ static void pfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
+	inode_own_touch(c->it, of->ip, false);
 	inode_drop_inline(of->ip);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	wb_wait(c->wb, of->ip);
 	m.mode = (uint32_t)mode;
 	m.offset = (uint64_t)offset;
@@ -916,7 +1138,7 @@ static void pfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.offset = (uint64_t)off;
 	m.whence = (uint32_t)whence;
 	wb_wait(c->wb, of->ip);
@@ -939,7 +1161,7 @@ static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 	wb_wait(CL(req)->wb, of->ip);
 	fill_creds(req, &m->cr, false);
 	m->fh = of->ip->fh;
-	m->fid = of->fid;
+	m->fid = fid_use(of);
 	m->owner = fi->lock_owner;
 	m->type = lk->l_type == F_RDLCK ? PFS_LK_RD : lk->l_type == F_WRLCK ? PFS_LK_WR : PFS_LK_UN;
 	m->start = (uint64_t)lk->l_start;
@@ -955,6 +1177,7 @@ static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 static void lock_revalidate(fuse_req_t req, fuse_ino_t ino)
 {
 	struct client *c = CL(req);
+	inode_own_touch(c->it, IP(req, ino), false);
 	inode_drop_inline(IP(req, ino));
 	fuse_lowlevel_notify_inval_inode(c->se, ino, 0, 0);
 }
@@ -1010,7 +1233,7 @@ static void pfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	wb_wait(CL(req)->wb, of->ip);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.owner = fi->lock_owner;
 	switch (op & ~LOCK_NB) {
 	case LOCK_SH:
@@ -1052,10 +1275,14 @@ static void pfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if (open_locally(req, ip, fi, true))
+		goto reply;
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.flags = (uint32_t)fi->flags;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
+	uint64_t seq = cache_seq(c->cache);
 	rc = rpc_msg(c->rpc, PFS_OP_OPENDIR, open_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = bad_reply(req, "OPENDIR");
@@ -1066,6 +1293,9 @@ static void pfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		return;
 	}
 	inode_set_attr(ip, &ar.attr);
+	inode_trust_attr(c->it, ip, seq, any, ns);
+	inode_note_reader(ip, m.cr.uid, m.cr.gid);
+reply:
 	/* The server pushes an invalidation of the directory on every
 	 * change, which drops the kernel's cached listing. This kernel
 	 * drops cache_readdir at every opendir unless keep_cache is set too. */
@@ -1088,10 +1318,11 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 
 	rpc_reply_free(&of->dir);
 	of->rd_valid = false;
+	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
 	of->rd_seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
-	m.fid = of->fid;
+	m.fid = fid_use(of);
 	m.offset = off;
 	m.max_bytes = READDIR_BYTES;
 	m.plus = plus;
@@ -1131,7 +1362,9 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		return;
 	}
 	pthread_mutex_lock(&of->lock);
-	if (!of->rd_valid || of->rd_off != (uint64_t)off || of->rd_plus != plus) {
+	/* A plain READDIR can use a READDIRPLUS chunk (the kernel asks
+	 * with plus only at offset 0 under READDIRPLUS_AUTO). */
+	if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
 		rc = dir_fetch(req, of, (uint64_t)off, plus);
 		fresh = true;
 	}
@@ -1179,10 +1412,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			}
 			n = fuse_add_direntry_plus(req, buf + pos, size - pos, de.name.s, &e,
 						   (off_t)de.next_off);
-			if (n > size - pos && ip)
+			if (n > size - pos && ip) {
 				inode_forget(c->it, ip, 1); /* not handed to the kernel */
-			else if (ip)
+			} else if (ip) {
 				inode_note_name(of->ip, de.name.s);
+				inode_trust_attr(c->it, ip, of->rd_seq, of->rd_any, of->rd_ns);
+			}
 		} else {
 			struct stat st;
 			memset(&st, 0, sizeof(st));
@@ -1283,6 +1518,7 @@ static void pfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const
 	int rc;
 
 	inode_clear_nocaps(IP(req, ino));
+	inode_own_touch(c->it, IP(req, ino), false);
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.flags = (uint32_t)flags;
@@ -1406,6 +1642,7 @@ static void pfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int rc;
 
 	inode_clear_nocaps(IP(req, ino));
+	inode_own_touch(c->it, IP(req, ino), false);
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	if ((rc = set_xname(&m.name, name)) == 0)

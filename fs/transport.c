@@ -13,11 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 
 #include "cache_i.h"
 #include "client_i.h"
@@ -36,6 +38,7 @@
 struct push_item {
 	struct push_item *next;
 	uint64_t seq; /* cache_note_push number, 0 if none */
+	uint64_t gen; /* connection it came on */
 	uint16_t op;
 	size_t len;
 	uint8_t *buf;
@@ -55,6 +58,11 @@ struct transport {
 	int stop_efd; /* eventfd: wakes the connection thread's waits */
 	atomic_bool stopping;
 
+	/* Bytes of the live connection the connection thread received, and
+	 * of those the frames it handled (pushes numbered); both reset with
+	 * fd (under fd_lock). See transport_quiet. */
+	_Atomic uint64_t bytes_read, bytes_done;
+
 	/* Connection thread only. */
 	uint64_t boot_id;
 	uint64_t last_gen;
@@ -70,6 +78,17 @@ struct transport {
 	bool push_stop;
 	pthread_t push_thr;
 	bool push_started;
+
+	/* Acknowledgements (PUSH_ACK), under push_lock: pushes received on
+	 * connection ack_gen (numbered, not necessarily applied yet) and
+	 * what the ack thread sent last. The ack thread, not the connection
+	 * thread (which must never block on a send) nor the push thread
+	 * (which can wait on the kernel, e.g. for a directory lock held by an
+	 * operation whose reply waits for another client's ack). */
+	pthread_cond_t ack_cond;
+	uint64_t ack_gen, ack_count, sent_gen, sent_count;
+	pthread_t ack_thr;
+	bool ack_started;
 };
 
 int transport_new(struct client *c, struct transport **out)
@@ -89,6 +108,7 @@ int transport_new(struct client *c, struct transport **out)
 	pthread_mutex_init(&t->fd_lock, NULL);
 	pthread_mutex_init(&t->push_lock, NULL);
 	pthread_cond_init(&t->push_cond, NULL);
+	pthread_cond_init(&t->ack_cond, NULL);
 	t->push_tail = &t->push_head;
 	*out = t;
 	return 0;
@@ -116,6 +136,7 @@ void transport_free(struct transport *t)
 	pthread_mutex_destroy(&t->fd_lock);
 	pthread_mutex_destroy(&t->push_lock);
 	pthread_cond_destroy(&t->push_cond);
+	pthread_cond_destroy(&t->ack_cond);
 	free(t->rbuf);
 	free(t);
 }
@@ -203,8 +224,17 @@ static int send_frame_fd(int fd, uint64_t id, uint16_t op, const void *payload, 
 	return send_all(fd, iov, wl ? 2 : 1);
 }
 
+static int send_gen(struct transport *t, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
+		    const void *payload, size_t len, unsigned codecs);
+
 int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 		   const void *payload, size_t len, unsigned codecs)
+{
+	return send_gen(t, gen, id, op, 0, payload, len, codecs);
+}
+
+static int send_gen(struct transport *t, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
+		    const void *payload, size_t len, unsigned codecs)
 {
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	void *scratch = NULL;
@@ -216,8 +246,8 @@ int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 		cap = pfs_lz4_bound(len);
 		scratch = malloc(cap); /* on failure the frame goes out raw */
 	}
-	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, scratch ? codecs : 0, scratch,
-				      cap, &wire);
+	size_t wl = pfs_frame_prepare(hdr, id, op, flags, 0, payload, len, scratch ? codecs : 0,
+				      scratch, cap, &wire);
 	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
 
 	pthread_mutex_lock(&t->send_lock);
@@ -248,6 +278,40 @@ void transport_drop(struct transport *t, uint64_t gen)
 	if (t->fd >= 0 && t->gen == gen)
 		shutdown(t->fd, SHUT_RDWR); /* the connection thread reconnects */
 	pthread_mutex_unlock(&t->send_lock);
+}
+
+#define QUIET_WAIT_NS 20000000L /* 20 ms */
+
+bool transport_quiet(struct transport *t)
+{
+	uint64_t gen, target;
+	int inq = 0;
+
+	/* Unread bytes first, then the count read: a recv in between is
+	 * counted twice (a longer wait), never missed. */
+	pthread_mutex_lock(&t->fd_lock);
+	if (t->fd < 0 || ioctl(t->fd, SIOCINQ, &inq) < 0 || inq < 0) {
+		pthread_mutex_unlock(&t->fd_lock);
+		return false;
+	}
+	gen = t->gen;
+	target = atomic_load(&t->bytes_read) + (uint64_t)inq;
+	pthread_mutex_unlock(&t->fd_lock);
+	if (atomic_load(&t->bytes_done) >= target)
+		return true;
+	/* The connection thread is handling frames (replies, mostly): it
+	 * catches up in microseconds, unless a frame is still arriving. */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		usleep(20);
+		if (atomic_load(&t->bytes_done) >= target)
+			return t->gen == gen;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) >
+		    QUIET_WAIT_NS)
+			return false;
+	}
 }
 
 /* ---- connecting ---- */
@@ -499,8 +563,11 @@ static void install(struct transport *t, int fd, const struct hs_result *hs)
 	pthread_mutex_lock(&t->fd_lock);
 	t->fd = fd;
 	t->gen = gen;
+	atomic_store(&t->bytes_read, 0);
+	atomic_store(&t->bytes_done, 0);
 	pthread_mutex_unlock(&t->fd_lock);
 	pthread_mutex_unlock(&t->send_lock);
+	atomic_store(&t->c->push_ack, (hs->caps & PFS_CAP_PUSH_ACK) != 0);
 	rpc_connected(t->c->rpc, gen, (unsigned)(hs->caps & PFS_CAPS_CODECS));
 }
 
@@ -571,6 +638,8 @@ static int rb_read(struct transport *t, int fd, void *dst, size_t n)
 				t->rend = (size_t)k;
 			}
 		}
+		if (k > 0)
+			atomic_fetch_add(&t->bytes_read, (uint64_t)k);
 		if (k == 0)
 			return -ECONNRESET;
 		if (k < 0 && errno != EINTR)
@@ -588,13 +657,20 @@ static void push_enqueue(struct transport *t, uint16_t op, uint8_t *buf, size_t 
 	}
 	p->next = NULL;
 	p->seq = ops_note_push(t->c, op, buf, len);
+	p->gen = t->last_gen;
 	p->op = op;
 	p->buf = buf;
 	p->len = len;
 	pthread_mutex_lock(&t->push_lock);
 	*t->push_tail = p;
 	t->push_tail = &p->next;
+	if (p->gen != t->ack_gen) {
+		t->ack_gen = p->gen;
+		t->ack_count = 0;
+	}
+	t->ack_count++;
 	pthread_cond_signal(&t->push_cond);
+	pthread_cond_signal(&t->ack_cond);
 	pthread_mutex_unlock(&t->push_lock);
 }
 
@@ -627,6 +703,7 @@ static int recv_loop(struct transport *t, int fd)
 			atomic_fetch_add_explicit(&t->c->st_raw_in, PFS_FRAME_HDR_SIZE + h.raw_len,
 						  memory_order_relaxed);
 			rpc_complete(t->c->rpc, &h, payload, t->boot_id);
+			atomic_fetch_add(&t->bytes_done, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 			continue;
 		}
 		if (h.raw_len) {
@@ -674,6 +751,7 @@ static int recv_loop(struct transport *t, int fd)
 				t->c->hostport);
 			return -EPROTO;
 		}
+		atomic_fetch_add(&t->bytes_done, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 	}
 }
 
@@ -686,6 +764,11 @@ static void *conn_main(void *arg)
 	while (!atomic_load(&t->stopping)) {
 		int rc = recv_loop(t, t->fd);
 		drop(t);
+		/* Pushes may be lost from now until the revalidation after the
+		 * reconnect: nothing cached before counts as current (the
+		 * locally answered GETATTR, cache_i.h). */
+		if (c->cache)
+			cache_note_all(c->cache);
 		/* After GOODBYE (shutdown) the server closes: do not come back. */
 		if (atomic_load(&t->stopping) || rpc_is_closing(c->rpc))
 			break;
@@ -727,6 +810,42 @@ out:
 	return NULL;
 }
 
+/* Acknowledges the first count pushes of connection gen (wire.h,
+ * PUSH_ACK). A failed send needs nothing: that connection is gone, and
+ * the server stops waiting for a client whose connection closed. */
+static void send_ack(struct transport *t, uint64_t gen, uint64_t count)
+{
+	uint8_t buf[16];
+	struct pfs_wr w;
+	struct pfs_push_ack m = { .count = count };
+
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_push_ack(&w, &m) == 0)
+		(void)send_gen(t, gen, 0, PFS_OP_PUSH_ACK, PFS_FF_PUSH, buf, w.len, 0);
+}
+
+static void *ack_main(void *arg)
+{
+	struct transport *t = arg;
+
+	pthread_mutex_lock(&t->push_lock);
+	for (;;) {
+		while (!t->push_stop && t->ack_gen == t->sent_gen && t->ack_count == t->sent_count)
+			pthread_cond_wait(&t->ack_cond, &t->push_lock);
+		if (t->push_stop)
+			break;
+		uint64_t gen = t->ack_gen, count = t->ack_count;
+		pthread_mutex_unlock(&t->push_lock);
+		if (atomic_load(&t->c->push_ack))
+			send_ack(t, gen, count);
+		pthread_mutex_lock(&t->push_lock);
+		t->sent_gen = gen;
+		t->sent_count = count;
+	}
+	pthread_mutex_unlock(&t->push_lock);
+	return NULL;
+}
+
 static void *push_main(void *arg)
 {
 	struct transport *t = arg;
@@ -759,6 +878,10 @@ int transport_start(struct transport *t)
 	if (rc)
 		return -rc;
 	t->push_started = true;
+	rc = pthread_create(&t->ack_thr, NULL, ack_main, t);
+	if (rc)
+		return -rc;
+	t->ack_started = true;
 	rc = pthread_create(&t->conn_thr, NULL, conn_main, t);
 	if (rc)
 		return -rc;
@@ -791,5 +914,13 @@ void transport_stop(struct transport *t)
 		pthread_mutex_unlock(&t->push_lock);
 		pthread_join(t->push_thr, NULL);
 		t->push_started = false;
+	}
+	if (t->ack_started) {
+		pthread_mutex_lock(&t->push_lock);
+		t->push_stop = true;
+		pthread_cond_signal(&t->ack_cond);
+		pthread_mutex_unlock(&t->push_lock);
+		pthread_join(t->ack_thr, NULL);
+		t->ack_started = false;
 	}
 }

@@ -50,4 +50,12 @@ int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
  * Thread-safe. */
 void transport_drop(struct transport *t, uint64_t gen);
 
+/* True if every frame the server sent so far was received and handled
+ * (pushes numbered): the connection thread waits at a frame boundary and
+ * the socket has nothing to read, not even an end of stream. A client
+ * that was stopped or starved may hold unread invalidations, or a
+ * connection the server closed for not acknowledging them; answers from
+ * its caches wait until it caught up (see fs/ops.c open_locally). */
+bool transport_quiet(struct transport *t);
+
 #endif /* PODFS_TRANSPORT_I_H */

@@ -730,3 +730,11 @@ void wb_get_stats(struct wb *wb, struct wb_stats *st)
 	st->held = wb->held;
 	pthread_mutex_unlock(&wb->lock);
 }
+
+bool wb_holds(struct wb *wb, struct inode *ip)
+{
+	pthread_mutex_lock(&wb->lock);
+	bool held = wbi_find(wb, ip) != NULL;
+	pthread_mutex_unlock(&wb->lock);
+	return held;
+}

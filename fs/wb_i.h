@@ -72,6 +72,11 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 /* Waits until no write of ip is queued or in flight. */
 void wb_wait(struct wb *wb, struct inode *ip);
 
+/* True if write-behind holds state for ip (writes pending, uncommitted
+ * or an error to report): a flush or release of ip then talks to the
+ * daemon. */
+bool wb_holds(struct wb *wb, struct inode *ip);
+
 /* Waits for the pending writes of ip, then commits: if any data of ip is
  * uncommitted or force is set, sends FSYNC (datasync as given) and
  * re-sends what a restarted daemon lost. Returns 0 or the first error of

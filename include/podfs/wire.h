@@ -111,7 +111,8 @@ enum {
 	PFS_CAP_LZ4 = 1u << 0,   /* peer accepts PFS_FF_LZ4 payloads */
 	PFS_CAP_PUSH = 1u << 1,  /* client applies server pushes */
 	PFS_CAP_ZR = 1u << 2,    /* peer accepts PFS_FF_ZR payloads */
-	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR,
+	PFS_CAP_PUSH_ACK = 1u << 3, /* client acknowledges pushes (PUSH_ACK) */
+	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 };
 
@@ -156,6 +157,8 @@ enum {
 	X(LOOKUP_DATA, 42)    \
 	X(RECLAIM, 58)        \
 	X(RECLAIM_DONE, 59)   \
+	X(PUSH_ACK, 60)       \
+	X(LISTDIR, 61)        \
 	X(INVAL_INODE, 100)   \
 	X(INVAL_ENTRY, 101)   \
 	X(LOCK_WAKE, 102)
@@ -267,6 +270,47 @@ enum {
 
 enum {
 	PFS_LD_DATA = 1u << 0, /* lookup_data_rep.data is the whole file */
+};
+
+/* Opcodes 60-64 belong to request economy (issue 4).
+ *
+ * PUSH_ACK (client -> server, one-way: flags PFS_FF_PUSH, id 0, no reply;
+ *   only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
+ *   push_ack: `count`, the number of pushes received on this connection
+ *   (counting from 1 at the connection's first push; a count that does
+ *   not grow is ignored). Received means the client will not answer from
+ *   its own caches anything such a push contradicts; its kernel may drop
+ *   what it cached a moment later (acknowledging only once that is done
+ *   could deadlock: applying an entry invalidation takes the directory's
+ *   lock, which the client's own operation in that directory may hold
+ *   while its reply waits for this very acknowledgement).
+ *   The server holds the reply to a request that changed an object until
+ *   every other client it pushed the change to (that negotiated the
+ *   capability) acknowledged that push, or PFSD_ACK_WAIT_MS passed: a
+ *   client that has not acknowledged by then has its connection closed,
+ *   so it revalidates its caches before trusting them again. Hence once a
+ *   change's reply (a WRITE, the commit of a close, a SETATTR...) reached
+ *   its client, every other client knows what the change made stale, and
+ *   may answer a later open (close-to-open) from what it caches, without
+ *   asking the server, unless such a push came (it then asks).
+ *
+ * LISTDIR: a whole directory in one round trip, for a client that will
+ *   answer lookups in it from the listing (cold start: a name not in a
+ *   complete listing the client holds coherently does not exist).
+ *   Request listdir_req: the directory, max_inline (as LOOKUP_DATA) and
+ *   max_bytes (<= PFS_MAX_IO), the reply's size limit. Reply: u32 flags
+ *   (PFS_LS_COMPLETE: every name of the directory is listed; otherwise
+ *   the listing is a prefix the client must not use for absences), then
+ *   items to the end of the payload: name, entry, u32 flags (PFS_LD_DATA:
+ *   data is the whole content, read with the caller's credentials, as in
+ *   LOOKUP_DATA), bytes data. "." and ".." are not listed. Inline data
+ *   takes at most PFS_LISTDIR_DATA_MAX bytes of a reply; files past that
+ *   come without data. The session caches every listed entry (pushes
+ *   follow), and the directory. */
+#define PFS_LISTDIR_DATA_MAX (512u * 1024)
+#define PFS_LISTDIR_ITEMS_MAX 4096
+enum {
+	PFS_LS_COMPLETE = 1u << 0,
 };
 
 /* READDIR entry flags. */

@@ -193,3 +193,61 @@ def in_thread(fn, *a):
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t, box
+
+
+class DelayRelay:
+    """A TCP relay on 127.0.0.1 to target (host, port) that holds every
+    chunk from the server to the client for `delay` seconds (the client's
+    requests pass at once): a client whose pushes arrive late. close()
+    ends it; each connection ends when either side closes."""
+
+    def __init__(self, target, delay):
+        import socket
+        self.target, self.delay = target, delay
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(8)
+        self.port = self.ls.getsockname()[1]
+        self.socks = []
+        self.closed = False
+        in_thread(self._accept)
+
+    def _accept(self):
+        import socket
+        while not self.closed:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            t = socket.create_connection(self.target, timeout=10)
+            t.settimeout(None)
+            self.socks += [c, t]
+            in_thread(self._pump, c, t, 0)
+            in_thread(self._pump, t, c, self.delay)
+
+    def _pump(self, src, dst, delay):
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(2)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.closed = True
+        self.ls.close()
+        for s in self.socks:
+            try:
+                s.close()
+            except OSError:
+                pass

@@ -168,3 +168,51 @@ def test_issue4_podfs_warm(env, daemon, mount):
     r = subprocess.run([str(PODFS), "warm", str(m / "nonexistent")], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode != 0
+
+
+def _count_op(log, op):
+    return sum(1 for line in log.splitlines()
+               if "request " in line and "connection" in line and f"({op})" in line)
+
+
+def test_issue4_getattr_answered_locally(env, daemon, mount):
+    """fstat after read (the kernel drops atime) and stat after the
+    kernel's own invalidation: no GETATTR crosses the network while the
+    client's attributes are known current; own changes still show."""
+    m = mount(opts="log_level=debug")
+    os.makedirs(m / "p")
+    for i in range(10):
+        write_file(m / "p" / f"f{i}", b"x" * (100 + i))
+    os.link(m / "p" / "f0", m / "p" / "hard")
+    time.sleep(0.3)
+    # Look the files up; f0's link made its attributes untrusted: one
+    # GETATTR for it in this first round.
+    for i in range(10):
+        os.stat(m / "p" / f"f{i}")
+        with open(m / "p" / f"f{i}", "rb") as f:
+            f.read()
+            os.fstat(f.fileno())
+    before = _count_op(m.proc.output(), "GETATTR")
+    for _ in range(3):
+        for i in range(10):
+            with open(m / "p" / f"f{i}", "rb") as f:
+                assert f.read() == b"x" * (100 + i)
+                assert os.fstat(f.fileno()).st_size == 100 + i
+    time.sleep(0.3)
+    assert _count_op(m.proc.output(), "GETATTR") == before, m.proc.output()[-3000:]
+    # Own changes are never pushed back: they must not be answered stale.
+    assert os.stat(m / "p" / "f0").st_nlink == 2
+    os.unlink(m / "p" / "hard")
+    assert os.stat(m / "p" / "f0").st_nlink == 1
+    with open(m / "p" / "f1", "ab") as f:
+        f.write(b"more")
+        f.flush()
+        assert os.fstat(f.fileno()).st_size == 105
+    assert os.stat(m / "p" / "f1").st_size == 105
+    os.chmod(m / "p" / "f2", 0o640)
+    assert os.stat(m / "p" / "f2").st_mode & 0o777 == 0o640
+    os.truncate(m / "p" / "f3", 7)
+    assert os.stat(m / "p" / "f3").st_size == 7
+    os.setxattr(m / "p" / "f4", "user.k", b"v")
+    st = os.stat(m / "p" / "f4")
+    assert st.st_ctime_ns == os.stat(env.export / "p" / "f4").st_ctime_ns
