@@ -431,6 +431,10 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	if (data) {
 		inode_set_inline(ip, &pe.attr, data, dlen);
 		inode_note_reader(ip, li.uid, li.gid);
+		if (c->pc) {
+			struct dver v = dver_of(&pe.attr);
+			pcache_offer(c->pc, &pe.fh, &v, data, dlen);
+		}
 		free(data);
 	}
 	reply_entry_gated(req, dir, name, ip, &e, li.seq);
