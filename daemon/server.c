@@ -151,8 +151,12 @@ void conn_close(struct conn *c, const char *why)
 	else
 		pfs_debug("conn %llu: %s closed before auth: %s", (unsigned long long)c->id,
 			  c->peer, why);
-	if (c->sess)
+	if (c->sess && c->bulk) {
+		c->sess->nbulk--;
+		c->sess = NULL;
+	} else if (c->sess) {
 		session_detach(c->sess, c);
+	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -816,7 +820,8 @@ static void on_hello(struct conn *c, const uint8_t *wire)
 		return;
 	}
 	c->client_id = m.client_id;
-	c->caps = m.caps & PFS_CAPS_ALL;
+	c->caps = m.caps & (PFS_CAPS_ALL | PFS_CAP_BULK);
+	c->bulk = (c->caps & PFS_CAP_BULK) != 0;
 	memcpy(c->cnonce, m.nonce.b, PFS_NONCE_LEN);
 	if (pfs_random(c->snonce, PFS_NONCE_LEN) < 0) {
 		pfs_err("conn %llu: no random bytes", (unsigned long long)c->id);
@@ -859,9 +864,35 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 		return;
 	}
 	uv_timer_stop(&c->hs_timer);
+	s = session_find(c->d, c->client_id);
+	if (c->bulk) {
+		if (!s || !s->conn) {
+			/* The client connects its main connection first (and
+			 * again after our restart); this one retries. */
+			pfs_info("conn %llu: %s (%s): bulk connection without a connected "
+				 "session %016llx; refused",
+				 (unsigned long long)c->id, c->peer, c->host,
+				 (unsigned long long)c->client_id);
+			send_small(c, PFS_OP_AUTH, c->h.id, ENOTCONN, NULL, 0);
+			c->close_after_write = true;
+			c->st = CS_HELLO; /* accept nothing more */
+			uv_read_stop((uv_stream_t *)&c->tcp);
+			c->reading = false;
+			return;
+		}
+		c->st = CS_READY;
+		c->d->npreauth--;
+		c->sess = s;
+		s->nbulk++;
+		pfs_notice("conn %llu: %s (%s) authenticated, bulk connection %u of session "
+			   "%016llx",
+			   (unsigned long long)c->id, c->peer, c->host, s->nbulk,
+			   (unsigned long long)c->client_id);
+		queue_req(c, NULL, PFS_AUTH_RESUMED);
+		return;
+	}
 	c->st = CS_READY;
 	c->d->npreauth--;
-	s = session_find(c->d, c->client_id);
 	if (s) {
 		if (s->conn && s->conn != c)
 			conn_close(s->conn, "replaced by a new connection of the same client");
@@ -905,6 +936,11 @@ static void frame_done(struct conn *c)
 	case CS_READY:
 		if (c->h.op == PFS_OP_HELLO || c->h.op == PFS_OP_AUTH) {
 			violation(c, "handshake request after AUTH");
+			break;
+		}
+		if (c->bulk && c->h.op != PFS_OP_READ && c->h.op != PFS_OP_WRITE &&
+		    c->h.op != PFS_OP_PING) {
+			violation(c, "not READ, WRITE or PING on a bulk connection");
 			break;
 		}
 		if (c->h.op == PFS_OP_GOODBYE) {

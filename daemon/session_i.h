@@ -79,6 +79,7 @@ struct session {
 	char host[PFS_HOSTNAME_MAX + 1];
 	uint64_t caps;
 	struct conn *conn; /* attached connection, or NULL while lingering */
+	unsigned nbulk;    /* bulk connections (PFS_CAP_BULK) using the session */
 	unsigned refs;     /* requests in flight */
 	bool dead;
 	bool freeing;
