@@ -1,0 +1,220 @@
+"""test_conns.py: issue 3, several TCP connections per mount (-o conns=N).
+
+The extra connections are bulk connections of the mount's one daemon
+session: READ and WRITE spread over them, everything else (metadata,
+locks, pushes) stays on the main connection. Data stays byte-exact, a
+daemon restart loses nothing that fsync or close confirmed, a bulk
+connection killed mid-transfer is recovered transparently, and coherence
+between hosts holds.
+"""
+
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from helpers import RECONNECT, in_thread, read_file, wait_for, write_file
+
+MiB = 1 << 20
+
+
+def chunk(i, size=MiB):
+    """Deterministic chunk number i."""
+    seed = i.to_bytes(8, "little") * 8
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def bulk_peers(daemon):
+    """client ports of the bulk connections the daemon accepted, in order."""
+    return [int(p) for p in re.findall(r"conn \d+: [\d.]+:(\d+) \(.*?\) authenticated, bulk",
+                                       daemon.log())]
+
+
+def conn_bytes(daemon):
+    """{client port: bytes the daemon received on it} for its live connections."""
+    r = subprocess.run(["ss", "-tniH", "state", "established", "sport", "=",
+                        f":{daemon.port}"], capture_output=True, text=True, timeout=10,
+                       check=True)
+    out = {}
+    cur = None
+    for line in r.stdout.splitlines():
+        if not line.startswith((" ", "\t")):
+            cur = int(line.split()[-1].rsplit(":", 1)[1])
+            out[cur] = 0
+        elif cur is not None:
+            m = re.search(r"bytes_received:(\d+)", line)
+            if m:
+                out[cur] = int(m.group(1))
+    return out
+
+
+def write_chunks(path, n, fsync_every=0):
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        for i in range(n):
+            os.pwrite(fd, chunk(i), i * MiB)
+            if fsync_every and i % fsync_every == fsync_every - 1:
+                os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_chunks(data, n):
+    assert len(data) == n * MiB
+    for i in range(n):
+        assert data[i * MiB:(i + 1) * MiB] == chunk(i), f"chunk {i} differs"
+
+
+@pytest.mark.timeout(180)
+def test_conns3_big_files_byte_exact(env):
+    """conns=3: three connections of one session, writes spread over the two
+    bulk ones, files read back equal here and on a conns=1 mount."""
+    d = env.start_daemon()
+    m3 = env.mount(d, opts="conns=3")
+    wait_for(lambda: len(bulk_peers(d)) == 2, 20, what="two bulk connections")
+    log = d.log()
+    assert len(re.findall(r"authenticated, session [0-9a-f]+ new", log)) == 1, log
+    data = os.urandom(40 * MiB + 4321)
+    fd = os.open(m3 / "big", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, len(data), MiB):
+            os.pwrite(fd, data[off:off + MiB], off)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "big") == data
+    # Both bulk connections carried write data; the main one only metadata.
+    got = conn_bytes(d)
+    bulk = bulk_peers(d)
+    assert len(got) == 3, got
+    for p in bulk:
+        assert got.get(p, 0) > 4 * MiB, (p, got)
+    main = [p for p in got if p not in bulk]
+    assert len(main) == 1 and got[main[0]] < MiB, got
+    # Read back through the conns=3 mount (cold: a fresh file) and another.
+    write_file(env.export / "big2", data[::-1])
+    assert read_file(m3 / "big2") == data[::-1]
+    m1 = env.mount(d, path=env.root / "mnt1", opts="conns=1")
+    assert read_file(m1 / "big") == data
+    assert read_file(m3 / "big") == data
+
+
+@pytest.mark.timeout(300)
+def test_conns3_kill9_during_write_stream(env):
+    """kill -9 of the daemon twice in a stream of writes with periodic
+    fsync, conns=3: every write, fsync and close succeeds (hard mount) and
+    the whole file is on the export, equal."""
+    d = env.start_daemon()
+    mm = env.mount(d, opts="conns=3")
+    wait_for(lambda: len(bulk_peers(d)) == 2, 20, what="two bulk connections")
+    n = 48
+    t, box = in_thread(write_chunks, mm / "stream", n, 8)
+    for _ in range(2):
+        wait_for(lambda: (env.export / "stream").exists() and
+                 os.path.getsize(env.export / "stream") > 0, 30, what="writes started")
+        time.sleep(0.2)
+        d.kill9()
+        time.sleep(0.3)
+        d.start()
+    t.join(RECONNECT * 2)
+    assert not t.is_alive(), "writer did not finish"
+    assert "error" not in box, f"writer failed: {box.get('error')!r}"
+    check_chunks(read_file(env.export / "stream"), n)
+    # The bulk connections came back after the restarts.
+    wait_for(lambda: len(conn_bytes(d)) == 3, RECONNECT, what="three connections again")
+
+
+@pytest.mark.timeout(240)
+def test_conns3_uncommitted_writes_resent_after_restart(env):
+    """Writes acknowledged on bulk connections by a daemon that then died
+    with its page cache are sent again before fsync succeeds."""
+    d = env.start_daemon()
+    mm = env.mount(d, opts="conns=3")
+    wait_for(lambda: len(bulk_peers(d)) == 2, 20, what="two bulk connections")
+    a = os.urandom(2 * MiB)
+    b = os.urandom(6 * MiB)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, a, 0)
+        os.fsync(fd)
+        os.pwrite(fd, b, len(a))
+        assert os.fstat(fd).st_size == len(a) + len(b)
+        wait_for(lambda: os.path.getsize(env.export / "f") == len(a) + len(b), 10,
+                 what="writes on the daemon")
+        d.kill9()
+        with open(env.export / "f", "r+b") as f:  # the "lost page cache"
+            f.seek(len(a))
+            f.write(b"\0" * len(b))
+        d.start()
+        t, box = in_thread(os.fsync, fd)
+        t.join(RECONNECT)
+        assert not t.is_alive(), "fsync after the restart did not finish"
+        assert "error" not in box, box
+        assert read_file(env.export / "f") == a + b
+    finally:
+        os.close(fd)
+    assert "sending uncommitted writes again" in mm.proc.output()
+
+
+@pytest.mark.timeout(240)
+def test_bulk_connection_killed_mid_transfer(env):
+    """ss -K on a bulk connection while a big file is written and another
+    is read: the requests on it are sent again, the data is exact, and the
+    connection comes back."""
+    d = env.start_daemon()
+    mm = env.mount(d, opts="conns=3")
+    wait_for(lambda: len(bulk_peers(d)) == 2, 20, what="two bulk connections")
+    n = 64
+    rdata = os.urandom(32 * MiB)
+    write_file(env.export / "r", rdata)
+    tw, bw = in_thread(write_chunks, mm / "w", n, 16)
+    tr, br = in_thread(read_file, mm / "r")
+    wait_for(lambda: (env.export / "w").exists() and
+             os.path.getsize(env.export / "w") > 4 * MiB, 30, what="writes started")
+    victim = bulk_peers(d)[0]
+    r = subprocess.run(["ss", "-K", "-tnH", "dst", f"127.0.0.1:{d.port}", "sport", "=",
+                        f":{victim}"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    assert str(victim) in r.stdout, f"ss -K killed nothing: {r.stdout!r}"
+    tw.join(RECONNECT)
+    tr.join(RECONNECT)
+    assert not tw.is_alive() and not tr.is_alive(), "transfer did not finish"
+    assert "error" not in bw, f"writer failed: {bw.get('error')!r}"
+    assert br.get("result") == rdata, f"read back differs or failed: {br.get('error')!r}"
+    check_chunks(read_file(env.export / "w"), n)
+    assert "connection 1 to" in mm.proc.output() or "connection 2 to" in mm.proc.output()
+    assert "lost" in mm.proc.output()
+    wait_for(lambda: len(bulk_peers(d)) == 3, RECONNECT, what="the bulk connection back")
+    wait_for(lambda: len(conn_bytes(d)) == 3, RECONNECT, what="three connections again")
+
+
+@pytest.mark.timeout(240)
+def test_conns3_coherence_between_hosts(env):
+    """Two hosts with conns=3: what A writes and closes, B (which cached the
+    old contents) reads after; size and mtime follow."""
+    from conftest import Pod
+    pod = Pod(env, opts="conns=3")
+    a, b = pod.a, pod.b
+    old = os.urandom(3 * MiB)
+    write_file(a / "f", old)
+    assert read_file(b / "f") == old  # B caches pages and attributes
+    for rnd in range(3):
+        new = os.urandom((5 + rnd) * MiB + 777)
+        time.sleep(0.01)
+        write_file(a / "f", new)
+        st_a = os.stat(a / "f")
+        wait_for(lambda: os.stat(b / "f").st_size == len(new), 10, what="size on B")
+        assert read_file(b / "f") == new
+        st_b = os.stat(b / "f")
+        assert st_b.st_mtime_ns == st_a.st_mtime_ns
+        # And back: B writes in place, A sees it.
+        fd = os.open(b / "f", os.O_WRONLY)
+        try:
+            os.pwrite(fd, b"B" * MiB, MiB)
+        finally:
+            os.close(fd)
+        exp = new[:MiB] + b"B" * MiB + new[2 * MiB:]
+        wait_for(lambda: read_file(a / "f") == exp, 10, what="B's write on A")
+        old = exp
