@@ -651,6 +651,30 @@ static void inflight_del(struct session *s, struct req *r)
 
 /* --- requests --- */
 
+/* Requests whose retransmission must not run while the original runs.
+ * Non-idempotent ones keep their reply (the DRC). A WRITE is idempotent,
+ * but a copy of it that ran late could overwrite a later write of the
+ * same range that the client sent once the first copy was answered: a
+ * client resends a request when the connection it went out on drops
+ * (at once on another connection, with conns=N) while the original may
+ * still wait for a worker. So a WRITE is remembered while it runs, and a
+ * duplicate only gets the original's reply. */
+static bool op_dedup(unsigned op)
+{
+	return dispatch_is_drc_op(op) || op == PFS_OP_WRITE;
+}
+
+/* Where the reply of r goes when a duplicate arrived while r ran: the
+ * connection of the duplicate if it is still open, else the session's
+ * main connection (a client takes a reply on any of its connections). */
+static struct conn *resend_target(struct conn *c, struct session *s, const struct drc_ent *e)
+{
+	for (struct conn *o = c->d->conns; o; o = o->next)
+		if (o->id == e->resend_conn && o != c && !o->closing && o->sess == s)
+			return o;
+	return s->conn && s->conn != c ? s->conn : NULL;
+}
+
 static void after_work_cb(uv_work_t *work, int status)
 {
 	struct req *r = container_of(work, struct req, work);
@@ -665,15 +689,19 @@ static void after_work_cb(uv_work_t *work, int status)
 	}
 	if (r->drc) {
 		if (!r->violation) {
-			session_drc_done(s, r->drc, r->hdr, r->wire, r->wirelen);
-			/* A retransmission arrived on a new connection while
+			struct conn *to = r->drc->resend ? resend_target(c, s, r->drc) : NULL;
+			/* A retransmission arrived on another connection while
 			 * this ran: answer it there too. */
-			if (r->drc->resend && s->conn && s->conn != c) {
+			if (to) {
 				void *copy = r->wirelen ? xmalloc(r->wirelen) : NULL;
 				if (copy)
 					memcpy(copy, r->wire, r->wirelen);
-				conn_send(s->conn, r->hdr, copy, r->wirelen, copy, NULL);
+				conn_send(to, r->hdr, copy, r->wirelen, copy, NULL);
 			}
+			if (dispatch_is_drc_op(r->h.op))
+				session_drc_done(s, r->drc, r->hdr, r->wire, r->wirelen);
+			else
+				session_drc_forget(s, r->drc);
 		} else {
 			/* No reply: a retransmission must run again. */
 			session_drc_forget(s, r->drc);
@@ -729,7 +757,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->auth_flags = auth_flags;
 	r->work.data = r;
 
-	if (r->s && dispatch_is_drc_op(r->h.op)) {
+	if (r->s && op_dedup(r->h.op)) {
 		struct drc_ent *e = session_drc_find(r->s, r->h.id);
 		if (e && e->op == r->h.op) {
 			pfs_debug("conn %llu req %llu %s: duplicate, %s", (unsigned long long)c->id,
@@ -742,6 +770,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 				conn_send(c, e->hdr, copy, e->len, copy, NULL);
 			} else {
 				e->resend = true;
+				e->resend_conn = c->id;
 			}
 			free(payload);
 			free(r);
