@@ -913,10 +913,10 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 		c->d->npreauth--;
 		c->sess = s;
 		s->nbulk++;
-		pfs_notice("conn %llu: %s (%s) authenticated, bulk connection %u of session "
-			   "%016llx",
-			   (unsigned long long)c->id, c->peer, c->host, s->nbulk,
-			   (unsigned long long)c->client_id);
+		pfs_notice("conn %llu: %s (%s) authenticated, bulk connection of session "
+			   "%016llx (%u bulk)",
+			   (unsigned long long)c->id, c->peer, c->host,
+			   (unsigned long long)c->client_id, s->nbulk);
 		queue_req(c, NULL, PFS_AUTH_RESUMED);
 		return;
 	}

@@ -1328,7 +1328,7 @@ static void stats_xattr(fuse_req_t req, size_t size)
 	int n = snprintf(buf, sizeof(buf),
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
-			 "wb_held %llu\n",
+			 "wb_held %llu\nconns %u\nconns_up %u\n",
 			 (unsigned long long)atomic_load(&c->st_wire_out),
 			 (unsigned long long)atomic_load(&c->st_raw_out),
 			 (unsigned long long)atomic_load(&c->st_wire_in),
@@ -1336,7 +1336,7 @@ static void stats_xattr(fuse_req_t req, size_t size)
 			 (unsigned long long)ws.written,
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
-			 (unsigned long long)ws.held);
+			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc));
 	if (c->pc && n > 0 && (size_t)n < sizeof(buf))
 		n += (int)pcache_format_stats(c->pc, buf + n, sizeof(buf) - (size_t)n);
 	if (size == 0)

@@ -383,3 +383,13 @@ bool rpc_is_up(struct rpc *rpc)
 	pthread_mutex_unlock(&rpc->lock);
 	return v;
 }
+
+unsigned rpc_conns_up(struct rpc *rpc)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&rpc->lock);
+	for (unsigned i = 0; i < rpc->nch; i++)
+		n += rpc->ch[i].up;
+	pthread_mutex_unlock(&rpc->lock);
+	return n;
+}

@@ -89,6 +89,8 @@ void rpc_kill(struct rpc *rpc);
 bool rpc_is_closing(struct rpc *rpc);
 /* True while the main connection is up. */
 bool rpc_is_up(struct rpc *rpc);
+/* How many of the mount's connections (main and bulk) are up. */
+unsigned rpc_conns_up(struct rpc *rpc);
 
 /* Encodes message `name` (*m, a struct pfs_<name>) into a stack buffer of
  * cap bytes and calls rpc_call with it. Evaluates to 0 or -errno; an

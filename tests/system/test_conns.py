@@ -11,6 +11,7 @@ between hosts holds.
 import os
 import re
 import subprocess
+import threading
 import time
 
 import pytest
@@ -50,6 +51,12 @@ def conn_bytes(daemon):
     return out
 
 
+def stats(m):
+    """The mount's counters (user.podfs.stats xattr of its root)."""
+    text = os.getxattr(m.path, "user.podfs.stats").decode()
+    return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
+
+
 def write_chunks(path, n, fsync_every=0):
     fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
     try:
@@ -74,6 +81,8 @@ def test_conns3_big_files_byte_exact(env):
     d = env.start_daemon()
     m3 = env.mount(d, opts="conns=3")
     wait_for(lambda: len(bulk_peers(d)) == 2, 20, what="two bulk connections")
+    wait_for(lambda: stats(m3)["conns_up"] == 3, 20, what="conns_up 3 in the stats")
+    assert stats(m3)["conns"] == 3
     log = d.log()
     assert len(re.findall(r"authenticated, session [0-9a-f]+ new", log)) == 1, log
     data = os.urandom(40 * MiB + 4321)
@@ -104,26 +113,45 @@ def test_conns3_big_files_byte_exact(env):
 @pytest.mark.timeout(300)
 def test_conns3_kill9_during_write_stream(env):
     """kill -9 of the daemon twice in a stream of writes with periodic
-    fsync, conns=3: every write, fsync and close succeeds (hard mount) and
-    the whole file is on the export, equal."""
+    fsync, conns=3, each time once all three connections were back: every
+    write, fsync and close succeeds (hard mount) and the whole file is on
+    the export, equal."""
     d = env.start_daemon()
     mm = env.mount(d, opts="conns=3")
-    wait_for(lambda: len(bulk_peers(d)) == 2, 20, what="two bulk connections")
-    n = 48
-    t, box = in_thread(write_chunks, mm / "stream", n, 8)
+    wait_for(lambda: stats(mm)["conns_up"] == 3, 20, what="three connections")
+    stop = threading.Event()
+    done = [0]
+
+    def writer():
+        fd = os.open(mm / "stream", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        try:
+            i = 0
+            while i < 400 and not (stop.is_set() and i % 8 == 0):
+                os.pwrite(fd, chunk(i), i * MiB)
+                i += 1
+                if i % 8 == 0:
+                    os.fsync(fd)
+                    done[0] = i
+        finally:
+            os.close(fd)  # close reports errors of write-behind
+        return i
+
+    t, box = in_thread(writer)
     for _ in range(2):
-        wait_for(lambda: (env.export / "stream").exists() and
-                 os.path.getsize(env.export / "stream") > 0, 30, what="writes started")
-        time.sleep(0.2)
+        start = done[0]
+        wait_for(lambda: done[0] >= start + 8, 30, what="fsynced writes")
         d.kill9()
         time.sleep(0.3)
         d.start()
+        wait_for(lambda: stats(mm)["conns_up"] == 3, RECONNECT, what="three connections back")
+        assert t.is_alive(), "the stream ended before the restart: make it longer"
+    time.sleep(0.3)
+    stop.set()
     t.join(RECONNECT * 2)
     assert not t.is_alive(), "writer did not finish"
     assert "error" not in box, f"writer failed: {box.get('error')!r}"
-    check_chunks(read_file(env.export / "stream"), n)
-    # The bulk connections came back after the restarts.
-    wait_for(lambda: len(conn_bytes(d)) == 3, RECONNECT, what="three connections again")
+    check_chunks(read_file(env.export / "stream"), box["result"])
+    assert mm.proc.output().count("(server restarted)") == 2
 
 
 @pytest.mark.timeout(240)
@@ -188,6 +216,7 @@ def test_bulk_connection_killed_mid_transfer(env):
     assert "lost" in mm.proc.output()
     wait_for(lambda: len(bulk_peers(d)) == 3, RECONNECT, what="the bulk connection back")
     wait_for(lambda: len(conn_bytes(d)) == 3, RECONNECT, what="three connections again")
+    wait_for(lambda: stats(mm)["conns_up"] == 3, RECONNECT, what="conns_up 3 again")
 
 
 @pytest.mark.timeout(240)
