@@ -247,3 +247,46 @@ def test_conns3_coherence_between_hosts(env):
         exp = new[:MiB] + b"B" * MiB + new[2 * MiB:]
         wait_for(lambda: read_file(a / "f") == exp, 10, what="B's write on A")
         old = exp
+
+
+@pytest.mark.timeout(60)
+def test_bulk_connection_protocol(env, daemon):
+    """The wire rules of PFS_CAP_BULK (wire.h), with a raw client: refused
+    without a session that has its main connection; joins it (fids opened
+    on the main connection work on it); only READ, WRITE and PING; closed
+    when its session ends."""
+    import errno as E
+    import pfsproto as P
+    if daemon.external:
+        pytest.skip("needs its own daemon")
+    key = P.load_key(env.key)
+    # No session yet: refused with ENOTCONN, after authentication.
+    with P.Conn(daemon.host, daemon.port) as b:
+        b.hello(key, caps=P.CAP_BULK)
+        assert b.server_caps & P.CAP_BULK, "the server does not echo CAP_BULK"
+        with pytest.raises(P.PfsError) as ei:
+            b.auth(key)
+        assert ei.value.errno == E.ENOTCONN
+    with P.Conn(daemon.host, daemon.port) as main:
+        root = main.login(key)
+        h, _, fid = main.create(root, "f", fid=77)
+        with P.Conn(daemon.host, daemon.port) as b:
+            b.hello(key, client_id=main.client_id, caps=P.CAP_BULK)
+            b.auth(key)
+            assert b.auth_flags & 1, "a bulk connection resumes its session"
+            assert b.write(h, fid, 0, b"x" * 100000) == 100000
+            assert b.read(h, fid, 0, 10) == b"x" * 10
+            assert main.read(h, fid, 99995, 10) == b"x" * 5
+            # Anything else on a bulk connection is a protocol violation.
+            b.send_frame(P.OP_GETATTR, P.ROOT + P.fh(h))
+            ok, frames = b.wait_closed(10)
+            assert ok and not any(f.status == 0 and f.op == P.OP_GETATTR for f in frames)
+        # The main connection is not disturbed by it.
+        assert main.read(h, fid, 0, 3) == b"xxx"
+        with P.Conn(daemon.host, daemon.port) as b2:
+            b2.hello(key, client_id=main.client_id, caps=P.CAP_BULK)
+            b2.auth(key)
+            main.call(P.OP_GOODBYE)
+            ok, _ = b2.wait_closed(10)
+            assert ok, "a bulk connection outlived its session"
+    assert read_file(env.export / "f") == b"x" * 100000
