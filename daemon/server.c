@@ -895,6 +895,18 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 	uv_timer_stop(&c->hs_timer);
 	s = session_find(c->d, c->client_id);
 	if (c->bulk) {
+		if (s && s->nbulk >= PFSD_MAX_BULK) {
+			pfs_warn_rl(c->d, "conn %llu: %s (%s): session %016llx has %u bulk "
+				    "connections already; refused",
+				    (unsigned long long)c->id, c->peer, c->host,
+				    (unsigned long long)c->client_id, s->nbulk);
+			send_small(c, PFS_OP_AUTH, c->h.id, EMFILE, NULL, 0);
+			c->close_after_write = true;
+			c->st = CS_HELLO;
+			uv_read_stop((uv_stream_t *)&c->tcp);
+			c->reading = false;
+			return;
+		}
 		if (!s || !s->conn) {
 			/* The client connects its main connection first (and
 			 * again after our restart); this one retries. */

@@ -24,7 +24,7 @@
 #include "podfs/wire.h"
 
 /* -o conns=N: the connections of a mount (transport.c). */
-#define PFS_CONNS_MAX 16
+#define PFS_CONNS_MAX (1 + PFS_BULK_MAX)
 #define PFS_CONNS_DEFAULT 1
 
 struct fuse_session;

@@ -807,7 +807,7 @@ static void *bulk_main(void *arg)
 		rc = connect_and_auth(ch, &fd, &hs, err, sizeof(err));
 		if (rc == -ECANCELED || atomic_load(&t->stopping))
 			break;
-		if (rc == -EOPNOTSUPP || rc == -EACCES) {
+		if (rc == -EOPNOTSUPP || rc == -EACCES || rc == -EMFILE) {
 			pfs_warn("connection %u: %s; using %u connection%s", ch->idx, err,
 				 ch->idx, ch->idx == 1 ? "" : "s");
 			break;

@@ -127,9 +127,12 @@ enum {
 	 * gets pushes, and does not keep the session alive: the session's
 	 * lease runs from the loss of its main connection, and its bulk
 	 * connections are closed when it ends. A retried request may come on
-	 * any connection of the session (the reply cache is per session). */
+	 * any connection of the session (the reply cache is per session).
+	 * A session has at most PFS_BULK_MAX of them; the server refuses
+	 * more with EMFILE. */
 	PFS_CAP_BULK = 1u << 3,
 };
+#define PFS_BULK_MAX 15
 
 /* Opcodes: X(name, value). Values are part of the protocol: never reuse. */
 #define PFS_OPS(X)            \

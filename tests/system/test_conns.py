@@ -122,12 +122,14 @@ def test_conns3_kill9_during_write_stream(env):
     stop = threading.Event()
     done = [0]
 
+    slots = 128  # chunk i goes to slot i % slots: the file stays 128 MiB
+
     def writer():
         fd = os.open(mm / "stream", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
         try:
             i = 0
-            while i < 400 and not (stop.is_set() and i % 8 == 0):
-                os.pwrite(fd, chunk(i), i * MiB)
+            while i < 20000 and not (stop.is_set() and i % 8 == 0 and i >= slots):
+                os.pwrite(fd, chunk(i), (i % slots) * MiB)
                 i += 1
                 if i % 8 == 0:
                     os.fsync(fd)
@@ -144,13 +146,18 @@ def test_conns3_kill9_during_write_stream(env):
         time.sleep(0.3)
         d.start()
         wait_for(lambda: stats(mm)["conns_up"] == 3, RECONNECT, what="three connections back")
-        assert t.is_alive(), "the stream ended before the restart: make it longer"
+        assert t.is_alive(), f"the stream ended before the restart: {box!r}"
     time.sleep(0.3)
     stop.set()
     t.join(RECONNECT * 2)
     assert not t.is_alive(), "writer did not finish"
     assert "error" not in box, f"writer failed: {box.get('error')!r}"
-    check_chunks(read_file(env.export / "stream"), box["result"])
+    n = box["result"]
+    got = read_file(env.export / "stream")
+    assert len(got) == slots * MiB
+    for p in range(slots):
+        last = p + (n - 1 - p) // slots * slots  # the last chunk written to slot p
+        assert got[p * MiB:(p + 1) * MiB] == chunk(last), f"slot {p} differs"
     assert mm.proc.output().count("(server restarted)") == 2
 
 
@@ -290,3 +297,27 @@ def test_bulk_connection_protocol(env, daemon):
             ok, _ = b2.wait_closed(10)
             assert ok, "a bulk connection outlived its session"
     assert read_file(env.export / "f") == b"x" * 100000
+
+
+@pytest.mark.timeout(60)
+def test_bulk_connections_per_session_capped(env, daemon):
+    """A session takes at most PFS_BULK_MAX (15) bulk connections; one more
+    is refused with EMFILE."""
+    import contextlib
+    import errno as E
+    import pfsproto as P
+    if daemon.external:
+        pytest.skip("needs its own daemon")
+    key = P.load_key(env.key)
+    with contextlib.ExitStack() as st:
+        main = st.enter_context(P.Conn(daemon.host, daemon.port))
+        main.login(key)
+        for _ in range(15):
+            b = st.enter_context(P.Conn(daemon.host, daemon.port))
+            b.hello(key, client_id=main.client_id, caps=P.CAP_BULK)
+            b.auth(key)
+        b = st.enter_context(P.Conn(daemon.host, daemon.port))
+        b.hello(key, client_id=main.client_id, caps=P.CAP_BULK)
+        with pytest.raises(P.PfsError) as ei:
+            b.auth(key)
+        assert ei.value.errno == E.EMFILE
