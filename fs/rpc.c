@@ -113,27 +113,25 @@ static bool sent_live(const struct rpc *rpc, const struct rpc_req *r)
 }
 
 /* The connection to send r on, or -1 if none is up. READ and WRITE go to
- * the bulk connection with the fewest requests outstanding (round robin
- * among equals), so that their 1 MiB frames neither wait behind each
- * other on one stream nor delay the metadata on the main connection;
- * they fall back to the main connection while no bulk one is up.
- * Everything else uses the main connection: the server orders pushes
- * after the replies on that stream only (server.c). */
+ * the connection, main or bulk, with the fewest requests outstanding
+ * (round robin among equals), so that N connections carry N streams of
+ * 1 MiB frames; the main connection's metadata requests count too, which
+ * steers data away from it while it is busy. Everything else uses the
+ * main connection: the server orders pushes after the replies on that
+ * stream only (server.c). */
 static int pick(struct rpc *rpc, uint16_t op)
 {
 	int best = -1;
-	if (op_bulk(op)) {
-		unsigned n = rpc->nch - 1;
-		for (unsigned k = 0; k < n; k++) {
-			unsigned i = 1 + (rpc->rr + k) % n;
+	if (op_bulk(op) && rpc->nch > 1) {
+		for (unsigned k = 0; k < rpc->nch; k++) {
+			unsigned i = (rpc->rr + k) % rpc->nch;
 			if (rpc->ch[i].up && (best < 0 || rpc->ch[i].sent < rpc->ch[best].sent))
 				best = (int)i;
 		}
 		rpc->rr++;
+		return best;
 	}
-	if (best < 0 && rpc->ch[0].up)
-		best = 0;
-	return best;
+	return rpc->ch[0].up ? 0 : -1;
 }
 
 /* r no longer counts as outstanding on the connection it was sent on. */

@@ -2,7 +2,8 @@
  *
  * c->conns connections (-o conns=N): number 0 is the main connection,
  * the others are bulk connections of the same session (PFS_CAP_BULK in
- * wire.h) that rpc.c uses for READ and WRITE only. Each has its socket,
+ * wire.h) that carry only READ and WRITE (rpc.c spreads those over all
+ * the connections). Each has its socket,
  * its send mutex (each frame is written whole with one sendmsg of
  * header + payload, so 1 MiB frames never interleave) and its
  * connection thread that reads frames, hands replies to rpc.c (and, on
