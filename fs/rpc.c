@@ -45,7 +45,7 @@ struct rpc {
 	struct rpc_req *buckets[RPC_BUCKETS];
 	unsigned nch;
 	struct rchan ch[PFS_CONNS_MAX];
-	unsigned rr;   /* round-robin start among equally loaded bulk ones */
+	unsigned rr;   /* round-robin start among equally loaded connections */
 	bool closing;
 	bool dead;
 };
