@@ -778,6 +778,7 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	m.flags = of->flags;
 	m.offset = (uint64_t)off;
 	m.size = (uint32_t)(size > PFS_MAX_IO ? PFS_MAX_IO : size);
+	uint64_t seq = pc ? cache_seq(c->cache) : 0;
 	int rc = rpc_msg(c->rpc, PFS_OP_READ, read_req, &m, &rep);
 	if (rc == 0 && (pfs_dec_read_rep(rep.buf, rep.len, &r) < 0 || r.data.len > m.size))
 		rc = bad_reply(req, "READ");
@@ -785,7 +786,12 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -rc);
 	} else {
 		atomic_fetch_add_explicit(&c->st_file_read, r.data.len, memory_order_relaxed);
-		if (pc)
+		/* Data read after a change pushed since the READ went out
+		 * (the reply may come on another connection than the push)
+		 * is not kept under the version seen before. Outside the
+		 * gate: a push numbered after this check ends pv anyway
+		 * (pc_fill), and the gate must not wait for disk I/O. */
+		if (pc && !cache_pushed_since(c->cache, seq, &of->ip->fh))
 			pc_fill(c, &m.cr, of->ip, &pv, m.offset, &r.data);
 		fuse_reply_buf(req, (const char *)r.data.p, r.data.len);
 	}
