@@ -88,6 +88,7 @@ struct pfsd {
 /* Limits of the daemon (not of the protocol). */
 #define PFSD_MAX_CONNS 1024
 #define PFSD_MAX_PREAUTH 256              /* of which not authenticated */
+#define PFSD_MAX_BULK PFS_BULK_MAX        /* bulk connections per session */
 #define PFSD_MAX_INFLIGHT 256             /* requests per connection */
 #define PFSD_MAX_QUEUED (64u << 20)       /* bytes per connection */
 #define PFSD_HANDSHAKE_MS 10000

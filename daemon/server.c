@@ -151,8 +151,12 @@ void conn_close(struct conn *c, const char *why)
 	else
 		pfs_debug("conn %llu: %s closed before auth: %s", (unsigned long long)c->id,
 			  c->peer, why);
-	if (c->sess)
+	if (c->sess && c->bulk) {
+		c->sess->nbulk--;
+		c->sess = NULL;
+	} else if (c->sess) {
 		session_detach(c->sess, c);
+	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -791,6 +795,30 @@ static void on_push_ack(struct conn *c, const uint8_t *payload)
 	}
 }
 
+/* Requests whose retransmission must not run while the original runs.
+ * Non-idempotent ones keep their reply (the DRC). A WRITE is idempotent,
+ * but a copy of it that ran late could overwrite a later write of the
+ * same range that the client sent once the first copy was answered: a
+ * client resends a request when the connection it went out on drops
+ * (at once on another connection, with conns=N) while the original may
+ * still wait for a worker. So a WRITE is remembered while it runs, and a
+ * duplicate only gets the original's reply. */
+static bool op_dedup(unsigned op)
+{
+	return dispatch_is_drc_op(op) || op == PFS_OP_WRITE;
+}
+
+/* Where the reply of r goes when a duplicate arrived while r ran: the
+ * connection of the duplicate if it is still open, else the session's
+ * main connection (a client takes a reply on any of its connections). */
+static struct conn *resend_target(struct conn *c, struct session *s, const struct drc_ent *e)
+{
+	for (struct conn *o = c->d->conns; o; o = o->next)
+		if (o->id == e->resend_conn && o != c && !o->closing && o->sess == s)
+			return o;
+	return s->conn && s->conn != c ? s->conn : NULL;
+}
+
 static void after_work_cb(uv_work_t *work, int status)
 {
 	struct req *r = container_of(work, struct req, work);
@@ -805,15 +833,19 @@ static void after_work_cb(uv_work_t *work, int status)
 	}
 	if (r->drc) {
 		if (!r->violation) {
-			session_drc_done(s, r->drc, r->hdr, r->wire, r->wirelen);
-			/* A retransmission arrived on a new connection while
+			struct conn *to = r->drc->resend ? resend_target(c, s, r->drc) : NULL;
+			/* A retransmission arrived on another connection while
 			 * this ran: answer it there too. */
-			if (r->drc->resend && s->conn && s->conn != c) {
+			if (to) {
 				void *copy = r->wirelen ? xmalloc(r->wirelen) : NULL;
 				if (copy)
 					memcpy(copy, r->wire, r->wirelen);
-				conn_send(s->conn, r->hdr, copy, r->wirelen, copy, NULL);
+				conn_send(to, r->hdr, copy, r->wirelen, copy, NULL);
 			}
+			if (dispatch_is_drc_op(r->h.op))
+				session_drc_done(s, r->drc, r->hdr, r->wire, r->wirelen);
+			else
+				session_drc_forget(s, r->drc);
 		} else {
 			/* No reply: a retransmission must run again. */
 			session_drc_forget(s, r->drc);
@@ -884,7 +916,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->auth_flags = auth_flags;
 	r->work.data = r;
 
-	if (r->s && dispatch_is_drc_op(r->h.op)) {
+	if (r->s && op_dedup(r->h.op)) {
 		struct drc_ent *e = session_drc_find(r->s, r->h.id);
 		if (e && e->op == r->h.op) {
 			pfs_debug("conn %llu req %llu %s: duplicate, %s", (unsigned long long)c->id,
@@ -897,6 +929,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 				conn_send(c, e->hdr, copy, e->len, copy, NULL);
 			} else {
 				e->resend = true;
+				e->resend_conn = c->id;
 			}
 			free(payload);
 			free(r);
@@ -975,7 +1008,8 @@ static void on_hello(struct conn *c, const uint8_t *wire)
 		return;
 	}
 	c->client_id = m.client_id;
-	c->caps = m.caps & PFS_CAPS_ALL;
+	c->caps = m.caps & (PFS_CAPS_ALL | PFS_CAP_BULK);
+	c->bulk = (c->caps & PFS_CAP_BULK) != 0;
 	memcpy(c->cnonce, m.nonce.b, PFS_NONCE_LEN);
 	if (pfs_random(c->snonce, PFS_NONCE_LEN) < 0) {
 		pfs_err("conn %llu: no random bytes", (unsigned long long)c->id);
@@ -1018,9 +1052,47 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 		return;
 	}
 	uv_timer_stop(&c->hs_timer);
+	s = session_find(c->d, c->client_id);
+	if (c->bulk) {
+		if (s && s->nbulk >= PFSD_MAX_BULK) {
+			pfs_warn_rl(c->d, "conn %llu: %s (%s): session %016llx has %u bulk "
+				    "connections already; refused",
+				    (unsigned long long)c->id, c->peer, c->host,
+				    (unsigned long long)c->client_id, s->nbulk);
+			send_small(c, PFS_OP_AUTH, c->h.id, EMFILE, NULL, 0);
+			c->close_after_write = true;
+			c->st = CS_HELLO;
+			uv_read_stop((uv_stream_t *)&c->tcp);
+			c->reading = false;
+			return;
+		}
+		if (!s || !s->conn) {
+			/* The client connects its main connection first (and
+			 * again after our restart); this one retries. */
+			pfs_info("conn %llu: %s (%s): bulk connection without a connected "
+				 "session %016llx; refused",
+				 (unsigned long long)c->id, c->peer, c->host,
+				 (unsigned long long)c->client_id);
+			send_small(c, PFS_OP_AUTH, c->h.id, ENOTCONN, NULL, 0);
+			c->close_after_write = true;
+			c->st = CS_HELLO; /* accept nothing more */
+			uv_read_stop((uv_stream_t *)&c->tcp);
+			c->reading = false;
+			return;
+		}
+		c->st = CS_READY;
+		c->d->npreauth--;
+		c->sess = s;
+		s->nbulk++;
+		pfs_notice("conn %llu: %s (%s) authenticated, bulk connection of session "
+			   "%016llx (%u bulk)",
+			   (unsigned long long)c->id, c->peer, c->host,
+			   (unsigned long long)c->client_id, s->nbulk);
+		queue_req(c, NULL, PFS_AUTH_RESUMED);
+		return;
+	}
 	c->st = CS_READY;
 	c->d->npreauth--;
-	s = session_find(c->d, c->client_id);
 	if (s) {
 		if (s->conn && s->conn != c)
 			conn_close(s->conn, "replaced by a new connection of the same client");
@@ -1068,6 +1140,11 @@ static void frame_done(struct conn *c)
 		}
 		if (c->h.op == PFS_OP_HELLO || c->h.op == PFS_OP_AUTH) {
 			violation(c, "handshake request after AUTH");
+			break;
+		}
+		if (c->bulk && c->h.op != PFS_OP_READ && c->h.op != PFS_OP_WRITE &&
+		    c->h.op != PFS_OP_PING) {
+			violation(c, "not READ, WRITE or PING on a bulk connection");
 			break;
 		}
 		if (c->h.op == PFS_OP_GOODBYE) {

@@ -49,6 +49,7 @@ struct conn {
 	uint8_t cnonce[PFS_NONCE_LEN];
 	uint8_t snonce[PFS_NONCE_LEN];
 	struct session *sess;
+	bool bulk;             /* a bulk connection of sess (PFS_CAP_BULK) */
 
 	/* Frame reader: header bytes, then the payload into pbuf. */
 	uint8_t hbuf[PFS_FRAME_HDR_SIZE];

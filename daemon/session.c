@@ -125,6 +125,12 @@ void session_kill(struct session *s)
 		s->conn->sess = NULL;
 		s->conn = NULL;
 	}
+	/* Its bulk connections end with it: their requests name its fids. */
+	for (struct conn *c = s->d->conns, *next; c && s->nbulk; c = next) {
+		next = c->next;
+		if (c->bulk && c->sess == s)
+			conn_close(c, "its session ended");
+	}
 	pfs_debug("session %016llx (%s) dropped", (unsigned long long)s->client_id, s->host);
 	maybe_free(s);
 }

@@ -59,7 +59,8 @@ struct lockent {
 	struct pfs_fh fh;
 };
 
-/* A remembered reply of a non-idempotent request. */
+/* A remembered reply of a non-idempotent request, or a WRITE while it
+ * runs (its reply is not kept: see op_dedup in server.c). */
 struct drc_ent {
 	struct hnode hn;
 	struct drc_ent *older, *newer;
@@ -67,6 +68,7 @@ struct drc_ent {
 	uint16_t op;
 	bool done;    /* reply stored below */
 	bool resend;  /* a duplicate arrived while running: send it again */
+	uint64_t resend_conn; /* id of the connection the duplicate came on */
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	uint8_t *wire;
 	size_t len;
@@ -79,6 +81,7 @@ struct session {
 	char host[PFS_HOSTNAME_MAX + 1];
 	uint64_t caps;
 	struct conn *conn; /* attached connection, or NULL while lingering */
+	unsigned nbulk;    /* bulk connections (PFS_CAP_BULK) using the session */
 	unsigned refs;     /* requests in flight */
 	bool dead;
 	bool freeing;

@@ -23,6 +23,10 @@
 
 #include "podfs/wire.h"
 
+/* -o conns=N: the connections of a mount (transport.c). */
+#define PFS_CONNS_MAX (1 + PFS_BULK_MAX)
+#define PFS_CONNS_DEFAULT 1
+
 struct fuse_session;
 struct rpc;
 struct transport;
@@ -49,6 +53,7 @@ struct client {
 	double negative_timeout;
 	uint32_t max_inline;     /* LOOKUP_DATA inline bytes (0: plain LOOKUP) */
 	int log_level;
+	unsigned conns;          /* TCP connections: 1 main + conns-1 bulk */
 	unsigned wb_threads;     /* write-behind writer threads (0: synchronous) */
 	size_t wb_max;           /* bytes of write data write-behind may hold */
 	double lock_retry;       /* seconds between retries of a blocked lock */

@@ -72,6 +72,10 @@ static void usage(FILE *f)
 		"                      application (default 4; 0: synchronous writes)\n"
 		"  wb_max=MIB          write data held by write-behind, pending or not\n"
 		"                      yet committed (default 128)\n"
+		"  conns=N             TCP connections to the server, 1..%u (default\n"
+		"                      %u): READ and WRITE spread over all N, the rest\n"
+		"                      stays on the first; for links where one TCP\n"
+		"                      connection is the bottleneck\n"
 		"  lock_retry=S        a blocked lock (F_SETLKW, flock) is retried when\n"
 		"                      the server says a lock was released, and every S\n"
 		"                      seconds in case that message was lost (default 1)\n"
@@ -83,7 +87,7 @@ static void usage(FILE *f)
 		"                      files over SIZE/8 are not cached\n"
 		"  ro, rw, nosuid, nodev, noexec, sync, dirsync, noatime, ...,\n"
 		"  fsname=NAME, subtype=NAME, auto_unmount: as for any FUSE mount\n",
-		PFS_DEFAULT_PORT);
+		PFS_DEFAULT_PORT, PFS_CONNS_MAX, PFS_CONNS_DEFAULT);
 }
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -307,6 +311,14 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 				c->wb_threads = (unsigned)n;
 			else
 				c->wb_max = (size_t)n << 20;
+		} else if (has_prefix(o, "conns=")) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			if (end == v || *end || n < 1 || n > PFS_CONNS_MAX) {
+				usage_error("bad conns '%s' (1..%u)", v, PFS_CONNS_MAX);
+				goto bad;
+			}
+			c->conns = (unsigned)n;
 		} else if (has_prefix(o, "cache_dir=")) {
 			if (!v[0]) {
 				usage_error("cache_dir needs a directory");
@@ -689,6 +701,7 @@ int main(int argc, char **argv)
 		.max_inline = PFS_INLINE_MAX,
 		.log_level = PFS_LOG_NOTICE,
 		.wb_threads = 4,
+		.conns = PFS_CONNS_DEFAULT,
 		.wb_max = (size_t)128 << 20,
 		.cache_size = (uint64_t)1 << 30,
 	};

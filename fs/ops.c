@@ -998,6 +998,7 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	m.flags = of->flags;
 	m.offset = (uint64_t)off;
 	m.size = (uint32_t)(size > PFS_MAX_IO ? PFS_MAX_IO : size);
+	uint64_t seq = pc ? cache_seq(c->cache) : 0;
 	int rc = rpc_msg(c->rpc, PFS_OP_READ, read_req, &m, &rep);
 	if (rc == 0 && (pfs_dec_read_rep(rep.buf, rep.len, &r) < 0 || r.data.len > m.size))
 		rc = bad_reply(req, "READ");
@@ -1005,7 +1006,12 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -rc);
 	} else {
 		atomic_fetch_add_explicit(&c->st_file_read, r.data.len, memory_order_relaxed);
-		if (pc)
+		/* Data read after a change pushed since the READ went out
+		 * (the reply may come on another connection than the push)
+		 * is not kept under the version seen before. Outside the
+		 * gate: a push numbered after this check ends pv anyway
+		 * (pc_fill), and the gate must not wait for disk I/O. */
+		if (pc && !cache_pushed_since(c->cache, seq, &of->ip->fh))
 			pc_fill(c, &m.cr, of->ip, &pv, m.offset, &r.data);
 		fuse_reply_buf(req, (const char *)r.data.p, r.data.len);
 	}
@@ -1568,7 +1574,7 @@ static void stats_xattr(fuse_req_t req, size_t size)
 	int n = snprintf(buf, sizeof(buf),
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
-			 "wb_held %llu\n",
+			 "wb_held %llu\nconns %u\nconns_up %u\n",
 			 (unsigned long long)atomic_load(&c->st_wire_out),
 			 (unsigned long long)atomic_load(&c->st_raw_out),
 			 (unsigned long long)atomic_load(&c->st_wire_in),
@@ -1576,7 +1582,7 @@ static void stats_xattr(fuse_req_t req, size_t size)
 			 (unsigned long long)ws.written,
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
-			 (unsigned long long)ws.held);
+			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc));
 	if (c->pc && n > 0 && (size_t)n < sizeof(buf))
 		n += (int)pcache_format_stats(c->pc, buf + n, sizeof(buf) - (size_t)n);
 	if (size == 0)

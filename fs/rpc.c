@@ -20,6 +20,7 @@ struct rpc_req {
 	uint64_t id;
 	uint16_t op;
 	uint64_t sent_gen; /* generation it was last sent on; 0 = never */
+	unsigned sent_ch;  /* connection it was last sent on */
 	bool done;
 	int32_t status;
 	struct rpc_reply rep;
@@ -29,14 +30,22 @@ struct rpc_req {
 	pthread_cond_t cond;
 };
 
+/* One connection of the transport (0: main; others bulk). */
+struct rchan {
+	uint64_t gen;     /* its current generation */
+	bool up;          /* a connection of generation gen is usable */
+	unsigned codecs;  /* PFS_CAP_LZ4/ZR of that connection */
+	unsigned sent;    /* requests sent on it and not answered */
+};
+
 struct rpc {
 	struct client *c;
 	pthread_mutex_t lock;
 	atomic_uint_fast64_t next_id;
 	struct rpc_req *buckets[RPC_BUCKETS];
-	uint64_t gen;  /* current connection generation */
-	bool up;       /* a connection of generation gen is usable */
-	unsigned codecs; /* PFS_CAP_LZ4/ZR of the current connection */
+	unsigned nch;
+	struct rchan ch[PFS_CONNS_MAX];
+	unsigned rr;   /* round-robin start among equally loaded connections */
 	bool closing;
 	bool dead;
 };
@@ -47,6 +56,7 @@ int rpc_new(struct client *c, struct rpc **out)
 	if (!rpc)
 		return -ENOMEM;
 	rpc->c = c;
+	rpc->nch = c->conns < 1 ? 1 : c->conns > PFS_CONNS_MAX ? PFS_CONNS_MAX : c->conns;
 	pthread_mutex_init(&rpc->lock, NULL);
 	atomic_init(&rpc->next_id, 1);
 	*out = rpc;
@@ -89,6 +99,50 @@ static void wake_all(struct rpc *rpc)
 			pthread_cond_signal(&r->cond);
 }
 
+/* The data ops, which may travel on bulk connections. */
+static bool op_bulk(uint16_t op)
+{
+	return op == PFS_OP_READ || op == PFS_OP_WRITE;
+}
+
+/* True while r's last send is on a live connection (its reply may come). */
+static bool sent_live(const struct rpc *rpc, const struct rpc_req *r)
+{
+	const struct rchan *ch = &rpc->ch[r->sent_ch];
+	return r->sent_gen != 0 && ch->up && ch->gen == r->sent_gen;
+}
+
+/* The connection to send r on, or -1 if none is up. READ and WRITE go to
+ * the connection, main or bulk, with the fewest requests outstanding
+ * (round robin among equals), so that N connections carry N streams of
+ * 1 MiB frames; the main connection's metadata requests count too, which
+ * steers data away from it while it is busy. Everything else uses the
+ * main connection: the server orders pushes after the replies on that
+ * stream only (server.c). */
+static int pick(struct rpc *rpc, uint16_t op)
+{
+	int best = -1;
+	if (op_bulk(op) && rpc->nch > 1) {
+		for (unsigned k = 0; k < rpc->nch; k++) {
+			unsigned i = (rpc->rr + k) % rpc->nch;
+			if (rpc->ch[i].up && (best < 0 || rpc->ch[i].sent < rpc->ch[best].sent))
+				best = (int)i;
+		}
+		rpc->rr++;
+		return best;
+	}
+	return rpc->ch[0].up ? 0 : -1;
+}
+
+/* r no longer counts as outstanding on the connection it was sent on. */
+static void unsent(struct rpc *rpc, struct rpc_req *r)
+{
+	if (r->sent_gen) {
+		rpc->ch[r->sent_ch].sent--;
+		r->sent_gen = 0;
+	}
+}
+
 static void deadline_after(struct timespec *ts, double seconds)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);
@@ -129,7 +183,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	}
 
 	pthread_mutex_lock(&rpc->lock);
-	if (rpc->dead || ((rpc->closing || timeout_ms > 0) && !rpc->up)) {
+	if (rpc->dead || ((rpc->closing || timeout_ms > 0) && !rpc->ch[0].up)) {
 		err = timeout_ms > 0 && !rpc->dead ? -ENOTCONN : -EIO;
 		pthread_mutex_unlock(&rpc->lock);
 		goto out_cond;
@@ -138,22 +192,29 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	*bucket(rpc, r.id) = &r;
 
 	while (!r.done) {
-		if (rpc->dead || (rpc->closing && !rpc->up)) {
+		if (rpc->dead || (rpc->closing && !rpc->ch[0].up)) {
 			err = -EIO;
 			goto out_remove;
 		}
-		if (rpc->up && r.sent_gen != rpc->gen) {
-			uint64_t gen = rpc->gen;
-			unsigned codecs = rpc->codecs;
+		int k = sent_live(rpc, &r) ? -1 : pick(rpc, op);
+		if (k >= 0) {
+			uint64_t gen = rpc->ch[k].gen;
+			unsigned codecs = rpc->ch[k].codecs;
+			unsent(rpc, &r);
 			r.sent_gen = gen;
+			r.sent_ch = (unsigned)k;
+			rpc->ch[k].sent++;
 			pthread_mutex_unlock(&rpc->lock);
-			pfs_debug("request %llu (%s), %zu bytes, connection %llu",
-				  (unsigned long long)r.id, pfs_op_name(op), len,
+			pfs_debug("request %llu (%s), %zu bytes, connection %d generation %llu",
+				  (unsigned long long)r.id, pfs_op_name(op), len, k,
 				  (unsigned long long)gen);
 			/* A failed send needs no action here: the connection
-			 * thread sees the broken socket, and the next
-			 * generation makes this loop send again. */
-			(void)transport_send(rpc->c->tr, gen, r.id, op, req, len, codecs);
+			 * thread sees the broken socket, and its drop makes
+			 * this loop send again, on the next generation or on
+			 * another connection. The id stays the same: the
+			 * server's reply cache is per session, whichever
+			 * connection a retry comes on. */
+			(void)transport_send(rpc->c->tr, (unsigned)k, gen, r.id, op, req, len, codecs);
 			pthread_mutex_lock(&rpc->lock);
 			continue;
 		}
@@ -200,6 +261,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 
 out_remove:
 	table_remove(rpc, &r);
+	unsent(rpc, &r);
 	pthread_mutex_unlock(&rpc->lock);
 out_cond:
 	pthread_cond_destroy(&r.cond);
@@ -217,28 +279,34 @@ int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	return call(rpc, op, req, len, rep, timeout_ms > 0 ? timeout_ms : 1);
 }
 
-void rpc_connected(struct rpc *rpc, uint64_t gen, unsigned codecs)
+void rpc_connected(struct rpc *rpc, unsigned chan, uint64_t gen, unsigned codecs)
 {
+	if (chan >= rpc->nch)
+		return;
 	pthread_mutex_lock(&rpc->lock);
-	rpc->gen = gen;
-	rpc->codecs = codecs;
-	rpc->up = true;
+	rpc->ch[chan].gen = gen;
+	rpc->ch[chan].codecs = codecs;
+	rpc->ch[chan].up = true;
 	wake_all(rpc);
 	pthread_mutex_unlock(&rpc->lock);
 }
 
-void rpc_disconnected(struct rpc *rpc)
+void rpc_disconnected(struct rpc *rpc, unsigned chan)
 {
+	if (chan >= rpc->nch)
+		return;
 	pthread_mutex_lock(&rpc->lock);
-	rpc->up = false;
-	/* Closing callers waiting on this connection give up now. */
-	if (rpc->closing)
+	rpc->ch[chan].up = false;
+	/* Callers waiting on this connection send again on another one if
+	 * one is up (bulk), or give up (closing); the others wait for the
+	 * reconnect. */
+	if (rpc->closing || rpc->nch > 1)
 		wake_all(rpc);
 	pthread_mutex_unlock(&rpc->lock);
 }
 
 void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
-		  uint64_t boot_id)
+		  uint64_t boot_id, uint64_t gen)
 {
 	struct rpc_req *r;
 
@@ -255,6 +323,7 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 		return;
 	}
 	table_remove(rpc, r);
+	unsent(rpc, r);
 	r->done = true;
 	pfs_debug("reply %llu (%s): status %d, %u bytes", (unsigned long long)h->id,
 		  pfs_op_name(h->op), (int)h->status, (unsigned)h->raw_len);
@@ -274,7 +343,7 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 		r->rep.verf = boot_id;
 		r->coded = h->flags & PFS_FF_CODED;
 		r->wire_len = h->wire_len;
-		r->rx_gen = rpc->gen;
+		r->rx_gen = gen;
 	}
 	pthread_cond_signal(&r->cond);
 	pthread_mutex_unlock(&rpc->lock);
@@ -308,7 +377,17 @@ bool rpc_is_closing(struct rpc *rpc)
 bool rpc_is_up(struct rpc *rpc)
 {
 	pthread_mutex_lock(&rpc->lock);
-	bool v = rpc->up;
+	bool v = rpc->ch[0].up;
 	pthread_mutex_unlock(&rpc->lock);
 	return v;
+}
+
+unsigned rpc_conns_up(struct rpc *rpc)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&rpc->lock);
+	for (unsigned i = 0; i < rpc->nch; i++)
+		n += rpc->ch[i].up;
+	pthread_mutex_unlock(&rpc->lock);
+	return n;
 }

@@ -61,21 +61,24 @@ int rpc_call(struct rpc *rpc, uint16_t op, const void *req, size_t len, struct r
 int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		     struct rpc_reply *rep, int timeout_ms);
 
-/* Connection thread: a new authenticated connection of generation gen is
- * up; waiting callers (re)send their requests on it. codecs: the
- * payload codings (PFS_CAP_LZ4, PFS_CAP_ZR) the session negotiated. */
-void rpc_connected(struct rpc *rpc, uint64_t gen, unsigned codecs);
-/* Connection thread: the connection is down; callers keep waiting (hard)
- * or until their deadline (soft). */
-void rpc_disconnected(struct rpc *rpc);
-/* Connection thread: a reply frame arrived on a connection to the daemon
- * instance boot_id. Takes ownership of payload (malloc'd, may be NULL
+/* Connection thread of connection chan (0: main, 1..conns-1: bulk, which
+ * carry READ and WRITE only): a new authenticated connection of
+ * generation gen (unique across all connections) is up; waiting callers
+ * (re)send their requests on it. codecs: the payload codings
+ * (PFS_CAP_LZ4, PFS_CAP_ZR) negotiated on it. */
+void rpc_connected(struct rpc *rpc, unsigned chan, uint64_t gen, unsigned codecs);
+/* Connection thread: connection chan is down; callers whose request was
+ * on it send it again (same id) on another live connection that may
+ * carry it, or keep waiting (hard) or until their deadline (soft). */
+void rpc_disconnected(struct rpc *rpc, unsigned chan);
+/* Connection thread: a reply frame arrived on the connection of
+ * generation gen to the daemon instance boot_id. Takes ownership of payload (malloc'd, may be NULL
  * when empty): h->raw_len bytes, or, if h->flags has a PFS_FF_CODED bit,
  * the h->wire_len coded bytes, which the caller waiting for the reply
  * decodes (a malformed block fails that call with -EIO and drops the
  * connection). */
 void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
-		  uint64_t boot_id);
+		  uint64_t boot_id, uint64_t gen);
 
 /* Shutdown has begun: calls that wait for a connection fail with -EIO
  * from now on; calls on a live connection still get their replies. */
@@ -84,8 +87,10 @@ void rpc_closing(struct rpc *rpc);
 void rpc_kill(struct rpc *rpc);
 /* True once rpc_closing or rpc_kill was called. */
 bool rpc_is_closing(struct rpc *rpc);
-/* True while a connection is up. */
+/* True while the main connection is up. */
 bool rpc_is_up(struct rpc *rpc);
+/* How many of the mount's connections (main and bulk) are up. */
+unsigned rpc_conns_up(struct rpc *rpc);
 
 /* Encodes message `name` (*m, a struct pfs_<name>) into a stack buffer of
  * cap bytes and calls rpc_call with it. Evaluates to 0 or -errno; an

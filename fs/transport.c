@@ -44,32 +44,45 @@ struct push_item {
 	uint8_t *buf;
 };
 
-struct transport {
-	struct client *c;
+/* One TCP connection: index 0 is the main one, the others are bulk
+ * connections (READ and WRITE only, PFS_CAP_BULK). */
+struct chan {
+	struct transport *t;
+	unsigned idx;
+	bool bulk;
 
-	/* send_lock serializes writers and guards fd/gen for them; fd_lock
-	 * guards the validity of the fd number for shutdown(2) from
-	 * transport_stop. The fd is closed only with both held. */
+	/* send_lock serializes writers (a frame goes out whole) and guards
+	 * fd/gen for them; fd_lock guards the validity of the fd number for
+	 * shutdown(2) from transport_stop. The fd is closed only with both
+	 * held. */
 	pthread_mutex_t send_lock;
 	pthread_mutex_t fd_lock;
 	int fd;       /* -1 when down */
 	uint64_t gen; /* generation of fd */
 
-	int stop_efd; /* eventfd: wakes the connection thread's waits */
-	atomic_bool stopping;
-
-	/* Bytes of the live connection the connection thread received, and
-	 * of those the frames it handled (pushes numbered); both reset with
-	 * fd (under fd_lock). See transport_quiet. */
+	/* Bytes of the live connection its thread received, and of those
+	 * the frames it handled (pushes numbered); both reset with fd (under
+	 * fd_lock). See transport_quiet. */
 	_Atomic uint64_t bytes_read, bytes_done;
 
-	/* Connection thread only. */
+	/* Its connection thread only. */
 	uint64_t boot_id;
-	uint64_t last_gen;
 	uint8_t *rbuf;
 	size_t rstart, rend;
-	pthread_t conn_thr;
-	bool conn_started;
+	pthread_t thr;
+	bool started;
+};
+
+struct transport {
+	struct client *c;
+	unsigned nchan;
+	struct chan *ch;
+
+	int stop_efd; /* eventfd: wakes the connection threads' waits */
+	atomic_bool stopping;
+	/* Generations are unique across the connections of the transport,
+	 * so that one number names one connection (rpc.c). */
+	atomic_uint_fast64_t last_gen;
 
 	/* Push queue. */
 	pthread_mutex_t push_lock;
@@ -94,26 +107,41 @@ struct transport {
 int transport_new(struct client *c, struct transport **out)
 {
 	struct transport *t = calloc(1, sizeof(*t));
+	unsigned n = c->conns ? c->conns : 1;
 	if (!t)
 		return -ENOMEM;
-	t->rbuf = malloc(RBUF_SIZE);
-	if (!t->rbuf)
+	t->ch = calloc(n, sizeof(*t->ch));
+	if (!t->ch)
 		goto out_free;
+	for (t->nchan = 0; t->nchan < n; t->nchan++) {
+		struct chan *ch = &t->ch[t->nchan];
+		ch->rbuf = malloc(RBUF_SIZE);
+		if (!ch->rbuf)
+			goto out_free_chans;
+		ch->t = t;
+		ch->idx = t->nchan;
+		ch->bulk = t->nchan > 0;
+		ch->fd = -1;
+		pthread_mutex_init(&ch->send_lock, NULL);
+		pthread_mutex_init(&ch->fd_lock, NULL);
+	}
 	t->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (t->stop_efd < 0)
-		goto out_free_rbuf;
+		goto out_free_chans;
 	t->c = c;
-	t->fd = -1;
-	pthread_mutex_init(&t->send_lock, NULL);
-	pthread_mutex_init(&t->fd_lock, NULL);
 	pthread_mutex_init(&t->push_lock, NULL);
 	pthread_cond_init(&t->push_cond, NULL);
 	pthread_cond_init(&t->ack_cond, NULL);
 	t->push_tail = &t->push_head;
 	*out = t;
 	return 0;
-out_free_rbuf:
-	free(t->rbuf);
+out_free_chans:
+	for (unsigned i = 0; i < t->nchan; i++) {
+		pthread_mutex_destroy(&t->ch[i].send_lock);
+		pthread_mutex_destroy(&t->ch[i].fd_lock);
+		free(t->ch[i].rbuf);
+	}
+	free(t->ch);
 out_free:
 	free(t);
 	return -ENOMEM;
@@ -123,8 +151,15 @@ void transport_free(struct transport *t)
 {
 	if (!t)
 		return;
-	if (t->fd >= 0)
-		close(t->fd);
+	for (unsigned i = 0; i < t->nchan; i++) {
+		struct chan *ch = &t->ch[i];
+		if (ch->fd >= 0)
+			close(ch->fd);
+		pthread_mutex_destroy(&ch->send_lock);
+		pthread_mutex_destroy(&ch->fd_lock);
+		free(ch->rbuf);
+	}
+	free(t->ch);
 	while (t->push_head) {
 		struct push_item *p = t->push_head;
 		t->push_head = p->next;
@@ -132,12 +167,9 @@ void transport_free(struct transport *t)
 		free(p);
 	}
 	close(t->stop_efd);
-	pthread_mutex_destroy(&t->send_lock);
-	pthread_mutex_destroy(&t->fd_lock);
 	pthread_mutex_destroy(&t->push_lock);
 	pthread_cond_destroy(&t->push_cond);
 	pthread_cond_destroy(&t->ack_cond);
-	free(t->rbuf);
 	free(t);
 }
 
@@ -224,18 +256,19 @@ static int send_frame_fd(int fd, uint64_t id, uint16_t op, const void *payload, 
 	return send_all(fd, iov, wl ? 2 : 1);
 }
 
-static int send_gen(struct transport *t, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
-		    const void *payload, size_t len, unsigned codecs);
+static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
+		     const void *payload, size_t len, unsigned codecs);
 
-int transport_send(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
+int transport_send(struct transport *t, unsigned chan, uint64_t gen, uint64_t id, uint16_t op,
 		   const void *payload, size_t len, unsigned codecs)
 {
-	return send_gen(t, gen, id, op, 0, payload, len, codecs);
+	return send_chan(&t->ch[chan < t->nchan ? chan : 0], gen, id, op, 0, payload, len, codecs);
 }
 
-static int send_gen(struct transport *t, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
-		    const void *payload, size_t len, unsigned codecs)
+static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
+		     const void *payload, size_t len, unsigned codecs)
 {
+	struct transport *t = ch->t;
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	void *scratch = NULL;
 	size_t cap = 0;
@@ -250,54 +283,47 @@ static int send_gen(struct transport *t, uint64_t gen, uint64_t id, uint16_t op,
 				      scratch, cap, &wire);
 	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
 
-	pthread_mutex_lock(&t->send_lock);
-	if (t->fd < 0 || t->gen != gen) {
+	pthread_mutex_lock(&ch->send_lock);
+	if (ch->fd < 0 || ch->gen != gen) {
 		rc = -ENOTCONN;
 	} else {
 		atomic_fetch_add_explicit(&t->c->st_wire_out, PFS_FRAME_HDR_SIZE + wl,
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&t->c->st_raw_out, PFS_FRAME_HDR_SIZE + len,
 					  memory_order_relaxed);
-		rc = send_all(t->fd, iov, wl ? 2 : 1);
+		rc = send_all(ch->fd, iov, wl ? 2 : 1);
 		if (rc < 0) {
 			pfs_debug("send of request %llu (%s) failed: %s", (unsigned long long)id,
 				  pfs_op_name(op), strerror(-rc));
 			/* Let the connection thread notice and reconnect. */
-			shutdown(t->fd, SHUT_RDWR);
+			shutdown(ch->fd, SHUT_RDWR);
 			rc = -ENOTCONN;
 		}
 	}
-	pthread_mutex_unlock(&t->send_lock);
+	pthread_mutex_unlock(&ch->send_lock);
 	free(scratch);
 	return rc;
-}
-
-void transport_drop(struct transport *t, uint64_t gen)
-{
-	pthread_mutex_lock(&t->send_lock);
-	if (t->fd >= 0 && t->gen == gen)
-		shutdown(t->fd, SHUT_RDWR); /* the connection thread reconnects */
-	pthread_mutex_unlock(&t->send_lock);
 }
 
 #define QUIET_WAIT_NS 20000000L /* 20 ms */
 
 bool transport_quiet(struct transport *t)
 {
+	struct chan *ch = &t->ch[0]; /* pushes come on the main connection */
 	uint64_t gen, target;
 	int inq = 0;
 
 	/* Unread bytes first, then the count read: a recv in between is
 	 * counted twice (a longer wait), never missed. */
-	pthread_mutex_lock(&t->fd_lock);
-	if (t->fd < 0 || ioctl(t->fd, SIOCINQ, &inq) < 0 || inq < 0) {
-		pthread_mutex_unlock(&t->fd_lock);
+	pthread_mutex_lock(&ch->fd_lock);
+	if (ch->fd < 0 || ioctl(ch->fd, SIOCINQ, &inq) < 0 || inq < 0) {
+		pthread_mutex_unlock(&ch->fd_lock);
 		return false;
 	}
-	gen = t->gen;
-	target = atomic_load(&t->bytes_read) + (uint64_t)inq;
-	pthread_mutex_unlock(&t->fd_lock);
-	if (atomic_load(&t->bytes_done) >= target)
+	gen = ch->gen;
+	target = atomic_load(&ch->bytes_read) + (uint64_t)inq;
+	pthread_mutex_unlock(&ch->fd_lock);
+	if (atomic_load(&ch->bytes_done) >= target)
 		return true;
 	/* The connection thread is handling frames (replies, mostly): it
 	 * catches up in microseconds, unless a frame is still arriving. */
@@ -305,12 +331,23 @@ bool transport_quiet(struct transport *t)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		usleep(20);
-		if (atomic_load(&t->bytes_done) >= target)
-			return t->gen == gen;
+		if (atomic_load(&ch->bytes_done) >= target)
+			return ch->gen == gen;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) >
 		    QUIET_WAIT_NS)
 			return false;
+	}
+}
+
+void transport_drop(struct transport *t, uint64_t gen)
+{
+	for (unsigned i = 0; i < t->nchan; i++) {
+		struct chan *ch = &t->ch[i];
+		pthread_mutex_lock(&ch->send_lock);
+		if (ch->fd >= 0 && ch->gen == gen)
+			shutdown(ch->fd, SHUT_RDWR); /* its connection thread reconnects */
+		pthread_mutex_unlock(&ch->send_lock);
 	}
 }
 
@@ -437,14 +474,16 @@ struct hs_result {
 	struct pfs_entry root;
 };
 
-static int handshake(struct transport *t, int fd, struct hs_result *out, char *err, size_t errlen)
+static int handshake(struct transport *t, int fd, bool bulk, struct hs_result *out, char *err,
+		     size_t errlen)
 {
 	struct client *c = t->c;
 	struct pfs_hello_req hq = {
 		.magic = PFS_MAGIC,
 		.version_min = PFS_VERSION,
 		.version_max = PFS_VERSION,
-		.caps = PFS_CAPS_ALL,
+		/* A bulk connection gets no pushes. */
+		.caps = bulk ? (PFS_CAPS_ALL & ~PFS_CAP_PUSH) | PFS_CAP_BULK : PFS_CAPS_ALL,
 		.client_id = c->client_id,
 	};
 	struct pfs_hello_rep hr;
@@ -498,6 +537,12 @@ static int handshake(struct transport *t, int fd, struct hs_result *out, char *e
 			 c->hostport);
 		return -EACCES;
 	}
+	if (bulk && !(hr.caps & PFS_CAP_BULK)) {
+		/* An older server would take it for our main connection. */
+		snprintf(err, errlen, "%s does not support several connections per mount",
+			 c->hostport);
+		return -EOPNOTSUPP;
+	}
 
 	pfs_auth_client_mac(c->key, hq.nonce.b, hr.nonce.b, c->client_id, aq.mac.b);
 	pfs_wr_init(&w, buf, sizeof(buf));
@@ -513,6 +558,10 @@ static int handshake(struct transport *t, int fd, struct hs_result *out, char *e
 		goto out_auth;
 	if (rc < 0)
 		goto out_io;
+	if (bulk && status == ENOTCONN) {
+		snprintf(err, errlen, "%s has no session for this mount yet", c->hostport);
+		return -ENOTCONN;
+	}
 	if (status != 0) {
 		snprintf(err, errlen, "%s refused the session: %s", c->hostport, strerror(status));
 		return -(status < 4096 ? status : EPROTO);
@@ -540,13 +589,14 @@ out_io:
 	return rc;
 }
 
-static int connect_and_auth(struct transport *t, int *fd_out, struct hs_result *hs, char *err,
+static int connect_and_auth(struct chan *ch, int *fd_out, struct hs_result *hs, char *err,
 			    size_t errlen)
 {
+	struct transport *t = ch->t;
 	int fd, rc;
 	if ((rc = connect_tcp(t, &fd, err, errlen)) < 0)
 		return rc;
-	if ((rc = handshake(t, fd, hs, err, errlen)) < 0) {
+	if ((rc = handshake(t, fd, ch->bulk, hs, err, errlen)) < 0) {
 		close(fd);
 		return rc;
 	}
@@ -554,53 +604,58 @@ static int connect_and_auth(struct transport *t, int *fd_out, struct hs_result *
 	return 0;
 }
 
-/* Makes fd the live connection (a new generation) and tells rpc.c. */
-static void install(struct transport *t, int fd, const struct hs_result *hs)
+/* Makes fd the live connection of ch (a new generation) and tells
+ * rpc.c. */
+static void install(struct chan *ch, int fd, const struct hs_result *hs)
 {
-	uint64_t gen = ++t->last_gen;
-	t->rstart = t->rend = 0;
-	pthread_mutex_lock(&t->send_lock);
-	pthread_mutex_lock(&t->fd_lock);
-	t->fd = fd;
-	t->gen = gen;
-	atomic_store(&t->bytes_read, 0);
-	atomic_store(&t->bytes_done, 0);
-	pthread_mutex_unlock(&t->fd_lock);
-	pthread_mutex_unlock(&t->send_lock);
-	atomic_store(&t->c->push_ack, (hs->caps & PFS_CAP_PUSH_ACK) != 0);
-	rpc_connected(t->c->rpc, gen, (unsigned)(hs->caps & PFS_CAPS_CODECS));
+	struct transport *t = ch->t;
+	uint64_t gen = atomic_fetch_add(&t->last_gen, 1) + 1;
+	ch->rstart = ch->rend = 0;
+	ch->boot_id = hs->boot_id;
+	pthread_mutex_lock(&ch->send_lock);
+	pthread_mutex_lock(&ch->fd_lock);
+	ch->fd = fd;
+	ch->gen = gen;
+	atomic_store(&ch->bytes_read, 0);
+	atomic_store(&ch->bytes_done, 0);
+	pthread_mutex_unlock(&ch->fd_lock);
+	pthread_mutex_unlock(&ch->send_lock);
+	if (!ch->bulk)
+		atomic_store(&t->c->push_ack, (hs->caps & PFS_CAP_PUSH_ACK) != 0);
+	rpc_connected(t->c->rpc, ch->idx, gen, (unsigned)(hs->caps & PFS_CAPS_CODECS));
 }
 
-/* Takes the live connection down: wakes blocked senders, closes it. */
-static void drop(struct transport *t)
+/* Takes the live connection of ch down: wakes blocked senders, closes
+ * it. */
+static void drop(struct chan *ch)
 {
 	int fd;
-	pthread_mutex_lock(&t->fd_lock);
-	if (t->fd >= 0)
-		shutdown(t->fd, SHUT_RDWR);
-	pthread_mutex_unlock(&t->fd_lock);
-	rpc_disconnected(t->c->rpc);
-	pthread_mutex_lock(&t->send_lock);
-	pthread_mutex_lock(&t->fd_lock);
-	fd = t->fd;
-	t->fd = -1;
-	pthread_mutex_unlock(&t->fd_lock);
-	pthread_mutex_unlock(&t->send_lock);
+	pthread_mutex_lock(&ch->fd_lock);
+	if (ch->fd >= 0)
+		shutdown(ch->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&ch->fd_lock);
+	rpc_disconnected(ch->t->c->rpc, ch->idx);
+	pthread_mutex_lock(&ch->send_lock);
+	pthread_mutex_lock(&ch->fd_lock);
+	fd = ch->fd;
+	ch->fd = -1;
+	pthread_mutex_unlock(&ch->fd_lock);
+	pthread_mutex_unlock(&ch->send_lock);
 	if (fd >= 0)
 		close(fd);
 }
 
 int transport_connect_first(struct transport *t, struct pfs_entry *root, char *err, size_t errlen)
 {
+	struct chan *ch = &t->ch[0];
 	struct hs_result hs;
 	int fd, rc;
 
-	if ((rc = connect_and_auth(t, &fd, &hs, err, errlen)) < 0)
+	if ((rc = connect_and_auth(ch, &fd, &hs, err, errlen)) < 0)
 		return rc;
-	t->boot_id = hs.boot_id;
 	if (t->c->lk)
 		locks_connected(t->c->lk, hs.boot_id, hs.flags, false);
-	install(t, fd, &hs);
+	install(ch, fd, &hs);
 	*root = hs.root;
 	pfs_info("connected to %s (lz4 %s, zero words %s)", t->c->hostport,
 		 hs.caps & PFS_CAP_LZ4 ? "on" : "off", hs.caps & PFS_CAP_ZR ? "on" : "off");
@@ -610,15 +665,15 @@ int transport_connect_first(struct transport *t, struct pfs_entry *root, char *e
 /* ---- receiving ---- */
 
 /* Reads exactly n bytes from the live connection through the buffer. */
-static int rb_read(struct transport *t, int fd, void *dst, size_t n)
+static int rb_read(struct chan *ch, int fd, void *dst, size_t n)
 {
 	uint8_t *p = dst;
 	while (n > 0) {
-		size_t have = t->rend - t->rstart;
+		size_t have = ch->rend - ch->rstart;
 		if (have) {
 			size_t k = have < n ? have : n;
-			memcpy(p, t->rbuf + t->rstart, k);
-			t->rstart += k;
+			memcpy(p, ch->rbuf + ch->rstart, k);
+			ch->rstart += k;
 			p += k;
 			n -= k;
 			continue;
@@ -632,14 +687,14 @@ static int rb_read(struct transport *t, int fd, void *dst, size_t n)
 				n -= (size_t)k;
 			}
 		} else {
-			k = recv(fd, t->rbuf, RBUF_SIZE, 0);
+			k = recv(fd, ch->rbuf, RBUF_SIZE, 0);
 			if (k > 0) {
-				t->rstart = 0;
-				t->rend = (size_t)k;
+				ch->rstart = 0;
+				ch->rend = (size_t)k;
 			}
 		}
 		if (k > 0)
-			atomic_fetch_add(&t->bytes_read, (uint64_t)k);
+			atomic_fetch_add(&ch->bytes_read, (uint64_t)k);
 		if (k == 0)
 			return -ECONNRESET;
 		if (k < 0 && errno != EINTR)
@@ -648,7 +703,8 @@ static int rb_read(struct transport *t, int fd, void *dst, size_t n)
 	return 0;
 }
 
-static void push_enqueue(struct transport *t, uint16_t op, uint8_t *buf, size_t len)
+static void push_enqueue(struct transport *t, uint64_t gen, uint16_t op, uint8_t *buf,
+			 size_t len)
 {
 	struct push_item *p = malloc(sizeof(*p));
 	if (!p) {
@@ -657,7 +713,7 @@ static void push_enqueue(struct transport *t, uint16_t op, uint8_t *buf, size_t 
 	}
 	p->next = NULL;
 	p->seq = ops_note_push(t->c, op, buf, len);
-	p->gen = t->last_gen;
+	p->gen = gen;
 	p->op = op;
 	p->buf = buf;
 	p->len = len;
@@ -674,15 +730,17 @@ static void push_enqueue(struct transport *t, uint16_t op, uint8_t *buf, size_t 
 	pthread_mutex_unlock(&t->push_lock);
 }
 
-/* Receives frames until the connection fails; returns the reason. */
-static int recv_loop(struct transport *t, int fd)
+/* Receives frames until the connection of ch fails; returns the
+ * reason. */
+static int recv_loop(struct chan *ch, int fd)
 {
+	struct transport *t = ch->t;
 	uint8_t hb[PFS_FRAME_HDR_SIZE];
 	struct pfs_frame_hdr h;
 	int rc;
 
 	for (;;) {
-		if ((rc = rb_read(t, fd, hb, sizeof(hb))) < 0)
+		if ((rc = rb_read(ch, fd, hb, sizeof(hb))) < 0)
 			return rc;
 		if (pfs_hdr_unpack(hb, &h, PFS_MAX_PAYLOAD) < 0) {
 			pfs_err("bad frame header from %s", t->c->hostport);
@@ -694,7 +752,7 @@ static int recv_loop(struct transport *t, int fd)
 			payload = malloc(h.wire_len);
 			if (!payload)
 				return -ENOMEM;
-			if ((rc = rb_read(t, fd, payload, h.wire_len)) < 0) {
+			if ((rc = rb_read(ch, fd, payload, h.wire_len)) < 0) {
 				free(payload);
 				return rc;
 			}
@@ -702,8 +760,8 @@ static int recv_loop(struct transport *t, int fd)
 						  memory_order_relaxed);
 			atomic_fetch_add_explicit(&t->c->st_raw_in, PFS_FRAME_HDR_SIZE + h.raw_len,
 						  memory_order_relaxed);
-			rpc_complete(t->c->rpc, &h, payload, t->boot_id);
-			atomic_fetch_add(&t->bytes_done, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
+			rpc_complete(t->c->rpc, &h, payload, ch->boot_id, ch->gen);
+			atomic_fetch_add(&ch->bytes_done, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 			continue;
 		}
 		if (h.raw_len) {
@@ -717,7 +775,7 @@ static int recv_loop(struct transport *t, int fd)
 				free(payload);
 				return -ENOMEM;
 			}
-			rc = rb_read(t, fd, wire, h.wire_len);
+			rc = rb_read(ch, fd, wire, h.wire_len);
 			if (rc == 0 &&
 			    pfs_payload_decode(h.flags, wire, h.wire_len, payload, h.raw_len) < 0) {
 				pfs_err("bad compressed payload from %s (%s)", t->c->hostport,
@@ -726,7 +784,7 @@ static int recv_loop(struct transport *t, int fd)
 			}
 			free(wire);
 		} else {
-			rc = rb_read(t, fd, payload, h.raw_len);
+			rc = rb_read(ch, fd, payload, h.raw_len);
 		}
 		if (rc < 0) {
 			free(payload);
@@ -742,28 +800,29 @@ static int recv_loop(struct transport *t, int fd)
 			locks_wake_push(t->c->lk, payload, h.raw_len);
 			free(payload);
 		} else if (h.flags & PFS_FF_PUSH) {
-			push_enqueue(t, h.op, payload, h.raw_len);
+			push_enqueue(t, ch->gen, h.op, payload, h.raw_len);
 		} else if (h.flags & PFS_FF_REPLY) {
-			rpc_complete(t->c->rpc, &h, payload, t->boot_id);
+			rpc_complete(t->c->rpc, &h, payload, ch->boot_id, ch->gen);
 		} else {
 			free(payload);
 			pfs_err("unexpected request frame (%s) from %s", pfs_op_name(h.op),
 				t->c->hostport);
 			return -EPROTO;
 		}
-		atomic_fetch_add(&t->bytes_done, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
+		atomic_fetch_add(&ch->bytes_done, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 	}
 }
 
 static void *conn_main(void *arg)
 {
-	struct transport *t = arg;
+	struct chan *ch = arg;
+	struct transport *t = ch->t;
 	struct client *c = t->c;
 	char err[256], lasterr[256];
 
 	while (!atomic_load(&t->stopping)) {
-		int rc = recv_loop(t, t->fd);
-		drop(t);
+		int rc = recv_loop(ch, ch->fd);
+		drop(ch);
 		/* Pushes may be lost from now until the revalidation after the
 		 * reconnect: nothing cached before counts as current (the
 		 * locally answered GETATTR, cache_i.h). */
@@ -782,7 +841,7 @@ static void *conn_main(void *arg)
 		for (;;) {
 			if (sleep_or_stop(t, delay))
 				goto out;
-			rc = connect_and_auth(t, &fd, &hs, err, sizeof(err));
+			rc = connect_and_auth(ch, &fd, &hs, err, sizeof(err));
 			if (rc == 0)
 				break;
 			if (rc == -ECANCELED || atomic_load(&t->stopping))
@@ -793,13 +852,12 @@ static void *conn_main(void *arg)
 			}
 			delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
 		}
-		bool restarted = hs.boot_id != t->boot_id;
-		t->boot_id = hs.boot_id;
+		bool restarted = hs.boot_id != ch->boot_id;
 		/* Before the pending requests go out again: lock requests
 		 * wait for the reclaims (locks.c). */
 		if (c->lk)
 			locks_connected(c->lk, hs.boot_id, hs.flags, restarted);
-		install(t, fd, &hs);
+		install(ch, fd, &hs);
 		/* Pushes sent while we were away are lost: revalidate. */
 		if (c->cache)
 			cache_reconnected(c->cache);
@@ -810,9 +868,64 @@ out:
 	return NULL;
 }
 
+/* The thread of a bulk connection: connects (the server accepts it once
+ * the main connection has a session there), receives, and reconnects
+ * with backoff on its own. Meanwhile rpc.c sends READ and WRITE on the
+ * other connections. Nothing else depends on it: no pushes come on it,
+ * and its replies carry the boot id of the daemon that acknowledged
+ * them (the write verifier), whichever connection saw a restart first. */
+static void *bulk_main(void *arg)
+{
+	struct chan *ch = arg;
+	struct transport *t = ch->t;
+	struct client *c = t->c;
+	char err[256], lasterr[256] = "";
+	int delay = 0;
+
+	for (;;) {
+		struct hs_result hs;
+		int fd = -1, rc;
+
+		if (delay && sleep_or_stop(t, delay))
+			break;
+		if (atomic_load(&t->stopping) || rpc_is_closing(c->rpc))
+			break;
+		rc = connect_and_auth(ch, &fd, &hs, err, sizeof(err));
+		if (rc == -ECANCELED || atomic_load(&t->stopping))
+			break;
+		if (rc == -EOPNOTSUPP || rc == -EACCES || rc == -EMFILE) {
+			pfs_warn("connection %u: %s; using %u connection%s", ch->idx, err,
+				 ch->idx, ch->idx == 1 ? "" : "s");
+			break;
+		}
+		if (rc < 0) {
+			if (strcmp(err, lasterr) != 0) {
+				pfs_info("connection %u: %s", ch->idx, err);
+				snprintf(lasterr, sizeof(lasterr), "%s", err);
+			}
+			delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+				: delay ? delay * 2 : BACKOFF_MIN_MS;
+			continue;
+		}
+		install(ch, fd, &hs);
+		pfs_info("connection %u to %s up", ch->idx, c->hostport);
+		lasterr[0] = 0;
+		delay = 0;
+		rc = recv_loop(ch, ch->fd);
+		drop(ch);
+		if (atomic_load(&t->stopping) || rpc_is_closing(c->rpc))
+			break;
+		pfs_notice("connection %u to %s lost (%s); reconnecting", ch->idx, c->hostport,
+			   rc == -ECONNRESET ? "closed by server" : strerror(-rc));
+		delay = BACKOFF_MIN_MS;
+	}
+	return NULL;
+}
+
 /* Acknowledges the first count pushes of connection gen (wire.h,
- * PUSH_ACK). A failed send needs nothing: that connection is gone, and
- * the server stops waiting for a client whose connection closed. */
+ * PUSH_ACK), on the main connection that carried them. A failed send
+ * needs nothing: that connection is gone, and the server stops waiting
+ * for a client whose connection closed. */
 static void send_ack(struct transport *t, uint64_t gen, uint64_t count)
 {
 	uint8_t buf[16];
@@ -821,7 +934,7 @@ static void send_ack(struct transport *t, uint64_t gen, uint64_t count)
 
 	pfs_wr_init(&w, buf, sizeof(buf));
 	if (pfs_enc_push_ack(&w, &m) == 0)
-		(void)send_gen(t, gen, 0, PFS_OP_PUSH_ACK, PFS_FF_PUSH, buf, w.len, 0);
+		(void)send_chan(&t->ch[0], gen, 0, PFS_OP_PUSH_ACK, PFS_FF_PUSH, buf, w.len, 0);
 }
 
 static void *ack_main(void *arg)
@@ -882,10 +995,13 @@ int transport_start(struct transport *t)
 	if (rc)
 		return -rc;
 	t->ack_started = true;
-	rc = pthread_create(&t->conn_thr, NULL, conn_main, t);
-	if (rc)
-		return -rc;
-	t->conn_started = true;
+	for (unsigned i = 0; i < t->nchan; i++) {
+		struct chan *ch = &t->ch[i];
+		rc = pthread_create(&ch->thr, NULL, ch->bulk ? bulk_main : conn_main, ch);
+		if (rc)
+			return -rc;
+		ch->started = true;
+	}
 	return 0;
 }
 
@@ -897,15 +1013,21 @@ void transport_stop(struct transport *t)
 	if (write(t->stop_efd, &one, sizeof(one)) < 0) {
 		/* The counter cannot overflow with one write; nothing to do. */
 	}
-	pthread_mutex_lock(&t->fd_lock);
-	if (t->fd >= 0)
-		shutdown(t->fd, SHUT_RDWR);
-	pthread_mutex_unlock(&t->fd_lock);
-	if (t->conn_started) {
-		pthread_join(t->conn_thr, NULL);
-		t->conn_started = false;
-	} else {
-		drop(t);
+	for (unsigned i = 0; i < t->nchan; i++) {
+		struct chan *ch = &t->ch[i];
+		pthread_mutex_lock(&ch->fd_lock);
+		if (ch->fd >= 0)
+			shutdown(ch->fd, SHUT_RDWR);
+		pthread_mutex_unlock(&ch->fd_lock);
+	}
+	for (unsigned i = 0; i < t->nchan; i++) {
+		struct chan *ch = &t->ch[i];
+		if (ch->started) {
+			pthread_join(ch->thr, NULL);
+			ch->started = false;
+		} else {
+			drop(ch);
+		}
 	}
 	if (t->push_started) {
 		pthread_mutex_lock(&t->push_lock);

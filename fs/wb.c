@@ -10,6 +10,7 @@
 #include "client_i.h"
 #include "inode_i.h"
 #include "podfs/log.h"
+#include "cache_i.h"
 #include "rpc_i.h"
 
 #define WB_BUCKETS 64        /* power of two */
@@ -206,6 +207,7 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 	for (;;) {
 		struct rpc_reply rep = { 0 };
 		struct pfs_write_rep r;
+		uint64_t seq = cache_seq(wb->c->cache);
 		rc = rpc_call(rpc, PFS_OP_WRITE, req, reqlen, &rep);
 		if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 ||
 				r.written > e->len - done)) {
@@ -214,7 +216,15 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 		}
 		if (rc == 0) {
 			*verf = rep.verf;
-			inode_own_change(e->wi->ip, &r.attr);
+			/* The race gate (cache_i.h): a push about the file
+			 * that arrived after the WRITE went out may be about a
+			 * change our reply's attributes predate (the reply can
+			 * come on a bulk connection, or be handled after the
+			 * push thread applied it); then they are not taken. */
+			cache_gate_enter(wb->c->cache);
+			if (!cache_pushed_since(wb->c->cache, seq, &e->wi->ip->fh))
+				inode_own_change(e->wi->ip, &r.attr);
+			cache_gate_leave(wb->c->cache);
 		}
 		rpc_reply_free(&rep);
 		if (req != e->req)

@@ -114,7 +114,26 @@ enum {
 	PFS_CAP_PUSH_ACK = 1u << 3, /* client acknowledges pushes (PUSH_ACK) */
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
+	/* Not negotiated but asked for: a client sets it in HELLO to make the
+	 * connection a BULK connection of the session client_id already has
+	 * (podfs -o conns=N). The server echoes it in the HELLO reply if it
+	 * knows bulk connections; a client whose server does not echo it
+	 * must not send AUTH on that connection (an old server would take
+	 * it for the session's main connection). At AUTH the server refuses
+	 * a bulk connection with ENOTCONN unless the session exists and has
+	 * its main connection; the AUTH reply is then the same as for a
+	 * resumed session. A bulk connection carries only READ, WRITE and
+	 * PING (anything else is a protocol violation: replies that carry
+	 * metadata must share the stream of the pushes, see server.c), never
+	 * gets pushes, and does not keep the session alive: the session's
+	 * lease runs from the loss of its main connection, and its bulk
+	 * connections are closed when it ends. A retried request may come on
+	 * any connection of the session (the reply cache is per session).
+	 * A session has at most PFS_BULK_MAX of them; the server refuses
+	 * more with EMFILE. */
+	PFS_CAP_BULK = 1u << 3,
 };
+#define PFS_BULK_MAX 15
 
 /* Opcodes: X(name, value). Values are part of the protocol: never reuse. */
 #define PFS_OPS(X)            \

@@ -49,10 +49,13 @@ def test_podfsd_bad_option(env, argv):
     ["127.0.0.1:1", "MNT", "-o", "attr_timeout=-1"],
     ["127.0.0.1:1", "MNT", "-o", "log_level=loud"],
     ["127.0.0.1:1", "MNT", "-o", "lock_retry=0"],
+    ["127.0.0.1:1", "MNT", "-o", "conns=0"],
+    ["127.0.0.1:1", "MNT", "-o", "conns=17"],
+    ["127.0.0.1:1", "MNT", "-o", "conns=2x"],
     ["127.0.0.1:1"],            # no mount point
     ["127.0.0.1:99999", "MNT"],  # bad port
 ], ids=["unknown", "bad-o", "bad-timeo", "bad-attr-timeout", "bad-log-level", "bad-lock-retry",
-        "no-mountpoint", "bad-port"])
+        "conns-0", "conns-17", "conns-junk", "no-mountpoint", "bad-port"])
 def test_podfs_bad_option(env, argv):
     argv = [str(env.mnt) if a == "MNT" else a for a in argv]
     r = run([PODFS] + argv, timeout=30, check=False)
