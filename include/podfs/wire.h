@@ -131,7 +131,7 @@ enum {
 	 * any connection of the session (the reply cache is per session).
 	 * A session has at most PFS_BULK_MAX of them; the server refuses
 	 * more with EMFILE. */
-	PFS_CAP_BULK = 1u << 3,
+	PFS_CAP_BULK = 1u << 4,
 };
 #define PFS_BULK_MAX 15
 

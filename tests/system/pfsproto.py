@@ -48,7 +48,8 @@ FF_ZR = 1 << 3
 CAP_LZ4 = 1 << 0
 CAP_PUSH = 1 << 1
 CAP_ZR = 1 << 2
-CAP_BULK = 1 << 3  # a bulk connection of an existing session (wire.h)
+CAP_PUSH_ACK = 1 << 3  # the client acknowledges pushes (wire.h)
+CAP_BULK = 1 << 4  # a bulk connection of an existing session (wire.h)
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
