@@ -184,8 +184,17 @@ def test_enospc_reported_to_writer(env, small_fs):
         except OSError as e:
             got = got or e.errno
     assert got == errno.ENOSPC, f"expected ENOSPC at write or close, got {got}"
-    # The mount still works once space is freed.
+    # The mount still works once space is freed. The kernel sends the
+    # RELEASE of a closed file asynchronously, so the daemon may still
+    # hold it open when the UNLINK arrives: the space comes back when that
+    # RELEASE lands (an unlinked file lives while open, as on any POSIX
+    # filesystem), within moments.
     os.unlink(mm / "big")
+
+    def freed():
+        st = os.statvfs(small_fs)
+        return st.f_bfree * st.f_frsize >= 4 * MiB
+    wait_for(freed, 10, what="the unlinked file's space to be freed")
     write_file(mm / "small", b"fits")
     assert read_file(small_fs / "small") == b"fits"
 
