@@ -730,6 +730,15 @@ static void push_enqueue(struct transport *t, uint64_t gen, uint16_t op, uint8_t
 	pthread_mutex_unlock(&t->push_lock);
 }
 
+/* The stats' byte counters, for a frame received whole. */
+static void count_in(struct client *c, const struct pfs_frame_hdr *h)
+{
+	atomic_fetch_add_explicit(&c->st_wire_in, PFS_FRAME_HDR_SIZE + h->wire_len,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->st_raw_in, PFS_FRAME_HDR_SIZE + h->raw_len,
+				  memory_order_relaxed);
+}
+
 /* Receives frames until the connection of ch fails; returns the
  * reason. */
 static int recv_loop(struct chan *ch, int fd)
@@ -756,10 +765,7 @@ static int recv_loop(struct chan *ch, int fd)
 				free(payload);
 				return rc;
 			}
-			atomic_fetch_add_explicit(&t->c->st_wire_in, PFS_FRAME_HDR_SIZE + h.wire_len,
-						  memory_order_relaxed);
-			atomic_fetch_add_explicit(&t->c->st_raw_in, PFS_FRAME_HDR_SIZE + h.raw_len,
-						  memory_order_relaxed);
+			count_in(t->c, &h);
 			rpc_complete(t->c->rpc, &h, payload, ch->boot_id, ch->gen);
 			atomic_fetch_add(&ch->bytes_done, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 			continue;
@@ -790,10 +796,7 @@ static int recv_loop(struct chan *ch, int fd)
 			free(payload);
 			return rc;
 		}
-		atomic_fetch_add_explicit(&t->c->st_wire_in, PFS_FRAME_HDR_SIZE + h.wire_len,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&t->c->st_raw_in, PFS_FRAME_HDR_SIZE + h.raw_len,
-					  memory_order_relaxed);
+		count_in(t->c, &h);
 		if ((h.flags & PFS_FF_PUSH) && h.op == PFS_OP_LOCK_WAKE) {
 			/* Only wakes waiting threads: no kernel call, so it
 			 * is safe (and quickest) on this thread. */
