@@ -518,6 +518,16 @@ static bool gone(struct locks *lk, struct waiter *w)
 	return w->interrupted || lk->stop || rpc_is_closing(lk->c->rpc);
 }
 
+/* Waits up to ms for a wake-up (takes mu). false: give up (-EINTR). */
+static bool wait_retry(struct locks *lk, struct waiter *w, int64_t ms)
+{
+	pthread_mutex_lock(&lk->mu);
+	wait_for(lk, w, ms);
+	bool ok = !gone(lk, w);
+	pthread_mutex_unlock(&lk->mu);
+	return ok;
+}
+
 /* Waits (caller holds mu) while a reclaim runs. false: give up (-EINTR). */
 static bool wait_reclaim(struct locks *lk, struct waiter *w)
 {
@@ -589,11 +599,7 @@ int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool s
 				rc = -ENOLCK;
 				break;
 			}
-			pthread_mutex_lock(&lk->mu);
-			wait_for(lk, &w, LOCKS_GRACE_RETRY_MS);
-			bool stop = gone(lk, &w);
-			pthread_mutex_unlock(&lk->mu);
-			if (stop) {
+			if (!wait_retry(lk, &w, LOCKS_GRACE_RETRY_MS)) {
 				rc = -EINTR;
 				break;
 			}
@@ -601,11 +607,7 @@ int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool s
 		}
 		if (!sleep || (rc != -EAGAIN && rc != -EACCES))
 			break;
-		pthread_mutex_lock(&lk->mu);
-		wait_for(lk, &w, (int64_t)(lk->c->lock_retry * 1000));
-		bool stop = gone(lk, &w);
-		pthread_mutex_unlock(&lk->mu);
-		if (stop) {
+		if (!wait_retry(lk, &w, (int64_t)(lk->c->lock_retry * 1000))) {
 			rc = -EINTR;
 			break;
 		}
@@ -637,11 +639,7 @@ int locks_getlk(struct locks *lk, fuse_req_t req, const struct pfs_lock_req *m,
 			rc = -ENOLCK;
 			break;
 		}
-		pthread_mutex_lock(&lk->mu);
-		wait_for(lk, &w, LOCKS_GRACE_RETRY_MS);
-		bool stop = gone(lk, &w);
-		pthread_mutex_unlock(&lk->mu);
-		if (stop) {
+		if (!wait_retry(lk, &w, LOCKS_GRACE_RETRY_MS)) {
 			rc = -EINTR;
 			break;
 		}

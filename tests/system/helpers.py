@@ -251,3 +251,34 @@ class DelayRelay:
                 s.close()
             except OSError:
                 pass
+
+
+def check_uncommitted_resent(env, daemon, mount, committed, uncommitted):
+    """Writes `committed` bytes and fsyncs, writes `uncommitted` more
+    without fsync, kills the daemon with -9 and zeroes that range on disk
+    while it is down (a crash that lost its page cache), restarts it:
+    the client must send those writes again before its fsync succeeds."""
+    a = os.urandom(committed)
+    b = os.urandom(uncommitted)
+    fd = os.open(mount / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, a, 0)
+        os.fsync(fd)
+        os.pwrite(fd, b, len(a))
+        # Make sure the writes reached the daemon (stat waits for them).
+        assert os.fstat(fd).st_size == len(a) + len(b)
+        wait_for(lambda: os.path.getsize(env.export / "f") == len(a) + len(b), 10,
+                 what="writes on the daemon")
+        daemon.kill9()
+        with open(env.export / "f", "r+b") as f:  # the "lost page cache"
+            f.seek(len(a))
+            f.write(b"\0" * len(b))
+        daemon.start()
+        t, box = in_thread(os.fsync, fd)
+        t.join(RECONNECT)
+        assert not t.is_alive(), "fsync after the restart did not finish"
+        assert "error" not in box, box
+        assert read_file(env.export / "f") == a + b
+    finally:
+        os.close(fd)
+    assert "sending uncommitted writes again" in mount.proc.output()

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from helpers import RECONNECT, in_thread, read_file, wait_for, write_file
+from helpers import RECONNECT, check_uncommitted_resent, in_thread, read_file, wait_for, write_file
 
 MiB = 1 << 20
 
@@ -166,29 +166,7 @@ def test_conns3_uncommitted_writes_resent_after_restart(env):
     d = env.start_daemon()
     mm = env.mount(d, opts="conns=3")
     wait_for(lambda: len(bulk_peers(d)) == 2, 20, what="two bulk connections")
-    a = os.urandom(2 * MiB)
-    b = os.urandom(6 * MiB)
-    fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        os.pwrite(fd, a, 0)
-        os.fsync(fd)
-        os.pwrite(fd, b, len(a))
-        assert os.fstat(fd).st_size == len(a) + len(b)
-        wait_for(lambda: os.path.getsize(env.export / "f") == len(a) + len(b), 10,
-                 what="writes on the daemon")
-        d.kill9()
-        with open(env.export / "f", "r+b") as f:  # the "lost page cache"
-            f.seek(len(a))
-            f.write(b"\0" * len(b))
-        d.start()
-        t, box = in_thread(os.fsync, fd)
-        t.join(RECONNECT)
-        assert not t.is_alive(), "fsync after the restart did not finish"
-        assert "error" not in box, box
-        assert read_file(env.export / "f") == a + b
-    finally:
-        os.close(fd)
-    assert "sending uncommitted writes again" in mm.proc.output()
+    check_uncommitted_resent(env, d, mm, 2 * MiB, 6 * MiB)
 
 
 def main_peer(daemon):
