@@ -1106,6 +1106,9 @@ void dispatch_work_cb(uv_work_t *w)
 	o.x.watch = r->d->watch;
 	o.in = r->in;
 	o.inlen = r->h.wire_len;
+	/* The reply's codings, now that it is about to be made (link.h). */
+	r->codecs = pfs_link_codecs(r->codecs, r->d->o.lz4,
+				    atomic_load_explicit(&r->c->backlog, memory_order_relaxed));
 	if (r->h.flags & PFS_FF_CODED) {
 		dec = xmalloc(r->h.raw_len);
 		if (pfs_payload_decode(r->h.flags, r->in, r->h.wire_len, dec, r->h.raw_len) < 0) {

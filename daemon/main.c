@@ -50,6 +50,9 @@ static const char usage_text[] =
 	"  --grace SECONDS      after a restart, grant only lock reclaims this long, or\n"
 	"                       until every client that held locks came back (default\n"
 	"                       30, 0..600; no grace period when nobody held locks)\n"
+	"  --lz4 MODE           LZ4 for replies: auto (only while the link is backed\n"
+	"                       up: it costs more time than it saves on fast links),\n"
+	"                       always (slow or metered links) or never (default auto)\n"
 	"  --ro                 export read-only\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  --help               show this help\n";
@@ -152,6 +155,7 @@ enum {
 	OPT_LOCK_LEASE,
 	OPT_GRACE,
 	OPT_RO,
+	OPT_LZ4,
 	OPT_GENKEY,
 	OPT_HELP,
 };
@@ -168,6 +172,7 @@ static const struct option long_opts[] = {
 	{ "lease", required_argument, NULL, OPT_LEASE },
 	{ "lock-lease", required_argument, NULL, OPT_LOCK_LEASE },
 	{ "grace", required_argument, NULL, OPT_GRACE },
+	{ "lz4", required_argument, NULL, OPT_LZ4 },
 	{ "ro", no_argument, NULL, OPT_RO },
 	{ "genkey", required_argument, NULL, OPT_GENKEY },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -223,6 +228,10 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 			break;
 		case OPT_GRACE:
 			o->grace = parse_uint("--grace", optarg, 0, PFSD_GRACE_MAX);
+			break;
+		case OPT_LZ4:
+			if (pfs_lz4_mode_parse(optarg, &o->lz4) < 0)
+				usage_error("bad --lz4 '%s' (auto, always or never)", optarg);
 			break;
 		case OPT_RO:
 			o->ro = true;

@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include "podfs/wire.h"
+#include "podfs/link.h"
 #include "htab_i.h"
 #include "interest_i.h"
 #include "pipes_i.h"
@@ -46,6 +47,7 @@ struct pfsd_opts {
 	unsigned lease;        /* seconds a disconnected session lingers */
 	unsigned lock_lease;   /* seconds its locks survive (capped by lease) */
 	unsigned grace;        /* seconds of grace period after a restart */
+	enum pfs_lz4_mode lz4; /* when replies are LZ4-compressed (link.h) */
 };
 
 struct pfsd {

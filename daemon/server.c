@@ -179,6 +179,20 @@ static void violation(struct conn *c, const char *what)
 
 /* --- writing --- */
 
+/* Notes the bytes of c not sent yet, libuv's write queue and the
+ * kernel's, for the workers coding replies (link.h, dispatch.c). */
+static void note_backlog(struct conn *c)
+{
+	uv_os_fd_t fd;
+
+	if (c->d->o.lz4 != PFS_LZ4_AUTO || c->closing)
+		return;
+	size_t n = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+		n += pfs_sock_unsent(fd);
+	atomic_store_explicit(&c->backlog, n, memory_order_relaxed);
+}
+
 static void write_cb(uv_write_t *wr, int status)
 {
 	struct wmsg *w = container_of(wr, struct wmsg, wr);
@@ -190,6 +204,7 @@ static void write_cb(uv_write_t *wr, int status)
 	free(w->own1);
 	free(w->own2);
 	free(w);
+	note_backlog(c);
 	if (status < 0 && !c->closing)
 		conn_close(c, uv_strerror(status));
 	else if (c->close_after_write && !c->closing && uv_stream_get_write_queue_size(
@@ -237,7 +252,9 @@ static void send_frame(struct conn *c, const uint8_t *hdr, const void *wire, siz
 		free(own2);
 		free(w);
 		conn_close(c, uv_strerror(ret));
+		return;
 	}
+	note_backlog(c);
 }
 
 /* Queues bytes that continue a frame already begun on the stream. */
@@ -261,7 +278,9 @@ static void send_rest(struct conn *c, void *buf, size_t len, size_t acct, bool i
 		free(buf);
 		free(w);
 		conn_close(c, uv_strerror(ret));
+		return;
 	}
+	note_backlog(c);
 }
 
 /* Sends a READ reply whose data waits in r->pipe (dispatch.c
@@ -312,6 +331,7 @@ static void send_spliced(struct conn *c, struct req *r)
 		pipes_put(&c->d->pipes, r->pipe, true);
 		c->inflight--;
 		c->mem -= r->acct;
+		note_backlog(c);
 		return;
 	}
 	rest = xmalloc(hl - hsent + left);

@@ -6,6 +6,7 @@
 #ifndef PODFSD_SERVER_I_H
 #define PODFSD_SERVER_I_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -42,6 +43,9 @@ struct conn {
 	uint64_t push_sent;    /* pushes written on this connection */
 	uint64_t push_acked;   /* of which the client acknowledged (PUSH_ACK) */
 	size_t mem;            /* request + reply bytes held for this conn */
+	/* Reply bytes written but not sent yet (loop writes, workers read):
+	 * LZ4 only while the link is backed up (link.h). */
+	_Atomic size_t backlog;
 
 	/* Handshake. */
 	uint64_t client_id;

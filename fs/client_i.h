@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "podfs/link.h"
 #include "podfs/wire.h"
 
 /* -o conns=N: the connections of a mount (transport.c). */
@@ -57,6 +58,7 @@ struct client {
 	unsigned wb_threads;     /* write-behind writer threads (0: synchronous) */
 	size_t wb_max;           /* bytes of write data write-behind may hold */
 	double lock_retry;       /* seconds between retries of a blocked lock */
+	enum pfs_lz4_mode lz4;   /* when requests are LZ4-compressed (link.h) */
 	char *cache_dir;         /* persistent content cache directory, or NULL */
 	uint64_t cache_size;     /* its size cap in bytes */
 
@@ -87,6 +89,8 @@ struct client {
 	 * payloads before LZ4, and file data read. */
 	atomic_uint_fast64_t st_wire_out, st_raw_out, st_wire_in, st_raw_in;
 	atomic_uint_fast64_t st_file_read;
+	/* Requests sent to the daemon, by opcode (re-sends not counted). */
+	atomic_uint_fast64_t st_req[PFS_OP_MAX];
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */
 	char *bdi_ra_path;             /* /sys/class/bdi/MAJ:MIN/read_ahead_kb or NULL */
 };

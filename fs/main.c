@@ -67,6 +67,8 @@ static void usage(FILE *f)
 		"  negative_timeout=S  negative name cache time (default 3600; 0: none)\n"
 		"  max_inline=BYTES    small files travel with their lookup up to this\n"
 		"                      size (default 65536, at most 65536; 0: never)\n"
+		"  lz4=MODE            LZ4 for requests (writes): auto (only while the\n"
+		"                      link is backed up), always or never (default auto)\n"
 		"  log_level=LEVEL     err, warning, notice, info or debug\n"
 		"  wb_threads=N        writes in flight per mount, sent behind the\n"
 		"                      application (default 4; 0: synchronous writes)\n"
@@ -290,6 +292,11 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 		} else if (has_prefix(o, "lock_retry=")) {
 			if (!parse_seconds(v, &c->lock_retry, true) || c->lock_retry > 3600) {
 				usage_error("bad lock_retry '%s' (seconds, more than 0, at most 3600)", v);
+				goto bad;
+			}
+		} else if (has_prefix(o, "lz4=")) {
+			if (pfs_lz4_mode_parse(v, &c->lz4) < 0) {
+				usage_error("bad lz4 '%s' (auto, always or never)", v);
 				goto bad;
 			}
 		} else if (has_prefix(o, "max_inline=")) {

@@ -1568,7 +1568,7 @@ static void stats_xattr(fuse_req_t req, size_t size)
 {
 	struct client *c = CL(req);
 	struct wb_stats ws;
-	char buf[2048];
+	char buf[4096];
 
 	wb_get_stats(c->wb, &ws);
 	int n = snprintf(buf, sizeof(buf),
@@ -1583,8 +1583,18 @@ static void stats_xattr(fuse_req_t req, size_t size)
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
 			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc));
+	for (unsigned op = 0; op < PFS_OP_MAX && n > 0 && (size_t)n < sizeof(buf); op++) {
+		uint64_t k = atomic_load(&c->st_req[op]);
+		if (k)
+			n += snprintf(buf + n, sizeof(buf) - (size_t)n, "req_%s %llu\n", pfs_op_name(op),
+				      (unsigned long long)k);
+	}
 	if (c->pc && n > 0 && (size_t)n < sizeof(buf))
 		n += (int)pcache_format_stats(c->pc, buf + n, sizeof(buf) - (size_t)n);
+	if (n < 0 || (size_t)n >= sizeof(buf)) { /* cannot happen: 4 KiB holds every line */
+		fuse_reply_err(req, EOVERFLOW);
+		return;
+	}
 	if (size == 0)
 		fuse_reply_xattr(req, (size_t)n);
 	else if ((size_t)n > size)

@@ -168,6 +168,8 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	rep->buf = NULL;
 	rep->len = 0;
 	rep->verf = 0;
+	if (op < PFS_OP_MAX)
+		atomic_fetch_add_explicit(&rpc->c->st_req[op], 1, memory_order_relaxed);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&r.cond, &ca);

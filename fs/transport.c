@@ -65,6 +65,10 @@ struct chan {
 	 * fd_lock). See transport_quiet. */
 	_Atomic uint64_t bytes_read, bytes_done;
 
+	/* Bytes the kernel had not sent yet after the last frame went out
+	 * (link.h: LZ4 only while the link is backed up). */
+	_Atomic size_t unsent;
+
 	/* Its connection thread only. */
 	uint64_t boot_id;
 	uint8_t *rbuf;
@@ -275,6 +279,7 @@ static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, ui
 	const void *wire;
 	int rc;
 
+	codecs = pfs_link_codecs(codecs, t->c->lz4, atomic_load(&ch->unsent));
 	if (codecs && len >= PFS_LZ4_MIN) {
 		cap = pfs_lz4_bound(len);
 		scratch = malloc(cap); /* on failure the frame goes out raw */
@@ -292,6 +297,8 @@ static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, ui
 		atomic_fetch_add_explicit(&t->c->st_raw_out, PFS_FRAME_HDR_SIZE + len,
 					  memory_order_relaxed);
 		rc = send_all(ch->fd, iov, wl ? 2 : 1);
+		if (t->c->lz4 == PFS_LZ4_AUTO)
+			atomic_store(&ch->unsent, pfs_sock_unsent(ch->fd));
 		if (rc < 0) {
 			pfs_debug("send of request %llu (%s) failed: %s", (unsigned long long)id,
 				  pfs_op_name(op), strerror(-rc));

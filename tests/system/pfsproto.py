@@ -325,8 +325,11 @@ def lz4_decompress(src, raw_len):
             if off == 0 or off > len(dst):
                 raise BadReply("lz4 bad offset")
             start = len(dst) - off
-            for k in range(ml):
-                dst.append(dst[start + k])
+            if off >= ml:
+                dst += dst[start:start + ml]
+            else:  # overlapping: the copy reads what it writes
+                for k in range(ml):
+                    dst.append(dst[start + k])
             if len(dst) > raw_len:
                 raise BadReply("lz4 output too long")
     except IndexError:

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from helpers import RECONNECT, check_uncommitted_resent, in_thread, read_file, wait_for, write_file
+from helpers import PODFS, RECONNECT, check_uncommitted_resent, in_thread, read_file, wait_for, write_file
 
 MiB = 1 << 20
 
@@ -351,7 +351,7 @@ def test_server_zero_word_replies_follow_the_spec(env, daemon, m):
     data = float_weights(MiB, 9)
     write_file(m / "w", data)
     key = P.load_key(env.key)
-    for caps, want in ((P.CAP_ZR, P.FF_ZR), (0, 0), (P.CAP_LZ4, P.FF_LZ4)):
+    for caps, want in ((P.CAP_ZR, P.FF_ZR), (0, 0), (P.CAP_LZ4 | P.CAP_ZR, P.FF_ZR)):
         with P.connect(daemon.host, daemon.port, key, caps=caps) as c:
             h, _ = c.lookup(c.root, b"w")
             fid = c.open(h)
@@ -364,6 +364,92 @@ def test_server_zero_word_replies_follow_the_spec(env, daemon, m):
             r = P.Reader(f.payload)
             assert r.bytes() == data
             r.done()
+
+
+def source_text(size):
+    """Text like Python sources: LZ4 shrinks it, zero-word coding cannot
+    (no zero bytes at all)."""
+    out, n, i = [], 0, 0
+    while n < size:
+        out.append(b"    def handler_%06d(self, event, context=None):  # see issue %d\n"
+                   % (i, i * 7 % 1000))
+        n += len(out[-1])
+        i += 1
+    return b"".join(out)[:size]
+
+
+def read_reply(c, h, fid, off, size):
+    import pfsproto as P
+    return c.send_frame(P.OP_READ, P.ROOT + P.fh(h) + P.u64(fid) + P.u32(0) + P.u64(off) +
+                        P.u32(size))
+
+
+@pytest.mark.timeout(120)
+def test_lz4_only_where_it_pays(env):
+    """LZ4 costs more time than it saves on a fast link, so by default
+    (--lz4 auto) the daemon compresses a reply only while the link is
+    backed up: a lone READ of compressible text goes out raw, READs sent
+    while earlier replies wait unread come LZ4-compressed. --lz4 always
+    compresses every reply where it saves, --lz4 never none; each decodes
+    (pfsproto's own LZ4 decoder) to the file's bytes."""
+    import pfsproto as P
+    size = 256 * 1024
+    data = source_text(size)
+    (env.export / "src.py").write_bytes(data)
+    daemons = {mode: env.start_daemon(state_dir=env.root / ("state-" + mode),
+                                      extra=[] if mode == "auto" else ["--lz4", mode])
+               for mode in ("auto", "always", "never")}
+    key = P.load_key(env.key)
+    for mode, d in daemons.items():
+        with P.connect(d.host, d.port, key, caps=P.CAP_LZ4 | P.CAP_ZR) as c:
+            h, _ = c.lookup(c.root, b"src.py")
+            fid = c.open(h)
+            read_reply(c, h, fid, 0, size)
+            f = c.recv_frame()
+            assert f.status == 0 and f.payload[4:] == data, mode
+            if mode == "always":
+                assert f.flags & P.FF_LZ4 and f.wire_len <= size // 2, (mode, f.flags, f.wire_len)
+            else:
+                assert not f.flags & (P.FF_LZ4 | P.FF_ZR) and f.wire_len == 4 + size, (mode, f.flags)
+
+    # A backlog: 64 replies (16 MiB) asked for and not read fill the
+    # socket buffers and queue in the daemon; READs sent then are coded.
+    d = daemons["auto"]
+    with P.connect(d.host, d.port, key, caps=P.CAP_LZ4 | P.CAP_ZR, timeout=30) as c:
+        h, _ = c.lookup(c.root, b"src.py")
+        fid = c.open(h)
+        first = [read_reply(c, h, fid, 0, size) for _ in range(64)]
+        time.sleep(1.0)
+        late = [read_reply(c, h, fid, 0, size) for _ in range(4)]
+        got = {}
+        for _ in range(len(first) + len(late)):
+            f = c.recv_frame()
+            assert f.status == 0 and f.payload[4:] == data
+            got[f.id] = f
+        assert not got[first[0]].flags & P.FF_LZ4
+        for i in late:
+            assert got[i].flags & P.FF_LZ4 and got[i].wire_len <= size // 2, got[i].flags
+
+
+@pytest.mark.timeout(120)
+def test_client_lz4_option(env, daemon, mount):
+    """-o lz4=always: compressible writes shrink on the wire; lz4=never:
+    they go out raw; a bad value is refused with exit code 2."""
+    data = source_text(8 * MiB)
+    for mode in ("always", "never"):
+        mnt = mount(opts="lz4=" + mode)
+        s0 = stats(mnt)
+        write_file(mnt / ("t-" + mode), data)
+        s1 = stats(mnt)
+        wire = s1["wire_out"] - s0["wire_out"]
+        if mode == "always":
+            assert wire <= len(data) // 2, (mode, wire)
+        else:
+            assert wire >= len(data), (mode, wire)
+        assert read_file(env.export / ("t-" + mode)) == data
+    r = subprocess.run([str(PODFS), daemon.addr, str(env.root / "nomnt"), "-o", "lz4=sometimes"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    assert r.returncode == 2 and "lz4" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.timeout(120)
