@@ -15,6 +15,7 @@ struct inode_table {
 	_Atomic uint64_t own_any; /* own changes of any kind (inode_own_touch) */
 	_Atomic uint64_t own_ns;  /* own namespace changes */
 	_Atomic int64_t listing_total; /* bytes of all directory listings */
+	_Atomic uint64_t renames; /* own renames (inode_note_rename) */
 	void *forget_arg;
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
@@ -490,6 +491,9 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 	if (ip) {
 		*nodeid = ip->nodeid;
 		inode_clear_nocaps(ip);
+		pthread_mutex_lock(&ip->lock);
+		ip->parent_ino = 0; /* it may have moved */
+		pthread_mutex_unlock(&ip->lock);
 		if (drop_cached) {
 			inode_drop_cached(ip);
 			inode_drop_inline(ip);
@@ -883,4 +887,99 @@ bool inode_may_list(struct inode *dir, uint64_t max_size)
 		  dir->attr.size <= max_size;
 	pthread_mutex_unlock(&dir->lock);
 	return ok;
+}
+
+void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq)
+{
+	pthread_mutex_lock(&dir->lock);
+	uint64_t pino = dir->attr.ino;
+	pthread_mutex_unlock(&dir->lock);
+	pthread_mutex_lock(&ip->lock);
+	if (S_ISDIR(ip->attr.mode)) {
+		ip->parent_ino = pino;
+		ip->parent_renames = atomic_load(&t->renames);
+		ip->parent_seq = seq;
+	}
+	pthread_mutex_unlock(&ip->lock);
+}
+
+void inode_note_rename(struct inode_table *t)
+{
+	atomic_fetch_add(&t->renames, 1);
+}
+
+/* Appends one synthesized READDIR entry. */
+static int put_dirent(struct pfs_wr *w, const char *name, size_t nl, uint64_t cookie,
+		      const struct pfs_entry *e, uint64_t ino, uint32_t mode)
+{
+	struct pfs_dirent de;
+
+	memset(&de, 0, sizeof(de));
+	de.name.len = (uint16_t)nl;
+	memcpy(de.name.s, name, nl);
+	de.name.s[nl] = '\0';
+	de.next_off = cookie;
+	de.ino = ino;
+	de.mode = mode;
+	if (e) {
+		de.flags = PFS_DE_HAS_ENTRY;
+		de.e = *e;
+	}
+	return pfs_enc_dirent(w, &de);
+}
+
+int inode_listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
+			  struct listing_info *li, uint64_t *parent_seq)
+{
+	struct pfs_name name;
+	struct pfs_entry e;
+	struct pfs_bytes data;
+	struct pfs_wr w;
+	struct pfs_rd rd;
+	uint64_t cookie = 0;
+	uint32_t fl;
+	uint8_t eof = 1;
+	int r, ret = -ENOENT;
+
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	if (!ls || !dir->parent_ino || dir->parent_renames != atomic_load(&t->renames))
+		goto out;
+	*li = ls->li;
+	*parent_seq = dir->parent_seq;
+	/* Each item becomes a dirent at most 21 bytes longer (cookie, ino,
+	 * mode, flags minus the item's flags and data length), and the
+	 * two dots. */
+	size_t items = 0;
+	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
+	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
+		items++;
+	size_t cap = 1 + ls->len + 21 * items + 2 * 32;
+	ret = -ENOMEM;
+	if (r < 0 || !(w.buf = malloc(cap))) {
+		ret = r < 0 ? -EBADMSG : -ENOMEM;
+		goto out;
+	}
+	w.cap = cap;
+	w.len = 0;
+	ret = -EBADMSG;
+	if (pfs_put_U8(&w, &eof) < 0 ||
+	    put_dirent(&w, ".", 1, ++cookie, NULL, dir->attr.ino, S_IFDIR) < 0 ||
+	    put_dirent(&w, "..", 2, ++cookie, NULL, dir->parent_ino, S_IFDIR) < 0)
+		goto out_free;
+	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
+	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
+		if (put_dirent(&w, name.s, name.len, ++cookie, &e, e.attr.ino, e.attr.mode) < 0)
+			goto out_free;
+	if (r < 0)
+		goto out_free;
+	*buf = w.buf;
+	*len = w.len;
+	ret = 0;
+	goto out;
+out_free:
+	free(w.buf);
+out:
+	pthread_mutex_unlock(&dir->lock);
+	return ret;
 }

@@ -63,6 +63,11 @@ struct inode {
 	struct listing *listing;
 	bool no_list;
 	uint64_t ls_gen;      /* this client's namespace changes in it */
+	/* Directories: st_ino of the directory it was last looked up in
+	 * (its ".."), 0 if unknown: see inode_set_parent. */
+	uint64_t parent_ino;
+	uint64_t parent_renames; /* the table's rename count then */
+	uint64_t parent_seq;     /* push number of the request it came from */
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -249,6 +254,28 @@ void inode_listing_touch(struct inode *dir);
 uint64_t inode_listing_gen(struct inode *dir);
 /* True if a lookup in dir may fetch a listing first. */
 bool inode_may_list(struct inode *dir, uint64_t max_size);
+
+/* ".." of directories, for READDIR answered from a listing. The server
+ * pushes a change of a directory (a rename moving it changes its ctime)
+ * to the other clients: the parent is used only if no push about the
+ * directory came since the request that found it (seq; the caller checks,
+ * inode_listing_readdir returns it), and a push forgets it (inode_find).
+ * This client's own renames (inode_note_rename, before sending one) make
+ * every parent recorded before unknown. inode_set_parent records dir as
+ * ip's parent, found by a request sent at push number seq, if ip is a
+ * directory. */
+void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq);
+void inode_note_rename(struct inode_table *t);
+
+/* Writes dir's listing as a READDIR reply payload (wire.h: eof byte 1,
+ * then ".", ".." and every listed name with its entry, cookies 1, 2, ...)
+ * into a new buffer (*buf, *len; the caller frees it), with the listing's
+ * *li and the push number *parent_seq of the request that found "..".
+ * Returns 0, -ENOENT if dir has no listing or its parent is not
+ * known, -ENOMEM or -EBADMSG. The caller checks the listing is coherent,
+ * as for inode_listing_find. */
+int inode_listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
+			  struct listing_info *li, uint64_t *parent_seq);
 
 /* The data version of a. */
 struct dver dver_of(const struct pfs_attr *a);

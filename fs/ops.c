@@ -53,6 +53,7 @@ struct ofile {
 	bool rd_valid;
 	bool rd_eof;
 	bool rd_plus;
+	bool rd_synth;    /* the chunk is the whole listing (readdir_listed) */
 	uint64_t rd_seq;  /* push number when the chunk was requested */
 	uint64_t rd_any, rd_ns; /* inode_own_snap then */
 };
@@ -182,12 +183,17 @@ static uint64_t fid_use(struct ofile *of)
 }
 
 /* Fills e for an entry the kernel will hold one more lookup of. */
-static struct inode *entry_param(struct client *c, const struct pfs_entry *pe,
-				 struct fuse_entry_param *e)
+/* The entry parameters of pe for the kernel, and its inode (one lookup
+ * added), or NULL on ENOMEM. dir: the directory pe was found in by a
+ * request sent at push number seq (NULL: none). */
+static struct inode *entry_param(struct client *c, struct inode *dir, uint64_t seq,
+				 const struct pfs_entry *pe, struct fuse_entry_param *e)
 {
 	struct inode *ip = inode_ref(c->it, pe);
 	if (!ip)
 		return NULL;
+	if (dir)
+		inode_set_parent(c->it, ip, dir, seq);
 	memset(e, 0, sizeof(*e));
 	e->ino = ip->nodeid;
 	attr_to_stat(&pe->attr, &e->attr);
@@ -236,7 +242,7 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (!(ip = entry_param(c, &er.e, &e))) {
+	if (!(ip = entry_param(c, dir, seq, &er.e, &e))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -422,7 +428,7 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		reply_entry_gated(req, dir, name, NULL, &e, li.seq);
 		return true;
 	}
-	struct inode *ip = entry_param(c, &pe, &e);
+	struct inode *ip = entry_param(c, dir, li.seq, &pe, &e);
 	if (!ip) {
 		free(data);
 		return false;
@@ -487,7 +493,7 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (rc < 0)
 		goto out_err;
-	ip = entry_param(c, &er.e, &e);
+	ip = entry_param(c, dir, seq, &er.e, &e);
 	if (ip)
 		inode_trust_attr(c->it, ip, seq, any, ns);
 	if (ip && data.p) {
@@ -736,6 +742,7 @@ static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	m.newparent = IP(req, newparent)->fh;
 	m.flags = flags;
 	inode_own_touch(c->it, NULL, true);
+	inode_note_rename(c->it); /* a moved directory's ".." */
 	inode_listing_touch(IP(req, parent));
 	inode_listing_touch(IP(req, newparent));
 	if ((rc = set_name(&m.name, name)) == 0 && (rc = set_name(&m.newname, newname)) == 0)
@@ -904,7 +911,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	if (rc == 0 && pfs_dec_entry_rep(rep.buf, rep.len, &er) < 0)
 		rc = bad_reply(req, "CREATE");
 	rpc_reply_free(&rep);
-	if (rc == 0 && !(ip = entry_param(c, &er.e, &e))) {
+	if (rc == 0 && !(ip = entry_param(c, NULL, 0, &er.e, &e))) {
 		/* The file was created and opened; the kernel will never
 		 * release this fid, so do it here. */
 		release_fid(req, &er.e.fh, of->fid, PFS_OP_RELEASE);
@@ -1328,6 +1335,7 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 
 	rpc_reply_free(&of->dir);
 	of->rd_valid = false;
+	of->rd_synth = false;
 	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
 	of->rd_seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, false);
@@ -1356,6 +1364,80 @@ static bool is_dot(const struct pfs_name *n)
 	return n->s[0] == '.' && (n->len == 1 || (n->len == 2 && n->s[1] == '.'));
 }
 
+/* Cold start: READDIR answered from the directory's complete listing
+ * (fetched now if it has none and is small), while it is coherent as for
+ * lookup_listed: no READDIR round trips, and the daemon never opens the
+ * directory (no RELEASEDIR). Sets of's chunk to the whole listing, with
+ * cookies of its own (1, 2, ...: of->rd_synth) and entries (readdirplus
+ * too), and returns true; false to ask the server. At offset 0 only,
+ * with of->lock held. */
+static bool readdir_listed(fuse_req_t req, struct ofile *of)
+{
+	struct client *c = CL(req);
+	struct inode *dir = of->ip;
+	struct listing_info li;
+	struct pfs_creds cr;
+	uint64_t pseq;
+	uint8_t *buf, eof;
+	size_t len;
+
+	if (!c->max_inline || cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
+		return false;
+	if (inode_may_list(dir, LIST_DIR_MAX_SIZE)) {
+		fill_creds(req, &cr, true);
+		fetch_listing(req, dir, &cr);
+	}
+	if (inode_listing_readdir(c->it, dir, &buf, &len, &li, &pseq) < 0)
+		return false;
+	if (!transport_quiet(c->tr)) {
+		free(buf);
+		return false;
+	}
+	cache_gate_enter(c->cache);
+	bool stale = cache_pushed_since(c->cache, li.seq, &dir->fh);
+	bool parent_stale = cache_pushed_since(c->cache, pseq, &dir->fh);
+	cache_gate_leave(c->cache);
+	if (stale)
+		inode_drop_listing(dir);
+	if (stale || parent_stale) {
+		free(buf);
+		return false;
+	}
+	rpc_reply_free(&of->dir);
+	of->dir.buf = buf;
+	of->dir.len = len;
+	pfs_rd_init(&of->rd, buf, len);
+	(void)pfs_get_U8(&of->rd, &eof);
+	of->rd_eof = true;
+	of->rd_off = 0;
+	of->rd_plus = true;
+	of->rd_valid = true;
+	of->rd_synth = true;
+	of->rd_seq = li.seq;
+	of->rd_any = li.any;
+	of->rd_ns = li.own_ns;
+	return true;
+}
+
+/* Moves a readdir_listed chunk's position to just after cookie off. */
+static void synth_seek(struct ofile *of, uint64_t off)
+{
+	uint8_t eof;
+
+	pfs_rd_init(&of->rd, of->dir.buf, of->dir.len);
+	(void)pfs_get_U8(&of->rd, &eof);
+	of->rd_off = 0;
+	while (of->rd_off < off) {
+		struct pfs_rd save = of->rd;
+		struct pfs_dirent de;
+		if (pfs_dec_dirent(&of->rd, &de) != 1) {
+			of->rd = save;
+			break;
+		}
+		of->rd_off = de.next_off;
+	}
+}
+
 static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
 		       bool plus)
 {
@@ -1374,8 +1456,13 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	pthread_mutex_lock(&of->lock);
 	/* A plain READDIR can use a READDIRPLUS chunk (the kernel asks
 	 * with plus only at offset 0 under READDIRPLUS_AUTO). */
-	if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
-		rc = dir_fetch(req, of, (uint64_t)off, plus);
+	if (of->rd_synth && off != 0) {
+		/* Its cookies are ours: never sent to the server. */
+		if (of->rd_off != (uint64_t)off)
+			synth_seek(of, (uint64_t)off);
+	} else if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
+		if (off != 0 || !readdir_listed(req, of))
+			rc = dir_fetch(req, of, (uint64_t)off, plus);
 		fresh = true;
 	}
 	/* Entries handed to the kernel get timeout 0 if a push about the
@@ -1412,7 +1499,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			memset(&e, 0, sizeof(e));
 			/* "." and ".." never go through the inode table. */
 			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name))
-				ip = entry_param(c, &de.e, &e);
+				ip = entry_param(c, of->ip, of->rd_seq, &de.e, &e);
 			if (!ip) {
 				e.attr.st_ino = de.ino;
 				e.attr.st_mode = de.mode;
