@@ -269,7 +269,7 @@ static void send_forget(struct cache *k, struct fh_node **list)
 	 * the kernel ask again (GETATTR registers it again). */
 	for (struct fh_node *f = sent; f; f = f->next) {
 		fuse_ino_t nodeid;
-		if (inode_find(c->it, &f->fh, false, &nodeid) && c->se)
+		if (inode_find(c->it, &f->fh, false, &nodeid, NULL) && c->se)
 			fuse_lowlevel_notify_inval_inode(c->se, nodeid, -1, 0);
 	}
 out:

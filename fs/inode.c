@@ -484,7 +484,7 @@ void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl)
 }
 
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
-		fuse_ino_t *nodeid)
+		fuse_ino_t *nodeid, bool *is_dir)
 {
 	pthread_mutex_lock(&t->lock);
 	struct inode *ip = find(t, fh, fh_hash(fh));
@@ -493,6 +493,8 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 		inode_clear_nocaps(ip);
 		pthread_mutex_lock(&ip->lock);
 		ip->parent_ino = 0; /* it may have moved */
+		if (is_dir)
+			*is_dir = S_ISDIR(ip->attr.mode);
 		pthread_mutex_unlock(&ip->lock);
 		if (drop_cached) {
 			inode_drop_cached(ip);

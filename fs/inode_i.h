@@ -152,11 +152,12 @@ bool inode_noxattr(struct inode *ip, uint8_t bit);
 void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl);
 
 /* The nodeid currently mapped to fh, without adding a lookup, for a
- * server push: forgets the remembered capability absence and, with
- * drop_cached, the cached-pages version (its pages are being
- * invalidated). Returns false if the kernel does not know fh. */
+ * server push: forgets the remembered capability absence, the parent of
+ * a directory and, with drop_cached, the cached-pages version (its pages
+ * are being invalidated); *is_dir (if not NULL) tells whether it is a
+ * directory. Returns false if the kernel does not know fh. */
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
-		fuse_ino_t *nodeid);
+		fuse_ino_t *nodeid, bool *is_dir);
 
 /* Records attributes the server returned. */
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a);

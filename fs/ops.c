@@ -1787,8 +1787,17 @@ void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_
 		struct pfs_inval_inode_push m;
 		if (pfs_dec_inval_inode_push(payload, len, &m) < 0)
 			goto bad;
-		if (inode_find(c->it, &m.fh, m.offset >= 0, &nodeid))
-			fuse_lowlevel_notify_inval_inode(c->se, nodeid, m.offset, m.length);
+		bool is_dir = false;
+		if (!inode_find(c->it, &m.fh, m.offset >= 0, &nodeid, &is_dir))
+			return;
+		/* A directory's listing goes too, cached by the kernel
+		 * (cache_readdir): a move to another parent changes only the
+		 * directory's ctime, and its "..". */
+		if (m.offset < 0 && is_dir) {
+			m.offset = 0;
+			m.length = 0;
+		}
+		fuse_lowlevel_notify_inval_inode(c->se, nodeid, m.offset, m.length);
 		return;
 	}
 	case PFS_OP_INVAL_ENTRY: {
@@ -1796,7 +1805,7 @@ void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_
 		if (pfs_dec_inval_entry_push(payload, len, &m) < 0)
 			goto bad;
 		/* This also drops a negative entry of the name. */
-		if (inode_find(c->it, &m.parent, false, &nodeid))
+		if (inode_find(c->it, &m.parent, false, &nodeid, NULL))
 			fuse_lowlevel_notify_inval_entry(c->se, nodeid, m.name.s, m.name.len);
 		return;
 	}

@@ -259,3 +259,102 @@ def test_issue4_listing_absences_stay_correct_across_hosts(env):
     write_file(b / "e" / "y2", b"3")
     assert sorted(os.listdir(b / "e")) == ["x", "y2"]
     assert read_file(b / "e" / "y2") == b"3" and not os.path.exists(b / "e" / "y")
+
+
+
+def _getdents(path):
+    """{name: (d_ino, d_type)} from getdents64 on path, "." and ".."
+    included: what the file system's READDIR said (ls -i and os.stat would
+    ask the kernel's dentries instead)."""
+    import ctypes
+    import struct
+    nr = {"x86_64": 217, "aarch64": 61}[os.uname().machine]
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(1 << 16)
+    out = {}
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        while True:
+            n = libc.syscall(nr, fd, buf, len(buf))
+            if n < 0:
+                raise OSError(ctypes.get_errno(), "getdents64")
+            if n == 0:
+                return out
+            raw, pos = buf.raw[:n], 0
+            while pos < n:
+                ino, _, reclen, typ = struct.unpack_from("<QqHB", raw, pos)
+                name = raw[pos + 19:pos + reclen].split(b"\0", 1)[0].decode()
+                assert name not in out, name
+                out[name] = (ino, typ)
+                pos += reclen
+    finally:
+        os.close(fd)
+
+def test_issue4_readdir_answered_from_the_listing(env, daemon, mount):
+    """Listing a small directory costs one LISTDIR and no READDIR or
+    RELEASEDIR, and gives what the export holds: every name (1,500 of
+    them: the kernel reads on at the cookies podfs gave), file types, and
+    inode numbers of the entries, "." and "..", also after this client
+    moved the directory elsewhere."""
+    d = env.export / "pkg" / "sub"
+    d.mkdir(parents=True)
+    for i in range(1500):
+        (d / f"n{i:04d}.py").write_bytes(b"x")
+    os.mkdir(d / "dir")
+    os.symlink("n0001.py", d / "link")
+    os.mkfifo(d / "fifo")
+    assert os.stat(d).st_size <= 64 * 1024  # small enough to be listed whole
+    m = mount(opts="log_level=debug")
+    before = len(m.proc.output().splitlines())
+    got = _getdents(m / "pkg" / "sub")
+    assert got == _getdents(d) and len(got) == 1505
+    time.sleep(0.3)
+    log = "\n".join(m.proc.output().splitlines()[before:])
+    sent = [line.split("(")[1].split(")")[0] for line in log.splitlines()
+            if "request " in line and "connection" in line]
+    assert "READDIR" not in sent, sent
+    assert sent.count("LISTDIR") >= 1, sent
+    # Moved by this client: ".." is the new parent.
+    os.mkdir(m / "other")
+    os.rename(m / "pkg" / "sub" / "dir", m / "other" / "moved")
+    assert _getdents(m / "other" / "moved")[".."][0] == os.stat(env.export / "other").st_ino
+
+
+@pytest.mark.netns
+def test_issue4_readdir_from_listing_follows_other_hosts(env):
+    """B lists d from its listing; names A creates, removes or renames in d
+    show in B's next listing within the bound; a directory A moves to
+    another parent shows that parent as ".." on B."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    os.makedirs(a / "d" / "sub")
+    os.mkdir(a / "p")
+    for i in range(5):
+        write_file(a / "d" / f"f{i}", b"x")
+    time.sleep(0.2)
+    assert sorted(os.listdir(b / "d")) == ["f0", "f1", "f2", "f3", "f4", "sub"]
+    assert _getdents(b / "d" / "sub")[".."][0] == os.stat(pod.export / "d").st_ino
+    write_file(a / "d" / "new", b"y")
+    wait_for(lambda: "new" in os.listdir(b / "d"), 0.5, what="create")
+    os.unlink(a / "d" / "f1")
+    wait_for(lambda: "f1" not in os.listdir(b / "d"), 0.5, what="unlink")
+    os.rename(a / "d" / "f2", a / "d" / "g2")
+    wait_for(lambda: sorted(os.listdir(b / "d")) == ["f0", "f3", "f4", "g2", "new", "sub"], 0.5,
+             what="rename")
+    # B keeps moved directories open (its cwd, say) while A moves them:
+    # one B listed before, one it only looked up.
+    os.mkdir(a / "d" / "sub2")
+    wait_for(lambda: os.path.isdir(b / "d" / "sub2"), 0.5, what="sub2")
+    fds = [os.open(b / "d" / n, os.O_RDONLY | os.O_DIRECTORY) for n in ("sub", "sub2")]
+    try:
+        for n in ("sub", "sub2"):
+            os.rename(a / "d" / n, a / "p" / n)
+        want = os.stat(pod.export / "p").st_ino
+        for fd in fds:
+            # Listed through the directory itself (its fd), not by path.
+            wait_for(lambda: _getdents(f"/proc/{os.getpid()}/fd/{fd}")[".."][0] == want, 0.5,
+                     what="moved ..")
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert _getdents(b / "p" / "sub")[".."][0] == want
