@@ -133,7 +133,7 @@ int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_
 	pfd = entry_open(x, dirfd, name, e, &st);
 	if (pfd < 0)
 		return pfd;
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_inline)
+	if (!S_ISREG(st.st_mode))
 		goto out_adopt;
 	/* O_NOATIME only works for the owner (or CAP_FOWNER). */
 	fd = reopen(pfd, O_RDONLY | O_NOATIME);
@@ -141,6 +141,11 @@ int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_
 		fd = reopen(pfd, O_RDONLY);
 	if (fd < 0)
 		goto out_adopt; /* not readable by the caller: no data */
+	*flags = PFS_LD_READABLE;
+	if ((uint64_t)st.st_size > max_inline) {
+		close(fd);
+		goto out_adopt;
+	}
 	/* Read one byte more than the size: a file that grew is caught too. */
 	while (got < (size_t)max_inline + 1) {
 		ssize_t n = read(fd, buf + got, (size_t)max_inline + 1 - got);
@@ -156,7 +161,7 @@ int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_
 	/* Whole and consistent only if nothing changed while we read. */
 	if (got == (size_t)st.st_size && fstat(fd, &st2) == 0 && same_version(&st, &st2)) {
 		*len = (uint32_t)got;
-		*flags = PFS_LD_DATA;
+		*flags |= PFS_LD_DATA;
 	}
 	close(fd);
 out_adopt:

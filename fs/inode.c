@@ -818,13 +818,14 @@ bad:
 }
 
 int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8_t **data,
-		       uint32_t *dlen, struct listing_info *li)
+		       uint32_t *dlen, uint32_t *flags, struct listing_info *li)
 {
 	size_t nl = strlen(name);
 	int ret = LS_NONE;
 
 	*data = NULL;
 	*dlen = 0;
+	*flags = 0;
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
 	if (!ls)
@@ -842,6 +843,7 @@ int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e,
 		    memcmp(n.s, name, nl) != 0)
 			continue;
 		ret = LS_PRESENT;
+		*flags = fl;
 		if ((fl & PFS_LD_DATA) && S_ISREG(e->attr.mode) && d.len == e->attr.size &&
 		    (*data = malloc(d.len ? d.len : 1)) != NULL) {
 			memcpy(*data, d.p, d.len);

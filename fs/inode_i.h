@@ -230,8 +230,9 @@ bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid);
  * inode_own_snap (any, ns) by a caller with ids uid/gid. Returns 0,
  * -EBADMSG, -ENOMEM or -ENOSPC (listings together over their cap).
  * inode_listing_find looks name up in it: LS_NONE (no listing),
- * LS_ABSENT, or LS_PRESENT with *e and, if the listing carried the
- * content, *data (malloc'd copy, the caller frees) and *dlen; *li tells
+ * LS_ABSENT, or LS_PRESENT with *e, the item's PFS_LD_* *flags and, if
+ * the listing carried the content, *data (malloc'd copy, the caller
+ * frees) and *dlen; *li tells
  * when and by whom the listing was fetched. The caller decides whether
  * it is still coherent (no push about dir since li->seq) and calls
  * inode_drop_listing if not (no listing is fetched for that directory
@@ -249,7 +250,7 @@ enum { LS_NONE, LS_ABSENT, LS_PRESENT };
 int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
 		      const struct listing_info *li);
 int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8_t **data,
-		       uint32_t *dlen, struct listing_info *li);
+		       uint32_t *dlen, uint32_t *flags, struct listing_info *li);
 void inode_drop_listing(struct inode *dir);
 void inode_listing_touch(struct inode *dir);
 uint64_t inode_listing_gen(struct inode *dir);

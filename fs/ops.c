@@ -307,9 +307,10 @@ static void pfs_destroy(void *userdata)
 /* ---- names ---- */
 
 /* LOOKUP_DATA: the entry and, for a small regular file, its content.
- * Returns 0 with *er filled, -ENOSYS if the server lacks it, or -errno. */
+ * Returns 0 with *er filled and *readable (PFS_LD_READABLE), -ENOSYS if
+ * the server lacks it, or -errno. */
 static int lookup_data(fuse_req_t req, struct pfs_lookup_req *lm, struct pfs_entry_rep *er,
-		       struct rpc_reply *rep, struct pfs_bytes *data)
+		       struct rpc_reply *rep, struct pfs_bytes *data, bool *readable)
 {
 	struct client *c = CL(req);
 	struct pfs_lookup_data_req m;
@@ -331,6 +332,7 @@ static int lookup_data(fuse_req_t req, struct pfs_lookup_req *lm, struct pfs_ent
 	data->len = 0;
 	if ((r.flags & PFS_LD_DATA) && S_ISREG(r.e.attr.mode) && r.data.len == r.e.attr.size)
 		*data = r.data;
+	*readable = data->p || ((r.flags & PFS_LD_READABLE) && S_ISREG(r.e.attr.mode));
 	return 0;
 }
 
@@ -390,14 +392,14 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	struct fuse_entry_param e;
 	struct listing_info li;
 	uint8_t *data;
-	uint32_t dlen;
+	uint32_t dlen, lflags;
 
 	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
 		return false;
-	int r = inode_listing_find(dir, name, &pe, &data, &dlen, &li);
+	int r = inode_listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
 	if (r == LS_NONE && inode_may_list(dir, LIST_DIR_MAX_SIZE)) {
 		fetch_listing(req, dir, cr);
-		r = inode_listing_find(dir, name, &pe, &data, &dlen, &li);
+		r = inode_listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
 	}
 	if (r == LS_NONE || !transport_quiet(c->tr)) {
 		free(data);
@@ -407,8 +409,12 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	bool stale = cache_pushed_since(c->cache, li.seq, &dir->fh);
 	bool entry_stale = r == LS_PRESENT && cache_pushed_since(c->cache, li.seq, &pe.fh);
 	/* A small file that came without its content (the listing's data
-	 * budget ran out): LOOKUP_DATA brings it in the same round trip. */
-	if (r == LS_PRESENT && !data && S_ISREG(pe.attr.mode) && pe.attr.size > 0 &&
+	 * budget ran out) from a server that does not say whether the caller
+	 * may read it: LOOKUP_DATA brings both in the same round trip.
+	 * Otherwise its first READ does, if it is read at all (a .py file
+	 * next to its .pyc is only stat'ed), or the persistent cache. */
+	bool readable = data || ((lflags & PFS_LD_READABLE) && S_ISREG(pe.attr.mode));
+	if (r == LS_PRESENT && !readable && S_ISREG(pe.attr.mode) && pe.attr.size > 0 &&
 	    pe.attr.size <= c->max_inline)
 		entry_stale = true;
 	cache_gate_leave(c->cache);
@@ -434,9 +440,10 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		return false;
 	}
 	inode_trust_attr(c->it, ip, li.seq, li.any, li.own_ns);
+	if (readable)
+		inode_note_reader(ip, li.uid, li.gid);
 	if (data) {
 		inode_set_inline(ip, &pe.attr, data, dlen);
-		inode_note_reader(ip, li.uid, li.gid);
 		if (c->pc) {
 			struct dver v = dver_of(&pe.attr);
 			pcache_offer(c->pc, &pe.fh, &v, data, dlen);
@@ -457,6 +464,7 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct rpc_reply rep = { 0 };
 	struct fuse_entry_param e;
 	struct inode *ip;
+	bool readable = false;
 	int rc;
 
 	maybe_tune(c);
@@ -470,7 +478,7 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	rc = -ENOSYS;
 	if (c->max_inline && !cache_nosys(c->cache, PFS_OP_LOOKUP_DATA)) {
-		rc = lookup_data(req, &m, &er, &rep, &data);
+		rc = lookup_data(req, &m, &er, &rep, &data, &readable);
 		if (rc == -ENOSYS) {
 			pfs_info("server has no LOOKUP_DATA: plain lookups");
 			cache_set_nosys(c->cache, PFS_OP_LOOKUP_DATA);
@@ -496,10 +504,10 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ip = entry_param(c, dir, seq, &er.e, &e);
 	if (ip)
 		inode_trust_attr(c->it, ip, seq, any, ns);
-	if (ip && data.p) {
+	if (ip && data.p)
 		inode_set_inline(ip, &er.e.attr, data.p, data.len);
+	if (ip && readable)
 		inode_note_reader(ip, m.cr.uid, m.cr.gid); /* see LOOKUP_DATA */
-	}
 	if (ip && data.p && c->pc) {
 		struct dver v = dver_of(&er.e.attr);
 		pcache_offer(c->pc, &er.e.fh, &v, data.p, data.len);

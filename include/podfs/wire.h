@@ -283,12 +283,17 @@ enum {
  *   struct pfs_reval_result, only the items that changed or are gone.
  * LOOKUP_DATA: LOOKUP whose reply also carries the whole content of a
  *   regular file of at most max_inline bytes (PFS_INLINE_MAX at most) that
- *   the caller may read, so a cold open + read costs no extra round trip. */
+ *   the caller may read, so a cold open + read costs no extra round trip.
+ *   PFS_LD_READABLE says the server opened the regular file for reading
+ *   with the caller's credentials (as mapped by the server), whatever its
+ *   size: a client whose attributes of the file are current may answer
+ *   that caller's read-only open itself. */
 #define PFS_INLINE_MAX (64u * 1024)
 #define PFS_BATCH_MAX 4096 /* items in one FORGET or REVALIDATE */
 
 enum {
-	PFS_LD_DATA = 1u << 0, /* lookup_data_rep.data is the whole file */
+	PFS_LD_DATA = 1u << 0,     /* lookup_data_rep.data is the whole file */
+	PFS_LD_READABLE = 1u << 1, /* the caller may open it for reading */
 };
 
 /* Opcodes 60-64 belong to request economy (issue 4).
@@ -321,8 +326,8 @@ enum {
  *   (PFS_LS_COMPLETE: every name of the directory is listed; otherwise
  *   the listing is a prefix the client must not use for absences), then
  *   items to the end of the payload: name, entry, u32 flags (PFS_LD_DATA:
- *   data is the whole content, read with the caller's credentials, as in
- *   LOOKUP_DATA), bytes data. "." and ".." are not listed. Inline data
+ *   data is the whole content, read with the caller's credentials, and
+ *   PFS_LD_READABLE, as in LOOKUP_DATA), bytes data. "." and ".." are not listed. Inline data
  *   takes at most PFS_LISTDIR_DATA_MAX bytes of a reply; files past that
  *   come without data. The session caches every listed entry (pushes
  *   follow), and the directory. */

@@ -104,6 +104,7 @@ ST_GRACE = 85  # ERESTART: the server is in its grace period
 AUTH_RESUMED = 1 << 0
 AUTH_LOCKS_LOST = 1 << 1
 LD_DATA = 1
+LD_READABLE = 2
 INLINE_MAX = 64 * 1024
 BATCH_MAX = 4096
 

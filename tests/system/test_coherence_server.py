@@ -255,20 +255,25 @@ def test_lookup_data(env, daemon, ab):
     os.mkdir(env.export / "d")
     os.symlink("small", env.export / "link")
 
+    both = P.LD_DATA | P.LD_READABLE
     h, attr, flags, data = b.lookup_data(b.root, "small")
-    assert flags == P.LD_DATA and data == small and attr["size"] == len(small)
+    assert flags == both and data == small and attr["size"] == len(small)
     assert h == b.lookup(b.root, "small")[0]
-    assert b.lookup_data(b.root, "empty")[2:] == (P.LD_DATA, b"")
-    assert b.lookup_data(b.root, "max")[2:] == (P.LD_DATA, b"m" * P.INLINE_MAX)
-    # Larger than what the caller asked for, or than the protocol allows.
+    assert b.lookup_data(b.root, "empty")[2:] == (both, b"")
+    assert b.lookup_data(b.root, "max")[2:] == (both, b"m" * P.INLINE_MAX)
+    # Larger than what the caller asked for, or than the protocol allows:
+    # no data, but the caller may read it.
     h, attr, flags, data = b.lookup_data(b.root, "small", max_inline=4999)
-    assert (flags, data, attr["size"]) == (0, b"", 5000)
-    assert b.lookup_data(b.root, "big", max_inline=1 << 20)[2:] == (0, b"")
-    # Not readable by the caller: a valid entry without data.
+    assert (flags, data, attr["size"]) == (P.LD_READABLE, b"", 5000)
+    assert b.lookup_data(b.root, "big", max_inline=1 << 20)[2:] == (P.LD_READABLE, b"")
+    # Not readable by the caller: a valid entry without data or READABLE.
     user = P.creds(65534, 65534)
     h, attr, flags, data = b.lookup_data(b.root, "secret", cr=user)
     assert (flags, data, attr["size"]) == (0, b"", 10)
-    assert b.lookup_data(b.root, "secret")[2:] == (P.LD_DATA, b"s" * 10)
+    write_file(env.export / "secret-big", b"s" * (P.INLINE_MAX + 1))
+    os.chmod(env.export / "secret-big", 0o600)
+    assert b.lookup_data(b.root, "secret-big", cr=user)[2:] == (0, b"")
+    assert b.lookup_data(b.root, "secret")[2:] == (both, b"s" * 10)
     # Only regular files carry data.
     assert b.lookup_data(b.root, "d")[2:] == (0, b"")
     assert b.lookup_data(b.root, "link")[2:] == (0, b"")

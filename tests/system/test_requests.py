@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import Pod
-from helpers import DelayRelay, in_thread, read_file, wait_for, write_file
+from helpers import DelayRelay, file_errno, in_thread, read_file, wait_for, write_file
 
 
 def _ops(log, op):
@@ -358,3 +358,34 @@ def test_issue4_readdir_from_listing_follows_other_hosts(env):
         for fd in fds:
             os.close(fd)
     assert _getdents(b / "p" / "sub")[".."][0] == want
+
+
+def test_issue4_cold_open_of_listed_big_files(env, daemon, mount):
+    """Files over 64 KiB travel without their content, but the listing
+    says the caller may read them: a cold open + read of one costs READs
+    only (no OPEN), a listed small file that came without content (the
+    listing's data budget ran out) costs nothing until read, and a file
+    the caller may not read is still refused at open."""
+    big = {f"lib{i}.so": os.urandom(200 * 1024 + i) for i in range(4)}
+    small = {f"m{i:02d}.pyc": os.urandom(60 * 1024) for i in range(20)}  # > 512 KiB in all
+    for name, data in {**big, **small}.items():
+        write_file(env.export / name, data)
+    write_file(env.export / "secret.so", b"s" * (100 * 1024))
+    os.chmod(env.export / "secret.so", 0o600)
+    os.chmod(env.export, 0o755)
+    m = mount(opts="log_level=debug")
+    before = len(m.proc.output().splitlines())
+    for name, data in big.items():
+        assert read_file(m / name) == data
+    for name in small:
+        os.stat(m / name)
+    time.sleep(0.3)
+    log = "\n".join(m.proc.output().splitlines()[before:])
+    sent = [line.split("(")[1].split(")")[0] for line in log.splitlines()
+            if "request " in line and "connection" in line]
+    assert "OPEN" not in sent and "LOOKUP_DATA" not in sent and "LOOKUP" not in sent, sent
+    assert sent.count("LISTDIR") == 1 and "READ" in sent, sent
+    for name, data in small.items():
+        assert read_file(m / name) == data
+    assert file_errno(f"open({str(m / 'secret.so')!r}, 'rb').read()") == "EACCES"
+    assert file_errno(f"open({str(m / 'lib0.so')!r}, 'rb').read()") == "OK"
