@@ -52,6 +52,11 @@ size_t pfs_zr_maybe_encode(const void *src, size_t len, void *dst, size_t cap);
  * over PFS_MAX_PAYLOAD. Never writes past dst[raw_len]. */
 int pfs_zr_decode(const void *src, size_t wire_len, void *dst, size_t raw_len);
 
+/* Whether zero-word coding uses the CPU's AVX-512 (same bytes, faster).
+ * on = 0 or 1 turns it off or back on where the CPU has it (tests);
+ * on < 0 only asks. Call before threads code or decode. */
+bool pfs_zr_simd(int on);
+
 /* Decodes a payload according to the PFS_FF_CODED bits of flags (exactly
  * one must be set): pfs_lz4_decompress or pfs_zr_decode. Same returns. */
 int pfs_payload_decode(uint16_t flags, const void *src, size_t wire_len, void *dst,
