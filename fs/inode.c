@@ -866,11 +866,22 @@ void inode_drop_listing(struct inode *dir)
 	listing_free(ls);
 }
 
+void inode_listing_stale(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	dir->listing = NULL;
+	dir->list_after = mono_ns() + INODE_LIST_QUIET_NS;
+	pthread_mutex_unlock(&dir->lock);
+	listing_free(ls);
+}
+
 void inode_listing_touch(struct inode *dir)
 {
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
 	dir->listing = NULL;
+	dir->list_after = mono_ns() + INODE_LIST_QUIET_NS;
 	dir->ls_gen++;
 	pthread_mutex_unlock(&dir->lock);
 	listing_free(ls);
@@ -888,7 +899,7 @@ bool inode_may_list(struct inode *dir, uint64_t max_size)
 {
 	pthread_mutex_lock(&dir->lock);
 	bool ok = !dir->no_list && !dir->listing && S_ISDIR(dir->attr.mode) &&
-		  dir->attr.size <= max_size;
+		  dir->attr.size <= max_size && mono_ns() >= dir->list_after;
 	pthread_mutex_unlock(&dir->lock);
 	return ok;
 }

@@ -58,10 +58,14 @@ struct inode {
 	uint32_t reader_uid, reader_gid;
 	bool reader_ok;
 	/* Directories: a complete listing (LISTDIR) lookups are answered
-	 * from while it is coherent; no_list once one was incomplete or
-	 * went stale (a directory that changes is asked name by name). */
+	 * from while it is coherent; no_list once one was incomplete; none
+	 * fetched before list_after (CLOCK_MONOTONIC ns) after one went
+	 * stale or this client changed the directory: a directory that
+	 * keeps changing is asked name by name, not listed whole again at
+	 * every lookup (inode_listing_stale). */
 	struct listing *listing;
 	bool no_list;
+	int64_t list_after;
 	uint64_t ls_gen;      /* this client's namespace changes in it */
 	/* Directories: st_ino of the directory it was last looked up in
 	 * (its ".."), 0 if unknown: see inode_set_parent. */
@@ -235,8 +239,9 @@ bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid);
  * frees) and *dlen; *li tells
  * when and by whom the listing was fetched. The caller decides whether
  * it is still coherent (no push about dir since li->seq) and calls
- * inode_drop_listing if not (no listing is fetched for that directory
- * again). This client's own namespace changes in dir are never pushed
+ * inode_listing_stale if not (no listing is fetched for that directory
+ * for INODE_LIST_QUIET_NS); inode_drop_listing: never again (it was
+ * incomplete). This client's own namespace changes in dir are never pushed
  * back: inode_listing_touch (call before sending the change) drops the
  * listing, and a listing fetched before it (li->ns, from
  * inode_listing_gen) is not kept (-ESTALE). */
@@ -246,12 +251,14 @@ struct listing_info {
 	uint32_t uid, gid;
 };
 enum { LS_NONE, LS_ABSENT, LS_PRESENT };
+#define INODE_LIST_QUIET_NS (2 * 1000000000LL)
 #define INODE_LISTING_TOTAL_MAX (64ll << 20)
 int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
 		      const struct listing_info *li);
 int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8_t **data,
 		       uint32_t *dlen, uint32_t *flags, struct listing_info *li);
 void inode_drop_listing(struct inode *dir);
+void inode_listing_stale(struct inode *dir);
 void inode_listing_touch(struct inode *dir);
 uint64_t inode_listing_gen(struct inode *dir);
 /* True if a lookup in dir may fetch a listing first. */

@@ -419,7 +419,7 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		entry_stale = true;
 	cache_gate_leave(c->cache);
 	if (stale)
-		inode_drop_listing(dir);
+		inode_listing_stale(dir);
 	if (stale || entry_stale) {
 		free(data);
 		return false;
@@ -1406,7 +1406,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	bool parent_stale = cache_pushed_since(c->cache, pseq, &dir->fh);
 	cache_gate_leave(c->cache);
 	if (stale)
-		inode_drop_listing(dir);
+		inode_listing_stale(dir);
 	if (stale || parent_stale) {
 		free(buf);
 		return false;

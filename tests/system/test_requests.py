@@ -389,3 +389,27 @@ def test_issue4_cold_open_of_listed_big_files(env, daemon, mount):
         assert read_file(m / name) == data
     assert file_errno(f"open({str(m / 'secret.so')!r}, 'rb').read()") == "EACCES"
     assert file_errno(f"open({str(m / 'lib0.so')!r}, 'rb').read()") == "OK"
+
+
+def test_issue4_changing_directory_is_not_relisted_at_every_lookup(env, daemon, mount):
+    """A client creating files one after another in a directory asks the
+    daemon name by name, not for the whole (growing) listing at each
+    lookup: at most one LISTDIR per quiet period, and the bytes received
+    stay near what the creates need."""
+    m = mount()
+    os.mkdir(m / "d")
+
+    def stats():
+        txt = os.getxattr(m.path, "user.podfs.stats").decode()
+        return {k: int(v) for k, v in (line.split() for line in txt.splitlines())}
+
+    s0 = stats()
+    t0 = time.monotonic()
+    for i in range(300):
+        write_file(m / "d" / f"f{i:04d}", b"x" * 4096)
+    elapsed = time.monotonic() - t0
+    s1 = stats()
+    listdirs = s1.get("req_LISTDIR", 0) - s0.get("req_LISTDIR", 0)
+    assert listdirs <= 2 + elapsed / 2, (listdirs, elapsed)
+    assert s1["wire_in"] - s0["wire_in"] < 300 * 4096, s1["wire_in"] - s0["wire_in"]
+    assert sorted(os.listdir(m / "d")) == [f"f{i:04d}" for i in range(300)]
