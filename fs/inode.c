@@ -970,13 +970,12 @@ int inode_listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **bu
 	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
 		items++;
 	size_t cap = 1 + ls->len + 21 * items + 2 * 32;
-	ret = -ENOMEM;
-	if (r < 0 || !(w.buf = malloc(cap))) {
+	uint8_t *p = r < 0 ? NULL : malloc(cap);
+	if (!p) {
 		ret = r < 0 ? -EBADMSG : -ENOMEM;
 		goto out;
 	}
-	w.cap = cap;
-	w.len = 0;
+	pfs_wr_init(&w, p, cap);
 	ret = -EBADMSG;
 	if (pfs_put_U8(&w, &eof) < 0 ||
 	    put_dirent(&w, ".", 1, ++cookie, NULL, dir->attr.ino, S_IFDIR) < 0 ||
