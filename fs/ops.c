@@ -340,8 +340,10 @@ static int lookup_data(fuse_req_t req, struct pfs_lookup_req *lm, struct pfs_ent
  * are listed whole at their first lookup. */
 #define LIST_DIR_MAX_SIZE (64u * 1024)
 
-/* Fetches dir's listing (LISTDIR) and keeps it if complete. */
-static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr)
+/* Fetches dir's listing (LISTDIR), with the content of files up to
+ * max_inline bytes, and keeps it if complete. */
+static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr,
+			  uint32_t max_inline)
 {
 	struct client *c = CL(req);
 	struct pfs_listdir_req m;
@@ -350,7 +352,7 @@ static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_cr
 
 	m.cr = *cr;
 	m.fh = dir->fh;
-	m.max_inline = c->max_inline;
+	m.max_inline = max_inline;
 	m.max_bytes = PFS_MAX_IO;
 	li.any = inode_own_snap(c->it, &li.own_ns);
 	li.ns = inode_listing_gen(dir);
@@ -398,7 +400,7 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		return false;
 	int r = inode_listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
 	if (r == LS_NONE && inode_may_list(dir, LIST_DIR_MAX_SIZE)) {
-		fetch_listing(req, dir, cr);
+		fetch_listing(req, dir, cr, c->max_inline);
 		r = inode_listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
 	}
 	if (r == LS_NONE || !transport_quiet(c->tr)) {
@@ -1391,9 +1393,14 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 
 	if (!c->max_inline || cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
 		return false;
+	/* Without contents: whoever lists a directory (find, ls -l, a
+	 * walk, Python's import path cache) mostly reads no file in it, and
+	 * reading them all from a cold disk tripled find's cold time. A
+	 * file read later costs its READ; one looked up first rides along
+	 * as before (LISTDIR at the lookup, LOOKUP_DATA). */
 	if (inode_may_list(dir, LIST_DIR_MAX_SIZE)) {
 		fill_creds(req, &cr, true);
-		fetch_listing(req, dir, &cr);
+		fetch_listing(req, dir, &cr, 0);
 	}
 	if (inode_listing_readdir(c->it, dir, &buf, &len, &li, &pseq) < 0)
 		return false;

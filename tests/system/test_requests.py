@@ -474,3 +474,34 @@ def test_issue4_listings_under_churn_across_hosts(env):
                 wait_for(lambda: listed(b, dd) == w, 0.3, what=f"{dd} after operation {n}")
         n += 1
     assert n > 100
+
+
+def test_issue4_listing_a_directory_reads_no_contents(env, daemon, mount):
+    """A cold walk that lists directories and stats their files (find,
+    ls -l, os.walk) gets names and attributes, not the files' contents:
+    what the daemon sends stays far below the files' bytes, and no READ
+    is sent (nor READDIR, but for the mount's root)."""
+    total = 0
+    for d in range(4):
+        os.makedirs(env.export / f"t{d}")
+        for i in range(100):
+            data = os.urandom(4000)
+            (env.export / f"t{d}" / f"f{i}").write_bytes(data)
+            total += len(data)
+    m = mount()
+
+    def stats():
+        txt = os.getxattr(m.path, "user.podfs.stats").decode()
+        return {k: int(v) for k, v in (line.split() for line in txt.splitlines())}
+
+    s0 = stats()
+    seen = 0
+    for root, dirs, files in os.walk(m.path):
+        for name in files:
+            seen += os.lstat(os.path.join(root, name)).st_size
+    s1 = stats()
+    assert seen == total
+    assert s1["wire_in"] - s0["wire_in"] < total // 4, (s1["wire_in"] - s0["wire_in"], total)
+    assert s1.get("req_READ", 0) == s0.get("req_READ", 0)
+    # The mount's root is listed by the daemon: podfs does not know its "..".
+    assert s1.get("req_READDIR", 0) - s0.get("req_READDIR", 0) <= 1
