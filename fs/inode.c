@@ -729,6 +729,7 @@ struct listing {
 	size_t len;
 	uint32_t *slot;           /* open addressing: item offset + 1, 0 empty */
 	size_t nslot;             /* power of two */
+	size_t n;                 /* items */
 	_Atomic int64_t *total;   /* the table's listing_total */
 };
 
@@ -785,6 +786,7 @@ int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, si
 	ls->buf = buf;
 	ls->len = len;
 	ls->nslot = nslot;
+	ls->n = n;
 	ls->total = &t->listing_total;
 	int64_t bytes = (int64_t)(len + nslot * sizeof(uint32_t));
 	if (atomic_fetch_add(&t->listing_total, bytes) + bytes > INODE_LISTING_TOTAL_MAX) {
@@ -965,14 +967,10 @@ int inode_listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **bu
 	/* Each item becomes a dirent at most 21 bytes longer (cookie, ino,
 	 * mode, flags minus the item's flags and data length), and the
 	 * two dots. */
-	size_t items = 0;
-	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
-	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
-		items++;
-	size_t cap = 1 + ls->len + 21 * items + 2 * 32;
-	uint8_t *p = r < 0 ? NULL : malloc(cap);
+	size_t cap = 1 + ls->len + 21 * ls->n + 2 * 32;
+	uint8_t *p = malloc(cap);
 	if (!p) {
-		ret = r < 0 ? -EBADMSG : -ENOMEM;
+		ret = -ENOMEM;
 		goto out;
 	}
 	pfs_wr_init(&w, p, cap);

@@ -68,6 +68,13 @@ def run(argv, timeout=60, check=True, **kw):
     return r
 
 
+
+def podfs_stats(mnt):
+    """A mount's counters: the user.podfs.stats xattr of its root, as
+    {name: int} (byte counters, req_OP request counts, pcache_*...)."""
+    text = os.getxattr(mnt.path, "user.podfs.stats").decode()
+    return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
+
 def setpriv_argv(uid=TEST_UID, gid=TEST_GID, groups=()):
     a = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
     if groups:

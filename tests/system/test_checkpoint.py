@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from helpers import PODFS, RECONNECT, check_uncommitted_resent, in_thread, read_file, wait_for, write_file
+from helpers import PODFS, RECONNECT, check_uncommitted_resent, in_thread, podfs_stats as stats, read_file, wait_for, write_file
 
 MiB = 1 << 20
 
@@ -252,11 +252,6 @@ def test_rename_over_is_atomic_for_other_host(pod):
     assert not bad, bad[:5]
     assert reads[0] > 0
     assert read_file(pod.export / "ckpt") == version(v)
-
-
-def stats(mnt):
-    txt = os.getxattr(mnt.path, "user.podfs.stats").decode()
-    return {k: int(v) for k, v in (line.split() for line in txt.splitlines())}
 
 
 @pytest.mark.timeout(120)

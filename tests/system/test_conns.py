@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from helpers import RECONNECT, check_uncommitted_resent, in_thread, read_file, wait_for, write_file
+from helpers import RECONNECT, check_uncommitted_resent, in_thread, podfs_stats as stats, read_file, wait_for, write_file
 
 MiB = 1 << 20
 
@@ -49,12 +49,6 @@ def conn_bytes(daemon):
             if m:
                 out[cur] = int(m.group(1))
     return out
-
-
-def stats(m):
-    """The mount's counters (user.podfs.stats xattr of its root)."""
-    text = os.getxattr(m.path, "user.podfs.stats").decode()
-    return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
 
 
 def write_chunks(path, n, fsync_every=0):

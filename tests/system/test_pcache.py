@@ -13,15 +13,10 @@ import time
 
 import pytest
 
-from helpers import PODFS, read_file, wait_for, write_file
+from helpers import PODFS, podfs_stats as stats, read_file, wait_for, write_file
 
 # Sizes: inline with LOOKUP_DATA, one READ, several READs (background fetch).
 SIZES = {"small": 3000, "mid": 300_000, "big": 3 * 1024 * 1024 + 17}
-
-
-def stats(m):
-    txt = os.getxattr(m.path, "user.podfs.stats").decode()
-    return {k: int(v) for k, v in (line.split() for line in txt.splitlines())}
 
 
 def settle(m, entries=None):

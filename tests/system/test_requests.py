@@ -11,7 +11,16 @@ import time
 import pytest
 
 from conftest import Pod
-from helpers import DelayRelay, file_errno, in_thread, read_file, wait_for, write_file
+from helpers import DelayRelay, file_errno, in_thread, podfs_stats, read_file, wait_for, write_file
+
+
+def _sent_since(m, before):
+    """Opcodes of the requests mount m (log_level=debug) sent after its
+    log had `before` lines; waits for asynchronous RELEASEs first."""
+    time.sleep(0.3)
+    log = m.proc.output().splitlines()[before:]
+    return [line.split("(")[1].split(")")[0] for line in log
+            if "request " in line and "connection" in line]
 
 
 def _ops(log, op):
@@ -211,10 +220,7 @@ def test_issue4_cold_lookups_answered_from_one_listing(env, daemon, mount):
         for suffix in (".cpython-311-x86_64-linux-gnu.so", ".abi3.so", ".so"):
             assert not os.path.exists(m / f"m{i}{suffix}")
         assert read_file(m / f"m{i}.py") == b"v = %d\n" % i
-    time.sleep(0.3)
-    log = "\n".join(m.proc.output().splitlines()[before:])
-    sent = [line.split("(")[1].split(")")[0] for line in log.splitlines()
-            if "request " in line and "connection" in line]
+    sent = _sent_since(m, before)
     assert sent.count("LISTDIR") == 1, sent
     assert [op for op in sent if op not in ("LISTDIR", "GETATTR", "FORGET")] == [], sent
 
@@ -308,10 +314,7 @@ def test_issue4_readdir_answered_from_the_listing(env, daemon, mount):
     before = len(m.proc.output().splitlines())
     got = _getdents(m / "pkg" / "sub")
     assert got == _getdents(d) and len(got) == 1505
-    time.sleep(0.3)
-    log = "\n".join(m.proc.output().splitlines()[before:])
-    sent = [line.split("(")[1].split(")")[0] for line in log.splitlines()
-            if "request " in line and "connection" in line]
+    sent = _sent_since(m, before)
     assert "READDIR" not in sent, sent
     assert sent.count("LISTDIR") >= 1, sent
     # Moved by this client: ".." is the new parent.
@@ -379,10 +382,7 @@ def test_issue4_cold_open_of_listed_big_files(env, daemon, mount):
         assert read_file(m / name) == data
     for name in small:
         os.stat(m / name)
-    time.sleep(0.3)
-    log = "\n".join(m.proc.output().splitlines()[before:])
-    sent = [line.split("(")[1].split(")")[0] for line in log.splitlines()
-            if "request " in line and "connection" in line]
+    sent = _sent_since(m, before)
     assert "OPEN" not in sent and "LOOKUP_DATA" not in sent and "LOOKUP" not in sent, sent
     assert sent.count("LISTDIR") == 1 and "READ" in sent, sent
     for name, data in small.items():
@@ -399,16 +399,12 @@ def test_issue4_changing_directory_is_not_relisted_at_every_lookup(env, daemon, 
     m = mount()
     os.mkdir(m / "d")
 
-    def stats():
-        txt = os.getxattr(m.path, "user.podfs.stats").decode()
-        return {k: int(v) for k, v in (line.split() for line in txt.splitlines())}
-
-    s0 = stats()
+    s0 = podfs_stats(m)
     t0 = time.monotonic()
     for i in range(300):
         write_file(m / "d" / f"f{i:04d}", b"x" * 4096)
     elapsed = time.monotonic() - t0
-    s1 = stats()
+    s1 = podfs_stats(m)
     listdirs = s1.get("req_LISTDIR", 0) - s0.get("req_LISTDIR", 0)
     assert listdirs <= 2 + elapsed / 2, (listdirs, elapsed)
     assert s1["wire_in"] - s0["wire_in"] < 300 * 4096, s1["wire_in"] - s0["wire_in"]
@@ -490,16 +486,12 @@ def test_issue4_listing_a_directory_reads_no_contents(env, daemon, mount):
             total += len(data)
     m = mount()
 
-    def stats():
-        txt = os.getxattr(m.path, "user.podfs.stats").decode()
-        return {k: int(v) for k, v in (line.split() for line in txt.splitlines())}
-
-    s0 = stats()
+    s0 = podfs_stats(m)
     seen = 0
     for root, dirs, files in os.walk(m.path):
         for name in files:
             seen += os.lstat(os.path.join(root, name)).st_size
-    s1 = stats()
+    s1 = podfs_stats(m)
     assert seen == total
     assert s1["wire_in"] - s0["wire_in"] < total // 4, (s1["wire_in"] - s0["wire_in"], total)
     assert s1.get("req_READ", 0) == s0.get("req_READ", 0)
