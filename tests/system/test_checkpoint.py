@@ -493,6 +493,42 @@ def test_zero_copy_reads(env):
     assert spliced >= 8 * MiB, line
 
 
+@pytest.mark.timeout(240)
+def test_kill9_during_cold_read_stream(env):
+    """A cold sequential read of a big file while the daemon is killed
+    and restarted twice (1 MiB replies cut off in the middle, reads in
+    flight on a connection that dies): the read completes (hard mount)
+    and every byte equals the file."""
+    d = env.start_daemon()
+    size = 96 * MiB
+    data = os.urandom(size)
+    (env.export / "big").write_bytes(data)
+    mm = env.mount(d)
+    got = bytearray()
+
+    def reader():
+        with open(mm / "big", "rb", buffering=0) as f:
+            while True:
+                b = f.read(MiB)
+                if not b:
+                    return True
+                got.extend(b)
+                time.sleep(0.005)
+
+    t, box = in_thread(reader)
+    for mark in (16 * MiB, 48 * MiB):
+        wait_for(lambda: len(got) >= mark or not t.is_alive(), 60, what="reads progressed")
+        assert t.is_alive() and len(got) < size, "the reader ended before the kill"
+        d.kill9()
+        time.sleep(0.2)
+        d.start()
+    t.join(RECONNECT * 3)
+    assert not t.is_alive(), "reader did not finish"
+    assert box.get("result") is True, f"reader failed: {box.get('error')!r}"
+    assert len(got) == size
+    assert bytes(got) == data, "data differs after the restarts"
+
+
 @pytest.mark.timeout(120)
 def test_appends_stay_in_order(env, m):
     """O_APPEND writes sent behind the application keep their order."""
