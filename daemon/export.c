@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -250,6 +251,35 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 	return 0;
 }
 
+/* True if mode only drops some of the set-id bits of a regular file st that a
+ * write, truncate or chown by a caller without CAP_FSETID drops: the
+ * client's kernel asks for that with the writer's identity, who need
+ * not own the file (FUSE without handle_killpriv). */
+static bool only_kills_privs(const struct stat *st, uint32_t mode)
+{
+	mode_t old = st->st_mode & 07777, new = mode & 07777;
+	mode_t kill = S_ISUID | ((st->st_mode & S_IXGRP) ? S_ISGID : 0);
+
+	return S_ISREG(st->st_mode) && new != old && (old & ~kill) == (new & ~kill) &&
+	       (new & kill & ~old) == 0;
+}
+
+/* Drops set-id bits as the kernel does on a write by a non-owner: if the
+ * caller may write the file, as root (the caller's identity is restored
+ * after). Returns 0 or -errno. */
+static int kill_privs(struct xop *x, int fd, const char *path, uint32_t mode)
+{
+	int ret = 0;
+
+	if (faccessat(fd, "", W_OK, AT_EACCESS | AT_EMPTY_PATH) < 0)
+		return -EPERM;
+	syscall(SYS_setfsuid, 0);
+	if (chmod(path, mode & 07777) < 0)
+		ret = -errno;
+	syscall(SYS_setfsuid, x->cr ? x->cr->uid : 0);
+	return ret;
+}
+
 int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req *m,
 		   struct pfs_attr *a)
 {
@@ -262,11 +292,30 @@ int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req
 	if (fstat(obj->fd, &st) < 0)
 		return -errno;
 	procpath(p, obj->fd);
+	if (!(v & ~PFS_SET_CTIME)) {
+		/* Nothing but "change the ctime" (chown(f, -1, -1)). */
+		if (fchownat(obj->fd, "", (uid_t)-1, (gid_t)-1, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
 	if (v & PFS_SET_MODE) {
 		if (S_ISLNK(st.st_mode))
 			return -EOPNOTSUPP;
-		if (chmod(p, m->mode & 07777) < 0)
-			return -errno;
+		if (chmod(p, m->mode & 07777) < 0) {
+			int ret = -errno;
+			/* Set-id bits dropped for a write by a non-owner:
+			 * after the truncate it comes with, if any. */
+			if (ret != -EPERM || !only_kills_privs(&st, m->mode))
+				return ret;
+			if (v & ~PFS_SET_MODE) {
+				struct pfs_setattr_req rest = *m;
+				rest.valid &= ~PFS_SET_MODE;
+				if ((ret = export_setattr(x, obj, &rest, a)) < 0)
+					return ret;
+			}
+			if ((ret = kill_privs(x, obj->fd, p, m->mode)) < 0)
+				return ret;
+			return export_getattr(obj->fd, a);
+		}
 	}
 	if (v & (PFS_SET_UID | PFS_SET_GID)) {
 		uid_t uid = (v & PFS_SET_UID) ? m->uid : (uid_t)-1;

@@ -6,6 +6,7 @@ daemon's side must make the permission decisions. Raw protocol tests use
 pfsproto.py to say things a real client never would.
 """
 
+import errno
 import os
 import random
 import socket
@@ -94,6 +95,71 @@ def test_nonroot_chmod_chown_others_file_eperm(env, m):
     os.chmod(m / "pub", 0o1777)
     assert file_errno(f"os.unlink({str(m / 'pub' / 'theirs')!r})") == "EPERM"
     assert os.path.exists(env.export / "pub" / "theirs")
+
+
+def test_write_by_non_owner_drops_setid_bits(env, m, mount):
+    """As on a local filesystem: a write or truncate by a user who may
+    write but does not own a set-id file succeeds and drops S_ISUID and
+    S_ISGID (with group exec); other hosts see the new mode. A root
+    writer (CAP_FSETID) keeps them. chown(f, -1, -1) changes the ctime."""
+    m2 = mount()
+    os.mkdir(m / "sid")
+    os.chmod(m / "sid", 0o777)
+    for name in ("w", "t", "r"):
+        write_file(m / "sid" / name, b"0123456789")
+        os.chown(m / "sid" / name, OTHER_UID, OTHER_GID)
+        os.chmod(m / "sid" / name, 0o6777)
+        os.stat(m2 / "sid" / name)  # cached on the other host
+    assert file_errno(f"f = open({str(m / 'sid' / 'w')!r}, 'r+b')\nf.write(b'x')\nf.close()") == "OK"
+    assert file_errno(f"os.truncate({str(m / 'sid' / 't')!r}, 3)") == "OK"
+    with open(m / "sid" / "r", "r+b") as f:
+        f.write(b"root")
+    for name, mode in (("w", 0o777), ("t", 0o777), ("r", 0o6777)):
+        assert stat.S_IMODE(os.stat(env.export / "sid" / name).st_mode) == mode, name
+        assert stat.S_IMODE(os.stat(m / "sid" / name).st_mode) == mode, name
+        wait_for(lambda: stat.S_IMODE(os.stat(m2 / "sid" / name).st_mode) == mode, 2,
+                 what=f"mode of {name} on the other host")
+    assert read_file(env.export / "sid" / "w") == b"x123456789"
+    assert os.path.getsize(env.export / "sid" / "t") == 3
+    # ctime only
+    c0 = os.stat(m / "sid" / "r").st_ctime_ns
+    time.sleep(0.02)
+    os.chown(m / "sid" / "r", -1, -1)
+    assert os.stat(env.export / "sid" / "r").st_ctime_ns > c0
+    assert os.stat(m / "sid" / "r").st_ctime_ns > c0
+
+
+def test_raw_setid_drop_is_not_a_chmod(env, daemon):
+    """The daemon lets a non-owner drop set-id bits only as the kernel
+    would on that user's write: exactly those bits, of a file the caller
+    may write. Anything else stays EPERM (raw SETATTR)."""
+    d = env.export / "rs"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    for name, mode in (("ro", 0o6755), ("rw", 0o6777), ("rw2", 0o6777), ("nogx", 0o2767)):
+        (d / name).write_bytes(b"x")
+        os.chown(d / name, OTHER_UID, OTHER_GID)
+        os.chmod(d / name, mode)
+    user = P.creds(TEST_UID, TEST_GID)
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+        hd, _ = c.lookup(c.root, b"rs")
+
+        def setmode(name, mode):
+            h, _ = c.lookup(hd, name)
+            try:
+                c.call(P.OP_SETATTR, user + P.fh(h) + P.u64(0) + P.u32(1) + P.u32(mode) +
+                       P.u32(0) + P.u32(0) + P.u64(0) + P.i64(0) + P.u32(0) + P.i64(0) + P.u32(0))
+                return "OK"
+            except P.PfsError as e:
+                return errno.errorcode[e.status]
+        assert setmode(b"ro", 0o755) == "EPERM"     # not writable by the caller
+        assert setmode(b"rw", 0o775) == "EPERM"     # also drops o+w
+        assert setmode(b"rw", 0o6777) == "EPERM"    # no change at all is a chmod
+        assert setmode(b"nogx", 0o767) == "EPERM"   # S_ISGID without g+x is not a set-id bit
+        assert setmode(b"rw2", 0o2777) == "OK"      # S_ISUID only
+        assert setmode(b"rw", 0o777) == "OK"
+    for name, mode in (("ro", 0o6755), ("rw", 0o777), ("rw2", 0o2777), ("nogx", 0o2767)):
+        assert stat.S_IMODE(os.stat(d / name).st_mode) == mode, name
 
 
 def test_supplementary_group_access(env, m):
