@@ -1064,16 +1064,12 @@ static void pfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct client *c = CL(req);
 	struct inode *ip = IP(req, ino);
-	struct ofile *of = OF(fi);
 	struct pfs_creds cr;
 
-	/* close(2): the written data is committed (close-to-open, and NFS
-	 * semantics: close reports ENOSPC, EDQUOT, EIO of write-behind). */
-	fill_creds(req, &cr, false);
-	/* A commit carries this open's fid (the daemon opens the file again
-	 * under it if it does not know it: RELEASE must follow). */
-	uint64_t fid = wb_holds(c->wb, ip) ? fid_use(of) : of->fid;
-	int err = wb_flush(c->wb, ip, &cr, &ip->fh, fid, (uint32_t)fuse_req_ctx(req)->pid);
+	/* close(2): the file's writes are on the daemon (close-to-open),
+	 * and their errors (ENOSPC, EDQUOT, EIO) are reported, as NFS does;
+	 * the commit follows at release (wb_i.h). */
+	int err = wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
 
 	/* Drop this owner's POSIX locks, as close(2) must, only where this
 	 * client ever took any: no round trip otherwise. */

@@ -687,8 +687,7 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	return rc;
 }
 
-int wb_flush(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
-	     const struct pfs_fh *fh, uint64_t fid, uint32_t tid)
+int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 {
 	pthread_mutex_lock(&wb->lock);
 	struct wbi *w = wbi_find(wb, ip);
@@ -701,15 +700,24 @@ int wb_flush(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		 * wrote (a forked child closing inherited descriptors, maybe
 		 * the very process that is to restart the daemon), while the
 		 * daemon is away: do not hang it. The data stays held; the
-		 * writer's own close, fsync or the release commits it. */
+		 * writer's own fsync or the release commits it. */
 		int rc = -w->err;
 		w->err = 0;
 		wbi_maybe_free(wb, w);
 		pthread_mutex_unlock(&wb->lock);
 		return rc;
 	}
+	/* The writes are done (their errors reported); the commit is left
+	 * to the release that follows the last close, off the caller's
+	 * path: the data stays held until it is committed. */
+	w->users++;
+	wait_idle(wb, w);
+	int rc = -w->err;
+	w->err = 0;
+	w->users--;
+	wbi_maybe_free(wb, w);
 	pthread_mutex_unlock(&wb->lock);
-	return wb_sync(wb, ip, cr, fh, fid, true, false);
+	return rc;
 }
 
 void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,

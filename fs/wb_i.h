@@ -15,7 +15,9 @@
  * restarted in between, maybe after a machine crash) makes the client send
  * the uncommitted writes again and commit again. Uncommitted data is
  * committed in the background when a file holds more than WB_COMMIT_AT
- * bytes of it, and always by flush (close), fsync and release.
+ * bytes of it, and always by fsync and release (the end of an open file
+ * description: its last close, which the kernel sends without making
+ * close(2) wait for it).
  *
  * Errors. A failed write (ENOSPC, EDQUOT, EIO...) is remembered per inode
  * and reported by the next write(), and by flush (close) and fsync, which
@@ -27,7 +29,11 @@
  * lseek, fallocate, locks) calls wb_wait first.
  *
  * Close. flush (every close(2) of a descriptor, also of copies that a
- * forked child closes) commits. Only one exception: when the daemon is
+ * forked child closes) waits for the file's writes and reports their
+ * errors; it does not commit: a disk flush per close made creating many
+ * small files cost a journal commit each (2,000 x 1 KiB: 4.6-14 s, now
+ * 1.4-2.5 s here). Close-to-open needs the data on the daemon, not on
+ * its disk. Only one exception: when the daemon is
  * unreachable, a flush by a thread that never wrote the file (tid, the
  * FUSE request's thread id) returns at once instead of waiting for it, so
  * a process that forks (to restart the daemon, say) with a dirty file open
@@ -84,10 +90,11 @@ bool wb_holds(struct wb *wb, struct inode *ip);
 int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	    const struct pfs_fh *fh, uint64_t fid, bool datasync, bool force);
 
-/* flush (close): wb_sync(datasync, !force), except as said above for a
- * thread tid that never wrote ip while the daemon is unreachable. */
-int wb_flush(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
-	     const struct pfs_fh *fh, uint64_t fid, uint32_t tid);
+/* flush (close): waits for the pending writes of ip and returns the first
+ * error of one (then forgotten), or 0; no commit (see above). Returns at
+ * once, as said above, for a thread tid that never wrote ip while the
+ * daemon is unreachable. */
+int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid);
 
 /* The last file of ip is closed: waits for its pending writes, commits,
  * and forgets what remains (logging a lost error). */

@@ -126,6 +126,35 @@ def test_fsync_and_close_report_success_only_when_durable(env, m):
     assert read_file(env.export / "g") == data
 
 
+@pytest.mark.timeout(240)
+def test_closed_data_held_until_committed(env):
+    """close() returns once the daemon has the data, without waiting for
+    a disk flush: the client keeps the data until the commit that comes
+    with the release of the open file. Here the descriptor closed is a
+    dup (no release yet); the daemon dies with the data still uncommitted
+    and comes back without it (a crash that lost its page cache); the last
+    close commits, sees the new daemon and sends the data again."""
+    d = env.start_daemon()
+    mm = env.mount(d)
+    data = os.urandom(3 * MiB)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, data, 0)
+        os.close(os.dup(fd))  # flush: the writes are done, nothing committed
+        assert read_file(env.export / "f") == data  # close-to-open: on the daemon
+        st = stats(mm)
+        assert st["wb_held"] >= len(data) and st["commits"] == 0, st
+        d.kill9()
+        with open(env.export / "f", "r+b") as f:  # the "lost page cache"
+            f.write(b"\0" * len(data))
+        d.start()
+    finally:
+        os.close(fd)  # the release commits, after sending the data again
+    wait_for(lambda: stats(mm)["wb_held"] == 0, RECONNECT, what="data committed and released")
+    assert read_file(env.export / "f") == data
+    assert "sending uncommitted writes again" in mm.proc.output()
+
+
 @pytest.fixture
 def small_fs(env):
     """A 8 MiB tmpfs inside the test dir, for ENOSPC."""
