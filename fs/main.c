@@ -846,6 +846,7 @@ out_sigthr:
 out_unmount:
 	rpc_closing(c.rpc);
 	/* Every file is closed: nothing is pending; the writer threads end. */
+	wb_commit_all(c.wb);
 	wb_free(c.wb);
 	c.wb = NULL;
 	/* Its thread may wait in a call: stop it before the connection. */

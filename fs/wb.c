@@ -53,6 +53,7 @@ struct wbi {
 	unsigned users;          /* threads inside a wait or a commit */
 	bool committing;
 	bool bg_commit;          /* a background commit was asked for */
+	bool final_done;         /* wb_commit_all tried it */
 	/* Threads that wrote since the data was last all committed (see
 	 * wb_flush); many: more than fit here. */
 	uint32_t writers[WB_WRITERS];
@@ -737,6 +738,29 @@ void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		}
 		w->err = 0;
 		wbi_maybe_free(wb, w);
+	}
+	pthread_mutex_unlock(&wb->lock);
+}
+
+void wb_commit_all(struct wb *wb)
+{
+	if (!wb)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	for (size_t i = 0; i < WB_BUCKETS; i++) {
+	again:
+		for (struct wbi *w = wb->buckets[i]; w; w = w->hnext) {
+			if (w->final_done || !w->uncommitted)
+				continue;
+			w->final_done = true;
+			w->users++;
+			int rc = commit_locked(wb, w, true, false, true);
+			w->users--;
+			if (rc < 0)
+				pfs_warn("commit at unmount failed: %s", strerror(-rc));
+			wbi_maybe_free(wb, w);
+			goto again; /* the lock was dropped: the chain may have changed */
+		}
 	}
 	pthread_mutex_unlock(&wb->lock);
 }

@@ -101,6 +101,11 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid);
 void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		const struct pfs_fh *fh, uint64_t fid);
 
+/* Unmount: commits whatever is still uncommitted (a release the kernel
+ * dropped with the connection does not leave data uncommitted), while
+ * the connection allows. */
+void wb_commit_all(struct wb *wb);
+
 /* Counters for stats (bytes). */
 struct wb_stats {
 	uint64_t written;   /* bytes of WRITE the daemon acknowledged */
