@@ -19,6 +19,22 @@ from helpers import PODFS, RECONNECT, check_uncommitted_resent, in_thread, podfs
 MiB = 1 << 20
 
 
+def restart_during(d, t, box, conditions, join_s, what):
+    """Kills daemon d with -9 and starts it again once per condition, as
+    soon as it holds, while thread t (in_thread, result in box) is still
+    at work; then t must end within join_s and have returned True."""
+    for cond in conditions:
+        wait_for(lambda: cond() or not t.is_alive(), 60, what=f"{what} progressed")
+        assert t.is_alive(), f"the {what} ended before the kill"
+        time.sleep(0.1)
+        d.kill9()
+        time.sleep(0.3)
+        d.start()
+    t.join(join_s)
+    assert not t.is_alive(), f"{what} did not finish"
+    assert box.get("result") is True, f"{what} failed: {box.get('error')!r}"
+
+
 def chunk(i, size=MiB):
     """Deterministic, incompressible-enough chunk number i."""
     seed = i.to_bytes(8, "little") * 8
@@ -94,16 +110,8 @@ def test_kill9_during_write_stream(env):
         return True
 
     t, box = in_thread(writer)
-    for _ in range(2):
-        wait_for(lambda: (env.export / "stream").exists() and
-                 os.path.getsize(env.export / "stream") > 0, 30, what="writes started")
-        time.sleep(0.2)
-        d.kill9()
-        time.sleep(0.3)
-        d.start()
-    t.join(RECONNECT * 2)
-    assert not t.is_alive(), "writer did not finish"
-    assert box.get("result") is True, f"writer failed: {box.get('error')!r}"
+    started = lambda: (env.export / "stream").exists() and os.path.getsize(env.export / "stream") > 0
+    restart_during(d, t, box, [started, started], RECONNECT * 2, "writer")
     assert synced, "no fsync returned"
     got = read_file(env.export / "stream")
     assert len(got) == n * MiB
@@ -545,15 +553,8 @@ def test_kill9_during_cold_read_stream(env):
                 time.sleep(0.005)
 
     t, box = in_thread(reader)
-    for mark in (16 * MiB, 48 * MiB):
-        wait_for(lambda: len(got) >= mark or not t.is_alive(), 60, what="reads progressed")
-        assert t.is_alive() and len(got) < size, "the reader ended before the kill"
-        d.kill9()
-        time.sleep(0.2)
-        d.start()
-    t.join(RECONNECT * 3)
-    assert not t.is_alive(), "reader did not finish"
-    assert box.get("result") is True, f"reader failed: {box.get('error')!r}"
+    restart_during(d, t, box, [lambda: len(got) >= 16 * MiB, lambda: len(got) >= 48 * MiB],
+                   RECONNECT * 3, "reader")
     assert len(got) == size
     assert bytes(got) == data, "data differs after the restarts"
 
