@@ -709,8 +709,8 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 		return rc;
 	}
 	/* The writes are done (their errors reported); the commit is left
-	 * to the release that follows the last close, off the caller's
-	 * path: the data stays held until it is committed. */
+	 * to the release of the open file, which close(2) does not wait
+	 * for: the data stays held until it is committed. */
 	w->users++;
 	wait_idle(wb, w);
 	int rc = -w->err;

@@ -33,8 +33,8 @@
  * errors; it does not commit: a disk flush per close made creating many
  * small files wait for a journal commit each (2,000 x 1 KiB, three
  * alternating pairs here: 3.1-4.9 s before, 2.2-3.4 s now; the commits
- * still happen, one per file, at release). Close-to-open needs the data on the daemon, not on
- * its disk. Only one exception: when the daemon is
+ * still happen, one per file, at release). Close-to-open needs the data
+ * on the daemon, not on its disk. Only one exception: when the daemon is
  * unreachable, a flush by a thread that never wrote the file (tid, the
  * FUSE request's thread id) returns at once instead of waiting for it, so
  * a process that forks (to restart the daemon, say) with a dirty file open
@@ -97,8 +97,9 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
  * daemon is unreachable. */
 int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid);
 
-/* The last file of ip is closed: waits for its pending writes, commits,
- * and forgets what remains (logging a lost error). */
+/* An open file of ip ends (RELEASE): waits for the pending writes of ip,
+ * commits, and, if no other user remains, forgets what is left (logging
+ * a lost error). */
 void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		const struct pfs_fh *fh, uint64_t fid);
 
