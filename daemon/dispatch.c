@@ -882,7 +882,7 @@ static int op_lookup_data(struct op *o)
 		m.max_inline = PFS_INLINE_MAX;
 	buf = xmalloc((size_t)m.max_inline + 1);
 	ret = export_lookup_data(&o->x, dir->fd, m.name.s, m.max_inline, &rep.e, buf,
-				 &rep.data.len, &rep.flags);
+				 &rep.data.len, &rep.flags, NULL);
 	end(o, dir, NULL);
 	if (ret == 0) {
 		rep.data.p = buf;

@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -120,11 +121,41 @@ static bool same_version(const struct stat *a, const struct stat *b)
 
 static int reopen(int pathfd, int flags);
 
+/* Reads the whole of fd (size bytes expected, at most max + 1 read) into
+ * buf; returns the bytes read or -1. With cold != NULL it first tries
+ * RWF_NOWAIT, and sets *cold if the data was not all in the page cache. */
+static ssize_t read_whole(int fd, uint8_t *buf, size_t size, size_t max, bool *cold)
+{
+	size_t got = 0;
+
+	if (cold) {
+		struct iovec iov = { buf, max + 1 };
+		ssize_t n = preadv2(fd, &iov, 1, 0, RWF_NOWAIT);
+		if (n >= 0)
+			got = (size_t)n;
+		if (n < 0 ? errno == EAGAIN : got < size)
+			*cold = true;
+	}
+	/* One byte more than the size: a file that grew is caught too. */
+	while (got < max + 1) {
+		ssize_t n = pread(fd, buf + got, max + 1 - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
 int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_inline,
-		       struct pfs_entry *e, uint8_t *buf, uint32_t *len, uint32_t *flags)
+		       struct pfs_entry *e, uint8_t *buf, uint32_t *len, uint32_t *flags,
+		       bool *cold)
 {
 	struct stat st, st2;
-	size_t got = 0;
+	ssize_t got;
 	int pfd, fd;
 
 	*len = 0;
@@ -147,20 +178,9 @@ int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_
 		close(fd);
 		goto out_adopt;
 	}
-	/* Read one byte more than the size: a file that grew is caught too. */
-	while (got < (size_t)max_inline + 1) {
-		ssize_t n = read(fd, buf + got, (size_t)max_inline + 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			if (n < 0)
-				got = SIZE_MAX;
-			break;
-		}
-		got += (size_t)n;
-	}
+	got = read_whole(fd, buf, (size_t)st.st_size, max_inline, cold);
 	/* Whole and consistent only if nothing changed while we read. */
-	if (got == (size_t)st.st_size && fstat(fd, &st2) == 0 && same_version(&st, &st2)) {
+	if (got == st.st_size && fstat(fd, &st2) == 0 && same_version(&st, &st2)) {
 		*len = (uint32_t)got;
 		*flags |= PFS_LD_DATA;
 	}
@@ -712,9 +732,66 @@ static bool dot_or_dotdot(const char *n)
 	return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
 }
 
+/* Listing read-ahead. A listing reads its small files one after the other;
+ * when they are not in the page cache (a cold server), each read waits
+ * for the disk in turn. Once one did, a second stream over the directory
+ * runs LISTING_RA entries ahead and asks for the small files there with
+ * POSIX_FADV_WILLNEED, so the disk fetches them side by side while the
+ * listing goes on. Its opens are for reading only, non-blocking, never
+ * follow a link, and are made with the caller's credentials. */
+#define LISTING_RA 48
+
+struct listing_ra {
+	DIR *d;	   /* the read-ahead stream, or NULL */
+	long pos;  /* entries it has passed */
+	bool done; /* it reached the end (or failed) */
+};
+
+/* Prefetches the small files among the entries past from, up to upto
+ * (positions in readdir order, counting from 1). */
+static void listing_ra_advance(struct listing_ra *ra, int dirfd, long from, long upto,
+			       uint32_t max_size)
+{
+	if (ra->done)
+		return;
+	if (!ra->d && dir_open(dirfd, &ra->d) < 0) {
+		ra->done = true;
+		return;
+	}
+	while (ra->pos < from && readdir(ra->d))
+		ra->pos++;
+	while (ra->pos < upto) {
+		struct dirent *de = readdir(ra->d);
+		struct stat st;
+		int fd;
+
+		if (!de) {
+			ra->done = true;
+			return;
+		}
+		ra->pos++;
+		if (de->d_type != DT_REG)
+			continue;
+		fd = openat(dirfd, de->d_name,
+			    O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC | O_NOATIME);
+		if (fd < 0 && errno == EPERM)
+			fd = openat(dirfd, de->d_name,
+				    O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+		    (uint64_t)st.st_size <= max_size)
+			(void)posix_fadvise(fd, 0, st.st_size, POSIX_FADV_WILLNEED);
+		close(fd);
+	}
+}
+
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
 		   struct pfs_wr *w)
 {
+	struct listing_ra ra = { 0 };
+	long pos = 0;
+	bool cold = false;
 	uint32_t data_left = PFS_LISTDIR_DATA_MAX, flags = PFS_LS_COMPLETE, n = 0;
 	struct pfs_wr lim;
 	uint8_t *buf;
@@ -748,6 +825,7 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 				flags = 0;
 			break;
 		}
+		pos++;
 		if (dot_or_dotdot(de->d_name))
 			continue;
 		nl = strlen(de->d_name);
@@ -759,7 +837,10 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 			break;
 		}
 		mi = max_inline < data_left ? max_inline : data_left;
-		if (export_lookup_data(x, obj->fd, de->d_name, mi, &e, buf, &len, &iflags) < 0) {
+		if (cold && mi > 0)
+			listing_ra_advance(&ra, obj->fd, pos, pos + LISTING_RA, mi);
+		if (export_lookup_data(x, obj->fd, de->d_name, mi, &e, buf, &len, &iflags,
+				       &cold) < 0) {
 			flags = 0;
 			break;
 		}
@@ -778,6 +859,8 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		n++;
 	}
 	closedir(d);
+	if (ra.d)
+		closedir(ra.d);
 	free(buf);
 	lim.buf[0] = (uint8_t)flags;
 	lim.buf[1] = lim.buf[2] = lim.buf[3] = 0;

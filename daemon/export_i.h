@@ -43,9 +43,11 @@ int export_lookup(struct xop *x, int dirfd, const char *name, struct pfs_entry *
  * bytes (<= PFS_INLINE_MAX) into buf (max_inline + 1 bytes), read with the
  * caller's credentials. *len and *flags (PFS_LD_DATA) are 0 when there is
  * no data: not a regular file, too big, not readable, or changed while it
- * was read. The entry is valid in every case. */
+ * was read. The entry is valid in every case. cold (or NULL) is set when
+ * the data had to come from the disk. */
 int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_inline,
-		       struct pfs_entry *e, uint8_t *buf, uint32_t *len, uint32_t *flags);
+		       struct pfs_entry *e, uint8_t *buf, uint32_t *len, uint32_t *flags,
+		       bool *cold);
 int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req *m,
 		   struct pfs_attr *a);
 int export_readlink(int fd, struct pfs_path *out);

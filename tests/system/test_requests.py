@@ -497,3 +497,31 @@ def test_issue4_listing_a_directory_reads_no_contents(env, daemon, mount):
     assert s1.get("req_READ", 0) == s0.get("req_READ", 0)
     # The mount's root is listed by the daemon: podfs does not know its "..".
     assert s1.get("req_READDIR", 0) - s0.get("req_READDIR", 0) <= 1
+
+
+def test_issue4_cold_listing_brings_exact_contents(env, daemon, mount):
+    """A listing of files the daemon's page cache does not hold (read
+    ahead side by side while the listing runs) carries their exact
+    contents, skips what is not a regular file (a FIFO is never opened),
+    and the files read back byte-exact."""
+    import random
+    rnd = random.Random(7)
+    d = env.export / "cold"
+    os.makedirs(d / "sub")
+    os.mkfifo(d / "fifo")
+    os.symlink("f000", d / "link")
+    want = {}
+    for i in range(120):
+        data = rnd.randbytes(rnd.choice([0, 1, 100, 4096, 20000, 65536, 70000]))
+        want[f"f{i:03d}"] = data
+        with open(d / f"f{i:03d}", "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    m = mount()
+    assert not os.path.exists(m / "cold" / "missing")  # the listing
+    for name, data in want.items():
+        assert read_file(m / "cold" / name) == data, name
+    assert os.readlink(m / "cold" / "link") == "f000"
+    assert sorted(os.listdir(m / "cold")) == sorted(list(want) + ["sub", "fifo", "link"])
