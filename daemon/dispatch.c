@@ -165,6 +165,28 @@ static void inval_dirent(struct op *o, const struct pfs_fh *parent, const struct
 	inval_inode(o, parent, 0, 0);
 }
 
+/* --- replies to namespace changes --- */
+
+/* The attributes of dir after a change in it, if the session takes them
+ * (PFS_CAP_DIR_ATTR): the client then knows them without a GETATTR. Call
+ * before end() lets dir go. */
+static bool dir_attr(struct op *o, struct hent *dir, struct pfs_attr *a)
+{
+	return o->r->dir_attr && export_getattr(dir->fd, a) == 0;
+}
+
+static int reply_entry(struct op *o, const struct pfs_entry *e, const struct pfs_attr *dir)
+{
+	if (dir) {
+		struct pfs_entry_dir_rep rep = { .e = *e, .dir = *dir };
+		ENCODE(entry_dir_rep, &rep);
+	} else {
+		struct pfs_entry_rep rep = { .e = *e };
+		ENCODE(entry_rep, &rep);
+	}
+	return 0;
+}
+
 /* --- handlers --- */
 
 static int op_auth(struct op *o)
@@ -282,7 +304,9 @@ static int op_mknod(struct op *o)
 {
 	struct pfs_mknod_req m;
 	struct pfs_entry_rep rep;
+	struct pfs_attr da;
 	struct hent *dir;
+	bool have_da;
 	int ret;
 
 	DECODE(mknod_req, &m);
@@ -290,19 +314,21 @@ static int op_mknod(struct op *o)
 	if (ret < 0)
 		return ret;
 	ret = export_mknod(&o->x, dir->fd, m.name.s, m.mode, m.rdev, m.umask, &rep.e);
+	have_da = ret == 0 && dir_attr(o, dir, &da);
 	end(o, dir, NULL);
 	if (ret < 0)
 		return ret;
 	inval_dirent(o, &m.parent, &m.name);
-	ENCODE(entry_rep, &rep);
-	return 0;
+	return reply_entry(o, &rep.e, have_da ? &da : NULL);
 }
 
 static int op_mkdir(struct op *o)
 {
 	struct pfs_mkdir_req m;
 	struct pfs_entry_rep rep;
+	struct pfs_attr da;
 	struct hent *dir;
+	bool have_da;
 	int ret;
 
 	DECODE(mkdir_req, &m);
@@ -310,19 +336,21 @@ static int op_mkdir(struct op *o)
 	if (ret < 0)
 		return ret;
 	ret = export_mkdir(&o->x, dir->fd, m.name.s, m.mode, m.umask, &rep.e);
+	have_da = ret == 0 && dir_attr(o, dir, &da);
 	end(o, dir, NULL);
 	if (ret < 0)
 		return ret;
 	inval_dirent(o, &m.parent, &m.name);
-	ENCODE(entry_rep, &rep);
-	return 0;
+	return reply_entry(o, &rep.e, have_da ? &da : NULL);
 }
 
 static int op_symlink(struct op *o)
 {
 	struct pfs_symlink_req m;
 	struct pfs_entry_rep rep;
+	struct pfs_attr da;
 	struct hent *dir;
+	bool have_da;
 	int ret;
 
 	DECODE(symlink_req, &m);
@@ -330,19 +358,21 @@ static int op_symlink(struct op *o)
 	if (ret < 0)
 		return ret;
 	ret = export_symlink(&o->x, dir->fd, m.name.s, m.target.s, &rep.e);
+	have_da = ret == 0 && dir_attr(o, dir, &da);
 	end(o, dir, NULL);
 	if (ret < 0)
 		return ret;
 	inval_dirent(o, &m.parent, &m.name);
-	ENCODE(entry_rep, &rep);
-	return 0;
+	return reply_entry(o, &rep.e, have_da ? &da : NULL);
 }
 
 static int do_unlink(struct op *o, bool dir)
 {
 	struct pfs_unlink_req m;
+	struct pfs_dir_rep rep;
 	struct pfs_fh victim;
 	struct hent *e;
+	bool have_da;
 	int ret;
 
 	DECODE(unlink_req, &m);
@@ -350,11 +380,14 @@ static int do_unlink(struct op *o, bool dir)
 	if (ret < 0)
 		return ret;
 	ret = export_unlink(&o->x, e->fd, m.name.s, dir, &victim);
+	have_da = ret == 0 && dir_attr(o, e, &rep.dir);
 	end(o, e, NULL);
 	if (ret < 0)
 		return ret;
 	inval_dirent(o, &m.parent, &m.name);
 	inval_inode(o, &victim, -1, 0);
+	if (have_da)
+		ENCODE(dir_rep, &rep);
 	return 0;
 }
 
@@ -398,7 +431,9 @@ static int op_link(struct op *o)
 {
 	struct pfs_link_req m;
 	struct pfs_entry_rep rep;
+	struct pfs_attr da;
 	struct hent *e, *dir;
+	bool have_da;
 	int ret;
 
 	DECODE(link_req, &m);
@@ -406,13 +441,13 @@ static int op_link(struct op *o)
 	if (ret < 0)
 		return ret;
 	ret = export_link(&o->x, e->fd, dir->fd, m.newname.s, &rep.e);
+	have_da = ret == 0 && dir_attr(o, dir, &da);
 	end(o, e, dir);
 	if (ret < 0)
 		return ret;
 	inval_dirent(o, &m.newparent, &m.newname);
 	inval_inode(o, &m.fh, -1, 0);
-	ENCODE(entry_rep, &rep);
-	return 0;
+	return reply_entry(o, &rep.e, have_da ? &da : NULL);
 }
 
 static int op_open(struct op *o)
@@ -444,7 +479,9 @@ static int op_create(struct op *o)
 {
 	struct pfs_create_req m;
 	struct pfs_entry_rep rep;
+	struct pfs_attr da;
 	struct hent *dir;
+	bool have_da;
 	int ret;
 
 	DECODE(create_req, &m);
@@ -452,12 +489,12 @@ static int op_create(struct op *o)
 	if (ret < 0)
 		return ret;
 	ret = export_create(&o->x, dir->fd, m.name.s, m.fid, m.flags, m.mode, m.umask, &rep.e);
+	have_da = ret == 0 && dir_attr(o, dir, &da);
 	end(o, dir, NULL);
 	if (ret < 0)
 		return ret;
 	inval_dirent(o, &m.parent, &m.name);
-	ENCODE(entry_rep, &rep);
-	return 0;
+	return reply_entry(o, &rep.e, have_da ? &da : NULL);
 }
 
 /* READs of at least this many bytes may go out zero-copy. */

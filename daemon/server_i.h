@@ -93,6 +93,7 @@ struct req {
 	size_t acct;           /* bytes accounted in c->mem */
 	struct drc_ent *drc;
 	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
+	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
 	uint32_t auth_flags;   /* AUTH reply flags (bit0: session resumed) */
 
 	/* Push ordering (loop thread; see server.c). */

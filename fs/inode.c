@@ -16,6 +16,7 @@ struct inode_table {
 	_Atomic uint64_t own_ns;  /* own namespace changes */
 	_Atomic int64_t listing_total; /* bytes of all directory listings */
 	_Atomic uint64_t renames; /* own renames (inode_note_rename) */
+	_Atomic uint64_t renames_busy; /* of them not answered yet */
 	void *forget_arg;
 	struct inode **buckets;
 	size_t nbuckets; /* power of two */
@@ -923,6 +924,17 @@ void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir
 void inode_note_rename(struct inode_table *t)
 {
 	atomic_fetch_add(&t->renames, 1);
+	atomic_fetch_add(&t->renames_busy, 1);
+}
+
+void inode_rename_done(struct inode_table *t)
+{
+	atomic_fetch_sub(&t->renames_busy, 1);
+}
+
+bool inode_renames_busy(struct inode_table *t)
+{
+	return atomic_load(&t->renames_busy) != 0;
 }
 
 /* Appends one synthesized READDIR entry. */

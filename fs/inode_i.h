@@ -275,6 +275,12 @@ bool inode_may_list(struct inode *dir, uint64_t max_size);
  * directory. */
 void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq);
 void inode_note_rename(struct inode_table *t);
+/* inode_rename_done: the rename noted is answered (or failed).
+ * inode_renames_busy: one of ours is under way. The VFS does not lock a
+ * directory renamed within its parent, whose ctime the rename moves: a
+ * change in it may overlap that. */
+void inode_rename_done(struct inode_table *t);
+bool inode_renames_busy(struct inode_table *t);
 
 /* Writes dir's listing as a READDIR reply payload (wire.h: eof byte 1,
  * then ".", ".." and every listed name with its entry, cookies 1, 2, ...)

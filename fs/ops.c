@@ -225,23 +225,79 @@ static void reply_entry_gated(fuse_req_t req, struct inode *dir, const char *nam
 		inode_forget(c->it, ip, 1);
 }
 
-/* Replies to an entry-returning request (rc from rpc_call, rep its reply)
- * sent at push number seq for name under dir. */
+/* The count snapshot for a namespace change of ours: take it before
+ * inode_own_touch(..., true); own_dir_attr then trusts the directory's
+ * attributes from the reply if that touch was our only change since. */
+struct own_snap {
+	uint64_t any, ns, seq;
+	bool renaming; /* a rename of ours was under way */
+};
+
+static struct own_snap own_snap(struct client *c)
+{
+	struct own_snap o;
+	o.any = inode_own_snap(c->it, &o.ns);
+	o.renaming = inode_renames_busy(c->it);
+	o.seq = cache_seq(c->cache);
+	return o;
+}
+
+/* dir's attributes right after our namespace change in it (the reply's
+ * PFS_CAP_DIR_ATTR part): the kernel drops its copy after every create or
+ * unlink, and asks again before the next lookup there. They are current,
+ * so GETATTR may answer them locally, if no other change of ours
+ * overlapped and no push about dir came since (the caller of
+ * inode_attr_trusted checks that against o->seq). The kernel holds dir's
+ * lock across every change in it and across its own setattr, unlink or
+ * move to another parent, but not across its rename within its parent:
+ * so no rename of ours may have been under way when the change was sent,
+ * and none (nor any other change of ours) may have started since. */
+static void own_dir_attr(struct client *c, struct inode *dir, const struct pfs_attr *a,
+			 const struct own_snap *o)
+{
+	inode_own_change(dir, a);
+	if (!o->renaming)
+		inode_trust_attr(c->it, dir, o->seq, o->any + 1, o->ns + 1);
+}
+
+/* Decodes an entry reply, with or without the directory's attributes
+ * (*have_dir says which). */
+static int dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct pfs_attr *dir,
+		     bool *have_dir)
+{
+	struct pfs_entry_dir_rep edr;
+
+	*have_dir = pfs_dec_entry_dir_rep(rep->buf, rep->len, &edr) == 0;
+	if (*have_dir) {
+		er->e = edr.e;
+		*dir = edr.dir;
+		return 0;
+	}
+	return pfs_dec_entry_rep(rep->buf, rep->len, er);
+}
+
+/* Replies to an entry-returning namespace change (rc from rpc_call, rep
+ * its reply) sent after snapshot o for name under dir. */
 static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct inode *dir,
-			 const char *name, uint64_t seq)
+			 const char *name, const struct own_snap *o)
 {
 	struct client *c = CL(req);
 	struct pfs_entry_rep er;
 	struct fuse_entry_param e;
+	struct pfs_attr da;
 	struct inode *ip;
+	bool have_da = false;
+	uint64_t seq = o->seq;
 
-	if (rc == 0 && pfs_dec_entry_rep(rep->buf, rep->len, &er) < 0)
+	if (rc == 0 && dec_entry(rep, &er, &da, &have_da) < 0)
 		rc = bad_reply(req, "entry");
 	rpc_reply_free(rep);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	if (have_da)
+		own_dir_attr(c, dir, &da, o);
 	if (!(ip = entry_param(c, dir, seq, &er.e, &e))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -266,6 +322,16 @@ static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_rep
 	}
 	if (own_change) {
 		inode_own_change(ip, &ar.attr);
+		/* The attributes right after our own change are current if no
+		 * other change of ours overlapped it (any: the count with our
+		 * own touch alone; a write still queued before it was waited
+		 * for). The kernel holds a file's inode lock across a
+		 * setattr, so a write, link, unlink or rename of the same file
+		 * cannot overlap it; a directory's rename can (the VFS does
+		 * not lock the directory moved), so directories are left to
+		 * GETATTR. */
+		if (S_ISREG(ar.attr.mode))
+			inode_trust_attr(c->it, ip, seq, any, ns);
 	} else {
 		inode_set_attr(ip, &ar.attr);
 		inode_trust_attr(c->it, ip, seq, any, ns);
@@ -583,6 +649,8 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	struct pfs_setattr_req m;
 	struct rpc_reply rep = { 0 };
 
+	/* Before the wait: a write queued after it moves the count again. */
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
 	wb_wait(c->wb, ip); /* a truncate comes after our pending writes */
 	inode_own_touch(c->it, ip, false);
 	inode_drop_inline(ip); /* our own changes are never pushed back to us */
@@ -624,7 +692,8 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		m.valid |= PFS_SET_CTIME;
 	uint64_t seq = cache_seq(c->cache);
 	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
-	finish_attr(req, ip, rc, &rep, true, seq, 0, 0);
+	/* any + 1: our own touch is the only change of ours since. */
+	finish_attr(req, ip, rc, &rep, true, seq, any + 1, ns);
 }
 
 static void pfs_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -659,12 +728,12 @@ static void pfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.mode = mode;
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
+	struct own_snap o = own_snap(c);
 	inode_own_touch(c->it, NULL, true);
 	inode_listing_touch(IP(req, parent));
-	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
-	finish_entry(req, rc, &rep, IP(req, parent), name, seq);
+	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
 }
 
 static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -678,12 +747,12 @@ static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.parent = IP(req, parent)->fh;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
+	struct own_snap o = own_snap(c);
 	inode_own_touch(c->it, NULL, true);
 	inode_listing_touch(IP(req, parent));
-	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
-	finish_entry(req, rc, &rep, IP(req, parent), name, seq);
+	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
 }
 
 static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
@@ -694,9 +763,9 @@ static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 	size_t tlen = strlen(link);
 	int rc;
 
+	struct own_snap o = own_snap(c);
 	inode_own_touch(c->it, NULL, true);
 	inode_listing_touch(IP(req, parent));
-	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	if (tlen == 0) {
@@ -709,7 +778,7 @@ static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 		if ((rc = set_name(&m.name, name)) == 0)
 			rc = rpc_msg(c->rpc, PFS_OP_SYMLINK, symlink_req, &m, &rep);
 	}
-	finish_entry(req, rc, &rep, IP(req, parent), name, seq);
+	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
 }
 
 static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, uint16_t op)
@@ -721,10 +790,18 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
+	struct own_snap o = own_snap(c);
 	inode_own_touch(c->it, NULL, true);
 	inode_listing_touch(IP(req, parent));
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
+	if (rc == 0 && rep.len > 0) {
+		struct pfs_dir_rep dr;
+		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
+			rc = bad_reply(req, "UNLINK");
+		else
+			own_dir_attr(c, IP(req, parent), &dr.dir, &o);
+	}
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }
@@ -757,6 +834,7 @@ static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	inode_listing_touch(IP(req, newparent));
 	if ((rc = set_name(&m.name, name)) == 0 && (rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
+	inode_rename_done(c->it);
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }
@@ -771,12 +849,12 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.newparent = IP(req, newparent)->fh;
+	struct own_snap o = own_snap(c);
 	inode_own_touch(c->it, IP(req, ino), true);
 	inode_listing_touch(IP(req, newparent));
-	uint64_t seq = cache_seq(c->cache);
 	if ((rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
-	finish_entry(req, rc, &rep, IP(req, newparent), newname, seq);
+	finish_entry(req, rc, &rep, IP(req, newparent), newname, &o);
 }
 
 /* ---- files ---- */
@@ -901,9 +979,10 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	struct own_snap o = own_snap(c);
+	uint64_t seq = o.seq;
 	inode_own_touch(c->it, NULL, true);
 	inode_listing_touch(IP(req, parent));
-	uint64_t seq = cache_seq(c->cache);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	m.fid = fid_use(of);
@@ -918,9 +997,13 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	 * LOOKUP_REVAL: a fresh lookup, and the kernel follows the link. */
 	if (rc == -ELOOP && !(fi->flags & O_EXCL))
 		rc = -ESTALE;
-	if (rc == 0 && pfs_dec_entry_rep(rep.buf, rep.len, &er) < 0)
+	struct pfs_attr da;
+	bool have_da = false;
+	if (rc == 0 && dec_entry(&rep, &er, &da, &have_da) < 0)
 		rc = bad_reply(req, "CREATE");
 	rpc_reply_free(&rep);
+	if (have_da)
+		own_dir_attr(c, IP(req, parent), &da, &o);
 	if (rc == 0 && !(ip = entry_param(c, NULL, 0, &er.e, &e))) {
 		/* The file was created and opened; the kernel will never
 		 * release this fid, so do it here. */

@@ -112,7 +112,14 @@ enum {
 	PFS_CAP_PUSH = 1u << 1,  /* client applies server pushes */
 	PFS_CAP_ZR = 1u << 2,    /* peer accepts PFS_FF_ZR payloads */
 	PFS_CAP_PUSH_ACK = 1u << 3, /* client acknowledges pushes (PUSH_ACK) */
-	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK,
+	/* The replies to MKNOD MKDIR SYMLINK LINK CREATE add the directory's
+	 * attributes after the change (entry_dir_rep instead of entry_rep),
+	 * those to UNLINK RMDIR carry them (dir_rep instead of nothing). A
+	 * retried request may get the reply cached for its first try, so a
+	 * client tells the two forms apart by their length. */
+	PFS_CAP_DIR_ATTR = 1u << 5,
+	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
+		       PFS_CAP_DIR_ATTR,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has

@@ -525,3 +525,62 @@ def test_issue4_cold_listing_brings_exact_contents(env, daemon, mount):
         assert read_file(m / "cold" / name) == data, name
     assert os.readlink(m / "cold" / "link") == "f000"
     assert sorted(os.listdir(m / "cold")) == sorted(list(want) + ["sub", "fifo", "link"])
+
+
+def _stat_fields(st):
+    return (st.st_mode, st.st_nlink, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@pytest.mark.netns
+def test_issue4_own_changes_answer_attributes_locally(env):
+    """After its own create, mkdir, symlink, link, unlink, rmdir and
+    setattr, a client knows the new attributes of the directory and of
+    the file from the replies: `stat` right after each change is exact
+    (equal to the export's) and sends no GETATTR. A change on another
+    host still shows at once."""
+    pod = Pod(env, opts="log_level=debug")
+    a, b = pod.a, pod.b
+    d_exp = pod.export / "d"
+    os.mkdir(a / "d")
+    os.stat(a / "d")
+    before = len(a.proc.output().splitlines())
+
+    def same(rel):
+        assert _stat_fields(os.stat(a / rel, follow_symlinks=False)) == \
+            _stat_fields(os.stat(pod.export / rel, follow_symlinks=False)), rel
+
+    for i in range(8):
+        write_file(a / "d" / f"f{i}", b"x" * (100 + i))
+        same("d")
+        os.chmod(a / "d" / f"f{i}", 0o640)
+        same(f"d/f{i}")
+        os.utime(a / "d" / f"f{i}", ns=(10**18 + i, 10**18 + i))
+        same(f"d/f{i}")
+        os.truncate(a / "d" / f"f{i}", 7)
+        same(f"d/f{i}")
+        os.mkdir(a / "d" / f"s{i}")
+        same("d")
+        os.symlink("f0", a / "d" / f"l{i}")
+        same("d")
+        os.link(a / "d" / f"f{i}", a / "d" / f"h{i}")
+        same("d")
+        os.unlink(a / "d" / f"h{i}")
+        same("d")
+        os.rmdir(a / "d" / f"s{i}")
+        same("d")
+    sent = _sent_since(a, before)
+    assert "GETATTR" not in sent, sent
+    # The files' own attributes (an unlink of a hard link moved nlink and
+    # ctime: asked again) are exact too.
+    for i in range(8):
+        same(f"d/f{i}")
+        same(f"d/l{i}")
+
+    # Another host's change in d is pushed: A's next stat is exact again.
+    time.sleep(0.01)
+    write_file(b / "d" / "from_b", b"b")
+    os.chmod(b / "d" / "f1", 0o600)
+    wait_for(lambda: _stat_fields(os.stat(a / "d")) == _stat_fields(os.stat(d_exp)),
+             0.5, what="d after B's create")
+    wait_for(lambda: os.stat(a / "d" / "f1").st_mode & 0o777 == 0o600, 0.5, what="B's chmod")
+    same("d/f1")
