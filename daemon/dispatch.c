@@ -1135,6 +1135,7 @@ void dispatch_work_cb(uv_work_t *w)
 	o.x.hs = r->d->hs;
 	o.x.s = r->s;
 	o.x.ro = r->d->o.ro;
+	o.x.direct = r->d->o.buffered ? NULL : &r->d->direct;
 	if (r->s) {
 		o.x.it = r->d->it;
 		o.x.slot = r->s->islot;

@@ -10,6 +10,7 @@
 #ifndef PODFSD_EXPORT_I_H
 #define PODFSD_EXPORT_I_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -26,6 +27,9 @@ struct xop {
 	struct session *s;
 	const struct pfs_creds *cr;
 	bool ro;
+	/* Big aligned writes use O_DIRECT (export_write) and count their
+	 * bytes here; NULL: buffered writes only. */
+	_Atomic uint64_t *direct;
 	struct interest *it; /* interest table, or NULL: register nothing */
 	int slot;            /* the session's interest slot */
 	struct keyvec *kv;   /* keys handed out by this request */

@@ -54,6 +54,9 @@ static const char usage_text[] =
 	"                       up: it costs more time than it saves on fast links),\n"
 	"                       always (slow or metered links) or never (default auto)\n"
 	"  --ro                 export read-only\n"
+	"  --buffered-writes    write big aligned WRITEs through this host's page\n"
+	"                       cache too (default: O_DIRECT, which keeps the cache\n"
+	"                       for what clients read)\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  --help               show this help\n";
 
@@ -155,6 +158,7 @@ enum {
 	OPT_LOCK_LEASE,
 	OPT_GRACE,
 	OPT_RO,
+	OPT_BUFFERED,
 	OPT_LZ4,
 	OPT_GENKEY,
 	OPT_HELP,
@@ -174,6 +178,7 @@ static const struct option long_opts[] = {
 	{ "grace", required_argument, NULL, OPT_GRACE },
 	{ "lz4", required_argument, NULL, OPT_LZ4 },
 	{ "ro", no_argument, NULL, OPT_RO },
+	{ "buffered-writes", no_argument, NULL, OPT_BUFFERED },
 	{ "genkey", required_argument, NULL, OPT_GENKEY },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -235,6 +240,9 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 			break;
 		case OPT_RO:
 			o->ro = true;
+			break;
+		case OPT_BUFFERED:
+			o->buffered = true;
 			break;
 		case OPT_GENKEY:
 			genkey = optarg;
@@ -386,10 +394,10 @@ static void daemonize(struct pfsd *d)
 static void log_stats(struct pfsd *d)
 {
 	pfs_notice("bytes: received %llu on the wire (%llu uncompressed), sent %llu on the wire "
-		   "(%llu uncompressed, %llu of them zero-copy)",
+		   "(%llu uncompressed, %llu of them zero-copy), written %llu with O_DIRECT",
 		   (unsigned long long)d->wire_in, (unsigned long long)d->raw_in,
 		   (unsigned long long)d->wire_out, (unsigned long long)d->raw_out,
-		   (unsigned long long)d->spliced);
+		   (unsigned long long)d->spliced, (unsigned long long)atomic_load(&d->direct));
 }
 
 static void usr1_cb(uv_signal_t *h, int signum)

@@ -15,6 +15,7 @@
 #ifndef PODFSD_PFSD_I_H
 #define PODFSD_PFSD_I_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +43,7 @@ struct pfsd_opts {
 	const char *export_dir;
 	bool daemonize;
 	bool ro;
+	bool buffered;         /* --buffered-writes: no O_DIRECT for big writes */
 	int log_level;
 	unsigned threads;
 	unsigned lease;        /* seconds a disconnected session lingers */
@@ -84,6 +86,7 @@ struct pfsd {
 	 * included) and their payloads before/after LZ4. */
 	uint64_t wire_in, raw_in, wire_out, raw_out;
 	uint64_t spliced;         /* READ reply bytes sent zero-copy (loop) */
+	_Atomic uint64_t direct;  /* WRITE bytes written with O_DIRECT (workers) */
 	struct pipes pipes;       /* for zero-copy READ replies (any thread) */
 };
 

@@ -54,6 +54,8 @@ static void fid_close(struct fid *f)
 		closedir(f->dir);
 	else if (f->fd >= 0)
 		close(f->fd);
+	if (f->dfd >= 0)
+		close(f->dfd);
 	pthread_mutex_destroy(&f->dmu);
 	free(f);
 }
@@ -337,6 +339,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir
 
 	f->id = id;
 	f->fd = fd;
+	f->dfd = -1;
 	f->dir = dir;
 	f->flags = flags;
 	f->refs = 2; /* table + caller */

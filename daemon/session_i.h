@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -47,6 +48,8 @@ struct fid {
 	pthread_mutex_t dmu; /* serializes use of dir and pos */
 	uint64_t pos;        /* dir: cookie the stream is positioned at */
 	int flags;           /* open flags */
+	_Atomic int dfd;     /* O_DIRECT twin for big writes: -1 not yet, -2 none */
+	atomic_bool dio_bad; /* a write through it failed with EINVAL */
 };
 
 /* A lock fd: one per (owner, inode, kind) so that different owners'
