@@ -632,9 +632,9 @@ ssize_t export_read_splice(struct xop *x, struct hent *obj, uint64_t fid, uint32
 /* Big writes bypass this host's page cache: a checkpoint streamed to the
  * export would otherwise copy every byte once more (into the cache) and
  * push out what clients read (a venv). O_DIRECT needs the offset, length
- * and buffer aligned; 4 KiB covers every logical block size but that of
- * rare 64 KiB-sector devices, where the first write fails with EINVAL and
- * the file goes back to buffered writes. The kernel keeps the page cache
+ * and buffer aligned to the logical block size, which Linux keeps at or
+ * below 4 KiB; a filesystem that still refuses (EINVAL) gets buffered
+ * writes for that file from then on. The kernel keeps the page cache
  * coherent (a direct write writes back and drops cached pages of its
  * range). Durability is unchanged: data and metadata are committed by
  * FSYNC as before. */
@@ -645,7 +645,7 @@ ssize_t export_read_splice(struct xop *x, struct hent *obj, uint64_t fid, uint32
 static int direct_fd(struct xop *x, struct fid *f, uint64_t off, uint32_t len)
 {
 	if (!x->direct || len < DIO_MIN || (off | len) % DIO_ALIGN || (f->flags & O_APPEND) ||
-	    atomic_load(&f->dio_bad))
+	    (f->flags & O_ACCMODE) == O_RDONLY || atomic_load(&f->dio_bad))
 		return -1;
 	int d = atomic_load(&f->dfd);
 	if (d == -1) {
