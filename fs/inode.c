@@ -665,18 +665,53 @@ uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns)
 	return atomic_load(&t->own_any);
 }
 
+/* Drops the listings that may hold ip's attributes: that of the directory
+ * with fh hash ph (hash collisions only drop more), or every listing. */
+static void touch_listings(struct inode_table *t, uint64_t ph, bool all)
+{
+	pthread_mutex_lock(&t->lock);
+	for (size_t b = all ? 0 : (ph & (t->nbuckets - 1)); b < t->nbuckets; b++) {
+		for (struct inode *d = t->buckets[b]; d; d = d->hnext)
+			if ((all || d->hash == ph) && S_ISDIR(d->attr.mode))
+				inode_listing_touch(d);
+		if (!all)
+			break;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
 {
 	/* Counters first: a reply being recorded under ip->lock either
 	 * sees them moved, or is recorded before the trust is cleared. */
 	if (ns)
 		atomic_fetch_add(&t->own_ns, 1);
-	atomic_fetch_add(&t->own_any, 1);
+	uint64_t at = atomic_fetch_add(&t->own_any, 1) + 1;
 	if (ip) {
 		pthread_mutex_lock(&ip->lock);
 		ip->trust_seq = 0;
+		ip->own_at = at;
+		uint64_t ph = ip->parent_hash;
+		bool all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1;
+		pthread_mutex_unlock(&ip->lock);
+		if (ph || all)
+			touch_listings(t, ph, all);
+	}
+}
+
+bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any)
+{
+	bool stale = false;
+
+	pthread_mutex_lock(&t->lock);
+	struct inode *ip = find(t, fh, fh_hash(fh));
+	if (ip) {
+		pthread_mutex_lock(&ip->lock);
+		stale = ip->own_at > any;
 		pthread_mutex_unlock(&ip->lock);
 	}
+	pthread_mutex_unlock(&t->lock);
+	return stale;
 }
 
 void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
@@ -918,6 +953,7 @@ void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir
 		ip->parent_renames = atomic_load(&t->renames);
 		ip->parent_seq = seq;
 	}
+	ip->parent_hash = dir->hash;
 	pthread_mutex_unlock(&ip->lock);
 }
 

@@ -72,6 +72,12 @@ struct inode {
 	uint64_t parent_ino;
 	uint64_t parent_renames; /* the table's rename count then */
 	uint64_t parent_seq;     /* push number of the request it came from */
+	/* Any object: the fh hash of the directory it was last looked up or
+	 * made in (0: none), whose listing holds its attributes, and the
+	 * table's own-change count after this client last changed it (see
+	 * inode_own_touch, inode_listed_stale). */
+	uint64_t parent_hash;
+	uint64_t own_at;
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -214,6 +220,16 @@ bool inode_had_posix_locks(struct inode *ip);
  * inode_attr_trusted: copies the trusted attr and its seq; false if none. */
 uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns);
 void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
+/* A directory's listing holds its entries' attributes (and small files'
+ * contents) as they were when it was fetched. The server does not push
+ * this client's own changes back to it, so inode_own_touch of an object
+ * drops the listing of the directory it was last seen in (of every
+ * directory for a file with several links: any may list it), and
+ * inode_listed_stale tells whether this client changed the object fh
+ * since a listing taken at own-change count any (then the listing's
+ * entry for it is not used): that covers an object another host moved
+ * into a directory listed here. */
+bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any);
 void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
 		      uint64_t ns);
 bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
@@ -272,7 +288,8 @@ bool inode_may_list(struct inode *dir, uint64_t max_size);
  * This client's own renames (inode_note_rename, before sending one) make
  * every parent recorded before unknown. inode_set_parent records dir as
  * ip's parent, found by a request sent at push number seq, if ip is a
- * directory. */
+ * directory; and for any ip, dir as the directory whose listing holds it
+ * (parent_hash, see inode_own_touch). */
 void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq);
 void inode_note_rename(struct inode_table *t);
 /* inode_rename_done: the rename noted is answered (or failed).

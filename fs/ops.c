@@ -473,6 +473,8 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		free(data);
 		return false;
 	}
+	/* Changed by us since the listing was asked for (never pushed). */
+	bool own_stale = r == LS_PRESENT && inode_listed_stale(c->it, &pe.fh, li.any);
 	cache_gate_enter(c->cache);
 	bool stale = cache_pushed_since(c->cache, li.seq, &dir->fh);
 	bool entry_stale = r == LS_PRESENT && cache_pushed_since(c->cache, li.seq, &pe.fh);
@@ -484,6 +486,8 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	bool readable = data || ((lflags & PFS_LD_READABLE) && S_ISREG(pe.attr.mode));
 	if (r == LS_PRESENT && !readable && S_ISREG(pe.attr.mode) && pe.attr.size > 0 &&
 	    pe.attr.size <= c->max_inline)
+		entry_stale = true;
+	if (own_stale)
 		entry_stale = true;
 	cache_gate_leave(c->cache);
 	if (stale)
@@ -1016,6 +1020,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	}
 	of->ip = ip;
+	inode_set_parent(c->it, ip, IP(req, parent), seq);
 	bool attrs_stale;
 	inode_open_version(ip, &er.e.attr, &attrs_stale);
 	/* A new file has no capabilities (they are never inherited). */
@@ -1591,8 +1596,11 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			struct fuse_entry_param e;
 			struct inode *ip = NULL;
 			memset(&e, 0, sizeof(e));
-			/* "." and ".." never go through the inode table. */
-			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name))
+			/* "." and ".." never go through the inode table, nor
+			 * does an entry this client changed since the listing
+			 * was asked for (the kernel looks it up instead). */
+			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name) &&
+			    !inode_listed_stale(c->it, &de.e.fh, of->rd_any))
 				ip = entry_param(c, of->ip, of->rd_seq, &de.e, &e);
 			if (!ip) {
 				e.attr.st_ino = de.ino;

@@ -584,3 +584,52 @@ def test_issue4_own_changes_answer_attributes_locally(env):
              0.5, what="d after B's create")
     wait_for(lambda: os.stat(a / "d" / "f1").st_mode & 0o777 == 0o600, 0.5, what="B's chmod")
     same("d/f1")
+
+
+def _evict_dentries():
+    """Makes the kernel forget unused dentries and inodes (FORGET)."""
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")
+    time.sleep(0.3)
+
+
+def test_issue4_own_changes_never_served_from_an_older_listing(env, daemon, mount):
+    """A listing holds its entries' attributes and small files' contents
+    as they were when it was fetched, and the daemon does not push a
+    client's own changes back to it. After this client appends to a file,
+    appends to a hard link of another in a second listed directory, and
+    chmods a subdirectory, and the kernel forgot those entries, looking
+    them up again (stat, and a listing with attributes) shows the new
+    size, content and mode, not the listing's."""
+    m = mount()
+    for d in ("a", "b"):
+        os.mkdir(m / d)
+    write_file(m / "a" / "f", b"0123456789")
+    write_file(m / "a" / "g", b"abc")
+    os.link(m / "a" / "g", m / "b" / "g2")
+    os.mkdir(m / "a" / "sub")
+    time.sleep(2.3)  # past the quiet period after our own changes
+    # Both directories are listed now (misses are answered from listings).
+    assert not os.path.exists(m / "a" / "missing")
+    assert not os.path.exists(m / "b" / "missing")
+    with open(m / "a" / "f", "ab") as f:
+        f.write(b"ABCDE")
+    with open(m / "a" / "g", "ab") as f:
+        f.write(b"defg")
+    os.chmod(m / "a" / "sub", 0o700)
+    pins = [os.open(m / d, os.O_RDONLY) for d in ("a", "b")]  # keep the listings
+    try:
+        _evict_dentries()
+        assert os.stat(m / "a" / "f").st_size == 15
+        assert read_file(m / "a" / "f") == b"0123456789ABCDE"
+        assert os.stat(m / "b" / "g2").st_size == 7
+        assert read_file(m / "b" / "g2") == b"abcdefg"
+        assert os.stat(m / "a" / "sub").st_mode & 0o777 == 0o700
+        _evict_dentries()
+        sizes = {e.name: e.stat(follow_symlinks=False).st_size for e in os.scandir(m / "a")}
+        assert sizes["f"] == 15 and sizes["g"] == 7, sizes
+        modes = {e.name: e.stat().st_mode & 0o777 for e in os.scandir(m / "a")}
+        assert modes["sub"] == 0o700, modes
+    finally:
+        for fd in pins:
+            os.close(fd)
