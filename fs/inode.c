@@ -680,6 +680,18 @@ static void touch_listings(struct inode_table *t, uint64_t ph, bool all)
 	pthread_mutex_unlock(&t->lock);
 }
 
+static void own_mark(struct inode_table *t, struct inode *ip, uint64_t at)
+{
+	pthread_mutex_lock(&ip->lock);
+	ip->trust_seq = 0;
+	ip->own_at = at;
+	uint64_t ph = ip->parent_hash;
+	bool all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1;
+	pthread_mutex_unlock(&ip->lock);
+	if (ph || all)
+		touch_listings(t, ph, all);
+}
+
 void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
 {
 	/* Counters first: a reply being recorded under ip->lock either
@@ -687,16 +699,13 @@ void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
 	if (ns)
 		atomic_fetch_add(&t->own_ns, 1);
 	uint64_t at = atomic_fetch_add(&t->own_any, 1) + 1;
-	if (ip) {
-		pthread_mutex_lock(&ip->lock);
-		ip->trust_seq = 0;
-		ip->own_at = at;
-		uint64_t ph = ip->parent_hash;
-		bool all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1;
-		pthread_mutex_unlock(&ip->lock);
-		if (ph || all)
-			touch_listings(t, ph, all);
-	}
+	if (ip)
+		own_mark(t, ip, at);
+}
+
+void inode_own_also(struct inode_table *t, struct inode *ip)
+{
+	own_mark(t, ip, atomic_load(&t->own_any));
 }
 
 bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any)
@@ -891,6 +900,103 @@ int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e,
 	}
 out:
 	pthread_mutex_unlock(&dir->lock);
+	return ret;
+}
+
+/* Puts item offset off of ls into its slot table. */
+static void listing_slot(struct listing *ls, const char *name, size_t nl, uint32_t off)
+{
+	size_t i = str_hash(name, nl) & (ls->nslot - 1);
+	while (ls->slot[i])
+		i = (i + 1) & (ls->nslot - 1);
+	ls->slot[i] = off + 1;
+}
+
+int inode_listing_add(struct inode *dir, const char *name, const struct pfs_entry *e)
+{
+	size_t nl = strlen(name), cap = 64 + nl + sizeof(struct pfs_entry);
+	struct pfs_name pn;
+	struct pfs_bytes none = { 0 };
+	uint32_t flags = 0;
+	struct pfs_wr w;
+	int ret = -ENOENT;
+
+	if (nl > PFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	pn.len = (uint16_t)nl;
+	memcpy(pn.s, name, nl + 1);
+	pfs_wr_init(&w, malloc(cap), cap);
+	if (!w.buf)
+		return -ENOMEM;
+	if (pfs_put_NAME(&w, &pn) < 0 || pfs_put_ENTRY(&w, e) < 0 || pfs_put_U32(&w, &flags) < 0 ||
+	    pfs_put_BYTES(&w, &none) < 0) {
+		free(w.buf);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	if (!ls)
+		goto out;
+	ret = -EEXIST;
+	for (size_t i = str_hash(name, nl) & (ls->nslot - 1); ls->slot[i];
+	     i = (i + 1) & (ls->nslot - 1)) {
+		struct pfs_rd rd;
+		struct pfs_name n;
+		struct pfs_entry pe;
+		struct pfs_bytes d;
+		uint32_t fl;
+		pfs_rd_init(&rd, ls->buf + ls->slot[i] - 1, ls->len - (ls->slot[i] - 1));
+		if (listing_item(&rd, &n, &pe, &fl, &d) == 1 && n.len == nl &&
+		    memcmp(n.s, name, nl) == 0)
+			goto out;
+	}
+	ret = -ENOMEM;
+	size_t nslot = ls->nslot;
+	while (nslot < 2 * (ls->n + 1))
+		nslot *= 2;
+	int64_t more = (int64_t)(w.len + (nslot - ls->nslot) * sizeof(uint32_t));
+	if (ls->len + w.len > UINT32_MAX - 1 ||
+	    atomic_fetch_add(ls->total, more) + more > INODE_LISTING_TOTAL_MAX) {
+		atomic_fetch_sub(ls->total, more);
+		goto out;
+	}
+	uint8_t *buf = realloc(ls->buf, ls->len + w.len);
+	uint32_t *slot = nslot != ls->nslot ? calloc(nslot, sizeof(uint32_t)) : ls->slot;
+	if (buf)
+		ls->buf = buf;
+	if (!buf || !slot) {
+		if (slot != ls->slot)
+			free(slot);
+		atomic_fetch_sub(ls->total, more);
+		goto out;
+	}
+	memcpy(ls->buf + ls->len, w.buf, w.len);
+	uint32_t off = (uint32_t)ls->len;
+	ls->len += w.len;
+	if (slot != ls->slot) {
+		/* Rehash every item into the bigger table. */
+		free(ls->slot);
+		ls->slot = slot;
+		ls->nslot = nslot;
+		struct pfs_rd rd;
+		pfs_rd_init(&rd, ls->buf + 4, off - 4);
+		for (;;) {
+			struct pfs_name n;
+			struct pfs_entry pe;
+			struct pfs_bytes d;
+			uint32_t fl, o = (uint32_t)(rd.p - ls->buf);
+			if (listing_item(&rd, &n, &pe, &fl, &d) != 1)
+				break;
+			listing_slot(ls, n.s, n.len, o);
+		}
+	}
+	listing_slot(ls, name, nl, off);
+	ls->n++;
+	dir->ls_gen++; /* a listing asked for before this change is not kept */
+	ret = 0;
+out:
+	pthread_mutex_unlock(&dir->lock);
+	free(w.buf);
 	return ret;
 }
 

@@ -220,6 +220,9 @@ bool inode_had_posix_locks(struct inode *ip);
  * inode_attr_trusted: copies the trusted attr and its seq; false if none. */
 uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns);
 void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
+/* A second object the change just announced with inode_own_touch moves
+ * (the other directory of a link or rename): the same, with no count. */
+void inode_own_also(struct inode_table *t, struct inode *ip);
 /* A directory's listing holds its entries' attributes (and small files'
  * contents) as they were when it was fetched. The server does not push
  * this client's own changes back to it, so inode_own_touch of an object
@@ -275,6 +278,14 @@ int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e,
 		       uint32_t *dlen, uint32_t *flags, struct listing_info *li);
 void inode_drop_listing(struct inode *dir);
 void inode_listing_stale(struct inode *dir);
+/* This client's own create of name (entry e) in dir: adds it to dir's
+ * listing, if dir has one, instead of dropping it (the kernel holds dir's
+ * lock across the create, so no lookup there used the listing meanwhile;
+ * a push from another host's change since it was fetched still makes it
+ * stale at its next use). Returns 0, or -errno with the listing left as
+ * it was (-ENOENT: none, -EEXIST: the name is in it): the caller then
+ * drops it (inode_listing_touch). */
+int inode_listing_add(struct inode *dir, const char *name, const struct pfs_entry *e);
 void inode_listing_touch(struct inode *dir);
 uint64_t inode_listing_gen(struct inode *dir);
 /* True if a lookup in dir may fetch a listing first. */

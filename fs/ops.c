@@ -260,6 +260,18 @@ static void own_dir_attr(struct client *c, struct inode *dir, const struct pfs_a
 		inode_trust_attr(c->it, dir, o->seq, o->any + 1, o->ns + 1);
 }
 
+/* dir's listing after our own create of name there (e: the new entry, or
+ * NULL if the create failed): the entry is added to it, so that the next
+ * lookups there (a miss before the next create, mostly) are still
+ * answered locally; otherwise it goes, with a quiet period (see
+ * inode_listing_stale). Called before the reply to the kernel, which
+ * holds dir's lock till then. */
+static void own_listing(struct inode *dir, const char *name, const struct pfs_entry *e)
+{
+	if (!e || inode_listing_add(dir, name, e) < 0)
+		inode_listing_touch(dir);
+}
+
 /* Decodes an entry reply, with or without the directory's attributes
  * (*have_dir says which). */
 static int dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct pfs_attr *dir,
@@ -292,6 +304,7 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 	if (rc == 0 && dec_entry(rep, &er, &da, &have_da) < 0)
 		rc = bad_reply(req, "entry");
 	rpc_reply_free(rep);
+	own_listing(dir, name, rc == 0 ? &er.e : NULL);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -733,8 +746,7 @@ static void pfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
 	struct own_snap o = own_snap(c);
-	inode_own_touch(c->it, NULL, true);
-	inode_listing_touch(IP(req, parent));
+	inode_own_touch(c->it, IP(req, parent), true);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
 	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
@@ -752,8 +764,7 @@ static void pfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
 	struct own_snap o = own_snap(c);
-	inode_own_touch(c->it, NULL, true);
-	inode_listing_touch(IP(req, parent));
+	inode_own_touch(c->it, IP(req, parent), true);
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
 	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
@@ -768,8 +779,7 @@ static void pfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 	int rc;
 
 	struct own_snap o = own_snap(c);
-	inode_own_touch(c->it, NULL, true);
-	inode_listing_touch(IP(req, parent));
+	inode_own_touch(c->it, IP(req, parent), true);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	if (tlen == 0) {
@@ -795,7 +805,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	struct own_snap o = own_snap(c);
-	inode_own_touch(c->it, NULL, true);
+	inode_own_touch(c->it, IP(req, parent), true);
 	inode_listing_touch(IP(req, parent));
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
@@ -832,7 +842,8 @@ static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	m.parent = IP(req, parent)->fh;
 	m.newparent = IP(req, newparent)->fh;
 	m.flags = flags;
-	inode_own_touch(c->it, NULL, true);
+	inode_own_touch(c->it, IP(req, parent), true);
+	inode_own_also(c->it, IP(req, newparent));
 	inode_note_rename(c->it); /* a moved directory's ".." */
 	inode_listing_touch(IP(req, parent));
 	inode_listing_touch(IP(req, newparent));
@@ -855,7 +866,7 @@ static void pfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 	m.newparent = IP(req, newparent)->fh;
 	struct own_snap o = own_snap(c);
 	inode_own_touch(c->it, IP(req, ino), true);
-	inode_listing_touch(IP(req, newparent));
+	inode_own_also(c->it, IP(req, newparent));
 	if ((rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
 	finish_entry(req, rc, &rep, IP(req, newparent), newname, &o);
@@ -985,8 +996,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	}
 	struct own_snap o = own_snap(c);
 	uint64_t seq = o.seq;
-	inode_own_touch(c->it, NULL, true);
-	inode_listing_touch(IP(req, parent));
+	inode_own_touch(c->it, IP(req, parent), true);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	m.fid = fid_use(of);
@@ -1006,6 +1016,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	if (rc == 0 && dec_entry(&rep, &er, &da, &have_da) < 0)
 		rc = bad_reply(req, "CREATE");
 	rpc_reply_free(&rep);
+	own_listing(IP(req, parent), name, rc == 0 ? &er.e : NULL);
 	if (have_da)
 		own_dir_attr(c, IP(req, parent), &da, &o);
 	if (rc == 0 && !(ip = entry_param(c, NULL, 0, &er.e, &e))) {

@@ -587,18 +587,21 @@ def test_issue4_own_changes_answer_attributes_locally(env):
 
 
 def _evict_dentries():
-    """Makes the kernel forget unused dentries and inodes (FORGET)."""
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("2")
-    time.sleep(0.3)
+    """Makes the kernel forget unused dentries and inodes (FORGET); twice,
+    as a directory goes only once its children went."""
+    for _ in range(2):
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2")
+        time.sleep(0.3)
 
 
 def test_issue4_own_changes_never_served_from_an_older_listing(env, daemon, mount):
     """A listing holds its entries' attributes and small files' contents
     as they were when it was fetched, and the daemon does not push a
     client's own changes back to it. After this client appends to a file,
-    appends to a hard link of another in a second listed directory, and
-    chmods a subdirectory, and the kernel forgot those entries, looking
+    appends to a hard link of another in a second listed directory,
+    chmods a subdirectory and creates a file in it, and the kernel forgot
+    those entries, looking
     them up again (stat, and a listing with attributes) shows the new
     size, content and mode, not the listing's."""
     m = mount()
@@ -617,6 +620,8 @@ def test_issue4_own_changes_never_served_from_an_older_listing(env, daemon, moun
     with open(m / "a" / "g", "ab") as f:
         f.write(b"defg")
     os.chmod(m / "a" / "sub", 0o700)
+    time.sleep(0.01)
+    write_file(m / "a" / "sub" / "new", b"n")  # moves sub's mtime, ctime and size
     pins = [os.open(m / d, os.O_RDONLY) for d in ("a", "b")]  # keep the listings
     try:
         _evict_dentries()
@@ -625,6 +630,7 @@ def test_issue4_own_changes_never_served_from_an_older_listing(env, daemon, moun
         assert os.stat(m / "b" / "g2").st_size == 7
         assert read_file(m / "b" / "g2") == b"abcdefg"
         assert os.stat(m / "a" / "sub").st_mode & 0o777 == 0o700
+        assert _stat_fields(os.stat(m / "a" / "sub")) == _stat_fields(os.stat(env.export / "a" / "sub"))
         _evict_dentries()
         sizes = {e.name: e.stat(follow_symlinks=False).st_size for e in os.scandir(m / "a")}
         assert sizes["f"] == 15 and sizes["g"] == 7, sizes
@@ -633,3 +639,69 @@ def test_issue4_own_changes_never_served_from_an_older_listing(env, daemon, moun
     finally:
         for fd in pins:
             os.close(fd)
+    # A create in a subdirectory moves the subdirectory's attributes,
+    # which its parent's listing holds.
+    os.makedirs(m / "c" / "sub")
+    time.sleep(2.3)
+    assert not os.path.exists(m / "c" / "missing")  # c is listed
+    time.sleep(0.01)
+    write_file(m / "c" / "sub" / "new", b"n")
+    pin = os.open(m / "c", os.O_RDONLY)
+    try:
+        _evict_dentries()
+        assert _stat_fields(os.stat(m / "c" / "sub")) == _stat_fields(os.stat(env.export / "c" / "sub"))
+    finally:
+        os.close(pin)
+
+
+@pytest.mark.netns
+def test_issue4_own_creates_keep_the_listing(env):
+    """A client's own creates (file, directory, symlink) are added to its
+    listing of the directory instead of dropping it: the miss
+    before each next create is answered locally (no LOOKUP_DATA, no
+    LISTDIR), the new names are found, and the listing still follows
+    other hosts (a name B creates or removes) and the client's own
+    unlink, rename and writes."""
+    pod = Pod(env, opts="log_level=debug")
+    a, b = pod.a, pod.b
+    os.mkdir(a / "d")
+    write_file(a / "d" / "seed", b"s")
+    time.sleep(2.3)  # past the quiet period after our own changes
+    assert not os.path.exists(a / "d" / "missing")  # d is listed
+    before = len(a.proc.output().splitlines())
+    for i in range(20):
+        write_file(a / "d" / f"f{i}", b"")            # a miss, then CREATE
+    os.mkdir(a / "d" / "sub")
+    os.symlink("f0", a / "d" / "lnk")
+    assert not os.path.exists(a / "d" / "other")
+    sent = _sent_since(a, before)
+    assert "LOOKUP_DATA" not in sent and "LOOKUP" not in sent and "LISTDIR" not in sent, " ".join(sent)
+    # A hard link moves f1's nlink, which the listing holds: it goes.
+    os.link(a / "d" / "f1", a / "d" / "hard")
+    assert os.stat(a / "d" / "f1").st_nlink == 2
+    want = {"seed", "sub", "lnk", "hard"} | {f"f{i}" for i in range(20)}
+    assert set(os.listdir(a / "d")) == want
+    assert set(os.listdir(pod.export / "d")) == want
+    # Another host's create and unlink are pushed: A's listing goes.
+    write_file(b / "d" / "from_b", b"b")
+    wait_for(lambda: os.path.exists(a / "d" / "from_b"), 0.5, what="B's file on A")
+    os.unlink(b / "d" / "f3")
+    wait_for(lambda: not os.path.exists(a / "d" / "f3"), 0.5, what="B's unlink on A")
+    # Our own unlink and rename.
+    os.unlink(a / "d" / "f4")
+    assert not os.path.exists(a / "d" / "f4")
+    os.rename(a / "d" / "f5", a / "d" / "g5")
+    assert not os.path.exists(a / "d" / "f5") and os.path.exists(a / "d" / "g5")
+    # A file written after its create is not answered from the listing.
+    time.sleep(2.3)
+    assert not os.path.exists(a / "d" / "missing2")  # listed again
+    write_file(a / "d" / "late", b"")
+    with open(a / "d" / "late", "ab") as f:
+        f.write(b"12345")
+    pin = os.open(a / "d", os.O_RDONLY)
+    try:
+        _evict_dentries()
+        assert os.stat(a / "d" / "late").st_size == 5
+        assert read_file(a / "d" / "late") == b"12345"
+    finally:
+        os.close(pin)
