@@ -24,6 +24,16 @@ struct inode_table {
 	struct inode *root;
 };
 
+struct listing {
+	struct listing_info li;
+	uint8_t *buf;             /* the LISTDIR reply payload */
+	size_t len;
+	uint32_t *slot;           /* open addressing: item offset + 1, 0 empty */
+	size_t nslot;             /* power of two */
+	size_t n;                 /* items */
+	_Atomic int64_t *total;   /* the table's listing_total */
+};
+
 static struct dver version_of(const struct pfs_attr *a);
 static bool dver_equal(const struct dver *a, const struct dver *b);
 static int64_t mono_ns(void);
@@ -665,19 +675,51 @@ uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns)
 	return atomic_load(&t->own_any);
 }
 
-/* Drops the listings that may hold ip's attributes: that of the directory
- * with fh hash ph (hash collisions only drop more), or every listing. */
-static void touch_listings(struct inode_table *t, uint64_t ph, bool all)
+/* Drops every listing (a file with several links changed: any directory
+ * may list it under another name). */
+static void drop_all_listings(struct inode_table *t)
 {
 	pthread_mutex_lock(&t->lock);
-	for (size_t b = all ? 0 : (ph & (t->nbuckets - 1)); b < t->nbuckets; b++) {
+	for (size_t b = 0; b < t->nbuckets; b++)
 		for (struct inode *d = t->buckets[b]; d; d = d->hnext)
-			if ((all || d->hash == ph) && S_ISDIR(d->attr.mode))
+			if (S_ISDIR(d->attr.mode))
 				inode_listing_touch(d);
-		if (!all)
-			break;
-	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+static int listing_item(struct pfs_rd *rd, struct pfs_name *name, struct pfs_entry *e,
+			uint32_t *flags, struct pfs_bytes *data);
+
+/* Marks the item of name hash nh and handle fh in dir's listing stale, and
+ * holds off a new listing (see inode_own_touch). Called with dir->lock. */
+static void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh)
+{
+	struct listing *ls = dir->listing;
+
+	dir->ls_gen++; /* a listing asked for before the change is not kept */
+	int64_t after = mono_ns() + INODE_LIST_QUIET_NS;
+	if (dir->list_after < after)
+		dir->list_after = after;
+	if (!ls)
+		return;
+	for (size_t i = nh & (ls->nslot - 1); ls->slot[i]; i = (i + 1) & (ls->nslot - 1)) {
+		struct pfs_rd rd;
+		struct pfs_name n;
+		struct pfs_entry e;
+		uint32_t fl;
+		size_t off = ls->slot[i] - 1;
+		pfs_rd_init(&rd, ls->buf + off, ls->len - off);
+		if (!pfs_get_NAME(&rd, &n) || !pfs_get_ENTRY(&rd, &e) ||
+		    str_hash(n.s, n.len) != nh || !fh_equal(&e.fh, fh))
+			continue;
+		size_t foff = (size_t)(rd.p - ls->buf);
+		struct pfs_wr w;
+		if (!pfs_get_U32(&rd, &fl))
+			continue;
+		fl |= INODE_LS_STALE;
+		pfs_wr_init(&w, ls->buf + foff, 4);
+		(void)pfs_put_U32(&w, &fl);
+	}
 }
 
 static void own_mark(struct inode_table *t, struct inode *ip, uint64_t at)
@@ -685,11 +727,22 @@ static void own_mark(struct inode_table *t, struct inode *ip, uint64_t at)
 	pthread_mutex_lock(&ip->lock);
 	ip->trust_seq = 0;
 	ip->own_at = at;
-	uint64_t ph = ip->parent_hash;
+	uint64_t ph = ip->parent_hash, nh = ip->name_hash;
 	bool all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1;
 	pthread_mutex_unlock(&ip->lock);
-	if (ph || all)
-		touch_listings(t, ph, all);
+	if (all) {
+		drop_all_listings(t);
+	} else if (ph) {
+		pthread_mutex_lock(&t->lock);
+		for (struct inode *d = t->buckets[ph & (t->nbuckets - 1)]; d; d = d->hnext) {
+			if (d->hash != ph || !S_ISDIR(d->attr.mode))
+				continue;
+			pthread_mutex_lock(&d->lock);
+			listing_mark(d, nh, &ip->fh);
+			pthread_mutex_unlock(&d->lock);
+		}
+		pthread_mutex_unlock(&t->lock);
+	}
 }
 
 void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
@@ -768,15 +821,6 @@ bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid)
 
 /* ---- directory listings (see inode_i.h) ---- */
 
-struct listing {
-	struct listing_info li;
-	uint8_t *buf;             /* the LISTDIR reply payload */
-	size_t len;
-	uint32_t *slot;           /* open addressing: item offset + 1, 0 empty */
-	size_t nslot;             /* power of two */
-	size_t n;                 /* items */
-	_Atomic int64_t *total;   /* the table's listing_total */
-};
 
 static void listing_free(struct listing *ls)
 {
@@ -1048,7 +1092,8 @@ bool inode_may_list(struct inode *dir, uint64_t max_size)
 	return ok;
 }
 
-void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq)
+void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq,
+		      const char *name)
 {
 	pthread_mutex_lock(&dir->lock);
 	uint64_t pino = dir->attr.ino;
@@ -1060,6 +1105,7 @@ void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir
 		ip->parent_seq = seq;
 	}
 	ip->parent_hash = dir->hash;
+	ip->name_hash = name ? str_hash(name, strlen(name)) : 0;
 	pthread_mutex_unlock(&ip->lock);
 }
 
@@ -1135,7 +1181,8 @@ int inode_listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **bu
 		goto out_free;
 	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
 	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
-		if (put_dirent(&w, name.s, name.len, ++cookie, &e, e.attr.ino, e.attr.mode) < 0)
+		if (put_dirent(&w, name.s, name.len, ++cookie, (fl & INODE_LS_STALE) ? NULL : &e,
+			       e.attr.ino, e.attr.mode) < 0)
 			goto out_free;
 	if (r < 0)
 		goto out_free;

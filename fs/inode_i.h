@@ -77,6 +77,7 @@ struct inode {
 	 * table's own-change count after this client last changed it (see
 	 * inode_own_touch, inode_listed_stale). */
 	uint64_t parent_hash;
+	uint64_t name_hash;   /* of its name there (str_hash) */
 	uint64_t own_at;
 
 	struct pfs_fh fh;     /* immutable */
@@ -226,8 +227,12 @@ void inode_own_also(struct inode_table *t, struct inode *ip);
 /* A directory's listing holds its entries' attributes (and small files'
  * contents) as they were when it was fetched. The server does not push
  * this client's own changes back to it, so inode_own_touch of an object
- * drops the listing of the directory it was last seen in (of every
- * directory for a file with several links: any may list it), and
+ * marks its item in the listing of the directory it was last seen in
+ * stale (INODE_LS_STALE in the item's flags: lookups of it go to the
+ * daemon, READDIR gives it without attributes) and keeps a new listing of
+ * that directory from being fetched for a quiet period, while the change
+ * may be on its way; it drops every listing for a file with several
+ * links (any directory may list it). And
  * inode_listed_stale tells whether this client changed the object fh
  * since a listing taken at own-change count any (then the listing's
  * entry for it is not used): that covers an object another host moved
@@ -270,6 +275,7 @@ struct listing_info {
 	uint32_t uid, gid;
 };
 enum { LS_NONE, LS_ABSENT, LS_PRESENT };
+#define INODE_LS_STALE (1u << 31) /* item flag, local: changed by this client */
 #define INODE_LIST_QUIET_NS (2 * 1000000000LL)
 #define INODE_LISTING_TOTAL_MAX (64ll << 20)
 int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
@@ -301,7 +307,8 @@ bool inode_may_list(struct inode *dir, uint64_t max_size);
  * ip's parent, found by a request sent at push number seq, if ip is a
  * directory; and for any ip, dir as the directory whose listing holds it
  * (parent_hash, see inode_own_touch). */
-void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq);
+void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq,
+		      const char *name);
 void inode_note_rename(struct inode_table *t);
 /* inode_rename_done: the rename noted is answered (or failed).
  * inode_renames_busy: one of ours is under way. The VFS does not lock a

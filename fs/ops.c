@@ -184,16 +184,17 @@ static uint64_t fid_use(struct ofile *of)
 
 /* Fills e for an entry the kernel will hold one more lookup of. */
 /* The entry parameters of pe for the kernel, and its inode (one lookup
- * added), or NULL on ENOMEM. dir: the directory pe was found in by a
- * request sent at push number seq (NULL: none). */
-static struct inode *entry_param(struct client *c, struct inode *dir, uint64_t seq,
-				 const struct pfs_entry *pe, struct fuse_entry_param *e)
+ * added), or NULL on ENOMEM. dir: the directory pe was found in under
+ * name by a request sent at push number seq (NULL: none). */
+static struct inode *entry_param(struct client *c, struct inode *dir, const char *name,
+				 uint64_t seq, const struct pfs_entry *pe,
+				 struct fuse_entry_param *e)
 {
 	struct inode *ip = inode_ref(c->it, pe);
 	if (!ip)
 		return NULL;
 	if (dir)
-		inode_set_parent(c->it, ip, dir, seq);
+		inode_set_parent(c->it, ip, dir, seq, name);
 	memset(e, 0, sizeof(*e));
 	e->ino = ip->nodeid;
 	attr_to_stat(&pe->attr, &e->attr);
@@ -311,7 +312,7 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 	}
 	if (have_da)
 		own_dir_attr(c, dir, &da, o);
-	if (!(ip = entry_param(c, dir, seq, &er.e, &e))) {
+	if (!(ip = entry_param(c, dir, name, seq, &er.e, &e))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -500,7 +501,7 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	if (r == LS_PRESENT && !readable && S_ISREG(pe.attr.mode) && pe.attr.size > 0 &&
 	    pe.attr.size <= c->max_inline)
 		entry_stale = true;
-	if (own_stale)
+	if (own_stale || (lflags & INODE_LS_STALE))
 		entry_stale = true;
 	cache_gate_leave(c->cache);
 	if (stale)
@@ -519,7 +520,7 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		reply_entry_gated(req, dir, name, NULL, &e, li.seq);
 		return true;
 	}
-	struct inode *ip = entry_param(c, dir, li.seq, &pe, &e);
+	struct inode *ip = entry_param(c, dir, name, li.seq, &pe, &e);
 	if (!ip) {
 		free(data);
 		return false;
@@ -586,7 +587,7 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (rc < 0)
 		goto out_err;
-	ip = entry_param(c, dir, seq, &er.e, &e);
+	ip = entry_param(c, dir, name, seq, &er.e, &e);
 	if (ip)
 		inode_trust_attr(c->it, ip, seq, any, ns);
 	if (ip && data.p)
@@ -1019,7 +1020,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	own_listing(IP(req, parent), name, rc == 0 ? &er.e : NULL);
 	if (have_da)
 		own_dir_attr(c, IP(req, parent), &da, &o);
-	if (rc == 0 && !(ip = entry_param(c, NULL, 0, &er.e, &e))) {
+	if (rc == 0 && !(ip = entry_param(c, NULL, NULL, 0, &er.e, &e))) {
 		/* The file was created and opened; the kernel will never
 		 * release this fid, so do it here. */
 		release_fid(req, &er.e.fh, of->fid, PFS_OP_RELEASE);
@@ -1031,7 +1032,7 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	}
 	of->ip = ip;
-	inode_set_parent(c->it, ip, IP(req, parent), seq);
+	inode_set_parent(c->it, ip, IP(req, parent), seq, name);
 	bool attrs_stale;
 	inode_open_version(ip, &er.e.attr, &attrs_stale);
 	/* A new file has no capabilities (they are never inherited). */
@@ -1612,7 +1613,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			 * was asked for (the kernel looks it up instead). */
 			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name) &&
 			    !inode_listed_stale(c->it, &de.e.fh, of->rd_any))
-				ip = entry_param(c, of->ip, of->rd_seq, &de.e, &e);
+				ip = entry_param(c, of->ip, de.name.s, of->rd_seq, &de.e, &e);
 			if (!ip) {
 				e.attr.st_ino = de.ino;
 				e.attr.st_mode = de.mode;
