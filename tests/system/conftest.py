@@ -45,6 +45,38 @@ from helpers import PODFS, PODFSD, run, wait_for  # noqa: E402
 TEST_ROOT = Path(os.environ.get("PODFS_TEST_TMP", "/tmp/podfs-tests"))
 SAN_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer",
                 "WARNING: ThreadSanitizer", "ERROR: ThreadSanitizer")
+# libfuse 3.14 keeps an INTERRUPT that arrives after its request was
+# answered (a lock waiter killed just as its lock was granted) in a list
+# that only a later request empties; a session that ends first leaks that
+# request (128 bytes, and 48 of its channel) at exit. A LeakSanitizer
+# report made only of leaks whose every frame past the allocator is in
+# libfuse is that, not ours (our code is built with frame pointers, so a
+# leak of ours shows our frames), and is not counted.
+_LSAN_SECTION = re.compile(
+    r"==\d+==ERROR: LeakSanitizer: detected memory leaks\n(.*?)"
+    r"SUMMARY: AddressSanitizer: \d+ byte\(s\) leaked in \d+ allocation\(s\)\.\n?", re.S)
+
+
+def _libfuse_only(section):
+    frames = [ln.strip() for ln in section.splitlines() if re.match(r"\s+#\d+ ", ln)]
+    ours = [f for f in frames if not f.startswith("#0 ")]
+    return bool(ours) and all("libfuse3.so" in f for f in ours)
+
+
+def drop_libfuse_leaks(text):
+    """text without the LeakSanitizer reports that are libfuse's own (see
+    above); (text, True if one was dropped)."""
+    dropped = False
+
+    def sub(m):
+        nonlocal dropped
+        if _libfuse_only(m.group(1)):
+            dropped = True
+            return ""
+        return m.group(0)
+    return _LSAN_SECTION.sub(sub, text), dropped
+
+
 START_TIMEOUT = float(os.environ.get("PODFS_TEST_START_TIMEOUT", "20"))
 STOP_TIMEOUT = 20.0
 DEFAULT_TEST_TIMEOUT = 300
@@ -216,9 +248,27 @@ class Proc:
     def check_rc(self):
         rc = self.p.returncode
         if self.expect_rc is not None and rc != self.expect_rc:
+            if self.only_libfuse_leaked():
+                return None
             return f"{self.tag} (pid {self.pid}) exit status {rc}, expected " \
                    f"{self.expect_rc}. Output:\n{self.tail()}"
         return None
+
+    def only_libfuse_leaked(self):
+        """The process failed at exit only because of libfuse's own leak
+        (drop_libfuse_leaks), with no other sanitizer report."""
+        logs = [self.log] + sorted(self.env.logs.glob(f"san.{self.tag}.{self.pid}"))
+        dropped_any = False
+        for f in logs:
+            try:
+                text = f.read_text(errors="replace")
+            except OSError:
+                continue
+            rest, dropped = drop_libfuse_leaks(text)
+            dropped_any |= dropped
+            if any(p in rest for p in SAN_PATTERNS):
+                return False
+        return dropped_any
 
 
 class Daemon:
@@ -542,8 +592,9 @@ class Env:
             except OSError:
                 continue
             sanlog = f.name.startswith("san.")
+            text, _ = drop_libfuse_leaks(text)
             hits = [ln for ln in text.splitlines() if any(p in ln for p in SAN_PATTERNS)]
-            if hits or (sanlog and text.strip()):
+            if hits or (sanlog and text.strip("= \n")):
                 errs.append(f"sanitizer report in {f}:\n" + "\n".join(text.splitlines()[:60]))
         return errs
 
