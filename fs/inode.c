@@ -844,6 +844,48 @@ static int listing_item(struct pfs_rd *rd, struct pfs_name *name, struct pfs_ent
 	return 1;
 }
 
+/* Puts item offset off of ls into its slot table. */
+static void listing_slot(struct listing *ls, const char *name, size_t nl, uint32_t off)
+{
+	size_t i = str_hash(name, nl) & (ls->nslot - 1);
+	while (ls->slot[i])
+		i = (i + 1) & (ls->nslot - 1);
+	ls->slot[i] = off + 1;
+}
+
+/* Puts the items of ls->buf from offset 4 up to end into the slot table. */
+static void listing_fill_slots(struct listing *ls, size_t end)
+{
+	struct pfs_rd rd;
+
+	pfs_rd_init(&rd, ls->buf + 4, end - 4);
+	for (;;) {
+		struct pfs_name n;
+		struct pfs_entry e;
+		struct pfs_bytes d;
+		uint32_t fl, off = (uint32_t)(rd.p - ls->buf);
+		if (listing_item(&rd, &n, &e, &fl, &d) != 1)
+			break;
+		listing_slot(ls, n.s, n.len, off);
+	}
+}
+
+/* The item named name in ls: 1 (fills the out-parameters), or 0. */
+static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
+			  struct pfs_entry *e, uint32_t *flags, struct pfs_bytes *data)
+{
+	for (size_t i = str_hash(name, nl) & (ls->nslot - 1); ls->slot[i];
+	     i = (i + 1) & (ls->nslot - 1)) {
+		struct pfs_rd rd;
+		struct pfs_name n;
+		pfs_rd_init(&rd, ls->buf + ls->slot[i] - 1, ls->len - (ls->slot[i] - 1));
+		if (listing_item(&rd, &n, e, flags, data) == 1 && n.len == nl &&
+		    memcmp(n.s, name, nl) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
 		      const struct listing_info *li)
 {
@@ -882,16 +924,7 @@ int inode_set_listing(struct inode_table *t, struct inode *dir, uint8_t *buf, si
 		listing_free(ls);
 		return -ENOSPC;
 	}
-	pfs_rd_init(&rd, buf + 4, len - 4);
-	for (;;) {
-		uint32_t off = (uint32_t)(rd.p - buf);
-		if (listing_item(&rd, &name, &e, &fl, &data) != 1)
-			break;
-		size_t i = str_hash(name.s, name.len) & (nslot - 1);
-		while (ls->slot[i])
-			i = (i + 1) & (nslot - 1);
-		ls->slot[i] = off + 1;
-	}
+	listing_fill_slots(ls, len);
 	pthread_mutex_lock(&dir->lock);
 	if (dir->ls_gen != li->ns) {
 		pthread_mutex_unlock(&dir->lock);
@@ -923,16 +956,9 @@ int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e,
 		goto out;
 	*li = ls->li;
 	ret = LS_ABSENT;
-	for (size_t i = str_hash(name, nl) & (ls->nslot - 1); ls->slot[i];
-	     i = (i + 1) & (ls->nslot - 1)) {
-		struct pfs_rd rd;
-		struct pfs_name n;
-		struct pfs_bytes d;
-		uint32_t fl;
-		pfs_rd_init(&rd, ls->buf + ls->slot[i] - 1, ls->len - (ls->slot[i] - 1));
-		if (listing_item(&rd, &n, e, &fl, &d) != 1 || n.len != nl ||
-		    memcmp(n.s, name, nl) != 0)
-			continue;
+	struct pfs_bytes d;
+	uint32_t fl;
+	if (listing_lookup(ls, name, nl, e, &fl, &d)) {
 		ret = LS_PRESENT;
 		*flags = fl;
 		if ((fl & PFS_LD_DATA) && S_ISREG(e->attr.mode) && d.len == e->attr.size &&
@@ -940,20 +966,10 @@ int inode_listing_find(struct inode *dir, const char *name, struct pfs_entry *e,
 			memcpy(*data, d.p, d.len);
 			*dlen = d.len;
 		}
-		break;
 	}
 out:
 	pthread_mutex_unlock(&dir->lock);
 	return ret;
-}
-
-/* Puts item offset off of ls into its slot table. */
-static void listing_slot(struct listing *ls, const char *name, size_t nl, uint32_t off)
-{
-	size_t i = str_hash(name, nl) & (ls->nslot - 1);
-	while (ls->slot[i])
-		i = (i + 1) & (ls->nslot - 1);
-	ls->slot[i] = off + 1;
 }
 
 int inode_listing_add(struct inode *dir, const char *name, const struct pfs_entry *e)
@@ -981,19 +997,12 @@ int inode_listing_add(struct inode *dir, const char *name, const struct pfs_entr
 	struct listing *ls = dir->listing;
 	if (!ls)
 		goto out;
+	struct pfs_entry pe;
+	struct pfs_bytes d;
+	uint32_t fl;
 	ret = -EEXIST;
-	for (size_t i = str_hash(name, nl) & (ls->nslot - 1); ls->slot[i];
-	     i = (i + 1) & (ls->nslot - 1)) {
-		struct pfs_rd rd;
-		struct pfs_name n;
-		struct pfs_entry pe;
-		struct pfs_bytes d;
-		uint32_t fl;
-		pfs_rd_init(&rd, ls->buf + ls->slot[i] - 1, ls->len - (ls->slot[i] - 1));
-		if (listing_item(&rd, &n, &pe, &fl, &d) == 1 && n.len == nl &&
-		    memcmp(n.s, name, nl) == 0)
-			goto out;
-	}
+	if (listing_lookup(ls, name, nl, &pe, &fl, &d))
+		goto out;
 	ret = -ENOMEM;
 	size_t nslot = ls->nslot;
 	while (nslot < 2 * (ls->n + 1))
@@ -1022,17 +1031,7 @@ int inode_listing_add(struct inode *dir, const char *name, const struct pfs_entr
 		free(ls->slot);
 		ls->slot = slot;
 		ls->nslot = nslot;
-		struct pfs_rd rd;
-		pfs_rd_init(&rd, ls->buf + 4, off - 4);
-		for (;;) {
-			struct pfs_name n;
-			struct pfs_entry pe;
-			struct pfs_bytes d;
-			uint32_t fl, o = (uint32_t)(rd.p - ls->buf);
-			if (listing_item(&rd, &n, &pe, &fl, &d) != 1)
-				break;
-			listing_slot(ls, n.s, n.len, o);
-		}
+		listing_fill_slots(ls, off);
 	}
 	listing_slot(ls, name, nl, off);
 	ls->n++;

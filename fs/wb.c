@@ -287,6 +287,18 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 
 static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait);
 
+/* A commit (datasync) of w that nobody asked for: holds w across it and
+ * frees w after if nothing else uses it. Called with wb->lock held.
+ * Returns the commit's result. */
+static int commit_unasked(struct wb *wb, struct wbi *w, bool wait)
+{
+	w->users++;
+	int rc = commit_locked(wb, w, true, false, wait);
+	w->users--;
+	wbi_maybe_free(wb, w);
+	return rc;
+}
+
 static void *writer_main(void *arg)
 {
 	struct wb *wb = arg;
@@ -312,12 +324,9 @@ static void *writer_main(void *arg)
 			/* Too much uncommitted data held for this file: commit
 			 * it so its memory can be released. */
 			w->bg_commit = false;
-			w->users++;
-			int crc = commit_locked(wb, w, true, false, false);
-			w->users--;
+			int crc = commit_unasked(wb, w, false);
 			if (crc < 0)
 				pfs_debug("background commit: %s", strerror(-crc));
-			wbi_maybe_free(wb, w);
 		}
 	}
 	pthread_mutex_unlock(&wb->lock);
@@ -753,12 +762,9 @@ void wb_commit_all(struct wb *wb)
 			if (w->final_done || !w->uncommitted)
 				continue;
 			w->final_done = true;
-			w->users++;
-			int rc = commit_locked(wb, w, true, false, true);
-			w->users--;
+			int rc = commit_unasked(wb, w, true);
 			if (rc < 0)
 				pfs_warn("commit at unmount failed: %s", strerror(-rc));
-			wbi_maybe_free(wb, w);
 			goto again; /* the lock was dropped: the chain may have changed */
 		}
 	}
