@@ -450,18 +450,74 @@ int export_symlink(struct xop *x, int dirfd, const char *name, const char *targe
 	return entry_at(x, dirfd, name, e);
 }
 
+/* True if a session other than ours caches fh (and gets its pushes). */
+static bool others_interested(struct xop *x, const struct pfs_fh *fh)
+{
+	uint64_t bits[INTEREST_WORDS];
+
+	if (!x->it || !interest_get(x->it, handles_key(x->hs, fh), bits))
+		return false;
+	if (x->slot >= 0)
+		bits[x->slot / 64] &= ~(1ull << (x->slot % 64));
+	for (unsigned i = 0; i < INTEREST_WORDS; i++)
+		if (bits[i])
+			return true;
+	return false;
+}
+
+/* The victim of an unlink or a rename over it, open as pfd (O_PATH, taken
+ * before; -1: none), lost its name. If that was its last and another
+ * client caches it, that client may have it open without our knowing:
+ * keep it openable by handle (handles_orphan). Returns true if kept;
+ * closes pfd either way. */
+static bool keep_orphan(struct xop *x, const struct pfs_fh *victim, int pfd)
+{
+	struct stat st;
+
+	if (pfd < 0)
+		return false;
+	if (fstat(pfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
+	    others_interested(x, victim))
+		return handles_orphan(x->hs, victim, pfd, PFSD_ORPHAN_MS);
+	close(pfd);
+	return false;
+}
+
+/* The handle of dirfd/name in *fh, and an O_PATH fd of it in *pfd if it
+ * is not a directory (else -1). Returns true if the handle is known. */
+static bool victim_at(struct xop *x, int dirfd, const char *name, struct pfs_fh *fh, int *pfd)
+{
+	*pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (*pfd < 0)
+		return handles_encode_at(x->hs, dirfd, name, fh) == 0;
+	if (handles_encode(x->hs, *pfd, fh) == 0)
+		return true;
+	close(*pfd);
+	*pfd = -1;
+	return false;
+}
+
 int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct pfs_fh *victim)
 {
+	int pfd = -1;
+	bool known;
+
 	/* Learn the victim's handle first, so that its cached fd does not keep
 	 * a deleted file's blocks allocated. */
-	bool known = handles_encode_at(x->hs, dirfd, name, victim) == 0;
-
-	if (unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0)
-		return -errno;
-	if (known)
-		handles_forget(x->hs, victim);
+	if (dir)
+		known = handles_encode_at(x->hs, dirfd, name, victim) == 0;
 	else
+		known = victim_at(x, dirfd, name, victim, &pfd);
+	if (unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0) {
+		int ret = -errno;
+		if (pfd >= 0)
+			close(pfd);
+		return ret;
+	}
+	if (!known)
 		victim->len = 0;
+	else if (!keep_orphan(x, victim, pfd))
+		handles_forget(x->hs, victim);
 	return 0;
 }
 
@@ -470,24 +526,37 @@ int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 		  struct pfs_fh *moved)
 {
 	bool known = false;
+	int pfd = -1;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
 	/* Handles before the rename: the moved object's ctime changes, and
 	 * with RENAME_EXCHANGE the "victim" is the other moved object. */
-	if (!(flags & RENAME_NOREPLACE))
+	if (flags & RENAME_EXCHANGE)
 		known = handles_encode_at(x->hs, newdir, newname, victim) == 0;
+	else if (!(flags & RENAME_NOREPLACE))
+		known = victim_at(x, newdir, newname, victim, &pfd);
 	if (handles_encode_at(x->hs, olddir, oldname, moved) < 0)
 		moved->len = 0;
-	if (renameat2(olddir, oldname, newdir, newname, flags) < 0)
-		return -errno;
+	if (renameat2(olddir, oldname, newdir, newname, flags) < 0) {
+		int ret = -errno;
+		if (pfd >= 0)
+			close(pfd);
+		return ret;
+	}
 	/* The replaced file's cached handle stays (the periodic sweep closes
 	 * it): a client whose name cache still points at it until our
 	 * invalidation arrives opens the old file, whole, instead of getting
 	 * ESTALE. That makes rename-over an atomic publish for readers on
-	 * other hosts: they see the old file or the new one. */
+	 * other hosts: they see the old file or the new one. A client that
+	 * caches it may have it open unknown to us: it stays openable by
+	 * handle until that client had the push (keep_orphan). */
 	if (!known)
 		victim->len = 0;
+	if (known && pfd >= 0)
+		keep_orphan(x, victim, pfd);
+	else if (pfd >= 0)
+		close(pfd);
 	return 0;
 }
 

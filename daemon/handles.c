@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "podfs/auth.h"
@@ -17,6 +18,12 @@
 /* Smallest wire handle: type + at least one handle byte + MAC. */
 #define FH_MIN (FH_TYPE_LEN + 1 + FH_MAC_LEN)
 #define KH_MAX 128 /* MAX_HANDLE_SZ */
+#define ORPHANS_MAX 1024
+
+struct orphan {
+	struct hent *e; /* one reference held */
+	int64_t until;  /* CLOCK_MONOTONIC ms */
+};
 
 _Static_assert(FH_TYPE_LEN + KH_MAX + FH_MAC_LEN <= PFS_FH_MAX, "wire handle fits");
 
@@ -31,6 +38,8 @@ struct handles {
 	struct hent lru; /* sentinel */
 	size_t n;
 	size_t max;
+	struct orphan orphans[ORPHANS_MAX]; /* oldest first */
+	size_t norphans;
 };
 
 struct khandle {
@@ -304,6 +313,20 @@ int handles_get(struct handles *h, const struct pfs_fh *fh, struct hent **out)
 			ret = -ESTALE;
 		return ret;
 	}
+	/* A deleted file still open somewhere (a fid of ours, a process on
+	 * this host): served, but not cached, so that its blocks go with
+	 * its last open file rather than with a cache sweep. */
+	struct stat st;
+	if (fstat(fd, &st) == 0 && st.st_nlink == 0) {
+		e = xmalloc(sizeof(*e));
+		e->fd = fd;
+		e->refs = 1;
+		e->dead = true;
+		e->fh = *fh;
+		e->prev = e->next = e;
+		*out = e;
+		return 0;
+	}
 	*out = insert(h, fh, fd, true);
 	return 0;
 }
@@ -335,6 +358,69 @@ void handles_forget(struct handles *h, const struct pfs_fh *fh)
 	if (e)
 		drop(h, e);
 	pthread_mutex_unlock(&h->mu);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool handles_orphan(struct handles *h, const struct pfs_fh *fh, int fd, unsigned ms)
+{
+	uint64_t hash = fh_hash(h, fh);
+	struct hent *e;
+
+	pthread_mutex_lock(&h->mu);
+	if (h->norphans == ORPHANS_MAX) {
+		pthread_mutex_unlock(&h->mu);
+		close(fd);
+		return false;
+	}
+	e = find(h, fh, hash);
+	if (e) {
+		close(fd);
+	} else {
+		e = xmalloc(sizeof(*e));
+		e->fd = fd;
+		e->refs = 0;
+		e->dead = false;
+		e->fh = *fh;
+		htab_insert(&h->tab, &e->hn, hash);
+		lru_push_front(h, e);
+		h->n++;
+	}
+	e->refs++;
+	h->orphans[h->norphans].e = e;
+	h->orphans[h->norphans].until = mono_ms() + ms;
+	h->norphans++;
+	pthread_mutex_unlock(&h->mu);
+	return true;
+}
+
+size_t handles_orphans_expire(struct handles *h)
+{
+	int64_t now = mono_ms();
+	size_t i = 0, left;
+
+	pthread_mutex_lock(&h->mu);
+	while (i < h->norphans && h->orphans[i].until <= now) {
+		struct hent *e = h->orphans[i++].e;
+		e->refs--;
+		if (!e->dead) {
+			drop(h, e); /* deleted: its blocks go with its last use */
+		} else if (e->refs == 0) {
+			close(e->fd);
+			free(e);
+		}
+	}
+	memmove(h->orphans, h->orphans + i, (h->norphans - i) * sizeof(h->orphans[0]));
+	h->norphans -= i;
+	left = h->norphans;
+	pthread_mutex_unlock(&h->mu);
+	return left;
 }
 
 size_t handles_sweep(struct handles *h)
@@ -460,6 +546,14 @@ void handles_free(struct handles *h)
 
 	if (!h)
 		return;
+	/* Held files that left the table meanwhile are in no other list. */
+	for (size_t i = 0; i < h->norphans; i++) {
+		struct hent *e = h->orphans[i].e;
+		if (e->dead && --e->refs == 0) {
+			close(e->fd);
+			free(e);
+		}
+	}
 	while ((n = htab_pop(&h->tab))) {
 		struct hent *e = container_of(n, struct hent, hn);
 		close(e->fd);

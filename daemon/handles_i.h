@@ -77,6 +77,21 @@ void handles_adopt(struct handles *h, const struct pfs_fh *fh, int fd);
  * a file frees its blocks instead of an O_PATH fd keeping it alive. */
 void handles_forget(struct handles *h, const struct pfs_fh *fh);
 
+/* Deleted files other clients may hold open. A client opens a file it
+ * knows it may read without telling the daemon (fs/ops.c open_locally),
+ * which opens it by handle at its first READ; once the file's last name is
+ * gone, open_by_handle_at fails. handles_orphan keeps fd (an O_PATH fd of
+ * the file named fh, taken before its last name went) as fh's entry for
+ * ms milliseconds, so the file stays openable by handle while the push
+ * about it reaches those clients, whose receipt makes them open it on the
+ * daemon (see fs/ops.c attach_lazy_opens). Always takes fd. Returns false
+ * (and keeps nothing) when ORPHANS_MAX files are held already. */
+bool handles_orphan(struct handles *h, const struct pfs_fh *fh, int fd, unsigned ms);
+/* Lets go of the files whose time is up (their blocks are freed once no
+ * open file holds them). Worker thread: the last close of a big deleted
+ * file frees its blocks. Returns how many are still held. */
+size_t handles_orphans_expire(struct handles *h);
+
 /* Interest key of a wire handle: a seeded 64-bit hash of the kernel handle
  * inside it (type + f_handle, MAC excluded), equal to handles_key_kernel()
  * of the same object. Any thread, no syscall. */

@@ -64,6 +64,7 @@ struct pfsd {
 	struct req *held;         /* replies waiting for PUSH_ACKs (loop) */
 	uv_work_t sweep_work;
 	bool sweeping;
+	unsigned sweep_ticks;     /* PFSD_TICK_MS ticks since the last full sweep */
 	uint8_t key[PFS_KEY_LEN]; /* pod key: handshake only */
 	uint64_t boot_id;         /* random per start: the write verifier */
 	struct handles *hs;       /* export fd, handle MACs, fd cache */
@@ -100,6 +101,10 @@ struct pfsd {
 #define PFSD_DRC_MAX 1024                 /* cached replies per session */
 #define PFSD_HCACHE_MAX 16384             /* cached O_PATH fds */
 #define PFSD_SWEEP_MS 30000               /* handle cache sweep period */
+#define PFSD_TICK_MS 1000                 /* held deleted files are let go this often */
+#define PFSD_ORPHAN_MS 5000               /* a deleted file stays openable by handle
+					     (handles_orphan): longer than a push
+					     takes to be acknowledged (PFSD_ACK_WAIT_MS) */
 #define PFSD_MAX_DEFERRED 65536           /* pushes waiting per session */
 #define PFSD_GRACE_MAX 600                /* --grace seconds */
 #define PFSD_ACK_WAIT_MS 2000             /* a change waits this long for PUSH_ACKs */

@@ -1369,8 +1369,12 @@ static void on_connection(uv_stream_t *server, int status)
 static void sweep_work_cb(uv_work_t *w)
 {
 	struct pfsd *d = w->data;
-	size_t n = handles_sweep(d->hs);
 
+	handles_orphans_expire(d->hs);
+	if (++d->sweep_ticks < PFSD_SWEEP_MS / PFSD_TICK_MS)
+		return;
+	d->sweep_ticks = 0;
+	size_t n = handles_sweep(d->hs);
 	if (n)
 		pfs_debug("closed %zu cached handles of deleted files", n);
 }
@@ -1419,7 +1423,7 @@ int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 	pfs_notice("listening on %s", name);
 	uv_timer_init(&d->loop, &d->sweep_timer);
 	d->sweep_timer.data = d;
-	uv_timer_start(&d->sweep_timer, sweep_timer_cb, PFSD_SWEEP_MS, PFSD_SWEEP_MS);
+	uv_timer_start(&d->sweep_timer, sweep_timer_cb, PFSD_TICK_MS, PFSD_TICK_MS);
 	uv_timer_init(&d->loop, &d->ack_timer);
 	d->ack_timer.data = d;
 	return 0;

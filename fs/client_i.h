@@ -83,6 +83,7 @@ struct client {
 	 * unmount can end the session before the kernel's last RELEASEs. */
 	pthread_mutex_t of_lock;
 	struct ofile *open_files;
+	atomic_uint lazy_opens; /* of them, opened locally and not yet known to the daemon */
 
 	/* Byte counters, shown by the "user.podfs.stats" xattr of the
 	 * mount's root: frames on the wire (headers included) and their

@@ -49,11 +49,6 @@ static uint64_t fh_hash(const struct pfs_fh *fh)
 	return h ^ (h >> 29);
 }
 
-static bool fh_equal(const struct pfs_fh *a, const struct pfs_fh *b)
-{
-	return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
-}
-
 static struct inode *inode_alloc(const struct pfs_entry *e)
 {
 	struct inode *ip = calloc(1, sizeof(*ip));
@@ -174,7 +169,7 @@ static void maybe_grow(struct inode_table *t)
 static struct inode *find(struct inode_table *t, const struct pfs_fh *fh, uint64_t hash)
 {
 	for (struct inode *ip = t->buckets[hash & (t->nbuckets - 1)]; ip; ip = ip->hnext)
-		if (ip->hash == hash && fh_equal(&ip->fh, fh))
+		if (ip->hash == hash && pfs_fh_equal(&ip->fh, fh))
 			return ip;
 	return NULL;
 }
@@ -710,7 +705,7 @@ static void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh
 		size_t off = ls->slot[i] - 1;
 		pfs_rd_init(&rd, ls->buf + off, ls->len - off);
 		if (!pfs_get_NAME(&rd, &n) || !pfs_get_ENTRY(&rd, &e) ||
-		    str_hash(n.s, n.len) != nh || !fh_equal(&e.fh, fh))
+		    str_hash(n.s, n.len) != nh || !pfs_fh_equal(&e.fh, fh))
 			continue;
 		size_t foff = (size_t)(rd.p - ls->buf);
 		struct pfs_wr w;
@@ -1106,6 +1101,15 @@ void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir
 	ip->parent_hash = dir->hash;
 	ip->name_hash = name ? str_hash(name, strlen(name)) : 0;
 	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool may = S_ISREG(ip->attr.mode) &&
+		   (ip->parent_hash == dir->hash || ip->parent_hash == 0 || ip->attr.nlink != 1);
+	pthread_mutex_unlock(&ip->lock);
+	return may;
 }
 
 void inode_note_rename(struct inode_table *t)

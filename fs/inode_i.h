@@ -310,6 +310,10 @@ bool inode_may_list(struct inode *dir, uint64_t max_size);
 void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq,
 		      const char *name);
 void inode_note_rename(struct inode_table *t);
+/* True if removing or replacing a name in dir may take away the last name
+ * of the regular file ip: it was last looked up or made in dir, or its
+ * place is unknown, or it has other links (found under another name). */
+bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir);
 /* inode_rename_done: the rename noted is answered (or failed).
  * inode_renames_busy: one of ours is under way. The VFS does not lock a
  * directory renamed within its parent, whose ctime the rename moves: a

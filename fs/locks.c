@@ -78,11 +78,6 @@ static void wait_ms(struct locks *lk, int64_t ms)
 	pthread_cond_timedwait(&lk->cond, &lk->mu, &ts);
 }
 
-static bool fh_eq(const struct pfs_fh *a, const struct pfs_fh *b)
-{
-	return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
-}
-
 /* --- the table (caller holds mu) --- */
 
 static struct held **held_find(struct locks *lk, const struct pfs_fh *fh, uint64_t owner,
@@ -91,7 +86,7 @@ static struct held **held_find(struct locks *lk, const struct pfs_fh *fh, uint64
 	struct held **pp;
 
 	for (pp = &lk->held; *pp; pp = &(*pp)->next)
-		if ((*pp)->owner == owner && (*pp)->flock == flock && fh_eq(&(*pp)->fh, fh))
+		if ((*pp)->owner == owner && (*pp)->flock == flock && pfs_fh_equal(&(*pp)->fh, fh))
 			return pp;
 	return NULL;
 }
@@ -454,7 +449,7 @@ void locks_wake_push(struct locks *lk, const uint8_t *payload, size_t len)
 		return;
 	pthread_mutex_lock(&lk->mu);
 	for (struct waiter *w = lk->waiters; w; w = w->next)
-		if (fh_eq(w->fh, &m.fh))
+		if (pfs_fh_equal(w->fh, &m.fh))
 			w->woken = true;
 	pthread_cond_broadcast(&lk->cond);
 	pthread_mutex_unlock(&lk->mu);

@@ -42,8 +42,10 @@ struct ofile {
 	 * carried fid (the daemon opens the file again by handle under an
 	 * unknown fid), so RELEASE must be sent. See fid_use. */
 	atomic_bool remote;
+	bool local;       /* opened locally (counted in lazy_opens while !remote) */
 	uint32_t flags;   /* open flags, for a reopen by handle */
 	struct inode *ip; /* pinned by the kernel while the file is open */
+	struct pfs_creds cr; /* the opener's, if opened locally (attach_lazy_opens) */
 
 	/* Directories: the last READDIR reply and the position in it. */
 	pthread_mutex_t lock;
@@ -127,6 +129,7 @@ static struct ofile *ofile_new(struct client *c, struct inode *ip, int flags)
 	of->flags = (uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
 	of->ip = ip;
 	of->c = c;
+	/* Files: lock also orders attach_lazy_opens before the RELEASE. */
 	pthread_mutex_init(&of->lock, NULL);
 	pthread_mutex_lock(&c->of_lock);
 	of->next = c->open_files;
@@ -141,6 +144,8 @@ static void ofile_free(struct ofile *of)
 {
 	struct client *c = of->c;
 	pthread_mutex_lock(&c->of_lock);
+	if (of->local && !atomic_load(&of->remote))
+		atomic_fetch_sub(&c->lazy_opens, 1);
 	if (of->prev)
 		of->prev->next = of->next;
 	else
@@ -170,15 +175,76 @@ static void release_fid(fuse_req_t req, const struct pfs_fh *fh, uint64_t fid, u
 
 static void release_remote(fuse_req_t req, struct ofile *of, uint16_t op)
 {
-	if (atomic_load(&of->remote))
+	pthread_mutex_lock(&of->lock);
+	bool remote = atomic_load(&of->remote);
+	pthread_mutex_unlock(&of->lock);
+	if (remote)
 		release_fid(req, &of->ip->fh, of->fid, op);
+}
+
+/* A call made while applying a push delays its acknowledgement, which the
+ * daemon waits for (2 s at most, then it drops the connection): it gives
+ * up waiting after this long. The request still reaches the daemon. */
+#define PUSH_CALL_MS 500
+
+/* A file opened without the daemon (open_locally) stays unknown to it
+ * until a request carries its fid; the daemon then opens it by handle.
+ * Once the file's last name is gone that fails with ESTALE, where a local
+ * filesystem keeps an open file readable to its close: `open; unlink;
+ * read`, or a running program whose mapped library an upgrade replaced.
+ * So such an open is made known to the daemon (an OPEN under its fid,
+ * with the opener's ids) whenever the file may be losing a name:
+ *   - before this client removes or replaces a name in a directory, for
+ *     files that may have their last name there (inode_may_lose_name_in);
+ *   - when a push says another client changed the file's attributes (an
+ *     unlink changes its link count), before the push is acknowledged:
+ *     the daemon keeps a deleted file openable by handle until then
+ *     (daemon/handles.c handles_orphan).
+ * At most one OPEN per open file, and none while no file is open locally.
+ * The open-file list stays locked meanwhile, so that none is released
+ * under us, and each one's lock keeps its RELEASE behind its OPEN.
+ * timeout_ms: 0 waits like any call (a hard mount waits for the server). */
+static void attach_lazy_opens(struct client *c, struct inode *dir, const struct pfs_fh *fh,
+			      int timeout_ms)
+{
+	if (atomic_load(&c->lazy_opens) == 0)
+		return;
+	pthread_mutex_lock(&c->of_lock);
+	for (struct ofile *of = c->open_files; of; of = of->next) {
+		if (!of->local || atomic_load(&of->remote))
+			continue;
+		if (fh ? !pfs_fh_equal(&of->ip->fh, fh) : !inode_may_lose_name_in(of->ip, dir))
+			continue;
+		pthread_mutex_lock(&of->lock);
+		if (!atomic_exchange(&of->remote, true)) {
+			atomic_fetch_sub(&c->lazy_opens, 1);
+			struct pfs_open_req m = { .cr = of->cr, .fh = of->ip->fh, .fid = of->fid,
+						  .flags = of->flags };
+			uint8_t b[RPC_SMALL];
+			struct pfs_wr w;
+			struct rpc_reply rep = { 0 };
+			int rc = -EINVAL;
+			pfs_wr_init(&w, b, sizeof(b));
+			if (pfs_enc_open_req(&w, &m) == 0)
+				rc = timeout_ms ? rpc_call_timeout(c->rpc, PFS_OP_OPEN, b, w.len,
+								   &rep, timeout_ms)
+						: rpc_call(c->rpc, PFS_OP_OPEN, b, w.len, &rep);
+			rpc_reply_free(&rep);
+			if (rc < 0)
+				pfs_debug("OPEN of a locally opened file losing a name: %s",
+					  strerror(-rc));
+		}
+		pthread_mutex_unlock(&of->lock);
+	}
+	pthread_mutex_unlock(&c->of_lock);
 }
 
 /* The fid of of, for a request about to carry it to the daemon. */
 static uint64_t fid_use(struct ofile *of)
 {
-	if (!atomic_load_explicit(&of->remote, memory_order_relaxed))
-		atomic_store(&of->remote, true);
+	if (!atomic_load_explicit(&of->remote, memory_order_relaxed) &&
+	    !atomic_exchange(&of->remote, true) && of->local)
+		atomic_fetch_sub(&of->c->lazy_opens, 1);
 	return of->fid;
 }
 
@@ -805,6 +871,8 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
+	if (op == PFS_OP_UNLINK)
+		attach_lazy_opens(c, IP(req, parent), NULL, 0);
 	struct own_snap o = own_snap(c);
 	inode_own_touch(c->it, IP(req, parent), true);
 	inode_listing_touch(IP(req, parent));
@@ -843,6 +911,8 @@ static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	m.parent = IP(req, parent)->fh;
 	m.newparent = IP(req, newparent)->fh;
 	m.flags = flags;
+	if (!(flags & RENAME_EXCHANGE))
+		attach_lazy_opens(c, IP(req, newparent), NULL, 0);
 	inode_own_touch(c->it, IP(req, parent), true);
 	inode_own_also(c->it, IP(req, newparent));
 	inode_note_rename(c->it); /* a moved directory's ".." */
@@ -928,6 +998,9 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (open_locally(req, ip, fi, false)) {
+		fill_creds(req, &of->cr, true);
+		of->local = true;
+		atomic_fetch_add(&c->lazy_opens, 1);
 		fi->fh = (uint64_t)(uintptr_t)of;
 		if (fuse_reply_open(req, fi) != 0)
 			ofile_free(of);
@@ -1911,6 +1984,8 @@ void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_
 			m.offset = 0;
 			m.length = 0;
 		}
+		if (m.offset < 0 && !is_dir)
+			attach_lazy_opens(c, NULL, &m.fh, PUSH_CALL_MS);
 		fuse_lowlevel_notify_inval_inode(c->se, nodeid, m.offset, m.length);
 		return;
 	}

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "podfs/wire.h"
 
@@ -32,6 +33,10 @@ struct pfs_fh {
 	uint8_t len; /* 1..PFS_FH_MAX */
 	uint8_t data[PFS_FH_MAX];
 };
+static inline bool pfs_fh_equal(const struct pfs_fh *a, const struct pfs_fh *b)
+{
+	return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
 struct pfs_name {
 	uint16_t len; /* 1..PFS_NAME_MAX */
 	char s[PFS_NAME_MAX + 1]; /* NUL-terminated copy */

@@ -12,6 +12,7 @@ import hashlib
 import os
 import select
 import subprocess
+import time
 
 import pytest
 
@@ -449,3 +450,55 @@ def test_open_file_survives_rename_over_from_other_host(pod):
     finally:
         os.close(fd)
     wait_for(lambda: read_or_none(pod.b / "ckpt") == new, VISIBLE, what="B to see v2")
+
+
+def daemon_deleted_fds(daemon, export):
+    """Files under export the daemon holds open though deleted."""
+    d = f"/proc/{daemon.proc.pid}/fd"
+    out = []
+    for n in os.listdir(d):
+        try:
+            t = os.readlink(f"{d}/{n}")
+        except OSError:
+            continue
+        if t.startswith(str(export)) and t.endswith(" (deleted)"):
+            out.append(t)
+    return out
+
+
+def test_file_open_on_one_host_survives_removal_on_another(pod):
+    """A opened two files read-only without asking the daemon and read
+    nothing yet; B deletes one and renames a new file over the other. A
+    reads both old files whole, also after the daemon's grace for deleted
+    files (5 s) ran out: A's push about them made A open them on the
+    daemon. NFS gives ESTALE here. Once A closes them, the daemon lets
+    their blocks go."""
+    one, two = os.urandom(3 << 20), os.urandom(3 << 20)
+    os.mkdir(pod.export / "d")
+    write_file(pod.export / "d" / "one", one)
+    write_file(pod.export / "d" / "two", two)
+    write_file(pod.export / "d" / "new", b"new")
+    for m in (pod.a, pod.b):
+        wait_for(lambda: os.path.exists(m / "d" / "two"), VISIBLE, what="the files")
+    fds = [os.open(pod.a / "d" / n, os.O_RDONLY) for n in ("one", "two")]
+    try:
+        os.unlink(pod.b / "d" / "one")
+        os.rename(pod.b / "d" / "new", pod.b / "d" / "two")
+        wait_for(lambda: not os.path.exists(pod.a / "d" / "one"), VISIBLE,
+                 what="A to see the unlink")
+        wait_for(lambda: read_or_none(pod.a / "d" / "two") == b"new", VISIBLE,
+                 what="A to see the rename")
+        time.sleep(6.5)
+        for fd, want in zip(fds, (one, two)):
+            got = b""
+            while len(got) < len(want):
+                chunk = os.pread(fd, len(want) - len(got), len(got))
+                if not chunk:
+                    break
+                got += chunk
+            assert got == want
+    finally:
+        for fd in fds:
+            os.close(fd)
+    wait_for(lambda: not daemon_deleted_fds(pod.daemon, pod.export), 10,
+             what="the daemon to close the deleted files")

@@ -439,6 +439,43 @@ def test_unlink_open_file_still_readable(env, m):
     assert os.listdir(m.path) == []
 
 
+
+def pread_all(fd, n):
+    out = b""
+    while len(out) < n:
+        chunk = os.pread(fd, n - len(out), len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+@pytest.mark.parametrize("how", ["unlink", "rename-over"])
+def test_file_opened_unread_survives_its_removal(env, m, how):
+    """A file this host opened read-only without asking the daemon (the
+    directory's listing said it may read it) and has not read yet stays
+    readable, whole, after this host removes its last name, as on a local
+    disk: the daemon learns of the open before the name goes, instead of
+    failing the first READ with ESTALE."""
+    data = os.urandom(3 << 20)
+    os.mkdir(env.export / "d")
+    write_file(env.export / "d" / "f", data)
+    write_file(env.export / "d" / "new", b"new")
+    assert os.stat(m / "d" / "f").st_size == len(data)  # from the listing
+    fd = os.open(m / "d" / "f", os.O_RDONLY)
+    try:
+        if how == "unlink":
+            os.unlink(m / "d" / "f")
+            assert not os.path.exists(env.export / "d" / "f")
+        else:
+            os.rename(m / "d" / "new", m / "d" / "f")
+            assert read_file(env.export / "d" / "f") == b"new"
+        assert pread_all(fd, len(data)) == data
+        assert os.fstat(fd).st_size == len(data)
+    finally:
+        os.close(fd)
+
+
 # --- rename -----------------------------------------------------------------------
 
 def test_rename(env, m):
