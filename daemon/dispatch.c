@@ -325,23 +325,27 @@ static int op_mknod(struct op *o)
 static int op_mkdir(struct op *o)
 {
 	struct pfs_mkdir_req m;
-	struct pfs_entry_rep rep;
-	struct pfs_attr da;
+	struct pfs_mkdir_rep rep = { 0 };
 	struct hent *dir;
-	bool have_da;
+	bool have_da, empty = false;
 	int ret;
 
 	DECODE(mkdir_req, &m);
 	ret = begin(o, &m.cr, &m.parent, &dir);
 	if (ret < 0)
 		return ret;
-	ret = export_mkdir(&o->x, dir->fd, m.name.s, m.mode, m.umask, &rep.e);
-	have_da = ret == 0 && dir_attr(o, dir, &da);
+	ret = export_mkdir(&o->x, dir->fd, m.name.s, m.mode, m.umask, &rep.e,
+			   o->r->new_dir ? &empty : NULL);
+	have_da = ret == 0 && dir_attr(o, dir, &rep.dir);
 	end(o, dir, NULL);
 	if (ret < 0)
 		return ret;
 	inval_dirent(o, &m.parent, &m.name);
-	return reply_entry(o, &rep.e, have_da ? &da : NULL);
+	if (!have_da || !o->r->new_dir)
+		return reply_entry(o, &rep.e, have_da ? &rep.dir : NULL);
+	rep.flags = empty ? PFS_MK_EMPTY : 0;
+	ENCODE(mkdir_rep, &rep);
+	return 0;
 }
 
 static int op_symlink(struct op *o)

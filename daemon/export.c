@@ -434,12 +434,48 @@ int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 	return entry_at(x, dirfd, name, e);
 }
 
-int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t umask,
-		 struct pfs_entry *e)
+static int dir_open(int pathfd, DIR **out);
+static bool dot_or_dotdot(const char *n);
+
+/* True if the directory open as pathfd (O_PATH) has no entries. */
+static bool dir_is_empty(int pathfd)
 {
+	DIR *d = NULL;
+	struct dirent *de;
+	bool empty = true;
+
+	if (dir_open(pathfd, &d) < 0)
+		return false;
+	errno = 0;
+	while ((de = readdir(d)))
+		if (!dot_or_dotdot(de->d_name)) {
+			empty = false;
+			break;
+		}
+	if (errno)
+		empty = false;
+	closedir(d);
+	return empty;
+}
+
+int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t umask,
+		 struct pfs_entry *e, bool *empty)
+{
+	struct stat st;
+	int fd;
+
 	if (mkdirat(dirfd, name, perm(mode, umask)) < 0)
 		return -errno;
-	return entry_at(x, dirfd, name, e);
+	/* The interest in the new directory is registered before it is
+	 * found empty: an entry made in it since (by another client, or
+	 * beside podfs) is pushed to this session. */
+	fd = entry_open(x, dirfd, name, e, &st);
+	if (fd < 0)
+		return fd;
+	if (empty)
+		*empty = S_ISDIR(st.st_mode) && dir_is_empty(fd);
+	handles_adopt(x->hs, &e->fh, fd);
+	return 0;
 }
 
 int export_symlink(struct xop *x, int dirfd, const char *name, const char *target,

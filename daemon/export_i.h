@@ -57,8 +57,10 @@ int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req
 int export_readlink(int fd, struct pfs_path *out);
 int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t rdev,
 		 uint32_t umask, struct pfs_entry *e);
+/* empty != NULL: *empty tells whether the new directory was still empty
+ * after the session's interest in it was registered (PFS_CAP_NEW_DIR). */
 int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t umask,
-		 struct pfs_entry *e);
+		 struct pfs_entry *e, bool *empty);
 int export_symlink(struct xop *x, int dirfd, const char *name, const char *target,
 		   struct pfs_entry *e);
 /* *victim gets the handle of the removed object when it is known. */

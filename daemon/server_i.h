@@ -94,6 +94,7 @@ struct req {
 	struct drc_ent *drc;
 	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
 	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
+	bool new_dir;          /* and PFS_CAP_NEW_DIR */
 	uint32_t auth_flags;   /* AUTH reply flags (bit0: session resumed) */
 
 	/* Push ordering (loop thread; see server.c). */

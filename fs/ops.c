@@ -340,12 +340,21 @@ static void own_listing(struct inode *dir, const char *name, const struct pfs_en
 }
 
 /* Decodes an entry reply, with or without the directory's attributes
- * (*have_dir says which). */
+ * (*have_dir says which); *mkflags: PFS_MK_* of a mkdir_rep, else 0. */
 static int dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct pfs_attr *dir,
-		     bool *have_dir)
+		     bool *have_dir, uint32_t *mkflags)
 {
 	struct pfs_entry_dir_rep edr;
+	struct pfs_mkdir_rep mr;
 
+	*mkflags = 0;
+	if (pfs_dec_mkdir_rep(rep->buf, rep->len, &mr) == 0) {
+		er->e = mr.e;
+		*dir = mr.dir;
+		*have_dir = true;
+		*mkflags = mr.flags;
+		return 0;
+	}
 	*have_dir = pfs_dec_entry_dir_rep(rep->buf, rep->len, &edr) == 0;
 	if (*have_dir) {
 		er->e = edr.e;
@@ -353,6 +362,28 @@ static int dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, stru
 		return 0;
 	}
 	return pfs_dec_entry_rep(rep->buf, rep->len, er);
+}
+
+/* The directory ip we just made was empty once the daemon pushes us every
+ * entry made in it (PFS_MK_EMPTY): its listing is known, empty, as of the
+ * snapshot o taken before the MKDIR was sent. Lookups in it are then
+ * answered locally (misses, and our own creates, which join the listing)
+ * like in any listed directory, unless a push about it came since. */
+static void new_dir_listing(fuse_req_t req, struct inode *ip, const struct own_snap *o)
+{
+	struct client *c = CL(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct listing_info li = { .seq = o->seq, .any = o->any, .own_ns = o->ns,
+				   .ns = inode_listing_gen(ip), .uid = ctx->uid, .gid = ctx->gid };
+	uint8_t *buf;
+
+	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !(buf = calloc(1, 4)))
+		return;
+	buf[0] = PFS_LS_COMPLETE; /* and no items */
+	if (inode_set_listing(c->it, ip, buf, 4, &li) < 0)
+		pfs_debug("no listing kept for a new directory");
+	else /* the daemon read it with the caller's ids */
+		inode_note_reader(ip, ctx->uid, ctx->gid);
 }
 
 /* Replies to an entry-returning namespace change (rc from rpc_call, rep
@@ -366,9 +397,10 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 	struct pfs_attr da;
 	struct inode *ip;
 	bool have_da = false;
+	uint32_t mkflags = 0;
 	uint64_t seq = o->seq;
 
-	if (rc == 0 && dec_entry(rep, &er, &da, &have_da) < 0)
+	if (rc == 0 && dec_entry(rep, &er, &da, &have_da, &mkflags) < 0)
 		rc = bad_reply(req, "entry");
 	rpc_reply_free(rep);
 	own_listing(dir, name, rc == 0 ? &er.e : NULL);
@@ -382,6 +414,8 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if ((mkflags & PFS_MK_EMPTY) && S_ISDIR(er.e.attr.mode))
+		new_dir_listing(req, ip, o);
 	reply_entry_gated(req, dir, name, ip, &e, seq);
 }
 
@@ -1087,7 +1121,8 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		rc = -ESTALE;
 	struct pfs_attr da;
 	bool have_da = false;
-	if (rc == 0 && dec_entry(&rep, &er, &da, &have_da) < 0)
+	uint32_t mkflags;
+	if (rc == 0 && dec_entry(&rep, &er, &da, &have_da, &mkflags) < 0)
 		rc = bad_reply(req, "CREATE");
 	rpc_reply_free(&rep);
 	own_listing(IP(req, parent), name, rc == 0 ? &er.e : NULL);

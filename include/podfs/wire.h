@@ -118,8 +118,15 @@ enum {
 	 * retried request may get the reply cached for its first try, so a
 	 * client tells the two forms apart by their length. */
 	PFS_CAP_DIR_ATTR = 1u << 5,
+	/* With PFS_CAP_DIR_ATTR: the reply to MKDIR is mkdir_rep, whose flag
+	 * PFS_MK_EMPTY says the new directory was still empty after the
+	 * session's interest in it was registered, so that any entry made in
+	 * it since is pushed: the client knows its whole listing (none) and
+	 * needs no LISTDIR for it. The daemon read the directory with the
+	 * caller's credentials to find it empty (as LISTDIR would have). */
+	PFS_CAP_NEW_DIR = 1u << 6,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
-		       PFS_CAP_DIR_ATTR,
+		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -342,6 +349,9 @@ enum {
 #define PFS_LISTDIR_ITEMS_MAX 4096
 enum {
 	PFS_LS_COMPLETE = 1u << 0,
+};
+enum {
+	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
 };
 
 /* READDIR entry flags. */

@@ -502,3 +502,33 @@ def test_file_open_on_one_host_survives_removal_on_another(pod):
             os.close(fd)
     wait_for(lambda: not daemon_deleted_fds(pod.daemon, pod.export), 10,
              what="the daemon to close the deleted files")
+
+
+def test_new_directory_shows_what_others_put_in_it(pod):
+    """A makes directories and knows them empty without asking (no
+    LISTDIR); what B, or a process beside podfs on the coordinator,
+    creates in them right after is still visible to A's lookups and
+    listings, not hidden behind that empty listing."""
+    def reqs(m):
+        st = os.getxattr(m.path, "user.podfs.stats").decode().split()
+        return dict(zip(st[::2], map(int, st[1::2])))
+
+    os.mkdir(pod.a / "top")
+    wait_for(lambda: os.path.isdir(pod.b / "top"), VISIBLE, what="B to see top")
+    before = reqs(pod.a).get("req_LISTDIR", 0)
+    for i in range(20):
+        os.mkdir(pod.a / "top" / f"d{i}")
+        assert not os.path.exists(pod.a / "top" / f"d{i}" / "x")  # answered locally
+        if i % 2:
+            write_file(pod.export / "top" / f"d{i}" / "x", b"direct")
+        else:
+            wait_for(lambda: os.path.isdir(pod.b / "top" / f"d{i}"), VISIBLE, what="B to see it")
+            write_file(pod.b / "top" / f"d{i}" / "x", b"from B")
+        write_file(pod.a / "top" / f"d{i}" / "own", b"A")
+    assert reqs(pod.a).get("req_LISTDIR", 0) == before
+    for i in range(20):
+        d = pod.a / "top" / f"d{i}"
+        want = b"direct" if i % 2 else b"from B"
+        wait_for(lambda: read_or_none(d / "x") == want, VISIBLE, what=f"A to see d{i}/x")
+        wait_for(lambda: sorted(os.listdir(d)) == ["own", "x"], VISIBLE,
+                 what=f"A's listing of d{i}")
