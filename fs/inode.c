@@ -460,6 +460,20 @@ bool inode_read_inline(struct inode *ip, uint64_t off, size_t size, void *buf, s
 	return ok;
 }
 
+uint8_t *inode_inline_copy(struct inode *ip, uint32_t *len)
+{
+	uint8_t *copy = NULL;
+	pthread_mutex_lock(&ip->lock);
+	struct dver cur = dver_of(&ip->attr);
+	if (ip->inline_data && dver_eq(&cur, &ip->inline_ver) && ip->inline_len == ip->attr.size &&
+	    (copy = malloc(ip->inline_len ? ip->inline_len : 1))) {
+		memcpy(copy, ip->inline_data, ip->inline_len);
+		*len = ip->inline_len;
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return copy;
+}
+
 void inode_drop_inline(struct inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);
@@ -564,7 +578,8 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 	struct dver v = version_of(a);
 	pthread_mutex_lock(&ip->lock);
 	struct dver seen = version_of(&ip->attr);
-	bool keep = ip->cached_valid && dver_equal(&ip->cached, &v);
+	bool keep = (ip->cached_valid && dver_equal(&ip->cached, &v)) || !ip->kopened;
+	ip->kopened = true;
 	*attrs_stale = !dver_equal(&seen, &v) || ip->attr.mode != a->mode ||
 		       ip->attr.uid != a->uid || ip->attr.gid != a->gid ||
 		       ip->attr.nlink != a->nlink;

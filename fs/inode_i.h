@@ -38,6 +38,7 @@ struct inode {
 	struct pfs_attr attr; /* last attributes seen */
 	struct dver cached;   /* version the kernel's pages belong to */
 	bool cached_valid;
+	bool kopened;         /* the kernel opened it since this nodeid was made (it may hold pages) */
 	bool had_posix_locks; /* this client ever set a POSIX lock here */
 	int64_t nocaps_until; /* CLOCK_MONOTONIC ns: "no security.capability" known till then */
 	uint8_t noxattr;      /* NOX_* bits: other xattrs known absent (cleared like nocaps) */
@@ -157,6 +158,9 @@ void inode_set_inline(struct inode *ip, const struct pfs_attr *a, const void *da
 #define INODE_INLINE_TOTAL_MAX (64ll << 20)
 bool inode_read_inline(struct inode *ip, uint64_t off, size_t size, void *buf, size_t *got);
 void inode_drop_inline(struct inode *ip);
+/* A copy (malloc'd, *len bytes) of the whole content if it is at hand and
+ * belongs to the attributes last seen, else NULL. */
+uint8_t *inode_inline_copy(struct inode *ip, uint32_t *len);
 
 /* Known absence of xattrs in NOX_* bits (mask): */
 bool inode_noxattr(struct inode *ip, uint8_t bit);
@@ -175,7 +179,8 @@ void inode_set_attr(struct inode *ip, const struct pfs_attr *a);
 
 /* Open (close-to-open): records a's version as the version of the pages
  * the kernel will cache and returns true if it equals the version of the
- * pages cached before (keep_cache is then safe). *attrs_stale is set if a
+ * pages cached before, or if the kernel never opened the file, so has no
+ * pages of it (keep_cache is then safe). *attrs_stale is set if a
  * differs from the attributes last seen, which the kernel may cache. */
 bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale);
 

@@ -1014,6 +1014,37 @@ static bool open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info
 	return ok;
 }
 
+/* A read-only open of a file whose whole content is at hand (it came
+ * with the lookup or the listing) and whose pages the kernel may keep
+ * gives the kernel that content as pages before the open returns: the
+ * reads that follow need no READ, and the next stat no GETATTR (the
+ * kernel forgets a file's atime after every READ it sends). A push about
+ * the file numbered after `since` (taken before the open was decided)
+ * may have reached the kernel before the pages did: keep_cache=0 then
+ * makes the kernel drop them as the open completes. */
+static void open_store_inline(struct client *c, struct inode *ip, fuse_ino_t ino,
+			      struct fuse_file_info *fi, uint64_t since)
+{
+	uint32_t len;
+	uint8_t *data;
+
+	if (!fi->keep_cache || (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) ||
+	    !(data = inode_inline_copy(ip, &len)))
+		return;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+	bv.buf[0].mem = data;
+	int rc = len ? fuse_lowlevel_notify_store(c->se, ino, 0, &bv, 0) : -1;
+	free(data);
+	if (rc != 0)
+		return;
+	cache_gate_enter(c->cache);
+	if (cache_pushed_since(c->cache, since, &ip->fh))
+		fi->keep_cache = 0;
+	cache_gate_leave(c->cache);
+	if (fi->keep_cache)
+		inode_drop_inline(ip); /* the kernel has it now */
+}
+
 static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct client *c = CL(req);
@@ -1031,7 +1062,9 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	uint64_t before = cache_seq(c->cache);
 	if (open_locally(req, ip, fi, false)) {
+		open_store_inline(c, ip, ino, fi, before);
 		fill_creds(req, &of->cr, true);
 		of->local = true;
 		atomic_fetch_add(&c->lazy_opens, 1);
@@ -1064,6 +1097,8 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * fresh ones (offset -1: attributes only, safe in a handler). */
 	bool attrs_stale;
 	fi->keep_cache = inode_open_version(ip, &ar.attr, &attrs_stale);
+	if (!attrs_stale)
+		open_store_inline(c, ip, ino, fi, applied);
 	/* The version (size, mtime, ctime) misses a change made within one
 	 * timestamp tick. The server's push does not: one about this file
 	 * that arrived but may not have reached the kernel yet (the server

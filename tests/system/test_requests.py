@@ -4,6 +4,7 @@ to a change is held until every other client that caches the object
 applied its invalidation).
 """
 
+import mmap
 import os
 import signal
 import time
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from conftest import Pod
-from helpers import DelayRelay, file_errno, in_thread, podfs_stats, read_file, wait_for, write_file
+from helpers import DelayRelay, file_errno, in_thread, podfs_stats, read_file, run, wait_for, write_file
 
 
 def _sent_since(m, before):
@@ -525,6 +526,43 @@ def test_issue4_cold_listing_brings_exact_contents(env, daemon, mount):
         assert read_file(m / "cold" / name) == data, name
     assert os.readlink(m / "cold" / "link") == "f000"
     assert sorted(os.listdir(m / "cold")) == sorted(list(want) + ["sub", "fifo", "link"])
+
+
+def _resident_pages(path):
+    """Pages of path in the page cache: fincore opens and maps the file,
+    and never reads it."""
+    r = run(["fincore", "--noheadings", "--output", "PAGES", path], timeout=30)
+    return int(r.stdout.strip())
+
+
+@pytest.mark.netns
+def test_issue4_listed_contents_reach_the_kernel_with_the_open(env):
+    """A small file whose content came with B's listing is in B's page
+    cache as soon as it is opened: the reads that follow cost no READ.
+    Files that A changed after B's listing read back A's new bytes on B
+    (never the listing's), whatever way they come."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    os.mkdir(a / "d")
+    want = {}
+    for i in range(6):
+        want[f"f{i}"] = os.urandom(1000 + 3001 * i)
+        write_file(a / "d" / f"f{i}", want[f"f{i}"])
+    assert not os.path.exists(b / "d" / "missing")  # B lists d, contents inline
+    # A's writes return after B received their pushes (PUSH_ACK).
+    for name in ("f0", "f3"):
+        want[name] = os.urandom(len(want[name]))
+        write_file(a / "d" / name, want[name])
+    s0 = podfs_stats(b)
+    for name, data in want.items():
+        if name not in ("f0", "f3"):
+            assert _resident_pages(b / "d" / name) == (len(data) + 4095) // 4096, name
+    for name, data in want.items():
+        assert read_file(b / "d" / name) == data, name
+        with open(b / "d" / name, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+            assert mm[:] == data, name
+    s1 = podfs_stats(b)
+    assert s1.get("req_READ", 0) - s0.get("req_READ", 0) <= 2, (s0, s1)
 
 
 def _stat_fields(st):
