@@ -199,6 +199,8 @@ void cache_get_stats(struct cache *k, struct cache_stats *st)
 	st->forgets = atomic_load(&k->st_forgets);
 }
 
+static void inval_object(struct cache *k, const struct pfs_fh *fh, const struct pfs_attr *a);
+
 /* ---- FORGET ---- */
 
 void cache_forget_cb(void *arg, const struct pfs_fh *fh)
@@ -241,6 +243,13 @@ static void send_forget(struct cache *k, struct fh_node **list)
 	pfs_wr_init(&w, items, cap);
 	while (*list && n < PFS_BATCH_MAX) {
 		struct fh_node *f = *list;
+		if (inode_known(c->it, &f->fh)) {
+			/* The kernel looked it up again since it forgot it:
+			 * still cached, still to be pushed about. */
+			*list = f->next;
+			free(f);
+			continue;
+		}
 		if (pfs_enc_fh_item(&w, &f->fh) < 0)
 			break;
 		*list = f->next;
@@ -264,13 +273,18 @@ static void send_forget(struct cache *k, struct fh_node **list)
 	} else {
 		atomic_fetch_add(&k->st_forgets, n);
 	}
-	/* A LOOKUP that the server handled before this FORGET but whose
-	 * reply made the inode known again lost the server's interest: make
-	 * the kernel ask again (GETATTR registers it again). */
+	/* An object looked up again after the check above, by a request
+	 * the server handled before this FORGET, is cached with no interest
+	 * left on the server: nothing about it is pushed any more. Treat it
+	 * as changed: the push number makes every attribute, listing entry
+	 * and reply about it obtained before now stale to this client (it
+	 * asks the server again, which registers the interest again), and
+	 * the kernel drops what it caches of it. */
 	for (struct fh_node *f = sent; f; f = f->next) {
-		fuse_ino_t nodeid;
-		if (inode_find(c->it, &f->fh, false, &nodeid, NULL) && c->se)
-			fuse_lowlevel_notify_inval_inode(c->se, nodeid, -1, 0);
+		if (inode_known(c->it, &f->fh) && c->se) {
+			cache_note_push(k, &f->fh);
+			inval_object(k, &f->fh, NULL);
+		}
 	}
 out:
 	free_list(sent);

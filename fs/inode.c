@@ -503,6 +503,14 @@ void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl)
 	pthread_mutex_unlock(&ip->lock);
 }
 
+bool inode_known(struct inode_table *t, const struct pfs_fh *fh)
+{
+	pthread_mutex_lock(&t->lock);
+	bool known = find(t, fh, fh_hash(fh)) != NULL;
+	pthread_mutex_unlock(&t->lock);
+	return known;
+}
+
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
 		fuse_ino_t *nodeid, bool *is_dir)
 {

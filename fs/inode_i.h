@@ -174,6 +174,9 @@ void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl);
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
 		fuse_ino_t *nodeid, bool *is_dir);
 
+/* Whether the kernel knows fh (an inode of it is in the table). */
+bool inode_known(struct inode_table *t, const struct pfs_fh *fh);
+
 /* Records attributes the server returned. */
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a);
 

@@ -9,6 +9,7 @@ reads on a later open (close-to-open).
 """
 
 import hashlib
+import mmap
 import os
 import select
 import subprocess
@@ -532,3 +533,90 @@ def test_new_directory_shows_what_others_put_in_it(pod):
         wait_for(lambda: read_or_none(d / "x") == want, VISIBLE, what=f"A to see d{i}/x")
         wait_for(lambda: sorted(os.listdir(d)) == ["own", "x"], VISIBLE,
                  what=f"A's listing of d{i}")
+
+
+def _version_bytes(i, k, size):
+    """Content of version k of file i: a header naming it, then bytes
+    derived from it, size bytes in all (a torn or mixed read fails to
+    parse)."""
+    head = b"%d:%d:%d:" % (i, k, size)
+    body = hashlib.sha256(head).digest() * (size // 32 + 1)
+    return (head + body)[:max(size, len(head))]
+
+
+def test_close_to_open_of_small_files_under_churn(pod):
+    """A rewrites small files of one directory, in place or by renaming
+    a new file over them, and adds and removes other names there, so that
+    B's listing of the directory keeps going stale and B's kernel keeps
+    forgetting and finding files again; B keeps opening and reading them
+    (the rename-only half through mmap too). Whenever no write of a file
+    was under way while B opened and read it, B read exactly the version
+    whose close (or rename) returned last: never an older one from its
+    caches, never a mix."""
+    import random
+    import threading
+    a, b = pod.a, pod.b
+    n = 16
+    os.mkdir(a / "d")
+    state = [[0, 0, 0] for _ in range(n)]  # [writes begun, writes done, version]
+    lock = threading.Lock()
+    for i in range(n):
+        write_file(a / "d" / f"f{i}", _version_bytes(i, 0, 100))
+    stop = time.monotonic() + 6
+    errors = []
+
+    def writer():
+        rnd = random.Random(1)
+        k = 0
+        while time.monotonic() < stop and not errors:
+            i = rnd.randrange(n)
+            k += 1
+            data = _version_bytes(i, k, rnd.choice([0, 10, 4095, 4096, 5000, 12000, 40000, 70000]))
+            with lock:
+                state[i][0] += 1
+            if i < n // 2 and rnd.random() < 0.5:
+                write_file(a / "d" / f"f{i}", data)
+            else:
+                write_file(a / "d" / f".t{i}", data)
+                os.rename(a / "d" / f".t{i}", a / "d" / f"f{i}")
+            with lock:
+                state[i][1] += 1
+                state[i][2] = k
+            if rnd.random() < 0.2:
+                x = a / "d" / f"x{rnd.randrange(4)}"
+                if os.path.exists(x):
+                    os.unlink(x)
+                else:
+                    write_file(x, b"x")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    rnd = random.Random(2)
+    checked = 0
+    try:
+        while time.monotonic() < stop and not errors:
+            i = rnd.randrange(n)
+            with lock:
+                before = tuple(state[i])
+            if i < n // 2 or rnd.random() < 0.5:
+                got = read_file(b / "d" / f"f{i}")
+            else:
+                # A file only ever renamed over never changes once
+                # opened: mapping it cannot fault (SIGBUS).
+                with open(b / "d" / f"f{i}", "rb") as f:
+                    with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+                        got = mm[:]
+            with lock:
+                after = tuple(state[i])
+            if before != after or before[0] != before[1]:
+                continue  # a write overlapped: anything goes
+            k = before[2]
+            head = got.split(b":")
+            ok = len(head) > 3 and head[0] == b"%d" % i and head[1] == b"%d" % k
+            if not ok or got != _version_bytes(i, k, int(head[2])):
+                errors.append((f"f{i}", "want version", k, "got", got[:16], len(got)))
+            checked += 1
+    finally:
+        t.join(timeout=30)
+    assert not errors, errors
+    assert checked > 100, checked
