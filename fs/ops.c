@@ -1089,6 +1089,22 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	/* The kernel found this file under a name that another host removed
+	 * or renamed another file over, whose push has not reached the
+	 * kernel yet (its dentry may still name this file): ESTALE makes the
+	 * VFS look the name up again (LOOKUP_REVAL) and open what it names
+	 * now, as close-to-open requires. */
+	if (ar.attr.nlink == 0 && !S_ISDIR(ar.attr.mode)) {
+		cache_gate_enter(c->cache);
+		bool gone = cache_pushed_since(c->cache, applied, &ip->fh);
+		cache_gate_leave(c->cache);
+		if (gone) {
+			release_remote(req, of, PFS_OP_RELEASE);
+			ofile_free(of);
+			fuse_reply_err(req, ESTALE);
+			return;
+		}
+	}
 	if ((fi->flags & O_ACCMODE) != O_WRONLY)
 		inode_note_reader(ip, m.cr.uid, m.cr.gid);
 	/* Close-to-open: the kernel's pages may stay only if the file has
