@@ -251,6 +251,26 @@ static void evict(struct handles *h)
 	}
 }
 
+/* The entry of fh (hash: its fh_hash), made with fd if there is none;
+ * fd is closed if there is. Under h->mu. */
+static struct hent *find_or_add(struct handles *h, const struct pfs_fh *fh, uint64_t hash, int fd)
+{
+	struct hent *e = find(h, fh, hash);
+	if (e) {
+		close(fd);
+		return e;
+	}
+	e = xmalloc(sizeof(*e));
+	e->fd = fd;
+	e->refs = 0;
+	e->dead = false;
+	e->fh = *fh;
+	htab_insert(&h->tab, &e->hn, hash);
+	lru_push_front(h, e);
+	h->n++;
+	return e;
+}
+
 /* Inserts fd for fh unless present. Returns the entry with a reference if
  * want_ref, else NULL. Takes ownership of fd. */
 static struct hent *insert(struct handles *h, const struct pfs_fh *fh, int fd, bool want_ref)
@@ -259,19 +279,7 @@ static struct hent *insert(struct handles *h, const struct pfs_fh *fh, int fd, b
 	struct hent *e;
 
 	pthread_mutex_lock(&h->mu);
-	e = find(h, fh, hash);
-	if (e) {
-		close(fd);
-	} else {
-		e = xmalloc(sizeof(*e));
-		e->fd = fd;
-		e->refs = 0;
-		e->dead = false;
-		e->fh = *fh;
-		htab_insert(&h->tab, &e->hn, hash);
-		lru_push_front(h, e);
-		h->n++;
-	}
+	e = find_or_add(h, fh, hash, fd);
 	if (want_ref)
 		e->refs++;
 	else
@@ -379,19 +387,7 @@ bool handles_orphan(struct handles *h, const struct pfs_fh *fh, int fd, unsigned
 		close(fd);
 		return false;
 	}
-	e = find(h, fh, hash);
-	if (e) {
-		close(fd);
-	} else {
-		e = xmalloc(sizeof(*e));
-		e->fd = fd;
-		e->refs = 0;
-		e->dead = false;
-		e->fh = *fh;
-		htab_insert(&h->tab, &e->hn, hash);
-		lru_push_front(h, e);
-		h->n++;
-	}
+	e = find_or_add(h, fh, hash, fd);
 	e->refs++;
 	h->orphans[h->norphans].e = e;
 	h->orphans[h->norphans].until = mono_ms() + ms;
