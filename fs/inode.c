@@ -433,13 +433,20 @@ void inode_set_inline(struct inode *ip, const struct pfs_attr *a, const void *da
 	pthread_mutex_unlock(&ip->lock);
 }
 
+/* Whether the inline content belongs to the attributes last seen. Under
+ * ip->lock. */
+static bool inline_current(const struct inode *ip)
+{
+	struct dver cur = dver_of(&ip->attr);
+	return dver_eq(&cur, &ip->inline_ver) && ip->inline_len == ip->attr.size;
+}
+
 bool inode_read_inline(struct inode *ip, uint64_t off, size_t size, void *buf, size_t *got)
 {
 	bool ok = false;
 	pthread_mutex_lock(&ip->lock);
 	if (ip->inline_data) {
-		struct dver cur = dver_of(&ip->attr);
-		if (!dver_eq(&cur, &ip->inline_ver) || ip->inline_len != ip->attr.size) {
+		if (!inline_current(ip)) {
 			inline_free(ip);
 		} else {
 			size_t n = 0;
@@ -464,8 +471,7 @@ uint8_t *inode_inline_copy(struct inode *ip, uint32_t *len)
 {
 	uint8_t *copy = NULL;
 	pthread_mutex_lock(&ip->lock);
-	struct dver cur = dver_of(&ip->attr);
-	if (ip->inline_data && dver_eq(&cur, &ip->inline_ver) && ip->inline_len == ip->attr.size &&
+	if (ip->inline_data && inline_current(ip) &&
 	    (copy = malloc(ip->inline_len ? ip->inline_len : 1))) {
 		memcpy(copy, ip->inline_data, ip->inline_len);
 		*len = ip->inline_len;
