@@ -381,11 +381,15 @@ def pack_hdr(wire_len, raw_len, id, op, flags=0, status=0):
 class Conn:
     """One TCP connection to podfsd. All waits are bounded by `timeout`."""
 
-    def __init__(self, host, port, timeout=10.0, source=None):
+    def __init__(self, host, port, timeout=10.0, source=None, rcvbuf=None):
         self.timeout = timeout
         self.sock = socket.create_connection((host, port), timeout=timeout,
                                              source_address=source)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if rcvbuf:
+            # A fixed receive buffer (no autotuning): what we do not
+            # read backs up in the sender.
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.buf = bytearray()
         self.next_id = 1
         self.pushes = []
@@ -716,9 +720,9 @@ def reval_item(h, attr):
             i64(attr["ctime_s"]) + u32(attr["ctime_ns"]))
 
 
-def connect(host, port, key, timeout=10.0, **kw):
+def connect(host, port, key, timeout=10.0, rcvbuf=None, **kw):
     """A logged-in connection (HELLO + AUTH done)."""
-    c = Conn(host, port, timeout=timeout)
+    c = Conn(host, port, timeout=timeout, rcvbuf=rcvbuf)
     try:
         c.login(key, **kw)
     except BaseException:

@@ -511,9 +511,12 @@ def test_lz4_only_where_it_pays(env):
                 assert not f.flags & (P.FF_LZ4 | P.FF_ZR) and f.wire_len == 4 + size, (mode, f.flags)
 
     # A backlog: 64 replies (16 MiB) asked for and not read fill the
-    # socket buffers and queue in the daemon; READs sent then are coded.
+    # socket buffers (the receiver's fixed small, else the kernel may grow
+    # it to hold them all) and queue in the daemon; READs sent then are
+    # coded.
     d = daemons["auto"]
-    with P.connect(d.host, d.port, key, caps=P.CAP_LZ4 | P.CAP_ZR, timeout=30) as c:
+    with P.connect(d.host, d.port, key, caps=P.CAP_LZ4 | P.CAP_ZR, timeout=30,
+                   rcvbuf=256 * 1024) as c:
         h, _ = c.lookup(c.root, b"src.py")
         fid = c.open(h)
         first = [read_reply(c, h, fid, 0, size) for _ in range(64)]
