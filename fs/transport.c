@@ -422,6 +422,8 @@ static int connect_tcp(struct transport *t, int *out, char *err, size_t errlen)
 		return 0;
 	}
 	freeaddrinfo(res);
+	if (rc == 0)
+		rc = -EHOSTUNREACH; /* no address at all; never report success without a socket */
 	snprintf(err, errlen, "cannot connect to %s: %s", c->hostport, strerror(-rc));
 	return rc;
 }
@@ -600,7 +602,7 @@ static int connect_and_auth(struct chan *ch, int *fd_out, struct hs_result *hs, 
 			    size_t errlen)
 {
 	struct transport *t = ch->t;
-	int fd, rc;
+	int fd = -1, rc;
 	if ((rc = connect_tcp(t, &fd, err, errlen)) < 0)
 		return rc;
 	if ((rc = handshake(t, fd, ch->bulk, hs, err, errlen)) < 0) {
