@@ -55,6 +55,7 @@ struct client {
 	uint32_t max_inline;     /* LOOKUP_DATA inline bytes (0: plain LOOKUP) */
 	int log_level;
 	unsigned conns;          /* TCP connections: 1 main + conns-1 bulk */
+	int spin_us;             /* keeper window, us (loop_i.h); -1: auto */
 	unsigned wb_threads;     /* write-behind writer threads (0: synchronous) */
 	size_t wb_max;           /* bytes of write data write-behind may hold */
 	double lock_retry;       /* seconds between retries of a blocked lock */

@@ -171,6 +171,9 @@ def test_kill9_during_write_stream(env):
                 if i % 8 == 7:
                     os.fsync(fd)
                     synced.append(i)
+                # Paced: the stream must still be running at the second
+                # kill, however fast this machine writes 48 MiB.
+                time.sleep(0.05)
         finally:
             os.close(fd)  # close reports errors of write-behind
         return True

@@ -1,0 +1,414 @@
+/* loop.c: the FUSE request loop: a leader/follower thread pool, and the
+ * keeper that keeps a CPU awake while the mount is busy (see loop_i.h). */
+#include "loop_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/fuse.h>
+
+#include "podfs/log.h"
+
+struct loop {
+	struct fuse_session *se;
+	int fd;	 /* the session's /dev/fuse fd, made non-blocking */
+	int efd; /* eventfd (the caller's): wakes a thread asleep in poll() */
+	unsigned max_threads, max_idle;
+	int64_t spin_ns;
+
+	pthread_mutex_t lock; /* guards the fields up to error */
+	pthread_cond_t follow; /* followers wait here for the leader role */
+	pthread_cond_t wakeup; /* the keeper waits here for activity */
+	pthread_cond_t ended;  /* loop_run waits here for nthreads == 0 */
+	bool leader;	       /* the role is taken */
+	bool exiting;
+	unsigned nthreads; /* threads alive, the keeper included */
+	unsigned nidle;	   /* pool threads not processing a request */
+	bool asleep;	   /* the keeper waits for activity */
+	int error;	   /* first device error, -errno */
+
+	_Atomic int64_t active; /* CLOCK_MONOTONIC ns a request was last read */
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* A FORGET needs no reply and takes no time: it never makes the loop
+ * start a thread (a burst of them would start dozens). */
+static bool is_forget(const struct fuse_buf *buf)
+{
+	if (buf->flags & FUSE_BUF_IS_FD)
+		return false;
+	const struct fuse_in_header *in = buf->mem;
+	return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET;
+}
+
+/* Called (lock held) when the device goes quiet or fails. */
+static void finish_exit(struct loop *l, int res)
+{
+	if (res < 0 && !l->error) {
+		l->error = res;
+		pfs_err("reading /dev/fuse: %s", strerror(-res));
+	}
+	l->exiting = true;
+	pthread_cond_broadcast(&l->follow);
+	pthread_cond_broadcast(&l->wakeup);
+	loop_wake(l->efd);
+}
+
+/* A request was read: the mount is active; a sleeping keeper starts
+ * (lock not held). */
+static void note_active(struct loop *l)
+{
+	atomic_store(&l->active, now_ns());
+	if (l->spin_ns > 0) {
+		pthread_mutex_lock(&l->lock);
+		if (l->asleep)
+			pthread_cond_broadcast(&l->wakeup);
+		pthread_mutex_unlock(&l->lock);
+	}
+}
+
+/* ---- the pool ---- */
+
+/* The leader's wait for a request: > 0 its size, 0 if the session ended,
+ * -errno on a device error. */
+static int lead_next(struct loop *l, struct fuse_buf *buf)
+{
+	for (;;) {
+		if (fuse_session_exited(l->se))
+			return 0;
+		int res = fuse_session_receive_buf(l->se, buf);
+		if (res >= 0)
+			return res;
+		if (res != -EAGAIN && res != -EINTR)
+			return res;
+		if (res == -EINTR)
+			continue;
+		struct pollfd p[2] = { { .fd = l->fd, .events = POLLIN },
+				       { .fd = l->efd, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return -errno;
+		if (p[1].revents) {
+			uint64_t v;
+			if (read(l->efd, &v, sizeof(v)) < 0) {
+				/* Nothing to undo: the counter was read already. */
+			}
+		}
+	}
+}
+
+static void *pool_main(void *arg);
+
+static bool start_thread(struct loop *l, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t thr;
+	int rc;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&thr, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		pfs_err("cannot start a FUSE thread: %s", strerror(rc));
+		return false;
+	}
+	l->nthreads++;
+	return true;
+}
+
+/* Starts one more pool thread (lock held). */
+static bool start_worker(struct loop *l)
+{
+	if (!start_thread(l, pool_main, l))
+		return false;
+	l->nidle++;
+	return true;
+}
+
+static void thread_done(struct loop *l)
+{
+	l->nthreads--;
+	if (l->nthreads == 0)
+		pthread_cond_broadcast(&l->ended);
+}
+
+static void *pool_main(void *arg)
+{
+	struct loop *l = arg;
+	struct fuse_buf buf = { 0 };
+
+	pthread_mutex_lock(&l->lock);
+	for (;;) {
+		while (l->leader && !l->exiting)
+			pthread_cond_wait(&l->follow, &l->lock);
+		if (l->exiting)
+			break;
+		l->leader = true;
+		pthread_mutex_unlock(&l->lock);
+
+		int res = lead_next(l, &buf);
+
+		pthread_mutex_lock(&l->lock);
+		l->leader = false;
+		if (res <= 0) {
+			finish_exit(l, res);
+			break;
+		}
+		/* Pass the role on, to an idle follower or a new thread, so
+		 * that requests are read while this one is processed. */
+		l->nidle--;
+		if (l->nidle > 0)
+			pthread_cond_signal(&l->follow);
+		else if (!is_forget(&buf) && l->nthreads < l->max_threads)
+			start_worker(l);
+		pthread_mutex_unlock(&l->lock);
+
+		note_active(l);
+		fuse_session_process_buf(l->se, &buf);
+
+		pthread_mutex_lock(&l->lock);
+		l->nidle++;
+		if (l->nidle > l->max_idle && l->leader)
+			break;
+	}
+	l->nidle--;
+	thread_done(l);
+	pthread_mutex_unlock(&l->lock);
+	if (!(buf.flags & FUSE_BUF_IS_FD))
+		free(buf.mem);
+	return NULL;
+}
+
+/* ---- the keeper ----
+ *
+ * One thread at nice 19 that spins (cpu_relax, no system calls) while a
+ * request was read in the last spin_ns, then sleeps until the next one.
+ * It never touches the device: its only job is that a CPU is not halted
+ * when the application's request or our reply needs a thread woken,
+ * which the scheduler then does on a running CPU in a few microseconds.
+ * At nice 19 it gets about 1.5% of a CPU that anything else wants. (Two
+ * of them, or one that polls the device itself at SCHED_IDLE, measured
+ * slower: every CPU then looks busy or contended to the scheduler.) */
+
+static int64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The keeper is of use on a CPU nobody else wants: on the application's
+ * own CPU it keeps that one awake and leaves idle the one where our
+ * threads are woken. Every KEEPER_CHECK_NS it looks at the share of the
+ * time it ran; under half, it leaves its CPU for the others. */
+#define KEEPER_CHECK_NS (500 * 1000)
+
+static void keeper_move(const cpu_set_t *allowed)
+{
+	cpu_set_t set = *allowed;
+	int cpu = sched_getcpu();
+
+	if (cpu < 0 || CPU_COUNT(&set) < 2)
+		return;
+	CPU_CLR(cpu, &set);
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void *keeper_main(void *arg)
+{
+	struct loop *l = arg;
+	cpu_set_t allowed;
+	bool can_move = sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
+
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) < 0)
+		pfs_info("FUSE keeper: cannot lower its priority: %s", strerror(errno));
+	pthread_mutex_lock(&l->lock);
+	while (!l->exiting) {
+		if (now_ns() - atomic_load(&l->active) >= l->spin_ns) {
+			l->asleep = true;
+			pthread_cond_wait(&l->wakeup, &l->lock);
+			l->asleep = false;
+			continue;
+		}
+		pthread_mutex_unlock(&l->lock);
+		int64_t t0 = now_ns(), c0 = thread_cpu_ns(), t;
+		while ((t = now_ns()) - atomic_load(&l->active) < l->spin_ns &&
+		       !fuse_session_exited(l->se)) {
+			for (int i = 0; i < 64; i++)
+				cpu_relax();
+			if (t - t0 >= KEEPER_CHECK_NS) {
+				if (can_move && (thread_cpu_ns() - c0) * 2 < t - t0)
+					keeper_move(&allowed);
+				t0 = now_ns();
+				c0 = thread_cpu_ns();
+			}
+		}
+		pthread_mutex_lock(&l->lock);
+	}
+	thread_done(l);
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
+/* ---- calibration ----
+ *
+ * How long a thread blocked on another CPU takes to run once woken, after
+ * that CPU had nothing to do for a while: a few microseconds on a machine
+ * whose idle CPUs poll or sleep lightly, tens where a virtual CPU halts
+ * and the host must schedule it again. Median of CAL_SAMPLES. */
+#define CAL_SAMPLES 9
+#define CAL_IDLE_NS (2 * 1000 * 1000)
+
+struct cal {
+	int efd;
+	int cpu;
+	_Atomic int64_t woke;
+};
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void *cal_main(void *arg)
+{
+	struct cal *c = arg;
+	uint64_t v;
+
+	pin(c->cpu);
+	for (int i = 0; i < CAL_SAMPLES; i++) {
+		if (read(c->efd, &v, sizeof(v)) != sizeof(v))
+			break;
+		atomic_store(&c->woke, now_ns());
+	}
+	return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int64_t loop_wake_latency_ns(void)
+{
+	cpu_set_t allowed;
+	int cpus[2], n = 0;
+	struct cal c;
+	pthread_t thr;
+	int64_t lat[CAL_SAMPLES];
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+		return -1;
+	for (int cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
+		if (CPU_ISSET(cpu, &allowed))
+			cpus[n++] = cpu;
+	if (n < 2)
+		return -1;
+	c.efd = eventfd(0, EFD_CLOEXEC);
+	if (c.efd < 0)
+		return -1;
+	c.cpu = cpus[1];
+	atomic_init(&c.woke, 0);
+	if (pthread_create(&thr, NULL, cal_main, &c) != 0) {
+		close(c.efd);
+		return -1;
+	}
+	pin(cpus[0]);
+	for (int i = 0; i < CAL_SAMPLES; i++) {
+		struct timespec idle = { 0, CAL_IDLE_NS };
+		uint64_t one = 1;
+		nanosleep(&idle, NULL);
+		atomic_store(&c.woke, 0);
+		int64_t t0 = now_ns();
+		if (write(c.efd, &one, sizeof(one)) != sizeof(one)) {
+			lat[i] = 0;
+			continue;
+		}
+		int64_t t;
+		while ((t = atomic_load(&c.woke)) == 0 && now_ns() - t0 < 100 * 1000 * 1000)
+			cpu_relax();
+		lat[i] = t ? t - t0 : 100 * 1000 * 1000;
+	}
+	pthread_join(thr, NULL);
+	close(c.efd);
+	(void)sched_setaffinity(0, sizeof(allowed), &allowed);
+	qsort(lat, CAL_SAMPLES, sizeof(lat[0]), cmp_i64);
+	return lat[CAL_SAMPLES / 2];
+}
+
+void loop_wake(int wake_fd)
+{
+	uint64_t one = 1;
+	if (write(wake_fd, &one, sizeof(one)) < 0) {
+		/* The counter is full: the reader is awake anyway. */
+	}
+}
+
+int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
+	     unsigned spin_us, int wake_fd)
+{
+	struct loop l = { .se = se, .efd = wake_fd,
+			  .max_threads = max_threads ? max_threads : 1,
+			  .max_idle = max_idle ? max_idle : 1,
+			  .spin_ns = (int64_t)spin_us * 1000 };
+	int fl, ret = 0;
+
+	l.fd = fuse_session_fd(se);
+	fl = fcntl(l.fd, F_GETFL);
+	if (fl < 0 || fcntl(l.fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	pthread_mutex_init(&l.lock, NULL);
+	pthread_cond_init(&l.follow, NULL);
+	pthread_cond_init(&l.wakeup, NULL);
+	pthread_cond_init(&l.ended, NULL);
+	atomic_init(&l.active, 0);
+
+	pthread_mutex_lock(&l.lock);
+	if (!start_worker(&l))
+		ret = -EAGAIN;
+	else if (l.spin_ns > 0)
+		start_thread(&l, keeper_main, &l);
+	while (l.nthreads > 0)
+		pthread_cond_wait(&l.ended, &l.lock);
+	if (l.error)
+		ret = l.error;
+	pthread_mutex_unlock(&l.lock);
+
+	pthread_cond_destroy(&l.ended);
+	pthread_cond_destroy(&l.wakeup);
+	pthread_cond_destroy(&l.follow);
+	pthread_mutex_destroy(&l.lock);
+	(void)fcntl(l.fd, F_SETFL, fl);
+	return ret;
+}
