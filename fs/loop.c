@@ -40,6 +40,12 @@ struct loop {
 	int error;	   /* first device error, -errno */
 
 	_Atomic int64_t active; /* CLOCK_MONOTONIC ns a request was last read */
+	/* The CPU the keeper spins on (-1: none), and a count of its
+	 * changes: pool threads stay off that CPU (see avoid_keeper). */
+	_Atomic int keeper_cpu;
+	atomic_uint keeper_gen;
+	cpu_set_t allowed; /* the process's CPUs */
+	bool can_pin;	   /* two or more of them */
 };
 
 static int64_t now_ns(void)
@@ -159,10 +165,30 @@ static void thread_done(struct loop *l)
 		pthread_cond_broadcast(&l->ended);
 }
 
+/* Keeps the calling pool thread off the keeper's CPU. A request's thread
+ * is best woken on the application's CPU: it runs there as soon as the
+ * application blocks, and the application resumes there when it replies,
+ * with no CPU to wake. The scheduler wakes a thread near where it last
+ * ran; one that last ran on the keeper's CPU would run there, and its
+ * reply would wake the application on a CPU left idle. */
+static void avoid_keeper(struct loop *l, unsigned *seen)
+{
+	unsigned gen = atomic_load(&l->keeper_gen);
+	if (!l->can_pin || gen == *seen)
+		return;
+	*seen = gen;
+	cpu_set_t set = l->allowed;
+	int cpu = atomic_load(&l->keeper_cpu);
+	if (cpu >= 0 && cpu < CPU_SETSIZE)
+		CPU_CLR(cpu, &set);
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
 static void *pool_main(void *arg)
 {
 	struct loop *l = arg;
 	struct fuse_buf buf = { 0 };
+	unsigned seen_gen = 0;
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
@@ -191,6 +217,7 @@ static void *pool_main(void *arg)
 		pthread_mutex_unlock(&l->lock);
 
 		note_active(l);
+		avoid_keeper(l, &seen_gen);
 		fuse_session_process_buf(l->se, &buf);
 
 		pthread_mutex_lock(&l->lock);
@@ -227,31 +254,53 @@ static int64_t thread_cpu_ns(void)
 /* The keeper is of use on a CPU nobody else wants: on the application's
  * own CPU it keeps that one awake and leaves idle the one where our
  * threads are woken. Every KEEPER_CHECK_NS it looks at the share of the
- * time it ran; under half, it leaves its CPU for the others. */
+ * time it ran; under half, it leaves its CPU for the others, and under
+ * half twice in a row (no CPU idles: nothing to keep awake) it rests for
+ * KEEPER_REST_NS and lets the pool use every CPU. */
 #define KEEPER_CHECK_NS (500 * 1000)
+#define KEEPER_REST_NS (10 * 1000 * 1000)
 
-static void keeper_move(const cpu_set_t *allowed)
+static void keeper_move(struct loop *l)
 {
-	cpu_set_t set = *allowed;
+	cpu_set_t set = l->allowed;
 	int cpu = sched_getcpu();
 
-	if (cpu < 0 || CPU_COUNT(&set) < 2)
+	if (cpu < 0 || !l->can_pin)
 		return;
 	CPU_CLR(cpu, &set);
 	(void)sched_setaffinity(0, sizeof(set), &set);
 }
 
+/* Publishes the keeper's CPU when it changed. */
+static void keeper_where(struct loop *l)
+{
+	int cpu = sched_getcpu();
+	if (cpu != atomic_load(&l->keeper_cpu)) {
+		atomic_store(&l->keeper_cpu, cpu);
+		atomic_fetch_add(&l->keeper_gen, 1);
+	}
+}
+
+/* Publishes that the keeper does not spin: pool threads may use every
+ * CPU again. */
+static void keeper_gone(struct loop *l)
+{
+	if (atomic_load(&l->keeper_cpu) != -1) {
+		atomic_store(&l->keeper_cpu, -1);
+		atomic_fetch_add(&l->keeper_gen, 1);
+	}
+}
+
 static void *keeper_main(void *arg)
 {
 	struct loop *l = arg;
-	cpu_set_t allowed;
-	bool can_move = sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
 
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) < 0)
 		pfs_info("FUSE keeper: cannot lower its priority: %s", strerror(errno));
 	pthread_mutex_lock(&l->lock);
 	while (!l->exiting) {
 		if (now_ns() - atomic_load(&l->active) >= l->spin_ns) {
+			keeper_gone(l);
 			l->asleep = true;
 			pthread_cond_wait(&l->wakeup, &l->lock);
 			l->asleep = false;
@@ -259,19 +308,36 @@ static void *keeper_main(void *arg)
 		}
 		pthread_mutex_unlock(&l->lock);
 		int64_t t0 = now_ns(), c0 = thread_cpu_ns(), t;
+		int starved = 0;
+		keeper_where(l);
 		while ((t = now_ns()) - atomic_load(&l->active) < l->spin_ns &&
 		       !fuse_session_exited(l->se)) {
-			for (int i = 0; i < 64; i++)
-				cpu_relax();
-			if (t - t0 >= KEEPER_CHECK_NS) {
-				if (can_move && (thread_cpu_ns() - c0) * 2 < t - t0)
-					keeper_move(&allowed);
-				t0 = now_ns();
-				c0 = thread_cpu_ns();
+			/* A yield, not only a pause: a thread woken on this CPU
+			 * runs now, not when the scheduler would next preempt
+			 * us (it may let us finish a slice first). */
+			sched_yield();
+			if (t - t0 < KEEPER_CHECK_NS)
+				continue;
+			if ((thread_cpu_ns() - c0) * 2 >= t - t0) {
+				starved = 0;
+			} else if (++starved < 2) {
+				keeper_move(l);
+			} else {
+				/* Starved on two CPUs in a row: the machine is
+				 * busy, no CPU idles, and there is nothing to
+				 * keep awake. Step aside for a while. */
+				keeper_gone(l);
+				struct timespec rest = { 0, KEEPER_REST_NS };
+				nanosleep(&rest, NULL);
+				starved = 0;
 			}
+			keeper_where(l);
+			t0 = now_ns();
+			c0 = thread_cpu_ns();
 		}
 		pthread_mutex_lock(&l->lock);
 	}
+	keeper_gone(l);
 	thread_done(l);
 	pthread_mutex_unlock(&l->lock);
 	return NULL;
@@ -393,6 +459,10 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	pthread_cond_init(&l.wakeup, NULL);
 	pthread_cond_init(&l.ended, NULL);
 	atomic_init(&l.active, 0);
+	atomic_init(&l.keeper_cpu, -1);
+	atomic_init(&l.keeper_gen, 0);
+	l.can_pin = sched_getaffinity(0, sizeof(l.allowed), &l.allowed) == 0 &&
+		    CPU_COUNT(&l.allowed) >= 2;
 
 	pthread_mutex_lock(&l.lock);
 	if (!start_worker(&l))

@@ -18,7 +18,10 @@
  * thread at nice 19 spins on a CPU without system calls; the scheduler
  * then wakes our threads and the application's on CPUs that are running,
  * in a few us. It looks for a CPU the application does not use (it moves
- * when it gets less than half of its own). Whether to keep one is decided
+ * when it gets less than half of its own), and our request threads stay
+ * off the keeper's CPU, so that they wake where the application runs:
+ * request and reply then pass on one CPU. On a busy machine (it gets
+ * little time wherever it goes) it steps aside. Whether to keep one is decided
  * at mount by measuring a wake-up (loop_wake_latency_ns), or by the user
  * (-o spin=US, 0: never).
  *

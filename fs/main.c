@@ -845,7 +845,7 @@ int main(int argc, char **argv)
 		int64_t lat = loop_wake_latency_ns();
 		c.spin_us = lat >= (int64_t)LOOP_SLOW_WAKE_US * 1000 ? LOOP_SPIN_US_DEFAULT : 0;
 		if (lat >= 0)
-			pfs_info("an idle CPU takes %lld us to run a woken thread: %s", (long long)(lat / 1000),
+			pfs_notice("an idle CPU takes %lld us to run a woken thread: %s", (long long)(lat / 1000),
 				 c.spin_us ? "a keeper thread spins while the mount is busy (spin=0: never)"
 					   : "no keeper thread");
 	}
