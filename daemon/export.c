@@ -954,13 +954,58 @@ static void listing_ra_advance(struct listing_ra *ra, int dirfd, long from, long
 	}
 }
 
+/* How much of a listing's reply goes to file contents: up to
+ * PFS_LISTDIR_DATA_MAX, less the room its items are likely to need, so
+ * that the listing stays complete. dir_size is the directory's st_size:
+ * about 16-40 bytes per entry on ext4, xfs, tmpfs and btrfs, against
+ * about 160 for an item on the wire (name, handle, attributes). */
+static uint32_t listing_data_budget(uint64_t dir_size, uint32_t max_bytes)
+{
+	uint64_t reserve = dir_size * 10;
+	if (reserve < 64 * 1024)
+		reserve = 64 * 1024;
+	if (reserve + 4 >= max_bytes)
+		return 0;
+	uint64_t b = max_bytes - 4 - reserve;
+	return b < PFS_LISTDIR_DATA_MAX ? (uint32_t)b : PFS_LISTDIR_DATA_MAX;
+}
+
+/* Python content a listing does not spend its budget on (the file is
+ * listed as usual, and read if it is read):
+ *  - optimized bytecode (name.cpython-311.opt-1.pyc, .opt-2.pyc), read
+ *    only by `python -O`/`-OO`, yet two thirds of a __pycache__ that
+ *    holds it (the standard library's);
+ *  - a source (name.py) in a directory with a __pycache__: an import
+ *    reads the compiled module from there and only stats the source
+ *    (a traceback, or a .pyc that is stale or missing, reads it then).
+ * In a cold import they were most of what listings carried. */
+static bool python_unread(const char *name, size_t nl, bool has_pycache)
+{
+	if (nl > 3 && has_pycache && memcmp(name + nl - 3, ".py", 3) == 0)
+		return true;
+	return nl > 10 && memcmp(name + nl - 4, ".pyc", 4) == 0 &&
+	       memcmp(name + nl - 10, ".opt-", 5) == 0;
+}
+
+static int put_item(struct pfs_wr *w, const struct pfs_name *name, const struct pfs_entry *e,
+		    uint32_t flags, const struct pfs_bytes *data)
+{
+	if (pfs_put_NAME(w, name) < 0 || pfs_put_ENTRY(w, e) < 0 || pfs_put_U32(w, &flags) < 0 ||
+	    pfs_put_BYTES(w, data) < 0)
+		return -ENOSPC;
+	return 0;
+}
+
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
 		   struct pfs_wr *w)
 {
 	struct listing_ra ra = { 0 };
 	long pos = 0;
 	bool cold = false;
-	uint32_t data_left = PFS_LISTDIR_DATA_MAX, flags = PFS_LS_COMPLETE, n = 0;
+	uint32_t data_left, data_taken = 0, flags = PFS_LS_COMPLETE, n = 0;
+	unsigned restarts = 0;
+	struct stat dst;
+	bool has_pycache;
 	struct pfs_wr lim;
 	uint8_t *buf;
 	DIR *d = NULL;
@@ -975,6 +1020,10 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 	ret = dir_open(obj->fd, &d);
 	if (ret < 0)
 		return ret;
+	data_left = listing_data_budget(fstat(dirfd(d), &dst) == 0 ? (uint64_t)dst.st_size : 0,
+					max_bytes);
+	has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
+		      S_ISDIR(dst.st_mode);
 	buf = xmalloc((size_t)max_inline + 1);
 	/* Items go into a cursor limited to max_bytes; bytes 0-3: flags. */
 	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
@@ -1005,6 +1054,8 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 			break;
 		}
 		mi = max_inline < data_left ? max_inline : data_left;
+		if (python_unread(de->d_name, nl, has_pycache))
+			mi = 0;
 		if (cold && mi > 0)
 			listing_ra_advance(&ra, obj->fd, pos, pos + LISTING_RA, mi);
 		if (export_lookup_data(x, obj->fd, de->d_name, mi, &e, buf, &len, &iflags,
@@ -1017,12 +1068,25 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		data.p = buf;
 		data.len = (iflags & PFS_LD_DATA) ? len : 0;
 		save = lim.len;
-		if (pfs_put_NAME(&lim, &name) < 0 || pfs_put_ENTRY(&lim, &e) < 0 ||
-		    pfs_put_U32(&lim, &iflags) < 0 || pfs_put_BYTES(&lim, &data) < 0) {
+		if (put_item(&lim, &name, &e, iflags, &data) < 0) {
 			lim.len = save;
-			flags = 0;
-			break;
+			if (data_taken == 0 && data.len == 0) {
+				flags = 0;
+				break;
+			}
+			/* Out of room because of the contents taken (the budget's
+			 * guess of the room the items need fell short): the names
+			 * matter more, a complete listing answers misses. Start
+			 * again with half the contents, the third time without. */
+			rewinddir(d);
+			pos = 0;
+			n = 0;
+			lim.len = 4;
+			data_left = ++restarts < 3 ? data_taken / 2 : 0;
+			data_taken = 0;
+			continue;
 		}
+		data_taken += data.len;
 		data_left -= data.len;
 		n++;
 	}

@@ -32,6 +32,7 @@
 #define PODFS_LOOP_I_H
 
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The keeper's window (microseconds) with spin=auto where a wake-up
@@ -60,6 +61,10 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
  * thread to one CPU meanwhile and restores its affinity): ns, or -1 if
  * the process may run on one CPU only or a call failed. */
 int64_t loop_wake_latency_ns(void);
+
+/* True if this process runs in a cgroup (or below one) with a CPU quota
+ * (cgroup v2 cpu.max, v1 cpu.cfs_quota_us): a keeper would spend it. */
+bool loop_cpu_limited(void);
 
 /* Writes to an eventfd (wake_fd above); any thread. */
 void loop_wake(int wake_fd);

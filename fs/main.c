@@ -841,6 +841,10 @@ int main(int argc, char **argv)
 	}
 	pfs_notice("mounted %s on %s", c.hostport, c.mountpoint);
 
+	if (c.spin_us < 0 && loop_cpu_limited()) {
+		c.spin_us = 0;
+		pfs_notice("a CPU quota applies (cgroup): no keeper thread (spin=US forces one)");
+	}
 	if (c.spin_us < 0) {
 		int64_t lat = loop_wake_latency_ns();
 		c.spin_us = lat >= (int64_t)LOOP_SLOW_WAKE_US * 1000 ? LOOP_SPIN_US_DEFAULT : 0;

@@ -342,10 +342,13 @@ enum {
  *   items to the end of the payload: name, entry, u32 flags (PFS_LD_DATA:
  *   data is the whole content, read with the caller's credentials, and
  *   PFS_LD_READABLE, as in LOOKUP_DATA), bytes data. "." and ".." are not listed. Inline data
- *   takes at most PFS_LISTDIR_DATA_MAX bytes of a reply; files past that
- *   come without data. The session caches every listed entry (pushes
- *   follow), and the directory. */
-#define PFS_LISTDIR_DATA_MAX (512u * 1024)
+ *   takes at most PFS_LISTDIR_DATA_MAX bytes of a reply, and less where
+ *   the items need the room (the server keeps a listing complete rather
+ *   than fill it with data); which files come with data is the server's
+ *   choice (podfsd: in directory order, skipping Python's -O bytecode),
+ *   the others come without. The session caches every listed entry
+ *   (pushes follow), and the directory. */
+#define PFS_LISTDIR_DATA_MAX (960u * 1024)
 #define PFS_LISTDIR_ITEMS_MAX 4096
 enum {
 	PFS_LS_COMPLETE = 1u << 0,

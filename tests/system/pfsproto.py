@@ -89,6 +89,7 @@ OP_LSEEK = 39
 OP_FORGET = 40
 OP_REVALIDATE = 41
 OP_LOOKUP_DATA = 42
+OP_LISTDIR = 61
 OP_RECLAIM = 58
 OP_RECLAIM_DONE = 59
 OP_INVAL_INODE = 100
@@ -105,6 +106,7 @@ AUTH_RESUMED = 1 << 0
 AUTH_LOCKS_LOST = 1 << 1
 LD_DATA = 1
 LD_READABLE = 2
+LS_COMPLETE = 1
 INLINE_MAX = 64 * 1024
 BATCH_MAX = 4096
 
@@ -672,6 +674,17 @@ class Conn:
         data = r.bytes()
         r.done()
         return h, a, flags, data
+
+    def listdir_items(self, h, max_inline=INLINE_MAX, max_bytes=1 << 20, cr=ROOT):
+        """LISTDIR -> (flags, {name: (fh, attr, item flags, data)})."""
+        r = Reader(self.call(OP_LISTDIR, cr + fh(h) + u32(max_inline) + u32(max_bytes)))
+        flags, items = r.u32(), {}
+        while r.left():
+            nm = r.name()
+            h2, a = r.entry()
+            iflags = r.u32()
+            items[nm] = (h2, a, iflags, r.bytes())
+        return flags, items
 
     def wait_pushes(self, timeout, until=None):
         """Collects push frames (decoded, see decode_push) for up to timeout

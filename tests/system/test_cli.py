@@ -52,10 +52,13 @@ def test_podfsd_bad_option(env, argv):
     ["127.0.0.1:1", "MNT", "-o", "conns=0"],
     ["127.0.0.1:1", "MNT", "-o", "conns=17"],
     ["127.0.0.1:1", "MNT", "-o", "conns=2x"],
+    ["127.0.0.1:1", "MNT", "-o", "spin=fast"],
+    ["127.0.0.1:1", "MNT", "-o", "spin=-5"],
     ["127.0.0.1:1"],            # no mount point
     ["127.0.0.1:99999", "MNT"],  # bad port
 ], ids=["unknown", "bad-o", "bad-timeo", "bad-attr-timeout", "bad-log-level", "bad-lock-retry",
-        "conns-0", "conns-17", "conns-junk", "no-mountpoint", "bad-port"])
+        "conns-0", "conns-17", "conns-junk", "spin-word", "spin-negative", "no-mountpoint",
+        "bad-port"])
 def test_podfs_bad_option(env, argv):
     argv = [str(env.mnt) if a == "MNT" else a for a in argv]
     r = run([PODFS] + argv, timeout=30, check=False)
@@ -186,3 +189,40 @@ def test_podfs_background_mode_writes(env, daemon):
                 continue
         return True
     wait_for(podfs_gone, 20, what="podfs exit")
+
+
+@pytest.mark.parametrize("spin", ["0", "50000", "auto"])
+def test_request_loop_with_and_without_keeper(env, daemon, mount, spin):
+    """The request loop (fs/loop.c) with no keeper, a forced one and the
+    default: the log says what was chosen; many threads' requests at once
+    all get the right answers; the unmount is clean (teardown checks
+    podfs's exit status and sanitizer logs)."""
+    import threading
+    m = mount(opts=f"spin={spin}")
+    for i in range(40):
+        (m / f"f{i}").write_bytes(bytes([i]) * (1000 + i))
+    errors = []
+
+    def worker(k):
+        try:
+            for r in range(30):
+                i = (k * 7 + r) % 40
+                if (m / f"f{i}").read_bytes() != bytes([i]) * (1000 + i):
+                    errors.append((k, i))
+                os.stat(m / f"f{i}")
+                assert not os.path.exists(m / f"missing{k}-{r}")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "requests hang"
+    assert not errors, errors[:5]
+    log = m.proc.output()
+    if spin == "0":
+        assert "keeper" not in log
+    elif spin == "auto":
+        assert re.search(r"an idle CPU takes \d+ us|a CPU quota applies", log), log

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import pfsproto as P
 from conftest import Pod
 from helpers import DelayRelay, file_errno, in_thread, podfs_stats, read_file, run, wait_for, write_file
 
@@ -371,7 +372,7 @@ def test_issue4_cold_open_of_listed_big_files(env, daemon, mount):
     listing's data budget ran out) costs nothing until read, and a file
     the caller may not read is still refused at open."""
     big = {f"lib{i}.so": os.urandom(200 * 1024 + i) for i in range(4)}
-    small = {f"m{i:02d}.pyc": os.urandom(60 * 1024) for i in range(20)}  # > 512 KiB in all
+    small = {f"m{i:02d}.pyc": os.urandom(60 * 1024) for i in range(20)}  # > a listing's budget
     for name, data in {**big, **small}.items():
         write_file(env.export / name, data)
     write_file(env.export / "secret.so", b"s" * (100 * 1024))
@@ -390,6 +391,77 @@ def test_issue4_cold_open_of_listed_big_files(env, daemon, mount):
         assert read_file(m / name) == data
     assert file_errno(f"open({str(m / 'secret.so')!r}, 'rb').read()") == "EACCES"
     assert file_errno(f"open({str(m / 'lib0.so')!r}, 'rb').read()") == "OK"
+
+
+def test_issue4_listing_skips_python_optimized_bytecode(env, daemon, mount):
+    """A listing spends its content budget on files an import reads: in a
+    __pycache__, the plain .pyc files come with their content, the -O
+    variants (.opt-1.pyc, .opt-2.pyc) without it but readable; all of
+    them read back exact through a mount."""
+    d = env.export / "pkg" / "__pycache__"
+    d.mkdir(parents=True)
+    files = {}
+    for i in range(12):
+        for tag in ("", ".opt-1", ".opt-2"):
+            files[f"m{i}.cpython-311{tag}.pyc"] = os.urandom(8 * 1024 + i)
+    for name, data in files.items():
+        write_file(d / name, data)
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+        h = c.lookup(c.lookup(c.root, "pkg")[0], "__pycache__")[0]
+        flags, items = c.listdir_items(h)
+    assert flags & P.LS_COMPLETE
+    assert sorted(n.decode() for n in items) == sorted(files)
+    for name, (_, attr, iflags, data) in items.items():
+        name = name.decode()
+        assert iflags & P.LD_READABLE, name
+        if ".opt-" in name:
+            assert not iflags & P.LD_DATA and data == b"", name
+        else:
+            assert iflags & P.LD_DATA and data == files[name], name
+    m = mount()
+    for name, data in files.items():
+        assert read_file(m / "pkg" / "__pycache__" / name) == data
+
+
+def test_issue4_listing_stays_complete_when_contents_would_fill_it(env, mount):
+    """Names and small files whose contents would fill the reply, on a
+    tmpfs (whose directory size says little of its names' length, so the
+    daemon's estimate of the room the names need falls short): it gives
+    up contents, never names. The listing is complete (a miss there is
+    answered without asking), and every content it carries is exact."""
+    fs = env.root / "tmpfs"
+    fs.mkdir()
+    run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "podfs-test", fs])
+    try:
+        d = env.start_daemon(export=fs)
+        (fs / "big").mkdir()
+        files = {}
+        for i in range(1500):
+            files[f"{i:05d}-" + "n" * 100] = os.urandom(700)
+        for name, data in files.items():
+            write_file(fs / "big" / name, data)
+        with P.connect(d.host, d.port, P.load_key(env.key)) as c:
+            flags, items = c.listdir_items(c.lookup(c.root, "big")[0])
+        assert flags & P.LS_COMPLETE, "listing not complete"
+        assert len(items) == len(files)
+        with_data = 0
+        for name, (_, attr, iflags, data) in items.items():
+            if iflags & P.LD_DATA:
+                assert data == files[name.decode()]
+                with_data += 1
+        assert 0 < with_data < len(files), with_data
+        m = mount(d)
+        os.stat(m / "big" / ("00000-" + "n" * 100))  # the listing is fetched here
+        before = podfs_stats(m)
+        for i in (7, 1499):
+            name = f"{i:05d}-" + "n" * 100
+            assert read_file(m / "big" / name) == files[name]
+        assert not os.path.exists(m / "big" / "absent")
+        after = podfs_stats(m)
+        for op in ("req_LOOKUP_DATA", "req_LOOKUP", "req_LISTDIR"):
+            assert after.get(op, 0) == before.get(op, 0), op
+    finally:
+        run(["umount", "-l", fs], check=False)
 
 
 def test_issue4_changing_directory_is_not_relisted_at_every_lookup(env, daemon, mount):
