@@ -223,6 +223,6 @@ def test_request_loop_with_and_without_keeper(env, daemon, mount, spin):
     assert not errors, errors[:5]
     log = m.proc.output()
     if spin == "0":
-        assert "keeper" not in log
+        assert "keeper thread" not in log and "idle CPU takes" not in log
     elif spin == "auto":
         assert re.search(r"an idle CPU takes \d+ us|a CPU quota applies", log), log
