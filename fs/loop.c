@@ -47,6 +47,8 @@ struct loop {
 	_Atomic int keeper_cpu;
 	atomic_uint keeper_gen;
 	cpu_set_t allowed; /* the process's CPUs */
+	long ncpu_online;  /* the machine's */
+	int loadavg_fd;	   /* /proc/loadavg, or -1 */
 	bool can_pin;	   /* two or more of them */
 };
 
@@ -256,11 +258,13 @@ static int64_t thread_cpu_ns(void)
 /* The keeper is of use on a CPU nobody else wants: on the application's
  * own CPU it keeps that one awake and leaves idle the one where our
  * threads are woken. Every KEEPER_CHECK_NS it looks at the share of the
- * time it ran; under half, it leaves its CPU for the others, and under
- * half twice in a row (no CPU idles: nothing to keep awake) it rests for
- * KEEPER_REST_NS and lets the pool use every CPU. */
+ * time it ran. Only while it gets half or more does the pool stay off
+ * its CPU. Under half, it leaves its CPU for the others; under half twice
+ * in a row (no CPU idles: nothing to keep awake) it rests, KEEPER_REST_NS
+ * and twice as long at each time again, up to KEEPER_REST_MAX_NS. */
 #define KEEPER_CHECK_NS (500 * 1000)
 #define KEEPER_REST_NS (10 * 1000 * 1000)
+#define KEEPER_REST_MAX_NS (640 * 1000 * 1000)
 
 static void keeper_move(struct loop *l)
 {
@@ -293,9 +297,39 @@ static void keeper_gone(struct loop *l)
 	}
 }
 
+/* True if, besides the keeper, at least as many threads are runnable on
+ * the machine as it has CPUs (the "running" count of /proc/loadavg): a
+ * stream of requests (a checkpoint) rather than a ping-pong, where the
+ * keeper's CPU is wanted for work, and a spinning CPU would make the
+ * scheduler place that work elsewhere. */
+static bool machine_crowded(struct loop *l)
+{
+	char buf[128];
+	ssize_t n;
+
+	if (l->loadavg_fd < 0)
+		return false;
+	n = pread(l->loadavg_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "0.52 0.58 0.59 3/187 12345": the fourth field is running/total. */
+	const char *p = buf;
+	for (int f = 0; f < 3 && p; f++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return false;
+	long running = strtol(p, NULL, 10);
+	return running - 1 >= l->ncpu_online;
+}
+
 static void *keeper_main(void *arg)
 {
 	struct loop *l = arg;
+	int64_t rest_ns = KEEPER_REST_NS;
 
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) < 0)
 		pfs_info("FUSE keeper: cannot lower its priority: %s", strerror(errno));
@@ -310,8 +344,7 @@ static void *keeper_main(void *arg)
 		}
 		pthread_mutex_unlock(&l->lock);
 		int64_t t0 = now_ns(), c0 = thread_cpu_ns(), t;
-		int starved = 0;
-		keeper_where(l);
+		int starved = 0, crowd = 0;
 		while ((t = now_ns()) - atomic_load(&l->active) < l->spin_ns &&
 		       !fuse_session_exited(l->se)) {
 			/* A yield, not only a pause: a thread woken on this CPU
@@ -320,20 +353,38 @@ static void *keeper_main(void *arg)
 			sched_yield();
 			if (t - t0 < KEEPER_CHECK_NS)
 				continue;
-			if ((thread_cpu_ns() - c0) * 2 >= t - t0) {
+			/* One look at the run queues is noise; four in a row
+			 * (2 ms) is a stream. */
+			crowd = machine_crowded(l) ? crowd + 1 : 0;
+			bool own_cpu = (thread_cpu_ns() - c0) * 2 >= t - t0;
+			if (own_cpu && crowd == 0) {
+				/* A CPU nobody else wants: the pool stays off it. */
 				starved = 0;
-			} else if (++starved < 2) {
-				keeper_move(l);
+				rest_ns = KEEPER_REST_NS;
+				keeper_where(l);
+			} else if (own_cpu && crowd < 4) {
+				keeper_where(l);
 			} else {
-				/* Starved on two CPUs in a row: the machine is
-				 * busy, no CPU idles, and there is nothing to
-				 * keep awake. Step aside for a while. */
 				keeper_gone(l);
-				struct timespec rest = { 0, KEEPER_REST_NS };
-				nanosleep(&rest, NULL);
-				starved = 0;
+				if (crowd < 4 && ++starved < 2) {
+					keeper_move(l);
+				} else {
+					/* Starved on two CPUs in a row, or as many
+					 * threads as CPUs want to run: the machine is
+					 * busy, no CPU idles, there is nothing to keep
+					 * awake, and a spinning CPU would only look
+					 * busy to the scheduler when it places them.
+					 * Step aside, longer each time while it stays
+					 * so. */
+					struct timespec rest = { rest_ns / 1000000000,
+								 rest_ns % 1000000000 };
+					nanosleep(&rest, NULL);
+					if (rest_ns < KEEPER_REST_MAX_NS)
+						rest_ns *= 2;
+					starved = 0;
+					crowd = 0;
+				}
 			}
-			keeper_where(l);
 			t0 = now_ns();
 			c0 = thread_cpu_ns();
 		}
@@ -536,6 +587,8 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	atomic_init(&l.keeper_gen, 0);
 	l.can_pin = sched_getaffinity(0, sizeof(l.allowed), &l.allowed) == 0 &&
 		    CPU_COUNT(&l.allowed) >= 2;
+	l.ncpu_online = sysconf(_SC_NPROCESSORS_ONLN);
+	l.loadavg_fd = l.spin_ns > 0 ? open("/proc/loadavg", O_RDONLY | O_CLOEXEC) : -1;
 
 	pthread_mutex_lock(&l.lock);
 	if (!start_worker(&l))
@@ -548,6 +601,8 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 		ret = l.error;
 	pthread_mutex_unlock(&l.lock);
 
+	if (l.loadavg_fd >= 0)
+		close(l.loadavg_fd);
 	pthread_cond_destroy(&l.ended);
 	pthread_cond_destroy(&l.wakeup);
 	pthread_cond_destroy(&l.follow);
