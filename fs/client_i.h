@@ -17,9 +17,11 @@
 #ifndef PODFS_CLIENT_I_H
 #define PODFS_CLIENT_I_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "podfs/link.h"
 #include "podfs/wire.h"
@@ -37,6 +39,13 @@ struct cache;
 struct pcache;
 struct wb;
 struct locks;
+
+#define ESTALE_SLOTS 16
+struct estale_slot {
+	pid_t tid;	/* 0: free */
+	uint64_t ino;	/* the nodeid the retry's lookup returned (0: none yet) */
+	int64_t when;	/* CLOCK_MONOTONIC ns of the ESTALE */
+};
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -85,6 +94,9 @@ struct client {
 	pthread_mutex_t of_lock;
 	struct ofile *open_files;
 	atomic_uint lazy_opens; /* of them, opened locally and not yet known to the daemon */
+	/* OPENs answered ESTALE, by thread, to know the VFS's retry (ops.c). */
+	pthread_mutex_t estale_lock;
+	struct estale_slot estale[ESTALE_SLOTS];
 
 	/* Byte counters, shown by the "user.podfs.stats" xattr of the
 	 * mount's root: frames on the wire (headers included) and their

@@ -1129,7 +1129,17 @@ void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir
 	}
 	ip->parent_hash = dir->hash;
 	ip->name_hash = name ? str_hash(name, strlen(name)) : 0;
+	if (ip->named_seq == 0 || seq + 1 < ip->named_seq)
+		ip->named_seq = seq + 1;
 	pthread_mutex_unlock(&ip->lock);
+}
+
+uint64_t inode_named_seq(struct inode *ip)
+{
+	pthread_mutex_lock(&ip->lock);
+	uint64_t s = ip->named_seq;
+	pthread_mutex_unlock(&ip->lock);
+	return s ? s - 1 : 0;
 }
 
 bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir)

@@ -78,6 +78,9 @@ struct inode {
 	 * table's own-change count after this client last changed it (see
 	 * inode_own_touch, inode_listed_stale). */
 	uint64_t parent_hash;
+	/* 1 + the push number at the request that first handed this object
+	 * to the kernel under a name (0: not yet): see inode_named_seq. */
+	uint64_t named_seq;
 	uint64_t name_hash;   /* of its name there (str_hash) */
 	uint64_t own_at;
 
@@ -321,6 +324,11 @@ void inode_note_rename(struct inode_table *t);
 /* True if removing or replacing a name in dir may take away the last name
  * of the regular file ip: it was last looked up or made in dir, or its
  * place is unknown, or it has other links (found under another name). */
+/* The push number at the request that first handed ip to the kernel
+ * under a name (0 if none did): every push about ip since may have
+ * removed a name the kernel still walks to it. */
+uint64_t inode_named_seq(struct inode *ip);
+
 bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir);
 /* inode_rename_done: the rename noted is answered (or failed).
  * inode_renames_busy: one of ours is under way. The VFS does not lock a

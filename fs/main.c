@@ -727,6 +727,7 @@ int main(int argc, char **argv)
 		.wb_threads = 4,
 		.conns = PFS_CONNS_DEFAULT,
 		.spin_us = -1, /* auto */
+		.estale_lock = PTHREAD_MUTEX_INITIALIZER,
 		.wb_max = (size_t)128 << 20,
 		.cache_size = (uint64_t)1 << 30,
 	};

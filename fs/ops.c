@@ -269,6 +269,53 @@ static struct inode *entry_param(struct client *c, struct inode *dir, const char
 	return ip;
 }
 
+/* ESTALE from OPEN, and the VFS's retry. The VFS retries an open that
+ * failed with ESTALE once, after looking the name up afresh
+ * (LOOKUP_REVAL); a second ESTALE would reach the application. The
+ * retry's open is recognised by its thread and by the inode its fresh
+ * lookup returned: it is taken even if that file lost its last name
+ * too (the removal raced with this very open, and the file it found is
+ * a fair answer). Slots by thread id; a collision costs a retry. */
+#define ESTALE_RETRY_NS (1000LL * 1000 * 1000)
+
+static int64_t mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* pfs_open answers ESTALE to tid. */
+static void estale_arm(struct client *c, pid_t tid)
+{
+	pthread_mutex_lock(&c->estale_lock);
+	c->estale[(unsigned)tid % ESTALE_SLOTS] =
+		(struct estale_slot){ .tid = tid, .ino = 0, .when = mono_now() };
+	pthread_mutex_unlock(&c->estale_lock);
+}
+
+/* A lookup by tid returned ino (the retry's fresh lookup, if armed). */
+static void estale_looked(struct client *c, pid_t tid, fuse_ino_t ino)
+{
+	struct estale_slot *e = &c->estale[(unsigned)tid % ESTALE_SLOTS];
+	pthread_mutex_lock(&c->estale_lock);
+	if (e->tid == tid && mono_now() - e->when < ESTALE_RETRY_NS)
+		e->ino = ino;
+	pthread_mutex_unlock(&c->estale_lock);
+}
+
+/* Is this open of ino by tid the VFS's retry? Consumes the slot. */
+static bool estale_retry(struct client *c, pid_t tid, fuse_ino_t ino)
+{
+	struct estale_slot *e = &c->estale[(unsigned)tid % ESTALE_SLOTS];
+	pthread_mutex_lock(&c->estale_lock);
+	bool yes = e->tid == tid && e->ino == ino && mono_now() - e->when < ESTALE_RETRY_NS;
+	if (e->tid == tid)
+		e->tid = 0;
+	pthread_mutex_unlock(&c->estale_lock);
+	return yes;
+}
+
 /* Replies with entry e of ip (under dir/name, which may be NULL) for a
  * request sent at push number seq: with timeout 0 if a push about the
  * directory or the object was applied since (see cache_i.h). */
@@ -285,8 +332,14 @@ static void reply_entry_gated(fuse_req_t req, struct inode *dir, const char *nam
 		e->entry_timeout = 0;
 		e->attr_timeout = 0;
 	}
+	/* req is gone once replied, and ip may be (a FORGET on another
+	 * thread): take what is needed before. */
+	pid_t tid = fuse_req_ctx(req)->pid;
+	fuse_ino_t nodeid = ip ? e->ino : 0;
 	int r = fuse_reply_entry(req, e);
 	cache_gate_leave(c->cache);
+	if (r == 0 && nodeid)
+		estale_looked(c, tid, nodeid);
 	/* If the kernel dropped the reply (interrupted), it took no lookup. */
 	if (r != 0 && ip)
 		inode_forget(c->it, ip, 1);
@@ -1005,6 +1058,11 @@ static bool open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info
 	    !atomic_load(&c->push_ack) || !inode_is_reader(ip, ctx->uid, ctx->gid) ||
 	    !inode_attr_trusted(c->it, ip, &a, &aseq) || !transport_quiet(c->tr))
 		return false;
+	/* A file without names (its attributes came after another host
+	 * removed it) was reached through a name the kernel has not dropped
+	 * yet: only the daemon's OPEN tells (see pfs_open's ESTALE). */
+	if (a.nlink == 0 && !dir)
+		return false;
 	cache_gate_enter(c->cache);
 	ok = !cache_pushed_since(c->cache, aseq, &ip->fh) &&
 	     !cache_pushed_since(c->cache, cache_applied(c->cache), &ip->fh);
@@ -1090,15 +1148,26 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* The kernel found this file under a name that another host removed
-	 * or renamed another file over, whose push has not reached the
-	 * kernel yet (its dentry may still name this file): ESTALE makes the
-	 * VFS look the name up again (LOOKUP_REVAL) and open what it names
-	 * now, as close-to-open requires. */
+	 * or renamed another file over: ESTALE makes the VFS look the name
+	 * up again (LOOKUP_REVAL) and open what it names now, as
+	 * close-to-open requires. Its push may not have reached the kernel
+	 * yet (the dentry still names this file), or it may have reached it
+	 * while this open was already past the name (the walk holds the
+	 * inode): any push about the file since the kernel was first handed
+	 * it counts, not only those not yet applied. Reopening a file
+	 * removed by another host through /proc/PID/fd thus fails with
+	 * ESTALE, as on NFS; one this host removed opens (unless over 1,024
+	 * pushes came since: the check then errs towards ESTALE). */
 	if (ar.attr.nlink == 0 && !S_ISDIR(ar.attr.mode)) {
+		uint64_t since = inode_named_seq(ip);
+		if (since > applied)
+			since = applied;
 		cache_gate_enter(c->cache);
-		bool gone = cache_pushed_since(c->cache, applied, &ip->fh);
+		bool gone = cache_pushed_since(c->cache, since, &ip->fh);
 		cache_gate_leave(c->cache);
-		if (gone) {
+		pid_t tid = fuse_req_ctx(req)->pid;
+		if (gone && !estale_retry(c, tid, ino)) {
+			estale_arm(c, tid);
 			release_remote(req, of, PFS_OP_RELEASE);
 			ofile_free(of);
 			fuse_reply_err(req, ESTALE);
