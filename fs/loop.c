@@ -239,7 +239,8 @@ static void *pool_main(void *arg)
 
 /* ---- the keeper ----
  *
- * One thread at nice 19 that spins (cpu_relax, no system calls) while a
+ * One thread at nice 19 that spins (sched_yield in a loop, a look at
+ * its CPU share and /proc/loadavg every KEEPER_CHECK_NS) while a
  * request was read in the last spin_ns, then sleeps until the next one.
  * It never touches the device: its only job is that a CPU is not halted
  * when the application's request or our reply needs a thread woken,

@@ -15,7 +15,7 @@
  * 5,000 requests: open, ioctl, flush and release of every module) spent
  * most of its time over local disk there, and a cold one lost a third.
  * So while the mount is busy (a request was read in the last spin_us) one
- * thread at nice 19 spins on a CPU without system calls; the scheduler
+ * thread at nice 19 spins on a CPU (yielding, touching nothing); the scheduler
  * then wakes our threads and the application's on CPUs that are running,
  * in a few us. It looks for a CPU the application does not use (it moves
  * when it gets less than half of its own), and our request threads stay
@@ -44,8 +44,6 @@
  * idle ones kept. */
 #define LOOP_MAX_THREADS 64
 #define LOOP_MAX_IDLE 16
-/* Pollers: one per CPU, pinned, up to this many. */
-#define LOOP_POLLERS_MAX 8
 
 /* Runs the session's request loop with at most max_threads threads
  * processing requests, at most max_idle of them idle, and spin_us of
