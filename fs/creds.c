@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "podfs/clock.h"
+
 #define SLOTS 64          /* direct-mapped by pid */
 #define TTL_NS 1000000000LL
 
@@ -42,13 +44,6 @@ void creds_cache_free(struct creds_cache *cc)
 	free(cc);
 }
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 void creds_fill(struct creds_cache *cc, fuse_req_t req, struct pfs_creds *cr, bool groups)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -60,7 +55,7 @@ void creds_fill(struct creds_cache *cc, fuse_req_t req, struct pfs_creds *cr, bo
 		return;
 
 	struct slot *s = &cc->slots[(unsigned)ctx->pid % SLOTS];
-	int64_t now = mono_ns();
+	int64_t now = pfs_mono_ns();
 	pthread_mutex_lock(&cc->lock);
 	if (s->stamp && s->pid == ctx->pid && s->uid == ctx->uid && s->gid == ctx->gid &&
 	    now - s->stamp < TTL_NS) {

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "podfs/clock.h"
+
 struct inode_table {
 	pthread_mutex_t lock;
 	void (*forget_cb)(void *arg, const struct pfs_fh *fh);
@@ -36,8 +38,6 @@ struct listing {
 
 static struct dver version_of(const struct pfs_attr *a);
 static bool dver_equal(const struct dver *a, const struct dver *b);
-static int64_t mono_ns(void);
-#define mono_ns_i mono_ns
 
 static uint64_t fh_hash(const struct pfs_fh *fh)
 {
@@ -490,7 +490,7 @@ void inode_drop_inline(struct inode *ip)
 bool inode_noxattr(struct inode *ip, uint8_t bit)
 {
 	pthread_mutex_lock(&ip->lock);
-	bool v = (ip->noxattr & bit) && mono_ns_i() < ip->noxattr_until;
+	bool v = (ip->noxattr & bit) && pfs_mono_ns() < ip->noxattr_until;
 	pthread_mutex_unlock(&ip->lock);
 	return v;
 }
@@ -498,7 +498,7 @@ bool inode_noxattr(struct inode *ip, uint8_t bit)
 void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl)
 {
 	pthread_mutex_lock(&ip->lock);
-	int64_t now = mono_ns_i();
+	int64_t now = pfs_mono_ns();
 	if (ip->noxattr_until <= now)
 		ip->noxattr = 0;
 	/* All bits share one expiry: the earliest keeps every bit honest. */
@@ -624,17 +624,10 @@ void inode_drop_cached(struct inode *ip)
 	pthread_mutex_unlock(&ip->lock);
 }
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 bool inode_nocaps(struct inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);
-	bool v = ip->nocaps_until && mono_ns() < ip->nocaps_until;
+	bool v = ip->nocaps_until && pfs_mono_ns() < ip->nocaps_until;
 	pthread_mutex_unlock(&ip->lock);
 	return v;
 }
@@ -642,7 +635,7 @@ bool inode_nocaps(struct inode *ip)
 void inode_set_nocaps(struct inode *ip, double ttl)
 {
 	pthread_mutex_lock(&ip->lock);
-	ip->nocaps_until = ttl > 0 ? mono_ns() + (int64_t)(ttl * 1e9) : 0;
+	ip->nocaps_until = ttl > 0 ? pfs_mono_ns() + (int64_t)(ttl * 1e9) : 0;
 	pthread_mutex_unlock(&ip->lock);
 }
 
@@ -721,7 +714,7 @@ static void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh
 	struct listing *ls = dir->listing;
 
 	dir->ls_gen++; /* a listing asked for before the change is not kept */
-	int64_t after = mono_ns() + INODE_LIST_QUIET_NS;
+	int64_t after = pfs_mono_ns() + INODE_LIST_QUIET_NS;
 	if (dir->list_after < after)
 		dir->list_after = after;
 	if (!ls)
@@ -1082,7 +1075,7 @@ void inode_listing_stale(struct inode *dir)
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
 	dir->listing = NULL;
-	dir->list_after = mono_ns() + INODE_LIST_QUIET_NS;
+	dir->list_after = pfs_mono_ns() + INODE_LIST_QUIET_NS;
 	pthread_mutex_unlock(&dir->lock);
 	listing_free(ls);
 }
@@ -1092,7 +1085,7 @@ void inode_listing_touch(struct inode *dir)
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
 	dir->listing = NULL;
-	dir->list_after = mono_ns() + INODE_LIST_QUIET_NS;
+	dir->list_after = pfs_mono_ns() + INODE_LIST_QUIET_NS;
 	dir->ls_gen++;
 	pthread_mutex_unlock(&dir->lock);
 	listing_free(ls);
@@ -1110,7 +1103,7 @@ bool inode_may_list(struct inode *dir, uint64_t max_size)
 {
 	pthread_mutex_lock(&dir->lock);
 	bool ok = !dir->no_list && !dir->listing && S_ISDIR(dir->attr.mode) &&
-		  dir->attr.size <= max_size && mono_ns() >= dir->list_after;
+		  dir->attr.size <= max_size && pfs_mono_ns() >= dir->list_after;
 	pthread_mutex_unlock(&dir->lock);
 	return ok;
 }

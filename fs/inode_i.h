@@ -321,14 +321,14 @@ bool inode_may_list(struct inode *dir, uint64_t max_size);
 void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq,
 		      const char *name);
 void inode_note_rename(struct inode_table *t);
-/* True if removing or replacing a name in dir may take away the last name
- * of the regular file ip: it was last looked up or made in dir, or its
- * place is unknown, or it has other links (found under another name). */
 /* The push number at the request that first handed ip to the kernel
  * under a name (0 if none did): every push about ip since may have
  * removed a name the kernel still walks to it. */
 uint64_t inode_named_seq(struct inode *ip);
 
+/* True if removing or replacing a name in dir may take away the last name
+ * of the regular file ip: it was last looked up or made in dir, or its
+ * place is unknown, or it has other links (found under another name). */
 bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir);
 /* inode_rename_done: the rename noted is answered (or failed).
  * inode_renames_busy: one of ours is under way. The VFS does not lock a

@@ -21,6 +21,7 @@
 
 #include <linux/fuse.h>
 
+#include "podfs/clock.h"
 #include "podfs/log.h"
 
 struct loop {
@@ -51,13 +52,6 @@ struct loop {
 	int loadavg_fd;	   /* /proc/loadavg, or -1 */
 	bool can_pin;	   /* two or more of them */
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static inline void cpu_relax(void)
 {
@@ -95,7 +89,7 @@ static void finish_exit(struct loop *l, int res)
  * (lock not held). */
 static void note_active(struct loop *l)
 {
-	atomic_store(&l->active, now_ns());
+	atomic_store(&l->active, pfs_mono_ns());
 	if (l->spin_ns > 0) {
 		pthread_mutex_lock(&l->lock);
 		if (l->asleep)
@@ -336,7 +330,7 @@ static void *keeper_main(void *arg)
 		pfs_info("FUSE keeper: cannot lower its priority: %s", strerror(errno));
 	pthread_mutex_lock(&l->lock);
 	while (!l->exiting) {
-		if (now_ns() - atomic_load(&l->active) >= l->spin_ns) {
+		if (pfs_mono_ns() - atomic_load(&l->active) >= l->spin_ns) {
 			keeper_gone(l);
 			l->asleep = true;
 			pthread_cond_wait(&l->wakeup, &l->lock);
@@ -344,9 +338,9 @@ static void *keeper_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&l->lock);
-		int64_t t0 = now_ns(), c0 = thread_cpu_ns(), t;
+		int64_t t0 = pfs_mono_ns(), c0 = thread_cpu_ns(), t;
 		int starved = 0, crowd = 0;
-		while ((t = now_ns()) - atomic_load(&l->active) < l->spin_ns &&
+		while ((t = pfs_mono_ns()) - atomic_load(&l->active) < l->spin_ns &&
 		       !fuse_session_exited(l->se)) {
 			/* A yield, not only a pause: a thread woken on this CPU
 			 * runs now, not when the scheduler would next preempt
@@ -386,7 +380,7 @@ static void *keeper_main(void *arg)
 					crowd = 0;
 				}
 			}
-			t0 = now_ns();
+			t0 = pfs_mono_ns();
 			c0 = thread_cpu_ns();
 		}
 		pthread_mutex_lock(&l->lock);
@@ -429,7 +423,7 @@ static void *cal_main(void *arg)
 	for (int i = 0; i < CAL_SAMPLES; i++) {
 		if (read(c->efd, &v, sizeof(v)) != sizeof(v))
 			break;
-		atomic_store(&c->woke, now_ns());
+		atomic_store(&c->woke, pfs_mono_ns());
 	}
 	return NULL;
 }
@@ -470,13 +464,13 @@ int64_t loop_wake_latency_ns(void)
 		uint64_t one = 1;
 		nanosleep(&idle, NULL);
 		atomic_store(&c.woke, 0);
-		int64_t t0 = now_ns();
+		int64_t t0 = pfs_mono_ns();
 		if (write(c.efd, &one, sizeof(one)) != sizeof(one)) {
 			lat[i] = 0;
 			continue;
 		}
 		int64_t t;
-		while ((t = atomic_load(&c.woke)) == 0 && now_ns() - t0 < 100 * 1000 * 1000)
+		while ((t = atomic_load(&c.woke)) == 0 && pfs_mono_ns() - t0 < 100 * 1000 * 1000)
 			cpu_relax();
 		lat[i] = t ? t - t0 : 100 * 1000 * 1000;
 	}

@@ -23,6 +23,7 @@
 #include "inode_i.h"
 #include "locks_i.h"
 #include "pcache_i.h"
+#include "podfs/clock.h"
 #include "podfs/codec.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
@@ -278,19 +279,12 @@ static struct inode *entry_param(struct client *c, struct inode *dir, const char
  * a fair answer). Slots by thread id; a collision costs a retry. */
 #define ESTALE_RETRY_NS (1000LL * 1000 * 1000)
 
-static int64_t mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* pfs_open answers ESTALE to tid. */
 static void estale_arm(struct client *c, pid_t tid)
 {
 	pthread_mutex_lock(&c->estale_lock);
 	c->estale[(unsigned)tid % ESTALE_SLOTS] =
-		(struct estale_slot){ .tid = tid, .ino = 0, .when = mono_now() };
+		(struct estale_slot){ .tid = tid, .ino = 0, .when = pfs_mono_ns() };
 	pthread_mutex_unlock(&c->estale_lock);
 }
 
@@ -299,7 +293,7 @@ static void estale_looked(struct client *c, pid_t tid, fuse_ino_t ino)
 {
 	struct estale_slot *e = &c->estale[(unsigned)tid % ESTALE_SLOTS];
 	pthread_mutex_lock(&c->estale_lock);
-	if (e->tid == tid && mono_now() - e->when < ESTALE_RETRY_NS)
+	if (e->tid == tid && pfs_mono_ns() - e->when < ESTALE_RETRY_NS)
 		e->ino = ino;
 	pthread_mutex_unlock(&c->estale_lock);
 }
@@ -309,7 +303,7 @@ static bool estale_retry(struct client *c, pid_t tid, fuse_ino_t ino)
 {
 	struct estale_slot *e = &c->estale[(unsigned)tid % ESTALE_SLOTS];
 	pthread_mutex_lock(&c->estale_lock);
-	bool yes = e->tid == tid && e->ino == ino && mono_now() - e->when < ESTALE_RETRY_NS;
+	bool yes = e->tid == tid && e->ino == ino && pfs_mono_ns() - e->when < ESTALE_RETRY_NS;
 	if (e->tid == tid)
 		e->tid = 0;
 	pthread_mutex_unlock(&c->estale_lock);
