@@ -9,6 +9,7 @@
 
 #include "podfs/codec.h"
 #include "podfs/frame.h"
+#include "podfs/le.h"
 #include "podfs/log.h"
 #include "dispatch_i.h"
 #include "export_i.h"
@@ -27,11 +28,6 @@ struct op {
 };
 
 typedef int (*handler_fn)(struct op *o);
-
-enum {
-	OPF_DRC = 1u << 0,    /* non-idempotent: keep the reply */
-	OPF_MODIFY = 1u << 1, /* refused with EROFS on a read-only export */
-};
 
 /* --- credentials (per thread) --- */
 
@@ -504,14 +500,6 @@ static int op_create(struct op *o)
 /* READs of at least this many bytes may go out zero-copy. */
 #define SPLICE_MIN (64u * 1024)
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
 /* Zero-copy READ: when the reply would go out uncoded anyway (a 4 KiB
  * sample from the middle of the range says so: the same trials the
  * coder runs), the file's pages move into a pipe here, where waiting for
@@ -541,7 +529,7 @@ static int read_spliced(struct op *o, struct hent *e, const struct pfs_read_req 
 		return 0;
 	}
 	reply_alloc(o, 4);
-	put_le32(o->w.buf, (uint32_t)n);
+	pfs_store_le32(o->w.buf, (uint32_t)n);
 	o->w.len = 4;
 	r->pipe[0] = p[0];
 	r->pipe[1] = p[1];
@@ -576,10 +564,7 @@ static int op_read(struct op *o)
 	end(o, e, NULL);
 	if (n < 0)
 		return (int)n;
-	o->w.buf[0] = (uint8_t)n;
-	o->w.buf[1] = (uint8_t)(n >> 8);
-	o->w.buf[2] = (uint8_t)(n >> 16);
-	o->w.buf[3] = (uint8_t)(n >> 24);
+	pfs_store_le32(o->w.buf, (uint32_t)n);
 	o->w.len = 4 + (size_t)n;
 	return 0;
 }
@@ -1015,10 +1000,7 @@ static int op_revalidate(struct op *o)
 	}
 	{
 		uint32_t n = (uint32_t)(o->w.len - start);
-		o->w.buf[0] = (uint8_t)n;
-		o->w.buf[1] = (uint8_t)(n >> 8);
-		o->w.buf[2] = (uint8_t)(n >> 16);
-		o->w.buf[3] = (uint8_t)(n >> 24);
+		pfs_store_le32(o->w.buf, n);
 	}
 	return 0;
 }
@@ -1069,52 +1051,46 @@ out_free:
 
 /* --- the table --- */
 
-static const struct {
-	handler_fn fn;
-	unsigned flags;
-} ops[PFS_OP_MAX] = {
-	[PFS_OP_PING] = { op_ping, 0 },
-	[PFS_OP_LOOKUP] = { op_lookup, 0 },
-	[PFS_OP_GETATTR] = { op_getattr, 0 },
-	[PFS_OP_SETATTR] = { op_setattr, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_READLINK] = { op_readlink, 0 },
-	[PFS_OP_MKNOD] = { op_mknod, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_MKDIR] = { op_mkdir, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_SYMLINK] = { op_symlink, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_UNLINK] = { op_unlink, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_RMDIR] = { op_rmdir, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_RENAME] = { op_rename, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_LINK] = { op_link, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_OPEN] = { op_open, 0 },
-	[PFS_OP_CREATE] = { op_create, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_READ] = { op_read, 0 },
-	[PFS_OP_WRITE] = { op_write, OPF_MODIFY },
-	[PFS_OP_RELEASE] = { op_release, 0 },
-	[PFS_OP_FSYNC] = { op_fsync, 0 },
-	[PFS_OP_OPENDIR] = { op_open, 0 },
-	[PFS_OP_READDIR] = { op_readdir, 0 },
-	[PFS_OP_RELEASEDIR] = { op_release, 0 },
-	[PFS_OP_STATFS] = { op_statfs, 0 },
-	[PFS_OP_SETXATTR] = { op_setxattr, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_GETXATTR] = { op_getxattr, 0 },
-	[PFS_OP_LISTXATTR] = { op_listxattr, 0 },
-	[PFS_OP_REMOVEXATTR] = { op_removexattr, OPF_DRC | OPF_MODIFY },
-	[PFS_OP_FALLOCATE] = { op_fallocate, OPF_MODIFY },
-	[PFS_OP_GETLK] = { op_getlk, 0 },
-	[PFS_OP_SETLK] = { op_setlk, 0 },
-	[PFS_OP_UNLOCK_OWNER] = { op_unlock_owner, 0 },
-	[PFS_OP_RECLAIM] = { op_reclaim, 0 },
-	[PFS_OP_RECLAIM_DONE] = { op_reclaim_done, 0 },
-	[PFS_OP_LSEEK] = { op_lseek, 0 },
-	[PFS_OP_REVALIDATE] = { op_revalidate, 0 },
-	[PFS_OP_LOOKUP_DATA] = { op_lookup_data, 0 },
-	[PFS_OP_LISTDIR] = { op_listdir, 0 },
+/* Handlers by opcode; what else is known of an opcode is its row in
+ * wire.h PFS_OPS. */
+static const handler_fn ops[PFS_OP_MAX] = {
+	[PFS_OP_PING] = op_ping,
+	[PFS_OP_LOOKUP] = op_lookup,
+	[PFS_OP_GETATTR] = op_getattr,
+	[PFS_OP_SETATTR] = op_setattr,
+	[PFS_OP_READLINK] = op_readlink,
+	[PFS_OP_MKNOD] = op_mknod,
+	[PFS_OP_MKDIR] = op_mkdir,
+	[PFS_OP_SYMLINK] = op_symlink,
+	[PFS_OP_UNLINK] = op_unlink,
+	[PFS_OP_RMDIR] = op_rmdir,
+	[PFS_OP_RENAME] = op_rename,
+	[PFS_OP_LINK] = op_link,
+	[PFS_OP_OPEN] = op_open,
+	[PFS_OP_CREATE] = op_create,
+	[PFS_OP_READ] = op_read,
+	[PFS_OP_WRITE] = op_write,
+	[PFS_OP_RELEASE] = op_release,
+	[PFS_OP_FSYNC] = op_fsync,
+	[PFS_OP_OPENDIR] = op_open,
+	[PFS_OP_READDIR] = op_readdir,
+	[PFS_OP_RELEASEDIR] = op_release,
+	[PFS_OP_STATFS] = op_statfs,
+	[PFS_OP_SETXATTR] = op_setxattr,
+	[PFS_OP_GETXATTR] = op_getxattr,
+	[PFS_OP_LISTXATTR] = op_listxattr,
+	[PFS_OP_REMOVEXATTR] = op_removexattr,
+	[PFS_OP_FALLOCATE] = op_fallocate,
+	[PFS_OP_GETLK] = op_getlk,
+	[PFS_OP_SETLK] = op_setlk,
+	[PFS_OP_UNLOCK_OWNER] = op_unlock_owner,
+	[PFS_OP_RECLAIM] = op_reclaim,
+	[PFS_OP_RECLAIM_DONE] = op_reclaim_done,
+	[PFS_OP_LSEEK] = op_lseek,
+	[PFS_OP_REVALIDATE] = op_revalidate,
+	[PFS_OP_LOOKUP_DATA] = op_lookup_data,
+	[PFS_OP_LISTDIR] = op_listdir,
 };
-
-bool dispatch_is_drc_op(unsigned op)
-{
-	return op < PFS_OP_MAX && (ops[op].flags & OPF_DRC);
-}
 
 /* Errors that point at the server rather than at the request. */
 static bool unexpected(int err)
@@ -1164,12 +1140,12 @@ void dispatch_work_cb(uv_work_t *w)
 
 	if (opc == PFS_OP_AUTH)
 		ret = op_auth(&o);
-	else if (opc >= PFS_OP_MAX || !ops[opc].fn)
+	else if (opc >= PFS_OP_MAX || !ops[opc])
 		ret = -ENOSYS;
-	else if (o.x.ro && (ops[opc].flags & OPF_MODIFY))
+	else if (o.x.ro && (pfs_op_flags(opc) & PFS_OPF_MODIFY))
 		ret = -EROFS;
 	else
-		ret = ops[opc].fn(&o);
+		ret = ops[opc](&o);
 
 	/* The request's bytes are no longer needed (decoded views die here). */
 	free(dec);

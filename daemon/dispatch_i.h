@@ -17,10 +17,6 @@
 
 void dispatch_work_cb(uv_work_t *w);
 
-/* True for the non-idempotent opcodes whose replies the session's duplicate
- * request cache keeps. */
-bool dispatch_is_drc_op(unsigned op);
-
 struct pfsd;
 struct session;
 struct pfs_frame_hdr;

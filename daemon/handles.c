@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include "podfs/auth.h"
+#include "podfs/clock.h"
+#include "podfs/hash.h"
+#include "podfs/le.h"
 #include "handles_i.h"
 #include "pfsd_i.h"
 
@@ -125,19 +128,6 @@ int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], char *er
 
 /* --- wire format --- */
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = v;
-	p[1] = v >> 8;
-	p[2] = v >> 16;
-	p[3] = v >> 24;
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static void fh_mac(const struct handles *h, const uint8_t *body, size_t n, uint8_t out[FH_MAC_LEN])
 {
 	uint8_t mac[PFS_MAC_LEN];
@@ -150,7 +140,7 @@ static void fh_build(const struct handles *h, const struct khandle *k, struct pf
 {
 	size_t body = FH_TYPE_LEN + k->fh.handle_bytes;
 
-	put_le32(out->data, (uint32_t)k->fh.handle_type);
+	pfs_store_le32(out->data, (uint32_t)k->fh.handle_type);
 	memcpy(out->data + FH_TYPE_LEN, k->fh.f_handle, k->fh.handle_bytes);
 	fh_mac(h, out->data, body, out->data + body);
 	out->len = body + FH_MAC_LEN;
@@ -167,7 +157,7 @@ static int fh_parse(const struct handles *h, const struct pfs_fh *fh, struct kha
 	fh_mac(h, fh->data, body, mac);
 	if (!pfs_mac_equal(mac, fh->data + body, FH_MAC_LEN))
 		return -ESTALE;
-	k->fh.handle_type = (int)get_le32(fh->data);
+	k->fh.handle_type = (int)pfs_load_le32(fh->data);
 	k->fh.handle_bytes = body - FH_TYPE_LEN;
 	memcpy(k->fh.f_handle, fh->data + FH_TYPE_LEN, k->fh.handle_bytes);
 	return 0;
@@ -196,7 +186,7 @@ int handles_encode(struct handles *h, int fd, struct pfs_fh *out)
 
 static uint64_t fh_hash(const struct handles *h, const struct pfs_fh *fh)
 {
-	return hash_bytes(fh->data, fh->len, h->seed);
+	return pfs_hash_bytes(fh->data, fh->len, h->seed);
 }
 
 static void lru_unlink(struct hent *e)
@@ -368,14 +358,6 @@ void handles_forget(struct handles *h, const struct pfs_fh *fh)
 	pthread_mutex_unlock(&h->mu);
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 bool handles_orphan(struct handles *h, const struct pfs_fh *fh, int fd, unsigned ms)
 {
 	uint64_t hash = fh_hash(h, fh);
@@ -390,7 +372,7 @@ bool handles_orphan(struct handles *h, const struct pfs_fh *fh, int fd, unsigned
 	e = find_or_add(h, fh, hash, fd);
 	e->refs++;
 	h->orphans[h->norphans].e = e;
-	h->orphans[h->norphans].until = mono_ms() + ms;
+	h->orphans[h->norphans].until = pfs_mono_ms() + ms;
 	h->norphans++;
 	pthread_mutex_unlock(&h->mu);
 	return true;
@@ -398,7 +380,7 @@ bool handles_orphan(struct handles *h, const struct pfs_fh *fh, int fd, unsigned
 
 size_t handles_orphans_expire(struct handles *h)
 {
-	int64_t now = mono_ms();
+	int64_t now = pfs_mono_ms();
 	size_t i = 0, left;
 
 	pthread_mutex_lock(&h->mu);
@@ -444,7 +426,7 @@ uint64_t handles_key(const struct handles *h, const struct pfs_fh *fh)
 	 * whole (it never verified, so no object has that key anyway). */
 	size_t n = fh->len >= FH_MIN ? fh->len - FH_MAC_LEN : fh->len;
 
-	return hash_bytes(fh->data, n, h->seed ^ 0x696e74657265ull);
+	return pfs_hash_bytes(fh->data, n, h->seed ^ 0x696e74657265ull);
 }
 
 uint64_t handles_key_kernel(const struct handles *h, int type, const void *f_handle, size_t n)
@@ -453,9 +435,9 @@ uint64_t handles_key_kernel(const struct handles *h, int type, const void *f_han
 
 	if (n > KH_MAX)
 		n = KH_MAX;
-	put_le32(body, (uint32_t)type);
+	pfs_store_le32(body, (uint32_t)type);
 	memcpy(body + FH_TYPE_LEN, f_handle, n);
-	return hash_bytes(body, FH_TYPE_LEN + n, h->seed ^ 0x696e74657265ull);
+	return pfs_hash_bytes(body, FH_TYPE_LEN + n, h->seed ^ 0x696e74657265ull);
 }
 
 int handles_from_kernel(const struct handles *h, int type, const void *f_handle, size_t n,

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "podfs/codec.h"
-#include "htab_i.h"
+#include "podfs/htab.h"
 
 #define PFSD_HKEY_LEN 32
 

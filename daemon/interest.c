@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "interest_i.h"
-#include "htab_i.h"
+#include "podfs/htab.h"
 #include "pfsd_i.h"
 
 struct iobj {

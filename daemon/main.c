@@ -60,38 +60,6 @@ static const char usage_text[] =
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  --help               show this help\n";
 
-/* --- allocation (policy: abort on OOM, see pfsd_i.h) --- */
-
-static void oom(size_t n)
-{
-	pfs_err("out of memory allocating %zu bytes; aborting", n);
-	abort();
-}
-
-void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p)
-		oom(n);
-	return p;
-}
-
-void *xcalloc(size_t n, size_t m)
-{
-	void *p = calloc(n ? n : 1, m ? m : 1);
-	if (!p)
-		oom(n * m);
-	return p;
-}
-
-char *xstrdup(const char *s)
-{
-	char *p = strdup(s);
-	if (!p)
-		oom(strlen(s));
-	return p;
-}
-
 /* --- command line --- */
 
 __attribute__((format(printf, 1, 2), noreturn)) static void usage_error(const char *fmt, ...)
@@ -126,23 +94,6 @@ static unsigned parse_uint(const char *opt, const char *s, unsigned min, unsigne
 	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
 		usage_error("%s wants a number from %u to %u, not '%s'", opt, min, max, s);
 	return (unsigned)v;
-}
-
-static int parse_level(const char *s)
-{
-	static const struct {
-		const char *name;
-		int level;
-	} levels[] = {
-		{ "err", PFS_LOG_ERR },   { "error", PFS_LOG_ERR }, { "warning", PFS_LOG_WARNING },
-		{ "warn", PFS_LOG_WARNING }, { "notice", PFS_LOG_NOTICE }, { "info", PFS_LOG_INFO },
-		{ "debug", PFS_LOG_DEBUG },
-	};
-
-	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
-		if (strcmp(s, levels[i].name) == 0)
-			return levels[i].level;
-	usage_error("unknown log level '%s' (err, warning, notice, info, debug)", s);
 }
 
 enum {
@@ -220,7 +171,10 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 			o->portfile = optarg;
 			break;
 		case OPT_LOGLEVEL:
-			o->log_level = parse_level(optarg);
+			o->log_level = pfs_log_level_parse(optarg);
+			if (o->log_level < 0)
+				usage_error("unknown log level '%s' (err, warning, notice, info, "
+					    "debug)", optarg);
 			break;
 		case OPT_THREADS:
 			o->threads = parse_uint("--threads", optarg, 1, 1024);

@@ -5,12 +5,8 @@
  * the operations on the export and touch only per-session tables guarded by
  * the session's mutexes, and the handle cache (its own mutex).
  *
- * Out-of-memory policy: small allocations go through xmalloc()/xcalloc(),
- * which abort the daemon with a log line. A daemon that cannot allocate a
- * few hundred bytes cannot do anything useful, and clients reconnect and
- * resend to a restarted daemon. Large, peer-sized buffers (payloads up to
- * PFS_MAX_PAYLOAD) are bounded by the protocol limits and by per-connection
- * backpressure, and use the same policy.
+ * Out-of-memory policy: every allocation goes through xmalloc() and its
+ * kin (podfs/xalloc.h), which abort the daemon with a log line.
  */
 #ifndef PODFSD_PFSD_I_H
 #define PODFSD_PFSD_I_H
@@ -23,7 +19,8 @@
 
 #include "podfs/wire.h"
 #include "podfs/link.h"
-#include "htab_i.h"
+#include "podfs/htab.h"
+#include "podfs/xalloc.h"
 #include "interest_i.h"
 #include "pipes_i.h"
 
@@ -110,8 +107,5 @@ struct pfsd {
 #define PFSD_ACK_WAIT_MS 2000             /* a change waits this long for PUSH_ACKs */
 #define PFSD_ACK_TICK_MS 50               /* deadline check period while some wait */
 
-void *xmalloc(size_t n);
-void *xcalloc(size_t n, size_t m);
-char *xstrdup(const char *s);
 
 #endif /* PODFSD_PFSD_I_H */

@@ -12,6 +12,7 @@
 #include "podfs/auth.h"
 #include "podfs/codec.h"
 #include "podfs/frame.h"
+#include "podfs/le.h"
 #include "podfs/log.h"
 #include "dispatch_i.h"
 #include "handles_i.h"
@@ -234,8 +235,7 @@ static void send_frame(struct conn *c, const uint8_t *hdr, const void *wire, siz
 	w->c = c;
 	memcpy(w->hdr, hdr, PFS_FRAME_HDR_SIZE);
 	c->d->wire_out += PFS_FRAME_HDR_SIZE + len;
-	c->d->raw_out += PFS_FRAME_HDR_SIZE + ((uint32_t)hdr[4] | (uint32_t)hdr[5] << 8 |
-					       (uint32_t)hdr[6] << 16 | (uint32_t)hdr[7] << 24);
+	c->d->raw_out += PFS_FRAME_HDR_SIZE + pfs_load_le32(hdr + 4); /* raw_len */
 	w->own1 = own1;
 	w->own2 = own2;
 	w->acct = acct + PFS_FRAME_HDR_SIZE + len;
@@ -451,46 +451,6 @@ static void conn_flow(struct conn *c)
  * pushes waiting, is dropped for the same reason: a lost push must never
  * leave a client with stale data, a reconnect costs one bulk revalidation.
  */
-
-static bool op_ordered(unsigned op)
-{
-	switch (op) {
-	case PFS_OP_PING:
-	case PFS_OP_RELEASE:
-	case PFS_OP_RELEASEDIR:
-	case PFS_OP_FSYNC:
-	case PFS_OP_STATFS:
-	case PFS_OP_GETLK:
-	case PFS_OP_SETLK:
-	case PFS_OP_UNLOCK_OWNER:
-	case PFS_OP_RECLAIM:
-	case PFS_OP_RECLAIM_DONE:
-	case PFS_OP_AUTH:
-		return false;
-	default:
-		return true;
-	}
-}
-
-static bool op_meta(unsigned op)
-{
-	switch (op) {
-	case PFS_OP_LOOKUP:
-	case PFS_OP_LOOKUP_DATA:
-	case PFS_OP_LISTDIR:
-	case PFS_OP_GETATTR:
-	case PFS_OP_OPEN:
-	case PFS_OP_OPENDIR:
-	case PFS_OP_READDIR:
-	case PFS_OP_READLINK:
-	case PFS_OP_GETXATTR:
-	case PFS_OP_LISTXATTR:
-	case PFS_OP_REVALIDATE:
-		return true;
-	default:
-		return false;
-	}
-}
 
 static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len)
 {
@@ -714,7 +674,7 @@ void server_revalidate_all(struct pfsd *d, const char *why)
 static void inflight_add(struct session *s, struct req *r)
 {
 	r->ordered = true;
-	r->meta = op_meta(r->h.op);
+	r->meta = (pfs_op_flags(r->h.op) & PFS_OPF_META) != 0;
 	r->seq = s->seq_next++;
 	r->iprev = s->if_tail;
 	r->inext = NULL;
@@ -815,19 +775,6 @@ static void on_push_ack(struct conn *c, const uint8_t *payload)
 	}
 }
 
-/* Requests whose retransmission must not run while the original runs.
- * Non-idempotent ones keep their reply (the DRC). A WRITE is idempotent,
- * but a copy of it that ran late could overwrite a later write of the
- * same range that the client sent once the first copy was answered: a
- * client resends a request when the connection it went out on drops
- * (at once on another connection, with conns=N) while the original may
- * still wait for a worker. So a WRITE is remembered while it runs, and a
- * duplicate only gets the original's reply. */
-static bool op_dedup(unsigned op)
-{
-	return dispatch_is_drc_op(op) || op == PFS_OP_WRITE;
-}
-
 /* Where the reply of r goes when a duplicate arrived while r ran: the
  * connection of the duplicate if it is still open, else the session's
  * main connection (a client takes a reply on any of its connections). */
@@ -862,7 +809,7 @@ static void after_work_cb(uv_work_t *work, int status)
 					memcpy(copy, r->wire, r->wirelen);
 				conn_send(to, r->hdr, copy, r->wirelen, copy, NULL);
 			}
-			if (dispatch_is_drc_op(r->h.op))
+			if (pfs_op_flags(r->h.op) & PFS_OPF_DRC)
 				session_drc_done(s, r->drc, r->hdr, r->wire, r->wirelen);
 			else
 				session_drc_forget(s, r->drc);
@@ -938,7 +885,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->auth_flags = auth_flags;
 	r->work.data = r;
 
-	if (r->s && op_dedup(r->h.op)) {
+	if (r->s && (pfs_op_flags(r->h.op) & PFS_OPF_ONCE)) {
 		struct drc_ent *e = session_drc_find(r->s, r->h.id);
 		if (e && e->op == r->h.op) {
 			pfs_debug("conn %llu req %llu %s: duplicate, %s", (unsigned long long)c->id,
@@ -964,7 +911,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	if (r->s) {
 		session_ref(r->s);
 		r->epoch = r->s->forget_epoch;
-		if (op_ordered(r->h.op))
+		if (pfs_op_flags(r->h.op) & PFS_OPF_ORDERED)
 			inflight_add(r->s, r);
 	}
 	c->inflight++;
@@ -1164,8 +1111,7 @@ static void frame_done(struct conn *c)
 			violation(c, "handshake request after AUTH");
 			break;
 		}
-		if (c->bulk && c->h.op != PFS_OP_READ && c->h.op != PFS_OP_WRITE &&
-		    c->h.op != PFS_OP_PING) {
+		if (c->bulk && !(pfs_op_flags(c->h.op) & PFS_OPF_BULK)) {
 			violation(c, "not READ, WRITE or PING on a bulk connection");
 			break;
 		}

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "podfs/log.h"
+#include "podfs/hash.h"
 #include "lockstate_i.h"
 #include "server_i.h"
 #include "session_i.h"
@@ -13,7 +14,7 @@
 
 struct session *session_find(struct pfsd *d, uint64_t client_id)
 {
-	uint64_t h = hash_u64(client_id);
+	uint64_t h = pfs_hash_u64(client_id);
 
 	for (struct hnode *n = htab_first(&d->sessions, h); n; n = htab_next(n, h)) {
 		struct session *s = container_of(n, struct session, hn);
@@ -39,7 +40,7 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	htab_init(&s->fids);
 	htab_init(&s->locks);
 	htab_init(&s->drc);
-	htab_insert(&d->sessions, &s->hn, hash_u64(client_id));
+	htab_insert(&d->sessions, &s->hn, pfs_hash_u64(client_id));
 	s->islot = interest_slot_alloc(d->it);
 	if (s->islot >= 0)
 		d->slot_sess[s->islot] = s;
@@ -236,7 +237,7 @@ unsigned sessions_count(const struct pfsd *d)
 
 struct drc_ent *session_drc_find(struct session *s, uint64_t id)
 {
-	uint64_t h = hash_u64(id);
+	uint64_t h = pfs_hash_u64(id);
 
 	for (struct hnode *n = htab_first(&s->drc, h); n; n = htab_next(n, h)) {
 		struct drc_ent *e = container_of(n, struct drc_ent, hn);
@@ -272,7 +273,7 @@ struct drc_ent *session_drc_begin(struct session *s, uint64_t id, uint16_t op)
 	else
 		s->drc_old = e;
 	s->drc_new = e;
-	htab_insert(&s->drc, &e->hn, hash_u64(id));
+	htab_insert(&s->drc, &e->hn, pfs_hash_u64(id));
 	s->ndrc++;
 
 	/* Forget the oldest finished replies; running ones stay. */
@@ -310,7 +311,7 @@ void session_drc_forget(struct session *s, struct drc_ent *e)
 
 static struct fid *fid_find(struct session *s, uint64_t id)
 {
-	uint64_t h = hash_u64(id);
+	uint64_t h = pfs_hash_u64(id);
 
 	for (struct hnode *n = htab_first(&s->fids, h); n; n = htab_next(n, h)) {
 		struct fid *f = container_of(n, struct fid, hn);
@@ -361,7 +362,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir
 		if (--old->refs == 0)
 			close_now = old;
 	}
-	htab_insert(&s->fids, &f->hn, hash_u64(id));
+	htab_insert(&s->fids, &f->hn, pfs_hash_u64(id));
 	pthread_mutex_unlock(&s->mu);
 	if (close_now)
 		fid_close(close_now);
@@ -403,7 +404,7 @@ bool session_fid_release(struct session *s, uint64_t id)
 
 static uint64_t lock_hash(uint64_t owner, bool flock, const struct pfs_fh *fh)
 {
-	return hash_bytes(fh->data, fh->len, owner * 2 + flock);
+	return pfs_hash_bytes(fh->data, fh->len, owner * 2 + flock);
 }
 
 struct lockent *session_lock_find(struct session *s, uint64_t owner, bool flock,

@@ -21,7 +21,7 @@
 #include <uv.h>
 
 #include "podfs/codec.h"
-#include "htab_i.h"
+#include "podfs/htab.h"
 #include "pfsd_i.h"
 
 struct conn;
@@ -63,7 +63,7 @@ struct lockent {
 };
 
 /* A remembered reply of a non-idempotent request, or a WRITE while it
- * runs (its reply is not kept: see op_dedup in server.c). */
+ * runs (its reply is not kept: PFS_OPF_ONCE without PFS_OPF_DRC, wire.h). */
 struct drc_ent {
 	struct hnode hn;
 	struct drc_ent *older, *newer;

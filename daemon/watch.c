@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "podfs/log.h"
+#include "podfs/hash.h"
 #include "handles_i.h"
 #include "server_i.h"
 #include "watch_i.h"
@@ -89,7 +90,7 @@ static void push(struct watch *w, const struct kh *k, uint16_t op, int64_t off,
 		return;
 	if (op == PFS_OP_INVAL_ENTRY && (nl == 0 || !pfs_name_valid(name, nl)))
 		return;
-	if (seen_before(w, key, op, off, name ? hash_bytes(name, nl, 0) : 0))
+	if (seen_before(w, key, op, off, name ? pfs_hash_bytes(name, nl, 0) : 0))
 		return;
 	memset(&iv, 0, sizeof(iv));
 	iv.op = op;
@@ -231,7 +232,7 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 /* Caller holds w->mu. */
 static struct iwatch *iw_find(struct watch *w, int wd)
 {
-	uint64_t h = hash_u64((uint64_t)wd);
+	uint64_t h = pfs_hash_u64((uint64_t)wd);
 
 	for (struct hnode *n = htab_first(&w->wds, h); n; n = htab_next(n, h)) {
 		struct iwatch *iw = container_of(n, struct iwatch, hn);
@@ -261,7 +262,7 @@ void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh)
 		struct iwatch *iw = xcalloc(1, sizeof(*iw));
 		iw->wd = wd;
 		iw->fh = *fh;
-		htab_insert(&w->wds, &iw->hn, hash_u64((uint64_t)wd));
+		htab_insert(&w->wds, &iw->hn, pfs_hash_u64((uint64_t)wd));
 	}
 	pthread_mutex_unlock(&w->mu);
 }

@@ -12,6 +12,8 @@
 
 #include "client_i.h"
 #include "inode_i.h"
+#include "podfs/clock.h"
+#include "podfs/hash.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
 
@@ -51,21 +53,9 @@ struct cache {
 	_Atomic uint64_t st_reval, st_changed, st_forgets;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static uint64_t fh_key(const struct pfs_fh *fh)
 {
-	uint64_t h = 0x84222325cbf29ce4ULL;
-	for (unsigned i = 0; i < fh->len; i++) {
-		h ^= fh->data[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h | 1; /* never 0: 0 marks an empty slot */
+	return pfs_hash_bytes(fh->data, fh->len, 0) | 1; /* never 0: 0 marks an empty slot */
 }
 
 int cache_new(struct client *c, struct cache **out)
@@ -76,11 +66,7 @@ int cache_new(struct client *c, struct cache **out)
 	k->c = c;
 	pthread_rwlock_init(&k->gate, NULL);
 	pthread_mutex_init(&k->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&k->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pfs_cond_init_mono(&k->cond);
 	atomic_init(&k->seq, 1);
 	*out = k;
 	return 0;
@@ -221,7 +207,7 @@ void cache_forget_cb(void *arg, const struct pfs_fh *fh)
 	n->next = k->forget_head;
 	k->forget_head = n;
 	if (k->nforget++ == 0) {
-		k->forget_since_ms = now_ms();
+		k->forget_since_ms = pfs_mono_ms();
 		pthread_cond_signal(&k->cond);
 	}
 	pthread_mutex_unlock(&k->lock);
@@ -428,7 +414,7 @@ static void *cache_main(void *arg)
 		}
 		if (k->forget_head) {
 			int64_t due = k->forget_since_ms + FORGET_DELAY_MS;
-			if (k->nforget >= PFS_BATCH_MAX || now_ms() >= due) {
+			if (k->nforget >= PFS_BATCH_MAX || pfs_mono_ms() >= due) {
 				struct fh_node *list = k->forget_head;
 				k->forget_head = NULL;
 				k->nforget = 0;
@@ -438,13 +424,7 @@ static void *cache_main(void *arg)
 				pthread_mutex_lock(&k->lock);
 				continue;
 			}
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_nsec += FORGET_DELAY_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = pfs_deadline_ns(FORGET_DELAY_MS * 1000000LL);
 			pthread_cond_timedwait(&k->cond, &k->lock, &ts);
 			continue;
 		}

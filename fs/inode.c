@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "podfs/clock.h"
+#include "podfs/hash.h"
 
 struct inode_table {
 	pthread_mutex_t lock;
@@ -41,12 +42,7 @@ static bool dver_equal(const struct dver *a, const struct dver *b);
 
 static uint64_t fh_hash(const struct pfs_fh *fh)
 {
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-	for (unsigned i = 0; i < fh->len; i++) {
-		h ^= fh->data[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h ^ (h >> 29);
+	return pfs_hash_bytes(fh->data, fh->len, 0);
 }
 
 static struct inode *inode_alloc(const struct pfs_entry *e)
@@ -93,12 +89,7 @@ static void nameset_free(struct nameset *ns)
 
 static uint64_t str_hash(const char *s, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (size_t i = 0; i < len; i++) {
-		h ^= (uint8_t)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h ^ (h >> 31);
+	return pfs_hash_bytes(s, len, 0);
 }
 
 /* Frees ip's inline copy. Called with ip->lock (or when unshared). */

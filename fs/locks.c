@@ -10,6 +10,7 @@
 
 #include "client_i.h"
 #include "locks_i.h"
+#include "podfs/clock.h"
 #include "podfs/log.h"
 
 /* One byte range of a POSIX lock. */
@@ -57,24 +58,11 @@ struct locks {
 	pthread_mutex_t seq_mu;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits on lk->cond (caller holds mu) for at most ms. */
 static void wait_ms(struct locks *lk, int64_t ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	struct timespec ts = pfs_deadline_ns(ms * 1000000);
+
 	pthread_cond_timedwait(&lk->cond, &lk->mu, &ts);
 }
 
@@ -363,17 +351,13 @@ static void *locks_main(void *arg)
 int locks_new(struct client *c, struct locks **out)
 {
 	struct locks *lk = calloc(1, sizeof(*lk));
-	pthread_condattr_t ca;
 
 	if (!lk)
 		return -ENOMEM;
 	lk->c = c;
 	pthread_mutex_init(&lk->mu, NULL);
 	pthread_mutex_init(&lk->seq_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&lk->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pfs_cond_init_mono(&lk->cond);
 	*out = lk;
 	return 0;
 }
@@ -501,10 +485,10 @@ static void waiter_del(struct locks *lk, fuse_req_t req, struct waiter *w)
  * stops, or ms passed. */
 static void wait_for(struct locks *lk, struct waiter *w, int64_t ms)
 {
-	int64_t end = now_ms() + ms;
+	int64_t end = pfs_mono_ms() + ms;
 
 	for (int64_t left = ms; left > 0 && !w->woken && !w->interrupted && !lk->stop;
-	     left = end - now_ms())
+	     left = end - pfs_mono_ms())
 		wait_ms(lk, left);
 }
 
@@ -550,7 +534,7 @@ static int unlock(struct locks *lk, const struct pfs_lock_req *m)
 int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool sleep,
 		uint64_t nodeid)
 {
-	int64_t grace_end = now_ms() + LOCKS_GRACE_WAIT_MS;
+	int64_t grace_end = pfs_mono_ms() + LOCKS_GRACE_WAIT_MS;
 	struct waiter w;
 	int rc;
 
@@ -588,7 +572,7 @@ int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool s
 		}
 		rpc_reply_free(&rep);
 		if (rc == -PFS_ST_GRACE) {
-			if (now_ms() >= grace_end) {
+			if (pfs_mono_ms() >= grace_end) {
 				pfs_warn("the server stayed in its grace period for %d s: giving up "
 					 "on a lock", LOCKS_GRACE_WAIT_MS / 1000);
 				rc = -ENOLCK;
@@ -614,7 +598,7 @@ int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool s
 int locks_getlk(struct locks *lk, fuse_req_t req, const struct pfs_lock_req *m,
 		struct rpc_reply *rep)
 {
-	int64_t grace_end = now_ms() + LOCKS_GRACE_WAIT_MS;
+	int64_t grace_end = pfs_mono_ms() + LOCKS_GRACE_WAIT_MS;
 	struct waiter w;
 	int rc;
 
@@ -630,7 +614,7 @@ int locks_getlk(struct locks *lk, fuse_req_t req, const struct pfs_lock_req *m,
 		rc = rpc_msg(lk->c->rpc, PFS_OP_GETLK, lock_req, m, rep);
 		if (rc != -PFS_ST_GRACE)
 			break;
-		if (now_ms() >= grace_end) {
+		if (pfs_mono_ms() >= grace_end) {
 			rc = -ENOLCK;
 			break;
 		}

@@ -182,30 +182,6 @@ static bool parse_size(const char *v, uint64_t *out)
 	return true;
 }
 
-static bool parse_level(const char *v, int *out)
-{
-	static const struct {
-		const char *name;
-		int level;
-	} names[] = {
-		{ "err", PFS_LOG_ERR },       { "error", PFS_LOG_ERR },
-		{ "warning", PFS_LOG_WARNING }, { "warn", PFS_LOG_WARNING },
-		{ "notice", PFS_LOG_NOTICE }, { "info", PFS_LOG_INFO },
-		{ "debug", PFS_LOG_DEBUG },
-	};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcmp(v, names[i].name) == 0) {
-			*out = names[i].level;
-			return true;
-		}
-	}
-	if (v[0] >= '3' && v[0] <= '7' && !v[1]) {
-		*out = v[0] - '0';
-		return true;
-	}
-	return false;
-}
-
 static bool is_one_of(const char *s, const char *const *list)
 {
 	for (; *list; list++)
@@ -358,7 +334,8 @@ static int parse_opts(struct client *c, struct parsed *p, const char *arg)
 			}
 			p->cache_size = true;
 		} else if (has_prefix(o, "log_level=")) {
-			if (!parse_level(v, &c->log_level)) {
+			c->log_level = pfs_log_level_parse(v);
+			if (c->log_level < 0) {
 				usage_error("bad log_level '%s'", v);
 				goto bad;
 			}

@@ -16,6 +16,7 @@
 #include "client_i.h"
 #include "pcache_fmt.h"
 #include "pcache_i.h"
+#include "podfs/clock.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
 
@@ -75,19 +76,6 @@ struct pcache {
 	atomic_uint_fast64_t hits, misses, bytes_served, stored, fetched, discarded, evicted;
 };
 
-static uint64_t fh_name(const uint8_t *p, size_t len)
-{
-	/* FNV-1a, then a final mix: a file name, not a security boundary
-	 * (two handles with one name only evict each other). */
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
-}
-
 static void name_str(uint64_t name, char out[17])
 {
 	snprintf(out, 17, "%016" PRIx64, name);
@@ -127,18 +115,11 @@ static uint64_t disk_bytes(uint64_t file_size)
 	return (file_size + 4095) & ~(uint64_t)4095;
 }
 
-static int64_t mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
 /* True if fetches are no longer wanted (stopping, drain time over).
  * Called with pc->lock. */
 static bool fetch_over(struct pcache *pc)
 {
-	return pc->stop && mono_s() >= pc->drain_until;
+	return pc->stop && (pfs_mono_ns() / 1000000000) >= pc->drain_until;
 }
 
 static int64_t ts_ns(const struct timespec *ts)
@@ -361,7 +342,7 @@ void pcache_stop(struct pcache *pc)
 		return;
 	pthread_mutex_lock(&pc->lock);
 	pc->stop = true;
-	pc->drain_until = mono_s() + DRAIN_S;
+	pc->drain_until = (pfs_mono_ns() / 1000000000) + DRAIN_S;
 	pthread_cond_broadcast(&pc->cond);
 	pthread_mutex_unlock(&pc->lock);
 	pthread_join(pc->scan_thr, NULL);
@@ -458,7 +439,7 @@ static void discard(struct pcache *pc, uint64_t name, const char *why)
 ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dver *v,
 		    uint64_t off, size_t size, void *buf)
 {
-	uint64_t name = fh_name(fh->data, fh->len);
+	uint64_t name = pcf_name_hash(fh->data, fh->len);
 	struct pcf_key want;
 	struct stat st;
 	size_t hdr_len;
@@ -828,7 +809,7 @@ static void *work_main(void *arg)
 		pc->busy = true;
 		pthread_mutex_unlock(&pc->lock);
 
-		uint64_t name = fh_name(j->fh.data, j->fh.len);
+		uint64_t name = pcf_name_hash(j->fh.data, j->fh.len);
 		if (!skip && !have_entry(pc, name, &j->k)) {
 			int rc = j->kind == JOB_STORE ? store(pc, j, name) : fetch(pc, j, name);
 			if (rc == 0 && j->kind == JOB_STORE)

@@ -15,7 +15,7 @@
  *       40    4  mtime nanoseconds, LE
  *       44    4  ctime nanoseconds, LE
  *       48    4  log2 of the block size, PCF_BLOCK_LOG2, LE
- *       52    4  CRC32C of the header bytes 0..55 with this field as 0,
+ *       52    4  CRC32C (podfs/crc32c.h) of the header bytes 0..55 with this field as 0,
  *                then of the handle bytes, LE
  *       56   fh_len  the server handle (MAC'd bytes, as the client holds it)
  *  hdr_len  4*n  CRC32C of each block of the data (n = pcf_nblocks), LE
@@ -48,12 +48,6 @@ struct pcf_key {
 	uint32_t mtime_ns, ctime_ns;
 };
 
-/* CRC32C (Castagnoli) of buf[len], continuing from crc (start with 0).
- * Uses the SSE4.2 instruction when the CPU has it, a table otherwise. */
-uint32_t pcf_crc32c(uint32_t crc, const void *buf, size_t len);
-/* The table version, for tests that compare both. */
-uint32_t pcf_crc32c_sw(uint32_t crc, const void *buf, size_t len);
-
 /* Writes the header of key k into out (capacity cap). Returns the header
  * length, or -EINVAL if k->fh_len is 0, -ENOBUFS if cap is too small. */
 int pcf_encode(const struct pcf_key *k, uint8_t *out, size_t cap);
@@ -75,6 +69,13 @@ void pcf_block_crcs(const uint8_t *data, size_t len, uint8_t *table);
 /* Checks data[len] (blocks as for pcf_block_crcs) against table.
  * Returns 0, or -EBADMSG at the first block that does not match. */
 int pcf_check_blocks(const uint8_t *data, size_t len, const uint8_t *table);
+
+/* The HASH of an entry's file name e/HASH (16 hex digits, pcache_i.h):
+ * FNV-1a of the handle bytes, then the first steps of MurmurHash3's
+ * fmix64. Part of the format: another function would orphan every entry
+ * of an existing cache. Not a security boundary (two handles with one
+ * name only evict each other). */
+uint64_t pcf_name_hash(const uint8_t *fh, size_t len);
 
 /* True if a and b name the same handle and version. */
 int pcf_key_eq(const struct pcf_key *a, const struct pcf_key *b);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "client_i.h"
+#include "podfs/clock.h"
 #include "podfs/log.h"
 #include "transport_i.h"
 
@@ -100,11 +101,6 @@ static void wake_all(struct rpc *rpc)
 }
 
 /* The data ops, which may travel on bulk connections. */
-static bool op_bulk(uint16_t op)
-{
-	return op == PFS_OP_READ || op == PFS_OP_WRITE;
-}
-
 /* True while r's last send is on a live connection (its reply may come). */
 static bool sent_live(const struct rpc *rpc, const struct rpc_req *r)
 {
@@ -122,7 +118,7 @@ static bool sent_live(const struct rpc *rpc, const struct rpc_req *r)
 static int pick(struct rpc *rpc, uint16_t op)
 {
 	int best = -1;
-	if (op_bulk(op) && rpc->nch > 1) {
+	if ((pfs_op_flags(op) & PFS_OPF_BULK) && rpc->nch > 1) {
 		for (unsigned k = 0; k < rpc->nch; k++) {
 			unsigned i = (rpc->rr + k) % rpc->nch;
 			if (rpc->ch[i].up && (best < 0 || rpc->ch[i].sent < rpc->ch[best].sent))
@@ -143,18 +139,6 @@ static void unsent(struct rpc *rpc, struct rpc_req *r)
 	}
 }
 
-static void deadline_after(struct timespec *ts, double seconds)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	long long ns = (long long)(seconds * 1e9);
-	ts->tv_sec += ns / 1000000000LL;
-	ts->tv_nsec += ns % 1000000000LL;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		struct rpc_reply *rep, int timeout_ms)
 {
@@ -162,7 +146,6 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	struct timespec deadline;
 	bool has_deadline = false;
 	int timeout_err = -EIO;
-	pthread_condattr_t ca;
 	int err = 0;
 
 	rep->buf = NULL;
@@ -170,17 +153,14 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	rep->verf = 0;
 	if (op < PFS_OP_MAX)
 		atomic_fetch_add_explicit(&rpc->c->st_req[op], 1, memory_order_relaxed);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r.cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pfs_cond_init_mono(&r.cond);
 
 	if (timeout_ms > 0) {
-		deadline_after(&deadline, timeout_ms / 1000.0);
+		deadline = pfs_deadline_ns((int64_t)timeout_ms * 1000000);
 		has_deadline = true;
 		timeout_err = -ETIMEDOUT;
 	} else if (rpc->c->soft) {
-		deadline_after(&deadline, rpc->c->timeo);
+		deadline = pfs_deadline_ns((int64_t)(rpc->c->timeo * 1e9));
 		has_deadline = true;
 	}
 

@@ -25,6 +25,7 @@
 #include "client_i.h"
 #include "locks_i.h"
 #include "podfs/auth.h"
+#include "podfs/clock.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
@@ -177,20 +178,13 @@ void transport_free(struct transport *t)
 	free(t);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits until fd is ready for events, the deadline passes (-ETIMEDOUT) or
  * the transport is stopping (-ECANCELED). */
 static int wait_fd(struct transport *t, int fd, short events, int64_t deadline)
 {
 	for (;;) {
 		struct pollfd p[2] = { { .fd = fd, .events = events }, { .fd = t->stop_efd, .events = POLLIN } };
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - pfs_mono_ms();
 		if (atomic_load(&t->stopping))
 			return -ECANCELED;
 		if (left <= 0)
@@ -212,11 +206,11 @@ static int wait_fd(struct transport *t, int fd, short events, int64_t deadline)
 static bool sleep_or_stop(struct transport *t, int ms)
 {
 	struct pollfd p = { .fd = t->stop_efd, .events = POLLIN };
-	int64_t deadline = now_ms() + ms;
+	int64_t deadline = pfs_mono_ms() + ms;
 	for (;;) {
 		if (atomic_load(&t->stopping))
 			return true;
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - pfs_mono_ms();
 		if (left <= 0)
 			return false;
 		if (poll(&p, 1, (int)left) > 0)
@@ -334,15 +328,12 @@ bool transport_quiet(struct transport *t)
 		return true;
 	/* The connection thread is handling frames (replies, mostly): it
 	 * catches up in microseconds, unless a frame is still arriving. */
-	struct timespec t0, now;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = pfs_mono_ns();
 	for (;;) {
 		usleep(20);
 		if (atomic_load(&ch->bytes_done) >= target)
 			return ch->gen == gen;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - t0.tv_sec) * 1000000000L + (now.tv_nsec - t0.tv_nsec) >
-		    QUIET_WAIT_NS)
+		if (pfs_mono_ns() - t0 > QUIET_WAIT_NS)
 			return false;
 	}
 }
@@ -401,7 +392,7 @@ static int connect_tcp(struct transport *t, int *out, char *err, size_t errlen)
 				close(fd);
 				continue;
 			}
-			rc = wait_fd(t, fd, POLLOUT, now_ms() + CONNECT_TIMEOUT_MS);
+			rc = wait_fd(t, fd, POLLOUT, pfs_mono_ms() + CONNECT_TIMEOUT_MS);
 			if (rc == 0) {
 				int soerr = 0;
 				socklen_t sl = sizeof(soerr);
@@ -500,7 +491,7 @@ static int handshake(struct transport *t, int fd, bool bulk, struct hs_result *o
 	struct pfs_auth_rep ar;
 	uint8_t buf[PFS_MAX_HANDSHAKE];
 	struct pfs_wr w;
-	int64_t deadline = now_ms() + HANDSHAKE_TIMEOUT_MS;
+	int64_t deadline = pfs_mono_ms() + HANDSHAKE_TIMEOUT_MS;
 	size_t len;
 	int32_t status;
 	uint64_t id;

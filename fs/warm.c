@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "podfs/clock.h"
+
 #define WARM_THREADS 8
 #define WARM_BUF (1u << 20)
 
@@ -90,13 +92,6 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void human(double b, char *out, size_t len)
 {
 	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
@@ -112,7 +107,7 @@ static void progress(struct warm *w, double t0, bool tty, bool last)
 {
 	size_t files = atomic_load(&w->done_files);
 	uint64_t bytes = atomic_load(&w->done_bytes);
-	double el = now_s() - t0;
+	double el = (pfs_mono_ns() / 1e9) - t0;
 	double rate = el > 0 ? bytes / el : 0;
 	double frac = w->total_bytes ? (double)bytes / (double)w->total_bytes
 				     : (w->n ? (double)files / (double)w->n : 1);
@@ -159,19 +154,19 @@ int warm_main(int argc, char **argv)
 		}
 	}
 	atomic_init(&w.next, 0);
-	double t0 = now_s();
+	double t0 = (pfs_mono_ns() / 1e9);
 	for (; nthr < WARM_THREADS; nthr++)
 		if (pthread_create(&thr[nthr], NULL, reader, &w) != 0)
 			break;
 	if (nthr == 0)
 		reader(&w);
 	bool tty = isatty(2);
-	double last = now_s();
+	double last = (pfs_mono_ns() / 1e9);
 	while (atomic_load(&w.done_files) < w.n) {
 		usleep(tty ? 100000 : 200000);
-		if (tty || now_s() - last >= 2.0) {
+		if (tty || (pfs_mono_ns() / 1e9) - last >= 2.0) {
 			progress(&w, t0, tty, false);
-			last = now_s();
+			last = (pfs_mono_ns() / 1e9);
 		}
 	}
 	for (int i = 0; i < nthr; i++)

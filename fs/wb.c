@@ -9,6 +9,7 @@
 
 #include "client_i.h"
 #include "inode_i.h"
+#include "podfs/clock.h"
 #include "podfs/log.h"
 #include "cache_i.h"
 #include "rpc_i.h"
@@ -103,7 +104,6 @@ static struct wbi *wbi_find(struct wb *wb, struct inode *ip)
 static struct wbi *wbi_get(struct wb *wb, struct inode *ip)
 {
 	struct wbi *w = wbi_find(wb, ip);
-	pthread_condattr_t ca;
 
 	if (w)
 		return w;
@@ -111,10 +111,7 @@ static struct wbi *wbi_get(struct wb *wb, struct inode *ip)
 	if (!w)
 		return NULL;
 	w->ip = ip;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pfs_cond_init_mono(&w->cond);
 	w->hnext = *bucket(wb, ip);
 	*bucket(wb, ip) = w;
 	return w;
@@ -336,7 +333,6 @@ static void *writer_main(void *arg)
 int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **out)
 {
 	struct wb *wb = calloc(1, sizeof(*wb));
-	pthread_condattr_t ca;
 
 	if (!wb)
 		return -ENOMEM;
@@ -344,11 +340,8 @@ int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **ou
 	wb->max = max_bytes < 2 * PFS_MAX_IO ? 2 * PFS_MAX_IO : max_bytes;
 	wb->qtail = &wb->qhead;
 	pthread_mutex_init(&wb->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&wb->qcond, &ca);
-	pthread_cond_init(&wb->space, &ca);
-	pthread_condattr_destroy(&ca);
+	pfs_cond_init_mono(&wb->qcond);
+	pfs_cond_init_mono(&wb->space);
 	wb->want = nthreads;
 	if (nthreads && !(wb->thr = calloc(nthreads, sizeof(*wb->thr)))) {
 		wb_free(wb);

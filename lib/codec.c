@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "podfs/le.h"
+
 /* ---- output ---- */
 
 static int put_raw(struct pfs_wr *w, const void *p, size_t n)
@@ -21,11 +23,12 @@ static int put_raw(struct pfs_wr *w, const void *p, size_t n)
 	return 0;
 }
 
+/* The low n bytes (1, 2, 4 or 8) of v, little-endian. */
 static int put_le(struct pfs_wr *w, uint64_t v, size_t n)
 {
 	uint8_t b[8];
-	for (size_t i = 0; i < n; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
+
+	pfs_store_le64(b, v);
 	return put_raw(w, b, n);
 }
 
@@ -166,15 +169,19 @@ static const uint8_t *need(struct pfs_rd *r, size_t n)
 	return p;
 }
 
+/* An n-byte (1, 2, 4 or 8) little-endian integer. */
 static bool get_le(struct pfs_rd *r, uint64_t *v, size_t n)
 {
 	const uint8_t *p = need(r, n);
-	uint64_t x = 0;
+
 	if (!p)
 		return false;
-	for (size_t i = 0; i < n; i++)
-		x |= (uint64_t)p[i] << (8 * i);
-	*v = x;
+	switch (n) {
+	case 1: *v = p[0]; break;
+	case 2: *v = pfs_load_le16(p); break;
+	case 4: *v = pfs_load_le32(p); break;
+	default: *v = pfs_load_le64(p); break;
+	}
 	return true;
 }
 
@@ -488,15 +495,28 @@ bool pfs_name_valid(const char *s, size_t len)
 	return true;
 }
 
+/* ---- the opcode table (wire.h PFS_OPS) ---- */
+
+#define OP_FLAGS(drc, once, modify, bulk, meta, ordered)                              \
+	(PFS_OPF_KNOWN | (drc ? PFS_OPF_DRC : 0) | (once ? PFS_OPF_ONCE : 0) |         \
+	 (modify ? PFS_OPF_MODIFY : 0) | (bulk ? PFS_OPF_BULK : 0) |                   \
+	 (meta ? PFS_OPF_META : 0) | (ordered ? PFS_OPF_ORDERED : 0))
+#define OP_ROW(n, v, req, rep, ...) \
+	[v] = { #n, #req, #rep, OP_FLAGS(__VA_ARGS__) },
+static const struct pfs_op_info op_table[PFS_OP_MAX] = { PFS_OPS(OP_ROW) };
+#undef OP_ROW
+#undef OP_FLAGS
+
+static const struct pfs_op_info op_unknown = { "?", "-", "-", 0 };
+
+const struct pfs_op_info *pfs_op_info(unsigned op)
+{
+	if (op >= PFS_OP_MAX || !op_table[op].name)
+		return &op_unknown;
+	return &op_table[op];
+}
+
 const char *pfs_op_name(unsigned op)
 {
-	switch (op) {
-#define NAME_CASE(n, v) \
-	case v:         \
-		return #n;
-		PFS_OPS(NAME_CASE)
-#undef NAME_CASE
-	default:
-		return "?";
-	}
+	return pfs_op_info(op)->name;
 }

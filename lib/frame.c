@@ -9,28 +9,16 @@
 #include <immintrin.h>
 #endif
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+#include "podfs/le.h"
 
 void pfs_hdr_pack(uint8_t *out, const struct pfs_frame_hdr *h)
 {
-	put32(out, h->wire_len);
-	put32(out + 4, h->raw_len);
-	put32(out + 8, (uint32_t)h->id);
-	put32(out + 12, (uint32_t)(h->id >> 32));
-	out[16] = (uint8_t)h->op;
-	out[17] = (uint8_t)(h->op >> 8);
-	out[18] = (uint8_t)h->flags;
-	out[19] = (uint8_t)(h->flags >> 8);
-	put32(out + 20, (uint32_t)h->status);
+	pfs_store_le32(out, h->wire_len);
+	pfs_store_le32(out + 4, h->raw_len);
+	pfs_store_le64(out + 8, h->id);
+	pfs_store_le16(out + 16, h->op);
+	pfs_store_le16(out + 18, h->flags);
+	pfs_store_le32(out + 20, (uint32_t)h->status);
 }
 
 size_t pfs_lz4_bound(size_t len)
@@ -41,12 +29,12 @@ size_t pfs_lz4_bound(size_t len)
 
 int pfs_hdr_unpack(const uint8_t *in, struct pfs_frame_hdr *h, size_t max_raw)
 {
-	h->wire_len = get32(in);
-	h->raw_len = get32(in + 4);
-	h->id = (uint64_t)get32(in + 8) | (uint64_t)get32(in + 12) << 32;
-	h->op = (uint16_t)(in[16] | in[17] << 8);
-	h->flags = (uint16_t)(in[18] | in[19] << 8);
-	h->status = (int32_t)get32(in + 20);
+	h->wire_len = pfs_load_le32(in);
+	h->raw_len = pfs_load_le32(in + 4);
+	h->id = pfs_load_le64(in + 8);
+	h->op = pfs_load_le16(in + 16);
+	h->flags = pfs_load_le16(in + 18);
+	h->status = (int32_t)pfs_load_le32(in + 20);
 
 	if (h->flags & ~PFS_FF_KNOWN || h->op >= PFS_OP_MAX)
 		return -EBADMSG;
@@ -107,17 +95,12 @@ int pfs_lz4_decompress(const void *src, size_t wire_len, void *dst, size_t raw_l
 
 /* --- zero-word coding (format in wire.h) --- */
 
+/* A word as it lies in memory: only compared with zero and copied. */
 static uint64_t load64(const uint8_t *p)
 {
 	uint64_t w;
 	memcpy(&w, p, sizeof(w));
 	return w;
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
 }
 
 /* Whole groups (PFS_ZR_GROUP words) with AVX-512 where the CPU has it:
@@ -222,7 +205,7 @@ static size_t zr_encode(const uint8_t *s, size_t len, uint8_t *dst, size_t cap, 
 			out += 8 * nz;
 			mask |= nz << i;
 		}
-		put64(dst + o, mask);
+		pfs_store_le64(dst + o, mask);
 		o = (size_t)(out - dst);
 		if (o > lim)
 			return 0;
@@ -265,7 +248,7 @@ int pfs_zr_decode(const void *src, size_t wire_len, void *dst, size_t raw_len)
 
 		if (wire_len - p < 8)
 			return -EBADMSG;
-		mask = (uint64_t)get32(s + p) | (uint64_t)get32(s + p + 4) << 32;
+		mask = pfs_load_le64(s + p);
 		p += 8;
 		if (n < PFS_ZR_GROUP && mask >> n)
 			return -EBADMSG;

@@ -21,6 +21,26 @@ void pfs_log_init(const char *ident, int max_level)
 	log_max = max_level;
 }
 
+int pfs_log_level_parse(const char *s)
+{
+	static const struct {
+		const char *name;
+		int level;
+	} names[] = {
+		{ "err", PFS_LOG_ERR },         { "error", PFS_LOG_ERR },
+		{ "warning", PFS_LOG_WARNING }, { "warn", PFS_LOG_WARNING },
+		{ "notice", PFS_LOG_NOTICE },   { "info", PFS_LOG_INFO },
+		{ "debug", PFS_LOG_DEBUG },
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i].name) == 0)
+			return names[i].level;
+	if (s[0] >= '0' + PFS_LOG_ERR && s[0] <= '0' + PFS_LOG_DEBUG && !s[1])
+		return s[0] - '0';
+	return -1;
+}
+
 void pfs_log_use_syslog(void)
 {
 	openlog(log_ident, LOG_PID, LOG_DAEMON);

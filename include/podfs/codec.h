@@ -269,6 +269,24 @@ int pfs_dec_reval_result(struct pfs_rd *r, struct pfs_reval_result *res);
 /* Name rules of wire.h: 1..PFS_NAME_MAX bytes, no '/', no NUL, not "." or "..". */
 bool pfs_name_valid(const char *s, size_t len);
 
+/* An opcode's row of wire.h PFS_OPS: its name ("LOOKUP"), the names of
+ * its request and reply messages, and its properties as PFS_OPF_* flags.
+ * For an opcode that is not in the table (any op >= PFS_OP_MAX included):
+ * name "?" and flags 0. Never NULL; the rows are constant. */
+struct pfs_op_info {
+	const char *name;
+	const char *req;
+	const char *rep;
+	unsigned flags;
+};
+const struct pfs_op_info *pfs_op_info(unsigned op);
+
+/* pfs_op_info(op)->flags. */
+static inline unsigned pfs_op_flags(unsigned op)
+{
+	return pfs_op_info(op)->flags;
+}
+
 /* Name of an opcode for logs ("LOOKUP"), or "?" for an unknown one. */
 const char *pfs_op_name(unsigned op);
 

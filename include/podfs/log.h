@@ -19,6 +19,10 @@ enum pfs_log_level {
 };
 
 void pfs_log_init(const char *ident, int max_level);
+/* Parses a level as both programs' options take it: err (or error),
+ * warning (or warn), notice, info, debug, or its syslog number 3..7.
+ * Returns the level, or -1 for anything else. */
+int pfs_log_level_parse(const char *s);
 void pfs_log_use_syslog(void);
 int pfs_log_level(void);
 void pfs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -149,58 +149,222 @@ enum {
 };
 #define PFS_BULK_MAX 15
 
-/* Opcodes: X(name, value). Values are part of the protocol: never reuse. */
-#define PFS_OPS(X)            \
-	X(HELLO, 1)           \
-	X(AUTH, 2)            \
-	X(GOODBYE, 3)         \
-	X(PING, 4)            \
-	X(LOOKUP, 10)         \
-	X(GETATTR, 11)        \
-	X(SETATTR, 12)        \
-	X(READLINK, 13)       \
-	X(MKNOD, 14)          \
-	X(MKDIR, 15)          \
-	X(SYMLINK, 16)        \
-	X(UNLINK, 17)         \
-	X(RMDIR, 18)          \
-	X(RENAME, 19)         \
-	X(LINK, 20)           \
-	X(OPEN, 21)           \
-	X(CREATE, 22)         \
-	X(READ, 23)           \
-	X(WRITE, 24)          \
-	X(RELEASE, 25)        \
-	X(FSYNC, 26)          \
-	X(OPENDIR, 27)        \
-	X(READDIR, 28)        \
-	X(RELEASEDIR, 29)     \
-	X(STATFS, 30)         \
-	X(SETXATTR, 31)       \
-	X(GETXATTR, 32)       \
-	X(LISTXATTR, 33)      \
-	X(REMOVEXATTR, 34)    \
-	X(FALLOCATE, 35)      \
-	X(GETLK, 36)          \
-	X(SETLK, 37)          \
-	X(UNLOCK_OWNER, 38)   \
-	X(LSEEK, 39)          \
-	X(FORGET, 40)         \
-	X(REVALIDATE, 41)     \
-	X(LOOKUP_DATA, 42)    \
-	X(RECLAIM, 58)        \
-	X(RECLAIM_DONE, 59)   \
-	X(PUSH_ACK, 60)       \
-	X(LISTDIR, 61)        \
-	X(INVAL_INODE, 100)   \
-	X(INVAL_ENTRY, 101)   \
-	X(LOCK_WAKE, 102)
+/* Opcodes, one row each: everything podfsd and podfs need to know about an
+ * opcode is in its row, and every consumer reads it from here (the enum,
+ * the names, the reply cache, the read-only check, the bulk connections
+ * and the push ordering).
+ *
+ *   X(NAME, value, request, reply, drc, once, modify, bulk, meta, ordered)
+ *
+ * value    the opcode on the wire: part of the protocol, never reused.
+ * request  the request payload, a message of codec.h (none: empty; a push
+ *          row names its push payload).
+ * reply    the successful reply's payload (none: empty; -: no reply;
+ *          dirents and listing: lists built from codec.h's primitives, see
+ *          below). A reply with status != 0 is always empty.
+ * drc      1: not idempotent. The session's duplicate-request cache keeps
+ *          the reply (PFSD_DRC_MAX per session), so a retry after a
+ *          reconnect gets the first try's reply without running again.
+ * once     1: a retry that arrives while the first try still runs is not
+ *          run: it gets the first try's reply (every drc opcode, and WRITE:
+ *          idempotent, but a late copy could overwrite a later write of
+ *          the same range).
+ * modify   1: changes the export; answered EROFS by a read-only export.
+ * bulk     1: may travel on a bulk connection (PFS_CAP_BULK); podfs spreads
+ *          READ and WRITE over all the connections of a mount. Anything
+ *          else on a bulk connection is a protocol violation.
+ * meta     1: its reply hands out metadata (attributes, names, data
+ *          versions) that a later push may make stale.
+ * ordered  1: a push made while it runs waits for its reply on the
+ *          client's stream (the race analysis in daemon/push.c); 0 for
+ *          requests whose replies carry no state a push could contradict,
+ *          and for the frames the server handles on its loop.
+ *
+ * Ranges: 1-9 session, 10-39 POSIX operations, 40-49 caching, 58-59 lock
+ * reclaim, 60-69 request economy, 100 and up pushes (server -> client).
+ */
+/*       NAME          val  request           reply            drc once mod bulk meta ord */
+#define PFS_OPS(X)                                                                          \
+	X(HELLO,        1,  hello_req,        hello_rep,        0,  0,   0,  0,   0,   0)   \
+	X(AUTH,         2,  auth_req,         auth_rep,         0,  0,   0,  0,   0,   0)   \
+	X(GOODBYE,      3,  none,             none,             0,  0,   0,  0,   0,   0)   \
+	X(PING,         4,  ping_req,         ping_rep,         0,  0,   0,  1,   0,   0)   \
+	X(LOOKUP,       10, lookup_req,       entry_rep,        0,  0,   0,  0,   1,   1)   \
+	X(GETATTR,      11, getattr_req,      attr_rep,         0,  0,   0,  0,   1,   1)   \
+	X(SETATTR,      12, setattr_req,      attr_rep,         1,  1,   1,  0,   0,   1)   \
+	X(READLINK,     13, readlink_req,     readlink_rep,     0,  0,   0,  0,   1,   1)   \
+	X(MKNOD,        14, mknod_req,        entry_rep,        1,  1,   1,  0,   0,   1)   \
+	X(MKDIR,        15, mkdir_req,        entry_rep,        1,  1,   1,  0,   0,   1)   \
+	X(SYMLINK,      16, symlink_req,      entry_rep,        1,  1,   1,  0,   0,   1)   \
+	X(UNLINK,       17, unlink_req,       none,             1,  1,   1,  0,   0,   1)   \
+	X(RMDIR,        18, unlink_req,       none,             1,  1,   1,  0,   0,   1)   \
+	X(RENAME,       19, rename_req,       none,             1,  1,   1,  0,   0,   1)   \
+	X(LINK,         20, link_req,         entry_rep,        1,  1,   1,  0,   0,   1)   \
+	X(OPEN,         21, open_req,         attr_rep,         0,  0,   0,  0,   1,   1)   \
+	X(CREATE,       22, create_req,       entry_rep,        1,  1,   1,  0,   0,   1)   \
+	X(READ,         23, read_req,         read_rep,         0,  0,   0,  1,   0,   1)   \
+	X(WRITE,        24, write_req,        write_rep,        0,  1,   1,  1,   0,   1)   \
+	X(RELEASE,      25, release_req,      none,             0,  0,   0,  0,   0,   0)   \
+	X(FSYNC,        26, fsync_req,        none,             0,  0,   0,  0,   0,   0)   \
+	X(OPENDIR,      27, open_req,         attr_rep,         0,  0,   0,  0,   1,   1)   \
+	X(READDIR,      28, readdir_req,      dirents,          0,  0,   0,  0,   1,   1)   \
+	X(RELEASEDIR,   29, release_req,      none,             0,  0,   0,  0,   0,   0)   \
+	X(STATFS,       30, statfs_req,       statfs_rep,       0,  0,   0,  0,   0,   0)   \
+	X(SETXATTR,     31, setxattr_req,     none,             1,  1,   1,  0,   0,   1)   \
+	X(GETXATTR,     32, getxattr_req,     xattr_rep,        0,  0,   0,  0,   1,   1)   \
+	X(LISTXATTR,    33, listxattr_req,    xattr_rep,        0,  0,   0,  0,   1,   1)   \
+	X(REMOVEXATTR,  34, removexattr_req,  none,             1,  1,   1,  0,   0,   1)   \
+	X(FALLOCATE,    35, fallocate_req,    none,             0,  0,   1,  0,   0,   1)   \
+	X(GETLK,        36, lock_req,         getlk_rep,        0,  0,   0,  0,   0,   0)   \
+	X(SETLK,        37, lock_req,         none,             0,  0,   0,  0,   0,   0)   \
+	X(UNLOCK_OWNER, 38, unlock_owner_req, none,             0,  0,   0,  0,   0,   0)   \
+	X(LSEEK,        39, lseek_req,        lseek_rep,        0,  0,   0,  0,   0,   1)   \
+	X(FORGET,       40, forget_req,       none,             0,  0,   0,  0,   0,   0)   \
+	X(REVALIDATE,   41, revalidate_req,   revalidate_rep,   0,  0,   0,  0,   1,   1)   \
+	X(LOOKUP_DATA,  42, lookup_data_req,  lookup_data_rep,  0,  0,   0,  0,   1,   1)   \
+	X(RECLAIM,      58, lock_req,         none,             0,  0,   0,  0,   0,   0)   \
+	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
+	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
+	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
+	X(INVAL_INODE,  100, inval_inode_push, -,               0,  0,   0,  0,   0,   0)   \
+	X(INVAL_ENTRY,  101, inval_entry_push, -,               0,  0,   0,  0,   0,   0)   \
+	X(LOCK_WAKE,    102, lock_wake_push,   -,               0,  0,   0,  0,   0,   0)
 
 enum pfs_op {
-#define PFS_X_ENUM(n, v) PFS_OP_##n = v,
+#define PFS_X_ENUM(n, v, ...) PFS_OP_##n = v,
 	PFS_OPS(PFS_X_ENUM)
 #undef PFS_X_ENUM
 	PFS_OP_MAX = 128, /* every opcode is < PFS_OP_MAX */
+};
+
+/* What each opcode asks for, and its valid replies.
+ *
+ * A successful reply carries the reply message of the opcode's row; an
+ * error reply carries only its status (a positive errno). Beyond the
+ * errors listed for each opcode, any request may get: EINVAL (its payload
+ * does not decode), ENOSYS (an opcode the server does not handle); one
+ * that names an object by handle, ESTALE (the handle is not the server's
+ * or its object is gone); one that carries creds, EACCES or EPERM (the
+ * server ran it with those credentials, mapped by its export rules, and
+ * the kernel refused); one with modify set, EROFS on a read-only export;
+ * and any errno the underlying system call returned on the server
+ * (ENOSPC, EDQUOT, EIO...), which travels as it is.
+ *
+ * Session (see also "Session" above and auth.h):
+ * HELLO        First frame of a connection: protocol versions, capabilities,
+ *              client id (random per client process, the same on every
+ *              reconnect), client nonce, host name (for logs).
+ *              Replies: hello_rep (version, capabilities in force, boot_id
+ *              of this server instance, server nonce, server MAC);
+ *              EPROTONOSUPPORT (no common version; the server closes).
+ * AUTH         Second frame: the client MAC. Replies: auth_rep (the export
+ *              root, PFS_AUTH_* flags); EACCES (wrong key; closed);
+ *              ENOTCONN (a bulk connection whose session has no main
+ *              connection; closed), EMFILE (PFS_BULK_MAX bulk connections
+ *              already; closed).
+ * GOODBYE      Ends the session now: its open files and locks are
+ *              released. Replies: none (empty); the server then closes.
+ * PING         Echoes stamp. Replies: ping_rep.
+ *
+ * Objects and names (fh: a handle from an earlier reply; name: one
+ * component in directory parent):
+ * LOOKUP       name in parent. Replies: entry_rep; ENOENT, ENOTDIR.
+ * GETATTR      Attributes of fh (no permission needed). Replies: attr_rep.
+ * SETATTR      Changes the attributes in `valid` (PFS_SET_*) of fh, through
+ *              open file fid if not 0 (ftruncate of a file opened for
+ *              writing). Replies: attr_rep (after the change).
+ * READLINK     Target of symlink fh. Replies: readlink_rep; EINVAL (not a
+ *              symlink).
+ * MKNOD, MKDIR, SYMLINK, LINK, CREATE
+ *              Make name in parent (LINK: a new name for fh; CREATE: a
+ *              regular file, also opened as fid with flags; without
+ *              O_EXCL an existing regular file is opened). mode is
+ *              masked by umask on the server. Replies: entry_rep, or
+ *              entry_dir_rep with PFS_CAP_DIR_ATTR, or (MKDIR) mkdir_rep
+ *              with PFS_CAP_NEW_DIR; EEXIST, ENOENT, ENOTDIR, EMLINK.
+ * UNLINK, RMDIR
+ *              Remove name from parent. Replies: none, or dir_rep with
+ *              PFS_CAP_DIR_ATTR; ENOENT, EISDIR/ENOTDIR, ENOTEMPTY, EBUSY.
+ * RENAME       name in parent to newname in newparent; flags are
+ *              renameat2's (RENAME_NOREPLACE, RENAME_EXCHANGE).
+ *              Replies: none; ENOENT, EEXIST, ENOTEMPTY, EXDEV, EINVAL.
+ *
+ * Files (fid: an open-file id the client chooses, unique in its session):
+ * OPEN         Opens fh as fid with open flags. Replies: attr_rep (the
+ *              version the client's close-to-open check uses; nlink 0: the
+ *              file has no name left); EISDIR, ETXTBSY, ELOOP (a symlink).
+ * READ         size (<= PFS_MAX_IO) bytes at offset of fh through fid; a
+ *              fid the server does not know (a file the client opened
+ *              without asking) is opened by handle with flags. Replies:
+ *              read_rep (short only at the end of the file).
+ * WRITE        data at offset of fh through fid (opened as for READ).
+ *              Replies: write_rep (bytes written, attributes after).
+ * RELEASE      Closes fid. Replies: none (also for a fid not known).
+ * FSYNC        Makes fh's data (datasync) or data and metadata durable on
+ *              the server's disk; the commit of write-behind. Replies: none.
+ * FALLOCATE    fallocate(2) mode on fh through fid. Replies: none;
+ *              EOPNOTSUPP.
+ * LSEEK        SEEK_DATA or SEEK_HOLE from offset. Replies: lseek_rep; ENXIO.
+ *
+ * Directories:
+ * OPENDIR      Opens directory fh as fid. Replies: attr_rep; ENOTDIR.
+ * READDIR      Entries of fid from cookie offset, at most max_bytes
+ *              (<= PFS_READDIR_MAX) of reply; plus asks for each entry's
+ *              handle and attributes. Replies: dirents (codec.h READDIR:
+ *              u8 eof, then entries).
+ * RELEASEDIR   Closes directory fid. Replies: none.
+ * LISTDIR      The whole directory at once (see "request economy" below).
+ *              Replies: listing; ENOTDIR.
+ * STATFS       Of the export's filesystem. Replies: statfs_rep.
+ *
+ * Extended attributes:
+ * SETXATTR     Sets name to value (flags: XATTR_CREATE, XATTR_REPLACE).
+ *              Replies: none; EEXIST, ENODATA, ENOTSUP, E2BIG, ENOSPC.
+ * GETXATTR, LISTXATTR
+ *              The value of name, or the list of names; size 0 asks only
+ *              for the length. Replies: xattr_rep (size, and the value if
+ *              size was not 0); ENODATA (no such attribute), ERANGE
+ *              (larger than size), ENOTSUP.
+ * REMOVEXATTR  Removes name. Replies: none; ENODATA.
+ *
+ * Locks (see "Locks and a coordinator restart" above):
+ * GETLK        The first lock that conflicts with lock_req. Replies:
+ *              getlk_rep (type PFS_LK_UN: none); PFS_ST_GRACE.
+ * SETLK        Takes or releases lock_req (owner: the client's lock owner;
+ *              PFS_LKF_FLOCK for flock(2) semantics; PFS_LKF_WAIT: wake me
+ *              with LOCK_WAKE). Replies: none; EAGAIN (a conflicting lock
+ *              is held), PFS_ST_GRACE (taking a lock during grace),
+ *              ENOLCK, EDEADLK.
+ * UNLOCK_OWNER Releases every POSIX lock owner holds on fh (close(2) of a
+ *              descriptor). Replies: none.
+ * RECLAIM      Takes again a lock held before the server restarted.
+ *              Replies: none; ENOLCK (no grace period, or the client was
+ *              not a holder), EAGAIN (another client reclaimed a
+ *              conflicting lock).
+ * RECLAIM_DONE The client reclaimed all it holds. Replies: none.
+ *
+ * Caching (see above): FORGET (replies: none; E2BIG over PFS_BATCH_MAX
+ * handles), REVALIDATE (replies: revalidate_rep; E2BIG), LOOKUP_DATA
+ * (replies: lookup_data_rep; as LOOKUP). PUSH_ACK is one-way: no reply.
+ *
+ * Pushes (server -> client, PFS_FF_PUSH, id 0, no reply):
+ * INVAL_INODE  fh's attributes (offset -1) or also its data from offset
+ *              for length bytes (length 0: to the end) changed.
+ * INVAL_ENTRY  name in parent was created, removed or renamed: drop the
+ *              cached entry (positive or negative).
+ * LOCK_WAKE    A lock on fh was released (see above).
+ */
+
+/* The row of an opcode as flags, for code that asks about a property:
+ * see pfs_op_flags() in codec.h. */
+enum {
+	PFS_OPF_DRC = 1u << 0,
+	PFS_OPF_ONCE = 1u << 1,
+	PFS_OPF_MODIFY = 1u << 2,
+	PFS_OPF_BULK = 1u << 3,
+	PFS_OPF_META = 1u << 4,
+	PFS_OPF_ORDERED = 1u << 5,
+	PFS_OPF_KNOWN = 1u << 6, /* the opcode is in PFS_OPS */
 };
 
 /* File attributes as the server's lstat() saw them. */

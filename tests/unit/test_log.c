@@ -57,11 +57,32 @@ static void log_long(void)
 	pfs_debug("shown %d", side_effect());
 }
 
+/* Both programs' options take the same level words and numbers. */
+static void level_parse(void)
+{
+	CHECK_EQ(pfs_log_level_parse("err"), PFS_LOG_ERR);
+	CHECK_EQ(pfs_log_level_parse("error"), PFS_LOG_ERR);
+	CHECK_EQ(pfs_log_level_parse("warning"), PFS_LOG_WARNING);
+	CHECK_EQ(pfs_log_level_parse("warn"), PFS_LOG_WARNING);
+	CHECK_EQ(pfs_log_level_parse("notice"), PFS_LOG_NOTICE);
+	CHECK_EQ(pfs_log_level_parse("info"), PFS_LOG_INFO);
+	CHECK_EQ(pfs_log_level_parse("debug"), PFS_LOG_DEBUG);
+	CHECK_EQ(pfs_log_level_parse("3"), PFS_LOG_ERR);
+	CHECK_EQ(pfs_log_level_parse("7"), PFS_LOG_DEBUG);
+	CHECK_EQ(pfs_log_level_parse("2"), -1);
+	CHECK_EQ(pfs_log_level_parse("8"), -1);
+	CHECK_EQ(pfs_log_level_parse("77"), -1);
+	CHECK_EQ(pfs_log_level_parse(""), -1);
+	CHECK_EQ(pfs_log_level_parse("DEBUG"), -1);
+	CHECK_EQ(pfs_log_level_parse("debugx"), -1);
+}
+
 int main(void)
 {
 	static char out[16384];
 	size_t n;
 
+	level_parse();
 	n = capture(log_levels, out, sizeof out);
 	CHECK(strstr(out, "podfs-test: error: disk gone\n") != NULL);
 	CHECK(strstr(out, "podfs-test: warning: w1\n") != NULL);

@@ -11,24 +11,25 @@
 
 #include "check.h"
 #include "pcache_fmt.h"
+#include "podfs/crc32c.h"
 
 static void test_crc(void)
 {
 	/* The CRC32C check value (RFC 3720 B.4 style test vectors). */
-	CHECK_EQ(pcf_crc32c(0, "123456789", 9), 0xE3069283u);
-	CHECK_EQ(pcf_crc32c_sw(0, "123456789", 9), 0xE3069283u);
+	CHECK_EQ(pfs_crc32c(0, "123456789", 9), 0xE3069283u);
+	CHECK_EQ(pfs_crc32c_sw(0, "123456789", 9), 0xE3069283u);
 	uint8_t zeros[32] = { 0 };
-	CHECK_EQ(pcf_crc32c(0, zeros, 32), 0x8A9136AAu);
+	CHECK_EQ(pfs_crc32c(0, zeros, 32), 0x8A9136AAu);
 	/* Any length and alignment, and chaining, agree with the table. */
 	uint8_t buf[1000];
 	for (size_t i = 0; i < sizeof(buf); i++)
 		buf[i] = (uint8_t)(i * 131 + 7);
 	for (size_t off = 0; off < 9; off++)
 		for (size_t len = 0; len + off <= sizeof(buf); len += 37) {
-			uint32_t a = pcf_crc32c(0, buf + off, len);
-			CHECK_EQ(a, pcf_crc32c_sw(0, buf + off, len));
+			uint32_t a = pfs_crc32c(0, buf + off, len);
+			CHECK_EQ(a, pfs_crc32c_sw(0, buf + off, len));
 			size_t h = len / 3;
-			CHECK_EQ(pcf_crc32c(pcf_crc32c(0, buf + off, h), buf + off + h, len - h), a);
+			CHECK_EQ(pfs_crc32c(pfs_crc32c(0, buf + off, h), buf + off + h, len - h), a);
 		}
 }
 
@@ -172,10 +173,10 @@ static void report_speed(void)
 	volatile uint32_t sink = 0;
 	double t0 = now();
 	for (int i = 0; i < 4; i++)
-		sink ^= pcf_crc32c(0, buf, len);
+		sink ^= pfs_crc32c(0, buf, len);
 	double hw = now() - t0;
 	t0 = now();
-	sink ^= pcf_crc32c_sw(0, buf, len);
+	sink ^= pfs_crc32c_sw(0, buf, len);
 	double sw = now() - t0;
 	printf("crc32c: %.0f MB/s (dispatch), table %.0f MB/s\n", 4 * len / hw / 1e6,
 	       len / sw / 1e6);

@@ -1,31 +1,35 @@
-/* htab.c: intrusive chained hash table (see htab_i.h). */
+/* htab.c: intrusive chained hash table (see htab.h). */
+#include "podfs/htab.h"
+
 #include <stdlib.h>
-
-#include "htab_i.h"
-#include "pfsd_i.h"
-
-#define HTAB_MIN 16
+#include <string.h>
 
 void htab_init(struct htab *t)
 {
+	memset(t->small, 0, sizeof(t->small));
+	t->b = t->small;
 	t->nb = HTAB_MIN;
 	t->n = 0;
-	t->b = xcalloc(t->nb, sizeof(*t->b));
 }
 
 void htab_fini(struct htab *t)
 {
-	free(t->b);
-	t->b = NULL;
-	t->nb = 0;
+	if (t->b != t->small)
+		free(t->b);
+	t->b = t->small;
+	t->nb = HTAB_MIN;
 	t->n = 0;
+	memset(t->small, 0, sizeof(t->small));
 }
 
+/* Doubles the bucket array; on ENOMEM the table keeps working as is. */
 static void grow(struct htab *t)
 {
 	size_t nb = t->nb * 2;
-	struct hnode **b = xcalloc(nb, sizeof(*b));
+	struct hnode **b = calloc(nb, sizeof(*b));
 
+	if (!b)
+		return;
 	for (size_t i = 0; i < t->nb; i++) {
 		struct hnode *n = t->b[i];
 		while (n) {
@@ -36,7 +40,8 @@ static void grow(struct htab *t)
 			n = next;
 		}
 	}
-	free(t->b);
+	if (t->b != t->small)
+		free(t->b);
 	t->b = b;
 	t->nb = nb;
 }
@@ -104,5 +109,19 @@ struct hnode *htab_any(const struct htab *t)
 	for (size_t i = 0; i < t->nb && t->n; i++)
 		if (t->b[i])
 			return t->b[i];
+	return NULL;
+}
+
+struct hnode *htab_iter(const struct htab *t, size_t *pos, const struct hnode *n)
+{
+	if (n && n->next)
+		return n->next;
+	for (size_t i = n ? *pos + 1 : 0; i < t->nb; i++) {
+		if (t->b[i]) {
+			*pos = i;
+			return t->b[i];
+		}
+	}
+	*pos = t->nb;
 	return NULL;
 }

@@ -1,0 +1,47 @@
+/* hash.h: the one hash function of both programs, for in-memory tables
+ * (htab.h) and keys. Not a cryptographic hash: where a peer chooses the
+ * input and a collision would matter, seed it with a secret (podfsd's
+ * interest keys are).
+ */
+#ifndef PODFS_HASH_H
+#define PODFS_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PFS_FNV1A_INIT 0xcbf29ce484222325ull
+
+/* FNV-1a over p[n], continuing from h (start with PFS_FNV1A_INIT): the
+ * raw value, whose low bits are poorly mixed. pfs_hash_bytes is what a
+ * table wants; this is for formats that name its result (pcache_fmt.h). */
+static inline uint64_t pfs_fnv1a(const void *p, size_t n, uint64_t h)
+{
+	const uint8_t *s = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= s[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Mixes x so that every bit of the result depends on every bit of x
+ * (the splitmix64 finalizer; a bijection, so distinct inputs stay
+ * distinct). A hash of a 64-bit key. */
+static inline uint64_t pfs_hash_u64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+/* A well-mixed hash of p[n] under seed (0 where no secret is needed). */
+static inline uint64_t pfs_hash_bytes(const void *p, size_t n, uint64_t seed)
+{
+	return pfs_hash_u64(pfs_fnv1a(p, n, PFS_FNV1A_INIT ^ seed));
+}
+
+#endif /* PODFS_HASH_H */
