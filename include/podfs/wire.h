@@ -474,7 +474,7 @@ enum {
 	PFS_LD_READABLE = 1u << 1, /* the caller may open it for reading */
 };
 
-/* Opcodes 60-64 belong to request economy (issue 4).
+/* Opcodes 60-64 belong to request economy: fewer round trips per operation.
  *
  * PUSH_ACK (client -> server, one-way: flags PFS_FF_PUSH, id 0, no reply;
  *   only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
@@ -509,7 +509,8 @@ enum {
  *   takes at most PFS_LISTDIR_DATA_MAX bytes of a reply, and less where
  *   the items need the room (the server keeps a listing complete rather
  *   than fill it with data); which files come with data is the server's
- *   choice (podfsd: in directory order, skipping Python's -O bytecode),
+ *   choice (podfsd: in directory order, skipping what an import does not
+ *   read: -O bytecode, and .py sources beside a __pycache__; docs/listings.md),
  *   the others come without. The session caches every listed entry
  *   (pushes follow), and the directory. */
 #define PFS_LISTDIR_DATA_MAX (960u * 1024)
