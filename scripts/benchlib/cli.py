@@ -81,9 +81,10 @@ def parse_args(doc):
     if a.ab_build is not None:
         if "podfs" not in a.targets:
             ap.error("--ab-build needs the podfs target (it runs beside podfs)")
-        d = a.ab_build if os.path.isabs(a.ab_build) else os.path.join(REPO, a.ab_build)
-        if not os.path.isdir(d):
-            ap.error("--ab-build %s: no such directory" % d)
+        if not os.path.isabs(a.ab_build):
+            a.ab_build = os.path.join(REPO, a.ab_build)
+        if not os.path.isdir(a.ab_build):
+            ap.error("--ab-build %s: no such directory" % a.ab_build)
         a.targets.insert(a.targets.index("podfs") + 1, AB_TARGET)
     return a
 

@@ -59,9 +59,7 @@ class Targets:
         self.ctx = ctx
         self.notes = notes
         self.build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
-        self.build_b = None    # --ab-build: the build dir of podfs-b
-        if args.ab_build:
-            self.build_b = args.ab_build if os.path.isabs(args.ab_build) else os.path.join(REPO, args.ab_build)
+        self.build_b = args.ab_build    # the build dir of podfs-b (absolute), or None
         self.by_name = {}
         self.latproxy = None
         self.sshfs_opts = None
