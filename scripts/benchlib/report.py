@@ -155,7 +155,7 @@ class Report:
         if not ("podfs" in self.tnames and AB_TARGET in self.tnames):
             return []
         b, out = AB_TARGET, []
-        out.append("A/B: podfs (build %s) and %s (build %s), interleaved in the same %d rounds:"
+        out.append("A/B: podfs (build %s) and %s (build %s), interleaved in the same rounds (runs=%d):"
                    % (self.b.targets.build, b, self.b.targets.build_b, self.a.runs))
         out.append("")
         out.append("| workload | unit | podfs | %s | podfs ÷ %s | podfs min – max | %s min – max | ranges overlap |"
@@ -164,7 +164,9 @@ class Report:
         for row, _, unit, hib in self.rows:
             p, q = self.med.get((row, "podfs")), self.med.get((row, b))
             pn, qn = self.res.cell_stats(row, "podfs")[0], self.res.cell_stats(row, b)[0]
-            overlap = ("yes" if min(pn) <= max(qn) and min(qn) <= max(pn) else "**no**") if pn and qn else "—"
+            overlap = "—"
+            if len(pn) > 1 and len(qn) > 1:
+                overlap = "yes" if min(pn) <= max(qn) and min(qn) <= max(pn) else "**no**"
             r = ratio(p, q)
             out.append("| %s | %s | %s | %s | %s | %s | %s | %s |"
                        % (row, unit + (" ↑" if hib else " ↓"), self.cell(row, "podfs", unit), self.cell(row, b, unit),
@@ -173,7 +175,7 @@ class Report:
         out.append("")
         out.append("podfs ÷ %s = ratio of the medians: on a ↓ row (time) below 1 = podfs faster, on a ↑ row "
                    "(throughput) above 1 = podfs faster. \"ranges overlap\": the min – max ranges of the two "
-                   "overlap (no sign of a difference beyond the run-to-run noise)." % b)
+                   "overlap (no sign of a difference beyond the run-to-run noise; needs 2 runs or more)." % b)
         out.append("")
         return out
 
