@@ -1,0 +1,1 @@
+"""podfs benchmark: the package behind scripts/bench (whose docstring is the spec)."""

@@ -1,0 +1,67 @@
+"""What the benchmark measures: the target and workload names, the report's
+rows (which workload measures each, its unit and direction, which targets it
+applies to) and the fixed parameters that the report states."""
+
+ALL_TARGETS = ["local", "podfs", "bindfs", "sshfs"]
+ALL_WORKLOADS = ["seq-write", "seq-read", "find", "stat", "create", "venv", "checkpoint"]
+
+# --ab-build adds "podfs-b": podfs from a second build, set up exactly like podfs
+AB_TARGET = "podfs-b"
+PODFS_TARGETS = ("podfs", AB_TARGET)
+# order of the targets in every round (rotated) and in the report's columns
+TARGET_ORDER = ["local", "podfs", AB_TARGET, "bindfs", "sshfs"]
+
+# rows: (row id, workload, unit, higher_is_better)
+ROWS = [
+    ("seq-write", "seq-write", "MB/s", True),
+    ("seq-read-cold", "seq-read", "MB/s", True),
+    ("seq-read-warm", "seq-read", "MB/s", True),
+    ("find-cold", "find", "s", False),
+    ("find-warm", "find", "s", False),
+    ("stat-cold", "stat", "s", False),
+    ("stat-warm", "stat", "s", False),
+    ("create", "create", "s", False),
+    ("delete", "create", "s", False),
+    ("venv-cold", "venv", "s", False),
+    ("venv-warm", "venv", "s", False),
+    ("venv-pcache", "venv", "s", False),
+    # venv-*@RTT rows are added by add_rtt_rows() when --rtt-us is given
+    ("ckpt-rand-write", "checkpoint", "MB/s", True),
+    ("ckpt-rand-read", "checkpoint", "MB/s", True),
+    ("ckpt-float-write", "checkpoint", "MB/s", True),
+    ("ckpt-float-read", "checkpoint", "MB/s", True),
+    ("ckpt-multi-write", "checkpoint", "MB/s", True),
+    ("ckpt-multi-read", "checkpoint", "MB/s", True),
+]
+ROW_ONLY = {"venv-pcache": PODFS_TARGETS}   # rows measured for some targets only
+
+PCACHE_SIZE = "2G"    # -o cache_size of the venv-pcache mounts
+FILES_PER_DIR = 100   # layout of the find/stat tree
+SMALL_MAX = 4096      # its files are 0-SMALL_MAX bytes
+
+
+def ab_suffix(tname):
+    """"-b" for podfs-b, "" for podfs: added to the names of its daemon, its files and caches."""
+    return tname[len("podfs"):] if tname in PODFS_TARGETS else ""
+
+
+def rtt_suffix(rtt_us):
+    """Suffix of the rows measured through latproxy."""
+    return "@%dus" % rtt_us
+
+
+def add_rtt_rows(rtt_us):
+    """The venv rows at --rtt-us RTT (podfs and sshfs only), after venv-pcache."""
+    sfx = rtt_suffix(rtt_us)
+    i = [r[0] for r in ROWS].index("venv-pcache") + 1
+    ROWS[i:i] = [(n + sfx, "venv", "s", False) for n in ("venv-cold", "venv-warm", "venv-pcache")]
+    ROW_ONLY.update({"venv-cold" + sfx: PODFS_TARGETS + ("sshfs",), "venv-warm" + sfx: PODFS_TARGETS + ("sshfs",),
+                     "venv-pcache" + sfx: PODFS_TARGETS})
+
+
+def rows_for(w, tname):
+    return [r[0] for r in ROWS if r[1] == w and tname in ROW_ONLY.get(r[0], (tname,))]
+
+
+def unit_of(row):
+    return [r[2] for r in ROWS if r[0] == row][0]
