@@ -1,5 +1,5 @@
 """The report of a run: Markdown on stdout (header, the medians table, the A/B
-table when --ab-build is given, the issue 3/4 checks, FUSE requests per
+table when --ab-build is given, the performance targets, FUSE requests per
 import, checkpoint resources, the spread table and the error footnotes) and,
 with --json, every sample in a JSON file."""
 
@@ -41,7 +41,7 @@ class Report:
     def write(self):
         """Print the Markdown report; write the --json file."""
         out = self.header() + self.table() + self.ab_table()
-        out += self.issue_checks() + self.fuse_requests() + self.ckpt_resources()
+        out += self.target_checks() + self.fuse_requests() + self.ckpt_resources()
         out += self.spread() + self.errors()
         print("\n".join(out), flush=True)
         if self.a.json:
@@ -179,8 +179,8 @@ class Report:
         out.append("")
         return out
 
-    def issue_checks(self):
-        """Issue 3/4 targets."""
+    def target_checks(self):
+        """The project's performance targets for the venv and checkpoint workloads."""
         a, out, checks = self.a, [], []
 
         def chk(what, val, target, ok):
@@ -215,7 +215,7 @@ class Report:
             chk("%d-client read aggregate ÷ 1 client (podfs)" % a.clients,
                 ratio(m(("ckpt-multi-read", "podfs")), m(("ckpt-rand-read", "podfs"))), "≥ 1×", lambda v: v >= 1)
         if checks and "podfs" in self.tnames:
-            out.append("Targets from issues 3 and 4 (medians):")
+            out.append("Performance targets (medians):")
             out.append("")
             out.append("| check | podfs | target | met |")
             out.append("|---|---:|---|---|")

@@ -1,4 +1,4 @@
-"""The checkpoint workload (issue 3): one large file written to a temp name
+"""The checkpoint workload: one large file written to a temp name
 and moved over the final name, then read back cold, for random and for
 compressible float32 data; and several clients each writing a shard at once,
 then every client reading every shard.  Aggregate MB/s, with the CPU and

@@ -1,4 +1,4 @@
-"""The venv workload (issue 4): a real Python tree's own interpreter started
+"""The venv workload: a real Python tree's own interpreter started
 from the target and importing --venv-imports, cold (fresh mount, caches
 dropped), warm, and for podfs from its persistent cache (pcache); also at
 --rtt-us through latproxy.  FUSE requests per run are counted when tracing
