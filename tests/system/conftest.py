@@ -30,10 +30,10 @@ Every wait is bounded. A test that runs longer than its timeout (default
 300 s, `@pytest.mark.timeout(N)`) is interrupted with a traceback.
 
 Variables: PODFS_BUILD (the build directory), PODFS_TEST_DAEMON,
-PODFS_TEST_KEY, PODFS_TEST_EXPORT (above), PODFS_TEST_TMP (instead of
-/tmp/podfs-tests), PODFS_TEST_LOG_LEVEL (podfsd's --log-level, default
+PODFS_TEST_KEY, PODFS_TEST_EXPORT (above), PODFS_TEST_TMP (the test root,
+harness/settings.py), PODFS_TEST_LOG_LEVEL (podfsd's --log-level, default
 info), PODFS_TEST_START_TIMEOUT (seconds, default 20), PODFS_TEST_KEEP=1
-(keep every test's logs).
+(keep every test's logs). tests/README.md says how to run them.
 """
 
 import faulthandler

@@ -184,6 +184,9 @@ sys.stdin.readline()
 
 
 class Holder:
+    """A process that holds a `kind` lock of path (see HOLDER) until
+    told; as a context manager, it is finished at the end."""
+
     def __init__(self, path, kind):
         self.p = subprocess.Popen([PYTHON, "-c", HOLDER, str(path), kind],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -212,6 +215,12 @@ class Holder:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait(10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.finish()
 
 
 def held_on_a(pod, kind, visible, data=b"x"):

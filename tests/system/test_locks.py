@@ -67,76 +67,62 @@ def test_flock_local(env, m):
 
 @pytest.mark.netns
 def test_fcntl_lock_conflict_across_hosts(pod):
-    h = held_on_a(pod, "fcntl", VISIBLE, b"x" * 1000)
-    try:
+    with held_on_a(pod, "fcntl", VISIBLE, b"x" * 1000) as h:
         assert try_lock(pod.b / "lk", "fcntl") in CONFLICT
         assert try_lock(pod.b / "lk", "fcntl-rd") in CONFLICT
         h.cmd("unlock")
         assert try_lock(pod.b / "lk", "fcntl") == "GOT"
-    finally:
-        h.finish()
 
 
 @pytest.mark.netns
 def test_fcntl_read_locks_share_across_hosts(pod):
-    h = held_on_a(pod, "fcntl-rd", VISIBLE)
-    try:
+    with held_on_a(pod, "fcntl-rd", VISIBLE):
         assert try_lock(pod.b / "lk", "fcntl-rd") == "GOT"
         assert try_lock(pod.b / "lk", "fcntl") in CONFLICT
-    finally:
-        h.finish()
 
 
 @pytest.mark.netns
 def test_fcntl_byte_ranges_across_hosts(pod):
-    h = held_on_a(pod, "range", VISIBLE, b"x" * 1000)
-    try:
+    with held_on_a(pod, "range", VISIBLE, b"x" * 1000):
         assert try_lock(pod.b / "lk", "range-other") == "GOT"
         assert try_lock(pod.b / "lk", "range-overlap") in CONFLICT
-    finally:
-        h.finish()
 
 
 @pytest.mark.netns
 @pytest.mark.parametrize("kind", ["fcntl", "flock"])
 def test_blocking_lock_waits_for_release(pod, kind):
     """F_SETLKW / blocking flock on B returns only after A released."""
-    h = held_on_a(pod, kind, VISIBLE)
-    w = subprocess.Popen([PYTHON, "-c", WAITER, str(pod.b / "lk"), kind],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert readline(w, 30) == "waiting"
-        # While A holds the lock, B must stay blocked (give it ample chance
-        # to wrongly succeed).
-        early = readline(w, 1.5)
-        assert early == "", f"B acquired while A held the lock: {early!r}"
-        t_release = h.cmd("unlock")
-        line = readline(w, 30)
-        assert line.startswith("acquired"), f"B never acquired after release: {line!r}"
-        assert float(line.split()[1]) >= t_release
-    finally:
-        w.kill()
-        w.wait(10)
-        h.finish()
+    with held_on_a(pod, kind, VISIBLE) as h:
+        w = subprocess.Popen([PYTHON, "-c", WAITER, str(pod.b / "lk"), kind],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert readline(w, 30) == "waiting"
+            # While A holds the lock, B must stay blocked (give it ample chance
+            # to wrongly succeed).
+            early = readline(w, 1.5)
+            assert early == "", f"B acquired while A held the lock: {early!r}"
+            t_release = h.cmd("unlock")
+            line = readline(w, 30)
+            assert line.startswith("acquired"), f"B never acquired after release: {line!r}"
+            assert float(line.split()[1]) >= t_release
+        finally:
+            w.kill()
+            w.wait(10)
 
 
 @pytest.mark.netns
 def test_flock_conflict_across_hosts(pod):
-    h = held_on_a(pod, "flock", VISIBLE)
-    try:
+    with held_on_a(pod, "flock", VISIBLE) as h:
         assert try_lock(pod.b / "lk", "flock") in ("EWOULDBLOCK", "EAGAIN")
         h.cmd("unlock")
         assert try_lock(pod.b / "lk", "flock") == "GOT"
-    finally:
-        h.finish()
 
 
 @pytest.mark.netns
 @pytest.mark.parametrize("how", ["close", "exit", "kill"])
 @pytest.mark.parametrize("kind", ["fcntl", "flock"])
 def test_lock_released_when_holder_goes(pod, kind, how):
-    h = held_on_a(pod, kind, VISIBLE)
-    try:
+    with held_on_a(pod, kind, VISIBLE) as h:
         assert try_lock(pod.b / "lk", kind) in CONFLICT + ("EWOULDBLOCK",)
         if how == "kill":
             h.p.kill()
@@ -145,8 +131,6 @@ def test_lock_released_when_holder_goes(pod, kind, how):
             h.cmd(how)
         wait_for(lambda: try_lock(pod.b / "lk", kind) == "GOT", VISIBLE,
                  what=f"the lock to be free after the holder's {how}")
-    finally:
-        h.finish()
 
 
 @pytest.mark.netns
@@ -154,11 +138,8 @@ def test_lock_conflict_same_host_other_process(pod):
     """Two processes on the same host also conflict (the daemon must not
     treat one client as one owner)."""
     write_file(pod.a / "lk", b"x")
-    h = Holder(pod.a / "lk", "fcntl")
-    try:
+    with Holder(pod.a / "lk", "fcntl"):
         assert try_lock(pod.a / "lk", "fcntl") in CONFLICT
-    finally:
-        h.finish()
 
 
 # --- wake-up push, signals -------------------------------------------------------

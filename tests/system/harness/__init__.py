@@ -12,11 +12,10 @@
 
 from .daemon import Daemon, ExternalDaemon
 from .env import Env
-from .mount import Mount, ensure_fusectl, is_mounted, mountinfo
+from .mount import Mount, ensure_fusectl, is_mounted
 from .netns import NetNS
 from .pod import Pod
-from .procs import Proc
-from .settings import DEFAULT_TEST_TIMEOUT, TEST_ROOT
+from .settings import DEFAULT_TEST_TIMEOUT
 
-__all__ = ["DEFAULT_TEST_TIMEOUT", "Daemon", "Env", "ExternalDaemon", "Mount", "NetNS",
-           "Pod", "Proc", "TEST_ROOT", "ensure_fusectl", "is_mounted", "mountinfo"]
+__all__ = ["DEFAULT_TEST_TIMEOUT", "Daemon", "Env", "ExternalDaemon", "Mount", "NetNS", "Pod",
+           "ensure_fusectl", "is_mounted"]

@@ -40,15 +40,22 @@ def drop_libfuse_leaks(text):
     return _LSAN_SECTION.sub(sub, text), dropped
 
 
+def _read(f):
+    """The text of log f, None if it cannot be read."""
+    try:
+        return f.read_text(errors="replace")
+    except OSError:
+        return None
+
+
 def only_libfuse_leaked(files):
     """True if the logs in files hold a libfuse leak (drop_libfuse_leaks)
     and no other sanitizer report: a process that failed at exit only
     because of libfuse's own leak."""
     dropped_any = False
     for f in files:
-        try:
-            text = f.read_text(errors="replace")
-        except OSError:
+        text = _read(f)
+        if text is None:
             continue
         rest, dropped = drop_libfuse_leaks(text)
         dropped_any |= dropped
@@ -62,9 +69,8 @@ def scan_logs(logs):
     logs (a program's log, or a san.<tag>.<pid> file of the runtime)."""
     errs = []
     for f in sorted(logs.iterdir()):
-        try:
-            text = f.read_text(errors="replace")
-        except OSError:
+        text = _read(f)
+        if text is None:
             continue
         sanlog = f.name.startswith("san.")
         text, _ = drop_libfuse_leaks(text)
