@@ -1,11 +1,12 @@
 """lockers.py: processes that take, hold, wait for and probe locks on a
 mount, for the lock tests (each process is a lock owner of its own).
 
-  Agent     takes commands on stdin, one reply line each (the `agents`
-            fixture makes them)
-  Holder    locks a file at start, releases it on command
-  WAITER    a script that blocks in a lock until it gets it
-  try_lock  a non-blocking attempt from a new process: "GOT" or the errno
+  Agent         takes commands on stdin, one reply line each (the
+                `agents` fixture makes them); agents_on_lk sets up two
+  Holder        locks a file at start, releases it on command; held_on_a
+                makes one on host A of a pod
+  WAITER        a script that blocks in a lock until it gets it
+  try_lock      a non-blocking attempt from a new process: "GOT" or the errno
 """
 
 import os
