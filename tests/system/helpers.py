@@ -1,12 +1,13 @@
-"""helpers.py: small utilities shared by the podfs system tests.
+"""helpers.py: small utilities shared by the podfs system tests and their
+harness.
 
-Where the binaries are, bounded waiting, running a command as an
-unprivileged user, and ctypes wrappers for the syscalls Python's os module
-does not offer (renameat2, utimensat with UTIME_OMIT, fallocate modes).
+Where the binaries are, bounded waiting, running a command (as an
+unprivileged user too), reading and writing files, what a mount says about
+itself (its stats xattr, the requests in its debug log), work in a thread,
+a relay that delays pushes, and one durability scenario two topics share.
+System calls Python lacks are in syscalls.py.
 """
 
-import ctypes
-import ctypes.util
 import os
 import subprocess
 import threading
@@ -26,6 +27,8 @@ PODFSD = Path(os.environ.get("PODFSD_BIN", BUILD / "daemon" / "podfsd"))
 PODFS = Path(os.environ.get("PODFS_BIN", BUILD / "fs" / "podfs"))
 
 PYTHON = "/usr/bin/python3"
+
+MiB = 1 << 20
 
 # An unprivileged identity for permission tests. No passwd entry is needed:
 # setpriv switches to raw numeric ids.
@@ -68,12 +71,36 @@ def run(argv, timeout=60, check=True, **kw):
     return r
 
 
-
 def podfs_stats(mnt):
     """A mount's counters: the user.podfs.stats xattr of its root, as
     {name: int} (byte counters, req_OP request counts, pcache_*...)."""
     text = os.getxattr(mnt.path, "user.podfs.stats").decode()
     return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
+
+
+def _is_request(line):
+    return "request " in line and "connection" in line
+
+
+def request_lines(log):
+    """The lines of a client's debug log (log_level=debug) that record a
+    request it sent to the daemon."""
+    return [line for line in log.splitlines() if _is_request(line)]
+
+
+def count_requests(log, op=None):
+    """How many requests (of opcode op, e.g. "GETATTR", if given) a client
+    sent, from its debug log."""
+    return sum(1 for line in request_lines(log) if op is None or f"({op})" in line)
+
+
+def sent_since(m, before):
+    """Opcodes of the requests mount m (log_level=debug) sent after its
+    log had `before` lines; waits for asynchronous RELEASEs first."""
+    time.sleep(0.3)
+    log = m.proc.output().splitlines()[before:]
+    return [line.split("(")[1].split(")")[0] for line in log if _is_request(line)]
+
 
 def setpriv_argv(uid=TEST_UID, gid=TEST_GID, groups=()):
     a = ["setpriv", f"--reuid={uid}", f"--regid={gid}"]
@@ -108,71 +135,6 @@ def file_errno(code, uid=TEST_UID, gid=TEST_GID, groups=()):
     return r.stdout.strip().splitlines()[-1]
 
 
-# --- ctypes syscalls --------------------------------------------------------
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-AT_FDCWD = -100
-AT_SYMLINK_NOFOLLOW = 0x100
-RENAME_NOREPLACE = 1
-RENAME_EXCHANGE = 2
-UTIME_NOW = (1 << 30) - 1
-UTIME_OMIT = (1 << 30) - 2
-FALLOC_FL_KEEP_SIZE = 1
-FALLOC_FL_PUNCH_HOLE = 2
-
-
-def _check(ret):
-    if ret != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-
-
-def renameat2(old, new, flags):
-    _libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
-                                ctypes.c_char_p, ctypes.c_uint]
-    _check(_libc.renameat2(AT_FDCWD, os.fsencode(old), AT_FDCWD, os.fsencode(new), flags))
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-def utimensat(path, atime, mtime, flags=0):
-    """atime/mtime: (sec, nsec) tuples, or UTIME_NOW / UTIME_OMIT."""
-    def ts(v):
-        if v in (UTIME_NOW, UTIME_OMIT):
-            return _Timespec(0, v)
-        return _Timespec(v[0], v[1])
-    times = (_Timespec * 2)(ts(atime), ts(mtime))
-    _libc.utimensat.argtypes = [ctypes.c_int, ctypes.c_char_p,
-                                ctypes.POINTER(_Timespec), ctypes.c_int]
-    _check(_libc.utimensat(AT_FDCWD, os.fsencode(path), times, flags))
-
-
-def fallocate(fd, mode, offset, length):
-    _libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    _check(_libc.fallocate(fd, mode, offset, length))
-
-
-class _FileHandle(ctypes.Structure):
-    _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int),
-                ("f_handle", ctypes.c_ubyte * 128)]
-
-
-def name_to_handle(path):
-    """The kernel's persistent handle for path: (handle_type, bytes)."""
-    h = _FileHandle()
-    h.handle_bytes = 128
-    mnt = ctypes.c_int()
-    _libc.name_to_handle_at.argtypes = [ctypes.c_int, ctypes.c_char_p,
-                                        ctypes.POINTER(_FileHandle),
-                                        ctypes.POINTER(ctypes.c_int), ctypes.c_int]
-    _check(_libc.name_to_handle_at(AT_FDCWD, os.fsencode(path), ctypes.byref(h),
-                                   ctypes.byref(mnt), 0))  # 0: do not follow a final symlink
-    return h.handle_type, bytes(h.f_handle[:h.handle_bytes])
-
-
 def read_file(p):
     with open(p, "rb") as f:
         return f.read()
@@ -181,6 +143,38 @@ def read_file(p):
 def write_file(p, data, mode="wb"):
     with open(p, mode) as f:
         f.write(data)
+
+
+def errno_of(fn, *a, **kw):
+    """The errno of the OSError fn(*a, **kw) raises, or 0 if it succeeds."""
+    try:
+        fn(*a, **kw)
+    except OSError as e:
+        return e.errno
+    return 0
+
+
+def current_umask():
+    u = os.umask(0)
+    os.umask(u)
+    return u
+
+
+def stat_fields(st):
+    """What two stats of one file must agree on: mode, nlink, size, mtime
+    and ctime (in ns)."""
+    return (st.st_mode, st.st_nlink, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def pread_all(fd, n):
+    """Up to n bytes of open file fd from offset 0, read until n or EOF."""
+    out = b""
+    while len(out) < n:
+        chunk = os.pread(fd, n - len(out), len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out
 
 
 # Bound on how long a reconnect may take (backoff included).

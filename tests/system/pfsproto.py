@@ -290,6 +290,20 @@ def lz4_literals(data):
     return bytes(out)
 
 
+def _lz4_length(src, i, n):
+    """An LZ4 length that starts as n (a token's nibble) and, if that is
+    15, goes on in bytes of src from i while they are 255: (length, the
+    index after it). IndexError if src ends first."""
+    if n == 15:
+        while True:
+            b = src[i]
+            i += 1
+            n += b
+            if b != 255:
+                break
+    return n, i
+
+
 def lz4_decompress(src, raw_len):
     """Decodes one LZ4 block; raises BadReply if it is malformed or its
     size is not exactly raw_len."""
@@ -300,14 +314,7 @@ def lz4_decompress(src, raw_len):
         while i < n:
             token = src[i]
             i += 1
-            lit = token >> 4
-            if lit == 15:
-                while True:
-                    b = src[i]
-                    i += 1
-                    lit += b
-                    if b != 255:
-                        break
+            lit, i = _lz4_length(src, i, token >> 4)
             if i + lit > n:
                 raise BadReply("lz4 literal run past end")
             dst += src[i:i + lit]
@@ -316,14 +323,7 @@ def lz4_decompress(src, raw_len):
                 break
             off = src[i] | (src[i + 1] << 8)
             i += 2
-            ml = token & 15
-            if ml == 15:
-                while True:
-                    b = src[i]
-                    i += 1
-                    ml += b
-                    if b != 255:
-                        break
+            ml, i = _lz4_length(src, i, token & 15)
             ml += 4
             if off == 0 or off > len(dst):
                 raise BadReply("lz4 bad offset")

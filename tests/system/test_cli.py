@@ -11,7 +11,7 @@ import stat
 
 import pytest
 
-from conftest import is_mounted
+from harness import is_mounted
 from helpers import PODFS, PODFSD, run
 
 
@@ -19,11 +19,6 @@ def one_line(r):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, f"expected one line on stderr, got {lines!r}"
     return lines[0]
-
-
-@pytest.fixture
-def tmpd(env):
-    return env.root
 
 
 @pytest.mark.parametrize("argv", [

@@ -1,6 +1,9 @@
-"""Issue 4, daemon side: interest tracking and invalidation pushes, changes
-made directly in the export (fanotify), REVALIDATE and LOOKUP_DATA, spoken
-with raw pfsproto sessions (no FUSE client involved)."""
+"""test_coherence_server.py: the daemon's side of cache coherence:
+interest tracking and invalidation pushes, changes made directly in the
+export (fanotify, inotify, or no watch at all), REVALIDATE and
+LOOKUP_DATA, spoken with raw pfsproto sessions (no FUSE client involved).
+What clients make of it is in test_coherence_hosts.py.
+"""
 
 import errno
 import os
@@ -9,6 +12,7 @@ import time
 import pytest
 
 import pfsproto as P
+from helpers import write_file
 
 FAST = 0.1   # a change through podfs reaches other sessions within 100 ms
 DIRECT = 1.0  # a change made beside podfs, within 1 s
@@ -37,11 +41,6 @@ def about(h):
 
 def inode_pushes(ps, h):
     return [p for p in ps if p[0] == "inode" and p[1] == h]
-
-
-def write_file(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def test_write_pushed_to_interested_session(env, daemon, ab):

@@ -1,4 +1,4 @@
-"""test_conns.py: issue 3, several TCP connections per mount (-o conns=N).
+"""test_conns.py: several TCP connections per mount (-o conns=N).
 
 The extra connections are bulk connections of the mount's one daemon
 session: READ and WRITE spread over all the connections, everything else
@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from helpers import RECONNECT, check_uncommitted_resent, in_thread, podfs_stats as stats, read_file, wait_for, write_file
-
-MiB = 1 << 20
+from harness import Pod
+from helpers import (MiB, RECONNECT, check_uncommitted_resent, in_thread, podfs_stats as stats,
+                     read_file, wait_for, write_file)
 
 
 def chunk(i, size=MiB):
@@ -69,7 +69,7 @@ def check_chunks(data, n):
 
 
 @pytest.mark.timeout(180)
-def test_conns3_big_files_byte_exact(env):
+def test_three_conns_big_files_byte_exact(env):
     """conns=3: three connections of one session, writes spread over all
     three, files read back equal here and on a conns=1 mount."""
     d = env.start_daemon()
@@ -103,7 +103,7 @@ def test_conns3_big_files_byte_exact(env):
 
 
 @pytest.mark.timeout(300)
-def test_conns3_kill9_during_write_stream(env):
+def test_three_conns_kill9_during_write_stream(env):
     """kill -9 of the daemon twice in a stream of writes with periodic
     fsync, conns=3, each time once all three connections were back: every
     write, fsync and close succeeds (hard mount) and the whole file is on
@@ -154,7 +154,7 @@ def test_conns3_kill9_during_write_stream(env):
 
 
 @pytest.mark.timeout(240)
-def test_conns3_uncommitted_writes_resent_after_restart(env):
+def test_three_conns_uncommitted_writes_resent_after_restart(env):
     """Writes acknowledged on bulk connections by a daemon that then died
     with its page cache are sent again before fsync succeeds."""
     d = env.start_daemon()
@@ -210,10 +210,9 @@ def test_connection_killed_mid_transfer(env, which):
 
 
 @pytest.mark.timeout(240)
-def test_conns3_coherence_between_hosts(env):
+def test_three_conns_coherence_between_hosts(env):
     """Two hosts with conns=3: what A writes and closes, B (which cached the
     old contents) reads after; size and mtime follow."""
-    from conftest import Pod
     pod = Pod(env, opts="conns=3")
     a, b = pod.a, pod.b
     old = os.urandom(3 * MiB)

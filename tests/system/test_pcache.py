@@ -1,4 +1,4 @@
-"""Issue 4: the persistent content cache (-o cache_dir=DIR,cache_size=SIZE).
+"""test_pcache.py: the persistent content cache (-o cache_dir=DIR,cache_size=SIZE).
 
 A mount reads files (filling the cache), is unmounted, and a new mount with
 the same cache_dir must read them from local disk (no READ bytes from the
@@ -48,7 +48,7 @@ def entry_files(cdir):
     return sorted((cdir / "e").iterdir())
 
 
-def test_issue4_pcache_survives_remount(env, daemon, mount):
+def test_pcache_survives_remount(env, daemon, mount):
     cdir = env.root / "pcache"
     data = make_files(env.export)
     m = pmount(mount, cdir)
@@ -73,7 +73,7 @@ def test_issue4_pcache_survives_remount(env, daemon, mount):
     assert s["pcache_hits"] >= 3, s
 
 
-def test_issue4_pcache_never_serves_a_changed_file(env, daemon, mount):
+def test_pcache_never_serves_a_changed_file(env, daemon, mount):
     cdir = env.root / "pcache"
     names = {f"f{i}": 200_000 for i in range(4)}
     names["small"] = 5000
@@ -122,7 +122,7 @@ def test_issue4_pcache_never_serves_a_changed_file(env, daemon, mount):
         assert m.umount() is None
 
 
-def test_issue4_pcache_damaged_entries_are_discarded(env, daemon, mount):
+def test_pcache_damaged_entries_are_discarded(env, daemon, mount):
     cdir = env.root / "pcache"
     names = {f"f{i}": 100_000 + i for i in range(3)}
     data = make_files(env.export, names)
@@ -165,7 +165,7 @@ def test_issue4_pcache_damaged_entries_are_discarded(env, daemon, mount):
     assert s["file_read"] == 0 and s["pcache_hits"] == 3, s
 
 
-def test_issue4_pcache_eviction_keeps_within_size(env, daemon, mount):
+def test_pcache_eviction_keeps_within_size(env, daemon, mount):
     cdir = env.root / "pcache"
     names = {f"f{i:02d}": 100_000 for i in range(30)}
     data = make_files(env.export, names)
@@ -216,14 +216,14 @@ def run_podfs(daemon, mnt, opts, timeout=30):
 @pytest.mark.parametrize("opts", ["cache_dir=D,cache_size=lots", "cache_dir=D,cache_size=10",
                                   "cache_dir=D,cache_size=-5M", "cache_dir=D,cache_size=3Q",
                                   "cache_dir=,cache_size=1G", "cache_size=1G"])
-def test_issue4_pcache_bad_options(env, daemon, opts):
+def test_pcache_bad_options(env, daemon, opts):
     r = run_podfs(daemon, env.mnt, opts.replace("D", str(env.root / "c")))
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "cache_" in r.stderr
 
 
-def test_issue4_pcache_dir_errors(env, daemon, mount):
+def test_pcache_dir_errors(env, daemon, mount):
     r = run_podfs(daemon, env.mnt, "cache_dir=/proc/no/such/dir")
     assert r.returncode == 2, r.stderr
     assert "cache_dir /proc/no/such/dir" in r.stderr and \
@@ -243,12 +243,12 @@ def test_issue4_pcache_dir_errors(env, daemon, mount):
     assert "pcache_hits" in stats(m)
 
 
-def test_issue4_pcache_help(env):
+def test_pcache_help(env):
     r = subprocess.run([str(PODFS), "--help"], stdout=subprocess.PIPE, text=True, timeout=10)
     assert "cache_dir=DIR" in r.stdout and "cache_size=SIZE" in r.stdout
 
 
-def test_issue4_pcache_partly_read_file_is_fetched_whole(env, daemon, mount):
+def test_pcache_partly_read_file_is_fetched_whole(env, daemon, mount):
     """An mmap'ed library is read only in part: the whole file is fetched
     in the background, and still at unmount if the job ends at once."""
     cdir = env.root / "pcache"

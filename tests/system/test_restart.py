@@ -13,11 +13,17 @@ import pytest
 from helpers import RECONNECT, in_thread, read_file, wait_for, write_file
 
 
+@pytest.fixture
+def restartable(env, mount):
+    """A daemon of the test's own (to kill and start again) and a mount
+    of it: (daemon, mount)."""
+    d = env.start_daemon()
+    return d, mount(d)
+
 
 @pytest.mark.timeout(240)
-def test_same_fd_survives_daemon_restart(env, mount):
-    d = env.start_daemon()
-    mm = mount(d)
+def test_same_fd_survives_daemon_restart(env, restartable):
+    d, mm = restartable
     data = os.urandom(300000)
     fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
     try:
@@ -52,10 +58,9 @@ def test_same_fd_survives_daemon_restart(env, mount):
 
 
 @pytest.mark.timeout(240)
-def test_hard_mount_waits_for_daemon(env, mount):
+def test_hard_mount_waits_for_daemon(env, restartable):
     """Operations issued while the daemon is down wait, then complete."""
-    d = env.start_daemon()
-    mm = mount(d)
+    d, mm = restartable
     data = os.urandom(100000)
     fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
     try:
@@ -82,11 +87,10 @@ def test_hard_mount_waits_for_daemon(env, mount):
 
 
 @pytest.mark.timeout(240)
-def test_fsynced_data_survives_crash(env, mount):
+def test_fsynced_data_survives_crash(env, restartable):
     """What fsync said is durable is there after a crash and restart; data
     written but not yet committed is re-sent by the client."""
-    d = env.start_daemon()
-    mm = mount(d)
+    d, mm = restartable
     a = os.urandom(1 << 20)
     b = os.urandom(1 << 20)
     fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)

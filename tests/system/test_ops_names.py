@@ -1,11 +1,13 @@
-"""test_ops.py: every filesystem operation through one podfs mount.
+"""test_ops_names.py: names and attributes through one podfs mount:
+lookup, getattr, setattr, listings, directories, rename, links, special
+files, statfs, xattrs, and a read-only export.
 
 Each test works through the mount (m) and checks the result on the
-daemon's export directory (env.export), which is the ground truth.
+daemon's export directory (env.export), which is the ground truth. File
+contents are in test_ops_files.py, locks in test_locks.py.
 """
 
 import errno
-import fcntl
 import os
 import stat
 import subprocess
@@ -13,20 +15,12 @@ import time
 
 import pytest
 
-from helpers import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, PYTHON, RENAME_EXCHANGE,
-                     RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT, fallocate, read_file,
-                     renameat2, utimensat, write_file)
+from helpers import current_umask, errno_of, read_file, write_file
+from syscalls import (RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT, renameat2,
+                      utimensat)
 
 
-def errno_of(fn, *a, **kw):
-    try:
-        fn(*a, **kw)
-    except OSError as e:
-        return e.errno
-    return 0
-
-
-# --- lookup / getattr ----------------------------------------------------------
+# --- lookup / getattr ------------------------------------------------------------
 
 def test_lookup_getattr(env, m):
     write_file(m / "f", b"hello")
@@ -84,28 +78,6 @@ def test_chown_as_root(env, m):
     assert (xs.st_uid, xs.st_gid) == (77, 88)
 
 
-def test_truncate_up_down(env, m):
-    data = os.urandom(100000)
-    write_file(m / "f", data)
-    os.truncate(m / "f", 1000)
-    assert os.stat(m / "f").st_size == 1000
-    assert read_file(m / "f") == data[:1000]
-    assert read_file(env.export / "f") == data[:1000]
-    os.truncate(m / "f", 5 * 1024 * 1024)
-    assert os.stat(m / "f").st_size == 5 * 1024 * 1024
-    got = read_file(m / "f")
-    assert got[:1000] == data[:1000] and got[1000:] == bytes(len(got) - 1000)
-    # ftruncate on an open fd, then write after the new end.
-    with open(m / "f", "r+b") as f:
-        os.ftruncate(f.fileno(), 10)
-        f.seek(20)
-        f.write(b"Z")
-    assert read_file(m / "f") == data[:10] + bytes(10) + b"Z"
-    assert read_file(env.export / "f") == data[:10] + bytes(10) + b"Z"
-    os.truncate(m / "f", 0)
-    assert os.stat(env.export / "f").st_size == 0
-
-
 def test_utimes(env, m):
     p = m / "f"
     write_file(p, b"x")
@@ -143,18 +115,7 @@ def test_utimes(env, m):
     assert st.st_mtime_ns >= before
 
 
-def test_write_updates_mtime(env, m):
-    write_file(m / "f", b"x")
-    os.utime(m / "f", (1000000000, 1000000000))
-    with open(m / "f", "ab") as f:
-        f.write(b"more")
-    st = os.stat(m / "f")
-    assert st.st_size == 5
-    assert st.st_mtime > 1000000000
-    assert os.stat(env.export / "f").st_mtime > 1000000000
-
-
-# --- readdir -----------------------------------------------------------------------
+# --- readdir ---------------------------------------------------------------------
 
 @pytest.mark.timeout(600)
 def test_readdir_3000(env, m):
@@ -236,166 +197,7 @@ def test_readdir_empty_and_dots(m):
         os.close(fd)
 
 
-# --- open / create ------------------------------------------------------------------
-
-def test_create_excl(env, m):
-    fd = os.open(m / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640)
-    os.write(fd, b"abc")
-    os.close(fd)
-    assert stat.S_IMODE(os.stat(env.export / "f").st_mode) == 0o640 & ~current_umask()
-    assert errno_of(os.open, m / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY) == errno.EEXIST
-    assert read_file(env.export / "f") == b"abc"
-    # O_EXCL on a name that exists only on the server side.
-    write_file(env.export / "g", b"")
-    assert errno_of(os.open, m / "g", os.O_CREAT | os.O_EXCL | os.O_WRONLY) == errno.EEXIST
-    assert errno_of(os.open, m / "nope", os.O_RDONLY) == errno.ENOENT
-
-
-def current_umask():
-    u = os.umask(0)
-    os.umask(u)
-    return u
-
-
-def test_create_mode_and_umask(env, m):
-    old = os.umask(0o027)
-    try:
-        fd = os.open(m / "f", os.O_CREAT | os.O_WRONLY, 0o777)
-        os.close(fd)
-        os.mkdir(m / "d", 0o777)
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE(os.stat(env.export / "f").st_mode) == 0o750
-    assert stat.S_IMODE(os.stat(env.export / "d").st_mode) == 0o750
-
-
-def test_o_trunc(env, m):
-    write_file(m / "f", b"0123456789")
-    fd = os.open(m / "f", os.O_WRONLY | os.O_TRUNC)
-    assert os.fstat(fd).st_size == 0
-    os.write(fd, b"ab")
-    os.close(fd)
-    assert read_file(m / "f") == b"ab"
-    assert read_file(env.export / "f") == b"ab"
-
-
-APPENDER = r"""
-import os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
-tag = sys.argv[2]
-for i in range(300):
-    rec = f"{tag}{i:06d}".ljust(63, ".") + "\n"
-    assert os.write(fd, rec.encode()) == 64
-os.close(fd)
-"""
-
-
-def test_o_append_two_appenders(env, m):
-    write_file(m / "log", b"")
-    ps = [subprocess.Popen([PYTHON, "-c", APPENDER, str(m / "log"), tag]) for tag in "AB"]
-    for p in ps:
-        assert p.wait(timeout=120) == 0
-    for path in (m / "log", env.export / "log"):
-        data = read_file(path)
-        assert len(data) == 600 * 64
-        recs = [data[i:i + 64] for i in range(0, len(data), 64)]
-        assert all(r.endswith(b"\n") for r in recs)
-        assert sorted(r[:7] for r in recs) == sorted(
-            f"{t}{i:06d}".encode() for t in "AB" for i in range(300))
-
-
-def test_o_append_single_fd(env, m):
-    write_file(m / "f", b"start")
-    with open(m / "f", "ab") as f:
-        f.write(b"-1")
-        f.seek(0)
-        f.write(b"-2")  # O_APPEND ignores the seek
-    assert read_file(env.export / "f") == b"start-1-2"
-
-
-# --- read / write ------------------------------------------------------------------
-
-def test_read_write_offsets(env, m):
-    p = m / "f"
-    fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        big = os.urandom(3 * 1024 * 1024 + 17)  # one write larger than 1 MiB
-        assert os.pwrite(fd, big, 0) == len(big)
-        assert os.pwrite(fd, b"XYZ", 4095) == 3
-        assert os.pread(fd, 10, 4090) == big[4090:4095] + b"XYZ" + big[4098:4100]
-        mid = os.urandom(1024 * 1024 + 1)
-        assert os.pwrite(fd, mid, 1000001) == len(mid)
-        want = bytearray(big)
-        want[4095:4098] = b"XYZ"
-        want[1000001:1000001 + len(mid)] = mid
-        got = os.pread(fd, len(want) + 100, 0)
-        assert got == bytes(want)
-        assert os.pread(fd, 100, len(want) + 10) == b""
-        for off in (0, 1, 4095, 4096, 131071, 1 << 20, (1 << 20) + 1, len(want) - 3):
-            assert os.pread(fd, 70000, off) == bytes(want[off:off + 70000]), off
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    assert read_file(env.export / "f") == bytes(want)
-
-
-def test_sparse_file(env, m):
-    p = m / "sparse"
-    off = 64 * 1024 * 1024
-    with open(p, "wb") as f:
-        f.write(b"head")
-        f.seek(off)
-        f.write(b"tail")
-    assert os.stat(p).st_size == off + 4
-    xs = os.stat(env.export / "sparse")
-    assert xs.st_size == off + 4
-    assert xs.st_blocks * 512 < 1024 * 1024, "the hole was written out on the server"
-    with open(p, "rb") as f:
-        assert f.read(4) == b"head"
-        f.seek(off - 5)
-        assert f.read() == bytes(5) + b"tail"
-        f.seek(12345678)
-        assert f.read(100000) == bytes(100000)
-
-
-def test_write_close_visible_on_server(env, m):
-    """Close-to-open: once close() returns the data is on the server."""
-    for size in (0, 1, 4095, 4096, 1024 * 1024 + 1):
-        data = os.urandom(size)
-        write_file(m / f"f{size}", data)
-        assert read_file(env.export / f"f{size}") == data, size
-
-
-def test_fsync_fdatasync(env, m):
-    fd = os.open(m / "f", os.O_CREAT | os.O_WRONLY, 0o644)
-    try:
-        data = os.urandom(2 * 1024 * 1024 + 5)
-        os.write(fd, data)
-        os.fsync(fd)
-        assert read_file(env.export / "f") == data
-        os.pwrite(fd, b"fdatasync", 100)
-        os.fdatasync(fd)
-        assert read_file(env.export / "f")[100:109] == b"fdatasync"
-        fd2 = os.open(m, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd2)  # fsync on a directory succeeds
-        finally:
-            os.close(fd2)
-    finally:
-        os.close(fd)
-
-
-def test_flush_on_close_dup(env, m):
-    fd = os.open(m / "f", os.O_CREAT | os.O_WRONLY, 0o644)
-    fd2 = os.dup(fd)
-    os.write(fd, b"one")
-    os.close(fd)  # flush while another descriptor remains
-    os.write(fd2, b"two")
-    os.close(fd2)
-    assert read_file(env.export / "f") == b"onetwo"
-
-
-# --- directories ---------------------------------------------------------------------
+# --- directories -----------------------------------------------------------------
 
 def test_mkdir_rmdir(env, m):
     os.mkdir(m / "d", 0o750)
@@ -425,58 +227,7 @@ def test_unlink(env, m):
     assert errno_of(os.unlink, m / "d") in (errno.EISDIR, errno.EPERM)
 
 
-def test_unlink_open_file_still_readable(env, m):
-    write_file(m / "f", b"still here")
-    fd = os.open(m / "f", os.O_RDWR)
-    try:
-        os.unlink(m / "f")
-        assert not os.path.exists(m / "f")
-        assert os.pread(fd, 100, 0) == b"still here"
-        os.pwrite(fd, b"STILL", 0)
-        assert os.pread(fd, 100, 0) == b"STILL here"
-    finally:
-        os.close(fd)
-    assert os.listdir(m.path) == []
-
-
-
-def pread_all(fd, n):
-    out = b""
-    while len(out) < n:
-        chunk = os.pread(fd, n - len(out), len(out))
-        if not chunk:
-            break
-        out += chunk
-    return out
-
-
-@pytest.mark.parametrize("how", ["unlink", "rename-over"])
-def test_file_opened_unread_survives_its_removal(env, m, how):
-    """A file this host opened read-only without asking the daemon (the
-    directory's listing said it may read it) and has not read yet stays
-    readable, whole, after this host removes its last name, as on a local
-    disk: the daemon learns of the open before the name goes, instead of
-    failing the first READ with ESTALE."""
-    data = os.urandom(3 << 20)
-    os.mkdir(env.export / "d")
-    write_file(env.export / "d" / "f", data)
-    write_file(env.export / "d" / "new", b"new")
-    assert os.stat(m / "d" / "f").st_size == len(data)  # from the listing
-    fd = os.open(m / "d" / "f", os.O_RDONLY)
-    try:
-        if how == "unlink":
-            os.unlink(m / "d" / "f")
-            assert not os.path.exists(env.export / "d" / "f")
-        else:
-            os.rename(m / "d" / "new", m / "d" / "f")
-            assert read_file(env.export / "d" / "f") == b"new"
-        assert pread_all(fd, len(data)) == data
-        assert os.fstat(fd).st_size == len(data)
-    finally:
-        os.close(fd)
-
-
-# --- rename -----------------------------------------------------------------------
+# --- rename ----------------------------------------------------------------------
 
 def test_rename(env, m):
     write_file(m / "a", b"A")
@@ -537,7 +288,7 @@ def test_rename_exchange(env, m):
     assert errno_of(renameat2, m / "a", m / "nope", RENAME_EXCHANGE) == errno.ENOENT
 
 
-# --- links ----------------------------------------------------------------------------
+# --- links -----------------------------------------------------------------------
 
 def test_link(env, m):
     write_file(m / "f", b"shared")
@@ -577,7 +328,7 @@ def test_symlink_readlink(env, m):
     assert errno_of(os.symlink, "x", m / "rel") == errno.EEXIST
 
 
-# --- special files -----------------------------------------------------------------------
+# --- special files ---------------------------------------------------------------
 
 def test_mkfifo_works_locally(env, m):
     os.mkfifo(m / "fifo", 0o600)
@@ -604,7 +355,7 @@ def test_mknod_regular(env, m):
     assert read_file(env.export / "reg") == b"usable"
 
 
-# --- statfs --------------------------------------------------------------------------------
+# --- statfs ----------------------------------------------------------------------
 
 def test_statfs(env, m):
     s = os.statvfs(m.path)
@@ -620,7 +371,7 @@ def test_statfs(env, m):
     assert s.f_files == x.f_files
 
 
-# --- xattrs ---------------------------------------------------------------------------------
+# --- xattrs ----------------------------------------------------------------------
 
 def test_xattrs(env, m):
     p = m / "f"
@@ -670,140 +421,7 @@ def test_xattrs(env, m):
     assert n == len(big)
 
 
-# --- fallocate / seek -------------------------------------------------------------------------
-
-def test_posix_fallocate(env, m):
-    fd = os.open(m / "f", os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        os.posix_fallocate(fd, 0, 3 * 1024 * 1024)
-        assert os.fstat(fd).st_size == 3 * 1024 * 1024
-        xs = os.stat(env.export / "f")
-        assert xs.st_size == 3 * 1024 * 1024
-        assert xs.st_blocks * 512 >= 3 * 1024 * 1024
-        assert os.pread(fd, 4096, 1024 * 1024) == bytes(4096)
-    finally:
-        os.close(fd)
-
-
-def test_punch_hole(env, m):
-    probe = env.root / "probe"
-    with open(probe, "wb") as f:
-        f.write(b"a" * 65536)
-    try:
-        with open(probe, "r+b") as f:
-            fallocate(f.fileno(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096)
-    except OSError as e:
-        if e.errno == errno.EOPNOTSUPP:
-            pytest.skip("the export's filesystem cannot punch holes")
-        raise
-    data = os.urandom(256 * 1024)
-    write_file(m / "f", data)
-    fd = os.open(m / "f", os.O_RDWR)
-    try:
-        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 65536, 65536)
-        assert os.fstat(fd).st_size == len(data)
-        want = data[:65536] + bytes(65536) + data[131072:]
-        assert os.pread(fd, len(data), 0) == want
-    finally:
-        os.close(fd)
-    assert read_file(env.export / "f") == want
-    assert read_file(m / "f") == want
-
-
-def test_seek_data_hole(env, m):
-    p = m / "f"
-    mib = 1024 * 1024
-    with open(p, "wb") as f:
-        f.write(b"d" * 4096)
-        f.seek(4 * mib)
-        f.write(b"e" * 4096)
-        f.truncate(8 * mib)
-        f.flush()
-        os.fsync(f.fileno())
-    x = os.open(env.export / "f", os.O_RDONLY)
-    fd = os.open(p, os.O_RDONLY)
-    try:
-        for off in (0, 100, 4096, 8192, mib, 4 * mib, 4 * mib + 10):
-            for whence in (os.SEEK_DATA, os.SEEK_HOLE):
-                want = errno_or(os.lseek, x, off, whence)
-                got = errno_or(os.lseek, fd, off, whence)
-                assert got == want, (off, whence)
-        assert errno_or(os.lseek, fd, 8 * mib + 1, os.SEEK_DATA) == ("err", errno.ENXIO)
-        assert os.lseek(fd, 0, os.SEEK_END) == 8 * mib
-    finally:
-        os.close(fd)
-        os.close(x)
-
-
-def errno_or(fn, *a):
-    try:
-        return fn(*a)
-    except OSError as e:
-        return ("err", e.errno)
-
-
-# --- locks on one mount -------------------------------------------------------------------------
-
-LOCK_PROBE = r"""
-import fcntl, os, struct, sys, errno
-fd = os.open(sys.argv[1], os.O_RDWR)
-kind = sys.argv[2]
-try:
-    if kind == "fcntl":
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    else:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    print("GOT")
-except OSError as e:
-    print(errno.errorcode[e.errno])
-"""
-
-
-def probe_lock(path, kind):
-    r = subprocess.run([PYTHON, "-c", LOCK_PROBE, str(path), kind], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
-
-
-def test_fcntl_lock_local(env, m):
-    write_file(m / "f", b"x" * 100)
-    fd = os.open(m / "f", os.O_RDWR)
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX, 10, 0)  # bytes 0..9
-        assert probe_lock(m / "f", "fcntl") in ("EAGAIN", "EACCES")
-        # F_GETLK from another process sees our lock.
-        r = subprocess.run([PYTHON, "-c", r"""
-import fcntl, os, struct, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-lk = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)
-t, w, s, l, pid = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, lk)[:struct.calcsize("hhqqi")])
-print(t, s, l)
-""", str(m / "f")], stdout=subprocess.PIPE, text=True, timeout=60)
-        t, s, ln = map(int, r.stdout.split())
-        assert t == fcntl.F_WRLCK and s == 0 and ln == 10
-        fcntl.lockf(fd, fcntl.LOCK_UN, 10, 0)
-        assert probe_lock(m / "f", "fcntl") == "GOT"
-    finally:
-        os.close(fd)
-
-
-def test_flock_local(env, m):
-    write_file(m / "f", b"x")
-    fd = os.open(m / "f", os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        assert probe_lock(m / "f", "flock") == "EWOULDBLOCK" or \
-            probe_lock(m / "f", "flock") == "EAGAIN"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        assert probe_lock(m / "f", "flock") == "GOT"
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-# --- read-only export ------------------------------------------------------------------------
+# --- read-only export ------------------------------------------------------------
 
 def test_ro_export(env, mount):
     write_file(env.export / "f", b"ro data")

@@ -1,0 +1,119 @@
+"""daemon.py: podfsd as the tests see it: one we start (Daemon: port 0
+read from --port-file, restartable on the same port and state directory,
+killable as a crash would), or one someone else runs (ExternalDaemon,
+PODFS_TEST_DAEMON=host:port, e.g. under gdb).
+"""
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from helpers import PODFSD, wait_for
+
+from .procs import Proc
+from .settings import START_TIMEOUT
+
+
+class Daemon:
+    """A podfsd we started."""
+
+    external = False
+
+    def __init__(self, env, listen="127.0.0.1:0", export=None, state_dir=None, key=None,
+                 extra=(), tag=None):
+        self.env = env
+        self.export = Path(export or env.export)
+        self.state_dir = Path(state_dir or env.root / "state")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.key = Path(key or env.key)
+        self.extra = list(extra)
+        self.listen_host, _, p = listen.rpartition(":")
+        self.port = int(p)
+        self.tag = tag or f"podfsd{len(env.daemons)}"
+        self.nstarts = 0
+        self.proc = None
+        env.daemons.append(self)
+        self.start()
+
+    @property
+    def host(self):
+        return "127.0.0.1" if self.listen_host in ("0.0.0.0", "") else self.listen_host
+
+    @property
+    def addr(self):
+        return f"{self.host}:{self.port}"
+
+    def start(self):
+        """Starts podfsd (again: on the same port and state dir)."""
+        assert self.proc is None or not self.proc.alive()
+        portfile = self.env.root / f"{self.tag}.port"
+        if portfile.exists():
+            portfile.unlink()
+        argv = [PODFSD, "--listen", f"{self.listen_host}:{self.port}", "--key", self.key,
+                "--state-dir", self.state_dir, "--port-file", portfile,
+                "--log-level", os.environ.get("PODFS_TEST_LOG_LEVEL", "info"),
+                *self.extra, self.export]
+        self.proc = Proc(self.env, f"{self.tag}.{self.nstarts}", argv)
+        self.nstarts += 1
+
+        def port_ready():
+            if not self.proc.alive():
+                pytest.fail("podfsd died at start: " + self.proc.died_msg())
+            t = portfile.read_text().strip()
+            return int(t) if t else None
+        port = wait_for(port_ready, START_TIMEOUT, what=f"{portfile} to name a port")
+        assert 0 < port < 65536
+        if self.port:
+            assert port == self.port, f"podfsd wrote port {port}, asked for {self.port}"
+        self.port = port
+        return self
+
+    def kill9(self):
+        """SIGKILL, as a crash would. Teardown will not require exit 0."""
+        self.proc.expect_rc = None
+        self.proc.send(signal.SIGKILL)
+        assert self.proc.wait(10) is not None, "podfsd survived SIGKILL"
+
+    def stop(self):
+        """SIGTERM; podfsd must exit 0."""
+        err = self.proc.stop()
+        assert err is None, err
+
+    def log(self):
+        return "".join(p.output() for p in self.env.procs if p.tag.startswith(self.tag + "."))
+
+    def alive(self):
+        return self.proc.alive()
+
+
+class ExternalDaemon:
+    """PODFS_TEST_DAEMON=host:port: a podfsd someone else runs."""
+
+    external = True
+
+    def __init__(self, env, addr):
+        self.env = env
+        self.host, _, p = addr.rpartition(":")
+        self.port = int(p)
+        self.addr = addr
+        k = os.environ.get("PODFS_TEST_KEY")
+        x = os.environ.get("PODFS_TEST_EXPORT")
+        if not k or not x:
+            pytest.fail("PODFS_TEST_DAEMON needs PODFS_TEST_KEY (its key file) and "
+                        "PODFS_TEST_EXPORT (its scratch export dir, emptied per test)")
+        self.key = Path(k)
+        self.export = Path(x)
+        for c in self.export.iterdir():
+            if not c.is_symlink() and c.is_dir():
+                shutil.rmtree(c)
+            else:
+                c.unlink()
+
+    def alive(self):
+        return True
+
+    def log(self):
+        return ""

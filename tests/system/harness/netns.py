@@ -1,0 +1,69 @@
+"""netns.py: a network namespace standing in for another host (a veth
+pair to the main namespace), created for one test and deleted at its end.
+"""
+
+import os
+import subprocess
+
+from helpers import run
+
+from .settings import TEST_ROOT
+
+_ns_counter = [0]
+
+
+class NetNS:
+    """A network namespace standing in for another host, joined to the main
+    namespace by a veth pair: host side 10.201.K.1, namespace side
+    10.201.K.2, default route via the host side (so the namespace can reach
+    any address of the main namespace, e.g. another veth's host side)."""
+
+    def __init__(self, env):
+        _ns_counter[0] += 1
+        uniq = f"{os.getpid() % 100000}x{_ns_counter[0]}"
+        self.name = f"pfst{uniq}"
+        self.hveth = f"pfh{uniq}"[:15]
+        self.cveth = f"pfc{uniq}"[:15]
+        used = run(["ip", "-o", "-4", "addr", "show"], timeout=10).stdout
+        base = (os.getpid() * 7 + _ns_counter[0]) % 200
+        for i in range(200):
+            k = 20 + (base + i) % 200
+            if f" 10.201.{k}." not in used:
+                break
+        self.host_ip = f"10.201.{k}.1"
+        self.ip = f"10.201.{k}.2"
+        env.netns.append(self)
+        self.created = False
+        for cmd in (
+            ["ip", "netns", "add", self.name],
+            ["ip", "link", "add", self.hveth, "type", "veth", "peer", "name", self.cveth],
+            ["ip", "link", "set", self.cveth, "netns", self.name],
+            ["ip", "addr", "add", f"{self.host_ip}/24", "dev", self.hveth],
+            ["ip", "link", "set", self.hveth, "up"],
+            ["ip", "-n", self.name, "addr", "add", f"{self.ip}/24", "dev", self.cveth],
+            ["ip", "-n", self.name, "link", "set", self.cveth, "up"],
+            ["ip", "-n", self.name, "link", "set", "lo", "up"],
+            ["ip", "-n", self.name, "route", "add", "default", "via", self.host_ip],
+        ):
+            run(cmd, timeout=10)
+            self.created = True
+        # Recorded so scripts/test can delete it if pytest itself is killed.
+        (TEST_ROOT / ".netns").mkdir(exist_ok=True)
+        (TEST_ROOT / ".netns" / self.name).touch()
+
+    def exec_argv(self, argv):
+        """argv run in this namespace. Not `ip netns exec`: that makes a
+        private mount namespace and a mount made there would be invisible
+        here. nsenter --net only switches the network namespace, then
+        execs argv (same pid)."""
+        return ["nsenter", f"--net=/var/run/netns/{self.name}"] + [str(a) for a in argv]
+
+    def delete(self):
+        subprocess.run(["ip", "link", "del", self.hveth], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=10)
+        r = subprocess.run(["ip", "netns", "del", self.name], text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+        if r.returncode != 0 and os.path.exists(f"/var/run/netns/{self.name}"):
+            return f"ip netns del {self.name}: {r.stdout.strip()}"
+        (TEST_ROOT / ".netns" / self.name).unlink(missing_ok=True)
+        return None

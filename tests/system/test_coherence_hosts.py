@@ -1,0 +1,510 @@
+"""test_coherence_hosts.py: two hosts sharing one export: what one host
+changes, the other sees.
+
+Each client (`pod.a`, `pod.b`) runs podfs in its own network namespace and
+talks to the daemon over a veth pair, so the daemon sees two distinct hosts.
+Both mounts live in this mount namespace, so the test reads and writes both.
+Data written and closed on A must be what B reads on a later open
+(close-to-open); open files outlive names removed on the other host.
+
+Mounts use the default (long, 1 hour) kernel cache timeouts: every change
+on one host must still show on the other within BOUND seconds, through
+the daemon's pushes (the last section). Where visibility only needs to
+come eventually, it is polled with a deadline (VISIBLE). Locks across
+hosts are in test_locks.py, the push acknowledgements that make
+close-to-open strict in test_push_acks.py.
+"""
+
+import hashlib
+import mmap
+import os
+import time
+
+import pytest
+
+from helpers import podfs_stats, pread_all, read_file, wait_for, write_file
+
+pytestmark = pytest.mark.netns
+
+VISIBLE = 5.0  # seconds a change on one host may take to show on the other
+BOUND = 0.1  # seconds: the visibility bound through pushes
+SLACK = 0.4  # extra time allowed on this loaded 2-core CI machine
+
+
+def read_or_none(p):
+    try:
+        return read_file(p)
+    except OSError:
+        return None
+
+
+def visible_within(pred, bound=BOUND + SLACK):
+    """Polls pred until true; returns the time it took, fails after bound."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            if pred():
+                return time.monotonic() - t0
+        except OSError:
+            pass
+        if time.monotonic() - t0 > bound:
+            pytest.fail(f"change not visible within {bound:.2f} s")
+        time.sleep(0.002)
+
+
+def exists(p):
+    return os.path.lexists(p)
+
+
+# --- data ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 1024 * 1024 + 1, 20 * 1024 * 1024],
+                         ids=["0", "1", "4095", "1MiB+1", "20MiB"])
+def test_write_a_read_b(pod, size):
+    data = os.urandom(size)
+    write_file(pod.a / "f", data)
+    assert read_file(pod.export / "f") == data
+    wait_for(lambda: read_or_none(pod.b / "f") == data, VISIBLE,
+             what=f"B to read A's {size}-byte file")
+    got = read_file(pod.b / "f")
+    assert len(got) == size
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_overwrite_seen_after_reopen(pod):
+    """B has the old version cached; A replaces the content in place (same
+    size) and closes; B's next open must see the new bytes."""
+    old = os.urandom(256 * 1024)
+    new = os.urandom(256 * 1024)
+    write_file(pod.a / "f", old)
+    wait_for(lambda: read_or_none(pod.b / "f") == old, VISIBLE, what="B to read v1")
+    assert read_file(pod.b / "f") == old  # now in B's page cache
+    with open(pod.a / "f", "r+b") as f:
+        f.write(new)
+    wait_for(lambda: read_or_none(pod.b / "f") == new, VISIBLE,
+             what="B to see A's overwrite after reopening")
+    # And back the other way, with a size change.
+    newer = os.urandom(1000)
+    with open(pod.b / "f", "wb") as f:
+        f.write(newer)
+    wait_for(lambda: read_or_none(pod.a / "f") == newer, VISIBLE,
+             what="A to see B's rewrite")
+
+
+def test_append_from_both_hosts_in_turn(pod):
+    write_file(pod.a / "log", b"")
+    want = b""
+    for i in range(6):
+        src, dst = (pod.a, pod.b) if i % 2 == 0 else (pod.b, pod.a)
+        wait_for(lambda: read_or_none(src / "log") == want, VISIBLE,
+                 what=f"round {i}: writer to see the log so far")
+        rec = f"line {i} from {'AB'[i % 2]}\n".encode()
+        with open(src / "log", "ab") as f:
+            f.write(rec)
+        want += rec
+        wait_for(lambda: read_or_none(dst / "log") == want, VISIBLE,
+                 what=f"round {i}: reader to see the new line")
+    assert read_file(pod.export / "log") == want
+
+
+def test_checkpoint_rename_pattern(pod):
+    """Write tmp + fsync + rename over the old name on A; B opening the name
+    gets the complete new file, never a mix."""
+    write_file(pod.a / "ckpt", b"v0" * 1000)
+    wait_for(lambda: read_or_none(pod.b / "ckpt") == b"v0" * 1000, VISIBLE, what="v0 on B")
+    for v in range(1, 4):
+        body = (f"v{v}".encode()) * 500000
+        with open(pod.a / "ckpt.tmp", "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(pod.a / "ckpt.tmp", pod.a / "ckpt")
+        wait_for(lambda: read_or_none(pod.b / "ckpt") == body, VISIBLE,
+                 what=f"B to read checkpoint v{v}")
+
+
+def test_two_hosts_write_disjoint_ranges(pod):
+    """Shards of one file written at the same time from two hosts (page-
+    aligned, disjoint ranges): after both close, the file holds both."""
+    mib = 1 << 20
+    with open(pod.a / "ckpt", "wb") as f:
+        f.truncate(4 * mib)
+    wait_for(lambda: os.path.exists(pod.b / "ckpt") and
+             os.path.getsize(pod.b / "ckpt") == 4 * mib, VISIBLE, what="B to see ckpt")
+    da, db = os.urandom(2 * mib), os.urandom(2 * mib)
+    fa = os.open(pod.a / "ckpt", os.O_WRONLY)
+    fb = os.open(pod.b / "ckpt", os.O_WRONLY)
+    try:
+        for i in range(0, 2 * mib, 256 * 1024):  # interleave the two writers
+            os.pwrite(fa, da[i:i + 256 * 1024], i)
+            os.pwrite(fb, db[i:i + 256 * 1024], 2 * mib + i)
+    finally:
+        os.close(fa)
+        os.close(fb)
+    assert read_file(pod.export / "ckpt") == da + db
+    wait_for(lambda: read_or_none(pod.a / "ckpt") == da + db, VISIBLE, what="A to read both")
+    wait_for(lambda: read_or_none(pod.b / "ckpt") == da + db, VISIBLE, what="B to read both")
+
+
+def test_open_fd_on_b_sees_a_writes_after_reopen_and_lock(pod):
+    """Taking a lock revalidates the cache (as NFS does): B holds the file
+    open, A rewrites it under the lock, B locks and reads the new data."""
+    import fcntl
+    write_file(pod.a / "shared", b"A" * 4096)
+    wait_for(lambda: read_or_none(pod.b / "shared") == b"A" * 4096, VISIBLE, what="v1 on B")
+    fdb = os.open(pod.b / "shared", os.O_RDWR)
+    try:
+        assert os.pread(fdb, 4096, 0) == b"A" * 4096
+        fda = os.open(pod.a / "shared", os.O_RDWR)
+        try:
+            fcntl.lockf(fda, fcntl.LOCK_EX)
+            os.pwrite(fda, b"B" * 4096, 0)
+            os.fsync(fda)
+            fcntl.lockf(fda, fcntl.LOCK_UN)
+        finally:
+            os.close(fda)
+        fcntl.lockf(fdb, fcntl.LOCK_SH)
+        try:
+            assert os.pread(fdb, 4096, 0) == b"B" * 4096
+        finally:
+            fcntl.lockf(fdb, fcntl.LOCK_UN)
+    finally:
+        os.close(fdb)
+
+
+def _version_bytes(i, k, size):
+    """Content of version k of file i: a header naming it, then bytes
+    derived from it, size bytes in all (a torn or mixed read fails to
+    parse)."""
+    head = b"%d:%d:%d:" % (i, k, size)
+    body = hashlib.sha256(head).digest() * (size // 32 + 1)
+    return (head + body)[:max(size, len(head))]
+
+
+def test_close_to_open_of_small_files_under_churn(pod):
+    """A rewrites small files of one directory, in place or by renaming
+    a new file over them, and adds and removes other names there, so that
+    B's listing of the directory keeps going stale and B's kernel keeps
+    forgetting and finding files again; B keeps opening and reading them
+    (the rename-only half through mmap too). Whenever no write of a file
+    was under way while B opened and read it, B read exactly the version
+    whose close (or rename) returned last: never an older one from its
+    caches, never a mix."""
+    import random
+    import threading
+    a, b = pod.a, pod.b
+    n = 16
+    os.mkdir(a / "d")
+    state = [[0, 0, 0] for _ in range(n)]  # [writes begun, writes done, version]
+    lock = threading.Lock()
+    for i in range(n):
+        write_file(a / "d" / f"f{i}", _version_bytes(i, 0, 100))
+    stop = time.monotonic() + 6
+    errors = []
+
+    def writer():
+        rnd = random.Random(1)
+        k = 0
+        while time.monotonic() < stop and not errors:
+            i = rnd.randrange(n)
+            k += 1
+            data = _version_bytes(i, k, rnd.choice([0, 10, 4095, 4096, 5000, 12000, 40000, 70000]))
+            with lock:
+                state[i][0] += 1
+            if i < n // 2 and rnd.random() < 0.5:
+                write_file(a / "d" / f"f{i}", data)
+            else:
+                write_file(a / "d" / f".t{i}", data)
+                os.rename(a / "d" / f".t{i}", a / "d" / f"f{i}")
+            with lock:
+                state[i][1] += 1
+                state[i][2] = k
+            if rnd.random() < 0.2:
+                x = a / "d" / f"x{rnd.randrange(4)}"
+                if os.path.exists(x):
+                    os.unlink(x)
+                else:
+                    write_file(x, b"x")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    rnd = random.Random(2)
+    checked = 0
+    try:
+        while time.monotonic() < stop and not errors:
+            i = rnd.randrange(n)
+            with lock:
+                before = tuple(state[i])
+            if i < n // 2 or rnd.random() < 0.5:
+                got = read_file(b / "d" / f"f{i}")
+            else:
+                # A file only ever renamed over never changes once
+                # opened: mapping it cannot fault (SIGBUS).
+                with open(b / "d" / f"f{i}", "rb") as f:
+                    with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+                        got = mm[:]
+            with lock:
+                after = tuple(state[i])
+            if before != after or before[0] != before[1]:
+                continue  # a write overlapped: anything goes
+            k = before[2]
+            head = got.split(b":")
+            ok = len(head) > 3 and head[0] == b"%d" % i and head[1] == b"%d" % k
+            if not ok or got != _version_bytes(i, k, int(head[2])):
+                errors.append((f"f{i}", "want version", k, "got", got[:16], len(got)))
+            checked += 1
+    finally:
+        t.join(timeout=30)
+    assert not errors, errors
+    assert checked > 100, checked
+
+
+# --- names, attributes, xattrs ---------------------------------------------------
+
+def test_namespace_changes_visible(pod):
+    a, b = pod.a, pod.b
+    # B looks first, so it holds negative entries it must drop.
+    assert not os.path.exists(b / "f")
+    assert not os.path.exists(b / "d")
+    write_file(a / "f", b"1")
+    os.mkdir(a / "d")
+    wait_for(lambda: os.path.exists(b / "f") and os.path.isdir(b / "d"), VISIBLE,
+             what="B to see the create and mkdir")
+    assert sorted(os.listdir(b.path)) == ["d", "f"]
+    os.rename(a / "f", a / "d" / "g")
+    wait_for(lambda: not os.path.exists(b / "f") and read_or_none(b / "d" / "g") == b"1",
+             VISIBLE, what="B to see the rename")
+    assert os.listdir(b / "d") == ["g"]
+    os.unlink(a / "d" / "g")
+    wait_for(lambda: not os.path.exists(b / "d" / "g"), VISIBLE, what="B to see the unlink")
+    os.rmdir(a / "d")
+    wait_for(lambda: os.listdir(b.path) == [], VISIBLE, what="B to see the rmdir")
+    # Attribute changes.
+    write_file(b / "m", b"x")
+    wait_for(lambda: os.path.exists(a / "m"), VISIBLE, what="A to see m")
+    os.chmod(b / "m", 0o600)
+    wait_for(lambda: os.stat(a / "m").st_mode & 0o777 == 0o600, VISIBLE,
+             what="A to see the chmod")
+    os.truncate(b / "m", 12345)
+    wait_for(lambda: os.stat(a / "m").st_size == 12345, VISIBLE, what="A to see the truncate")
+
+
+def test_cached_listing_sees_new_entries(pod):
+    """B lists a directory (the kernel may cache the listing); entries A
+    adds or removes afterwards appear in B's next listing."""
+    os.mkdir(pod.a / "d")
+    for i in range(100):
+        write_file(pod.a / "d" / f"f{i:03d}", b"x")
+    want = {f"f{i:03d}" for i in range(100)}
+    wait_for(lambda: set(os.listdir(pod.b / "d")) == want, VISIBLE, what="B's first listing")
+    assert set(os.listdir(pod.b / "d")) == want  # now cached
+    write_file(pod.a / "d" / "new", b"y")
+    os.unlink(pod.a / "d" / "f000")
+    want = (want - {"f000"}) | {"new"}
+    wait_for(lambda: set(os.listdir(pod.b / "d")) == want, VISIBLE,
+             what="B's listing to show A's create and unlink")
+    # Attributes from the listing (readdirplus) are fresh too.
+    with open(pod.a / "d" / "new", "ab") as f:
+        f.write(b"z" * 999)
+    wait_for(lambda: {e.name: e.stat().st_size for e in os.scandir(pod.b / "d")}["new"] == 1000,
+             VISIBLE, what="B to see the new size via scandir")
+
+
+def test_xattr_visible_across_hosts(pod):
+    write_file(pod.a / "f", b"x")
+    wait_for(lambda: os.path.exists(pod.b / "f"), VISIBLE, what="B to see f")
+    os.setxattr(pod.a / "f", "user.tag", b"one")
+
+    def b_sees(v):
+        try:
+            return os.getxattr(pod.b / "f", "user.tag") == v
+        except OSError:
+            return False
+    wait_for(lambda: b_sees(b"one"), VISIBLE, what="B to see the xattr")
+    os.setxattr(pod.b / "f", "user.tag", b"two")
+    wait_for(lambda: os.getxattr(pod.a / "f", "user.tag") == b"two", VISIBLE,
+             what="A to see B's change")
+    os.removexattr(pod.a / "f", "user.tag")
+    wait_for(lambda: "user.tag" not in os.listxattr(pod.b / "f"), VISIBLE,
+             what="B to see the removal")
+
+
+def test_new_directory_shows_what_others_put_in_it(pod):
+    """A makes directories and knows them empty without asking (no
+    LISTDIR); what B, or a process beside podfs on the coordinator,
+    creates in them right after is still visible to A's lookups and
+    listings, not hidden behind that empty listing."""
+    os.mkdir(pod.a / "top")
+    wait_for(lambda: os.path.isdir(pod.b / "top"), VISIBLE, what="B to see top")
+    before = podfs_stats(pod.a).get("req_LISTDIR", 0)
+    for i in range(20):
+        os.mkdir(pod.a / "top" / f"d{i}")
+        assert not os.path.exists(pod.a / "top" / f"d{i}" / "x")  # answered locally
+        if i % 2:
+            write_file(pod.export / "top" / f"d{i}" / "x", b"direct")
+        else:
+            wait_for(lambda: os.path.isdir(pod.b / "top" / f"d{i}"), VISIBLE, what="B to see it")
+            write_file(pod.b / "top" / f"d{i}" / "x", b"from B")
+        write_file(pod.a / "top" / f"d{i}" / "own", b"A")
+    assert podfs_stats(pod.a).get("req_LISTDIR", 0) == before
+    for i in range(20):
+        d = pod.a / "top" / f"d{i}"
+        want = b"direct" if i % 2 else b"from B"
+        wait_for(lambda: read_or_none(d / "x") == want, VISIBLE, what=f"A to see d{i}/x")
+        wait_for(lambda: sorted(os.listdir(d)) == ["own", "x"], VISIBLE,
+                 what=f"A's listing of d{i}")
+
+
+# --- open files outliving their names --------------------------------------------
+
+def test_open_file_survives_rename_over_from_other_host(pod):
+    """B reads a checkpoint while A atomically replaces it: B's open file
+    keeps reading the old, complete version (POSIX; NFS would give ESTALE)."""
+    old = os.urandom(3 << 20)
+    write_file(pod.a / "ckpt", old)
+    wait_for(lambda: read_or_none(pod.b / "ckpt") == old, VISIBLE, what="B to see v1")
+    fd = os.open(pod.b / "ckpt", os.O_RDONLY)
+    try:
+        first = os.pread(fd, 1 << 20, 0)
+        new = os.urandom(3 << 20)
+        with open(pod.a / "ckpt.tmp", "wb") as f:
+            f.write(new)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(pod.a / "ckpt.tmp", pod.a / "ckpt")
+        rest = os.pread(fd, 2 << 20, 1 << 20)
+        assert first + rest == old
+    finally:
+        os.close(fd)
+    wait_for(lambda: read_or_none(pod.b / "ckpt") == new, VISIBLE, what="B to see v2")
+
+
+def daemon_deleted_fds(daemon, export):
+    """Files under export the daemon holds open though deleted."""
+    d = f"/proc/{daemon.proc.pid}/fd"
+    out = []
+    for n in os.listdir(d):
+        try:
+            t = os.readlink(f"{d}/{n}")
+        except OSError:
+            continue
+        if t.startswith(str(export)) and t.endswith(" (deleted)"):
+            out.append(t)
+    return out
+
+
+def test_file_open_on_one_host_survives_removal_on_another(pod):
+    """A opened two files read-only without asking the daemon and read
+    nothing yet; B deletes one and renames a new file over the other. A
+    reads both old files whole, also after the daemon's grace for deleted
+    files (5 s) ran out: A's push about them made A open them on the
+    daemon. NFS gives ESTALE here. Once A closes them, the daemon lets
+    their blocks go."""
+    one, two = os.urandom(3 << 20), os.urandom(3 << 20)
+    os.mkdir(pod.export / "d")
+    write_file(pod.export / "d" / "one", one)
+    write_file(pod.export / "d" / "two", two)
+    write_file(pod.export / "d" / "new", b"new")
+    for m in (pod.a, pod.b):
+        wait_for(lambda: os.path.exists(m / "d" / "two"), VISIBLE, what="the files")
+    fds = [os.open(pod.a / "d" / n, os.O_RDONLY) for n in ("one", "two")]
+    try:
+        os.unlink(pod.b / "d" / "one")
+        os.rename(pod.b / "d" / "new", pod.b / "d" / "two")
+        wait_for(lambda: not os.path.exists(pod.a / "d" / "one"), VISIBLE,
+                 what="A to see the unlink")
+        wait_for(lambda: read_or_none(pod.a / "d" / "two") == b"new", VISIBLE,
+                 what="A to see the rename")
+        time.sleep(6.5)
+        for fd, want in zip(fds, (one, two)):
+            assert pread_all(fd, len(want)) == want
+    finally:
+        for fd in fds:
+            os.close(fd)
+    wait_for(lambda: not daemon_deleted_fds(pod.daemon, pod.export), 10,
+             what="the daemon to close the deleted files")
+
+
+# --- within the bound, through pushes --------------------------------------------
+
+def test_data_size_mtime_mode_seen_within_bound(pod):
+    a, b = pod.a, pod.b
+    write_file(a / "f", b"one")
+    assert read_file(b / "f") == b"one"          # B caches data and attrs
+    st0 = os.stat(b / "f")
+    # Data and size.
+    write_file(a / "f", b"two, longer")
+    visible_within(lambda: read_file(b / "f") == b"two, longer")
+    assert os.stat(b / "f").st_size == 11
+    # mtime.
+    os.utime(a / "f", (1000000, 2000000))
+    visible_within(lambda: os.stat(b / "f").st_mtime == 2000000)
+    # mode.
+    os.chmod(a / "f", 0o600)
+    visible_within(lambda: (os.stat(b / "f").st_mode & 0o777) == 0o600)
+    assert os.stat(b / "f").st_ino == st0.st_ino
+
+
+def test_names_seen_within_bound(pod):
+    a, b = pod.a, pod.b
+    os.mkdir(a / "d")
+    assert os.listdir(b / "d") == []             # B caches the listing
+    # Negative entry, then create.
+    assert not exists(b / "d" / "new")
+    assert not exists(b / "d" / "new")           # now a cached negative entry
+    write_file(a / "d" / "new", b"x")
+    visible_within(lambda: exists(b / "d" / "new"))
+    visible_within(lambda: os.listdir(b / "d") == ["new"])
+    # Rename.
+    os.rename(a / "d" / "new", a / "d" / "renamed")
+    visible_within(lambda: not exists(b / "d" / "new") and exists(b / "d" / "renamed"))
+    visible_within(lambda: os.listdir(b / "d") == ["renamed"])
+    assert read_file(b / "d" / "renamed") == b"x"
+    # Delete.
+    os.unlink(a / "d" / "renamed")
+    visible_within(lambda: not exists(b / "d" / "renamed"))
+    visible_within(lambda: os.listdir(b / "d") == [])
+    # mkdir / rmdir.
+    os.mkdir(a / "d" / "sub")
+    visible_within(lambda: os.path.isdir(b / "d" / "sub"))
+    os.rmdir(a / "d" / "sub")
+    visible_within(lambda: not exists(b / "d" / "sub"))
+
+
+def test_close_to_open_both_ways_within_bound(pod):
+    """Write+close on A, open on B sees it, both ways, many times."""
+    a, b = pod.a, pod.b
+    for i in range(30):
+        src, dst = (a, b) if i % 2 == 0 else (b, a)
+        data = f"round {i} ".encode() * (i + 1)
+        write_file(src / "ping", data)
+        visible_within(lambda: read_file(dst / "ping") == data)
+
+
+def test_direct_change_in_export_seen_within_1s(pod):
+    a = pod.a
+    write_file(a / "g", b"via mount")
+    assert read_file(a / "g") == b"via mount"
+    assert not exists(a / "h")
+    write_file(pod.export / "g", b"direct change")
+    write_file(pod.export / "h", b"direct create")
+    visible_within(lambda: read_file(a / "g") == b"direct change", bound=1.0 + SLACK)
+    visible_within(lambda: exists(a / "h"), bound=1.0 + SLACK)
+
+
+def test_no_stale_data_after_daemon_restart(pod):
+    a, b = pod.a, pod.b
+    write_file(a / "r", b"before")
+    os.mkdir(a / "rd")
+    assert read_file(b / "r") == b"before"
+    assert not exists(b / "rd" / "later")
+    assert os.listdir(b / "rd") == []
+    pod.daemon.kill9()
+    # Changed while the coordinator is down (no push can reach B).
+    write_file(pod.export / "r", b"after, longer")
+    write_file(pod.export / "rd" / "later", b"z")
+    pod.daemon.start()
+    # B reconnects (backoff <= 5 s), revalidates and drops what changed.
+    visible_within(lambda: read_file(b / "r") == b"after, longer", bound=15)
+    visible_within(lambda: exists(b / "rd" / "later"), bound=5)
+    visible_within(lambda: os.listdir(b / "rd") == ["later"], bound=5)

@@ -1,0 +1,411 @@
+"""test_durability.py: writes at line rate that stay safe.
+
+Durability with write-behind (writes answered before the daemon has them,
+errors reported at close/fsync, uncommitted data re-sent when the daemon
+restarted, also when it was killed in the middle of a stream), ENOSPC
+reported to the writer, atomic publish by rename, big writes staying
+byte-exact and going around the server's page cache (O_DIRECT). How the
+bytes travel (coding, zero-copy) is in test_wire_coding.py.
+"""
+
+import errno
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from helpers import (MiB, RECONNECT, check_uncommitted_resent, in_thread, podfs_stats as stats,
+                     read_file, wait_for, write_file)
+
+
+def restart_during(d, t, box, conditions, join_s, what):
+    """Kills daemon d with -9 and starts it again once per condition, as
+    soon as it holds, while thread t (in_thread, result in box) is still
+    at work; then t must end within join_s and have returned True."""
+    for cond in conditions:
+        wait_for(lambda: cond() or not t.is_alive(), 60, what=f"{what} progressed")
+        assert t.is_alive(), f"the {what} ended before the kill"
+        time.sleep(0.1)
+        d.kill9()
+        time.sleep(0.3)
+        d.start()
+    t.join(join_s)
+    assert not t.is_alive(), f"{what} did not finish"
+    assert box.get("result") is True, f"{what} failed: {box.get('error')!r}"
+
+
+def chunk(i, size=MiB):
+    """Deterministic, incompressible-enough chunk number i."""
+    seed = i.to_bytes(8, "little") * 8
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+# --- byte-exact ------------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_big_write_read_back_exact(env, m):
+    """Many 1 MiB writes in flight, then a read back: byte-exact, and the
+    size is right at every step (getattr waits for pending writes)."""
+    data = os.urandom(24 * MiB + 12345)
+    fd = os.open(m / "big", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        for off in range(0, len(data), MiB):
+            os.pwrite(fd, data[off:off + MiB], off)
+        assert os.fstat(fd).st_size == len(data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert os.path.getsize(env.export / "big") == len(data)
+    assert read_file(env.export / "big") == data
+    assert read_file(m / "big") == data
+
+
+@pytest.mark.timeout(120)
+def test_overlapping_writes_keep_order(env, m):
+    """Rewrites of the same range in quick succession end with the last one."""
+    fd = os.open(m / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        for i in range(50):
+            os.pwrite(fd, bytes([i]) * 70000, 1000 * (i % 3))
+        # Read back through the same mount right away (no fsync).
+        expect = bytearray(72000)
+        for i in range(50):
+            off = 1000 * (i % 3)
+            expect[off:off + 70000] = bytes([i]) * 70000
+        assert os.pread(fd, len(expect) + 10, 0) == bytes(expect)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "f") == bytes(expect)
+
+
+@pytest.mark.timeout(120)
+def test_appends_stay_in_order(env, m):
+    """O_APPEND writes sent behind the application keep their order."""
+    recs = [b"record %05d\n" % i for i in range(300)]
+    fd = os.open(m / "log", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+    try:
+        for r in recs:
+            os.write(fd, r)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "log") == b"".join(recs)
+
+
+def _resident(path):
+    """Bytes of path in this host's page cache (util-linux fincore)."""
+    r = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                       capture_output=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"fincore: {r.stderr.decode().strip()}")
+    return int(r.stdout.split()[0])
+
+
+def _direct_bytes(d):
+    """Bytes the daemon wrote with O_DIRECT (its SIGUSR1 stats line)."""
+    import signal
+    n = len(d.proc.output().splitlines())
+    d.proc.send(signal.SIGUSR1)
+    wait_for(lambda: "with O_DIRECT" in "\n".join(d.proc.output().splitlines()[n:]), 5,
+             what="stats line")
+    line = [x for x in d.proc.output().splitlines() if "with O_DIRECT" in x][-1]
+    return int(line.split("written ")[1].split()[0])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("buffered", [False, True], ids=["direct", "buffered"])
+def test_big_writes_bypass_the_servers_page_cache(env, buffered):
+    """Big aligned writes go to the export with O_DIRECT (a checkpoint does
+    not push out of the coordinator's page cache what clients read), the
+    rest through the page cache, and mixing both on one file stays exact:
+    small unaligned writes inside a region later overwritten by big ones,
+    big ones later patched by small ones, a truncate to an odd size, a
+    read on another mount and straight from the export. --buffered-writes
+    turns O_DIRECT off."""
+    d = env.start_daemon(extra=["--buffered-writes"] if buffered else [])
+    a = env.mount(d)
+    b = env.mount(d)
+    size = 16 * MiB
+    model = bytearray(size)
+    fd = os.open(a / "ckpt", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    try:
+        def put(off, data):
+            os.pwrite(fd, data, off)
+            model[off:off + len(data)] = data
+        for i in range(0, size, MiB):
+            put(i, chunk(i // MiB))
+        os.fsync(fd)
+        resident = _resident(env.export / "ckpt")
+        for off in (5, 3 * MiB + 4095, 9 * MiB - 3):
+            put(off, os.urandom(7000))
+        put(2 * MiB, chunk(99, 2 * MiB))           # over small writes
+        put(3 * MiB + 4096, os.urandom(100))
+        put(10 * MiB, chunk(98, MiB) + b"tail")    # aligned start, odd end
+        os.ftruncate(fd, size - 12345)
+        del model[size - 12345:]
+        os.fsync(fd)
+        assert os.pread(fd, size, 0) == bytes(model)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "ckpt") == bytes(model)
+    assert read_file(b / "ckpt") == bytes(model)
+    direct = _direct_bytes(d)
+    if buffered:
+        assert direct == 0
+        assert resident >= size // 2, resident
+    else:
+        assert direct >= size, direct
+        assert resident <= size // 4, resident
+
+
+# --- what fsync and close promise ------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_fsync_and_close_report_success_only_when_durable(env, m):
+    """fsync's success means the daemon ran fsync: the data is there at once."""
+    data = os.urandom(5 * MiB)
+    with open(m / "f", "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+        assert read_file(env.export / "f") == data
+    # close() (flush) committed too: visible from the export right away.
+    with open(m / "g", "wb") as f:
+        f.write(data)
+    assert read_file(env.export / "g") == data
+
+
+@pytest.mark.timeout(240)
+def test_closed_data_held_until_committed(env):
+    """close() returns once the daemon has the data, without waiting for
+    a disk flush: the client keeps the data until the commit that comes
+    with the release of the open file. Here the descriptor closed is a
+    dup (no release yet); the daemon dies with the data still uncommitted
+    and comes back without it (a crash that lost its page cache); the last
+    close commits, sees the new daemon and sends the data again."""
+    d = env.start_daemon()
+    mm = env.mount(d)
+    data = os.urandom(3 * MiB)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, data, 0)
+        os.close(os.dup(fd))  # flush: the writes are done, nothing committed
+        assert read_file(env.export / "f") == data  # close-to-open: on the daemon
+        st = stats(mm)
+        assert st["wb_held"] >= len(data) and st["commits"] == 0, st
+        d.kill9()
+        with open(env.export / "f", "r+b") as f:  # the "lost page cache"
+            f.write(b"\0" * len(data))
+        d.start()
+    finally:
+        os.close(fd)  # the release commits, after sending the data again
+    wait_for(lambda: stats(mm)["wb_held"] == 0, RECONNECT, what="data committed and released")
+    assert read_file(env.export / "f") == data
+    assert "sending uncommitted writes again" in mm.proc.output()
+
+
+@pytest.mark.timeout(240)
+def test_uncommitted_writes_resent_after_restart(env):
+    """Data written but not fsync'd when the daemon died is re-sent by the
+    client: the restart is simulated as a crash that also lost the
+    daemon's page cache (the unsynced range is zeroed while it is down)."""
+    d = env.start_daemon()
+    mm = env.mount(d)
+    check_uncommitted_resent(env, d, mm, 2 * MiB, 3 * MiB)
+
+
+@pytest.mark.timeout(240)
+def test_kill9_during_write_stream(env):
+    """A stream of writes with periodic fsync while the daemon is killed
+    and restarted twice: every write and fsync returns success eventually
+    (hard mount), and the whole file is on the export, equal."""
+    d = env.start_daemon()
+    mm = env.mount(d)
+    n = 48
+    synced = []
+
+    def writer():
+        fd = os.open(mm / "stream", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        try:
+            for i in range(n):
+                os.pwrite(fd, chunk(i), i * MiB)
+                if i % 8 == 7:
+                    os.fsync(fd)
+                    synced.append(i)
+                # Paced: the stream must still be running at the second
+                # kill, however fast this machine writes 48 MiB.
+                time.sleep(0.05)
+        finally:
+            os.close(fd)  # close reports errors of write-behind
+        return True
+
+    t, box = in_thread(writer)
+    started = lambda: (env.export / "stream").exists() and os.path.getsize(env.export / "stream") > 0
+    restart_during(d, t, box, [started, started], RECONNECT * 2, "writer")
+    assert synced, "no fsync returned"
+    got = read_file(env.export / "stream")
+    assert len(got) == n * MiB
+    for i in range(n):
+        assert got[i * MiB:(i + 1) * MiB] == chunk(i), f"chunk {i} differs"
+
+
+@pytest.mark.timeout(240)
+def test_kill9_during_cold_read_stream(env):
+    """A cold sequential read of a big file while the daemon is killed
+    and restarted twice (1 MiB replies cut off in the middle, reads in
+    flight on a connection that dies): the read completes (hard mount)
+    and every byte equals the file."""
+    d = env.start_daemon()
+    size = 96 * MiB
+    data = os.urandom(size)
+    (env.export / "big").write_bytes(data)
+    mm = env.mount(d)
+    got = bytearray()
+
+    def reader():
+        with open(mm / "big", "rb", buffering=0) as f:
+            while True:
+                b = f.read(MiB)
+                if not b:
+                    return True
+                got.extend(b)
+                time.sleep(0.005)
+
+    t, box = in_thread(reader)
+    restart_during(d, t, box, [lambda: len(got) >= 16 * MiB, lambda: len(got) >= 48 * MiB],
+                   RECONNECT * 3, "reader")
+    assert len(got) == size
+    assert bytes(got) == data, "data differs after the restarts"
+
+
+# --- ENOSPC ----------------------------------------------------------------------
+
+@pytest.fixture
+def small_fs(env):
+    """A 8 MiB tmpfs inside the test dir, for ENOSPC."""
+    path = env.root / "small"
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(path)],
+                       capture_output=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs: {r.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        # The daemon (stopped by env teardown, after us) may still hold fds.
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+@pytest.mark.timeout(120)
+def test_enospc_reported_to_writer(env, small_fs):
+    d = env.start_daemon(export=small_fs, tag="podfsd-small")
+    mm = env.mount(d, path=env.root / "mnt-small", tag="podfs-small")
+    got = None
+    fd = os.open(mm / "big", os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        for i in range(16):
+            try:
+                os.write(fd, os.urandom(MiB))
+            except OSError as e:
+                got = e.errno
+                break
+    finally:
+        try:
+            os.close(fd)
+        except OSError as e:
+            got = got or e.errno
+    assert got == errno.ENOSPC, f"expected ENOSPC at write or close, got {got}"
+    # The mount still works once space is freed. The kernel sends the
+    # RELEASE of a closed file asynchronously, so the daemon may still
+    # hold it open when the UNLINK arrives: the space comes back when that
+    # RELEASE lands (an unlinked file lives while open, as on any POSIX
+    # filesystem), within moments.
+    os.unlink(mm / "big")
+
+    def freed():
+        st = os.statvfs(small_fs)
+        return st.f_bfree * st.f_frsize >= 4 * MiB
+    wait_for(freed, 10, what="the unlinked file's space to be freed")
+    write_file(mm / "small", b"fits")
+    assert read_file(small_fs / "small") == b"fits"
+
+
+@pytest.mark.timeout(120)
+def test_enospc_reported_by_fsync(env, small_fs):
+    d = env.start_daemon(export=small_fs, tag="podfsd-small")
+    mm = env.mount(d, path=env.root / "mnt-small", tag="podfs-small")
+    fd = os.open(mm / "big", os.O_CREAT | os.O_WRONLY, 0o644)
+    err = None
+    try:
+        try:
+            for i in range(12):
+                os.write(fd, os.urandom(MiB))
+            os.fsync(fd)
+        except OSError as e:
+            err = e.errno
+    finally:
+        try:
+            os.close(fd)  # may report it again: it must not report success
+            closed_ok = True
+        except OSError as e:
+            closed_ok = False
+            err = err or e.errno
+    assert err == errno.ENOSPC
+    assert not closed_ok or err == errno.ENOSPC
+
+
+# --- atomic publish --------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+def test_rename_over_is_atomic_for_other_host(pod):
+    """A publishes versions with write-to-temp + fsync + rename over the
+    final name; B reads the name in a loop: always a whole version."""
+    size = 256 * 1024
+
+    def version(v):
+        head = b"V%08d" % v
+        return head + bytes([v % 251]) * (size - len(head))
+
+    write_file(pod.a / "ckpt", version(0))
+    wait_for(lambda: (pod.b / "ckpt").exists(), 10, what="B sees ckpt")
+    stop = threading.Event()
+    bad = []
+    reads = [0]
+
+    def reader():
+        while not stop.is_set():
+            try:
+                with open(pod.b / "ckpt", "rb") as f:
+                    got = f.read()
+            except OSError as e:
+                bad.append(f"open/read: {e!r}")
+                continue
+            reads[0] += 1
+            if len(got) != size or not got.startswith(b"V"):
+                bad.append(f"short or garbled: {len(got)} bytes")
+                continue
+            v = int(got[1:9])
+            if got != version(v):
+                bad.append(f"version {v} mixed")
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 3.0
+    v = 0
+    try:
+        while time.monotonic() < deadline:
+            v += 1
+            tmp = pod.a / f".ckpt.tmp{v}"
+            with open(tmp, "wb") as f:
+                f.write(version(v))
+                f.flush()
+                os.fsync(f.fileno())
+            os.rename(tmp, pod.a / "ckpt")
+    finally:
+        stop.set()
+        t.join(30)
+    assert not t.is_alive()
+    assert not bad, bad[:5]
+    assert reads[0] > 0
+    assert read_file(pod.export / "ckpt") == version(v)

@@ -1,0 +1,184 @@
+"""test_locks.py: fcntl (POSIX) and flock locks: on one mount, across
+hosts, and blocked locks woken by the daemon's push or interrupted by a
+signal.
+
+Every lock is taken by a process of its own (lockers.py), as a lock owner
+is a process (fcntl) or an open file (flock). What survives failures (a
+dead client, a daemon restart) is in test_lock_recovery.py.
+"""
+
+import fcntl
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from harness import Pod
+from helpers import PYTHON, wait_for, write_file
+from lockers import (LOCK_CMD, PROMPT, RETRY, WAITER, Holder, agents_on_lk, held_on_a,
+                     readline, try_lock)
+
+VISIBLE = 5.0  # seconds a change on one host may take to show on the other
+CONFLICT = ("EAGAIN", "EACCES")
+
+
+# --- on one mount ----------------------------------------------------------------
+
+def test_fcntl_lock_local(env, m):
+    write_file(m / "f", b"x" * 100)
+    fd = os.open(m / "f", os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX, 10, 0)  # bytes 0..9
+        assert try_lock(m / "f", "fcntl") in ("EAGAIN", "EACCES")
+        # F_GETLK from another process sees our lock.
+        r = subprocess.run([PYTHON, "-c", r"""
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+lk = struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0)
+t, w, s, l, pid = struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, lk)[:struct.calcsize("hhqqi")])
+print(t, s, l)
+""", str(m / "f")], stdout=subprocess.PIPE, text=True, timeout=60)
+        t, s, ln = map(int, r.stdout.split())
+        assert t == fcntl.F_WRLCK and s == 0 and ln == 10
+        fcntl.lockf(fd, fcntl.LOCK_UN, 10, 0)
+        assert try_lock(m / "f", "fcntl") == "GOT"
+    finally:
+        os.close(fd)
+
+
+def test_flock_local(env, m):
+    write_file(m / "f", b"x")
+    fd = os.open(m / "f", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert try_lock(m / "f", "flock") == "EWOULDBLOCK" or \
+            try_lock(m / "f", "flock") == "EAGAIN"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        assert try_lock(m / "f", "flock") == "GOT"
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+# --- across hosts ----------------------------------------------------------------
+
+@pytest.mark.netns
+def test_fcntl_lock_conflict_across_hosts(pod):
+    with held_on_a(pod, "fcntl", VISIBLE, b"x" * 1000) as h:
+        assert try_lock(pod.b / "lk", "fcntl") in CONFLICT
+        assert try_lock(pod.b / "lk", "fcntl-rd") in CONFLICT
+        h.cmd("unlock")
+        assert try_lock(pod.b / "lk", "fcntl") == "GOT"
+
+
+@pytest.mark.netns
+def test_fcntl_read_locks_share_across_hosts(pod):
+    with held_on_a(pod, "fcntl-rd", VISIBLE):
+        assert try_lock(pod.b / "lk", "fcntl-rd") == "GOT"
+        assert try_lock(pod.b / "lk", "fcntl") in CONFLICT
+
+
+@pytest.mark.netns
+def test_fcntl_byte_ranges_across_hosts(pod):
+    with held_on_a(pod, "range", VISIBLE, b"x" * 1000):
+        assert try_lock(pod.b / "lk", "range-other") == "GOT"
+        assert try_lock(pod.b / "lk", "range-overlap") in CONFLICT
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("kind", ["fcntl", "flock"])
+def test_blocking_lock_waits_for_release(pod, kind):
+    """F_SETLKW / blocking flock on B returns only after A released."""
+    with held_on_a(pod, kind, VISIBLE) as h:
+        w = subprocess.Popen([PYTHON, "-c", WAITER, str(pod.b / "lk"), kind],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert readline(w, 30) == "waiting"
+            # While A holds the lock, B must stay blocked (give it ample chance
+            # to wrongly succeed).
+            early = readline(w, 1.5)
+            assert early == "", f"B acquired while A held the lock: {early!r}"
+            t_release = h.cmd("unlock")
+            line = readline(w, 30)
+            assert line.startswith("acquired"), f"B never acquired after release: {line!r}"
+            assert float(line.split()[1]) >= t_release
+        finally:
+            w.kill()
+            w.wait(10)
+
+
+@pytest.mark.netns
+def test_flock_conflict_across_hosts(pod):
+    with held_on_a(pod, "flock", VISIBLE) as h:
+        assert try_lock(pod.b / "lk", "flock") in ("EWOULDBLOCK", "EAGAIN")
+        h.cmd("unlock")
+        assert try_lock(pod.b / "lk", "flock") == "GOT"
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("how", ["close", "exit", "kill"])
+@pytest.mark.parametrize("kind", ["fcntl", "flock"])
+def test_lock_released_when_holder_goes(pod, kind, how):
+    with held_on_a(pod, kind, VISIBLE) as h:
+        assert try_lock(pod.b / "lk", kind) in CONFLICT + ("EWOULDBLOCK",)
+        if how == "kill":
+            h.p.kill()
+            h.p.wait(30)
+        else:
+            h.cmd(how)
+        wait_for(lambda: try_lock(pod.b / "lk", kind) == "GOT", VISIBLE,
+                 what=f"the lock to be free after the holder's {how}")
+
+
+@pytest.mark.netns
+def test_lock_conflict_same_host_other_process(pod):
+    """Two processes on the same host also conflict (the daemon must not
+    treat one client as one owner)."""
+    write_file(pod.a / "lk", b"x")
+    with Holder(pod.a / "lk", "fcntl"):
+        assert try_lock(pod.a / "lk", "fcntl") in CONFLICT
+
+
+# --- wake-up push, signals -------------------------------------------------------
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["unlock", "close"])
+@pytest.mark.parametrize("kind", ["fcntl", "flock"])
+def test_blocked_lock_woken_by_push(env, agents, kind, how):
+    pod = Pod(env, opts=("", f"lock_retry={RETRY}"))
+    ha, wb = agents_on_lk(pod.a, pod.b, agents, f"{LOCK_CMD[kind]} f EX")
+    wb.send(f"{LOCK_CMD[kind]} f EX")           # F_SETLKW / blocking flock
+    early, _ = wb.reply(1.5)
+    assert early == "", f"B got the lock while A held it: {early!r}"
+    ha.send("close f" if how == "close" else f"{LOCK_CMD[kind]} f UN")
+    res, t_rel = ha.reply()
+    assert res == "ok"
+    res, t_acq = wb.reply(RETRY / 2)
+    assert res == "ok", "B was not woken by A's release before its own slow retry"
+    assert t_acq >= t_rel
+    assert t_acq - t_rel < PROMPT, f"B woke {t_acq - t_rel:.2f}s after the release"
+    # A fresh daemon with no lock holders on record has no grace period.
+    assert "grace period" not in pod.daemon.log()
+
+
+@pytest.mark.timeout(120)
+def test_blocked_setlkw_interrupted_by_signal(env, agents):
+    pod = Pod(env, opts=("", f"lock_retry={RETRY}"))
+    a = pod.a
+    ha, wb = agents_on_lk(a, pod.b, agents)
+    hc = agents()
+    wb.send("setlkw f")
+    assert wb.reply(1.0)[0] == "", "B got the lock while A held it"
+    t_sig = time.monotonic()
+    wb.p.send_signal(signal.SIGUSR1)
+    res, t_ret = wb.reply(10)
+    assert res == "EINTR", f"F_SETLKW after a signal: {res!r}"
+    assert t_ret - t_sig < PROMPT
+    # The interrupted request left nothing behind: once A unlocks, a third
+    # owner gets the lock, not B.
+    assert ha.do("lockf f UN") == "ok"
+    assert hc.do("open f " + str(a / "lk")) == "ok"
+    assert hc.do("lockf f EX NB") == "ok"

@@ -1,0 +1,156 @@
+"""test_push_acks.py: the daemon holds the reply to a change until every
+other client that caches the object applied its invalidation (PUSH_ACK):
+close-to-open stays strict without polling, also with late pushes, while
+the reader answers its opens from its caches; a client that does not
+acknowledge holds writers up only for a bound and is cut off; two writers
+never wait for each other's replies.
+"""
+
+import os
+import signal
+import time
+
+import pytest
+
+from harness import Pod
+from helpers import DelayRelay, count_requests, in_thread, read_file, write_file
+
+
+@pytest.mark.netns
+def test_close_to_open_strict_without_polling(env):
+    """write+close on one host, then at once open+read on the other sees
+    the new bytes, every time (no polling), while the reader's attributes
+    are known current right up to the change (its opens may be answered
+    locally): the writer's close returns only after the reader applied
+    the invalidation."""
+    pod = Pod(env, opts="log_level=debug")
+    a, b = pod.a, pod.b
+    write_file(a / "f", b"start....")
+    for host in (a, b):
+        assert read_file(host / "f") == b"start...."
+        os.stat(host / "f")
+    for i in range(60):
+        src, dst = (a, b) if i % 2 == 0 else (b, a)
+        data = b"round %03d" % i  # same size every round
+        write_file(src / "f", data)
+        assert read_file(dst / "f") == data, f"round {i}: stale data on the reader"
+        # Make the reader's attributes current (trusted) again, so its
+        # next open would be answered locally if nothing told it better.
+        os.stat(dst / "f")
+        os.stat(src / "f")
+    # Unchanged file, attributes current: these opens stay local.
+    before = count_requests(b.proc.output(), "OPEN")
+    for _ in range(10):
+        assert read_file(b / "f") == b"round 059"
+    assert count_requests(b.proc.output(), "OPEN") == before
+
+
+def test_close_to_open_with_late_pushes(env, daemon, mount):
+    """B's pushes arrive 150 ms late (a relay holds the daemon's frames to
+    B). A's write+close must still not return before B applied the
+    invalidation, so B's next open, which B would answer from its caches
+    (attributes known current, same size), sees the new data."""
+    relay = DelayRelay((daemon.host, daemon.port), 0.15)
+
+    class Via:
+        host, port, key = "127.0.0.1", relay.port, daemon.key
+    b = None
+    try:
+        a = mount()
+        b = mount(Via, path=env.root / "mnt-b", opts="log_level=debug")
+        write_file(a / "f", b"start....")
+        assert read_file(b / "f") == b"start...."
+        for i in range(8):
+            os.stat(b / "f")  # B's attributes: current (trusted)
+            data = b"round %03d" % i
+            write_file(a / "f", data)
+            assert read_file(b / "f") == data, f"round {i}: stale data on B"
+        # Nothing changed: B answers its opens itself.
+        os.stat(b / "f")
+        before = count_requests(b.proc.output(), "OPEN")
+        assert read_file(b / "f") == b"round 007"
+        assert count_requests(b.proc.output(), "OPEN") == before
+    finally:
+        if b is not None:
+            assert b.umount() is None  # before the relay goes
+        relay.close()
+
+
+@pytest.mark.netns
+def test_unresponsive_client_loses_its_caches(env):
+    """A client that does not acknowledge an invalidation holds a writer
+    up for at most the bound (2 s); its connection is then closed, and
+    once it runs again it revalidates and never serves the old data."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    write_file(a / "g", b"old")
+    assert read_file(b / "g") == b"old"
+    os.stat(b / "g")
+    with open(f"/proc/{b.proc.pid}/comm") as f:
+        assert f.read().strip() == "podfs"
+    os.kill(b.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        t, box = in_thread(write_file, a / "g", b"new!")
+        t.join(15)
+        took = time.monotonic() - t0
+        assert not t.is_alive() and "error" not in box, box
+        assert took < 10, took
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while True:  # B reconnects (backoff) and revalidates; old data never shows
+        got = read_file(b / "g")
+        assert got in (b"new!",), got
+        if got == b"new!" or time.monotonic() > deadline:
+            break
+    assert "not acknowledge" in pod.daemon.proc.output()
+
+
+@pytest.mark.netns
+def test_acks_do_not_deadlock_two_writers(env):
+    """Two hosts writing the same file at once: each write's reply waits
+    for the other host's acknowledgement, never for the other's reply."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    write_file(a / "shared", b"")
+    assert read_file(b / "shared") == b""
+
+    def on_both(fn, arg_a, arg_b):
+        """fn(a, arg_a) and fn(b, arg_b) at once: both end within 30 s,
+        without an error, and every push was acknowledged."""
+        t0 = time.monotonic()
+        ta, ba = in_thread(fn, a, arg_a)
+        tb, bb = in_thread(fn, b, arg_b)
+        ta.join(60)
+        tb.join(60)
+        assert not ta.is_alive() and not tb.is_alive()
+        assert "error" not in ba and "error" not in bb, (ba, bb)
+        assert time.monotonic() - t0 < 30
+        assert "not acknowledge" not in pod.daemon.proc.output()
+
+    def writer(host, tag):
+        for i in range(40):
+            with open(host / "shared", "r+b") as f:
+                f.seek(0 if tag == b"A" else 4096)
+                f.write(tag * 100)
+            read_file(host / "shared")
+    on_both(writer, b"A", b"B")
+
+    # Creates, renames and unlinks in one directory on both hosts at once:
+    # applying an entry invalidation takes the directory's lock, which each
+    # host's own operation holds while its reply waits for the other's
+    # acknowledgement; acknowledging on receipt keeps that from stalling.
+    os.mkdir(a / "dd")
+    os.listdir(b / "dd")
+
+    def churn(host, tag):
+        for i in range(60):
+            p = host / "dd" / f"{tag}{i}"
+            write_file(p, b"x")
+            os.rename(p, host / "dd" / f"{tag}{i}.done")
+            os.unlink(host / "dd" / f"{tag}{i}.done")
+    on_both(churn, "a", "b")
+    assert os.listdir(a / "dd") == []
+    data = read_file(b / "shared")
+    assert data[:100] == b"A" * 100 and data[4096:4196] == b"B" * 100
