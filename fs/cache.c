@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bg_i.h"
 #include "client_i.h"
 #include "inode_i.h"
 #include "podfs/clock.h"
@@ -39,16 +40,12 @@ struct cache {
 
 	_Atomic uint32_t nosys; /* bit (op - 40): the server lacks it */
 
-	/* Background thread. */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	/* Background thread; bg.lock guards the fields below. */
+	struct bg bg;
 	struct fh_node *forget_head;
 	size_t nforget;
 	int64_t forget_since_ms;
 	bool reval_pending;
-	bool stop;
-	bool started;
-	pthread_t thr;
 
 	_Atomic uint64_t st_reval, st_changed, st_forgets;
 };
@@ -64,9 +61,11 @@ int cache_new(struct client *c, struct cache **out)
 	if (!k)
 		return -ENOMEM;
 	k->c = c;
+	if (bg_init(&k->bg) < 0) {
+		free(k);
+		return -ENOMEM;
+	}
 	pthread_rwlock_init(&k->gate, NULL);
-	pthread_mutex_init(&k->lock, NULL);
-	pfs_cond_init_mono(&k->cond);
 	atomic_init(&k->seq, 1);
 	*out = k;
 	return 0;
@@ -83,14 +82,7 @@ static void free_list(struct fh_node *n)
 
 void cache_stop(struct cache *k)
 {
-	if (k->started) {
-		pthread_mutex_lock(&k->lock);
-		k->stop = true;
-		pthread_cond_signal(&k->cond);
-		pthread_mutex_unlock(&k->lock);
-		pthread_join(k->thr, NULL);
-		k->started = false;
-	}
+	bg_stop(&k->bg);
 }
 
 void cache_free(struct cache *k)
@@ -100,8 +92,7 @@ void cache_free(struct cache *k)
 	cache_stop(k);
 	free_list(k->forget_head);
 	pthread_rwlock_destroy(&k->gate);
-	pthread_mutex_destroy(&k->lock);
-	pthread_cond_destroy(&k->cond);
+	bg_fini(&k->bg);
 	free(k);
 }
 
@@ -198,9 +189,9 @@ void cache_forget_cb(void *arg, const struct pfs_fh *fh)
 	if (!n)
 		return; /* the server just keeps pushing for it: harmless */
 	n->fh = *fh;
-	pthread_mutex_lock(&k->lock);
-	if (k->nforget >= FORGET_MAX || k->stop) {
-		pthread_mutex_unlock(&k->lock);
+	pthread_mutex_lock(&k->bg.lock);
+	if (k->nforget >= FORGET_MAX || k->bg.stop) {
+		pthread_mutex_unlock(&k->bg.lock);
 		free(n);
 		return;
 	}
@@ -208,9 +199,9 @@ void cache_forget_cb(void *arg, const struct pfs_fh *fh)
 	k->forget_head = n;
 	if (k->nforget++ == 0) {
 		k->forget_since_ms = pfs_mono_ms();
-		pthread_cond_signal(&k->cond);
+		bg_wake(&k->bg);
 	}
-	pthread_mutex_unlock(&k->lock);
+	pthread_mutex_unlock(&k->bg.lock);
 }
 
 /* Sends one FORGET with up to PFS_BATCH_MAX handles from *list (those
@@ -393,23 +384,23 @@ out:
 
 void cache_reconnected(struct cache *k)
 {
-	pthread_mutex_lock(&k->lock);
+	pthread_mutex_lock(&k->bg.lock);
 	k->reval_pending = true;
-	pthread_cond_signal(&k->cond);
-	pthread_mutex_unlock(&k->lock);
+	bg_wake(&k->bg);
+	pthread_mutex_unlock(&k->bg.lock);
 }
 
 static void *cache_main(void *arg)
 {
 	struct cache *k = arg;
 
-	pthread_mutex_lock(&k->lock);
-	while (!k->stop) {
+	pthread_mutex_lock(&k->bg.lock);
+	while (!k->bg.stop) {
 		if (k->reval_pending) {
 			k->reval_pending = false;
-			pthread_mutex_unlock(&k->lock);
+			pthread_mutex_unlock(&k->bg.lock);
 			revalidate_all(k);
-			pthread_mutex_lock(&k->lock);
+			pthread_mutex_lock(&k->bg.lock);
 			continue;
 		}
 		if (k->forget_head) {
@@ -418,27 +409,22 @@ static void *cache_main(void *arg)
 				struct fh_node *list = k->forget_head;
 				k->forget_head = NULL;
 				k->nforget = 0;
-				pthread_mutex_unlock(&k->lock);
+				pthread_mutex_unlock(&k->bg.lock);
 				while (list)
 					send_forget(k, &list);
-				pthread_mutex_lock(&k->lock);
+				pthread_mutex_lock(&k->bg.lock);
 				continue;
 			}
-			struct timespec ts = pfs_deadline_ns(FORGET_DELAY_MS * 1000000LL);
-			pthread_cond_timedwait(&k->cond, &k->lock, &ts);
+			bg_wait_ns(&k->bg, FORGET_DELAY_MS * 1000000LL);
 			continue;
 		}
-		pthread_cond_wait(&k->cond, &k->lock);
+		bg_wait(&k->bg);
 	}
-	pthread_mutex_unlock(&k->lock);
+	pthread_mutex_unlock(&k->bg.lock);
 	return NULL;
 }
 
 int cache_start(struct cache *k)
 {
-	int rc = pthread_create(&k->thr, NULL, cache_main, k);
-	if (rc)
-		return -rc;
-	k->started = true;
-	return 0;
+	return bg_start(&k->bg, cache_main, k);
 }

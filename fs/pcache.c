@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bg_i.h"
 #include "client_i.h"
 #include "pcache_fmt.h"
 #include "pcache_i.h"
@@ -58,19 +59,17 @@ struct pcache {
 	uint64_t max_bytes;
 	struct client *c;
 
-	pthread_mutex_t lock; /* guards everything below */
-	pthread_cond_t cond;
+	/* The scan and worker threads; bg.lock guards everything below. */
+	struct bg bg;
 	struct pent **tab;
 	size_t nbuckets, nents;
 	uint64_t total;       /* sum of pent.bytes */
 	bool scanned;         /* the index holds every file of e/ */
 	struct job *qhead, *qtail;
 	size_t qbytes, qfetches;
-	bool stop;
 	int64_t drain_until;  /* CLOCK_MONOTONIC s: fetches after it are dropped */
 	bool busy;            /* the worker is on a job */
 	bool started;
-	pthread_t scan_thr, work_thr;
 	uint64_t tmp_seq;
 
 	atomic_uint_fast64_t hits, misses, bytes_served, stored, fetched, discarded, evicted;
@@ -116,10 +115,10 @@ static uint64_t disk_bytes(uint64_t file_size)
 }
 
 /* True if fetches are no longer wanted (stopping, drain time over).
- * Called with pc->lock. */
+ * Called with pc->bg.lock. */
 static bool fetch_over(struct pcache *pc)
 {
-	return pc->stop && (pfs_mono_ns() / 1000000000) >= pc->drain_until;
+	return pc->bg.stop && (pfs_mono_ns() / 1000000000) >= pc->drain_until;
 }
 
 static int64_t ts_ns(const struct timespec *ts)
@@ -141,7 +140,7 @@ static int64_t now_s(void)
 	return ts.tv_sec;
 }
 
-/* ---- index (pc->lock held) ---- */
+/* ---- index (pc->bg.lock held) ---- */
 
 static struct pent *ent_find(struct pcache *pc, uint64_t name)
 {
@@ -215,9 +214,9 @@ static void drop_file(struct pcache *pc, uint64_t name)
 	name_str(name, s);
 	if (unlinkat(pc->efd, s, 0) < 0 && errno != ENOENT)
 		pfs_warn("pcache: cannot remove entry %s: %s", s, strerror(errno));
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	ent_del(pc, name);
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 }
 
 /* ---- open / close ---- */
@@ -290,8 +289,11 @@ int pcache_open(const char *dir, uint64_t max_bytes, struct pcache **out, char *
 		goto out_free;
 	}
 	pc->tmpfd = rc;
-	pthread_mutex_init(&pc->lock, NULL);
-	pthread_cond_init(&pc->cond, NULL);
+	if ((rc = bg_init(&pc->bg)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		close(pc->tmpfd);
+		goto out_free;
+	}
 	*out = pc;
 	return 0;
 out_free:
@@ -316,15 +318,12 @@ int pcache_start(struct pcache *pc, struct client *c)
 	if (ftruncate(pc->lockfd, 0) < 0 || pwrite(pc->lockfd, pid, (size_t)n, 0) != n)
 		pfs_warn("pcache: cannot write the lock file: %s", strerror(errno));
 	pc->c = c;
-	int rc = pthread_create(&pc->scan_thr, NULL, scan_main, pc);
-	if (rc != 0)
-		return -rc;
-	if ((rc = pthread_create(&pc->work_thr, NULL, work_main, pc)) != 0) {
-		pthread_mutex_lock(&pc->lock);
-		pc->stop = true;
-		pthread_mutex_unlock(&pc->lock);
-		pthread_join(pc->scan_thr, NULL);
-		return -rc;
+	int rc = bg_start(&pc->bg, scan_main, pc);
+	if (rc < 0)
+		return rc;
+	if ((rc = bg_start(&pc->bg, work_main, pc)) < 0) {
+		bg_stop(&pc->bg);
+		return rc;
 	}
 	pc->started = true;
 	return 0;
@@ -340,13 +339,11 @@ void pcache_stop(struct pcache *pc)
 {
 	if (!pc || !pc->started)
 		return;
-	pthread_mutex_lock(&pc->lock);
-	pc->stop = true;
+	/* Before stop: fetches are not over until both are set. */
+	pthread_mutex_lock(&pc->bg.lock);
 	pc->drain_until = (pfs_mono_ns() / 1000000000) + DRAIN_S;
-	pthread_cond_broadcast(&pc->cond);
-	pthread_mutex_unlock(&pc->lock);
-	pthread_join(pc->scan_thr, NULL);
-	pthread_join(pc->work_thr, NULL);
+	pthread_mutex_unlock(&pc->bg.lock);
+	bg_stop(&pc->bg);
 	pc->started = false;
 }
 
@@ -368,8 +365,7 @@ void pcache_free(struct pcache *pc)
 		}
 	}
 	free(pc->tab);
-	pthread_mutex_destroy(&pc->lock);
-	pthread_cond_destroy(&pc->cond);
+	bg_fini(&pc->bg);
 	close(pc->tmpfd);
 	close(pc->efd);
 	close(pc->lockfd); /* releases the flock */
@@ -445,9 +441,9 @@ ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dve
 	size_t hdr_len;
 	ssize_t ret = 0;
 
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	bool absent = pc->scanned && !ent_find(pc, name);
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 	if (absent)
 		goto out_miss;
 	key_of(&want, fh, v);
@@ -496,13 +492,13 @@ ssize_t pcache_read(struct pcache *pc, const struct pfs_fh *fh, const struct dve
 	 * remount) at most every PCACHE_TOUCH_S seconds. */
 	int64_t now = now_ns();
 	bool touch = now - ts_ns(&st.st_mtim) >= PCACHE_TOUCH_S * 1000000000ll;
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	struct pent *e = ent_find(pc, name);
 	if (!e && pc->scanned)
 		ent_set(pc, name, disk_bytes((uint64_t)st.st_size), now);
 	else if (e)
 		e->last_use = now;
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 	if (touch)
 		(void)futimens(fd, NULL);
 	close(fd);
@@ -537,7 +533,7 @@ static void enqueue(struct pcache *pc, struct job *j)
 	else
 		pc->qhead = j;
 	pc->qtail = j;
-	pthread_cond_signal(&pc->cond);
+	bg_wake(&pc->bg);
 }
 
 void pcache_offer(struct pcache *pc, const struct pfs_fh *fh, const struct dver *v,
@@ -555,15 +551,15 @@ void pcache_offer(struct pcache *pc, const struct pfs_fh *fh, const struct dver 
 		return;
 	}
 	memcpy(j->data, data, len);
-	pthread_mutex_lock(&pc->lock);
-	if (pc->stop || pc->qbytes + len > QUEUE_BYTES_MAX || queued(pc, &j->k)) {
-		pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
+	if (pc->bg.stop || pc->qbytes + len > QUEUE_BYTES_MAX || queued(pc, &j->k)) {
+		pthread_mutex_unlock(&pc->bg.lock);
 		job_free(j);
 		return;
 	}
 	pc->qbytes += len;
 	enqueue(pc, j);
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 }
 
 void pcache_fetch(struct pcache *pc, const struct pfs_creds *cr, const struct pfs_fh *fh,
@@ -578,15 +574,15 @@ void pcache_fetch(struct pcache *pc, const struct pfs_creds *cr, const struct pf
 	key_of(&j->k, fh, v);
 	j->fh = *fh;
 	j->cr = *cr;
-	pthread_mutex_lock(&pc->lock);
-	if (pc->stop || pc->qfetches >= QUEUE_FETCH_MAX || queued(pc, &j->k)) {
-		pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
+	if (pc->bg.stop || pc->qfetches >= QUEUE_FETCH_MAX || queued(pc, &j->k)) {
+		pthread_mutex_unlock(&pc->bg.lock);
 		job_free(j);
 		return;
 	}
 	pc->qfetches++;
 	enqueue(pc, j);
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 }
 
 /* ---- the worker: storing, fetching, evicting ---- */
@@ -624,9 +620,9 @@ static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
 /* A temporary file under tmp/ (its name in tmp[]). */
 static int tmp_create(struct pcache *pc, uint64_t name, char tmp[64])
 {
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	uint64_t seq = ++pc->tmp_seq;
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 	snprintf(tmp, 64, "%016" PRIx64 ".%ld.%" PRIu64, name, (long)getpid(), seq);
 	int fd = openat(pc->tmpfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	return fd < 0 ? -errno : fd;
@@ -648,9 +644,9 @@ static int tmp_commit(struct pcache *pc, int fd, const char *tmp, uint64_t name,
 	name_str(name, s);
 	if (renameat(pc->tmpfd, tmp, pc->efd, s) < 0)
 		return -errno;
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	ent_set(pc, name, disk_bytes(pcf_data_off((size_t)n, k->size) + k->size), now_ns());
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 	return 0;
 }
 
@@ -717,10 +713,10 @@ static int fetch(struct pcache *pc, const struct job *j, uint64_t name)
 			off += r.data.len;
 		}
 		rpc_reply_free(&rep);
-		pthread_mutex_lock(&pc->lock);
+		pthread_mutex_lock(&pc->bg.lock);
 		if (fetch_over(pc))
 			rc = rc ? rc : -ECANCELED;
-		pthread_mutex_unlock(&pc->lock);
+		pthread_mutex_unlock(&pc->bg.lock);
 	}
 	struct pfs_release_req rm = { .cr = j->cr, .fh = j->fh, .fid = m.fid };
 	struct rpc_reply rep = { 0 };
@@ -751,16 +747,16 @@ static int cmp_lru(const void *a, const void *b)
  * EVICT_TO_PCT % of the cap. Worker thread, only once scanned. */
 static void evict(struct pcache *pc)
 {
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	if (!pc->scanned || pc->total <= pc->max_bytes) {
-		pthread_mutex_unlock(&pc->lock);
+		pthread_mutex_unlock(&pc->bg.lock);
 		return;
 	}
 	size_t n = 0;
 	struct pent **v = malloc(pc->nents * sizeof(*v) + 1);
 	uint64_t *names = malloc(pc->nents * sizeof(*names) + 1);
 	if (!v || !names) {
-		pthread_mutex_unlock(&pc->lock);
+		pthread_mutex_unlock(&pc->bg.lock);
 		free(v);
 		free(names);
 		return;
@@ -776,7 +772,7 @@ static void evict(struct pcache *pc)
 		total -= v[i]->bytes;
 		names[k++] = v[i]->name;
 	}
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 	for (size_t i = 0; i < k; i++) {
 		drop_file(pc, names[i]);
 		atomic_fetch_add(&pc->evicted, 1);
@@ -789,10 +785,10 @@ static void *work_main(void *arg)
 {
 	struct pcache *pc = arg;
 
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	for (;;) {
-		while (!pc->qhead && !pc->stop)
-			pthread_cond_wait(&pc->cond, &pc->lock);
+		while (!pc->qhead && !pc->bg.stop)
+			bg_wait(&pc->bg);
 		struct job *j = pc->qhead;
 		if (!j)
 			break; /* stopping, nothing left */
@@ -807,7 +803,7 @@ static void *work_main(void *arg)
 		 * fetches (which need the server) only for DRAIN_S seconds. */
 		bool skip = j->kind == JOB_FETCH && fetch_over(pc);
 		pc->busy = true;
-		pthread_mutex_unlock(&pc->lock);
+		pthread_mutex_unlock(&pc->bg.lock);
 
 		uint64_t name = pcf_name_hash(j->fh.data, j->fh.len);
 		if (!skip && !have_entry(pc, name, &j->k)) {
@@ -820,10 +816,10 @@ static void *work_main(void *arg)
 			evict(pc);
 		}
 		job_free(j);
-		pthread_mutex_lock(&pc->lock);
+		pthread_mutex_lock(&pc->bg.lock);
 		pc->busy = false;
 	}
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 	return NULL;
 }
 
@@ -876,20 +872,20 @@ static void *scan_main(void *arg)
 		if (fstatat(pc->efd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
-		pthread_mutex_lock(&pc->lock);
-		bool stop = pc->stop;
+		pthread_mutex_lock(&pc->bg.lock);
+		bool stop = pc->bg.stop;
 		/* Entries written since the start are known already. */
 		if (!ent_find(pc, name))
 			ent_set(pc, name, disk_bytes((uint64_t)st.st_size), ts_ns(&st.st_mtim));
-		pthread_mutex_unlock(&pc->lock);
+		pthread_mutex_unlock(&pc->bg.lock);
 		if (stop)
 			break;
 	}
 	closedir(d);
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	pc->scanned = true;
 	pfs_info("pcache: %zu entries, %" PRIu64 " bytes", pc->nents, pc->total);
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 	/* The cap may have shrunk since the last run. */
 	evict(pc);
 	return NULL;
@@ -897,11 +893,11 @@ static void *scan_main(void *arg)
 
 size_t pcache_format_stats(struct pcache *pc, char *buf, size_t cap)
 {
-	pthread_mutex_lock(&pc->lock);
+	pthread_mutex_lock(&pc->bg.lock);
 	uint64_t total = pc->total, nents = pc->nents, qn = pc->qfetches + pc->busy;
 	for (struct job *j = pc->qhead; j; j = j->next)
 		qn += j->kind == JOB_STORE;
-	pthread_mutex_unlock(&pc->lock);
+	pthread_mutex_unlock(&pc->bg.lock);
 	int n = snprintf(buf, cap,
 			 "pcache_hits %" PRIu64 "\npcache_misses %" PRIu64 "\npcache_bytes %" PRIu64
 			 "\npcache_stored %" PRIu64 "\npcache_fetched %" PRIu64
