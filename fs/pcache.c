@@ -18,6 +18,8 @@
 #include "pcache_fmt.h"
 #include "pcache_i.h"
 #include "podfs/clock.h"
+#include "podfs/hash.h"
+#include "podfs/htab.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
 
@@ -37,7 +39,7 @@ _Static_assert(PCF_FH_MAX >= PFS_FH_MAX, "entry header must hold any handle");
 
 /* One entry of the index (one file in e/). */
 struct pent {
-	struct pent *next;
+	struct hnode hn;   /* pc->tab, by name */
 	uint64_t name;     /* hash of the handle: the file name */
 	uint64_t bytes;    /* disk bytes counted against the cap */
 	int64_t last_use;  /* ns since the epoch (kept as the file's mtime) */
@@ -61,8 +63,8 @@ struct pcache {
 
 	/* The scan and worker threads; bg.lock guards everything below. */
 	struct bg bg;
-	struct pent **tab;
-	size_t nbuckets, nents;
+	struct htab tab;      /* struct pent */
+	size_t nents;
 	uint64_t total;       /* sum of pent.bytes */
 	bool scanned;         /* the index holds every file of e/ */
 	struct job *qhead, *qtail;
@@ -144,32 +146,12 @@ static int64_t now_s(void)
 
 static struct pent *ent_find(struct pcache *pc, uint64_t name)
 {
-	for (struct pent *e = pc->tab[name % pc->nbuckets]; e; e = e->next)
-		if (e->name == name)
-			return e;
-	return NULL;
-}
+	uint64_t h = pfs_hash_u64(name);
 
-static void ent_grow(struct pcache *pc)
-{
-	if (pc->nents < pc->nbuckets)
-		return;
-	size_t nb = pc->nbuckets * 2;
-	struct pent **nt = calloc(nb, sizeof(*nt));
-	if (!nt)
-		return; /* longer chains, still correct */
-	for (size_t i = 0; i < pc->nbuckets; i++) {
-		struct pent *e = pc->tab[i];
-		while (e) {
-			struct pent *next = e->next;
-			e->next = nt[e->name % nb];
-			nt[e->name % nb] = e;
-			e = next;
-		}
-	}
-	free(pc->tab);
-	pc->tab = nt;
-	pc->nbuckets = nb;
+	for (struct hnode *n = htab_first(&pc->tab, h); n; n = htab_next(n, h))
+		if (container_of(n, struct pent, hn)->name == name)
+			return container_of(n, struct pent, hn);
+	return NULL;
 }
 
 /* Records file name with bytes and last use (replacing what was known). */
@@ -180,10 +162,8 @@ static void ent_set(struct pcache *pc, uint64_t name, uint64_t bytes, int64_t la
 		if (!(e = calloc(1, sizeof(*e))))
 			return; /* not counted; the next scan at mount counts it */
 		e->name = name;
-		e->next = pc->tab[name % pc->nbuckets];
-		pc->tab[name % pc->nbuckets] = e;
+		htab_insert(&pc->tab, &e->hn, pfs_hash_u64(name));
 		pc->nents++;
-		ent_grow(pc);
 	} else {
 		pc->total -= e->bytes;
 	}
@@ -194,16 +174,13 @@ static void ent_set(struct pcache *pc, uint64_t name, uint64_t bytes, int64_t la
 
 static void ent_del(struct pcache *pc, uint64_t name)
 {
-	struct pent **pp = &pc->tab[name % pc->nbuckets];
-	for (; *pp; pp = &(*pp)->next) {
-		if ((*pp)->name == name) {
-			struct pent *e = *pp;
-			*pp = e->next;
-			pc->total -= e->bytes;
-			pc->nents--;
-			free(e);
-			return;
-		}
+	struct pent *e = ent_find(pc, name);
+
+	if (e) {
+		htab_remove(&pc->tab, &e->hn);
+		pc->total -= e->bytes;
+		pc->nents--;
+		free(e);
 	}
 }
 
@@ -241,12 +218,7 @@ int pcache_open(const char *dir, uint64_t max_bytes, struct pcache **out, char *
 	}
 	pc->dirfd = pc->efd = pc->tmpfd = pc->lockfd = -1;
 	pc->max_bytes = max_bytes;
-	pc->nbuckets = 1024;
-	if (!(pc->tab = calloc(pc->nbuckets, sizeof(*pc->tab)))) {
-		snprintf(err, errlen, "out of memory");
-		rc = -ENOMEM;
-		goto out_free;
-	}
+	htab_init(&pc->tab);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		rc = -errno;
 		snprintf(err, errlen, "cache_dir %s: cannot create it: %s", dir, strerror(-rc));
@@ -303,7 +275,6 @@ out_free:
 		close(pc->lockfd);
 	if (pc->dirfd >= 0)
 		close(pc->dirfd);
-	free(pc->tab);
 	free(pc);
 	return rc;
 }
@@ -357,14 +328,9 @@ void pcache_free(struct pcache *pc)
 		pc->qhead = j->next;
 		job_free(j);
 	}
-	for (size_t i = 0; i < pc->nbuckets; i++) {
-		while (pc->tab[i]) {
-			struct pent *e = pc->tab[i];
-			pc->tab[i] = e->next;
-			free(e);
-		}
-	}
-	free(pc->tab);
+	for (struct hnode *n; (n = htab_pop(&pc->tab));)
+		free(container_of(n, struct pent, hn));
+	htab_fini(&pc->tab);
 	bg_fini(&pc->bg);
 	close(pc->tmpfd);
 	close(pc->efd);
@@ -761,9 +727,9 @@ static void evict(struct pcache *pc)
 		free(names);
 		return;
 	}
-	for (size_t i = 0; i < pc->nbuckets; i++)
-		for (struct pent *e = pc->tab[i]; e; e = e->next)
-			v[n++] = e;
+	size_t pos;
+	for (struct hnode *e = htab_iter(&pc->tab, &pos, NULL); e; e = htab_iter(&pc->tab, &pos, e))
+		v[n++] = container_of(e, struct pent, hn);
 	qsort(v, n, sizeof(*v), cmp_lru);
 	uint64_t target = pc->max_bytes / 100 * EVICT_TO_PCT;
 	uint64_t total = pc->total;

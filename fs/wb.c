@@ -11,11 +11,12 @@
 #include "client_i.h"
 #include "inode_i.h"
 #include "podfs/clock.h"
+#include "podfs/hash.h"
+#include "podfs/htab.h"
 #include "podfs/log.h"
 #include "cache_i.h"
 #include "rpc_i.h"
 
-#define WB_BUCKETS 64        /* power of two */
 #define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
 #define WB_COMMIT_TRIES 8    /* restarts survived by one commit before giving up (EIO) */
 #define WB_WRITERS 8         /* writer thread ids remembered per file */
@@ -46,7 +47,7 @@ struct wbe {
 
 /* Write-behind state of one inode with pending or uncommitted writes. */
 struct wbi {
-	struct wbi *hnext;
+	struct hnode hn;         /* wb->files, by ip */
 	struct inode *ip;
 	struct wbe *head, *tail;
 	unsigned npending;       /* QUEUED + SENDING */
@@ -74,7 +75,7 @@ struct wb {
 	struct bg bg;
 	pthread_cond_t space;    /* held decreased */
 	struct wbe *qhead, **qtail;
-	struct wbi *buckets[WB_BUCKETS];
+	struct htab files;       /* struct wbi, by inode */
 	size_t held, max;
 	size_t inflight;         /* bytes QUEUED or SENDING */
 	/* Free full-size request buffers: a fresh 1 MiB allocation costs
@@ -85,18 +86,18 @@ struct wb {
 	struct wb_stats st;
 };
 
-static struct wbi **bucket(struct wb *wb, const struct inode *ip)
+static uint64_t ip_hash(const struct inode *ip)
 {
-	uintptr_t h = (uintptr_t)ip;
-	h ^= h >> 17;
-	return &wb->buckets[(h >> 4) & (WB_BUCKETS - 1)];
+	return pfs_hash_u64((uintptr_t)ip);
 }
 
 static struct wbi *wbi_find(struct wb *wb, struct inode *ip)
 {
-	for (struct wbi *w = *bucket(wb, ip); w; w = w->hnext)
-		if (w->ip == ip)
-			return w;
+	uint64_t h = ip_hash(ip);
+
+	for (struct hnode *n = htab_first(&wb->files, h); n; n = htab_next(n, h))
+		if (container_of(n, struct wbi, hn)->ip == ip)
+			return container_of(n, struct wbi, hn);
 	return NULL;
 }
 
@@ -111,8 +112,7 @@ static struct wbi *wbi_get(struct wb *wb, struct inode *ip)
 		return NULL;
 	w->ip = ip;
 	pfs_cond_init_mono(&w->cond);
-	w->hnext = *bucket(wb, ip);
-	*bucket(wb, ip) = w;
+	htab_insert(&wb->files, &w->hn, ip_hash(ip));
 	return w;
 }
 
@@ -121,12 +121,7 @@ static void wbi_maybe_free(struct wb *wb, struct wbi *w)
 {
 	if (w->head || w->users || w->err || w->committing)
 		return;
-	for (struct wbi **pp = bucket(wb, w->ip); *pp; pp = &(*pp)->hnext) {
-		if (*pp == w) {
-			*pp = w->hnext;
-			break;
-		}
-	}
+	htab_remove(&wb->files, &w->hn);
 	pthread_cond_destroy(&w->cond);
 	free(w);
 }
@@ -338,6 +333,7 @@ int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **ou
 	wb->c = c;
 	wb->max = max_bytes < 2 * PFS_MAX_IO ? 2 * PFS_MAX_IO : max_bytes;
 	wb->qtail = &wb->qhead;
+	htab_init(&wb->files);
 	if (bg_init(&wb->bg) < 0) {
 		free(wb);
 		return -ENOMEM;
@@ -363,20 +359,18 @@ void wb_free(struct wb *wb)
 	if (!wb)
 		return;
 	bg_stop(&wb->bg);
-	for (size_t i = 0; i < WB_BUCKETS; i++) {
-		while (wb->buckets[i]) {
-			struct wbi *w = wb->buckets[i];
-			wb->buckets[i] = w->hnext;
-			while (w->head) {
-				struct wbe *e = w->head;
-				w->head = e->next;
-				free(e->req);
-				free(e);
-			}
-			pthread_cond_destroy(&w->cond);
-			free(w);
+	for (struct hnode *n; (n = htab_pop(&wb->files));) {
+		struct wbi *w = container_of(n, struct wbi, hn);
+		while (w->head) {
+			struct wbe *e = w->head;
+			w->head = e->next;
+			free(e->req);
+			free(e);
 		}
+		pthread_cond_destroy(&w->cond);
+		free(w);
 	}
+	htab_fini(&wb->files);
 	while (wb->npool)
 		free(wb->pool[--wb->npool]);
 	pthread_cond_destroy(&wb->space);
@@ -397,10 +391,14 @@ static bool overlaps_pending(const struct wbi *w, uint64_t off, size_t size)
 static struct wbi *largest_uncommitted(struct wb *wb)
 {
 	struct wbi *best = NULL;
-	for (size_t i = 0; i < WB_BUCKETS; i++)
-		for (struct wbi *w = wb->buckets[i]; w; w = w->hnext)
-			if (!w->committing && w->uncommitted && (!best || w->uncommitted > best->uncommitted))
-				best = w;
+	size_t pos;
+
+	for (struct hnode *n = htab_iter(&wb->files, &pos, NULL); n;
+	     n = htab_iter(&wb->files, &pos, n)) {
+		struct wbi *w = container_of(n, struct wbi, hn);
+		if (!w->committing && w->uncommitted && (!best || w->uncommitted > best->uncommitted))
+			best = w;
+	}
 	return best;
 }
 
@@ -735,20 +733,22 @@ void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 
 void wb_commit_all(struct wb *wb)
 {
+	size_t pos;
+
 	if (!wb)
 		return;
 	pthread_mutex_lock(&wb->bg.lock);
-	for (size_t i = 0; i < WB_BUCKETS; i++) {
-	again:
-		for (struct wbi *w = wb->buckets[i]; w; w = w->hnext) {
-			if (w->final_done || !w->uncommitted)
-				continue;
-			w->final_done = true;
-			int rc = commit_unasked(wb, w, true);
-			if (rc < 0)
-				pfs_warn("commit at unmount failed: %s", strerror(-rc));
-			goto again; /* the lock was dropped: the chain may have changed */
-		}
+again:
+	for (struct hnode *n = htab_iter(&wb->files, &pos, NULL); n;
+	     n = htab_iter(&wb->files, &pos, n)) {
+		struct wbi *w = container_of(n, struct wbi, hn);
+		if (w->final_done || !w->uncommitted)
+			continue;
+		w->final_done = true;
+		int rc = commit_unasked(wb, w, true);
+		if (rc < 0)
+			pfs_warn("commit at unmount failed: %s", strerror(-rc));
+		goto again; /* the lock was dropped: the table may have changed */
 	}
 	pthread_mutex_unlock(&wb->bg.lock);
 }
