@@ -13,6 +13,7 @@
 #include "bg_i.h"
 #include "client_i.h"
 #include "inode_i.h"
+#include "names_i.h"
 #include "podfs/clock.h"
 #include "podfs/hash.h"
 #include "podfs/log.h"

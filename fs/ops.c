@@ -21,6 +21,7 @@
 #include "client_i.h"
 #include "creds_i.h"
 #include "inode_i.h"
+#include "listing_i.h"
 #include "locks_i.h"
 #include "pcache_i.h"
 #include "podfs/clock.h"
@@ -28,6 +29,7 @@
 #include "podfs/log.h"
 #include "rpc_i.h"
 #include "transport_i.h"
+#include "trust_i.h"
 #include "wb_i.h"
 
 /* Bytes of READDIR reply asked for at once; the kernel takes them a page
@@ -378,12 +380,12 @@ static void own_dir_attr(struct client *c, struct inode *dir, const struct pfs_a
  * NULL if the create failed): the entry is added to it, so that the next
  * lookups there (a miss before the next create, mostly) are still
  * answered locally; otherwise it goes, with a quiet period (see
- * inode_listing_stale). Called before the reply to the kernel, which
+ * listing_stale). Called before the reply to the kernel, which
  * holds dir's lock till then. */
 static void own_listing(struct inode *dir, const char *name, const struct pfs_entry *e)
 {
-	if (!e || inode_listing_add(dir, name, e) < 0)
-		inode_listing_touch(dir);
+	if (!e || listing_add(dir, name, e) < 0)
+		listing_touch(dir);
 }
 
 /* Decodes an entry reply, with or without the directory's attributes
@@ -421,13 +423,13 @@ static void new_dir_listing(fuse_req_t req, struct inode *ip, const struct own_s
 	struct client *c = CL(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct listing_info li = { .seq = o->seq, .any = o->any, .own_ns = o->ns,
-				   .ns = inode_listing_gen(ip), .uid = ctx->uid, .gid = ctx->gid };
+				   .ns = listing_gen(ip), .uid = ctx->uid, .gid = ctx->gid };
 	uint8_t *buf;
 
 	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !(buf = calloc(1, 4)))
 		return;
 	buf[0] = PFS_LS_COMPLETE; /* and no items */
-	if (inode_set_listing(c->it, ip, buf, 4, &li) < 0)
+	if (listing_set(c->it, ip, buf, 4, &li) < 0)
 		pfs_debug("no listing kept for a new directory");
 	else /* the daemon read it with the caller's ids */
 		inode_note_reader(ip, ctx->uid, ctx->gid);
@@ -582,7 +584,7 @@ static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_cr
 	m.max_inline = max_inline;
 	m.max_bytes = PFS_MAX_IO;
 	li.any = inode_own_snap(c->it, &li.own_ns);
-	li.ns = inode_listing_gen(dir);
+	li.ns = listing_gen(dir);
 	li.seq = cache_seq(c->cache);
 	li.uid = cr->uid;
 	li.gid = cr->gid;
@@ -594,16 +596,16 @@ static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_cr
 	}
 	if (rc < 0 || rep.len < 4 || !(rep.buf[0] & PFS_LS_COMPLETE)) {
 		rpc_reply_free(&rep);
-		inode_drop_listing(dir); /* not again */
+		listing_drop(dir); /* not again */
 		return;
 	}
-	rc = inode_set_listing(c->it, dir, rep.buf, rep.len, &li);
+	rc = listing_set(c->it, dir, rep.buf, rep.len, &li);
 	if (rc == 0) /* the daemon opened and read it with the caller's ids */
 		inode_note_reader(dir, cr->uid, cr->gid);
 	if (rc == -EBADMSG)
 		pfs_warn("malformed LISTDIR reply from the server");
 	if (rc < 0 && rc != -ESTALE)
-		inode_drop_listing(dir);
+		listing_drop(dir);
 }
 
 /* Cold start: answers a lookup in dir from the directory's complete
@@ -611,7 +613,7 @@ static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_cr
  * it is coherent: no push about the directory since it was fetched (a
  * name created, removed or renamed there is pushed; a dropped connection
  * counts as a push about everything); this client's own changes there
- * drop it (inode_listing_touch). A name not in it does not exist.
+ * drop it (listing_touch). A name not in it does not exist.
  * Returns true if it replied. */
 static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 			  const struct pfs_creds *cr)
@@ -625,10 +627,10 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 
 	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
 		return false;
-	int r = inode_listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
-	if (r == LS_NONE && inode_may_list(dir, LIST_DIR_MAX_SIZE)) {
+	int r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+	if (r == LS_NONE && listing_may_fetch(dir, LIST_DIR_MAX_SIZE)) {
 		fetch_listing(req, dir, cr, c->max_inline);
-		r = inode_listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+		r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
 	}
 	if (r == LS_NONE || !transport_quiet(c->tr)) {
 		free(data);
@@ -652,7 +654,7 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		entry_stale = true;
 	cache_gate_leave(c->cache);
 	if (stale)
-		inode_listing_stale(dir);
+		listing_stale(dir);
 	if (stale || entry_stale) {
 		free(data);
 		return false;
@@ -956,7 +958,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 		attach_lazy_opens(c, IP(req, parent), NULL, 0);
 	struct own_snap o = own_snap(c);
 	inode_own_touch(c->it, IP(req, parent), true);
-	inode_listing_touch(IP(req, parent));
+	listing_touch(IP(req, parent));
 	if ((rc = set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
 	if (rc == 0 && rep.len > 0) {
@@ -997,8 +999,8 @@ static void pfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	inode_own_touch(c->it, IP(req, parent), true);
 	inode_own_also(c->it, IP(req, newparent));
 	inode_note_rename(c->it); /* a moved directory's ".." */
-	inode_listing_touch(IP(req, parent));
-	inode_listing_touch(IP(req, newparent));
+	listing_touch(IP(req, parent));
+	listing_touch(IP(req, newparent));
 	if ((rc = set_name(&m.name, name)) == 0 && (rc = set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
 	inode_rename_done(c->it);
@@ -1716,11 +1718,11 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	 * reading them all from a cold disk tripled find's cold time. A
 	 * file read later costs its READ; one looked up first rides along
 	 * as before (LISTDIR at the lookup, LOOKUP_DATA). */
-	if (inode_may_list(dir, LIST_DIR_MAX_SIZE)) {
+	if (listing_may_fetch(dir, LIST_DIR_MAX_SIZE)) {
 		fill_creds(req, &cr, true);
 		fetch_listing(req, dir, &cr, 0);
 	}
-	if (inode_listing_readdir(c->it, dir, &buf, &len, &li, &pseq) < 0)
+	if (listing_readdir(c->it, dir, &buf, &len, &li, &pseq) < 0)
 		return false;
 	if (!transport_quiet(c->tr)) {
 		free(buf);
@@ -1731,7 +1733,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	bool parent_stale = cache_pushed_since(c->cache, pseq, &dir->fh);
 	cache_gate_leave(c->cache);
 	if (stale)
-		inode_listing_stale(dir);
+		listing_stale(dir);
 	if (stale || parent_stale) {
 		free(buf);
 		return false;
