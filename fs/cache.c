@@ -1,5 +1,5 @@
-/* cache.c: push/reply race gate, FORGET batching and revalidation after a
- * reconnect (see cache_i.h). */
+/* cache.c: FORGET batching and revalidation after a reconnect (see
+ * cache_i.h). */
 #include "cache_i.h"
 
 #include <errno.h>
@@ -12,14 +12,13 @@
 
 #include "bg_i.h"
 #include "client_i.h"
+#include "gate_i.h"
 #include "inode_i.h"
 #include "names_i.h"
 #include "podfs/clock.h"
-#include "podfs/hash.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
 
-#define RING 1024           /* pushes remembered for the race check */
 #define FORGET_DELAY_MS 100 /* a FORGET batch waits this long for company */
 #define FORGET_MAX 100000   /* queued handles beyond this are dropped */
 #define CALL_TIMEOUT_MS 30000
@@ -32,13 +31,6 @@ struct fh_node {
 struct cache {
 	struct client *c;
 
-	/* Race gate. seq and the ring change only under the write side. */
-	pthread_rwlock_t gate;
-	_Atomic uint64_t seq;
-	_Atomic uint64_t applied; /* pushes up to this number reached the kernel */
-	uint64_t all_seq;       /* last "everything" invalidation */
-	uint64_t ring[RING];    /* fh hash of push number n at ring[n % RING] */
-
 	_Atomic uint32_t nosys; /* bit (op - 40): the server lacks it */
 
 	/* Background thread; bg.lock guards the fields below. */
@@ -47,14 +39,7 @@ struct cache {
 	size_t nforget;
 	int64_t forget_since_ms;
 	bool reval_pending;
-
-	_Atomic uint64_t st_reval, st_changed, st_forgets;
 };
-
-static uint64_t fh_key(const struct pfs_fh *fh)
-{
-	return pfs_hash_bytes(fh->data, fh->len, 0) | 1; /* never 0: 0 marks an empty slot */
-}
 
 int cache_new(struct client *c, struct cache **out)
 {
@@ -66,8 +51,6 @@ int cache_new(struct client *c, struct cache **out)
 		free(k);
 		return -ENOMEM;
 	}
-	pthread_rwlock_init(&k->gate, NULL);
-	atomic_init(&k->seq, 1);
 	*out = k;
 	return 0;
 }
@@ -92,71 +75,8 @@ void cache_free(struct cache *k)
 		return;
 	cache_stop(k);
 	free_list(k->forget_head);
-	pthread_rwlock_destroy(&k->gate);
 	bg_fini(&k->bg);
 	free(k);
-}
-
-uint64_t cache_seq(struct cache *k)
-{
-	return atomic_load(&k->seq);
-}
-
-uint64_t cache_note_push(struct cache *k, const struct pfs_fh *fh)
-{
-	pthread_rwlock_wrlock(&k->gate);
-	uint64_t n = atomic_load(&k->seq) + 1;
-	k->ring[n % RING] = fh_key(fh);
-	atomic_store(&k->seq, n);
-	pthread_rwlock_unlock(&k->gate);
-	return n;
-}
-
-void cache_set_applied(struct cache *k, uint64_t n)
-{
-	if (n > atomic_load(&k->applied))
-		atomic_store(&k->applied, n);
-}
-
-uint64_t cache_applied(struct cache *k)
-{
-	return atomic_load(&k->applied);
-}
-
-void cache_note_all(struct cache *k)
-{
-	pthread_rwlock_wrlock(&k->gate);
-	uint64_t n = atomic_load(&k->seq) + 1;
-	k->ring[n % RING] = 0;
-	k->all_seq = n;
-	atomic_store(&k->seq, n);
-	pthread_rwlock_unlock(&k->gate);
-}
-
-void cache_gate_enter(struct cache *k)
-{
-	pthread_rwlock_rdlock(&k->gate);
-}
-
-void cache_gate_leave(struct cache *k)
-{
-	pthread_rwlock_unlock(&k->gate);
-}
-
-bool cache_pushed_since(struct cache *k, uint64_t seq, const struct pfs_fh *fh)
-{
-	uint64_t now = atomic_load(&k->seq);
-	if (now <= seq)
-		return false;
-	if (k->all_seq > seq || now - seq >= RING)
-		return true; /* everything, or too many to tell */
-	if (!fh)
-		return false;
-	uint64_t key = fh_key(fh);
-	for (uint64_t n = seq + 1; n <= now; n++)
-		if (k->ring[n % RING] == key)
-			return true;
-	return false;
 }
 
 void cache_set_nosys(struct cache *k, uint16_t op)
@@ -170,12 +90,6 @@ bool cache_nosys(struct cache *k, uint16_t op)
 	return op >= 40 && op < 72 && (atomic_load(&k->nosys) & (1u << (op - 40)));
 }
 
-void cache_get_stats(struct cache *k, struct cache_stats *st)
-{
-	st->revalidated = atomic_load(&k->st_reval);
-	st->reval_changed = atomic_load(&k->st_changed);
-	st->forgets = atomic_load(&k->st_forgets);
-}
 
 static void inval_object(struct cache *k, const struct pfs_fh *fh, const struct pfs_attr *a);
 
@@ -248,8 +162,6 @@ static void send_forget(struct cache *k, struct fh_node **list)
 		cache_set_nosys(k, PFS_OP_FORGET);
 	} else if (rc < 0) {
 		pfs_debug("FORGET of %zu handles: %s", n, strerror(-rc));
-	} else {
-		atomic_fetch_add(&k->st_forgets, n);
 	}
 	/* An object looked up again after the check above, by a request
 	 * the server handled before this FORGET, is cached with no interest
@@ -260,7 +172,7 @@ static void send_forget(struct cache *k, struct fh_node **list)
 	 * the kernel drops what it caches of it. */
 	for (struct fh_node *f = sent; f; f = f->next) {
 		if (inode_known(c->it, &f->fh) && c->se) {
-			cache_note_push(k, &f->fh);
+			gate_note_push(c->gate, &f->fh);
 			inval_object(k, &f->fh, NULL);
 		}
 	}
@@ -306,7 +218,7 @@ static void revalidate_all(struct cache *k)
 	uint8_t *items = NULL, *req = NULL;
 
 	/* Replies in flight may predate lost pushes. */
-	cache_note_all(k);
+	gate_note_all(c->gate);
 	if (inode_snapshot(c->it, &v, &n) < 0)
 		goto everything;
 	if (cache_nosys(k, PFS_OP_REVALIDATE))
@@ -354,7 +266,6 @@ static void revalidate_all(struct cache *k)
 			pfs_warn("REVALIDATE failed (%s): invalidating every cache", strerror(-rc));
 			goto everything;
 		}
-		atomic_fetch_add(&k->st_reval, cnt);
 		struct pfs_rd rd;
 		struct pfs_reval_result res;
 		pfs_rd_init(&rd, r.results.p, r.results.len);
@@ -362,7 +273,6 @@ static void revalidate_all(struct cache *k)
 		while ((got = pfs_dec_reval_result(&rd, &res)) == 1) {
 			if (res.index >= cnt)
 				continue;
-			atomic_fetch_add(&k->st_changed, 1);
 			inval_object(k, &v[first + res.index].fh, res.status == 0 ? &res.attr : NULL);
 		}
 		rpc_reply_free(&rep);

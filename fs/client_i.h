@@ -36,6 +36,7 @@ struct transport;
 struct inode_table;
 struct creds_cache;
 struct cache;
+struct gate;
 struct pcache;
 struct wb;
 struct locks;
@@ -82,7 +83,8 @@ struct client {
 	struct transport *tr;
 	struct inode_table *it;
 	struct creds_cache *cc;
-	struct cache *cache;     /* coherence: race gate, FORGET, REVALIDATE */
+	struct gate *gate;       /* the push/reply race gate (gate.c) */
+	struct cache *cache;     /* FORGET, REVALIDATE, ENOSYS memory (cache.c) */
 	struct pcache *pc;       /* persistent content cache (pcache.c), or NULL */
 	struct wb *wb;           /* write-behind (wb.c) */
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
@@ -115,7 +117,7 @@ extern const struct fuse_lowlevel_ops pfs_fuse_ops;
 
 /* Applies one server push (PFS_FF_PUSH frame payload) to the kernel caches.
  * Runs on the push thread; payload is only borrowed. (ops.c) */
-/* Connection thread: numbers a push as it arrives (cache_note_push);
+/* Connection thread: numbers a push as it arrives (gate_note_push);
  * returns its number, 0 for a malformed or unknown one. */
 uint64_t ops_note_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
 /* Frees the open-file state the kernel never released (at exit). */

@@ -31,6 +31,7 @@
 #include "loop_i.h"
 #include "client_i.h"
 #include "creds_i.h"
+#include "gate_i.h"
 #include "inode_i.h"
 #include "pcache_i.h"
 #include "podfs/auth.h"
@@ -681,6 +682,7 @@ static void client_free(struct client *c)
 	inode_table_free(c->it);
 	transport_free(c->tr);
 	rpc_free(c->rpc);
+	gate_free(c->gate);
 	creds_cache_free(c->cc);
 	free(c->host);
 	free(c->hostport);
@@ -754,7 +756,7 @@ int main(int argc, char **argv)
 	}
 
 	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &c.tr) < 0 ||
-	    creds_cache_new(&c.cc) < 0 || cache_new(&c, &c.cache) < 0 ||
+	    creds_cache_new(&c.cc) < 0 || gate_new(&c.gate) < 0 || cache_new(&c, &c.cache) < 0 ||
 	    locks_new(&c, &c.lk) < 0 ||
 	    wb_new(&c, c.wb_threads, c.wb_max, &c.wb) < 0) {
 		fputs("podfs: out of memory\n", stderr);

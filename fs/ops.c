@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cache_i.h"
+#include "gate_i.h"
 #include "client_i.h"
 #include "creds_i.h"
 #include "inode_i.h"
@@ -314,7 +315,7 @@ static bool estale_retry(struct client *c, pid_t tid, fuse_ino_t ino)
 
 /* Replies with entry e of ip (under dir/name, which may be NULL) for a
  * request sent at push number seq: with timeout 0 if a push about the
- * directory or the object was applied since (see cache_i.h). */
+ * directory or the object was applied since (see gate_i.h). */
 static void reply_entry_gated(fuse_req_t req, struct inode *dir, const char *name,
 			      struct inode *ip, struct fuse_entry_param *e, uint64_t seq)
 {
@@ -322,9 +323,9 @@ static void reply_entry_gated(fuse_req_t req, struct inode *dir, const char *nam
 
 	if (dir && name)
 		inode_note_name(dir, name);
-	cache_gate_enter(c->cache);
-	if (cache_pushed_since(c->cache, seq, dir ? &dir->fh : NULL) ||
-	    (ip && cache_pushed_since(c->cache, seq, &ip->fh))) {
+	gate_enter(c->gate);
+	if (gate_pushed_since(c->gate, seq, dir ? &dir->fh : NULL) ||
+	    (ip && gate_pushed_since(c->gate, seq, &ip->fh))) {
 		e->entry_timeout = 0;
 		e->attr_timeout = 0;
 	}
@@ -333,7 +334,7 @@ static void reply_entry_gated(fuse_req_t req, struct inode *dir, const char *nam
 	pid_t tid = fuse_req_ctx(req)->pid;
 	fuse_ino_t nodeid = ip ? e->ino : 0;
 	int r = fuse_reply_entry(req, e);
-	cache_gate_leave(c->cache);
+	gate_leave(c->gate);
 	if (r == 0 && nodeid)
 		estale_looked(c, tid, nodeid);
 	/* If the kernel dropped the reply (interrupted), it took no lookup. */
@@ -354,7 +355,7 @@ static struct own_snap own_snap(struct client *c)
 	struct own_snap o;
 	o.any = inode_own_snap(c->it, &o.ns);
 	o.renaming = inode_renames_busy(c->it);
-	o.seq = cache_seq(c->cache);
+	o.seq = gate_seq(c->gate);
 	return o;
 }
 
@@ -500,10 +501,10 @@ static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_rep
 		inode_trust_attr(c->it, ip, seq, any, ns);
 	}
 	attr_to_stat(&ar.attr, &st);
-	cache_gate_enter(c->cache);
-	double t = cache_pushed_since(c->cache, seq, &ip->fh) ? 0 : c->attr_timeout;
+	gate_enter(c->gate);
+	double t = gate_pushed_since(c->gate, seq, &ip->fh) ? 0 : c->attr_timeout;
 	fuse_reply_attr(req, &st, t);
-	cache_gate_leave(c->cache);
+	gate_leave(c->gate);
 }
 
 /* ---- session ---- */
@@ -585,7 +586,7 @@ static void fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_cr
 	m.max_bytes = PFS_MAX_IO;
 	li.any = inode_own_snap(c->it, &li.own_ns);
 	li.ns = listing_gen(dir);
-	li.seq = cache_seq(c->cache);
+	li.seq = gate_seq(c->gate);
 	li.uid = cr->uid;
 	li.gid = cr->gid;
 	int rc = rpc_msg(c->rpc, PFS_OP_LISTDIR, listdir_req, &m, &rep);
@@ -638,9 +639,9 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	}
 	/* Changed by us since the listing was asked for (never pushed). */
 	bool own_stale = r == LS_PRESENT && inode_listed_stale(c->it, &pe.fh, li.any);
-	cache_gate_enter(c->cache);
-	bool stale = cache_pushed_since(c->cache, li.seq, &dir->fh);
-	bool entry_stale = r == LS_PRESENT && cache_pushed_since(c->cache, li.seq, &pe.fh);
+	gate_enter(c->gate);
+	bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
+	bool entry_stale = r == LS_PRESENT && gate_pushed_since(c->gate, li.seq, &pe.fh);
 	/* A small file that came without its content (the listing's data
 	 * budget ran out) from a server that does not say whether the caller
 	 * may read it: LOOKUP_DATA brings both in the same round trip.
@@ -652,7 +653,7 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		entry_stale = true;
 	if (own_stale || (lflags & INODE_LS_STALE))
 		entry_stale = true;
-	cache_gate_leave(c->cache);
+	gate_leave(c->gate);
 	if (stale)
 		listing_stale(dir);
 	if (stale || entry_stale) {
@@ -706,7 +707,7 @@ static void pfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fill_creds(req, &m.cr, true);
 	m.parent = dir->fh;
 	uint64_t ns, any = inode_own_snap(c->it, &ns);
-	uint64_t seq = cache_seq(c->cache);
+	uint64_t seq = gate_seq(c->gate);
 	if ((rc = set_name(&m.name, name)) < 0)
 		goto out_err;
 	if (c->max_inline && lookup_listed(req, dir, name, &m.cr))
@@ -789,21 +790,21 @@ static void pfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	struct pfs_attr a;
 	uint64_t aseq;
 	if (inode_attr_trusted(c->it, ip, &a, &aseq) && transport_quiet(c->tr)) {
-		cache_gate_enter(c->cache);
-		if (!cache_pushed_since(c->cache, aseq, &ip->fh)) {
+		gate_enter(c->gate);
+		if (!gate_pushed_since(c->gate, aseq, &ip->fh)) {
 			struct stat st;
 			attr_to_stat(&a, &st);
 			fuse_reply_attr(req, &st, c->attr_timeout);
-			cache_gate_leave(c->cache);
+			gate_leave(c->gate);
 			return;
 		}
-		cache_gate_leave(c->cache);
+		gate_leave(c->gate);
 	}
 	wb_wait(c->wb, ip); /* the size includes our pending writes */
 	fill_creds(req, &m.cr, false);
 	m.fh = ip->fh;
 	uint64_t ns, any = inode_own_snap(c->it, &ns);
-	uint64_t seq = cache_seq(c->cache);
+	uint64_t seq = gate_seq(c->gate);
 	int rc = rpc_msg(c->rpc, PFS_OP_GETATTR, getattr_req, &m, &rep);
 	finish_attr(req, ip, rc, &rep, false, seq, any, ns);
 }
@@ -857,7 +858,7 @@ static void pfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	}
 	if (to_set & FUSE_SET_ATTR_CTIME)
 		m.valid |= PFS_SET_CTIME;
-	uint64_t seq = cache_seq(c->cache);
+	uint64_t seq = gate_seq(c->gate);
 	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
 	/* any + 1: our own touch is the only change of ours since. */
 	finish_attr(req, ip, rc, &rep, true, seq, any + 1, ns);
@@ -1059,12 +1060,12 @@ static bool open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info
 	 * yet: only the daemon's OPEN tells (see pfs_open's ESTALE). */
 	if (a.nlink == 0 && !dir)
 		return false;
-	cache_gate_enter(c->cache);
-	ok = !cache_pushed_since(c->cache, aseq, &ip->fh) &&
-	     !cache_pushed_since(c->cache, cache_applied(c->cache), &ip->fh);
+	gate_enter(c->gate);
+	ok = !gate_pushed_since(c->gate, aseq, &ip->fh) &&
+	     !gate_pushed_since(c->gate, gate_applied(c->gate), &ip->fh);
 	if (ok && !dir)
 		fi->keep_cache = inode_open_version(ip, &a, &attrs_stale);
-	cache_gate_leave(c->cache);
+	gate_leave(c->gate);
 	return ok;
 }
 
@@ -1091,10 +1092,10 @@ static void open_store_inline(struct client *c, struct inode *ip, fuse_ino_t ino
 	free(data);
 	if (rc != 0)
 		return;
-	cache_gate_enter(c->cache);
-	if (cache_pushed_since(c->cache, since, &ip->fh))
+	gate_enter(c->gate);
+	if (gate_pushed_since(c->gate, since, &ip->fh))
 		fi->keep_cache = 0;
-	cache_gate_leave(c->cache);
+	gate_leave(c->gate);
 	if (fi->keep_cache)
 		inode_drop_inline(ip); /* the kernel has it now */
 }
@@ -1116,7 +1117,7 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	uint64_t before = cache_seq(c->cache);
+	uint64_t before = gate_seq(c->gate);
 	if (open_locally(req, ip, fi, false)) {
 		open_store_inline(c, ip, ino, fi, before);
 		fill_creds(req, &of->cr, true);
@@ -1132,8 +1133,8 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	m.fid = fid_use(of);
 	m.flags = (uint32_t)fi->flags;
 	uint64_t ns, any = inode_own_snap(c->it, &ns);
-	uint64_t seq = cache_seq(c->cache);
-	uint64_t applied = cache_applied(c->cache);
+	uint64_t seq = gate_seq(c->gate);
+	uint64_t applied = gate_applied(c->gate);
 	rc = rpc_msg(c->rpc, PFS_OP_OPEN, open_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = bad_reply(req, "OPEN");
@@ -1158,9 +1159,9 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		uint64_t since = inode_named_seq(ip);
 		if (since > applied)
 			since = applied;
-		cache_gate_enter(c->cache);
-		bool gone = cache_pushed_since(c->cache, since, &ip->fh);
-		cache_gate_leave(c->cache);
+		gate_enter(c->gate);
+		bool gone = gate_pushed_since(c->gate, since, &ip->fh);
+		gate_leave(c->gate);
 		pid_t tid = fuse_req_ctx(req)->pid;
 		if (gone && !estale_retry(c, tid, ino)) {
 			estale_arm(c, tid);
@@ -1185,12 +1186,12 @@ static void pfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * that arrived but may not have reached the kernel yet (the server
 	 * sends it before the OPEN reply when the change came first) means
 	 * the pages are stale. */
-	cache_gate_enter(c->cache);
-	if (cache_pushed_since(c->cache, applied, &ip->fh)) {
+	gate_enter(c->gate);
+	if (gate_pushed_since(c->gate, applied, &ip->fh)) {
 		fi->keep_cache = 0;
 		attrs_stale = true;
 	}
-	cache_gate_leave(c->cache);
+	gate_leave(c->gate);
 	if (!(fi->flags & O_TRUNC))
 		inode_trust_attr(c->it, ip, seq, any, ns);
 	if (attrs_stale)
@@ -1263,14 +1264,14 @@ static void pfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 	inode_set_nocaps(ip, c->attr_timeout);
 	fi->fh = (uint64_t)(uintptr_t)of;
 	inode_note_name(IP(req, parent), name);
-	cache_gate_enter(c->cache);
-	if (cache_pushed_since(c->cache, seq, &IP(req, parent)->fh) ||
-	    cache_pushed_since(c->cache, seq, &ip->fh)) {
+	gate_enter(c->gate);
+	if (gate_pushed_since(c->gate, seq, &IP(req, parent)->fh) ||
+	    gate_pushed_since(c->gate, seq, &ip->fh)) {
 		e.entry_timeout = 0;
 		e.attr_timeout = 0;
 	}
 	int rr = fuse_reply_create(req, &e, fi);
-	cache_gate_leave(c->cache);
+	gate_leave(c->gate);
 	if (rr != 0) {
 		release_remote(req, of, PFS_OP_RELEASE);
 		ofile_free(of);
@@ -1339,7 +1340,7 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	m.flags = of->flags;
 	m.offset = (uint64_t)off;
 	m.size = (uint32_t)(size > PFS_MAX_IO ? PFS_MAX_IO : size);
-	uint64_t seq = pc ? cache_seq(c->cache) : 0;
+	uint64_t seq = pc ? gate_seq(c->gate) : 0;
 	int rc = rpc_msg(c->rpc, PFS_OP_READ, read_req, &m, &rep);
 	if (rc == 0 && (pfs_dec_read_rep(rep.buf, rep.len, &r) < 0 || r.data.len > m.size))
 		rc = bad_reply(req, "READ");
@@ -1352,7 +1353,7 @@ static void pfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 * is not kept under the version seen before. Outside the
 		 * gate: a push numbered after this check ends pv anyway
 		 * (pc_fill), and the gate must not wait for disk I/O. */
-		if (pc && !cache_pushed_since(c->cache, seq, &of->ip->fh))
+		if (pc && !gate_pushed_since(c->gate, seq, &of->ip->fh))
 			pc_fill(c, &m.cr, of->ip, &pv, m.offset, &r.data);
 		fuse_reply_buf(req, (const char *)r.data.p, r.data.len);
 	}
@@ -1629,7 +1630,7 @@ static void pfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	m.fid = fid_use(of);
 	m.flags = (uint32_t)fi->flags;
 	uint64_t ns, any = inode_own_snap(c->it, &ns);
-	uint64_t seq = cache_seq(c->cache);
+	uint64_t seq = gate_seq(c->gate);
 	rc = rpc_msg(c->rpc, PFS_OP_OPENDIR, open_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = bad_reply(req, "OPENDIR");
@@ -1667,7 +1668,7 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	of->rd_valid = false;
 	of->rd_synth = false;
 	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
-	of->rd_seq = cache_seq(c->cache);
+	of->rd_seq = gate_seq(c->gate);
 	fill_creds(req, &m.cr, false);
 	m.fh = of->ip->fh;
 	m.fid = fid_use(of);
@@ -1728,10 +1729,10 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 		free(buf);
 		return false;
 	}
-	cache_gate_enter(c->cache);
-	bool stale = cache_pushed_since(c->cache, li.seq, &dir->fh);
-	bool parent_stale = cache_pushed_since(c->cache, pseq, &dir->fh);
-	cache_gate_leave(c->cache);
+	gate_enter(c->gate);
+	bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
+	bool parent_stale = gate_pushed_since(c->gate, pseq, &dir->fh);
+	gate_leave(c->gate);
 	if (stale)
 		listing_stale(dir);
 	if (stale || parent_stale) {
@@ -1802,10 +1803,10 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	}
 	/* Entries handed to the kernel get timeout 0 if a push about the
 	 * directory or the entry came after their chunk was asked for; the
-	 * gate is held until the reply is written (see cache_i.h), but never
+	 * gate is held until the reply is written (see gate_i.h), but never
 	 * across a fetch. */
-	cache_gate_enter(c->cache);
-	bool dir_pushed = cache_pushed_since(c->cache, of->rd_seq, &of->ip->fh);
+	gate_enter(c->gate);
+	bool dir_pushed = gate_pushed_since(c->gate, of->rd_seq, &of->ip->fh);
 	while (rc == 0) {
 		struct pfs_rd save = of->rd;
 		struct pfs_dirent de;
@@ -1813,10 +1814,10 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		if (r == 0) {
 			if (of->rd_eof || (fresh && !chunk_had_entries) || pos > 0)
 				break; /* the end, no progress, or reply what we have */
-			cache_gate_leave(c->cache);
+			gate_leave(c->gate);
 			rc = dir_fetch(req, of, of->rd_off, plus);
-			cache_gate_enter(c->cache);
-			dir_pushed = cache_pushed_since(c->cache, of->rd_seq, &of->ip->fh);
+			gate_enter(c->gate);
+			dir_pushed = gate_pushed_since(c->gate, of->rd_seq, &of->ip->fh);
 			fresh = true;
 			chunk_had_entries = false;
 			continue;
@@ -1841,7 +1842,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			if (!ip) {
 				e.attr.st_ino = de.ino;
 				e.attr.st_mode = de.mode;
-			} else if (dir_pushed || cache_pushed_since(c->cache, of->rd_seq, &ip->fh)) {
+			} else if (dir_pushed || gate_pushed_since(c->gate, of->rd_seq, &ip->fh)) {
 				e.entry_timeout = 0;
 				e.attr_timeout = 0;
 			}
@@ -1872,7 +1873,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_buf(req, buf, pos);
-	cache_gate_leave(c->cache);
+	gate_leave(c->gate);
 	pthread_mutex_unlock(&of->lock);
 	free(buf);
 }
@@ -2110,9 +2111,9 @@ uint64_t ops_note_push(struct client *c, uint16_t op, const uint8_t *payload, si
 	struct pfs_inval_entry_push ie;
 
 	if (op == PFS_OP_INVAL_INODE && pfs_dec_inval_inode_push(payload, len, &ii) == 0)
-		return cache_note_push(c->cache, &ii.fh);
+		return gate_note_push(c->gate, &ii.fh);
 	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)
-		return cache_note_push(c->cache, &ie.parent);
+		return gate_note_push(c->gate, &ie.parent);
 	return 0;
 }
 

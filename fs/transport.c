@@ -22,6 +22,7 @@
 #include <linux/sockios.h>
 
 #include "cache_i.h"
+#include "gate_i.h"
 #include "client_i.h"
 #include "locks_i.h"
 #include "podfs/auth.h"
@@ -38,7 +39,7 @@
 
 struct push_item {
 	struct push_item *next;
-	uint64_t seq; /* cache_note_push number, 0 if none */
+	uint64_t seq; /* gate_note_push number, 0 if none */
 	uint64_t gen; /* connection it came on */
 	uint16_t op;
 	size_t len;
@@ -828,9 +829,9 @@ static void *conn_main(void *arg)
 		drop(ch);
 		/* Pushes may be lost from now until the revalidation after the
 		 * reconnect: nothing cached before counts as current (the
-		 * locally answered GETATTR, cache_i.h). */
+		 * locally answered GETATTR, trust_i.h). */
 		if (c->cache)
-			cache_note_all(c->cache);
+			gate_note_all(c->gate);
 		/* After GOODBYE (shutdown) the server closes: do not come back. */
 		if (atomic_load(&t->stopping) || rpc_is_closing(c->rpc))
 			break;
@@ -979,7 +980,7 @@ static void *push_main(void *arg)
 		pthread_mutex_unlock(&t->push_lock);
 		ops_apply_push(t->c, p->op, p->buf, p->len);
 		if (p->seq)
-			cache_set_applied(t->c->cache, p->seq);
+			gate_set_applied(t->c->gate, p->seq);
 		free(p->buf);
 		free(p);
 		pthread_mutex_lock(&t->push_lock);

@@ -14,7 +14,7 @@
 #include "podfs/hash.h"
 #include "podfs/htab.h"
 #include "podfs/log.h"
-#include "cache_i.h"
+#include "gate_i.h"
 #include "rpc_i.h"
 
 #define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
@@ -199,7 +199,7 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 	for (;;) {
 		struct rpc_reply rep = { 0 };
 		struct pfs_write_rep r;
-		uint64_t seq = cache_seq(wb->c->cache);
+		uint64_t seq = gate_seq(wb->c->gate);
 		rc = rpc_call(rpc, PFS_OP_WRITE, req, reqlen, &rep);
 		if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 ||
 				r.written > e->len - done)) {
@@ -208,15 +208,15 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 		}
 		if (rc == 0) {
 			*verf = rep.verf;
-			/* The race gate (cache_i.h): a push about the file
+			/* The race gate (gate_i.h): a push about the file
 			 * that arrived after the WRITE went out may be about a
 			 * change our reply's attributes predate (the reply can
 			 * come on a bulk connection, or be handled after the
 			 * push thread applied it); then they are not taken. */
-			cache_gate_enter(wb->c->cache);
-			if (!cache_pushed_since(wb->c->cache, seq, &e->wi->ip->fh))
+			gate_enter(wb->c->gate);
+			if (!gate_pushed_since(wb->c->gate, seq, &e->wi->ip->fh))
 				inode_own_change(e->wi->ip, &r.attr);
-			cache_gate_leave(wb->c->cache);
+			gate_leave(wb->c->gate);
 		}
 		rpc_reply_free(&rep);
 		if (req != e->req)
