@@ -90,7 +90,6 @@ struct client {
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
-	atomic_bool push_ack;          /* the session acknowledges pushes (PUSH_ACK) */
 	/* Files the kernel opened and has not released yet (ops.c). An
 	 * unmount can end the session before the kernel's last RELEASEs. */
 	pthread_mutex_t of_lock;

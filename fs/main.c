@@ -650,6 +650,70 @@ static void *sig_main(void *arg)
 	return NULL;
 }
 
+/* ---- what the transport tells (transport_i.h) ---- */
+
+static void tr_up_cb(void *arg, const struct transport_up *u)
+{
+	struct client *c = arg;
+
+	/* Before the pending requests go out again: lock requests wait for
+	 * the reclaims (locks.c). */
+	if (u->chan == 0 && c->lk)
+		locks_connected(c->lk, u->boot_id, u->auth_flags, u->restarted);
+	rpc_connected(c->rpc, u->chan, u->gen, u->codecs);
+	/* Pushes sent while we were away are lost: revalidate. */
+	if (u->chan == 0 && u->again && c->cache)
+		cache_reconnected(c->cache);
+}
+
+static void tr_down_cb(void *arg, unsigned chan)
+{
+	struct client *c = arg;
+
+	rpc_disconnected(c->rpc, chan);
+	/* Pushes may be lost from now until the revalidation after the
+	 * reconnect: nothing cached before counts as current (the locally
+	 * answered GETATTR, trust_i.h). */
+	if (chan == 0 && c->gate)
+		gate_note_all(c->gate);
+}
+
+static void tr_reply_cb(void *arg, const struct pfs_frame_hdr *h, uint8_t *payload,
+			uint64_t boot_id, uint64_t gen)
+{
+	struct client *c = arg;
+
+	rpc_complete(c->rpc, h, payload, boot_id, gen);
+}
+
+static void tr_wake_cb(void *arg, const uint8_t *payload, size_t len)
+{
+	struct client *c = arg;
+
+	locks_wake_push(c->lk, payload, len);
+}
+
+static uint64_t tr_note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
+{
+	return ops_note_push(arg, op, payload, len);
+}
+
+static void tr_apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)
+{
+	struct client *c = arg;
+
+	ops_apply_push(c, op, payload, len);
+	if (seq)
+		gate_set_applied(c->gate, seq);
+}
+
+static bool tr_closing_cb(void *arg)
+{
+	struct client *c = arg;
+
+	return rpc_is_closing(c->rpc);
+}
+
 /* ---- main ---- */
 
 static int keygen(int argc, char **argv)
@@ -755,7 +819,12 @@ int main(int argc, char **argv)
 		goto out_free;
 	}
 
-	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &c.tr) < 0 ||
+	struct transport_cbs tcb = {
+		.arg = &c, .up_cb = tr_up_cb, .down_cb = tr_down_cb, .reply_cb = tr_reply_cb,
+		.wake_cb = tr_wake_cb, .note_cb = tr_note_cb, .apply_cb = tr_apply_cb,
+		.closing_cb = tr_closing_cb,
+	};
+	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &tcb, &c.tr) < 0 ||
 	    creds_cache_new(&c.cc) < 0 || gate_new(&c.gate) < 0 || cache_new(&c, &c.cache) < 0 ||
 	    locks_new(&c, &c.lk) < 0 ||
 	    wb_new(&c, c.wb_threads, c.wb_max, &c.wb) < 0) {

@@ -1052,7 +1052,7 @@ static bool open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info
 	bool ok, attrs_stale;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT)) ||
-	    !atomic_load(&c->push_ack) || !inode_is_reader(ip, ctx->uid, ctx->gid) ||
+	    !transport_push_acked(c->tr) || !inode_is_reader(ip, ctx->uid, ctx->gid) ||
 	    !inode_attr_trusted(c->it, ip, &a, &aseq) || !transport_quiet(c->tr))
 		return false;
 	/* A file without names (its attributes came after another host

@@ -42,7 +42,6 @@ struct rchan {
 struct rpc {
 	struct client *c;
 	pthread_mutex_t lock;
-	atomic_uint_fast64_t next_id;
 	struct htab calls; /* struct rpc_req waiting for their reply */
 	unsigned nch;
 	struct rchan ch[PFS_CONNS_MAX];
@@ -60,7 +59,6 @@ int rpc_new(struct client *c, struct rpc **out)
 	rpc->nch = c->conns < 1 ? 1 : c->conns > PFS_CONNS_MAX ? PFS_CONNS_MAX : c->conns;
 	pthread_mutex_init(&rpc->lock, NULL);
 	htab_init(&rpc->calls);
-	atomic_init(&rpc->next_id, 1);
 	*out = rpc;
 	return 0;
 }
@@ -72,11 +70,6 @@ void rpc_free(struct rpc *rpc)
 	htab_fini(&rpc->calls);
 	pthread_mutex_destroy(&rpc->lock);
 	free(rpc);
-}
-
-uint64_t rpc_next_id(struct rpc *rpc)
-{
-	return atomic_fetch_add(&rpc->next_id, 1);
 }
 
 /* Wakes every waiting caller; they re-examine the connection state. */
@@ -131,7 +124,7 @@ static void unsent(struct rpc *rpc, struct rpc_req *r)
 static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		struct rpc_reply *rep, int timeout_ms)
 {
-	struct rpc_req r = { .id = rpc_next_id(rpc), .op = op };
+	struct rpc_req r = { .id = transport_next_id(rpc->c->tr), .op = op };
 	struct timespec deadline;
 	bool has_deadline = false;
 	int timeout_err = -EIO;

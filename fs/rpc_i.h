@@ -46,9 +46,6 @@ int rpc_new(struct client *c, struct rpc **out);
 /* Frees the table; no call may be in progress. */
 void rpc_free(struct rpc *rpc);
 
-/* A fresh request id (never 0, never reused by this process). */
-uint64_t rpc_next_id(struct rpc *rpc);
-
 /* Sends op with payload req[len] and waits for its reply.
  * Returns 0 with *rep holding the reply payload, or -errno: the server's
  * status (negated), -EIO on a soft-mount timeout, on shutdown, or for a
