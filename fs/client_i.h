@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "estale_i.h"
 #include "podfs/link.h"
 #include "podfs/wire.h"
 
@@ -40,13 +41,6 @@ struct gate;
 struct pcache;
 struct wb;
 struct locks;
-
-#define ESTALE_SLOTS 16
-struct estale_slot {
-	pid_t tid;	/* 0: free */
-	uint64_t ino;	/* the nodeid the retry's lookup returned (0: none yet) */
-	int64_t when;	/* CLOCK_MONOTONIC ns of the ESTALE */
-};
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -90,14 +84,13 @@ struct client {
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
-	/* Files the kernel opened and has not released yet (ops.c). An
+	/* Files the kernel opened and has not released yet (ofile.c). An
 	 * unmount can end the session before the kernel's last RELEASEs. */
 	pthread_mutex_t of_lock;
 	struct ofile *open_files;
 	atomic_uint lazy_opens; /* of them, opened locally and not yet known to the daemon */
-	/* OPENs answered ESTALE, by thread, to know the VFS's retry (ops.c). */
-	pthread_mutex_t estale_lock;
-	struct estale_slot estale[ESTALE_SLOTS];
+	/* OPENs answered ESTALE, by thread, to know the VFS's retry (estale.c). */
+	struct estale estale;
 
 	/* Byte counters, shown by the "user.podfs.stats" xattr of the
 	 * mount's root: frames on the wire (headers included) and their
@@ -109,18 +102,5 @@ struct client {
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */
 	char *bdi_ra_path;             /* /sys/class/bdi/MAJ:MIN/read_ahead_kb or NULL */
 };
-
-/* fuse_lowlevel_ops of podfs (ops.c). */
-struct fuse_lowlevel_ops;
-extern const struct fuse_lowlevel_ops pfs_fuse_ops;
-
-/* Applies one server push (PFS_FF_PUSH frame payload) to the kernel caches.
- * Runs on the push thread; payload is only borrowed. (ops.c) */
-/* Connection thread: numbers a push as it arrives (gate_note_push);
- * returns its number, 0 for a malformed or unknown one. */
-uint64_t ops_note_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
-/* Frees the open-file state the kernel never released (at exit). */
-void ops_free_open_files(struct client *c);
-void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
 
 #endif /* PODFS_CLIENT_I_H */

@@ -29,6 +29,10 @@
 #include "cache_i.h"
 #include "locks_i.h"
 #include "loop_i.h"
+#include "ofile_i.h"
+#include "ops_i.h"
+#include "push_i.h"
+#include "readahead_i.h"
 #include "client_i.h"
 #include "creds_i.h"
 #include "gate_i.h"
@@ -518,74 +522,6 @@ out:
 	return rc;
 }
 
-/* ---- readahead ---- */
-
-/* Unescapes mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-	char *d = s;
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = 0;
-}
-
-/* Finds the bdi of our mount in /proc/self/mountinfo (without touching
- * the mount itself, which nobody serves yet). */
-static void find_bdi(struct client *c)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[8192], dev[64] = "";
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *save = NULL, *fields[10] = { 0 };
-		int n = 0;
-		for (char *t = strtok_r(line, " ", &save); t && n < 10; t = strtok_r(NULL, " ", &save))
-			fields[n++] = t;
-		if (n < 10)
-			continue;
-		unescape(fields[4]);
-		/* fields[6..] = optional fields, "-", fstype */
-		const char *fstype = NULL;
-		for (int i = 6; i < n - 1; i++)
-			if (strcmp(fields[i], "-") == 0) {
-				fstype = fields[i + 1];
-				break;
-			}
-		if (strcmp(fields[4], c->mountpoint) == 0 && fstype && has_prefix(fstype, "fuse"))
-			snprintf(dev, sizeof(dev), "%s", fields[2]);
-	}
-	fclose(f);
-	if (dev[0] && asprintf(&c->bdi_ra_path, "/sys/class/bdi/%s/read_ahead_kb", dev) < 0)
-		c->bdi_ra_path = NULL;
-}
-
-/* Called once from the first request after INIT (ops.c): the kernel has
- * applied INIT's max_readahead by then, so this value sticks. A 4 MiB
- * window keeps about four 1 MiB READs (max_pages) in flight while a file
- * streams: the daemon reads and codes one while the client decodes
- * another (cold reads of the float32 checkpoint ~20% faster here than
- * with 1 MiB), and at 500 us of round trip 4 MiB in flight still allow
- * 8 GB/s. */
-void client_tune_bdi(struct client *c);
-void client_tune_bdi(struct client *c)
-{
-	if (!c->bdi_ra_path)
-		return;
-	int fd = open(c->bdi_ra_path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, "4096\n", 5) != 5)
-		pfs_debug("cannot raise readahead via %s: %s", c->bdi_ra_path, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-}
-
 /* ---- signals ---- */
 
 struct sigctl {
@@ -695,16 +631,14 @@ static void tr_wake_cb(void *arg, const uint8_t *payload, size_t len)
 
 static uint64_t tr_note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
 {
-	return ops_note_push(arg, op, payload, len);
+	return push_note(arg, op, payload, len);
 }
 
 static void tr_apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)
 {
 	struct client *c = arg;
 
-	ops_apply_push(c, op, payload, len);
-	if (seq)
-		gate_set_applied(c->gate, seq);
+	push_apply(c, op, payload, len, seq);
 }
 
 static bool tr_closing_cb(void *arg)
@@ -742,7 +676,7 @@ static void client_free(struct client *c)
 	c->lk = NULL;
 	wb_free(c->wb);
 	pcache_free(c->pc);
-	ops_free_open_files(c);
+	ofile_free_all(c);
 	inode_table_free(c->it);
 	transport_free(c->tr);
 	rpc_free(c->rpc);
@@ -770,7 +704,7 @@ int main(int argc, char **argv)
 		.wb_threads = 4,
 		.conns = PFS_CONNS_DEFAULT,
 		.spin_us = -1, /* auto */
-		.estale_lock = PTHREAD_MUTEX_INITIALIZER,
+		.estale = ESTALE_INIT,
 		.wb_max = (size_t)128 << 20,
 		.cache_size = (uint64_t)1 << 30,
 	};
@@ -856,12 +790,12 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGUSR1, SIG_IGN);
 
-	c.se = fuse_session_new(&fa, &pfs_fuse_ops, sizeof(pfs_fuse_ops), &c);
+	c.se = fuse_session_new(&fa, &ops_fuse_ops, sizeof(ops_fuse_ops), &c);
 	if (!c.se)
 		goto out_stop; /* libfuse printed why */
 	if (fuse_session_mount(c.se, c.mountpoint) != 0)
 		goto out_destroy;
-	find_bdi(&c);
+	readahead_find(&c);
 
 	if (fuse_daemonize(c.foreground) != 0)
 		goto out_unmount;
