@@ -55,6 +55,17 @@ struct sigctl {
 	atomic_bool loop_done;
 };
 
+/* The signals the signal thread waits for (every other thread blocks
+ * them): SIGTERM, SIGINT and SIGHUP end the mount; SIGUSR2 wakes it. */
+static void signal_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGUSR2);
+}
+
 /* sigwait()s for SIGTERM/SIGINT/SIGHUP; on one, ends the session loop.
  * libfuse's own handlers cannot be used: the loop joins its workers, and
  * a worker blocked in a hard-mount call would never return. */
@@ -64,11 +75,7 @@ static void *sig_main(void *arg)
 	sigset_t set;
 	int sig;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR2);
+	signal_set(&set);
 	for (;;) {
 		/* Wake up now and then: an unmount (fusermount3 -u) ends the
 		 * session without a signal, and a worker blocked in a call to
@@ -312,11 +319,7 @@ int main(int argc, char **argv)
 	 * every thread blocks them; a stray SIGUSR1 is ignored. Until here
 	 * (connecting) they simply end the process: nothing is mounted. */
 	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGUSR2);
+	signal_set(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGUSR1, SIG_IGN);
 

@@ -82,12 +82,13 @@ void ops_reply_entry(fuse_req_t req, struct inode *dir, const char *name,
 		inode_forget(c->it, ip, 1);
 }
 
-struct ops_own ops_own_snap(struct client *c)
+struct ops_own ops_own_change(struct client *c, struct inode *ip)
 {
 	struct ops_own o;
 	o.any = inode_own_snap(c->it, &o.ns);
 	o.renaming = inode_renames_busy(c->it);
 	o.seq = gate_seq(c->gate);
+	inode_own_touch(c->it, ip, true);
 	return o;
 }
 
@@ -223,4 +224,33 @@ bool ops_open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info *f
 		fi->keep_cache = inode_open_version(ip, &a, &attrs_stale);
 	gate_leave(c->gate);
 	return ok;
+}
+
+int ops_open_remote(fuse_req_t req, struct ofile *of, struct fuse_file_info *fi, uint16_t op,
+		    struct ops_opened *o)
+{
+	struct client *c = CL(req);
+	struct pfs_open_req m;
+	struct pfs_attr_rep ar;
+	struct rpc_reply rep = { 0 };
+
+	fill_creds(req, &m.cr, true);
+	m.fh = of->ip->fh;
+	m.fid = ofile_fid(of);
+	m.flags = (uint32_t)fi->flags;
+	o->any = inode_own_snap(c->it, &o->ns);
+	o->seq = gate_seq(c->gate);
+	o->applied = gate_applied(c->gate);
+	int rc = rpc_msg(c->rpc, op, open_req, &m, &rep);
+	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
+		rc = ops_bad_reply(req, pfs_op_name(op));
+	rpc_reply_free(&rep);
+	if (rc < 0) {
+		ofile_free(of);
+		fuse_reply_err(req, -rc);
+		return rc;
+	}
+	o->cr = m.cr;
+	o->attr = ar.attr;
+	return 0;
 }

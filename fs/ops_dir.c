@@ -20,11 +20,8 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct client *c = CL(req);
 	struct inode *ip = IP(req, ino);
-	struct pfs_open_req m;
-	struct pfs_attr_rep ar;
-	struct rpc_reply rep = { 0 };
+	struct ops_opened o;
 	struct ofile *of;
-	int rc;
 
 	if (!(of = ofile_new(c, ip, fi->flags))) {
 		fuse_reply_err(req, ENOMEM);
@@ -32,24 +29,11 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (ops_open_locally(req, ip, fi, true))
 		goto reply;
-	fill_creds(req, &m.cr, true);
-	m.fh = ip->fh;
-	m.fid = ofile_fid(of);
-	m.flags = (uint32_t)fi->flags;
-	uint64_t ns, any = inode_own_snap(c->it, &ns);
-	uint64_t seq = gate_seq(c->gate);
-	rc = rpc_msg(c->rpc, PFS_OP_OPENDIR, open_req, &m, &rep);
-	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
-		rc = ops_bad_reply(req, "OPENDIR");
-	rpc_reply_free(&rep);
-	if (rc < 0) {
-		ofile_free(of);
-		fuse_reply_err(req, -rc);
+	if (ops_open_remote(req, of, fi, PFS_OP_OPENDIR, &o) < 0)
 		return;
-	}
-	inode_set_attr(ip, &ar.attr);
-	inode_trust_attr(c->it, ip, seq, any, ns);
-	inode_note_reader(ip, m.cr.uid, m.cr.gid);
+	inode_set_attr(ip, &o.attr);
+	inode_trust_attr(c->it, ip, o.seq, o.any, o.ns);
+	inode_note_reader(ip, o.cr.uid, o.cr.gid);
 reply:
 	/* The server pushes an invalidation of the directory on every
 	 * change, which drops the kernel's cached listing. This kernel
@@ -76,9 +60,7 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	of->rd_synth = false;
 	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
 	of->rd_seq = gate_seq(c->gate);
-	fill_creds(req, &m.cr, false);
-	m.fh = of->ip->fh;
-	m.fid = ofile_fid(of);
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	m.offset = off;
 	m.max_bytes = READDIR_BYTES;
 	m.plus = plus;

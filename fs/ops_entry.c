@@ -429,8 +429,7 @@ void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	m.mode = mode;
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
-	struct ops_own o = ops_own_snap(c);
-	inode_own_touch(c->it, IP(req, parent), true);
+	struct ops_own o = ops_own_change(c, IP(req, parent));
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
 	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
@@ -447,8 +446,7 @@ void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	m.parent = IP(req, parent)->fh;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
-	struct ops_own o = ops_own_snap(c);
-	inode_own_touch(c->it, IP(req, parent), true);
+	struct ops_own o = ops_own_change(c, IP(req, parent));
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
 	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
@@ -462,8 +460,7 @@ void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char
 	size_t tlen = strlen(link);
 	int rc;
 
-	struct ops_own o = ops_own_snap(c);
-	inode_own_touch(c->it, IP(req, parent), true);
+	struct ops_own o = ops_own_change(c, IP(req, parent));
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	if (tlen == 0) {
@@ -490,8 +487,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	m.parent = IP(req, parent)->fh;
 	if (op == PFS_OP_UNLINK)
 		ofile_attach_lazy(c, IP(req, parent), NULL, 0);
-	struct ops_own o = ops_own_snap(c);
-	inode_own_touch(c->it, IP(req, parent), true);
+	struct ops_own o = ops_own_change(c, IP(req, parent));
 	listing_touch(IP(req, parent));
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
@@ -552,8 +548,7 @@ void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.newparent = IP(req, newparent)->fh;
-	struct ops_own o = ops_own_snap(c);
-	inode_own_touch(c->it, IP(req, ino), true);
+	struct ops_own o = ops_own_change(c, IP(req, ino));
 	inode_own_also(c->it, IP(req, newparent));
 	if ((rc = ops_set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);

@@ -52,11 +52,8 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct client *c = CL(req);
 	struct inode *ip = IP(req, ino);
-	struct pfs_open_req m;
-	struct pfs_attr_rep ar;
-	struct rpc_reply rep = { 0 };
+	struct ops_opened o;
 	struct ofile *of;
-	int rc;
 
 	readahead_raise(c);
 	if (fi->flags & O_TRUNC)
@@ -75,22 +72,8 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			ofile_free(of);
 		return;
 	}
-	fill_creds(req, &m.cr, true);
-	m.fh = ip->fh;
-	m.fid = ofile_fid(of);
-	m.flags = (uint32_t)fi->flags;
-	uint64_t ns, any = inode_own_snap(c->it, &ns);
-	uint64_t seq = gate_seq(c->gate);
-	uint64_t applied = gate_applied(c->gate);
-	rc = rpc_msg(c->rpc, PFS_OP_OPEN, open_req, &m, &rep);
-	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
-		rc = ops_bad_reply(req, "OPEN");
-	rpc_reply_free(&rep);
-	if (rc < 0) {
-		ofile_free(of);
-		fuse_reply_err(req, -rc);
+	if (ops_open_remote(req, of, fi, PFS_OP_OPEN, &o) < 0)
 		return;
-	}
 	/* The kernel found this file under a name that another host removed
 	 * or renamed another file over: ESTALE makes the VFS look the name
 	 * up again (LOOKUP_REVAL) and open what it names now, as
@@ -102,10 +85,10 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * removed by another host through /proc/PID/fd thus fails with
 	 * ESTALE, as on NFS; one this host removed opens (unless over 1,024
 	 * pushes came since: the check then errs towards ESTALE). */
-	if (ar.attr.nlink == 0 && !S_ISDIR(ar.attr.mode)) {
+	if (o.attr.nlink == 0 && !S_ISDIR(o.attr.mode)) {
 		uint64_t since = inode_named_seq(ip);
-		if (since > applied)
-			since = applied;
+		if (since > o.applied)
+			since = o.applied;
 		gate_enter(c->gate);
 		bool gone = gate_pushed_since(c->gate, since, &ip->fh);
 		gate_leave(c->gate);
@@ -119,28 +102,28 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	if ((fi->flags & O_ACCMODE) != O_WRONLY)
-		inode_note_reader(ip, m.cr.uid, m.cr.gid);
+		inode_note_reader(ip, o.cr.uid, o.cr.gid);
 	/* Close-to-open: the kernel's pages may stay only if the file has
 	 * not changed since they were cached (keep_cache=0 makes the kernel
 	 * drop them). Its cached attributes go too if they differ from the
 	 * fresh ones (offset -1: attributes only, safe in a handler). */
 	bool attrs_stale;
-	fi->keep_cache = inode_open_version(ip, &ar.attr, &attrs_stale);
+	fi->keep_cache = inode_open_version(ip, &o.attr, &attrs_stale);
 	if (!attrs_stale)
-		open_store_inline(c, ip, ino, fi, applied);
+		open_store_inline(c, ip, ino, fi, o.applied);
 	/* The version (size, mtime, ctime) misses a change made within one
 	 * timestamp tick. The server's push does not: one about this file
 	 * that arrived but may not have reached the kernel yet (the server
 	 * sends it before the OPEN reply when the change came first) means
 	 * the pages are stale. */
 	gate_enter(c->gate);
-	if (gate_pushed_since(c->gate, applied, &ip->fh)) {
+	if (gate_pushed_since(c->gate, o.applied, &ip->fh)) {
 		fi->keep_cache = 0;
 		attrs_stale = true;
 	}
 	gate_leave(c->gate);
 	if (!(fi->flags & O_TRUNC))
-		inode_trust_attr(c->it, ip, seq, any, ns);
+		inode_trust_attr(c->it, ip, o.seq, o.any, o.ns);
 	if (attrs_stale)
 		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)of;
@@ -166,9 +149,8 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	struct ops_own o = ops_own_snap(c);
+	struct ops_own o = ops_own_change(c, IP(req, parent));
 	uint64_t seq = o.seq;
-	inode_own_touch(c->it, IP(req, parent), true);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	m.fid = ofile_fid(of);
@@ -279,9 +261,7 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	bool pc = c->pc && inode_data_version(of->ip, &pv) && pcache_wants(c->pc, pv.size);
 	if (pc && pc_serve(req, of->ip, &pv, size, off))
 		return;
-	fill_creds(req, &m.cr, false);
-	m.fh = of->ip->fh;
-	m.fid = ofile_fid(of);
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	m.flags = of->flags;
 	m.offset = (uint64_t)off;
 	m.size = (uint32_t)(size > PFS_MAX_IO ? PFS_MAX_IO : size);
@@ -322,8 +302,8 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 	/* Write-behind (wb.c): the data is copied and sent by a writer
 	 * thread; its errors come back at the next write, flush or fsync. */
 	fill_creds(req, &cr, false);
-	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, ofile_fid(of), of->flags, (uint64_t)off, buf,
-			  size, (uint32_t)fuse_req_ctx(req)->pid);
+	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, ofile_fid(of), of->flags, (uint64_t)off,
+			  buf, size, (uint32_t)fuse_req_ctx(req)->pid);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -366,9 +346,7 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	wb_release(c->wb, of->ip, &cr, &of->ip->fh, fid);
 	if (fi->flock_release) {
 		struct pfs_lock_req m;
-		fill_creds(req, &m.cr, false);
-		m.fh = of->ip->fh;
-		m.fid = ofile_fid(of);
+		ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 		m.owner = fi->lock_owner;
 		m.type = PFS_LK_UN;
 		m.start = 0;
@@ -407,9 +385,7 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
 
 	inode_own_touch(c->it, of->ip, false);
 	inode_drop_inline(of->ip);
-	fill_creds(req, &m.cr, false);
-	m.fh = of->ip->fh;
-	m.fid = ofile_fid(of);
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	wb_wait(c->wb, of->ip);
 	m.mode = (uint32_t)mode;
 	m.offset = (uint64_t)offset;
@@ -429,9 +405,7 @@ void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
-	fill_creds(req, &m.cr, false);
-	m.fh = of->ip->fh;
-	m.fid = ofile_fid(of);
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	m.offset = (uint64_t)off;
 	m.whence = (uint32_t)whence;
 	wb_wait(c->wb, of->ip);

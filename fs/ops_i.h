@@ -62,6 +62,17 @@ static inline void fill_creds(fuse_req_t req, struct pfs_creds *cr, bool groups)
 	creds_fill(CL(req)->cc, req, cr, groups);
 }
 
+/* The caller's ids (without groups), the handle and the fid of the open
+ * file of, for a request about it (the daemon may know the fid from now
+ * on: ofile_fid). */
+static inline void ops_file_req(fuse_req_t req, struct ofile *of, struct pfs_creds *cr,
+				struct pfs_fh *fh, uint64_t *fid)
+{
+	fill_creds(req, cr, false);
+	*fh = of->ip->fh;
+	*fid = ofile_fid(of);
+}
+
 /* ---- shared by several kinds (ops_common.c) ---- */
 
 /* Copies name s into n. Returns 0, -ENAMETOOLONG or -EINVAL (not a
@@ -90,15 +101,18 @@ struct inode *ops_entry_param(struct client *c, struct inode *dir, const char *n
 void ops_reply_entry(fuse_req_t req, struct inode *dir, const char *name, struct inode *ip,
 		     struct fuse_entry_param *e, uint64_t seq);
 
-/* The count snapshot for a namespace change of ours: take it before
- * inode_own_touch(..., true); ops_own_dir_attr then trusts the
- * directory's attributes from the reply if that touch was our only
+/* The count snapshot for a namespace change of ours, taken before it is
+ * announced (inode_own_touch(..., true)); ops_own_dir_attr then trusts
+ * the directory's attributes from the reply if that touch was our only
  * change since. */
 struct ops_own {
 	uint64_t any, ns, seq;
 	bool renaming; /* a rename of ours was under way */
 };
-struct ops_own ops_own_snap(struct client *c);
+/* A namespace change of ours that moves ip (the directory, or the object
+ * linked) is about to be sent: takes the snapshot, then announces the
+ * change (inode_own_touch). Returns the snapshot. */
+struct ops_own ops_own_change(struct client *c, struct inode *ip);
 
 /* dir's attributes a right after our namespace change in it, sent after
  * snapshot o: recorded, and trusted if nothing else of ours overlapped
@@ -130,6 +144,19 @@ void ops_fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds
  * (then fi->keep_cache is set for a file), false to ask the daemon. See
  * ops_common.c. */
 bool ops_open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info *fi, bool dir);
+
+/* What an OPEN or OPENDIR sent to the daemon brought back. */
+struct ops_opened {
+	struct pfs_creds cr;   /* the opener's ids, as sent */
+	struct pfs_attr attr;  /* the attributes of the reply */
+	uint64_t any, ns;      /* inode_own_snap before it was sent */
+	uint64_t seq, applied; /* gate_seq and gate_applied then */
+};
+/* Sends op (PFS_OP_OPEN or PFS_OP_OPENDIR) of of->ip under of's fid with
+ * fi's flags and req's caller's ids, and waits for the reply: 0 with *o
+ * filled; or -errno, after replying the error to req and freeing of. */
+int ops_open_remote(fuse_req_t req, struct ofile *of, struct fuse_file_info *fi, uint16_t op,
+		    struct ops_opened *o);
 
 /* ---- the handlers (fuse_lowlevel.h documents each, with its valid
  * replies); ops.c's table names them ---- */

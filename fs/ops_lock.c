@@ -15,9 +15,7 @@ static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 {
 	/* Writes made under a lock reach the server before it changes. */
 	wb_wait(CL(req)->wb, of->ip);
-	fill_creds(req, &m->cr, false);
-	m->fh = of->ip->fh;
-	m->fid = ofile_fid(of);
+	ops_file_req(req, of, &m->cr, &m->fh, &m->fid);
 	m->owner = fi->lock_owner;
 	m->type = lk->l_type == F_RDLCK ? PFS_LK_RD : lk->l_type == F_WRLCK ? PFS_LK_WR : PFS_LK_UN;
 	m->start = (uint64_t)lk->l_start;
@@ -87,9 +85,7 @@ void ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op
 	struct pfs_lock_req m;
 
 	wb_wait(CL(req)->wb, of->ip);
-	fill_creds(req, &m.cr, false);
-	m.fh = of->ip->fh;
-	m.fid = ofile_fid(of);
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	m.owner = fi->lock_owner;
 	switch (op & ~LOCK_NB) {
 	case LOCK_SH:

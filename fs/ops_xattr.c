@@ -21,6 +21,20 @@ static int set_xname(struct pfs_xname *n, const char *s)
 	return 0;
 }
 
+/* This client's own change of ino's xattrs is about to be sent: the
+ * absences known and the trust of its attributes go. Fills the
+ * request's *cr and *fh. */
+static void own_xattr_change(fuse_req_t req, fuse_ino_t ino, struct pfs_creds *cr,
+			     struct pfs_fh *fh)
+{
+	struct inode *ip = IP(req, ino);
+
+	inode_clear_nocaps(ip);
+	inode_own_touch(CL(req)->it, ip, false);
+	fill_creds(req, cr, true);
+	*fh = ip->fh;
+}
+
 void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		  size_t size, int flags)
 {
@@ -29,10 +43,7 @@ void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *
 	struct rpc_reply rep = { 0 };
 	int rc;
 
-	inode_clear_nocaps(IP(req, ino));
-	inode_own_touch(c->it, IP(req, ino), false);
-	fill_creds(req, &m.cr, true);
-	m.fh = IP(req, ino)->fh;
+	own_xattr_change(req, ino, &m.cr, &m.fh);
 	m.flags = (uint32_t)flags;
 	m.value.p = (const uint8_t *)value;
 	m.value.len = (uint32_t)size;
@@ -163,10 +174,7 @@ void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct rpc_reply rep = { 0 };
 	int rc;
 
-	inode_clear_nocaps(IP(req, ino));
-	inode_own_touch(c->it, IP(req, ino), false);
-	fill_creds(req, &m.cr, true);
-	m.fh = IP(req, ino)->fh;
+	own_xattr_change(req, ino, &m.cr, &m.fh);
 	if ((rc = set_xname(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);
 	rpc_reply_free(&rep);

@@ -271,20 +271,13 @@ static int fetch(struct pcache *pc, const struct job *j, uint64_t name)
 {
 	struct client *c = pc->c;
 	struct pfs_read_req m;
-	char tmp[64];
-	uint64_t data_off = pcf_data_off(PCF_FIXED + j->k.fh_len, j->k.size);
+	struct pcd_writer w;
 	uint64_t off = 0;
-	int rc = 0;
 
 	_Static_assert(CHUNK % PCF_BLOCK == 0, "fetched chunks are whole blocks");
-	uint8_t *table = malloc(4 * pcf_nblocks(j->k.size));
-	if (!table)
-		return -ENOMEM;
-	int fd = pcd_tmp_create(pc, name, tmp);
-	if (fd < 0) {
-		free(table);
-		return fd;
-	}
+	int rc = pcd_begin(pc, name, &j->k, &w);
+	if (rc < 0)
+		return rc;
 	m.cr = j->cr;
 	m.fh = j->fh;
 	m.fid = atomic_fetch_add(&c->next_fid, 1);
@@ -300,8 +293,7 @@ static int fetch(struct pcache *pc, const struct job *j, uint64_t name)
 		else if (rc == 0 && r.data.len != m.size)
 			rc = -ESTALE; /* not the size its version says: changed */
 		if (rc == 0) {
-			pcf_block_crcs(r.data.p, r.data.len, table + 4 * (off >> PCF_BLOCK_LOG2));
-			rc = pcd_write_all(fd, r.data.p, r.data.len, (off_t)(data_off + off));
+			rc = pcd_write(&w, off, r.data.p, r.data.len);
 			off += r.data.len;
 		}
 		rpc_reply_free(&rep);
@@ -314,19 +306,24 @@ static int fetch(struct pcache *pc, const struct job *j, uint64_t name)
 	struct rpc_reply rep = { 0 };
 	(void)rpc_msg(c->rpc, PFS_OP_RELEASE, release_req, &rm, &rep);
 	rpc_reply_free(&rep);
-	if (rc == 0) {
-		/* The data was read after the version was seen: it is that
-		 * version's content, or newer if the file changed meanwhile,
-		 * and then that version is never current again. */
-		rc = pcd_tmp_commit(pc, fd, tmp, name, &j->k, table);
-		if (rc == 0)
-			atomic_fetch_add(&pc->fetched, 1);
-	}
-	close(fd);
-	if (rc < 0)
-		unlinkat(pc->tmpfd, tmp, 0);
-	free(table);
+	/* The data was read after the version was seen: it is that
+	 * version's content, or newer if the file changed meanwhile, and
+	 * then that version is never current again. */
+	rc = pcd_end(&w, rc);
+	if (rc == 0)
+		atomic_fetch_add(&pc->fetched, 1);
 	return rc;
+}
+
+/* Stores the content a JOB_STORE carries as entry name. */
+static int store(struct pcache *pc, const struct job *j, uint64_t name)
+{
+	struct pcd_writer w;
+	int rc = pcd_begin(pc, name, &j->k, &w);
+
+	if (rc < 0)
+		return rc;
+	return pcd_end(&w, pcd_write(&w, 0, j->data, j->k.size));
 }
 
 static void *work_main(void *arg)
@@ -355,7 +352,7 @@ static void *work_main(void *arg)
 
 		uint64_t name = pcf_name_hash(j->fh.data, j->fh.len);
 		if (!skip && !pcd_have(pc, name, &j->k)) {
-			int rc = j->kind == JOB_STORE ? pcd_store(pc, &j->k, j->data, name) : fetch(pc, j, name);
+			int rc = j->kind == JOB_STORE ? store(pc, j, name) : fetch(pc, j, name);
 			if (rc == 0 && j->kind == JOB_STORE)
 				atomic_fetch_add(&pc->stored, 1);
 			else if (rc < 0 && rc != -ECANCELED)

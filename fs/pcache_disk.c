@@ -272,7 +272,8 @@ bool pcd_have(struct pcache *pc, uint64_t name, const struct pcf_key *k)
 	return true;
 }
 
-int pcd_write_all(int fd, const void *buf, size_t len, off_t off)
+/* Writes all of buf[len] at off. 0 or -errno. */
+static int write_all(int fd, const void *buf, size_t len, off_t off)
 {
 	const char *p = buf;
 	while (len) {
@@ -290,7 +291,7 @@ int pcd_write_all(int fd, const void *buf, size_t len, off_t off)
 }
 
 /* A temporary file under tmp/ (its name in tmp[]). */
-int pcd_tmp_create(struct pcache *pc, uint64_t name, char tmp[64])
+static int tmp_create(struct pcache *pc, uint64_t name, char tmp[64])
 {
 	pthread_mutex_lock(&pc->bg.lock);
 	uint64_t seq = ++pc->tmp_seq;
@@ -302,15 +303,15 @@ int pcd_tmp_create(struct pcache *pc, uint64_t name, char tmp[64])
 
 /* Header and checksums last, then the rename: a crash leaves a
  * temporary (removed at the next start) or a whole entry. */
-int pcd_tmp_commit(struct pcache *pc, int fd, const char *tmp, uint64_t name,
-		   const struct pcf_key *k, const uint8_t *table)
+static int tmp_commit(struct pcache *pc, int fd, const char *tmp, uint64_t name,
+		      const struct pcf_key *k, const uint8_t *table)
 {
 	uint8_t hdr[PCF_HDR_MAX];
 	char s[17];
 	int n = pcf_encode(k, hdr, sizeof(hdr));
-	int rc = n < 0 ? n : pcd_write_all(fd, hdr, (size_t)n, 0);
+	int rc = n < 0 ? n : write_all(fd, hdr, (size_t)n, 0);
 	if (rc == 0)
-		rc = pcd_write_all(fd, table, 4 * pcf_nblocks(k->size), n);
+		rc = write_all(fd, table, 4 * pcf_nblocks(k->size), n);
 	if (rc < 0)
 		return rc;
 	name_str(name, s);
@@ -322,26 +323,37 @@ int pcd_tmp_commit(struct pcache *pc, int fd, const char *tmp, uint64_t name,
 	return 0;
 }
 
-int pcd_store(struct pcache *pc, const struct pcf_key *k, const uint8_t *data, uint64_t name)
+int pcd_begin(struct pcache *pc, uint64_t name, const struct pcf_key *k, struct pcd_writer *w)
 {
-	char tmp[64];
-	uint64_t data_off = pcf_data_off(PCF_FIXED + k->fh_len, k->size);
-	uint8_t *table = malloc(4 * pcf_nblocks(k->size));
-	if (!table)
+	w->pc = pc;
+	w->name = name;
+	w->k = k;
+	w->data_off = pcf_data_off(PCF_FIXED + k->fh_len, k->size);
+	w->table = malloc(4 * pcf_nblocks(k->size));
+	if (!w->table)
 		return -ENOMEM;
-	int fd = pcd_tmp_create(pc, name, tmp);
-	if (fd < 0) {
-		free(table);
-		return fd;
+	w->fd = tmp_create(pc, name, w->tmp);
+	if (w->fd < 0) {
+		free(w->table);
+		return w->fd;
 	}
-	pcf_block_crcs(data, k->size, table);
-	int rc = pcd_write_all(fd, data, k->size, (off_t)data_off);
+	return 0;
+}
+
+int pcd_write(struct pcd_writer *w, uint64_t off, const void *data, size_t len)
+{
+	pcf_block_crcs(data, len, w->table + 4 * (off >> PCF_BLOCK_LOG2));
+	return write_all(w->fd, data, len, (off_t)(w->data_off + off));
+}
+
+int pcd_end(struct pcd_writer *w, int rc)
+{
 	if (rc == 0)
-		rc = pcd_tmp_commit(pc, fd, tmp, name, k, table);
-	close(fd);
+		rc = tmp_commit(w->pc, w->fd, w->tmp, w->name, w->k, w->table);
+	close(w->fd);
 	if (rc < 0)
-		unlinkat(pc->tmpfd, tmp, 0);
-	free(table);
+		unlinkat(w->pc->tmpfd, w->tmp, 0);
+	free(w->table);
 	return rc;
 }
 

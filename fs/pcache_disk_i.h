@@ -83,19 +83,29 @@ void pcd_set(struct pcache *pc, uint64_t name, uint64_t bytes, int64_t last_use)
  * name). Without pc->bg.lock. */
 bool pcd_have(struct pcache *pc, uint64_t name, const struct pcf_key *k);
 
-/* A new temporary file under tmp/ for entry name: returns its fd (the
- * caller closes it) with its name in tmp[], or -errno. Without the lock. */
-int pcd_tmp_create(struct pcache *pc, uint64_t name, char tmp[64]);
-/* Writes all of buf[len] at off of fd. 0 or -errno. */
-int pcd_write_all(int fd, const void *buf, size_t len, off_t off);
-/* Finishes the temporary tmp (fd) as entry name of key k: writes the
- * header and the block checksums table[] last, renames it into e/ and
- * indexes it. 0 or -errno (the caller removes tmp). Without the lock. */
-int pcd_tmp_commit(struct pcache *pc, int fd, const char *tmp, uint64_t name,
-		   const struct pcf_key *k, const uint8_t *table);
-/* Stores data (k->size bytes, the content of key k) as entry name.
- * 0 or -errno (nothing left behind). Without the lock; worker thread. */
-int pcd_store(struct pcache *pc, const struct pcf_key *k, const uint8_t *data, uint64_t name);
+/* An entry being written: a temporary file under tmp/ that becomes the
+ * entry only once whole (pcd_end). */
+struct pcd_writer {
+	struct pcache *pc;
+	uint64_t name;              /* the entry's file name */
+	const struct pcf_key *k;    /* borrowed until pcd_end */
+	int fd;
+	char tmp[64];               /* its name under tmp/ */
+	uint8_t *table;             /* CRC32C of each block of the data */
+	uint64_t data_off;          /* where the data starts in the file */
+};
+
+/* Starts writing entry name of key k (k->size bytes of data to come).
+ * Returns 0 (then call pcd_end), or -errno. Without pc->bg.lock. */
+int pcd_begin(struct pcache *pc, uint64_t name, const struct pcf_key *k, struct pcd_writer *w);
+/* Writes data[len] at offset off of the content (off a multiple of
+ * PCF_BLOCK; the last block may be short). 0 or -errno. */
+int pcd_write(struct pcd_writer *w, uint64_t off, const void *data, size_t len);
+/* Ends w: if rc is 0 (every byte written), writes the header and the
+ * checksums last, renames the file into e/ and indexes it (a crash
+ * leaves a temporary, removed at the next start, or a whole entry);
+ * else, or if that fails, removes it. Returns 0 or the -errno. */
+int pcd_end(struct pcd_writer *w, int rc);
 
 /* Deletes least recently used entries until the total is under
  * EVICT_TO_PCT % of the cap, once the scan is done and if over the cap.

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "bg_i.h"
+
 struct push_item {
 	struct push_item *next;
 	uint64_t seq; /* note_cb's number, 0 if none */
@@ -19,21 +21,15 @@ struct push_item {
 struct pushq {
 	struct pushq_cbs cb;
 
-	/* Push queue. */
-	pthread_mutex_t lock;
-	pthread_cond_t push_cond;
+	/* The push and ack threads; bg.lock guards everything below, and
+	 * bg.cond wakes both threads (a push queued, or stopping). */
+	struct bg bg;
 	struct push_item *push_head, **push_tail;
-	bool push_stop;
-	pthread_t push_thr;
-	bool push_started;
 
-	/* Acknowledgements (PUSH_ACK), under lock: pushes received on
-	 * connection ack_gen (numbered, not necessarily applied yet) and
-	 * what the ack thread sent last. */
-	pthread_cond_t ack_cond;
+	/* Acknowledgements (PUSH_ACK): pushes received on connection
+	 * ack_gen (numbered, not necessarily applied yet) and what the ack
+	 * thread sent last. */
 	uint64_t ack_gen, ack_count, sent_gen, sent_count;
-	pthread_t ack_thr;
-	bool ack_started;
 };
 
 int pushq_new(const struct pushq_cbs *cbs, struct pushq **out)
@@ -42,10 +38,11 @@ int pushq_new(const struct pushq_cbs *cbs, struct pushq **out)
 
 	if (!q)
 		return -ENOMEM;
+	if (bg_init(&q->bg) < 0) {
+		free(q);
+		return -ENOMEM;
+	}
 	q->cb = *cbs;
-	pthread_mutex_init(&q->lock, NULL);
-	pthread_cond_init(&q->push_cond, NULL);
-	pthread_cond_init(&q->ack_cond, NULL);
 	q->push_tail = &q->push_head;
 	*out = q;
 	return 0;
@@ -62,9 +59,7 @@ void pushq_free(struct pushq *q)
 		free(p->buf);
 		free(p);
 	}
-	pthread_mutex_destroy(&q->lock);
-	pthread_cond_destroy(&q->push_cond);
-	pthread_cond_destroy(&q->ack_cond);
+	bg_fini(&q->bg);
 	free(q);
 }
 
@@ -81,7 +76,7 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	p->op = op;
 	p->buf = buf;
 	p->len = len;
-	pthread_mutex_lock(&q->lock);
+	pthread_mutex_lock(&q->bg.lock);
 	*q->push_tail = p;
 	q->push_tail = &p->next;
 	if (p->gen != q->ack_gen) {
@@ -89,29 +84,28 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 		q->ack_count = 0;
 	}
 	q->ack_count++;
-	pthread_cond_signal(&q->push_cond);
-	pthread_cond_signal(&q->ack_cond);
-	pthread_mutex_unlock(&q->lock);
+	bg_wake_all(&q->bg);
+	pthread_mutex_unlock(&q->bg.lock);
 }
 
 static void *ack_main(void *arg)
 {
 	struct pushq *q = arg;
 
-	pthread_mutex_lock(&q->lock);
+	pthread_mutex_lock(&q->bg.lock);
 	for (;;) {
-		while (!q->push_stop && q->ack_gen == q->sent_gen && q->ack_count == q->sent_count)
-			pthread_cond_wait(&q->ack_cond, &q->lock);
-		if (q->push_stop)
+		while (!q->bg.stop && q->ack_gen == q->sent_gen && q->ack_count == q->sent_count)
+			bg_wait(&q->bg);
+		if (q->bg.stop)
 			break;
 		uint64_t gen = q->ack_gen, count = q->ack_count;
-		pthread_mutex_unlock(&q->lock);
+		pthread_mutex_unlock(&q->bg.lock);
 		q->cb.ack_cb(q->cb.arg, gen, count);
-		pthread_mutex_lock(&q->lock);
+		pthread_mutex_lock(&q->bg.lock);
 		q->sent_gen = gen;
 		q->sent_count = count;
 	}
-	pthread_mutex_unlock(&q->lock);
+	pthread_mutex_unlock(&q->bg.lock);
 	return NULL;
 }
 
@@ -119,55 +113,36 @@ static void *push_main(void *arg)
 {
 	struct pushq *q = arg;
 
-	pthread_mutex_lock(&q->lock);
+	pthread_mutex_lock(&q->bg.lock);
 	for (;;) {
-		while (!q->push_head && !q->push_stop)
-			pthread_cond_wait(&q->push_cond, &q->lock);
+		/* Stopping, it still applies what is queued. */
+		while (!q->push_head && !q->bg.stop)
+			bg_wait(&q->bg);
 		if (!q->push_head)
 			break;
 		struct push_item *p = q->push_head;
 		q->push_head = p->next;
 		if (!q->push_head)
 			q->push_tail = &q->push_head;
-		pthread_mutex_unlock(&q->lock);
+		pthread_mutex_unlock(&q->bg.lock);
 		q->cb.apply_cb(q->cb.arg, p->op, p->buf, p->len, p->seq);
 		free(p->buf);
 		free(p);
-		pthread_mutex_lock(&q->lock);
+		pthread_mutex_lock(&q->bg.lock);
 	}
-	pthread_mutex_unlock(&q->lock);
+	pthread_mutex_unlock(&q->bg.lock);
 	return NULL;
 }
 
 int pushq_start(struct pushq *q)
 {
-	int rc = pthread_create(&q->push_thr, NULL, push_main, q);
-	if (rc)
-		return -rc;
-	q->push_started = true;
-	rc = pthread_create(&q->ack_thr, NULL, ack_main, q);
-	if (rc)
-		return -rc;
-	q->ack_started = true;
-	return 0;
-}
-
-/* Stops one of the threads: sets the stop flag, wakes it on cond and
- * joins it. */
-static void stop_one(struct pushq *q, pthread_cond_t *cond, pthread_t thr, bool *started)
-{
-	if (!*started)
-		return;
-	pthread_mutex_lock(&q->lock);
-	q->push_stop = true;
-	pthread_cond_signal(cond);
-	pthread_mutex_unlock(&q->lock);
-	pthread_join(thr, NULL);
-	*started = false;
+	int rc = bg_start(&q->bg, push_main, q);
+	if (rc == 0)
+		rc = bg_start(&q->bg, ack_main, q);
+	return rc;
 }
 
 void pushq_stop(struct pushq *q)
 {
-	stop_one(q, &q->push_cond, q->push_thr, &q->push_started);
-	stop_one(q, &q->ack_cond, q->ack_thr, &q->ack_started);
+	bg_stop(&q->bg);
 }

@@ -42,8 +42,9 @@ int pushq_new(const struct pushq_cbs *cbs, struct pushq **out);
  * Returns 0 or -errno (pushq_stop then stops what started). */
 int pushq_start(struct pushq *q);
 
-/* Stops the push thread once it applied every push queued, then the ack
- * thread. Safe if not started, and twice. Not from either thread. */
+/* Stops the push thread once it applied every push queued, and the ack
+ * thread (pushes not acknowledged yet stay so). Safe if not started, and
+ * twice. Not from either thread. */
 void pushq_stop(struct pushq *q);
 
 /* Frees the queue and the pushes left in it (stopped first). Safe on

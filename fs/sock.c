@@ -197,6 +197,21 @@ static int read_hs_reply(const struct sock_dial *d, int fd, uint64_t id, uint16_
 	}
 }
 
+/* One handshake round trip: request op (buf[req_len]) out on fd under a
+ * fresh id (*sent tells whether it went), its reply into buf[cap] (*len
+ * bytes, *status). Returns 0, or the -errno of the send or the read. */
+static int exchange(const struct sock_dial *d, int fd, uint16_t op, uint8_t *buf, size_t req_len,
+		    size_t cap, size_t *len, int32_t *status, int64_t deadline, bool *sent)
+{
+	uint64_t id = atomic_fetch_add(d->ids, 1);
+	int rc = send_frame_fd(fd, id, op, buf, req_len);
+
+	*sent = rc == 0;
+	if (rc < 0)
+		return rc;
+	return read_hs_reply(d, fd, id, op, buf, cap, len, status, deadline);
+}
+
 static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_session *out,
 		     char *err, size_t errlen)
 {
@@ -217,7 +232,7 @@ static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_s
 	int64_t deadline = pfs_mono_ms() + HANDSHAKE_TIMEOUT_MS;
 	size_t len;
 	int32_t status;
-	uint64_t id;
+	bool sent;
 	int rc;
 
 	if (pfs_random(hq.nonce.b, sizeof(hq.nonce.b)) < 0) {
@@ -233,10 +248,9 @@ static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_s
 		snprintf(err, errlen, "cannot encode HELLO");
 		return -EINVAL;
 	}
-	id = atomic_fetch_add(d->ids, 1);
-	if ((rc = send_frame_fd(fd, id, PFS_OP_HELLO, buf, w.len)) < 0)
+	rc = exchange(d, fd, PFS_OP_HELLO, buf, w.len, sizeof(buf), &len, &status, deadline, &sent);
+	if (!sent)
 		goto out_io;
-	rc = read_hs_reply(d, fd, id, PFS_OP_HELLO, buf, sizeof(buf), &len, &status, deadline);
 	if (rc == -ECONNRESET) {
 		snprintf(err, errlen, "%s closed the connection during the handshake", c->hostport);
 		return -ECONNRESET;
@@ -273,10 +287,9 @@ static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_s
 		snprintf(err, errlen, "cannot encode AUTH");
 		return -EINVAL;
 	}
-	id = atomic_fetch_add(d->ids, 1);
-	if ((rc = send_frame_fd(fd, id, PFS_OP_AUTH, buf, w.len)) < 0)
+	rc = exchange(d, fd, PFS_OP_AUTH, buf, w.len, sizeof(buf), &len, &status, deadline, &sent);
+	if (!sent)
 		goto out_auth;
-	rc = read_hs_reply(d, fd, id, PFS_OP_AUTH, buf, sizeof(buf), &len, &status, deadline);
 	if (rc == -ECONNRESET || rc == -EPIPE || (rc == 0 && (status == EACCES || status == EPERM)))
 		goto out_auth;
 	if (rc < 0)
