@@ -150,7 +150,8 @@ static int connect_tcp(const struct sock_dial *d, int *out, char *err, size_t er
 }
 
 /* Reads exactly n bytes before the deadline (handshake only, unbuffered). */
-static int read_full_deadline(const struct sock_dial *d, int fd, void *buf, size_t n, int64_t deadline)
+static int read_full_deadline(const struct sock_dial *d, int fd, void *buf, size_t n,
+			      int64_t deadline)
 {
 	uint8_t *p = buf;
 	while (n > 0) {
