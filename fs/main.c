@@ -1,18 +1,20 @@
-/* main.c: podfs command line, mount options, start-up, the FUSE session
- * and an orderly shutdown.
+/* main.c: podfs start-up, the wiring of the modules' callbacks, the FUSE
+ * session, the signal thread and an orderly shutdown (the command line
+ * is opts.c's).
  *
  *   podfs HOST[:PORT][:/] MOUNTPOINT [-f] [-d] [-o OPTIONS]
  *   podfs keygen FILE
+ *   podfs warm PATH...   (warm.c)
  *
  * Start-up order matters: the first connection and the handshake run in
  * the foreground (their errors exit 1 on the terminal), then the session
  * is mounted, then the process daemonizes (fork: no thread may exist
- * before it), and only then the connection, push and signal threads
+ * before it), and only then the modules' threads (cache, writers, locks,
+ * persistent cache, connections, pushes, acks) and the signal thread
  * start.
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,27 +23,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include "cache_i.h"
-#include "locks_i.h"
-#include "loop_i.h"
-#include "opts_i.h"
-#include "ofile_i.h"
-#include "ops_i.h"
-#include "push_i.h"
-#include "readahead_i.h"
 #include "client_i.h"
 #include "creds_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
+#include "locks_i.h"
+#include "loop_i.h"
+#include "ofile_i.h"
+#include "ops_i.h"
+#include "opts_i.h"
 #include "pcache_i.h"
 #include "podfs/auth.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
+#include "push_i.h"
+#include "readahead_i.h"
 #include "rpc_i.h"
 #include "transport_i.h"
 #include "wb_i.h"
@@ -239,6 +239,112 @@ static void client_free(struct client *c)
 	free(c->bdi_ra_path);
 }
 
+/* Reads the key, makes the session's identity and every module (nothing
+ * started yet). Returns 0, or the exit code after a line on stderr. */
+static int prepare(struct client *c)
+{
+	struct transport_cbs tcb = {
+		.arg = c, .up_cb = tr_up_cb, .down_cb = tr_down_cb, .reply_cb = tr_reply_cb,
+		.wake_cb = tr_wake_cb, .note_cb = tr_note_cb, .apply_cb = tr_apply_cb,
+		.closing_cb = tr_closing_cb,
+	};
+	char err[512];
+
+	if (pfs_key_load(c->keyfile, c->key, err, sizeof(err)) < 0) {
+		fprintf(stderr, "podfs: %s\n", err);
+		return 1;
+	}
+	if (pfs_random(&c->client_id, sizeof(c->client_id)) < 0) {
+		fputs("podfs: no random bytes for the client id\n", stderr);
+		return 1;
+	}
+	if (gethostname(c->hostname, sizeof(c->hostname) - 1) < 0)
+		snprintf(c->hostname, sizeof(c->hostname), "unknown");
+	c->hostname[PFS_HOSTNAME_MAX] = 0;
+
+	if (c->cache_dir && pcache_open(c->cache_dir, c->cache_size, &c->pc, err, sizeof(err)) < 0) {
+		fprintf(stderr, "podfs: %s\n", err);
+		return OPTS_EXIT_USAGE;
+	}
+	if (rpc_new(c, &c->rpc) < 0 || transport_new(c, &tcb, &c->tr) < 0 ||
+	    creds_cache_new(&c->cc) < 0 || gate_new(&c->gate) < 0 || cache_new(c, &c->cache) < 0 ||
+	    locks_new(c, &c->lk) < 0 || wb_new(c, c->wb_threads, c->wb_max, &c->wb) < 0) {
+		fputs("podfs: out of memory\n", stderr);
+		return 1;
+	}
+	return 0;
+}
+
+/* Starts the modules' threads (after fuse_daemonize) and the signal
+ * thread. Returns 0, or -1 after logging why. */
+static int start_threads(struct client *c, struct sigctl *sc)
+{
+	int rc;
+
+	if ((rc = cache_start(c->cache)) < 0 || (rc = wb_start(c->wb)) < 0 ||
+	    (rc = locks_start(c->lk)) < 0 ||
+	    (c->pc && (rc = pcache_start(c->pc, c)) < 0)) {
+		pfs_err("cannot start threads: %s", strerror(-rc));
+		return -1;
+	}
+	if ((rc = transport_start(c->tr)) < 0) {
+		pfs_err("cannot start threads: %s", strerror(-rc));
+		return -1;
+	}
+	sc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sc->wake_fd < 0) {
+		pfs_err("cannot make an eventfd: %s", strerror(errno));
+		return -1;
+	}
+	if ((rc = pthread_create(&sc->thr, NULL, sig_main, sc)) != 0) {
+		pfs_err("cannot start the signal thread: %s", strerror(rc));
+		close(sc->wake_fd);
+		return -1;
+	}
+	return 0;
+}
+
+/* spin=auto: no keeper where a CPU quota applies, else one where a
+ * woken thread is slow to run (loop_i.h). */
+static void choose_spin(struct client *c)
+{
+	if (c->spin_us < 0 && loop_cpu_limited()) {
+		c->spin_us = 0;
+		pfs_notice("a CPU quota applies (cgroup): no keeper thread (spin=US forces one)");
+	}
+	if (c->spin_us < 0) {
+		int64_t lat = loop_wake_latency_ns();
+		c->spin_us = lat >= (int64_t)LOOP_SLOW_WAKE_US * 1000 ? LOOP_SPIN_US_DEFAULT : 0;
+		if (lat >= 0)
+			pfs_notice("an idle CPU takes %lld us to run a woken thread: %s",
+				   (long long)(lat / 1000),
+				   c->spin_us ? "a keeper thread spins while the mount is busy (spin=0: never)"
+					      : "no keeper thread");
+	}
+}
+
+/* The kernel is done with the mount (or never used it): what is held is
+ * committed, the background threads stop, the daemon is told (GOODBYE),
+ * the connections close. */
+static void finish(struct client *c)
+{
+	rpc_closing(c->rpc);
+	/* Every file is closed: nothing is pending; the writer threads end. */
+	wb_commit_all(c->wb);
+	wb_free(c->wb);
+	c->wb = NULL;
+	/* Its thread may wait in a call: stop it before the connection. */
+	cache_stop(c->cache);
+	locks_stop(c->lk);
+	pcache_stop(c->pc);
+	if (rpc_is_up(c->rpc)) {
+		struct rpc_reply rep = { 0 };
+		(void)rpc_call_timeout(c->rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);
+		rpc_reply_free(&rep);
+	}
+	transport_stop(c->tr);
+}
+
 int main(int argc, char **argv)
 {
 	struct client c = {
@@ -272,37 +378,9 @@ int main(int argc, char **argv)
 	pfs_log_init("podfs", c.log_level);
 	fuse_set_log_func(fuse_log_cb);
 
-	if ((rc = pfs_key_load(c.keyfile, c.key, err, sizeof(err))) < 0) {
-		fprintf(stderr, "podfs: %s\n", err);
+	if ((ret = prepare(&c)) != 0)
 		goto out_free;
-	}
-	if (pfs_random(&c.client_id, sizeof(c.client_id)) < 0) {
-		fputs("podfs: no random bytes for the client id\n", stderr);
-		goto out_free;
-	}
-	if (gethostname(c.hostname, sizeof(c.hostname) - 1) < 0)
-		snprintf(c.hostname, sizeof(c.hostname), "unknown");
-	c.hostname[PFS_HOSTNAME_MAX] = 0;
-
-	if (c.cache_dir && (rc = pcache_open(c.cache_dir, c.cache_size, &c.pc, err, sizeof(err))) < 0) {
-		fprintf(stderr, "podfs: %s\n", err);
-		ret = OPTS_EXIT_USAGE;
-		goto out_free;
-	}
-
-	struct transport_cbs tcb = {
-		.arg = &c, .up_cb = tr_up_cb, .down_cb = tr_down_cb, .reply_cb = tr_reply_cb,
-		.wake_cb = tr_wake_cb, .note_cb = tr_note_cb, .apply_cb = tr_apply_cb,
-		.closing_cb = tr_closing_cb,
-	};
-	if (rpc_new(&c, &c.rpc) < 0 || transport_new(&c, &tcb, &c.tr) < 0 ||
-	    creds_cache_new(&c.cc) < 0 || gate_new(&c.gate) < 0 || cache_new(&c, &c.cache) < 0 ||
-	    locks_new(&c, &c.lk) < 0 ||
-	    wb_new(&c, c.wb_threads, c.wb_max, &c.wb) < 0) {
-		fputs("podfs: out of memory\n", stderr);
-		goto out_free;
-	}
-
+	ret = 1;
 	signal(SIGPIPE, SIG_IGN);
 
 	if ((rc = transport_connect_first(c.tr, &root, err, sizeof(err))) < 0) {
@@ -334,41 +412,11 @@ int main(int argc, char **argv)
 		goto out_unmount;
 	if (!c.foreground)
 		pfs_log_use_syslog();
-
-	if ((rc = cache_start(c.cache)) < 0 || (rc = wb_start(c.wb)) < 0 ||
-	    (rc = locks_start(c.lk)) < 0 ||
-	    (c.pc && (rc = pcache_start(c.pc, &c)) < 0)) {
-		pfs_err("cannot start threads: %s", strerror(-rc));
+	if (start_threads(&c, &sc) < 0)
 		goto out_unmount;
-	}
-	if ((rc = transport_start(c.tr)) < 0) {
-		pfs_err("cannot start threads: %s", strerror(-rc));
-		goto out_unmount;
-	}
-	sc.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (sc.wake_fd < 0) {
-		pfs_err("cannot make an eventfd: %s", strerror(errno));
-		goto out_unmount;
-	}
-	if ((rc = pthread_create(&sc.thr, NULL, sig_main, &sc)) != 0) {
-		pfs_err("cannot start the signal thread: %s", strerror(rc));
-		close(sc.wake_fd);
-		goto out_unmount;
-	}
 	pfs_notice("mounted %s on %s", c.hostport, c.mountpoint);
 
-	if (c.spin_us < 0 && loop_cpu_limited()) {
-		c.spin_us = 0;
-		pfs_notice("a CPU quota applies (cgroup): no keeper thread (spin=US forces one)");
-	}
-	if (c.spin_us < 0) {
-		int64_t lat = loop_wake_latency_ns();
-		c.spin_us = lat >= (int64_t)LOOP_SLOW_WAKE_US * 1000 ? LOOP_SPIN_US_DEFAULT : 0;
-		if (lat >= 0)
-			pfs_notice("an idle CPU takes %lld us to run a woken thread: %s", (long long)(lat / 1000),
-				 c.spin_us ? "a keeper thread spins while the mount is busy (spin=0: never)"
-					   : "no keeper thread");
-	}
+	choose_spin(&c);
 	rc = loop_run(c.se, LOOP_MAX_THREADS, LOOP_MAX_IDLE, (unsigned)c.spin_us, sc.wake_fd);
 	ret = rc < 0 ? 1 : 0;
 	if (rc < 0)
@@ -379,21 +427,7 @@ int main(int argc, char **argv)
 	pthread_join(sc.thr, NULL);
 	close(sc.wake_fd);
 out_unmount:
-	rpc_closing(c.rpc);
-	/* Every file is closed: nothing is pending; the writer threads end. */
-	wb_commit_all(c.wb);
-	wb_free(c.wb);
-	c.wb = NULL;
-	/* Its thread may wait in a call: stop it before the connection. */
-	cache_stop(c.cache);
-	locks_stop(c.lk);
-	pcache_stop(c.pc);
-	if (rpc_is_up(c.rpc)) {
-		struct rpc_reply rep = { 0 };
-		(void)rpc_call_timeout(c.rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);
-		rpc_reply_free(&rep);
-	}
-	transport_stop(c.tr);
+	finish(&c);
 	fuse_session_unmount(c.se);
 	pfs_notice("unmounted %s", c.mountpoint);
 out_destroy:
