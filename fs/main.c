@@ -44,6 +44,7 @@
 #include "readahead_i.h"
 #include "rpc_i.h"
 #include "transport_i.h"
+#include "warm_i.h"
 #include "wb_i.h"
 
 /* ---- signals ---- */
@@ -212,8 +213,6 @@ static int keygen(int argc, char **argv)
 	}
 	return 0;
 }
-
-int warm_main(int argc, char **argv); /* warm.c */
 
 static void client_free(struct client *c)
 {
