@@ -158,20 +158,38 @@ struct ops_opened {
 int ops_open_remote(fuse_req_t req, struct ofile *of, struct fuse_file_info *fi, uint16_t op,
 		    struct ops_opened *o);
 
-/* ---- the handlers (fuse_lowlevel.h documents each, with its valid
- * replies); ops.c's table names them ---- */
+/* ---- the handlers; ops.c's table names them ----
+ *
+ * Each follows its fuse_lowlevel_ops entry (fuse_lowlevel.h: arguments,
+ * valid replies) and replies once; -errno of the daemon or of a module
+ * becomes fuse_reply_err. Below, what podfs does besides asking the
+ * daemon. Every handler runs on a FUSE request thread. */
 
 /* ops_entry.c */
+/* LOOKUP: from the directory's listing while coherent (fetching it for
+ * a small directory), else LOOKUP_DATA (content of small files rides
+ * along, kept inline and offered to the persistent cache) or LOOKUP;
+ * ENOENT becomes a negative entry of negative_timeout. */
 void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+/* FORGET: drops nlookup lookups (inode_forget; the last one queues a
+ * FORGET to the daemon, cache.c). No reply but fuse_reply_none. */
 void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
 void ops_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+/* GETATTR: from trusted attributes with no push since (trust_i.h), else
+ * GETATTR after the file's pending writes. */
 void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* SETATTR after the file's pending writes, as an own change. */
 void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		 struct fuse_file_info *fi);
 void ops_readlink(fuse_req_t req, fuse_ino_t ino);
+/* MKNOD, MKDIR, SYMLINK, LINK: own namespace changes; the new entry
+ * joins the directory's listing; a new empty directory gets an empty
+ * listing (PFS_MK_EMPTY). */
 void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
 void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
 void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+/* UNLINK, RMDIR, RENAME: own namespace changes; lazy opens of files that
+ * may lose their last name are made known to the daemon first. */
 void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
 void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -179,36 +197,58 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
 
 /* ops_file.c */
+/* OPEN: answered locally when it may be (ops_open_locally), else OPEN;
+ * close-to-open decides keep_cache; a file another host removed gets
+ * ESTALE once (estale.c); inline content may go to the kernel as pages. */
 void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* CREATE: an own namespace change that opens the file too. */
 void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		struct fuse_file_info *fi);
+/* READ after the file's pending writes: from the inline content, the
+ * persistent cache, or READ (whose data may fill the persistent cache). */
 void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+/* WRITE: queued to write-behind and answered at once (wb.c); an earlier
+ * write's error is reported here. */
 void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 	       struct fuse_file_info *fi);
+/* FLUSH (close(2)): waits for the file's writes, reports their error,
+ * drops the owner's POSIX locks where this client took any. */
 void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* RELEASE: commits the file's writes, drops its flocks, RELEASE if the
+ * daemon knows the fid, frees the ofile. */
 void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* FSYNC: returns once the daemon's disk holds every write (wb_sync). */
 void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 		   struct fuse_file_info *fi);
 void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
 
 /* ops_dir.c */
+/* OPENDIR: answered locally when it may be; keep_cache and cache_readdir
+ * always (the daemon pushes every change). */
 void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* READDIR and READDIRPLUS: from the directory's listing at offset 0 if
+ * coherent, else chunks of READDIR kept in the ofile. */
 void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 struct fuse_file_info *fi);
 void ops_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi);
 void ops_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* FSYNCDIR: 0 (directory operations are synchronous on the daemon). */
 void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 
 /* ops_xattr.c */
+/* SETXATTR and REMOVEXATTR: own changes (known absences forgotten). */
 void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 		  size_t size, int flags);
+/* GETXATTR: user.podfs.stats of the root is answered here; a known
+ * absence of security.capability, ACLs or the SELinux label too. */
 void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 void ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
-/* ops_lock.c */
+/* ops_lock.c: through locks.c (waiting, grace, reclaim); a granted lock
+ * makes the kernel drop the file's cached pages and attributes. */
 void ops_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock);
 void ops_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
 	       int sleep);
