@@ -97,6 +97,33 @@ static struct listing_info info(struct fixture *f)
 	return li;
 }
 
+/* Gives f->dir a listing of n items (as payload makes them), asked for
+ * now. Returns listing_set's result. */
+static int list(struct fixture *f, unsigned n)
+{
+	struct listing_info li = info(f);
+	size_t len;
+	uint8_t *buf = payload(n, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
+
+	return listing_set(f->t, f->dir, buf, len, &li);
+}
+
+/* listing_find of name in dir: its result, with the item's flags in *fl
+ * (the data copy, if any, freed). */
+static int find(struct inode *dir, const char *name, uint32_t *fl)
+{
+	struct pfs_entry e;
+	struct listing_info got;
+	uint8_t *data;
+	uint32_t dlen, flags;
+	int r = listing_find(dir, name, &e, &data, &dlen, &flags, &got);
+
+	free(data);
+	if (fl)
+		*fl = flags;
+	return r;
+}
+
 static void test_malformed(void)
 {
 	struct fixture f;
@@ -131,7 +158,7 @@ static void test_find(void)
 	size_t len;
 
 	setup(&f);
-	CHECK_EQ(listing_find(f.dir, "f1", &e, &data, &dlen, &fl, &got), LS_NONE);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_NONE);
 	CHECK(listing_may_fetch(f.dir, 64 * 1024));
 	CHECK(!listing_may_fetch(f.dir, 100)); /* too large a directory */
 	li = info(&f);
@@ -155,9 +182,9 @@ static void test_find(void)
 		}
 		free(data);
 	}
-	CHECK_EQ(listing_find(f.dir, "nope", &e, &data, &dlen, &fl, &got), LS_ABSENT);
-	CHECK_EQ(listing_find(f.dir, "f", &e, &data, &dlen, &fl, &got), LS_ABSENT);
-	CHECK_EQ(listing_find(f.dir, "f2000", &e, &data, &dlen, &fl, &got), LS_ABSENT);
+	CHECK_EQ(find(f.dir, "nope", NULL), LS_ABSENT);
+	CHECK_EQ(find(f.dir, "f", NULL), LS_ABSENT);
+	CHECK_EQ(find(f.dir, "f2000", NULL), LS_ABSENT);
 	teardown(&f);
 }
 
@@ -165,18 +192,15 @@ static void test_add(void)
 {
 	struct fixture f;
 	struct pfs_entry e;
-	struct listing_info li, got;
+	struct listing_info got;
 	uint8_t *data;
 	uint32_t dlen, fl;
-	size_t len;
 
 	setup(&f);
 	struct pfs_entry ne = entry(5000, S_IFREG | 0600, 0);
 	/* No listing: nothing to add to. */
 	CHECK_EQ(listing_add(f.dir, "new", &ne), -ENOENT);
-	li = info(&f);
-	uint8_t *buf = payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
-	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
+	CHECK_EQ(list(&f, 3), 0);
 	uint64_t gen = listing_gen(f.dir);
 	CHECK_EQ(listing_add(f.dir, "f1", &ne), -EEXIST);
 	CHECK_EQ(listing_gen(f.dir), gen);
@@ -196,7 +220,7 @@ static void test_add(void)
 		CHECK(pfs_fh_equal(&e.fh, &x.fh));
 		CHECK_EQ(fl, 0);
 	}
-	CHECK_EQ(listing_find(f.dir, "f2", &e, &data, &dlen, &fl, &got), LS_PRESENT);
+	CHECK_EQ(find(f.dir, "f2", NULL), LS_PRESENT);
 	char big[PFS_NAME_MAX + 2];
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = 0;
@@ -207,28 +231,22 @@ static void test_add(void)
 static void test_stale_and_gen(void)
 {
 	struct fixture f;
-	struct pfs_entry e;
-	struct listing_info li, got;
-	uint8_t *data;
-	uint32_t dlen, fl;
 	size_t len;
 
 	setup(&f);
 	/* A listing asked for before an own change in dir is not kept. */
-	li = info(&f);
+	struct listing_info li = info(&f);
 	listing_touch(f.dir);
 	uint8_t *buf = payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
 	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), -ESTALE);
-	CHECK_EQ(listing_find(f.dir, "f1", &e, &data, &dlen, &fl, &got), LS_NONE);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_NONE);
 	/* ...and none is fetched for the quiet period after the change. */
 	CHECK(!listing_may_fetch(f.dir, 64 * 1024));
 
-	li = info(&f);
-	buf = payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
-	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
-	CHECK_EQ(listing_find(f.dir, "f1", &e, &data, &dlen, &fl, &got), LS_PRESENT);
+	CHECK_EQ(list(&f, 3), 0);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_PRESENT);
 	listing_stale(f.dir);
-	CHECK_EQ(listing_find(f.dir, "f1", &e, &data, &dlen, &fl, &got), LS_NONE);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_NONE);
 	CHECK(!listing_may_fetch(f.dir, 64 * 1024));
 
 	/* Dropped for good (it was incomplete). */
@@ -248,48 +266,41 @@ static void test_stale_and_gen(void)
 static void test_own_change_marks(void)
 {
 	struct fixture f;
-	struct pfs_entry e;
-	struct listing_info li, got;
-	uint8_t *data;
-	uint32_t dlen, fl;
-	size_t len;
+	uint32_t fl;
 
 	setup(&f);
-	li = info(&f);
-	uint8_t *buf = payload(10, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
-	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
+	uint64_t ns, any = inode_own_snap(f.t, &ns);
+	CHECK_EQ(list(&f, 10), 0);
 	struct pfs_entry fe = entry(4, S_IFREG | 0644, 10);
 	struct inode *ip = inode_ref(f.t, &fe);
 	inode_set_parent(f.t, ip, f.dir, 5, "f4");
-	CHECK(!inode_listed_stale(f.t, &fe.fh, li.any));
+	CHECK(!inode_listed_stale(f.t, &fe.fh, any));
 	inode_own_touch(f.t, ip, false);
-	CHECK(inode_listed_stale(f.t, &fe.fh, li.any));
-	CHECK_EQ(listing_find(f.dir, "f4", &e, &data, &dlen, &fl, &got), LS_PRESENT);
+	CHECK(inode_listed_stale(f.t, &fe.fh, any));
+	CHECK_EQ(find(f.dir, "f4", &fl), LS_PRESENT);
 	CHECK(fl & INODE_LS_STALE);
-	CHECK_EQ(listing_find(f.dir, "f3", &e, &data, &dlen, &fl, &got), LS_PRESENT);
+	CHECK_EQ(find(f.dir, "f3", &fl), LS_PRESENT);
 	CHECK(!(fl & INODE_LS_STALE));
 	/* A file with several links: every listing goes. */
 	fe.attr.nlink = 2;
 	inode_set_attr(ip, &fe.attr);
 	inode_own_touch(f.t, ip, false);
-	CHECK_EQ(listing_find(f.dir, "f3", &e, &data, &dlen, &fl, &got), LS_NONE);
+	CHECK_EQ(find(f.dir, "f3", NULL), LS_NONE);
 	teardown(&f);
 }
 
 static void test_readdir(void)
 {
 	struct fixture f;
-	struct listing_info li, got;
+	struct listing_info got;
 	uint64_t pseq;
 	uint8_t *out;
-	size_t len, olen;
+	size_t olen;
 
 	setup(&f);
 	/* No listing yet. */
 	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
-	li = info(&f);
-	uint8_t *buf = payload(4, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
-	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
+	CHECK_EQ(list(&f, 4), 0);
 	struct pfs_entry fe = entry(2, S_IFREG | 0644, 10);
 	struct inode *ip = inode_ref(f.t, &fe);
 	inode_set_parent(f.t, ip, f.dir, 5, "f2");
@@ -335,15 +346,13 @@ static void test_total_cap(void)
 	size_t len;
 
 	setup(&f);
-	struct listing_info li = info(&f);
+	free(payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len));
 	/* All listings of a table stay under LISTING_TOTAL_MAX bytes. */
 	atomic_store(&f.t->listing_total, LISTING_TOTAL_MAX - 100);
-	uint8_t *buf = payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
-	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), -ENOSPC);
+	CHECK_EQ(list(&f, 3), -ENOSPC);
 	CHECK_EQ(atomic_load(&f.t->listing_total), LISTING_TOTAL_MAX - 100);
 	atomic_store(&f.t->listing_total, 0);
-	buf = payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
-	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
+	CHECK_EQ(list(&f, 3), 0);
 	CHECK(atomic_load(&f.t->listing_total) > (int64_t)len);
 	listing_stale(f.dir);
 	CHECK_EQ(atomic_load(&f.t->listing_total), 0);

@@ -171,6 +171,20 @@ static void new_client(struct client *c, unsigned conns)
 	c->timeo = 30;
 }
 
+/* A fresh table of conns connections for *c, the stub's record emptied;
+ * with connect, the main connection is up (generation 1). */
+static struct rpc *start(struct client *c, unsigned conns, bool connect)
+{
+	struct rpc *rpc = NULL;
+
+	new_client(c, conns);
+	stub_reset();
+	CHECK_EQ(rpc_new(c, &rpc), 0);
+	if (connect)
+		rpc_connected(rpc, 0, 1, 0);
+	return rpc;
+}
+
 /* ---- the tests ---- */
 
 static void test_call_and_reply(void)
@@ -179,9 +193,7 @@ static void test_call_and_reply(void)
 	struct rpc *rpc;
 	struct caller k;
 
-	new_client(&c, 1);
-	stub_reset();
-	CHECK_EQ(rpc_new(&c, &rpc), 0);
+	rpc = start(&c, 1, false);
 	rpc_connected(rpc, 0, 7, 0);
 	CHECK(rpc_is_up(rpc));
 	CHECK_EQ(rpc_conns_up(rpc), 1);
@@ -231,10 +243,7 @@ static void test_resend_after_reconnect(void)
 	struct rpc *rpc;
 	struct caller k;
 
-	new_client(&c, 1);
-	stub_reset();
-	CHECK_EQ(rpc_new(&c, &rpc), 0);
-	rpc_connected(rpc, 0, 1, 0);
+	rpc = start(&c, 1, true);
 	call_start(&k, rpc, PFS_OP_CREATE, 0);
 	struct sent s1 = wait_sent(1);
 	CHECK_EQ(s1.gen, 1);
@@ -268,11 +277,9 @@ static void test_soft_timeout(void)
 	struct rpc *rpc;
 	struct caller k;
 
-	new_client(&c, 1);
-	c.soft = true;
+	rpc = start(&c, 1, false);
+	c.soft = true; /* rpc reads these at every call */
 	c.timeo = 0.05;
-	stub_reset();
-	CHECK_EQ(rpc_new(&c, &rpc), 0);
 	/* No connection at all: still waits timeo, then -EIO. */
 	call_start(&k, rpc, PFS_OP_GETATTR, 0);
 	CHECK_EQ(call_end(&k), -EIO);
@@ -293,9 +300,7 @@ static void test_call_timeout(void)
 	struct rpc *rpc;
 	struct caller k;
 
-	new_client(&c, 1);
-	stub_reset();
-	CHECK_EQ(rpc_new(&c, &rpc), 0);
+	rpc = start(&c, 1, false);
 	/* Not connected: fails at once (GOODBYE at shutdown). */
 	call_start(&k, rpc, PFS_OP_GOODBYE, 1000);
 	CHECK_EQ(call_end(&k), -ENOTCONN);
@@ -313,10 +318,7 @@ static void test_closing_and_kill(void)
 	struct rpc *rpc;
 	struct caller k;
 
-	new_client(&c, 1);
-	stub_reset();
-	CHECK_EQ(rpc_new(&c, &rpc), 0);
-	rpc_connected(rpc, 0, 1, 0);
+	rpc = start(&c, 1, true);
 	CHECK(!rpc_is_closing(rpc));
 	/* Closing with the connection up: calls still get their replies. */
 	rpc_closing(rpc);
@@ -334,10 +336,7 @@ static void test_closing_and_kill(void)
 	rpc_free(rpc);
 
 	/* Kill: the waiting call and every later one fail. */
-	new_client(&c, 1);
-	stub_reset();
-	CHECK_EQ(rpc_new(&c, &rpc), 0);
-	rpc_connected(rpc, 0, 1, 0);
+	rpc = start(&c, 1, true);
 	call_start(&k, rpc, PFS_OP_STATFS, 0);
 	(void)wait_sent(1);
 	rpc_kill(rpc);
@@ -354,9 +353,7 @@ static void test_bulk_connections(void)
 	struct rpc *rpc;
 	struct caller k[3], m;
 
-	new_client(&c, 3);
-	stub_reset();
-	CHECK_EQ(rpc_new(&c, &rpc), 0);
+	rpc = start(&c, 3, false);
 	rpc_connected(rpc, 0, 10, 0);
 	rpc_connected(rpc, 1, 11, 0);
 	rpc_connected(rpc, 2, 12, 0);
@@ -412,9 +409,7 @@ static void test_coded_reply(void)
 
 	for (size_t i = 0; i < sizeof(raw); i++)
 		raw[i] = (uint8_t)("podfs"[i % 5]);
-	new_client(&c, 1);
-	stub_reset();
-	CHECK_EQ(rpc_new(&c, &rpc), 0);
+	rpc = start(&c, 1, false);
 	rpc_connected(rpc, 0, 3, PFS_CAP_LZ4);
 
 	call_start(&k, rpc, PFS_OP_READ, 0);
