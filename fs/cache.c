@@ -1,5 +1,5 @@
-/* cache.c: push/reply race gate, FORGET batching and revalidation after a
- * reconnect (see cache_i.h). */
+/* cache.c: FORGET batching and revalidation after a reconnect (see
+ * cache_i.h). */
 #include "cache_i.h"
 
 #include <errno.h>
@@ -10,14 +10,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "bg_i.h"
 #include "client_i.h"
+#include "gate_i.h"
 #include "inode_i.h"
+#include "names_i.h"
 #include "podfs/clock.h"
-#include "podfs/hash.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
 
-#define RING 1024           /* pushes remembered for the race check */
 #define FORGET_DELAY_MS 100 /* a FORGET batch waits this long for company */
 #define FORGET_MAX 100000   /* queued handles beyond this are dropped */
 #define CALL_TIMEOUT_MS 30000
@@ -30,33 +31,15 @@ struct fh_node {
 struct cache {
 	struct client *c;
 
-	/* Race gate. seq and the ring change only under the write side. */
-	pthread_rwlock_t gate;
-	_Atomic uint64_t seq;
-	_Atomic uint64_t applied; /* pushes up to this number reached the kernel */
-	uint64_t all_seq;       /* last "everything" invalidation */
-	uint64_t ring[RING];    /* fh hash of push number n at ring[n % RING] */
-
 	_Atomic uint32_t nosys; /* bit (op - 40): the server lacks it */
 
-	/* Background thread. */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
+	/* Background thread; bg.lock guards the fields below. */
+	struct bg bg;
 	struct fh_node *forget_head;
 	size_t nforget;
 	int64_t forget_since_ms;
 	bool reval_pending;
-	bool stop;
-	bool started;
-	pthread_t thr;
-
-	_Atomic uint64_t st_reval, st_changed, st_forgets;
 };
-
-static uint64_t fh_key(const struct pfs_fh *fh)
-{
-	return pfs_hash_bytes(fh->data, fh->len, 0) | 1; /* never 0: 0 marks an empty slot */
-}
 
 int cache_new(struct client *c, struct cache **out)
 {
@@ -64,10 +47,10 @@ int cache_new(struct client *c, struct cache **out)
 	if (!k)
 		return -ENOMEM;
 	k->c = c;
-	pthread_rwlock_init(&k->gate, NULL);
-	pthread_mutex_init(&k->lock, NULL);
-	pfs_cond_init_mono(&k->cond);
-	atomic_init(&k->seq, 1);
+	if (bg_init(&k->bg) < 0) {
+		free(k);
+		return -ENOMEM;
+	}
 	*out = k;
 	return 0;
 }
@@ -83,14 +66,7 @@ static void free_list(struct fh_node *n)
 
 void cache_stop(struct cache *k)
 {
-	if (k->started) {
-		pthread_mutex_lock(&k->lock);
-		k->stop = true;
-		pthread_cond_signal(&k->cond);
-		pthread_mutex_unlock(&k->lock);
-		pthread_join(k->thr, NULL);
-		k->started = false;
-	}
+	bg_stop(&k->bg);
 }
 
 void cache_free(struct cache *k)
@@ -99,72 +75,8 @@ void cache_free(struct cache *k)
 		return;
 	cache_stop(k);
 	free_list(k->forget_head);
-	pthread_rwlock_destroy(&k->gate);
-	pthread_mutex_destroy(&k->lock);
-	pthread_cond_destroy(&k->cond);
+	bg_fini(&k->bg);
 	free(k);
-}
-
-uint64_t cache_seq(struct cache *k)
-{
-	return atomic_load(&k->seq);
-}
-
-uint64_t cache_note_push(struct cache *k, const struct pfs_fh *fh)
-{
-	pthread_rwlock_wrlock(&k->gate);
-	uint64_t n = atomic_load(&k->seq) + 1;
-	k->ring[n % RING] = fh_key(fh);
-	atomic_store(&k->seq, n);
-	pthread_rwlock_unlock(&k->gate);
-	return n;
-}
-
-void cache_set_applied(struct cache *k, uint64_t n)
-{
-	if (n > atomic_load(&k->applied))
-		atomic_store(&k->applied, n);
-}
-
-uint64_t cache_applied(struct cache *k)
-{
-	return atomic_load(&k->applied);
-}
-
-void cache_note_all(struct cache *k)
-{
-	pthread_rwlock_wrlock(&k->gate);
-	uint64_t n = atomic_load(&k->seq) + 1;
-	k->ring[n % RING] = 0;
-	k->all_seq = n;
-	atomic_store(&k->seq, n);
-	pthread_rwlock_unlock(&k->gate);
-}
-
-void cache_gate_enter(struct cache *k)
-{
-	pthread_rwlock_rdlock(&k->gate);
-}
-
-void cache_gate_leave(struct cache *k)
-{
-	pthread_rwlock_unlock(&k->gate);
-}
-
-bool cache_pushed_since(struct cache *k, uint64_t seq, const struct pfs_fh *fh)
-{
-	uint64_t now = atomic_load(&k->seq);
-	if (now <= seq)
-		return false;
-	if (k->all_seq > seq || now - seq >= RING)
-		return true; /* everything, or too many to tell */
-	if (!fh)
-		return false;
-	uint64_t key = fh_key(fh);
-	for (uint64_t n = seq + 1; n <= now; n++)
-		if (k->ring[n % RING] == key)
-			return true;
-	return false;
 }
 
 void cache_set_nosys(struct cache *k, uint16_t op)
@@ -178,12 +90,6 @@ bool cache_nosys(struct cache *k, uint16_t op)
 	return op >= 40 && op < 72 && (atomic_load(&k->nosys) & (1u << (op - 40)));
 }
 
-void cache_get_stats(struct cache *k, struct cache_stats *st)
-{
-	st->revalidated = atomic_load(&k->st_reval);
-	st->reval_changed = atomic_load(&k->st_changed);
-	st->forgets = atomic_load(&k->st_forgets);
-}
 
 static void inval_object(struct cache *k, const struct pfs_fh *fh, const struct pfs_attr *a);
 
@@ -198,9 +104,9 @@ void cache_forget_cb(void *arg, const struct pfs_fh *fh)
 	if (!n)
 		return; /* the server just keeps pushing for it: harmless */
 	n->fh = *fh;
-	pthread_mutex_lock(&k->lock);
-	if (k->nforget >= FORGET_MAX || k->stop) {
-		pthread_mutex_unlock(&k->lock);
+	pthread_mutex_lock(&k->bg.lock);
+	if (k->nforget >= FORGET_MAX || k->bg.stop) {
+		pthread_mutex_unlock(&k->bg.lock);
 		free(n);
 		return;
 	}
@@ -208,9 +114,9 @@ void cache_forget_cb(void *arg, const struct pfs_fh *fh)
 	k->forget_head = n;
 	if (k->nforget++ == 0) {
 		k->forget_since_ms = pfs_mono_ms();
-		pthread_cond_signal(&k->cond);
+		bg_wake(&k->bg);
 	}
-	pthread_mutex_unlock(&k->lock);
+	pthread_mutex_unlock(&k->bg.lock);
 }
 
 /* Sends one FORGET with up to PFS_BATCH_MAX handles from *list (those
@@ -256,8 +162,6 @@ static void send_forget(struct cache *k, struct fh_node **list)
 		cache_set_nosys(k, PFS_OP_FORGET);
 	} else if (rc < 0) {
 		pfs_debug("FORGET of %zu handles: %s", n, strerror(-rc));
-	} else {
-		atomic_fetch_add(&k->st_forgets, n);
 	}
 	/* An object looked up again after the check above, by a request
 	 * the server handled before this FORGET, is cached with no interest
@@ -268,7 +172,7 @@ static void send_forget(struct cache *k, struct fh_node **list)
 	 * the kernel drops what it caches of it. */
 	for (struct fh_node *f = sent; f; f = f->next) {
 		if (inode_known(c->it, &f->fh) && c->se) {
-			cache_note_push(k, &f->fh);
+			gate_note_push(c->gate, &f->fh);
 			inval_object(k, &f->fh, NULL);
 		}
 	}
@@ -314,7 +218,7 @@ static void revalidate_all(struct cache *k)
 	uint8_t *items = NULL, *req = NULL;
 
 	/* Replies in flight may predate lost pushes. */
-	cache_note_all(k);
+	gate_note_all(c->gate);
 	if (inode_snapshot(c->it, &v, &n) < 0)
 		goto everything;
 	if (cache_nosys(k, PFS_OP_REVALIDATE))
@@ -362,7 +266,6 @@ static void revalidate_all(struct cache *k)
 			pfs_warn("REVALIDATE failed (%s): invalidating every cache", strerror(-rc));
 			goto everything;
 		}
-		atomic_fetch_add(&k->st_reval, cnt);
 		struct pfs_rd rd;
 		struct pfs_reval_result res;
 		pfs_rd_init(&rd, r.results.p, r.results.len);
@@ -370,7 +273,6 @@ static void revalidate_all(struct cache *k)
 		while ((got = pfs_dec_reval_result(&rd, &res)) == 1) {
 			if (res.index >= cnt)
 				continue;
-			atomic_fetch_add(&k->st_changed, 1);
 			inval_object(k, &v[first + res.index].fh, res.status == 0 ? &res.attr : NULL);
 		}
 		rpc_reply_free(&rep);
@@ -393,23 +295,23 @@ out:
 
 void cache_reconnected(struct cache *k)
 {
-	pthread_mutex_lock(&k->lock);
+	pthread_mutex_lock(&k->bg.lock);
 	k->reval_pending = true;
-	pthread_cond_signal(&k->cond);
-	pthread_mutex_unlock(&k->lock);
+	bg_wake(&k->bg);
+	pthread_mutex_unlock(&k->bg.lock);
 }
 
 static void *cache_main(void *arg)
 {
 	struct cache *k = arg;
 
-	pthread_mutex_lock(&k->lock);
-	while (!k->stop) {
+	pthread_mutex_lock(&k->bg.lock);
+	while (!k->bg.stop) {
 		if (k->reval_pending) {
 			k->reval_pending = false;
-			pthread_mutex_unlock(&k->lock);
+			pthread_mutex_unlock(&k->bg.lock);
 			revalidate_all(k);
-			pthread_mutex_lock(&k->lock);
+			pthread_mutex_lock(&k->bg.lock);
 			continue;
 		}
 		if (k->forget_head) {
@@ -418,27 +320,22 @@ static void *cache_main(void *arg)
 				struct fh_node *list = k->forget_head;
 				k->forget_head = NULL;
 				k->nforget = 0;
-				pthread_mutex_unlock(&k->lock);
+				pthread_mutex_unlock(&k->bg.lock);
 				while (list)
 					send_forget(k, &list);
-				pthread_mutex_lock(&k->lock);
+				pthread_mutex_lock(&k->bg.lock);
 				continue;
 			}
-			struct timespec ts = pfs_deadline_ns(FORGET_DELAY_MS * 1000000LL);
-			pthread_cond_timedwait(&k->cond, &k->lock, &ts);
+			bg_wait_ns(&k->bg, FORGET_DELAY_MS * 1000000LL);
 			continue;
 		}
-		pthread_cond_wait(&k->cond, &k->lock);
+		bg_wait(&k->bg);
 	}
-	pthread_mutex_unlock(&k->lock);
+	pthread_mutex_unlock(&k->bg.lock);
 	return NULL;
 }
 
 int cache_start(struct cache *k)
 {
-	int rc = pthread_create(&k->thr, NULL, cache_main, k);
-	if (rc)
-		return -rc;
-	k->started = true;
-	return 0;
+	return bg_start(&k->bg, cache_main, k);
 }

@@ -4,10 +4,35 @@
  * module (and to libfuse as the session userdata); there are no mutable
  * globals.
  *
- * Threads: the FUSE worker threads (ops.c), one connection thread
- * (transport.c: connect, handshake, receive, reconnect), one push thread
- * (transport.c: applies server invalidations) and one signal thread
- * (main.c).
+ * Threads of a mount (all started after fuse_daemonize, which forks):
+ *  - the main thread: start-up (main.c), then loop_run's wait for the
+ *    request threads, then the shutdown;
+ *  - the FUSE request threads (loop.c): a leader/follower pool, up to
+ *    LOOP_MAX_THREADS processing requests (ops_*.c handlers), LOOP_MAX_IDLE
+ *    idle ones kept; they block in rpc_call, wb, locks;
+ *  - the keeper (loop.c), while spin_us > 0: a nice 19 thread that keeps
+ *    a CPU awake while the mount is busy; and, once at mount with
+ *    spin=auto, a short-lived thread that measures a wake-up;
+ *  - one connection thread per connection (transport.c: conn_main for the
+ *    main connection, bulk_main for each bulk one): connect, handshake
+ *    (sock.c), receive frames, hand replies to rpc.c and pushes to the
+ *    push queue, reconnect with backoff; never blocks on the kernel;
+ *  - the push thread (pushq.c): applies server invalidations in order
+ *    (push.c), the only thread that calls fuse_lowlevel_notify_* for them;
+ *  - the ack thread (pushq.c): acknowledges pushes (PUSH_ACK);
+ *  - the cache thread (cache.c): FORGET batches, REVALIDATE after a
+ *    reconnect;
+ *  - the locks thread (locks.c): reclaims locks after a daemon restart;
+ *  - the write-behind writers (wb.c): wb_threads of them (default 4),
+ *    each sending queued WRITEs and background commits;
+ *  - with cache_dir: the persistent cache's worker (pcache.c: stores
+ *    entries, runs fetches, evicts) and its start-up scan thread
+ *    (pcache_disk.c, ends after the scan);
+ *  - the signal thread (main.c): SIGTERM/INT/HUP, and the unmount that
+ *    ends the session without a signal.
+ * The background ones (cache, locks, writers, pcache, push and ack)
+ * share one skeleton, bg.c. `podfs warm` runs in a process of its own
+ * with its reader threads (warm.c).
  *
  * Out-of-memory policy: a FUSE handler whose allocation fails answers
  * ENOMEM; the connection thread, which has nobody to answer, drops the
@@ -23,6 +48,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "estale_i.h"
 #include "podfs/link.h"
 #include "podfs/wire.h"
 
@@ -36,16 +62,10 @@ struct transport;
 struct inode_table;
 struct creds_cache;
 struct cache;
+struct gate;
 struct pcache;
 struct wb;
 struct locks;
-
-#define ESTALE_SLOTS 16
-struct estale_slot {
-	pid_t tid;	/* 0: free */
-	uint64_t ino;	/* the nodeid the retry's lookup returned (0: none yet) */
-	int64_t when;	/* CLOCK_MONOTONIC ns of the ESTALE */
-};
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -77,26 +97,26 @@ struct client {
 	uint64_t client_id;      /* random, kept across reconnects */
 	char hostname[PFS_HOSTNAME_MAX + 1];
 
+	/* The modules, made at start-up (main.c), freed at exit. */
 	struct fuse_session *se;
-	struct rpc *rpc;
-	struct transport *tr;
-	struct inode_table *it;
-	struct creds_cache *cc;
-	struct cache *cache;     /* coherence: race gate, FORGET, REVALIDATE */
+	struct rpc *rpc;         /* pending calls (rpc.c) */
+	struct transport *tr;    /* the connections (transport.c) */
+	struct inode_table *it;  /* nodeid <-> handle (inode.c) */
+	struct creds_cache *cc;  /* callers' groups (creds.c) */
+	struct gate *gate;       /* the push/reply race gate (gate.c) */
+	struct cache *cache;     /* FORGET, REVALIDATE, ENOSYS memory (cache.c) */
 	struct pcache *pc;       /* persistent content cache (pcache.c), or NULL */
 	struct wb *wb;           /* write-behind (wb.c) */
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
-	atomic_bool push_ack;          /* the session acknowledges pushes (PUSH_ACK) */
-	/* Files the kernel opened and has not released yet (ops.c). An
+	/* Files the kernel opened and has not released yet (ofile.c). An
 	 * unmount can end the session before the kernel's last RELEASEs. */
 	pthread_mutex_t of_lock;
 	struct ofile *open_files;
 	atomic_uint lazy_opens; /* of them, opened locally and not yet known to the daemon */
-	/* OPENs answered ESTALE, by thread, to know the VFS's retry (ops.c). */
-	pthread_mutex_t estale_lock;
-	struct estale_slot estale[ESTALE_SLOTS];
+	/* OPENs answered ESTALE, by thread, to know the VFS's retry (estale.c). */
+	struct estale estale;
 
 	/* Byte counters, shown by the "user.podfs.stats" xattr of the
 	 * mount's root: frames on the wire (headers included) and their
@@ -105,21 +125,9 @@ struct client {
 	atomic_uint_fast64_t st_file_read;
 	/* Requests sent to the daemon, by opcode (re-sends not counted). */
 	atomic_uint_fast64_t st_req[PFS_OP_MAX];
+	/* The mount's readahead (readahead.c). */
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */
 	char *bdi_ra_path;             /* /sys/class/bdi/MAJ:MIN/read_ahead_kb or NULL */
 };
-
-/* fuse_lowlevel_ops of podfs (ops.c). */
-struct fuse_lowlevel_ops;
-extern const struct fuse_lowlevel_ops pfs_fuse_ops;
-
-/* Applies one server push (PFS_FF_PUSH frame payload) to the kernel caches.
- * Runs on the push thread; payload is only borrowed. (ops.c) */
-/* Connection thread: numbers a push as it arrives (cache_note_push);
- * returns its number, 0 for a malformed or unknown one. */
-uint64_t ops_note_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
-/* Frees the open-file state the kernel never released (at exit). */
-void ops_free_open_files(struct client *c);
-void ops_apply_push(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
 
 #endif /* PODFS_CLIENT_I_H */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bg_i.h"
 #include "client_i.h"
 #include "locks_i.h"
 #include "podfs/clock.h"
@@ -44,29 +45,20 @@ struct waiter {
 
 struct locks {
 	struct client *c;
-	pthread_mutex_t mu;   /* everything below */
-	pthread_cond_t cond;  /* waiters, reclaiming, the thread */
+	/* The reclaim thread; bg.lock guards everything below, and bg.cond
+	 * wakes the waiters, the requests waiting for a reclaim and the
+	 * thread. */
+	struct bg bg;
 	struct held *held;
 	struct waiter *waiters;
 	uint64_t boot;        /* daemon instance the table belongs to */
 	bool reclaiming;      /* new lock requests wait */
 	bool reclaim_pending; /* for the thread */
-	bool stop;
-	pthread_t thr;
-	bool started;
 	/* Unlocks and the reclaim go one at a time (see locks_i.h). */
 	pthread_mutex_t seq_mu;
 };
 
-/* Waits on lk->cond (caller holds mu) for at most ms. */
-static void wait_ms(struct locks *lk, int64_t ms)
-{
-	struct timespec ts = pfs_deadline_ns(ms * 1000000);
-
-	pthread_cond_timedwait(&lk->cond, &lk->mu, &ts);
-}
-
-/* --- the table (caller holds mu) --- */
+/* --- the table (caller holds bg.lock) --- */
 
 static struct held **held_find(struct locks *lk, const struct pfs_fh *fh, uint64_t owner,
 			       bool flock)
@@ -277,7 +269,7 @@ static void reclaim_all(struct locks *lk)
 	int rc;
 
 	pthread_mutex_lock(&lk->seq_mu);
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	n = snapshot(lk, &v, &nodeids);
 	if (n == SIZE_MAX) {
 		/* Cannot even list them: every lock is lost. */
@@ -289,7 +281,7 @@ static void reclaim_all(struct locks *lk)
 		}
 		n = 0;
 	}
-	pthread_mutex_unlock(&lk->mu);
+	pthread_mutex_unlock(&lk->bg.lock);
 	if (n)
 		pfs_notice("server restarted: reclaiming %zu lock%s", n, n == 1 ? "" : "s");
 	for (size_t i = 0; i < n; i++) {
@@ -300,13 +292,13 @@ static void reclaim_all(struct locks *lk)
 			continue;
 		}
 		done.lost++;
-		pthread_mutex_lock(&lk->mu);
+		pthread_mutex_lock(&lk->bg.lock);
 		lose(lk, &v[i], nodeids[i],
 		     rc == -ENOLCK ? "the server's grace period is over (or it lost its list of "
 				     "lock holders)"
 		     : rc == -EAGAIN ? "another client reclaimed a conflicting lock"
 				     : strerror(-rc));
-		pthread_mutex_unlock(&lk->mu);
+		pthread_mutex_unlock(&lk->bg.lock);
 	}
 	free(v);
 	free(nodeids);
@@ -316,12 +308,12 @@ static void reclaim_all(struct locks *lk)
 		pfs_warn("RECLAIM_DONE: %s", strerror(-rc));
 	if (n)
 		pfs_notice("reclaimed %u of %zu lock%s", done.reclaimed, n, n == 1 ? "" : "s");
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	/* Another restart meanwhile queued another round: keep the gate. */
 	if (!lk->reclaim_pending)
 		lk->reclaiming = false;
-	pthread_cond_broadcast(&lk->cond);
-	pthread_mutex_unlock(&lk->mu);
+	bg_wake_all(&lk->bg);
+	pthread_mutex_unlock(&lk->bg.lock);
 	pthread_mutex_unlock(&lk->seq_mu);
 }
 
@@ -329,20 +321,20 @@ static void *locks_main(void *arg)
 {
 	struct locks *lk = arg;
 
-	pthread_mutex_lock(&lk->mu);
-	while (!lk->stop) {
+	pthread_mutex_lock(&lk->bg.lock);
+	while (!lk->bg.stop) {
 		if (lk->reclaim_pending) {
 			lk->reclaim_pending = false;
-			pthread_mutex_unlock(&lk->mu);
+			pthread_mutex_unlock(&lk->bg.lock);
 			reclaim_all(lk);
-			pthread_mutex_lock(&lk->mu);
+			pthread_mutex_lock(&lk->bg.lock);
 			continue;
 		}
-		pthread_cond_wait(&lk->cond, &lk->mu);
+		bg_wait(&lk->bg);
 	}
 	lk->reclaiming = false;
-	pthread_cond_broadcast(&lk->cond);
-	pthread_mutex_unlock(&lk->mu);
+	bg_wake_all(&lk->bg);
+	pthread_mutex_unlock(&lk->bg.lock);
 	return NULL;
 }
 
@@ -355,34 +347,24 @@ int locks_new(struct client *c, struct locks **out)
 	if (!lk)
 		return -ENOMEM;
 	lk->c = c;
-	pthread_mutex_init(&lk->mu, NULL);
+	if (bg_init(&lk->bg) < 0) {
+		free(lk);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&lk->seq_mu, NULL);
-	pfs_cond_init_mono(&lk->cond);
 	*out = lk;
 	return 0;
 }
 
 int locks_start(struct locks *lk)
 {
-	int rc = pthread_create(&lk->thr, NULL, locks_main, lk);
-	if (rc)
-		return -rc;
-	lk->started = true;
-	return 0;
+	return bg_start(&lk->bg, locks_main, lk);
 }
 
 void locks_stop(struct locks *lk)
 {
-	if (!lk)
-		return;
-	pthread_mutex_lock(&lk->mu);
-	lk->stop = true;
-	pthread_cond_broadcast(&lk->cond);
-	pthread_mutex_unlock(&lk->mu);
-	if (lk->started) {
-		pthread_join(lk->thr, NULL);
-		lk->started = false;
-	}
+	if (lk)
+		bg_stop(&lk->bg);
 }
 
 void locks_free(struct locks *lk)
@@ -395,9 +377,8 @@ void locks_free(struct locks *lk)
 		lk->held = h->next;
 		held_free(h);
 	}
-	pthread_mutex_destroy(&lk->mu);
+	bg_fini(&lk->bg);
 	pthread_mutex_destroy(&lk->seq_mu);
-	pthread_cond_destroy(&lk->cond);
 	free(lk);
 }
 
@@ -405,7 +386,7 @@ void locks_free(struct locks *lk)
 
 void locks_connected(struct locks *lk, uint64_t boot_id, uint32_t auth_flags, bool restarted)
 {
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	if (auth_flags & PFS_AUTH_LOCKS_LOST) {
 		struct pfs_lock_req *v;
 		uint64_t *nodeids;
@@ -420,9 +401,9 @@ void locks_connected(struct locks *lk, uint64_t boot_id, uint32_t auth_flags, bo
 	if (restarted) {
 		lk->reclaiming = true;
 		lk->reclaim_pending = true;
-		pthread_cond_broadcast(&lk->cond);
+		bg_wake_all(&lk->bg);
 	}
-	pthread_mutex_unlock(&lk->mu);
+	pthread_mutex_unlock(&lk->bg.lock);
 }
 
 void locks_wake_push(struct locks *lk, const uint8_t *payload, size_t len)
@@ -431,12 +412,12 @@ void locks_wake_push(struct locks *lk, const uint8_t *payload, size_t len)
 
 	if (!lk || pfs_dec_lock_wake_push(payload, len, &m) < 0)
 		return;
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	for (struct waiter *w = lk->waiters; w; w = w->next)
 		if (pfs_fh_equal(w->fh, &m.fh))
 			w->woken = true;
-	pthread_cond_broadcast(&lk->cond);
-	pthread_mutex_unlock(&lk->mu);
+	bg_wake_all(&lk->bg);
+	pthread_mutex_unlock(&lk->bg.lock);
 }
 
 /* --- FUSE threads --- */
@@ -447,21 +428,21 @@ static void intr_cb(fuse_req_t req, void *data)
 	struct locks *lk = c->lk;
 	struct waiter *w = data;
 
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	w->interrupted = true;
-	pthread_cond_broadcast(&lk->cond);
-	pthread_mutex_unlock(&lk->mu);
+	bg_wake_all(&lk->bg);
+	pthread_mutex_unlock(&lk->bg.lock);
 }
 
 static void waiter_add(struct locks *lk, fuse_req_t req, struct waiter *w, const struct pfs_fh *fh)
 {
 	memset(w, 0, sizeof(*w));
 	w->fh = fh;
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	w->next = lk->waiters;
 	lk->waiters = w;
-	pthread_mutex_unlock(&lk->mu);
-	/* Not under mu: the callback runs at once if already interrupted. */
+	pthread_mutex_unlock(&lk->bg.lock);
+	/* Not under bg.lock: the callback runs at once if already interrupted. */
 	if (req)
 		fuse_req_interrupt_func(req, intr_cb, w);
 }
@@ -471,47 +452,47 @@ static void waiter_del(struct locks *lk, fuse_req_t req, struct waiter *w)
 	/* Waits for a running callback (it holds the request's lock). */
 	if (req)
 		fuse_req_interrupt_func(req, NULL, NULL);
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	for (struct waiter **pp = &lk->waiters; *pp; pp = &(*pp)->next) {
 		if (*pp == w) {
 			*pp = w->next;
 			break;
 		}
 	}
-	pthread_mutex_unlock(&lk->mu);
+	pthread_mutex_unlock(&lk->bg.lock);
 }
 
-/* Waits (caller holds mu) until w is woken or interrupted, the module
+/* Waits (caller holds bg.lock) until w is woken or interrupted, the module
  * stops, or ms passed. */
 static void wait_for(struct locks *lk, struct waiter *w, int64_t ms)
 {
 	int64_t end = pfs_mono_ms() + ms;
 
-	for (int64_t left = ms; left > 0 && !w->woken && !w->interrupted && !lk->stop;
+	for (int64_t left = ms; left > 0 && !w->woken && !w->interrupted && !lk->bg.stop;
 	     left = end - pfs_mono_ms())
-		wait_ms(lk, left);
+		bg_wait_ns(&lk->bg, left * 1000000);
 }
 
 static bool gone(struct locks *lk, struct waiter *w)
 {
-	return w->interrupted || lk->stop || rpc_is_closing(lk->c->rpc);
+	return w->interrupted || lk->bg.stop || rpc_is_closing(lk->c->rpc);
 }
 
-/* Waits up to ms for a wake-up (takes mu). false: give up (-EINTR). */
+/* Waits up to ms for a wake-up (takes bg.lock). false: give up (-EINTR). */
 static bool wait_retry(struct locks *lk, struct waiter *w, int64_t ms)
 {
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	wait_for(lk, w, ms);
 	bool ok = !gone(lk, w);
-	pthread_mutex_unlock(&lk->mu);
+	pthread_mutex_unlock(&lk->bg.lock);
 	return ok;
 }
 
-/* Waits (caller holds mu) while a reclaim runs. false: give up (-EINTR). */
+/* Waits (caller holds bg.lock) while a reclaim runs. false: give up (-EINTR). */
 static bool wait_reclaim(struct locks *lk, struct waiter *w)
 {
 	while (lk->reclaiming && !gone(lk, w))
-		wait_ms(lk, LOCKS_GRACE_RETRY_MS);
+		bg_wait_ns(&lk->bg, LOCKS_GRACE_RETRY_MS * 1000000LL);
 	return !gone(lk, w);
 }
 
@@ -521,9 +502,9 @@ static int unlock(struct locks *lk, const struct pfs_lock_req *m)
 	int rc;
 
 	pthread_mutex_lock(&lk->seq_mu);
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	rc = table_apply(lk, m, 0);
-	pthread_mutex_unlock(&lk->mu);
+	pthread_mutex_unlock(&lk->bg.lock);
 	if (rc == 0)
 		rc = rpc_msg(lk->c->rpc, PFS_OP_SETLK, lock_req, m, &rep);
 	rpc_reply_free(&rep);
@@ -544,27 +525,27 @@ int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool s
 	for (;;) {
 		struct rpc_reply rep = { 0 };
 
-		pthread_mutex_lock(&lk->mu);
+		pthread_mutex_lock(&lk->bg.lock);
 		if (!wait_reclaim(lk, &w)) {
-			pthread_mutex_unlock(&lk->mu);
+			pthread_mutex_unlock(&lk->bg.lock);
 			rc = -EINTR;
 			break;
 		}
 		w.woken = false;
-		pthread_mutex_unlock(&lk->mu);
+		pthread_mutex_unlock(&lk->bg.lock);
 
 		if (sleep)
 			m->flags |= PFS_LKF_WAIT;
 		rc = rpc_msg(lk->c->rpc, PFS_OP_SETLK, lock_req, m, &rep);
 		m->flags &= ~(uint32_t)PFS_LKF_WAIT;
 		if (rc == 0) {
-			pthread_mutex_lock(&lk->mu);
+			pthread_mutex_lock(&lk->bg.lock);
 			/* Granted by an instance that restarted since: the
 			 * reclaim did not know it; ask the new one. */
 			bool stale = rep.verf != lk->boot;
 			if (!stale)
 				rc = table_apply(lk, m, nodeid);
-			pthread_mutex_unlock(&lk->mu);
+			pthread_mutex_unlock(&lk->bg.lock);
 			rpc_reply_free(&rep);
 			if (stale)
 				continue;
@@ -604,13 +585,13 @@ int locks_getlk(struct locks *lk, fuse_req_t req, const struct pfs_lock_req *m,
 
 	waiter_add(lk, req, &w, &m->fh);
 	for (;;) {
-		pthread_mutex_lock(&lk->mu);
+		pthread_mutex_lock(&lk->bg.lock);
 		if (!wait_reclaim(lk, &w)) {
-			pthread_mutex_unlock(&lk->mu);
+			pthread_mutex_unlock(&lk->bg.lock);
 			rc = -EINTR;
 			break;
 		}
-		pthread_mutex_unlock(&lk->mu);
+		pthread_mutex_unlock(&lk->bg.lock);
 		rc = rpc_msg(lk->c->rpc, PFS_OP_GETLK, lock_req, m, rep);
 		if (rc != -PFS_ST_GRACE)
 			break;
@@ -640,7 +621,7 @@ int locks_unlock_owner(struct locks *lk, const struct pfs_creds *cr, const struc
 	m.fh = *fh;
 	m.owner = owner;
 	pthread_mutex_lock(&lk->seq_mu);
-	pthread_mutex_lock(&lk->mu);
+	pthread_mutex_lock(&lk->bg.lock);
 	pp = held_find(lk, fh, owner, false);
 	if (pp) {
 		struct held *h = *pp;
@@ -648,7 +629,7 @@ int locks_unlock_owner(struct locks *lk, const struct pfs_creds *cr, const struc
 		*pp = h->next;
 		held_free(h);
 	}
-	pthread_mutex_unlock(&lk->mu);
+	pthread_mutex_unlock(&lk->bg.lock);
 	rc = rpc_msg(lk->c->rpc, PFS_OP_UNLOCK_OWNER, unlock_owner_req, &m, &rep);
 	rpc_reply_free(&rep);
 	pthread_mutex_unlock(&lk->seq_mu);

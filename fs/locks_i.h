@@ -60,26 +60,33 @@ void locks_stop(struct locks *lk);
 /* Frees the table. Safe on NULL. */
 void locks_free(struct locks *lk);
 
-/* Connection thread, before the pending requests are resent: the session
- * is up on daemon instance boot_id with AUTH flags (PFS_AUTH_*).
- * restarted: boot_id differs from the previous connection's (reclaim). */
+/* Connection thread (or the mount's, for the first connection), before
+ * the pending requests are resent: the session is up on daemon instance
+ * boot_id with AUTH flags (PFS_AUTH_*). restarted: boot_id differs from
+ * the previous connection's (reclaim). Never blocks but on the module's
+ * lock. */
 void locks_connected(struct locks *lk, uint64_t boot_id, uint32_t auth_flags, bool restarted);
-/* Connection thread: a LOCK_WAKE push (payload borrowed). */
+/* Connection thread: a LOCK_WAKE push (payload borrowed; a malformed
+ * one is ignored): wakes the requests waiting for its file. Safe on a
+ * NULL lk. Never blocks but on the module's lock. */
 void locks_wake_push(struct locks *lk, const uint8_t *payload, size_t len);
 
 /* SETLK of m (filled but for PFS_LKF_WAIT; flags is 0 or PFS_LKF_FLOCK),
  * for the kernel's request req on inode nodeid (for log lines). sleep:
  * wait for a conflicting lock to go. Returns 0, -EAGAIN (conflict and
  * !sleep), -EINTR (interrupted or unmounting), -ENOLCK, or another -errno
- * of the server. */
+ * of the server. req may be NULL (no FUSE INTERRUPT then). A FUSE thread;
+ * may wait a long time (F_SETLKW). */
 int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool sleep,
 		uint64_t nodeid);
-/* GETLK of m, retried during grace. On 0 *rep holds the reply. */
+/* GETLK of m, retried during grace (for request req, for INTERRUPT). On
+ * 0 *rep holds the reply (the caller frees it); else -EINTR, -ENOLCK or
+ * the server's -errno. A FUSE thread. */
 int locks_getlk(struct locks *lk, fuse_req_t req, const struct pfs_lock_req *m,
 		struct rpc_reply *rep);
 /* close(2): drops owner's POSIX locks on fh (UNLOCK_OWNER). Returns 0,
  * -EIO if a lock of this owner on this file was lost since it was taken,
- * or the server's -errno. */
+ * or the server's -errno. A FUSE thread. */
 int locks_unlock_owner(struct locks *lk, const struct pfs_creds *cr, const struct pfs_fh *fh,
 		       uint64_t owner);
 

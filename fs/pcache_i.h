@@ -43,9 +43,10 @@
  * was seen, so it is that version's content or newer, and a newer
  * content means that version is never current again (ctime moves).
  *
- * Hooks in ops.c: pfs_lookup offers LOOKUP_DATA's inline content;
- * pfs_read asks pcache_read before sending READ and, after a READ,
- * offers the data (whole file) or queues a fetch (part of it).
+ * Hooks in ops_entry.c and ops_file.c: ops_lookup offers LOOKUP_DATA's
+ * inline content; ops_read asks pcache_read before sending READ and,
+ * after a READ, offers the data (whole file) or queues a fetch (part of
+ * it).
  *
  * Threads: pcache_read and the offer/fetch calls run on FUSE threads;
  * one scan thread at start-up; one worker thread writes entries, runs

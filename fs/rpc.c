@@ -9,15 +9,15 @@
 
 #include "client_i.h"
 #include "podfs/clock.h"
+#include "podfs/hash.h"
+#include "podfs/htab.h"
 #include "podfs/log.h"
 #include "transport_i.h"
 
-#define RPC_BUCKETS 1024 /* power of two */
-
 /* One call in progress; lives on the caller's stack while it is in the
- * table. Every field below `hnext` is guarded by rpc->lock. */
+ * table. Every field is guarded by rpc->lock. */
 struct rpc_req {
-	struct rpc_req *hnext;
+	struct hnode hn; /* rpc->calls, by id */
 	uint64_t id;
 	uint16_t op;
 	uint64_t sent_gen; /* generation it was last sent on; 0 = never */
@@ -42,8 +42,7 @@ struct rchan {
 struct rpc {
 	struct client *c;
 	pthread_mutex_t lock;
-	atomic_uint_fast64_t next_id;
-	struct rpc_req *buckets[RPC_BUCKETS];
+	struct htab calls; /* struct rpc_req waiting for their reply */
 	unsigned nch;
 	struct rchan ch[PFS_CONNS_MAX];
 	unsigned rr;   /* round-robin start among equally loaded connections */
@@ -59,7 +58,7 @@ int rpc_new(struct client *c, struct rpc **out)
 	rpc->c = c;
 	rpc->nch = c->conns < 1 ? 1 : c->conns > PFS_CONNS_MAX ? PFS_CONNS_MAX : c->conns;
 	pthread_mutex_init(&rpc->lock, NULL);
-	atomic_init(&rpc->next_id, 1);
+	htab_init(&rpc->calls);
 	*out = rpc;
 	return 0;
 }
@@ -68,36 +67,19 @@ void rpc_free(struct rpc *rpc)
 {
 	if (!rpc)
 		return;
+	htab_fini(&rpc->calls);
 	pthread_mutex_destroy(&rpc->lock);
 	free(rpc);
-}
-
-uint64_t rpc_next_id(struct rpc *rpc)
-{
-	return atomic_fetch_add(&rpc->next_id, 1);
-}
-
-static struct rpc_req **bucket(struct rpc *rpc, uint64_t id)
-{
-	return &rpc->buckets[id & (RPC_BUCKETS - 1)];
-}
-
-static void table_remove(struct rpc *rpc, struct rpc_req *r)
-{
-	for (struct rpc_req **pp = bucket(rpc, r->id); *pp; pp = &(*pp)->hnext) {
-		if (*pp == r) {
-			*pp = r->hnext;
-			return;
-		}
-	}
 }
 
 /* Wakes every waiting caller; they re-examine the connection state. */
 static void wake_all(struct rpc *rpc)
 {
-	for (size_t i = 0; i < RPC_BUCKETS; i++)
-		for (struct rpc_req *r = rpc->buckets[i]; r; r = r->hnext)
-			pthread_cond_signal(&r->cond);
+	size_t pos;
+
+	for (struct hnode *n = htab_iter(&rpc->calls, &pos, NULL); n;
+	     n = htab_iter(&rpc->calls, &pos, n))
+		pthread_cond_signal(&container_of(n, struct rpc_req, hn)->cond);
 }
 
 /* The data ops, which may travel on bulk connections. */
@@ -142,7 +124,7 @@ static void unsent(struct rpc *rpc, struct rpc_req *r)
 static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		struct rpc_reply *rep, int timeout_ms)
 {
-	struct rpc_req r = { .id = rpc_next_id(rpc), .op = op };
+	struct rpc_req r = { .id = transport_next_id(rpc->c->tr), .op = op };
 	struct timespec deadline;
 	bool has_deadline = false;
 	int timeout_err = -EIO;
@@ -170,8 +152,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		pthread_mutex_unlock(&rpc->lock);
 		goto out_cond;
 	}
-	r.hnext = *bucket(rpc, r.id);
-	*bucket(rpc, r.id) = &r;
+	htab_insert(&rpc->calls, &r.hn, pfs_hash_u64(r.id));
 
 	while (!r.done) {
 		if (rpc->dead || (rpc->closing && !rpc->ch[0].up)) {
@@ -242,7 +223,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	return 0;
 
 out_remove:
-	table_remove(rpc, &r);
+	htab_remove(&rpc->calls, &r.hn);
 	unsent(rpc, &r);
 	pthread_mutex_unlock(&rpc->lock);
 out_cond:
@@ -290,12 +271,16 @@ void rpc_disconnected(struct rpc *rpc, unsigned chan)
 void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
 		  uint64_t boot_id, uint64_t gen)
 {
-	struct rpc_req *r;
+	uint64_t hash = pfs_hash_u64(h->id);
+	struct rpc_req *r = NULL;
 
 	pthread_mutex_lock(&rpc->lock);
-	for (r = *bucket(rpc, h->id); r; r = r->hnext)
-		if (r->id == h->id)
+	for (struct hnode *n = htab_first(&rpc->calls, hash); n; n = htab_next(n, hash)) {
+		if (container_of(n, struct rpc_req, hn)->id == h->id) {
+			r = container_of(n, struct rpc_req, hn);
 			break;
+		}
+	}
 	if (!r) {
 		pthread_mutex_unlock(&rpc->lock);
 		/* A late reply to a call that timed out, or a duplicate. */
@@ -304,7 +289,7 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 		free(payload);
 		return;
 	}
-	table_remove(rpc, r);
+	htab_remove(&rpc->calls, &r->hn);
 	unsent(rpc, r);
 	r->done = true;
 	pfs_debug("reply %llu (%s): status %d, %u bytes", (unsigned long long)h->id,

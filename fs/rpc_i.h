@@ -34,6 +34,7 @@ struct rpc_reply {
 	uint64_t verf; /* boot_id of the daemon instance that answered (write verifier) */
 };
 
+/* Frees r's payload and empties r (safe on an empty one). */
 static inline void rpc_reply_free(struct rpc_reply *r)
 {
 	free(r->buf);
@@ -41,19 +42,23 @@ static inline void rpc_reply_free(struct rpc_reply *r)
 	r->len = 0;
 }
 
-/* Creates the table. Returns 0 or -ENOMEM. */
+/* Creates the table for c (which it reads: conns, soft, timeo, tr,
+ * hostport; and counts requests in c->st_req). Returns 0 or -ENOMEM.
+ * Start-up thread. */
 int rpc_new(struct client *c, struct rpc **out);
-/* Frees the table; no call may be in progress. */
+/* Frees the table; no call may be in progress. Safe on NULL. */
 void rpc_free(struct rpc *rpc);
 
-/* A fresh request id (never 0, never reused by this process). */
-uint64_t rpc_next_id(struct rpc *rpc);
-
-/* Sends op with payload req[len] and waits for its reply.
- * Returns 0 with *rep holding the reply payload, or -errno: the server's
- * status (negated), -EIO on a soft-mount timeout, on shutdown, or for a
- * reply that breaks the protocol. On failure *rep is empty. req is only
- * borrowed, for the duration of the call. */
+/* Sends op with payload req[len] (transport_send, on the connection
+ * rpc picks: READ and WRITE on the least loaded one, the rest on the
+ * main one) and waits for its reply, sending it again under the same id
+ * on every new connection generation while it waits. Returns 0 with
+ * *rep holding the reply payload (LZ4 decoded here), or -errno: the
+ * server's status (negated), -EIO on a soft-mount timeout, on shutdown
+ * (rpc_closing with no connection, rpc_kill), or for a reply that breaks
+ * the protocol (its connection is dropped), -ENOMEM. On failure *rep is
+ * empty. req is only borrowed, for the duration of the call. Any thread
+ * but a connection thread (which delivers the replies). */
 int rpc_call(struct rpc *rpc, uint16_t op, const void *req, size_t len, struct rpc_reply *rep);
 
 /* As rpc_call, but gives up after timeout_ms (> 0) with -ETIMEDOUT, and
@@ -72,24 +77,29 @@ void rpc_connected(struct rpc *rpc, unsigned chan, uint64_t gen, unsigned codecs
  * carry it, or keep waiting (hard) or until their deadline (soft). */
 void rpc_disconnected(struct rpc *rpc, unsigned chan);
 /* Connection thread: a reply frame arrived on the connection of
- * generation gen to the daemon instance boot_id. Takes ownership of payload (malloc'd, may be NULL
- * when empty): h->raw_len bytes, or, if h->flags has a PFS_FF_CODED bit,
- * the h->wire_len coded bytes, which the caller waiting for the reply
- * decodes (a malformed block fails that call with -EIO and drops the
- * connection). */
+ * generation gen to the daemon instance boot_id. Takes ownership of
+ * payload (malloc'd, may be NULL when empty): h->raw_len bytes, or, if
+ * h->flags has a PFS_FF_CODED bit, the h->wire_len coded bytes, which
+ * the caller waiting for the reply decodes (a malformed block fails that
+ * call with -EIO and drops the connection). A reply nobody waits for (a
+ * call that timed out, a duplicate) is dropped. Never blocks but on
+ * rpc's lock. */
 void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
 		  uint64_t boot_id, uint64_t gen);
 
 /* Shutdown has begun: calls that wait for a connection fail with -EIO
- * from now on; calls on a live connection still get their replies. */
+ * from now on; calls on a live connection still get their replies. Any
+ * thread (the signal thread, main). */
 void rpc_closing(struct rpc *rpc);
-/* Fails every waiting and future call with -EIO. */
+/* Fails every waiting and future call with -EIO (a shutdown that waited
+ * 10 s for a lost server). Any thread. */
 void rpc_kill(struct rpc *rpc);
-/* True once rpc_closing or rpc_kill was called. */
+/* True once rpc_closing or rpc_kill was called. Any thread. */
 bool rpc_is_closing(struct rpc *rpc);
-/* True while the main connection is up. */
+/* True while the main connection is up. Any thread. */
 bool rpc_is_up(struct rpc *rpc);
-/* How many of the mount's connections (main and bulk) are up. */
+/* How many of the mount's connections (main and bulk) are up. Any
+ * thread. */
 unsigned rpc_conns_up(struct rpc *rpc);
 
 /* Encodes message `name` (*m, a struct pfs_<name>) into a stack buffer of

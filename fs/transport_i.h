@@ -3,14 +3,18 @@
  * c->conns connections (-o conns=N): number 0 is the main connection,
  * the others are bulk connections of the same session (PFS_CAP_BULK in
  * wire.h) that carry only READ and WRITE (rpc.c spreads those over all
- * the connections). Each has its socket,
- * its send mutex (each frame is written whole with one sendmsg of
- * header + payload, so 1 MiB frames never interleave) and its
- * connection thread that reads frames, hands replies to rpc.c (and, on
- * the main one, pushes to the push thread), and on a drop reconnects on
- * its own with exponential backoff (100 ms .. 5 s), redoing the
- * handshake with the same client_id. A bulk connection is refused by the
- * server until the main one has a session there, and retries.
+ * the connections). Each has its socket, its send mutex (each frame is
+ * written whole with one sendmsg of header + payload, so 1 MiB frames
+ * never interleave) and its connection thread that reads frames, hands
+ * replies to its owner (and, on the main one, pushes to the push queue,
+ * pushq.c), and on a drop reconnects on its own with exponential backoff
+ * (100 ms .. 5 s), redoing the handshake (sock.c) with the same
+ * client_id. A bulk connection is refused by the server until the main
+ * one has a session there, and retries.
+ *
+ * The transport knows no module above it: what happens on the
+ * connections reaches its owner (main.c wires rpc.c, locks.c, cache.c,
+ * push.c) through the callbacks of struct transport_cbs.
  */
 #ifndef PODFS_TRANSPORT_I_H
 #define PODFS_TRANSPORT_I_H
@@ -20,37 +24,94 @@
 #include <stdint.h>
 
 #include "podfs/codec.h"
+#include "podfs/frame.h"
 
 struct client;
 struct transport;
 
-/* Creates the transport for c (host, port, key, client_id set). Returns
- * 0 or -errno. */
-int transport_new(struct client *c, struct transport **out);
-/* Frees it; transport_stop must have been called if it was started. */
+/* A connection that is up, as up_cb sees it. */
+struct transport_up {
+	unsigned chan;       /* 0: main, 1..conns-1: bulk */
+	uint64_t gen;        /* its generation, unique across all connections */
+	unsigned codecs;     /* payload codings negotiated (PFS_CAP_LZ4, PFS_CAP_ZR) */
+	uint64_t boot_id;    /* the daemon instance that answered */
+	uint32_t auth_flags; /* PFS_AUTH_* of the session */
+	bool again;          /* main: a reconnect, not the mount's first connection */
+	bool restarted;      /* main reconnect: boot_id differs from the last one's */
+};
+
+/* What the transport tells its owner. Every callback gets arg. They run
+ * on the thread named, must not call transport_stop, and must never wait
+ * for a reply or the kernel (the connection thread delivers the replies)
+ * unless said otherwise. */
+struct transport_cbs {
+	void *arg;
+	/* A connection is up: the mount's thread (transport_connect_first)
+	 * or its connection thread, before any frame is read or sent on it
+	 * (requests may be sent from the call on). u is borrowed. */
+	void (*up_cb)(void *arg, const struct transport_up *u);
+	/* Connection chan is down (read error, end of stream, dropped, or
+	 * stopping), before its socket is closed: sends on it fail from
+	 * now on. Its connection thread, or transport_stop's caller. */
+	void (*down_cb)(void *arg, unsigned chan);
+	/* A reply frame arrived on the connection of generation gen to
+	 * daemon instance boot_id: the callee takes payload (malloc'd; NULL
+	 * when empty), h->raw_len bytes, or, if h->flags has a PFS_FF_CODED
+	 * bit, the h->wire_len coded bytes. Connection thread; h is
+	 * borrowed. */
+	void (*reply_cb)(void *arg, const struct pfs_frame_hdr *h, uint8_t *payload,
+			 uint64_t boot_id, uint64_t gen);
+	/* A LOCK_WAKE push (payload[len] borrowed): it is neither queued nor
+	 * acknowledged. Main connection thread. */
+	void (*wake_cb)(void *arg, const uint8_t *payload, size_t len);
+	/* Any other push, as it is queued: returns its number (0: none).
+	 * Main connection thread; payload borrowed. */
+	uint64_t (*note_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len);
+	/* Applies a push note_cb numbered seq, in arrival order. The push
+	 * thread; may wait for the kernel; payload borrowed. */
+	void (*apply_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq);
+	/* True once the owner is shutting down (after GOODBYE the server
+	 * closes: a dropped connection is then not reconnected). Connection
+	 * threads. */
+	bool (*closing_cb)(void *arg);
+};
+
+/* Creates the transport for c (host, port, key, client_id, hostname,
+ * conns, lz4 set; read while it lives), reporting through *cbs (copied).
+ * Returns 0 or -ENOMEM. Start-up thread. */
+int transport_new(struct client *c, const struct transport_cbs *cbs, struct transport **out);
+/* Frees it; transport_stop must have been called if it was started.
+ * Safe on NULL. */
 void transport_free(struct transport *t);
 
-/* Connects and authenticates synchronously on the calling thread, for
- * mount time. On success returns 0 and the export root in *root; the
- * connection counts as up (rpc_connected is called). On failure returns
- * -errno and writes a one-line reason (without the "podfs: " prefix) to
- * err[errlen]: -EACCES for a failed authentication. */
+/* Connects and authenticates the main connection synchronously on the
+ * calling thread, for mount time. On success returns 0 and the export
+ * root in *root; the connection is up (up_cb was called, again false).
+ * On failure returns -errno and writes a one-line reason (without the
+ * "podfs: " prefix) to err[errlen]: -EACCES for a failed
+ * authentication. */
 int transport_connect_first(struct transport *t, struct pfs_entry *root, char *err,
 			    size_t errlen);
 
-/* Starts the connection threads and the push thread. Returns 0 or
- * -errno. */
+/* Starts the connection threads, the push thread and the ack thread
+ * (after fuse_daemonize). Returns 0 or -errno (transport_stop then stops
+ * what started). */
 int transport_start(struct transport *t);
-/* Stops the threads and closes the sockets. Safe to call if not
- * started. */
+/* Stops the threads (the push thread after applying what is queued) and
+ * closes the sockets. Safe to call if not started. Not from a callback. */
 void transport_stop(struct transport *t);
 
+/* A fresh request id (never 0, never reused by this process): the
+ * handshakes and rpc.c's calls share one sequence. Any thread. */
+uint64_t transport_next_id(struct transport *t);
+
 /* Sends one frame on connection chan (0: main) if it is still of
- * generation gen. Thread-safe.
+ * generation gen. Thread-safe; blocks while the socket's buffer is full.
  * Returns 0, or -ENOTCONN if that connection is gone (the caller then
  * waits for the next generation and sends again), or -ENOMEM. codecs
  * (PFS_CAP_LZ4, PFS_CAP_ZR): the codings the peer accepts; payloads >=
- * PFS_LZ4_MIN are coded when that pays (pfs_frame_prepare). */
+ * PFS_LZ4_MIN are coded when that pays (pfs_frame_prepare). payload is
+ * borrowed for the call. */
 int transport_send(struct transport *t, unsigned chan, uint64_t gen, uint64_t id, uint16_t op,
 		   const void *payload, size_t len, unsigned codecs);
 
@@ -64,7 +125,14 @@ void transport_drop(struct transport *t, uint64_t gen);
  * the socket has nothing to read, not even an end of stream. A client
  * that was stopped or starved may hold unread invalidations, or a
  * connection the server closed for not acknowledging them; answers from
- * its caches wait until it caught up (see fs/ops.c open_locally). */
+ * its caches wait until it caught up (see ops_common.c
+ * ops_open_locally). May wait up to 20 ms for the connection thread to
+ * catch up. Any thread. */
 bool transport_quiet(struct transport *t);
+
+/* True if the main connection's session acknowledges pushes
+ * (PFS_CAP_PUSH_ACK): a change's reply then reaches its client only once
+ * every other client received the push about it. Any thread. */
+bool transport_push_acked(struct transport *t);
 
 #endif /* PODFS_TRANSPORT_I_H */

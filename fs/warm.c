@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "podfs/clock.h"
+#include "warm_i.h"
 
 #define WARM_THREADS 8
 #define WARM_BUF (1u << 20)
@@ -134,7 +135,6 @@ static void progress(struct warm *w, double t0, bool tty, bool last)
 	}
 }
 
-int warm_main(int argc, char **argv);
 int warm_main(int argc, char **argv)
 {
 	struct warm w = { 0 };

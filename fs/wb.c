@@ -7,14 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bg_i.h"
 #include "client_i.h"
 #include "inode_i.h"
 #include "podfs/clock.h"
+#include "podfs/hash.h"
+#include "podfs/htab.h"
 #include "podfs/log.h"
-#include "cache_i.h"
+#include "gate_i.h"
 #include "rpc_i.h"
 
-#define WB_BUCKETS 64        /* power of two */
 #define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
 #define WB_COMMIT_TRIES 8    /* restarts survived by one commit before giving up (EIO) */
 #define WB_WRITERS 8         /* writer thread ids remembered per file */
@@ -45,7 +47,7 @@ struct wbe {
 
 /* Write-behind state of one inode with pending or uncommitted writes. */
 struct wbi {
-	struct wbi *hnext;
+	struct hnode hn;         /* wb->files, by ip */
 	struct inode *ip;
 	struct wbe *head, *tail;
 	unsigned npending;       /* QUEUED + SENDING */
@@ -68,36 +70,34 @@ struct wbi {
 
 struct wb {
 	struct client *c;
-	pthread_mutex_t lock;
-	pthread_cond_t qcond;    /* queue non-empty, or stopping */
+	/* The writer threads; bg.lock guards everything below (and the
+	 * struct wbi and wbe), bg.cond: queue non-empty, or stopping. */
+	struct bg bg;
 	pthread_cond_t space;    /* held decreased */
 	struct wbe *qhead, **qtail;
-	struct wbi *buckets[WB_BUCKETS];
+	struct htab files;       /* struct wbi, by inode */
 	size_t held, max;
 	size_t inflight;         /* bytes QUEUED or SENDING */
-	bool stop;
 	/* Free full-size request buffers: a fresh 1 MiB allocation costs
 	 * page faults and zeroing on every write. */
 	void *pool[WB_POOL];
 	unsigned npool;
-	unsigned nthreads;  /* writer threads running */
 	unsigned want;      /* writer threads wb_start starts (0: synchronous) */
-	pthread_t *thr;
 	struct wb_stats st;
 };
 
-static struct wbi **bucket(struct wb *wb, const struct inode *ip)
+static uint64_t ip_hash(const struct inode *ip)
 {
-	uintptr_t h = (uintptr_t)ip;
-	h ^= h >> 17;
-	return &wb->buckets[(h >> 4) & (WB_BUCKETS - 1)];
+	return pfs_hash_u64((uintptr_t)ip);
 }
 
 static struct wbi *wbi_find(struct wb *wb, struct inode *ip)
 {
-	for (struct wbi *w = *bucket(wb, ip); w; w = w->hnext)
-		if (w->ip == ip)
-			return w;
+	uint64_t h = ip_hash(ip);
+
+	for (struct hnode *n = htab_first(&wb->files, h); n; n = htab_next(n, h))
+		if (container_of(n, struct wbi, hn)->ip == ip)
+			return container_of(n, struct wbi, hn);
 	return NULL;
 }
 
@@ -112,22 +112,16 @@ static struct wbi *wbi_get(struct wb *wb, struct inode *ip)
 		return NULL;
 	w->ip = ip;
 	pfs_cond_init_mono(&w->cond);
-	w->hnext = *bucket(wb, ip);
-	*bucket(wb, ip) = w;
+	htab_insert(&wb->files, &w->hn, ip_hash(ip));
 	return w;
 }
 
-/* Frees w if nothing refers to it any more. Called with wb->lock. */
+/* Frees w if nothing refers to it any more. Called with wb->bg.lock. */
 static void wbi_maybe_free(struct wb *wb, struct wbi *w)
 {
 	if (w->head || w->users || w->err || w->committing)
 		return;
-	for (struct wbi **pp = bucket(wb, w->ip); *pp; pp = &(*pp)->hnext) {
-		if (*pp == w) {
-			*pp = w->hnext;
-			break;
-		}
-	}
+	htab_remove(&wb->files, &w->hn);
 	pthread_cond_destroy(&w->cond);
 	free(w);
 }
@@ -137,17 +131,17 @@ static void *buf_get(struct wb *wb, size_t size)
 {
 	void *p = NULL;
 	if (size == WB_BUFSZ) {
-		pthread_mutex_lock(&wb->lock);
+		pthread_mutex_lock(&wb->bg.lock);
 		if (wb->npool)
 			p = wb->pool[--wb->npool];
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		if (p)
 			return p;
 	}
 	return malloc(size);
 }
 
-/* Releases a request buffer of size bytes. Called with wb->lock. */
+/* Releases a request buffer of size bytes. Called with wb->bg.lock. */
 static void buf_put_locked(struct wb *wb, void *p, size_t size)
 {
 	if (p && size == WB_BUFSZ && wb->npool < WB_POOL)
@@ -164,7 +158,7 @@ static void enqueue(struct wb *wb, struct wbe *e)
 	wb->qtail = &e->qnext;
 	e->wi->npending++;
 	wb->inflight += e->len;
-	pthread_cond_signal(&wb->qcond);
+	bg_wake(&wb->bg);
 }
 
 static void unlink_entry(struct wb *wb, struct wbe *e)
@@ -190,7 +184,7 @@ static void set_err(struct wbi *w, int err)
 		w->err = err;
 }
 
-/* Sends e (synchronously) and decodes the reply. Without wb->lock.
+/* Sends e (synchronously) and decodes the reply. Without wb->bg.lock.
  * Returns 0 with *verf set, or -errno. A short write sends the rest. */
 static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 {
@@ -205,7 +199,7 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 	for (;;) {
 		struct rpc_reply rep = { 0 };
 		struct pfs_write_rep r;
-		uint64_t seq = cache_seq(wb->c->cache);
+		uint64_t seq = gate_seq(wb->c->gate);
 		rc = rpc_call(rpc, PFS_OP_WRITE, req, reqlen, &rep);
 		if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 ||
 				r.written > e->len - done)) {
@@ -214,15 +208,15 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 		}
 		if (rc == 0) {
 			*verf = rep.verf;
-			/* The race gate (cache_i.h): a push about the file
+			/* The race gate (gate_i.h): a push about the file
 			 * that arrived after the WRITE went out may be about a
 			 * change our reply's attributes predate (the reply can
 			 * come on a bulk connection, or be handled after the
 			 * push thread applied it); then they are not taken. */
-			cache_gate_enter(wb->c->cache);
-			if (!cache_pushed_since(wb->c->cache, seq, &e->wi->ip->fh))
+			gate_enter(wb->c->gate);
+			if (!gate_pushed_since(wb->c->gate, seq, &e->wi->ip->fh))
 				inode_own_change(e->wi->ip, &r.attr);
-			cache_gate_leave(wb->c->cache);
+			gate_leave(wb->c->gate);
 		}
 		rpc_reply_free(&rep);
 		if (req != e->req)
@@ -238,11 +232,11 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 		 * reports the real error. */
 		struct pfs_write_req m;
 		struct pfs_wr w;
-		pthread_mutex_lock(&wb->lock);
+		pthread_mutex_lock(&wb->bg.lock);
 		m.cr = e->wi->cr;
 		m.fh = e->wi->fh;
 		m.fid = e->wi->fid;
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		m.flags = 0;
 		m.offset = off + done;
 		m.data.p = data + done;
@@ -259,7 +253,7 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 	}
 }
 
-/* Called with wb->lock after e was sent with result rc. */
+/* Called with wb->bg.lock after e was sent with result rc. */
 static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 {
 	struct wbi *w = e->wi;
@@ -285,7 +279,7 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait);
 
 /* A commit (datasync) of w that nobody asked for: holds w across it and
- * frees w after if nothing else uses it. Called with wb->lock held.
+ * frees w after if nothing else uses it. Called with wb->bg.lock held.
  * Returns the commit's result. */
 static int commit_unasked(struct wb *wb, struct wbi *w, bool wait)
 {
@@ -300,10 +294,10 @@ static void *writer_main(void *arg)
 {
 	struct wb *wb = arg;
 
-	pthread_mutex_lock(&wb->lock);
+	pthread_mutex_lock(&wb->bg.lock);
 	for (;;) {
-		while (!wb->qhead && !wb->stop)
-			pthread_cond_wait(&wb->qcond, &wb->lock);
+		while (!wb->qhead && !wb->bg.stop)
+			bg_wait(&wb->bg);
 		struct wbe *e = wb->qhead;
 		if (!e)
 			break;
@@ -311,10 +305,10 @@ static void *writer_main(void *arg)
 		if (!wb->qhead)
 			wb->qtail = &wb->qhead;
 		e->st = WBE_SENDING;
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		uint64_t verf = 0;
 		int rc = send_write(wb, e, &verf);
-		pthread_mutex_lock(&wb->lock);
+		pthread_mutex_lock(&wb->bg.lock);
 		struct wbi *w = e->wi;
 		sent(wb, e, rc, verf);
 		if (w->bg_commit && !w->committing) {
@@ -326,7 +320,7 @@ static void *writer_main(void *arg)
 				pfs_debug("background commit: %s", strerror(-crc));
 		}
 	}
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 	return NULL;
 }
 
@@ -339,14 +333,13 @@ int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **ou
 	wb->c = c;
 	wb->max = max_bytes < 2 * PFS_MAX_IO ? 2 * PFS_MAX_IO : max_bytes;
 	wb->qtail = &wb->qhead;
-	pthread_mutex_init(&wb->lock, NULL);
-	pfs_cond_init_mono(&wb->qcond);
-	pfs_cond_init_mono(&wb->space);
-	wb->want = nthreads;
-	if (nthreads && !(wb->thr = calloc(nthreads, sizeof(*wb->thr)))) {
-		wb_free(wb);
+	htab_init(&wb->files);
+	if (bg_init(&wb->bg) < 0) {
+		free(wb);
 		return -ENOMEM;
 	}
+	pfs_cond_init_mono(&wb->space);
+	wb->want = nthreads;
 	*out = wb;
 	return 0;
 }
@@ -354,10 +347,9 @@ int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **ou
 int wb_start(struct wb *wb)
 {
 	for (unsigned i = 0; i < wb->want; i++) {
-		int rc = pthread_create(&wb->thr[i], NULL, writer_main, wb);
-		if (rc)
-			return -rc;
-		wb->nthreads++;
+		int rc = bg_start(&wb->bg, writer_main, wb);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
@@ -366,32 +358,23 @@ void wb_free(struct wb *wb)
 {
 	if (!wb)
 		return;
-	pthread_mutex_lock(&wb->lock);
-	wb->stop = true;
-	pthread_cond_broadcast(&wb->qcond);
-	pthread_mutex_unlock(&wb->lock);
-	for (unsigned i = 0; i < wb->nthreads; i++)
-		pthread_join(wb->thr[i], NULL);
-	free(wb->thr);
-	for (size_t i = 0; i < WB_BUCKETS; i++) {
-		while (wb->buckets[i]) {
-			struct wbi *w = wb->buckets[i];
-			wb->buckets[i] = w->hnext;
-			while (w->head) {
-				struct wbe *e = w->head;
-				w->head = e->next;
-				free(e->req);
-				free(e);
-			}
-			pthread_cond_destroy(&w->cond);
-			free(w);
+	bg_stop(&wb->bg);
+	for (struct hnode *n; (n = htab_pop(&wb->files));) {
+		struct wbi *w = container_of(n, struct wbi, hn);
+		while (w->head) {
+			struct wbe *e = w->head;
+			w->head = e->next;
+			free(e->req);
+			free(e);
 		}
+		pthread_cond_destroy(&w->cond);
+		free(w);
 	}
+	htab_fini(&wb->files);
 	while (wb->npool)
 		free(wb->pool[--wb->npool]);
-	pthread_cond_destroy(&wb->qcond);
 	pthread_cond_destroy(&wb->space);
-	pthread_mutex_destroy(&wb->lock);
+	bg_fini(&wb->bg);
 	free(wb);
 }
 
@@ -408,10 +391,14 @@ static bool overlaps_pending(const struct wbi *w, uint64_t off, size_t size)
 static struct wbi *largest_uncommitted(struct wb *wb)
 {
 	struct wbi *best = NULL;
-	for (size_t i = 0; i < WB_BUCKETS; i++)
-		for (struct wbi *w = wb->buckets[i]; w; w = w->hnext)
-			if (!w->committing && w->uncommitted && (!best || w->uncommitted > best->uncommitted))
-				best = w;
+	size_t pos;
+
+	for (struct hnode *n = htab_iter(&wb->files, &pos, NULL); n;
+	     n = htab_iter(&wb->files, &pos, n)) {
+		struct wbi *w = container_of(n, struct wbi, hn);
+		if (!w->committing && w->uncommitted && (!best || w->uncommitted > best->uncommitted))
+			best = w;
+	}
 	return best;
 }
 
@@ -467,9 +454,9 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	m.data.len = (uint32_t)size;
 	pfs_wr_init(&wr, e->req, e->reqlen);
 	if (pfs_enc_write_req(&wr, &m) < 0) {
-		pthread_mutex_lock(&wb->lock);
+		pthread_mutex_lock(&wb->bg.lock);
 		buf_put_locked(wb, e->req, e->bufsz);
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		free(e);
 		return -EINVAL;
 	}
@@ -485,14 +472,14 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		struct wbi tmp = { .ip = ip };
 		e->wi = &tmp;
 		rc = send_write(wb, e, &verf);
-		pthread_mutex_lock(&wb->lock);
+		pthread_mutex_lock(&wb->bg.lock);
 		buf_put_locked(wb, e->req, e->bufsz);
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		free(e);
 		return rc;
 	}
 
-	pthread_mutex_lock(&wb->lock);
+	pthread_mutex_lock(&wb->bg.lock);
 	w = wbi_get(wb, ip);
 	if (!w) {
 		rc = -ENOMEM;
@@ -508,7 +495,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		/* O_APPEND: the daemon appends wherever the file ends, so
 		 * appends go one at a time, in order. */
 		if ((flags & O_APPEND) ? w->npending > 0 : overlaps_pending(w, off, size)) {
-			pthread_cond_wait(&w->cond, &wb->lock);
+			pthread_cond_wait(&w->cond, &wb->bg.lock);
 			continue;
 		}
 		if (wb->held + size > wb->max && wb->held > 0) {
@@ -522,7 +509,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 				if (rc < 0)
 					break; /* memory stays full: tell the writer */
 			} else {
-				pthread_cond_wait(&wb->space, &wb->lock);
+				pthread_cond_wait(&wb->space, &wb->bg.lock);
 			}
 			continue;
 		}
@@ -546,42 +533,42 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	w->tail = e;
 	wb->held += size;
 	enqueue(wb, e);
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 	return 0;
 
 out_free:
 	buf_put_locked(wb, e->req, e->bufsz);
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 	free(e);
 	return rc;
 }
 
-/* Waits for w's pending writes (and a commit in progress). wb->lock held. */
+/* Waits for w's pending writes (and a commit in progress). wb->bg.lock held. */
 static void wait_idle(struct wb *wb, struct wbi *w)
 {
 	while (w->npending || w->committing)
-		pthread_cond_wait(&w->cond, &wb->lock);
+		pthread_cond_wait(&w->cond, &wb->bg.lock);
 }
 
 void wb_wait(struct wb *wb, struct inode *ip)
 {
-	pthread_mutex_lock(&wb->lock);
+	pthread_mutex_lock(&wb->bg.lock);
 	struct wbi *w = wbi_find(wb, ip);
 	if (w) {
 		w->users++;
 		while (w->npending)
-			pthread_cond_wait(&w->cond, &wb->lock);
+			pthread_cond_wait(&w->cond, &wb->bg.lock);
 		w->users--;
 		wbi_maybe_free(wb, w);
 	}
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 }
 
 /* COMMIT: FSYNC of w's file; DONE entries acknowledged by the daemon
  * instance that answers it are durable and released, the others are sent
  * again (and, if wait, committed again). wait: first wait for every
  * pending write (fsync, close); otherwise (background, to free memory)
- * commit only what is acknowledged now. Called with wb->lock held and
+ * commit only what is acknowledged now. Called with wb->bg.lock held and
  * w->users raised; drops the lock while waiting for the daemon. Returns 0
  * or -errno (of the FSYNC, or EIO after too many restarts). */
 static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait)
@@ -593,7 +580,7 @@ static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force
 			wait_idle(wb, w);
 		} else {
 			while (w->committing)
-				pthread_cond_wait(&w->cond, &wb->lock);
+				pthread_cond_wait(&w->cond, &wb->bg.lock);
 		}
 		if (!w->uncommitted && !force)
 			return 0;
@@ -605,12 +592,12 @@ static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force
 				e->st = WBE_COMMITTING;
 		struct pfs_fsync_req m = { .cr = w->cr, .fh = w->fh, .fid = w->fid,
 					   .datasync = datasync ? 1 : 0 };
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		struct rpc_reply rep = { 0 };
 		rc = rpc_msg(wb->c->rpc, PFS_OP_FSYNC, fsync_req, &m, &rep);
 		uint64_t verf = rep.verf;
 		rpc_reply_free(&rep);
-		pthread_mutex_lock(&wb->lock);
+		pthread_mutex_lock(&wb->bg.lock);
 		wb->st.commits++;
 		w->committing = false;
 		bool again = false;
@@ -650,14 +637,14 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 {
 	int rc = 0;
 
-	pthread_mutex_lock(&wb->lock);
+	pthread_mutex_lock(&wb->bg.lock);
 	struct wbi *w = wbi_find(wb, ip);
 	if (!w && !force) {
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		return 0;
 	}
 	if (!w) {
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		struct pfs_fsync_req m = { .cr = *cr, .fh = *fh, .fid = fid,
 					   .datasync = datasync ? 1 : 0 };
 		struct rpc_reply rep = { 0 };
@@ -686,16 +673,16 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	}
 	w->users--;
 	wbi_maybe_free(wb, w);
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 	return rc;
 }
 
 int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 {
-	pthread_mutex_lock(&wb->lock);
+	pthread_mutex_lock(&wb->bg.lock);
 	struct wbi *w = wbi_find(wb, ip);
 	if (!w) {
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		return 0;
 	}
 	if (!is_writer(w, tid) && !rpc_is_up(wb->c->rpc)) {
@@ -707,7 +694,7 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 		int rc = -w->err;
 		w->err = 0;
 		wbi_maybe_free(wb, w);
-		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&wb->bg.lock);
 		return rc;
 	}
 	/* The writes are done (their errors reported); the commit is left
@@ -719,7 +706,7 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 	w->err = 0;
 	w->users--;
 	wbi_maybe_free(wb, w);
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 	return rc;
 }
 
@@ -730,7 +717,7 @@ void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 
 	if (rc < 0)
 		pfs_warn("a write to a closed file failed: %s", strerror(-rc));
-	pthread_mutex_lock(&wb->lock);
+	pthread_mutex_lock(&wb->bg.lock);
 	struct wbi *w = wbi_find(wb, ip);
 	if (w && !w->users && !w->npending && !w->committing) {
 		/* Uncommitted data a failed commit left: nobody can be told. */
@@ -741,41 +728,43 @@ void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		w->err = 0;
 		wbi_maybe_free(wb, w);
 	}
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 }
 
 void wb_commit_all(struct wb *wb)
 {
+	size_t pos;
+
 	if (!wb)
 		return;
-	pthread_mutex_lock(&wb->lock);
-	for (size_t i = 0; i < WB_BUCKETS; i++) {
-	again:
-		for (struct wbi *w = wb->buckets[i]; w; w = w->hnext) {
-			if (w->final_done || !w->uncommitted)
-				continue;
-			w->final_done = true;
-			int rc = commit_unasked(wb, w, true);
-			if (rc < 0)
-				pfs_warn("commit at unmount failed: %s", strerror(-rc));
-			goto again; /* the lock was dropped: the chain may have changed */
-		}
+	pthread_mutex_lock(&wb->bg.lock);
+again:
+	for (struct hnode *n = htab_iter(&wb->files, &pos, NULL); n;
+	     n = htab_iter(&wb->files, &pos, n)) {
+		struct wbi *w = container_of(n, struct wbi, hn);
+		if (w->final_done || !w->uncommitted)
+			continue;
+		w->final_done = true;
+		int rc = commit_unasked(wb, w, true);
+		if (rc < 0)
+			pfs_warn("commit at unmount failed: %s", strerror(-rc));
+		goto again; /* the lock was dropped: the table may have changed */
 	}
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 }
 
 void wb_get_stats(struct wb *wb, struct wb_stats *st)
 {
-	pthread_mutex_lock(&wb->lock);
+	pthread_mutex_lock(&wb->bg.lock);
 	*st = wb->st;
 	st->held = wb->held;
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 }
 
 bool wb_holds(struct wb *wb, struct inode *ip)
 {
-	pthread_mutex_lock(&wb->lock);
+	pthread_mutex_lock(&wb->bg.lock);
 	bool held = wbi_find(wb, ip) != NULL;
-	pthread_mutex_unlock(&wb->lock);
+	pthread_mutex_unlock(&wb->bg.lock);
 	return held;
 }

@@ -63,10 +63,12 @@ struct wb;
  * with wb_start, after the process has daemonized (fork keeps no thread).
  * Returns 0 or -errno. */
 int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **out);
-/* Starts the writer threads. Returns 0 or -errno (wb_free still works). */
+/* Starts the writer threads. Returns 0 or -errno (wb_free still works).
+ * The main thread, once. */
 int wb_start(struct wb *wb);
 /* Stops the writer threads (pending writes are sent first while the
- * connection allows) and frees everything. */
+ * connection allows) and frees everything. Safe on NULL. The main
+ * thread, at shutdown. */
 void wb_free(struct wb *wb);
 
 /* Queues a write of buf[size] at off (copied). Returns 0 (the write is
@@ -105,7 +107,8 @@ void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 
 /* Unmount: commits whatever is still uncommitted (a release the kernel
  * dropped with the connection does not leave data uncommitted), while
- * the connection allows. */
+ * the connection allows; failures are logged. Safe on NULL. The main
+ * thread, at shutdown. */
 void wb_commit_all(struct wb *wb);
 
 /* Counters for stats (bytes). */
@@ -115,6 +118,7 @@ struct wb_stats {
 	uint64_t commits;   /* COMMITs sent */
 	uint64_t held;      /* bytes held now */
 };
+/* Copies the counters into *st (consistent with each other). */
 void wb_get_stats(struct wb *wb, struct wb_stats *st);
 
 #endif /* PODFS_WB_I_H */

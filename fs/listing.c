@@ -1,0 +1,420 @@
+/* listing.c: directory listings (see listing_i.h). */
+#include "listing_i.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "names_i.h"
+#include "podfs/clock.h"
+#include "podfs/htab.h"
+
+/* One item of a listing: where it starts in the payload. */
+struct litem {
+	struct hnode hn; /* listing index, by name_hash */
+	uint32_t off;
+};
+
+struct listing {
+	struct listing_info li;
+	uint8_t *buf;             /* the LISTDIR reply payload */
+	size_t len;
+	struct litem *items;      /* n of cap, in payload order */
+	size_t n, cap;
+	struct htab index;        /* items by name */
+	_Atomic int64_t *total;   /* the table's listing_total */
+	int64_t bytes;            /* counted in *total */
+};
+
+#define MIN_ITEMS 16
+
+/* The bytes a listing of len payload bytes with room for cap items
+ * counts against LISTING_TOTAL_MAX: the payload, the items and about one
+ * index bucket per item. */
+static int64_t cost(size_t len, size_t cap)
+{
+	return (int64_t)(len + cap * (sizeof(struct litem) + sizeof(struct hnode *)));
+}
+
+void listing_free(struct listing *ls)
+{
+	if (!ls)
+		return;
+	atomic_fetch_sub(ls->total, ls->bytes);
+	htab_fini(&ls->index);
+	free(ls->buf);
+	free(ls->items);
+	free(ls);
+}
+
+/* Reads the item at rd: 1 = got one, 0 = end, -EBADMSG. */
+static int listing_item(struct pfs_rd *rd, struct pfs_name *name, struct pfs_entry *e,
+			uint32_t *flags, struct pfs_bytes *data)
+{
+	if (rd->left == 0)
+		return 0;
+	if (!pfs_get_NAME(rd, name) || !pfs_get_ENTRY(rd, e) || !pfs_get_U32(rd, flags) ||
+	    !pfs_get_BYTES(rd, data))
+		return -EBADMSG;
+	return 1;
+}
+
+/* Adds the item at offset off, named name[nl], to ls's index. Room for it
+ * is there (n < cap). */
+static void index_add(struct listing *ls, const char *name, size_t nl, uint32_t off)
+{
+	struct litem *it = &ls->items[ls->n++];
+
+	it->off = off;
+	htab_insert(&ls->index, &it->hn, name_hash(name, nl));
+}
+
+/* Builds the index again, after the items moved (each keeps its hash). */
+static void index_rebuild(struct listing *ls)
+{
+	htab_fini(&ls->index);
+	htab_init(&ls->index);
+	for (size_t i = 0; i < ls->n; i++)
+		htab_insert(&ls->index, &ls->items[i].hn, ls->items[i].hn.hash);
+}
+
+/* Puts the items of ls->buf from offset 4 up to end into the index. */
+static void index_fill(struct listing *ls, size_t end)
+{
+	struct pfs_rd rd;
+
+	pfs_rd_init(&rd, ls->buf + 4, end - 4);
+	for (;;) {
+		struct pfs_name n;
+		struct pfs_entry e;
+		struct pfs_bytes d;
+		uint32_t fl, off = (uint32_t)(rd.p - ls->buf);
+		if (listing_item(&rd, &n, &e, &fl, &d) != 1)
+			break;
+		index_add(ls, n.s, n.len, off);
+	}
+}
+
+/* The item named name in ls: 1 (fills the out-parameters), or 0. */
+static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
+			  struct pfs_entry *e, uint32_t *flags, struct pfs_bytes *data)
+{
+	uint64_t h = name_hash(name, nl);
+
+	for (struct hnode *hn = htab_first(&ls->index, h); hn; hn = htab_next(hn, h)) {
+		const struct litem *it = container_of(hn, struct litem, hn);
+		struct pfs_rd rd;
+		struct pfs_name n;
+		pfs_rd_init(&rd, ls->buf + it->off, ls->len - it->off);
+		if (listing_item(&rd, &n, e, flags, data) == 1 && n.len == nl &&
+		    memcmp(n.s, name, nl) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
+		const struct listing_info *li)
+{
+	struct pfs_name name;
+	struct pfs_entry e;
+	struct pfs_bytes data;
+	uint32_t fl;
+	struct pfs_rd rd;
+	size_t n = 0;
+	int r;
+
+	if (len < 4 || len > UINT32_MAX - 1)
+		goto bad;
+	pfs_rd_init(&rd, buf + 4, len - 4);
+	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
+		n++;
+	if (r < 0)
+		goto bad;
+	struct listing *ls = calloc(1, sizeof(*ls));
+	size_t cap = n < MIN_ITEMS ? MIN_ITEMS : n;
+	if (!ls || !(ls->items = malloc(cap * sizeof(*ls->items)))) {
+		free(ls);
+		free(buf);
+		return -ENOMEM;
+	}
+	htab_init(&ls->index);
+	ls->li = *li;
+	ls->buf = buf;
+	ls->len = len;
+	ls->cap = cap;
+	ls->total = &t->listing_total;
+	ls->bytes = cost(len, cap);
+	if (atomic_fetch_add(&t->listing_total, ls->bytes) + ls->bytes > LISTING_TOTAL_MAX) {
+		listing_free(ls);
+		return -ENOSPC;
+	}
+	index_fill(ls, len);
+	pthread_mutex_lock(&dir->lock);
+	if (dir->ls_gen != li->ns) {
+		pthread_mutex_unlock(&dir->lock);
+		listing_free(ls);
+		return -ESTALE;
+	}
+	struct listing *old = dir->listing;
+	dir->listing = ls;
+	pthread_mutex_unlock(&dir->lock);
+	listing_free(old);
+	return 0;
+bad:
+	free(buf);
+	return -EBADMSG;
+}
+
+int listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8_t **data,
+		 uint32_t *dlen, uint32_t *flags, struct listing_info *li)
+{
+	size_t nl = strlen(name);
+	int ret = LS_NONE;
+
+	*data = NULL;
+	*dlen = 0;
+	*flags = 0;
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	if (!ls)
+		goto out;
+	*li = ls->li;
+	ret = LS_ABSENT;
+	struct pfs_bytes d;
+	uint32_t fl;
+	if (listing_lookup(ls, name, nl, e, &fl, &d)) {
+		ret = LS_PRESENT;
+		*flags = fl;
+		if ((fl & PFS_LD_DATA) && S_ISREG(e->attr.mode) && d.len == e->attr.size &&
+		    (*data = malloc(d.len ? d.len : 1)) != NULL) {
+			memcpy(*data, d.p, d.len);
+			*dlen = d.len;
+		}
+	}
+out:
+	pthread_mutex_unlock(&dir->lock);
+	return ret;
+}
+
+int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e)
+{
+	size_t nl = strlen(name), wcap = 64 + nl + sizeof(struct pfs_entry);
+	struct pfs_name pn;
+	struct pfs_bytes none = { 0 };
+	uint32_t flags = 0;
+	struct pfs_wr w;
+	int ret = -ENOENT;
+
+	if (nl > PFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	pn.len = (uint16_t)nl;
+	memcpy(pn.s, name, nl + 1);
+	pfs_wr_init(&w, malloc(wcap), wcap);
+	if (!w.buf)
+		return -ENOMEM;
+	if (pfs_put_NAME(&w, &pn) < 0 || pfs_put_ENTRY(&w, e) < 0 || pfs_put_U32(&w, &flags) < 0 ||
+	    pfs_put_BYTES(&w, &none) < 0) {
+		free(w.buf);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	if (!ls)
+		goto out;
+	struct pfs_entry pe;
+	struct pfs_bytes d;
+	uint32_t fl;
+	ret = -EEXIST;
+	if (listing_lookup(ls, name, nl, &pe, &fl, &d))
+		goto out;
+	ret = -ENOMEM;
+	size_t cap = ls->cap;
+	while (cap < ls->n + 1)
+		cap *= 2;
+	int64_t more = cost(ls->len + w.len, cap) - ls->bytes;
+	if (ls->len + w.len > UINT32_MAX - 1 ||
+	    atomic_fetch_add(ls->total, more) + more > LISTING_TOTAL_MAX) {
+		atomic_fetch_sub(ls->total, more);
+		goto out;
+	}
+	uint8_t *buf = realloc(ls->buf, ls->len + w.len);
+	if (buf)
+		ls->buf = buf;
+	struct litem *items = buf && cap != ls->cap ? realloc(ls->items, cap * sizeof(*items))
+						       : ls->items;
+	if (!buf || !items) {
+		atomic_fetch_sub(ls->total, more);
+		goto out;
+	}
+	ls->bytes += more;
+	memcpy(ls->buf + ls->len, w.buf, w.len);
+	uint32_t off = (uint32_t)ls->len;
+	ls->len += w.len;
+	if (cap != ls->cap) {
+		/* The items moved: index them again. */
+		ls->items = items;
+		ls->cap = cap;
+		index_rebuild(ls);
+	}
+	index_add(ls, name, nl, off);
+	dir->ls_gen++; /* a listing asked for before this change is not kept */
+	ret = 0;
+out:
+	pthread_mutex_unlock(&dir->lock);
+	free(w.buf);
+	return ret;
+}
+
+void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh)
+{
+	struct listing *ls = dir->listing;
+
+	dir->ls_gen++; /* a listing asked for before the change is not kept */
+	int64_t after = pfs_mono_ns() + LISTING_QUIET_NS;
+	if (dir->list_after < after)
+		dir->list_after = after;
+	if (!ls)
+		return;
+	for (struct hnode *hn = htab_first(&ls->index, nh); hn; hn = htab_next(hn, nh)) {
+		const struct litem *it = container_of(hn, struct litem, hn);
+		struct pfs_rd rd;
+		struct pfs_name n;
+		struct pfs_entry e;
+		uint32_t fl;
+		pfs_rd_init(&rd, ls->buf + it->off, ls->len - it->off);
+		if (!pfs_get_NAME(&rd, &n) || !pfs_get_ENTRY(&rd, &e) || !pfs_fh_equal(&e.fh, fh))
+			continue;
+		size_t foff = (size_t)(rd.p - ls->buf);
+		struct pfs_wr w;
+		if (!pfs_get_U32(&rd, &fl))
+			continue;
+		fl |= INODE_LS_STALE;
+		pfs_wr_init(&w, ls->buf + foff, 4);
+		(void)pfs_put_U32(&w, &fl);
+	}
+}
+
+/* Takes dir's listing away (and frees it): with no_list, for good; with
+ * quiet, none is fetched for LISTING_QUIET_NS; with gen, a listing asked
+ * for before is not kept either. */
+static void take(struct inode *dir, bool no_list, bool quiet, bool gen)
+{
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	dir->listing = NULL;
+	if (no_list)
+		dir->no_list = true;
+	if (quiet)
+		dir->list_after = pfs_mono_ns() + LISTING_QUIET_NS;
+	if (gen)
+		dir->ls_gen++;
+	pthread_mutex_unlock(&dir->lock);
+	listing_free(ls);
+}
+
+void listing_drop(struct inode *dir)
+{
+	take(dir, true, false, false);
+}
+
+void listing_stale(struct inode *dir)
+{
+	take(dir, false, true, false);
+}
+
+void listing_touch(struct inode *dir)
+{
+	take(dir, false, true, true);
+}
+
+uint64_t listing_gen(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	uint64_t g = dir->ls_gen;
+	pthread_mutex_unlock(&dir->lock);
+	return g;
+}
+
+bool listing_may_fetch(struct inode *dir, uint64_t max_size)
+{
+	pthread_mutex_lock(&dir->lock);
+	bool ok = !dir->no_list && !dir->listing && S_ISDIR(dir->attr.mode) &&
+		  dir->attr.size <= max_size && pfs_mono_ns() >= dir->list_after;
+	pthread_mutex_unlock(&dir->lock);
+	return ok;
+}
+
+/* Appends one synthesized READDIR entry. */
+static int put_dirent(struct pfs_wr *w, const char *name, size_t nl, uint64_t cookie,
+		      const struct pfs_entry *e, uint64_t ino, uint32_t mode)
+{
+	struct pfs_dirent de;
+
+	memset(&de, 0, sizeof(de));
+	de.name.len = (uint16_t)nl;
+	memcpy(de.name.s, name, nl);
+	de.name.s[nl] = '\0';
+	de.next_off = cookie;
+	de.ino = ino;
+	de.mode = mode;
+	if (e) {
+		de.flags = PFS_DE_HAS_ENTRY;
+		de.e = *e;
+	}
+	return pfs_enc_dirent(w, &de);
+}
+
+int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
+		    struct listing_info *li, uint64_t *parent_seq)
+{
+	struct pfs_name name;
+	struct pfs_entry e;
+	struct pfs_bytes data;
+	struct pfs_wr w;
+	struct pfs_rd rd;
+	uint64_t cookie = 0;
+	uint32_t fl;
+	uint8_t eof = 1;
+	int r, ret = -ENOENT;
+
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	if (!ls || !dir->parent_ino || dir->parent_renames != atomic_load(&t->renames))
+		goto out;
+	*li = ls->li;
+	*parent_seq = dir->parent_seq;
+	/* Each item becomes a dirent at most 21 bytes longer (cookie, ino,
+	 * mode, flags minus the item's flags and data length), and the
+	 * two dots. */
+	size_t cap = 1 + ls->len + 21 * ls->n + 2 * 32;
+	uint8_t *p = malloc(cap);
+	if (!p) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	pfs_wr_init(&w, p, cap);
+	ret = -EBADMSG;
+	if (pfs_put_U8(&w, &eof) < 0 ||
+	    put_dirent(&w, ".", 1, ++cookie, NULL, dir->attr.ino, S_IFDIR) < 0 ||
+	    put_dirent(&w, "..", 2, ++cookie, NULL, dir->parent_ino, S_IFDIR) < 0)
+		goto out_free;
+	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
+	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
+		if (put_dirent(&w, name.s, name.len, ++cookie, (fl & INODE_LS_STALE) ? NULL : &e,
+			       e.attr.ino, e.attr.mode) < 0)
+			goto out_free;
+	if (r < 0)
+		goto out_free;
+	*buf = w.buf;
+	*len = w.len;
+	ret = 0;
+	goto out;
+out_free:
+	free(w.buf);
+out:
+	pthread_mutex_unlock(&dir->lock);
+	return ret;
+}

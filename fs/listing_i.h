@@ -1,0 +1,109 @@
+/* listing_i.h: directory listings (LISTDIR, wire.h), from which lookups
+ * and READDIR in a directory are answered at a cold start.
+ *
+ * listing_set takes a LISTDIR reply payload, checks it and keeps it as
+ * the directory's listing, with an index of its names; listing_find
+ * looks a name up in it. The caller decides whether it is still coherent
+ * (no push about the directory since li->seq, see gate_i.h) and calls
+ * listing_stale if not (no listing is fetched for that directory for
+ * LISTING_QUIET_NS); listing_drop: never again (it was incomplete).
+ * This client's own namespace changes in a directory are never pushed
+ * back: listing_touch (call before sending the change) drops its
+ * listing, and a listing fetched before it (li->ns, from listing_gen) is
+ * not kept (-ESTALE). Own changes of an object listed there mark its
+ * item stale instead (listing_mark, see trust_i.h).
+ *
+ * The listing of dir is dir->listing, under dir->lock, which every
+ * function here takes itself (listing_mark excepted). All listings of a
+ * table together stay under LISTING_TOTAL_MAX bytes. Any thread.
+ */
+#ifndef PODFS_LISTING_I_H
+#define PODFS_LISTING_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inode_i.h"
+#include "podfs/codec.h"
+
+/* When and by whom a listing was fetched. */
+struct listing_info {
+	uint64_t seq, any, own_ns; /* push number, inode_own_snap */
+	uint64_t ns;               /* listing_gen */
+	uint32_t uid, gid;
+};
+
+/* What listing_find found. */
+enum { LS_NONE, LS_ABSENT, LS_PRESENT };
+
+#define INODE_LS_STALE (1u << 31) /* item flag, local: changed by this client */
+#define LISTING_QUIET_NS (2 * 1000000000LL)
+#define LISTING_TOTAL_MAX (64ll << 20)
+
+/* Takes buf (malloc'd LISTDIR reply payload of len bytes, freed on
+ * failure too), checks it and keeps it as dir's listing (replacing any),
+ * fetched as li says (li->ns from listing_gen before the request was
+ * sent). Returns 0, -EBADMSG (malformed), -ENOMEM, -ENOSPC (the table's
+ * listings together over LISTING_TOTAL_MAX) or -ESTALE (this client
+ * changed dir since li->ns: not kept). */
+int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
+		const struct listing_info *li);
+
+/* Looks name up in dir's listing. Returns LS_NONE (no listing),
+ * LS_ABSENT, or LS_PRESENT with *e, the item's PFS_LD_* (and
+ * INODE_LS_STALE) *flags and, if the listing carried the whole content
+ * of a regular file, *data (malloc'd copy, the caller frees it; NULL if
+ * none or on ENOMEM) and *dlen. *li (set unless LS_NONE) tells when and
+ * by whom the listing was fetched. */
+int listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8_t **data,
+		 uint32_t *dlen, uint32_t *flags, struct listing_info *li);
+
+/* This client's own create of name (entry e) in dir: adds it to dir's
+ * listing, if dir has one, instead of dropping it (the kernel holds dir's
+ * lock across the create, so no lookup there used the listing meanwhile;
+ * a push from another host's change since it was fetched still makes it
+ * stale at its next use). Returns 0, or -errno with the listing left as
+ * it was (-ENOENT: none, -EEXIST: the name is in it, -ENAMETOOLONG,
+ * -ENOMEM, -EINVAL): the caller then drops it (listing_touch). */
+int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e);
+
+/* Drops dir's listing for good (it was incomplete): lookups there go
+ * name by name. */
+void listing_drop(struct inode *dir);
+/* Drops dir's listing (it is not coherent any more) and fetches none for
+ * LISTING_QUIET_NS. */
+void listing_stale(struct inode *dir);
+/* This client is about to change names in dir: as listing_stale, and a
+ * listing asked for before is not kept. */
+void listing_touch(struct inode *dir);
+/* The count of this client's namespace changes in dir (for
+ * listing_info.ns). */
+uint64_t listing_gen(struct inode *dir);
+/* True if a lookup in dir may fetch a listing first: dir is a directory
+ * of at most max_size bytes (st_size) without a listing, never found
+ * incomplete, out of its quiet period. */
+bool listing_may_fetch(struct inode *dir, uint64_t max_size);
+
+/* Marks the item of name hash nh (name_hash) and handle fh in dir's
+ * listing stale (INODE_LS_STALE), counts a namespace change of dir and
+ * holds off a new listing for LISTING_QUIET_NS. The caller holds
+ * dir->lock (trust.c). */
+void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh);
+
+/* Writes dir's listing as a READDIR reply payload (wire.h: eof byte 1,
+ * then ".", ".." and every listed name with its entry, cookies 1, 2, ...;
+ * items marked stale without their entry) into a new buffer (*buf, *len;
+ * the caller frees it), with the listing's *li and the push number
+ * *parent_seq of the request that found "..". Returns 0, -ENOENT if dir
+ * has no listing or its parent is not known (none recorded, or a rename
+ * of ours since), -ENOMEM or -EBADMSG. The caller checks the listing is
+ * coherent, as for listing_find. */
+int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
+		    struct listing_info *li, uint64_t *parent_seq);
+
+/* Frees ls (dir->listing of an inode being freed) and its bytes' count.
+ * Safe on NULL. */
+void listing_free(struct listing *ls);
+
+#endif /* PODFS_LISTING_I_H */

@@ -1,0 +1,133 @@
+/* ofile.c: the state of the files and directories the kernel opened
+ * (see ofile_i.h). */
+#include "ofile_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_i.h"
+#include "creds_i.h"
+#include "inode_i.h"
+#include "podfs/log.h"
+#include "trust_i.h"
+
+struct ofile *ofile_new(struct client *c, struct inode *ip, int flags)
+{
+	struct ofile *of = calloc(1, sizeof(*of));
+	if (!of)
+		return NULL;
+	of->fid = atomic_fetch_add(&c->next_fid, 1);
+	/* A reopen by handle must not create or truncate again. */
+	of->flags = (uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
+	of->ip = ip;
+	of->c = c;
+	/* Files: lock also orders ofile_attach_lazy before the RELEASE. */
+	pthread_mutex_init(&of->lock, NULL);
+	pthread_mutex_lock(&c->of_lock);
+	of->next = c->open_files;
+	if (of->next)
+		of->next->prev = of;
+	c->open_files = of;
+	pthread_mutex_unlock(&c->of_lock);
+	return of;
+}
+
+void ofile_free(struct ofile *of)
+{
+	struct client *c = of->c;
+	pthread_mutex_lock(&c->of_lock);
+	if (of->local && !atomic_load(&of->remote))
+		atomic_fetch_sub(&c->lazy_opens, 1);
+	if (of->prev)
+		of->prev->next = of->next;
+	else
+		c->open_files = of->next;
+	if (of->next)
+		of->next->prev = of->prev;
+	pthread_mutex_unlock(&c->of_lock);
+	rpc_reply_free(&of->dir);
+	pthread_mutex_destroy(&of->lock);
+	free(of);
+}
+
+void ofile_release_fid(struct client *c, fuse_req_t req, const struct pfs_fh *fh, uint64_t fid,
+		       uint16_t op)
+{
+	struct pfs_release_req m;
+	struct rpc_reply rep = { 0 };
+	creds_fill(c->cc, req, &m.cr, false);
+	m.fh = *fh;
+	m.fid = fid;
+	int rc = rpc_msg(c->rpc, op, release_req, &m, &rep);
+	if (rc < 0)
+		pfs_debug("%s of fid %llu: %s", pfs_op_name(op), (unsigned long long)fid,
+			  strerror(-rc));
+	rpc_reply_free(&rep);
+}
+
+void ofile_release(struct ofile *of, fuse_req_t req, uint16_t op)
+{
+	pthread_mutex_lock(&of->lock);
+	bool remote = atomic_load(&of->remote);
+	pthread_mutex_unlock(&of->lock);
+	if (remote)
+		ofile_release_fid(of->c, req, &of->ip->fh, of->fid, op);
+}
+
+void ofile_attach_lazy(struct client *c, struct inode *dir, const struct pfs_fh *fh,
+		       int timeout_ms)
+{
+	if (atomic_load(&c->lazy_opens) == 0)
+		return;
+	pthread_mutex_lock(&c->of_lock);
+	for (struct ofile *of = c->open_files; of; of = of->next) {
+		if (!of->local || atomic_load(&of->remote))
+			continue;
+		if (fh ? !pfs_fh_equal(&of->ip->fh, fh) : !inode_may_lose_name_in(of->ip, dir))
+			continue;
+		pthread_mutex_lock(&of->lock);
+		if (!atomic_exchange(&of->remote, true)) {
+			atomic_fetch_sub(&c->lazy_opens, 1);
+			struct pfs_open_req m = { .cr = of->cr, .fh = of->ip->fh, .fid = of->fid,
+						  .flags = of->flags };
+			uint8_t b[RPC_SMALL];
+			struct pfs_wr w;
+			struct rpc_reply rep = { 0 };
+			int rc = -EINVAL;
+			pfs_wr_init(&w, b, sizeof(b));
+			if (pfs_enc_open_req(&w, &m) == 0)
+				rc = timeout_ms ? rpc_call_timeout(c->rpc, PFS_OP_OPEN, b, w.len,
+								   &rep, timeout_ms)
+						: rpc_call(c->rpc, PFS_OP_OPEN, b, w.len, &rep);
+			rpc_reply_free(&rep);
+			if (rc < 0)
+				pfs_debug("OPEN of a locally opened file losing a name: %s",
+					  strerror(-rc));
+		}
+		pthread_mutex_unlock(&of->lock);
+	}
+	pthread_mutex_unlock(&c->of_lock);
+}
+
+void ofile_mark_local(struct ofile *of)
+{
+	of->local = true;
+	atomic_fetch_add(&of->c->lazy_opens, 1);
+}
+
+uint64_t ofile_fid(struct ofile *of)
+{
+	if (!atomic_load_explicit(&of->remote, memory_order_relaxed) &&
+	    !atomic_exchange(&of->remote, true) && of->local)
+		atomic_fetch_sub(&of->c->lazy_opens, 1);
+	return of->fid;
+}
+
+void ofile_free_all(struct client *c)
+{
+	while (c->open_files)
+		ofile_free(c->open_files);
+}

@@ -1,0 +1,113 @@
+/* ofile_i.h: the state of one file or directory the kernel opened
+ * (fi->fh), and the client's list of them.
+ *
+ * Lazy opens. A file opened without the daemon (ops_open_locally) stays
+ * unknown to it until a request carries its fid (ofile_fid); the daemon
+ * then opens it by handle. Once the file's last name is gone that fails
+ * with ESTALE, where a local filesystem keeps an open file readable to
+ * its close: `open; unlink; read`, or a running program whose mapped
+ * library an upgrade replaced. So such an open is made known to the
+ * daemon (an OPEN under its fid, with the opener's ids) whenever the file
+ * may be losing a name (ofile_attach_lazy):
+ *   - before this client removes or replaces a name in a directory, for
+ *     files that may have their last name there (inode_may_lose_name_in);
+ *   - when a push says another client changed the file's attributes (an
+ *     unlink changes its link count), before the push is acknowledged:
+ *     the daemon keeps a deleted file openable by handle until then
+ *     (daemon/handles.c handles_orphan).
+ * At most one OPEN per open file, and none while no file is open locally.
+ * The open-file list stays locked meanwhile, so that none is released
+ * under us, and each one's lock keeps its RELEASE behind its OPEN.
+ *
+ * The list (c->open_files, c->of_lock) and the count of lazy opens
+ * (c->lazy_opens) live in struct client; only this module touches them.
+ * Every function may be called from any FUSE thread (ofile_attach_lazy
+ * also from the push thread).
+ */
+#ifndef PODFS_OFILE_I_H
+#define PODFS_OFILE_I_H
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "podfs/codec.h"
+#include "rpc_i.h"
+
+struct client;
+struct inode;
+
+/* State of one open file or directory (fi->fh). */
+struct ofile {
+	struct client *c;
+	struct ofile *prev, *next; /* the client's list of open files */
+	uint64_t fid;     /* client-chosen id the daemon knows the open by */
+	/* The daemon may know fid: the open went to it, or a request
+	 * carried fid (the daemon opens the file again by handle under an
+	 * unknown fid), so RELEASE must be sent. See ofile_fid. */
+	atomic_bool remote;
+	bool local;       /* opened locally (counted in lazy_opens while !remote) */
+	uint32_t flags;   /* open flags, for a reopen by handle */
+	struct inode *ip; /* pinned by the kernel while the file is open */
+	struct pfs_creds cr; /* the opener's, if opened locally (ofile_attach_lazy) */
+
+	/* Directories: the last READDIR reply and the position in it. */
+	pthread_mutex_t lock;
+	struct rpc_reply dir;
+	struct pfs_rd rd;
+	uint64_t rd_off;  /* cookie of the position rd is at */
+	bool rd_valid;
+	bool rd_eof;
+	bool rd_plus;
+	bool rd_synth;    /* the chunk is the whole listing (readdir_listed) */
+	uint64_t rd_seq;  /* push number when the chunk was requested */
+	uint64_t rd_any, rd_ns; /* inode_own_snap then */
+};
+
+/* The ofile of a FUSE request's file info. */
+static inline struct ofile *ofile_of(const struct fuse_file_info *fi)
+{
+	return (struct ofile *)(uintptr_t)fi->fh;
+}
+
+/* A new open of ip (NULL: set later, for a create) with open flags
+ * flags (kept without O_CREAT, O_EXCL, O_TRUNC, O_NOCTTY, for a reopen
+ * by handle), a fresh fid, on the client's list. Returns NULL on ENOMEM.
+ * The caller frees it with ofile_free unless the kernel took it (then
+ * RELEASE or RELEASEDIR frees it). */
+struct ofile *ofile_new(struct client *c, struct inode *ip, int flags);
+
+/* Takes of off the list and frees it (and its READDIR chunk). */
+void ofile_free(struct ofile *of);
+
+/* Frees every open file the kernel never released (at exit, no FUSE
+ * thread left). */
+void ofile_free_all(struct client *c);
+
+/* of was opened locally (the daemon does not know its fid): counts it as
+ * a lazy open. Before the kernel gets it. */
+void ofile_mark_local(struct ofile *of);
+
+/* The fid of of, for a request about to carry it to the daemon: from
+ * now on the daemon may know it (no longer a lazy open). */
+uint64_t ofile_fid(struct ofile *of);
+
+/* RELEASE or RELEASEDIR (op) of fid on the server with req's caller's
+ * ids; errors are only logged. Waits for the reply. */
+void ofile_release_fid(struct client *c, fuse_req_t req, const struct pfs_fh *fh, uint64_t fid,
+		       uint16_t op);
+
+/* The same for of, if the daemon may know its fid (after any OPEN of it
+ * by ofile_attach_lazy). */
+void ofile_release(struct ofile *of, fuse_req_t req, uint16_t op);
+
+/* Sends OPEN for the lazy opens that may lose a name: of files that may
+ * lose their last name in dir (fh NULL), or of file fh (dir unused).
+ * timeout_ms: how long each OPEN may wait for its reply (0: like any
+ * call; a hard mount waits for the server). Errors are only logged. */
+void ofile_attach_lazy(struct client *c, struct inode *dir, const struct pfs_fh *fh,
+		       int timeout_ms);
+
+#endif /* PODFS_OFILE_I_H */

@@ -1,0 +1,256 @@
+/* ops_common.c: what the FUSE operations of several kinds share: entry
+ * replies through the gate, the snapshot and bookkeeping of our own
+ * namespace changes, directory listings, and opens answered locally (see
+ * ops_i.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+
+#include "cache_i.h"
+#include "gate_i.h"
+#include "listing_i.h"
+#include "ops_i.h"
+#include "podfs/log.h"
+#include "transport_i.h"
+#include "trust_i.h"
+
+int ops_set_name(struct pfs_name *n, const char *s)
+{
+	size_t len = strlen(s);
+	if (len > PFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!pfs_name_valid(s, len))
+		return -EINVAL;
+	n->len = (uint16_t)len;
+	memcpy(n->s, s, len + 1);
+	return 0;
+}
+
+int ops_bad_reply(fuse_req_t req, const char *what)
+{
+	(void)req;
+	pfs_warn("malformed %s reply from the server", what);
+	return -EIO;
+}
+
+/* The entry parameters of pe for the kernel, and its inode (one lookup
+ * added), or NULL on ENOMEM. dir: the directory pe was found in under
+ * name by a request sent at push number seq (NULL: none). */
+struct inode *ops_entry_param(struct client *c, struct inode *dir, const char *name,
+			      uint64_t seq, const struct pfs_entry *pe,
+			      struct fuse_entry_param *e)
+{
+	struct inode *ip = inode_ref(c->it, pe);
+	if (!ip)
+		return NULL;
+	if (dir)
+		inode_set_parent(c->it, ip, dir, seq, name);
+	memset(e, 0, sizeof(*e));
+	e->ino = ip->nodeid;
+	attr_to_stat(&pe->attr, &e->attr);
+	e->attr_timeout = c->attr_timeout;
+	e->entry_timeout = c->entry_timeout;
+	return ip;
+}
+
+/* Replies with entry e of ip (under dir/name, which may be NULL) for a
+ * request sent at push number seq: with timeout 0 if a push about the
+ * directory or the object was applied since (see gate_i.h). */
+void ops_reply_entry(fuse_req_t req, struct inode *dir, const char *name,
+		     struct inode *ip, struct fuse_entry_param *e, uint64_t seq)
+{
+	struct client *c = CL(req);
+
+	if (dir && name)
+		inode_note_name(dir, name);
+	gate_enter(c->gate);
+	if (gate_pushed_since(c->gate, seq, dir ? &dir->fh : NULL) ||
+	    (ip && gate_pushed_since(c->gate, seq, &ip->fh))) {
+		e->entry_timeout = 0;
+		e->attr_timeout = 0;
+	}
+	/* req is gone once replied, and ip may be (a FORGET on another
+	 * thread): take what is needed before. */
+	pid_t tid = fuse_req_ctx(req)->pid;
+	fuse_ino_t nodeid = ip ? e->ino : 0;
+	int r = fuse_reply_entry(req, e);
+	gate_leave(c->gate);
+	if (r == 0 && nodeid)
+		estale_looked(&c->estale, tid, nodeid);
+	/* If the kernel dropped the reply (interrupted), it took no lookup. */
+	if (r != 0 && ip)
+		inode_forget(c->it, ip, 1);
+}
+
+struct ops_own ops_own_change(struct client *c, struct inode *ip)
+{
+	struct ops_own o;
+	o.any = inode_own_snap(c->it, &o.ns);
+	o.renaming = inode_renames_busy(c->it);
+	o.seq = gate_seq(c->gate);
+	inode_own_touch(c->it, ip, true);
+	return o;
+}
+
+/* dir's attributes right after our namespace change in it (the reply's
+ * PFS_CAP_DIR_ATTR part): the kernel drops its copy after every create or
+ * unlink, and asks again before the next lookup there. They are current,
+ * so GETATTR may answer them locally, if no other change of ours
+ * overlapped and no push about dir came since (the caller of
+ * inode_attr_trusted checks that against o->seq). The kernel holds dir's
+ * lock across every change in it and across its own setattr, unlink or
+ * move to another parent, but not across its rename within its parent:
+ * so no rename of ours may have been under way when the change was sent,
+ * and none (nor any other change of ours) may have started since. */
+void ops_own_dir_attr(struct client *c, struct inode *dir, const struct pfs_attr *a,
+		      const struct ops_own *o)
+{
+	inode_own_change(dir, a);
+	if (!o->renaming)
+		inode_trust_attr(c->it, dir, o->seq, o->any + 1, o->ns + 1);
+}
+
+/* dir's listing after our own create of name there (e: the new entry, or
+ * NULL if the create failed): the entry is added to it, so that the next
+ * lookups there (a miss before the next create, mostly) are still
+ * answered locally; otherwise it goes, with a quiet period (see
+ * listing_stale). Called before the reply to the kernel, which
+ * holds dir's lock till then. */
+void ops_own_listing(struct inode *dir, const char *name, const struct pfs_entry *e)
+{
+	if (!e || listing_add(dir, name, e) < 0)
+		listing_touch(dir);
+}
+
+/* Decodes an entry reply, with or without the directory's attributes
+ * (*have_dir says which); *mkflags: PFS_MK_* of a mkdir_rep, else 0. */
+int ops_dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct pfs_attr *dir,
+		  bool *have_dir, uint32_t *mkflags)
+{
+	struct pfs_entry_dir_rep edr;
+	struct pfs_mkdir_rep mr;
+
+	*mkflags = 0;
+	if (pfs_dec_mkdir_rep(rep->buf, rep->len, &mr) == 0) {
+		er->e = mr.e;
+		*dir = mr.dir;
+		*have_dir = true;
+		*mkflags = mr.flags;
+		return 0;
+	}
+	*have_dir = pfs_dec_entry_dir_rep(rep->buf, rep->len, &edr) == 0;
+	if (*have_dir) {
+		er->e = edr.e;
+		*dir = edr.dir;
+		return 0;
+	}
+	return pfs_dec_entry_rep(rep->buf, rep->len, er);
+}
+
+/* Fetches dir's listing (LISTDIR), with the content of files up to
+ * max_inline bytes, and keeps it if complete. */
+void ops_fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr,
+		       uint32_t max_inline)
+{
+	struct client *c = CL(req);
+	struct pfs_listdir_req m;
+	struct rpc_reply rep = { 0 };
+	struct listing_info li;
+
+	m.cr = *cr;
+	m.fh = dir->fh;
+	m.max_inline = max_inline;
+	m.max_bytes = PFS_MAX_IO;
+	li.any = inode_own_snap(c->it, &li.own_ns);
+	li.ns = listing_gen(dir);
+	li.seq = gate_seq(c->gate);
+	li.uid = cr->uid;
+	li.gid = cr->gid;
+	int rc = rpc_msg(c->rpc, PFS_OP_LISTDIR, listdir_req, &m, &rep);
+	if (rc == -ENOSYS) {
+		pfs_info("server has no LISTDIR: lookups name by name");
+		cache_set_nosys(c->cache, PFS_OP_LISTDIR);
+		return;
+	}
+	if (rc < 0 || rep.len < 4 || !(rep.buf[0] & PFS_LS_COMPLETE)) {
+		rpc_reply_free(&rep);
+		listing_drop(dir); /* not again */
+		return;
+	}
+	rc = listing_set(c->it, dir, rep.buf, rep.len, &li);
+	if (rc == 0) /* the daemon opened and read it with the caller's ids */
+		inode_note_reader(dir, cr->uid, cr->gid);
+	if (rc == -EBADMSG)
+		pfs_warn("malformed LISTDIR reply from the server");
+	if (rc < 0 && rc != -ESTALE)
+		listing_drop(dir);
+}
+
+/* Close-to-open without a round trip. A read-only open is answered
+ * locally when the file's attributes are known current (see
+ * inode_attr_trusted: connected, no push about it since they came, no
+ * own change) and no push about it is waiting to reach the kernel, for
+ * a caller the server let read it (inode_is_reader). That is as good as
+ * asking: the daemon holds the reply to every change until each client
+ * that caches the object acknowledged receiving its invalidation
+ * (PUSH_ACK, see wire.h), so the push of a change whose close (or write,
+ * or setattr) returned on another host was received before this open,
+ * and its number sends this open to the daemon (keep_cache off). The fid stays
+ * unknown to the daemon until a request carries it (ofile_fid). Sets
+ * fi->keep_cache (files) and returns true when answered. Directories
+ * (dir): the same, for OPENDIR; READDIR opens the directory on the
+ * daemon only when the kernel's cached listing is gone. */
+bool ops_open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info *fi, bool dir)
+{
+	struct client *c = CL(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct pfs_attr a;
+	uint64_t aseq;
+	bool ok, attrs_stale;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT)) ||
+	    !transport_push_acked(c->tr) || !inode_is_reader(ip, ctx->uid, ctx->gid) ||
+	    !inode_attr_trusted(c->it, ip, &a, &aseq) || !transport_quiet(c->tr))
+		return false;
+	/* A file without names (its attributes came after another host
+	 * removed it) was reached through a name the kernel has not dropped
+	 * yet: only the daemon's OPEN tells (see ops_open's ESTALE). */
+	if (a.nlink == 0 && !dir)
+		return false;
+	gate_enter(c->gate);
+	ok = !gate_pushed_since(c->gate, aseq, &ip->fh) &&
+	     !gate_pushed_since(c->gate, gate_applied(c->gate), &ip->fh);
+	if (ok && !dir)
+		fi->keep_cache = inode_open_version(ip, &a, &attrs_stale);
+	gate_leave(c->gate);
+	return ok;
+}
+
+int ops_open_remote(fuse_req_t req, struct ofile *of, struct fuse_file_info *fi, uint16_t op,
+		    struct ops_opened *o)
+{
+	struct client *c = CL(req);
+	struct pfs_open_req m;
+	struct pfs_attr_rep ar;
+	struct rpc_reply rep = { 0 };
+
+	fill_creds(req, &m.cr, true);
+	m.fh = of->ip->fh;
+	m.fid = ofile_fid(of);
+	m.flags = (uint32_t)fi->flags;
+	o->any = inode_own_snap(c->it, &o->ns);
+	o->seq = gate_seq(c->gate);
+	o->applied = gate_applied(c->gate);
+	int rc = rpc_msg(c->rpc, op, open_req, &m, &rep);
+	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
+		rc = ops_bad_reply(req, pfs_op_name(op));
+	rpc_reply_free(&rep);
+	if (rc < 0) {
+		ofile_free(of);
+		fuse_reply_err(req, -rc);
+		return rc;
+	}
+	o->cr = m.cr;
+	o->attr = ar.attr;
+	return 0;
+}

@@ -1,0 +1,300 @@
+/* ops_dir.c: FUSE operations on open directories: opendir, readdir,
+ * readdirplus, releasedir, fsyncdir (see ops_i.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_i.h"
+#include "gate_i.h"
+#include "listing_i.h"
+#include "ops_i.h"
+#include "podfs/log.h"
+#include "transport_i.h"
+#include "trust_i.h"
+
+/* Bytes of READDIR reply asked for at once; the kernel takes them a page
+ * at a time from the open directory's buffer. */
+#define READDIR_BYTES (128u * 1024)
+
+void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct ops_opened o;
+	struct ofile *of;
+
+	if (!(of = ofile_new(c, ip, fi->flags))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (ops_open_locally(req, ip, fi, true))
+		goto reply;
+	if (ops_open_remote(req, of, fi, PFS_OP_OPENDIR, &o) < 0)
+		return;
+	inode_set_attr(ip, &o.attr);
+	inode_trust_attr(c->it, ip, o.seq, o.any, o.ns);
+	inode_note_reader(ip, o.cr.uid, o.cr.gid);
+reply:
+	/* The server pushes an invalidation of the directory on every
+	 * change, which drops the kernel's cached listing. This kernel
+	 * drops cache_readdir at every opendir unless keep_cache is set too. */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fi->fh = (uint64_t)(uintptr_t)of;
+	if (fuse_reply_open(req, fi) != 0) {
+		ofile_release(of, req, PFS_OP_RELEASEDIR);
+		ofile_free(of);
+	}
+}
+
+/* Fetches the READDIR chunk after cookie off into of. Called with of->lock. */
+static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
+{
+	struct client *c = CL(req);
+	struct pfs_readdir_req m;
+	uint8_t eof;
+	int rc;
+
+	rpc_reply_free(&of->dir);
+	of->rd_valid = false;
+	of->rd_synth = false;
+	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
+	of->rd_seq = gate_seq(c->gate);
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
+	m.offset = off;
+	m.max_bytes = READDIR_BYTES;
+	m.plus = plus;
+	rc = rpc_msg(c->rpc, PFS_OP_READDIR, readdir_req, &m, &of->dir);
+	if (rc < 0)
+		return rc;
+	pfs_rd_init(&of->rd, of->dir.buf, of->dir.len);
+	if (!pfs_get_U8(&of->rd, &eof)) {
+		rpc_reply_free(&of->dir);
+		return ops_bad_reply(req, "READDIR");
+	}
+	of->rd_eof = eof != 0;
+	of->rd_off = off;
+	of->rd_plus = plus;
+	of->rd_valid = true;
+	return 0;
+}
+
+static bool is_dot(const struct pfs_name *n)
+{
+	return n->s[0] == '.' && (n->len == 1 || (n->len == 2 && n->s[1] == '.'));
+}
+
+/* Cold start: READDIR answered from the directory's complete listing
+ * (fetched now if it has none and is small), while it is coherent as for
+ * lookup_listed: no READDIR round trips, and the daemon never opens the
+ * directory (no RELEASEDIR). Sets of's chunk to the whole listing, with
+ * cookies of its own (1, 2, ...: of->rd_synth) and entries (readdirplus
+ * too), and returns true; false to ask the server. At offset 0 only,
+ * with of->lock held. */
+static bool readdir_listed(fuse_req_t req, struct ofile *of)
+{
+	struct client *c = CL(req);
+	struct inode *dir = of->ip;
+	struct listing_info li;
+	struct pfs_creds cr;
+	uint64_t pseq;
+	uint8_t *buf, eof;
+	size_t len;
+
+	if (!c->max_inline || cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
+		return false;
+	/* Without contents: whoever lists a directory (find, ls -l, a
+	 * walk, Python's import path cache) mostly reads no file in it, and
+	 * reading them all from a cold disk tripled find's cold time. A
+	 * file read later costs its READ; one looked up first rides along
+	 * as before (LISTDIR at the lookup, LOOKUP_DATA). */
+	if (listing_may_fetch(dir, LIST_DIR_MAX_SIZE)) {
+		fill_creds(req, &cr, true);
+		ops_fetch_listing(req, dir, &cr, 0);
+	}
+	if (listing_readdir(c->it, dir, &buf, &len, &li, &pseq) < 0)
+		return false;
+	if (!transport_quiet(c->tr)) {
+		free(buf);
+		return false;
+	}
+	gate_enter(c->gate);
+	bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
+	bool parent_stale = gate_pushed_since(c->gate, pseq, &dir->fh);
+	gate_leave(c->gate);
+	if (stale)
+		listing_stale(dir);
+	if (stale || parent_stale) {
+		free(buf);
+		return false;
+	}
+	rpc_reply_free(&of->dir);
+	of->dir.buf = buf;
+	of->dir.len = len;
+	pfs_rd_init(&of->rd, buf, len);
+	(void)pfs_get_U8(&of->rd, &eof);
+	of->rd_eof = true;
+	of->rd_off = 0;
+	of->rd_plus = true;
+	of->rd_valid = true;
+	of->rd_synth = true;
+	of->rd_seq = li.seq;
+	of->rd_any = li.any;
+	of->rd_ns = li.own_ns;
+	return true;
+}
+
+/* Moves a readdir_listed chunk's position to just after cookie off. */
+static void synth_seek(struct ofile *of, uint64_t off)
+{
+	uint8_t eof;
+
+	pfs_rd_init(&of->rd, of->dir.buf, of->dir.len);
+	(void)pfs_get_U8(&of->rd, &eof);
+	of->rd_off = 0;
+	while (of->rd_off < off) {
+		struct pfs_rd save = of->rd;
+		struct pfs_dirent de;
+		if (pfs_dec_dirent(&of->rd, &de) != 1) {
+			of->rd = save;
+			break;
+		}
+		of->rd_off = de.next_off;
+	}
+}
+
+static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
+		       bool plus)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	size_t pos = 0;
+	int rc = 0;
+	bool fresh = false; /* the current chunk was fetched by this call */
+	bool chunk_had_entries = false;
+
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&of->lock);
+	/* A plain READDIR can use a READDIRPLUS chunk (the kernel asks
+	 * with plus only at offset 0 under READDIRPLUS_AUTO). */
+	if (of->rd_synth && off != 0) {
+		/* Its cookies are ours: never sent to the server. */
+		if (of->rd_off != (uint64_t)off)
+			synth_seek(of, (uint64_t)off);
+	} else if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
+		if (off != 0 || !readdir_listed(req, of))
+			rc = dir_fetch(req, of, (uint64_t)off, plus);
+		fresh = true;
+	}
+	/* Entries handed to the kernel get timeout 0 if a push about the
+	 * directory or the entry came after their chunk was asked for; the
+	 * gate is held until the reply is written (see gate_i.h), but never
+	 * across a fetch. */
+	gate_enter(c->gate);
+	bool dir_pushed = gate_pushed_since(c->gate, of->rd_seq, &of->ip->fh);
+	while (rc == 0) {
+		struct pfs_rd save = of->rd;
+		struct pfs_dirent de;
+		int r = pfs_dec_dirent(&of->rd, &de);
+		if (r == 0) {
+			if (of->rd_eof || (fresh && !chunk_had_entries) || pos > 0)
+				break; /* the end, no progress, or reply what we have */
+			gate_leave(c->gate);
+			rc = dir_fetch(req, of, of->rd_off, plus);
+			gate_enter(c->gate);
+			dir_pushed = gate_pushed_since(c->gate, of->rd_seq, &of->ip->fh);
+			fresh = true;
+			chunk_had_entries = false;
+			continue;
+		}
+		if (r < 0) {
+			of->rd_valid = false;
+			rc = ops_bad_reply(req, "READDIR");
+			break;
+		}
+		chunk_had_entries = true;
+		size_t n;
+		if (plus) {
+			struct fuse_entry_param e;
+			struct inode *ip = NULL;
+			memset(&e, 0, sizeof(e));
+			/* "." and ".." never go through the inode table, nor
+			 * does an entry this client changed since the listing
+			 * was asked for (the kernel looks it up instead). */
+			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name) &&
+			    !inode_listed_stale(c->it, &de.e.fh, of->rd_any))
+				ip = ops_entry_param(c, of->ip, de.name.s, of->rd_seq, &de.e, &e);
+			if (!ip) {
+				e.attr.st_ino = de.ino;
+				e.attr.st_mode = de.mode;
+			} else if (dir_pushed || gate_pushed_since(c->gate, of->rd_seq, &ip->fh)) {
+				e.entry_timeout = 0;
+				e.attr_timeout = 0;
+			}
+			n = fuse_add_direntry_plus(req, buf + pos, size - pos, de.name.s, &e,
+						   (off_t)de.next_off);
+			if (n > size - pos && ip) {
+				inode_forget(c->it, ip, 1); /* not handed to the kernel */
+			} else if (ip) {
+				inode_note_name(of->ip, de.name.s);
+				inode_trust_attr(c->it, ip, of->rd_seq, of->rd_any, of->rd_ns);
+			}
+		} else {
+			struct stat st;
+			memset(&st, 0, sizeof(st));
+			st.st_ino = de.ino;
+			st.st_mode = de.mode;
+			n = fuse_add_direntry(req, buf + pos, size - pos, de.name.s, &st,
+					      (off_t)de.next_off);
+		}
+		if (n > size - pos) {
+			of->rd = save; /* the kernel asks for it next time */
+			break;
+		}
+		pos += n;
+		of->rd_off = de.next_off;
+	}
+	if (rc < 0 && pos == 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, pos);
+	gate_leave(c->gate);
+	pthread_mutex_unlock(&of->lock);
+	free(buf);
+}
+
+void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		 struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, false);
+}
+
+void ops_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, true);
+}
+
+void ops_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ofile *of = OF(fi);
+	(void)ino;
+	ofile_release(of, req, PFS_OP_RELEASEDIR);
+	ofile_free(of);
+	fuse_reply_err(req, 0);
+}
+
+void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	/* Directory operations are synchronous on the server. */
+	fuse_reply_err(req, 0);
+}

@@ -1,0 +1,556 @@
+/* ops_entry.c: FUSE operations on names and attributes: lookup, forget,
+ * getattr, setattr, readlink, mknod, mkdir, symlink, unlink, rmdir,
+ * rename, link (see ops_i.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h> /* RENAME_EXCHANGE */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cache_i.h"
+#include "gate_i.h"
+#include "listing_i.h"
+#include "ops_i.h"
+#include "pcache_i.h"
+#include "podfs/log.h"
+#include "readahead_i.h"
+#include "transport_i.h"
+#include "trust_i.h"
+#include "wb_i.h"
+
+/* The directory ip we just made was empty once the daemon pushes us every
+ * entry made in it (PFS_MK_EMPTY): its listing is known, empty, as of the
+ * snapshot o taken before the MKDIR was sent. Lookups in it are then
+ * answered locally (misses, and our own creates, which join the listing)
+ * like in any listed directory, unless a push about it came since. */
+static void new_dir_listing(fuse_req_t req, struct inode *ip, const struct ops_own *o)
+{
+	struct client *c = CL(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct listing_info li = { .seq = o->seq, .any = o->any, .own_ns = o->ns,
+				   .ns = listing_gen(ip), .uid = ctx->uid, .gid = ctx->gid };
+	uint8_t *buf;
+
+	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !(buf = calloc(1, 4)))
+		return;
+	buf[0] = PFS_LS_COMPLETE; /* and no items */
+	if (listing_set(c->it, ip, buf, 4, &li) < 0)
+		pfs_debug("no listing kept for a new directory");
+	else /* the daemon read it with the caller's ids */
+		inode_note_reader(ip, ctx->uid, ctx->gid);
+}
+
+/* Replies to an entry-returning namespace change (rc from rpc_call, rep
+ * its reply) sent after snapshot o for name under dir. */
+static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct inode *dir,
+			 const char *name, const struct ops_own *o)
+{
+	struct client *c = CL(req);
+	struct pfs_entry_rep er;
+	struct fuse_entry_param e;
+	struct pfs_attr da;
+	struct inode *ip;
+	bool have_da = false;
+	uint32_t mkflags = 0;
+	uint64_t seq = o->seq;
+
+	if (rc == 0 && ops_dec_entry(rep, &er, &da, &have_da, &mkflags) < 0)
+		rc = ops_bad_reply(req, "entry");
+	rpc_reply_free(rep);
+	ops_own_listing(dir, name, rc == 0 ? &er.e : NULL);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (have_da)
+		ops_own_dir_attr(c, dir, &da, o);
+	if (!(ip = ops_entry_param(c, dir, name, seq, &er.e, &e))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if ((mkflags & PFS_MK_EMPTY) && S_ISDIR(er.e.attr.mode))
+		new_dir_listing(req, ip, o);
+	ops_reply_entry(req, dir, name, ip, &e, seq);
+}
+
+/* Replies to a request answered with attributes of ip. */
+static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_reply *rep,
+			bool own_change, uint64_t seq, uint64_t any, uint64_t ns)
+{
+	struct client *c = CL(req);
+	struct pfs_attr_rep ar;
+	struct stat st;
+
+	if (rc == 0 && pfs_dec_attr_rep(rep->buf, rep->len, &ar) < 0)
+		rc = ops_bad_reply(req, "attr");
+	rpc_reply_free(rep);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (own_change) {
+		inode_own_change(ip, &ar.attr);
+		/* The attributes right after our own change are current if no
+		 * other change of ours overlapped it (any: the count with our
+		 * own touch alone; a write still queued before it was waited
+		 * for). The kernel holds a file's inode lock across a
+		 * setattr, so a write, link, unlink or rename of the same file
+		 * cannot overlap it; a directory's rename can (the VFS does
+		 * not lock the directory moved), so directories are left to
+		 * GETATTR. */
+		if (S_ISREG(ar.attr.mode))
+			inode_trust_attr(c->it, ip, seq, any, ns);
+	} else {
+		inode_set_attr(ip, &ar.attr);
+		inode_trust_attr(c->it, ip, seq, any, ns);
+	}
+	attr_to_stat(&ar.attr, &st);
+	gate_enter(c->gate);
+	double t = gate_pushed_since(c->gate, seq, &ip->fh) ? 0 : c->attr_timeout;
+	fuse_reply_attr(req, &st, t);
+	gate_leave(c->gate);
+}
+
+/* LOOKUP_DATA: the entry and, for a small regular file, its content.
+ * Returns 0 with *er filled and *readable (PFS_LD_READABLE), -ENOSYS if
+ * the server lacks it, or -errno. */
+static int lookup_data(fuse_req_t req, struct pfs_lookup_req *lm, struct pfs_entry_rep *er,
+		       struct rpc_reply *rep, struct pfs_bytes *data, bool *readable)
+{
+	struct client *c = CL(req);
+	struct pfs_lookup_data_req m;
+	struct pfs_lookup_data_rep r;
+
+	m.cr = lm->cr;
+	m.parent = lm->parent;
+	m.name = lm->name;
+	m.max_inline = c->max_inline;
+	int rc = rpc_msg(c->rpc, PFS_OP_LOOKUP_DATA, lookup_data_req, &m, rep);
+	if (rc < 0)
+		return rc;
+	if (pfs_dec_lookup_data_rep(rep->buf, rep->len, &r) < 0 || r.data.len > c->max_inline) {
+		rpc_reply_free(rep);
+		return ops_bad_reply(req, "LOOKUP_DATA");
+	}
+	er->e = r.e;
+	data->p = NULL;
+	data->len = 0;
+	if ((r.flags & PFS_LD_DATA) && S_ISREG(r.e.attr.mode) && r.data.len == r.e.attr.size)
+		*data = r.data;
+	*readable = data->p || ((r.flags & PFS_LD_READABLE) && S_ISREG(r.e.attr.mode));
+	return 0;
+}
+
+/* Cold start: answers a lookup in dir from the directory's complete
+ * listing (fetched here at the first lookup in a small directory) while
+ * it is coherent: no push about the directory since it was fetched (a
+ * name created, removed or renamed there is pushed; a dropped connection
+ * counts as a push about everything); this client's own changes there
+ * drop it (listing_touch). A name not in it does not exist.
+ * Returns true if it replied. */
+static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
+			  const struct pfs_creds *cr)
+{
+	struct client *c = CL(req);
+	struct pfs_entry pe;
+	struct fuse_entry_param e;
+	struct listing_info li;
+	uint8_t *data;
+	uint32_t dlen, lflags;
+
+	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
+		return false;
+	int r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+	if (r == LS_NONE && listing_may_fetch(dir, LIST_DIR_MAX_SIZE)) {
+		ops_fetch_listing(req, dir, cr, c->max_inline);
+		r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+	}
+	if (r == LS_NONE || !transport_quiet(c->tr)) {
+		free(data);
+		return false;
+	}
+	/* Changed by us since the listing was asked for (never pushed). */
+	bool own_stale = r == LS_PRESENT && inode_listed_stale(c->it, &pe.fh, li.any);
+	gate_enter(c->gate);
+	bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
+	bool entry_stale = r == LS_PRESENT && gate_pushed_since(c->gate, li.seq, &pe.fh);
+	/* A small file that came without its content (the listing's data
+	 * budget ran out) from a server that does not say whether the caller
+	 * may read it: LOOKUP_DATA brings both in the same round trip.
+	 * Otherwise its first READ does, if it is read at all (a .py file
+	 * next to its .pyc is only stat'ed), or the persistent cache. */
+	bool readable = data || ((lflags & PFS_LD_READABLE) && S_ISREG(pe.attr.mode));
+	if (r == LS_PRESENT && !readable && S_ISREG(pe.attr.mode) && pe.attr.size > 0 &&
+	    pe.attr.size <= c->max_inline)
+		entry_stale = true;
+	if (own_stale || (lflags & INODE_LS_STALE))
+		entry_stale = true;
+	gate_leave(c->gate);
+	if (stale)
+		listing_stale(dir);
+	if (stale || entry_stale) {
+		free(data);
+		return false;
+	}
+	if (r == LS_ABSENT) {
+		if (c->negative_timeout <= 0) {
+			fuse_reply_err(req, ENOENT);
+			return true;
+		}
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = c->negative_timeout;
+		ops_reply_entry(req, dir, name, NULL, &e, li.seq);
+		return true;
+	}
+	struct inode *ip = ops_entry_param(c, dir, name, li.seq, &pe, &e);
+	if (!ip) {
+		free(data);
+		return false;
+	}
+	inode_trust_attr(c->it, ip, li.seq, li.any, li.own_ns);
+	if (readable)
+		inode_note_reader(ip, li.uid, li.gid);
+	if (data) {
+		inode_set_inline(ip, &pe.attr, data, dlen);
+		if (c->pc) {
+			struct dver v = dver_of(&pe.attr);
+			pcache_offer(c->pc, &pe.fh, &v, data, dlen);
+		}
+		free(data);
+	}
+	ops_reply_entry(req, dir, name, ip, &e, li.seq);
+	return true;
+}
+
+void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct client *c = CL(req);
+	struct inode *dir = IP(req, parent);
+	struct pfs_lookup_req m;
+	struct pfs_entry_rep er;
+	struct pfs_bytes data = { 0 };
+	struct rpc_reply rep = { 0 };
+	struct fuse_entry_param e;
+	struct inode *ip;
+	bool readable = false;
+	int rc;
+
+	readahead_raise(c);
+	fill_creds(req, &m.cr, true);
+	m.parent = dir->fh;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
+	uint64_t seq = gate_seq(c->gate);
+	if ((rc = ops_set_name(&m.name, name)) < 0)
+		goto out_err;
+	if (c->max_inline && lookup_listed(req, dir, name, &m.cr))
+		return;
+	rc = -ENOSYS;
+	if (c->max_inline && !cache_nosys(c->cache, PFS_OP_LOOKUP_DATA)) {
+		rc = lookup_data(req, &m, &er, &rep, &data, &readable);
+		if (rc == -ENOSYS) {
+			pfs_info("server has no LOOKUP_DATA: plain lookups");
+			cache_set_nosys(c->cache, PFS_OP_LOOKUP_DATA);
+		}
+	}
+	if (rc == -ENOSYS) {
+		rc = rpc_msg(c->rpc, PFS_OP_LOOKUP, lookup_req, &m, &rep);
+		if (rc == 0 && pfs_dec_entry_rep(rep.buf, rep.len, &er) < 0) {
+			rpc_reply_free(&rep);
+			rc = ops_bad_reply(req, "LOOKUP");
+		}
+	}
+	if (rc == -ENOENT && c->negative_timeout > 0) {
+		/* A negative entry: the kernel remembers the miss, until the
+		 * timeout or a push for this directory. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = c->negative_timeout;
+		ops_reply_entry(req, dir, name, NULL, &e, seq);
+		return;
+	}
+	if (rc < 0)
+		goto out_err;
+	ip = ops_entry_param(c, dir, name, seq, &er.e, &e);
+	if (ip)
+		inode_trust_attr(c->it, ip, seq, any, ns);
+	if (ip && data.p)
+		inode_set_inline(ip, &er.e.attr, data.p, data.len);
+	if (ip && readable)
+		inode_note_reader(ip, m.cr.uid, m.cr.gid); /* see LOOKUP_DATA */
+	if (ip && data.p && c->pc) {
+		struct dver v = dver_of(&er.e.attr);
+		pcache_offer(c->pc, &er.e.fh, &v, data.p, data.len);
+	}
+	rpc_reply_free(&rep);
+	if (!ip) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ops_reply_entry(req, dir, name, ip, &e, seq);
+	return;
+out_err:
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(CL(req)->it, IP(req, ino), nlookup);
+	fuse_reply_none(req);
+}
+
+void ops_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct client *c = CL(req);
+	for (size_t i = 0; i < count; i++)
+		inode_forget(c->it, inode_get(c->it, forgets[i].ino), forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct pfs_getattr_req m;
+	struct rpc_reply rep = { 0 };
+	(void)fi;
+
+	readahead_raise(c);
+	/* The kernel asks again after every read (atime) and after its
+	 * attribute timeout: answer from attributes known to be current
+	 * (see inode_attr_trusted), with no round trip, once every frame
+	 * the server sent was handled (transport_quiet). */
+	struct pfs_attr a;
+	uint64_t aseq;
+	if (inode_attr_trusted(c->it, ip, &a, &aseq) && transport_quiet(c->tr)) {
+		gate_enter(c->gate);
+		if (!gate_pushed_since(c->gate, aseq, &ip->fh)) {
+			struct stat st;
+			attr_to_stat(&a, &st);
+			fuse_reply_attr(req, &st, c->attr_timeout);
+			gate_leave(c->gate);
+			return;
+		}
+		gate_leave(c->gate);
+	}
+	wb_wait(c->wb, ip); /* the size includes our pending writes */
+	fill_creds(req, &m.cr, false);
+	m.fh = ip->fh;
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
+	uint64_t seq = gate_seq(c->gate);
+	int rc = rpc_msg(c->rpc, PFS_OP_GETATTR, getattr_req, &m, &rep);
+	finish_attr(req, ip, rc, &rep, false, seq, any, ns);
+}
+
+void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		 struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct pfs_setattr_req m;
+	struct rpc_reply rep = { 0 };
+
+	/* Before the wait: a write queued after it moves the count again. */
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
+	wb_wait(c->wb, ip); /* a truncate comes after our pending writes */
+	inode_own_touch(c->it, ip, false);
+	inode_drop_inline(ip); /* our own changes are never pushed back to us */
+	memset(&m, 0, sizeof(m));
+	fill_creds(req, &m.cr, true);
+	m.fh = ip->fh;
+	m.fid = fi && fi->fh ? ofile_fid(OF(fi)) : 0;
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		m.valid |= PFS_SET_MODE;
+		m.mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		m.valid |= PFS_SET_UID;
+		m.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		m.valid |= PFS_SET_GID;
+		m.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		m.valid |= PFS_SET_SIZE;
+		m.size = (uint64_t)attr->st_size;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		m.valid |= PFS_SET_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		m.valid |= PFS_SET_ATIME;
+		m.atime_s = attr->st_atim.tv_sec;
+		m.atime_ns = (uint32_t)attr->st_atim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		m.valid |= PFS_SET_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		m.valid |= PFS_SET_MTIME;
+		m.mtime_s = attr->st_mtim.tv_sec;
+		m.mtime_ns = (uint32_t)attr->st_mtim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		m.valid |= PFS_SET_CTIME;
+	uint64_t seq = gate_seq(c->gate);
+	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
+	/* any + 1: our own touch is the only change of ours since. */
+	finish_attr(req, ip, rc, &rep, true, seq, any + 1, ns);
+}
+
+void ops_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct client *c = CL(req);
+	struct pfs_readlink_req m;
+	struct pfs_readlink_rep r;
+	struct rpc_reply rep = { 0 };
+
+	fill_creds(req, &m.cr, false);
+	m.fh = IP(req, ino)->fh;
+	int rc = rpc_msg(c->rpc, PFS_OP_READLINK, readlink_req, &m, &rep);
+	if (rc == 0 && pfs_dec_readlink_rep(rep.buf, rep.len, &r) < 0)
+		rc = ops_bad_reply(req, "READLINK");
+	rpc_reply_free(&rep);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, r.target.s);
+}
+
+void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       dev_t rdev)
+{
+	struct client *c = CL(req);
+	struct pfs_mknod_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	m.mode = mode;
+	m.rdev = (uint32_t)rdev;
+	m.umask = fuse_req_ctx(req)->umask;
+	struct ops_own o = ops_own_change(c, IP(req, parent));
+	if ((rc = ops_set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
+	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
+}
+
+void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct client *c = CL(req);
+	struct pfs_mkdir_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	m.mode = mode;
+	m.umask = fuse_req_ctx(req)->umask;
+	struct ops_own o = ops_own_change(c, IP(req, parent));
+	if ((rc = ops_set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
+	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
+}
+
+void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct client *c = CL(req);
+	struct pfs_symlink_req m;
+	struct rpc_reply rep = { 0 };
+	size_t tlen = strlen(link);
+	int rc;
+
+	struct ops_own o = ops_own_change(c, IP(req, parent));
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	if (tlen == 0) {
+		rc = -ENOENT;
+	} else if (tlen > PFS_PATH_MAX) {
+		rc = -ENAMETOOLONG;
+	} else {
+		m.target.len = (uint16_t)tlen;
+		memcpy(m.target.s, link, tlen + 1);
+		if ((rc = ops_set_name(&m.name, name)) == 0)
+			rc = rpc_msg(c->rpc, PFS_OP_SYMLINK, symlink_req, &m, &rep);
+	}
+	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
+}
+
+static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, uint16_t op)
+{
+	struct client *c = CL(req);
+	struct pfs_unlink_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	if (op == PFS_OP_UNLINK)
+		ofile_attach_lazy(c, IP(req, parent), NULL, 0);
+	struct ops_own o = ops_own_change(c, IP(req, parent));
+	listing_touch(IP(req, parent));
+	if ((rc = ops_set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
+	if (rc == 0 && rep.len > 0) {
+		struct pfs_dir_rep dr;
+		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
+			rc = ops_bad_reply(req, "UNLINK");
+		else
+			ops_own_dir_attr(c, IP(req, parent), &dr.dir, &o);
+	}
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	unlink_common(req, parent, name, PFS_OP_UNLINK);
+}
+
+void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	unlink_common(req, parent, name, PFS_OP_RMDIR);
+}
+
+void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		const char *newname, unsigned int flags)
+{
+	struct client *c = CL(req);
+	struct pfs_rename_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	m.newparent = IP(req, newparent)->fh;
+	m.flags = flags;
+	if (!(flags & RENAME_EXCHANGE))
+		ofile_attach_lazy(c, IP(req, newparent), NULL, 0);
+	inode_own_touch(c->it, IP(req, parent), true);
+	inode_own_also(c->it, IP(req, newparent));
+	inode_note_rename(c->it); /* a moved directory's ".." */
+	listing_touch(IP(req, parent));
+	listing_touch(IP(req, newparent));
+	if ((rc = ops_set_name(&m.name, name)) == 0 && (rc = ops_set_name(&m.newname, newname)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
+	inode_rename_done(c->it);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct client *c = CL(req);
+	struct pfs_link_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	fill_creds(req, &m.cr, true);
+	m.fh = IP(req, ino)->fh;
+	m.newparent = IP(req, newparent)->fh;
+	struct ops_own o = ops_own_change(c, IP(req, ino));
+	inode_own_also(c->it, IP(req, newparent));
+	if ((rc = ops_set_name(&m.newname, newname)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
+	finish_entry(req, rc, &rep, IP(req, newparent), newname, &o);
+}

@@ -1,0 +1,420 @@
+/* ops_file.c: FUSE operations on open files: open, create, read, write,
+ * flush, release, fsync, fallocate, lseek (see ops_i.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "estale_i.h"
+#include "gate_i.h"
+#include "locks_i.h"
+#include "ops_i.h"
+#include "pcache_i.h"
+#include "podfs/log.h"
+#include "readahead_i.h"
+#include "trust_i.h"
+#include "wb_i.h"
+
+/* A read-only open of a file whose whole content is at hand (it came
+ * with the lookup or the listing) and whose pages the kernel may keep
+ * gives the kernel that content as pages before the open returns: the
+ * reads that follow need no READ, and the next stat no GETATTR (the
+ * kernel forgets a file's atime after every READ it sends). A push about
+ * the file numbered after `since` (taken before the open was decided)
+ * may have reached the kernel before the pages did: keep_cache=0 then
+ * makes the kernel drop them as the open completes. */
+static void open_store_inline(struct client *c, struct inode *ip, fuse_ino_t ino,
+			      struct fuse_file_info *fi, uint64_t since)
+{
+	uint32_t len;
+	uint8_t *data;
+
+	if (!fi->keep_cache || (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) ||
+	    !(data = inode_inline_copy(ip, &len)))
+		return;
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+	bv.buf[0].mem = data;
+	int rc = len ? fuse_lowlevel_notify_store(c->se, ino, 0, &bv, 0) : -1;
+	free(data);
+	if (rc != 0)
+		return;
+	gate_enter(c->gate);
+	if (gate_pushed_since(c->gate, since, &ip->fh))
+		fi->keep_cache = 0;
+	gate_leave(c->gate);
+	if (fi->keep_cache)
+		inode_drop_inline(ip); /* the kernel has it now */
+}
+
+void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct ops_opened o;
+	struct ofile *of;
+
+	readahead_raise(c);
+	if (fi->flags & O_TRUNC)
+		inode_own_touch(c->it, ip, false);
+	if (!(of = ofile_new(c, ip, fi->flags))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	uint64_t before = gate_seq(c->gate);
+	if (ops_open_locally(req, ip, fi, false)) {
+		open_store_inline(c, ip, ino, fi, before);
+		fill_creds(req, &of->cr, true);
+		ofile_mark_local(of);
+		fi->fh = (uint64_t)(uintptr_t)of;
+		if (fuse_reply_open(req, fi) != 0)
+			ofile_free(of);
+		return;
+	}
+	if (ops_open_remote(req, of, fi, PFS_OP_OPEN, &o) < 0)
+		return;
+	/* The kernel found this file under a name that another host removed
+	 * or renamed another file over: ESTALE makes the VFS look the name
+	 * up again (LOOKUP_REVAL) and open what it names now, as
+	 * close-to-open requires. Its push may not have reached the kernel
+	 * yet (the dentry still names this file), or it may have reached it
+	 * while this open was already past the name (the walk holds the
+	 * inode): any push about the file since the kernel was first handed
+	 * it counts, not only those not yet applied. Reopening a file
+	 * removed by another host through /proc/PID/fd thus fails with
+	 * ESTALE, as on NFS; one this host removed opens (unless over 1,024
+	 * pushes came since: the check then errs towards ESTALE). */
+	if (o.attr.nlink == 0 && !S_ISDIR(o.attr.mode)) {
+		uint64_t since = inode_named_seq(ip);
+		if (since > o.applied)
+			since = o.applied;
+		gate_enter(c->gate);
+		bool gone = gate_pushed_since(c->gate, since, &ip->fh);
+		gate_leave(c->gate);
+		pid_t tid = fuse_req_ctx(req)->pid;
+		if (gone && !estale_retry(&c->estale, tid, ino)) {
+			estale_arm(&c->estale, tid);
+			ofile_release(of, req, PFS_OP_RELEASE);
+			ofile_free(of);
+			fuse_reply_err(req, ESTALE);
+			return;
+		}
+	}
+	if ((fi->flags & O_ACCMODE) != O_WRONLY)
+		inode_note_reader(ip, o.cr.uid, o.cr.gid);
+	/* Close-to-open: the kernel's pages may stay only if the file has
+	 * not changed since they were cached (keep_cache=0 makes the kernel
+	 * drop them). Its cached attributes go too if they differ from the
+	 * fresh ones (offset -1: attributes only, safe in a handler). */
+	bool attrs_stale;
+	fi->keep_cache = inode_open_version(ip, &o.attr, &attrs_stale);
+	if (!attrs_stale)
+		open_store_inline(c, ip, ino, fi, o.applied);
+	/* The version (size, mtime, ctime) misses a change made within one
+	 * timestamp tick. The server's push does not: one about this file
+	 * that arrived but may not have reached the kernel yet (the server
+	 * sends it before the OPEN reply when the change came first) means
+	 * the pages are stale. */
+	gate_enter(c->gate);
+	if (gate_pushed_since(c->gate, o.applied, &ip->fh)) {
+		fi->keep_cache = 0;
+		attrs_stale = true;
+	}
+	gate_leave(c->gate);
+	if (!(fi->flags & O_TRUNC))
+		inode_trust_attr(c->it, ip, o.seq, o.any, o.ns);
+	if (attrs_stale)
+		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
+	fi->fh = (uint64_t)(uintptr_t)of;
+	if (fuse_reply_open(req, fi) != 0) {
+		ofile_release(of, req, PFS_OP_RELEASE);
+		ofile_free(of);
+	}
+}
+
+void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct pfs_create_req m;
+	struct pfs_entry_rep er;
+	struct fuse_entry_param e;
+	struct rpc_reply rep = { 0 };
+	struct inode *ip = NULL;
+	struct ofile *of;
+	int rc;
+
+	if (!(of = ofile_new(c, NULL, fi->flags))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	struct ops_own o = ops_own_change(c, IP(req, parent));
+	uint64_t seq = o.seq;
+	fill_creds(req, &m.cr, true);
+	m.parent = IP(req, parent)->fh;
+	m.fid = ofile_fid(of);
+	m.flags = (uint32_t)fi->flags;
+	m.mode = mode;
+	m.umask = fuse_req_ctx(req)->umask;
+	if ((rc = ops_set_name(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_CREATE, create_req, &m, &rep);
+	/* The kernel sent CREATE for a name it believed absent (a cached
+	 * negative entry), but another host made it a symlink, which the
+	 * server never follows. ESTALE makes the VFS redo the open with
+	 * LOOKUP_REVAL: a fresh lookup, and the kernel follows the link. */
+	if (rc == -ELOOP && !(fi->flags & O_EXCL))
+		rc = -ESTALE;
+	struct pfs_attr da;
+	bool have_da = false;
+	uint32_t mkflags;
+	if (rc == 0 && ops_dec_entry(&rep, &er, &da, &have_da, &mkflags) < 0)
+		rc = ops_bad_reply(req, "CREATE");
+	rpc_reply_free(&rep);
+	ops_own_listing(IP(req, parent), name, rc == 0 ? &er.e : NULL);
+	if (have_da)
+		ops_own_dir_attr(c, IP(req, parent), &da, &o);
+	if (rc == 0 && !(ip = ops_entry_param(c, NULL, NULL, 0, &er.e, &e))) {
+		/* The file was created and opened; the kernel will never
+		 * release this fid, so do it here. */
+		ofile_release_fid(c, req, &er.e.fh, of->fid, PFS_OP_RELEASE);
+		rc = -ENOMEM;
+	}
+	if (rc < 0) {
+		ofile_free(of);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	of->ip = ip;
+	inode_set_parent(c->it, ip, IP(req, parent), seq, name);
+	bool attrs_stale;
+	inode_open_version(ip, &er.e.attr, &attrs_stale);
+	/* A new file has no capabilities (they are never inherited). */
+	inode_set_nocaps(ip, c->attr_timeout);
+	fi->fh = (uint64_t)(uintptr_t)of;
+	inode_note_name(IP(req, parent), name);
+	gate_enter(c->gate);
+	if (gate_pushed_since(c->gate, seq, &IP(req, parent)->fh) ||
+	    gate_pushed_since(c->gate, seq, &ip->fh)) {
+		e.entry_timeout = 0;
+		e.attr_timeout = 0;
+	}
+	int rr = fuse_reply_create(req, &e, fi);
+	gate_leave(c->gate);
+	if (rr != 0) {
+		ofile_release(of, req, PFS_OP_RELEASE);
+		ofile_free(of);
+		inode_forget(c->it, ip, 1);
+	}
+}
+
+/* Answers a READ of ip (at data version v) from the persistent cache;
+ * returns false (nothing replied) on a miss. */
+static bool pc_serve(fuse_req_t req, struct inode *ip, const struct dver *v, size_t size,
+		     off_t off)
+{
+	char *buf = malloc(size ? size : 1);
+	ssize_t n = buf ? pcache_read(CL(req)->pc, &ip->fh, v, (uint64_t)off, size, buf) : -ENOMEM;
+	if (n >= 0)
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+	return n >= 0;
+}
+
+/* The server answered a READ of ip at off with data (version v seen
+ * before it was sent): the whole file is stored, a part makes the
+ * background thread fetch the whole file (creds cr). The data is of v or
+ * newer, and a newer one ends v, so no stale data is ever kept under v. */
+static void pc_fill(struct client *c, const struct pfs_creds *cr, struct inode *ip,
+		    const struct dver *v, uint64_t off, const struct pfs_bytes *data)
+{
+	if (off == 0 && data->len == v->size)
+		pcache_offer(c->pc, &ip->fh, v, data->p, data->len);
+	else
+		pcache_fetch(c->pc, cr, &ip->fh, v);
+}
+
+void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	      struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_read_req m;
+	struct pfs_read_rep r;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	wb_wait(c->wb, of->ip); /* see our own writes */
+	if (of->ip->inline_data && size <= PFS_MAX_IO) {
+		/* The content came with the lookup (LOOKUP_DATA). */
+		char *buf = malloc(size ? size : 1);
+		size_t got;
+		if (buf && inode_read_inline(of->ip, (uint64_t)off, size, buf, &got)) {
+			fuse_reply_buf(req, buf, got);
+			free(buf);
+			return;
+		}
+		free(buf);
+	}
+	/* The persistent cache, for a file whose current version is known. */
+	struct dver pv;
+	bool pc = c->pc && inode_data_version(of->ip, &pv) && pcache_wants(c->pc, pv.size);
+	if (pc && pc_serve(req, of->ip, &pv, size, off))
+		return;
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
+	m.flags = of->flags;
+	m.offset = (uint64_t)off;
+	m.size = (uint32_t)(size > PFS_MAX_IO ? PFS_MAX_IO : size);
+	uint64_t seq = pc ? gate_seq(c->gate) : 0;
+	int rc = rpc_msg(c->rpc, PFS_OP_READ, read_req, &m, &rep);
+	if (rc == 0 && (pfs_dec_read_rep(rep.buf, rep.len, &r) < 0 || r.data.len > m.size))
+		rc = ops_bad_reply(req, "READ");
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+	} else {
+		atomic_fetch_add_explicit(&c->st_file_read, r.data.len, memory_order_relaxed);
+		/* Data read after a change pushed since the READ went out
+		 * (the reply may come on another connection than the push)
+		 * is not kept under the version seen before. Outside the
+		 * gate: a push numbered after this check ends pv anyway
+		 * (pc_fill), and the gate must not wait for disk I/O. */
+		if (pc && !gate_pushed_since(c->gate, seq, &of->ip->fh))
+			pc_fill(c, &m.cr, of->ip, &pv, m.offset, &r.data);
+		fuse_reply_buf(req, (const char *)r.data.p, r.data.len);
+	}
+	rpc_reply_free(&rep);
+}
+
+void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+	       struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_creds cr;
+	(void)ino;
+
+	if (size > PFS_MAX_IO) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	inode_own_touch(c->it, of->ip, false);
+	inode_drop_inline(of->ip); /* our own writes are never pushed back to us */
+	/* Write-behind (wb.c): the data is copied and sent by a writer
+	 * thread; its errors come back at the next write, flush or fsync. */
+	fill_creds(req, &cr, false);
+	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, ofile_fid(of), of->flags, (uint64_t)off,
+			  buf, size, (uint32_t)fuse_req_ctx(req)->pid);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, size);
+}
+
+void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct inode *ip = IP(req, ino);
+	struct pfs_creds cr;
+
+	/* close(2): the file's writes are on the daemon (close-to-open),
+	 * and their errors (ENOSPC, EDQUOT, EIO) are reported, as NFS does;
+	 * the commit follows at release (wb_i.h). */
+	int err = wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
+
+	/* Drop this owner's POSIX locks, as close(2) must, only where this
+	 * client ever took any: no round trip otherwise. */
+	if (inode_had_posix_locks(ip)) {
+		fill_creds(req, &cr, false);
+		int rc = locks_unlock_owner(c->lk, &cr, &ip->fh, fi->lock_owner);
+		if (rc == -EIO && err == 0)
+			err = rc; /* a lock of this owner was lost (locks_i.h) */
+		else if (rc < 0)
+			pfs_debug("UNLOCK_OWNER: %s", strerror(-rc));
+	}
+	fuse_reply_err(req, -err);
+}
+
+void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_creds cr;
+
+	/* Writes of mmap'ed pages may come after the last flush. */
+	fill_creds(req, &cr, false);
+	uint64_t fid = wb_holds(c->wb, of->ip) ? ofile_fid(of) : of->fid;
+	wb_release(c->wb, of->ip, &cr, &of->ip->fh, fid);
+	if (fi->flock_release) {
+		struct pfs_lock_req m;
+		ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
+		m.owner = fi->lock_owner;
+		m.type = PFS_LK_UN;
+		m.start = 0;
+		m.end = UINT64_MAX;
+		m.pid = (uint32_t)fuse_req_ctx(req)->pid;
+		m.flags = PFS_LKF_FLOCK;
+		(void)locks_setlk(c->lk, NULL, &m, false, ino);
+	}
+	ofile_release(of, req, PFS_OP_RELEASE);
+	ofile_free(of);
+	fuse_reply_err(req, 0);
+}
+
+void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_creds cr;
+	(void)ino;
+
+	/* Returns once the daemon's fsync covered every write, re-sending
+	 * what a restarted daemon may have lost (wb.c). */
+	fill_creds(req, &cr, false);
+	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, ofile_fid(of), datasync != 0, true);
+	fuse_reply_err(req, -rc);
+}
+
+void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+		   struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_fallocate_req m;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	inode_own_touch(c->it, of->ip, false);
+	inode_drop_inline(of->ip);
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
+	wb_wait(c->wb, of->ip);
+	m.mode = (uint32_t)mode;
+	m.offset = (uint64_t)offset;
+	m.length = (uint64_t)length;
+	int rc = rpc_msg(c->rpc, PFS_OP_FALLOCATE, fallocate_req, &m, &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+	       struct fuse_file_info *fi)
+{
+	struct client *c = CL(req);
+	struct ofile *of = OF(fi);
+	struct pfs_lseek_req m;
+	struct pfs_lseek_rep r;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
+	m.offset = (uint64_t)off;
+	m.whence = (uint32_t)whence;
+	wb_wait(c->wb, of->ip);
+	int rc = rpc_msg(c->rpc, PFS_OP_LSEEK, lseek_req, &m, &rep);
+	if (rc == 0 && (pfs_dec_lseek_rep(rep.buf, rep.len, &r) < 0 || r.offset > INT64_MAX))
+		rc = ops_bad_reply(req, "LSEEK");
+	rpc_reply_free(&rep);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_lseek(req, (off_t)r.offset);
+}

@@ -1,0 +1,112 @@
+/* ops_lock.c: FUSE lock operations: getlk, setlk (fcntl) and flock; the
+ * waiting and the reclaim are locks.c's (see ops_i.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+
+#include "locks_i.h"
+#include "ops_i.h"
+#include "trust_i.h"
+#include "wb_i.h"
+
+static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
+		      struct fuse_file_info *fi, const struct flock *lk)
+{
+	/* Writes made under a lock reach the server before it changes. */
+	wb_wait(CL(req)->wb, of->ip);
+	ops_file_req(req, of, &m->cr, &m->fh, &m->fid);
+	m->owner = fi->lock_owner;
+	m->type = lk->l_type == F_RDLCK ? PFS_LK_RD : lk->l_type == F_WRLCK ? PFS_LK_WR : PFS_LK_UN;
+	m->start = (uint64_t)lk->l_start;
+	m->end = lk->l_len <= 0 ? UINT64_MAX : (uint64_t)lk->l_start + (uint64_t)lk->l_len - 1;
+	m->pid = (uint32_t)lk->l_pid;
+	m->flags = 0;
+}
+
+/* A lock was granted: what another host wrote before releasing it must
+ * be seen now, so the cached pages and attributes of the file go (NFS
+ * revalidates on lock too). Safe in this handler: the kernel holds no
+ * inode or page lock while it waits for a lock request. */
+static void lock_revalidate(fuse_req_t req, fuse_ino_t ino)
+{
+	struct client *c = CL(req);
+	inode_own_touch(c->it, IP(req, ino), false);
+	inode_drop_inline(IP(req, ino));
+	fuse_lowlevel_notify_inval_inode(c->se, ino, 0, 0);
+}
+
+void ops_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+	       struct flock *lock)
+{
+	struct client *c = CL(req);
+	struct pfs_lock_req m;
+	struct pfs_getlk_rep r;
+	struct rpc_reply rep = { 0 };
+	(void)ino;
+
+	lock_fill(req, &m, OF(fi), fi, lock);
+	int rc = locks_getlk(c->lk, req, &m, &rep);
+	if (rc == 0 && (pfs_dec_getlk_rep(rep.buf, rep.len, &r) < 0 || r.type > PFS_LK_UN ||
+			r.start > INT64_MAX || (r.end != UINT64_MAX && r.end < r.start)))
+		rc = ops_bad_reply(req, "GETLK");
+	rpc_reply_free(&rep);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct flock out;
+	memset(&out, 0, sizeof(out));
+	out.l_type = r.type == PFS_LK_RD ? F_RDLCK : r.type == PFS_LK_WR ? F_WRLCK : F_UNLCK;
+	out.l_whence = SEEK_SET;
+	out.l_start = (off_t)r.start;
+	out.l_len = r.end == UINT64_MAX || r.end > INT64_MAX ? 0 : (off_t)(r.end - r.start + 1);
+	out.l_pid = (pid_t)r.pid;
+	fuse_reply_lock(req, &out);
+}
+
+void ops_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+	       struct flock *lock, int sleep)
+{
+	struct pfs_lock_req m;
+
+	/* Mark first, so a flush racing with this lock still unlocks. */
+	inode_mark_posix_locks(IP(req, ino));
+	lock_fill(req, &m, OF(fi), fi, lock);
+	int rc = locks_setlk(CL(req)->lk, req, &m, sleep != 0, ino);
+	if (rc == 0 && m.type != PFS_LK_UN)
+		lock_revalidate(req, ino);
+	fuse_reply_err(req, -rc);
+}
+
+void ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
+{
+	struct ofile *of = OF(fi);
+	struct pfs_lock_req m;
+
+	wb_wait(CL(req)->wb, of->ip);
+	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
+	m.owner = fi->lock_owner;
+	switch (op & ~LOCK_NB) {
+	case LOCK_SH:
+		m.type = PFS_LK_RD;
+		break;
+	case LOCK_EX:
+		m.type = PFS_LK_WR;
+		break;
+	case LOCK_UN:
+		m.type = PFS_LK_UN;
+		break;
+	default:
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	m.start = 0;
+	m.end = UINT64_MAX;
+	m.pid = (uint32_t)fuse_req_ctx(req)->pid;
+	m.flags = PFS_LKF_FLOCK;
+	int rc = locks_setlk(CL(req)->lk, req, &m, !(op & LOCK_NB), ino);
+	if (rc == 0 && m.type != PFS_LK_UN)
+		lock_revalidate(req, ino);
+	fuse_reply_err(req, -rc);
+}

@@ -1,0 +1,182 @@
+/* ops_xattr.c: FUSE operations on extended attributes, and the
+ * user.podfs.stats xattr of the mount's root (see ops_i.h). */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops_i.h"
+#include "pcache_i.h"
+#include "podfs/log.h"
+#include "trust_i.h"
+#include "wb_i.h"
+
+static int set_xname(struct pfs_xname *n, const char *s)
+{
+	size_t len = strlen(s);
+	if (len == 0 || len > PFS_XATTR_NAME_MAX)
+		return -ERANGE;
+	n->len = (uint16_t)len;
+	memcpy(n->s, s, len + 1);
+	return 0;
+}
+
+/* This client's own change of ino's xattrs is about to be sent: the
+ * absences known and the trust of its attributes go. Fills the
+ * request's *cr and *fh. */
+static void own_xattr_change(fuse_req_t req, fuse_ino_t ino, struct pfs_creds *cr,
+			     struct pfs_fh *fh)
+{
+	struct inode *ip = IP(req, ino);
+
+	inode_clear_nocaps(ip);
+	inode_own_touch(CL(req)->it, ip, false);
+	fill_creds(req, cr, true);
+	*fh = ip->fh;
+}
+
+void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+		  size_t size, int flags)
+{
+	struct client *c = CL(req);
+	struct pfs_setxattr_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	own_xattr_change(req, ino, &m.cr, &m.fh);
+	m.flags = (uint32_t)flags;
+	m.value.p = (const uint8_t *)value;
+	m.value.len = (uint32_t)size;
+	if (size > PFS_XATTR_SIZE_MAX)
+		rc = -E2BIG;
+	else if ((rc = set_xname(&m.name, name)) == 0)
+		rc = rpc_msg_heap(c->rpc, PFS_OP_SETXATTR, setxattr_req, &m, size + RPC_SMALL,
+				  &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}
+
+/* Replies to GETXATTR/LISTXATTR: the size for a size query, else the value. */
+static void finish_xattr(fuse_req_t req, size_t size, int rc, struct rpc_reply *rep)
+{
+	struct pfs_xattr_rep r;
+
+	if (rc == 0 && pfs_dec_xattr_rep(rep->buf, rep->len, &r) < 0)
+		rc = ops_bad_reply(req, "xattr");
+	if (rc == 0 && size > 0 && r.value.len > size)
+		rc = -ERANGE;
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, r.size);
+	else
+		fuse_reply_buf(req, (const char *)r.value.p, r.value.len);
+	rpc_reply_free(rep);
+}
+
+/* "user.podfs.stats" of the root: the byte counters, one "name value"
+ * per line (see client_i.h and wb_i.h). */
+#define PFS_STATS_XATTR "user.podfs.stats"
+static void stats_xattr(fuse_req_t req, size_t size)
+{
+	struct client *c = CL(req);
+	struct wb_stats ws;
+	char buf[4096];
+
+	wb_get_stats(c->wb, &ws);
+	int n = snprintf(buf, sizeof(buf),
+			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
+			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
+			 "wb_held %llu\nconns %u\nconns_up %u\n",
+			 (unsigned long long)atomic_load(&c->st_wire_out),
+			 (unsigned long long)atomic_load(&c->st_raw_out),
+			 (unsigned long long)atomic_load(&c->st_wire_in),
+			 (unsigned long long)atomic_load(&c->st_raw_in),
+			 (unsigned long long)ws.written,
+			 (unsigned long long)atomic_load(&c->st_file_read),
+			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
+			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc));
+	for (unsigned op = 0; op < PFS_OP_MAX && n > 0 && (size_t)n < sizeof(buf); op++) {
+		uint64_t k = atomic_load(&c->st_req[op]);
+		if (k)
+			n += snprintf(buf + n, sizeof(buf) - (size_t)n, "req_%s %llu\n", pfs_op_name(op),
+				      (unsigned long long)k);
+	}
+	if (c->pc && n > 0 && (size_t)n < sizeof(buf))
+		n += (int)pcache_format_stats(c->pc, buf + n, sizeof(buf) - (size_t)n);
+	if (n < 0 || (size_t)n >= sizeof(buf)) { /* cannot happen: 4 KiB holds every line */
+		fuse_reply_err(req, EOVERFLOW);
+		return;
+	}
+	if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if ((size_t)n > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct client *c = CL(req);
+	struct pfs_getxattr_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	struct inode *ip = IP(req, ino);
+	bool caps = strcmp(name, "security.capability") == 0;
+	uint8_t nox = strcmp(name, "system.posix_acl_access") == 0    ? NOX_ACL_ACCESS
+		      : strcmp(name, "system.posix_acl_default") == 0 ? NOX_ACL_DEFAULT
+		      : strcmp(name, "security.selinux") == 0         ? NOX_SELINUX
+								      : 0;
+
+	if (ino == FUSE_ROOT_ID && strcmp(name, PFS_STATS_XATTR) == 0) {
+		stats_xattr(req, size);
+		return;
+	}
+
+	/* Asked before every write(2) (capability) and by every ls -l
+	 * (ACLs, SELinux label): answer a known absence locally. A push or
+	 * this client's own xattr change forgets it. */
+	if ((caps && inode_nocaps(ip)) || (nox && inode_noxattr(ip, nox))) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	fill_creds(req, &m.cr, true);
+	m.fh = ip->fh;
+	m.size = (uint32_t)(size > PFS_XATTR_SIZE_MAX ? PFS_XATTR_SIZE_MAX : size);
+	if ((rc = set_xname(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_GETXATTR, getxattr_req, &m, &rep);
+	if (caps && rc == -ENODATA)
+		inode_set_nocaps(ip, c->attr_timeout);
+	if (nox && rc == -ENODATA)
+		inode_set_noxattr(ip, nox, c->attr_timeout);
+	finish_xattr(req, size, rc, &rep);
+}
+
+void ops_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct client *c = CL(req);
+	struct pfs_listxattr_req m;
+	struct rpc_reply rep = { 0 };
+
+	fill_creds(req, &m.cr, true);
+	m.fh = IP(req, ino)->fh;
+	m.size = (uint32_t)(size > PFS_XATTR_SIZE_MAX ? PFS_XATTR_SIZE_MAX : size);
+	int rc = rpc_msg(c->rpc, PFS_OP_LISTXATTR, listxattr_req, &m, &rep);
+	finish_xattr(req, size, rc, &rep);
+}
+
+void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct client *c = CL(req);
+	struct pfs_removexattr_req m;
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	own_xattr_change(req, ino, &m.cr, &m.fh);
+	if ((rc = set_xname(&m.name, name)) == 0)
+		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);
+	rpc_reply_free(&rep);
+	fuse_reply_err(req, -rc);
+}

@@ -1,0 +1,75 @@
+/* push.c: what the server's pushes do here (see push_i.h). */
+#include "push_i.h"
+
+#include <fuse_lowlevel.h>
+
+#include "client_i.h"
+#include "gate_i.h"
+#include "inode_i.h"
+#include "ofile_i.h"
+#include "podfs/log.h"
+
+/* A call made while applying a push delays its acknowledgement, which the
+ * daemon waits for (2 s at most, then it drops the connection): it gives
+ * up waiting after this long. The request still reaches the daemon. */
+#define PUSH_CALL_MS 500
+
+uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t len)
+{
+	struct pfs_inval_inode_push ii;
+	struct pfs_inval_entry_push ie;
+
+	if (op == PFS_OP_INVAL_INODE && pfs_dec_inval_inode_push(payload, len, &ii) == 0)
+		return gate_note_push(c->gate, &ii.fh);
+	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)
+		return gate_note_push(c->gate, &ie.parent);
+	return 0;
+}
+
+static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t len)
+{
+	fuse_ino_t nodeid;
+
+	switch (op) {
+	case PFS_OP_INVAL_INODE: {
+		struct pfs_inval_inode_push m;
+		if (pfs_dec_inval_inode_push(payload, len, &m) < 0)
+			goto bad;
+		bool is_dir = false;
+		if (!inode_find(c->it, &m.fh, m.offset >= 0, &nodeid, &is_dir))
+			return;
+		/* A directory's listing goes too, cached by the kernel
+		 * (cache_readdir): a move to another parent changes only the
+		 * directory's ctime, and its "..". */
+		if (m.offset < 0 && is_dir) {
+			m.offset = 0;
+			m.length = 0;
+		}
+		if (m.offset < 0 && !is_dir)
+			ofile_attach_lazy(c, NULL, &m.fh, PUSH_CALL_MS);
+		fuse_lowlevel_notify_inval_inode(c->se, nodeid, m.offset, m.length);
+		return;
+	}
+	case PFS_OP_INVAL_ENTRY: {
+		struct pfs_inval_entry_push m;
+		if (pfs_dec_inval_entry_push(payload, len, &m) < 0)
+			goto bad;
+		/* This also drops a negative entry of the name. */
+		if (inode_find(c->it, &m.parent, false, &nodeid, NULL))
+			fuse_lowlevel_notify_inval_entry(c->se, nodeid, m.name.s, m.name.len);
+		return;
+	}
+	default:
+		pfs_debug("ignoring push %s", pfs_op_name(op));
+		return;
+	}
+bad:
+	pfs_warn("malformed %s push from the server", pfs_op_name(op));
+}
+
+void push_apply(struct client *c, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)
+{
+	apply(c, op, payload, len);
+	if (seq)
+		gate_set_applied(c->gate, seq);
+}

@@ -1,0 +1,170 @@
+/* trust.c: attributes answered locally, this client's own changes and
+ * the parents of directories (see trust_i.h). */
+#include "trust_i.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "listing_i.h"
+#include "names_i.h"
+
+uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns)
+{
+	*ns = atomic_load(&t->own_ns);
+	return atomic_load(&t->own_any);
+}
+
+static void touch_cb(void *arg, struct inode *dir)
+{
+	(void)arg;
+	listing_touch(dir);
+}
+
+struct mark {
+	uint64_t nh;
+	const struct pfs_fh *fh;
+};
+
+static void mark_cb(void *arg, struct inode *dir)
+{
+	const struct mark *m = arg;
+
+	pthread_mutex_lock(&dir->lock);
+	listing_mark(dir, m->nh, m->fh);
+	pthread_mutex_unlock(&dir->lock);
+}
+
+static void own_mark(struct inode_table *t, struct inode *ip, uint64_t at)
+{
+	pthread_mutex_lock(&ip->lock);
+	ip->trust_seq = 0;
+	ip->own_at = at;
+	uint64_t ph = ip->parent_hash, nh = ip->name_hash;
+	bool all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1;
+	pthread_mutex_unlock(&ip->lock);
+	if (all) {
+		/* Drops every listing (a file with several links changed: any
+		 * directory may list it under another name). */
+		inode_each_dir(t, NULL, touch_cb, NULL);
+	} else if (ph) {
+		struct mark m = { nh, &ip->fh };
+		inode_each_dir(t, &ph, mark_cb, &m);
+	}
+}
+
+void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
+{
+	/* Counters first: a reply being recorded under ip->lock either
+	 * sees them moved, or is recorded before the trust is cleared. */
+	if (ns)
+		atomic_fetch_add(&t->own_ns, 1);
+	uint64_t at = atomic_fetch_add(&t->own_any, 1) + 1;
+	if (ip)
+		own_mark(t, ip, at);
+}
+
+void inode_own_also(struct inode_table *t, struct inode *ip)
+{
+	own_mark(t, ip, atomic_load(&t->own_any));
+}
+
+struct stale {
+	uint64_t any;
+	bool stale;
+};
+
+static void stale_cb(void *arg, struct inode *ip)
+{
+	struct stale *s = arg;
+
+	pthread_mutex_lock(&ip->lock);
+	s->stale = ip->own_at > s->any;
+	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any)
+{
+	struct stale s = { any, false };
+
+	inode_with(t, fh, stale_cb, &s);
+	return s.stale;
+}
+
+void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
+		      uint64_t ns)
+{
+	pthread_mutex_lock(&ip->lock);
+	if (atomic_load(&t->own_any) == any) {
+		ip->trust_seq = seq;
+		ip->trust_ns = ns;
+	} else {
+		ip->trust_seq = 0;
+	}
+	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
+			uint64_t *seq)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool ok = ip->trust_seq != 0 && ip->trust_ns == atomic_load(&t->own_ns);
+	if (ok) {
+		*a = ip->attr;
+		*seq = ip->trust_seq;
+	}
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
+}
+
+void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq,
+		      const char *name)
+{
+	pthread_mutex_lock(&dir->lock);
+	uint64_t pino = dir->attr.ino;
+	pthread_mutex_unlock(&dir->lock);
+	pthread_mutex_lock(&ip->lock);
+	if (S_ISDIR(ip->attr.mode)) {
+		ip->parent_ino = pino;
+		ip->parent_renames = atomic_load(&t->renames);
+		ip->parent_seq = seq;
+	}
+	ip->parent_hash = dir->hn.hash;
+	ip->name_hash = name ? name_hash(name, strlen(name)) : 0;
+	if (ip->named_seq == 0 || seq + 1 < ip->named_seq)
+		ip->named_seq = seq + 1;
+	pthread_mutex_unlock(&ip->lock);
+}
+
+uint64_t inode_named_seq(struct inode *ip)
+{
+	pthread_mutex_lock(&ip->lock);
+	uint64_t s = ip->named_seq;
+	pthread_mutex_unlock(&ip->lock);
+	return s ? s - 1 : 0;
+}
+
+bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool may = S_ISREG(ip->attr.mode) &&
+		   (ip->parent_hash == dir->hn.hash || ip->parent_hash == 0 || ip->attr.nlink != 1);
+	pthread_mutex_unlock(&ip->lock);
+	return may;
+}
+
+void inode_note_rename(struct inode_table *t)
+{
+	atomic_fetch_add(&t->renames, 1);
+	atomic_fetch_add(&t->renames_busy, 1);
+}
+
+void inode_rename_done(struct inode_table *t)
+{
+	atomic_fetch_sub(&t->renames_busy, 1);
+}
+
+bool inode_renames_busy(struct inode_table *t)
+{
+	return atomic_load(&t->renames_busy) != 0;
+}

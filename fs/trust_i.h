@@ -1,0 +1,106 @@
+/* trust_i.h: what podfs may answer from what it knows, without asking
+ * the daemon: attributes known current, and the parents of directories.
+ *
+ * Attributes answered locally. The server pushes every change of an
+ * object to the clients that cache it, except changes this client made
+ * itself, so attr is current while (1) it came from a reply to a request
+ * sent at push number seq, with no push about the object numbered since
+ * (the caller checks that with gate_pushed_since inside the gate, and a
+ * dropped connection numbers an "everything" push), and (2) this client
+ * changed nothing that may move the object's attributes since that
+ * request was sent: its own changes of the object (write, setattr,
+ * fallocate, xattrs, a granted lock) clear the trust, and namespace
+ * changes (create, unlink, rename, link...: they move parents' and
+ * targets' mtime, ctime and nlink) invalidate every trust at once.
+ *
+ * A directory's listing holds its entries' attributes (and small files'
+ * contents) as they were when it was fetched. The server does not push
+ * this client's own changes back to it, so inode_own_touch of an object
+ * marks its item in the listing of the directory it was last seen in
+ * stale (INODE_LS_STALE in the item's flags: lookups of it go to the
+ * daemon, READDIR gives it without attributes) and keeps a new listing of
+ * that directory from being fetched for a quiet period, while the change
+ * may be on its way; it drops every listing for a file with several
+ * links (any directory may list it). And inode_listed_stale tells
+ * whether this client changed the object fh since a listing taken at
+ * own-change count any (then the listing's entry for it is not used):
+ * that covers an object another host moved into a directory listed here.
+ *
+ * ".." of directories, for READDIR answered from a listing. The server
+ * pushes a change of a directory (a rename moving it changes its ctime)
+ * to the other clients: the parent is used only if no push about the
+ * directory came since the request that found it (seq; the caller checks,
+ * listing_readdir returns it), and a push forgets it (inode_find).
+ * This client's own renames (inode_note_rename, before sending one) make
+ * every parent recorded before unknown.
+ *
+ * Every function may be called from any thread; they take the inodes'
+ * locks (and the table's, through inode.c) themselves.
+ */
+#ifndef PODFS_TRUST_I_H
+#define PODFS_TRUST_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "inode_i.h"
+
+/* Take before sending a request whose reply may be trusted: returns the
+ * own-change count, and the namespace-change count in *ns. */
+uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns);
+
+/* A change by this client: ip, the object changed (or NULL), loses its
+ * trust and its item in the listing of its directory goes stale (see
+ * above); ns: a namespace change (every trust is lost). Call BEFORE
+ * sending the change. */
+void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
+
+/* A second object the change just announced with inode_own_touch moves
+ * (the other directory of a link or rename): the same for ip, with no
+ * count of its own. */
+void inode_own_also(struct inode_table *t, struct inode *ip);
+
+/* True if this client changed the object fh (one the table knows) since
+ * a listing taken at own-change count any. */
+bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any);
+
+/* ip->attr came from a reply to a request sent at push number seq with
+ * snapshot (any, ns) of inode_own_snap: trusts it, unless this client
+ * changed something since (then ip's trust is cleared). */
+void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
+		      uint64_t ns);
+
+/* If ip's attributes are trusted (and no namespace change of ours came
+ * since): copies them to *a, their push number to *seq and returns true;
+ * the caller still checks for a push since *seq. Else false. */
+bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
+			uint64_t *seq);
+
+/* ip was found (looked up, made, listed) under name in dir by a request
+ * sent at push number seq: records dir as ip's parent if ip is a
+ * directory, and for any ip dir as the directory whose listing holds it
+ * (parent_hash, see inode_own_touch) under name (NULL: unknown), and the
+ * earliest seq at which it was handed to the kernel under a name. */
+void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir, uint64_t seq,
+		      const char *name);
+
+/* The push number at the request that first handed ip to the kernel
+ * under a name (0 if none did): every push about ip since may have
+ * removed a name the kernel still walks to it. */
+uint64_t inode_named_seq(struct inode *ip);
+
+/* True if removing or replacing a name in dir may take away the last name
+ * of the regular file ip: it was last looked up or made in dir, or its
+ * place is unknown, or it has other links (found under another name). */
+bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir);
+
+/* A rename of ours is about to be sent (every ".." recorded so far
+ * becomes unknown); inode_rename_done once it is answered (or failed).
+ * inode_renames_busy: one of ours is under way. The VFS does not lock a
+ * directory renamed within its parent, whose ctime the rename moves: a
+ * change in it may overlap that. */
+void inode_note_rename(struct inode_table *t);
+void inode_rename_done(struct inode_table *t);
+bool inode_renames_busy(struct inode_table *t);
+
+#endif /* PODFS_TRUST_I_H */

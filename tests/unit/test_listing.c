@@ -1,0 +1,372 @@
+/* test_listing.c: unit tests of directory listings (fs/listing.c) on a
+ * real inode table (fs/inode.c, fs/trust.c, fs/names.c), with no FUSE
+ * mount and no daemon: LISTDIR payloads made here. Covers: malformed
+ * payloads, lookups (present, absent, no listing, inline content), our
+ * own creates joining the listing (and its index growing), a listing
+ * asked for before an own change not kept, stale and dropped listings,
+ * the quiet period, own changes marking an item stale, READDIR made from
+ * a listing (dots, cookies, stale items without entries, an unknown
+ * parent), and the cap on all listings' bytes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "check.h"
+#include "inode_i.h"
+#include "listing_i.h"
+#include "podfs/codec.h"
+#include "trust_i.h"
+
+static struct pfs_entry entry(uint32_t n, uint32_t mode, uint64_t size)
+{
+	struct pfs_entry e;
+	memset(&e, 0, sizeof(e));
+	e.fh.len = 16;
+	for (int i = 0; i < 16; i++)
+		e.fh.data[i] = (uint8_t)(n >> (8 * (i % 4)) ^ (uint32_t)i);
+	e.attr.ino = 1000 + n;
+	e.attr.mode = mode;
+	e.attr.size = size;
+	e.attr.nlink = S_ISDIR(mode) ? 2 : 1;
+	e.attr.mtime_s = 1700000000 + n;
+	return e;
+}
+
+/* A LISTDIR payload: flags, then n items "f0".."f<n-1>" (regular files,
+ * entry(i)); item `with_data` (if < n) carries data[dlen] with
+ * PFS_LD_DATA. Returns a malloc'd buffer, *len. */
+static uint8_t *payload(unsigned n, uint32_t flags, unsigned with_data, const char *data,
+			uint32_t dlen, size_t *len)
+{
+	size_t cap = 64 + (size_t)n * (PFS_NAME_MAX + 2 * sizeof(struct pfs_entry) + 16) + dlen;
+	uint8_t *buf = malloc(cap);
+	struct pfs_wr w;
+
+	pfs_wr_init(&w, buf, cap);
+	CHECK_EQ(pfs_put_U32(&w, &flags), 0);
+	for (unsigned i = 0; i < n; i++) {
+		struct pfs_name nm;
+		struct pfs_entry e = entry(i, S_IFREG | 0644, i == with_data ? dlen : 10);
+		struct pfs_bytes d = { 0 };
+		uint32_t fl = 0;
+		nm.len = (uint16_t)snprintf(nm.s, sizeof(nm.s), "f%u", i);
+		if (i == with_data) {
+			fl = PFS_LD_DATA | PFS_LD_READABLE;
+			d.p = (const uint8_t *)data;
+			d.len = dlen;
+		}
+		CHECK(pfs_put_NAME(&w, &nm) == 0 && pfs_put_ENTRY(&w, &e) == 0 &&
+		      pfs_put_U32(&w, &fl) == 0 && pfs_put_BYTES(&w, &d) == 0);
+	}
+	*len = w.len;
+	return buf;
+}
+
+struct fixture {
+	struct inode_table *t;
+	struct inode *root, *dir;
+};
+
+static void setup(struct fixture *f)
+{
+	struct pfs_entry root = entry(900000, S_IFDIR | 0755, 4096);
+	struct pfs_entry d = entry(900001, S_IFDIR | 0755, 4096);
+
+	CHECK_EQ(inode_table_new(&root, &f->t), 0);
+	f->root = inode_get(f->t, FUSE_ROOT_ID);
+	f->dir = inode_ref(f->t, &d);
+	CHECK(f->dir != NULL);
+	inode_set_parent(f->t, f->dir, f->root, 1, "d");
+}
+
+static void teardown(struct fixture *f)
+{
+	inode_table_free(f->t);
+}
+
+static struct listing_info info(struct fixture *f)
+{
+	struct listing_info li;
+	li.any = inode_own_snap(f->t, &li.own_ns);
+	li.ns = listing_gen(f->dir);
+	li.seq = 5;
+	li.uid = 1000;
+	li.gid = 100;
+	return li;
+}
+
+/* Gives f->dir a listing of n items (as payload makes them), asked for
+ * now. Returns listing_set's result. */
+static int list(struct fixture *f, unsigned n)
+{
+	struct listing_info li = info(f);
+	size_t len;
+	uint8_t *buf = payload(n, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
+
+	return listing_set(f->t, f->dir, buf, len, &li);
+}
+
+/* listing_find of name in dir: its result, with the item's flags in *fl
+ * (the data copy, if any, freed). */
+static int find(struct inode *dir, const char *name, uint32_t *fl)
+{
+	struct pfs_entry e;
+	struct listing_info got;
+	uint8_t *data;
+	uint32_t dlen, flags;
+	int r = listing_find(dir, name, &e, &data, &dlen, &flags, &got);
+
+	free(data);
+	if (fl)
+		*fl = flags;
+	return r;
+}
+
+static void test_malformed(void)
+{
+	struct fixture f;
+	size_t len, bound[4];
+
+	setup(&f);
+	struct listing_info li = info(&f);
+	/* Where each item ends. */
+	for (unsigned n = 0; n < 4; n++)
+		free(payload(n, PFS_LS_COMPLETE, ~0u, NULL, 0, &bound[n]));
+	uint8_t *buf = payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
+	CHECK_EQ(len, bound[3]);
+	/* Every cut inside the flags or an item is refused (and the buffer
+	 * freed); a cut between items is a shorter listing. */
+	for (size_t cut = 0; cut < len; cut++) {
+		uint8_t *b = malloc(cut ? cut : 1);
+		memcpy(b, buf, cut);
+		bool boundary = cut == bound[0] || cut == bound[1] || cut == bound[2];
+		CHECK_EQ(listing_set(f.t, f.dir, b, cut, &li), boundary ? 0 : -EBADMSG);
+	}
+	free(buf);
+	teardown(&f);
+}
+
+static void test_find(void)
+{
+	struct fixture f;
+	struct pfs_entry e;
+	struct listing_info li, got;
+	uint8_t *data;
+	uint32_t dlen, fl;
+	size_t len;
+
+	setup(&f);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_NONE);
+	CHECK(listing_may_fetch(f.dir, 64 * 1024));
+	CHECK(!listing_may_fetch(f.dir, 100)); /* too large a directory */
+	li = info(&f);
+	uint8_t *buf = payload(200, PFS_LS_COMPLETE, 7, "hello", 5, &len);
+	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
+	CHECK(!listing_may_fetch(f.dir, 64 * 1024)); /* it has one */
+	for (unsigned i = 0; i < 200; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%u", i);
+		CHECK_EQ(listing_find(f.dir, name, &e, &data, &dlen, &fl, &got), LS_PRESENT);
+		struct pfs_entry want = entry(i, S_IFREG | 0644, i == 7 ? 5 : 10);
+		CHECK(pfs_fh_equal(&e.fh, &want.fh));
+		CHECK_EQ(e.attr.ino, want.attr.ino);
+		CHECK_EQ(got.seq, 5);
+		CHECK_EQ(got.uid, 1000);
+		if (i == 7) {
+			CHECK(fl & PFS_LD_DATA);
+			CHECK(data && dlen == 5 && memcmp(data, "hello", 5) == 0);
+		} else {
+			CHECK(data == NULL);
+		}
+		free(data);
+	}
+	CHECK_EQ(find(f.dir, "nope", NULL), LS_ABSENT);
+	CHECK_EQ(find(f.dir, "f", NULL), LS_ABSENT);
+	CHECK_EQ(find(f.dir, "f2000", NULL), LS_ABSENT);
+	teardown(&f);
+}
+
+static void test_add(void)
+{
+	struct fixture f;
+	struct pfs_entry e;
+	struct listing_info got;
+	uint8_t *data;
+	uint32_t dlen, fl;
+
+	setup(&f);
+	struct pfs_entry ne = entry(5000, S_IFREG | 0600, 0);
+	/* No listing: nothing to add to. */
+	CHECK_EQ(listing_add(f.dir, "new", &ne), -ENOENT);
+	CHECK_EQ(list(&f, 3), 0);
+	uint64_t gen = listing_gen(f.dir);
+	CHECK_EQ(listing_add(f.dir, "f1", &ne), -EEXIST);
+	CHECK_EQ(listing_gen(f.dir), gen);
+	/* Many creates: the index grows and is rebuilt; every name stays. */
+	for (unsigned i = 0; i < 300; i++) {
+		char name[16];
+		struct pfs_entry x = entry(6000 + i, S_IFREG | 0600, 0);
+		snprintf(name, sizeof(name), "new%u", i);
+		CHECK_EQ(listing_add(f.dir, name, &x), 0);
+	}
+	CHECK(listing_gen(f.dir) > gen); /* a listing asked for before is not kept */
+	for (unsigned i = 0; i < 300; i++) {
+		char name[16];
+		struct pfs_entry x = entry(6000 + i, S_IFREG | 0600, 0);
+		snprintf(name, sizeof(name), "new%u", i);
+		CHECK_EQ(listing_find(f.dir, name, &e, &data, &dlen, &fl, &got), LS_PRESENT);
+		CHECK(pfs_fh_equal(&e.fh, &x.fh));
+		CHECK_EQ(fl, 0);
+	}
+	CHECK_EQ(find(f.dir, "f2", NULL), LS_PRESENT);
+	char big[PFS_NAME_MAX + 2];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	CHECK_EQ(listing_add(f.dir, big, &ne), -ENAMETOOLONG);
+	teardown(&f);
+}
+
+static void test_stale_and_gen(void)
+{
+	struct fixture f;
+	size_t len;
+
+	setup(&f);
+	/* A listing asked for before an own change in dir is not kept. */
+	struct listing_info li = info(&f);
+	listing_touch(f.dir);
+	uint8_t *buf = payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len);
+	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), -ESTALE);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_NONE);
+	/* ...and none is fetched for the quiet period after the change. */
+	CHECK(!listing_may_fetch(f.dir, 64 * 1024));
+
+	CHECK_EQ(list(&f, 3), 0);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_PRESENT);
+	listing_stale(f.dir);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_NONE);
+	CHECK(!listing_may_fetch(f.dir, 64 * 1024));
+
+	/* Dropped for good (it was incomplete). */
+	struct pfs_entry d2 = entry(900002, S_IFDIR | 0755, 4096);
+	struct inode *dir2 = inode_ref(f.t, &d2);
+	CHECK(listing_may_fetch(dir2, 64 * 1024));
+	listing_drop(dir2);
+	CHECK(!listing_may_fetch(dir2, 64 * 1024));
+	/* Not a directory: never listed. */
+	struct pfs_entry fe = entry(900003, S_IFREG | 0644, 1);
+	CHECK(!listing_may_fetch(inode_ref(f.t, &fe), 64 * 1024));
+	teardown(&f);
+}
+
+/* Our own change of an object marks its item in the listing of the
+ * directory it was found in stale (its lookups go to the daemon). */
+static void test_own_change_marks(void)
+{
+	struct fixture f;
+	uint32_t fl;
+
+	setup(&f);
+	uint64_t ns, any = inode_own_snap(f.t, &ns);
+	CHECK_EQ(list(&f, 10), 0);
+	struct pfs_entry fe = entry(4, S_IFREG | 0644, 10);
+	struct inode *ip = inode_ref(f.t, &fe);
+	inode_set_parent(f.t, ip, f.dir, 5, "f4");
+	CHECK(!inode_listed_stale(f.t, &fe.fh, any));
+	inode_own_touch(f.t, ip, false);
+	CHECK(inode_listed_stale(f.t, &fe.fh, any));
+	CHECK_EQ(find(f.dir, "f4", &fl), LS_PRESENT);
+	CHECK(fl & INODE_LS_STALE);
+	CHECK_EQ(find(f.dir, "f3", &fl), LS_PRESENT);
+	CHECK(!(fl & INODE_LS_STALE));
+	/* A file with several links: every listing goes. */
+	fe.attr.nlink = 2;
+	inode_set_attr(ip, &fe.attr);
+	inode_own_touch(f.t, ip, false);
+	CHECK_EQ(find(f.dir, "f3", NULL), LS_NONE);
+	teardown(&f);
+}
+
+static void test_readdir(void)
+{
+	struct fixture f;
+	struct listing_info got;
+	uint64_t pseq;
+	uint8_t *out;
+	size_t olen;
+
+	setup(&f);
+	/* No listing yet. */
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
+	CHECK_EQ(list(&f, 4), 0);
+	struct pfs_entry fe = entry(2, S_IFREG | 0644, 10);
+	struct inode *ip = inode_ref(f.t, &fe);
+	inode_set_parent(f.t, ip, f.dir, 5, "f2");
+	inode_own_touch(f.t, ip, false); /* f2 goes out without its entry */
+
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), 0);
+	CHECK_EQ(pseq, 1); /* the request that found ".." */
+	CHECK_EQ(got.seq, 5);
+	struct pfs_rd rd;
+	uint8_t eof = 0;
+	pfs_rd_init(&rd, out, olen);
+	CHECK(pfs_get_U8(&rd, &eof) && eof == 1);
+	const char *names[] = { ".", "..", "f0", "f1", "f2", "f3" };
+	for (unsigned i = 0; i < 6; i++) {
+		struct pfs_dirent de;
+		CHECK_EQ(pfs_dec_dirent(&rd, &de), 1);
+		CHECK_STR(de.name.s, names[i]);
+		CHECK_EQ(de.next_off, i + 1);
+		if (i == 0)
+			CHECK_EQ(de.ino, f.dir->attr.ino);
+		else if (i == 1)
+			CHECK_EQ(de.ino, f.root->attr.ino);
+		else
+			CHECK_EQ(de.ino, 1000 + (i - 2));
+		bool has = (de.flags & PFS_DE_HAS_ENTRY) != 0;
+		CHECK_EQ(has, i >= 2 && i != 4);
+	}
+	struct pfs_dirent de;
+	CHECK_EQ(pfs_dec_dirent(&rd, &de), 0);
+	free(out);
+	/* A rename of ours makes every recorded ".." unknown. */
+	inode_note_rename(f.t);
+	CHECK(inode_renames_busy(f.t));
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
+	inode_rename_done(f.t);
+	CHECK(!inode_renames_busy(f.t));
+	teardown(&f);
+}
+
+static void test_total_cap(void)
+{
+	struct fixture f;
+	size_t len;
+
+	setup(&f);
+	free(payload(3, PFS_LS_COMPLETE, ~0u, NULL, 0, &len));
+	/* All listings of a table stay under LISTING_TOTAL_MAX bytes. */
+	atomic_store(&f.t->listing_total, LISTING_TOTAL_MAX - 100);
+	CHECK_EQ(list(&f, 3), -ENOSPC);
+	CHECK_EQ(atomic_load(&f.t->listing_total), LISTING_TOTAL_MAX - 100);
+	atomic_store(&f.t->listing_total, 0);
+	CHECK_EQ(list(&f, 3), 0);
+	CHECK(atomic_load(&f.t->listing_total) > (int64_t)len);
+	listing_stale(f.dir);
+	CHECK_EQ(atomic_load(&f.t->listing_total), 0);
+	teardown(&f);
+}
+
+int main(void)
+{
+	test_malformed();
+	test_find();
+	test_add();
+	test_stale_and_gen();
+	test_own_change_marks();
+	test_readdir();
+	test_total_cap();
+	return check_done("test_listing");
+}
