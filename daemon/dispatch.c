@@ -1177,6 +1177,7 @@ void dispatch_work_cb(uv_work_t *w)
 		pfs_frame_prepare(r->hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY, 0, o.w.buf,
 				  o.w.len + r->splice_len, 0, NULL, 0, &r->wire);
 		r->wirelen = o.w.len;
+		r->outlen = o.w.len + r->splice_len;
 		r->out = o.w.buf;
 		r->scratch = NULL;
 		return;
@@ -1194,6 +1195,7 @@ void dispatch_work_cb(uv_work_t *w)
 		free(scratch);
 		scratch = NULL;
 	}
+	r->outlen = o.w.len;
 	r->out = o.w.buf;
 	r->scratch = scratch;
 }

@@ -23,6 +23,7 @@
 #include "podfs/xalloc.h"
 #include "interest_i.h"
 #include "pipes_i.h"
+#include "ratelimit_i.h"
 
 struct handles;
 struct conn;
@@ -74,9 +75,7 @@ struct pfsd {
 	struct conn *conns;       /* open connections (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
-	uint64_t rl_stamp;        /* log rate limit: last refill (ms) */
-	unsigned rl_tokens;
-	unsigned rl_suppressed;
+	struct ratelimit rl;      /* log lines about hostile input (loop) */
 	uint64_t next_conn_id;
 	bool stopping;
 	uv_signal_t sig_usr1;     /* logs the byte counters */
@@ -107,5 +106,19 @@ struct pfsd {
 #define PFSD_ACK_WAIT_MS 2000             /* a change waits this long for PUSH_ACKs */
 #define PFSD_ACK_TICK_MS 50               /* deadline check period while some wait */
 
+/* Whether a log line about hostile input may go now (ratelimit_i.h).
+ * Loop thread. */
+static inline bool pfsd_log_allowed(struct pfsd *d)
+{
+	return ratelimit_allow(&d->rl, uv_now(&d->loop));
+}
+
+/* pfs_warn, held back while hostile input makes too many lines. Loop
+ * thread. */
+#define pfsd_warn_rl(d, ...)                      \
+	do {                                      \
+		if (pfsd_log_allowed(d))          \
+			pfs_warn(__VA_ARGS__);    \
+	} while (0)
 
 #endif /* PODFSD_PFSD_I_H */

@@ -86,40 +86,6 @@ static void addr_str(const struct sockaddr_storage *ss, char *buf, size_t len)
 	}
 }
 
-/* --- rate-limited logging of hostile input --- */
-
-#define RL_BURST 100
-#define RL_PER_SEC 20
-
-/* Lets one line through, or counts it as suppressed: a flood of bad
- * connections must not turn into a flood of log lines. */
-static bool log_allowed(struct pfsd *d)
-{
-	uint64_t now = uv_now(&d->loop);
-	uint64_t add = (now - d->rl_stamp) * RL_PER_SEC / 1000;
-
-	if (add) {
-		d->rl_tokens = d->rl_tokens + add > RL_BURST ? RL_BURST : d->rl_tokens + (unsigned)add;
-		d->rl_stamp = now;
-	}
-	if (d->rl_tokens == 0) {
-		d->rl_suppressed++;
-		return false;
-	}
-	d->rl_tokens--;
-	if (d->rl_suppressed) {
-		pfs_warn("%u similar log lines suppressed", d->rl_suppressed);
-		d->rl_suppressed = 0;
-	}
-	return true;
-}
-
-#define pfs_warn_rl(d, ...)                 \
-	do {                                 \
-		if (log_allowed(d))          \
-			pfs_warn(__VA_ARGS__); \
-	} while (0)
-
 /* --- closing and freeing --- */
 
 static void conn_close_cb(uv_handle_t *h)
@@ -173,7 +139,7 @@ void conn_close(struct conn *c, const char *why)
 
 static void violation(struct conn *c, const char *what)
 {
-	pfs_warn_rl(c->d, "conn %llu: protocol error from %s: %s; closing", (unsigned long long)c->id,
+	pfsd_warn_rl(c->d, "conn %llu: protocol error from %s: %s; closing", (unsigned long long)c->id,
 		 c->peer, what);
 	conn_close(c, what);
 }
@@ -462,7 +428,7 @@ static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t l
 	if (!c || c->closing || c->st != CS_READY || !(c->caps & PFS_CAP_PUSH))
 		return;
 	if (c->mem >= PFSD_MAX_QUEUED) {
-		pfs_warn_rl(c->d, "conn %llu: %s (%s) does not read its invalidations; closing",
+		pfsd_warn_rl(c->d, "conn %llu: %s (%s) does not read its invalidations; closing",
 			    (unsigned long long)c->id, c->peer, c->host);
 		conn_close(c, "too far behind on invalidations");
 		return;
@@ -506,7 +472,7 @@ static uint64_t push_to(struct session *s, uint16_t op, const uint8_t *p, size_t
 		return c->closing ? 0 : c->push_sent;
 	}
 	if (s->ndq >= PFSD_MAX_DEFERRED) {
-		pfs_warn_rl(s->d, "conn %llu: %s (%s) has %u invalidations waiting; closing",
+		pfsd_warn_rl(s->d, "conn %llu: %s (%s) has %u invalidations waiting; closing",
 			    (unsigned long long)c->id, c->peer, c->host, s->ndq);
 		conn_close(c, "too far behind on invalidations");
 		return 0;
@@ -736,7 +702,7 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 				if (ackwait_done(&r->aw[i]))
 					continue;
 				struct conn *bc = r->aw[i].s->conn;
-				pfs_warn_rl(d, "conn %llu: %s (%s) did not acknowledge an "
+				pfsd_warn_rl(d, "conn %llu: %s (%s) did not acknowledge an "
 					    "invalidation within %u ms; closing",
 					    (unsigned long long)bc->id, bc->peer, bc->host,
 					    PFSD_ACK_WAIT_MS);
@@ -810,12 +776,12 @@ static void after_work_cb(uv_work_t *work, int status)
 				conn_send(to, r->hdr, copy, r->wirelen, copy, NULL);
 			}
 			if (pfs_op_flags(r->h.op) & PFS_OPF_DRC)
-				session_drc_done(s, r->drc, r->hdr, r->wire, r->wirelen);
+				drc_done(r->drc, r->hdr, r->wire, r->wirelen, r->outlen);
 			else
-				session_drc_forget(s, r->drc);
+				drc_forget(&s->drc, r->drc);
 		} else {
 			/* No reply: a retransmission must run again. */
-			session_drc_forget(s, r->drc);
+			drc_forget(&s->drc, r->drc);
 		}
 	}
 	/* A FORGET overtook this request: what it handed out is cached
@@ -886,7 +852,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->work.data = r;
 
 	if (r->s && (pfs_op_flags(r->h.op) & PFS_OPF_ONCE)) {
-		struct drc_ent *e = session_drc_find(r->s, r->h.id);
+		struct drc_ent *e = drc_find(&r->s->drc, r->h.id);
 		if (e && e->op == r->h.op) {
 			pfs_debug("conn %llu req %llu %s: duplicate, %s", (unsigned long long)c->id,
 				  (unsigned long long)r->h.id, pfs_op_name(r->h.op),
@@ -905,7 +871,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 			return;
 		}
 		if (!e)
-			r->drc = session_drc_begin(r->s, r->h.id, r->h.op);
+			r->drc = drc_begin(&r->s->drc, r->h.id, r->h.op);
 	}
 
 	if (r->s) {
@@ -921,7 +887,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)c->id,
 			uv_strerror(ret));
 		if (r->drc)
-			session_drc_forget(r->s, r->drc);
+			drc_forget(&r->s->drc, r->drc);
 		if (r->s) {
 			inflight_del(r->s, r);
 			push_flush(r->s);
@@ -1012,7 +978,7 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 		return violation(c, "malformed AUTH");
 	pfs_auth_client_mac(c->d->key, c->cnonce, c->snonce, c->client_id, mac);
 	if (!pfs_mac_equal(mac, m.mac.b, PFS_MAC_LEN)) {
-		pfs_warn_rl(c->d, "auth failed from %s (wrong key)", c->peer);
+		pfsd_warn_rl(c->d, "auth failed from %s (wrong key)", c->peer);
 		send_small(c, PFS_OP_AUTH, c->h.id, EACCES, NULL, 0);
 		c->close_after_write = true;
 		c->st = CS_HELLO; /* accept nothing more */
@@ -1024,7 +990,7 @@ static void on_auth(struct conn *c, const uint8_t *wire)
 	s = session_find(c->d, c->client_id);
 	if (c->bulk) {
 		if (s && s->nbulk >= PFSD_MAX_BULK) {
-			pfs_warn_rl(c->d, "conn %llu: %s (%s): session %016llx has %u bulk "
+			pfsd_warn_rl(c->d, "conn %llu: %s (%s): session %016llx has %u bulk "
 				    "connections already; refused",
 				    (unsigned long long)c->id, c->peer, c->host,
 				    (unsigned long long)c->client_id, s->nbulk);
@@ -1212,7 +1178,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		/* A client that hangs up between our HELLO reply and its AUTH
 		 * could not verify our MAC: it holds another key. */
 		if (c->st == CS_AUTH)
-			pfs_warn_rl(c->d,
+			pfsd_warn_rl(c->d,
 				    "auth failed from %s (client rejected the server's proof: wrong key)",
 				    c->peer);
 		conn_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
@@ -1235,7 +1201,7 @@ static void hs_timer_cb(uv_timer_t *t)
 {
 	struct conn *c = t->data;
 
-	if (log_allowed(c->d))
+	if (pfsd_log_allowed(c->d))
 		pfs_notice("conn %llu: %s did not authenticate within %d s; closing",
 			   (unsigned long long)c->id, c->peer, PFSD_HANDSHAKE_MS / 1000);
 	conn_close(c, "handshake timeout");
@@ -1254,7 +1220,7 @@ static void on_connection(uv_stream_t *server, int status)
 	struct conn *c;
 
 	if (status < 0) {
-		pfs_warn_rl(d, "accept: %s", uv_strerror(status));
+		pfsd_warn_rl(d, "accept: %s", uv_strerror(status));
 		return;
 	}
 	if (d->stopping)

@@ -109,7 +109,7 @@ struct req {
 	bool violation;        /* close the connection (bad LZ4 payload) */
 	int32_t status;
 	uint8_t *out;          /* raw reply payload, owned */
-	size_t outlen;
+	size_t outlen;         /* reply payload bytes before coding */
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	void *scratch;         /* compressed payload, owned */
 	const void *wire;

@@ -39,7 +39,7 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	pthread_mutex_init(&s->lk_mu, NULL);
 	htab_init(&s->fids);
 	htab_init(&s->locks);
-	htab_init(&s->drc);
+	drc_init(&s->drc, PFSD_DRC_MAX);
 	htab_insert(&d->sessions, &s->hn, pfs_hash_u64(client_id));
 	s->islot = interest_slot_alloc(d->it);
 	if (s->islot >= 0)
@@ -81,15 +81,9 @@ static void free_cb(uv_handle_t *h)
 		s->dq_head = q->next;
 		free(q);
 	}
-	while (s->drc_old) {
-		struct drc_ent *e = s->drc_old;
-		s->drc_old = e->newer;
-		free(e->wire);
-		free(e);
-	}
+	drc_fini(&s->drc);
 	htab_fini(&s->fids);
 	htab_fini(&s->locks);
-	htab_fini(&s->drc);
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->lk_mu);
 	free(s);
@@ -231,80 +225,6 @@ void sessions_stop(struct pfsd *d)
 unsigned sessions_count(const struct pfsd *d)
 {
 	return d->sessions.n;
-}
-
-/* --- duplicate request cache (loop thread) --- */
-
-struct drc_ent *session_drc_find(struct session *s, uint64_t id)
-{
-	uint64_t h = pfs_hash_u64(id);
-
-	for (struct hnode *n = htab_first(&s->drc, h); n; n = htab_next(n, h)) {
-		struct drc_ent *e = container_of(n, struct drc_ent, hn);
-		if (e->id == id)
-			return e;
-	}
-	return NULL;
-}
-
-static void drc_unlink(struct session *s, struct drc_ent *e)
-{
-	if (e->older)
-		e->older->newer = e->newer;
-	else
-		s->drc_old = e->newer;
-	if (e->newer)
-		e->newer->older = e->older;
-	else
-		s->drc_new = e->older;
-	htab_remove(&s->drc, &e->hn);
-	s->ndrc--;
-}
-
-struct drc_ent *session_drc_begin(struct session *s, uint64_t id, uint16_t op)
-{
-	struct drc_ent *e = xcalloc(1, sizeof(*e));
-
-	e->id = id;
-	e->op = op;
-	e->older = s->drc_new;
-	if (s->drc_new)
-		s->drc_new->newer = e;
-	else
-		s->drc_old = e;
-	s->drc_new = e;
-	htab_insert(&s->drc, &e->hn, pfs_hash_u64(id));
-	s->ndrc++;
-
-	/* Forget the oldest finished replies; running ones stay. */
-	for (struct drc_ent *o = s->drc_old; o && s->ndrc > PFSD_DRC_MAX;) {
-		struct drc_ent *next = o->newer;
-		if (o->done) {
-			drc_unlink(s, o);
-			free(o->wire);
-			free(o);
-		}
-		o = next;
-	}
-	return e;
-}
-
-void session_drc_done(struct session *s, struct drc_ent *e, const uint8_t *hdr, const void *wire,
-		      size_t len)
-{
-	memcpy(e->hdr, hdr, PFS_FRAME_HDR_SIZE);
-	e->wire = len ? xmalloc(len) : NULL;
-	if (len)
-		memcpy(e->wire, wire, len);
-	e->len = len;
-	e->done = true;
-}
-
-void session_drc_forget(struct session *s, struct drc_ent *e)
-{
-	drc_unlink(s, e);
-	free(e->wire);
-	free(e);
 }
 
 /* --- fids (any thread) --- */

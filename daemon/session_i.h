@@ -22,6 +22,7 @@
 
 #include "podfs/codec.h"
 #include "podfs/htab.h"
+#include "drc_i.h"
 #include "pfsd_i.h"
 
 struct conn;
@@ -62,21 +63,6 @@ struct lockent {
 	struct pfs_fh fh;
 };
 
-/* A remembered reply of a non-idempotent request, or a WRITE while it
- * runs (its reply is not kept: PFS_OPF_ONCE without PFS_OPF_DRC, wire.h). */
-struct drc_ent {
-	struct hnode hn;
-	struct drc_ent *older, *newer;
-	uint64_t id;
-	uint16_t op;
-	bool done;    /* reply stored below */
-	bool resend;  /* a duplicate arrived while running: send it again */
-	uint64_t resend_conn; /* id of the connection the duplicate came on */
-	uint8_t hdr[PFS_FRAME_HDR_SIZE];
-	uint8_t *wire;
-	size_t len;
-};
-
 struct session {
 	struct hnode hn;
 	struct pfsd *d;
@@ -98,9 +84,7 @@ struct session {
 	pthread_mutex_t lk_mu; /* locks */
 	struct htab locks;
 
-	struct htab drc;
-	struct drc_ent *drc_old, *drc_new;
-	size_t ndrc;
+	struct drc drc;    /* duplicate request cache (loop thread) */
 
 	/* Interest and push ordering (loop thread; islot is read by workers,
 	 * it does not change while the session has requests). */
@@ -125,14 +109,6 @@ void session_ref(struct session *s);
 void session_unref(struct session *s);
 void sessions_stop(struct pfsd *d);
 unsigned sessions_count(const struct pfsd *d);
-
-/* Duplicate request cache (loop thread). */
-struct drc_ent *session_drc_find(struct session *s, uint64_t id);
-struct drc_ent *session_drc_begin(struct session *s, uint64_t id, uint16_t op);
-void session_drc_done(struct session *s, struct drc_ent *e, const uint8_t *hdr,
-		      const void *wire, size_t len);
-/* Forgets a request that produced no reply, so that a resend runs it. */
-void session_drc_forget(struct session *s, struct drc_ent *e);
 
 /* Fids (any thread). session_fid_get returns a referenced fid or NULL. */
 struct fid *session_fid_get(struct session *s, uint64_t id);
