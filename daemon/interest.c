@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "interest_i.h"
 #include "podfs/htab.h"
-#include "pfsd_i.h"
+#include "podfs/xalloc.h"
+#include "interest_i.h"
 
 struct iobj {
 	struct hnode hn;   /* hash = the object key */

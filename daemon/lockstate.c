@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "podfs/log.h"
+#include "podfs/xalloc.h"
 #include "lockstate_i.h"
-#include "pfsd_i.h"
 
 #define RECORD_NAME "lockholders"
 #define RECORD_MAGIC "podfs lock holders 1"
@@ -137,7 +137,7 @@ static long record_read(struct lockstate *ls)
 		}
 		ls->expected = realloc(ls->expected, (size_t)(n + 1) * sizeof(*ls->expected));
 		if (!ls->expected)
-			abort(); /* policy: see pfsd_i.h */
+			abort(); /* policy: see podfs/xalloc.h */
 		ls->expected[n++] = id;
 	}
 	fclose(f);
@@ -292,7 +292,7 @@ int lockstate_note_holder(struct lockstate *ls, uint64_t client_id, const char *
 			ls->capholders = ls->capholders ? ls->capholders * 2 : 16;
 			ls->holders = realloc(ls->holders, ls->capholders * sizeof(uint64_t));
 			if (!ls->holders)
-				abort(); /* policy: see pfsd_i.h */
+				abort(); /* policy: see podfs/xalloc.h */
 		}
 		ls->holders[ls->nholders++] = client_id;
 		ret = record_write(ls, true);
@@ -376,7 +376,7 @@ void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id)
 		ls->capw = ls->capw ? ls->capw * 2 : 16;
 		ls->w = realloc(ls->w, ls->capw * sizeof(*ls->w));
 		if (!ls->w)
-			abort(); /* policy: see pfsd_i.h */
+			abort(); /* policy: see podfs/xalloc.h */
 	}
 	ls->w[ls->nw].key = key;
 	ls->w[ls->nw].client_id = client_id;
