@@ -9,7 +9,6 @@
 
 #include "podfs/codec.h"
 #include "podfs/frame.h"
-#include "podfs/le.h"
 #include "podfs/log.h"
 #include "dispatch_i.h"
 #include "export_i.h"
@@ -528,12 +527,13 @@ static int read_spliced(struct op *o, struct hent *e, const struct pfs_read_req 
 		pipes_put(&o->d->pipes, p, false);
 		return 0;
 	}
-	reply_alloc(o, 4);
-	pfs_store_le32(o->w.buf, (uint32_t)n);
-	o->w.len = 4;
 	r->pipe[0] = p[0];
 	r->pipe[1] = p[1];
 	r->splice_len = (size_t)n;
+	/* read_rep is BYTES data: only its length goes in the payload. */
+	reply_alloc(o, 4);
+	if (pfs_put_BYTES_head(&o->w, (size_t)n) < 0)
+		return -EIO;
 	return 1;
 }
 
@@ -541,6 +541,7 @@ static int op_read(struct op *o)
 {
 	struct pfs_read_req m;
 	struct hent *e;
+	size_t at;
 	ssize_t n;
 	int ret;
 
@@ -558,15 +559,18 @@ static int op_read(struct op *o)
 			return ret < 0 ? ret : 0;
 		}
 	}
-	/* read_rep is "u32 len + data": read straight into the reply. */
+	/* read_rep is BYTES data: read straight into the reply. */
 	reply_alloc(o, 4 + (size_t)m.size);
-	n = export_read(&o->x, e, m.fid, m.flags, m.offset, m.size, o->w.buf + 4);
+	if (pfs_bytes_open(&o->w, &at) < 0) {
+		end(o, e, NULL);
+		return -EIO;
+	}
+	n = export_read(&o->x, e, m.fid, m.flags, m.offset, m.size, o->w.buf + o->w.len);
 	end(o, e, NULL);
 	if (n < 0)
 		return (int)n;
-	pfs_store_le32(o->w.buf, (uint32_t)n);
-	o->w.len = 4 + (size_t)n;
-	return 0;
+	o->w.len += (size_t)n;
+	return pfs_bytes_close(&o->w, at) < 0 ? -EIO : 0;
 }
 
 static int op_write(struct op *o)
@@ -953,7 +957,7 @@ static int op_revalidate(struct op *o)
 	struct pfs_reval_item it;
 	struct pfs_rd rd;
 	uint32_t count = 0, idx = 0;
-	size_t start;
+	size_t at;
 	int ret;
 
 	DECODE(revalidate_req, &m);
@@ -965,8 +969,8 @@ static int op_revalidate(struct op *o)
 	if (ret < 0)
 		return -EINVAL;
 	reply_alloc(o, 4 + (size_t)count * RESULT_WIRE);
-	o->w.len = 4; /* the BYTES length, patched below */
-	start = o->w.len;
+	if (pfs_bytes_open(&o->w, &at) < 0)
+		return -EIO;
 	pfs_rd_init(&rd, m.items.p, m.items.len);
 	while (pfs_dec_reval_item(&rd, &it) == 1) {
 		struct pfs_reval_result res;
@@ -998,11 +1002,7 @@ static int op_revalidate(struct op *o)
 		if (pfs_enc_reval_result(&o->w, &res) < 0)
 			return -EIO;
 	}
-	{
-		uint32_t n = (uint32_t)(o->w.len - start);
-		pfs_store_le32(o->w.buf, n);
-	}
-	return 0;
+	return pfs_bytes_close(&o->w, at) < 0 ? -EIO : 0;
 }
 
 int dispatch_forget(struct pfsd *d, struct session *s, const struct pfs_frame_hdr *h,

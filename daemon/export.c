@@ -1007,6 +1007,7 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 	struct stat dst;
 	bool has_pycache;
 	struct pfs_wr lim;
+	size_t at, start;
 	uint8_t *buf;
 	DIR *d = NULL;
 	int ret;
@@ -1025,9 +1026,10 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 	has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
 		      S_ISDIR(dst.st_mode);
 	buf = xmalloc((size_t)max_inline + 1);
-	/* Items go into a cursor limited to max_bytes; bytes 0-3: flags. */
+	/* Items go into a cursor limited to max_bytes, after the flags. */
 	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
-	lim.len = 4;
+	pfs_wr_skip(&lim, 4, &at);
+	start = lim.len;
 	for (;;) {
 		struct pfs_name name;
 		struct pfs_entry e;
@@ -1081,7 +1083,7 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 			rewinddir(d);
 			pos = 0;
 			n = 0;
-			lim.len = 4;
+			lim.len = start;
 			data_left = ++restarts < 3 ? data_taken / 2 : 0;
 			data_taken = 0;
 			continue;
@@ -1094,8 +1096,7 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 	if (ra.d)
 		closedir(ra.d);
 	free(buf);
-	lim.buf[0] = (uint8_t)flags;
-	lim.buf[1] = lim.buf[2] = lim.buf[3] = 0;
+	pfs_patch_U32(&lim, at, flags);
 	w->len += lim.len;
 	return 0;
 }
@@ -1107,6 +1108,7 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 	struct pfs_wr lim;
 	unsigned count = 0;
 	uint8_t eof = 0;
+	size_t at;
 	int ret = 0;
 
 	if (!f) {
@@ -1126,9 +1128,9 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 		session_fid_put(x->s, f);
 		return -EINVAL;
 	}
-	/* Entries go into a cursor limited to max_bytes; byte 0 is eof. */
+	/* Entries go into a cursor limited to max_bytes, after eof. */
 	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
-	lim.len = 1;
+	pfs_wr_skip(&lim, 1, &at);
 
 	pthread_mutex_lock(&f->dmu);
 	if (off != f->pos) {
@@ -1189,7 +1191,7 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 	session_fid_put(x->s, f);
 	if (ret < 0 && count == 0)
 		return ret;
-	lim.buf[0] = eof;
+	pfs_patch_U8(&lim, at, eof);
 	w->len += lim.len;
 	return 0;
 }
