@@ -15,7 +15,7 @@
 #include "handles_i.h"
 #include "op_i.h"
 #include "pfsd_i.h"
-#include "server_i.h"
+#include "req_i.h"
 #include "session_i.h"
 
 /* --- the table --- */
@@ -214,30 +214,30 @@ void dispatch_work_cb(uv_work_t *w)
 	}
 	if (r->splice_len) {
 		/* Header for the whole payload; its tail is in the pipe. */
-		pfs_frame_prepare(r->hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY, 0, o.w.buf,
-				  o.w.len + r->splice_len, 0, NULL, 0, &r->wire);
-		r->wirelen = o.w.len;
-		r->outlen = o.w.len + r->splice_len;
-		r->out = o.w.buf;
-		r->scratch = NULL;
+		pfs_frame_prepare(r->reply.hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY, 0, o.w.buf,
+				  o.w.len + r->splice_len, 0, NULL, 0, &r->reply.wire);
+		r->reply.len = o.w.len;
+		r->reply.raw = o.w.len + r->splice_len;
+		r->reply.own[0] = o.w.buf;
 		return;
 	}
 	if (r->codecs && o.w.len >= PFS_LZ4_MIN) {
 		cap = pfs_lz4_bound(o.w.len);
 		scratch = xmalloc(cap);
 	}
-	r->wirelen = pfs_frame_prepare(r->hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY, r->status,
-				       o.w.buf, o.w.len, r->codecs, scratch, cap, &r->wire);
-	if (scratch && r->wire == scratch) {
+	r->reply.len = pfs_frame_prepare(r->reply.hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY,
+					 r->status, o.w.buf, o.w.len, r->codecs, scratch, cap,
+					 &r->reply.wire);
+	r->reply.raw = o.w.len;
+	if (scratch && r->reply.wire == scratch) {
 		free(o.w.buf); /* only the compressed bytes go out */
 		o.w.buf = NULL;
 	} else {
 		free(scratch);
 		scratch = NULL;
 	}
-	r->outlen = o.w.len;
-	r->out = o.w.buf;
-	r->scratch = scratch;
+	r->reply.own[0] = o.w.buf;
+	r->reply.own[1] = scratch;
 }
 
 /* --- FORGET (loop thread) --- */

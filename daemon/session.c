@@ -6,8 +6,10 @@
 
 #include "podfs/log.h"
 #include "podfs/hash.h"
+#include "conn_i.h"
+#include "handles_i.h"
 #include "lockstate_i.h"
-#include "server_i.h"
+#include "push_i.h"
 #include "session_i.h"
 
 /* --- table, lifetime (loop thread) --- */
@@ -73,14 +75,10 @@ static void free_cb(uv_handle_t *h)
 	while ((n = htab_pop(&s->locks))) {
 		struct lockent *l = container_of(n, struct lockent, hn);
 		close(l->fd);
-		server_lock_wake(s->d, &l->fh);
+		session_lock_wake(s->d, &l->fh);
 		free(l);
 	}
-	while (s->dq_head) {
-		struct pushq *q = s->dq_head;
-		s->dq_head = q->next;
-		free(q);
-	}
+	push_drop_queue(s);
 	drc_fini(&s->drc);
 	htab_fini(&s->fids);
 	htab_fini(&s->locks);
@@ -168,7 +166,7 @@ static void lk_linger_cb(uv_timer_t *t)
 	while (gone) {
 		struct lockent *l = gone;
 		gone = l->hn.next ? container_of(l->hn.next, struct lockent, hn) : NULL;
-		server_lock_wake(s->d, &l->fh);
+		session_lock_wake(s->d, &l->fh);
 		free(l);
 	}
 	lockstate_drop_holder(s->d->ls, s->client_id);
@@ -188,8 +186,19 @@ void session_attach(struct session *s, struct conn *c)
 	c->sess = s;
 }
 
+void session_attach_bulk(struct session *s, struct conn *c)
+{
+	c->sess = s;
+	s->nbulk++;
+}
+
 void session_detach(struct session *s, struct conn *c)
 {
+	if (c->bulk) {
+		s->nbulk--;
+		c->sess = NULL;
+		return;
+	}
 	if (s->conn != c)
 		return;
 	s->conn = NULL;
@@ -222,9 +231,30 @@ void sessions_stop(struct pfsd *d)
 		session_kill(container_of(n, struct session, hn));
 }
 
-unsigned sessions_count(const struct pfsd *d)
+void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh)
 {
-	return d->sessions.n;
+	struct pfs_lock_wake_push m = { .fh = *fh };
+	uint8_t buf[PFS_FH_MAX + 8];
+	uint64_t ids[64], key;
+	struct pfs_wr w;
+	size_t n;
+
+	if (d->stopping || !fh->len)
+		return;
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_lock_wake_push(&w, &m) < 0)
+		return;
+	key = handles_key(d->hs, fh);
+	do {
+		n = lockstate_wait_take(d->ls, key, ids, 64);
+		for (size_t i = 0; i < n; i++) {
+			struct session *s = session_find(d, ids[i]);
+			/* Not ordered after replies: a wake-up only makes the
+			 * client retry, and the sooner the better. */
+			if (s && !s->dead)
+				push_send(s, PFS_OP_LOCK_WAKE, buf, w.len);
+		}
+	} while (n == 64);
 }
 
 /* --- fids (any thread) --- */

@@ -24,19 +24,9 @@
 #include "podfs/htab.h"
 #include "drc_i.h"
 #include "pfsd_i.h"
+#include "push_i.h"
 
 struct conn;
-struct req;
-
-/* A push frame held back until earlier replies of its session are queued
- * (see the race analysis in server.c). */
-struct pushq {
-	struct pushq *next;
-	uint64_t wait;     /* send once no request with seq < wait is in flight */
-	uint16_t op;
-	uint16_t len;
-	uint8_t p[];
-};
 
 /* An open file or directory of a session, named by the client's fid. */
 struct fid {
@@ -90,7 +80,7 @@ struct session {
 	 * it does not change while the session has requests). */
 	int islot;                 /* interest slot, -1: none (gets every push) */
 	uint64_t seq_next;         /* sequence number of the next ordered request */
-	struct req *if_head, *if_tail; /* ordered requests in flight, by seq */
+	struct inflight *if_head, *if_tail; /* ordered requests in flight, by seq */
 	unsigned nmeta;            /* of those, requests that hand out metadata */
 	struct pushq *dq_head, *dq_tail; /* deferred pushes, FIFO */
 	unsigned ndq;
@@ -101,6 +91,7 @@ struct session {
 struct session *session_find(struct pfsd *d, uint64_t client_id);
 struct session *session_new(struct pfsd *d, uint64_t client_id);
 void session_attach(struct session *s, struct conn *c);
+void session_attach_bulk(struct session *s, struct conn *c);
 /* The connection went away: linger for the lease, then die. */
 void session_detach(struct session *s, struct conn *c);
 /* Drops the session now (GOODBYE, lease over, shutdown). */
@@ -108,7 +99,7 @@ void session_kill(struct session *s);
 void session_ref(struct session *s);
 void session_unref(struct session *s);
 void sessions_stop(struct pfsd *d);
-unsigned sessions_count(const struct pfsd *d);
+void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh);
 
 /* Fids (any thread). session_fid_get returns a referenced fid or NULL. */
 struct fid *session_fid_get(struct session *s, uint64_t id);
