@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -105,8 +106,8 @@ struct conn {
 	uint64_t push_sent;    /* pushes written on this connection */
 	uint64_t push_acked;   /* of which the client acknowledged (PUSH_ACK) */
 
-	/* The server's list of connections (server.c). */
-	struct conn *prev, *next;
+	/* In the server's list of connections (d->conns, server.c). */
+	LIST_ENTRY(conn) link;
 };
 
 /* A new connection of d, not connected yet: its handles initialised on

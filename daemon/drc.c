@@ -2,14 +2,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "podfs/hash.h"
 #include "podfs/xalloc.h"
 #include "drc_i.h"
+#include "idtab_i.h"
 
 void drc_init(struct drc *c, size_t max)
 {
 	htab_init(&c->tab);
-	c->oldest = c->newest = NULL;
+	TAILQ_INIT(&c->lru);
 	c->n = 0;
 	c->max = max;
 }
@@ -22,38 +22,24 @@ static void ent_free(struct drc_ent *e)
 
 void drc_fini(struct drc *c)
 {
-	while (c->oldest) {
-		struct drc_ent *e = c->oldest;
-		c->oldest = e->newer;
+	struct drc_ent *e;
+
+	while ((e = TAILQ_FIRST(&c->lru))) {
+		TAILQ_REMOVE(&c->lru, e, lru);
 		ent_free(e);
 	}
-	c->newest = NULL;
 	c->n = 0;
 	htab_fini(&c->tab);
 }
 
 struct drc_ent *drc_find(struct drc *c, uint64_t id)
 {
-	uint64_t h = pfs_hash_u64(id);
-
-	for (struct hnode *n = htab_first(&c->tab, h); n; n = htab_next(n, h)) {
-		struct drc_ent *e = container_of(n, struct drc_ent, hn);
-		if (e->id == id)
-			return e;
-	}
-	return NULL;
+	return IDTAB_FIND(&c->tab, id, struct drc_ent, hn, id);
 }
 
 static void unlink_ent(struct drc *c, struct drc_ent *e)
 {
-	if (e->older)
-		e->older->newer = e->newer;
-	else
-		c->oldest = e->newer;
-	if (e->newer)
-		e->newer->older = e->older;
-	else
-		c->newest = e->older;
+	TAILQ_REMOVE(&c->lru, e, lru);
 	htab_remove(&c->tab, &e->hn);
 	c->n--;
 }
@@ -64,18 +50,13 @@ struct drc_ent *drc_begin(struct drc *c, uint64_t id, uint16_t op)
 
 	e->id = id;
 	e->op = op;
-	e->older = c->newest;
-	if (c->newest)
-		c->newest->newer = e;
-	else
-		c->oldest = e;
-	c->newest = e;
-	htab_insert(&c->tab, &e->hn, pfs_hash_u64(id));
+	TAILQ_INSERT_TAIL(&c->lru, e, lru);
+	idtab_insert(&c->tab, &e->hn, id);
 	c->n++;
 
 	/* Forget the oldest finished replies; running ones stay. */
-	for (struct drc_ent *o = c->oldest; o && c->n > c->max;) {
-		struct drc_ent *next = o->newer;
+	for (struct drc_ent *o = TAILQ_FIRST(&c->lru); o && c->n > c->max;) {
+		struct drc_ent *next = TAILQ_NEXT(o, lru);
 		if (o->done) {
 			unlink_ent(c, o);
 			ent_free(o);

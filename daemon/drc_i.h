@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "podfs/htab.h"
 #include "podfs/wire.h"
@@ -25,7 +26,7 @@
 /* One request: running (done false), or its reply (done true). */
 struct drc_ent {
 	struct hnode hn;
-	struct drc_ent *older, *newer;
+	TAILQ_ENTRY(drc_ent) lru; /* oldest first */
 	uint64_t id;
 	uint16_t op;
 	bool done;             /* the reply is stored below */
@@ -41,7 +42,7 @@ struct drc_ent {
 
 struct drc {
 	struct htab tab;                /* id -> struct drc_ent */
-	struct drc_ent *oldest, *newest;
+	TAILQ_HEAD(, drc_ent) lru;      /* oldest first */
 	size_t n;
 	size_t max;                     /* done replies kept, at most */
 };

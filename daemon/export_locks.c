@@ -56,23 +56,36 @@ static int to_flock(const struct pfs_lock_req *m, struct flock *f)
 	return 0;
 }
 
+/* The lock m asks about as a struct flock (*f); then, with the session's
+ * lock table locked (s->lk_mu, which the caller unlocks), the lock fd of
+ * m's owner and kind (PFS_LKF_FLOCK or POSIX) on obj in *l, or NULL.
+ * Returns 0, or -EINVAL (flags beyond allowed, a bad type or range) with
+ * nothing locked. */
+static int lock_begin(struct xop *x, struct hent *obj, const struct pfs_lock_req *m,
+		      uint32_t allowed, struct flock *f, struct lockent **l)
+{
+	int ret;
+
+	if (m->flags & ~allowed)
+		return -EINVAL;
+	ret = to_flock(m, f);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&x->s->lk_mu);
+	*l = session_lock_find(x->s, m->owner, (m->flags & PFS_LKF_FLOCK) != 0, &obj->fh);
+	return 0;
+}
+
 int export_getlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m,
 		 struct pfs_getlk_rep *r)
 {
 	struct lockent *l;
 	struct flock f;
-	int fd, ret;
+	int fd, ret = lock_begin(x, obj, m, 0, &f, &l);
 
-	if (m->flags & PFS_LKF_FLOCK)
-		return -EINVAL;
-	if (m->flags)
-		return -EINVAL;
-	ret = to_flock(m, &f);
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&x->s->lk_mu);
 	/* Ask through the owner's own fd so its own locks do not count. */
-	l = session_lock_find(x->s, m->owner, false, &obj->fh);
 	fd = l ? l->fd : lock_fd_open(x, obj->fd, false);
 	if (fd < 0) {
 		ret = fd;
@@ -104,15 +117,10 @@ int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m)
 	bool fl = m->flags & PFS_LKF_FLOCK, created = false;
 	struct lockent *l;
 	struct flock f;
-	int ret;
+	int ret = lock_begin(x, obj, m, PFS_LKF_FLOCK, &f, &l);
 
-	if (m->flags & ~(uint32_t)PFS_LKF_FLOCK)
-		return -EINVAL;
-	ret = to_flock(m, &f);
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&x->s->lk_mu);
-	l = session_lock_find(x->s, m->owner, fl, &obj->fh);
 	if (m->type == PFS_LK_UN && (!l || fl)) {
 		/* Nothing held, or a flock: closing its fd drops it. */
 		if (l)

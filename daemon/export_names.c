@@ -219,6 +219,16 @@ static bool victim_at(struct xop *x, int dirfd, const char *name, struct pfs_fh 
 	return false;
 }
 
+/* A call that failed: returns its -errno, after closing pfd (-1: none). */
+static int failed_closing(int pfd)
+{
+	int ret = -errno;
+
+	if (pfd >= 0)
+		close(pfd);
+	return ret;
+}
+
 int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct pfs_fh *victim)
 {
 	int pfd = -1;
@@ -230,12 +240,8 @@ int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct p
 		known = handles_encode_at(x->hs, dirfd, name, victim) == 0;
 	else
 		known = victim_at(x, dirfd, name, victim, &pfd);
-	if (unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0) {
-		int ret = -errno;
-		if (pfd >= 0)
-			close(pfd);
-		return ret;
-	}
+	if (unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0)
+		return failed_closing(pfd);
 	if (!known)
 		victim->len = 0;
 	else if (!keep_orphan(x, victim, pfd))
@@ -260,12 +266,8 @@ int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 		known = victim_at(x, newdir, newname, victim, &pfd);
 	if (handles_encode_at(x->hs, olddir, oldname, moved) < 0)
 		moved->len = 0;
-	if (renameat2(olddir, oldname, newdir, newname, flags) < 0) {
-		int ret = -errno;
-		if (pfd >= 0)
-			close(pfd);
-		return ret;
-	}
+	if (renameat2(olddir, oldname, newdir, newname, flags) < 0)
+		return failed_closing(pfd);
 	/* The replaced file's cached handle stays (the periodic sweep closes
 	 * it): a client whose name cache still points at it until our
 	 * invalidation arrives opens the old file, whole, instead of getting

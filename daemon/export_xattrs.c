@@ -26,17 +26,16 @@ static int xattr_target(struct hent *obj, char p[EXPORT_PROCPATH_LEN], bool *sym
 	return 0;
 }
 
-int export_setxattr(struct xop *x, struct hent *obj, const char *name, const uint8_t *value,
-		    uint32_t size, uint32_t flags)
+/* Whether the caller may change xattr name of obj: -EOPNOTSUPP for the
+ * trusted namespace, -EPERM for security.* unless root and for symlinks
+ * (user.* is not allowed on them either); else 0 with the magic link of
+ * obj in p. */
+static int may_change(struct xop *x, struct hent *obj, const char *name,
+		      char p[EXPORT_PROCPATH_LEN])
 {
-	char p[EXPORT_PROCPATH_LEN];
 	bool lnk = false;
 	int ret;
 
-	if (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE))
-		return -EINVAL;
-	if (size > PFS_XATTR_SIZE_MAX)
-		return -E2BIG;
 	if (is_trusted(name))
 		return -EOPNOTSUPP;
 	if (strncmp(name, "security.", 9) == 0 && x->cr->uid != 0)
@@ -44,8 +43,22 @@ int export_setxattr(struct xop *x, struct hent *obj, const char *name, const uin
 	ret = xattr_target(obj, p, &lnk);
 	if (ret < 0)
 		return ret;
-	if (lnk)
-		return -EPERM; /* user.* is not allowed on symlinks either */
+	return lnk ? -EPERM : 0;
+}
+
+int export_setxattr(struct xop *x, struct hent *obj, const char *name, const uint8_t *value,
+		    uint32_t size, uint32_t flags)
+{
+	char p[EXPORT_PROCPATH_LEN];
+	int ret;
+
+	if (flags & ~(uint32_t)(XATTR_CREATE | XATTR_REPLACE))
+		return -EINVAL;
+	if (size > PFS_XATTR_SIZE_MAX)
+		return -E2BIG;
+	ret = may_change(x, obj, name, p);
+	if (ret < 0)
+		return ret;
 	if (setxattr(p, name, value, size, (int)flags) < 0)
 		return -errno;
 	return 0;
@@ -115,18 +128,10 @@ out_free:
 int export_removexattr(struct xop *x, struct hent *obj, const char *name)
 {
 	char p[EXPORT_PROCPATH_LEN];
-	bool lnk = false;
-	int ret;
+	int ret = may_change(x, obj, name, p);
 
-	if (is_trusted(name))
-		return -EOPNOTSUPP;
-	if (strncmp(name, "security.", 9) == 0 && x->cr->uid != 0)
-		return -EPERM;
-	ret = xattr_target(obj, p, &lnk);
 	if (ret < 0)
 		return ret;
-	if (lnk)
-		return -EPERM;
 	if (removexattr(p, name) < 0)
 		return -errno;
 	return 0;

@@ -304,6 +304,21 @@ int lockstate_note_holder(struct lockstate *ls, uint64_t client_id, const char *
 	return ret;
 }
 
+/* client_id, if it held locks before the restart, has nothing more to
+ * reclaim; grace ends (why) once that is true of every listed client.
+ * Caller holds mu. */
+static void mark_reclaimed(struct lockstate *ls, uint64_t client_id, const char *why)
+{
+	for (size_t i = 0; i < ls->nexpected; i++) {
+		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
+			ls->reclaimed[i] = true;
+			ls->nreclaimed++;
+		}
+	}
+	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
+		grace_end(ls, why);
+}
+
 void lockstate_drop_holder(struct lockstate *ls, uint64_t client_id)
 {
 	pthread_mutex_lock(&ls->mu);
@@ -315,14 +330,7 @@ void lockstate_drop_holder(struct lockstate *ls, uint64_t client_id)
 		}
 	}
 	/* A session that ends in grace has nothing left to reclaim. */
-	for (size_t i = 0; i < ls->nexpected; i++) {
-		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
-			ls->reclaimed[i] = true;
-			ls->nreclaimed++;
-		}
-	}
-	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
-		grace_end(ls, "every lock holder reclaimed or left");
+	mark_reclaimed(ls, client_id, "every lock holder reclaimed or left");
 	pthread_mutex_unlock(&ls->mu);
 }
 
@@ -350,14 +358,7 @@ void lockstate_reclaim_done(struct lockstate *ls, uint64_t client_id, const char
 		pfs_notice("client %016" PRIx64 " (%s) reclaimed %u lock%s%s", client_id, host,
 			   reclaimed, reclaimed == 1 ? "" : "s",
 			   lost ? ", some could not be reclaimed" : "");
-	for (size_t i = 0; i < ls->nexpected; i++) {
-		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
-			ls->reclaimed[i] = true;
-			ls->nreclaimed++;
-		}
-	}
-	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
-		grace_end(ls, "every lock holder reclaimed");
+	mark_reclaimed(ls, client_id, "every lock holder reclaimed");
 	pthread_mutex_unlock(&ls->mu);
 }
 

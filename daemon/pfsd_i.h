@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <uv.h>
 
 #include "podfs/wire.h"
@@ -39,6 +40,7 @@ struct pfsd_opts {
 	const char *pidfile;
 	const char *portfile;
 	const char *export_dir;
+	const char *genkey;    /* --genkey FILE: make a pod key and exit */
 	bool daemonize;
 	bool ro;
 	bool buffered;         /* --buffered-writes: no O_DIRECT for big writes */
@@ -72,7 +74,7 @@ struct pfsd {
 	unsigned nslotless;       /* live sessions without a slot (loop) */
 	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
-	struct conn *conns;       /* open connections (loop) */
+	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
 	struct ratelimit rl;      /* log lines about hostile input (loop) */

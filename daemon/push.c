@@ -81,13 +81,12 @@ void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len)
 
 void push_flush(struct session *s)
 {
-	uint64_t min = s->if_head ? s->if_head->seq : UINT64_MAX;
+	struct inflight *first = TAILQ_FIRST(&s->inflight);
+	uint64_t min = first ? first->seq : UINT64_MAX;
+	struct pushq *q;
 
-	while (s->dq_head && s->dq_head->wait <= min) {
-		struct pushq *q = s->dq_head;
-		s->dq_head = q->next;
-		if (!s->dq_head)
-			s->dq_tail = NULL;
+	while ((q = STAILQ_FIRST(&s->deferred)) && q->wait <= min) {
+		STAILQ_REMOVE_HEAD(&s->deferred, link);
 		s->ndq--;
 		if (!s->dead)
 			push_send(s, q->op, q->p, q->len);
@@ -97,12 +96,12 @@ void push_flush(struct session *s)
 
 void push_drop_queue(struct session *s)
 {
-	while (s->dq_head) {
-		struct pushq *q = s->dq_head;
-		s->dq_head = q->next;
+	struct pushq *q;
+
+	while ((q = STAILQ_FIRST(&s->deferred))) {
+		STAILQ_REMOVE_HEAD(&s->deferred, link);
 		free(q);
 	}
-	s->dq_tail = NULL;
 	s->ndq = 0;
 }
 
@@ -116,7 +115,7 @@ static uint64_t push_to(struct session *s, uint16_t op, const uint8_t *p, size_t
 
 	if (s->dead || !c || c->closing || c->st != CS_READY || !(c->caps & PFS_CAP_PUSH))
 		return 0;
-	if (!s->if_head && !s->dq_head) {
+	if (TAILQ_EMPTY(&s->inflight) && STAILQ_EMPTY(&s->deferred)) {
 		push_send(s, op, p, len);
 		return c->closing ? 0 : c->push_sent;
 	}
@@ -127,16 +126,11 @@ static uint64_t push_to(struct session *s, uint16_t op, const uint8_t *p, size_t
 		return 0;
 	}
 	q = xmalloc(sizeof(*q) + len);
-	q->next = NULL;
 	q->wait = s->seq_next;
 	q->op = op;
 	q->len = (uint16_t)len;
 	memcpy(q->p, p, len);
-	if (s->dq_tail)
-		s->dq_tail->next = q;
-	else
-		s->dq_head = q;
-	s->dq_tail = q;
+	STAILQ_INSERT_TAIL(&s->deferred, q, link);
 	s->ndq++;
 	/* The deferred pushes go out in order on this connection. */
 	return c->push_sent + s->ndq;
@@ -154,13 +148,7 @@ void push_ordered_add(struct session *s, struct inflight *fl, uint16_t op)
 	fl->ordered = true;
 	fl->meta = (pfs_op_flags(op) & PFS_OPF_META) != 0;
 	fl->seq = s->seq_next++;
-	fl->prev = s->if_tail;
-	fl->next = NULL;
-	if (s->if_tail)
-		s->if_tail->next = fl;
-	else
-		s->if_head = fl;
-	s->if_tail = fl;
+	TAILQ_INSERT_TAIL(&s->inflight, fl, link);
 	if (fl->meta)
 		s->nmeta++;
 }
@@ -170,14 +158,7 @@ void push_ordered_del(struct session *s, struct inflight *fl)
 	if (!fl->ordered)
 		return;
 	fl->ordered = false;
-	if (fl->prev)
-		fl->prev->next = fl->next;
-	else
-		s->if_head = fl->next;
-	if (fl->next)
-		fl->next->prev = fl->prev;
-	else
-		s->if_tail = fl->prev;
+	TAILQ_REMOVE(&s->inflight, fl, link);
 	if (fl->meta)
 		s->nmeta--;
 }
@@ -300,6 +281,7 @@ void push_inval(struct pfsd *d, struct session *from, bool self, const struct in
 	uint8_t buf[PFS_FH_MAX + PFS_NAME_MAX + 64];
 	uint64_t bits[INTEREST_WORDS];
 	struct pfs_wr w;
+	struct conn *c, *next;
 	int ret;
 
 	if (d->stopping)
@@ -325,8 +307,11 @@ void push_inval(struct pfsd *d, struct session *from, bool self, const struct in
 	}
 	/* Sessions without a slot are interested in everything. */
 	if (d->nslotless) {
-		for (struct conn *c = d->conns; c; c = c->next) {
+		/* push_one may close c (its session's connection): its
+		 * successor is taken first. */
+		for (c = LIST_FIRST(&d->conns); c; c = next) {
 			struct session *s = c->sess;
+			next = LIST_NEXT(c, link);
 			if (c->st == CS_READY && s && s->islot < 0 && (s != from || self))
 				push_one(s, from, iv->op, buf, w.len, acks);
 		}
@@ -336,8 +321,8 @@ void push_inval(struct pfsd *d, struct session *from, bool self, const struct in
 void push_revalidate_all(struct pfsd *d, const char *why)
 {
 	pfs_warn("%s: every client reconnects and revalidates its cache", why);
-	for (struct conn *c = d->conns, *next; c; c = next) {
-		next = c->next;
+	for (struct conn *c = LIST_FIRST(&d->conns), *next; c; c = next) {
+		next = LIST_NEXT(c, link);
 		if (c->st == CS_READY)
 			conn_close(c, why);
 	}

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "podfs/codec.h"
 
@@ -39,7 +40,7 @@ struct inval {
 /* A push frame held back until earlier replies of its session are
  * queued (a session's FIFO, see push.c). */
 struct pushq {
-	struct pushq *next;
+	STAILQ_ENTRY(pushq) link;
 	uint64_t wait;     /* send once no request with seq < wait is in flight */
 	uint16_t op;
 	uint16_t len;
@@ -50,7 +51,7 @@ struct pushq {
  * it: pushes to its session made while it runs wait for its reply.
  * Embedded in struct req; zero-initialised means "not in the list". */
 struct inflight {
-	struct inflight *prev, *next;
+	TAILQ_ENTRY(inflight) link;
 	uint64_t seq;      /* position in the session's list */
 	bool ordered;      /* in the list */
 	bool meta;         /* hands out metadata (wire.h: meta) */

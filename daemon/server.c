@@ -106,7 +106,9 @@ static void ack_timer_cb(uv_timer_t *t)
  * main connection (a client takes a reply on any of its connections). */
 static struct conn *resend_target(struct conn *c, struct session *s, const struct drc_ent *e)
 {
-	for (struct conn *o = c->d->conns; o; o = o->next)
+	struct conn *o;
+
+	LIST_FOREACH(o, &c->d->conns, link)
 		if (o->id == e->resend_conn && o != c && !o->closing && o->sess == s)
 			return o;
 	return s->conn && s->conn != c ? s->conn : NULL;
@@ -338,12 +340,7 @@ static void closed_cb(struct conn *c)
 
 	if (c->sess)
 		session_detach(c->sess, c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		d->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	LIST_REMOVE(c, link);
 	d->nconns--;
 	if (c->st != CS_READY)
 		d->npreauth--;
@@ -369,8 +366,8 @@ static void on_connection(uv_stream_t *server, int status)
 	 * fill their share, the oldest one makes room. */
 	if (d->npreauth >= PFSD_MAX_PREAUTH ||
 	    (d->nconns >= PFSD_MAX_CONNS && d->npreauth > 0)) {
-		struct conn *old = NULL;
-		for (struct conn *o = d->conns; o; o = o->next)
+		struct conn *o, *old = NULL;
+		LIST_FOREACH(o, &d->conns, link)
 			if (o->st != CS_READY)
 				old = o;
 		if (old) {
@@ -388,10 +385,7 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	c = conn_new(d, frame_cb, closed_cb);
-	c->next = d->conns;
-	if (d->conns)
-		d->conns->prev = c;
-	d->conns = c;
+	LIST_INSERT_HEAD(&d->conns, c, link);
 	d->nconns++;
 	d->npreauth++;
 	if (conn_accept(c, server) < 0)
@@ -476,8 +470,8 @@ void server_stop(struct pfsd *d)
 	if (!uv_is_closing((uv_handle_t *)&d->sweep_timer))
 		uv_close((uv_handle_t *)&d->sweep_timer, NULL);
 	watch_stop(d);
-	while (d->conns)
-		conn_close(d->conns, "shutting down");
+	while (!LIST_EMPTY(&d->conns))
+		conn_close(LIST_FIRST(&d->conns), "shutting down");
 	held_scan(d, false, true);
 	if (!uv_is_closing((uv_handle_t *)&d->ack_timer))
 		uv_close((uv_handle_t *)&d->ack_timer, NULL);

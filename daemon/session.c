@@ -8,6 +8,7 @@
 #include "podfs/hash.h"
 #include "conn_i.h"
 #include "handles_i.h"
+#include "idtab_i.h"
 #include "lockstate_i.h"
 #include "push_i.h"
 #include "session_i.h"
@@ -16,14 +17,7 @@
 
 struct session *session_find(struct pfsd *d, uint64_t client_id)
 {
-	uint64_t h = pfs_hash_u64(client_id);
-
-	for (struct hnode *n = htab_first(&d->sessions, h); n; n = htab_next(n, h)) {
-		struct session *s = container_of(n, struct session, hn);
-		if (s->client_id == client_id)
-			return s;
-	}
-	return NULL;
+	return IDTAB_FIND(&d->sessions, client_id, struct session, hn, client_id);
 }
 
 struct session *session_new(struct pfsd *d, uint64_t client_id)
@@ -42,7 +36,9 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	htab_init(&s->fids);
 	htab_init(&s->locks);
 	drc_init(&s->drc, PFSD_DRC_MAX);
-	htab_insert(&d->sessions, &s->hn, pfs_hash_u64(client_id));
+	TAILQ_INIT(&s->inflight);
+	STAILQ_INIT(&s->deferred);
+	idtab_insert(&d->sessions, &s->hn, client_id);
 	s->islot = interest_slot_alloc(d->it);
 	if (s->islot >= 0)
 		d->slot_sess[s->islot] = s;
@@ -121,8 +117,8 @@ void session_kill(struct session *s)
 		s->conn = NULL;
 	}
 	/* Its bulk connections end with it: their requests name its fids. */
-	for (struct conn *c = s->d->conns, *next; c && s->nbulk; c = next) {
-		next = c->next;
+	for (struct conn *c = LIST_FIRST(&s->d->conns), *next; c && s->nbulk; c = next) {
+		next = LIST_NEXT(c, link);
 		if (c->bulk && c->sess == s)
 			conn_close(c, "its session ended");
 	}
@@ -261,14 +257,7 @@ void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh)
 
 static struct fid *fid_find(struct session *s, uint64_t id)
 {
-	uint64_t h = pfs_hash_u64(id);
-
-	for (struct hnode *n = htab_first(&s->fids, h); n; n = htab_next(n, h)) {
-		struct fid *f = container_of(n, struct fid, hn);
-		if (f->id == id)
-			return f;
-	}
-	return NULL;
+	return IDTAB_FIND(&s->fids, id, struct fid, hn, id);
 }
 
 struct fid *session_fid_get(struct session *s, uint64_t id)
@@ -312,7 +301,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir
 		if (--old->refs == 0)
 			close_now = old;
 	}
-	htab_insert(&s->fids, &f->hn, pfs_hash_u64(id));
+	idtab_insert(&s->fids, &f->hn, id);
 	pthread_mutex_unlock(&s->mu);
 	if (close_now)
 		fid_close(close_now);

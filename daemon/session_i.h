@@ -80,9 +80,9 @@ struct session {
 	 * it does not change while the session has requests). */
 	int islot;                 /* interest slot, -1: none (gets every push) */
 	uint64_t seq_next;         /* sequence number of the next ordered request */
-	struct inflight *if_head, *if_tail; /* ordered requests in flight, by seq */
+	TAILQ_HEAD(, inflight) inflight; /* ordered requests in flight, by seq */
 	unsigned nmeta;            /* of those, requests that hand out metadata */
-	struct pushq *dq_head, *dq_tail; /* deferred pushes, FIFO */
+	STAILQ_HEAD(, pushq) deferred; /* deferred pushes, FIFO */
 	unsigned ndq;
 	uint64_t forget_epoch;     /* FORGETs applied so far */
 };

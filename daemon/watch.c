@@ -14,6 +14,7 @@
 #include "podfs/log.h"
 #include "podfs/hash.h"
 #include "handles_i.h"
+#include "idtab_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
 #include "watch_i.h"
@@ -233,14 +234,7 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 /* Caller holds w->mu. */
 static struct iwatch *iw_find(struct watch *w, int wd)
 {
-	uint64_t h = pfs_hash_u64((uint64_t)wd);
-
-	for (struct hnode *n = htab_first(&w->wds, h); n; n = htab_next(n, h)) {
-		struct iwatch *iw = container_of(n, struct iwatch, hn);
-		if (iw->wd == wd)
-			return iw;
-	}
-	return NULL;
+	return IDTAB_FIND(&w->wds, wd, struct iwatch, hn, wd);
 }
 
 void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh)
@@ -263,7 +257,7 @@ void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh)
 		struct iwatch *iw = xcalloc(1, sizeof(*iw));
 		iw->wd = wd;
 		iw->fh = *fh;
-		htab_insert(&w->wds, &iw->hn, pfs_hash_u64((uint64_t)wd));
+		idtab_insert(&w->wds, &iw->hn, (uint64_t)wd);
 	}
 	pthread_mutex_unlock(&w->mu);
 }

@@ -60,7 +60,7 @@ static void test_basics(void)
 	CHECK_EQ(c.n, 1);
 	drc_forget(&c, f);
 	CHECK_EQ(c.n, 0);
-	CHECK(c.oldest == NULL && c.newest == NULL);
+	CHECK(TAILQ_EMPTY(&c.lru));
 	drc_fini(&c);
 }
 
