@@ -132,6 +132,7 @@ void conn_stop_reading(struct conn *c);
 /* Arms c's deadline: cb(c) in ms milliseconds, unless conn_deadline_stop
  * or conn_close comes first. */
 void conn_deadline(struct conn *c, uint64_t ms, conn_deadline_cb cb);
+/* Disarms c's deadline. */
 void conn_deadline_stop(struct conn *c);
 
 /* Closes c: logs why (info once authenticated, else debug), calls its
@@ -144,17 +145,20 @@ void conn_violation(struct conn *c, const char *what);
  * logged then); frames it sends meanwhile are ignored. */
 void conn_close_after_write(struct conn *c, const char *why);
 
-/* Holds c's memory past its closing; conn_unref lets go, reconsiders
- * reading (conn_flow) and frees c if it is closed and nothing else holds
- * it. */
+/* Holds c's memory past its closing (a request, a reply waiting for c's
+ * acknowledgement). */
 void conn_ref(struct conn *c);
+/* Lets go of a conn_ref: reconsiders reading (conn_flow) and frees c if
+ * it is closed and nothing else holds it. */
 void conn_unref(struct conn *c);
 
 /* A request of c was queued: until its reply is written (conn_reply,
  * conn_reply_spliced) or it is dropped (conn_req_drop), it counts in
- * c's requests in flight and its acct bytes in c's memory. Both update
+ * c's requests in flight and its acct bytes in c's memory. Updates
  * reading (conn_flow). */
 void conn_req_add(struct conn *c, size_t acct);
+/* A request of conn_req_add (acct as there) ends without a reply. Updates
+ * reading. */
 void conn_req_drop(struct conn *c, size_t acct);
 
 /* Queues the reply f of a request of c (conn_req_add with acct), taking

@@ -24,7 +24,6 @@
 #include "pfsd_i.h"
 #include "server_i.h"
 #include "watch_i.h"
-#include "session_i.h"
 
 #define DEFAULT_KEY "/etc/podfs/pod.key"
 #define DEFAULT_STATE "/var/lib/podfsd"

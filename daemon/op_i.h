@@ -86,57 +86,56 @@ void op_inval_dirent(struct op *o, const struct pfs_fh *parent, const struct pfs
  * lock on it are woken once the reply goes out (LOCK_WAKE). */
 void op_lock_wake(struct op *o, const struct pfs_fh *fh);
 
-/* The handlers, by kind. Each answers its opcode as wire.h describes. */
+/* The handlers, by kind: each answers its opcode as wire.h describes,
+ * with the reply named after it (on success; an error reply is empty).
+ * The objects the request names are resolved as its row in dispatch.c
+ * says. */
 
-/* dispatch_names.c: LOOKUP LOOKUP_DATA MKNOD MKDIR SYMLINK UNLINK RMDIR
- * RENAME LINK CREATE; with PFS_CAP_DIR_ATTR a change's reply carries the
+/* dispatch_names.c. With PFS_CAP_DIR_ATTR a change's reply carries the
  * directory's attributes after it. */
-int op_lookup(struct op *o);
-int op_lookup_data(struct op *o);
-int op_mknod(struct op *o);
-int op_mkdir(struct op *o);
-int op_symlink(struct op *o);
-int op_unlink(struct op *o);
-int op_rmdir(struct op *o);
-int op_rename(struct op *o);
-int op_link(struct op *o);
-int op_create(struct op *o);
+int op_lookup(struct op *o);       /* LOOKUP: entry_rep */
+int op_lookup_data(struct op *o);  /* LOOKUP_DATA: lookup_data_rep */
+int op_mknod(struct op *o);        /* MKNOD: entry_rep or entry_dir_rep */
+int op_mkdir(struct op *o);        /* MKDIR: those, or mkdir_rep (PFS_CAP_NEW_DIR) */
+int op_symlink(struct op *o);      /* SYMLINK: entry_rep or entry_dir_rep */
+int op_unlink(struct op *o);       /* UNLINK: nothing, or dir_rep */
+int op_rmdir(struct op *o);        /* RMDIR: nothing, or dir_rep */
+int op_rename(struct op *o);       /* RENAME: nothing */
+int op_link(struct op *o);         /* LINK: entry_rep or entry_dir_rep */
+int op_create(struct op *o);       /* CREATE: entry_rep or entry_dir_rep */
 
-/* dispatch_files.c: PING GETATTR SETATTR READLINK OPEN OPENDIR READ
- * (zero-copy where the reply goes out uncoded) WRITE RELEASE RELEASEDIR
- * FSYNC FALLOCATE LSEEK STATFS. */
-int op_ping(struct op *o);
-int op_getattr(struct op *o);
-int op_setattr(struct op *o);
-int op_readlink(struct op *o);
-int op_open(struct op *o);
-int op_read(struct op *o);
-int op_write(struct op *o);
-int op_release(struct op *o);
-int op_fsync(struct op *o);
-int op_fallocate(struct op *o);
-int op_lseek(struct op *o);
-int op_statfs(struct op *o);
+/* dispatch_files.c. */
+int op_ping(struct op *o);         /* PING: ping_rep */
+int op_getattr(struct op *o);      /* GETATTR: attr_rep (resolved as root) */
+int op_setattr(struct op *o);      /* SETATTR: attr_rep */
+int op_readlink(struct op *o);     /* READLINK: readlink_rep (resolved as root) */
+int op_open(struct op *o);         /* OPEN and OPENDIR: attr_rep */
+int op_read(struct op *o);         /* READ: read_rep, zero-copy if it goes out uncoded */
+int op_write(struct op *o);        /* WRITE: write_rep */
+int op_release(struct op *o);      /* RELEASE and RELEASEDIR: nothing */
+int op_fsync(struct op *o);        /* FSYNC: nothing */
+int op_fallocate(struct op *o);    /* FALLOCATE: nothing */
+int op_lseek(struct op *o);        /* LSEEK: lseek_rep */
+int op_statfs(struct op *o);       /* STATFS: statfs_rep */
 
-/* dispatch_dirs.c: READDIR LISTDIR REVALIDATE, and the AUTH reply (the
- * root's handle and attributes). */
-int op_readdir(struct op *o);
-int op_listdir(struct op *o);
-int op_revalidate(struct op *o);
-int op_auth(struct op *o);
+/* dispatch_dirs.c. */
+int op_readdir(struct op *o);      /* READDIR: u8 eof + dirents */
+int op_listdir(struct op *o);      /* LISTDIR: the listing */
+int op_revalidate(struct op *o);   /* REVALIDATE: revalidate_rep (as root) */
+int op_auth(struct op *o);         /* AUTH, once the loop accepted it: auth_rep */
 
-/* dispatch_xattrs.c: SETXATTR GETXATTR LISTXATTR REMOVEXATTR. */
-int op_setxattr(struct op *o);
-int op_getxattr(struct op *o);
-int op_listxattr(struct op *o);
-int op_removexattr(struct op *o);
+/* dispatch_xattrs.c. */
+int op_setxattr(struct op *o);     /* SETXATTR: nothing */
+int op_getxattr(struct op *o);     /* GETXATTR: xattr_rep */
+int op_listxattr(struct op *o);    /* LISTXATTR: xattr_rep */
+int op_removexattr(struct op *o);  /* REMOVEXATTR: nothing */
 
-/* dispatch_locks.c: GETLK SETLK UNLOCK_OWNER RECLAIM RECLAIM_DONE, with
- * the grace period and the waiters of lockstate_i.h. */
-int op_getlk(struct op *o);
-int op_setlk(struct op *o);
-int op_unlock_owner(struct op *o);
-int op_reclaim(struct op *o);
-int op_reclaim_done(struct op *o);
+/* dispatch_locks.c: with the grace period and the waiters of
+ * lockstate_i.h. */
+int op_getlk(struct op *o);        /* GETLK: getlk_rep; PFS_ST_GRACE in grace */
+int op_setlk(struct op *o);        /* SETLK: nothing; PFS_ST_GRACE in grace */
+int op_unlock_owner(struct op *o); /* UNLOCK_OWNER: nothing (resolved as root) */
+int op_reclaim(struct op *o);      /* RECLAIM: nothing; ENOLCK unless it may reclaim */
+int op_reclaim_done(struct op *o); /* RECLAIM_DONE: nothing */
 
 #endif /* PODFSD_OP_I_H */

@@ -1,9 +1,27 @@
 /* pfsd_i.h: the podfsd context shared by all daemon modules.
  *
+ * The files, top to bottom; each calls only files below it, and upward
+ * only through callbacks it was handed:
+ *   main.c          command line, start-up checks, daemonizing, signals
+ *   server.c        accept, the path of a request, held replies, sweep
+ *   handshake.c     HELLO and AUTH          dispatch.c  the opcode table,
+ *                                           the ladder, FORGET
+ *   dispatch_*.c    the handlers by kind    op.c, creds.c  their helpers
+ *   export*.c       the operations on the backing store
+ *   watch.c         changes made beside podfs -> pushes
+ *   session.c       sessions, fids, lock fds, lock wake-ups
+ *   push.c          push fan-out, push/reply order, acknowledgements
+ *   conn.c          one connection: frames, write queue, backpressure
+ *   leaves          handles.c interest.c lockstate.c pipes.c drc.c
+ *                   ratelimit.c, and lib/
+ *
  * Threads: one libuv loop thread owns the listener, the connections, the
- * session table and every reply cache; worker threads (uv_queue_work) run
- * the operations on the export and touch only per-session tables guarded by
- * the session's mutexes, and the handle cache (its own mutex).
+ * session table, every reply cache and the push order; worker threads
+ * (uv_queue_work) run the operations on the export and touch only
+ * per-session tables guarded by the session's mutexes, the handle cache,
+ * the interest table, the lock state, the pipe pool and the inotify
+ * watch list (each under its own mutex), and the atomic counters marked
+ * below.
  *
  * Out-of-memory policy: every allocation goes through xmalloc() and its
  * kin (podfs/xalloc.h), which abort the daemon with a log line.
@@ -61,7 +79,7 @@ struct pfsd {
 	uv_signal_t sig_int;
 	uv_timer_t sweep_timer;   /* handle cache sweep (server.c) */
 	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
-	struct req *held;         /* replies waiting for PUSH_ACKs (loop) */
+	struct req *held;         /* replies waiting for PUSH_ACKs (loop, server.c) */
 	uv_work_t sweep_work;
 	bool sweeping;
 	unsigned sweep_ticks;     /* PFSD_TICK_MS ticks since the last full sweep */

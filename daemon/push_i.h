@@ -88,12 +88,15 @@ bool push_to_self(const struct session *s, const struct inflight *fl);
  * (PFSD_MAX_QUEUED bytes waiting) is closed instead. */
 void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len);
 
-/* The ordered requests of s in flight (wire.h: ordered): push_ordered_add
- * when the request of opcode op is queued, push_ordered_del when its reply
- * is queued (a no-op if fl is not in the list); then push_flush sends the
- * deferred pushes no request in flight holds back any more. */
+/* A request of s of opcode op was queued: if op is ordered (wire.h), fl
+ * joins s's requests in flight, so that pushes to s made from now on
+ * wait for its reply. */
 void push_ordered_add(struct session *s, struct inflight *fl, uint16_t op);
+/* The reply of fl's request is queued (or it ends without one): fl leaves
+ * the list (a no-op if it is not in it). Call push_flush after. */
 void push_ordered_del(struct session *s, struct inflight *fl);
+/* Sends the deferred pushes of s that no request in flight holds back any
+ * more, in order (none once s is dead). */
 void push_flush(struct session *s);
 /* Frees the pushes waiting in s's FIFO (s is being freed). */
 void push_drop_queue(struct session *s);

@@ -1,4 +1,6 @@
-/* session.c: sessions, their fids, lock fds and duplicate request cache. */
+/* session.c: the session table and the lifetime of sessions (attached,
+ * lingering, the lock lease, killed, freed), their fids and lock fds, and
+ * the lock wake-up fan-out (see session_i.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

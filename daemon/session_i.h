@@ -4,11 +4,11 @@
  * stable across its reconnects). It outlives its connection by --lease
  * seconds so that a reconnecting client keeps its open files and locks.
  *
- * Threads: the session table, attach/detach, refs and the duplicate
- * request cache (drc) belong to the loop thread. The fid table and the lock
- * table are used by worker threads and guarded by s->mu and s->lk_mu. A
- * session is freed on the loop once it is dead (expired, GOODBYE, or
- * shutdown) and no request references it (refs == 0).
+ * Threads: the session table, attach/detach, refs, the duplicate request
+ * cache (drc) and the push order belong to the loop thread. The fid table
+ * and the lock table are used by worker threads and guarded by s->mu and
+ * s->lk_mu. A session is freed on the loop once it is dead (expired,
+ * GOODBYE, or shutdown) and no request references it (refs == 0).
  */
 #ifndef PODFSD_SESSION_I_H
 #define PODFSD_SESSION_I_H
@@ -87,37 +87,72 @@ struct session {
 	uint64_t forget_epoch;     /* FORGETs applied so far */
 };
 
-/* Loop thread. */
+/* --- the table and the lifetime of sessions (loop thread) --- */
+
+/* The live session of client_id, or NULL. */
 struct session *session_find(struct pfsd *d, uint64_t client_id);
+/* A new session of client_id, in the table, without a connection yet,
+ * with an interest slot if one is free (else it gets every push). The
+ * caller checked that session_find finds none. Never fails. */
 struct session *session_new(struct pfsd *d, uint64_t client_id);
+/* c becomes s's main connection (c->sess, s->conn; the caller closed the
+ * previous one); a lingering session stops its lease timers. */
 void session_attach(struct session *s, struct conn *c);
+/* c becomes a bulk connection of s (PFS_CAP_BULK): it carries s's
+ * requests but gets no pushes and does not keep s alive. */
 void session_attach_bulk(struct session *s, struct conn *c);
-/* The connection went away: linger for the lease, then die. */
+/* c is closing: a bulk connection just leaves s; s's main connection
+ * leaves s lingering for --lease seconds (its locks for --lock-lease),
+ * then s dies (at once with --lease 0 or while the daemon stops). A
+ * connection s no longer has changes nothing. */
 void session_detach(struct session *s, struct conn *c);
-/* Drops the session now (GOODBYE, lease over, shutdown). */
+/* Ends s now (GOODBYE, lease over, shutdown): out of the table, no more
+ * pushes, its bulk connections closed, its locks' holder entry dropped
+ * unless the daemon stops (the clients reclaim after a restart). Its
+ * memory, fids and lock fds go once no request holds it. Idempotent. */
 void session_kill(struct session *s);
+/* A request in flight holds s (refs): s is freed only once it is dead and
+ * the last reference went. */
 void session_ref(struct session *s);
+/* Lets go of a session_ref; frees s (after its timers' close callbacks)
+ * if it is dead and that was the last. */
 void session_unref(struct session *s);
+/* Kills every session (shutdown). */
 void sessions_stop(struct pfsd *d);
+/* A lock on fh was released: pushes LOCK_WAKE at once, unordered, to the
+ * live sessions that wait for a lock on it (lockstate_wait_take). A no-op
+ * while the daemon stops. */
 void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh);
 
-/* Fids (any thread). session_fid_get returns a referenced fid or NULL. */
+/* --- fids (any thread; s->mu inside) --- */
+
+/* The fid id of s with a reference (release it with session_fid_put),
+ * or NULL. */
 struct fid *session_fid_get(struct session *s, uint64_t id);
-/* Registers fd (and dir, which then owns fd) under id and returns it with a
- * reference. If id is taken: replace=true closes the old one (once unused),
- * replace=false keeps it, closes fd/dir and returns the old one. Takes
- * ownership of fd/dir in every case. */
+/* Registers fd (and dir, which then owns fd) with open flags under id
+ * and returns it with a reference. If id is taken: replace=true forgets
+ * the old one (closed once unused), replace=false keeps it, closes
+ * fd/dir and returns the old one (referenced). Takes ownership of fd/dir
+ * in every case. Never fails. */
 struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir, int flags,
 				bool replace);
+/* Drops a reference of session_fid_get/install (f may be NULL); the last
+ * one closes the fid. */
 void session_fid_put(struct session *s, struct fid *f);
-/* Forgets id; returns false if it was unknown. */
+/* Forgets fid id (closed once unused). Returns false if it was unknown. */
 bool session_fid_release(struct session *s, uint64_t id);
 
-/* Locks (any thread): hold s->lk_mu around find/add/del. */
+/* --- lock fds (any thread; the caller holds s->lk_mu) --- */
+
+/* The lock fd of owner's locks of kind flock (else POSIX) on fh, or
+ * NULL. */
 struct lockent *session_lock_find(struct session *s, uint64_t owner, bool flock,
 				  const struct pfs_fh *fh);
+/* Registers fd (owned from now on) as that lock fd and returns it. Never
+ * fails. */
 struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
 				 const struct pfs_fh *fh, int fd);
+/* Forgets l and closes its fd, which drops its locks. */
 void session_lock_del(struct session *s, struct lockent *l);
 
 #endif /* PODFSD_SESSION_I_H */

@@ -219,7 +219,7 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 				continue;
 			}
 			if (m.pid == w->self)
-				continue; /* our own change: pushed by dispatch.c */
+				continue; /* our own change: pushed as it completes */
 			on_event(w, ev, &m);
 		}
 	}
