@@ -187,10 +187,12 @@ int interest_slot_alloc(struct interest *it)
 void interest_slot_free(struct interest *it, int slot)
 {
 	unsigned w = (unsigned)slot / 64;
-	uint64_t bit = 1ull << (slot % 64);
+	uint64_t bit;
 
+	/* Also a session without a slot (-1) comes here: no shift by it. */
 	if (slot < 0 || slot >= INTEREST_SLOTS)
 		return;
+	bit = 1ull << (slot % 64);
 	for (int i = 0; i < INTEREST_STRIPES; i++) {
 		struct stripe *s = &it->st[i];
 		pthread_mutex_lock(&s->mu);
