@@ -6,7 +6,8 @@
  * due, who may reclaim, how it ends early, how it ends by time and what
  * the clients that did not come back lose, a crash within grace, an
  * unreadable list, --grace 0), an unusable state directory, and the
- * waiters of blocked locks.
+ * waiters of blocked locks. The state directories are private mkdtemp
+ * directories under /tmp, as in test_auth.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ static void fresh_dir(void)
 		unlink(path);
 		rmdir(dir);
 	}
-	snprintf(dir, sizeof(dir), "/tmp/pfs-test-lockstate-XXXXXX");
+	snprintf(dir, sizeof(dir), "/tmp/podfs-test-lockstate-XXXXXX");
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		exit(1);
