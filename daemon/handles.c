@@ -13,8 +13,8 @@
 #include "podfs/clock.h"
 #include "podfs/hash.h"
 #include "podfs/le.h"
+#include "podfs/xalloc.h"
 #include "handles_i.h"
-#include "pfsd_i.h"
 
 #define FH_MAC_LEN 16
 #define FH_TYPE_LEN 4

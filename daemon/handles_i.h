@@ -49,15 +49,23 @@ int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], char *er
  * fd cache. Returns 0 or -errno with a one-line reason in err. */
 int handles_new(struct handles **out, int export_fd, const uint8_t key[PFSD_HKEY_LEN],
 		size_t cache_max, char *err, size_t errlen);
+/* Closes every cached and held fd and the export fd, and frees h (after
+ * the loop closed: no worker runs). Safe on NULL. */
 void handles_free(struct handles *h);
 
+/* The export's directory fd (not O_PATH: statfs, fanotify marks). Valid
+ * until handles_free. */
 int handles_export_fd(const struct handles *h);
+/* The export root's wire handle (the AUTH reply's root). Valid until
+ * handles_free. */
 const struct pfs_fh *handles_root(const struct handles *h);
 
 /* Resolves a wire handle to a cached O_PATH fd. On success *out holds a
  * reference: release it with handles_put(). Returns 0, -ESTALE (bad MAC,
  * malformed, or the object is gone), or another -errno. */
 int handles_get(struct handles *h, const struct pfs_fh *fh, struct hent **out);
+/* Drops a reference of handles_get (e may be NULL); an entry no longer in
+ * the cache is closed by its last one. */
 void handles_put(struct handles *h, struct hent *e);
 
 /* Makes the wire handle of the object open as fd (any fd, O_PATH is fine).

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "interest_i.h"
 #include "podfs/htab.h"
-#include "pfsd_i.h"
+#include "podfs/xalloc.h"
+#include "interest_i.h"
 
 struct iobj {
 	struct hnode hn;   /* hash = the object key */
@@ -74,35 +74,62 @@ static struct iobj *find(struct stripe *s, uint64_t key)
 	return n ? container_of(n, struct iobj, hn) : NULL;
 }
 
-void interest_add(struct interest *it, uint64_t key, int slot)
+/* Unlinks and frees o (caller holds the stripe's mutex). */
+static void obj_drop(struct stripe *s, struct iobj *o)
+{
+	htab_remove(&s->tab, &o->hn);
+	s->bytes -= obj_size(o->nw);
+	free(o);
+}
+
+static bool empty(const struct iobj *o)
+{
+	for (unsigned i = 0; i < o->nw; i++)
+		if (o->bits[i])
+			return false;
+	return true;
+}
+
+/* Adds slot to key's set, or (add false) removes it: the object goes
+ * with its last slot. */
+static void set_slot(struct interest *it, uint64_t key, int slot, bool add)
 {
 	struct stripe *s = stripe_of(it, key);
 	unsigned w = (unsigned)slot / 64;
+	uint64_t bit;
 	struct iobj *o;
 
 	if (slot < 0 || slot >= INTEREST_SLOTS)
 		return;
+	bit = 1ull << (slot % 64);
 	pthread_mutex_lock(&s->mu);
 	o = find(s, key);
-	if (o && o->nw <= w) {
-		/* Widen: a new allocation, so relink it. */
+	if (add && (!o || o->nw <= w)) {
+		/* New, or widened: a new allocation linked in place of the
+		 * old one. */
 		struct iobj *n = xcalloc(1, obj_size(w + 1));
-		memcpy(n->bits, o->bits, o->nw * sizeof(uint64_t));
 		n->nw = w + 1;
-		htab_remove(&s->tab, &o->hn);
-		s->bytes -= obj_size(o->nw);
-		free(o);
+		if (o) {
+			memcpy(n->bits, o->bits, o->nw * sizeof(uint64_t));
+			obj_drop(s, o);
+		}
 		htab_insert(&s->tab, &n->hn, key);
 		s->bytes += obj_size(n->nw);
 		o = n;
-	} else if (!o) {
-		o = xcalloc(1, obj_size(w + 1));
-		o->nw = w + 1;
-		htab_insert(&s->tab, &o->hn, key);
-		s->bytes += obj_size(o->nw);
 	}
-	o->bits[w] |= 1ull << (slot % 64);
+	if (add) {
+		o->bits[w] |= bit;
+	} else if (o && w < o->nw) {
+		o->bits[w] &= ~bit;
+		if (empty(o))
+			obj_drop(s, o);
+	}
 	pthread_mutex_unlock(&s->mu);
+}
+
+void interest_add(struct interest *it, uint64_t key, int slot)
+{
+	set_slot(it, key, slot, true);
 }
 
 void interest_note(struct interest *it, uint64_t key, int slot, struct keyvec *kv)
@@ -122,33 +149,9 @@ void interest_note(struct interest *it, uint64_t key, int slot, struct keyvec *k
 	kv->v[kv->n++] = key;
 }
 
-static bool empty(const struct iobj *o)
-{
-	for (unsigned i = 0; i < o->nw; i++)
-		if (o->bits[i])
-			return false;
-	return true;
-}
-
 void interest_del(struct interest *it, uint64_t key, int slot)
 {
-	struct stripe *s = stripe_of(it, key);
-	unsigned w = (unsigned)slot / 64;
-	struct iobj *o;
-
-	if (slot < 0 || slot >= INTEREST_SLOTS)
-		return;
-	pthread_mutex_lock(&s->mu);
-	o = find(s, key);
-	if (o && w < o->nw) {
-		o->bits[w] &= ~(1ull << (slot % 64));
-		if (empty(o)) {
-			htab_remove(&s->tab, &o->hn);
-			s->bytes -= obj_size(o->nw);
-			free(o);
-		}
-	}
-	pthread_mutex_unlock(&s->mu);
+	set_slot(it, key, slot, false);
 }
 
 bool interest_get(struct interest *it, uint64_t key, uint64_t bits[INTEREST_WORDS])
@@ -184,10 +187,12 @@ int interest_slot_alloc(struct interest *it)
 void interest_slot_free(struct interest *it, int slot)
 {
 	unsigned w = (unsigned)slot / 64;
-	uint64_t bit = 1ull << (slot % 64);
+	uint64_t bit;
 
+	/* Also a session without a slot (-1) comes here: no shift by it. */
 	if (slot < 0 || slot >= INTEREST_SLOTS)
 		return;
+	bit = 1ull << (slot % 64);
 	for (int i = 0; i < INTEREST_STRIPES; i++) {
 		struct stripe *s = &it->st[i];
 		pthread_mutex_lock(&s->mu);

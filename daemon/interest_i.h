@@ -36,8 +36,10 @@
 
 struct interest;
 
+/* An empty table with every slot free. Never fails. */
 struct interest *interest_new(void);
-/* Frees the table and every object in it. */
+/* Frees the table and every object in it (no other thread uses it any
+ * more). Safe on NULL. */
 void interest_free(struct interest *it);
 
 /* Returns a free slot (lowest first), or -1 when all INTEREST_SLOTS are
@@ -60,14 +62,16 @@ struct keyvec {
 	uint64_t *v; /* malloc'd, freed by the owner of the request */
 	size_t n, cap;
 };
-/* interest_add(it, key, slot), and key appended to kv (if kv != NULL). */
+/* interest_add(it, key, slot), and key appended to kv (if kv != NULL;
+ * kv belongs to the calling thread). */
 void interest_note(struct interest *it, uint64_t key, int slot, struct keyvec *kv);
 
 /* Calls fn(key, arg) for every object (each stripe locked in turn; fn must
  * not call back into the table). For the "lost events" fallback. */
 void interest_foreach(struct interest *it, void (*fn)(uint64_t key, void *arg), void *arg);
 
-/* Objects in the table and bytes they use (for logs and tests). */
+/* Objects in the table and bytes they use, buckets included (for logs
+ * and tests). */
 void interest_stats(struct interest *it, size_t *objects, size_t *bytes);
 
 #endif /* PODFSD_INTEREST_I_H */

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "podfs/log.h"
+#include "podfs/xalloc.h"
 #include "lockstate_i.h"
-#include "pfsd_i.h"
 
 #define RECORD_NAME "lockholders"
 #define RECORD_MAGIC "podfs lock holders 1"
@@ -137,7 +137,7 @@ static long record_read(struct lockstate *ls)
 		}
 		ls->expected = realloc(ls->expected, (size_t)(n + 1) * sizeof(*ls->expected));
 		if (!ls->expected)
-			abort(); /* policy: see pfsd_i.h */
+			abort(); /* policy: see podfs/xalloc.h */
 		ls->expected[n++] = id;
 	}
 	fclose(f);
@@ -292,7 +292,7 @@ int lockstate_note_holder(struct lockstate *ls, uint64_t client_id, const char *
 			ls->capholders = ls->capholders ? ls->capholders * 2 : 16;
 			ls->holders = realloc(ls->holders, ls->capholders * sizeof(uint64_t));
 			if (!ls->holders)
-				abort(); /* policy: see pfsd_i.h */
+				abort(); /* policy: see podfs/xalloc.h */
 		}
 		ls->holders[ls->nholders++] = client_id;
 		ret = record_write(ls, true);
@@ -302,6 +302,21 @@ int lockstate_note_holder(struct lockstate *ls, uint64_t client_id, const char *
 	}
 	pthread_mutex_unlock(&ls->mu);
 	return ret;
+}
+
+/* client_id, if it held locks before the restart, has nothing more to
+ * reclaim; grace ends (why) once that is true of every listed client.
+ * Caller holds mu. */
+static void mark_reclaimed(struct lockstate *ls, uint64_t client_id, const char *why)
+{
+	for (size_t i = 0; i < ls->nexpected; i++) {
+		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
+			ls->reclaimed[i] = true;
+			ls->nreclaimed++;
+		}
+	}
+	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
+		grace_end(ls, why);
 }
 
 void lockstate_drop_holder(struct lockstate *ls, uint64_t client_id)
@@ -315,14 +330,7 @@ void lockstate_drop_holder(struct lockstate *ls, uint64_t client_id)
 		}
 	}
 	/* A session that ends in grace has nothing left to reclaim. */
-	for (size_t i = 0; i < ls->nexpected; i++) {
-		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
-			ls->reclaimed[i] = true;
-			ls->nreclaimed++;
-		}
-	}
-	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
-		grace_end(ls, "every lock holder reclaimed or left");
+	mark_reclaimed(ls, client_id, "every lock holder reclaimed or left");
 	pthread_mutex_unlock(&ls->mu);
 }
 
@@ -350,14 +358,7 @@ void lockstate_reclaim_done(struct lockstate *ls, uint64_t client_id, const char
 		pfs_notice("client %016" PRIx64 " (%s) reclaimed %u lock%s%s", client_id, host,
 			   reclaimed, reclaimed == 1 ? "" : "s",
 			   lost ? ", some could not be reclaimed" : "");
-	for (size_t i = 0; i < ls->nexpected; i++) {
-		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
-			ls->reclaimed[i] = true;
-			ls->nreclaimed++;
-		}
-	}
-	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
-		grace_end(ls, "every lock holder reclaimed");
+	mark_reclaimed(ls, client_id, "every lock holder reclaimed");
 	pthread_mutex_unlock(&ls->mu);
 }
 
@@ -376,7 +377,7 @@ void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id)
 		ls->capw = ls->capw ? ls->capw * 2 : 16;
 		ls->w = realloc(ls->w, ls->capw * sizeof(*ls->w));
 		if (!ls->w)
-			abort(); /* policy: see pfsd_i.h */
+			abort(); /* policy: see podfs/xalloc.h */
 	}
 	ls->w[ls->nw].key = key;
 	ls->w[ls->nw].client_id = client_id;

@@ -64,7 +64,10 @@ void lockstate_reclaim_done(struct lockstate *ls, uint64_t client_id, const char
 			    uint32_t reclaimed, uint32_t lost);
 
 /* Waiters. key is handles_key() of the file. */
+/* client_id waits for a lock on key (registered once, however often it
+ * asks). Never fails. */
 void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id);
+/* client_id no longer waits for key (it got its lock, or gave up). */
 void lockstate_wait_del(struct lockstate *ls, uint64_t key, uint64_t client_id);
 /* Removes up to max registrations for key into ids; returns how many. */
 size_t lockstate_wait_take(struct lockstate *ls, uint64_t key, uint64_t *ids, size_t max);

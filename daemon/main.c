@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,6 @@
 #include "pfsd_i.h"
 #include "server_i.h"
 #include "watch_i.h"
-#include "session_i.h"
 
 #define DEFAULT_KEY "/etc/podfs/pod.key"
 #define DEFAULT_STATE "/var/lib/podfsd"
@@ -84,63 +84,99 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fatal(const char *fm
 	exit(1);
 }
 
-static unsigned parse_uint(const char *opt, const char *s, unsigned min, unsigned max)
+/* One option of the command line: what its argument (if it has one)
+ * sets in struct pfsd_opts. */
+struct optdef {
+	const char *name;
+	int has_arg;       /* no_argument or required_argument */
+	void (*set)(struct pfsd_opts *o, const struct optdef *def, const char *arg);
+	size_t off;        /* the field of struct pfsd_opts it sets */
+	unsigned min, max; /* set_uint: the range */
+};
+
+#define FIELD(f) offsetof(struct pfsd_opts, f)
+
+static void *field(struct pfsd_opts *o, const struct optdef *def)
+{
+	return (char *)o + def->off;
+}
+
+static void set_str(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	*(const char **)field(o, def) = arg;
+}
+
+static void set_true(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	*(bool *)field(o, def) = true;
+}
+
+static void set_uint(struct pfsd_opts *o, const struct optdef *def, const char *arg)
 {
 	char *end;
 	unsigned long v;
 
 	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		usage_error("%s wants a number from %u to %u, not '%s'", opt, min, max, s);
-	return (unsigned)v;
+	v = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || arg[0] == '-' || v < def->min || v > def->max)
+		usage_error("--%s wants a number from %u to %u, not '%s'", def->name, def->min,
+			    def->max, arg);
+	*(unsigned *)field(o, def) = (unsigned)v;
 }
 
-enum {
-	OPT_LISTEN = 256,
-	OPT_KEY,
-	OPT_STATE,
-	OPT_DAEMON,
-	OPT_PIDFILE,
-	OPT_PORTFILE,
-	OPT_LOGLEVEL,
-	OPT_THREADS,
-	OPT_LEASE,
-	OPT_LOCK_LEASE,
-	OPT_GRACE,
-	OPT_RO,
-	OPT_BUFFERED,
-	OPT_LZ4,
-	OPT_GENKEY,
-	OPT_HELP,
-};
-
-static const struct option long_opts[] = {
-	{ "listen", required_argument, NULL, OPT_LISTEN },
-	{ "key", required_argument, NULL, OPT_KEY },
-	{ "state-dir", required_argument, NULL, OPT_STATE },
-	{ "daemon", no_argument, NULL, OPT_DAEMON },
-	{ "pidfile", required_argument, NULL, OPT_PIDFILE },
-	{ "port-file", required_argument, NULL, OPT_PORTFILE },
-	{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
-	{ "threads", required_argument, NULL, OPT_THREADS },
-	{ "lease", required_argument, NULL, OPT_LEASE },
-	{ "lock-lease", required_argument, NULL, OPT_LOCK_LEASE },
-	{ "grace", required_argument, NULL, OPT_GRACE },
-	{ "lz4", required_argument, NULL, OPT_LZ4 },
-	{ "ro", no_argument, NULL, OPT_RO },
-	{ "buffered-writes", no_argument, NULL, OPT_BUFFERED },
-	{ "genkey", required_argument, NULL, OPT_GENKEY },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
-};
-
-/* Returns the --genkey path if asked for, else NULL. */
-static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
+static void set_log_level(struct pfsd_opts *o, const struct optdef *def, const char *arg)
 {
-	const char *genkey = NULL;
+	o->log_level = pfs_log_level_parse(arg);
+	if (o->log_level < 0)
+		usage_error("unknown log level '%s' (err, warning, notice, info, debug)", arg);
+}
+
+static void set_lz4(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	if (pfs_lz4_mode_parse(arg, &o->lz4) < 0)
+		usage_error("bad --lz4 '%s' (auto, always or never)", arg);
+}
+
+static void show_help(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	fputs(usage_text, stdout);
+	exit(0);
+}
+
+#define STR(name, f) { name, required_argument, set_str, FIELD(f), 0, 0 }
+#define FLAG(name, f) { name, no_argument, set_true, FIELD(f), 0, 0 }
+#define UINT(name, f, min, max) { name, required_argument, set_uint, FIELD(f), min, max }
+#define FUNC(name, has_arg, fn) { name, has_arg, fn, 0, 0, 0 }
+static const struct optdef optdefs[] = {
+	STR("listen", listen),
+	STR("key", key_path),
+	STR("state-dir", state_dir),
+	FLAG("daemon", daemonize),
+	STR("pidfile", pidfile),
+	STR("port-file", portfile),
+	FUNC("log-level", required_argument, set_log_level),
+	UINT("threads", threads, 1, 1024),
+	UINT("lease", lease, 0, 86400 * 365),
+	UINT("lock-lease", lock_lease, 0, 86400 * 365),
+	UINT("grace", grace, 0, PFSD_GRACE_MAX),
+	FUNC("lz4", required_argument, set_lz4),
+	FLAG("ro", ro),
+	FLAG("buffered-writes", buffered),
+	STR("genkey", genkey),
+	FUNC("help", no_argument, show_help),
+};
+#define NOPTS (sizeof(optdefs) / sizeof(optdefs[0]))
+#define OPT_BASE 256 /* getopt_long's value of optdefs[i] is OPT_BASE + i */
+
+static void parse_args(struct pfsd_opts *o, int argc, char **argv)
+{
+	struct option long_opts[NOPTS + 1];
 	int c;
 
+	for (size_t i = 0; i < NOPTS; i++)
+		long_opts[i] = (struct option){ optdefs[i].name, optdefs[i].has_arg, NULL,
+						OPT_BASE + (int)i };
+	long_opts[NOPTS] = (struct option){ NULL, 0, NULL, 0 };
 	o->listen = "0.0.0.0:7049";
 	o->key_path = DEFAULT_KEY;
 	o->state_dir = DEFAULT_STATE;
@@ -151,70 +187,19 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->grace = 30;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_LISTEN:
-			o->listen = optarg;
-			break;
-		case OPT_KEY:
-			o->key_path = optarg;
-			break;
-		case OPT_STATE:
-			o->state_dir = optarg;
-			break;
-		case OPT_DAEMON:
-			o->daemonize = true;
-			break;
-		case OPT_PIDFILE:
-			o->pidfile = optarg;
-			break;
-		case OPT_PORTFILE:
-			o->portfile = optarg;
-			break;
-		case OPT_LOGLEVEL:
-			o->log_level = pfs_log_level_parse(optarg);
-			if (o->log_level < 0)
-				usage_error("unknown log level '%s' (err, warning, notice, info, "
-					    "debug)", optarg);
-			break;
-		case OPT_THREADS:
-			o->threads = parse_uint("--threads", optarg, 1, 1024);
-			break;
-		case OPT_LEASE:
-			o->lease = parse_uint("--lease", optarg, 0, 86400 * 365);
-			break;
-		case OPT_LOCK_LEASE:
-			o->lock_lease = parse_uint("--lock-lease", optarg, 0, 86400 * 365);
-			break;
-		case OPT_GRACE:
-			o->grace = parse_uint("--grace", optarg, 0, PFSD_GRACE_MAX);
-			break;
-		case OPT_LZ4:
-			if (pfs_lz4_mode_parse(optarg, &o->lz4) < 0)
-				usage_error("bad --lz4 '%s' (auto, always or never)", optarg);
-			break;
-		case OPT_RO:
-			o->ro = true;
-			break;
-		case OPT_BUFFERED:
-			o->buffered = true;
-			break;
-		case OPT_GENKEY:
-			genkey = optarg;
-			break;
-		case 'h':
-		case OPT_HELP:
-			fputs(usage_text, stdout);
-			exit(0);
-		case ':':
+		if (c >= OPT_BASE && c < OPT_BASE + (int)NOPTS)
+			optdefs[c - OPT_BASE].set(o, &optdefs[c - OPT_BASE], optarg);
+		else if (c == 'h')
+			show_help(o, NULL, NULL);
+		else if (c == ':')
 			usage_error("option '%s' needs an argument", argv[optind - 1]);
-		default:
+		else
 			usage_error("unknown option '%s'", argv[optind - 1]);
-		}
 	}
-	if (genkey) {
+	if (o->genkey) {
 		if (optind != argc)
 			usage_error("--genkey takes no export directory");
-		return genkey;
+		return;
 	}
 	if (optind == argc)
 		usage_error("no export directory given");
@@ -223,7 +208,6 @@ static const char *parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->export_dir = argv[optind];
 	if (!o->state_dir[0])
 		usage_error("--state-dir is empty");
-	return NULL;
 }
 
 /* --- start-up checks --- */
@@ -378,16 +362,16 @@ int main(int argc, char **argv)
 	struct pfsd *d;
 	uint8_t hkey[PFSD_HKEY_LEN];
 	char err[512], tp[16], portbuf[16];
-	const char *genkey;
 	char *pidfile_abs = NULL;
 	size_t nofile, cache_max;
 	int export_fd, port, ret;
 
 	pfs_payload_alloc_tune();
 	d = xcalloc(1, sizeof(*d));
-	genkey = parse_args(&d->o, argc, argv);
+	parse_args(&d->o, argc, argv);
 	pfs_log_init("podfsd", d->o.log_level);
-	if (genkey) {
+	if (d->o.genkey) {
+		const char *genkey = d->o.genkey;
 		ret = pfs_key_generate(genkey);
 		free(d);
 		if (ret < 0) {
@@ -443,6 +427,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		fatal("uv_loop_init: %s", uv_strerror(ret));
 	htab_init(&d->sessions);
+	LIST_INIT(&d->conns);
 	pipes_init(&d->pipes);
 	d->it = interest_new();
 	ret = server_listen(d, err, sizeof(err), &port);

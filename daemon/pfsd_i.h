@@ -1,9 +1,27 @@
 /* pfsd_i.h: the podfsd context shared by all daemon modules.
  *
+ * The files, top to bottom; each calls only files below it, and upward
+ * only through callbacks it was handed:
+ *   main.c          command line, start-up checks, daemonizing, signals
+ *   server.c        accept, the path of a request, held replies, sweep
+ *   handshake.c     HELLO and AUTH          dispatch.c  the opcode table,
+ *                                           the ladder, FORGET
+ *   dispatch_*.c    the handlers by kind    op.c, creds.c  their helpers
+ *   export*.c       the operations on the backing store
+ *   watch.c         changes made beside podfs -> pushes
+ *   session.c       sessions, fids, lock fds, lock wake-ups
+ *   push.c          push fan-out, push/reply order, acknowledgements
+ *   conn.c          one connection: frames, write queue, backpressure
+ *   leaves          handles.c interest.c lockstate.c pipes.c drc.c
+ *                   ratelimit.c, and lib/
+ *
  * Threads: one libuv loop thread owns the listener, the connections, the
- * session table and every reply cache; worker threads (uv_queue_work) run
- * the operations on the export and touch only per-session tables guarded by
- * the session's mutexes, and the handle cache (its own mutex).
+ * session table, every reply cache and the push order; worker threads
+ * (uv_queue_work) run the operations on the export and touch only
+ * per-session tables guarded by the session's mutexes, the handle cache,
+ * the interest table, the lock state, the pipe pool and the inotify
+ * watch list (each under its own mutex), and the atomic counters marked
+ * below.
  *
  * Out-of-memory policy: every allocation goes through xmalloc() and its
  * kin (podfs/xalloc.h), which abort the daemon with a log line.
@@ -15,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <uv.h>
 
 #include "podfs/wire.h"
@@ -23,6 +42,7 @@
 #include "podfs/xalloc.h"
 #include "interest_i.h"
 #include "pipes_i.h"
+#include "ratelimit_i.h"
 
 struct handles;
 struct conn;
@@ -38,6 +58,7 @@ struct pfsd_opts {
 	const char *pidfile;
 	const char *portfile;
 	const char *export_dir;
+	const char *genkey;    /* --genkey FILE: make a pod key and exit */
 	bool daemonize;
 	bool ro;
 	bool buffered;         /* --buffered-writes: no O_DIRECT for big writes */
@@ -58,7 +79,7 @@ struct pfsd {
 	uv_signal_t sig_int;
 	uv_timer_t sweep_timer;   /* handle cache sweep (server.c) */
 	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
-	struct req *held;         /* replies waiting for PUSH_ACKs (loop) */
+	struct req *held;         /* replies waiting for PUSH_ACKs (loop, server.c) */
 	uv_work_t sweep_work;
 	bool sweeping;
 	unsigned sweep_ticks;     /* PFSD_TICK_MS ticks since the last full sweep */
@@ -71,12 +92,10 @@ struct pfsd {
 	unsigned nslotless;       /* live sessions without a slot (loop) */
 	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
-	struct conn *conns;       /* open connections (loop) */
+	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
-	uint64_t rl_stamp;        /* log rate limit: last refill (ms) */
-	unsigned rl_tokens;
-	unsigned rl_suppressed;
+	struct ratelimit rl;      /* log lines about hostile input (loop) */
 	uint64_t next_conn_id;
 	bool stopping;
 	uv_signal_t sig_usr1;     /* logs the byte counters */
@@ -107,5 +126,19 @@ struct pfsd {
 #define PFSD_ACK_WAIT_MS 2000             /* a change waits this long for PUSH_ACKs */
 #define PFSD_ACK_TICK_MS 50               /* deadline check period while some wait */
 
+/* Whether a log line about hostile input may go now (ratelimit_i.h).
+ * Loop thread. */
+static inline bool pfsd_log_allowed(struct pfsd *d)
+{
+	return ratelimit_allow(&d->rl, uv_now(&d->loop));
+}
+
+/* pfs_warn, held back while hostile input makes too many lines. Loop
+ * thread. */
+#define pfsd_warn_rl(d, ...)                      \
+	do {                                      \
+		if (pfsd_log_allowed(d))          \
+			pfs_warn(__VA_ARGS__);    \
+	} while (0)
 
 #endif /* PODFSD_PFSD_I_H */

@@ -2,7 +2,7 @@
  *
  * A READ whose reply goes out uncoded moves the file's pages into a pipe
  * in a worker thread (splice from the file: the disk wait happens there)
- * and from the pipe into the socket on the loop (server.c). Both ends are
+ * and from the pipe into the socket on the loop (conn.c). Both ends are
  * non-blocking, so a full pipe or socket makes the caller fall back to
  * copying, never wait. Any thread.
  */
@@ -22,8 +22,9 @@ struct pipes {
 	bool off;               /* pipes too small here: splice is not used */
 };
 
+/* An empty pool. Never fails. */
 void pipes_init(struct pipes *pp);
-/* Closes the idle pipes. */
+/* Closes the idle pipes (every pipe is back: no worker runs). */
 void pipes_fini(struct pipes *pp);
 /* An empty pipe able to hold a PFS_MAX_IO reply, p[0] read end, p[1]
  * write end, both O_NONBLOCK. Returns 0, or -1 if none can be had (then

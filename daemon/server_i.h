@@ -1,151 +1,31 @@
-/* server_i.h: connections, framing, requests in flight, replies.
+/* server_i.h: podfsd's server: the listener and its connections, the
+ * path of a request (queued on the thread pool, its completion, its
+ * reply held for acknowledgements and sent), the periodic sweep of the
+ * handle cache, and the orderly stop.
  *
- * Loop thread only, except struct req's worker fields, which the worker
- * running the request fills (see dispatch_i.h) and after_work reads.
+ * Loop thread only.
  */
 #ifndef PODFSD_SERVER_I_H
 #define PODFSD_SERVER_I_H
 
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <uv.h>
+#include <stddef.h>
+#include <sys/socket.h>
 
-#include "podfs/codec.h"
-#include "podfs/frame.h"
-#include "pfsd_i.h"
+struct pfsd;
 
-struct session;
-struct drc_ent;
-
-enum conn_state {
-	CS_HELLO, /* waiting for HELLO */
-	CS_AUTH,  /* HELLO answered, waiting for AUTH */
-	CS_READY, /* authenticated */
-};
-
-#define CONN_RBUF 32768
-
-struct conn {
-	uv_tcp_t tcp;
-	uv_timer_t hs_timer;   /* handshake deadline */
-	struct pfsd *d;
-	struct conn *prev, *next;
-	uint64_t id;
-	char peer[64];         /* "addr:port" */
-	char host[PFS_HOSTNAME_MAX + 1];
-	enum conn_state st;
-	bool closing;          /* uv_close issued */
-	bool reading;
-	bool close_after_write;
-	unsigned open_handles; /* tcp + timer, until their close_cb */
-	unsigned inflight;     /* requests queued, running or being written */
-	uint64_t push_sent;    /* pushes written on this connection */
-	uint64_t push_acked;   /* of which the client acknowledged (PUSH_ACK) */
-	size_t mem;            /* request + reply bytes held for this conn */
-	/* Reply bytes written but not sent yet (loop writes, workers read):
-	 * LZ4 only while the link is backed up (link.h). */
-	_Atomic size_t backlog;
-
-	/* Handshake. */
-	uint64_t client_id;
-	uint64_t caps;
-	uint8_t cnonce[PFS_NONCE_LEN];
-	uint8_t snonce[PFS_NONCE_LEN];
-	struct session *sess;
-	bool bulk;             /* a bulk connection of sess (PFS_CAP_BULK) */
-
-	/* Frame reader: header bytes, then the payload into pbuf. */
-	uint8_t hbuf[PFS_FRAME_HDR_SIZE];
-	size_t hgot;
-	bool have_hdr;
-	struct pfs_frame_hdr h;
-	uint8_t *pbuf;
-	size_t pgot;
-	uint8_t *rbuf;         /* CONN_RBUF */
-};
-
-/* Invalidation to push to other sessions once a request completes. */
-struct inval {
-	struct inval *next;
-	uint16_t op;           /* PFS_OP_INVAL_INODE, PFS_OP_INVAL_ENTRY or
-				* PFS_OP_LOCK_WAKE (server_lock_wake) */
-	struct pfs_fh fh;
-	int64_t off, len;
-	struct pfs_name name;
-};
-
-/* A client whose acknowledgement a held reply waits for (see server.c,
- * "acknowledged pushes"). */
-struct ackwait {
-	struct session *s;     /* referenced */
-	uint64_t conn_id;      /* the connection the push went out on */
-	uint64_t target;       /* its push_sent once the push is written */
-};
-
-struct req {
-	uv_work_t work;
-	struct conn *c;
-	struct session *s;
-	struct pfsd *d;
-	struct pfs_frame_hdr h;
-	uint8_t *in;           /* wire payload, owned */
-	size_t acct;           /* bytes accounted in c->mem */
-	struct drc_ent *drc;
-	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
-	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
-	bool new_dir;          /* and PFS_CAP_NEW_DIR */
-	uint32_t auth_flags;   /* AUTH reply flags (bit0: session resumed) */
-
-	/* Push ordering (loop thread; see server.c). */
-	bool ordered;          /* in s's in-flight list: pushes wait for its reply */
-	bool meta;             /* hands out metadata (LOOKUP, GETATTR, READDIR...) */
-	uint64_t seq;          /* position in s's in-flight list */
-	struct req *iprev, *inext;
-	uint64_t epoch;        /* s->forget_epoch when queued */
-	struct keyvec keys;    /* interest keys the worker registered */
-
-	/* Filled by the worker. */
-	bool violation;        /* close the connection (bad LZ4 payload) */
-	int32_t status;
-	uint8_t *out;          /* raw reply payload, owned */
-	size_t outlen;
-	uint8_t hdr[PFS_FRAME_HDR_SIZE];
-	void *scratch;         /* compressed payload, owned */
-	const void *wire;
-	size_t wirelen;
-	int pipe[2];           /* splice_len > 0: the rest of the payload */
-	size_t splice_len;     /* payload bytes waiting in pipe after wire */
-	struct inval *invals;
-
-	/* Reply held until other clients acknowledged this change's pushes
-	 * (loop thread). */
-	struct ackwait *aw;
-	size_t naw, caw;
-	uint64_t ack_deadline;  /* uv_now, ms */
-	struct req *hnext;      /* d->held */
-};
-
-/* Pushes one invalidation to every session interested in iv->fh (the
- * parent for INVAL_ENTRY) whose key is key, except `from` unless self.
- * Loop thread. */
-void server_push(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
-		 uint64_t key);
-/* A lock on fh was released: pushes LOCK_WAKE to the sessions waiting
- * for a lock on it (lockstate_wait_take). Loop thread. */
-void server_lock_wake(struct pfsd *d, const struct pfs_fh *fh);
-/* Change notifications were lost: drops every client connection, so that
- * each client reconnects and revalidates what it caches. Loop thread. */
-void server_revalidate_all(struct pfsd *d, const char *why);
-
-/* Parses "ADDR:PORT" ("[v6]:PORT" for IPv6). Returns 0 or -EINVAL. */
+/* Parses "ADDR:PORT" ("[v6]:PORT" for IPv6) into *out. Returns 0 or
+ * -EINVAL. Any thread (no loop needed). */
 int server_parse_addr(const char *s, struct sockaddr_storage *out);
-/* Binds and listens on d->listen_addr; logs "listening on ADDR:PORT". */
+
+/* Binds and listens on d->listen_addr and starts the timers (sweep,
+ * held replies); logs "listening on ADDR:PORT" and sets *port_out to the
+ * port (the one chosen, for port 0). Returns 0, or a negative libuv
+ * error with a one-line reason in err. */
 int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out);
+
+/* Stops serving (shutdown): closes the listener, the watcher and every
+ * connection, sends the held replies, ends every session. The loop ends
+ * once the last request finished. Idempotent. */
 void server_stop(struct pfsd *d);
-void conn_close(struct conn *c, const char *why);
-/* Queues a frame. Takes ownership of own1/own2 (freed after the write). */
-void conn_send(struct conn *c, const uint8_t *hdr, const void *wire, size_t len, void *own1,
-	       void *own2);
 
 #endif /* PODFSD_SERVER_I_H */

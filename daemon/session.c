@@ -1,4 +1,6 @@
-/* session.c: sessions, their fids, lock fds and duplicate request cache. */
+/* session.c: the session table and the lifetime of sessions (attached,
+ * lingering, the lock lease, killed, freed), their fids and lock fds, and
+ * the lock wake-up fan-out (see session_i.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,22 +8,18 @@
 
 #include "podfs/log.h"
 #include "podfs/hash.h"
+#include "conn_i.h"
+#include "handles_i.h"
+#include "idtab_i.h"
 #include "lockstate_i.h"
-#include "server_i.h"
+#include "push_i.h"
 #include "session_i.h"
 
 /* --- table, lifetime (loop thread) --- */
 
 struct session *session_find(struct pfsd *d, uint64_t client_id)
 {
-	uint64_t h = pfs_hash_u64(client_id);
-
-	for (struct hnode *n = htab_first(&d->sessions, h); n; n = htab_next(n, h)) {
-		struct session *s = container_of(n, struct session, hn);
-		if (s->client_id == client_id)
-			return s;
-	}
-	return NULL;
+	return IDTAB_FIND(&d->sessions, client_id, struct session, hn, client_id);
 }
 
 struct session *session_new(struct pfsd *d, uint64_t client_id)
@@ -39,8 +37,10 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	pthread_mutex_init(&s->lk_mu, NULL);
 	htab_init(&s->fids);
 	htab_init(&s->locks);
-	htab_init(&s->drc);
-	htab_insert(&d->sessions, &s->hn, pfs_hash_u64(client_id));
+	drc_init(&s->drc, PFSD_DRC_MAX);
+	TAILQ_INIT(&s->inflight);
+	STAILQ_INIT(&s->deferred);
+	idtab_insert(&d->sessions, &s->hn, client_id);
 	s->islot = interest_slot_alloc(d->it);
 	if (s->islot >= 0)
 		d->slot_sess[s->islot] = s;
@@ -73,23 +73,13 @@ static void free_cb(uv_handle_t *h)
 	while ((n = htab_pop(&s->locks))) {
 		struct lockent *l = container_of(n, struct lockent, hn);
 		close(l->fd);
-		server_lock_wake(s->d, &l->fh);
+		session_lock_wake(s->d, &l->fh);
 		free(l);
 	}
-	while (s->dq_head) {
-		struct pushq *q = s->dq_head;
-		s->dq_head = q->next;
-		free(q);
-	}
-	while (s->drc_old) {
-		struct drc_ent *e = s->drc_old;
-		s->drc_old = e->newer;
-		free(e->wire);
-		free(e);
-	}
+	push_drop_queue(s);
+	drc_fini(&s->drc);
 	htab_fini(&s->fids);
 	htab_fini(&s->locks);
-	htab_fini(&s->drc);
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->lk_mu);
 	free(s);
@@ -129,8 +119,8 @@ void session_kill(struct session *s)
 		s->conn = NULL;
 	}
 	/* Its bulk connections end with it: their requests name its fids. */
-	for (struct conn *c = s->d->conns, *next; c && s->nbulk; c = next) {
-		next = c->next;
+	for (struct conn *c = LIST_FIRST(&s->d->conns), *next; c && s->nbulk; c = next) {
+		next = LIST_NEXT(c, link);
 		if (c->bulk && c->sess == s)
 			conn_close(c, "its session ended");
 	}
@@ -174,7 +164,7 @@ static void lk_linger_cb(uv_timer_t *t)
 	while (gone) {
 		struct lockent *l = gone;
 		gone = l->hn.next ? container_of(l->hn.next, struct lockent, hn) : NULL;
-		server_lock_wake(s->d, &l->fh);
+		session_lock_wake(s->d, &l->fh);
 		free(l);
 	}
 	lockstate_drop_holder(s->d->ls, s->client_id);
@@ -194,8 +184,19 @@ void session_attach(struct session *s, struct conn *c)
 	c->sess = s;
 }
 
+void session_attach_bulk(struct session *s, struct conn *c)
+{
+	c->sess = s;
+	s->nbulk++;
+}
+
 void session_detach(struct session *s, struct conn *c)
 {
+	if (c->bulk) {
+		s->nbulk--;
+		c->sess = NULL;
+		return;
+	}
 	if (s->conn != c)
 		return;
 	s->conn = NULL;
@@ -228,97 +229,37 @@ void sessions_stop(struct pfsd *d)
 		session_kill(container_of(n, struct session, hn));
 }
 
-unsigned sessions_count(const struct pfsd *d)
+void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh)
 {
-	return d->sessions.n;
-}
+	struct pfs_lock_wake_push m = { .fh = *fh };
+	uint8_t buf[PFS_FH_MAX + 8];
+	uint64_t ids[64], key;
+	struct pfs_wr w;
+	size_t n;
 
-/* --- duplicate request cache (loop thread) --- */
-
-struct drc_ent *session_drc_find(struct session *s, uint64_t id)
-{
-	uint64_t h = pfs_hash_u64(id);
-
-	for (struct hnode *n = htab_first(&s->drc, h); n; n = htab_next(n, h)) {
-		struct drc_ent *e = container_of(n, struct drc_ent, hn);
-		if (e->id == id)
-			return e;
-	}
-	return NULL;
-}
-
-static void drc_unlink(struct session *s, struct drc_ent *e)
-{
-	if (e->older)
-		e->older->newer = e->newer;
-	else
-		s->drc_old = e->newer;
-	if (e->newer)
-		e->newer->older = e->older;
-	else
-		s->drc_new = e->older;
-	htab_remove(&s->drc, &e->hn);
-	s->ndrc--;
-}
-
-struct drc_ent *session_drc_begin(struct session *s, uint64_t id, uint16_t op)
-{
-	struct drc_ent *e = xcalloc(1, sizeof(*e));
-
-	e->id = id;
-	e->op = op;
-	e->older = s->drc_new;
-	if (s->drc_new)
-		s->drc_new->newer = e;
-	else
-		s->drc_old = e;
-	s->drc_new = e;
-	htab_insert(&s->drc, &e->hn, pfs_hash_u64(id));
-	s->ndrc++;
-
-	/* Forget the oldest finished replies; running ones stay. */
-	for (struct drc_ent *o = s->drc_old; o && s->ndrc > PFSD_DRC_MAX;) {
-		struct drc_ent *next = o->newer;
-		if (o->done) {
-			drc_unlink(s, o);
-			free(o->wire);
-			free(o);
+	if (d->stopping || !fh->len)
+		return;
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_lock_wake_push(&w, &m) < 0)
+		return;
+	key = handles_key(d->hs, fh);
+	do {
+		n = lockstate_wait_take(d->ls, key, ids, 64);
+		for (size_t i = 0; i < n; i++) {
+			struct session *s = session_find(d, ids[i]);
+			/* Not ordered after replies: a wake-up only makes the
+			 * client retry, and the sooner the better. */
+			if (s && !s->dead)
+				push_send(s, PFS_OP_LOCK_WAKE, buf, w.len);
 		}
-		o = next;
-	}
-	return e;
-}
-
-void session_drc_done(struct session *s, struct drc_ent *e, const uint8_t *hdr, const void *wire,
-		      size_t len)
-{
-	memcpy(e->hdr, hdr, PFS_FRAME_HDR_SIZE);
-	e->wire = len ? xmalloc(len) : NULL;
-	if (len)
-		memcpy(e->wire, wire, len);
-	e->len = len;
-	e->done = true;
-}
-
-void session_drc_forget(struct session *s, struct drc_ent *e)
-{
-	drc_unlink(s, e);
-	free(e->wire);
-	free(e);
+	} while (n == 64);
 }
 
 /* --- fids (any thread) --- */
 
 static struct fid *fid_find(struct session *s, uint64_t id)
 {
-	uint64_t h = pfs_hash_u64(id);
-
-	for (struct hnode *n = htab_first(&s->fids, h); n; n = htab_next(n, h)) {
-		struct fid *f = container_of(n, struct fid, hn);
-		if (f->id == id)
-			return f;
-	}
-	return NULL;
+	return IDTAB_FIND(&s->fids, id, struct fid, hn, id);
 }
 
 struct fid *session_fid_get(struct session *s, uint64_t id)
@@ -362,7 +303,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir
 		if (--old->refs == 0)
 			close_now = old;
 	}
-	htab_insert(&s->fids, &f->hn, pfs_hash_u64(id));
+	idtab_insert(&s->fids, &f->hn, id);
 	pthread_mutex_unlock(&s->mu);
 	if (close_now)
 		fid_close(close_now);

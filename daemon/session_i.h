@@ -4,11 +4,11 @@
  * stable across its reconnects). It outlives its connection by --lease
  * seconds so that a reconnecting client keeps its open files and locks.
  *
- * Threads: the session table, attach/detach, refs and the duplicate
- * request cache (drc) belong to the loop thread. The fid table and the lock
- * table are used by worker threads and guarded by s->mu and s->lk_mu. A
- * session is freed on the loop once it is dead (expired, GOODBYE, or
- * shutdown) and no request references it (refs == 0).
+ * Threads: the session table, attach/detach, refs, the duplicate request
+ * cache (drc) and the push order belong to the loop thread. The fid table
+ * and the lock table are used by worker threads and guarded by s->mu and
+ * s->lk_mu. A session is freed on the loop once it is dead (expired,
+ * GOODBYE, or shutdown) and no request references it (refs == 0).
  */
 #ifndef PODFSD_SESSION_I_H
 #define PODFSD_SESSION_I_H
@@ -22,20 +22,11 @@
 
 #include "podfs/codec.h"
 #include "podfs/htab.h"
+#include "drc_i.h"
 #include "pfsd_i.h"
+#include "push_i.h"
 
 struct conn;
-struct req;
-
-/* A push frame held back until earlier replies of its session are queued
- * (see the race analysis in server.c). */
-struct pushq {
-	struct pushq *next;
-	uint64_t wait;     /* send once no request with seq < wait is in flight */
-	uint16_t op;
-	uint16_t len;
-	uint8_t p[];
-};
 
 /* An open file or directory of a session, named by the client's fid. */
 struct fid {
@@ -62,21 +53,6 @@ struct lockent {
 	struct pfs_fh fh;
 };
 
-/* A remembered reply of a non-idempotent request, or a WRITE while it
- * runs (its reply is not kept: PFS_OPF_ONCE without PFS_OPF_DRC, wire.h). */
-struct drc_ent {
-	struct hnode hn;
-	struct drc_ent *older, *newer;
-	uint64_t id;
-	uint16_t op;
-	bool done;    /* reply stored below */
-	bool resend;  /* a duplicate arrived while running: send it again */
-	uint64_t resend_conn; /* id of the connection the duplicate came on */
-	uint8_t hdr[PFS_FRAME_HDR_SIZE];
-	uint8_t *wire;
-	size_t len;
-};
-
 struct session {
 	struct hnode hn;
 	struct pfsd *d;
@@ -98,59 +74,85 @@ struct session {
 	pthread_mutex_t lk_mu; /* locks */
 	struct htab locks;
 
-	struct htab drc;
-	struct drc_ent *drc_old, *drc_new;
-	size_t ndrc;
+	struct drc drc;    /* duplicate request cache (loop thread) */
 
 	/* Interest and push ordering (loop thread; islot is read by workers,
 	 * it does not change while the session has requests). */
 	int islot;                 /* interest slot, -1: none (gets every push) */
 	uint64_t seq_next;         /* sequence number of the next ordered request */
-	struct req *if_head, *if_tail; /* ordered requests in flight, by seq */
+	TAILQ_HEAD(, inflight) inflight; /* ordered requests in flight, by seq */
 	unsigned nmeta;            /* of those, requests that hand out metadata */
-	struct pushq *dq_head, *dq_tail; /* deferred pushes, FIFO */
+	STAILQ_HEAD(, pushq) deferred; /* deferred pushes, FIFO */
 	unsigned ndq;
 	uint64_t forget_epoch;     /* FORGETs applied so far */
 };
 
-/* Loop thread. */
+/* --- the table and the lifetime of sessions (loop thread) --- */
+
+/* The live session of client_id, or NULL. */
 struct session *session_find(struct pfsd *d, uint64_t client_id);
+/* A new session of client_id, in the table, without a connection yet,
+ * with an interest slot if one is free (else it gets every push). The
+ * caller checked that session_find finds none. Never fails. */
 struct session *session_new(struct pfsd *d, uint64_t client_id);
+/* c becomes s's main connection (c->sess, s->conn; the caller closed the
+ * previous one); a lingering session stops its lease timers. */
 void session_attach(struct session *s, struct conn *c);
-/* The connection went away: linger for the lease, then die. */
+/* c becomes a bulk connection of s (PFS_CAP_BULK): it carries s's
+ * requests but gets no pushes and does not keep s alive. */
+void session_attach_bulk(struct session *s, struct conn *c);
+/* c is closing: a bulk connection just leaves s; s's main connection
+ * leaves s lingering for --lease seconds (its locks for --lock-lease),
+ * then s dies (at once with --lease 0 or while the daemon stops). A
+ * connection s no longer has changes nothing. */
 void session_detach(struct session *s, struct conn *c);
-/* Drops the session now (GOODBYE, lease over, shutdown). */
+/* Ends s now (GOODBYE, lease over, shutdown): out of the table, no more
+ * pushes, its bulk connections closed, its locks' holder entry dropped
+ * unless the daemon stops (the clients reclaim after a restart). Its
+ * memory, fids and lock fds go once no request holds it. Idempotent. */
 void session_kill(struct session *s);
+/* A request in flight holds s (refs): s is freed only once it is dead and
+ * the last reference went. */
 void session_ref(struct session *s);
+/* Lets go of a session_ref; frees s (after its timers' close callbacks)
+ * if it is dead and that was the last. */
 void session_unref(struct session *s);
+/* Kills every session (shutdown). */
 void sessions_stop(struct pfsd *d);
-unsigned sessions_count(const struct pfsd *d);
+/* A lock on fh was released: pushes LOCK_WAKE at once, unordered, to the
+ * live sessions that wait for a lock on it (lockstate_wait_take). A no-op
+ * while the daemon stops. */
+void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh);
 
-/* Duplicate request cache (loop thread). */
-struct drc_ent *session_drc_find(struct session *s, uint64_t id);
-struct drc_ent *session_drc_begin(struct session *s, uint64_t id, uint16_t op);
-void session_drc_done(struct session *s, struct drc_ent *e, const uint8_t *hdr,
-		      const void *wire, size_t len);
-/* Forgets a request that produced no reply, so that a resend runs it. */
-void session_drc_forget(struct session *s, struct drc_ent *e);
+/* --- fids (any thread; s->mu inside) --- */
 
-/* Fids (any thread). session_fid_get returns a referenced fid or NULL. */
+/* The fid id of s with a reference (release it with session_fid_put),
+ * or NULL. */
 struct fid *session_fid_get(struct session *s, uint64_t id);
-/* Registers fd (and dir, which then owns fd) under id and returns it with a
- * reference. If id is taken: replace=true closes the old one (once unused),
- * replace=false keeps it, closes fd/dir and returns the old one. Takes
- * ownership of fd/dir in every case. */
+/* Registers fd (and dir, which then owns fd) with open flags under id
+ * and returns it with a reference. If id is taken: replace=true forgets
+ * the old one (closed once unused), replace=false keeps it, closes
+ * fd/dir and returns the old one (referenced). Takes ownership of fd/dir
+ * in every case. Never fails. */
 struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir, int flags,
 				bool replace);
+/* Drops a reference of session_fid_get/install (f may be NULL); the last
+ * one closes the fid. */
 void session_fid_put(struct session *s, struct fid *f);
-/* Forgets id; returns false if it was unknown. */
+/* Forgets fid id (closed once unused). Returns false if it was unknown. */
 bool session_fid_release(struct session *s, uint64_t id);
 
-/* Locks (any thread): hold s->lk_mu around find/add/del. */
+/* --- lock fds (any thread; the caller holds s->lk_mu) --- */
+
+/* The lock fd of owner's locks of kind flock (else POSIX) on fh, or
+ * NULL. */
 struct lockent *session_lock_find(struct session *s, uint64_t owner, bool flock,
 				  const struct pfs_fh *fh);
+/* Registers fd (owned from now on) as that lock fd and returns it. Never
+ * fails. */
 struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
 				 const struct pfs_fh *fh, int fd);
+/* Forgets l and closes its fd, which drops its locks. */
 void session_lock_del(struct session *s, struct lockent *l);
 
 #endif /* PODFSD_SESSION_I_H */

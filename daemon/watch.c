@@ -14,7 +14,9 @@
 #include "podfs/log.h"
 #include "podfs/hash.h"
 #include "handles_i.h"
-#include "server_i.h"
+#include "idtab_i.h"
+#include "pfsd_i.h"
+#include "push_i.h"
 #include "watch_i.h"
 
 #ifndef FAN_REPORT_TARGET_FID
@@ -101,7 +103,7 @@ static void push(struct watch *w, const struct kh *k, uint16_t op, int64_t off,
 		memcpy(iv.name.s, name, nl + 1);
 		iv.name.len = (uint16_t)nl;
 	}
-	server_push(d, NULL, true, &iv, key);
+	push_inval(d, NULL, true, &iv, key, NULL);
 }
 
 /* Parses one event's info records (m->event_len bytes at ev) and pushes
@@ -213,11 +215,11 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 			if (m.fd >= 0)
 				close(m.fd); /* not with FID reporting, but never leak */
 			if (m.mask & FAN_Q_OVERFLOW) {
-				server_revalidate_all(w->d, "change notifications lost");
+				push_revalidate_all(w->d, "change notifications lost");
 				continue;
 			}
 			if (m.pid == w->self)
-				continue; /* our own change: pushed by dispatch.c */
+				continue; /* our own change: pushed as it completes */
 			on_event(w, ev, &m);
 		}
 	}
@@ -232,14 +234,7 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 /* Caller holds w->mu. */
 static struct iwatch *iw_find(struct watch *w, int wd)
 {
-	uint64_t h = pfs_hash_u64((uint64_t)wd);
-
-	for (struct hnode *n = htab_first(&w->wds, h); n; n = htab_next(n, h)) {
-		struct iwatch *iw = container_of(n, struct iwatch, hn);
-		if (iw->wd == wd)
-			return iw;
-	}
-	return NULL;
+	return IDTAB_FIND(&w->wds, wd, struct iwatch, hn, wd);
 }
 
 void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh)
@@ -262,7 +257,7 @@ void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh)
 		struct iwatch *iw = xcalloc(1, sizeof(*iw));
 		iw->wd = wd;
 		iw->fh = *fh;
-		htab_insert(&w->wds, &iw->hn, pfs_hash_u64((uint64_t)wd));
+		idtab_insert(&w->wds, &iw->hn, (uint64_t)wd);
 	}
 	pthread_mutex_unlock(&w->mu);
 }
@@ -286,7 +281,7 @@ static void push_fh(struct watch *w, const struct pfs_fh *fh, uint16_t op, int64
 		memcpy(iv.name.s, name, nl + 1);
 		iv.name.len = (uint16_t)nl;
 	}
-	server_push(w->d, NULL, true, &iv, handles_key(w->d->hs, fh));
+	push_inval(w->d, NULL, true, &iv, handles_key(w->d->hs, fh), NULL);
 }
 
 static void inotify_event(struct watch *w, const struct inotify_event *ev)
@@ -343,7 +338,7 @@ static void inotify_read(struct watch *w)
 			if (len > (size_t)n - off)
 				break;
 			if (ev->mask & IN_Q_OVERFLOW)
-				server_revalidate_all(w->d, "change notifications lost");
+				push_revalidate_all(w->d, "change notifications lost");
 			else
 				inotify_event(w, ev);
 			off += len;

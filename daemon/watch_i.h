@@ -5,10 +5,11 @@
  * FAN_REPORT_DFID_NAME + FAN_REPORT_FID [+ FAN_REPORT_TARGET_FID]): event
  * file handles are the kernel handles name_to_handle_at() gives, so they
  * map to interest keys (handles_key_kernel) without any lookup. Events made
- * by podfsd itself are skipped: its own operations are pushed precisely by
- * dispatch.c. Events on objects nobody caches cost one hash and one table
- * probe. The queue is unlimited; should events still be lost
- * (FAN_Q_OVERFLOW), every client reconnects and revalidates.
+ * by podfsd itself are skipped: its own operations are pushed precisely
+ * as they complete (server.c, push.c). Events on objects nobody caches
+ * cost one hash and one table probe. The queue is unlimited; should
+ * events still be lost (FAN_Q_OVERFLOW), every client reconnects and
+ * revalidates.
  *
  * Without fanotify (no CAP_SYS_ADMIN, or a kernel/filesystem without FID
  * reporting), podfsd falls back to inotify on every directory a client
@@ -19,6 +20,7 @@
  * runs without a watcher: clients then see changes made beside podfs only
  * when they revalidate. PODFSD_WATCH=inotify|none forces a fallback.
  *
+ * The pushes go through push.c (push_inval, push_revalidate_all).
  * Loop thread, except watch_dir().
  */
 #ifndef PODFSD_WATCH_I_H
@@ -30,12 +32,15 @@ struct pfsd;
 struct watch;
 struct pfs_fh;
 
-/* Starts watching d's export (after daemonizing: it records our pid).
- * Never fails: without a watcher it logs why and returns. */
+/* Starts watching d's export (after daemonizing: it records our pid) and
+ * sets d->watch. Never fails: without a watcher it logs why and returns
+ * (d->watch stays NULL). */
 void watch_start(struct pfsd *d);
-/* Stops watching (closes the poll handle). */
+/* Stops watching (closes the poll handle; shutdown). Idempotent; a
+ * no-op without a watcher. */
 void watch_stop(struct pfsd *d);
-/* Frees the watcher, once the loop is closed and no worker runs. */
+/* Frees the watcher, once the loop is closed and no worker runs. Safe
+ * without one. */
 void watch_free(struct pfsd *d);
 /* inotify fallback: watch directory pathfd (any fd, O_PATH is fine), whose
  * wire handle is fh. A no-op with fanotify or without a watcher. Any

@@ -154,6 +154,50 @@ int pfs_put_ENTRY(struct pfs_wr *w, const struct pfs_entry *e)
 	return r;
 }
 
+/* ---- fields written in place ---- */
+
+int pfs_wr_skip(struct pfs_wr *w, size_t n, size_t *at)
+{
+	if (n > w->cap - w->len)
+		return -ENOBUFS;
+	memset(w->buf + w->len, 0, n);
+	*at = w->len;
+	w->len += n;
+	return 0;
+}
+
+void pfs_patch_U8(struct pfs_wr *w, size_t at, uint8_t v)
+{
+	w->buf[at] = v;
+}
+
+void pfs_patch_U32(struct pfs_wr *w, size_t at, uint32_t v)
+{
+	pfs_store_le32(w->buf + at, v);
+}
+
+int pfs_bytes_open(struct pfs_wr *w, size_t *at)
+{
+	return pfs_wr_skip(w, 4, at);
+}
+
+int pfs_bytes_close(struct pfs_wr *w, size_t at)
+{
+	size_t len = w->len - at - 4;
+
+	if (len > PFS_MAX_IO)
+		return -EINVAL;
+	pfs_patch_U32(w, at, (uint32_t)len);
+	return 0;
+}
+
+int pfs_put_BYTES_head(struct pfs_wr *w, size_t len)
+{
+	if (len > PFS_MAX_IO)
+		return -EINVAL;
+	return put_le(w, len, 4);
+}
+
 /* ---- input ---- */
 
 static const uint8_t *need(struct pfs_rd *r, size_t n)

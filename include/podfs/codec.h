@@ -225,6 +225,35 @@ PFS_X_PRIM(BYTES) PFS_X_PRIM(CREDS) PFS_X_PRIM(NONCE) PFS_X_PRIM(MAC) PFS_X_PRIM
 PFS_X_PRIM(ENTRY)
 #undef PFS_X_PRIM
 
+/* Fields written in place, for payloads whose length or leading field
+ * is known only once what follows is written (READ and REVALIDATE
+ * replies, LISTDIR and READDIR lists).
+ *
+ * pfs_wr_skip reserves n bytes (zeroed) at the end of w for a field
+ * written later by pfs_patch_U8 or pfs_patch_U32, and sets *at to their
+ * offset. Returns 0, or -ENOBUFS (w unchanged).
+ *
+ * pfs_patch_U8 and pfs_patch_U32 write v at offset at of w, in bytes that
+ * pfs_wr_skip reserved (the caller's guarantee: at + size <= w->len).
+ *
+ * pfs_bytes_open begins a BYTES field whose content the caller appends
+ * to w (items of a packed list, or its own bytes at w->buf + w->len,
+ * which it then counts into w->len): it reserves the u32 length and sets
+ * *at. Returns 0 or -ENOBUFS (w unchanged). pfs_bytes_close ends it: the
+ * length becomes the bytes appended since. Returns 0, or -EINVAL if that
+ * is over PFS_MAX_IO (the length is then left 0).
+ *
+ * pfs_put_BYTES_head writes only the u32 length of a BYTES field whose
+ * len bytes are not in w: they follow w's payload on the wire (a
+ * zero-copy READ reply). Returns 0, -EINVAL if len is over PFS_MAX_IO,
+ * or -ENOBUFS (w unchanged). */
+int pfs_wr_skip(struct pfs_wr *w, size_t n, size_t *at);
+void pfs_patch_U8(struct pfs_wr *w, size_t at, uint8_t v);
+void pfs_patch_U32(struct pfs_wr *w, size_t at, uint32_t v);
+int pfs_bytes_open(struct pfs_wr *w, size_t *at);
+int pfs_bytes_close(struct pfs_wr *w, size_t at);
+int pfs_put_BYTES_head(struct pfs_wr *w, size_t len);
+
 /* READDIR reply: u8 eof, then entries until the end of the payload:
  *   name, u64 next_off (cookie to continue after this entry), u64 ino,
  *   u32 mode (file type bits only unless PFS_DE_HAS_ENTRY), u8 flags,

@@ -1,0 +1,496 @@
+/* conn.c: one client connection: frames in, the write queue and the
+ * memory it holds, backpressure, zero-copy READ replies, closing (see
+ * conn_i.h). Loop thread only. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "podfs/frame.h"
+#include "podfs/log.h"
+#include "conn_i.h"
+#include "pfsd_i.h"
+
+/* An outgoing frame, or the rest of one (conn_reply_spliced). */
+struct wmsg {
+	uv_write_t wr;
+	struct conn *c;
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	void *own[2];
+	size_t acct;     /* bytes to release from c->mem when written */
+	bool is_reply;   /* completes a request counted in c->inflight */
+};
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* --- lifetime --- */
+
+static void maybe_free(struct conn *c)
+{
+	if (!c->closing || c->open_handles || c->inflight || c->refs)
+		return;
+	free(c->pbuf);
+	free(c->rbuf);
+	free(c);
+}
+
+static void handle_close_cb(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+
+	c->open_handles--;
+	maybe_free(c);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+
+	c->deadline_cb(c);
+}
+
+struct conn *conn_new(struct pfsd *d, conn_frame_cb frame_cb, conn_close_cb close_cb)
+{
+	struct conn *c = xcalloc(1, sizeof(*c));
+
+	c->d = d;
+	c->id = ++d->next_conn_id;
+	uv_tcp_init(&d->loop, &c->tcp);
+	uv_timer_init(&d->loop, &c->timer);
+	c->tcp.data = c;
+	c->timer.data = c;
+	c->open_handles = 2;
+	c->frame_cb = frame_cb;
+	c->close_cb = close_cb;
+	return c;
+}
+
+void conn_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+		uv_ip6_name(a, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6_port));
+	} else if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+		uv_ip4_name(a, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
+	} else {
+		snprintf(buf, len, "?");
+	}
+}
+
+int conn_accept(struct conn *c, uv_stream_t *listener)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss);
+
+	if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
+		snprintf(c->peer, sizeof(c->peer), "?");
+		conn_close(c, "accept failed");
+		return -1;
+	}
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+		conn_addr_name(&ss, c->peer, sizeof(c->peer));
+	else
+		snprintf(c->peer, sizeof(c->peer), "?");
+	uv_tcp_nodelay(&c->tcp, 1);
+	uv_tcp_keepalive(&c->tcp, 1, 60);
+	return 0;
+}
+
+void conn_close(struct conn *c, const char *why)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->st == CS_READY)
+		pfs_info("conn %llu: %s (%s) disconnected: %s", (unsigned long long)c->id, c->peer,
+			 c->host, why);
+	else
+		pfs_debug("conn %llu: %s closed before auth: %s", (unsigned long long)c->id,
+			  c->peer, why);
+	c->close_cb(c);
+	uv_close((uv_handle_t *)&c->tcp, handle_close_cb);
+	uv_close((uv_handle_t *)&c->timer, handle_close_cb);
+}
+
+void conn_violation(struct conn *c, const char *what)
+{
+	pfsd_warn_rl(c->d, "conn %llu: protocol error from %s: %s; closing",
+		     (unsigned long long)c->id, c->peer, what);
+	conn_close(c, what);
+}
+
+void conn_close_after_write(struct conn *c, const char *why)
+{
+	c->close_after_write = true;
+	c->end_why = why;
+}
+
+void conn_ref(struct conn *c)
+{
+	c->refs++;
+}
+
+void conn_unref(struct conn *c)
+{
+	c->refs--;
+	conn_flow(c);
+	maybe_free(c);
+}
+
+void conn_deadline(struct conn *c, uint64_t ms, conn_deadline_cb cb)
+{
+	c->deadline_cb = cb;
+	uv_timer_start(&c->timer, timer_cb, ms, 0);
+}
+
+void conn_deadline_stop(struct conn *c)
+{
+	uv_timer_stop(&c->timer);
+}
+
+/* --- backpressure --- */
+
+void conn_flow(struct conn *c)
+{
+	bool want;
+
+	if (c->closing || c->close_after_write)
+		return;
+	want = c->inflight < PFSD_MAX_INFLIGHT && c->mem < PFSD_MAX_QUEUED;
+	if (want && !c->reading) {
+		if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
+			c->reading = true;
+	} else if (!want && c->reading) {
+		conn_stop_reading(c);
+	}
+}
+
+void conn_stop_reading(struct conn *c)
+{
+	uv_read_stop((uv_stream_t *)&c->tcp);
+	c->reading = false;
+}
+
+void conn_req_add(struct conn *c, size_t acct)
+{
+	c->inflight++;
+	c->mem += acct;
+	conn_flow(c);
+}
+
+/* A request's bytes leave c's memory; is_reply: it is done (written or
+ * dropped). */
+static void settle(struct conn *c, size_t acct, bool is_reply)
+{
+	c->mem -= acct;
+	if (is_reply)
+		c->inflight--;
+}
+
+void conn_req_drop(struct conn *c, size_t acct)
+{
+	settle(c, acct, true);
+	conn_flow(c);
+}
+
+/* --- writing --- */
+
+/* Notes the bytes of c not sent yet, libuv's write queue and the
+ * kernel's, for the workers coding replies (link.h, dispatch.c). */
+static void note_backlog(struct conn *c)
+{
+	uv_os_fd_t fd;
+
+	if (c->d->o.lz4 != PFS_LZ4_AUTO || c->closing)
+		return;
+	size_t n = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+		n += pfs_sock_unsent(fd);
+	atomic_store_explicit(&c->backlog, n, memory_order_relaxed);
+}
+
+static void free_own(void *own[2])
+{
+	free(own[0]);
+	free(own[1]);
+}
+
+static void write_cb(uv_write_t *wr, int status)
+{
+	struct wmsg *w = container_of(wr, struct wmsg, wr);
+	struct conn *c = w->c;
+
+	settle(c, w->acct, w->is_reply);
+	free_own(w->own);
+	free(w);
+	note_backlog(c);
+	if (status < 0 && !c->closing)
+		conn_close(c, uv_strerror(status));
+	else if (c->close_after_write && !c->closing &&
+		 uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0)
+		conn_close(c, c->end_why);
+	conn_flow(c);
+	maybe_free(c);
+}
+
+/* Writes w's nb buffers, whose bytes are already counted in w->acct and
+ * c->mem. A failing write closes c. Never frees c. */
+static void write_bufs(struct conn *c, struct wmsg *w, uv_buf_t *b, unsigned nb)
+{
+	int ret = uv_write(&w->wr, (uv_stream_t *)&c->tcp, b, nb, write_cb);
+
+	if (ret < 0) {
+		settle(c, w->acct, w->is_reply);
+		free_own(w->own);
+		free(w);
+		conn_close(c, uv_strerror(ret));
+		return;
+	}
+	note_backlog(c);
+}
+
+/* Queues frame f (taking f->own). acct: the request's bytes released
+ * with it; is_reply: it completes a request. Never frees c. */
+static void queue_frame(struct conn *c, struct frame *f, size_t acct, bool is_reply)
+{
+	struct wmsg *w;
+	uv_buf_t b[2];
+
+	if (c->closing) {
+		free_own(f->own);
+		settle(c, acct, is_reply);
+		return;
+	}
+	w = xmalloc(sizeof(*w));
+	w->c = c;
+	memcpy(w->hdr, f->hdr, PFS_FRAME_HDR_SIZE);
+	c->d->wire_out += PFS_FRAME_HDR_SIZE + f->len;
+	c->d->raw_out += PFS_FRAME_HDR_SIZE + f->raw;
+	w->own[0] = f->own[0];
+	w->own[1] = f->own[1];
+	w->acct = acct + PFS_FRAME_HDR_SIZE + f->len;
+	w->is_reply = is_reply;
+	c->mem += PFS_FRAME_HDR_SIZE + f->len;
+	b[0] = uv_buf_init((char *)w->hdr, PFS_FRAME_HDR_SIZE);
+	b[1] = uv_buf_init((char *)f->wire, f->len);
+	write_bufs(c, w, b, f->len ? 2 : 1);
+}
+
+void conn_reply(struct conn *c, struct frame *f, size_t acct)
+{
+	queue_frame(c, f, acct, true);
+}
+
+/* Queues bytes that continue a frame already begun on the stream. */
+static void send_rest(struct conn *c, void *buf, size_t len, size_t acct)
+{
+	struct wmsg *w = xmalloc(sizeof(*w));
+	uv_buf_t b = uv_buf_init((char *)buf, len);
+
+	w->c = c;
+	w->own[0] = buf;
+	w->own[1] = NULL;
+	w->acct = acct + len;
+	w->is_reply = true;
+	c->mem += len;
+	write_bufs(c, w, &b, 1);
+}
+
+void conn_reply_spliced(struct conn *c, struct frame *f, int pipe[2], size_t splice_len,
+			size_t acct)
+{
+	uint8_t head[PFS_FRAME_HDR_SIZE + 16];
+	size_t hl = PFS_FRAME_HDR_SIZE + f->len, hsent = 0, left = splice_len, got = 0;
+	uint8_t *rest;
+	int fd;
+
+	memcpy(head, f->hdr, PFS_FRAME_HDR_SIZE);
+	memcpy(head + PFS_FRAME_HDR_SIZE, f->wire, f->len);
+	free_own(f->own);
+	if (c->closing) {
+		pipes_put(&c->d->pipes, pipe, false);
+		settle(c, acct, true);
+		return;
+	}
+	c->d->wire_out += hl + left;
+	c->d->raw_out += hl + left;
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0 &&
+	    uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+		uv_buf_t b = uv_buf_init((char *)head, hl);
+		int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+		if (n > 0)
+			hsent = (size_t)n;
+		while (hsent == hl && left) {
+			ssize_t k = splice(pipe[0], NULL, fd, NULL, left,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				break; /* full (or failing): the rest is queued */
+			left -= (size_t)k;
+			c->d->spliced += (size_t)k;
+		}
+	}
+	if (hsent == hl && left == 0) {
+		pipes_put(&c->d->pipes, pipe, true);
+		settle(c, acct, true);
+		note_backlog(c);
+		return;
+	}
+	rest = xmalloc(hl - hsent + left);
+	memcpy(rest, head + hsent, hl - hsent);
+	while (got < left) {
+		ssize_t k = read(pipe[0], rest + (hl - hsent) + got, left - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	pipes_put(&c->d->pipes, pipe, got == left);
+	if (got < left) {
+		/* The frame cannot be completed: the stream is unusable. */
+		pfs_err("conn %llu: READ reply data lost from its pipe", (unsigned long long)c->id);
+		free(rest);
+		settle(c, acct, true);
+		conn_close(c, "internal error");
+		return;
+	}
+	send_rest(c, rest, hl - hsent + left, acct);
+}
+
+void conn_send_copy(struct conn *c, const uint8_t *hdr, const void *wire, size_t len, size_t raw)
+{
+	struct frame f = { .len = len, .raw = raw };
+	void *copy = len ? xmalloc(len) : NULL;
+
+	if (copy)
+		memcpy(copy, wire, len);
+	memcpy(f.hdr, hdr, PFS_FRAME_HDR_SIZE);
+	f.wire = copy;
+	f.own[0] = copy;
+	queue_frame(c, &f, 0, false);
+}
+
+void conn_send_small(struct conn *c, uint64_t id, uint16_t op, uint16_t flags, int32_t status,
+		     const void *payload, size_t len)
+{
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	const void *wire;
+
+	pfs_frame_prepare(hdr, id, op, flags, status, payload, len, 0, NULL, 0, &wire);
+	conn_send_copy(c, hdr, payload, len, len);
+}
+
+/* --- reading --- */
+
+static void frame_done(struct conn *c)
+{
+	uint8_t *payload = c->pbuf;
+
+	c->d->wire_in += PFS_FRAME_HDR_SIZE + c->h.wire_len;
+	c->d->raw_in += PFS_FRAME_HDR_SIZE + c->h.raw_len;
+	c->pbuf = NULL;
+	c->have_hdr = false;
+	c->hgot = 0;
+	if (c->close_after_write) { /* refused or said goodbye: ignore the rest */
+		free(payload);
+		return;
+	}
+	c->frame_cb(c, payload);
+}
+
+/* Parses n bytes of stream data from the connection's read buffer. */
+static void feed(struct conn *c, const uint8_t *p, size_t n)
+{
+	while (n && !c->closing) {
+		if (c->close_after_write)
+			return; /* refused or said goodbye: ignore the rest */
+		if (!c->have_hdr) {
+			size_t k = PFS_FRAME_HDR_SIZE - c->hgot;
+			if (k > n)
+				k = n;
+			memcpy(c->hbuf + c->hgot, p, k);
+			c->hgot += k;
+			p += k;
+			n -= k;
+			if (c->hgot < PFS_FRAME_HDR_SIZE)
+				return;
+			size_t max = c->st == CS_READY ? PFS_MAX_PAYLOAD : PFS_MAX_HANDSHAKE;
+			if (pfs_hdr_unpack(c->hbuf, &c->h, max) < 0)
+				return conn_violation(c, "malformed frame header");
+			/* Requests, and PUSH_ACK, the one frame a client
+			 * sends unasked (flagged as a push, id 0). */
+			bool ack = (c->h.flags & PFS_FF_PUSH) && c->st == CS_READY &&
+				   (c->caps & PFS_CAP_PUSH_ACK) && c->h.op == PFS_OP_PUSH_ACK &&
+				   c->h.id == 0 && !(c->h.flags & (PFS_FF_LZ4 | PFS_FF_REPLY)) &&
+				   c->h.raw_len <= 64;
+			if (!ack && ((c->h.flags & (PFS_FF_REPLY | PFS_FF_PUSH)) || c->h.id == 0))
+				return conn_violation(c, "not a request frame");
+			if (c->h.status != 0)
+				return conn_violation(c, "not a request frame");
+			c->have_hdr = true;
+			c->pgot = 0;
+			c->pbuf = c->h.wire_len ? xmalloc(c->h.wire_len) : NULL;
+		}
+		size_t k = c->h.wire_len - c->pgot;
+		if (k > n)
+			k = n;
+		if (k)
+			memcpy(c->pbuf + c->pgot, p, k);
+		c->pgot += k;
+		p += k;
+		n -= k;
+		if (c->pgot == c->h.wire_len)
+			frame_done(c);
+	}
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct conn *c = h->data;
+
+	/* A large payload is read straight into its own buffer. */
+	if (c->have_hdr && c->pbuf && c->h.wire_len - c->pgot >= CONN_RBUF) {
+		*buf = uv_buf_init((char *)c->pbuf + c->pgot, c->h.wire_len - c->pgot);
+		return;
+	}
+	if (!c->rbuf)
+		c->rbuf = xmalloc(CONN_RBUF);
+	*buf = uv_buf_init((char *)c->rbuf, CONN_RBUF);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *c = st->data;
+
+	if (nread < 0) {
+		/* A client that hangs up between our HELLO reply and its AUTH
+		 * could not verify our MAC: it holds another key. */
+		if (c->st == CS_AUTH)
+			pfsd_warn_rl(c->d,
+				     "auth failed from %s (client rejected the server's proof: wrong key)",
+				     c->peer);
+		conn_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
+		return;
+	}
+	if (nread == 0 || c->closing)
+		return;
+	if ((uint8_t *)buf->base == c->rbuf) {
+		feed(c, c->rbuf, (size_t)nread);
+	} else {
+		c->pgot += (size_t)nread;
+		if (c->pgot == c->h.wire_len)
+			frame_done(c);
+	}
+}

@@ -1,0 +1,187 @@
+/* conn_i.h: one client connection: reading its frames, the write queue
+ * and the memory it holds, backpressure, zero-copy sending, closing.
+ *
+ * A connection knows frames, not what they mean: its owner (server.c)
+ * hands it two callbacks, one for each whole frame that arrives and one
+ * for when it closes, and otherwise calls down into it. conn.c never
+ * calls the session, push or server code. The handshake sets st, caps
+ * and host; conn.c reads them to bound and filter frames (a handshake
+ * frame is small; after AUTH a client sends requests and PUSH_ACKs) and
+ * for its log lines.
+ *
+ * Lifetime: a connection is freed once it is closed (both its handles'
+ * close callbacks ran), no request of it is in flight and nobody holds a
+ * reference (conn_ref). Until then its memory stays valid, closed or not.
+ *
+ * Loop thread only, except backlog, which workers read.
+ */
+#ifndef PODFSD_CONN_I_H
+#define PODFSD_CONN_I_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "podfs/wire.h"
+
+struct pfsd;
+struct session;
+struct conn;
+
+enum conn_state {
+	CS_HELLO, /* waiting for HELLO */
+	CS_AUTH,  /* HELLO answered, waiting for AUTH */
+	CS_READY, /* authenticated */
+};
+
+#define CONN_RBUF 32768
+
+/* A whole frame arrived on c: its header is c->h, payload its wire_len
+ * bytes as received (malloc'd, or NULL when empty), which the callee
+ * owns from now on. Not called once c is closing or ends
+ * (conn_close_after_write). */
+typedef void (*conn_frame_cb)(struct conn *c, uint8_t *payload);
+/* c is closing (called once, by conn_close, before its handles close):
+ * the owner lets go of it (lists, sessions). c stays valid until freed. */
+typedef void (*conn_close_cb)(struct conn *c);
+/* The deadline of conn_deadline passed. */
+typedef void (*conn_deadline_cb)(struct conn *c);
+
+/* A frame to send: its packed header (pfs_frame_prepare), its payload as
+ * it goes on the wire, and the buffers to free once it is written. */
+struct frame {
+	uint8_t hdr[PFS_FRAME_HDR_SIZE];
+	const void *wire;      /* len payload bytes on the wire */
+	size_t len;
+	size_t raw;            /* payload bytes before coding (byte counters) */
+	void *own[2];          /* freed once written or dropped (NULL: none) */
+};
+
+struct conn {
+	/* The transport (conn.c). */
+	uv_tcp_t tcp;
+	uv_timer_t timer;      /* the owner's deadline (conn_deadline) */
+	struct pfsd *d;
+	uint64_t id;
+	char peer[64];         /* "addr:port" */
+	bool closing;          /* uv_close issued */
+	bool reading;
+	bool close_after_write;
+	const char *end_why;   /* close_after_write: the reason logged */
+	unsigned open_handles; /* tcp + timer, until their close_cb */
+	unsigned refs;         /* conn_ref */
+	unsigned inflight;     /* requests queued, running or being written */
+	size_t mem;            /* request + reply bytes held for this conn */
+	/* Reply bytes written but not sent yet (loop writes, workers read):
+	 * LZ4 only while the link is backed up (link.h). */
+	_Atomic size_t backlog;
+	conn_frame_cb frame_cb;
+	conn_close_cb close_cb;
+	conn_deadline_cb deadline_cb;
+
+	/* Frame reader: header bytes, then the payload into pbuf. */
+	uint8_t hbuf[PFS_FRAME_HDR_SIZE];
+	size_t hgot;
+	bool have_hdr;
+	struct pfs_frame_hdr h;
+	uint8_t *pbuf;
+	size_t pgot;
+	uint8_t *rbuf;         /* CONN_RBUF */
+
+	/* The handshake (handshake.c) and the session it leads to. */
+	enum conn_state st;
+	char host[PFS_HOSTNAME_MAX + 1];
+	uint64_t client_id;
+	uint64_t caps;
+	uint8_t cnonce[PFS_NONCE_LEN];
+	uint8_t snonce[PFS_NONCE_LEN];
+	struct session *sess;
+	bool bulk;             /* a bulk connection of sess (PFS_CAP_BULK) */
+
+	/* Pushes (push.c). */
+	uint64_t push_sent;    /* pushes written on this connection */
+	uint64_t push_acked;   /* of which the client acknowledged (PUSH_ACK) */
+
+	/* In the server's list of connections (d->conns, server.c). */
+	LIST_ENTRY(conn) link;
+};
+
+/* A new connection of d, not connected yet: its handles initialised on
+ * d's loop, a fresh id, st CS_HELLO. frame_cb and close_cb as above.
+ * Never fails. Then conn_accept. */
+struct conn *conn_new(struct pfsd *d, conn_frame_cb frame_cb, conn_close_cb close_cb);
+/* Accepts the pending connection of listener into c, names its peer and
+ * sets its socket options; reading starts with conn_flow. Returns 0, or
+ * -1 after closing c (conn_close: "accept failed"). */
+int conn_accept(struct conn *c, uv_stream_t *listener);
+
+/* Writes "addr:port" ("[v6]:port") of ss into buf ("?" if unknown). */
+void conn_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len);
+
+/* Starts (or stops) reading c as its requests in flight
+ * (PFSD_MAX_INFLIGHT) and the bytes it holds (PFSD_MAX_QUEUED) allow. A
+ * no-op once c is closing or ends. */
+void conn_flow(struct conn *c);
+/* Stops reading c for good (a refused connection). */
+void conn_stop_reading(struct conn *c);
+
+/* Arms c's deadline: cb(c) in ms milliseconds, unless conn_deadline_stop
+ * or conn_close comes first. */
+void conn_deadline(struct conn *c, uint64_t ms, conn_deadline_cb cb);
+/* Disarms c's deadline. */
+void conn_deadline_stop(struct conn *c);
+
+/* Closes c: logs why (info once authenticated, else debug), calls its
+ * close_cb and closes its handles. Idempotent. c stays valid while
+ * requests or references hold it. */
+void conn_close(struct conn *c, const char *why);
+/* A protocol violation: logs what (rate-limited) and closes c. */
+void conn_violation(struct conn *c, const char *what);
+/* Ends c once every frame queued on it is written (why: the reason
+ * logged then); frames it sends meanwhile are ignored. */
+void conn_close_after_write(struct conn *c, const char *why);
+
+/* Holds c's memory past its closing (a request, a reply waiting for c's
+ * acknowledgement). */
+void conn_ref(struct conn *c);
+/* Lets go of a conn_ref: reconsiders reading (conn_flow) and frees c if
+ * it is closed and nothing else holds it. */
+void conn_unref(struct conn *c);
+
+/* A request of c was queued: until its reply is written (conn_reply,
+ * conn_reply_spliced) or it is dropped (conn_req_drop), it counts in
+ * c's requests in flight and its acct bytes in c's memory. Updates
+ * reading (conn_flow). */
+void conn_req_add(struct conn *c, size_t acct);
+/* A request of conn_req_add (acct as there) ends without a reply. Updates
+ * reading. */
+void conn_req_drop(struct conn *c, size_t acct);
+
+/* Queues the reply f of a request of c (conn_req_add with acct), taking
+ * f->own. Dropped (and f->own freed) if c is closing; a failing write
+ * closes c. Never frees c. */
+void conn_reply(struct conn *c, struct frame *f, size_t acct);
+/* The same for a READ reply whose payload continues with splice_len
+ * bytes waiting in pipe (pipes_i.h): f is the header and the start of
+ * the payload. If nothing else is queued on c, they go out now, the
+ * pipe's pages moved into the socket without a copy as far as it takes
+ * them without blocking; the rest is copied out of the pipe and queued
+ * behind, so frames keep their order. Neither step waits for the disk.
+ * Takes f->own and the pipe (back to the pool). */
+void conn_reply_spliced(struct conn *c, struct frame *f, int pipe[2], size_t splice_len,
+			size_t acct);
+
+/* Queues a frame that answers no counted request, with a copy of
+ * wire[len] (raw: its payload bytes before coding). hdr: packed header.
+ * Dropped if c is closing. */
+void conn_send_copy(struct conn *c, const uint8_t *hdr, const void *wire, size_t len, size_t raw);
+/* Queues an uncoded frame built here (a handshake reply, a push, the
+ * reply to a request answered on the loop) with a copy of payload. */
+void conn_send_small(struct conn *c, uint64_t id, uint16_t op, uint16_t flags, int32_t status,
+		     const void *payload, size_t len);
+
+#endif /* PODFSD_CONN_I_H */

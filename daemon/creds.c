@@ -1,0 +1,39 @@
+/* creds.c: switching a worker thread's filesystem identity to a client's
+ * and back (see creds_i.h). */
+#include <errno.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "creds_i.h"
+
+int creds_enter(const struct pfs_creds *cr)
+{
+	gid_t groups[PFS_GROUPS_MAX];
+
+	/* (uid_t)-1 means "unchanged" to setfsuid: never let it keep root. */
+	if (cr->uid == (uint32_t)-1 || cr->gid == (uint32_t)-1)
+		return -EINVAL;
+	for (unsigned i = 0; i < cr->ngroups; i++)
+		groups[i] = cr->groups[i];
+	/* glibc's setgroups() would change every thread of the process. */
+	if (syscall(SYS_setgroups, (size_t)cr->ngroups, groups) < 0)
+		return -errno;
+	syscall(SYS_setfsgid, cr->gid);
+	syscall(SYS_setfsuid, cr->uid);
+	/* An invalid id asks for the current one without changing it. */
+	if ((uint32_t)syscall(SYS_setfsuid, (uid_t)-1) != cr->uid ||
+	    (uint32_t)syscall(SYS_setfsgid, (gid_t)-1) != cr->gid) {
+		creds_leave();
+		return -EPERM;
+	}
+	return 0;
+}
+
+void creds_leave(void)
+{
+	/* fsuid 0 first: it restores the capabilities dropped for the
+	 * caller. */
+	syscall(SYS_setfsuid, 0);
+	syscall(SYS_setfsgid, 0);
+	syscall(SYS_setgroups, (size_t)0, NULL);
+}

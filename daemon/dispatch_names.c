@@ -1,0 +1,175 @@
+/* dispatch_names.c: the handlers of operations on names (LOOKUP,
+ * LOOKUP_DATA, MKNOD, MKDIR, SYMLINK, UNLINK, RMDIR, RENAME, LINK,
+ * CREATE): the export call, the invalidations its change makes for other
+ * clients, the reply. Worker threads (see op_i.h). */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "op_i.h"
+
+/* The attributes of dir after a change in it, if the session takes them
+ * (PFS_CAP_DIR_ATTR): the client then knows them without a GETATTR. */
+static bool dir_attr(struct op *o, struct hent *dir, struct pfs_attr *a)
+{
+	return o->r->dir_attr && export_getattr(dir->fd, a) == 0;
+}
+
+/* The reply to an entry made: entry_dir_rep with dir, the directory's
+ * attributes after the change, else entry_rep. */
+static int reply_entry(struct op *o, const struct pfs_entry *e, const struct pfs_attr *dir)
+{
+	if (dir) {
+		struct pfs_entry_dir_rep rep = { .e = *e, .dir = *dir };
+		return OP_ENCODE(o, entry_dir_rep, &rep);
+	}
+	struct pfs_entry_rep rep = { .e = *e };
+	return OP_ENCODE(o, entry_rep, &rep);
+}
+
+/* reply_entry for an entry made in dir, with its attributes if the
+ * session takes them. */
+static int reply_entry_in(struct op *o, const struct pfs_entry *e, struct hent *dir)
+{
+	struct pfs_attr a;
+
+	return reply_entry(o, e, dir_attr(o, dir, &a) ? &a : NULL);
+}
+
+int op_lookup(struct op *o)
+{
+	const struct pfs_lookup_req *m = &o->m.lookup_req;
+	struct pfs_entry_rep rep;
+	int ret = export_lookup(&o->x, o->obj->fd, m->name.s, &rep.e);
+
+	return ret < 0 ? ret : OP_ENCODE(o, entry_rep, &rep);
+}
+
+int op_lookup_data(struct op *o)
+{
+	const struct pfs_lookup_data_req *m = &o->m.lookup_data_req;
+	struct pfs_lookup_data_rep rep;
+	uint32_t max_inline = m->max_inline < PFS_INLINE_MAX ? m->max_inline : PFS_INLINE_MAX;
+	uint8_t *buf = xmalloc((size_t)max_inline + 1);
+	int ret;
+
+	ret = export_lookup_data(&o->x, o->obj->fd, m->name.s, max_inline, &rep.e, buf,
+				 &rep.data.len, &rep.flags, NULL);
+	if (ret == 0) {
+		rep.data.p = buf;
+		op_reply_alloc(o, 64 + PFS_FH_MAX + PFS_ATTR_WIRE_SIZE + rep.data.len);
+		ret = OP_ENCODE(o, lookup_data_rep, &rep);
+	}
+	free(buf);
+	return ret;
+}
+
+int op_mknod(struct op *o)
+{
+	const struct pfs_mknod_req *m = &o->m.mknod_req;
+	struct pfs_entry e;
+	int ret = export_mknod(&o->x, o->obj->fd, m->name.s, m->mode, m->rdev, m->umask, &e);
+
+	if (ret < 0)
+		return ret;
+	op_inval_dirent(o, &m->parent, &m->name);
+	return reply_entry_in(o, &e, o->obj);
+}
+
+int op_mkdir(struct op *o)
+{
+	const struct pfs_mkdir_req *m = &o->m.mkdir_req;
+	struct pfs_mkdir_rep rep = { 0 };
+	bool have_da, empty = false;
+	int ret = export_mkdir(&o->x, o->obj->fd, m->name.s, m->mode, m->umask, &rep.e,
+			       o->r->new_dir ? &empty : NULL);
+
+	if (ret < 0)
+		return ret;
+	op_inval_dirent(o, &m->parent, &m->name);
+	have_da = dir_attr(o, o->obj, &rep.dir);
+	if (!have_da || !o->r->new_dir)
+		return reply_entry(o, &rep.e, have_da ? &rep.dir : NULL);
+	rep.flags = empty ? PFS_MK_EMPTY : 0;
+	return OP_ENCODE(o, mkdir_rep, &rep);
+}
+
+int op_symlink(struct op *o)
+{
+	const struct pfs_symlink_req *m = &o->m.symlink_req;
+	struct pfs_entry e;
+	int ret = export_symlink(&o->x, o->obj->fd, m->name.s, m->target.s, &e);
+
+	if (ret < 0)
+		return ret;
+	op_inval_dirent(o, &m->parent, &m->name);
+	return reply_entry_in(o, &e, o->obj);
+}
+
+/* UNLINK and RMDIR. */
+static int unlink_name(struct op *o, bool dir)
+{
+	const struct pfs_unlink_req *m = &o->m.unlink_req;
+	struct pfs_dir_rep rep;
+	struct pfs_fh victim;
+	int ret = export_unlink(&o->x, o->obj->fd, m->name.s, dir, &victim);
+
+	if (ret < 0)
+		return ret;
+	op_inval_dirent(o, &m->parent, &m->name);
+	op_inval_inode(o, &victim, -1, 0);
+	return dir_attr(o, o->obj, &rep.dir) ? OP_ENCODE(o, dir_rep, &rep) : 0;
+}
+
+int op_unlink(struct op *o)
+{
+	return unlink_name(o, false);
+}
+
+int op_rmdir(struct op *o)
+{
+	return unlink_name(o, true);
+}
+
+int op_rename(struct op *o)
+{
+	const struct pfs_rename_req *m = &o->m.rename_req;
+	struct pfs_fh victim, moved;
+	int ret = export_rename(&o->x, o->obj->fd, m->name.s, o->obj2->fd, m->newname.s, m->flags,
+				&victim, &moved);
+
+	if (ret < 0)
+		return ret;
+	op_inval_dirent(o, &m->parent, &m->name);
+	op_inval_entry(o, &m->newparent, &m->newname);
+	if (!pfs_fh_equal(&m->newparent, &m->parent))
+		op_inval_inode(o, &m->newparent, 0, 0);
+	op_inval_inode(o, &victim, -1, 0); /* nlink, or (exchange) ctime */
+	op_inval_inode(o, &moved, -1, 0);  /* ctime */
+	return 0;
+}
+
+int op_link(struct op *o)
+{
+	const struct pfs_link_req *m = &o->m.link_req;
+	struct pfs_entry e;
+	int ret = export_link(&o->x, o->obj->fd, o->obj2->fd, m->newname.s, &e);
+
+	if (ret < 0)
+		return ret;
+	op_inval_dirent(o, &m->newparent, &m->newname);
+	op_inval_inode(o, &m->fh, -1, 0);
+	return reply_entry_in(o, &e, o->obj2);
+}
+
+int op_create(struct op *o)
+{
+	const struct pfs_create_req *m = &o->m.create_req;
+	struct pfs_entry e;
+	int ret = export_create(&o->x, o->obj->fd, m->name.s, m->fid, m->flags, m->mode, m->umask,
+				&e);
+
+	if (ret < 0)
+		return ret;
+	op_inval_dirent(o, &m->parent, &m->name);
+	return reply_entry_in(o, &e, o->obj);
+}

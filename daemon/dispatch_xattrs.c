@@ -1,0 +1,62 @@
+/* dispatch_xattrs.c: the handlers of extended attributes (SETXATTR,
+ * GETXATTR, LISTXATTR, REMOVEXATTR). Worker threads (see op_i.h). */
+#include <stdlib.h>
+
+#include "op_i.h"
+
+int op_setxattr(struct op *o)
+{
+	const struct pfs_setxattr_req *m = &o->m.setxattr_req;
+	int ret = export_setxattr(&o->x, o->obj, m->name.s, m->value.p, m->value.len, m->flags);
+
+	if (ret == 0)
+		op_inval_inode(o, &m->fh, -1, 0);
+	return ret;
+}
+
+/* GETXATTR (name) or LISTXATTR (name NULL): the value's (or the list's)
+ * size, and with size != 0 the value itself (at most size bytes). */
+static int xattr_query(struct op *o, const char *name, uint32_t size)
+{
+	struct pfs_xattr_rep rep;
+	uint8_t *buf = NULL;
+	ssize_t n;
+	int ret;
+
+	if (size > PFS_XATTR_SIZE_MAX)
+		size = PFS_XATTR_SIZE_MAX;
+	if (size)
+		buf = xmalloc(size);
+	n = name ? export_getxattr(&o->x, o->obj, name, buf, size)
+		 : export_listxattr(&o->x, o->obj, buf, size);
+	ret = (int)n;
+	if (n >= 0) {
+		rep.size = (uint32_t)n;
+		rep.value.p = buf;
+		rep.value.len = size ? (uint32_t)n : 0;
+		op_reply_alloc(o, 16 + rep.value.len);
+		ret = OP_ENCODE(o, xattr_rep, &rep);
+	}
+	free(buf);
+	return ret;
+}
+
+int op_getxattr(struct op *o)
+{
+	return xattr_query(o, o->m.getxattr_req.name.s, o->m.getxattr_req.size);
+}
+
+int op_listxattr(struct op *o)
+{
+	return xattr_query(o, NULL, o->m.listxattr_req.size);
+}
+
+int op_removexattr(struct op *o)
+{
+	const struct pfs_removexattr_req *m = &o->m.removexattr_req;
+	int ret = export_removexattr(&o->x, o->obj, m->name.s);
+
+	if (ret == 0)
+		op_inval_inode(o, &m->fh, -1, 0);
+	return ret;
+}

@@ -1,0 +1,328 @@
+/* export_dirs.c: directory listings of the backing store: directory
+ * streams under the session's fids (OPENDIR, READDIR) and whole listings
+ * with small files' contents (LISTDIR) and their read-ahead. Worker
+ * threads only (see export_i.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "export_base_i.h"
+
+int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_attr *a)
+{
+	struct fid *f;
+	DIR *d = NULL;
+	int ret;
+
+	ret = export_dir_open(obj->fd, &d);
+	if (ret < 0)
+		return ret;
+	ret = export_getattr(dirfd(d), a);
+	if (ret < 0) {
+		closedir(d);
+		return ret;
+	}
+	f = session_fid_install(x->s, fid, dirfd(d), d, O_RDONLY, true);
+	session_fid_put(x->s, f);
+	return 0;
+}
+
+/* Listing read-ahead. A listing reads its small files one after the other;
+ * when they are not in the page cache (a cold server), each read waits
+ * for the disk in turn. Once one did, a second stream over the directory
+ * runs LISTING_RA entries ahead and asks for the small files there with
+ * POSIX_FADV_WILLNEED, so the disk fetches them side by side while the
+ * listing goes on. Its opens are for reading only, non-blocking, never
+ * follow a link, and are made with the caller's credentials. */
+#define LISTING_RA 48
+
+struct listing_ra {
+	DIR *d;	   /* the read-ahead stream, or NULL */
+	long pos;  /* entries it has passed */
+	bool done; /* it reached the end (or failed) */
+};
+
+/* Prefetches the small files among the entries past from, up to upto
+ * (positions in readdir order, counting from 1). */
+static void listing_ra_advance(struct listing_ra *ra, int dirfd, long from, long upto,
+			       uint32_t max_size)
+{
+	if (ra->done)
+		return;
+	if (!ra->d && export_dir_open(dirfd, &ra->d) < 0) {
+		ra->done = true;
+		return;
+	}
+	while (ra->pos < from && readdir(ra->d))
+		ra->pos++;
+	while (ra->pos < upto) {
+		struct dirent *de = readdir(ra->d);
+		struct stat st;
+		int fd;
+
+		if (!de) {
+			ra->done = true;
+			return;
+		}
+		ra->pos++;
+		if (de->d_type != DT_REG)
+			continue;
+		fd = openat(dirfd, de->d_name,
+			    O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC | O_NOATIME);
+		if (fd < 0 && errno == EPERM)
+			fd = openat(dirfd, de->d_name,
+				    O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+		    (uint64_t)st.st_size <= max_size)
+			(void)posix_fadvise(fd, 0, st.st_size, POSIX_FADV_WILLNEED);
+		close(fd);
+	}
+}
+
+/* How much of a listing's reply goes to file contents: up to
+ * PFS_LISTDIR_DATA_MAX, less the room its items are likely to need, so
+ * that the listing stays complete. dir_size is the directory's st_size:
+ * about 16-40 bytes per entry on ext4, xfs, tmpfs and btrfs, against
+ * about 160 for an item on the wire (name, handle, attributes). */
+static uint32_t listing_data_budget(uint64_t dir_size, uint32_t max_bytes)
+{
+	uint64_t reserve = dir_size * 10;
+	if (reserve < 64 * 1024)
+		reserve = 64 * 1024;
+	if (reserve + 4 >= max_bytes)
+		return 0;
+	uint64_t b = max_bytes - 4 - reserve;
+	return b < PFS_LISTDIR_DATA_MAX ? (uint32_t)b : PFS_LISTDIR_DATA_MAX;
+}
+
+/* Python content a listing does not spend its budget on (the file is
+ * listed as usual, and read if it is read):
+ *  - optimized bytecode (name.cpython-311.opt-1.pyc, .opt-2.pyc), read
+ *    only by `python -O`/`-OO`, yet two thirds of a __pycache__ that
+ *    holds it (the standard library's);
+ *  - a source (name.py) in a directory with a __pycache__: an import
+ *    reads the compiled module from there and only stats the source
+ *    (a traceback, or a .pyc that is stale or missing, reads it then).
+ * In a cold import they were most of what listings carried. */
+static bool python_unread(const char *name, size_t nl, bool has_pycache)
+{
+	if (nl > 3 && has_pycache && memcmp(name + nl - 3, ".py", 3) == 0)
+		return true;
+	return nl > 10 && memcmp(name + nl - 4, ".pyc", 4) == 0 &&
+	       memcmp(name + nl - 10, ".opt-", 5) == 0;
+}
+
+static int put_item(struct pfs_wr *w, const struct pfs_name *name, const struct pfs_entry *e,
+		    uint32_t flags, const struct pfs_bytes *data)
+{
+	if (pfs_put_NAME(w, name) < 0 || pfs_put_ENTRY(w, e) < 0 || pfs_put_U32(w, &flags) < 0 ||
+	    pfs_put_BYTES(w, data) < 0)
+		return -ENOSPC;
+	return 0;
+}
+
+int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
+		   struct pfs_wr *w)
+{
+	struct listing_ra ra = { 0 };
+	long pos = 0;
+	bool cold = false;
+	uint32_t data_left, data_taken = 0, flags = PFS_LS_COMPLETE, n = 0;
+	unsigned restarts = 0;
+	struct stat dst;
+	bool has_pycache;
+	struct pfs_wr lim;
+	size_t at, start;
+	uint8_t *buf;
+	DIR *d = NULL;
+	int ret;
+
+	if (max_bytes > PFS_MAX_IO)
+		max_bytes = PFS_MAX_IO;
+	if (max_inline > PFS_INLINE_MAX)
+		max_inline = PFS_INLINE_MAX;
+	if (max_bytes < 4 || w->cap - w->len < max_bytes)
+		return -EINVAL;
+	ret = export_dir_open(obj->fd, &d);
+	if (ret < 0)
+		return ret;
+	data_left = listing_data_budget(fstat(dirfd(d), &dst) == 0 ? (uint64_t)dst.st_size : 0,
+					max_bytes);
+	has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
+		      S_ISDIR(dst.st_mode);
+	buf = xmalloc((size_t)max_inline + 1);
+	/* Items go into a cursor limited to max_bytes, after the flags. */
+	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
+	pfs_wr_skip(&lim, 4, &at);
+	start = lim.len;
+	for (;;) {
+		struct pfs_name name;
+		struct pfs_entry e;
+		struct pfs_bytes data;
+		uint32_t iflags = 0, len = 0, mi;
+		struct dirent *de;
+		size_t nl, save;
+
+		errno = 0;
+		if (!(de = readdir(d))) {
+			if (errno)
+				flags = 0;
+			break;
+		}
+		pos++;
+		if (export_dot_or_dotdot(de->d_name))
+			continue;
+		nl = strlen(de->d_name);
+		/* A name the protocol cannot carry, an entry that cannot be
+		 * looked up, or no room: the listing is not complete. */
+		if (nl > PFS_NAME_MAX || !pfs_name_valid(de->d_name, nl) ||
+		    n >= PFS_LISTDIR_ITEMS_MAX) {
+			flags = 0;
+			break;
+		}
+		mi = max_inline < data_left ? max_inline : data_left;
+		if (python_unread(de->d_name, nl, has_pycache))
+			mi = 0;
+		if (cold && mi > 0)
+			listing_ra_advance(&ra, obj->fd, pos, pos + LISTING_RA, mi);
+		if (export_lookup_data(x, obj->fd, de->d_name, mi, &e, buf, &len, &iflags,
+				       &cold) < 0) {
+			flags = 0;
+			break;
+		}
+		name.len = (uint16_t)nl;
+		memcpy(name.s, de->d_name, nl + 1);
+		data.p = buf;
+		data.len = (iflags & PFS_LD_DATA) ? len : 0;
+		save = lim.len;
+		if (put_item(&lim, &name, &e, iflags, &data) < 0) {
+			lim.len = save;
+			if (data_taken == 0 && data.len == 0) {
+				flags = 0;
+				break;
+			}
+			/* Out of room because of the contents taken (the budget's
+			 * guess of the room the items need fell short): the names
+			 * matter more, a complete listing answers misses. Start
+			 * again with half the contents, the third time without. */
+			rewinddir(d);
+			pos = 0;
+			n = 0;
+			lim.len = start;
+			data_left = ++restarts < 3 ? data_taken / 2 : 0;
+			data_taken = 0;
+			continue;
+		}
+		data_taken += data.len;
+		data_left -= data.len;
+		n++;
+	}
+	closedir(d);
+	if (ra.d)
+		closedir(ra.d);
+	free(buf);
+	pfs_patch_U32(&lim, at, flags);
+	w->len += lim.len;
+	return 0;
+}
+
+int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
+		   uint32_t max_bytes, bool plus, struct pfs_wr *w)
+{
+	struct fid *f = session_fid_get(x->s, fid);
+	struct pfs_wr lim;
+	unsigned count = 0;
+	uint8_t eof = 0;
+	size_t at;
+	int ret = 0;
+
+	if (!f) {
+		DIR *d = NULL;
+		ret = export_dir_open(obj->fd, &d);
+		if (ret < 0)
+			return ret;
+		f = session_fid_install(x->s, fid, dirfd(d), d, O_RDONLY, false);
+	}
+	if (!f->dir) {
+		session_fid_put(x->s, f);
+		return -ENOTDIR;
+	}
+	if (max_bytes > PFS_READDIR_MAX)
+		max_bytes = PFS_READDIR_MAX;
+	if (max_bytes < 1 || w->cap - w->len < max_bytes) {
+		session_fid_put(x->s, f);
+		return -EINVAL;
+	}
+	/* Entries go into a cursor limited to max_bytes, after eof. */
+	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
+	pfs_wr_skip(&lim, 1, &at);
+
+	pthread_mutex_lock(&f->dmu);
+	if (off != f->pos) {
+		if (off == 0)
+			rewinddir(f->dir);
+		else
+			seekdir(f->dir, (long)off);
+		f->pos = off;
+	}
+	for (;;) {
+		struct pfs_dirent de;
+		struct dirent *d;
+		size_t nl;
+
+		errno = 0;
+		d = readdir(f->dir);
+		if (!d) {
+			if (errno) {
+				ret = -errno;
+				break;
+			}
+			eof = 1;
+			break;
+		}
+		nl = strlen(d->d_name);
+		if (nl > PFS_NAME_MAX)
+			continue;
+		memset(&de.e, 0, sizeof(de.e));
+		memcpy(de.name.s, d->d_name, nl + 1);
+		de.name.len = (uint16_t)nl;
+		de.next_off = (uint64_t)d->d_off;
+		de.ino = d->d_ino;
+		de.mode = d->d_type == DT_UNKNOWN ? 0 : DTTOIF(d->d_type);
+		de.flags = 0;
+		if (plus && !export_dot_or_dotdot(d->d_name) &&
+		    export_entry_at(x, dirfd(f->dir), d->d_name, &de.e) == 0) {
+			de.flags = PFS_DE_HAS_ENTRY;
+			de.mode = de.e.attr.mode;
+		}
+		ret = pfs_enc_dirent(&lim, &de);
+		if (ret == -EINVAL) { /* a name the protocol cannot carry */
+			ret = 0;
+			f->pos = de.next_off;
+			continue;
+		}
+		if (ret < 0) {
+			ret = 0;
+			/* Full: give the entry back for the next call. */
+			seekdir(f->dir, (long)f->pos);
+			if (count == 0)
+				ret = -EINVAL;
+			break;
+		}
+		f->pos = de.next_off;
+		count++;
+	}
+	pthread_mutex_unlock(&f->dmu);
+	session_fid_put(x->s, f);
+	if (ret < 0 && count == 0)
+		return ret;
+	pfs_patch_U8(&lim, at, eof);
+	w->len += lim.len;
+	return 0;
+}

@@ -1,0 +1,408 @@
+/* export_files.c: file I/O on the backing store: attributes set, files
+ * opened under the session's fids, read (copied or moved into a pipe),
+ * written (big aligned writes with O_DIRECT), synced, allocated, sought
+ * and released. Worker threads only (see export_i.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "export_base_i.h"
+
+static bool writes(int flags)
+{
+	return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+}
+
+/* The session's fid, or (reopen on miss: the daemon restarted, or the
+ * session expired) the object opened again under that fid. flags < 0:
+ * any mode that allows writing; flags == -2: any mode at all. */
+#define FLAGS_WRITABLE (-1)
+#define FLAGS_ANY (-2)
+static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, struct fid **out)
+{
+	static const int wr_modes[] = { O_RDWR, O_WRONLY };
+	static const int any_modes[] = { O_RDONLY, O_WRONLY };
+	struct fid *f = session_fid_get(x->s, id);
+	int fd = -EBADF;
+
+	if (f) {
+		if (f->dir) {
+			session_fid_put(x->s, f);
+			return -EISDIR;
+		}
+		*out = f;
+		return 0;
+	}
+	if (flags >= 0) {
+		flags = export_open_flags((uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC));
+		fd = export_reopen(obj->fd, flags);
+	} else {
+		const int *modes = flags == FLAGS_WRITABLE ? wr_modes : any_modes;
+		for (int i = 0; i < 2; i++) {
+			flags = modes[i];
+			fd = export_reopen(obj->fd, flags | O_CLOEXEC);
+			if (fd >= 0 || (fd != -EACCES && fd != -EPERM && fd != -ETXTBSY))
+				break;
+		}
+	}
+	if (fd < 0)
+		return fd;
+	*out = session_fid_install(x->s, id, fd, NULL, flags, false);
+	if ((*out)->dir) {
+		session_fid_put(x->s, *out);
+		return -EISDIR;
+	}
+	return 0;
+}
+
+/* True if mode only drops some of the set-id bits of a regular file st that a
+ * write, truncate or chown by a caller without CAP_FSETID drops: the
+ * client's kernel asks for that with the writer's identity, who need
+ * not own the file (FUSE without handle_killpriv). */
+static bool only_kills_privs(const struct stat *st, uint32_t mode)
+{
+	mode_t old = st->st_mode & 07777, new = mode & 07777;
+	mode_t kill = S_ISUID | ((st->st_mode & S_IXGRP) ? S_ISGID : 0);
+
+	return S_ISREG(st->st_mode) && new != old && (old & ~kill) == (new & ~kill) &&
+	       (new & kill & ~old) == 0;
+}
+
+/* Drops set-id bits as the kernel does on a write by a non-owner: if the
+ * caller may write the file, as root (the caller's identity is restored
+ * after). Returns 0 or -errno. */
+static int kill_privs(struct xop *x, int fd, const char *path, uint32_t mode)
+{
+	int ret = 0;
+
+	if (faccessat(fd, "", W_OK, AT_EACCESS | AT_EMPTY_PATH) < 0)
+		return -EPERM;
+	syscall(SYS_setfsuid, 0);
+	if (chmod(path, mode & 07777) < 0)
+		ret = -errno;
+	syscall(SYS_setfsuid, x->cr ? x->cr->uid : 0);
+	return ret;
+}
+
+int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req *m,
+		   struct pfs_attr *a)
+{
+	char p[EXPORT_PROCPATH_LEN];
+	struct stat st;
+	uint32_t v = m->valid;
+
+	if (v & ~PFS_SET_KNOWN)
+		return -EINVAL;
+	if (fstat(obj->fd, &st) < 0)
+		return -errno;
+	export_procpath(p, obj->fd);
+	if (!(v & ~PFS_SET_CTIME)) {
+		/* Nothing but "change the ctime" (chown(f, -1, -1)). */
+		if (fchownat(obj->fd, "", (uid_t)-1, (gid_t)-1, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	if (v & PFS_SET_MODE) {
+		if (S_ISLNK(st.st_mode))
+			return -EOPNOTSUPP;
+		if (chmod(p, m->mode & 07777) < 0) {
+			int ret = -errno;
+			/* Set-id bits dropped for a write by a non-owner:
+			 * after the truncate it comes with, if any. */
+			if (ret != -EPERM || !only_kills_privs(&st, m->mode))
+				return ret;
+			if (v & ~PFS_SET_MODE) {
+				struct pfs_setattr_req rest = *m;
+				rest.valid &= ~PFS_SET_MODE;
+				if ((ret = export_setattr(x, obj, &rest, a)) < 0)
+					return ret;
+			}
+			if ((ret = kill_privs(x, obj->fd, p, m->mode)) < 0)
+				return ret;
+			return export_getattr(obj->fd, a);
+		}
+	}
+	if (v & (PFS_SET_UID | PFS_SET_GID)) {
+		uid_t uid = (v & PFS_SET_UID) ? m->uid : (uid_t)-1;
+		gid_t gid = (v & PFS_SET_GID) ? m->gid : (gid_t)-1;
+		if (fchownat(obj->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	if (v & PFS_SET_SIZE) {
+		struct fid *f = NULL;
+		int ret;
+
+		if (S_ISDIR(st.st_mode))
+			return -EISDIR;
+		if (!S_ISREG(st.st_mode))
+			return -EINVAL;
+		if (m->size > (uint64_t)INT64_MAX)
+			return -EFBIG;
+		if (m->fid)
+			f = session_fid_get(x->s, m->fid);
+		/* The client's fid when it is writable (ftruncate semantics:
+		 * no second permission check), else by path. */
+		if (f && !f->dir && (f->flags & O_ACCMODE) != O_RDONLY)
+			ret = ftruncate(f->fd, (off_t)m->size);
+		else
+			ret = truncate(p, (off_t)m->size);
+		ret = ret < 0 ? -errno : 0;
+		session_fid_put(x->s, f);
+		if (ret < 0)
+			return ret;
+	}
+	if (v & (PFS_SET_ATIME | PFS_SET_MTIME | PFS_SET_ATIME_NOW | PFS_SET_MTIME_NOW)) {
+		struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+
+		if (v & PFS_SET_ATIME_NOW)
+			ts[0].tv_nsec = UTIME_NOW;
+		else if (v & PFS_SET_ATIME)
+			ts[0] = (struct timespec){ m->atime_s, m->atime_ns };
+		if (v & PFS_SET_MTIME_NOW)
+			ts[1].tv_nsec = UTIME_NOW;
+		else if (v & PFS_SET_MTIME)
+			ts[1] = (struct timespec){ m->mtime_s, m->mtime_ns };
+		if (((v & PFS_SET_ATIME) && !(v & PFS_SET_ATIME_NOW) && m->atime_ns > 999999999) ||
+		    ((v & PFS_SET_MTIME) && !(v & PFS_SET_MTIME_NOW) && m->mtime_ns > 999999999))
+			return -EINVAL;
+		if (utimensat(obj->fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	return export_getattr(obj->fd, a);
+}
+
+int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, struct pfs_attr *a)
+{
+	int fl = export_open_flags(flags), fd, ret;
+	struct fid *f;
+
+	if (x->ro && writes(fl))
+		return -EROFS;
+	fd = export_reopen(obj->fd, fl);
+	if (fd < 0)
+		return fd;
+	ret = export_getattr(fd, a);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
+	f = session_fid_install(x->s, fid, fd, NULL, fl, true);
+	session_fid_put(x->s, f);
+	return 0;
+}
+
+/* READ: up to size bytes at off of the session's fid (opened again under
+ * it on a miss), copied into buf, or, with buf NULL, moved into the pipe
+ * pipe_w without a copy. A copy keeps what it read before an error; a
+ * splice that fails anywhere fails (the caller then copies). */
+static ssize_t read_fid(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
+			uint64_t off, uint32_t size, uint8_t *buf, int pipe_w)
+{
+	struct fid *f;
+	size_t got = 0;
+	ssize_t ret;
+
+	if (off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = fid_for(x, obj, fid, (int)(flags & INT_MAX), &f);
+	if (ret < 0)
+		return ret;
+	while (got < size) {
+		loff_t o = (loff_t)(off + got);
+		ssize_t n = buf ? pread(f->fd, buf + got, size - got, o)
+				: splice(f->fd, &o, pipe_w, NULL, size - got,
+					 SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (got == 0 || !buf)
+				got = (size_t)-errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	session_fid_put(x->s, f);
+	return (ssize_t)got;
+}
+
+ssize_t export_read(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
+		    uint64_t off, uint32_t size, uint8_t *buf)
+{
+	return read_fid(x, obj, fid, flags, off, size, buf, -1);
+}
+
+ssize_t export_read_splice(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
+			   uint64_t off, uint32_t size, int pipe_w)
+{
+	return read_fid(x, obj, fid, flags, off, size, NULL, pipe_w);
+}
+
+/* Big writes bypass this host's page cache: a checkpoint streamed to the
+ * export would otherwise copy every byte once more (into the cache) and
+ * push out what clients read (a venv). O_DIRECT needs the offset, length
+ * and buffer aligned to the logical block size, which Linux keeps at or
+ * below 4 KiB; a filesystem that still refuses (EINVAL) gets buffered
+ * writes for that file from then on. The kernel keeps the page cache
+ * coherent (a direct write writes back and drops cached pages of its
+ * range). Durability is unchanged: data and metadata are committed by
+ * FSYNC as before. */
+#define DIO_MIN (256u * 1024)
+#define DIO_ALIGN 4096u
+
+/* The O_DIRECT twin of f's fd for a write of len bytes at off, or -1. */
+static int direct_fd(struct xop *x, struct fid *f, uint64_t off, uint32_t len)
+{
+	if (!x->direct || len < DIO_MIN || (off | len) % DIO_ALIGN || (f->flags & O_APPEND) ||
+	    (f->flags & O_ACCMODE) == O_RDONLY || atomic_load(&f->dio_bad))
+		return -1;
+	int d = atomic_load(&f->dfd);
+	if (d == -1) {
+		/* Opened once per fid, with the writer's flags that matter
+		 * (O_SYNC, O_DSYNC) and its credentials; a failure (tmpfs has
+		 * no O_DIRECT, a mode changed since the open) means buffered
+		 * writes for this fid. */
+		char p[EXPORT_PROCPATH_LEN];
+		int want, expect = -1;
+		export_procpath(p, f->fd);
+		want = open(p, O_WRONLY | O_DIRECT | O_CLOEXEC | O_NOCTTY |
+				       (f->flags & (O_SYNC | O_DSYNC)));
+		if (want < 0)
+			want = -2;
+		if (!atomic_compare_exchange_strong(&f->dfd, &expect, want) && want >= 0)
+			close(want);
+		d = atomic_load(&f->dfd);
+	}
+	return d;
+}
+
+int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, uint64_t off,
+		 const uint8_t *data, uint32_t len, uint32_t *written, struct pfs_attr *a)
+{
+	uint8_t *bounce = NULL;
+	struct fid *f;
+	size_t done = 0;
+	int ret, fd;
+
+	if (off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = fid_for(x, obj, fid, (int)(flags & INT_MAX), &f);
+	if (ret < 0)
+		return ret;
+	fd = direct_fd(x, f, off, len);
+	if (fd >= 0 && (uintptr_t)data % DIO_ALIGN) {
+		/* The payload sits where the frame put it. */
+		if (posix_memalign((void **)&bounce, DIO_ALIGN, len) == 0) {
+			memcpy(bounce, data, len);
+			data = bounce;
+		} else {
+			fd = -1;
+		}
+	}
+	if (fd < 0)
+		fd = f->fd;
+	while (done < len) {
+		ssize_t n = pwrite(fd, data + done, len - done, (off_t)(off + done));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EINVAL && fd != f->fd) {
+				/* Not aligned enough for this filesystem (or a
+				 * short write left the rest unaligned). */
+				if (done == 0)
+					atomic_store(&f->dio_bad, true);
+				fd = f->fd;
+				continue;
+			}
+			if (done == 0) {
+				ret = -errno;
+				goto out_put;
+			}
+			break;
+		}
+		done += (size_t)n;
+	}
+	*written = (uint32_t)done;
+	if (fd != f->fd)
+		atomic_fetch_add(x->direct, (uint64_t)done);
+	ret = export_getattr(f->fd, a);
+out_put:
+	free(bounce);
+	session_fid_put(x->s, f);
+	return ret;
+}
+
+int export_release(struct xop *x, uint64_t fid)
+{
+	session_fid_release(x->s, fid);
+	return 0;
+}
+
+int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync)
+{
+	struct fid *f = fid ? session_fid_get(x->s, fid) : NULL;
+	int fd, ret;
+
+	if (f) {
+		fd = f->dir ? dirfd(f->dir) : f->fd;
+		ret = datasync ? fdatasync(fd) : fsync(fd);
+		ret = ret < 0 ? -errno : 0;
+		session_fid_put(x->s, f);
+		return ret;
+	}
+	/* No open file (or the daemon restarted): any fd of the inode will
+	 * do, fsync flushes the inode. */
+	fd = export_reopen(obj->fd, O_RDONLY);
+	if (fd == -EACCES)
+		fd = export_reopen(obj->fd, O_WRONLY);
+	if (fd < 0)
+		return fd;
+	ret = datasync ? fdatasync(fd) : fsync(fd);
+	ret = ret < 0 ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+int export_fallocate(struct xop *x, struct hent *obj, uint64_t fid, uint32_t mode,
+		     uint64_t off, uint64_t len)
+{
+	struct fid *f;
+	int ret;
+
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	ret = fid_for(x, obj, fid, FLAGS_WRITABLE, &f);
+	if (ret < 0)
+		return ret;
+	ret = fallocate(f->fd, (int)mode, (off_t)off, (off_t)len) < 0 ? -errno : 0;
+	session_fid_put(x->s, f);
+	return ret;
+}
+
+int export_lseek(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off, uint32_t whence,
+		 uint64_t *result)
+{
+	struct fid *f;
+	off_t r;
+	int ret;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	if (off > (uint64_t)INT64_MAX)
+		return -ENXIO;
+	ret = fid_for(x, obj, fid, FLAGS_ANY, &f);
+	if (ret < 0)
+		return ret;
+	r = lseek(f->fd, (off_t)off, (int)whence);
+	ret = r < 0 ? -errno : 0;
+	if (r >= 0)
+		*result = (uint64_t)r;
+	session_fid_put(x->s, f);
+	return ret;
+}

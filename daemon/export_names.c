@@ -1,0 +1,344 @@
+/* export_names.c: operations on names in the backing store: lookups (with
+ * a small file's content), making and removing entries, renaming,
+ * linking, and creating and opening a file in one step. Worker threads
+ * only (see export_i.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "export_base_i.h"
+
+int export_lookup(struct xop *x, int dirfd, const char *name, struct pfs_entry *e)
+{
+	return export_entry_at(x, dirfd, name, e);
+}
+
+static bool same_version(const struct stat *a, const struct stat *b)
+{
+	return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec && a->st_ino == b->st_ino;
+}
+
+/* Reads the whole of fd (size bytes expected, at most max + 1 read) into
+ * buf; returns the bytes read or -1. With cold != NULL it first tries
+ * RWF_NOWAIT, and sets *cold if the data was not all in the page cache. */
+static ssize_t read_whole(int fd, uint8_t *buf, size_t size, size_t max, bool *cold)
+{
+	size_t got = 0;
+
+	if (cold) {
+		struct iovec iov = { buf, max + 1 };
+		ssize_t n = preadv2(fd, &iov, 1, 0, RWF_NOWAIT);
+		if (n >= 0)
+			got = (size_t)n;
+		if (n < 0 ? errno == EAGAIN : got < size)
+			*cold = true;
+	}
+	/* One byte more than the size: a file that grew is caught too. */
+	while (got < max + 1) {
+		ssize_t n = pread(fd, buf + got, max + 1 - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_inline,
+		       struct pfs_entry *e, uint8_t *buf, uint32_t *len, uint32_t *flags,
+		       bool *cold)
+{
+	struct stat st, st2;
+	ssize_t got;
+	int pfd, fd;
+
+	*len = 0;
+	*flags = 0;
+	if (max_inline > PFS_INLINE_MAX)
+		max_inline = PFS_INLINE_MAX;
+	pfd = export_entry_open(x, dirfd, name, e, &st);
+	if (pfd < 0)
+		return pfd;
+	if (!S_ISREG(st.st_mode))
+		goto out_adopt;
+	/* O_NOATIME only works for the owner (or CAP_FOWNER). */
+	fd = export_reopen(pfd, O_RDONLY | O_NOATIME);
+	if (fd == -EPERM)
+		fd = export_reopen(pfd, O_RDONLY);
+	if (fd < 0)
+		goto out_adopt; /* not readable by the caller: no data */
+	*flags = PFS_LD_READABLE;
+	if ((uint64_t)st.st_size > max_inline) {
+		close(fd);
+		goto out_adopt;
+	}
+	got = read_whole(fd, buf, (size_t)st.st_size, max_inline, cold);
+	/* Whole and consistent only if nothing changed while we read. */
+	if (got == st.st_size && fstat(fd, &st2) == 0 && same_version(&st, &st2)) {
+		*len = (uint32_t)got;
+		*flags |= PFS_LD_DATA;
+	}
+	close(fd);
+out_adopt:
+	handles_adopt(x->hs, &e->fh, pfd);
+	return 0;
+}
+
+static mode_t perm(uint32_t mode, uint32_t umask)
+{
+	return mode & 07777 & ~(umask & 0777);
+}
+
+int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t rdev,
+		 uint32_t umask, struct pfs_entry *e)
+{
+	mode_t type = mode & S_IFMT;
+
+	switch (type) {
+	case 0:
+		type = S_IFREG;
+		break;
+	case S_IFREG:
+	case S_IFIFO:
+	case S_IFSOCK:
+		rdev = 0;
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		if (x->cr->uid != 0)
+			return -EPERM;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (mknodat(dirfd, name, type | perm(mode, umask), (dev_t)rdev) < 0)
+		return -errno;
+	return export_entry_at(x, dirfd, name, e);
+}
+
+/* True if the directory open as pathfd (O_PATH) has no entries. */
+static bool dir_is_empty(int pathfd)
+{
+	DIR *d = NULL;
+	struct dirent *de;
+	bool empty = true;
+
+	if (export_dir_open(pathfd, &d) < 0)
+		return false;
+	errno = 0;
+	while ((de = readdir(d)))
+		if (!export_dot_or_dotdot(de->d_name)) {
+			empty = false;
+			break;
+		}
+	if (errno)
+		empty = false;
+	closedir(d);
+	return empty;
+}
+
+int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t umask,
+		 struct pfs_entry *e, bool *empty)
+{
+	struct stat st;
+	int fd;
+
+	if (mkdirat(dirfd, name, perm(mode, umask)) < 0)
+		return -errno;
+	/* The interest in the new directory is registered before it is
+	 * found empty: an entry made in it since (by another client, or
+	 * beside podfs) is pushed to this session. */
+	fd = export_entry_open(x, dirfd, name, e, &st);
+	if (fd < 0)
+		return fd;
+	if (empty)
+		*empty = S_ISDIR(st.st_mode) && dir_is_empty(fd);
+	handles_adopt(x->hs, &e->fh, fd);
+	return 0;
+}
+
+int export_symlink(struct xop *x, int dirfd, const char *name, const char *target,
+		   struct pfs_entry *e)
+{
+	if (symlinkat(target, dirfd, name) < 0)
+		return -errno;
+	return export_entry_at(x, dirfd, name, e);
+}
+
+/* True if a session other than ours caches fh (and gets its pushes). */
+static bool others_interested(struct xop *x, const struct pfs_fh *fh)
+{
+	uint64_t bits[INTEREST_WORDS];
+
+	if (!x->it || !interest_get(x->it, handles_key(x->hs, fh), bits))
+		return false;
+	if (x->slot >= 0)
+		bits[x->slot / 64] &= ~(1ull << (x->slot % 64));
+	for (unsigned i = 0; i < INTEREST_WORDS; i++)
+		if (bits[i])
+			return true;
+	return false;
+}
+
+/* The victim of an unlink or a rename over it, open as pfd (O_PATH, taken
+ * before; -1: none), lost its name. If that was its last and another
+ * client caches it, that client may have it open without our knowing:
+ * keep it openable by handle (handles_orphan). Returns true if kept;
+ * closes pfd either way. */
+static bool keep_orphan(struct xop *x, const struct pfs_fh *victim, int pfd)
+{
+	struct stat st;
+
+	if (pfd < 0)
+		return false;
+	if (fstat(pfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
+	    others_interested(x, victim))
+		return handles_orphan(x->hs, victim, pfd, PFSD_ORPHAN_MS);
+	close(pfd);
+	return false;
+}
+
+/* The handle of dirfd/name in *fh, and an O_PATH fd of it in *pfd if it
+ * is not a directory (else -1). Returns true if the handle is known. */
+static bool victim_at(struct xop *x, int dirfd, const char *name, struct pfs_fh *fh, int *pfd)
+{
+	*pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (*pfd < 0)
+		return handles_encode_at(x->hs, dirfd, name, fh) == 0;
+	if (handles_encode(x->hs, *pfd, fh) == 0)
+		return true;
+	close(*pfd);
+	*pfd = -1;
+	return false;
+}
+
+/* A call that failed: returns its -errno, after closing pfd (-1: none). */
+static int failed_closing(int pfd)
+{
+	int ret = -errno;
+
+	if (pfd >= 0)
+		close(pfd);
+	return ret;
+}
+
+int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct pfs_fh *victim)
+{
+	int pfd = -1;
+	bool known;
+
+	/* Learn the victim's handle first, so that its cached fd does not keep
+	 * a deleted file's blocks allocated. */
+	if (dir)
+		known = handles_encode_at(x->hs, dirfd, name, victim) == 0;
+	else
+		known = victim_at(x, dirfd, name, victim, &pfd);
+	if (unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0)
+		return failed_closing(pfd);
+	if (!known)
+		victim->len = 0;
+	else if (!keep_orphan(x, victim, pfd))
+		handles_forget(x->hs, victim);
+	return 0;
+}
+
+int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
+		  const char *newname, uint32_t flags, struct pfs_fh *victim,
+		  struct pfs_fh *moved)
+{
+	bool known = false;
+	int pfd = -1;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	/* Handles before the rename: the moved object's ctime changes, and
+	 * with RENAME_EXCHANGE the "victim" is the other moved object. */
+	if (flags & RENAME_EXCHANGE)
+		known = handles_encode_at(x->hs, newdir, newname, victim) == 0;
+	else if (!(flags & RENAME_NOREPLACE))
+		known = victim_at(x, newdir, newname, victim, &pfd);
+	if (handles_encode_at(x->hs, olddir, oldname, moved) < 0)
+		moved->len = 0;
+	if (renameat2(olddir, oldname, newdir, newname, flags) < 0)
+		return failed_closing(pfd);
+	/* The replaced file's cached handle stays (the periodic sweep closes
+	 * it): a client whose name cache still points at it until our
+	 * invalidation arrives opens the old file, whole, instead of getting
+	 * ESTALE. That makes rename-over an atomic publish for readers on
+	 * other hosts: they see the old file or the new one. A client that
+	 * caches it may have it open unknown to us: it stays openable by
+	 * handle until that client had the push (keep_orphan). */
+	if (!known)
+		victim->len = 0;
+	if (known && pfd >= 0)
+		keep_orphan(x, victim, pfd);
+	else if (pfd >= 0)
+		close(pfd);
+	return 0;
+}
+
+int export_link(struct xop *x, int fd, int newdir, const char *newname, struct pfs_entry *e)
+{
+	char p[EXPORT_PROCPATH_LEN];
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EPERM;
+	export_procpath(p, fd);
+	/* The magic link resolves to the object itself, symlinks included
+	 * (it is not followed further), and AT_EMPTY_PATH would need
+	 * CAP_DAC_READ_SEARCH, which the client's fsuid does not have. */
+	if (linkat(AT_FDCWD, p, newdir, newname, AT_SYMLINK_FOLLOW) < 0)
+		return -errno;
+	return export_entry_at(x, newdir, newname, e);
+}
+
+int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint32_t flags,
+		  uint32_t mode, uint32_t umask, struct pfs_entry *e)
+{
+	int fl = export_open_flags(flags), fd, ret;
+	struct stat st;
+	struct fid *f;
+
+	if (flags & O_DIRECTORY)
+		return -EINVAL;
+	fd = openat(dirfd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW, perm(mode, umask));
+	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
+		/* It exists: open it like OPEN would, and never a FIFO or
+		 * device, whose open could block or have side effects. */
+		int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd < 0)
+			return -errno;
+		fd = export_reopen(pfd, fl);
+		close(pfd);
+		if (fd < 0)
+			return fd;
+	} else if (fd < 0) {
+		return -errno;
+	}
+	ret = handles_encode(x->hs, fd, &e->fh);
+	if (ret < 0)
+		goto out_close;
+	export_note(x, &e->fh);
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto out_close;
+	}
+	export_attr(&st, &e->attr);
+	f = session_fid_install(x->s, fid, fd, NULL, fl & ~O_TRUNC, true);
+	session_fid_put(x->s, f);
+	return 0;
+
+out_close:
+	close(fd);
+	return ret;
+}

@@ -1,0 +1,329 @@
+/* push.c: invalidation pushes to the clients that cache what changed,
+ * their order against replies, and the acknowledgements a change's reply
+ * waits for (see push_i.h). Loop thread only. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "podfs/log.h"
+#include "conn_i.h"
+#include "pfsd_i.h"
+#include "push_i.h"
+#include "session_i.h"
+
+/* --- the order of pushes and replies ---
+ *
+ * Who gets a push. A change is pushed to the sessions in the interest set
+ * of the object (interest.c): those that were handed the object (or, for
+ * INVAL_ENTRY and a directory's INVAL_INODE, the parent directory, whose
+ * names and negative entries they cache) and did not FORGET it. Never to
+ * the session that made the change: its kernel applied the change itself
+ * (a write's mtime and size, a rename, an unlink's nlink...). The exception
+ * is a session that had other metadata requests in flight (LOOKUP,
+ * GETATTR, READDIR...) when its own change completed: one of them may have
+ * read the state before the change and its reply may arrive after the
+ * change's reply, so that session gets the push too, after those replies.
+ *
+ * Race analysis. Every handler registers the session's interest in an
+ * object (worker thread, interest_add under a stripe mutex) BEFORE it
+ * reads the object's attributes, entries or data. A change is pushed from
+ * the loop after the worker that made it finished, by looking the interest
+ * set up then. For a session B reading an object while A changes it:
+ *   1. B registered before A's lookup of the set: B is in the set and gets
+ *      the push; or
+ *   2. B registered after A's lookup, so after A's change completed: B's
+ *      read, which follows its registration, sees the new state.
+ * Either way B ends with fresh state, provided that in case 1 the push is
+ * not applied BEFORE B's reply, which might carry the old state (B may
+ * have read before A's change). Both frames go out on B's TCP stream from
+ * this loop, so the order is ours to choose: a push to B is sent at once
+ * if B has no ordered request in flight, else it waits in B's deferred
+ * FIFO until every request of B that was in flight when the push was made
+ * (seq < wait) has queued its reply. Requests B sends later cannot hold
+ * old state: they run after A's change completed. Only requests that may
+ * carry state are ordered (not PING, locks, RELEASE, FSYNC, STATFS), and a
+ * push waits for at most the requests in flight when it was made, so a
+ * busy client cannot starve it.
+ *
+ * FORGET runs on the loop in stream order, so a request sent after it
+ * registers again. A request sent before a FORGET and still in flight when
+ * the FORGET arrives may hand the client an object the FORGET named (the
+ * client's lookup count went to 0 and the old lookup's reply brings the
+ * inode back): such a request, on completion, registers every key it handed
+ * out again (forget_epoch). Extra interest costs only an unneeded push.
+ *
+ * Pushes to A and to B travel on different streams; A's reply is queued
+ * after the pushes to others, so once A learns that its change is done,
+ * every other client's invalidation is already on its way.
+ *
+ * A session without a connection gets no pushes: it revalidates what it
+ * caches (REVALIDATE) when it reconnects. A connection that does not read
+ * and has PFSD_MAX_QUEUED bytes queued, or a session with PFSD_MAX_DEFERRED
+ * pushes waiting, is dropped for the same reason: a lost push must never
+ * leave a client with stale data, a reconnect costs one bulk revalidation.
+ */
+
+void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len)
+{
+	struct conn *c = s->conn;
+
+	if (!c || c->closing || c->st != CS_READY || !(c->caps & PFS_CAP_PUSH))
+		return;
+	if (c->mem >= PFSD_MAX_QUEUED) {
+		pfsd_warn_rl(c->d, "conn %llu: %s (%s) does not read its invalidations; closing",
+			     (unsigned long long)c->id, c->peer, c->host);
+		conn_close(c, "too far behind on invalidations");
+		return;
+	}
+	c->push_sent++;
+	conn_send_small(c, 0, op, PFS_FF_PUSH, 0, p, len);
+}
+
+void push_flush(struct session *s)
+{
+	struct inflight *first = TAILQ_FIRST(&s->inflight);
+	uint64_t min = first ? first->seq : UINT64_MAX;
+	struct pushq *q;
+
+	while ((q = STAILQ_FIRST(&s->deferred)) && q->wait <= min) {
+		STAILQ_REMOVE_HEAD(&s->deferred, link);
+		s->ndq--;
+		if (!s->dead)
+			push_send(s, q->op, q->p, q->len);
+		free(q);
+	}
+}
+
+void push_drop_queue(struct session *s)
+{
+	struct pushq *q;
+
+	while ((q = STAILQ_FIRST(&s->deferred))) {
+		STAILQ_REMOVE_HEAD(&s->deferred, link);
+		free(q);
+	}
+	s->ndq = 0;
+}
+
+/* Pushes (or defers) one frame to s. Returns the push_sent count its
+ * connection will have once this push is written (see "acknowledged
+ * pushes"), or 0 if nothing will be written. */
+static uint64_t push_to(struct session *s, uint16_t op, const uint8_t *p, size_t len)
+{
+	struct conn *c = s->conn;
+	struct pushq *q;
+
+	if (s->dead || !c || c->closing || c->st != CS_READY || !(c->caps & PFS_CAP_PUSH))
+		return 0;
+	if (TAILQ_EMPTY(&s->inflight) && STAILQ_EMPTY(&s->deferred)) {
+		push_send(s, op, p, len);
+		return c->closing ? 0 : c->push_sent;
+	}
+	if (s->ndq >= PFSD_MAX_DEFERRED) {
+		pfsd_warn_rl(s->d, "conn %llu: %s (%s) has %u invalidations waiting; closing",
+			     (unsigned long long)c->id, c->peer, c->host, s->ndq);
+		conn_close(c, "too far behind on invalidations");
+		return 0;
+	}
+	q = xmalloc(sizeof(*q) + len);
+	q->wait = s->seq_next;
+	q->op = op;
+	q->len = (uint16_t)len;
+	memcpy(q->p, p, len);
+	STAILQ_INSERT_TAIL(&s->deferred, q, link);
+	s->ndq++;
+	/* The deferred pushes go out in order on this connection. */
+	return c->push_sent + s->ndq;
+}
+
+bool push_to_self(const struct session *s, const struct inflight *fl)
+{
+	return s->nmeta > (fl->ordered && fl->meta ? 1u : 0u);
+}
+
+void push_ordered_add(struct session *s, struct inflight *fl, uint16_t op)
+{
+	if (!(pfs_op_flags(op) & PFS_OPF_ORDERED))
+		return;
+	fl->ordered = true;
+	fl->meta = (pfs_op_flags(op) & PFS_OPF_META) != 0;
+	fl->seq = s->seq_next++;
+	TAILQ_INSERT_TAIL(&s->inflight, fl, link);
+	if (fl->meta)
+		s->nmeta++;
+}
+
+void push_ordered_del(struct session *s, struct inflight *fl)
+{
+	if (!fl->ordered)
+		return;
+	fl->ordered = false;
+	TAILQ_REMOVE(&s->inflight, fl, link);
+	if (fl->meta)
+		s->nmeta--;
+}
+
+/* --- acknowledged pushes ---
+ *
+ * Close-to-open without asking. A client may answer an open from its
+ * caches (fs/ops.c open_locally) only if it has received the push of
+ * every change whose reply reached its author before that open. Pushes
+ * alone do not ensure it: the push to B and the reply to A travel on
+ * different streams, so A's close can return, A can tell B, and B can
+ * open before the invalidation reached B. So the reply to a
+ * change is held (AFS's callback break) until every other client that
+ * negotiated PFS_CAP_PUSH_ACK and was sent a push for it acknowledged
+ * that push (PUSH_ACK carries how many pushes of the connection it
+ * applied; the push's number on its connection is known when it is
+ * queued, deferred pushes included, since they go out in order). A
+ * client whose connection changed or closed meanwhile no longer counts:
+ * it revalidates everything before trusting its caches. One that does
+ * not acknowledge within PFSD_ACK_WAIT_MS has its connection closed for
+ * the same effect, and the reply goes out.
+ *
+ * Clients without the capability are not waited for; they ask at every
+ * open (close-to-open by an OPEN round trip after the push). */
+
+/* Notes that the reply waiting on a must wait for s's acknowledgement of
+ * its connection's push number target (0: nothing was pushed). */
+static void ackwait_add(struct acks *a, struct session *s, uint64_t target)
+{
+	struct conn *c = s->conn;
+
+	if (!target || !(c->caps & PFS_CAP_PUSH_ACK))
+		return;
+	for (size_t i = 0; i < a->n; i++) {
+		if (a->v[i].c == c) {
+			if (target > a->v[i].target)
+				a->v[i].target = target;
+			return;
+		}
+	}
+	if (a->n == a->cap) {
+		size_t n = a->cap ? a->cap * 2 : 4;
+		struct ackwait *v = xcalloc(n, sizeof(*v));
+		if (a->n)
+			memcpy(v, a->v, a->n * sizeof(*v));
+		free(a->v);
+		a->v = v;
+		a->cap = n;
+	}
+	conn_ref(c);
+	a->v[a->n++] = (struct ackwait){ c, target };
+}
+
+/* Done: acknowledged, or the client's connection is gone (closing, or
+ * its session ended): it revalidates everything before trusting its
+ * caches again. */
+static bool ackwait_done(const struct ackwait *w)
+{
+	return w->c->closing || !w->c->sess || w->c->push_acked >= w->target;
+}
+
+bool push_acks_done(const struct acks *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (!ackwait_done(&a->v[i]))
+			return false;
+	return true;
+}
+
+void push_acks_expire(struct pfsd *d, const struct acks *a)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		struct conn *c = a->v[i].c;
+		if (ackwait_done(&a->v[i]))
+			continue;
+		pfsd_warn_rl(d, "conn %llu: %s (%s) did not acknowledge an invalidation within %u ms; "
+			     "closing",
+			     (unsigned long long)c->id, c->peer, c->host, PFSD_ACK_WAIT_MS);
+		conn_close(c, "invalidation not acknowledged");
+	}
+}
+
+void push_acks_free(struct acks *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		conn_unref(a->v[i].c);
+	free(a->v);
+	a->v = NULL;
+	a->n = a->cap = 0;
+}
+
+int push_ack(struct conn *c, const uint8_t *payload)
+{
+	struct pfs_push_ack m;
+
+	if (pfs_dec_push_ack(payload, c->h.raw_len, &m) < 0 || m.count > c->push_sent)
+		return -EBADMSG;
+	if (m.count <= c->push_acked)
+		return 0;
+	c->push_acked = m.count;
+	return 1;
+}
+
+/* --- fan-out --- */
+
+/* push_to s, noting in acks (if any) what the reply of `from`'s change
+ * waits for. */
+static void push_one(struct session *s, struct session *from, uint16_t op, const uint8_t *p,
+		     size_t len, struct acks *acks)
+{
+	uint64_t n = push_to(s, op, p, len);
+
+	if (acks && s != from)
+		ackwait_add(acks, s, n);
+}
+
+void push_inval(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
+		uint64_t key, struct acks *acks)
+{
+	uint8_t buf[PFS_FH_MAX + PFS_NAME_MAX + 64];
+	uint64_t bits[INTEREST_WORDS];
+	struct pfs_wr w;
+	struct conn *c, *next;
+	int ret;
+
+	if (d->stopping)
+		return;
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (iv->op == PFS_OP_INVAL_INODE) {
+		struct pfs_inval_inode_push m = { .fh = iv->fh, .offset = iv->off, .length = iv->len };
+		ret = pfs_enc_inval_inode_push(&w, &m);
+	} else {
+		struct pfs_inval_entry_push m = { .parent = iv->fh, .name = iv->name };
+		ret = pfs_enc_inval_entry_push(&w, &m);
+	}
+	if (ret < 0)
+		return;
+	if (interest_get(d->it, key, bits)) {
+		for (unsigned i = 0; i < INTEREST_WORDS; i++) {
+			for (uint64_t b = bits[i]; b; b &= b - 1) {
+				struct session *s = d->slot_sess[i * 64 + __builtin_ctzll(b)];
+				if (s && (s != from || self))
+					push_one(s, from, iv->op, buf, w.len, acks);
+			}
+		}
+	}
+	/* Sessions without a slot are interested in everything. */
+	if (d->nslotless) {
+		/* push_one may close c (its session's connection): its
+		 * successor is taken first. */
+		for (c = LIST_FIRST(&d->conns); c; c = next) {
+			struct session *s = c->sess;
+			next = LIST_NEXT(c, link);
+			if (c->st == CS_READY && s && s->islot < 0 && (s != from || self))
+				push_one(s, from, iv->op, buf, w.len, acks);
+		}
+	}
+}
+
+void push_revalidate_all(struct pfsd *d, const char *why)
+{
+	pfs_warn("%s: every client reconnects and revalidates its cache", why);
+	for (struct conn *c = LIST_FIRST(&d->conns), *next; c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (c->st == CS_READY)
+			conn_close(c, why);
+	}
+}

@@ -1,0 +1,60 @@
+/* req_i.h: one request in flight: what the loop fills before it queues
+ * the request on the thread pool (server.c), what the worker that runs
+ * it fills (dispatch.c), and what the loop does with it once the worker
+ * is done: its reply, the invalidations it made, the acknowledgements
+ * the reply waits for.
+ *
+ * Threads: the loop thread owns a req, except while a worker runs it
+ * (between uv_queue_work and its after-work callback); the worker writes
+ * only the fields marked "filled by the worker" and reads the others.
+ */
+#ifndef PODFSD_REQ_I_H
+#define PODFSD_REQ_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "podfs/codec.h"
+#include "conn_i.h"
+#include "interest_i.h"
+#include "push_i.h"
+
+struct session;
+struct pfsd;
+struct drc_ent;
+
+struct req {
+	uv_work_t work;
+	struct conn *c;        /* referenced (conn_ref) */
+	struct session *s;     /* referenced (session_ref) until the reply is queued */
+	struct pfsd *d;
+	struct pfs_frame_hdr h;
+	uint8_t *in;           /* wire payload, owned */
+	size_t acct;           /* bytes accounted in c->mem (conn_req_add) */
+	struct drc_ent *drc;   /* its entry in s's reply cache, or NULL */
+	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
+	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
+	bool new_dir;          /* and PFS_CAP_NEW_DIR */
+	uint32_t auth_flags;   /* AUTH reply flags (PFS_AUTH_*) */
+	struct inflight fl;    /* its place in s's ordered requests (push.c) */
+	uint64_t epoch;        /* s->forget_epoch when queued */
+	struct keyvec keys;    /* interest keys the worker registered */
+
+	/* Filled by the worker. */
+	bool violation;        /* close the connection (bad LZ4 payload) */
+	int32_t status;
+	struct frame reply;    /* own[0]: the payload, own[1]: its coded copy */
+	int pipe[2];           /* splice_len > 0: the rest of the payload */
+	size_t splice_len;     /* payload bytes waiting in pipe after reply */
+	struct inval *invals;  /* for other clients, once the reply is queued */
+
+	/* Reply held until other clients acknowledged this change's pushes
+	 * (loop thread, server.c). */
+	struct acks acks;
+	uint64_t ack_deadline;  /* uv_now, ms */
+	struct req *hnext;      /* d->held */
+};
+
+#endif /* PODFSD_REQ_I_H */

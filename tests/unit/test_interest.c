@@ -1,0 +1,224 @@
+/* test_interest.c: podfsd's interest table (daemon/interest.c), which
+ * says which sessions cache which objects.
+ *
+ * Slots (lowest free first, the limit, reuse), interest sets (add, get,
+ * delete, widening past 64 slots, invalid slots), freeing a slot
+ * everywhere, the keys a request hands out (interest_note), walking the
+ * table, its statistics, and a model check under a random mix of keys
+ * that share stripes.
+ */
+#include <stdlib.h>
+
+#include "check.h"
+#include "interest_i.h"
+
+static bool has(struct interest *it, uint64_t key, int slot)
+{
+	uint64_t bits[INTEREST_WORDS];
+
+	interest_get(it, key, bits);
+	return (bits[slot / 64] >> (slot % 64)) & 1;
+}
+
+static size_t objects(struct interest *it)
+{
+	size_t n, bytes;
+
+	interest_stats(it, &n, &bytes);
+	return n;
+}
+
+static void test_slots(void)
+{
+	struct interest *it = interest_new();
+	int s;
+
+	CHECK_EQ(interest_slot_alloc(it), 0);
+	CHECK_EQ(interest_slot_alloc(it), 1);
+	CHECK_EQ(interest_slot_alloc(it), 2);
+	interest_slot_free(it, 1);
+	CHECK_EQ(interest_slot_alloc(it), 1); /* lowest free first */
+	for (s = 3; s < INTEREST_SLOTS; s++)
+		if (!CHECK_EQ(interest_slot_alloc(it), s))
+			break;
+	CHECK_EQ(interest_slot_alloc(it), -1); /* all taken */
+	interest_slot_free(it, 700);
+	CHECK_EQ(interest_slot_alloc(it), 700);
+	interest_slot_free(it, -1); /* no-op */
+	interest_slot_free(it, INTEREST_SLOTS);
+	CHECK_EQ(interest_slot_alloc(it), -1);
+	interest_free(it);
+	interest_free(NULL);
+}
+
+static void test_sets(void)
+{
+	struct interest *it = interest_new();
+	uint64_t bits[INTEREST_WORDS];
+	const uint64_t key = 0x123456789abcdef0ull;
+
+	CHECK(!interest_get(it, key, bits));
+	for (unsigned i = 0; i < INTEREST_WORDS; i++)
+		CHECK_EQ(bits[i], 0);
+
+	interest_add(it, key, 3);
+	CHECK(interest_get(it, key, bits));
+	CHECK_EQ(bits[0], 1u << 3);
+	for (unsigned i = 1; i < INTEREST_WORDS; i++)
+		CHECK_EQ(bits[i], 0); /* zero-filled past the object's width */
+
+	/* Widening keeps what was there. */
+	interest_add(it, key, 100);
+	interest_add(it, key, INTEREST_SLOTS - 1);
+	CHECK(has(it, key, 3));
+	CHECK(has(it, key, 100));
+	CHECK(has(it, key, INTEREST_SLOTS - 1));
+	CHECK(!has(it, key, 4));
+	CHECK_EQ(objects(it), 1);
+
+	/* Slots out of range change nothing. */
+	interest_add(it, key + 1, -1);
+	interest_add(it, key + 1, INTEREST_SLOTS);
+	CHECK(!interest_get(it, key + 1, bits));
+	interest_del(it, key, -1);
+	interest_del(it, key, INTEREST_SLOTS);
+	CHECK(has(it, key, 3));
+
+	/* The object goes with its last slot. */
+	interest_del(it, key, 3);
+	interest_del(it, key, 100);
+	CHECK(interest_get(it, key, bits));
+	interest_del(it, key, 5); /* not in the set */
+	interest_del(it, key + 7, 5); /* no such object */
+	interest_del(it, key, INTEREST_SLOTS - 1);
+	CHECK(!interest_get(it, key, bits));
+	CHECK_EQ(objects(it), 0);
+	interest_free(it);
+}
+
+static void test_slot_free(void)
+{
+	struct interest *it = interest_new();
+	int a = interest_slot_alloc(it), b = interest_slot_alloc(it);
+
+	for (uint64_t k = 1; k <= 1000; k++) {
+		interest_add(it, k * 0x9e3779b97f4a7c15ull, a);
+		if (k % 2)
+			interest_add(it, k * 0x9e3779b97f4a7c15ull, b);
+	}
+	CHECK_EQ(objects(it), 1000);
+	interest_slot_free(it, a);
+	/* The objects only a cached are gone, b's stay without a. */
+	CHECK_EQ(objects(it), 500);
+	for (uint64_t k = 1; k <= 1000; k++) {
+		uint64_t bits[INTEREST_WORDS];
+		bool in = interest_get(it, k * 0x9e3779b97f4a7c15ull, bits);
+		if (!CHECK_EQ(in, k % 2 == 1))
+			break;
+		if (in && !CHECK(!has(it, k * 0x9e3779b97f4a7c15ull, a)))
+			break;
+	}
+	CHECK_EQ(interest_slot_alloc(it), a); /* free again */
+	interest_free(it); /* frees the 500 left */
+}
+
+static void test_note(void)
+{
+	struct interest *it = interest_new();
+	struct keyvec kv = { 0 };
+
+	for (uint64_t k = 0; k < 100; k++)
+		interest_note(it, k << 40, 9, &kv);
+	CHECK_EQ(kv.n, 100);
+	CHECK(kv.cap >= 100);
+	for (uint64_t k = 0; k < 100; k++)
+		if (!CHECK_EQ(kv.v[k], k << 40) || !CHECK(has(it, k << 40, 9)))
+			break;
+	interest_note(it, 77, 9, NULL); /* no vector: interest only */
+	CHECK(has(it, 77, 9));
+	interest_note(it, 78, -1, &kv); /* no slot: noted, not registered */
+	CHECK_EQ(kv.n, 101);
+	CHECK_EQ(objects(it), 101);
+	free(kv.v);
+	interest_free(it);
+}
+
+static void count_cb(uint64_t key, void *arg)
+{
+	uint64_t *sum = arg;
+
+	sum[0]++;
+	sum[1] ^= key;
+}
+
+static void test_foreach_stats(void)
+{
+	struct interest *it = interest_new();
+	uint64_t sum[2] = { 0, 0 }, want = 0, rnd = 7;
+	size_t n, bytes, empty_bytes;
+
+	interest_stats(it, &n, &empty_bytes);
+	CHECK_EQ(n, 0);
+	for (int i = 0; i < 300; i++) {
+		uint64_t k = test_rand(&rnd);
+		interest_add(it, k, i % 70);
+		want ^= k;
+	}
+	interest_foreach(it, count_cb, sum);
+	CHECK_EQ(sum[0], 300);
+	CHECK_EQ(sum[1], want);
+	interest_stats(it, &n, &bytes);
+	CHECK_EQ(n, 300);
+	CHECK(bytes > empty_bytes + 300 * 16);
+	interest_free(it);
+}
+
+/* Random adds and deletes of keys crowded into a few stripes (same top
+ * bits) and buckets (same low bits), against a plain bitmap model. */
+#define MKEYS 40
+#define MSLOTS 130
+static void test_model(void)
+{
+	struct interest *it = interest_new();
+	static bool model[MKEYS][MSLOTS];
+	uint64_t keys[MKEYS], rnd = 1;
+
+	for (int i = 0; i < MKEYS; i++)
+		keys[i] = ((uint64_t)(i % 3) << 58) | ((uint64_t)i << 20) | (uint64_t)(i % 4);
+	for (int step = 0; step < 50000; step++) {
+		int k = (int)(test_rand(&rnd) % MKEYS), s = (int)(test_rand(&rnd) % MSLOTS);
+		if (test_rand(&rnd) % 2) {
+			interest_add(it, keys[k], s);
+			model[k][s] = true;
+		} else {
+			interest_del(it, keys[k], s);
+			model[k][s] = false;
+		}
+	}
+	size_t live = 0;
+	for (int k = 0; k < MKEYS; k++) {
+		uint64_t bits[INTEREST_WORDS];
+		bool any = false, in = interest_get(it, keys[k], bits);
+		for (int s = 0; s < MSLOTS; s++) {
+			any |= model[k][s];
+			if (!CHECK_EQ((bits[s / 64] >> (s % 64)) & 1, model[k][s]))
+				goto out;
+		}
+		CHECK_EQ(in, any);
+		live += any;
+	}
+	CHECK_EQ(objects(it), live);
+out:
+	interest_free(it);
+}
+
+int main(void)
+{
+	test_slots();
+	test_sets();
+	test_slot_free();
+	test_note();
+	test_foreach_stats();
+	test_model();
+	return check_done("test_interest");
+}
