@@ -63,6 +63,17 @@ void pushq_free(struct pushq *q)
 	free(q);
 }
 
+/* Counts one push received on connection gen for its acknowledgement (a
+ * new gen starts the count again). Called with q->bg.lock held. */
+static void count_locked(struct pushq *q, uint64_t gen)
+{
+	if (gen != q->ack_gen) {
+		q->ack_gen = gen;
+		q->ack_count = 0;
+	}
+	q->ack_count++;
+}
+
 void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t len)
 {
 	struct push_item *p = malloc(sizeof(*p));
@@ -79,11 +90,15 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	pthread_mutex_lock(&q->bg.lock);
 	*q->push_tail = p;
 	q->push_tail = &p->next;
-	if (p->gen != q->ack_gen) {
-		q->ack_gen = p->gen;
-		q->ack_count = 0;
-	}
-	q->ack_count++;
+	count_locked(q, gen);
+	bg_wake_all(&q->bg);
+	pthread_mutex_unlock(&q->bg.lock);
+}
+
+void pushq_count(struct pushq *q, uint64_t gen)
+{
+	pthread_mutex_lock(&q->bg.lock);
+	count_locked(q, gen);
 	bg_wake_all(&q->bg);
 	pthread_mutex_unlock(&q->bg.lock);
 }

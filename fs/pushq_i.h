@@ -58,4 +58,11 @@ void pushq_free(struct pushq *q);
  * not acknowledged). */
 void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t len);
 
+/* Connection thread: counts for the acknowledgement of gen a push that
+ * was handled on the connection thread instead of queued (LOCK_WAKE). The
+ * daemon numbers every push it sends on a connection, and PUSH_ACK
+ * carries how many were received (wire.h): a push left out would keep
+ * the count behind for the rest of the connection. */
+void pushq_count(struct pushq *q, uint64_t gen);
+
 #endif /* PODFS_PUSHQ_I_H */

@@ -468,6 +468,7 @@ static int recv_loop(struct chan *ch, int fd)
 			 * is safe (and quickest) on this thread. */
 			t->cb.wake_cb(t->cb.arg, payload, h.raw_len);
 			free(payload);
+			pushq_count(t->pq, ch->gen);
 		} else if (h.flags & PFS_FF_PUSH) {
 			pushq_add(t->pq, ch->gen, h.op, payload, h.raw_len);
 		} else if (h.flags & PFS_FF_REPLY) {

@@ -14,6 +14,7 @@ import pytest
 
 from harness import Pod
 from helpers import DelayRelay, count_requests, in_thread, read_file, write_file
+from lockers import RETRY, agents_on_lk
 
 
 @pytest.mark.netns
@@ -154,3 +155,31 @@ def test_acks_do_not_deadlock_two_writers(env):
     assert os.listdir(a / "dd") == []
     data = read_file(b / "shared")
     assert data[:100] == b"A" * 100 and data[4096:4196] == b"B" * 100
+
+
+@pytest.mark.netns
+def test_lock_wake_counts_as_an_acknowledged_push(env, agents):
+    """A LOCK_WAKE is a push like the others in the count a client
+    acknowledges (wire.h PUSH_ACK): once B was woken for a lock, a change
+    by A that B caches is not held up for the 2 s bound, and B keeps its
+    connection (before, B's count stayed one behind the daemon's for
+    good, so every later change waited for the bound and cut B off)."""
+    pod = Pod(env, opts=("", f"lock_retry={RETRY}"))
+    a, b = pod.a, pod.b
+    ha, wb = agents_on_lk(a, b, agents)
+    wb.send("lockf f EX")  # F_SETLKW: waits for A's lock
+    assert wb.reply(1.0)[0] == "", "B got the lock while A held it"
+    assert ha.do("lockf f UN") == "ok"
+    res, _ = wb.reply(RETRY / 2)
+    assert res == "ok", "B was not woken by the LOCK_WAKE push"
+    write_file(a / "g", b"old")
+    assert read_file(b / "g") == b"old"
+    os.stat(b / "g")  # B caches g: A's changes wait for B's acknowledgement
+    for i in range(3):
+        data = b"new %d" % i
+        t0 = time.monotonic()
+        write_file(a / "g", data)
+        took = time.monotonic() - t0
+        assert read_file(b / "g") == data
+        assert took < 1.5, f"round {i}: A's write waited {took:.2f} s for B"
+    assert "not acknowledge" not in pod.daemon.proc.output()
