@@ -86,13 +86,13 @@ void handles_adopt(struct handles *h, const struct pfs_fh *fh, int fd);
 void handles_forget(struct handles *h, const struct pfs_fh *fh);
 
 /* Deleted files other clients may hold open. A client opens a file it
- * knows it may read without telling the daemon (fs/ops.c open_locally),
+ * knows it may read without telling the daemon (fs/ops_common.c ops_open_locally),
  * which opens it by handle at its first READ; once the file's last name is
  * gone, open_by_handle_at fails. handles_orphan keeps fd (an O_PATH fd of
  * the file named fh, taken before its last name went) as fh's entry for
  * ms milliseconds, so the file stays openable by handle while the push
  * about it reaches those clients, whose receipt makes them open it on the
- * daemon (see fs/ops.c attach_lazy_opens). Always takes fd. Returns false
+ * daemon (see fs/ofile.c ofile_attach_lazy). Always takes fd. Returns false
  * (and keeps nothing) when ORPHANS_MAX files are held already. */
 bool handles_orphan(struct handles *h, const struct pfs_fh *fh, int fd, unsigned ms);
 /* Lets go of the files whose time is up (their blocks are freed once no

@@ -166,7 +166,7 @@ void push_ordered_del(struct session *s, struct inflight *fl)
 /* --- acknowledged pushes ---
  *
  * Close-to-open without asking. A client may answer an open from its
- * caches (fs/ops.c open_locally) only if it has received the push of
+ * caches (fs/ops_common.c ops_open_locally) only if it has received the push of
  * every change whose reply reached its author before that open. Pushes
  * alone do not ensure it: the push to B and the reply to A travel on
  * different streams, so A's close can return, A can tell B, and B can

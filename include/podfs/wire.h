@@ -138,8 +138,9 @@ enum {
 	 * its main connection; the AUTH reply is then the same as for a
 	 * resumed session. A bulk connection carries only READ, WRITE and
 	 * PING (anything else is a protocol violation: replies that carry
-	 * metadata must share the stream of the pushes, see server.c), never
-	 * gets pushes, and does not keep the session alive: the session's
+	 * metadata must share the stream of the pushes, see the race
+	 * analysis in daemon/push.c), never gets pushes, and does not keep
+	 * the session alive: the session's
 	 * lease runs from the loss of its main connection, and its bulk
 	 * connections are closed when it ends. A retried request may come on
 	 * any connection of the session (the reply cache is per session).
