@@ -140,9 +140,8 @@ enum {
 	 * PING (anything else is a protocol violation: replies that carry
 	 * metadata must share the stream of the pushes, see the race
 	 * analysis in daemon/push.c), never gets pushes, and does not keep
-	 * the session alive: the session's
-	 * lease runs from the loss of its main connection, and its bulk
-	 * connections are closed when it ends. A retried request may come on
+	 * the session alive: the session's lease runs from the loss of its
+	 * main connection, and its bulk connections are closed when it ends. A retried request may come on
 	 * any connection of the session (the reply cache is per session).
 	 * A session has at most PFS_BULK_MAX of them; the server refuses
 	 * more with EMFILE. */
