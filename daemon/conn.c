@@ -430,10 +430,13 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 			if (pfs_hdr_unpack(c->hbuf, &c->h, max) < 0)
 				return conn_violation(c, "malformed frame header");
 			/* Requests, and PUSH_ACK, the one frame a client
-			 * sends unasked (flagged as a push, id 0). */
+			 * sends unasked (flagged as a push, id 0). It is 8
+			 * bytes, which no coding makes shorter: a coded one
+			 * (whose payload is shorter than its raw length) is
+			 * a protocol violation. */
 			bool ack = (c->h.flags & PFS_FF_PUSH) && c->st == CS_READY &&
 				   (c->caps & PFS_CAP_PUSH_ACK) && c->h.op == PFS_OP_PUSH_ACK &&
-				   c->h.id == 0 && !(c->h.flags & (PFS_FF_LZ4 | PFS_FF_REPLY)) &&
+				   c->h.id == 0 && !(c->h.flags & (PFS_FF_CODED | PFS_FF_REPLY)) &&
 				   c->h.raw_len <= 64;
 			if (!ack && ((c->h.flags & (PFS_FF_REPLY | PFS_FF_PUSH)) || c->h.id == 0))
 				return conn_violation(c, "not a request frame");

@@ -254,7 +254,8 @@ int push_ack(struct conn *c, const uint8_t *payload)
 {
 	struct pfs_push_ack m;
 
-	if (pfs_dec_push_ack(payload, c->h.raw_len, &m) < 0 || m.count > c->push_sent)
+	/* The bytes received (an uncoded frame: wire_len == raw_len). */
+	if (pfs_dec_push_ack(payload, c->h.wire_len, &m) < 0 || m.count > c->push_sent)
 		return -EBADMSG;
 	if (m.count <= c->push_acked)
 		return 0;

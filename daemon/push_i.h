@@ -109,8 +109,9 @@ bool push_acks_done(const struct acks *a);
 void push_acks_expire(struct pfsd *d, const struct acks *a);
 /* Lets go of a's connections and frees its list. */
 void push_acks_free(struct acks *a);
-/* A PUSH_ACK frame on c (its payload as received): notes how many pushes
- * the client applied. Returns 1 if that count grew (held replies may go
+/* A PUSH_ACK frame on c: its payload as received, c->h.wire_len bytes
+ * (conn.c admits only uncoded PUSH_ACKs). Notes how many pushes the
+ * client received. Returns 1 if that count grew (held replies may go
  * now), 0 if not, or -EBADMSG for a malformed ack or one beyond what was
  * sent (a protocol violation). */
 int push_ack(struct conn *c, const uint8_t *payload);

@@ -476,8 +476,8 @@ enum {
 
 /* Opcodes 60-64 belong to request economy: fewer round trips per operation.
  *
- * PUSH_ACK (client -> server, one-way: flags PFS_FF_PUSH, id 0, no reply;
- *   only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
+ * PUSH_ACK (client -> server, one-way: flags PFS_FF_PUSH, id 0, no reply,
+ *   never coded; only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
  *   push_ack: `count`, the number of pushes received on this connection
  *   (counting from 1 at the connection's first push; a count that does
  *   not grow is ignored). Received means the client will not answer from

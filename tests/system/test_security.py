@@ -402,6 +402,34 @@ def test_bad_zero_words(env, daemon, m):
     healthy(env, daemon, m)
 
 
+def test_bad_push_acks(env, daemon, m):
+    """PUSH_ACK, the one frame a client sends unasked, is 8 bytes: a coded
+    one (its payload shorter than the count it claims to expand to), one
+    that does not decode, or one counting pushes never sent closes that
+    connection; the daemon reads nothing past a payload and lives on."""
+    key = P.load_key(env.key)
+    ack = dict(id=0, flags=P.FF_PUSH)
+    cases = [
+        ("zero-word coded", b"\0", dict(flags=P.FF_PUSH | P.FF_ZR, raw_len=8)),
+        ("zero-word coded, long", P.u64(0), dict(flags=P.FF_PUSH | P.FF_ZR, raw_len=64)),
+        ("zero-word coded count", P.zr_encode(P.u64(0)), dict(flags=P.FF_PUSH | P.FF_ZR,
+                                                              raw_len=8)),
+        ("LZ4 coded", b"\x80" + bytes(7), dict(flags=P.FF_PUSH | P.FF_LZ4, raw_len=8)),
+        ("short", b"\0\0\0", {}),
+        ("empty", b"", {}),
+        ("beyond what was sent", P.u64(5), {}),
+    ]
+    for what, payload, kw in cases:
+        with P.connect(daemon.host, daemon.port, key, caps=P.CAP_PUSH_ACK) as c:
+            c.send_frame(P.OP_PUSH_ACK, payload, **{**ack, **kw})
+            assert closes(c), f"a bad PUSH_ACK ({what}) did not close the connection"
+    # A good one (no push sent yet: count 0) is taken silently.
+    with P.connect(daemon.host, daemon.port, key, caps=P.CAP_PUSH_ACK) as c:
+        c.send_frame(P.OP_PUSH_ACK, P.u64(0), **ack)
+        assert c.ping(5) == 5
+    healthy(env, daemon, m)
+
+
 def test_malformed_payloads_after_auth(env, daemon, m):
     key = P.load_key(env.key)
     with P.connect(daemon.host, daemon.port, key) as c:
