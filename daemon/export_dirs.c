@@ -36,7 +36,8 @@ int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_att
  * for the disk in turn. Once one did, a second stream over the directory
  * runs LISTING_RA entries ahead and asks for the small files there with
  * POSIX_FADV_WILLNEED, so the disk fetches them side by side while the
- * listing goes on. Its opens are for reading only, non-blocking, never
+ * listing goes on. Its opens are for reading only, non-blocking, of
+ * regular files only (by O_PATH, then reopened, as every open here), never
  * follow a link, and are made with the caller's credentials. */
 #define LISTING_RA 48
 
@@ -62,7 +63,7 @@ static void listing_ra_advance(struct listing_ra *ra, int dirfd, long from, long
 	while (ra->pos < upto) {
 		struct dirent *de = readdir(ra->d);
 		struct stat st;
-		int fd;
+		int pfd, fd;
 
 		if (!de) {
 			ra->done = true;
@@ -71,17 +72,23 @@ static void listing_ra_advance(struct listing_ra *ra, int dirfd, long from, long
 		ra->pos++;
 		if (de->d_type != DT_REG)
 			continue;
-		fd = openat(dirfd, de->d_name,
-			    O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC | O_NOATIME);
-		if (fd < 0 && errno == EPERM)
-			fd = openat(dirfd, de->d_name,
-				    O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-		if (fd < 0)
+		/* As every other open: by O_PATH first, and only what is a
+		 * regular file now (the entry's type may be stale: a FIFO or
+		 * a device put there since is never opened). */
+		pfd = openat(dirfd, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd < 0)
 			continue;
-		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-		    (uint64_t)st.st_size <= max_size)
-			(void)posix_fadvise(fd, 0, st.st_size, POSIX_FADV_WILLNEED);
-		close(fd);
+		if (fstat(pfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+		    (uint64_t)st.st_size <= max_size) {
+			fd = export_reopen(pfd, O_RDONLY | O_NONBLOCK | O_NOATIME);
+			if (fd == -EPERM) /* O_NOATIME needs the file's owner */
+				fd = export_reopen(pfd, O_RDONLY | O_NONBLOCK);
+			if (fd >= 0) {
+				(void)posix_fadvise(fd, 0, st.st_size, POSIX_FADV_WILLNEED);
+				close(fd);
+			}
+		}
+		close(pfd);
 	}
 }
 
