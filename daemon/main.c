@@ -58,7 +58,8 @@ static const char usage_text[] =
 	"                       cache too (default: O_DIRECT, which keeps the cache\n"
 	"                       for what clients read)\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
-	"  --help               show this help\n";
+	"  -V, --version        print the version\n"
+	"  -h, --help           show this help\n";
 
 /* --- command line --- */
 
@@ -143,6 +144,12 @@ static void show_help(struct pfsd_opts *o, const struct optdef *def, const char 
 	exit(0);
 }
 
+static void show_version(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	printf("podfsd %s (protocol %d)\n", PODFS_VERSION, PFS_VERSION);
+	exit(0);
+}
+
 #define STR(name, f) { name, required_argument, set_str, FIELD(f), 0, 0 }
 #define FLAG(name, f) { name, no_argument, set_true, FIELD(f), 0, 0 }
 #define UINT(name, f, min, max) { name, required_argument, set_uint, FIELD(f), min, max }
@@ -164,6 +171,7 @@ static const struct optdef optdefs[] = {
 	FLAG("buffered-writes", buffered),
 	STR("genkey", genkey),
 	FUNC("help", no_argument, show_help),
+	FUNC("version", no_argument, show_version),
 };
 #define NOPTS (sizeof(optdefs) / sizeof(optdefs[0]))
 #define OPT_BASE 256 /* getopt_long's value of optdefs[i] is OPT_BASE + i */
@@ -186,11 +194,13 @@ static void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->lock_lease = 15;
 	o->grace = 30;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":hV", long_opts, NULL)) != -1) {
 		if (c >= OPT_BASE && c < OPT_BASE + (int)NOPTS)
 			optdefs[c - OPT_BASE].set(o, &optdefs[c - OPT_BASE], optarg);
 		else if (c == 'h')
 			show_help(o, NULL, NULL);
+		else if (c == 'V')
+			show_version(o, NULL, NULL);
 		else if (c == ':')
 			usage_error("option '%s' needs an argument", argv[optind - 1]);
 		else
@@ -262,16 +272,27 @@ static size_t raise_fd_limit(void)
 	return rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : (size_t)rl.rlim_cur;
 }
 
+/* Writes text to path (the pid and port files), mode 0644 whatever the
+ * umask (podfsd runs with umask 0: requests carry their own). Never
+ * follows a symlink at path: another user's link must not make root write
+ * through it. */
 static int write_file(const char *path, const char *text)
 {
-	FILE *f = fopen(path, "we");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	size_t len = strlen(text);
+	ssize_t n;
 	int ret = 0;
 
-	if (!f)
+	if (fd < 0)
 		return -errno;
-	if (fputs(text, f) == EOF)
+	if (fchmod(fd, 0644) < 0) /* an existing file keeps its mode otherwise */
 		ret = -errno;
-	if (fclose(f) == EOF && !ret)
+	n = write(fd, text, len);
+	if (!ret && n < 0)
+		ret = -errno;
+	else if (!ret && (size_t)n != len)
+		ret = -EIO;
+	if (close(fd) < 0 && !ret)
 		ret = -errno;
 	return ret;
 }

@@ -202,6 +202,19 @@ static void fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 
 static int keygen(int argc, char **argv)
 {
+	if (argc == 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0)) {
+		fputs("usage: podfs keygen FILE\n"
+		      "\n"
+		      "Creates a new pod key in FILE (64 hex digits, mode 0600); FILE must\n"
+		      "not exist. Copy it to every host of the pod.\n",
+		      stdout);
+		return 0;
+	}
+	if (argc == 3 && argv[2][0] == '-' && argv[2][1]) {
+		/* An option, not a file name (a file named so: ./-name). */
+		opts_usage_error("keygen: unknown option '%s'", argv[2]);
+		return OPTS_EXIT_USAGE;
+	}
 	if (argc != 3) {
 		opts_usage_error("usage: podfs keygen FILE");
 		return OPTS_EXIT_USAGE;

@@ -37,7 +37,33 @@ struct warm {
 	atomic_uint_fast64_t done_bytes;
 	atomic_size_t errors;
 	atomic_bool finished;
+	bool tty;          /* stderr is a terminal: a bar, else lines */
+	double shown;      /* CLOCK_MONOTONIC s of the last progress shown */
 };
+
+/* How often progress is shown: on a terminal, and in lines (logs). */
+#define WARM_TTY_S 0.1
+#define WARM_LINE_S 2.0
+
+static double now_s(void)
+{
+	return pfs_mono_ns() / 1e9;
+}
+
+static void human(double b, char *out, size_t len);
+
+/* The scan's progress: files found so far and their bytes. */
+static void scanning(struct warm *w, bool last)
+{
+	char ht[32];
+
+	human((double)w->total_bytes, ht, sizeof(ht));
+	if (w->tty)
+		fprintf(stderr, "\rscanning: %zu files, %s %s", w->n, ht, last ? "\n" : "");
+	else
+		fprintf(stderr, "warm: scanning: %zu files, %s%s\n", w->n, ht,
+			last ? ", done" : "");
+}
 
 /* nftw has no user pointer: the walk fills this one list. It is only
  * touched by the single walking thread before the readers start. */
@@ -63,6 +89,11 @@ static int walk_cb(const char *path, const struct stat *st, int type, struct FTW
 	w->v[w->n].size = (uint64_t)st->st_size;
 	w->total_bytes += (uint64_t)st->st_size;
 	w->n++;
+	/* A big tree takes seconds to walk: say how far it got. */
+	if ((w->n & 63) == 0 && now_s() - w->shown >= (w->tty ? WARM_TTY_S : WARM_LINE_S)) {
+		scanning(w, false);
+		w->shown = now_s();
+	}
 	return 0;
 }
 
@@ -108,7 +139,7 @@ static void progress(struct warm *w, double t0, bool tty, bool last)
 {
 	size_t files = atomic_load(&w->done_files);
 	uint64_t bytes = atomic_load(&w->done_bytes);
-	double el = (pfs_mono_ns() / 1e9) - t0;
+	double el = now_s() - t0;
 	double rate = el > 0 ? bytes / el : 0;
 	double frac = w->total_bytes ? (double)bytes / (double)w->total_bytes
 				     : (w->n ? (double)files / (double)w->n : 1);
@@ -135,43 +166,75 @@ static void progress(struct warm *w, double t0, bool tty, bool last)
 	}
 }
 
+static void usage(FILE *f)
+{
+	fputs("usage: podfs warm [--] PATH...\n"
+	      "\n"
+	      "Reads every file under the PATHs (on a podfs mount) with 8 threads, so\n"
+	      "that the kernel's caches, the mount's caches and its persistent cache\n"
+	      "(-o cache_dir) hold them before a job starts. Shows the scan, then\n"
+	      "files, bytes, rate and ETA on stderr. Exit status 1 if a file could\n"
+	      "not be read.\n",
+	      f);
+}
+
 int warm_main(int argc, char **argv)
 {
 	struct warm w = { 0 };
 	pthread_t thr[WARM_THREADS];
-	int nthr = 0, rc = 0;
+	int nthr = 0, rc = 0, first = 2;
 
-	if (argc < 3) {
-		fputs("usage: podfs warm PATH...\n", stderr);
+	if (argc > 2 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0)) {
+		usage(stdout);
+		return 0;
+	}
+	if (argc > 2 && strcmp(argv[2], "--") == 0) {
+		first = 3;
+	} else {
+		for (int i = 2; i < argc; i++) {
+			if (argv[i][0] == '-' && argv[i][1]) {
+				fprintf(stderr, "podfs warm: unknown option '%s' (try podfs warm "
+						"--help)\n", argv[i]);
+				return 2;
+			}
+		}
+	}
+	if (first >= argc) {
+		usage(stderr);
 		return 2;
 	}
+	w.tty = isatty(2);
+	w.shown = now_s();
 	walk_target = &w;
-	for (int i = 2; i < argc; i++) {
+	for (int i = first; i < argc; i++) {
 		/* The walk itself warms entries and attributes (readdirplus). */
 		if (nftw(argv[i], walk_cb, 64, FTW_PHYS) != 0) {
 			fprintf(stderr, "podfs warm: cannot walk %s: %s\n", argv[i], strerror(errno));
 			rc = 1;
 		}
 	}
+	scanning(&w, true);
 	atomic_init(&w.next, 0);
-	double t0 = (pfs_mono_ns() / 1e9);
+	double t0 = now_s();
 	for (; nthr < WARM_THREADS; nthr++)
 		if (pthread_create(&thr[nthr], NULL, reader, &w) != 0)
 			break;
 	if (nthr == 0)
 		reader(&w);
-	bool tty = isatty(2);
-	double last = (pfs_mono_ns() / 1e9);
+	double last = now_s();
 	while (atomic_load(&w.done_files) < w.n) {
-		usleep(tty ? 100000 : 200000);
-		if (tty || (pfs_mono_ns() / 1e9) - last >= 2.0) {
-			progress(&w, t0, tty, false);
-			last = (pfs_mono_ns() / 1e9);
+		usleep(w.tty ? 100000 : 200000);
+		/* Done meanwhile: the final line below says it, once. */
+		if (atomic_load(&w.done_files) >= w.n)
+			break;
+		if (w.tty || now_s() - last >= WARM_LINE_S) {
+			progress(&w, t0, w.tty, false);
+			last = now_s();
 		}
 	}
 	for (int i = 0; i < nthr; i++)
 		pthread_join(thr[i], NULL);
-	progress(&w, t0, tty, true);
+	progress(&w, t0, w.tty, true);
 	size_t errs = atomic_load(&w.errors);
 	if (errs) {
 		fprintf(stderr, "podfs warm: %zu files could not be read\n", errs);

@@ -71,6 +71,35 @@ def test_help(env, prog):
     assert "usage" in out.lower()
 
 
+@pytest.mark.parametrize("argv", [["keygen", "--help"], ["keygen", "-h"], ["warm", "--help"],
+                                  ["warm", "-h"]], ids=["keygen", "keygen-h", "warm", "warm-h"])
+def test_subcommand_help(env, argv):
+    """A subcommand's --help prints its usage and exits 0; it is never
+    taken for a file name (a key file named --help, a tree to walk)."""
+    r = run([PODFS] + argv, timeout=30, check=False, cwd=env.root)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: podfs " + argv[0]), r.stdout
+    assert not (env.root / argv[1]).exists()
+
+
+@pytest.mark.parametrize("argv", [["keygen", "-x"], ["warm", "-q", "x"], ["warm"], ["keygen"]],
+                         ids=["keygen-option", "warm-option", "warm-nothing", "keygen-nothing"])
+def test_subcommand_bad_usage(env, argv):
+    r = run([PODFS] + argv, timeout=30, check=False, cwd=env.root)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "usage" in r.stderr or "unknown option" in r.stderr, r.stderr
+    assert not (env.root / "-x").exists()
+
+
+@pytest.mark.parametrize("prog", ["podfsd", "podfs"])
+def test_version(env, prog):
+    b = PODFSD if prog == "podfsd" else PODFS
+    for flag in ("--version", "-V"):
+        r = run([b, flag], timeout=30, check=False)
+        assert r.returncode == 0, r.stderr
+        assert re.match(prog + r" \d+\.\d+\.\d+ \(protocol \d+", r.stdout), r.stdout
+
+
 @pytest.mark.parametrize("how", ["podfsd --genkey", "podfs keygen"])
 def test_keygen_0600(env, how):
     p = env.root / "new.key"
@@ -131,8 +160,19 @@ def test_podfsd_sigterm_exit_0(env, daemon):
 
 
 def test_podfsd_daemon_mode(env):
+    """--daemon: podfsd goes to the background once listening; its pid and
+    port files are 0644 whatever the umask (podfsd itself runs with umask
+    0), and a symlink where a pid file goes is not written through."""
     pidfile = env.root / "d.pid"
     portfile = env.root / "d.port"
+    pidfile.write_text("stale\n")
+    pidfile.chmod(0o666)  # an old file keeps no wider mode either
+    os.symlink(env.root / "victim", env.root / "link.pid")
+    r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, "--state-dir",
+             env.root / "st2", "--pidfile", env.root / "link.pid", env.export],
+            timeout=60, check=False)
+    assert r.returncode == 1 and "pid file" in r.stderr, r.stderr
+    assert not (env.root / "victim").exists()
     r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, "--state-dir",
              env.root / "st", "--daemon", "--pidfile", pidfile, "--port-file", portfile,
              env.export], timeout=60, check=False)
@@ -143,6 +183,8 @@ def test_podfsd_daemon_mode(env):
         port = wait_for(lambda: int(portfile.read_text().strip() or 0), 20, what="port file")
         assert 0 < port < 65536
         os.kill(pid, 0)
+        for f in (pidfile, portfile):
+            assert stat.S_IMODE(os.stat(f).st_mode) == 0o644, f
     finally:
         os.kill(pid, signal.SIGTERM)
     wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
