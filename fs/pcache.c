@@ -58,6 +58,31 @@ static int open_subdir(int dirfd, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
+/* The cache's entries are served as file contents without asking podfsd:
+ * whoever can write to the directory can make this mount return data of
+ * their choosing. So it must be this user's (or root's, for a mount run
+ * as root) and writable by nobody else. */
+static int check_owner(int dirfd, const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(dirfd, &st) < 0) {
+		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
+		snprintf(err, errlen, "cache_dir %s belongs to uid %u; it must be this "
+			 "user's (uid %u)", dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(err, errlen, "cache_dir %s is writable by others (mode %04o); "
+			 "run chmod go-w on it", dir, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
 int pcache_open(const char *dir, uint64_t max_bytes, struct pcache **out, char *err,
 		size_t errlen)
 {
@@ -76,11 +101,17 @@ int pcache_open(const char *dir, uint64_t max_bytes, struct pcache **out, char *
 		snprintf(err, errlen, "cache_dir %s: cannot create it: %s", dir, strerror(-rc));
 		goto out_free;
 	}
-	if ((pc->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+	if ((pc->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(-rc));
+		if (rc == -ELOOP || rc == -ENOTDIR)
+			snprintf(err, errlen, "cache_dir %s is not a directory (a symbolic link "
+				 "is refused too)", dir);
+		else
+			snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(-rc));
 		goto out_free;
 	}
+	if ((rc = check_owner(pc->dirfd, dir, err, errlen)) < 0)
+		goto out_free;
 	pc->lockfd = openat(pc->dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (pc->lockfd < 0) {
 		rc = -errno;

@@ -270,3 +270,29 @@ def test_pcache_partly_read_file_is_fetched_whole(env, daemon, mount):
     assert read_file(m / "hot.log") == data["hot.log"]
     s = stats(m)
     assert s["file_read"] >= len(data["hot.log"]) and s["pcache_fetched"] == 0, s
+
+
+def test_pcache_dir_must_be_private(env, daemon, mount):
+    """Entries in cache_dir are served without asking podfsd, so a directory
+    that someone else can write to, or a symlink to one, is refused."""
+    real = env.root / "real"
+    real.mkdir(mode=0o700)
+    link = env.root / "link"
+    link.symlink_to(real)
+    shared = env.root / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs = env.root / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 65534, 65534)
+    for d, why in ((link, "not a directory"), (shared, "writable by others"),
+                   (theirs, "belongs to uid 65534")):
+        r = run_podfs(daemon, env.mnt, f"cache_dir={d}")
+        assert r.returncode == 2, r.stderr
+        assert f"cache_dir {d}" in r.stderr and why in r.stderr and \
+            len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (real / "lock").exists()
+    # The same directories, made private, are accepted.
+    m = pmount(mount, real)
+    assert "pcache_hits" in stats(m)
+    assert (real / "lock").exists()
