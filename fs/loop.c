@@ -51,6 +51,9 @@ struct loop {
 	long ncpu_online;  /* the machine's */
 	int loadavg_fd;	   /* /proc/loadavg, or -1 */
 	bool can_pin;	   /* two or more of them */
+
+	/* At least as many as the INTERRUPTs libfuse holds (see below). */
+	atomic_uint intr_held;
 };
 
 static inline void cpu_relax(void)
@@ -70,6 +73,74 @@ static bool is_forget(const struct fuse_buf *buf)
 		return false;
 	const struct fuse_in_header *in = buf->mem;
 	return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET;
+}
+
+/* ---- INTERRUPTs libfuse holds ----
+ *
+ * An INTERRUPT whose request libfuse no longer knows (answered while the
+ * INTERRUPT was on its way: a process killed during the FLUSH or unlock
+ * of its exit) is kept in a list of the session, in case the request is
+ * still to come (libfuse 3.14's do_interrupt). Every later request takes
+ * one entry off that list (check_interrupt: the INTERRUPT for that
+ * request, or else the oldest, answered EAGAIN, which the kernel ignores
+ * for a request it no longer has). fuse_session_destroy() does not empty
+ * it: an INTERRUPT after the last request would be leaked at exit, and
+ * look to LeakSanitizer exactly like a request we never answered (both
+ * are 128 bytes from libfuse's request allocator). So the loop keeps an
+ * upper bound of the list's length, and at its end processes that many
+ * empty BATCH_FORGETs (no inode, no reply), each of which takes one entry
+ * off. The bound: +1 after an INTERRUPT was processed, -1 (not below 0)
+ * before a request that certainly reaches check_interrupt (once INIT is
+ * done, any request with a handler but INIT; podfs never sets allow_root,
+ * whose refusals come before it). Counting INTERRUPTs late and requests
+ * early can only overestimate. */
+
+/* +1 for an INTERRUPT, -1 for a request that takes one off libfuse's
+ * list, 0 for others (and for a request still in the pipe, whose header
+ * is not in memory). */
+static int intr_effect(const struct fuse_buf *buf)
+{
+	if (buf->flags & FUSE_BUF_IS_FD)
+		return 0;
+	const struct fuse_in_header *in = buf->mem;
+	switch (in->opcode) {
+	case FUSE_INTERRUPT:
+		return 1;
+	case FUSE_LOOKUP: case FUSE_FORGET: case FUSE_GETATTR: case FUSE_SETATTR:
+	case FUSE_OPEN: case FUSE_READ: case FUSE_WRITE: case FUSE_FLUSH: case FUSE_RELEASE:
+	case FUSE_OPENDIR: case FUSE_READDIR: case FUSE_READDIRPLUS: case FUSE_RELEASEDIR:
+	case FUSE_GETLK: case FUSE_SETLK: case FUSE_SETLKW: case FUSE_ACCESS: case FUSE_CREATE:
+	case FUSE_STATFS: case FUSE_FSYNC: case FUSE_BATCH_FORGET:
+		return -1;
+	default:
+		return 0;
+	}
+}
+
+static void intr_taken(struct loop *l)
+{
+	unsigned n = atomic_load(&l->intr_held);
+	while (n > 0 && !atomic_compare_exchange_weak(&l->intr_held, &n, n - 1)) {
+	}
+}
+
+/* Empties libfuse's list at the end (no thread processes requests any
+ * more). */
+static void drain_interrupts(struct loop *l)
+{
+	unsigned n = atomic_load(&l->intr_held);
+
+	if (n)
+		pfs_debug("up to %u INTERRUPTs of answered requests left: dropping them", n);
+	for (unsigned i = 0; i < n; i++) {
+		struct {
+			struct fuse_in_header in;
+			struct fuse_batch_forget_in arg;
+		} msg = { .in = { .len = sizeof(msg), .opcode = FUSE_BATCH_FORGET } };
+		struct fuse_buf b = { .size = sizeof(msg), .mem = &msg };
+		fuse_session_process_buf(l->se, &b);
+	}
+	atomic_store(&l->intr_held, 0);
 }
 
 /* Called (lock held) when the device goes quiet or fails. */
@@ -216,7 +287,12 @@ static void *pool_main(void *arg)
 
 		note_active(l);
 		avoid_keeper(l, &seen_gen);
+		int intr = intr_effect(&buf);
+		if (intr < 0)
+			intr_taken(l);
 		fuse_session_process_buf(l->se, &buf);
+		if (intr > 0)
+			atomic_fetch_add(&l->intr_held, 1);
 
 		pthread_mutex_lock(&l->lock);
 		l->nidle++;
@@ -580,6 +656,7 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	atomic_init(&l.active, 0);
 	atomic_init(&l.keeper_cpu, -1);
 	atomic_init(&l.keeper_gen, 0);
+	atomic_init(&l.intr_held, 0);
 	l.can_pin = sched_getaffinity(0, sizeof(l.allowed), &l.allowed) == 0 &&
 		    CPU_COUNT(&l.allowed) >= 2;
 	l.ncpu_online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -595,6 +672,7 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	if (l.error)
 		ret = l.error;
 	pthread_mutex_unlock(&l.lock);
+	drain_interrupts(&l);
 
 	if (l.loadavg_fd >= 0)
 		close(l.loadavg_fd);

@@ -23,8 +23,10 @@ Teardown, also when the test failed: fusermount3 -u every mount (lazy
 unmount, connection abort and SIGKILL when that fails), SIGTERM every
 process, wait with a bound, require exit status 0 from podfs and podfsd
 (unless a test killed one on purpose), delete the namespaces, then scan the
-processes' stderr and sanitizer logs for sanitizer reports. Any problem
-fails the test (as a teardown error).
+processes' stderr and sanitizer logs for sanitizer reports and for error
+lines ("podfs: error: ...") that the test did not declare with
+env.expect_log(regex, tag). Any problem fails the test (as a teardown
+error).
 
 Every wait is bounded. A test that runs longer than its timeout (default
 300 s, `@pytest.mark.timeout(N)`) is interrupted with a traceback.

@@ -1,7 +1,11 @@
 """test_cli.py: the command lines of podfsd and podfs.
 
 Bad options exit 2 with exactly one line on stderr; --help exits 0; key
-generation makes a 0600 file of 64 hex digits; start-up errors are clear.
+generation makes a 0600 file of 64 hex digits; start-up errors exit 1 and
+say why. Every run is checked for its exact exit status and for sanitizer
+reports in its output (exited()). The background modes (podfsd --daemon,
+podfs without -f) are checked for their exit status, their sanitizer
+reports and (podfsd) their syslog.
 """
 
 import os
@@ -12,7 +16,19 @@ import stat
 import pytest
 
 from harness import is_mounted
-from helpers import PODFS, PODFSD, run
+from harness.background import Syslog, adopting, kill_and_reap, wait_exit
+from harness.procs import san_env
+from harness.sanitizers import sanitizer_lines
+from helpers import PODFS, PODFSD, run, wait_for
+
+
+def exited(r, code):
+    """r (helpers.run) exited with status code and printed no sanitizer
+    report (an ASan abort or a leak at exit would otherwise pass a test
+    that only wants a failure)."""
+    assert r.returncode == code, (r.returncode, r.stderr)
+    san = sanitizer_lines(r.stdout + r.stderr)
+    assert not san, "sanitizer report:\n" + r.stderr
 
 
 def one_line(r):
@@ -33,7 +49,7 @@ def one_line(r):
         "bad-grace"])
 def test_podfsd_bad_option(env, argv):
     r = run([PODFSD] + argv, timeout=30, check=False)
-    assert r.returncode == 2, (r.returncode, r.stderr)
+    exited(r, 2)
     one_line(r)
 
 
@@ -57,7 +73,7 @@ def test_podfsd_bad_option(env, argv):
 def test_podfs_bad_option(env, argv):
     argv = [str(env.mnt) if a == "MNT" else a for a in argv]
     r = run([PODFS] + argv, timeout=30, check=False)
-    assert r.returncode == 2, (r.returncode, r.stderr)
+    exited(r, 2)
     one_line(r)
     assert not is_mounted(env.mnt)
 
@@ -66,7 +82,7 @@ def test_podfs_bad_option(env, argv):
 def test_help(env, prog):
     b = PODFSD if prog == "podfsd" else PODFS
     r = run([b, "--help"], timeout=30, check=False)
-    assert r.returncode == 0, r.stderr
+    exited(r, 0)
     out = r.stdout + r.stderr
     assert "usage" in out.lower()
 
@@ -77,7 +93,7 @@ def test_subcommand_help(env, argv):
     """A subcommand's --help prints its usage and exits 0; it is never
     taken for a file name (a key file named --help, a tree to walk)."""
     r = run([PODFS] + argv, timeout=30, check=False, cwd=env.root)
-    assert r.returncode == 0, r.stderr
+    exited(r, 0)
     assert r.stdout.startswith("usage: podfs " + argv[0]), r.stdout
     assert not (env.root / argv[1]).exists()
 
@@ -86,7 +102,7 @@ def test_subcommand_help(env, argv):
                          ids=["keygen-option", "warm-option", "warm-nothing", "keygen-nothing"])
 def test_subcommand_bad_usage(env, argv):
     r = run([PODFS] + argv, timeout=30, check=False, cwd=env.root)
-    assert r.returncode == 2, (r.returncode, r.stderr)
+    exited(r, 2)
     assert "usage" in r.stderr or "unknown option" in r.stderr, r.stderr
     assert not (env.root / "-x").exists()
 
@@ -96,7 +112,7 @@ def test_version(env, prog):
     b = PODFSD if prog == "podfsd" else PODFS
     for flag in ("--version", "-V"):
         r = run([b, flag], timeout=30, check=False)
-        assert r.returncode == 0, r.stderr
+        exited(r, 0)
         assert re.match(prog + r" \d+\.\d+\.\d+ \(protocol \d+", r.stdout), r.stdout
 
 
@@ -106,7 +122,7 @@ def test_keygen_0600(env, how):
     argv = [PODFSD, "--genkey", p] if how.startswith("podfsd") else [PODFS, "keygen", p]
     old = os.umask(0)  # the mode must not depend on the caller's umask
     try:
-        run(argv, timeout=30)
+        exited(run(argv, timeout=30, check=False), 0)
     finally:
         os.umask(old)
     st = os.stat(p)
@@ -114,19 +130,20 @@ def test_keygen_0600(env, how):
     assert re.fullmatch(rb"[0-9a-f]{64}\n", p.read_bytes())
     # Two keys differ.
     p2 = env.root / "new2.key"
-    run(argv[:-1] + [p2], timeout=30)
+    exited(run(argv[:-1] + [p2], timeout=30, check=False), 0)
     assert p2.read_bytes() != p.read_bytes()
     # An existing file is never overwritten.
     before = p.read_bytes()
     r = run(argv, timeout=30, check=False)
-    assert r.returncode != 0
+    exited(r, 1)
+    assert "exists" in r.stderr, r.stderr
     assert p.read_bytes() == before
 
 
 def test_podfsd_missing_export(env):
     r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, env.root / "nope"],
             timeout=30, check=False)
-    assert r.returncode != 0
+    exited(r, 1)
     assert "nope" in r.stderr
 
 
@@ -135,15 +152,15 @@ def test_podfsd_port_in_use(env, daemon):
         pytest.skip("own daemon needed")
     r = run([PODFSD, "--listen", f"127.0.0.1:{daemon.port}", "--key", env.key,
              "--state-dir", env.root / "st2", env.export], timeout=30, check=False)
-    assert r.returncode != 0
-    assert r.stderr.strip()
+    exited(r, 1)
+    assert "address already in use" in r.stderr, r.stderr
 
 
 def test_podfs_missing_mountpoint(env, daemon):
     r = run([PODFS, daemon.addr, env.root / "nope", "-f", "-o", f"key={env.key}"],
             timeout=30, check=False)
-    assert r.returncode != 0
-    assert r.stderr.strip()
+    exited(r, 1)
+    assert "bad mount point" in r.stderr and "nope" in r.stderr, r.stderr
 
 
 def test_podfsd_sigterm_exit_0(env, daemon):
@@ -162,7 +179,10 @@ def test_podfsd_sigterm_exit_0(env, daemon):
 def test_podfsd_daemon_mode(env):
     """--daemon: podfsd goes to the background once listening; its pid and
     port files are 0644 whatever the umask (podfsd itself runs with umask
-    0), and a symlink where a pid file goes is not written through."""
+    0), and a symlink where a pid file goes is not written through. The
+    background daemon logs to syslog (a stand-in /dev/log here: its lines
+    are in logs/podfsd-bg.log and scanned at teardown), leaves its
+    sanitizer reports in logs/, and exits 0 on SIGTERM."""
     pidfile = env.root / "d.pid"
     portfile = env.root / "d.port"
     pidfile.write_text("stale\n")
@@ -170,40 +190,70 @@ def test_podfsd_daemon_mode(env):
     os.symlink(env.root / "victim", env.root / "link.pid")
     r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, "--state-dir",
              env.root / "st2", "--pidfile", env.root / "link.pid", env.export],
-            timeout=60, check=False)
-    assert r.returncode == 1 and "pid file" in r.stderr, r.stderr
+            timeout=60, check=False, env=san_env(env.logs, "podfsd-link"))
+    exited(r, 1)
+    assert "pid file" in r.stderr, r.stderr
     assert not (env.root / "victim").exists()
-    r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, "--state-dir",
-             env.root / "st", "--daemon", "--pidfile", pidfile, "--port-file", portfile,
-             env.export], timeout=60, check=False)
-    assert r.returncode == 0, r.stderr
-    from helpers import wait_for
-    pid = wait_for(lambda: int(pidfile.read_text().strip() or 0), 20, what="pid file")
+    log = Syslog(env, "podfsd-bg")
+    pid = None
     try:
+        with adopting():
+            r = run(log.argv([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key,
+                              "--state-dir", env.root / "st", "--daemon", "--pidfile", pidfile,
+                              "--port-file", portfile, env.export]),
+                    timeout=60, check=False, env=san_env(env.logs, "podfsd-bg"))
+        exited(r, 0)
+        pid = wait_for(lambda: int(pidfile.read_text().strip() or 0), 20, what="pid file")
         port = wait_for(lambda: int(portfile.read_text().strip() or 0), 20, what="port file")
         assert 0 < port < 65536
-        os.kill(pid, 0)
         for f in (pidfile, portfile):
             assert stat.S_IMODE(os.stat(f).st_mode) == 0o644, f
-    finally:
+        wait_for(lambda: "serving" in log.text(), 20, what="the daemon's syslog")
         os.kill(pid, signal.SIGTERM)
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
-             open(f"/proc/{pid}/stat").read().split()[2] == "Z", 20, what="daemon exit")
+        rc = wait_exit(pid, 20)
+        pid = None if rc is not None else pid
+        assert rc == 0, f"podfsd --daemon exit status {rc}:\n{log.text()}"
+        wait_for(lambda: "stopped" in log.text(), 10, what="the daemon's last log line")
+    finally:
+        if pid is not None:
+            kill_and_reap(pid)
+        log.close()
 
 
 def test_podfs_background_mode_writes(env, daemon):
     """Without -f, podfs forks into the background after mounting: every
     helper thread (writers, pushes, the connection) must run in the child.
     Regression: write-behind threads started before the fork, so a
-    daemonized mount queued writes that nothing ever sent."""
+    daemonized mount queued writes that nothing ever sent. The background
+    podfs leaves its sanitizer reports in logs/ and exits 0 once
+    unmounted."""
     if daemon.external:
         pytest.skip("own daemon needed")
-    from helpers import wait_for
     mnt = env.root / "bg"
     mnt.mkdir()
-    r = run([PODFS, daemon.addr, mnt, "-o", f"key={env.key}"], timeout=30, check=False)
-    assert r.returncode == 0, r.stderr
+    me = os.getpid()
+
+    def bg_podfs():
+        """The pid of our adopted podfs (mounting mnt), or None."""
+        for p in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == me and str(mnt).encode() in cmd:
+                return int(p)
+        return None
+
+    pid = None
     try:
+        with adopting():
+            r = run([PODFS, daemon.addr, mnt, "-o", f"key={env.key}"], timeout=30, check=False,
+                    env=san_env(env.logs, "podfs-bg"))
+        exited(r, 0)
+        pid = wait_for(bg_podfs, 10, what="the background podfs")
         wait_for(lambda: is_mounted(mnt), 10, what="background mount")
         with open(mnt / "f", "wb") as f:
             f.write(b"x" * 100000)
@@ -215,17 +265,12 @@ def test_podfs_background_mode_writes(env, daemon):
         run(["fusermount3", "-u", mnt], timeout=30, check=False)
         if is_mounted(mnt):
             run(["fusermount3", "-uz", mnt], timeout=30, check=False)
-    # The background process leaves once unmounted.
-    def podfs_gone():
-        for p in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{p}/cmdline", "rb") as f:
-                    if str(mnt).encode() in f.read():
-                        return False
-            except OSError:
-                continue
-        return True
-    wait_for(podfs_gone, 20, what="podfs exit")
+        if pid is not None:
+            # The background process leaves once unmounted, with status 0.
+            rc = wait_exit(pid, 20)
+            if rc is None:
+                kill_and_reap(pid)
+    assert rc == 0, f"background podfs exit status {rc}"
 
 
 @pytest.mark.parametrize("spin", ["0", "50000", "auto"])

@@ -1,8 +1,9 @@
 """harness: the machinery behind the system-test fixtures (conftest.py).
 
   settings    TEST_ROOT and the start/stop/test time limits
-  sanitizers  reading sanitizer reports (and libfuse's own leak)
+  sanitizers  sanitizer reports and error lines in the logs
   procs       programs under test as processes (Spawner, Proc)
+  background  programs that go to the background: exit status, syslog
   daemon      podfsd: Daemon (ours), ExternalDaemon (PODFS_TEST_DAEMON)
   mount       podfs -f mounts, mountinfo, is_mounted
   netns       a network namespace standing in for another host

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import time
 
-from .sanitizers import only_libfuse_leaked
 from .settings import STOP_TIMEOUT
 
 
@@ -186,16 +185,12 @@ class Proc:
         return self.check_rc()
 
     def check_rc(self):
+        """An error string if the exit status is not expect_rc (None:
+        any). A sanitizer's report ends the process with SIGABRT
+        (abort_on_error=1) or its exitcode: never forgiven here; the
+        report itself is in logs/ (Env.teardown shows it)."""
         rc = self.p.returncode
         if self.expect_rc is not None and rc != self.expect_rc:
-            if self.only_libfuse_leaked():
-                return None
             return f"{self.tag} (pid {self.pid}) exit status {rc}, expected " \
                    f"{self.expect_rc}. Output:\n{self.tail()}"
         return None
-
-    def only_libfuse_leaked(self):
-        """The process failed at exit only because of libfuse's own leak
-        (sanitizers.drop_libfuse_leaks), with no other sanitizer report."""
-        return only_libfuse_leaked([self.log] +
-                                   sorted(self.env.logs.glob(f"san.{self.tag}.{self.pid}")))
