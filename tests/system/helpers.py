@@ -3,8 +3,9 @@ harness.
 
 Where the binaries are, bounded waiting, running a command (as an
 unprivileged user too), reading and writing files, what a mount says about
-itself (its stats xattr, the requests in its debug log), work in a thread,
-a relay that delays pushes, and one durability scenario two topics share.
+itself (its stats xattr, the requests it sent), work in a thread that
+reports its failure, a relay that delays pushes, and one durability
+scenario two topics share.
 System calls Python lacks are in syscalls.py.
 """
 
@@ -78,28 +79,33 @@ def podfs_stats(mnt):
     return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
 
 
-def _is_request(line):
-    return "request " in line and "connection" in line
+def requests_sent(m):
+    """The requests mount m has sent so far, by opcode ({"OPEN": 3,
+    ...}): the req_OP counters of its stats, each request counted once
+    when it is first sent (not again when re-sent after a reconnect)."""
+    return {k[4:]: v for k, v in podfs_stats(m).items() if k.startswith("req_")}
 
 
-def request_lines(log):
-    """The lines of a client's debug log (log_level=debug) that record a
-    request it sent to the daemon."""
-    return [line for line in log.splitlines() if _is_request(line)]
+def requests_since(m, before, settle=0.3):
+    """{opcode: count} of the requests mount m sent since `before` (a
+    requests_sent(m) of earlier), opcodes it did not send left out;
+    waits `settle` seconds first for the kernel's asynchronous RELEASEs.
+    A test that asserts some request was NOT sent also shows, with a
+    request it makes on purpose, that the same count moves."""
+    if settle:
+        time.sleep(settle)
+    now = requests_sent(m)
+    return {op: n - before.get(op, 0) for op, n in now.items() if n != before.get(op, 0)}
 
 
-def count_requests(log, op=None):
-    """How many requests (of opcode op, e.g. "GETATTR", if given) a client
-    sent, from its debug log."""
-    return sum(1 for line in request_lines(log) if op is None or f"({op})" in line)
-
-
-def sent_since(m, before):
-    """Opcodes of the requests mount m (log_level=debug) sent after its
-    log had `before` lines; waits for asynchronous RELEASEs first."""
-    time.sleep(0.3)
-    log = m.proc.output().splitlines()[before:]
-    return [line.split("(")[1].split(")")[0] for line in log if _is_request(line)]
+def check_open_counted(m, path):
+    """The positive control of a test that asserts a request was not
+    sent: an open of path for writing on mount m, which is never
+    answered locally, moves m's OPEN count by one."""
+    before = requests_sent(m)
+    os.close(os.open(path, os.O_RDWR))
+    sent = requests_since(m, before, settle=0)
+    assert sent.get("OPEN", 0) == 1, f"an OPEN was sent but not counted: {sent}"
 
 
 def setpriv_argv(uid=TEST_UID, gid=TEST_GID, groups=()):
@@ -181,19 +187,40 @@ def pread_all(fd, n):
 RECONNECT = 60.0
 
 
-def in_thread(fn, *a):
-    """Runs fn(*a) in a daemon thread; returns (thread, box) where box gets
-    "result" or "error" once it ends."""
-    box = {}
+class Worker(threading.Thread):
+    """Runs fn(*a) in a daemon thread, started at once. join(timeout)
+    fails if fn is still running then, re-raises what fn raised, and
+    returns what it returned: a worker that dies cannot go unnoticed.
+    `error` holds the exception (None if none) for a test that expects
+    one; use errno_of as fn for an expected OSError."""
 
-    def run():
+    def __init__(self, fn, *a, name=None):
+        super().__init__(daemon=True, name=name or getattr(fn, "__name__", None))
+        self.fn, self.a = fn, a
+        self.result = None
+        self.error = None
+        self.start()
+
+    def run(self):
         try:
-            box["result"] = fn(*a)
-        except BaseException as e:  # noqa: BLE001 - reported to the test
-            box["error"] = e
-    t = threading.Thread(target=run, daemon=True)
+            self.result = self.fn(*self.a)
+        except BaseException as e:  # noqa: BLE001 - raised again in join()
+            self.error = e
+
+    def join(self, timeout=None):
+        super().join(timeout)
+        if self.is_alive():
+            raise AssertionError(f"thread {self.name} still running after {timeout} s")
+        if self.error is not None:
+            raise AssertionError(f"thread {self.name} failed: {self.error!r}") from self.error
+        return self.result
+
+
+def _background(fn, *a):
+    """Runs fn(*a) in a daemon thread nobody joins (the relay's pumps)."""
+    t = threading.Thread(target=fn, args=a, daemon=True)
     t.start()
-    return t, box
+    return t
 
 
 class DelayRelay:
@@ -211,7 +238,7 @@ class DelayRelay:
         self.port = self.ls.getsockname()[1]
         self.socks = []
         self.closed = False
-        in_thread(self._accept)
+        _background(self._accept)
 
     def _accept(self):
         import socket
@@ -223,8 +250,8 @@ class DelayRelay:
             t = socket.create_connection(self.target, timeout=10)
             t.settimeout(None)
             self.socks += [c, t]
-            in_thread(self._pump, c, t, 0)
-            in_thread(self._pump, t, c, self.delay)
+            _background(self._pump, c, t, 0)
+            _background(self._pump, t, c, self.delay)
 
     def _pump(self, src, dst, delay):
         try:
@@ -275,10 +302,7 @@ def check_uncommitted_resent(env, daemon, mount, committed, uncommitted):
             f.seek(len(a))
             f.write(b"\0" * len(b))
         daemon.start()
-        t, box = in_thread(os.fsync, fd)
-        t.join(RECONNECT)
-        assert not t.is_alive(), "fsync after the restart did not finish"
-        assert "error" not in box, box
+        Worker(os.fsync, fd).join(RECONNECT)  # fails if it failed or hangs
         assert read_file(env.export / "f") == a + b
     finally:
         os.close(fd)

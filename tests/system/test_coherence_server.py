@@ -88,15 +88,20 @@ def test_session_without_push_cap_gets_none(env, daemon):
     write_file(env.export / "f", b"0")
     a = session(daemon, env)
     b = session(daemon, env, push=False)
+    c = session(daemon, env)
     try:
         h, _ = a.lookup(a.root, "f")
         b.lookup(b.root, "f")
+        c.lookup(c.root, "f")
         fid = a.open(h, os.O_RDWR)
         a.write(h, fid, 0, b"1")
+        # C, which can take pushes, got this one; B did not.
+        assert inode_pushes(c.wait_pushes(DIRECT, until=about(h)), h)
         assert b.wait_pushes(QUIET) == []
     finally:
         a.close()
         b.close()
+        c.close()
 
 
 def test_namespace_changes_pushed_to_parent_watchers(env, daemon, ab):
@@ -132,9 +137,15 @@ def test_namespace_changes_pushed_to_parent_watchers(env, daemon, ab):
     assert a.wait_pushes(QUIET) == []
 
 
+def watching(daemon):
+    """podfsd watches its export (fanotify, or inotify where fanotify is
+    refused): it says "not watching" only when neither works, or when
+    told not to (PODFSD_WATCH=none)."""
+    assert "not watching" not in daemon.log(), daemon.log()[-2000:]
+
+
 def test_direct_change_in_export_is_pushed(env, daemon, ab):
-    if "not watching" in daemon.log():
-        pytest.skip("no fanotify here")
+    watching(daemon)
     a, b = ab
     write_file(env.export / "f", b"old")
     os.mkdir(env.export / "d")
@@ -168,8 +179,7 @@ def test_direct_change_in_export_is_pushed(env, daemon, ab):
 
 
 def test_direct_change_not_pushed_to_uninterested(env, daemon, ab):
-    if "not watching" in daemon.log():
-        pytest.skip("no fanotify here")
+    watching(daemon)
     a, b = ab
     os.mkdir(env.export / "d")
     write_file(env.export / "d" / "f", b"old")
@@ -178,6 +188,11 @@ def test_direct_change_not_pushed_to_uninterested(env, daemon, ab):
     write_file(env.export / "d" / "f", b"new")  # B never looked up d or f
     write_file(env.export / "d" / "g", b"new")
     assert b.wait_pushes(DIRECT / 2) == []
+    # Once B looked f up, the same change is pushed to it.
+    h, _ = b.lookup(b.lookup(b.root, "d")[0], "f")
+    b.wait_pushes(QUIET)
+    write_file(env.export / "d" / "f", b"newer")
+    assert inode_pushes(b.wait_pushes(DIRECT, until=lambda ps: inode_pushes(ps, h)), h)
 
 
 def test_revalidate_reports_changed_and_gone(env, daemon, ab):

@@ -5,8 +5,9 @@ through its own creates, never serves from it what changed since (on
 another host or its own), and does not fetch it again at every lookup of
 a directory that keeps changing.
 
-Requests are counted in the client's debug log (log_level=debug) or its
-stats; the raw listing is read with pfsproto.
+Requests are counted by the client (the req_* counters of its stats);
+a test that finds a request not sent also shows some request counted in
+the same span. The raw listing is read with pfsproto.
 """
 
 import mmap
@@ -17,8 +18,8 @@ import pytest
 
 import pfsproto as P
 from harness import Pod
-from helpers import (file_errno, podfs_stats, read_file, run, sent_since, stat_fields, wait_for,
-                     write_file)
+from helpers import (check_open_counted, file_errno, podfs_stats, read_file, requests_sent,
+                     requests_since, run, stat_fields, wait_for, write_file)
 from syscalls import getdents
 
 
@@ -30,15 +31,15 @@ def test_cold_lookups_answered_from_one_listing(env, daemon, mount):
     that follow cost no further request."""
     for i in range(30):
         write_file(env.export / f"m{i}.py", b"v = %d\n" % i)
-    m = mount(opts="log_level=debug")
-    before = len(m.proc.output().splitlines())
+    m = mount()
+    before = requests_sent(m)
     for i in range(30):
         for suffix in (".cpython-311-x86_64-linux-gnu.so", ".abi3.so", ".so"):
             assert not os.path.exists(m / f"m{i}{suffix}")
         assert read_file(m / f"m{i}.py") == b"v = %d\n" % i
-    sent = sent_since(m, before)
-    assert sent.count("LISTDIR") == 1, sent
-    assert [op for op in sent if op not in ("LISTDIR", "GETATTR", "FORGET")] == [], sent
+    sent = requests_since(m, before)
+    assert sent.get("LISTDIR") == 1, sent
+    assert set(sent) <= {"LISTDIR", "GETATTR", "FORGET"}, sent
 
 
 @pytest.mark.netns
@@ -96,15 +97,16 @@ def test_cold_open_of_listed_big_files(env, daemon, mount):
     write_file(env.export / "secret.so", b"s" * (100 * 1024))
     os.chmod(env.export / "secret.so", 0o600)
     os.chmod(env.export, 0o755)
-    m = mount(opts="log_level=debug")
-    before = len(m.proc.output().splitlines())
+    m = mount()
+    before = requests_sent(m)
     for name, data in big.items():
         assert read_file(m / name) == data
     for name in small:
         os.stat(m / name)
-    sent = sent_since(m, before)
+    sent = requests_since(m, before)
     assert "OPEN" not in sent and "LOOKUP_DATA" not in sent and "LOOKUP" not in sent, sent
-    assert sent.count("LISTDIR") == 1 and "READ" in sent, sent
+    assert sent.get("LISTDIR") == 1 and "READ" in sent, sent
+    check_open_counted(m, m / "lib0.so")
     for name, data in small.items():
         assert read_file(m / name) == data
     assert file_errno(f"open({str(m / 'secret.so')!r}, 'rb').read()") == "EACCES"
@@ -134,6 +136,7 @@ def test_listing_a_directory_reads_no_contents(env, daemon, mount):
     assert seen == total
     assert s1["wire_in"] - s0["wire_in"] < total // 4, (s1["wire_in"] - s0["wire_in"], total)
     assert s1.get("req_READ", 0) == s0.get("req_READ", 0)
+    assert s1.get("req_LISTDIR", 0) - s0.get("req_LISTDIR", 0) >= 4  # the walk was counted
     # The mount's root is listed by the daemon: podfs does not know its "..".
     assert s1.get("req_READDIR", 0) - s0.get("req_READDIR", 0) <= 1
 
@@ -219,13 +222,13 @@ def test_readdir_answered_from_the_listing(env, daemon, mount):
     os.symlink("n0001.py", d / "link")
     os.mkfifo(d / "fifo")
     assert os.stat(d).st_size <= 64 * 1024  # small enough to be listed whole
-    m = mount(opts="log_level=debug")
-    before = len(m.proc.output().splitlines())
+    m = mount()
+    before = requests_sent(m)
     got = getdents(m / "pkg" / "sub")
     assert got == getdents(d) and len(got) == 1505
-    sent = sent_since(m, before)
+    sent = requests_since(m, before)
     assert "READDIR" not in sent, sent
-    assert sent.count("LISTDIR") >= 1, sent
+    assert sent.get("LISTDIR", 0) >= 1, sent
     # Moved by this client: ".." is the new parent.
     os.mkdir(m / "other")
     os.rename(m / "pkg" / "sub" / "dir", m / "other" / "moved")
@@ -341,6 +344,7 @@ def test_listing_stays_complete_when_contents_would_fill_it(env, mount):
         after = podfs_stats(m)
         for op in ("req_LOOKUP_DATA", "req_LOOKUP", "req_LISTDIR"):
             assert after.get(op, 0) == before.get(op, 0), op
+        check_open_counted(m, m / "big" / ("00007-" + "n" * 100))
     finally:
         run(["umount", "-l", fs], check=False)
 
@@ -363,6 +367,7 @@ def test_changing_directory_is_not_relisted_at_every_lookup(env, daemon, mount):
     s1 = podfs_stats(m)
     listdirs = s1.get("req_LISTDIR", 0) - s0.get("req_LISTDIR", 0)
     assert listdirs <= 2 + elapsed / 2, (listdirs, elapsed)
+    assert s1.get("req_CREATE", 0) - s0.get("req_CREATE", 0) == 300  # counted
     assert s1["wire_in"] - s0["wire_in"] < 300 * 4096, s1["wire_in"] - s0["wire_in"]
     assert sorted(os.listdir(m / "d")) == [f"f{i:04d}" for i in range(300)]
 
@@ -504,20 +509,21 @@ def test_own_creates_keep_the_listing(env):
     LISTDIR), the new names are found, and the listing still follows
     other hosts (a name B creates or removes) and the client's own
     unlink, rename and writes."""
-    pod = Pod(env, opts="log_level=debug")
+    pod = Pod(env)
     a, b = pod.a, pod.b
     os.mkdir(a / "d")
     write_file(a / "d" / "seed", b"s")
     time.sleep(2.3)  # past the quiet period after our own changes
     assert not os.path.exists(a / "d" / "missing")  # d is listed
-    before = len(a.proc.output().splitlines())
+    before = requests_sent(a)
     for i in range(20):
         write_file(a / "d" / f"f{i}", b"")            # a miss, then CREATE
     os.mkdir(a / "d" / "sub")
     os.symlink("f0", a / "d" / "lnk")
     assert not os.path.exists(a / "d" / "other")
-    sent = sent_since(a, before)
-    assert "LOOKUP_DATA" not in sent and "LOOKUP" not in sent and "LISTDIR" not in sent, " ".join(sent)
+    sent = requests_since(a, before)
+    assert "LOOKUP_DATA" not in sent and "LOOKUP" not in sent and "LISTDIR" not in sent, sent
+    assert (sent.get("CREATE"), sent.get("MKDIR"), sent.get("SYMLINK")) == (20, 1, 1), sent
     # A hard link moves f1's nlink, which the listing holds: it goes.
     os.link(a / "d" / "f1", a / "d" / "hard")
     assert os.stat(a / "d" / "f1").st_nlink == 2

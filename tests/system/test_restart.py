@@ -7,10 +7,11 @@ the same port and state directory, and carries on with the same open files
 
 import errno
 import os
+import time
 
 import pytest
 
-from helpers import RECONNECT, in_thread, read_file, wait_for, write_file
+from helpers import RECONNECT, Worker, errno_of, read_file, wait_for, write_file
 
 
 @pytest.fixture
@@ -41,10 +42,7 @@ def test_same_fd_survives_daemon_restart(env, restartable):
 
         # The same descriptors carry on.
         more = os.urandom(200000)
-        t, box = in_thread(lambda: (os.pwrite(fd, more, len(data)), os.fsync(fd)))
-        t.join(RECONNECT)
-        assert not t.is_alive(), "write+fsync after the restart did not finish"
-        assert "error" not in box, f"write after restart failed: {box.get('error')!r}"
+        Worker(lambda: (os.pwrite(fd, more, len(data)), os.fsync(fd))).join(RECONNECT)
         assert os.pread(fd, len(data) + len(more), 0) == data + more
         assert read_file(env.export / "f") == data + more
         assert os.pread(rfd, 100, 0) == b"read only file"
@@ -73,12 +71,13 @@ def test_hard_mount_waits_for_daemon(env, restartable):
             os.fsync(fd)
             os.mkdir(mm / "made-during-outage")
             return True
-        t, box = in_thread(during_outage)
-        t.join(1.0)  # let it start and block; no assertion on timing
+        w = Worker(during_outage)
+        time.sleep(1.0)  # let it start and block; no assertion on timing
+        # Without a daemon the fsync cannot have succeeded (nor failed:
+        # the mount is hard).
+        assert w.is_alive(), f"done while the daemon was down: {w.error!r}"
         d.start()
-        t.join(RECONNECT)
-        assert not t.is_alive(), "operations issued during the outage never finished"
-        assert box.get("result") is True, f"failed: {box.get('error')!r}"
+        assert w.join(RECONNECT) is True
         assert read_file(env.export / "f") == data
         assert os.path.isdir(env.export / "made-during-outage")
         # mkdir ran once: a retry must not turn it into EEXIST (reply cache).
@@ -100,9 +99,7 @@ def test_fsynced_data_survives_crash(env, restartable):
         os.pwrite(fd, b, len(a))  # not yet fsynced
         d.kill9()
         d.start()
-        t, box = in_thread(os.fsync, fd)
-        t.join(RECONNECT)
-        assert not t.is_alive() and "error" not in box, box
+        Worker(os.fsync, fd).join(RECONNECT)
         assert read_file(env.export / "f") == a + b
     finally:
         os.close(fd)
@@ -114,12 +111,9 @@ def test_soft_mount_eio(env, mount):
     mm = mount(d, opts="soft,timeo=2,attr_timeout=0,entry_timeout=0,negative_timeout=0")
     write_file(mm / "f", b"x")
     d.kill9()
-    t, box = in_thread(os.stat, mm / "g")
-    t.join(60)
-    assert not t.is_alive(), "soft mount still waiting 60 s after a 2 s timeout"
-    assert isinstance(box.get("error"), OSError) and box["error"].errno in (errno.EIO,
-                                                                            errno.ETIMEDOUT), \
-        box
+    # join fails if the soft mount is still waiting 60 s after a 2 s timeout.
+    err = Worker(errno_of, os.stat, mm / "g").join(60)
+    assert err in (errno.EIO, errno.ETIMEDOUT), err
     d.start()
     # Back to normal once the daemon is back.
     wait_for(lambda: read_file(mm / "f") == b"x", RECONNECT, interval=0.5,
