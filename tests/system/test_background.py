@@ -6,8 +6,9 @@ returns 0, the port answers at once; an error before that (a port in
 use) is the command's own exit status and message, and leaves nothing
 running. SIGTERM stops the background daemon with exit status 0. podfs
 without -f returns once mounted and ends with status 0 at unmount. The
-processes left in the background are followed with reaper.Reaper; they
-log to syslog, not to the output of the command that started them.
+processes left in the background are followed with reaper.Reaper, which
+waits for a command's output to close: a background process that kept
+it open would make the command time out.
 The pid and port files are checked in test_cli.py.
 """
 
@@ -53,8 +54,7 @@ def test_podfsd_daemon_serves_and_stops_cleanly(env, reaper):
     write_file(m / "f", b"through the background daemon")
     assert read_file(env.export / "f") == b"through the background daemon"
     assert m.umount() is None
-    # Nothing it logs reaches the output of the command that started it.
-    os.kill(pid, signal.SIGUSR1)  # logs its totals
+    os.kill(pid, signal.SIGUSR1)  # logs its totals (to syslog), and carries on
     os.kill(pid, signal.SIGTERM)
     ended, running = reaper.left_behind(20)
     assert running == [], "podfsd --daemon did not stop on SIGTERM"
