@@ -73,7 +73,7 @@ struct wb {
 	/* The writer threads; bg.lock guards everything below (and the
 	 * struct wbi and wbe), bg.cond: queue non-empty, or stopping. */
 	struct bg bg;
-	pthread_cond_t space;    /* held decreased */
+	pthread_cond_t space;    /* held or inflight decreased, a commit ended */
 	struct wbe *qhead, **qtail;
 	struct htab files;       /* struct wbi, by inode */
 	size_t held, max;
@@ -260,6 +260,8 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 
 	w->npending--;
 	wb->inflight -= e->len;
+	/* A writer waiting for room may now commit (wb_write). */
+	pthread_cond_broadcast(&wb->space);
 	if (rc < 0) {
 		pfs_debug("write of %u bytes at %llu failed: %s", e->len,
 			  (unsigned long long)e->off, strerror(-rc));
@@ -600,6 +602,7 @@ static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force
 		pthread_mutex_lock(&wb->bg.lock);
 		wb->st.commits++;
 		w->committing = false;
+		pthread_cond_broadcast(&wb->space); /* w may be committed again */
 		bool again = false;
 		struct wbe *next;
 		for (struct wbe *e = w->head; e; e = next) {

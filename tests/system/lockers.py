@@ -51,12 +51,18 @@ for line in sys.stdin:
         elif a[0] == "range":  # range NAME EX|SH|UN START LEN [NB]
             op = MODES[a[2]] | (fcntl.LOCK_NB if "NB" in a[5:] else 0)
             fcntl.lockf(fds[a[1]], op, int(a[4]), int(a[3]))
-        elif a[0] == "setlkw":
-            # F_SETLKW through libc: Python would retry it after EINTR.
+        elif a[0] in ("setlkw", "setlk", "getlk-raw"):
+            # Write lock of the whole file through libc: Python would
+            # retry these after EINTR.
+            cmd = {"setlkw": fcntl.F_SETLKW, "setlk": fcntl.F_SETLK,
+                   "getlk-raw": fcntl.F_GETLK}[a[0]]
             fl = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
             buf = ctypes.create_string_buffer(fl, len(fl))
-            if libc.fcntl(fds[a[1]], fcntl.F_SETLKW, buf) != 0:
+            if libc.fcntl(fds[a[1]], cmd, buf) != 0:
                 raise OSError(ctypes.get_errno(), "fcntl")
+        elif a[0] == "flock-raw":  # flock LOCK_EX|LOCK_NB through libc
+            if libc.flock(fds[a[1]], fcntl.LOCK_EX | fcntl.LOCK_NB) != 0:
+                raise OSError(ctypes.get_errno(), "flock")
         elif a[0] == "getlk":
             fl = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
             fcntl.fcntl(fds[a[1]], fcntl.F_GETLK, fl)

@@ -1,0 +1,140 @@
+"""test_disk_errors.py: the coordinator's disk says no.
+
+close() and fsync() report the errors of a file's writes on the
+coordinator's disk: EIO (the export's filesystem shut down, as after a
+failed disk) and EDQUOT (a btrfs quota group full). ENOSPC is in
+test_durability.py.
+
+Each export is a small filesystem on a loop device of the test's own,
+detached at its end.
+"""
+
+import errno
+import fcntl
+import os
+import shutil
+from contextlib import contextmanager
+
+import pytest
+
+from helpers import MiB, read_file, run
+
+# EXT4_IOC_SHUTDOWN (= XFS_IOC_GOINGDOWN), _IOR('X', 125, __u32); flag
+# EXT4_GOING_FLAGS_NOLOGFLUSH: as a disk that stopped answering would.
+FS_IOC_SHUTDOWN = 0x8004587D
+SHUTDOWN_NOLOGFLUSH = 2
+
+
+def need(*tools):
+    for t in tools:
+        if not shutil.which(t):
+            pytest.skip(f"{t} is not installed (scripts/setup --deps-only installs it)")
+
+
+def stop_podfs_and_podfsd(env):
+    """Unmounts every mount and stops every daemon of env now, so that a
+    filesystem under them can go. Idempotent: env's teardown does the
+    same again and reports the same exit statuses."""
+    for m in reversed(env.mounts):
+        if m.umount():
+            m.force_down()
+    for d in env.daemons:
+        if d.proc is not None:
+            d.proc.stop()
+
+
+@contextmanager
+def loop_fs(env, name, size_mib, mkfs):
+    """A filesystem made by `mkfs` (an argv, the image appended) on a
+    sparse image of size_mib on a loop device, mounted at env.root/name;
+    yields the mount point. At the end: podfs and podfsd stopped (they
+    hold files there), unmounted, loop device detached."""
+    img = env.root / f"{name}.img"
+    path = env.root / name
+    path.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(size_mib * MiB)
+    run(mkfs + [img], timeout=120)
+    dev = run(["losetup", "--find", "--show", img], timeout=30).stdout.strip()
+    try:
+        run(["mount", dev, path], timeout=60)
+        try:
+            yield path
+        finally:
+            stop_podfs_and_podfsd(env)
+            r = run(["umount", path], timeout=60, check=False)
+            if r.returncode != 0:
+                run(["umount", "-l", path], timeout=60, check=False)
+    finally:
+        run(["losetup", "-d", dev], timeout=30, check=False)
+
+
+def export_and_mount(env, path):
+    d = env.start_daemon(export=path, tag="podfsd-loop")
+    return d, env.mount(d, path=env.root / "mnt-loop", tag="podfs-loop")
+
+
+def shut_down(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.ioctl(fd, FS_IOC_SHUTDOWN, SHUTDOWN_NOLOGFLUSH.to_bytes(4, "little"))
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("by", ["close", "fsync"])
+def test_eio_of_the_export_reported(env, by):
+    """The export's filesystem fails (shut down: every write is EIO) under
+    an open file: write() returns at once (write-behind), and the close()
+    or fsync() that follows reports EIO, as the writer must learn that
+    its data is not there."""
+    need("mkfs.ext4")
+    with loop_fs(env, "ext4", 64, ["mkfs.ext4", "-q", "-F"]) as path:
+        d, mm = export_and_mount(env, path)
+        fd = os.open(mm / "f", os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, b"x" * 4096)
+            os.fsync(fd)
+            shut_down(path)
+            assert os.write(fd, os.urandom(MiB)) == MiB  # queued, not sent yet
+            if by == "fsync":
+                with pytest.raises(OSError) as e:
+                    os.fsync(fd)
+                assert e.value.errno == errno.EIO, e.value
+        finally:
+            if by == "close":
+                with pytest.raises(OSError) as e:
+                    os.close(fd)
+                assert e.value.errno == errno.EIO, e.value
+            else:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass  # fsync reported (and forgot) the error
+
+
+@pytest.mark.timeout(120)
+def test_edquot_reported_by_close(env):
+    """A write past the export's quota (a btrfs quota group; quotas apply
+    to root there too) fails on the coordinator with EDQUOT, and the
+    close() after it reports EDQUOT."""
+    need("mkfs.btrfs", "btrfs")
+    with loop_fs(env, "btrfs", 256, ["mkfs.btrfs", "-q", "-f"]) as path:
+        run(["btrfs", "quota", "enable", path], timeout=60)
+        run(["btrfs", "qgroup", "limit", "8M", path], timeout=60)
+        (path / "filler").write_bytes(os.urandom(7 * MiB))
+        os.sync()
+        d, mm = export_and_mount(env, path)
+        fd = os.open(mm / "f", os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            assert os.write(fd, os.urandom(2 * MiB)) == 2 * MiB  # queued
+        finally:
+            with pytest.raises(OSError) as e:
+                os.close(fd)
+        assert e.value.errno == errno.EDQUOT, e.value
+        # With room in the quota, writes work again.
+        run(["btrfs", "qgroup", "limit", "none", path], timeout=60)
+        with open(mm / "g", "wb") as f:
+            f.write(b"fits")
+        assert read_file(path / "g") == b"fits"
