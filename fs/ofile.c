@@ -112,10 +112,16 @@ void ofile_attach_lazy(struct client *c, struct inode *dir, const struct pfs_fh 
 	pthread_mutex_unlock(&c->of_lock);
 }
 
-void ofile_mark_local(struct ofile *of)
+void ofile_mark_local(struct ofile *of, const struct pfs_creds *cr)
 {
+	struct client *c = of->c;
+	/* of is on the list already: the push thread's ofile_attach_lazy
+	 * reads local, and then cr, under the list's lock. */
+	pthread_mutex_lock(&c->of_lock);
+	of->cr = *cr;
 	of->local = true;
-	atomic_fetch_add(&of->c->lazy_opens, 1);
+	atomic_fetch_add(&c->lazy_opens, 1);
+	pthread_mutex_unlock(&c->of_lock);
 }
 
 uint64_t ofile_fid(struct ofile *of)

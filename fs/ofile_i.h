@@ -48,7 +48,8 @@ struct ofile {
 	 * carried fid (the daemon opens the file again by handle under an
 	 * unknown fid), so RELEASE must be sent. See ofile_fid. */
 	atomic_bool remote;
-	bool local;       /* opened locally (counted in lazy_opens while !remote) */
+	bool local;       /* opened locally (counted in lazy_opens while !remote);
+			   * set with cr under c->of_lock (ofile_mark_local) */
 	uint32_t flags;   /* open flags, for a reopen by handle */
 	struct inode *ip; /* pinned by the kernel while the file is open */
 	struct pfs_creds cr; /* the opener's, if opened locally (ofile_attach_lazy) */
@@ -86,9 +87,10 @@ void ofile_free(struct ofile *of);
  * thread left). */
 void ofile_free_all(struct client *c);
 
-/* of was opened locally (the daemon does not know its fid): counts it as
- * a lazy open. Before the kernel gets it. */
-void ofile_mark_local(struct ofile *of);
+/* of was opened locally (the daemon does not know its fid) by a caller
+ * with ids cr: counts it as a lazy open. Before the kernel gets it. Takes
+ * c->of_lock: of is on the list, where ofile_attach_lazy may read it. */
+void ofile_mark_local(struct ofile *of, const struct pfs_creds *cr);
 
 /* The fid of of, for a request about to carry it to the daemon: from
  * now on the daemon may know it (no longer a lazy open). */

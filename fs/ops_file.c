@@ -64,9 +64,10 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	uint64_t before = gate_seq(c->gate);
 	if (ops_open_locally(req, ip, fi, false)) {
+		struct pfs_creds cr;
 		open_store_inline(c, ip, ino, fi, before);
-		fill_creds(req, &of->cr, true);
-		ofile_mark_local(of);
+		fill_creds(req, &cr, true);
+		ofile_mark_local(of, &cr);
 		fi->fh = (uint64_t)(uintptr_t)of;
 		if (fuse_reply_open(req, fi) != 0)
 			ofile_free(of);
