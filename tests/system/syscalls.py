@@ -1,6 +1,7 @@
 """syscalls.py: ctypes wrappers for the system calls Python's os module
 does not offer: renameat2, utimensat with UTIME_OMIT, fallocate modes,
-name_to_handle_at, and getdents64 (what a READDIR said, unfiltered).
+name_to_handle_at, getdents64 (what a READDIR said, unfiltered), and
+inotify (what a process watching a directory sees).
 """
 
 import ctypes
@@ -96,3 +97,38 @@ def getdents(path):
                 pos += reclen
     finally:
         os.close(fd)
+
+
+IN_MOVED_FROM = 0x40
+IN_MOVED_TO = 0x80
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+
+
+def inotify_watch(path, mask):
+    """An inotify fd (non-blocking) watching directory path for mask."""
+    fd = _libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    if _libc.inotify_add_watch(fd, os.fsencode(path), ctypes.c_uint32(mask)) < 0:
+        e = ctypes.get_errno()
+        os.close(fd)
+        raise OSError(e, os.strerror(e))
+    return fd
+
+
+def inotify_events(fd):
+    """The events queued on inotify fd now, as (mask, name) pairs."""
+    out = []
+    while True:
+        try:
+            buf = os.read(fd, 65536)
+        except BlockingIOError:
+            return out
+        off = 0
+        while off < len(buf):
+            _wd, mask, _cookie, n = struct.unpack_from("iIII", buf, off)
+            name = buf[off + 16:off + 16 + n].rstrip(b"\0").decode()
+            out.append((mask, name))
+            off += 16 + n

@@ -10,6 +10,7 @@ bytes travel (coding, zero-copy) is in test_wire_coding.py.
 
 import errno
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -172,6 +173,43 @@ def test_fsync_and_close_report_success_only_when_durable(env, m):
     with open(m / "g", "wb") as f:
         f.write(data)
     assert read_file(env.export / "g") == data
+
+
+def test_fsync_runs_fsync_on_the_server(env, daemon, m):
+    """The daemon's page cache survives a kill of podfsd, so no restart
+    test tells whether FSYNC reached the disk: watch podfsd's system
+    calls (strace) while a client fsyncs a file it keeps open, and
+    require an fsync or fdatasync of that very file on the server."""
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("traces a daemon of its own")
+    if not shutil.which("strace"):
+        pytest.skip("needs strace")
+    out = env.root / "strace.out"
+    pid = daemon.proc.pid
+    tracer = subprocess.Popen(["strace", "-f", "-qq", "-y", "-e", "trace=fsync,fdatasync",
+                               "-o", str(out), "-p", str(pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def traced():
+            for t in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{t}/status") as f:
+                    if "TracerPid:\t0\n" in f.read():
+                        return False
+            return True
+        wait_for(traced, 10, what="strace to attach to every podfsd thread")
+        for name, sync in (("f", os.fsync), ("g", os.fdatasync)):
+            with open(m / name, "wb") as f:
+                f.write(os.urandom(MiB))
+                f.flush()
+                sync(f.fileno())
+                # Still open: a commit at close cannot stand in for it.
+                path = f"{env.export / name}>"
+                wait_for(lambda: any(path in line and "= 0" in line
+                                     for line in out.read_text().splitlines()),
+                         5, what=f"podfsd to fsync {name} ({sync.__name__})")
+    finally:
+        tracer.terminate()  # strace detaches on SIGTERM
+        assert tracer.wait(20) is not None
 
 
 @pytest.mark.timeout(240)

@@ -11,6 +11,7 @@ import errno
 import os
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -19,6 +20,31 @@ from syscalls import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, fallocate
 
 
 # --- open / create ---------------------------------------------------------------
+
+def test_open_by_the_daemon_drops_stale_pages(env, monkeypatch):
+    """An open that goes to the daemon drops the kernel's cached pages
+    when the file changed, also when no push said so and the kernel
+    cannot tell: the daemon watches nothing (PODFSD_WATCH=none), and a
+    process beside podfs rewrites the file in place with the same size
+    and puts its mtime back (only ctime moves). A read-write open always
+    asks the daemon; its reads must see the new bytes."""
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("starts its own daemon")
+    monkeypatch.setenv("PODFSD_WATCH", "none")
+    d = env.start_daemon()
+    m = env.mount(d)
+    old, new = b"old-bytes-" * 1000, b"NEW-BYTES-" * 1000
+    write_file(env.export / "f", old)
+    assert read_file(m / "f") == old  # the kernel caches the pages
+    st = os.stat(env.export / "f")
+    time.sleep(0.05)  # past the filesystem's timestamp tick: ctime moves
+    with open(env.export / "f", "r+b") as f:
+        f.write(new)
+    os.utime(env.export / "f", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(env.export / "f").st_ctime_ns != st.st_ctime_ns
+    with open(m / "f", "r+b") as f:
+        assert f.read() == new, "stale pages kept by an open the daemon answered"
+
 
 def test_create_excl(env, m):
     fd = os.open(m / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640)

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from helpers import current_umask, errno_of, read_file, write_file
-from syscalls import (RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT, renameat2,
-                      utimensat)
+from syscalls import (IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, RENAME_EXCHANGE, RENAME_NOREPLACE,
+                      UTIME_NOW, UTIME_OMIT, inotify_events, inotify_watch, renameat2, utimensat)
 
 
 # --- lookup / getattr ------------------------------------------------------------
@@ -266,6 +266,22 @@ def test_rename_over_existing(env, m):
     os.rename(m / "d1", m / "d2")
     assert not os.path.exists(env.export / "d1") and os.path.isdir(env.export / "d2")
     assert errno_of(os.rename, m / "old", m / "d2") == errno.EISDIR
+
+
+def test_rename_over_is_one_rename_on_the_server(env, m):
+    """Rename over an existing name is one rename(2) in the export: a
+    process watching the export directory sees the name move onto the
+    target, never the target removed first (between the two, a reader on
+    the server would find no file, and a crash would lose both)."""
+    write_file(m / "new", b"new content")
+    write_file(m / "old", b"old")
+    fd = inotify_watch(env.export, IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO)
+    try:
+        os.rename(m / "new", m / "old")
+        got = inotify_events(fd)  # podfsd's rename is done: its events are queued
+    finally:
+        os.close(fd)
+    assert got == [(IN_MOVED_FROM, "new"), (IN_MOVED_TO, "old")], got
 
 
 def test_rename_noreplace(env, m):
