@@ -43,7 +43,8 @@ void estale_arm(struct estale *es, pid_t tid);
 void estale_looked(struct estale *es, pid_t tid, uint64_t ino);
 
 /* Is this open of ino by tid the VFS's retry (armed, looked up ino, in
- * time)? Disarms tid's slot either way. */
+ * time)? Disarms tid's slot either way. Called at every open, so that
+ * only the first open after the ESTALE can be taken for the retry. */
 bool estale_retry(struct estale *es, pid_t tid, uint64_t ino);
 
 #endif /* PODFS_ESTALE_I_H */

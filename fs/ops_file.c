@@ -56,6 +56,16 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ofile *of;
 
 	readahead_raise(c);
+	/* Is this the VFS's retry of an open answered ESTALE below? Asked at
+	 * every open, so that the thread's slot is disarmed by the very next
+	 * open, whatever it finds. The retry's open usually finds the file
+	 * the name now holds, still named (and often opens it locally): a
+	 * slot left armed then made a later open by the same thread, within
+	 * ESTALE_RETRY_NS, of that same file after another host had renamed
+	 * over it or removed it (the kernel's dentry not yet invalidated)
+	 * pass for the retry and open the old file. */
+	pid_t tid = fuse_req_ctx(req)->pid;
+	bool retry = estale_retry(&c->estale, tid, ino);
 	if (fi->flags & O_TRUNC)
 		inode_own_touch(c->it, ip, false);
 	if (!(of = ofile_new(c, ip, fi->flags))) {
@@ -93,8 +103,7 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		gate_enter(c->gate);
 		bool gone = gate_pushed_since(c->gate, since, &ip->fh);
 		gate_leave(c->gate);
-		pid_t tid = fuse_req_ctx(req)->pid;
-		if (gone && !estale_retry(&c->estale, tid, ino)) {
+		if (gone && !retry) {
 			estale_arm(&c->estale, tid);
 			ofile_release(of, req, PFS_OP_RELEASE);
 			ofile_free(of);

@@ -397,7 +397,9 @@ def test_enospc_reported_by_fsync(env, small_fs):
 def test_rename_over_is_atomic_for_other_host(pod):
     """A publishes versions with write-to-temp + fsync + rename over the
     final name; B reads the name in a loop: every read is one whole
-    version, never a mix, and B sees the name change many times."""
+    version, never a mix, never one older than the last version whose
+    rename had returned before B's open began, and B sees the name change
+    many times."""
     size = 256 * 1024
 
     def version(v):
@@ -407,16 +409,19 @@ def test_rename_over_is_atomic_for_other_host(pod):
     write_file(pod.a / "ckpt", version(0))
     wait_for(lambda: (pod.b / "ckpt").exists(), 10, what="B sees ckpt")
     stop = threading.Event()
+    published = [0]  # the last version whose rename returned
 
     def reader():
         """Returns the versions it read; raises at the first bad read."""
         seen = []
         while not stop.is_set():
+            floor = published[0]
             with open(pod.b / "ckpt", "rb") as f:
                 got = f.read()
             assert len(got) == size and got[:1] == b"V", f"short or garbled: {got[:16]!r}"
             v = int(got[1:9])
             assert got == version(v), f"version {v} mixed"
+            assert v >= floor, f"read version {v} after version {floor}'s rename returned"
             seen.append(v)
         return seen
 
@@ -432,6 +437,7 @@ def test_rename_over_is_atomic_for_other_host(pod):
                 f.flush()
                 os.fsync(f.fileno())
             os.rename(tmp, pod.a / "ckpt")
+            published[0] = v
     finally:
         stop.set()
         seen = t.join(30)  # raises what the reader raised
