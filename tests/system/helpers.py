@@ -86,14 +86,25 @@ def requests_sent(m):
     return {k[4:]: v for k, v in podfs_stats(m).items() if k.startswith("req_")}
 
 
-def requests_since(m, before, settle=0.3):
+def kernel_settled(m, timeout=10.0):
+    """Waits until the kernel has no request of mount m waiting for its
+    answer (fusectl's `waiting` count is 0): the RELEASEs and RELEASEDIRs
+    the kernel sends on its own after a close, and the requests podfs sent
+    the daemon to answer them, are done. Asks the mount nothing itself."""
+    minor = m.info["devid"].split(":")[1]
+    waiting = Path(f"/sys/fs/fuse/connections/{minor}/waiting")
+    wait_for(lambda: waiting.read_text().strip() == "0", timeout, interval=0.002,
+             what=f"{m.path}: the kernel's requests answered")
+
+
+def requests_since(m, before, settle=True):
     """{opcode: count} of the requests mount m sent since `before` (a
     requests_sent(m) of earlier), opcodes it did not send left out;
-    waits `settle` seconds first for the kernel's asynchronous RELEASEs.
-    A test that asserts some request was NOT sent also shows, with a
-    request it makes on purpose, that the same count moves."""
+    with settle, first waits for the kernel's asynchronous RELEASEs
+    (kernel_settled). A test that asserts some request was NOT sent also
+    shows, with a request it makes on purpose, that the same count moves."""
     if settle:
-        time.sleep(settle)
+        kernel_settled(m)
     now = requests_sent(m)
     return {op: n - before.get(op, 0) for op, n in now.items() if n != before.get(op, 0)}
 
@@ -104,7 +115,7 @@ def check_open_counted(m, path):
     answered locally, moves m's OPEN count by one."""
     before = requests_sent(m)
     os.close(os.open(path, os.O_RDWR))
-    sent = requests_since(m, before, settle=0)
+    sent = requests_since(m, before, settle=False)
     assert sent.get("OPEN", 0) == 1, f"an OPEN was sent but not counted: {sent}"
 
 

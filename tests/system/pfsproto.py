@@ -707,6 +707,28 @@ class Conn:
             got.append(decode_push(f))
         return got
 
+    def pushes_before_pong(self, timeout=None):
+        """Sends a PING and returns the pushes (decoded) queued by call()
+        and those that arrive before its reply (and empties self.pushes).
+        The daemon writes the pushes of a change before the change's reply
+        (or, when this session had a request in flight, right after that
+        request's reply; daemon/push.c), and PING is not held back: so
+        once the author of a change has its reply and this session has
+        the replies it was waiting for, every push of that change is
+        here, with no waiting on the clock."""
+        got = [decode_push(f) for f in self.pushes]
+        self.pushes = []
+        id = self.send_frame(OP_PING, u64(0x706f6e67))
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            f = self.recv_frame(timeout=max(0.001, deadline - time.monotonic()))
+            if f.flags & FF_PUSH:
+                got.append(decode_push(f))
+                continue
+            if f.id != id or f.op != OP_PING or f.status:
+                raise BadReply(f"unexpected frame {f!r} while waiting for PING {id}")
+            return got
+
 
 def decode_push(f):
     """A push frame as a tuple: ("inode", fh, offset, length) or

@@ -342,7 +342,7 @@ def test_new_directory_shows_what_others_put_in_it(pod):
             wait_for(lambda: os.path.isdir(pod.b / "top" / f"d{i}"), VISIBLE, what="B to see it")
             write_file(pod.b / "top" / f"d{i}" / "x", b"from B")
         write_file(pod.a / "top" / f"d{i}" / "own", b"A")
-    sent = requests_since(pod.a, before, settle=0)
+    sent = requests_since(pod.a, before, settle=False)
     assert "LISTDIR" not in sent and sent.get("MKDIR") == 20, sent
     for i in range(20):
         d = pod.a / "top" / f"d{i}"

@@ -18,9 +18,14 @@ import pytest
 
 import pfsproto as P
 from harness import Pod
-from helpers import (check_open_counted, file_errno, podfs_stats, read_file, requests_sent,
-                     requests_since, run, stat_fields, wait_for, write_file)
+from helpers import (check_open_counted, file_errno, kernel_settled, podfs_stats, read_file,
+                     requests_sent, requests_since, run, stat_fields, wait_for, write_file)
 from syscalls import getdents
+
+# A change on another host was pushed to this one before it returned; the
+# kernel drops what it cached a moment later. Waits for that are bounded by
+# this, which is no latency claim: a slow machine may take its time.
+SHOWN = 10.0
 
 
 # --- lookups and cold opens ------------------------------------------------------
@@ -60,19 +65,16 @@ def test_listing_absences_stay_correct_across_hosts(env):
         write_file(a / "d" / name, b"y")
         # B received the push before A's create returned; its kernel
         # drops the negative entry a moment later.
-        wait_for(lambda: os.path.exists(b / "d" / name), 0.5, what=name)
+        wait_for(lambda: os.path.exists(b / "d" / name), SHOWN, what=name)
         assert read_file(b / "d" / name) == b"y"
     os.rename(a / "d" / "f2", a / "d" / "g2")
     wait_for(lambda: not os.path.exists(b / "d" / "f2") and os.path.exists(b / "d" / "g2"),
-             0.5, what="rename")
+             SHOWN, what="rename")
     os.unlink(a / "d" / "f3")
-    wait_for(lambda: not os.path.exists(b / "d" / "f3"), 0.5, what="unlink")
-    # A change beside podfs (fanotify) within 1 s.
+    wait_for(lambda: not os.path.exists(b / "d" / "f3"), SHOWN, what="unlink")
+    # A change beside podfs (fanotify) shows too.
     write_file(pod.export / "d" / "direct", b"z")
-    t0 = time.monotonic()
-    while not os.path.exists(b / "d" / "direct"):
-        assert time.monotonic() - t0 < 1.5, "direct create not seen"
-        time.sleep(0.01)
+    wait_for(lambda: os.path.exists(b / "d" / "direct"), SHOWN, what="direct create")
     # B's own create in a listed directory is never pushed back to B.
     os.mkdir(b / "e")
     write_file(a / "e" / "x", b"1")
@@ -250,16 +252,16 @@ def test_readdir_from_listing_follows_other_hosts(env):
     assert sorted(os.listdir(b / "d")) == ["f0", "f1", "f2", "f3", "f4", "sub"]
     assert getdents(b / "d" / "sub")[".."][0] == os.stat(pod.export / "d").st_ino
     write_file(a / "d" / "new", b"y")
-    wait_for(lambda: "new" in os.listdir(b / "d"), 0.5, what="create")
+    wait_for(lambda: "new" in os.listdir(b / "d"), SHOWN, what="create")
     os.unlink(a / "d" / "f1")
-    wait_for(lambda: "f1" not in os.listdir(b / "d"), 0.5, what="unlink")
+    wait_for(lambda: "f1" not in os.listdir(b / "d"), SHOWN, what="unlink")
     os.rename(a / "d" / "f2", a / "d" / "g2")
-    wait_for(lambda: sorted(os.listdir(b / "d")) == ["f0", "f3", "f4", "g2", "new", "sub"], 0.5,
-             what="rename")
+    wait_for(lambda: sorted(os.listdir(b / "d")) == ["f0", "f3", "f4", "g2", "new", "sub"],
+             SHOWN, what="rename")
     # B keeps moved directories open (its cwd, say) while A moves them:
     # one B listed before, one it only looked up.
     os.mkdir(a / "d" / "sub2")
-    wait_for(lambda: os.path.isdir(b / "d" / "sub2"), 0.5, what="sub2")
+    wait_for(lambda: os.path.isdir(b / "d" / "sub2"), SHOWN, what="sub2")
     fds = [os.open(b / "d" / n, os.O_RDONLY | os.O_DIRECTORY) for n in ("sub", "sub2")]
     try:
         for n in ("sub", "sub2"):
@@ -267,8 +269,8 @@ def test_readdir_from_listing_follows_other_hosts(env):
         want = os.stat(pod.export / "p").st_ino
         for fd in fds:
             # Listed through the directory itself (its fd), not by path.
-            wait_for(lambda: getdents(f"/proc/{os.getpid()}/fd/{fd}")[".."][0] == want, 0.5,
-                     what="moved ..")
+            wait_for(lambda: getdents(f"/proc/{os.getpid()}/fd/{fd}")[".."][0] == want,
+                     SHOWN, what="moved ..")
     finally:
         for fd in fds:
             os.close(fd)
@@ -375,12 +377,12 @@ def test_changing_directory_is_not_relisted_at_every_lookup(env, daemon, mount):
 @pytest.mark.netns
 @pytest.mark.timeout(120)
 def test_listings_under_churn_across_hosts(env):
-    """Random creates (0-70 KB: with and without inline content), unlinks
-    and renames across three directories on A, for a few seconds. After
-    each, B's listing of the directory (answered from LISTDIR listings
-    while coherent) matches within the bound, and a file B opens has A's
-    last content at once (close-to-open); now and then every directory
-    is checked against the export too."""
+    """150 random creates (0-70 KB: with and without inline content),
+    unlinks and renames across three directories on A. After each, B's
+    listing of the directory (answered from LISTDIR listings while
+    coherent) matches within the bound, and a file B opens has A's last
+    content at once (close-to-open); now and then every directory is
+    checked against the export too."""
     import random
     pod = Pod(env)
     a, b = pod.a, pod.b
@@ -394,8 +396,7 @@ def test_listings_under_churn_across_hosts(env):
     def listed(mnt, d):
         return sorted(x for x in os.listdir(mnt / d) if x != "sub")
 
-    t_end, n = time.monotonic() + 6, 0
-    while time.monotonic() < t_end:
+    for n in range(150):
         d = rng.choice(dirs)
         op = rng.random()
         if op < 0.5 or not names[d]:
@@ -419,18 +420,17 @@ def test_listings_under_churn_across_hosts(env):
         if nm and rng.random() < 0.5:
             # A lookup first, not after a listing: the name shows within
             # the bound, with A's last content (close-to-open).
-            wait_for(lambda: os.path.exists(b / d / nm), 0.3, what=f"{d}/{nm} after operation {n}")
+            wait_for(lambda: os.path.exists(b / d / nm), SHOWN,
+                     what=f"{d}/{nm} after operation {n}")
             assert read_file(b / d / nm) == contents[(d, nm)], f"{d}/{nm} after operation {n}"
-        wait_for(lambda: listed(b, d) == want, 0.3, what=f"{d} after operation {n}")
+        wait_for(lambda: listed(b, d) == want, SHOWN, what=f"{d} after operation {n}")
         if nm:
             assert read_file(b / d / nm) == contents[(d, nm)], f"{d}/{nm} after operation {n}"
         if rng.random() < 0.1:
             for dd in dirs:
                 assert listed(pod.export, dd) == sorted(names[dd])
                 w = sorted(names[dd])
-                wait_for(lambda: listed(b, dd) == w, 0.3, what=f"{dd} after operation {n}")
-        n += 1
-    assert n > 100
+                wait_for(lambda: listed(b, dd) == w, SHOWN, what=f"{dd} after operation {n}")
 
 
 def _evict_dentries():
@@ -516,8 +516,14 @@ def test_own_creates_keep_the_listing(env):
     time.sleep(2.3)  # past the quiet period after our own changes
     assert not os.path.exists(a / "d" / "missing")  # d is listed
     before = requests_sent(a)
+    # Each miss comes once the kernel's asynchronous RELEASE of the file
+    # before is answered: a reply still being read when a lookup comes
+    # makes the client ask the daemon instead (transport_quiet), which is
+    # right but not what this test is about.
     for i in range(20):
+        kernel_settled(a)
         write_file(a / "d" / f"f{i}", b"")            # a miss, then CREATE
+    kernel_settled(a)
     os.mkdir(a / "d" / "sub")
     os.symlink("f0", a / "d" / "lnk")
     assert not os.path.exists(a / "d" / "other")
@@ -532,9 +538,9 @@ def test_own_creates_keep_the_listing(env):
     assert set(os.listdir(pod.export / "d")) == want
     # Another host's create and unlink are pushed: A's listing goes.
     write_file(b / "d" / "from_b", b"b")
-    wait_for(lambda: os.path.exists(a / "d" / "from_b"), 0.5, what="B's file on A")
+    wait_for(lambda: os.path.exists(a / "d" / "from_b"), SHOWN, what="B's file on A")
     os.unlink(b / "d" / "f3")
-    wait_for(lambda: not os.path.exists(a / "d" / "f3"), 0.5, what="B's unlink on A")
+    wait_for(lambda: not os.path.exists(a / "d" / "f3"), SHOWN, what="B's unlink on A")
     # Our own unlink and rename.
     os.unlink(a / "d" / "f4")
     assert not os.path.exists(a / "d" / "f4")

@@ -117,7 +117,7 @@ def test_utimes(env, m):
 
 # --- readdir ---------------------------------------------------------------------
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(120)
 def test_readdir_3000(env, m):
     d = m / "big"
     os.mkdir(d)

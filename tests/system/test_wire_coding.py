@@ -6,6 +6,7 @@ to the socket (zero-copy).
 """
 
 import os
+import signal
 import subprocess
 import time
 
@@ -142,6 +143,16 @@ def read_reply(c, h, fid, off, size):
                         P.u32(size))
 
 
+def raw_queued(d):
+    """The bytes podfsd has queued to send so far, counted uncompressed
+    (from the stats line it logs on SIGUSR1)."""
+    n = d.proc.output().count("of them zero-copy")
+    d.proc.send(signal.SIGUSR1)
+    wait_for(lambda: d.proc.output().count("of them zero-copy") > n, 10, what="stats line")
+    line = [x for x in d.proc.output().splitlines() if "of them zero-copy" in x][-1]
+    return int(line.split(", sent ")[1].split("(")[1].split()[0])
+
+
 @pytest.mark.timeout(120)
 def test_lz4_only_where_it_pays(env):
     """LZ4 costs more time than it saves on a fast link, so by default
@@ -172,21 +183,25 @@ def test_lz4_only_where_it_pays(env):
     # A backlog: 64 replies (16 MiB) asked for and not read fill the
     # socket buffers (the receiver's fixed small, else the kernel may grow
     # it to hold them all) and queue in the daemon; READs sent then are
-    # coded.
+    # coded. The first reply to go out found the link empty: raw (which
+    # READ that is depends on the daemon's threads).
     d = daemons["auto"]
     with P.connect(d.host, d.port, key, caps=P.CAP_LZ4 | P.CAP_ZR, timeout=30,
                    rcvbuf=256 * 1024) as c:
         h, _ = c.lookup(c.root, b"src.py")
         fid = c.open(h)
+        base = raw_queued(d)
         first = [read_reply(c, h, fid, 0, size) for _ in range(64)]
-        time.sleep(1.0)
+        want = base + len(first) * (P.HDR_SIZE + 4 + size)
+        wait_for(lambda: raw_queued(d) >= want, 60, what="the 64 replies queued")
         late = [read_reply(c, h, fid, 0, size) for _ in range(4)]
         got = {}
         for _ in range(len(first) + len(late)):
             f = c.recv_frame()
             assert f.status == 0 and f.payload[4:] == data
             got[f.id] = f
-        assert not got[first[0]].flags & P.FF_LZ4
+        assert set(got) == set(first + late)
+        assert not next(iter(got.values())).flags & P.FF_LZ4
         for i in late:
             assert got[i].flags & P.FF_LZ4 and got[i].wire_len <= size // 2, got[i].flags
 
@@ -223,7 +238,6 @@ def test_zero_copy_reads(env):
     are not read at once (the socket fills: the rest of a reply is queued
     behind, copied): every reply is byte-exact, and SIGUSR1's log line
     shows bytes sent zero-copy."""
-    import signal
     d = env.start_daemon()
     size = 24 * MiB + 12345
     data = os.urandom(size)

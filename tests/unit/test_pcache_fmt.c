@@ -3,11 +3,10 @@
  * agree), header round trip, that every truncation, every flipped
  * header bit and every bad length field is refused, block table sizes,
  * and that a flipped bit in any block or table entry fails the block
- * check. Prints the CRC32C throughput (the cost of checking a read).
+ * check.
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "check.h"
 #include "pcache_fmt.h"
@@ -156,34 +155,6 @@ static void test_blocks(void)
 	free(data);
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void report_speed(void)
-{
-	size_t len = 16u << 20;
-	uint8_t *buf = malloc(len);
-	if (!buf)
-		return;
-	memset(buf, 0x5a, len);
-	volatile uint32_t sink = 0;
-	double t0 = now();
-	for (int i = 0; i < 4; i++)
-		sink ^= pfs_crc32c(0, buf, len);
-	double hw = now() - t0;
-	t0 = now();
-	sink ^= pfs_crc32c_sw(0, buf, len);
-	double sw = now() - t0;
-	printf("crc32c: %.0f MB/s (dispatch), table %.0f MB/s\n", 4 * len / hw / 1e6,
-	       len / sw / 1e6);
-	(void)sink;
-	free(buf);
-}
-
 int main(void)
 {
 	test_crc();
@@ -191,6 +162,5 @@ int main(void)
 	test_key_eq();
 	test_damage();
 	test_blocks();
-	report_speed();
 	return check_done("test_pcache_fmt");
 }
