@@ -74,6 +74,10 @@ class TestTimeout(Exception):
 def pytest_runtest_call(item):
     mk = item.get_closest_marker("timeout")
     limit = int(mk.args[0]) if mk else DEFAULT_TEST_TIMEOUT
+    # One stuck test must leave the rest of scripts/test's budget its time.
+    if limit > DEFAULT_TEST_TIMEOUT:
+        pytest.fail(f"timeout({limit}) is above the {DEFAULT_TEST_TIMEOUT}s a test may have",
+                    pytrace=False)
 
     def on_alarm(signum, frame):
         raise TestTimeout(f"test exceeded its {limit}s limit")
