@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from helpers import MiB, in_thread, podfs_stats as stats, read_file, wait_for
+from helpers import MiB, Worker, podfs_stats as stats, read_file, wait_for
 
 
 @pytest.mark.timeout(120)
@@ -38,13 +38,14 @@ def test_wb_max_bounds_data_held(env, mount, wb_max):
 
     # A writer waiting for room that nobody makes would wait for ever,
     # and the kernel cannot interrupt it: bounded here.
-    t, box = in_thread(writer)
-    t.join(60)
-    if t.is_alive():
-        m.abort_connection()
-        pytest.fail("the writer hangs: nobody made room for it")
-    assert "error" not in box, box["error"]
-    most, st = box["result"]
+    t = Worker(writer)
+    try:
+        most, st = t.join(60)
+    except AssertionError:
+        if t.is_alive():
+            m.abort_connection()
+            pytest.fail("the writer hangs: nobody made room for it")
+        raise
     if wb_max:
         assert most <= wb_max * MiB, f"{most} bytes held with wb_max={wb_max} MiB"
         assert most >= MiB, most  # it does hold data
