@@ -169,6 +169,8 @@ try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 100)  # bytes 100..199
     elif kind == "range-overlap":
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 95)
+    elif kind == "range-last":
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 99)  # byte 99 only
     else:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     print("GOT")

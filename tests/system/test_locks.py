@@ -86,6 +86,8 @@ def test_fcntl_byte_ranges_across_hosts(pod):
     with held_on_a(pod, "range", VISIBLE, b"x" * 1000):
         assert try_lock(pod.b / "lk", "range-other") == "GOT"
         assert try_lock(pod.b / "lk", "range-overlap") in CONFLICT
+        # The ranges' ends are inclusive: A's last byte is A's.
+        assert try_lock(pod.b / "lk", "range-last") in CONFLICT
 
 
 @pytest.mark.netns
