@@ -318,3 +318,17 @@ def check_uncommitted_resent(env, daemon, mount, committed, uncommitted):
     finally:
         os.close(fd)
     assert "sending uncommitted writes again" in mount.proc.output()
+
+
+def daemon_deleted_fds(daemon, export):
+    """Files under export that the daemon holds open though removed."""
+    d = f"/proc/{daemon.proc.pid}/fd"
+    out = []
+    for n in os.listdir(d):
+        try:
+            t = os.readlink(f"{d}/{n}")
+        except OSError:
+            continue
+        if t.startswith(str(export)) and t.endswith(" (deleted)"):
+            out.append(t)
+    return out

@@ -25,7 +25,8 @@ import time
 
 import pytest
 
-from helpers import Worker, pread_all, read_file, requests_sent, requests_since, wait_for, write_file
+from helpers import (Worker, daemon_deleted_fds, pread_all, read_file, requests_sent, requests_since,
+                     wait_for, write_file)
 
 pytestmark = pytest.mark.netns
 
@@ -374,20 +375,6 @@ def test_open_file_survives_rename_over_from_other_host(pod):
     finally:
         os.close(fd)
     assert read_file(pod.b / "ckpt") == new  # the rename returned: B's next open
-
-
-def daemon_deleted_fds(daemon, export):
-    """Files under export the daemon holds open though deleted."""
-    d = f"/proc/{daemon.proc.pid}/fd"
-    out = []
-    for n in os.listdir(d):
-        try:
-            t = os.readlink(f"{d}/{n}")
-        except OSError:
-            continue
-        if t.startswith(str(export)) and t.endswith(" (deleted)"):
-            out.append(t)
-    return out
 
 
 def test_file_open_on_one_host_survives_removal_on_another(pod):

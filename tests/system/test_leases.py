@@ -15,21 +15,7 @@ import time
 import pytest
 
 from harness.procs import Proc
-from helpers import RECONNECT, Worker, wait_for
-
-
-def deleted_files_held(daemon, export):
-    """Files under export that the daemon holds open though removed."""
-    d = f"/proc/{daemon.proc.pid}/fd"
-    out = []
-    for n in os.listdir(d):
-        try:
-            t = os.readlink(f"{d}/{n}")
-        except OSError:
-            continue
-        if t.startswith(str(export)) and t.endswith(" (deleted)"):
-            out.append(t)
-    return out
+from helpers import RECONNECT, Worker, daemon_deleted_fds, wait_for
 
 
 def cut_off(env, d, m):
@@ -53,7 +39,7 @@ def test_open_files_of_disconnected_client_kept_for_lease(env, lease):
         os.pwrite(fd, data, 0)
         os.fsync(fd)
         os.unlink(m / "f")  # only open descriptors keep it now
-        assert deleted_files_held(d, env.export), "the daemon does not hold the open file"
+        assert daemon_deleted_fds(d, env.export), "the daemon does not hold the open file"
         before = len(d.log().splitlines())
         t0 = time.monotonic()
         cut_off(env, d, m)
@@ -63,12 +49,12 @@ def test_open_files_of_disconnected_client_kept_for_lease(env, lease):
             if lease > 10:
                 time.sleep(3)  # longer than the short lease
                 assert "expired" not in d.log()
-                assert deleted_files_held(d, env.export), "closed within the lease"
+                assert daemon_deleted_fds(d, env.export), "closed within the lease"
             else:
                 wait_for(lambda: "expired after 2 s" in d.log(), lease + 10,
                          what="the session to expire")
                 assert time.monotonic() - t0 >= lease - 0.1, "expired before its lease"
-                wait_for(lambda: not deleted_files_held(d, env.export), 5,
+                wait_for(lambda: not daemon_deleted_fds(d, env.export), 5,
                          what="the daemon to close the expired session's files")
         finally:
             os.kill(m.proc.pid, signal.SIGCONT)
