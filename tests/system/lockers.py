@@ -11,7 +11,9 @@ mount, for the lock tests (each process is a lock owner of its own).
 
 import os
 import select
+import signal
 import subprocess
+import time
 
 from helpers import PYTHON, wait_for, write_file
 
@@ -98,6 +100,14 @@ class Agent:
             return "", None
         w = ln.split()
         return (w[0], float(w[1])) if w[0] == "ok" else (w[1], float(w[2]))
+
+    def interrupt(self, timeout=10):
+        """Signals the agent (SIGUSR1, which interrupts its blocked call):
+        (result, seconds from the signal to the reply)."""
+        t_sig = time.monotonic()
+        self.p.send_signal(signal.SIGUSR1)
+        res, t_ret = self.reply(timeout)
+        return res, (t_ret - t_sig if t_ret is not None else None)
 
     def do(self, cmd, timeout=30):
         self.send(cmd)
