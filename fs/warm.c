@@ -135,7 +135,7 @@ static void human(double b, char *out, size_t len)
 	snprintf(out, len, "%.1f %s", b, u[i]);
 }
 
-static void progress(struct warm *w, double t0, bool tty, bool last)
+static void progress(struct warm *w, double t0, bool last)
 {
 	size_t files = atomic_load(&w->done_files);
 	uint64_t bytes = atomic_load(&w->done_bytes);
@@ -150,7 +150,7 @@ static void progress(struct warm *w, double t0, bool tty, bool last)
 	human((double)bytes, hb, sizeof(hb));
 	human((double)w->total_bytes, ht, sizeof(ht));
 	human(rate, hr, sizeof(hr));
-	if (tty) {
+	if (w->tty) {
 		char bar[31];
 		int fill = (int)(frac * 30);
 		for (int i = 0; i < 30; i++)
@@ -228,13 +228,13 @@ int warm_main(int argc, char **argv)
 		if (atomic_load(&w.done_files) >= w.n)
 			break;
 		if (w.tty || now_s() - last >= WARM_LINE_S) {
-			progress(&w, t0, w.tty, false);
+			progress(&w, t0, false);
 			last = now_s();
 		}
 	}
 	for (int i = 0; i < nthr; i++)
 		pthread_join(thr[i], NULL);
-	progress(&w, t0, w.tty, true);
+	progress(&w, t0, true);
 	size_t errs = atomic_load(&w.errors);
 	if (errs) {
 		fprintf(stderr, "podfs warm: %zu files could not be read\n", errs);
