@@ -112,7 +112,7 @@ void conn_close(struct conn *c, const char *why)
 		return;
 	c->closing = true;
 	if (c->st == CS_READY)
-		pfs_info("conn %llu: %s (%s) disconnected: %s", (unsigned long long)c->id, c->peer,
+		pfs_notice("conn %llu: %s (%s) disconnected: %s", (unsigned long long)c->id, c->peer,
 			 c->host, why);
 	else
 		pfs_debug("conn %llu: %s closed before auth: %s", (unsigned long long)c->id,

@@ -26,7 +26,7 @@
 #include "watch_i.h"
 
 #define DEFAULT_KEY "/etc/podfs/pod.key"
-#define DEFAULT_STATE "/var/lib/podfsd"
+#define DEFAULT_STATE "/var/lib/podfs"
 
 static const char usage_text[] =
 	"usage: podfsd [options] EXPORT_DIR\n"

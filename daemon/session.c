@@ -132,7 +132,7 @@ static void linger_cb(uv_timer_t *t)
 {
 	struct session *s = t->data;
 
-	pfs_info("session %016llx of %s expired after %u s", (unsigned long long)s->client_id,
+	pfs_notice("session %016llx of %s expired after %u s", (unsigned long long)s->client_id,
 		 s->host, s->d->o.lease);
 	session_kill(s);
 }

@@ -1,6 +1,7 @@
 /* loop.c: the FUSE request loop: a leader/follower thread pool, and the
  * keeper that keeps a CPU awake while the mount is busy (see loop_i.h). */
 #include "loop_i.h"
+#include "killable_i.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -73,6 +74,24 @@ static bool is_forget(const struct fuse_buf *buf)
 		return false;
 	const struct fuse_in_header *in = buf->mem;
 	return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET;
+}
+
+/* The thread that made the request and waits for its answer (the
+ * header's pid), or 0. Nobody waits for a RELEASE (which an exiting
+ * process sends, with SIGKILL pending, and which commits held writes
+ * that must not be given up) nor for the requests without a reply. */
+static pid_t caller_of(const struct fuse_buf *buf)
+{
+	if (buf->flags & FUSE_BUF_IS_FD)
+		return 0;
+	const struct fuse_in_header *in = buf->mem;
+	switch (in->opcode) {
+	case FUSE_RELEASE: case FUSE_RELEASEDIR: case FUSE_FORGET: case FUSE_BATCH_FORGET:
+	case FUSE_INTERRUPT: case FUSE_DESTROY: case FUSE_INIT:
+		return 0;
+	default:
+		return (pid_t)in->pid;
+	}
 }
 
 /* ---- INTERRUPTs libfuse holds ----
@@ -290,7 +309,9 @@ static void *pool_main(void *arg)
 		int intr = intr_effect(&buf);
 		if (intr < 0)
 			intr_taken(l);
+		killable_enter(caller_of(&buf));
 		fuse_session_process_buf(l->se, &buf);
+		killable_leave();
 		if (intr > 0)
 			atomic_fetch_add(&l->intr_held, 1);
 

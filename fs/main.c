@@ -180,6 +180,23 @@ static bool tr_closing_cb(void *arg)
 	return rpc_is_closing(c->rpc);
 }
 
+static void tr_unreachable_cb(void *arg, int64_t down_ms, const char *err)
+{
+	struct client *c = arg;
+	struct wb_stats ws = { 0 };
+	size_t waiting;
+	uint64_t abandoned;
+
+	rpc_waiting(c->rpc, &waiting, &abandoned);
+	if (c->wb)
+		wb_get_stats(c->wb, &ws);
+	pfs_warn("server %s unreachable for %lld s (%s): %zu requests waiting, "
+		 "%llu bytes of writes held%s",
+		 c->hostport, (long long)(down_ms / 1000), err, waiting,
+		 (unsigned long long)ws.held,
+		 c->soft ? "" : "; a hard mount waits for it (kill -9 ends a waiting process)");
+}
+
 /* ---- main ---- */
 
 /* libfuse's own messages, into podfs's log (its levels are syslog's). */
@@ -258,7 +275,7 @@ static int prepare(struct client *c)
 	struct transport_cbs tcb = {
 		.arg = c, .up_cb = tr_up_cb, .down_cb = tr_down_cb, .reply_cb = tr_reply_cb,
 		.wake_cb = tr_wake_cb, .note_cb = tr_note_cb, .apply_cb = tr_apply_cb,
-		.closing_cb = tr_closing_cb,
+		.closing_cb = tr_closing_cb, .unreachable_cb = tr_unreachable_cb,
 	};
 	char err[512];
 

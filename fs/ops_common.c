@@ -26,6 +26,14 @@ int ops_set_name(struct pfs_name *n, const char *s)
 	return 0;
 }
 
+void answer_early(void *arg)
+{
+	struct early_answer *ea = arg;
+
+	fuse_reply_err(ea->req, EINTR);
+	ea->answered = true;
+}
+
 int ops_bad_reply(fuse_req_t req, const char *what)
 {
 	(void)req;

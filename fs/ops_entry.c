@@ -333,7 +333,10 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		gate_leave(c->gate);
 	}
-	wb_wait(c->wb, ip); /* the size includes our pending writes */
+	if (wb_wait(c->wb, ip) < 0) { /* the size includes our pending writes */
+		fuse_reply_err(req, EINTR);
+		return;
+	}
 	fill_creds(req, &m.cr, false);
 	m.fh = ip->fh;
 	uint64_t ns, any = inode_own_snap(c->it, &ns);
@@ -352,7 +355,10 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 
 	/* Before the wait: a write queued after it moves the count again. */
 	uint64_t ns, any = inode_own_snap(c->it, &ns);
-	wb_wait(c->wb, ip); /* a truncate comes after our pending writes */
+	if (wb_wait(c->wb, ip) < 0) { /* a truncate comes after our pending writes */
+		fuse_reply_err(req, EINTR);
+		return;
+	}
 	inode_own_touch(c->it, ip, false);
 	inode_drop_inline(ip); /* our own changes are never pushed back to us */
 	memset(&m, 0, sizeof(m));

@@ -254,7 +254,10 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
-	wb_wait(c->wb, of->ip); /* see our own writes */
+	if (wb_wait(c->wb, of->ip) < 0) { /* see our own writes */
+		fuse_reply_err(req, EINTR);
+		return;
+	}
 	if (of->ip->inline_data && size <= PFS_MAX_IO) {
 		/* The content came with the lookup (LOOKUP_DATA). */
 		char *buf = malloc(size ? size : 1);
@@ -330,18 +333,27 @@ void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * and their errors (ENOSPC, EDQUOT, EIO) are reported, as NFS does;
 	 * the commit follows at release (wb_i.h). */
 	int err = wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
+	struct early_answer ea = { .req = req };
 
 	/* Drop this owner's POSIX locks, as close(2) must, only where this
-	 * client ever took any: no round trip otherwise. */
+	 * client ever took any: no round trip otherwise. A process being
+	 * killed is answered first; its locks still go, whenever the server
+	 * can be told (killable_i.h). */
 	if (inode_had_posix_locks(ip)) {
 		fill_creds(req, &cr, false);
+		if (err == -EINTR)
+			answer_early(&ea);
+		else
+			killable_finish_after(answer_early, &ea);
 		int rc = locks_unlock_owner(c->lk, &cr, &ip->fh, fi->lock_owner);
+		killable_finish_clear();
 		if (rc == -EIO && err == 0)
 			err = rc; /* a lock of this owner was lost (locks_i.h) */
 		else if (rc < 0)
 			pfs_debug("UNLOCK_OWNER: %s", strerror(-rc));
 	}
-	fuse_reply_err(req, -err);
+	if (!ea.answered)
+		fuse_reply_err(req, -err);
 }
 
 void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -396,7 +408,10 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
 	inode_own_touch(c->it, of->ip, false);
 	inode_drop_inline(of->ip);
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
-	wb_wait(c->wb, of->ip);
+	if (wb_wait(c->wb, of->ip) < 0) {
+		fuse_reply_err(req, EINTR);
+		return;
+	}
 	m.mode = (uint32_t)mode;
 	m.offset = (uint64_t)offset;
 	m.length = (uint64_t)length;
@@ -418,7 +433,10 @@ void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	m.offset = (uint64_t)off;
 	m.whence = (uint32_t)whence;
-	wb_wait(c->wb, of->ip);
+	if (wb_wait(c->wb, of->ip) < 0) {
+		fuse_reply_err(req, EINTR);
+		return;
+	}
 	int rc = rpc_msg(c->rpc, PFS_OP_LSEEK, lseek_req, &m, &rep);
 	if (rc == 0 && (pfs_dec_lseek_rep(rep.buf, rep.len, &r) < 0 || r.offset > INT64_MAX))
 		rc = ops_bad_reply(req, "LSEEK");

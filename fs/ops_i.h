@@ -26,6 +26,7 @@
 #include "client_i.h"
 #include "creds_i.h"
 #include "inode_i.h"
+#include "killable_i.h"
 #include "ofile_i.h"
 #include "podfs/codec.h"
 #include "rpc_i.h"
@@ -82,6 +83,16 @@ int ops_set_name(struct pfs_name *n, const char *s);
 /* Logs a malformed reply (what: its kind) and returns -EIO, for the
  * handler's reply. */
 int ops_bad_reply(fuse_req_t req, const char *what);
+
+/* A request whose work must reach the server even if its process dies
+ * (an unlock): killable_finish_after(answer_early, &ea) answers it EINTR
+ * at once if the process is being killed while the server is away;
+ * ea.answered then says not to answer again. */
+struct early_answer {
+	fuse_req_t req;
+	bool answered;
+};
+void answer_early(void *ea);
 
 /* The entry parameters of pe for the kernel (timeouts of the mount) in
  * *e, and its inode with one lookup added (the caller hands it to the

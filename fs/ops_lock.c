@@ -10,11 +10,14 @@
 #include "trust_i.h"
 #include "wb_i.h"
 
-static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
-		      struct fuse_file_info *fi, const struct flock *lk)
+/* Returns 0, or -EINTR if the process is being killed while its writes
+ * wait for the server (then nothing was filled in). */
+static int lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
+		     struct fuse_file_info *fi, const struct flock *lk)
 {
-	/* Writes made under a lock reach the server before it changes. */
-	wb_wait(CL(req)->wb, of->ip);
+	struct wb *wb = CL(req)->wb;
+
+	/* req is read before the wait, which may answer it (answer_early). */
 	ops_file_req(req, of, &m->cr, &m->fh, &m->fid);
 	m->owner = fi->lock_owner;
 	m->type = lk->l_type == F_RDLCK ? PFS_LK_RD : lk->l_type == F_WRLCK ? PFS_LK_WR : PFS_LK_UN;
@@ -22,6 +25,8 @@ static void lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 	m->end = lk->l_len <= 0 ? UINT64_MAX : (uint64_t)lk->l_start + (uint64_t)lk->l_len - 1;
 	m->pid = (uint32_t)lk->l_pid;
 	m->flags = 0;
+	/* Writes made under a lock reach the server before it changes. */
+	return wb_wait(wb, of->ip) < 0 ? -EINTR : 0;
 }
 
 /* A lock was granted: what another host wrote before releasing it must
@@ -45,8 +50,9 @@ void ops_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
-	lock_fill(req, &m, OF(fi), fi, lock);
-	int rc = locks_getlk(c->lk, req, &m, &rep);
+	int rc = lock_fill(req, &m, OF(fi), fi, lock);
+	if (rc == 0)
+		rc = locks_getlk(c->lk, req, &m, &rep);
 	if (rc == 0 && (pfs_dec_getlk_rep(rep.buf, rep.len, &r) < 0 || r.type > PFS_LK_UN ||
 			r.start > INT64_MAX || (r.end != UINT64_MAX && r.end < r.start)))
 		rc = ops_bad_reply(req, "GETLK");
@@ -69,24 +75,38 @@ void ops_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	       struct flock *lock, int sleep)
 {
 	struct pfs_lock_req m;
+	struct early_answer ea = { .req = req };
+	struct locks *lk = CL(req)->lk;
 
 	/* Mark first, so a flush racing with this lock still unlocks. */
 	inode_mark_posix_locks(IP(req, ino));
-	lock_fill(req, &m, OF(fi), fi, lock);
-	int rc = locks_setlk(CL(req)->lk, req, &m, sleep != 0, ino);
+	/* An unlock is done even for a process being killed (the kernel
+	 * unlocks as it closes a dying process's files): answered early,
+	 * it goes on waiting for the server. */
+	if (lock->l_type == F_UNLCK)
+		killable_finish_after(answer_early, &ea);
+	int rc = lock_fill(req, &m, OF(fi), fi, lock);
+	if (rc == 0)
+		rc = locks_setlk(lk, req, &m, sleep != 0, ino); /* an unlock does not read req */
+	killable_finish_clear();
 	if (rc == 0 && m.type != PFS_LK_UN)
 		lock_revalidate(req, ino);
-	fuse_reply_err(req, -rc);
+	if (!ea.answered)
+		fuse_reply_err(req, -rc);
 }
 
 void ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 {
 	struct ofile *of = OF(fi);
 	struct pfs_lock_req m;
+	struct early_answer ea = { .req = req };
+	struct locks *lk = CL(req)->lk;
+	struct wb *wb = CL(req)->wb;
 
-	wb_wait(CL(req)->wb, of->ip);
+	/* req is read before the wait, which may answer it (answer_early). */
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	m.owner = fi->lock_owner;
+	m.pid = (uint32_t)fuse_req_ctx(req)->pid;
 	switch (op & ~LOCK_NB) {
 	case LOCK_SH:
 		m.type = PFS_LK_RD;
@@ -103,10 +123,17 @@ void ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op
 	}
 	m.start = 0;
 	m.end = UINT64_MAX;
-	m.pid = (uint32_t)fuse_req_ctx(req)->pid;
 	m.flags = PFS_LKF_FLOCK;
-	int rc = locks_setlk(CL(req)->lk, req, &m, !(op & LOCK_NB), ino);
+	if (m.type == PFS_LK_UN)
+		killable_finish_after(answer_early, &ea); /* as for F_UNLCK above */
+	if (wb_wait(wb, of->ip) < 0) {
+		fuse_reply_err(req, EINTR);
+		return;
+	}
+	int rc = locks_setlk(lk, req, &m, !(op & LOCK_NB), ino);
+	killable_finish_clear();
 	if (rc == 0 && m.type != PFS_LK_UN)
 		lock_revalidate(req, ino);
-	fuse_reply_err(req, -rc);
+	if (!ea.answered)
+		fuse_reply_err(req, -rc);
 }

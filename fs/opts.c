@@ -15,6 +15,7 @@
 #include "client_i.h"
 #include "locks_i.h"
 #include "loop_i.h"
+#include "mountinfo_i.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
 
@@ -559,12 +560,25 @@ int opts_parse(struct client *c, int argc, char **argv, struct fuse_args *fa)
 	}
 	c->mountpoint = real;
 
+	/* mount(8) tells an fstab line is mounted by the source and type it
+	 * finds at the mount point (fsname below); a podfs mounted by hand
+	 * over an active one would hide it and its open files. */
+	char dev[64], fstype[PATH_MAX + 64], want[PATH_MAX + 64];
+	snprintf(want, sizeof(want), "fuse.%s", p.subtype ? p.subtype : "podfs");
+	if (mountinfo_top(real, dev, sizeof(dev), fstype, sizeof(fstype)) &&
+	    strcmp(fstype, want) == 0) {
+		fprintf(stderr, "podfs: %s is already a podfs mount point (unmount it first: "
+				"fusermount3 -u %s)\n", real, real);
+		rc = 32; /* mount(8)'s "mount failure" */
+		goto out;
+	}
+
 	/* libfuse's arguments: allow_other and default_permissions always.
 	 * Values go escaped: libfuse unescapes its options once more. */
 	char *o = NULL;
 	char fsname[PATH_MAX + 64], subtype[PATH_MAX + 64];
-	snprintf(fsname, sizeof(fsname), "fsname=%s%s", p.fsname ? "" : "podfs#",
-		 p.fsname ? p.fsname : c->hostport);
+	/* The source as given (fstab's first field): mount -a compares it. */
+	snprintf(fsname, sizeof(fsname), "fsname=%s", p.fsname ? p.fsname : p.src);
 	snprintf(subtype, sizeof(subtype), "subtype=%s", p.subtype ? p.subtype : "podfs");
 	if (fuse_opt_add_opt(&o, "allow_other,default_permissions") < 0 ||
 	    fuse_opt_add_opt_escaped(&o, fsname) < 0 || fuse_opt_add_opt_escaped(&o, subtype) < 0 ||

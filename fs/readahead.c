@@ -10,52 +10,18 @@
 #include <unistd.h>
 
 #include "client_i.h"
+#include "mountinfo_i.h"
 #include "podfs/log.h"
-
-/* Unescapes mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-	char *d = s;
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = 0;
-}
 
 /* Finds the bdi of our mount in /proc/self/mountinfo (without touching
  * the mount itself, which nobody serves yet). */
 void readahead_find(struct client *c)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[8192], dev[64] = "";
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *save = NULL, *fields[10] = { 0 };
-		int n = 0;
-		for (char *t = strtok_r(line, " ", &save); t && n < 10; t = strtok_r(NULL, " ", &save))
-			fields[n++] = t;
-		if (n < 10)
-			continue;
-		unescape(fields[4]);
-		/* fields[6..] = optional fields, "-", fstype */
-		const char *fstype = NULL;
-		for (int i = 6; i < n - 1; i++)
-			if (strcmp(fields[i], "-") == 0) {
-				fstype = fields[i + 1];
-				break;
-			}
-		if (strcmp(fields[4], c->mountpoint) == 0 && fstype && strncmp(fstype, "fuse", 4) == 0)
-			snprintf(dev, sizeof(dev), "%s", fields[2]);
-	}
-	fclose(f);
-	if (dev[0] && asprintf(&c->bdi_ra_path, "/sys/class/bdi/%s/read_ahead_kb", dev) < 0)
+	char dev[64], fstype[64];
+
+	if (mountinfo_top(c->mountpoint, dev, sizeof(dev), fstype, sizeof(fstype)) &&
+	    strncmp(fstype, "fuse", 4) == 0 &&
+	    asprintf(&c->bdi_ra_path, "/sys/class/bdi/%s/read_ahead_kb", dev) < 0)
 		c->bdi_ra_path = NULL;
 }
 

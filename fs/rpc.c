@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "client_i.h"
+#include "killable_i.h"
 #include "podfs/clock.h"
 #include "podfs/hash.h"
 #include "podfs/htab.h"
@@ -48,6 +49,7 @@ struct rpc {
 	unsigned rr;   /* round-robin start among equally loaded connections */
 	bool closing;
 	bool dead;
+	uint64_t abandoned; /* calls given up for a killed process */
 };
 
 int rpc_new(struct client *c, struct rpc **out)
@@ -121,6 +123,52 @@ static void unsent(struct rpc *rpc, struct rpc_req *r)
 	}
 }
 
+/* Whether timespec a (CLOCK_MONOTONIC) comes before b. */
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Ops that change nothing on the server that this host would need to
+ * know of: abandoning one after it was sent only drops its late reply. */
+static bool changes_nothing(uint16_t op)
+{
+	switch (op) {
+	case PFS_OP_LOOKUP: case PFS_OP_GETATTR: case PFS_OP_READLINK: case PFS_OP_READ:
+	case PFS_OP_READDIR: case PFS_OP_STATFS: case PFS_OP_GETXATTR: case PFS_OP_LISTXATTR:
+	case PFS_OP_GETLK: case PFS_OP_LSEEK: case PFS_OP_REVALIDATE: case PFS_OP_LOOKUP_DATA:
+	case PFS_OP_LISTDIR: case PFS_OP_PING:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Gives up r, whose caller is being killed (killable_i.h); rpc->lock
+ * held, r in the table. If r may have reached the server and may change
+ * something there (a CREATE, a RENAME, a lock, an OPEN's fid), its
+ * outcome is unknown to this host: the connection is dropped, so that
+ * the reconnect revalidates this host's caches (as after any lost
+ * connection) while the session, and with it the duplicate-request
+ * cache that answers the other callers' re-sent requests, lives on. The
+ * abandoned request itself is never sent again. */
+static void abandon(struct rpc *rpc, struct rpc_req *r)
+{
+	bool live = sent_live(rpc, r);
+	uint64_t gen = r->sent_gen;
+
+	htab_remove(&rpc->calls, &r->hn);
+	unsent(rpc, r);
+	rpc->abandoned++;
+	pthread_mutex_unlock(&rpc->lock);
+	bool drop = live && !changes_nothing(r->op);
+	pfs_notice("request %llu (%s) given up: its process is being killed%s",
+		   (unsigned long long)r->id, pfs_op_name(r->op),
+		   drop ? "; reconnecting to learn what it changed" : "");
+	if (drop)
+		transport_drop(rpc->c->tr, gen);
+}
+
 static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		struct rpc_reply *rep, int timeout_ms)
 {
@@ -181,16 +229,26 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 			pthread_mutex_lock(&rpc->lock);
 			continue;
 		}
-		if (has_deadline) {
-			int rc = pthread_cond_timedwait(&r.cond, &rpc->lock, &deadline);
-			if (rc == ETIMEDOUT && !r.done) {
-				pfs_warn("request %llu (%s) timed out",
-					 (unsigned long long)r.id, pfs_op_name(op));
-				err = timeout_err;
-				goto out_remove;
-			}
-		} else {
-			pthread_cond_wait(&r.cond, &rpc->lock);
+		/* Wait in slices: a hard mount waits for the server as long
+		 * as it takes, but not for a process that is being killed. */
+		struct timespec slice = pfs_deadline_ns((int64_t)KILLABLE_POLL_MS * 1000000);
+		bool last = has_deadline && ts_before(&deadline, &slice);
+		int rc = pthread_cond_timedwait(&r.cond, &rpc->lock, last ? &deadline : &slice);
+		if (rc != ETIMEDOUT || r.done)
+			continue;
+		if (last) {
+			pfs_warn("request %llu (%s) timed out", (unsigned long long)r.id,
+				 pfs_op_name(op));
+			err = timeout_err;
+			goto out_remove;
+		}
+		pthread_mutex_unlock(&rpc->lock);
+		bool give_up = killable_poll() == KILLABLE_GIVE_UP;
+		pthread_mutex_lock(&rpc->lock);
+		if (give_up && !r.done) {
+			abandon(rpc, &r);
+			pthread_cond_destroy(&r.cond);
+			return -EINTR;
 		}
 	}
 	/* The completer has already removed r from the table. */
@@ -347,6 +405,14 @@ bool rpc_is_up(struct rpc *rpc)
 	bool v = rpc->ch[0].up;
 	pthread_mutex_unlock(&rpc->lock);
 	return v;
+}
+
+void rpc_waiting(struct rpc *rpc, size_t *waiting, uint64_t *abandoned)
+{
+	pthread_mutex_lock(&rpc->lock);
+	*waiting = rpc->calls.n;
+	*abandoned = rpc->abandoned;
+	pthread_mutex_unlock(&rpc->lock);
 }
 
 unsigned rpc_conns_up(struct rpc *rpc)

@@ -7,7 +7,8 @@
  * generation changes while it waits (hard mount: after a reconnect the
  * daemon's reply cache answers retried non-idempotent requests without
  * running them twice). A soft mount fails a call that waited longer than
- * the timeo option with -EIO.
+ * the timeo option with -EIO. A call whose process is being killed is
+ * given up with -EINTR, hard or soft (killable_i.h).
  *
  * Thread-safety: every function may be called from any thread.
  */
@@ -98,6 +99,9 @@ void rpc_kill(struct rpc *rpc);
 bool rpc_is_closing(struct rpc *rpc);
 /* True while the main connection is up. Any thread. */
 bool rpc_is_up(struct rpc *rpc);
+/* How many calls wait for a reply now, and how many were given up
+ * since the start because their process was being killed. Any thread. */
+void rpc_waiting(struct rpc *rpc, size_t *waiting, uint64_t *abandoned);
 /* How many of the mount's connections (main and bulk) are up. Any
  * thread. */
 unsigned rpc_conns_up(struct rpc *rpc);

@@ -503,6 +503,7 @@ static void *conn_main(void *arg)
 		struct sock_session hs;
 		int fd = -1;
 		int delay = BACKOFF_MIN_MS;
+		int64_t down_at = pfs_mono_ms(), report_ms = 5000;
 		lasterr[0] = 0;
 		for (;;) {
 			if (sleep_or_stop(t, delay))
@@ -515,6 +516,12 @@ static void *conn_main(void *arg)
 			if (strcmp(err, lasterr) != 0) {
 				pfs_notice("reconnect: %s", err);
 				snprintf(lasterr, sizeof(lasterr), "%s", err);
+			}
+			int64_t down_ms = pfs_mono_ms() - down_at;
+			if (down_ms >= report_ms && t->cb.unreachable_cb) {
+				t->cb.unreachable_cb(t->cb.arg, down_ms, err);
+				report_ms = report_ms < 15000 ? 15000 : report_ms < 30000 ? 30000
+					  : report_ms + 60000;
 			}
 			delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
 		}

@@ -74,6 +74,10 @@ struct transport_cbs {
 	 * closes: a dropped connection is then not reconnected). Connection
 	 * threads. */
 	bool (*closing_cb)(void *arg);
+	/* The main connection has been down for down_ms and reconnecting
+	 * still fails: called at growing intervals (5 s, 15 s, 30 s, then
+	 * every minute), for the owner to say so. Main connection thread. */
+	void (*unreachable_cb)(void *arg, int64_t down_ms, const char *err);
 };
 
 /* Creates the transport for c (host, port, key, client_id, hostname,

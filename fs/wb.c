@@ -10,6 +10,7 @@
 #include "bg_i.h"
 #include "client_i.h"
 #include "inode_i.h"
+#include "killable_i.h"
 #include "podfs/clock.h"
 #include "podfs/hash.h"
 #include "podfs/htab.h"
@@ -280,6 +281,23 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 
 static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait);
 
+/* Waits on cond (wb->bg.lock held, dropped meanwhile) for a change, or
+ * KILLABLE_POLL_MS; the caller re-checks its condition after. Returns
+ * -EINTR if the process this thread answers is being killed: a write
+ * held for an absent server must not keep it in state D (killable_i.h).
+ * Held data stays held either way. */
+static int wait_killable(struct wb *wb, pthread_cond_t *cond)
+{
+	struct timespec ts = pfs_deadline_ns((int64_t)KILLABLE_POLL_MS * 1000000);
+
+	if (pthread_cond_timedwait(cond, &wb->bg.lock, &ts) != ETIMEDOUT)
+		return 0;
+	pthread_mutex_unlock(&wb->bg.lock);
+	bool give_up = killable_poll() == KILLABLE_GIVE_UP;
+	pthread_mutex_lock(&wb->bg.lock);
+	return give_up ? -EINTR : 0;
+}
+
 /* A commit (datasync) of w that nobody asked for: holds w across it and
  * frees w after if nothing else uses it. Called with wb->bg.lock held.
  * Returns the commit's result. */
@@ -497,7 +515,8 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		/* O_APPEND: the daemon appends wherever the file ends, so
 		 * appends go one at a time, in order. */
 		if ((flags & O_APPEND) ? w->npending > 0 : overlaps_pending(w, off, size)) {
-			pthread_cond_wait(&w->cond, &wb->bg.lock);
+			if ((rc = wait_killable(wb, &w->cond)) < 0)
+				break;
 			continue;
 		}
 		if (wb->held + size > wb->max && wb->held > 0) {
@@ -510,8 +529,8 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 					wbi_maybe_free(wb, big);
 				if (rc < 0)
 					break; /* memory stays full: tell the writer */
-			} else {
-				pthread_cond_wait(&wb->space, &wb->bg.lock);
+			} else if ((rc = wait_killable(wb, &wb->space)) < 0) {
+				break;
 			}
 			continue;
 		}
@@ -545,25 +564,31 @@ out_free:
 	return rc;
 }
 
-/* Waits for w's pending writes (and a commit in progress). wb->bg.lock held. */
-static void wait_idle(struct wb *wb, struct wbi *w)
+/* Waits for w's pending writes (and a commit in progress). wb->bg.lock
+ * held. Returns 0, or -EINTR (wait_killable). */
+static int wait_idle(struct wb *wb, struct wbi *w)
 {
 	while (w->npending || w->committing)
-		pthread_cond_wait(&w->cond, &wb->bg.lock);
+		if (wait_killable(wb, &w->cond) < 0)
+			return -EINTR;
+	return 0;
 }
 
-void wb_wait(struct wb *wb, struct inode *ip)
+int wb_wait(struct wb *wb, struct inode *ip)
 {
+	int rc = 0;
+
 	pthread_mutex_lock(&wb->bg.lock);
 	struct wbi *w = wbi_find(wb, ip);
 	if (w) {
 		w->users++;
-		while (w->npending)
-			pthread_cond_wait(&w->cond, &wb->bg.lock);
+		while (w->npending && rc == 0)
+			rc = wait_killable(wb, &w->cond);
 		w->users--;
 		wbi_maybe_free(wb, w);
 	}
 	pthread_mutex_unlock(&wb->bg.lock);
+	return rc;
 }
 
 /* COMMIT: FSYNC of w's file; DONE entries acknowledged by the daemon
@@ -579,10 +604,12 @@ static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force
 
 	for (int tries = 0;; tries++) {
 		if (wait) {
-			wait_idle(wb, w);
+			if (wait_idle(wb, w) < 0)
+				return -EINTR;
 		} else {
 			while (w->committing)
-				pthread_cond_wait(&w->cond, &wb->bg.lock);
+				if (wait_killable(wb, &w->cond) < 0)
+					return -EINTR;
 		}
 		if (!w->uncommitted && !force)
 			return 0;
@@ -656,8 +683,9 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		return rc;
 	}
 	w->users++;
-	wait_idle(wb, w);
-	if (!w->err) {
+	if (wait_idle(wb, w) < 0) {
+		rc = -EINTR;
+	} else if (!w->err) {
 		if (!w->uncommitted) {
 			w->cr = *cr;
 			w->fh = *fh;
@@ -666,7 +694,7 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		rc = commit_locked(wb, w, datasync, force, true);
 	}
 	/* Report a failed write once, at the first sync after it. */
-	if (w->err) {
+	if (w->err && rc != -EINTR) {
 		rc = -w->err;
 		w->err = 0;
 	}
@@ -704,9 +732,11 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 	 * to the release of the open file, which close(2) does not wait
 	 * for: the data stays held until it is committed. */
 	w->users++;
-	wait_idle(wb, w);
-	int rc = -w->err;
-	w->err = 0;
+	int rc = wait_idle(wb, w);
+	if (rc == 0) {
+		rc = -w->err;
+		w->err = 0;
+	}
 	w->users--;
 	wbi_maybe_free(wb, w);
 	pthread_mutex_unlock(&wb->bg.lock);

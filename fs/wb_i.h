@@ -78,8 +78,10 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	     const struct pfs_fh *fh, uint64_t fid, uint32_t flags, uint64_t off,
 	     const void *buf, size_t size, uint32_t tid);
 
-/* Waits until no write of ip is queued or in flight. */
-void wb_wait(struct wb *wb, struct inode *ip);
+/* Waits until no write of ip is queued or in flight. Returns 0, or
+ * -EINTR if the process this thread answers is being killed meanwhile
+ * (killable_i.h; the writes stay queued). */
+int wb_wait(struct wb *wb, struct inode *ip);
 
 /* True if write-behind holds state for ip (writes pending, uncommitted
  * or an error to report): a flush or release of ip then talks to the

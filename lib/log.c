@@ -78,7 +78,9 @@ void pfs_vlog(int level, const char *fmt, va_list ap)
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld %s: %s: ", tm.tm_hour, tm.tm_min,
+	/* ISO 8601, UTC: a log kept for days still says when. */
+	n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s: %s: ",
+		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
 		     tm.tm_sec, ts.tv_nsec / 1000000, log_ident, level_name(level));
 	if (n < 0)
 		return;

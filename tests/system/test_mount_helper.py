@@ -164,16 +164,37 @@ def test_fstab_options_honoured(env, host):
 
 @pytest.mark.netns
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason="a second `mount -a` mounts podfs again over the "
-                   "first (mount(8) cannot tell it is mounted: issue 16)")
 def test_mount_a_twice_mounts_once(env, host):
+    """The mount's source is fstab's (worker0:/), so mount(8) sees the
+    line is mounted and a second mount -a does nothing."""
     mnt = env.root / "mnt-podfs"
     mnt.mkdir()
     tab = fstab(env, readme_line(env, mnt))
     host.ok(["mount", "-a", "-T", tab])
     try:
+        assert [m[1] for m in host.mounts(mnt)] == ["worker0:/"], host.mounts(mnt)
         host.ok(["mount", "-a", "-T", tab])
         assert len(host.mounts(mnt)) == 1, host.mounts(mnt)
+    finally:
+        ended = host.umount_all(mnt)
+    assert ended and all(v == 0 for v in ended.values()), f"podfs exit status: {ended}"
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(120)
+def test_mount_over_an_active_podfs_is_refused(env, host):
+    """podfs by hand onto an active podfs mount point: one line, mount(8)'s
+    failure status, and the first mount untouched."""
+    mnt = env.root / "mnt-podfs"
+    mnt.mkdir()
+    host.ok(["mount", "-a", "-T", fstab(env, readme_line(env, mnt))])
+    try:
+        r = host.run(["podfs", "worker0:7049", str(mnt), "-o", f"key={env.key}"])
+        assert r.rc == 32, (r.rc, r.out, r.err)
+        assert "already a podfs mount point" in r.err and r.err.count("\n") == 1, r.err
+        assert len(host.mounts(mnt)) == 1, host.mounts(mnt)
+        host.ok(["sh", "-c", f"printf again > {mnt}/f"])
+        assert read_file(env.export / "f") == b"again"
     finally:
         ended = host.umount_all(mnt)
     assert ended and all(v == 0 for v in ended.values()), f"podfs exit status: {ended}"

@@ -91,12 +91,13 @@ int main(void)
 	CHECK(strstr(out, "hidden") == NULL);
 	CHECK_EQ(evaluated, 0);
 	CHECK_EQ(pfs_log_level(), PFS_LOG_INFO);
-	/* Four lines, each "HH:MM:SS.mmm ident: level: msg". */
+	/* Four lines, each "YYYY-MM-DDTHH:MM:SS.mmmZ ident: level: msg". */
 	int lines = 0;
 	for (size_t i = 0; i < n; i++)
 		lines += out[i] == '\n';
 	CHECK_EQ(lines, 4);
-	CHECK(n > 13 && out[2] == ':' && out[5] == ':' && out[8] == '.' && out[12] == ' ');
+	CHECK(n > 25 && out[0] == '2' && out[4] == '-' && out[7] == '-' && out[10] == 'T' &&
+	      out[13] == ':' && out[16] == ':' && out[19] == '.' && out[23] == 'Z' && out[24] == ' ');
 
 	/* A message longer than the line buffer: one line, cut, newline-ended. */
 	evaluated = 0;

@@ -6,7 +6,9 @@
  * timeout, rpc_call_timeout, closing and killing, replies nobody waits
  * for, the spreading of READ over bulk connections and the resend of a
  * bulk request whose connection dropped, and LZ4-coded replies (decoded
- * by the caller; a bad one drops its connection).
+ * by the caller; a bad one drops its connection), and the calls of a
+ * process being killed (given up with EINTR; the connection dropped when
+ * one that may have changed something had been sent).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +19,7 @@
 
 #include "check.h"
 #include "client_i.h"
+#include "killable_i.h"
 #include "podfs/clock.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
@@ -74,6 +77,15 @@ void transport_drop(struct transport *t, uint64_t gen)
 	pthread_mutex_lock(&stub_lock);
 	dropped_gen = gen;
 	pthread_mutex_unlock(&stub_lock);
+}
+
+/* The stub of killable.c: whether "the caller" is being killed. Every
+ * caller thread of a test shares it. */
+static atomic_bool dying;
+
+enum killable_verdict killable_poll(void)
+{
+	return atomic_load(&dying) ? KILLABLE_GIVE_UP : KILLABLE_WAIT;
 }
 
 /* Waits (at most 5 s) until n frames were sent; returns the n-th (from 1). */
@@ -443,6 +455,79 @@ static void test_coded_reply(void)
 	rpc_free(rpc);
 }
 
+/* A call whose process is being killed gives up with EINTR within a few
+ * polls, whether it waits for a connection or for a reply; one that may
+ * have changed something on the server drops its connection (the
+ * reconnect revalidates), a read does not; the others wait on, and the
+ * given-up one is never sent again. */
+static void test_killed_caller(void)
+{
+	struct client c;
+	struct rpc *rpc;
+	struct caller k;
+	size_t waiting;
+	uint64_t abandoned;
+
+	/* Waiting for a connection that never comes (a hard mount). */
+	rpc = start(&c, 1, false);
+	call_start(&k, rpc, PFS_OP_CREATE, 0);
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	rpc_waiting(rpc, &waiting, &abandoned);
+	CHECK_EQ(waiting, 1);
+	atomic_store(&dying, true);
+	CHECK_EQ(call_end(&k), -EINTR);
+	atomic_store(&dying, false);
+	CHECK(k.took_ns < (int64_t)(KILLABLE_POLL_MS * 5) * 1000000);
+	rpc_waiting(rpc, &waiting, &abandoned);
+	CHECK_EQ(waiting, 0);
+	CHECK_EQ(abandoned, 1);
+	/* Not sent when the connection comes: nothing was sent at all. */
+	rpc_connected(rpc, 0, 5, 0);
+	nanosleep(&ts, NULL);
+	pthread_mutex_lock(&stub_lock);
+	CHECK_EQ(nsent, 0);
+	CHECK_EQ(dropped_gen, 0);
+	pthread_mutex_unlock(&stub_lock);
+
+	/* Sent on a live connection, the server silent: a RENAME's outcome
+	 * is unknown, so the connection is dropped... */
+	call_start(&k, rpc, PFS_OP_RENAME, 0);
+	struct sent s = wait_sent(1);
+	CHECK_EQ(s.gen, 5);
+	atomic_store(&dying, true);
+	CHECK_EQ(call_end(&k), -EINTR);
+	atomic_store(&dying, false);
+	pthread_mutex_lock(&stub_lock);
+	CHECK_EQ(dropped_gen, 5);
+	dropped_gen = 0;
+	pthread_mutex_unlock(&stub_lock);
+	/* ...and its late reply answers nobody. */
+	reply(rpc, &s, PFS_OP_RENAME, 0, NULL, 1);
+
+	/* A GETATTR changes nothing: given up, the connection stays. */
+	call_start(&k, rpc, PFS_OP_GETATTR, 0);
+	s = wait_sent(2);
+	atomic_store(&dying, true);
+	CHECK_EQ(call_end(&k), -EINTR);
+	atomic_store(&dying, false);
+	pthread_mutex_lock(&stub_lock);
+	CHECK_EQ(dropped_gen, 0);
+	pthread_mutex_unlock(&stub_lock);
+
+	/* A caller that is not being killed waits on and gets its reply. */
+	call_start(&k, rpc, PFS_OP_MKDIR, 0);
+	s = wait_sent(3);
+	ts.tv_nsec = (KILLABLE_POLL_MS + 100) * 1000000L;
+	nanosleep(&ts, NULL);
+	reply(rpc, &s, PFS_OP_MKDIR, 0, "ok", 1);
+	CHECK_EQ(call_end(&k), 0);
+	rpc_reply_free(&k.rep);
+	rpc_waiting(rpc, &waiting, &abandoned);
+	CHECK_EQ(abandoned, 3); /* the CREATE, the RENAME, the GETATTR */
+	rpc_free(rpc);
+}
+
 int main(void)
 {
 	pfs_log_init("test_rpc", PFS_LOG_ERR - 1); /* quiet: errors here are expected */
@@ -453,5 +538,6 @@ int main(void)
 	test_closing_and_kill();
 	test_bulk_connections();
 	test_coded_reply();
+	test_killed_caller();
 	return check_done("test_rpc");
 }

@@ -13,7 +13,7 @@ reports and their syslog, which the tests check like a Proc's.
   that runs a program in a private mount namespace (nothing mounted
   there is seen outside) whose /dev holds the real /dev's entries and
   /dev/log pointing to that socket. What the program logs to syslog lands
-  in logs/<tag>.log in lib/log.c's format ("HH:MM:SS.mmm podfsd:
+  in logs/<tag>.log in lib/log.c's format ("YYYY-MM-DDTHH:MM:SS.mmmZ podfsd:
   error: ..."), scanned at teardown like any log.
 """
 

@@ -2,7 +2,7 @@
 fails a test: a report of AddressSanitizer, UBSan, LeakSanitizer or
 ThreadSanitizer (in a program's log or a san.<tag>.<pid> file of the
 runtime), and an error line of podfs or podfsd (lib/log.c:
-"HH:MM:SS.mmm podfs: error: ...") or of libfuse ("fuse: ...") that the
+"YYYY-MM-DDTHH:MM:SS.mmmZ podfs: error: ...") or of libfuse ("fuse: ...") that the
 test did not declare it expects (Env.expect_log).
 
 No report is forgiven: libfuse's INTERRUPTs that used to leak at exit
@@ -18,7 +18,7 @@ SAN_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer",
 # An error line: lib/log.c's format at level "error" (podfsd's fatal()
 # too, and libfuse's own messages of that level in podfs), or a message
 # libfuse writes itself (perror "fuse: writing device: ...").
-ERROR_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \S+: error: |^fuse: ")
+ERROR_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \S+: error: |^fuse: ")
 
 
 def sanitizer_lines(text):
