@@ -423,6 +423,7 @@ static void hup_cb(uv_signal_t *h, int signum)
 	struct exports rules;
 	char err[512];
 	size_t n;
+	unsigned closed;
 
 	(void)signum;
 	if (!d->rules_file) {
@@ -434,8 +435,9 @@ static void hup_cb(uv_signal_t *h, int signum)
 		return;
 	}
 	n = rules.n;
-	server_rules_replace(d, &rules);
-	pfs_notice("SIGHUP: reloaded export rules from %s: %zu rules", d->rules_file, n);
+	closed = server_rules_replace(d, &rules);
+	pfs_notice("SIGHUP: reloaded export rules from %s: %zu rules (%u connections closed)",
+		   d->rules_file, n, closed);
 }
 
 /* --- signals --- */

@@ -374,7 +374,7 @@ static bool admit(struct conn *c)
 	return true;
 }
 
-void server_rules_replace(struct pfsd *d, struct exports *rules)
+unsigned server_rules_replace(struct pfsd *d, struct exports *rules)
 {
 	struct conn *c;
 	unsigned dropped = 0;
@@ -400,8 +400,7 @@ again:
 		dropped++;
 		goto again;
 	}
-	if (dropped)
-		pfs_info("%u connections closed by the new export rules", dropped);
+	return dropped;
 }
 
 static void on_connection(uv_stream_t *server, int status)

@@ -27,8 +27,9 @@ struct exports;
 
 /* Makes *rules (taken; emptied) d's export rules: each open connection
  * gets the options of the rule that now admits its peer, from its next
- * request on, and a connection no rule admits any more is closed. */
-void server_rules_replace(struct pfsd *d, struct exports *rules);
+ * request on, and a connection no rule admits any more is closed.
+ * Returns how many were closed. */
+unsigned server_rules_replace(struct pfsd *d, struct exports *rules);
 
 /* Stops serving (shutdown): closes the listener, the watcher and every
  * connection, sends the held replies, ends every session. The loop ends
