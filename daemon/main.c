@@ -561,8 +561,10 @@ int main(int argc, char **argv)
 	} else if (d->o.pidfile) {
 		snprintf(portbuf, sizeof(portbuf), "%d\n", (int)getpid());
 		ret = write_file(d->o.pidfile, portbuf);
-		if (ret < 0)
+		if (ret < 0) {
+			free(pidfile_abs); /* LeakSanitizer need not find it on the stack */
 			fatal("cannot write pid file %s: %s", d->o.pidfile, strerror(-ret));
+		}
 	}
 
 	watch_start(d);
