@@ -307,3 +307,36 @@ def test_squash_options_on_the_command_line(env):
     mount_fails(env, d, ns)
     assert re.search(rf"refused {re.escape(ns.ip)}:\d+: no export rule admits its address "
                      r"\(rules: --allow\)", d.log())
+
+
+def test_default_exports_file(env):
+    """/etc/podfs/exports is read when it exists (here: an overlay on /etc
+    in a private mount namespace): its errors, its mode and rule flags
+    beside it exit 2."""
+    top = env.root / "etc-top"
+    (top / "podfs").mkdir(parents=True)
+    f = rules(env, "* rw\n\n10.0.0.0/33 rw\n")
+    os.rename(f, top / "podfs" / "exports")
+    f = top / "podfs" / "exports"
+    script = 'mount -t overlay podfs-etc -o "lowerdir=$1:/etc" /etc || exit 99; shift; exec "$@"'
+
+    def podfsd_in_ns(*args):
+        return run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                    top, PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, "--state-dir",
+                    env.root / "st-x", *args, env.export], timeout=30, check=False)
+
+    r = podfsd_in_ns()
+    if r.returncode == 99:
+        pytest.skip(f"no overlay mount on /etc here: {r.stderr.strip()}")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == "podfsd: /etc/podfs/exports:3: prefix length over 32 in " \
+        "'10.0.0.0/33'", r.stderr
+    f.write_text("* rw\n")
+    r = podfsd_in_ns("--allow", "127.0.0.1")
+    assert r.returncode == 2, r.stderr
+    assert "--allow cannot be used with the exports file /etc/podfs/exports" in r.stderr
+    f.chmod(0o666)
+    r = podfsd_in_ns()
+    assert r.returncode == 2, r.stderr
+    assert "/etc/podfs/exports is writable by group or others" in r.stderr, r.stderr
+    assert not os.path.exists("/etc/podfs/exports")  # the overlay stayed private
