@@ -581,9 +581,17 @@ int main(int argc, char **argv)
 	uv_signal_init(&d->loop, &d->sig_hup);
 	d->sig_hup.data = d;
 	uv_signal_start(&d->sig_hup, hup_cb, SIGHUP);
-	pfs_notice("export rules: %zu from %s%s", d->rules.n,
-		   d->rules_file ? d->rules_file : "the command line",
-		   d->rules.n ? "" : " (no client is admitted)");
+	if (d->rules_file) {
+		pfs_notice("export rules: %zu from %s%s", d->rules.n, d->rules_file,
+			   d->rules.n ? "" : " (no client is admitted)");
+	} else {
+		char net[64], opts[96];
+		export_opts_name(&d->o.rule, opts, sizeof(opts));
+		for (size_t i = 0; i < d->rules.n; i++) {
+			export_rule_name(&d->rules.v[i], net, sizeof(net));
+			pfs_notice("export rule: %s %s", net, opts);
+		}
+	}
 	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s)", d->o.export_dir,
 		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease);
 
