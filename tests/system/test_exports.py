@@ -20,7 +20,6 @@ import re
 import signal
 import stat
 import struct
-import subprocess
 
 import pytest
 
@@ -340,3 +339,25 @@ def test_default_exports_file(env):
     assert r.returncode == 2, r.stderr
     assert "/etc/podfs/exports is writable by group or others" in r.stderr, r.stderr
     assert not os.path.exists("/etc/podfs/exports")  # the overlay stayed private
+
+
+def test_dual_stack_listener(env):
+    """On [::], an IPv4 client arrives as ::ffff:127.0.0.1 and matches the
+    IPv4 rule; ::1 is IPv6 and matches only its own rule."""
+    f = rules(env, "127.0.0.0/8 rw,no_root_squash\n")
+    d = env.start_daemon(listen="[::]:0", squash=None, extra=["--exports", f])
+    m = env.mount(d, host="127.0.0.1")
+    write_file(m / "v4", b"x")
+    assert os.stat(env.export / "v4").st_uid == 0
+    assert re.search(r"conn \d+: \[::ffff:127\.0\.0\.1\]:\d+ \(.*\) authenticated", d.log())
+    mnt = env.root / "v6"
+    mnt.mkdir()
+    r = run([PODFS, f"[::1]:{d.port}", mnt, "-f", "-o", f"key={env.key}"], timeout=60,
+            check=False)
+    assert r.returncode != 0 and not os.path.ismount(mnt), r.stderr
+    assert re.search(r"refused \[::1\]:\d+: no export rule admits its address", d.log())
+    rules(env, "127.0.0.0/8 rw,no_root_squash\n::1 ro,no_root_squash\n")
+    sighup(env, d, "reloaded export rules")
+    m6 = env.mount(d, path=mnt, host="[::1]")
+    assert read_file(m6 / "v4") == b"x"
+    assert eno(write_file, m6 / "v6", b"y") == errno.EROFS
