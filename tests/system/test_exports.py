@@ -86,6 +86,7 @@ def authenticated(daemon, peer):
                           daemon.log()))
 
 
+@pytest.mark.netns
 def test_default_squashes_root(env):
     """No exports file, no flags: root is squashed to 65534 (another
     host's mount working all along)."""
@@ -160,6 +161,7 @@ def test_default_squashes_root(env):
     assert os.stat(pub / "after").st_uid == NOBODY
 
 
+@pytest.mark.netns
 def test_network_not_allowed(env):
     """A namespace whose address no rule admits gets no mount, and the
     daemon logs one line naming it; an admitted one mounts."""
@@ -180,6 +182,7 @@ def test_network_not_allowed(env):
     assert read_file(m / "g") == b"admitted"
 
 
+@pytest.mark.netns
 def test_rules_per_network(env):
     """ro for one network, all_squash with anonuid/anongid for another,
     the longest prefix winning over a wider rule."""
@@ -219,6 +222,7 @@ def test_rules_per_network(env):
     assert os.stat(pub / "l").st_uid == 0
 
 
+@pytest.mark.netns
 def test_sighup_reload(env):
     """SIGHUP: a client no rule admits any more is disconnected (and cannot
     come back); one whose rule changed gets it on its next request,
@@ -291,6 +295,7 @@ def test_bad_rules_and_options_exit_2(env):
         assert len(r.stderr.strip().splitlines()) == 1, (bad, r.stderr)
 
 
+@pytest.mark.netns
 def test_squash_options_on_the_command_line(env):
     """--allow with --squash=all --anonuid/--anongid: the one-export
     case without a file."""
