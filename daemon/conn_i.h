@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "podfs/wire.h"
+#include "exports_i.h"
 
 struct pfsd;
 struct session;
@@ -101,6 +102,11 @@ struct conn {
 	uint8_t snonce[PFS_NONCE_LEN];
 	struct session *sess;
 	bool bulk;             /* a bulk connection of sess (PFS_CAP_BULK) */
+
+	/* The peer's address and the options of the export rule that
+	 * admits it (server.c; replaced on SIGHUP). */
+	struct sockaddr_storage addr;
+	struct export_opts rule;
 
 	/* Pushes (push.c). */
 	uint64_t push_sent;    /* pushes written on this connection */

@@ -155,7 +155,7 @@ void dispatch_work_cb(uv_work_t *w)
 	o.d = r->d;
 	o.x.hs = r->d->hs;
 	o.x.s = r->s;
-	o.x.ro = r->d->o.ro;
+	o.x.ro = r->d->o.ro || r->rule.ro;
 	o.x.direct = r->d->o.buffered ? NULL : &r->d->direct;
 	if (r->s) {
 		o.x.it = r->d->it;

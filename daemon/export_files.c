@@ -110,6 +110,9 @@ int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req
 	if (v & PFS_SET_MODE) {
 		if (S_ISLNK(st.st_mode))
 			return -EOPNOTSUPP;
+		/* A squashed caller keeps the set-id bits it has, adds none. */
+		if (x->squashed && (m->mode & ~st.st_mode & (S_ISUID | S_ISGID)))
+			return -EPERM;
 		if (chmod(p, m->mode & 07777) < 0) {
 			int ret = -errno;
 			/* Set-id bits dropped for a write by a non-owner:

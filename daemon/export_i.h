@@ -36,6 +36,9 @@ struct xop {
 	struct handles *hs;
 	struct session *s;
 	const struct pfs_creds *cr; /* the caller's, or NULL: running as root */
+	/* cr is a squashed identity (root squash applied to uid 0, or all
+	 * squash): no devices, set-id bits, security.* or trusted.* xattrs. */
+	bool squashed;
 	bool ro;
 	/* Big aligned writes use O_DIRECT (export_write) and count their
 	 * bytes here; NULL: buffered writes only. */

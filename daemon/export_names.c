@@ -101,6 +101,8 @@ int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 {
 	mode_t type = mode & S_IFMT;
 
+	if (x->squashed && ((mode & (S_ISUID | S_ISGID)) || type == S_IFCHR || type == S_IFBLK))
+		return -EPERM;
 	switch (type) {
 	case 0:
 		type = S_IFREG;
@@ -150,6 +152,9 @@ int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 	struct stat st;
 	int fd;
 
+	/* Only the bits asked for: a set-group-id parent's is inherited. */
+	if (x->squashed && (mode & (S_ISUID | S_ISGID)))
+		return -EPERM;
 	if (mkdirat(dirfd, name, perm(mode, umask)) < 0)
 		return -errno;
 	/* The interest in the new directory is registered before it is
@@ -311,6 +316,8 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 
 	if (flags & O_DIRECTORY)
 		return -EINVAL;
+	if (x->squashed && (mode & (S_ISUID | S_ISGID)))
+		return -EPERM;
 	fd = openat(dirfd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW, perm(mode, umask));
 	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
 		/* It exists: open it like OPEN would, and never a FIFO or

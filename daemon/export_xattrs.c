@@ -27,18 +27,21 @@ static int xattr_target(struct hent *obj, char p[EXPORT_PROCPATH_LEN], bool *sym
 }
 
 /* Whether the caller may change xattr name of obj: -EOPNOTSUPP for the
- * trusted namespace, -EPERM for security.* unless root and for symlinks
+ * trusted namespace, -EPERM for security.* unless root (and for both
+ * from a squashed caller, xop) and for symlinks
  * (user.* is not allowed on them either); else 0 with the magic link of
  * obj in p. */
 static int may_change(struct xop *x, struct hent *obj, const char *name,
 		      char p[EXPORT_PROCPATH_LEN])
 {
-	bool lnk = false;
+	bool lnk = false, security = strncmp(name, "security.", 9) == 0;
 	int ret;
 
+	if (x->squashed && (security || is_trusted(name)))
+		return -EPERM;
 	if (is_trusted(name))
 		return -EOPNOTSUPP;
-	if (strncmp(name, "security.", 9) == 0 && x->cr->uid != 0)
+	if (security && x->cr->uid != 0)
 		return -EPERM;
 	ret = xattr_target(obj, p, &lnk);
 	if (ret < 0)

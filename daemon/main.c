@@ -53,7 +53,16 @@ static const char usage_text[] =
 	"  --lz4 MODE           LZ4 for replies: auto (only while the link is backed\n"
 	"                       up: it costs more time than it saves on fast links),\n"
 	"                       always (slow or metered links) or never (default auto)\n"
-	"  --ro                 export read-only\n"
+	"  --ro                 export read-only (to every client, whatever the rules)\n"
+	"  --exports FILE       export rules: who may connect, and how (podfs-exports(5);\n"
+	"                       default " EXPORTS_DEFAULT_FILE " if it exists; SIGHUP\n"
+	"                       reloads it). Without a file, these make one rule:\n"
+	"  --allow CIDR[,CIDR]  networks that may connect (default: any; the pod key is\n"
+	"                       still required)\n"
+	"  --squash MODE        root (uid and gid 0 become the anonymous ids), all (every\n"
+	"                       id does) or none (default root)\n"
+	"  --anonuid N          the anonymous uid (default 65534)\n"
+	"  --anongid N          the anonymous gid (default 65534)\n"
 	"  --buffered-writes    write big aligned WRITEs through this host's page\n"
 	"                       cache too (default: O_DIRECT, which keeps the cache\n"
 	"                       for what clients read)\n"
@@ -138,6 +147,29 @@ static void set_lz4(struct pfsd_opts *o, const struct optdef *def, const char *a
 		usage_error("bad --lz4 '%s' (auto, always or never)", arg);
 }
 
+/* --allow, --squash, --anonuid, --anongid: the options of the rules made
+ * without an exports file. */
+static void set_rule(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	char *end;
+	unsigned long long v;
+
+	o->rule_flag = def->name;
+	if (strcmp(def->name, "allow") == 0) {
+		o->allow = arg;
+	} else if (strcmp(def->name, "squash") == 0) {
+		if (export_squash_parse(arg, &o->rule.squash) < 0)
+			usage_error("bad --squash '%s' (root, none or all)", arg);
+	} else {
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (errno || end == arg || *end || arg[0] == '-' || v > 4294967294ull)
+			usage_error("--%s wants a number from 0 to 4294967294, not '%s'", def->name,
+				    arg);
+		*(def->name[4] == 'u' ? &o->rule.anonuid : &o->rule.anongid) = (uint32_t)v;
+	}
+}
+
 static void show_help(struct pfsd_opts *o, const struct optdef *def, const char *arg)
 {
 	fputs(usage_text, stdout);
@@ -168,6 +200,11 @@ static const struct optdef optdefs[] = {
 	UINT("grace", grace, 0, PFSD_GRACE_MAX),
 	FUNC("lz4", required_argument, set_lz4),
 	FLAG("ro", ro),
+	STR("exports", exports),
+	FUNC("allow", required_argument, set_rule),
+	FUNC("squash", required_argument, set_rule),
+	FUNC("anonuid", required_argument, set_rule),
+	FUNC("anongid", required_argument, set_rule),
 	FLAG("buffered-writes", buffered),
 	STR("genkey", genkey),
 	FUNC("help", no_argument, show_help),
@@ -193,6 +230,7 @@ static void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->lease = 60;
 	o->lock_lease = 15;
 	o->grace = 30;
+	export_opts_default(&o->rule);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hV", long_opts, NULL)) != -1) {
 		if (c >= OPT_BASE && c < OPT_BASE + (int)NOPTS)
@@ -348,6 +386,60 @@ static void daemonize(struct pfsd *d)
 	pfs_log_use_syslog();
 }
 
+/* --- export rules --- */
+
+/* The rules of the exports file (--exports, or the default one if it
+ * exists), or those of --allow and the rule flags. A bad file or a file
+ * with rule flags exits 2. */
+static void rules_setup(struct pfsd *d)
+{
+	const char *file = d->o.exports;
+	char err[512];
+	int ret;
+
+	if (!file && access(EXPORTS_DEFAULT_FILE, F_OK) == 0)
+		file = EXPORTS_DEFAULT_FILE;
+	if (file && d->o.rule_flag)
+		usage_error("--%s cannot be used with the exports file %s: put it in its rules",
+			    d->o.rule_flag, file);
+	if (file) {
+		d->rules_file = abs_path(file);
+		ret = exports_load(d->rules_file, &d->rules, err, sizeof(err));
+	} else {
+		ret = exports_from_list(d->o.allow ? d->o.allow : "*", &d->o.rule, &d->rules, err,
+					sizeof(err));
+	}
+	if (ret < 0) {
+		fprintf(stderr, "podfsd: %s\n", err);
+		exit(2);
+	}
+}
+
+/* SIGHUP: the exports file again; a bad one leaves the rules as they
+ * were. */
+static void hup_cb(uv_signal_t *h, int signum)
+{
+	struct pfsd *d = h->data;
+	struct exports rules;
+	char err[512];
+	size_t n;
+	unsigned closed;
+
+	(void)signum;
+	if (!d->rules_file) {
+		pfs_notice("SIGHUP: no exports file to reload (the rules are the command line's)");
+		return;
+	}
+	if (exports_load(d->rules_file, &rules, err, sizeof(err)) < 0) {
+		pfs_err("SIGHUP: %s; keeping the export rules as they were", err);
+		return;
+	}
+	n = rules.n;
+	closed = server_rules_replace(d, &rules);
+	pfs_notice("SIGHUP: reloaded export rules from %s: %zu rules (%u connections closed)",
+		   d->rules_file, n, closed);
+}
+
 /* --- signals --- */
 
 static void log_stats(struct pfsd *d)
@@ -372,6 +464,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 	pfs_notice("%s: shutting down", strsignal(signum));
 	log_stats(d);
 	uv_close((uv_handle_t *)&d->sig_usr1, NULL);
+	uv_close((uv_handle_t *)&d->sig_hup, NULL);
 	server_stop(d);
 	lockstate_stop(d->ls);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
@@ -403,6 +496,7 @@ int main(int argc, char **argv)
 	}
 	if (server_parse_addr(d->o.listen, &d->listen_addr) < 0)
 		usage_error("bad --listen address '%s' (want ADDR:PORT)", d->o.listen);
+	rules_setup(d);
 
 	ret = pfs_key_load(d->o.key_path, d->key, err, sizeof(err));
 	if (ret < 0)
@@ -467,8 +561,10 @@ int main(int argc, char **argv)
 	} else if (d->o.pidfile) {
 		snprintf(portbuf, sizeof(portbuf), "%d\n", (int)getpid());
 		ret = write_file(d->o.pidfile, portbuf);
-		if (ret < 0)
+		if (ret < 0) {
+			free(pidfile_abs); /* LeakSanitizer need not find it on the stack */
 			fatal("cannot write pid file %s: %s", d->o.pidfile, strerror(-ret));
+		}
 	}
 
 	watch_start(d);
@@ -482,6 +578,20 @@ int main(int argc, char **argv)
 	uv_signal_init(&d->loop, &d->sig_usr1);
 	d->sig_usr1.data = d;
 	uv_signal_start(&d->sig_usr1, usr1_cb, SIGUSR1);
+	uv_signal_init(&d->loop, &d->sig_hup);
+	d->sig_hup.data = d;
+	uv_signal_start(&d->sig_hup, hup_cb, SIGHUP);
+	if (d->rules_file) {
+		pfs_notice("export rules: %zu from %s%s", d->rules.n, d->rules_file,
+			   d->rules.n ? "" : " (no client is admitted)");
+	} else {
+		char net[64], opts[96];
+		export_opts_name(&d->o.rule, opts, sizeof(opts));
+		for (size_t i = 0; i < d->rules.n; i++) {
+			export_rule_name(&d->rules.v[i], net, sizeof(net));
+			pfs_notice("export rule: %s %s", net, opts);
+		}
+	}
 	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s)", d->o.export_dir,
 		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease);
 
@@ -498,6 +608,8 @@ int main(int argc, char **argv)
 	lockstate_free(d->ls);
 	pipes_fini(&d->pipes);
 	handles_free(d->hs);
+	exports_free(&d->rules);
+	free(d->rules_file);
 	if (pidfile_abs)
 		unlink(pidfile_abs);
 	free(pidfile_abs);

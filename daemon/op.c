@@ -22,10 +22,11 @@ int op_begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
 			goto out_put;
 	}
 	if (cr) {
-		ret = creds_enter(cr);
+		o->x.squashed = export_squash_creds(&o->r->rule, cr, &o->cr);
+		ret = creds_enter(&o->cr);
 		if (ret < 0)
 			goto out_put;
-		o->x.cr = cr;
+		o->x.cr = &o->cr;
 	}
 	return 0;
 
@@ -41,6 +42,7 @@ void op_end(struct op *o)
 	if (o->x.cr)
 		creds_leave();
 	o->x.cr = NULL;
+	o->x.squashed = false;
 	handles_put(o->d->hs, o->obj);
 	handles_put(o->d->hs, o->obj2);
 	o->obj = o->obj2 = NULL;

@@ -44,13 +44,15 @@ struct op {
 	union op_msg m;       /* the request, decoded */
 	struct hent *obj;     /* the object the request names first, resolved */
 	struct hent *obj2;    /* the second one (RENAME, LINK) */
+	struct pfs_creds cr;  /* the caller's credentials after the export rule */
 	struct pfs_wr w;      /* reply payload; w.buf is malloc'd or NULL */
 };
 
 typedef int (*handler_fn)(struct op *o);
 
 /* Resolves fh (and fh2, if not NULL) as root into o->obj (o->obj2), then,
- * if cr is not NULL, switches the thread to cr (o->x.cr). Returns 0, or
+ * if cr is not NULL, switches the thread to cr as the connection's export
+ * rule maps it (root or all squash: o->cr, o->x.cr, o->x.squashed). Returns 0, or
  * the -errno of handles_get or creds_enter with nothing held and the
  * thread root. Pair a success with op_end. */
 int op_begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,

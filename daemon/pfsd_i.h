@@ -13,7 +13,7 @@
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   conn.c          one connection: frames, write queue, backpressure
  *   leaves          handles.c interest.c lockstate.c pipes.c drc.c
- *                   ratelimit.c, and lib/
+ *                   ratelimit.c exports.c (export rules), and lib/
  *
  * Threads: one libuv loop thread owns the listener, the connections, the
  * session table, every reply cache and the push order; worker threads
@@ -40,6 +40,7 @@
 #include "podfs/link.h"
 #include "podfs/htab.h"
 #include "podfs/xalloc.h"
+#include "exports_i.h"
 #include "interest_i.h"
 #include "pipes_i.h"
 #include "ratelimit_i.h"
@@ -68,6 +69,12 @@ struct pfsd_opts {
 	unsigned lock_lease;   /* seconds its locks survive (capped by lease) */
 	unsigned grace;        /* seconds of grace period after a restart */
 	enum pfs_lz4_mode lz4; /* when replies are LZ4-compressed (link.h) */
+	/* Export rules (exports_i.h): --exports FILE, or --allow and the
+	 * options of its rules; rule_flag: the last of those given, if any. */
+	const char *exports;
+	const char *allow;
+	struct export_opts rule;
+	const char *rule_flag;
 };
 
 struct pfsd {
@@ -99,6 +106,9 @@ struct pfsd {
 	uint64_t next_conn_id;
 	bool stopping;
 	uv_signal_t sig_usr1;     /* logs the byte counters */
+	uv_signal_t sig_hup;      /* reloads the exports file */
+	struct exports rules;     /* who may connect, and how (loop) */
+	char *rules_file;         /* where they came from, or NULL: flags */
 	/* Byte counters (loop thread): frames on the wire (headers
 	 * included) and their payloads before/after LZ4. */
 	uint64_t wire_in, raw_in, wire_out, raw_out;

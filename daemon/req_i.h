@@ -38,6 +38,7 @@ struct req {
 	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */
 	uint32_t auth_flags;   /* AUTH reply flags (PFS_AUTH_*) */
+	struct export_opts rule; /* c's export rule when it was queued */
 	struct inflight fl;    /* its place in s's ordered requests (push.c) */
 	uint64_t epoch;        /* s->forget_epoch when queued */
 	struct keyvec keys;    /* interest keys the worker registered */

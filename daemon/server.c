@@ -241,6 +241,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->dir_attr = (c->caps & PFS_CAP_DIR_ATTR) != 0;
 	r->new_dir = r->dir_attr && (c->caps & PFS_CAP_NEW_DIR);
 	r->auth_flags = auth_flags;
+	r->rule = c->rule;
 	r->work.data = r;
 	if (r->s && (pfs_op_flags(r->h.op) & PFS_OPF_ONCE) && duplicate(c, r)) {
 		free(payload);
@@ -351,6 +352,57 @@ static void reject_close_cb(uv_handle_t *h)
 	free(h);
 }
 
+/* Whether an export rule admits the peer of the new connection c: if
+ * so, c keeps the rule's options; if not, c is closed before reading a
+ * byte, with one (rate-limited) line naming the peer. */
+static bool admit(struct conn *c)
+{
+	struct pfsd *d = c->d;
+	const struct export_rule *r = NULL;
+	int len = sizeof(c->addr);
+
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->addr, &len) == 0)
+		r = exports_match(&d->rules, (const struct sockaddr *)&c->addr);
+	if (!r) {
+		pfsd_warn_rl(d, "conn %llu: refused %s: no export rule admits its address (rules: %s)",
+			     (unsigned long long)c->id, c->peer,
+			     d->rules_file ? d->rules_file : "--allow");
+		conn_close(c, "no export rule admits its address");
+		return false;
+	}
+	c->rule = r->o;
+	return true;
+}
+
+unsigned server_rules_replace(struct pfsd *d, struct exports *rules)
+{
+	struct conn *c;
+	unsigned dropped = 0;
+
+	exports_free(&d->rules);
+	d->rules = *rules;
+	memset(rules, 0, sizeof(*rules));
+again:
+	/* Closing one connection may close others (a session's bulk ones)
+	 * and changes the list: start over after each. */
+	LIST_FOREACH(c, &d->conns, link) {
+		const struct export_rule *r;
+		if (c->closing)
+			continue;
+		r = exports_match(&d->rules, (const struct sockaddr *)&c->addr);
+		if (r) {
+			c->rule = r->o; /* from its next request on */
+			continue;
+		}
+		pfs_notice("conn %llu: %s (%s): no export rule admits it any more; disconnecting",
+			   (unsigned long long)c->id, c->peer, c->host[0] ? c->host : "?");
+		conn_close(c, "no longer admitted by the export rules");
+		dropped++;
+		goto again;
+	}
+	return dropped;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct pfsd *d = server->data;
@@ -388,7 +440,7 @@ static void on_connection(uv_stream_t *server, int status)
 	LIST_INSERT_HEAD(&d->conns, c, link);
 	d->nconns++;
 	d->npreauth++;
-	if (conn_accept(c, server) < 0)
+	if (conn_accept(c, server) < 0 || !admit(c))
 		return;
 	handshake_start(c);
 	pfs_debug("conn %llu: connection from %s", (unsigned long long)c->id, c->peer);

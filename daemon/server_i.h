@@ -23,6 +23,14 @@ int server_parse_addr(const char *s, struct sockaddr_storage *out);
  * error with a one-line reason in err. */
 int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out);
 
+struct exports;
+
+/* Makes *rules (taken; emptied) d's export rules: each open connection
+ * gets the options of the rule that now admits its peer, from its next
+ * request on, and a connection no rule admits any more is closed.
+ * Returns how many were closed. */
+unsigned server_rules_replace(struct pfsd *d, struct exports *rules);
+
 /* Stops serving (shutdown): closes the listener, the watcher and every
  * connection, sends the held replies, ends every session. The loop ends
  * once the last request finished. Idempotent. */

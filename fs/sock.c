@@ -253,7 +253,12 @@ static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_s
 	if (!sent)
 		goto out_io;
 	if (rc == -ECONNRESET) {
-		snprintf(err, errlen, "%s closed the connection during the handshake", c->hostport);
+		/* Before answering HELLO: most likely no export rule of the
+		 * daemon admits this host's address. */
+		snprintf(err, errlen,
+			 "%s closed the connection during the handshake (does an export rule "
+			 "admit this host's address? the daemon's log says)",
+			 c->hostport);
 		return -ECONNRESET;
 	}
 	if (rc < 0)

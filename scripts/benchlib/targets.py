@@ -188,8 +188,11 @@ class Targets:
         run([podfsd, "--genkey", key], timeout=30)
         if not os.path.exists(key):
             raise BenchError("podfsd --genkey did not create %s" % key)
+        # Loopback only, run as root: root stays root on the mount, as
+        # before export rules (a build without --squash has no squashing).
+        squash = ["--squash=none"] if "--squash" in run([podfsd, "--help"], timeout=30).stdout.decode() else []
         cmd = [podfsd, "--listen", "127.0.0.1:0", "--port-file", portfile, "--key", key,
-               "--state-dir", state] + self.a.podfsd_arg + [self.export]
+               "--state-dir", state] + squash + self.a.podfsd_arg + [self.export]
         p, lp = self.ctx.spawn("podfsd" + sfx, cmd)
         t0, port = time.monotonic(), None
         while time.monotonic() - t0 < 15:

@@ -32,7 +32,7 @@ def reaper(env):
 
 def podfsd_daemon_argv(env, tag, listen="127.0.0.1:0"):
     return [PODFSD, "--listen", listen, "--key", env.key, "--state-dir", env.root / f"st-{tag}",
-            "--daemon", "--pidfile", env.root / f"{tag}.pid", "--port-file",
+            "--squash=none", "--daemon", "--pidfile", env.root / f"{tag}.pid", "--port-file",
             env.root / f"{tag}.port", env.export]
 
 

@@ -23,13 +23,17 @@ class Daemon:
     external = False
 
     def __init__(self, env, listen="127.0.0.1:0", export=None, state_dir=None, key=None,
-                 extra=(), tag=None):
+                 extra=(), tag=None, squash="none"):
         self.env = env
         self.export = Path(export or env.export)
         self.state_dir = Path(state_dir or env.root / "state")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.key = Path(key or env.key)
-        self.extra = list(extra)
+        # The tests run as root on the mount and test POSIX behaviour, not
+        # the trust model: root stays root (--squash none) unless a test
+        # asks for squash=None (podfsd's default, root squash, or the
+        # rules of an exports file) or another mode.
+        self.extra = ([f"--squash={squash}"] if squash else []) + list(extra)
         self.listen_host, _, p = listen.rpartition(":")
         self.port = int(p)
         self.tag = tag or f"podfsd{len(env.daemons)}"
