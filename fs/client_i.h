@@ -49,6 +49,7 @@
 #include <sys/types.h>
 
 #include "estale_i.h"
+#include "lathist_i.h"
 #include "podfs/link.h"
 #include "podfs/wire.h"
 
@@ -108,6 +109,7 @@ struct client {
 	struct pcache *pc;       /* persistent content cache (pcache.c), or NULL */
 	struct wb *wb;           /* write-behind (wb.c) */
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
+	struct ctl *ctl;         /* the status socket (ctl.c), or NULL */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
 	/* Files the kernel opened and has not released yet (ofile.c). An
@@ -125,6 +127,14 @@ struct client {
 	atomic_uint_fast64_t st_file_read;
 	/* Requests sent to the daemon, by opcode (re-sends not counted). */
 	atomic_uint_fast64_t st_req[PFS_OP_MAX];
+	/* Of them, the ones answered, by the time from the call to its
+	 * reply (lathist_i.h), and the sum of those times in us. */
+	atomic_uint_fast64_t st_lat[PFS_OP_MAX][LATHIST_BUCKETS];
+	atomic_uint_fast64_t st_lat_sum_us[PFS_OP_MAX];
+	/* The main connection: reconnects since the mount, and when (wall
+	 * clock, s) the current one came up; pushes received. */
+	atomic_uint_fast64_t st_reconnects, st_up_since, st_pushes;
+	atomic_uint_fast64_t st_down_since; /* wall clock, s; 0 while up */
 	/* The mount's readahead (readahead.c). */
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */
 	char *bdi_ra_path;             /* /sys/class/bdi/MAJ:MIN/read_ahead_kb or NULL */

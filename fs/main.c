@@ -5,6 +5,7 @@
  *   podfs HOST[:PORT][:/] MOUNTPOINT [-f] [-d] [-o OPTIONS]
  *   podfs keygen FILE
  *   podfs warm PATH...   (warm.c)
+ *   podfs status [MNT]   (status.c)
  *
  * Start-up order matters: the first connection and the handshake run in
  * the foreground (their errors exit 1 on the terminal), then the session
@@ -44,6 +45,8 @@
 #include "readahead_i.h"
 #include "rpc_i.h"
 #include "transport_i.h"
+#include "ctl_i.h"
+#include "status_i.h"
 #include "warm_i.h"
 #include "wb_i.h"
 
@@ -129,6 +132,12 @@ static void tr_up_cb(void *arg, const struct transport_up *u)
 	if (u->chan == 0 && c->lk)
 		locks_connected(c->lk, u->boot_id, u->auth_flags, u->restarted);
 	rpc_connected(c->rpc, u->chan, u->gen, u->codecs);
+	if (u->chan == 0) {
+		atomic_store(&c->st_up_since, (uint64_t)time(NULL));
+		atomic_store(&c->st_down_since, 0);
+		if (u->again)
+			atomic_fetch_add(&c->st_reconnects, 1);
+	}
 	/* Pushes sent while we were away are lost: revalidate. */
 	if (u->chan == 0 && u->again && c->cache)
 		cache_reconnected(c->cache);
@@ -139,6 +148,8 @@ static void tr_down_cb(void *arg, unsigned chan)
 	struct client *c = arg;
 
 	rpc_disconnected(c->rpc, chan);
+	if (chan == 0)
+		atomic_store(&c->st_down_since, (uint64_t)time(NULL));
 	/* Pushes may be lost from now until the revalidation after the
 	 * reconnect: nothing cached before counts as current (the locally
 	 * answered GETATTR, trust_i.h). */
@@ -163,6 +174,9 @@ static void tr_wake_cb(void *arg, const uint8_t *payload, size_t len)
 
 static uint64_t tr_note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
 {
+	struct client *c = arg;
+
+	atomic_fetch_add_explicit(&c->st_pushes, 1, memory_order_relaxed);
 	return push_note(arg, op, payload, len);
 }
 
@@ -357,6 +371,8 @@ static void choose_spin(struct client *c)
  * the connections close. */
 static void finish(struct client *c)
 {
+	ctl_stop(c->ctl);
+	c->ctl = NULL;
 	rpc_closing(c->rpc);
 	/* Every file is closed: nothing is pending; the writer threads end. */
 	wb_commit_all(c->wb);
@@ -390,6 +406,8 @@ int main(int argc, char **argv)
 		return keygen(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "warm") == 0)
 		return warm_main(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "status") == 0)
+		return status_main(argc, argv);
 
 	pfs_payload_alloc_tune();
 	opts_defaults(&c);
@@ -444,6 +462,7 @@ int main(int argc, char **argv)
 	if (start_threads(&c, &sc) < 0)
 		goto out_unmount;
 	pfs_notice("mounted %s on %s", c.hostport, c.mountpoint);
+	(void)ctl_start(&c, &c.ctl); /* the mount works without it */
 
 	choose_spin(&c);
 	rc = loop_run(c.se, LOOP_MAX_THREADS, LOOP_MAX_IDLE, (unsigned)c.spin_us, sc.wake_fd);

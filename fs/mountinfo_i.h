@@ -13,4 +13,11 @@
 bool mountinfo_top(const char *mountpoint, char *dev, size_t devlen, char *fstype,
 		   size_t fstypelen);
 
+/* Calls cb(arg, mountpoint, source, dev) for each mount of type fstype (as
+ * "fuse.podfs"), in mount order. Returns how many, or -1 if mountinfo
+ * cannot be read. */
+int mountinfo_each(const char *fstype,
+		   void (*cb)(void *arg, const char *mnt, const char *src, const char *dev),
+		   void *arg);
+
 #endif /* PODFS_MOUNTINFO_I_H */

@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops_i.h"
 #include "pcache_i.h"
+#include "stats_i.h"
 #include "podfs/log.h"
 #include "trust_i.h"
 #include "wb_i.h"
@@ -79,41 +81,23 @@ static void finish_xattr(fuse_req_t req, size_t size, int rc, struct rpc_reply *
 #define PFS_STATS_XATTR "user.podfs.stats"
 static void stats_xattr(fuse_req_t req, size_t size)
 {
-	struct client *c = CL(req);
-	struct wb_stats ws;
-	char buf[4096];
+	const size_t cap = STATS_MAX;
+	char *buf = malloc(cap);
 
-	wb_get_stats(c->wb, &ws);
-	int n = snprintf(buf, sizeof(buf),
-			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
-			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
-			 "wb_held %llu\nconns %u\nconns_up %u\n",
-			 (unsigned long long)atomic_load(&c->st_wire_out),
-			 (unsigned long long)atomic_load(&c->st_raw_out),
-			 (unsigned long long)atomic_load(&c->st_wire_in),
-			 (unsigned long long)atomic_load(&c->st_raw_in),
-			 (unsigned long long)ws.written,
-			 (unsigned long long)atomic_load(&c->st_file_read),
-			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
-			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc));
-	for (unsigned op = 0; op < PFS_OP_MAX && n > 0 && (size_t)n < sizeof(buf); op++) {
-		uint64_t k = atomic_load(&c->st_req[op]);
-		if (k)
-			n += snprintf(buf + n, sizeof(buf) - (size_t)n, "req_%s %llu\n", pfs_op_name(op),
-				      (unsigned long long)k);
-	}
-	if (c->pc && n > 0 && (size_t)n < sizeof(buf))
-		n += (int)pcache_format_stats(c->pc, buf + n, sizeof(buf) - (size_t)n);
-	if (n < 0 || (size_t)n >= sizeof(buf)) { /* cannot happen: 4 KiB holds every line */
-		fuse_reply_err(req, EOVERFLOW);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (size == 0)
+	int n = stats_format(CL(req), buf, cap);
+	if (n < 0)
+		fuse_reply_err(req, -n);
+	else if (size == 0)
 		fuse_reply_xattr(req, (size_t)n);
 	else if ((size_t)n > size)
 		fuse_reply_err(req, ERANGE);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
 }
 
 void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)

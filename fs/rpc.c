@@ -174,6 +174,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 {
 	struct rpc_req r = { .id = transport_next_id(rpc->c->tr), .op = op };
 	struct timespec deadline;
+	int64_t t0 = pfs_mono_ns();
 	bool has_deadline = false;
 	int timeout_err = -EIO;
 	int err = 0;
@@ -254,6 +255,12 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	/* The completer has already removed r from the table. */
 	pthread_mutex_unlock(&rpc->lock);
 	pthread_cond_destroy(&r.cond);
+	if (op < PFS_OP_MAX) {
+		uint64_t us = (uint64_t)(pfs_mono_ns() - t0) / 1000;
+		atomic_fetch_add_explicit(&rpc->c->st_lat[op][lathist_bucket(us)], 1,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&rpc->c->st_lat_sum_us[op], us, memory_order_relaxed);
+	}
 	if (r.status != 0) {
 		rpc_reply_free(&r.rep);
 		return -r.status;

@@ -1,0 +1,22 @@
+/* stats_i.h: the mount's figures as text, one "name value..." per line:
+ * the "user.podfs.stats" xattr of the mount's root, the status socket
+ * (ctl.c) and `podfs status` (status.c) read them.
+ */
+#ifndef PODFS_STATS_I_H
+#define PODFS_STATS_I_H
+
+#include <stddef.h>
+
+struct client;
+
+/* Room for every line. */
+#define STATS_MAX 32768
+
+/* Writes the figures into buf[cap] (cap >= STATS_MAX holds them all):
+ * the server, connection and round trip (a PING of at most 2 s; -1
+ * while the server is away), byte counters, requests and their latency
+ * by opcode, write-behind and the persistent cache. Returns the length,
+ * or -EOVERFLOW. Any thread but a connection thread. */
+int stats_format(struct client *c, char *buf, size_t cap);
+
+#endif /* PODFS_STATS_I_H */

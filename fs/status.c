@@ -1,0 +1,345 @@
+/* status.c: `podfs status` (see status_i.h). */
+#include "status_i.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl_i.h"
+#include "mountinfo_i.h"
+#include "opts_i.h"
+#include "stats_i.h"
+
+#define STATS_XATTR "user.podfs.stats"
+#define MAX_KEYS 512
+
+/* One reading of a mount's stats: "name value..." lines. */
+struct reading {
+	char *text;
+	char *key[MAX_KEYS];
+	char *val[MAX_KEYS];
+	int n;
+};
+
+/* The figures from the mount's status socket (ctl_i.h), which answers
+ * even while the server is away; len or -errno. */
+static ssize_t from_socket(const char *dev, char *buf, size_t cap)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = 5 };
+	size_t len = 0;
+
+	ctl_path(dev, sa.sun_path, sizeof(sa.sun_path));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	for (;;) {
+		ssize_t k = recv(fd, buf + len, cap - len, 0);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+		if (k == 0 || (len += (size_t)k) == cap)
+			break;
+	}
+	close(fd);
+	return (ssize_t)len;
+}
+
+static int read_stats(const char *mnt, const char *dev, struct reading *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->text = malloc(STATS_MAX + 1);
+	if (!r->text)
+		return -ENOMEM;
+	ssize_t len = from_socket(dev, r->text, STATS_MAX);
+	/* No socket: a podfs that could not make one (not root); its
+	 * xattr, through the mount. */
+	if (len == -ENOENT || len == -ECONNREFUSED) {
+		len = getxattr(mnt, STATS_XATTR, r->text, STATS_MAX);
+		if (len < 0)
+			len = -errno;
+	}
+	if (len < 0) {
+		free(r->text);
+		r->text = NULL;
+		return (int)len;
+	}
+	r->text[len] = 0;
+	for (char *save = NULL, *line = strtok_r(r->text, "\n", &save); line && r->n < MAX_KEYS;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = 0;
+		r->key[r->n] = line;
+		r->val[r->n] = sp + 1;
+		r->n++;
+	}
+	return 0;
+}
+
+static void reading_free(struct reading *r)
+{
+	free(r->text);
+	r->text = NULL;
+}
+
+static const char *get(const struct reading *r, const char *key)
+{
+	for (int i = 0; i < r->n; i++)
+		if (strcmp(r->key[i], key) == 0)
+			return r->val[i];
+	return NULL;
+}
+
+static unsigned long long num(const struct reading *r, const char *key)
+{
+	const char *v = get(r, key);
+	return v ? strtoull(v, NULL, 10) : 0;
+}
+
+/* n bytes, human-readable. */
+static const char *bytes(unsigned long long n, char *buf, size_t len)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)n;
+	unsigned u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+static void show(const char *mnt, const char *src, const struct reading *a,
+		 const struct reading *b, double secs)
+{
+	char t1[32], t2[32], t3[32], t4[32];
+	time_t since = (time_t)num(b, "up_since");
+	struct tm tm;
+	char when[64] = "-";
+	long long rtt = strtoll(get(b, "rtt_us") ? get(b, "rtt_us") : "-1", NULL, 10);
+
+	if (since && gmtime_r(&since, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	printf("%s: %s (server %s)\n", mnt, src, get(b, "server") ? get(b, "server") : "?");
+	printf("  connected since %s, %llu reconnects; connections %llu of %llu up\n", when,
+	       num(b, "reconnects"), num(b, "conns_up"), num(b, "conns"));
+	if (rtt >= 0)
+		printf("  round trip %lld us\n", rtt);
+	else
+		printf("  round trip: server unreachable\n");
+	time_t down = (time_t)num(b, "down_since");
+	if (down) {
+		long long ago = (long long)(time(NULL) - down);
+		printf("  DISCONNECTED for %lld s: %llu requests waiting; a hard mount waits for the "
+		       "server\n", ago < 0 ? 0 : ago, num(b, "waiting"));
+	}
+	if (num(b, "abandoned"))
+		printf("  %llu requests given up because their process was killed\n",
+		       num(b, "abandoned"));
+
+	/* Requests by operation: total, per second over the interval,
+	 * latency. */
+	unsigned long long total = 0, dtotal = 0;
+	printf("  %-12s %10s %9s %9s %9s %9s\n", "requests", "total", "per s", "mean us",
+	       "p50 us", "p99 us");
+	for (int i = 0; i < b->n; i++) {
+		if (strncmp(b->key[i], "req_", 4) != 0)
+			continue;
+		const char *op = b->key[i] + 4;
+		char lk[96];
+		unsigned long long k = strtoull(b->val[i], NULL, 10);
+		unsigned long long k0 = num(a, b->key[i]);
+		unsigned long long cnt = 0, sum = 0, p50 = 0, p99 = 0;
+		snprintf(lk, sizeof(lk), "lat_%s", op);
+		const char *lat = get(b, lk);
+		if (lat)
+			sscanf(lat, "%llu %llu %llu %llu", &cnt, &sum, &p50, &p99);
+		total += k;
+		dtotal += k - k0;
+		printf("  %-12s %10llu %9.1f %9llu %9llu %9llu\n", op, k,
+		       (double)(k - k0) / secs, cnt ? sum / cnt : 0, p50, p99);
+	}
+	printf("  %-12s %10llu %9.1f\n", "all", total, (double)dtotal / secs);
+
+	unsigned long long wo = num(b, "wire_out"), ro = num(b, "raw_out");
+	unsigned long long wi = num(b, "wire_in"), ri = num(b, "raw_in");
+	printf("  wire: sent %s (%s before compression), received %s (%s after decompression)\n",
+	       bytes(wo, t1, sizeof(t1)), bytes(ro, t2, sizeof(t2)), bytes(wi, t3, sizeof(t3)),
+	       bytes(ri, t4, sizeof(t4)));
+	printf("  now: sending %s/s, receiving %s/s\n",
+	       bytes((unsigned long long)((double)(wo - num(a, "wire_out")) / secs), t1, sizeof(t1)),
+	       bytes((unsigned long long)((double)(wi - num(a, "wire_in")) / secs), t2, sizeof(t2)));
+	printf("  files: read %s, written %s; write-behind holds %s, %llu commits, %s re-sent\n",
+	       bytes(num(b, "file_read"), t1, sizeof(t1)), bytes(num(b, "file_written"), t2, sizeof(t2)),
+	       bytes(num(b, "wb_held"), t3, sizeof(t3)), num(b, "commits"),
+	       bytes(num(b, "resent"), t4, sizeof(t4)));
+	printf("  pushes from the server: %llu\n", num(b, "pushes"));
+	if (get(b, "pcache_hits")) {
+		unsigned long long h = num(b, "pcache_hits"), m = num(b, "pcache_misses");
+		printf("  persistent cache: %llu hits, %llu misses (%.0f%% hit), %s stored in %llu "
+		       "entries\n",
+		       h, m, h + m ? 100.0 * (double)h / (double)(h + m) : 0.0,
+		       bytes(num(b, "pcache_bytes"), t1, sizeof(t1)), num(b, "pcache_entries"));
+	}
+}
+
+struct mounts {
+	char **mnt, **src, **dev;
+	int n, cap;
+};
+
+static void add_mount(void *arg, const char *mnt, const char *src, const char *dev)
+{
+	struct mounts *m = arg;
+	if (m->n == m->cap) {
+		int cap = m->cap ? m->cap * 2 : 8;
+		char **a = realloc(m->mnt, (size_t)cap * sizeof(*a));
+		if (!a)
+			return;
+		m->mnt = a;
+		char **b = realloc(m->src, (size_t)cap * sizeof(*b));
+		if (!b)
+			return;
+		m->src = b;
+		char **d = realloc(m->dev, (size_t)cap * sizeof(*d));
+		if (!d)
+			return;
+		m->dev = d;
+		m->cap = cap;
+	}
+	m->mnt[m->n] = strdup(mnt);
+	m->src[m->n] = strdup(src);
+	m->dev[m->n] = strdup(dev);
+	if (m->mnt[m->n] && m->src[m->n] && m->dev[m->n])
+		m->n++;
+}
+
+static void mounts_free(struct mounts *m)
+{
+	for (int k = 0; k < m->n; k++) {
+		free(m->mnt[k]);
+		free(m->src[k]);
+		free(m->dev[k]);
+	}
+	free(m->mnt);
+	free(m->src);
+	free(m->dev);
+	memset(m, 0, sizeof(*m));
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: podfs status [-i SECONDS] [MOUNTPOINT...]\n"
+	      "\n"
+	      "Shows each podfs mount (default: every podfs mount of this host): the\n"
+	      "server and connection, round trip, requests per second and latency by\n"
+	      "operation (over -i SECONDS, default 1), bytes on the wire and before\n"
+	      "compression, pushes, write-behind and the persistent cache.\n",
+	      f);
+}
+
+int status_main(int argc, char **argv)
+{
+	struct mounts m = { 0 };
+	double interval = 1.0;
+	int rc = 0, i = 2;
+
+	for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc) {
+			char *end;
+			interval = strtod(argv[++i], &end);
+			if (*end || !(interval > 0 && interval <= 3600)) {
+				opts_usage_error("status: bad interval '%s' (seconds, 0 < S <= 3600)",
+						 argv[i]);
+				return OPTS_EXIT_USAGE;
+			}
+		} else if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		} else {
+			opts_usage_error("status: unknown option '%s'", argv[i]);
+			return OPTS_EXIT_USAGE;
+		}
+	}
+	struct mounts all = { 0 };
+	int found = mountinfo_each("fuse.podfs", add_mount, &all);
+	if (i < argc) {
+		for (; i < argc; i++) {
+			char *real = realpath(argv[i], NULL);
+			int k = all.n - 1; /* the topmost mount there */
+			while (real && k >= 0 && strcmp(all.mnt[k], real) != 0)
+				k--;
+			if (!real || k < 0) {
+				fprintf(stderr, "podfs status: %s is not a podfs mount point\n", argv[i]);
+				rc = 1;
+			} else {
+				add_mount(&m, all.mnt[k], all.src[k], all.dev[k]);
+			}
+			free(real);
+		}
+	} else if (found <= 0) {
+		fprintf(stderr, "podfs status: no podfs mount on this host\n");
+		rc = 1;
+	} else {
+		for (int k = 0; k < all.n; k++)
+			add_mount(&m, all.mnt[k], all.src[k], all.dev[k]);
+	}
+	mounts_free(&all);
+
+	struct reading *first = calloc((size_t)(m.n ? m.n : 1), sizeof(*first));
+	if (!first)
+		return 1;
+	for (int k = 0; k < m.n; k++) {
+		int e = read_stats(m.mnt[k], m.dev[k], &first[k]);
+		if (e < 0) {
+			fprintf(stderr, "podfs status: %s: %s\n", m.mnt[k], strerror(-e));
+			rc = 1;
+		}
+	}
+	if (m.n) {
+		struct timespec ts = { (time_t)interval,
+				       (long)((interval - (double)(time_t)interval) * 1e9) };
+		nanosleep(&ts, NULL);
+	}
+	for (int k = 0; k < m.n; k++) {
+		struct reading second;
+		if (!first[k].text)
+			continue;
+		int e = read_stats(m.mnt[k], m.dev[k], &second);
+		if (e < 0) {
+			fprintf(stderr, "podfs status: %s: %s\n", m.mnt[k], strerror(-e));
+			rc = 1;
+		} else {
+			show(m.mnt[k], m.src[k], &first[k], &second, interval);
+			reading_free(&second);
+		}
+		reading_free(&first[k]);
+	}
+	free(first);
+	mounts_free(&m);
+	return rc;
+}

@@ -1,0 +1,84 @@
+"""test_status.py: `podfs status` shows live figures that match known
+traffic: the server and connection, the round trip, requests by operation
+with their latency, bytes on the wire, write-behind and pushes."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from helpers import PODFS, read_file, write_file
+
+
+def status(*args, timeout=60):
+    return subprocess.run([PODFS, "status", *map(str, args)], text=True, timeout=timeout,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def row(out, op):
+    """The requests row of op: (total, per_s, mean, p50, p99)."""
+    m = re.search(rf"^  {op} +(\d+) +([\d.]+) +(\d+) +(\d+) +(\d+)$", out, re.M)
+    assert m, f"no {op} row in:\n{out}"
+    return int(m[1]), float(m[2]), int(m[3]), int(m[4]), int(m[5])
+
+
+def test_status_counts_known_traffic(env, daemon, mount):
+    mm = mount(daemon)
+    for i in range(10):
+        write_file(mm / f"f{i}", b"x" * 1000)
+    assert read_file(mm / "f3") == b"x" * 1000
+    r = status("-i", "0.2", mm)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.startswith(f"{mm}: 127.0.0.1:{daemon.port} (server 127.0.0.1:{daemon.port})"), out
+    assert "0 reconnects; connections 1 of 1 up" in out, out
+    assert re.search(r"round trip \d+ us", out), out
+    total, _, mean, p50, p99 = row(out, "CREATE")
+    assert total == 10
+    assert 0 < p50 <= p99 and mean > 0
+    assert row(out, "WRITE")[0] == 10
+    assert re.search(r"files: read 1000 B, written 9\.8 KiB", out), out
+    # Live: the rates are over the interval, the totals grow.
+    for i in range(10, 15):
+        write_file(mm / f"f{i}", b"y")
+    assert row(status("-i", "0.2", mm).stdout, "CREATE")[0] == 15
+
+
+def test_status_lists_every_mount_and_pushes(env, daemon, mount):
+    a = mount(daemon)
+    b = mount(daemon, path=env.root / "mnt-b")
+    os.listdir(b)
+    write_file(a / "seen", b"1")
+    os.stat(b / "seen")
+    write_file(a / "seen", b"22")  # a change b caches: a push to b
+    r = status("-i", "0.1")
+    assert r.returncode == 0, r.stderr
+    assert f"{a}: " in r.stdout and f"{b}: " in r.stdout, r.stdout
+    mb = status("-i", "0.1", b).stdout
+    assert int(re.search(r"pushes from the server: (\d+)", mb)[1]) >= 1, mb
+
+
+def test_status_errors(env, daemon, mount):
+    mm = mount(daemon)
+    r = status("-x")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    r = status("-i", "0", mm)
+    assert r.returncode == 2, r.stderr
+    r = status(env.root)
+    assert r.returncode == 1 and "not a podfs mount point" in r.stderr, r.stderr
+    r = status("--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: podfs status"), r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_status_of_an_unreachable_server(env, mount):
+    d = env.start_daemon()
+    mm = mount(d)
+    write_file(mm / "f", b"x")
+    d.kill9()
+    r = status("-i", "0.1", mm)
+    assert r.returncode == 0, r.stderr
+    assert "round trip: server unreachable" in r.stdout, r.stdout
+    assert "connections 0 of 1 up" in r.stdout, r.stdout
+    assert re.search(r"DISCONNECTED for \d+ s: \d+ requests waiting", r.stdout), r.stdout
