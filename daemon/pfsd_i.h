@@ -12,7 +12,7 @@
  *   session.c       sessions, fids, lock fds, lock wake-ups
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   conn.c          one connection: frames, write queue, backpressure
- *   leaves          handles.c interest.c lockstate.c pipes.c drc.c
+ *   leaves          handles.c interest.c lockstate.c pipes.c drc.c framer.c
  *                   ratelimit.c, and lib/
  *
  * Threads: one libuv loop thread owns the listener, the connections, the
