@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "caps_i.h"
 #include "creds_i.h"
 
 int creds_enter(const struct pfs_creds *cr)
@@ -15,9 +16,16 @@ int creds_enter(const struct pfs_creds *cr)
 		return -EINVAL;
 	for (unsigned i = 0; i < cr->ngroups; i++)
 		groups[i] = cr->groups[i];
+	/* Not root: without the capabilities only root's requests use
+	 * (caps_i.h), taken before the switch, which clears some more. */
+	if (cr->uid != 0)
+		caps_user_enter();
 	/* glibc's setgroups() would change every thread of the process. */
-	if (syscall(SYS_setgroups, (size_t)cr->ngroups, groups) < 0)
-		return -errno;
+	if (syscall(SYS_setgroups, (size_t)cr->ngroups, groups) < 0) {
+		int err = errno;
+		caps_user_leave();
+		return -err;
+	}
 	syscall(SYS_setfsgid, cr->gid);
 	syscall(SYS_setfsuid, cr->uid);
 	/* An invalid id asks for the current one without changing it. */
@@ -36,4 +44,5 @@ void creds_leave(void)
 	syscall(SYS_setfsuid, 0);
 	syscall(SYS_setfsgid, 0);
 	syscall(SYS_setgroups, (size_t)0, NULL);
+	caps_user_leave();
 }

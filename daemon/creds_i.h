@@ -20,7 +20,8 @@ int creds_enter(const struct pfs_creds *cr);
 
 /* Makes the calling thread root again (fsuid and fsgid 0, no groups),
  * which restores the capabilities the switch dropped (CAP_DAC_READ_SEARCH,
- * needed by open_by_handle_at). Never fails. */
+ * needed by open_by_handle_at, and those a client other than root does
+ * without: caps_i.h). Never fails. */
 void creds_leave(void);
 
 #endif /* PODFSD_CREDS_I_H */
