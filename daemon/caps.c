@@ -13,14 +13,10 @@
 
 #include "caps_i.h"
 
-#define BIT(c) (1ull << (c))
+#define BIT(c) CAPS_BIT(c)
 
-/* What podfsd keeps (caps_i.h says why). */
-static const uint64_t keep = BIT(CAP_DAC_READ_SEARCH) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) |
-			     BIT(CAP_CHOWN) | BIT(CAP_FSETID) | BIT(CAP_SETUID) | BIT(CAP_SETGID) |
-			     BIT(CAP_MKNOD) | BIT(CAP_SETFCAP) | BIT(CAP_SYS_RESOURCE);
-/* What a thread acting for a user other than root does without. */
-static const uint64_t root_only = BIT(CAP_MKNOD) | BIT(CAP_SETFCAP) | BIT(CAP_SYS_RESOURCE);
+static const uint64_t keep = CAPS_KEEP;
+static const uint64_t root_only = CAPS_ROOT_ONLY;
 
 static const struct {
 	int cap;
@@ -88,6 +84,13 @@ static void list(char *buf, size_t len, uint64_t set_)
 		snprintf(buf, len, "none");
 }
 
+static bool no_switch; /* written before any other thread runs */
+
+bool caps_can_switch(void)
+{
+	return !no_switch;
+}
+
 int caps_drop(char *msg, size_t len)
 {
 	struct capset s;
@@ -128,6 +131,8 @@ int caps_drop(char *msg, size_t len)
 		snprintf(msg, len, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
 		return ret;
 	}
+	no_switch = (s.perm & (BIT(CAP_SETUID) | BIT(CAP_SETGID))) !=
+		    (BIT(CAP_SETUID) | BIT(CAP_SETGID));
 	list(kept, sizeof(kept), s.perm);
 	if (getuid() == 0 && geteuid() == 0)
 		snprintf(msg, len, "running as root with capabilities %s only%s; no_new_privs", kept,
@@ -137,8 +142,8 @@ int caps_drop(char *msg, size_t len)
 			 "running as uid %u, not root, with capabilities %s; no_new_privs; "
 			 "%s",
 			 (unsigned)geteuid(), kept,
-			 (s.perm & BIT(CAP_SETUID)) ? "acting for every client's uid"
-						    : "requests of other uids than this one fail (EPERM)");
+			 no_switch ? "requests of other uids than this one fail (EPERM)"
+				   : "acting for every client's uid");
 	return 0;
 }
 

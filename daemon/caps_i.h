@@ -36,7 +36,19 @@
 #ifndef PODFSD_CAPS_I_H
 #define PODFSD_CAPS_I_H
 
+#include <linux/capability.h>
+#include <stdbool.h>
 #include <stddef.h>
+
+#define CAPS_BIT(c) (1ull << (c))
+/* What podfsd keeps (the table above). */
+#define CAPS_KEEP                                                                        \
+	(CAPS_BIT(CAP_DAC_READ_SEARCH) | CAPS_BIT(CAP_DAC_OVERRIDE) | CAPS_BIT(CAP_FOWNER) | \
+	 CAPS_BIT(CAP_CHOWN) | CAPS_BIT(CAP_FSETID) | CAPS_BIT(CAP_SETUID) |               \
+	 CAPS_BIT(CAP_SETGID) | CAPS_BIT(CAP_MKNOD) | CAPS_BIT(CAP_SETFCAP) |              \
+	 CAPS_BIT(CAP_SYS_RESOURCE))
+/* What a thread acting for a user other than root does without. */
+#define CAPS_ROOT_ONLY (CAPS_BIT(CAP_MKNOD) | CAPS_BIT(CAP_SETFCAP) | CAPS_BIT(CAP_SYS_RESOURCE))
 
 /* Drops every capability but those above from the calling thread, which
  * must be the only one, and sets no_new_privs. Writes a line for the log
@@ -44,6 +56,11 @@
  * Returns 0, or -errno if the kernel refused (msg says what). Caps that
  * were never held are not an error. */
 int caps_drop(char *msg, size_t len);
+
+/* Whether podfsd may act as other users (CAP_SETUID and CAP_SETGID
+ * kept; true until caps_drop says otherwise). Without, it acts for its
+ * own uid only, as itself. */
+bool caps_can_switch(void);
 
 /* The calling (worker) thread starts acting for a client other than root:
  * clears CAP_MKNOD, CAP_SETFCAP and CAP_SYS_RESOURCE from its effective

@@ -14,6 +14,10 @@ int creds_enter(const struct pfs_creds *cr)
 	/* (uid_t)-1 means "unchanged" to setfsuid: never let it keep root. */
 	if (cr->uid == (uint32_t)-1 || cr->gid == (uint32_t)-1)
 		return -EINVAL;
+	/* Not run as root (caps_i.h): its own uid's requests only, as
+	 * itself. */
+	if (!caps_can_switch())
+		return cr->uid == geteuid() ? 0 : -EPERM;
 	for (unsigned i = 0; i < cr->ngroups; i++)
 		groups[i] = cr->groups[i];
 	/* Not root: without the capabilities only root's requests use

@@ -11,7 +11,9 @@
 
 #include "podfs/codec.h"
 
-/* Makes cr the calling thread's filesystem identity. Returns 0; -EINVAL
+/* Makes cr the calling thread's filesystem identity (a podfsd that may
+ * not switch, caps_can_switch, takes only requests of its own uid, as
+ * itself, and refuses others with -EPERM). Returns 0; -EINVAL
  * if cr's uid or gid is (uint32_t)-1 (which setfsuid would take for "keep
  * root"); the -errno of setgroups; or -EPERM if the kernel did not take
  * the ids, after going back to root. On failure the thread is root, as

@@ -22,6 +22,9 @@
  * (the export root, a, d, d/f, priv, up, abs, then the handles the
  * requests of this input got back) and are replaced by it.
  *
+ * Run as root, the handlers have the effective capabilities podfsd keeps
+ * (caps_i.h) and switch to each request's uid as podfsd does.
+ *
  * Properties: no sanitizer report; the sentinel and the directory that
  * holds the export never change; every handle a reply hands out names
  * an object inside the export; the thread is root again after each
@@ -42,6 +45,7 @@
 
 #include "podfs/codec.h"
 #include "podfs/log.h"
+#include "caps_i.h"
 #include "conn_i.h"
 #include "dispatch_i.h"
 #include "handles_i.h"
@@ -136,10 +140,26 @@ static void populate(void)
 	add_slot("abs");
 }
 
+/* The calling thread's effective (and permitted) capabilities. */
+static void set_caps(uint64_t eff, uint64_t perm)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct cd[2] = {
+		{ (uint32_t)eff, (uint32_t)perm, 0 },
+		{ (uint32_t)(eff >> 32), (uint32_t)(perm >> 32), 0 },
+	};
+
+	syscall(SYS_capset, &h, cd);
+}
+
+static bool as_root;
+
 static void cleanup(void)
 {
 	if (!top[0])
 		return;
+	if (as_root) /* back to CAP_SYS_ADMIN for the umount */
+		set_caps(CAPS_KEEP | CAPS_BIT(CAP_SYS_ADMIN), CAPS_KEEP | CAPS_BIT(CAP_SYS_ADMIN));
 	umount2(top, MNT_DETACH);
 	wipe(top);
 	rmdir(top);
@@ -200,6 +220,11 @@ static void setup(void)
 	fc->st = CS_READY;
 	/* Taken last: the state directory and the export are made. */
 	FUZZ_ASSERT(stat(top, &top_st) == 0);
+	/* The handlers run with the capabilities podfsd keeps (caps_i.h);
+	 * CAP_SYS_ADMIN stays permitted for the umount at exit only. */
+	as_root = ns;
+	if (as_root)
+		set_caps(CAPS_KEEP, CAPS_KEEP | CAPS_BIT(CAP_SYS_ADMIN));
 }
 
 static void check_outside(void)

@@ -5,7 +5,8 @@ README.md (daemon/caps_i.h) from all its sets, the bounding set too, and
 sets no_new_privs; its worker threads have the same or fewer. A worker
 acting for a client other than root also does without CAP_MKNOD and
 CAP_SYS_RESOURCE: such a client makes no device nodes and cannot write
-into the blocks an ext4 export reserves for root.
+into the blocks an ext4 export reserves for root. Run by a user (with
+CAP_DAC_READ_SEARCH, which it needs), podfsd serves that user only.
 """
 
 import os
@@ -15,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from helpers import MiB, TEST_UID, file_errno, run, wait_for
+from types import SimpleNamespace
+
+from harness.procs import Proc
+from helpers import (MiB, PODFSD, TEST_GID, TEST_UID, file_errno, read_file, run,
+                     setpriv_argv, wait_for)
 
 CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID = 0, 1, 2, 3, 4
 CAP_SETGID, CAP_SETUID, CAP_SYS_RESOURCE, CAP_MKNOD, CAP_SETFCAP = 6, 7, 24, 27, 31
@@ -133,3 +138,41 @@ def test_nonroot_client_stays_out_of_reserved_blocks(env):
                 run(["umount", "-l", path], timeout=60, check=False)
     finally:
         run(["losetup", "-d", loopdev], timeout=30, check=False)
+
+
+def test_podfsd_run_by_a_user_serves_that_user(env):
+    """podfsd as uid TEST_UID with only CAP_DAC_READ_SEARCH (ambient, as a
+    file capability would give it): it starts, says so, keeps that one
+    capability, and serves its own uid's requests; root's fail (EPERM)."""
+    home = env.root / "user"
+    exp = home / "export"
+    exp.mkdir(parents=True)
+    key = home / "pod.key"
+    key.write_bytes(read_file(env.key))
+    os.chmod(key, 0o600)
+    for p in (home, exp, key):
+        os.chown(p, TEST_UID, TEST_GID)
+    portfile = home / "port"
+    argv = setpriv_argv() + ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search",
+                             PODFSD, "--listen", "127.0.0.1:0", "--key", key, "--state-dir",
+                             home / "state", "--port-file", portfile, exp]
+    d = Proc(env, "podfsd-user", argv)
+
+    def port():
+        assert d.alive(), d.output()
+        return int(portfile.read_text().strip() or 0)
+    shim = SimpleNamespace(host="127.0.0.1", port=wait_for(port, 10, what="the port file"),
+                           key=key)
+    st = status(f"/proc/{d.pid}/status")
+    assert st["CapEff"] == st["CapPrm"] == 1 << CAP_DAC_READ_SEARCH
+    assert st["NoNewPrivs"] == 1
+    assert f"running as uid {TEST_UID}, not root" in d.output()
+    mm = env.mount(shim, path=env.root / "mnt-user", tag="podfs-user")
+    assert file_errno(f"open({str(mm / 'mine')!r}, 'wb').write(b'mine')") == "OK"
+    assert read_file(exp / "mine") == b"mine"
+    assert os.stat(exp / "mine").st_uid == TEST_UID
+    with pytest.raises(PermissionError):
+        (mm / "roots").write_bytes(b"x")
+    assert not (exp / "roots").exists()
+    assert mm.umount() is None
+    assert d.stop() is None
