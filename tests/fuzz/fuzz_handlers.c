@@ -140,16 +140,21 @@ static void populate(void)
 	add_slot("abs");
 }
 
-/* The calling thread's effective (and permitted) capabilities. */
+/* Sets the calling thread's effective and permitted capabilities to
+ * eff and perm, as far as it holds them. */
 static void set_caps(uint64_t eff, uint64_t perm)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-	struct __user_cap_data_struct cd[2] = {
-		{ (uint32_t)eff, (uint32_t)perm, 0 },
-		{ (uint32_t)(eff >> 32), (uint32_t)(perm >> 32), 0 },
-	};
+	struct __user_cap_data_struct cd[2];
+	uint64_t have;
 
-	syscall(SYS_capset, &h, cd);
+	FUZZ_ASSERT(syscall(SYS_capget, &h, cd) == 0);
+	have = cd[0].permitted | (uint64_t)cd[1].permitted << 32;
+	eff &= have;
+	perm &= have;
+	cd[0] = (struct __user_cap_data_struct){ (uint32_t)eff, (uint32_t)perm, 0 };
+	cd[1] = (struct __user_cap_data_struct){ (uint32_t)(eff >> 32), (uint32_t)(perm >> 32), 0 };
+	FUZZ_ASSERT(syscall(SYS_capset, &h, cd) == 0);
 }
 
 static bool as_root;
