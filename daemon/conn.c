@@ -427,7 +427,6 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	struct conn *c = h->data;
-
 	uint8_t *direct;
 	size_t len;
 
