@@ -240,12 +240,16 @@ static int gen_framer(const char *dir)
 	if (write_seed(dir, "framer", "coded_and_big", st.b, st.n) < 0)
 		return -1;
 
-	/* The coded PUSH_ACK of commit 439ffd7: a violation. */
+	/* The coded PUSH_ACK of commit 439ffd7 (one zero-word byte for 8
+	 * raw ones): a violation. */
+	struct pfs_frame_hdr h = { .op = PFS_OP_PUSH_ACK, .flags = PFS_FF_PUSH | PFS_FF_ZR,
+				   .wire_len = 1, .raw_len = 8 };
 	st.n = 0;
 	st.b[st.n++] = 1 | 2;
 	st.b[st.n++] = 0;
-	memset(pl, 0, 8);
-	put_frame(&st, 0, PFS_OP_PUSH_ACK, PFS_FF_PUSH, pl, 8, PFS_CAPS_CODECS);
+	pfs_hdr_pack(st.b + st.n, &h);
+	st.n += PFS_FRAME_HDR_SIZE;
+	st.b[st.n++] = 0;
 	return write_seed(dir, "framer", "coded_push_ack", st.b, st.n);
 }
 
