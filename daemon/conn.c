@@ -34,7 +34,7 @@ static void maybe_free(struct conn *c)
 {
 	if (!c->closing || c->open_handles || c->inflight || c->refs)
 		return;
-	free(c->pbuf);
+	framer_free(&c->fr);
 	free(c->rbuf);
 	free(c);
 }
@@ -396,13 +396,10 @@ void conn_send_small(struct conn *c, uint64_t id, uint16_t op, uint16_t flags, i
 
 static void frame_done(struct conn *c)
 {
-	uint8_t *payload = c->pbuf;
+	uint8_t *payload = framer_take(&c->fr);
 
 	c->d->wire_in += PFS_FRAME_HDR_SIZE + c->h.wire_len;
 	c->d->raw_in += PFS_FRAME_HDR_SIZE + c->h.raw_len;
-	c->pbuf = NULL;
-	c->have_hdr = false;
-	c->hgot = 0;
 	if (c->close_after_write) { /* refused or said goodbye: ignore the rest */
 		free(payload);
 		return;
@@ -413,48 +410,16 @@ static void frame_done(struct conn *c)
 /* Parses n bytes of stream data from the connection's read buffer. */
 static void feed(struct conn *c, const uint8_t *p, size_t n)
 {
+	const char *why;
+	int ret;
+
 	while (n && !c->closing) {
 		if (c->close_after_write)
 			return; /* refused or said goodbye: ignore the rest */
-		if (!c->have_hdr) {
-			size_t k = PFS_FRAME_HDR_SIZE - c->hgot;
-			if (k > n)
-				k = n;
-			memcpy(c->hbuf + c->hgot, p, k);
-			c->hgot += k;
-			p += k;
-			n -= k;
-			if (c->hgot < PFS_FRAME_HDR_SIZE)
-				return;
-			size_t max = c->st == CS_READY ? PFS_MAX_PAYLOAD : PFS_MAX_HANDSHAKE;
-			if (pfs_hdr_unpack(c->hbuf, &c->h, max) < 0)
-				return conn_violation(c, "malformed frame header");
-			/* Requests, and PUSH_ACK, the one frame a client
-			 * sends unasked (flagged as a push, id 0). It is 8
-			 * bytes, which no coding makes shorter: a coded one
-			 * (whose payload is shorter than its raw length) is
-			 * a protocol violation. */
-			bool ack = (c->h.flags & PFS_FF_PUSH) && c->st == CS_READY &&
-				   (c->caps & PFS_CAP_PUSH_ACK) && c->h.op == PFS_OP_PUSH_ACK &&
-				   c->h.id == 0 && !(c->h.flags & (PFS_FF_CODED | PFS_FF_REPLY)) &&
-				   c->h.raw_len <= 64;
-			if (!ack && ((c->h.flags & (PFS_FF_REPLY | PFS_FF_PUSH)) || c->h.id == 0))
-				return conn_violation(c, "not a request frame");
-			if (c->h.status != 0)
-				return conn_violation(c, "not a request frame");
-			c->have_hdr = true;
-			c->pgot = 0;
-			c->pbuf = c->h.wire_len ? xmalloc(c->h.wire_len) : NULL;
-		}
-		size_t k = c->h.wire_len - c->pgot;
-		if (k > n)
-			k = n;
-		if (k)
-			memcpy(c->pbuf + c->pgot, p, k);
-		c->pgot += k;
-		p += k;
-		n -= k;
-		if (c->pgot == c->h.wire_len)
+		ret = framer_feed(&c->fr, &c->h, c->st == CS_READY, c->caps, &p, &n, &why);
+		if (ret < 0)
+			return conn_violation(c, why);
+		if (ret > 0)
 			frame_done(c);
 	}
 }
@@ -462,10 +427,12 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	struct conn *c = h->data;
+	uint8_t *direct;
+	size_t len;
 
 	/* A large payload is read straight into its own buffer. */
-	if (c->have_hdr && c->pbuf && c->h.wire_len - c->pgot >= CONN_RBUF) {
-		*buf = uv_buf_init((char *)c->pbuf + c->pgot, c->h.wire_len - c->pgot);
+	if (framer_direct(&c->fr, &c->h, CONN_RBUF, &direct, &len)) {
+		*buf = uv_buf_init((char *)direct, len);
 		return;
 	}
 	if (!c->rbuf)
@@ -491,9 +458,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		return;
 	if ((uint8_t *)buf->base == c->rbuf) {
 		feed(c, c->rbuf, (size_t)nread);
-	} else {
-		c->pgot += (size_t)nread;
-		if (c->pgot == c->h.wire_len)
-			frame_done(c);
+	} else if (framer_direct_got(&c->fr, &c->h, (size_t)nread)) {
+		frame_done(c);
 	}
 }

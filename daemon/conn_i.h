@@ -28,6 +28,7 @@
 
 #include "podfs/wire.h"
 #include "exports_i.h"
+#include "framer_i.h"
 
 struct pfsd;
 struct session;
@@ -84,13 +85,10 @@ struct conn {
 	conn_close_cb close_cb;
 	conn_deadline_cb deadline_cb;
 
-	/* Frame reader: header bytes, then the payload into pbuf. */
-	uint8_t hbuf[PFS_FRAME_HDR_SIZE];
-	size_t hgot;
-	bool have_hdr;
+	/* Frame reader (framer_i.h): the header of the frame being read,
+	 * or of the whole one just handed on. */
+	struct framer fr;
 	struct pfs_frame_hdr h;
-	uint8_t *pbuf;
-	size_t pgot;
 	uint8_t *rbuf;         /* CONN_RBUF */
 
 	/* The handshake (handshake.c) and the session it leads to. */

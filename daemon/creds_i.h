@@ -11,7 +11,9 @@
 
 #include "podfs/codec.h"
 
-/* Makes cr the calling thread's filesystem identity. Returns 0; -EINVAL
+/* Makes cr the calling thread's filesystem identity (a podfsd that may
+ * not switch, caps_can_switch, takes only requests of its own uid, as
+ * itself, and refuses others with -EPERM). Returns 0; -EINVAL
  * if cr's uid or gid is (uint32_t)-1 (which setfsuid would take for "keep
  * root"); the -errno of setgroups; or -EPERM if the kernel did not take
  * the ids, after going back to root. On failure the thread is root, as
@@ -20,7 +22,8 @@ int creds_enter(const struct pfs_creds *cr);
 
 /* Makes the calling thread root again (fsuid and fsgid 0, no groups),
  * which restores the capabilities the switch dropped (CAP_DAC_READ_SEARCH,
- * needed by open_by_handle_at). Never fails. */
+ * needed by open_by_handle_at, and those a client other than root does
+ * without: caps_i.h). Never fails. */
 void creds_leave(void);
 
 #endif /* PODFSD_CREDS_I_H */

@@ -19,6 +19,7 @@
 #include "podfs/auth.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
+#include "caps_i.h"
 #include "handles_i.h"
 #include "lockstate_i.h"
 #include "pfsd_i.h"
@@ -592,6 +593,14 @@ int main(int argc, char **argv)
 			pfs_notice("export rule: %s %s", net, opts);
 		}
 	}
+	/* Everything that needs more than caps_i.h keeps is done (the
+	 * listener bound, fanotify set up), and no other thread runs yet
+	 * (libuv starts its pool with the first request): they all get the
+	 * reduced sets. */
+	ret = caps_drop(err, sizeof(err));
+	if (ret < 0)
+		fatal("%s", err);
+	pfs_notice("%s", err);
 	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s)", d->o.export_dir,
 		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease);
 

@@ -12,8 +12,8 @@
  *   session.c       sessions, fids, lock fds, lock wake-ups
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   conn.c          one connection: frames, write queue, backpressure
- *   leaves          handles.c interest.c lockstate.c pipes.c drc.c
- *                   ratelimit.c exports.c (export rules), and lib/
+ *   leaves          handles.c interest.c lockstate.c pipes.c drc.c framer.c
+ *                   ratelimit.c caps.c exports.c (export rules), and lib/
  *
  * Threads: one libuv loop thread owns the listener, the connections, the
  * session table, every reply cache and the push order; worker threads

@@ -1,14 +1,17 @@
 /* gen_corpus.c: writes the seed corpus of the fuzz targets.
  *
- * Usage: gen_corpus DIR  (creates DIR/codec, DIR/frame, DIR/lz4). The
+ * Usage: gen_corpus DIR  (creates DIR/codec, DIR/frame, DIR/lz4, and for
+ * podfsd's targets DIR/framer and DIR/handlers). The
  * committed tests/fuzz/corpus was made with it; rerun it after adding a
  * message to codec.h. Seeds are valid inputs (one per message, a READDIR
  * reply, real frames), which is where mutation finds the edges fastest.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "podfs/codec.h"
 #include "podfs/frame.h"
@@ -160,6 +163,287 @@ static int gen_lz4(const char *dir)
 	return write_seed(dir, "lz4", "noise", buf, sizeof buf);
 }
 
+/* --- podfsd's targets --- */
+
+/* fuzz_framer: a connection's byte stream (see fuzz_framer.c). */
+struct stream {
+	uint8_t b[65536];
+	size_t n;
+};
+
+static void put_frame(struct stream *st, uint64_t id, uint16_t op, uint16_t flags,
+		      const void *payload, size_t len, unsigned codecs)
+{
+	static uint8_t scratch[PFS_MAX_HANDSHAKE + 32768];
+	const void *wire;
+	size_t wl = pfs_frame_prepare(st->b + st->n, id, op, flags, 0, payload, len, codecs,
+				      scratch, sizeof scratch, &wire);
+
+	st->n += PFS_FRAME_HDR_SIZE;
+	if (wl)
+		memcpy(st->b + st->n, wire, wl);
+	st->n += wl;
+}
+
+static int gen_framer(const char *dir)
+{
+	static struct stream st;
+	static uint8_t pl[16384];
+	struct pfs_hello_req hello;
+	struct pfs_auth_req auth;
+	struct pfs_ping_req ping = { .stamp = 42 };
+	struct pfs_push_ack ack = { .count = 0 };
+	struct pfs_wr w;
+
+	/* Unauthenticated: HELLO, AUTH, then requests and a PUSH_ACK. */
+	memset(&hello, 0, sizeof hello);
+	hello.magic = PFS_MAGIC;
+	hello.version_min = hello.version_max = PFS_VERSION;
+	hello.caps = PFS_CAP_PUSH_ACK;
+	hello.client_id = 7;
+	memset(hello.nonce.b, 1, sizeof hello.nonce.b);
+	hello.hostname.len = 4;
+	memcpy(hello.hostname.s, "node", 5);
+	memset(&auth, 0, sizeof auth);
+	memset(auth.mac.b, 2, sizeof auth.mac.b);
+	st.n = 0;
+	st.b[st.n++] = 2; /* PUSH_ACK negotiated */
+	st.b[st.n++] = 0;
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_hello_req(&w, &hello);
+	put_frame(&st, 1, PFS_OP_HELLO, 0, pl, w.len, 0);
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_auth_req(&w, &auth);
+	put_frame(&st, 2, PFS_OP_AUTH, 0, pl, w.len, 0);
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_ping_req(&w, &ping);
+	put_frame(&st, 3, PFS_OP_PING, 0, pl, w.len, 0);
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_push_ack(&w, &ack);
+	put_frame(&st, 0, PFS_OP_PUSH_ACK, PFS_FF_PUSH, pl, w.len, 0);
+	put_frame(&st, 4, PFS_OP_GOODBYE, 0, NULL, 0, 0);
+	if (write_seed(dir, "framer", "handshake_then_requests", st.b, st.n) < 0)
+		return -1;
+
+	/* Authenticated, big payloads read directly: an LZ4 WRITE, a
+	 * zero-word one, and a raw one of 16 KiB. */
+	st.n = 0;
+	st.b[st.n++] = 1 | 2 | 4;
+	st.b[st.n++] = 0x5a;
+	sparse(pl, sizeof pl);
+	put_frame(&st, 5, PFS_OP_WRITE, 0, pl, 8192, PFS_CAP_LZ4);
+	put_frame(&st, 6, PFS_OP_WRITE, 0, pl, 8192, PFS_CAPS_CODECS);
+	put_frame(&st, 7, PFS_OP_WRITE, 0, pl, sizeof pl, 0);
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_push_ack(&w, &ack);
+	put_frame(&st, 0, PFS_OP_PUSH_ACK, PFS_FF_PUSH, pl, w.len, 0);
+	if (write_seed(dir, "framer", "coded_and_big", st.b, st.n) < 0)
+		return -1;
+
+	/* The coded PUSH_ACK of commit 439ffd7 (one zero-word byte for 8
+	 * raw ones): a violation. */
+	struct pfs_frame_hdr h = { .op = PFS_OP_PUSH_ACK, .flags = PFS_FF_PUSH | PFS_FF_ZR,
+				   .wire_len = 1, .raw_len = 8 };
+	st.n = 0;
+	st.b[st.n++] = 1 | 2;
+	st.b[st.n++] = 0;
+	pfs_hdr_pack(st.b + st.n, &h);
+	st.n += PFS_FRAME_HDR_SIZE;
+	st.b[st.n++] = 0;
+	return write_seed(dir, "framer", "coded_push_ack", st.b, st.n);
+}
+
+/* fuzz_handlers: records of requests (see fuzz_handlers.c). */
+#define FH(k) ((struct pfs_fh){ .len = 1, .data = { 0xf0 | (k) } })
+#define NM(x) ((struct pfs_name){ .len = sizeof(x) - 1, .s = x })
+#define XN(x) ((struct pfs_xname){ .len = sizeof(x) - 1, .s = x })
+#define PA(x) ((struct pfs_path){ .len = sizeof(x) - 1, .s = x })
+#define BY(x) ((struct pfs_bytes){ .p = (const uint8_t *)(x), .len = sizeof(x) - 1 })
+#define ROOT ((struct pfs_creds){ .uid = 0, .gid = 0 })
+#define USER ((struct pfs_creds){ .uid = 1000, .gid = 1000, .ngroups = 1, .groups = { 100 } })
+/* The known handles of fuzz_handlers.c. */
+enum { S_ROOT, S_A, S_D, S_DF, S_PRIV, S_UP, S_ABS, S_NEW };
+
+static const uint16_t all_ops[] = {
+#define OPS_ROW(n, v, ...) PFS_OP_##n,
+	PFS_OPS(OPS_ROW)
+#undef OPS_ROW
+};
+
+static uint8_t op_index(uint16_t op)
+{
+	for (size_t i = 0; i < sizeof all_ops / sizeof all_ops[0]; i++)
+		if (all_ops[i] == op)
+			return (uint8_t)i;
+	return 0xff;
+}
+
+static void put_rec(struct stream *st, uint16_t op, uint8_t flags, const void *p, size_t len)
+{
+	st->b[st->n++] = op_index(op);
+	st->b[st->n++] = flags;
+	st->b[st->n++] = (uint8_t)len;
+	st->b[st->n++] = (uint8_t)(len >> 8);
+	if (len)
+		memcpy(st->b + st->n, p, len);
+	st->n += len;
+}
+
+#define REC(st, OP, name, ...)                                                     \
+	do {                                                                       \
+		static uint8_t pl_[4096];                                          \
+		struct pfs_##name m_ = { __VA_ARGS__ };                            \
+		struct pfs_wr w_;                                                  \
+		pfs_wr_init(&w_, pl_, sizeof pl_);                                 \
+		if (pfs_enc_##name(&w_, &m_) < 0)                                  \
+			return -1;                                                 \
+		put_rec(st, PFS_OP_##OP, 0, pl_, w_.len);                          \
+	} while (0)
+#define SEED(name)                                                                  \
+	do {                                                                        \
+		if (write_seed(dir, "handlers", name, st.b, st.n) < 0)             \
+			return -1;                                                  \
+		st.n = 0;                                                           \
+	} while (0)
+
+static int gen_handlers(const char *dir)
+{
+	static struct stream st;
+	static uint8_t fhs[64], coded[PFS_FRAME_HDR_SIZE], scratch[4096];
+	struct pfs_wr w;
+	struct pfs_reval_item it;
+
+	st.n = 0;
+	REC(&st, PING, ping_req, .stamp = 1);
+	SEED("ping");
+	put_rec(&st, PFS_OP_AUTH, 0, NULL, 0);
+	SEED("auth");
+	put_rec(&st, PFS_OP_HELLO, 0, NULL, 0);
+	put_rec(&st, PFS_OP_GOODBYE, 0, NULL, 0);
+	put_rec(&st, PFS_OP_PUSH_ACK, 0, NULL, 0);
+	SEED("loop_only");
+	REC(&st, LOOKUP, lookup_req, .cr = USER, .parent = FH(S_ROOT), .name = NM("a"));
+	REC(&st, GETATTR, getattr_req, .cr = USER, .fh = FH(S_NEW));
+	SEED("lookup_getattr");
+	REC(&st, SETATTR, setattr_req, .cr = USER, .fh = FH(S_A), .valid = PFS_SET_MODE | PFS_SET_SIZE,
+	    .mode = 0600, .size = 3);
+	SEED("setattr");
+	REC(&st, READLINK, readlink_req, .cr = USER, .fh = FH(S_UP));
+	SEED("readlink");
+	REC(&st, MKNOD, mknod_req, .cr = USER, .parent = FH(S_D), .name = NM("fifo"),
+	    .mode = S_IFIFO | 0644, .umask = 022);
+	SEED("mknod_fifo");
+	REC(&st, MKNOD, mknod_req, .cr = USER, .parent = FH(S_D), .name = NM("null"),
+	    .mode = S_IFCHR | 0666, .rdev = (uint32_t)makedev(1, 3));
+	SEED("mknod_chardev_user");
+	REC(&st, MKDIR, mkdir_req, .cr = USER, .parent = FH(S_D), .name = NM("sub"), .mode = 0755);
+	REC(&st, RMDIR, unlink_req, .cr = USER, .parent = FH(S_D), .name = NM("sub"));
+	SEED("mkdir_rmdir");
+	REC(&st, SYMLINK, symlink_req, .cr = USER, .parent = FH(S_D), .name = NM("ln"),
+	    .target = PA("../../sentinel"));
+	REC(&st, UNLINK, unlink_req, .cr = USER, .parent = FH(S_D), .name = NM("f"));
+	SEED("symlink_unlink");
+	REC(&st, RENAME, rename_req, .cr = ROOT, .parent = FH(S_ROOT), .name = NM("a"),
+	    .newparent = FH(S_D), .newname = NM("b"));
+	REC(&st, LINK, link_req, .cr = ROOT, .fh = FH(S_A), .newparent = FH(S_PRIV),
+	    .newname = NM("hard"));
+	SEED("rename_link");
+	REC(&st, OPEN, open_req, .cr = USER, .fh = FH(S_A), .fid = 1, .flags = O_RDWR);
+	REC(&st, READ, read_req, .cr = USER, .fh = FH(S_A), .fid = 1, .offset = 4, .size = 100);
+	REC(&st, WRITE, write_req, .cr = USER, .fh = FH(S_A), .fid = 1, .offset = 10,
+	    .data = BY("written"));
+	REC(&st, LSEEK, lseek_req, .cr = USER, .fh = FH(S_A), .fid = 1, .offset = 0, .whence = 3);
+	REC(&st, FALLOCATE, fallocate_req, .cr = USER, .fh = FH(S_A), .fid = 1, .offset = 0,
+	    .length = 8192);
+	REC(&st, FSYNC, fsync_req, .cr = USER, .fh = FH(S_A), .fid = 1, .datasync = 1);
+	REC(&st, RELEASE, release_req, .cr = USER, .fh = FH(S_A), .fid = 1);
+	SEED("open_read_write");
+	REC(&st, CREATE, create_req, .cr = USER, .parent = FH(S_D), .name = NM("new"), .fid = 2,
+	    .flags = O_RDWR | O_CREAT | O_EXCL, .mode = 0644, .umask = 022);
+	REC(&st, WRITE, write_req, .cr = USER, .fh = FH(S_NEW), .fid = 2, .offset = 0,
+	    .data = BY("new data"));
+	REC(&st, READ, read_req, .cr = USER, .fh = FH(S_NEW), .fid = 2, .offset = 0, .size = 4096);
+	REC(&st, RELEASE, release_req, .cr = USER, .fh = FH(S_NEW), .fid = 2);
+	SEED("create_write_read");
+	REC(&st, OPENDIR, open_req, .cr = USER, .fh = FH(S_ROOT), .fid = 3, .flags = O_RDONLY);
+	REC(&st, READDIR, readdir_req, .cr = USER, .fh = FH(S_ROOT), .fid = 3, .max_bytes = 4096,
+	    .plus = 1);
+	REC(&st, RELEASEDIR, release_req, .cr = USER, .fh = FH(S_ROOT), .fid = 3);
+	SEED("opendir_readdir");
+	REC(&st, STATFS, statfs_req, .cr = USER, .fh = FH(S_ROOT));
+	SEED("statfs");
+	REC(&st, SETXATTR, setxattr_req, .cr = USER, .fh = FH(S_A), .name = XN("user.x"),
+	    .value = BY("v"));
+	REC(&st, GETXATTR, getxattr_req, .cr = USER, .fh = FH(S_A), .name = XN("user.x"), .size = 64);
+	REC(&st, LISTXATTR, listxattr_req, .cr = USER, .fh = FH(S_A), .size = 64);
+	REC(&st, REMOVEXATTR, removexattr_req, .cr = USER, .fh = FH(S_A), .name = XN("user.x"));
+	SEED("xattrs");
+	REC(&st, SETXATTR, setxattr_req, .cr = USER, .fh = FH(S_A), .name = XN("trusted.t"),
+	    .value = BY("v"));
+	SEED("xattr_trusted_user");
+	REC(&st, OPEN, open_req, .cr = USER, .fh = FH(S_A), .fid = 4, .flags = O_RDWR);
+	REC(&st, SETLK, lock_req, .cr = USER, .fh = FH(S_A), .fid = 4, .owner = 9, .type = F_WRLCK,
+	    .start = 0, .end = 99, .pid = 5);
+	REC(&st, GETLK, lock_req, .cr = USER, .fh = FH(S_A), .fid = 4, .owner = 8, .type = F_RDLCK,
+	    .start = 0, .end = UINT64_MAX, .pid = 6);
+	REC(&st, UNLOCK_OWNER, unlock_owner_req, .cr = USER, .fh = FH(S_A), .owner = 9);
+	REC(&st, RECLAIM, lock_req, .cr = USER, .fh = FH(S_A), .fid = 4, .owner = 9, .type = F_RDLCK,
+	    .end = 10);
+	REC(&st, RECLAIM_DONE, reclaim_done_req, .reclaimed = 1);
+	SEED("locks");
+	pfs_wr_init(&w, fhs, sizeof fhs);
+	struct pfs_fh f1 = FH(S_A);
+	pfs_put_FH(&w, &f1);
+	REC(&st, FORGET, forget_req, .fhs = { .p = fhs, .len = w.len });
+	SEED("forget");
+	memset(&it, 0, sizeof it);
+	it.fh = FH(S_A);
+	pfs_wr_init(&w, fhs, sizeof fhs);
+	pfs_enc_reval_item(&w, &it);
+	REC(&st, REVALIDATE, revalidate_req, .cr = USER, .items = { .p = fhs, .len = w.len });
+	SEED("revalidate");
+	REC(&st, LOOKUP_DATA, lookup_data_req, .cr = USER, .parent = FH(S_ROOT), .name = NM("a"),
+	    .max_inline = 4096);
+	SEED("lookup_data");
+	REC(&st, LISTDIR, listdir_req, .cr = USER, .fh = FH(S_ROOT), .max_inline = 1024,
+	    .max_bytes = 65536);
+	SEED("listdir");
+	/* Ways out of the export, each refused or harmless. */
+	REC(&st, OPEN, open_req, .cr = ROOT, .fh = FH(S_UP), .fid = 5, .flags = O_RDWR | O_TRUNC);
+	REC(&st, SETATTR, setattr_req, .cr = ROOT, .fh = FH(S_ABS), .valid = PFS_SET_SIZE, .size = 0);
+	REC(&st, LINK, link_req, .cr = ROOT, .fh = FH(S_ABS), .newparent = FH(S_ROOT),
+	    .newname = NM("s"));
+	REC(&st, LOOKUP_DATA, lookup_data_req, .cr = ROOT, .parent = FH(S_ROOT), .name = NM("up"),
+	    .max_inline = 4096);
+	SEED("escapes");
+	/* A coded request: an LZ4 PING. */
+	{
+		struct pfs_ping_req m = { .stamp = 3 };
+		static uint8_t raw[2048];
+		const void *wire;
+		size_t wl;
+		memset(raw, 0, sizeof raw);
+		pfs_wr_init(&w, raw, sizeof raw);
+		pfs_enc_ping_req(&w, &m);
+		wl = pfs_frame_prepare(coded, 1, PFS_OP_PING, 0, 0, raw, sizeof raw, PFS_CAP_LZ4,
+				       scratch, sizeof scratch, &wire);
+		if (wire != scratch)
+			return -1;
+		st.b[st.n++] = op_index(PFS_OP_PING);
+		st.b[st.n++] = 1;
+		st.b[st.n++] = (uint8_t)wl;
+		st.b[st.n++] = (uint8_t)(wl >> 8);
+		st.b[st.n++] = (uint8_t)sizeof raw;
+		st.b[st.n++] = (uint8_t)(sizeof raw >> 8);
+		st.b[st.n++] = 0;
+		st.b[st.n++] = 0;
+		memcpy(st.b + st.n, wire, wl);
+		st.n += wl;
+	}
+	SEED("lz4_ping");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -167,7 +451,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if ((mkdir(argv[1], 0755) < 0 && errno != EEXIST) || gen_codec(argv[1]) < 0 ||
-	    gen_frames(argv[1]) < 0 || gen_lz4(argv[1]) < 0) {
+	    gen_frames(argv[1]) < 0 || gen_lz4(argv[1]) < 0 ||
+	    gen_framer(argv[1]) < 0 || gen_handlers(argv[1]) < 0) {
 		fprintf(stderr, "%s: cannot write the corpus in %s\n", argv[0], argv[1]);
 		return 1;
 	}

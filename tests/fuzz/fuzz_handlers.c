@@ -1,0 +1,425 @@
+/* fuzz_handlers.c: podfsd's request handlers on a scratch export.
+ *
+ * Each input is a short sequence of requests of one session, run one
+ * after the other by the worker code of podfsd (dispatch_work_cb: decode,
+ * resolve handles, become the caller, the handler, export*.c, root
+ * again) on a scratch export created at start:
+ *
+ *   /tmp/podfs-fuzz-XXXXXX/         (a tmpfs, nodev, in a private mount
+ *       export/                      namespace when run as root)
+ *           a  d/  d/f  priv/  up -> ../sentinel  abs -> <top>/sentinel
+ *       sentinel                     beside the export: never touched
+ *       state/                       handle key, lock holders
+ *
+ * The export is emptied and populated again before each input, and the
+ * session is new, so an input means the same every time (replay corpus).
+ *
+ * A record: u8 opcode (an index into the opcodes below), u8 flags
+ * (bit 0: the payload is LZ4-coded, bit 1: zero-word coded, bit 2:
+ * PFS_CAP_DIR_ATTR, bit 3: PFS_CAP_NEW_DIR), u16 payload length (LE),
+ * for a coded payload u32 raw length (LE), then the payload. In an
+ * uncoded payload the two bytes 01 Fk stand for the k-th known handle
+ * (the export root, a, d, d/f, priv, up, abs, then the handles the
+ * requests of this input got back) and are replaced by it.
+ *
+ * Run as root, the handlers have the effective capabilities podfsd keeps
+ * (caps_i.h) and switch to each request's uid as podfsd does.
+ *
+ * Properties: no sanitizer report; the sentinel and the directory that
+ * holds the export never change; every handle a reply hands out names
+ * an object inside the export; the thread is root again after each
+ * request.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "podfs/codec.h"
+#include "podfs/log.h"
+#include "caps_i.h"
+#include "conn_i.h"
+#include "dispatch_i.h"
+#include "handles_i.h"
+#include "lockstate_i.h"
+#include "pfsd_i.h"
+#include "req_i.h"
+#include "session_i.h"
+#include "fuzz.h"
+
+#define MAX_RECORDS 16
+#define MAX_SLOTS 16
+#define SENTINEL_TEXT "not to be touched\n"
+
+static const uint16_t ops[] = {
+#define OPS_ROW(n, v, ...) PFS_OP_##n,
+	PFS_OPS(OPS_ROW)
+#undef OPS_ROW
+};
+#define NOPS (sizeof(ops) / sizeof(ops[0]))
+
+static struct pfsd *d;
+static struct conn *fc;
+static char top[64], exp_dir[96], state_dir[96], sentinel[96];
+static struct stat top_st, sent_st;
+static int export_fd = -1;
+static struct pfs_fh slots[MAX_SLOTS];
+static unsigned nslots;
+static uint64_t next_client = 1;
+
+static int rm_cb(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	if (ftw->level == 0)
+		return 0;
+	if (remove(path) < 0 && errno != ENOENT) {
+		fprintf(stderr, "fuzz_handlers: remove %s: %s\n", path, strerror(errno));
+		abort();
+	}
+	return 0;
+}
+
+static void wipe(const char *dir)
+{
+	nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+	FUZZ_ASSERT(fd >= 0);
+	FUZZ_ASSERT(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void add_slot(const char *name)
+{
+	struct pfs_fh fh;
+
+	FUZZ_ASSERT(handles_encode_at(d->hs, export_fd, name, &fh) == 0);
+	slots[nslots++] = fh;
+}
+
+/* The export as every input finds it. */
+static void populate(void)
+{
+	char p[PATH_MAX];
+
+	wipe(exp_dir);
+	chmod(exp_dir, 0755);
+	FUZZ_ASSERT(chown(exp_dir, 0, 0) == 0);
+	snprintf(p, sizeof p, "%s/a", exp_dir);
+	write_text(p, "the quick brown fox jumps over the lazy dog\n", 0644);
+	FUZZ_ASSERT(chown(p, 1000, 1000) == 0);
+	snprintf(p, sizeof p, "%s/d", exp_dir);
+	FUZZ_ASSERT(mkdir(p, 0777) == 0);
+	FUZZ_ASSERT(chown(p, 1000, 1000) == 0);
+	snprintf(p, sizeof p, "%s/d/f", exp_dir);
+	write_text(p, "in d\n", 0600);
+	snprintf(p, sizeof p, "%s/priv", exp_dir);
+	FUZZ_ASSERT(mkdir(p, 0700) == 0);
+	snprintf(p, sizeof p, "%s/up", exp_dir);
+	FUZZ_ASSERT(symlink("../sentinel", p) == 0);
+	snprintf(p, sizeof p, "%s/abs", exp_dir);
+	FUZZ_ASSERT(symlink(sentinel, p) == 0);
+	nslots = 0;
+	slots[nslots++] = *handles_root(d->hs);
+	add_slot("a");
+	add_slot("d");
+	add_slot("d/f");
+	add_slot("priv");
+	add_slot("up");
+	add_slot("abs");
+}
+
+/* Sets the calling thread's effective and permitted capabilities to
+ * eff and perm, as far as it holds them. */
+static void set_caps(uint64_t eff, uint64_t perm)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct cd[2];
+	uint64_t have;
+
+	FUZZ_ASSERT(syscall(SYS_capget, &h, cd) == 0);
+	have = cd[0].permitted | (uint64_t)cd[1].permitted << 32;
+	eff &= have;
+	perm &= have;
+	cd[0] = (struct __user_cap_data_struct){ (uint32_t)eff, (uint32_t)perm, 0 };
+	cd[1] = (struct __user_cap_data_struct){ (uint32_t)(eff >> 32), (uint32_t)(perm >> 32), 0 };
+	FUZZ_ASSERT(syscall(SYS_capset, &h, cd) == 0);
+}
+
+static bool as_root;
+
+static void cleanup(void)
+{
+	if (!top[0])
+		return;
+	if (as_root) /* back to CAP_SYS_ADMIN for the umount */
+		set_caps(CAPS_KEEP | CAPS_BIT(CAP_SYS_ADMIN), CAPS_KEEP | CAPS_BIT(CAP_SYS_ADMIN));
+	umount2(top, MNT_DETACH);
+	wipe(top);
+	rmdir(top);
+}
+
+static void setup(void)
+{
+	uint8_t hkey[PFSD_HKEY_LEN];
+	char err[256];
+	bool ns = false;
+
+	pfs_log_init("fuzz_handlers", PFS_LOG_ERR);
+	umask(0);
+	/* As root: a tmpfs without device nodes (a fuzzed MKNOD must not
+	 * make a disk writable) in a mount namespace of our own, so that it
+	 * goes away with the process however it ends. */
+	if (geteuid() == 0 && unshare(CLONE_NEWNS) == 0 &&
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+		ns = true;
+	snprintf(top, sizeof top, "/tmp/podfs-fuzz-XXXXXX");
+	FUZZ_ASSERT(mkdtemp(top));
+	if (ns && mount("podfs-fuzz", top, "tmpfs", MS_NODEV | MS_NOSUID, "size=64m,mode=0755") < 0)
+		ns = false;
+	if (!ns && geteuid() == 0) {
+		fprintf(stderr, "fuzz_handlers: no private tmpfs: refusing to run as root\n");
+		rmdir(top);
+		exit(1);
+	}
+	atexit(cleanup);
+	snprintf(exp_dir, sizeof exp_dir, "%s/export", top);
+	snprintf(state_dir, sizeof state_dir, "%s/state", top);
+	snprintf(sentinel, sizeof sentinel, "%s/sentinel", top);
+	FUZZ_ASSERT(mkdir(exp_dir, 0755) == 0);
+	write_text(sentinel, SENTINEL_TEXT, 0666);
+	FUZZ_ASSERT(stat(sentinel, &sent_st) == 0);
+
+	d = xcalloc(1, sizeof(*d));
+	d->o.export_dir = exp_dir;
+	d->o.state_dir = state_dir;
+	d->o.lz4 = PFS_LZ4_NEVER;
+	d->o.threads = 1;
+	FUZZ_ASSERT(handles_load_key(state_dir, hkey, err, sizeof err) == 0);
+	export_fd = open(exp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	FUZZ_ASSERT(export_fd >= 0);
+	if (handles_new(&d->hs, export_fd, hkey, 256, err, sizeof err) < 0) {
+		fprintf(stderr, "fuzz_handlers: %s\n", err);
+		exit(1);
+	}
+	FUZZ_ASSERT(lockstate_new(state_dir, 0, &d->ls, err, sizeof err) == 0);
+	FUZZ_ASSERT(uv_loop_init(&d->loop) == 0);
+	htab_init(&d->sessions);
+	LIST_INIT(&d->conns);
+	pipes_init(&d->pipes);
+	d->it = interest_new();
+	fc = xcalloc(1, sizeof(*fc));
+	fc->d = d;
+	fc->id = 1;
+	fc->st = CS_READY;
+	/* Taken last: the state directory and the export are made. */
+	FUZZ_ASSERT(stat(top, &top_st) == 0);
+	/* The handlers run with the capabilities podfsd keeps (caps_i.h);
+	 * CAP_SYS_ADMIN stays permitted for the umount at exit only. */
+	as_root = ns;
+	if (as_root)
+		set_caps(CAPS_KEEP, CAPS_KEEP | CAPS_BIT(CAP_SYS_ADMIN));
+}
+
+static void check_outside(void)
+{
+	struct stat st;
+	char buf[64];
+	int fd;
+	ssize_t n;
+
+	FUZZ_ASSERT(stat(top, &st) == 0);
+	FUZZ_ASSERT(st.st_mtim.tv_sec == top_st.st_mtim.tv_sec &&
+		    st.st_mtim.tv_nsec == top_st.st_mtim.tv_nsec);
+	FUZZ_ASSERT(st.st_mode == top_st.st_mode && st.st_uid == top_st.st_uid);
+	FUZZ_ASSERT(stat(sentinel, &st) == 0);
+	FUZZ_ASSERT(st.st_ino == sent_st.st_ino && st.st_nlink == 1);
+	FUZZ_ASSERT(st.st_ctim.tv_sec == sent_st.st_ctim.tv_sec &&
+		    st.st_ctim.tv_nsec == sent_st.st_ctim.tv_nsec);
+	FUZZ_ASSERT(st.st_mtim.tv_sec == sent_st.st_mtim.tv_sec &&
+		    st.st_mtim.tv_nsec == sent_st.st_mtim.tv_nsec);
+	fd = open(sentinel, O_RDONLY | O_CLOEXEC);
+	FUZZ_ASSERT(fd >= 0);
+	n = read(fd, buf, sizeof buf);
+	close(fd);
+	FUZZ_ASSERT(n == (ssize_t)strlen(SENTINEL_TEXT) && memcmp(buf, SENTINEL_TEXT, (size_t)n) == 0);
+	/* Root again, without the caller's groups. */
+	FUZZ_ASSERT(setfsuid((uid_t)-1) == 0 && setfsgid((gid_t)-1) == 0);
+	FUZZ_ASSERT(syscall(SYS_getgroups, 0, NULL) == 0);
+}
+
+/* The handle at the start of an entry reply names something inside the
+ * export; it becomes a known handle. */
+static void check_entry(const uint8_t *p, size_t len)
+{
+	struct pfs_rd rd;
+	struct pfs_fh fh;
+	struct hent *e;
+	char link[64], path[PATH_MAX];
+	size_t el = strlen(exp_dir);
+	ssize_t n;
+
+	pfs_rd_init(&rd, p, len);
+	FUZZ_ASSERT(pfs_dec_fh_item(&rd, &fh) == 1);
+	if (handles_get(d->hs, &fh, &e) < 0)
+		return; /* gone already (a racing unlink cannot happen here, but ESTALE is fine) */
+	snprintf(link, sizeof link, "/proc/self/fd/%d", e->fd);
+	n = readlink(link, path, sizeof path - 1);
+	handles_put(d->hs, e);
+	FUZZ_ASSERT(n > 0);
+	path[n] = '\0';
+	if (!(strncmp(path, exp_dir, el) == 0 && (path[el] == '\0' || path[el] == '/'))) {
+		fprintf(stderr, "fuzz_handlers: a reply handed out a handle of %s\n", path);
+		abort();
+	}
+	if (nslots < MAX_SLOTS)
+		slots[nslots++] = fh;
+}
+
+/* The payload with each 01 Fk replaced by known handle k. */
+static uint8_t *substitute(const uint8_t *p, size_t len, size_t *out_len)
+{
+	uint8_t *out = xmalloc(len * (PFS_FH_MAX + 1) / 2 + 1);
+	size_t o = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (i + 1 < len && p[i] == 1 && (p[i + 1] & 0xf0) == 0xf0 &&
+		    (p[i + 1] & 0x0f) < nslots) {
+			const struct pfs_fh *fh = &slots[p[i + 1] & 0x0f];
+			out[o++] = fh->len;
+			memcpy(out + o, fh->data, fh->len);
+			o += fh->len;
+			i++;
+			continue;
+		}
+		out[o++] = p[i];
+	}
+	*out_len = o;
+	return out;
+}
+
+static bool has_entry_reply(uint16_t op)
+{
+	return op == PFS_OP_LOOKUP || op == PFS_OP_MKNOD || op == PFS_OP_MKDIR ||
+	       op == PFS_OP_SYMLINK || op == PFS_OP_LINK || op == PFS_OP_CREATE ||
+	       op == PFS_OP_LOOKUP_DATA || op == PFS_OP_AUTH;
+}
+
+static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, uint32_t raw_len,
+		    const uint8_t *p, size_t len)
+{
+	struct req r;
+	size_t wl = len;
+	uint8_t *in;
+
+	memset(&r, 0, sizeof r);
+	if (flags & 3) {
+		in = len ? xmalloc(len) : NULL;
+		if (len)
+			memcpy(in, p, len);
+		r.h.flags = (flags & 1) ? PFS_FF_LZ4 : PFS_FF_ZR;
+		r.h.raw_len = raw_len;
+	} else {
+		in = substitute(p, len, &wl);
+		r.h.raw_len = (uint32_t)wl;
+	}
+	r.h.id = id;
+	r.h.op = op;
+	r.h.wire_len = (uint32_t)wl;
+	if (op == PFS_OP_FORGET) {
+		dispatch_forget(d, s, &r.h, in);
+		free(in);
+		return;
+	}
+	if (op == PFS_OP_HELLO || op == PFS_OP_GOODBYE || op == PFS_OP_PUSH_ACK) {
+		free(in); /* answered on the loop, never by a worker */
+		return;
+	}
+	r.c = fc;
+	r.d = d;
+	r.s = s;
+	r.in = in;
+	r.dir_attr = (flags & 4) != 0;
+	r.new_dir = r.dir_attr && (flags & 8);
+	r.work.data = &r;
+	dispatch_work_cb(&r.work);
+	if (getenv("PODFS_FUZZ_VERBOSE"))
+		fprintf(stderr, "req %llu %s: status %d%s, %zu reply bytes\n",
+			(unsigned long long)id, pfs_op_name(op), r.status,
+			r.violation ? " (violation)" : "", r.reply.len + r.splice_len);
+	check_outside();
+	if (!r.violation && r.status == 0 && !r.splice_len && has_entry_reply(op))
+		check_entry(r.reply.wire, r.reply.len);
+	free(r.in);
+	free(r.reply.own[0]);
+	free(r.reply.own[1]);
+	if (r.splice_len)
+		pipes_put(&d->pipes, r.pipe, false);
+	while (r.invals) {
+		struct inval *iv = r.invals;
+		r.invals = iv->next;
+		free(iv);
+	}
+	free(r.keys.v);
+}
+
+static uint32_t get_le(const uint8_t *p, size_t n)
+{
+	uint32_t v = 0;
+
+	for (size_t i = 0; i < n; i++)
+		v |= (uint32_t)p[i] << (8 * i);
+	return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct session *s;
+	unsigned count = 0;
+
+	if (!d)
+		setup();
+	populate();
+	s = session_new(d, next_client++);
+	snprintf(s->host, sizeof s->host, "fuzzhost");
+	while (size >= 4 && count < MAX_RECORDS) {
+		uint16_t op = ops[data[0] % NOPS];
+		uint8_t flags = data[1];
+		size_t len = get_le(data + 2, 2);
+		uint32_t raw_len = 0;
+
+		data += 4;
+		size -= 4;
+		if (flags & 3) {
+			if (size < 4)
+				break;
+			raw_len = get_le(data, 4);
+			data += 4;
+			size -= 4;
+		}
+		if (len > size)
+			len = size;
+		/* What the frame reader lets through (pfs_hdr_unpack). */
+		if ((flags & 3) && (raw_len == 0 || raw_len > PFS_MAX_PAYLOAD || len == 0 ||
+				    (!(flags & 1) && len > raw_len)))
+			break;
+		run_one(s, ++count, op, flags, raw_len, data, len);
+		data += len;
+		size -= len;
+	}
+	session_kill(s);
+	uv_run(&d->loop, UV_RUN_NOWAIT);
+	check_outside();
+	return 0;
+}
