@@ -8,6 +8,8 @@
 #include "ops_i.h"
 #include "pcache_i.h"
 #include "podfs/log.h"
+#include "pushq_i.h"
+#include "transport_i.h"
 #include "trust_i.h"
 #include "wb_i.h"
 
@@ -49,9 +51,12 @@ void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *
 	m.value.len = (uint32_t)size;
 	if (size > PFS_XATTR_SIZE_MAX)
 		rc = -E2BIG;
-	else if ((rc = set_xname(&m.name, name)) == 0)
+	else if ((rc = set_xname(&m.name, name)) == 0) {
+		ops_dir_busy(c, IP(req, ino), 1); /* the kernel holds its lock */
 		rc = rpc_msg_heap(c->rpc, PFS_OP_SETXATTR, setxattr_req, &m, size + RPC_SMALL,
 				  &rep);
+		ops_dir_busy(c, IP(req, ino), -1);
+	}
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }
@@ -81,13 +86,15 @@ static void stats_xattr(fuse_req_t req, size_t size)
 {
 	struct client *c = CL(req);
 	struct wb_stats ws;
+	uint64_t ack_busy, ack_unapplied;
 	char buf[4096];
 
 	wb_get_stats(c->wb, &ws);
+	pushq_stats(transport_pushq(c->tr), &ack_busy, &ack_unapplied);
 	int n = snprintf(buf, sizeof(buf),
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
-			 "wb_held %llu\nconns %u\nconns_up %u\n",
+			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n",
 			 (unsigned long long)atomic_load(&c->st_wire_out),
 			 (unsigned long long)atomic_load(&c->st_raw_out),
 			 (unsigned long long)atomic_load(&c->st_wire_in),
@@ -95,7 +102,8 @@ static void stats_xattr(fuse_req_t req, size_t size)
 			 (unsigned long long)ws.written,
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
-			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc));
+			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc),
+			 (unsigned long long)ack_busy, (unsigned long long)ack_unapplied);
 	for (unsigned op = 0; op < PFS_OP_MAX && n > 0 && (size_t)n < sizeof(buf); op++) {
 		uint64_t k = atomic_load(&c->st_req[op]);
 		if (k)
@@ -175,8 +183,11 @@ void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int rc;
 
 	own_xattr_change(req, ino, &m.cr, &m.fh);
-	if ((rc = set_xname(&m.name, name)) == 0)
+	if ((rc = set_xname(&m.name, name)) == 0) {
+		ops_dir_busy(c, IP(req, ino), 1); /* the kernel holds its lock */
 		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);
+		ops_dir_busy(c, IP(req, ino), -1);
+	}
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from harness import Pod
-from helpers import (DelayRelay, Worker, check_open_counted, read_file, requests_sent, requests_since,
-                     wait_for, write_file)
+from helpers import (DelayRelay, Worker, check_open_counted, podfs_stats, read_file, requests_sent,
+                     requests_since, wait_for, write_file)
 from lockers import RETRY, agents_on_lk
 
 
@@ -149,6 +149,11 @@ def test_acks_do_not_deadlock_two_writers(env):
             os.unlink(host / "dd" / f"{tag}{i}.done")
     on_both(churn, "a", "b")
     assert os.listdir(a / "dd") == []
+    # Each host acknowledged the other's entry pushes once applied, or at
+    # once while its own operation in dd held the directory: never only
+    # after giving up waiting for the kernel.
+    for host in (a, b):
+        assert podfs_stats(host)["ack_unapplied"] == 0, host.tag
     data = read_file(b / "shared")
     assert data[:100] == b"A" * 100 and data[4096:4196] == b"B" * 100
 
