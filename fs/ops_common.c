@@ -11,6 +11,7 @@
 #include "listing_i.h"
 #include "ops_i.h"
 #include "podfs/log.h"
+#include "pushq_i.h"
 #include "transport_i.h"
 #include "trust_i.h"
 
@@ -88,6 +89,11 @@ void ops_reply_entry(fuse_req_t req, struct inode *dir, const char *name,
 	/* If the kernel dropped the reply (interrupted), it took no lookup. */
 	if (r != 0 && ip)
 		inode_forget(c->it, ip, 1);
+}
+
+void ops_dir_busy(struct client *c, const struct inode *dir, int delta)
+{
+	pushq_busy(transport_pushq(c->tr), pushq_lock_key(&dir->fh), delta);
 }
 
 struct ops_own ops_own_change(struct client *c, struct inode *ip)

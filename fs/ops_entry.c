@@ -398,7 +398,9 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	if (to_set & FUSE_SET_ATTR_CTIME)
 		m.valid |= PFS_SET_CTIME;
 	uint64_t seq = gate_seq(c->gate);
+	ops_dir_busy(c, ip, 1); /* the kernel holds ip's lock: a directory's too */
 	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
+	ops_dir_busy(c, ip, -1);
 	/* any + 1: our own touch is the only change of ours since. */
 	finish_attr(req, ip, rc, &rep, true, seq, any + 1, ns);
 }
@@ -436,8 +438,10 @@ void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
 	struct ops_own o = ops_own_change(c, IP(req, parent));
+	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
+	ops_dir_busy(c, IP(req, parent), -1);
 	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
 }
 
@@ -453,8 +457,10 @@ void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
 	struct ops_own o = ops_own_change(c, IP(req, parent));
+	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
+	ops_dir_busy(c, IP(req, parent), -1);
 	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
 }
 
@@ -476,8 +482,10 @@ void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char
 	} else {
 		m.target.len = (uint16_t)tlen;
 		memcpy(m.target.s, link, tlen + 1);
+		ops_dir_busy(c, IP(req, parent), 1);
 		if ((rc = ops_set_name(&m.name, name)) == 0)
 			rc = rpc_msg(c->rpc, PFS_OP_SYMLINK, symlink_req, &m, &rep);
+		ops_dir_busy(c, IP(req, parent), -1);
 	}
 	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
 }
@@ -495,8 +503,10 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 		ofile_attach_lazy(c, IP(req, parent), NULL, 0);
 	struct ops_own o = ops_own_change(c, IP(req, parent));
 	listing_touch(IP(req, parent));
+	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
+	ops_dir_busy(c, IP(req, parent), -1);
 	if (rc == 0 && rep.len > 0) {
 		struct pfs_dir_rep dr;
 		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
@@ -537,8 +547,12 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	inode_note_rename(c->it); /* a moved directory's ".." */
 	listing_touch(IP(req, parent));
 	listing_touch(IP(req, newparent));
+	ops_dir_busy(c, IP(req, parent), 1);
+	ops_dir_busy(c, IP(req, newparent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0 && (rc = ops_set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
+	ops_dir_busy(c, IP(req, newparent), -1);
+	ops_dir_busy(c, IP(req, parent), -1);
 	inode_rename_done(c->it);
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
@@ -556,7 +570,9 @@ void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *
 	m.newparent = IP(req, newparent)->fh;
 	struct ops_own o = ops_own_change(c, IP(req, ino));
 	inode_own_also(c->it, IP(req, newparent));
+	ops_dir_busy(c, IP(req, newparent), 1);
 	if ((rc = ops_set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
+	ops_dir_busy(c, IP(req, newparent), -1);
 	finish_entry(req, rc, &rep, IP(req, newparent), newname, &o);
 }

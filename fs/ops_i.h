@@ -125,6 +125,12 @@ struct ops_own {
  * change (inode_own_touch). Returns the snapshot. */
 struct ops_own ops_own_change(struct client *c, struct inode *ip);
 
+/* A request that the kernel sent holding dir's lock starts waiting for
+ * the daemon (delta 1) or stopped (-1): pushes about names in dir are
+ * then acknowledged before they are applied (pushq_i.h, "when a push is
+ * acknowledged"), since applying them waits for this request. */
+void ops_dir_busy(struct client *c, const struct inode *dir, int delta);
+
 /* dir's attributes a right after our namespace change in it, sent after
  * snapshot o: recorded, and trusted if nothing else of ours overlapped
  * (see ops_common.c). */

@@ -51,9 +51,12 @@ void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *
 	m.value.len = (uint32_t)size;
 	if (size > PFS_XATTR_SIZE_MAX)
 		rc = -E2BIG;
-	else if ((rc = set_xname(&m.name, name)) == 0)
+	else if ((rc = set_xname(&m.name, name)) == 0) {
+		ops_dir_busy(c, IP(req, ino), 1); /* the kernel holds its lock */
 		rc = rpc_msg_heap(c->rpc, PFS_OP_SETXATTR, setxattr_req, &m, size + RPC_SMALL,
 				  &rep);
+		ops_dir_busy(c, IP(req, ino), -1);
+	}
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }
@@ -159,8 +162,11 @@ void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int rc;
 
 	own_xattr_change(req, ino, &m.cr, &m.fh);
-	if ((rc = set_xname(&m.name, name)) == 0)
+	if ((rc = set_xname(&m.name, name)) == 0) {
+		ops_dir_busy(c, IP(req, ino), 1); /* the kernel holds its lock */
 		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);
+		ops_dir_busy(c, IP(req, ino), -1);
+	}
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }

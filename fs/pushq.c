@@ -8,11 +8,20 @@
 #include <stdlib.h>
 
 #include "bg_i.h"
+#include "podfs/clock.h"
+#include "podfs/codec.h"
+#include "podfs/hash.h"
 
 struct push_item {
 	struct push_item *next;
 	uint64_t seq; /* note_cb's number, 0 if none */
 	uint64_t gen; /* connection it came on */
+	uint64_t num; /* its place in gen's acknowledged count (from 1) */
+	/* An entry invalidation: acknowledged once applied (see "when a push
+	 * is acknowledged", pushq_i.h). key: its directory's lock key. */
+	bool gated;
+	uint64_t key;
+	int64_t t_ms; /* received (CLOCK_MONOTONIC) */
 	uint16_t op;
 	size_t len;
 	uint8_t *buf;
@@ -22,14 +31,25 @@ struct pushq {
 	struct pushq_cbs cb;
 
 	/* The push and ack threads; bg.lock guards everything below, and
-	 * bg.cond wakes both threads (a push queued, or stopping). */
+	 * bg.cond wakes both threads (a push queued or applied, a directory
+	 * busy, or stopping). */
 	struct bg bg;
+	/* Pushes not applied yet, in arrival order; the push thread applies
+	 * the head and only then unlinks it. */
 	struct push_item *push_head, **push_tail;
 
 	/* Acknowledgements (PUSH_ACK): pushes received on connection
 	 * ack_gen (numbered, not necessarily applied yet) and what the ack
 	 * thread sent last. */
 	uint64_t ack_gen, ack_count, sent_gen, sent_count;
+
+	/* Local operations under way per directory lock key (pushq_busy),
+	 * counted per bucket: two directories sharing a bucket only make an
+	 * acknowledgement come early. */
+	uint32_t busy[PUSHQ_BUSY_BUCKETS];
+	/* Acknowledgements sent past an entry invalidation not applied yet:
+	 * its directory busy, or after PUSHQ_APPLY_WAIT_MS (pushq_stats). */
+	uint64_t st_busy, st_unapplied;
 };
 
 int pushq_new(const struct pushq_cbs *cbs, struct pushq **out)
@@ -74,9 +94,16 @@ static void count_locked(struct pushq *q, uint64_t gen)
 	q->ack_count++;
 }
 
+uint64_t pushq_lock_key(const struct pfs_fh *dir)
+{
+	return pfs_hash_bytes(dir->data, dir->len, 0);
+}
+
 void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t len)
 {
 	struct push_item *p = malloc(sizeof(*p));
+	struct pfs_inval_entry_push ie;
+
 	if (!p) {
 		free(buf);
 		return;
@@ -84,6 +111,9 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	p->next = NULL;
 	p->seq = q->cb.note_cb(q->cb.arg, op, buf, len);
 	p->gen = gen;
+	p->gated = op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(buf, len, &ie) == 0;
+	p->key = p->gated ? pushq_lock_key(&ie.parent) : 0;
+	p->t_ms = pfs_mono_ms();
 	p->op = op;
 	p->buf = buf;
 	p->len = len;
@@ -91,7 +121,58 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	*q->push_tail = p;
 	q->push_tail = &p->next;
 	count_locked(q, gen);
+	p->num = q->ack_count;
 	bg_wake_all(&q->bg);
+	pthread_mutex_unlock(&q->bg.lock);
+}
+
+void pushq_busy(struct pushq *q, uint64_t key, int delta)
+{
+	pthread_mutex_lock(&q->bg.lock);
+	q->busy[key % PUSHQ_BUSY_BUCKETS] += (uint32_t)delta;
+	if (delta > 0)
+		bg_wake_all(&q->bg);
+	pthread_mutex_unlock(&q->bg.lock);
+}
+
+/* How many pushes of connection ack_gen may be acknowledged at now: all
+ * received, but not the first entry invalidation that was not applied
+ * yet, nor any after it (the count is cumulative), unless one of these
+ * holds (see pushq_i.h):
+ *   - its directory is busy with a local operation: applying it waits
+ *     for that operation, which may wait for another client's
+ *     acknowledgement; then everything received is acknowledged, since
+ *     nothing behind it can be applied first either;
+ *   - it was received PUSHQ_APPLY_WAIT_MS ago: it is skipped.
+ * *wake: when the answer may change without a wake-up (INT64_MAX:
+ * never). Called with q->bg.lock held. */
+static uint64_t ack_limit_locked(const struct pushq *q, int64_t now, int64_t *wake,
+				 bool *busy, bool *unapplied)
+{
+	*wake = INT64_MAX;
+	*busy = *unapplied = false;
+	for (const struct push_item *p = q->push_head; p; p = p->next) {
+		if (!p->gated || p->gen != q->ack_gen)
+			continue;
+		if (q->busy[p->key % PUSHQ_BUSY_BUCKETS]) {
+			*busy = true;
+			return q->ack_count;
+		}
+		if (now - p->t_ms >= PUSHQ_APPLY_WAIT_MS) {
+			*unapplied = true;
+			continue;
+		}
+		*wake = p->t_ms + PUSHQ_APPLY_WAIT_MS;
+		return p->num - 1;
+	}
+	return q->ack_count;
+}
+
+void pushq_stats(struct pushq *q, uint64_t *busy, uint64_t *unapplied)
+{
+	pthread_mutex_lock(&q->bg.lock);
+	*busy = q->st_busy;
+	*unapplied = q->st_unapplied;
 	pthread_mutex_unlock(&q->bg.lock);
 }
 
@@ -109,11 +190,21 @@ static void *ack_main(void *arg)
 
 	pthread_mutex_lock(&q->bg.lock);
 	for (;;) {
-		while (!q->bg.stop && q->ack_gen == q->sent_gen && q->ack_count == q->sent_count)
-			bg_wait(&q->bg);
 		if (q->bg.stop)
 			break;
-		uint64_t gen = q->ack_gen, count = q->ack_count;
+		int64_t now = pfs_mono_ms(), wake;
+		bool busy, unapplied;
+		uint64_t gen = q->ack_gen,
+			 count = ack_limit_locked(q, now, &wake, &busy, &unapplied);
+		if (count <= (gen == q->sent_gen ? q->sent_count : 0)) {
+			if (wake == INT64_MAX)
+				bg_wait(&q->bg);
+			else
+				bg_wait_ns(&q->bg, (wake - now) * 1000000);
+			continue;
+		}
+		q->st_busy += busy;
+		q->st_unapplied += unapplied;
 		pthread_mutex_unlock(&q->bg.lock);
 		q->cb.ack_cb(q->cb.arg, gen, count);
 		pthread_mutex_lock(&q->bg.lock);
@@ -135,15 +226,18 @@ static void *push_main(void *arg)
 			bg_wait(&q->bg);
 		if (!q->push_head)
 			break;
+		/* Only this thread unlinks, so the head stays p. */
 		struct push_item *p = q->push_head;
+		pthread_mutex_unlock(&q->bg.lock);
+		q->cb.apply_cb(q->cb.arg, p->op, p->buf, p->len, p->seq);
+		pthread_mutex_lock(&q->bg.lock);
 		q->push_head = p->next;
 		if (!q->push_head)
 			q->push_tail = &q->push_head;
-		pthread_mutex_unlock(&q->bg.lock);
-		q->cb.apply_cb(q->cb.arg, p->op, p->buf, p->len, p->seq);
+		if (p->gated)
+			bg_wake_all(&q->bg); /* the ack thread may go further */
 		free(p->buf);
 		free(p);
-		pthread_mutex_lock(&q->bg.lock);
 	}
 	pthread_mutex_unlock(&q->bg.lock);
 	return NULL;

@@ -5,17 +5,55 @@
  * invalidating the kernel's caches can wait for the kernel (a directory
  * lock, a page lock held by a READ whose reply the connection thread must
  * deliver), so it never runs on the connection thread. The ack thread
- * acknowledges them (ack_cb, PUSH_ACK in wire.h) as soon as they are
- * queued: neither the connection thread (which must never block on a
- * send) nor the push thread (which can wait on the kernel, e.g. for a
- * directory lock held by an operation whose reply waits for another
- * client's ack) may do it.
+ * acknowledges them (ack_cb, PUSH_ACK in wire.h): neither the connection
+ * thread (which must never block on a send) nor the push thread (which
+ * can wait on the kernel, e.g. for a directory lock held by an operation
+ * whose reply waits for another client's ack) may do it.
+ *
+ * When a push is acknowledged. The daemon holds the reply to a change
+ * until the others acknowledged its pushes, so an acknowledgement sent
+ * before the kernel applied the invalidation lets the change's author
+ * return while this host's kernel still answers from the old state: a
+ * stat of an unlinked name, answered from the dentry cache without
+ * asking podfs. So an entry invalidation (INVAL_ENTRY) is acknowledged
+ * once it was applied; the count being cumulative, so are the pushes
+ * after it. Attribute and data invalidations (INVAL_INODE) are still
+ * acknowledged on receipt: applying them can wait for page locks, the
+ * race gate (gate_i.h) keeps podfs from answering anything they
+ * contradict, and an open drops pages a received push made stale; only
+ * a stat answered from the kernel's attributes can be old for the
+ * moment until the push thread applied them.
+ *
+ * Applying it takes the directory's lock, and a local operation in that
+ * directory (create, unlink, rename... the VFS holds the lock across
+ * it) may be waiting for its own reply, which the daemon holds until
+ * another client acknowledges, which may be waiting the same way: two
+ * hosts changing one directory would wait for each other for good. So
+ * the FUSE handlers of such operations mark their directories busy
+ * (pushq_busy) while they wait for the daemon; while the first
+ * unapplied entry invalidation's directory is busy, every push received
+ * is acknowledged at once (those behind it could not be applied first
+ * either). Acknowledging early is then safe for the local operation
+ * itself (the daemon orders it after the change), not for a reader of
+ * that directory on this host during it: see docs/coherence.md. The VFS
+ * takes the lock a moment before podfs sees the request; the ack thread
+ * waits for that moment (pushq_busy wakes it). Any other wait (a lock
+ * holder podfs does not know of) is cut at PUSHQ_APPLY_WAIT_MS: that
+ * push is then acknowledged unapplied.
  */
 #ifndef PODFS_PUSHQ_I_H
 #define PODFS_PUSHQ_I_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "podfs/codec.h"
+
+/* An entry invalidation not applied this long after its receipt is
+ * acknowledged anyway (far below the daemon's 2 s bound). */
+#define PUSHQ_APPLY_WAIT_MS 500
+/* Buckets of the busy-directory counts. */
+#define PUSHQ_BUSY_BUCKETS 1024
 
 struct pushq;
 
@@ -29,8 +67,9 @@ struct pushq_cbs {
 	 * borrowed for the call. May block on the kernel. */
 	void (*apply_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq);
 	/* Ack thread: the first count pushes received on connection gen are
-	 * received (counting from 1 at the connection's first push). May
-	 * block on a send. */
+	 * received, and their entry invalidations applied, or waiting for
+	 * a busy directory (counting from 1 at the connection's first push).
+	 * May block on a send. */
 	void (*ack_cb)(void *arg, uint64_t gen, uint64_t count);
 };
 
@@ -64,5 +103,19 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
  * carries how many were received (wire.h): a push left out would keep
  * the count behind for the rest of the connection. */
 void pushq_count(struct pushq *q, uint64_t gen);
+
+/* The lock key of directory dir: what pushq_busy takes for it. */
+uint64_t pushq_lock_key(const struct pfs_fh *dir);
+
+/* FUSE threads: a local operation holding the kernel's lock of the
+ * directory with lock key key (pushq_lock_key) starts waiting for the
+ * daemon (delta 1), or stopped (delta -1): see "when a push is
+ * acknowledged" above. Every +1 needs its -1. */
+void pushq_busy(struct pushq *q, uint64_t key, int delta);
+
+/* How many acknowledgements went out past an entry invalidation not
+ * applied yet: because its directory was busy (*busy), or after
+ * PUSHQ_APPLY_WAIT_MS (*unapplied). Any thread. */
+void pushq_stats(struct pushq *q, uint64_t *busy, uint64_t *unapplied);
 
 #endif /* PODFS_PUSHQ_I_H */

@@ -10,7 +10,9 @@
 #include "pcache_i.h"
 #include "podfs/clock.h"
 #include "podfs/codec.h"
+#include "pushq_i.h"
 #include "rpc_i.h"
+#include "transport_i.h"
 #include "wb_i.h"
 
 /* A PING's round trip now, in us, or -1 if the server is not connected
@@ -36,17 +38,19 @@ int stats_format(struct client *c, char *buf, size_t cap)
 	struct wb_stats ws = { 0 };
 	size_t waiting;
 	uint64_t abandoned;
+	uint64_t ack_busy, ack_unapplied;
 	long long rtt = ping_us(c);
 
 	if (c->wb)
 		wb_get_stats(c->wb, &ws);
+	pushq_stats(transport_pushq(c->tr), &ack_busy, &ack_unapplied);
 	rpc_waiting(c->rpc, &waiting, &abandoned);
 	int n = snprintf(buf, cap,
 			 "server %s\nup_since %llu\ndown_since %llu\nreconnects %llu\nrtt_us %lld\n"
 			 "waiting %zu\nabandoned %llu\npushes %llu\n"
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
-			 "wb_held %llu\nconns %u\nconns_up %u\n",
+			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n",
 			 c->hostport, (unsigned long long)atomic_load(&c->st_up_since),
 			 (unsigned long long)atomic_load(&c->st_down_since),
 			 (unsigned long long)atomic_load(&c->st_reconnects), rtt, waiting,
@@ -59,7 +63,8 @@ int stats_format(struct client *c, char *buf, size_t cap)
 			 (unsigned long long)ws.written,
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
-			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc));
+			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc),
+			 (unsigned long long)ack_busy, (unsigned long long)ack_unapplied);
 	for (unsigned op = 0; op < PFS_OP_MAX && n > 0 && (size_t)n < cap; op++) {
 		uint64_t k = atomic_load(&c->st_req[op]);
 		if (k)

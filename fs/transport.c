@@ -172,6 +172,11 @@ bool transport_push_acked(struct transport *t)
 	return atomic_load(&t->push_ack);
 }
 
+struct pushq *transport_pushq(struct transport *t)
+{
+	return t->pq;
+}
+
 /* A connection attempt of t (sock.c). */
 static struct sock_dial dial(struct transport *t)
 {

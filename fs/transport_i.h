@@ -28,6 +28,7 @@
 
 struct client;
 struct transport;
+struct pushq;
 
 /* A connection that is up, as up_cb sees it. */
 struct transport_up {
@@ -138,5 +139,9 @@ bool transport_quiet(struct transport *t);
  * (PFS_CAP_PUSH_ACK): a change's reply then reaches its client only once
  * every other client received the push about it. Any thread. */
 bool transport_push_acked(struct transport *t);
+
+/* The queue of the main connection's pushes (pushq_i.h), for
+ * pushq_busy. Any thread. */
+struct pushq *transport_pushq(struct transport *t);
 
 #endif /* PODFS_TRANSPORT_I_H */

@@ -25,8 +25,8 @@ import time
 
 import pytest
 
-from helpers import (Worker, daemon_deleted_fds, pread_all, read_file, requests_sent, requests_since,
-                     wait_for, write_file)
+from helpers import (Worker, daemon_deleted_fds, podfs_stats, pread_all, read_file, requests_sent,
+                     requests_since, wait_for, write_file)
 
 pytestmark = pytest.mark.netns
 
@@ -408,6 +408,38 @@ def test_file_open_on_one_host_survives_removal_on_another(pod):
     wait_for(lambda: not daemon_deleted_fds(pod.daemon, pod.export), 10,
              what="the daemon to close the deleted files")
 
+
+
+@pytest.mark.parametrize("how", ["unlink", "rename"])
+def test_removal_seen_at_once_by_a_host_holding_the_file_open(pod, how):
+    """Issue 17: B holds the file open and has looked it up; A removes
+    the name (unlink, or a rename to another name). Once A's call
+    returned, B's stat of the name fails at once, every time: B's
+    acknowledgement of the push, which A's reply waits for, follows the
+    kernel's invalidation of the name, not only its receipt."""
+    a, b = pod.a, pod.b
+    os.mkdir(a / "d")
+    os.listdir(b / "d")
+    stale = []
+    for i in range(25):
+        write_file(a / "d" / f"f{i}", b"x")
+        wait_for(lambda: exists(b / "d" / f"f{i}"), VISIBLE, what="B to see the file")
+        fd = os.open(b / "d" / f"f{i}", os.O_RDONLY)
+        try:
+            os.stat(b / "d" / f"f{i}")  # B's kernel caches the name and attributes
+            if how == "unlink":
+                os.unlink(a / "d" / f"f{i}")
+            else:
+                os.rename(a / "d" / f"f{i}", a / "d" / f"g{i}")
+            if exists(b / "d" / f"f{i}"):
+                stale.append(i)
+        finally:
+            os.close(fd)
+    assert stale == [], f"B still found the removed name in rounds {stale} of 25"
+    assert "not acknowledge" not in pod.daemon.proc.output()
+    # B applied each invalidation before acknowledging it, never after
+    # giving up waiting for the kernel.
+    assert podfs_stats(b)["ack_unapplied"] == 0
 
 # --- within the bound, through pushes --------------------------------------------
 

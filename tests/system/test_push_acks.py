@@ -13,8 +13,8 @@ import time
 import pytest
 
 from harness import Pod
-from helpers import (DelayRelay, Worker, check_open_counted, read_file, requests_sent, requests_since,
-                     write_file)
+from helpers import (DelayRelay, Worker, check_open_counted, podfs_stats, read_file, requests_sent,
+                     requests_since, wait_for, write_file)
 from lockers import RETRY, agents_on_lk
 
 
@@ -149,6 +149,11 @@ def test_acks_do_not_deadlock_two_writers(env):
             os.unlink(host / "dd" / f"{tag}{i}.done")
     on_both(churn, "a", "b")
     assert os.listdir(a / "dd") == []
+    # Each host acknowledged the other's entry pushes once applied, or at
+    # once while its own operation in dd held the directory: never only
+    # after giving up waiting for the kernel.
+    for host in (a, b):
+        assert podfs_stats(host)["ack_unapplied"] == 0, host.tag
     data = read_file(b / "shared")
     assert data[:100] == b"A" * 100 and data[4096:4196] == b"B" * 100
 
@@ -179,3 +184,68 @@ def test_lock_wake_counts_as_an_acknowledged_push(env, agents):
         assert read_file(b / "g") == data
         assert took < 1.5, f"round {i}: A's write waited {took:.2f} s for B"
     assert "not acknowledge" not in pod.daemon.proc.output()
+
+
+def _no_laggard(pod):
+    """No client was waited for until the bound, nor cut off for it: the
+    daemon's log has no "did not acknowledge", and no mount reconnected."""
+    assert "not acknowledge" not in pod.daemon.proc.output()
+    for host in pod.mounts:
+        assert "reconnected to" not in host.proc.output(), f"{host.tag} was cut off"
+
+
+@pytest.mark.netns
+def test_unlink_after_a_lock_wait_is_not_held(env, agents):
+    """Issue 17: A holds a lockf lock, B waits for it in F_SETLKW, A
+    unlocks, B gets the lock and closes the file; A's unlink of the file
+    (which B caches) then returns at once, not after the 2 s bound, and
+    B keeps its connection. Both hosts then see the file gone."""
+    pod = Pod(env, opts=("", f"lock_retry={RETRY}"))
+    a, b = pod.a, pod.b
+    ha, wb = agents_on_lk(a, b, agents)
+    wb.send("lockf f EX")  # F_SETLKW
+    assert wb.reply(1.0)[0] == "", "B got the lock while A held it"
+    assert ha.do("lockf f UN") == "ok"
+    res, _ = wb.reply(RETRY / 2)
+    assert res == "ok", "B was not woken by the LOCK_WAKE push"
+    assert wb.do("close f") == "ok"
+    assert ha.do("close f") == "ok"
+    os.stat(b / "lk")  # B caches lk: A's unlink waits for B's acknowledgement
+    t0 = time.monotonic()
+    os.unlink(a / "lk")
+    took = time.monotonic() - t0
+    assert took < 1.0, f"A's unlink waited {took:.2f} s for B"
+    assert not os.path.exists(a / "lk")
+    wait_for(lambda: not os.path.exists(b / "lk"), 5, what="B to see lk gone")
+    _no_laggard(pod)
+
+
+@pytest.mark.netns
+def test_lock_wait_does_not_delay_invalidations(env, agents):
+    """While B waits in F_SETLKW, A changes files B caches: each change's
+    reply, held until B acknowledged the invalidation, comes at once, and
+    B reads the new data; then B still gets the lock once A unlocks."""
+    pod = Pod(env, opts=("", f"lock_retry={RETRY}"))
+    a, b = pod.a, pod.b
+    write_file(a / "g", b"old")
+    ha, wb = agents_on_lk(a, b, agents)
+    assert read_file(b / "g") == b"old"
+    wb.send("setlkw f")
+    assert wb.reply(1.0)[0] == "", "B got the lock while A held it"
+    for i in range(5):
+        os.stat(b / "g")  # B's attributes of g: current (trusted)
+        data = b"new %d" % i
+        t0 = time.monotonic()
+        write_file(a / "g", data)
+        took = time.monotonic() - t0
+        assert took < 1.0, f"round {i}: A's write waited {took:.2f} s for the waiting B"
+        assert read_file(b / "g") == data, f"round {i}: stale data on B"
+    t0 = time.monotonic()
+    os.unlink(a / "g")
+    assert time.monotonic() - t0 < 1.0
+    wait_for(lambda: not os.path.exists(b / "g"), 5, what="B to see g gone")
+    assert wb.line(0) == "", "B's lock wait ended early"
+    assert ha.do("lockf f UN") == "ok"
+    res, _ = wb.reply(RETRY / 2)
+    assert res == "ok", "B did not get the lock after A's unlock"
+    _no_laggard(pod)

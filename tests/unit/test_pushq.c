@@ -1,0 +1,298 @@
+/* test_pushq.c: unit tests of the push queue's acknowledgements
+ * (fs/pushq.c): attribute pushes acknowledged on receipt even while the
+ * push thread is blocked, entry invalidations (and what follows them)
+ * only once applied, at once while their directory is busy with a local
+ * operation, after PUSHQ_APPLY_WAIT_MS otherwise, and a new connection
+ * counting from 1 again.
+ *
+ * The push thread's kernel call is a fake that blocks on the pushes
+ * about one handle until the test releases them; every wait is bounded.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "podfs/clock.h"
+#include "pushq_i.h"
+
+#define BLOCK_TAG 7 /* pushes about this handle block in apply_cb */
+#define WAIT_MS 3000 /* bound of every wait for something that must happen */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static bool released;       /* apply_cb may return for BLOCK_TAG */
+static unsigned applied;    /* pushes applied */
+static uint64_t ack_gen, ack_count;
+
+static struct pfs_fh fh_of(uint8_t tag)
+{
+	struct pfs_fh fh;
+	memset(&fh, 0, sizeof(fh));
+	fh.len = 12;
+	for (int i = 0; i < 12; i++)
+		fh.data[i] = (uint8_t)(tag * 31 + i);
+	return fh;
+}
+
+static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
+{
+	(void)arg, (void)op, (void)payload, (void)len;
+	return 0;
+}
+
+/* The payload's first handle byte (after its length) tells the tag. */
+static void apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)
+{
+	struct pfs_inval_entry_push ie;
+	struct pfs_inval_inode_push ii;
+	struct pfs_fh blk = fh_of(BLOCK_TAG);
+	bool block = false;
+
+	(void)arg, (void)seq;
+	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)
+		block = pfs_fh_equal(&ie.parent, &blk);
+	if (op == PFS_OP_INVAL_INODE && pfs_dec_inval_inode_push(payload, len, &ii) == 0)
+		block = pfs_fh_equal(&ii.fh, &blk);
+	pthread_mutex_lock(&mu);
+	int64_t end = pfs_mono_ms() + WAIT_MS;
+	while (block && !released && pfs_mono_ms() < end) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&cv, &mu, &ts);
+	}
+	applied++;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static void ack_cb(void *arg, uint64_t gen, uint64_t count)
+{
+	(void)arg;
+	pthread_mutex_lock(&mu);
+	ack_gen = gen;
+	ack_count = count;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static uint8_t *entry_push(uint8_t tag, size_t *len)
+{
+	struct pfs_inval_entry_push m = { .parent = fh_of(tag) };
+	uint8_t *buf = malloc(512);
+	struct pfs_wr w;
+
+	m.name.len = 1;
+	m.name.s[0] = 'x';
+	pfs_wr_init(&w, buf, 512);
+	CHECK_EQ(pfs_enc_inval_entry_push(&w, &m), 0);
+	*len = w.len;
+	return buf;
+}
+
+static uint8_t *inode_push(uint8_t tag, size_t *len)
+{
+	struct pfs_inval_inode_push m = { .fh = fh_of(tag), .offset = -1, .length = 0 };
+	uint8_t *buf = malloc(512);
+	struct pfs_wr w;
+
+	pfs_wr_init(&w, buf, 512);
+	CHECK_EQ(pfs_enc_inval_inode_push(&w, &m), 0);
+	*len = w.len;
+	return buf;
+}
+
+static void add_entry(struct pushq *q, uint64_t gen, uint8_t tag)
+{
+	size_t len;
+	uint8_t *b = entry_push(tag, &len);
+	pushq_add(q, gen, PFS_OP_INVAL_ENTRY, b, len);
+}
+
+static void add_inode(struct pushq *q, uint64_t gen, uint8_t tag)
+{
+	size_t len;
+	uint8_t *b = inode_push(tag, &len);
+	pushq_add(q, gen, PFS_OP_INVAL_INODE, b, len);
+}
+
+/* Waits up to ms for the acknowledged count of gen to reach count. */
+static bool acked_within(uint64_t gen, uint64_t count, int64_t ms)
+{
+	int64_t end = pfs_mono_ms() + ms;
+	bool ok;
+
+	pthread_mutex_lock(&mu);
+	while (!(ok = ack_gen == gen && ack_count >= count) && pfs_mono_ms() < end) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 5000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&cv, &mu, &ts);
+	}
+	pthread_mutex_unlock(&mu);
+	return ok;
+}
+
+static bool applied_within(unsigned n, int64_t ms)
+{
+	int64_t end = pfs_mono_ms() + ms;
+	bool ok;
+
+	pthread_mutex_lock(&mu);
+	while (!(ok = applied >= n) && pfs_mono_ms() < end) {
+		pthread_mutex_unlock(&mu);
+		struct timespec d = { 0, 2000000 };
+		nanosleep(&d, NULL);
+		pthread_mutex_lock(&mu);
+	}
+	pthread_mutex_unlock(&mu);
+	return ok;
+}
+
+static void set_released(bool r)
+{
+	pthread_mutex_lock(&mu);
+	released = r;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static struct pushq *start(void)
+{
+	struct pushq_cbs cbs = { .note_cb = note_cb, .apply_cb = apply_cb, .ack_cb = ack_cb };
+	struct pushq *q = NULL;
+
+	pthread_mutex_lock(&mu);
+	released = false;
+	applied = 0;
+	ack_gen = ack_count = 0;
+	pthread_mutex_unlock(&mu);
+	CHECK_EQ(pushq_new(&cbs, &q), 0);
+	CHECK_EQ(pushq_start(q), 0);
+	return q;
+}
+
+static void stop(struct pushq *q)
+{
+	set_released(true);
+	pushq_free(q);
+}
+
+/* Attribute pushes: acknowledged on receipt, while the push thread is
+ * stuck applying the first. */
+static void test_inode_pushes_on_receipt(void)
+{
+	struct pushq *q = start();
+	add_inode(q, 1, BLOCK_TAG);
+	add_inode(q, 1, 1);
+	CHECK(acked_within(1, 2, WAIT_MS));
+	CHECK_EQ(applied, 0);
+	stop(q);
+}
+
+/* An entry invalidation holds its acknowledgement, and those of the
+ * pushes after it, until applied. */
+static void test_entry_push_after_apply(void)
+{
+	struct pushq *q = start();
+	uint64_t busy, unapplied;
+
+	add_inode(q, 1, 1);
+	CHECK(acked_within(1, 1, WAIT_MS));
+	add_entry(q, 1, BLOCK_TAG);
+	add_inode(q, 1, 2);
+	/* Well below PUSHQ_APPLY_WAIT_MS: nothing beyond the first. */
+	CHECK(!acked_within(1, 2, 100));
+	CHECK_EQ(ack_count, 1);
+	set_released(true);
+	CHECK(applied_within(2, WAIT_MS));
+	CHECK(acked_within(1, 3, WAIT_MS));
+	pushq_stats(q, &busy, &unapplied);
+	CHECK_EQ(busy, 0);
+	CHECK_EQ(unapplied, 0);
+	stop(q);
+}
+
+/* Its directory busy with a local operation: acknowledged at once (and
+ * what follows), without waiting for the bound. */
+static void test_busy_directory(void)
+{
+	struct pushq *q = start();
+	struct pfs_fh d = fh_of(BLOCK_TAG);
+	uint64_t busy, unapplied;
+
+	add_entry(q, 1, BLOCK_TAG);
+	add_entry(q, 1, 3);
+	CHECK(!acked_within(1, 1, 50));
+	int64_t t0 = pfs_mono_ms();
+	pushq_busy(q, pushq_lock_key(&d), 1);
+	CHECK(acked_within(1, 2, WAIT_MS));
+	pushq_stats(q, &busy, &unapplied);
+	CHECK(busy >= 1);
+	CHECK_EQ(unapplied, 0);
+	/* Not by the bound: the count came before it could have. */
+	if (unapplied == 0)
+		CHECK(pfs_mono_ms() - t0 < WAIT_MS);
+	pushq_busy(q, pushq_lock_key(&d), -1);
+	/* Busy no more, nothing pending: a new entry push waits again. */
+	set_released(true);
+	CHECK(applied_within(2, WAIT_MS));
+	set_released(false);
+	add_entry(q, 1, BLOCK_TAG);
+	CHECK(!acked_within(1, 3, 50));
+	set_released(true);
+	CHECK(acked_within(1, 3, WAIT_MS));
+	stop(q);
+}
+
+/* Nobody known to hold the lock: acknowledged unapplied after the bound. */
+static void test_bound(void)
+{
+	struct pushq *q = start();
+	uint64_t busy, unapplied;
+
+	int64_t t0 = pfs_mono_ms();
+	add_entry(q, 1, BLOCK_TAG);
+	add_inode(q, 1, 4);
+	CHECK(acked_within(1, 2, WAIT_MS));
+	CHECK(pfs_mono_ms() - t0 >= PUSHQ_APPLY_WAIT_MS - 1);
+	CHECK_EQ(applied, 0);
+	pushq_stats(q, &busy, &unapplied);
+	CHECK_EQ(busy, 0);
+	CHECK_EQ(unapplied, 1);
+	stop(q);
+}
+
+/* A new connection counts from 1; pushes of the old one left in the
+ * queue do not hold its acknowledgements. */
+static void test_new_connection(void)
+{
+	struct pushq *q = start();
+
+	add_entry(q, 1, BLOCK_TAG);
+	add_inode(q, 2, 5);
+	add_inode(q, 2, 6);
+	CHECK(acked_within(2, 2, WAIT_MS));
+	CHECK_EQ(ack_count, 2);
+	stop(q);
+}
+
+int main(void)
+{
+	test_inode_pushes_on_receipt();
+	test_entry_push_after_apply();
+	test_busy_directory();
+	test_bound();
+	test_new_connection();
+	return check_done("test_pushq");
+}
