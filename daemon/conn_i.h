@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "podfs/tls.h"
 #include "podfs/wire.h"
 
 struct pfsd;
@@ -36,6 +37,13 @@ enum conn_state {
 	CS_HELLO, /* waiting for HELLO */
 	CS_AUTH,  /* HELLO answered, waiting for AUTH */
 	CS_READY, /* authenticated */
+};
+
+/* What the connection speaks, told by its first bytes (pfs_tls_sniff). */
+enum conn_mode {
+	CM_SNIFF, /* nothing read yet */
+	CM_PLAIN, /* frames in the clear (--allow-plaintext) */
+	CM_TLS,   /* frames inside TLS (ssl) */
 };
 
 #define CONN_RBUF 32768
@@ -91,6 +99,14 @@ struct conn {
 	uint8_t *pbuf;
 	size_t pgot;
 	uint8_t *rbuf;         /* CONN_RBUF */
+
+	/* TLS: the first bytes decide the mode; then ssl decrypts what is
+	 * read (into rbio) and encrypts what is written (out of wbio). */
+	enum conn_mode mode;
+	uint8_t sniff[PFS_TLS_SNIFF_LEN];
+	size_t nsniff;
+	SSL *ssl;              /* CM_TLS; owns rbio and wbio */
+	BIO *rbio, *wbio;
 
 	/* The handshake (handshake.c) and the session it leads to. */
 	enum conn_state st;
