@@ -586,13 +586,15 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void tls_fail(struct conn *c)
 {
 	char why[128];
-	bool hs = !SSL_is_init_finished(c->ssl);
+	bool hs = !c->tls_up;
 
 	pfs_tls_reason(why, sizeof(why), "TLS error");
-	if (hs)
-		pfsd_warn_rl(c->d, "conn %llu: TLS handshake with %s failed: %s%s",
-			     (unsigned long long)c->id, c->peer, why,
-			     strstr(why, "binder") ? " (a client with another pod key)" : "");
+	if (hs && strstr(why, "binder"))
+		pfsd_warn_rl(c->d, "auth failed from %s (TLS handshake: %s: a client with another pod key)",
+			     c->peer, why);
+	else if (hs)
+		pfsd_warn_rl(c->d, "conn %llu: TLS handshake with %s failed: %s",
+			     (unsigned long long)c->id, c->peer, why);
 	else
 		pfsd_warn_rl(c->d, "conn %llu: TLS error from %s: %s; closing",
 			     (unsigned long long)c->id, c->peer, why);
@@ -626,6 +628,9 @@ static void tls_input(struct conn *c, const uint8_t *p, size_t n)
 			dst = c->pbuf + c->pgot;
 			cap = c->h.wire_len - c->pgot;
 		}
+		/* (A fatal error puts the state machine back "in init".) */
+		if (!c->tls_up && SSL_is_init_finished(c->ssl))
+			c->tls_up = true;
 		ERR_clear_error();
 		int k = SSL_read(c->ssl, dst, cap > INT_MAX ? INT_MAX : (int)cap);
 		if (k <= 0) {

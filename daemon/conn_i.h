@@ -106,6 +106,7 @@ struct conn {
 	uint8_t sniff[PFS_TLS_SNIFF_LEN];
 	size_t nsniff;
 	SSL *ssl;              /* CM_TLS; owns rbio and wbio */
+	bool tls_up;           /* its handshake finished */
 	BIO *rbio, *wbio;
 
 	/* The handshake (handshake.c) and the session it leads to. */

@@ -499,7 +499,9 @@ static ssize_t tls_recv(struct chan *ch, int fd, void *buf, size_t n)
 		if (e == SSL_ERROR_ZERO_RETURN)
 			return 0;
 		if (e != SSL_ERROR_WANT_READ) {
-			pfs_err("TLS from %s: %s", ch->t->c->hostport, why);
+			/* Tampering on the way, or the server's alert: the
+			 * connection is redone like any lost one. */
+			pfs_warn("TLS from %s: %s", ch->t->c->hostport, why);
 			errno = EPROTO;
 			return -1;
 		}
