@@ -328,27 +328,39 @@ static bool tls_put(struct conn *c, const void *p, size_t n)
 	return true;
 }
 
+/* Encrypts and queues p[n] on a TLS connection (after whatever was put
+ * into wbio before), in CONN_TLS_CHUNK pieces so that wbio never holds
+ * more than one: the last write releases acct (tls_out). */
+static void tls_send(struct conn *c, const uint8_t *p, size_t n, size_t acct, bool is_reply)
+{
+	while (n > CONN_TLS_CHUNK) {
+		if (!tls_put(c, p, CONN_TLS_CHUNK))
+			return settle(c, acct, is_reply);
+		tls_out(c, 0, false);
+		p += CONN_TLS_CHUNK;
+		n -= CONN_TLS_CHUNK;
+	}
+	if (!tls_put(c, p, n))
+		return settle(c, acct, is_reply);
+	tls_out(c, acct, is_reply);
+}
+
 /* Queues frame f (taking f->own) on a TLS connection: small frames go in
  * one record, header and payload together. */
 static void tls_frame(struct conn *c, struct frame *f, size_t acct, bool is_reply)
 {
-	bool ok;
-
 	if (f->len <= 4096) {
 		uint8_t one[PFS_FRAME_HDR_SIZE + 4096];
 		memcpy(one, f->hdr, PFS_FRAME_HDR_SIZE);
 		if (f->len)
 			memcpy(one + PFS_FRAME_HDR_SIZE, f->wire, f->len);
-		ok = tls_put(c, one, PFS_FRAME_HDR_SIZE + f->len);
+		tls_send(c, one, PFS_FRAME_HDR_SIZE + f->len, acct, is_reply);
+	} else if (tls_put(c, f->hdr, PFS_FRAME_HDR_SIZE)) {
+		tls_send(c, f->wire, f->len, acct, is_reply);
 	} else {
-		ok = tls_put(c, f->hdr, PFS_FRAME_HDR_SIZE) && tls_put(c, f->wire, f->len);
+		settle(c, acct, is_reply);
 	}
 	free_own(f->own);
-	if (!ok) {
-		settle(c, acct, is_reply);
-		return;
-	}
-	tls_out(c, acct, is_reply);
 }
 
 /* Queues frame f (taking f->own). acct: the request's bytes released
@@ -393,12 +405,8 @@ static void send_rest(struct conn *c, void *buf, size_t len, size_t acct)
 	uv_buf_t b = uv_buf_init((char *)buf, len);
 
 	if (c->ssl) {
-		bool ok = tls_put(c, buf, len);
+		tls_send(c, buf, len, acct, true);
 		free(buf);
-		if (ok)
-			tls_out(c, acct, true);
-		else
-			settle(c, acct, true);
 		return;
 	}
 	w = xmalloc(sizeof(*w));

@@ -47,6 +47,8 @@ enum conn_mode {
 };
 
 #define CONN_RBUF 32768
+/* TLS: plaintext encrypted into one write at a time (conn.c). */
+#define CONN_TLS_CHUNK (256u * 1024)
 
 /* A whole frame arrived on c: its header is c->h, payload its wire_len
  * bytes as received (malloc'd, or NULL when empty), which the callee

@@ -252,9 +252,11 @@ static ssize_t tls_seal(struct chan *ch, const void *a, size_t an, const void *b
 	for (int i = 0; i < 2 && rc == 0; i++) {
 		ERR_clear_error();
 		if (plen[i] && SSL_write(ch->ssl, part[i], (int)plen[i]) != (int)plen[i]) {
+			/* The connection thread broke it (a bad record came
+			 * in) and says why; the connection is redone. */
 			char why[128];
 			pfs_tls_reason(why, sizeof(why), "write failed");
-			pfs_err("TLS to %s: %s", ch->t->c->hostport, why);
+			pfs_debug("TLS to %s: %s", ch->t->c->hostport, why);
 			rc = -EPROTO;
 		}
 	}

@@ -18,6 +18,9 @@ FAST = 0.1   # a change through podfs reaches other sessions within 100 ms
 DIRECT = 1.0  # a change made beside podfs, within 1 s
 QUIET = 0.3   # how long we listen to make sure nothing comes
 
+# Every test here speaks pfsproto, which has no TLS.
+pytestmark = pytest.mark.plaintext
+
 
 def session(daemon, env, push=True):
     return P.connect(daemon.host, daemon.port, P.load_key(env.key),
@@ -58,7 +61,6 @@ def test_write_pushed_to_interested_session(env, daemon, ab):
     assert a.pushes_before_pong() == []
 
 
-@pytest.mark.plaintext
 def test_no_push_for_objects_not_looked_up_or_forgotten(env, daemon):
     for n in ("x", "y"):
         write_file(env.export / n, b"0")
@@ -85,7 +87,6 @@ def test_no_push_for_objects_not_looked_up_or_forgotten(env, daemon):
         b.close()
 
 
-@pytest.mark.plaintext
 def test_session_without_push_cap_gets_none(env, daemon):
     write_file(env.export / "f", b"0")
     a = session(daemon, env)
@@ -106,7 +107,6 @@ def test_session_without_push_cap_gets_none(env, daemon):
         c.close()
 
 
-@pytest.mark.plaintext
 def test_namespace_changes_pushed_to_parent_watchers(env, daemon, ab):
     a, b = ab
     os.mkdir(env.export / "d")
@@ -198,7 +198,6 @@ def test_direct_change_not_pushed_to_uninterested(env, daemon, ab):
     assert inode_pushes(b.wait_pushes(DIRECT, until=lambda ps: inode_pushes(ps, h)), h)
 
 
-@pytest.mark.plaintext
 def test_revalidate_reports_changed_and_gone(env, daemon, ab):
     a, b = ab
     names = ["same", "grown", "gone", "chmod", "touched"]
@@ -237,7 +236,6 @@ def test_revalidate_reports_changed_and_gone(env, daemon, ab):
         c.close()
 
 
-@pytest.mark.plaintext
 def test_revalidate_limits(env, daemon, ab):
     a, b = ab
     write_file(env.export / "f", b"abc")
@@ -262,7 +260,6 @@ def test_revalidate_limits(env, daemon, ab):
     b.ping()
 
 
-@pytest.mark.plaintext
 def test_lookup_data(env, daemon, ab):
     a, b = ab
     small = os.urandom(5000)
@@ -308,7 +305,6 @@ def test_lookup_data(env, daemon, ab):
     assert inode_pushes(b.wait_pushes(FAST, until=about(h)), h)
 
 
-@pytest.mark.plaintext
 def test_readdirplus_registers_entries(env, daemon, ab):
     a, b = ab
     os.mkdir(env.export / "d")
@@ -327,7 +323,6 @@ def test_readdirplus_registers_entries(env, daemon, ab):
     assert inode_pushes(b.wait_pushes(FAST, until=about(h)), h)
 
 
-@pytest.mark.plaintext
 def test_push_follows_reply_of_racing_read(env, daemon, ab):
     """Whatever the interleaving, once B has its GETATTR reply and every push
     that followed, B's view of the file is the final one (a push never
@@ -372,7 +367,6 @@ def test_push_follows_reply_of_racing_read(env, daemon, ab):
 
 
 @pytest.mark.parametrize("mode", ["inotify", "none"])
-@pytest.mark.plaintext
 def test_watch_fallbacks(env, monkeypatch, mode):
     if os.environ.get("PODFS_TEST_DAEMON"):
         pytest.skip("starts its own daemon")

@@ -205,17 +205,23 @@ def test_default_mount_is_encrypted_on_the_wire(env, daemon, relay):
     for enough of them."""
     if daemon.external:
         pytest.skip("needs a daemon with default options")
+    marker = b"podfs-wire-marker-" + os.urandom(8).hex().encode()
+    theirs = os.urandom(2 << 20) + marker + os.urandom(1 << 20)
+    (env.export / "theirs").write_bytes(theirs)
     r = relay(dribble=True)
     m = mount_via(env, r)
-    marker = b"podfs-wire-marker-" + os.urandom(8).hex().encode()
     check_works(m, env, marker.decode() + ".txt", marker * 1000)
     big = os.urandom(3 << 20) + marker
     check_works(m, env, "big", big)
+    # Read from the daemon, in READ replies big enough to be spliced on a
+    # plaintext connection: under TLS they must be encrypted too.
+    assert read_file(m / "theirs") == theirs
     os.listdir(m)
     wire = r.wire()
     assert len(wire) > len(big), "the relay saw less than the data written"
     assert marker not in wire
     assert big[:4096] not in wire
+    assert theirs[:4096] not in wire and theirs[-4096:] not in wire
     with r.lock:
         assert r.conns and all(a[0] == TLS_HANDSHAKE for a, _ in r.conns)
     assert "TLS required" in daemon.log()
