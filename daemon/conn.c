@@ -307,7 +307,7 @@ static void tls_out(struct conn *c, size_t acct, bool is_reply)
 }
 
 /* Encrypts n bytes into c's wbio. Returns false (after closing c) if the
- * TLS state is broken. A memory BIO takes everything: no partial
+ * TLS state is broken (a fatal error came in: tls_fail). A memory BIO takes everything: no partial
  * writes. */
 static bool tls_put(struct conn *c, const void *p, size_t n)
 {
@@ -317,8 +317,9 @@ static bool tls_put(struct conn *c, const void *p, size_t n)
 		int r = SSL_write(c->ssl, p, k);
 		if (r <= 0) {
 			char why[128];
+			/* Only after a fatal error, which was logged. */
 			pfs_tls_reason(why, sizeof(why), "write failed");
-			pfs_err("conn %llu: TLS: %s", (unsigned long long)c->id, why);
+			pfs_debug("conn %llu: TLS: %s", (unsigned long long)c->id, why);
 			conn_close(c, "TLS error");
 			return false;
 		}
