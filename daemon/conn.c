@@ -1,10 +1,21 @@
-/* conn.c: one client connection: frames in, the write queue and the
- * memory it holds, backpressure, zero-copy READ replies, closing (see
- * conn_i.h). Loop thread only. */
+/* conn.c: one client connection: TLS or plaintext, frames in, the write
+ * queue and the memory it holds, backpressure, zero-copy READ replies,
+ * closing (see conn_i.h). Loop thread only.
+ *
+ * TLS sits between the socket and the framing, driven through two memory
+ * BIOs so that the loop never blocks: what the socket delivers goes into
+ * rbio and SSL_read hands the plaintext to the frame parser (feed); a
+ * frame to send goes through SSL_write and the ciphertext that collects
+ * in wbio leaves as one uv_write buffer (tls_out), counted in c->mem
+ * like a plaintext frame until written. The TLS handshake runs inside
+ * the first SSL_reads, its messages flushed the same way. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +47,7 @@ static void maybe_free(struct conn *c)
 		return;
 	framer_free(&c->fr);
 	free(c->rbuf);
+	SSL_free(c->ssl);
 	free(c);
 }
 
@@ -259,6 +271,99 @@ static void write_bufs(struct conn *c, struct wmsg *w, uv_buf_t *b, unsigned nb)
 	note_backlog(c);
 }
 
+/* --- TLS --- */
+
+/* Sends the ciphertext collected in c's wbio (a record, handshake
+ * messages, an alert) as one write that releases acct bytes of c's memory
+ * (and completes a request if is_reply) once written. Never frees c. */
+static void tls_out(struct conn *c, size_t acct, bool is_reply)
+{
+	size_t n = BIO_ctrl_pending(c->wbio);
+	struct wmsg *w;
+	uv_buf_t b;
+	void *buf;
+
+	if (n == 0 || c->closing) {
+		(void)BIO_reset(c->wbio);
+		settle(c, acct, is_reply);
+		return;
+	}
+	buf = xmalloc(n);
+	if (BIO_read(c->wbio, buf, (int)n) != (int)n) {
+		free(buf);
+		settle(c, acct, is_reply);
+		conn_close(c, "TLS buffer error");
+		return;
+	}
+	w = xmalloc(sizeof(*w));
+	w->c = c;
+	w->own[0] = buf;
+	w->own[1] = NULL;
+	w->acct = acct + n;
+	w->is_reply = is_reply;
+	c->mem += n;
+	b = uv_buf_init(buf, n);
+	write_bufs(c, w, &b, 1);
+}
+
+/* Encrypts n bytes into c's wbio. Returns false (after closing c) if the
+ * TLS state is broken (a fatal error came in: tls_fail). A memory BIO takes everything: no partial
+ * writes. */
+static bool tls_put(struct conn *c, const void *p, size_t n)
+{
+	while (n) {
+		int k = n > INT_MAX ? INT_MAX : (int)n;
+		ERR_clear_error();
+		int r = SSL_write(c->ssl, p, k);
+		if (r <= 0) {
+			char why[128];
+			/* Only after a fatal error, which was logged. */
+			pfs_tls_reason(why, sizeof(why), "write failed");
+			pfs_debug("conn %llu: TLS: %s", (unsigned long long)c->id, why);
+			conn_close(c, "TLS error");
+			return false;
+		}
+		p = (const uint8_t *)p + r;
+		n -= (size_t)r;
+	}
+	return true;
+}
+
+/* Encrypts and queues p[n] on a TLS connection (after whatever was put
+ * into wbio before), in CONN_TLS_CHUNK pieces so that wbio never holds
+ * more than one: the last write releases acct (tls_out). */
+static void tls_send(struct conn *c, const uint8_t *p, size_t n, size_t acct, bool is_reply)
+{
+	while (n > CONN_TLS_CHUNK) {
+		if (!tls_put(c, p, CONN_TLS_CHUNK))
+			return settle(c, acct, is_reply);
+		tls_out(c, 0, false);
+		p += CONN_TLS_CHUNK;
+		n -= CONN_TLS_CHUNK;
+	}
+	if (!tls_put(c, p, n))
+		return settle(c, acct, is_reply);
+	tls_out(c, acct, is_reply);
+}
+
+/* Queues frame f (taking f->own) on a TLS connection: small frames go in
+ * one record, header and payload together. */
+static void tls_frame(struct conn *c, struct frame *f, size_t acct, bool is_reply)
+{
+	if (f->len <= 4096) {
+		uint8_t one[PFS_FRAME_HDR_SIZE + 4096];
+		memcpy(one, f->hdr, PFS_FRAME_HDR_SIZE);
+		if (f->len)
+			memcpy(one + PFS_FRAME_HDR_SIZE, f->wire, f->len);
+		tls_send(c, one, PFS_FRAME_HDR_SIZE + f->len, acct, is_reply);
+	} else if (tls_put(c, f->hdr, PFS_FRAME_HDR_SIZE)) {
+		tls_send(c, f->wire, f->len, acct, is_reply);
+	} else {
+		settle(c, acct, is_reply);
+	}
+	free_own(f->own);
+}
+
 /* Queues frame f (taking f->own). acct: the request's bytes released
  * with it; is_reply: it completes a request. Never frees c. */
 static void queue_frame(struct conn *c, struct frame *f, size_t acct, bool is_reply)
@@ -271,11 +376,13 @@ static void queue_frame(struct conn *c, struct frame *f, size_t acct, bool is_re
 		settle(c, acct, is_reply);
 		return;
 	}
+	c->d->wire_out += PFS_FRAME_HDR_SIZE + f->len;
+	c->d->raw_out += PFS_FRAME_HDR_SIZE + f->raw;
+	if (c->ssl)
+		return tls_frame(c, f, acct, is_reply);
 	w = xmalloc(sizeof(*w));
 	w->c = c;
 	memcpy(w->hdr, f->hdr, PFS_FRAME_HDR_SIZE);
-	c->d->wire_out += PFS_FRAME_HDR_SIZE + f->len;
-	c->d->raw_out += PFS_FRAME_HDR_SIZE + f->raw;
 	w->own[0] = f->own[0];
 	w->own[1] = f->own[1];
 	w->acct = acct + PFS_FRAME_HDR_SIZE + f->len;
@@ -291,12 +398,19 @@ void conn_reply(struct conn *c, struct frame *f, size_t acct)
 	queue_frame(c, f, acct, true);
 }
 
-/* Queues bytes that continue a frame already begun on the stream. */
+/* Queues bytes that continue a frame already begun on the stream (on a
+ * TLS connection: the whole frame), taking buf. */
 static void send_rest(struct conn *c, void *buf, size_t len, size_t acct)
 {
-	struct wmsg *w = xmalloc(sizeof(*w));
+	struct wmsg *w;
 	uv_buf_t b = uv_buf_init((char *)buf, len);
 
+	if (c->ssl) {
+		tls_send(c, buf, len, acct, true);
+		free(buf);
+		return;
+	}
+	w = xmalloc(sizeof(*w));
 	w->c = c;
 	w->own[0] = buf;
 	w->own[1] = NULL;
@@ -324,7 +438,9 @@ void conn_reply_spliced(struct conn *c, struct frame *f, int pipe[2], size_t spl
 	}
 	c->d->wire_out += hl + left;
 	c->d->raw_out += hl + left;
-	if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0 &&
+	/* Not under TLS (which never gets here but for safety): its bytes
+	 * must be encrypted, so they are copied below. */
+	if (!c->ssl && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0 &&
 	    uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
 		uv_buf_t b = uv_buf_init((char *)head, hl);
 		int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
@@ -430,14 +546,136 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	uint8_t *direct;
 	size_t len;
 
-	/* A large payload is read straight into its own buffer. */
-	if (framer_direct(&c->fr, &c->h, CONN_RBUF, &direct, &len)) {
+	/* A large payload is read straight into its own buffer (in the
+	 * clear: TLS decrypts out of rbuf). */
+	if (c->mode == CM_PLAIN && framer_direct(&c->fr, &c->h, CONN_RBUF, &direct, &len)) {
 		*buf = uv_buf_init((char *)direct, len);
 		return;
 	}
 	if (!c->rbuf)
 		c->rbuf = xmalloc(CONN_RBUF);
 	*buf = uv_buf_init((char *)c->rbuf, CONN_RBUF);
+}
+
+/* A TLS failure on c: logs it (rate-limited) and closes c after sending
+ * the alert OpenSSL queued, if any. */
+static void tls_fail(struct conn *c)
+{
+	char why[128];
+	bool hs = !c->tls_up;
+
+	pfs_tls_reason(why, sizeof(why), "TLS error");
+	if (hs && strstr(why, "binder"))
+		pfsd_warn_rl(c->d, "auth failed from %s (TLS handshake: %s: a client with another pod key)",
+			     c->peer, why);
+	else if (hs)
+		pfsd_warn_rl(c->d, "conn %llu: TLS handshake with %s failed: %s",
+			     (unsigned long long)c->id, c->peer, why);
+	else
+		pfsd_warn_rl(c->d, "conn %llu: TLS error from %s: %s; closing",
+			     (unsigned long long)c->id, c->peer, why);
+	conn_stop_reading(c);
+	if (BIO_ctrl_pending(c->wbio)) {
+		conn_close_after_write(c, hs ? "TLS handshake failed" : "TLS error");
+		tls_out(c, 0, false);
+	} else {
+		conn_close(c, hs ? "TLS handshake failed" : "TLS error");
+	}
+}
+
+/* Ciphertext p[n] arrived on c: decrypts what it completes and parses the
+ * frames in it, then sends what the TLS state machine wants sent
+ * (handshake messages). */
+static void tls_input(struct conn *c, const uint8_t *p, size_t n)
+{
+	if (c->closing || c->close_after_write || !n)
+		return;
+	if (BIO_write(c->rbio, p, (int)n) != (int)n) {
+		conn_close(c, "TLS buffer error");
+		return;
+	}
+	/* p is c->rbuf, whose bytes are in rbio now: rbuf takes plaintext. */
+	while (!c->closing && !c->close_after_write) {
+		uint8_t *dst = c->rbuf;
+		size_t cap = CONN_RBUF;
+		/* A large payload: straight into its buffer. */
+		bool direct = framer_direct(&c->fr, &c->h, CONN_RBUF, &dst, &cap);
+
+		if (!direct) {
+			dst = c->rbuf;
+			cap = CONN_RBUF;
+		}
+		/* (A fatal error puts the state machine back "in init".) */
+		if (!c->tls_up && SSL_is_init_finished(c->ssl))
+			c->tls_up = true;
+		ERR_clear_error();
+		int k = SSL_read(c->ssl, dst, cap > INT_MAX ? INT_MAX : (int)cap);
+		if (k <= 0) {
+			int e = SSL_get_error(c->ssl, k);
+			if (e == SSL_ERROR_WANT_READ)
+				break;
+			if (e == SSL_ERROR_ZERO_RETURN) {
+				conn_close(c, "closed by peer");
+				return;
+			}
+			return tls_fail(c);
+		}
+		if (direct) {
+			if (framer_direct_got(&c->fr, &c->h, (size_t)k))
+				frame_done(c);
+		} else {
+			feed(c, dst, (size_t)k);
+		}
+	}
+	if (!c->closing && BIO_ctrl_pending(c->wbio))
+		tls_out(c, 0, false);
+}
+
+/* Stream bytes p[n] in c's mode. */
+static void input(struct conn *c, const uint8_t *p, size_t n)
+{
+	if (c->mode == CM_TLS)
+		tls_input(c, p, n);
+	else
+		feed(c, p, n);
+}
+
+/* The first bytes of c: TLS, or plaintext if allowed. sniff collects
+ * them across reads (a read may bring one byte). */
+static void sniff(struct conn *c, const uint8_t *p, size_t n)
+{
+	size_t old = c->nsniff, k = PFS_TLS_SNIFF_LEN - old;
+
+	if (k > n)
+		k = n;
+	memcpy(c->sniff + old, p, k);
+	c->nsniff += k;
+	if (c->nsniff < PFS_TLS_SNIFF_LEN)
+		return;
+	if (pfs_tls_sniff(c->sniff)) {
+		c->ssl = pfs_tls_new(c->d->tls_ctx, &c->rbio, &c->wbio);
+		if (!c->ssl) {
+			pfs_err("conn %llu: cannot set up TLS", (unsigned long long)c->id);
+			conn_close(c, "out of memory");
+			return;
+		}
+		SSL_set_accept_state(c->ssl);
+		c->mode = CM_TLS;
+	} else if (c->d->o.allow_plaintext) {
+		c->mode = CM_PLAIN;
+	} else {
+		pfsd_warn_rl(c->d,
+			     "conn %llu: %s: plaintext refused (start podfsd with --allow-plaintext to allow)",
+			     (unsigned long long)c->id, c->peer);
+		conn_close(c, "plaintext refused");
+		return;
+	}
+	/* The bytes of earlier reads, then all of this one. */
+	if (c->mode == CM_TLS && old && BIO_write(c->rbio, c->sniff, (int)old) != (int)old)
+		return conn_close(c, "TLS buffer error");
+	if (c->mode == CM_PLAIN)
+		feed(c, c->sniff, old);
+	input(c, p, n);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -456,8 +694,10 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (nread == 0 || c->closing)
 		return;
-	if ((uint8_t *)buf->base == c->rbuf) {
-		feed(c, c->rbuf, (size_t)nread);
+	if (c->mode == CM_SNIFF) {
+		sniff(c, c->rbuf, (size_t)nread);
+	} else if ((uint8_t *)buf->base == c->rbuf) {
+		input(c, c->rbuf, (size_t)nread);
 	} else if (framer_direct_got(&c->fr, &c->h, (size_t)nread)) {
 		frame_done(c);
 	}

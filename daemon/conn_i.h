@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "podfs/tls.h"
 #include "podfs/wire.h"
 #include "exports_i.h"
 #include "framer_i.h"
@@ -40,7 +41,16 @@ enum conn_state {
 	CS_READY, /* authenticated */
 };
 
+/* What the connection speaks, told by its first bytes (pfs_tls_sniff). */
+enum conn_mode {
+	CM_SNIFF, /* nothing read yet */
+	CM_PLAIN, /* frames in the clear (--allow-plaintext) */
+	CM_TLS,   /* frames inside TLS (ssl) */
+};
+
 #define CONN_RBUF 32768
+/* TLS: plaintext encrypted into one write at a time (conn.c). */
+#define CONN_TLS_CHUNK (256u * 1024)
 
 /* A whole frame arrived on c: its header is c->h, payload its wire_len
  * bytes as received (malloc'd, or NULL when empty), which the callee
@@ -90,6 +100,15 @@ struct conn {
 	struct framer fr;
 	struct pfs_frame_hdr h;
 	uint8_t *rbuf;         /* CONN_RBUF */
+
+	/* TLS: the first bytes decide the mode; then ssl decrypts what is
+	 * read (into rbio) and encrypts what is written (out of wbio). */
+	enum conn_mode mode;
+	uint8_t sniff[PFS_TLS_SNIFF_LEN];
+	size_t nsniff;
+	SSL *ssl;              /* CM_TLS; owns rbio and wbio */
+	bool tls_up;           /* its handshake finished */
+	BIO *rbio, *wbio;
 
 	/* The handshake (handshake.c) and the session it leads to. */
 	enum conn_state st;

@@ -116,7 +116,8 @@ int op_read(struct op *o)
 	ssize_t n;
 	int ret;
 
-	if (size >= SPLICE_MIN) {
+	/* Spliced pages cannot be encrypted on the way: not under TLS. */
+	if (size >= SPLICE_MIN && !o->r->no_splice) {
 		ret = read_spliced(o, m, size);
 		if (ret != 0)
 			return ret < 0 ? ret : 0;

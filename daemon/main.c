@@ -20,6 +20,7 @@
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "caps_i.h"
+#include "podfs/tls.h"
 #include "handles_i.h"
 #include "lockstate_i.h"
 #include "pfsd_i.h"
@@ -54,6 +55,10 @@ static const char usage_text[] =
 	"  --lz4 MODE           LZ4 for replies: auto (only while the link is backed\n"
 	"                       up: it costs more time than it saves on fast links),\n"
 	"                       always (slow or metered links) or never (default auto)\n"
+	"  --allow-plaintext    also accept clients without TLS (mounted with\n"
+	"                       tls=off): their traffic is readable and forgeable\n"
+	"                       on the network; only for a trusted fabric\n"
+	"                       (default: TLS is required)\n"
 	"  --ro                 export read-only (to every client, whatever the rules)\n"
 	"  --exports FILE       export rules: who may connect, and how (podfs-exports(5);\n"
 	"                       default " EXPORTS_DEFAULT_FILE " if it exists; SIGHUP\n"
@@ -200,6 +205,7 @@ static const struct optdef optdefs[] = {
 	UINT("lock-lease", lock_lease, 0, 86400 * 365),
 	UINT("grace", grace, 0, PFSD_GRACE_MAX),
 	FUNC("lz4", required_argument, set_lz4),
+	FLAG("allow-plaintext", allow_plaintext),
 	FLAG("ro", ro),
 	STR("exports", exports),
 	FUNC("allow", required_argument, set_rule),
@@ -502,6 +508,9 @@ int main(int argc, char **argv)
 	ret = pfs_key_load(d->o.key_path, d->key, err, sizeof(err));
 	if (ret < 0)
 		fatal("%s", err); /* names the file */
+	d->tls_ctx = pfs_tls_ctx_new(true, d->key, err, sizeof(err));
+	if (!d->tls_ctx)
+		fatal("%s", err);
 	if (!have_dac_read_search())
 		fatal("podfsd needs CAP_DAC_READ_SEARCH to open files by handle (run it as root)");
 	/* Not O_PATH: open_by_handle_at refuses an O_PATH mount fd (EBADF). */
@@ -601,8 +610,9 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		fatal("%s", err);
 	pfs_notice("%s", err);
-	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s)", d->o.export_dir,
-		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease);
+	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s, %s)", d->o.export_dir,
+		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease,
+		   d->o.allow_plaintext ? "TLS or plaintext" : "TLS required");
 
 	uv_run(&d->loop, UV_RUN_DEFAULT);
 
@@ -619,6 +629,7 @@ int main(int argc, char **argv)
 	handles_free(d->hs);
 	exports_free(&d->rules);
 	free(d->rules_file);
+	pfs_tls_ctx_free(d->tls_ctx);
 	if (pidfile_abs)
 		unlink(pidfile_abs);
 	free(pidfile_abs);

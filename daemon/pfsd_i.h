@@ -62,6 +62,7 @@ struct pfsd_opts {
 	const char *genkey;    /* --genkey FILE: make a pod key and exit */
 	bool daemonize;
 	bool ro;
+	bool allow_plaintext;  /* --allow-plaintext: TLS optional (conn.c) */
 	bool buffered;         /* --buffered-writes: no O_DIRECT for big writes */
 	int log_level;
 	unsigned threads;
@@ -91,6 +92,7 @@ struct pfsd {
 	bool sweeping;
 	unsigned sweep_ticks;     /* PFSD_TICK_MS ticks since the last full sweep */
 	uint8_t key[PFS_KEY_LEN]; /* pod key: handshake only */
+	struct ssl_ctx_st *tls_ctx; /* TLS keyed by the pod key (tls.h, conn.c) */
 	uint64_t boot_id;         /* random per start: the write verifier */
 	struct handles *hs;       /* export fd, handle MACs, fd cache */
 	struct htab sessions;     /* client_id -> struct session (loop) */

@@ -238,6 +238,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->in = payload;
 	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_CODED) ? c->h.raw_len : 0);
 	r->codecs = c->caps & PFS_CAPS_CODECS;
+	r->no_splice = c->ssl != NULL;
 	r->dir_attr = (c->caps & PFS_CAP_DIR_ATTR) != 0;
 	r->new_dir = r->dir_attr && (c->caps & PFS_CAP_NEW_DIR);
 	r->auth_flags = auth_flags;

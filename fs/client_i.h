@@ -92,9 +92,11 @@ struct client {
 	enum pfs_lz4_mode lz4;   /* when requests are LZ4-compressed (link.h) */
 	char *cache_dir;         /* persistent content cache directory, or NULL */
 	uint64_t cache_size;     /* its size cap in bytes */
+	bool tls;                /* tls=on (default) / off */
 
 	/* Session identity. */
 	uint8_t key[PFS_KEY_LEN];
+	struct ssl_ctx_st *tls_ctx; /* TLS keyed by key (tls.h); NULL: tls=off */
 	uint64_t client_id;      /* random, kept across reconnects */
 	char hostname[PFS_HOSTNAME_MAX + 1];
 

@@ -41,6 +41,7 @@
 #include "podfs/auth.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
+#include "podfs/tls.h"
 #include "push_i.h"
 #include "readahead_i.h"
 #include "rpc_i.h"
@@ -271,6 +272,8 @@ static void client_free(struct client *c)
 	ofile_free_all(c);
 	inode_table_free(c->it);
 	transport_free(c->tr);
+	pfs_tls_ctx_free(c->tls_ctx);
+	c->tls_ctx = NULL;
 	rpc_free(c->rpc);
 	gate_free(c->gate);
 	creds_cache_free(c->cc);
@@ -294,6 +297,10 @@ static int prepare(struct client *c)
 	char err[512];
 
 	if (pfs_key_load(c->keyfile, c->key, err, sizeof(err)) < 0) {
+		fprintf(stderr, "podfs: %s\n", err);
+		return 1;
+	}
+	if (c->tls && !(c->tls_ctx = pfs_tls_ctx_new(false, c->key, err, sizeof(err)))) {
 		fprintf(stderr, "podfs: %s\n", err);
 		return 1;
 	}

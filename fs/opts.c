@@ -54,6 +54,10 @@ static void usage(FILE *f)
 		"                      application (default 4; 0: synchronous writes)\n"
 		"  wb_max=MIB          write data held by write-behind, pending or not\n"
 		"                      yet committed (default 128)\n"
+		"  tls=on|off          encrypt and authenticate the connections with TLS\n"
+		"                      1.3 keyed by the pod key (default on); off (or\n"
+		"                      notls) only for a podfsd started with\n"
+		"                      --allow-plaintext on a trusted network\n"
 		"  conns=N             TCP connections to the server, 1..%u (default\n"
 		"                      %u): READ and WRITE spread over all N, the rest\n"
 		"                      stays on the first; for links where one TCP\n"
@@ -211,6 +215,7 @@ void opts_defaults(struct client *c)
 	c->log_level = PFS_LOG_NOTICE;
 	c->wb_threads = 4;
 	c->conns = PFS_CONNS_DEFAULT;
+	c->tls = true;
 	c->spin_us = -1; /* auto */
 	c->wb_max = (size_t)128 << 20;
 	c->cache_size = (uint64_t)1 << 30;
@@ -250,6 +255,8 @@ enum {
 	KEY_WB_MAX,
 	KEY_SPIN,
 	KEY_CONNS,
+	KEY_TLS,
+	KEY_NOTLS,
 	KEY_CACHE_DIR,
 	KEY_CACHE_SIZE,
 	KEY_LOG_LEVEL,
@@ -282,6 +289,8 @@ static const struct fuse_opt spec[] = {
 	FUSE_OPT_KEY("wb_max=", KEY_WB_MAX),
 	FUSE_OPT_KEY("spin=", KEY_SPIN),
 	FUSE_OPT_KEY("conns=", KEY_CONNS),
+	FUSE_OPT_KEY("tls=", KEY_TLS),
+	FUSE_OPT_KEY("notls", KEY_NOTLS),
 	FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
@@ -450,6 +459,17 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		c->spin_us = (int)n;
 		return 0;
 	}
+	case KEY_TLS:
+		if (strcmp(v, "on") == 0)
+			c->tls = true;
+		else if (strcmp(v, "off") == 0)
+			c->tls = false;
+		else
+			return bad(p, "bad tls '%s' (on or off)", v);
+		return 0;
+	case KEY_NOTLS:
+		c->tls = false;
+		return 0;
 	case KEY_CONNS:
 		if (!parse_long(v, 1, PFS_CONNS_MAX, &n))
 			return bad(p, "bad conns '%s' (1..%u)", v, PFS_CONNS_MAX);

@@ -1,12 +1,15 @@
-/* sock.c: a socket to podfsd: TCP connect and the HELLO/AUTH handshake
- * (see sock_i.h). */
+/* sock.c: a socket to podfsd: TCP connect, the TLS handshake and the
+ * HELLO/AUTH handshake (see sock_i.h). */
 #include "sock_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "podfs/auth.h"
 #include "podfs/clock.h"
 #include "podfs/frame.h"
+#include "podfs/tls.h"
 
 #define CONNECT_TIMEOUT_MS 10000
 #define HANDSHAKE_TIMEOUT_MS 10000
@@ -71,14 +75,134 @@ int sock_sendv(int fd, struct iovec *iov, int iovcnt)
 	return 0;
 }
 
-/* Writes one uncompressed frame to fd (handshake only). */
-static int send_frame_fd(int fd, uint64_t id, uint16_t op, const void *payload, size_t len)
+/* The connection during the handshakes: the socket and, under TLS, the
+ * SSL object on its memory BIOs (tls.h), which this file feeds from and
+ * drains to the socket itself, so that every wait keeps its deadline and
+ * the stop eventfd. */
+struct hs_io {
+	const struct sock_dial *d;
+	int fd;
+	SSL *ssl; /* NULL: plaintext */
+	BIO *rbio, *wbio;
+	int64_t deadline;
+};
+
+/* Sends the ciphertext waiting in io's wbio. Returns 0 or -errno. */
+static int tls_flush(struct hs_io *io)
+{
+	uint8_t buf[16384];
+	size_t n;
+
+	while ((n = BIO_ctrl_pending(io->wbio)) > 0) {
+		int k = BIO_read(io->wbio, buf, (int)(n < sizeof(buf) ? n : sizeof(buf)));
+		if (k <= 0)
+			return -EIO;
+		struct iovec iov = { buf, (size_t)k };
+		int rc = sock_sendv(io->fd, &iov, 1);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Waits for ciphertext (until io's deadline) and moves what arrived into
+ * io's rbio. Returns 0 or -errno (-ECONNRESET: end of stream). */
+static int tls_fill(struct hs_io *io)
+{
+	uint8_t buf[16384];
+	int rc = wait_fd(io->d, io->fd, POLLIN, io->deadline);
+	ssize_t k;
+
+	if (rc < 0)
+		return rc;
+	k = recv(io->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (k < 0)
+		return errno == EINTR || errno == EAGAIN ? 0 : -errno;
+	if (k == 0)
+		return -ECONNRESET;
+	return BIO_write(io->rbio, buf, (int)k) == (int)k ? 0 : -ENOMEM;
+}
+
+/* Runs the TLS handshake on io. Returns 0, or -errno with a reason in
+ * err[errlen]: -EACCES if the server refused our PSK (another pod key). */
+static int tls_handshake(struct hs_io *io, char *err, size_t errlen)
+{
+	const char *hp = io->d->c->hostport;
+
+	for (;;) {
+		char why[128];
+		ERR_clear_error();
+		int r = SSL_do_handshake(io->ssl);
+		int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(io->ssl, r);
+		if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ)
+			pfs_tls_reason(why, sizeof(why), "protocol error");
+		int rc = tls_flush(io); /* our messages, or the alert */
+		if (e == SSL_ERROR_NONE || e == SSL_ERROR_WANT_READ) {
+			if (rc == 0 && e == SSL_ERROR_WANT_READ)
+				rc = tls_fill(io);
+			if (rc == -ECONNRESET) {
+				snprintf(err, errlen,
+					 "%s closed the connection during the TLS handshake", hp);
+				return rc;
+			}
+			if (rc == -ECANCELED) {
+				snprintf(err, errlen, "stopped");
+				return rc;
+			}
+			if (rc < 0) {
+				snprintf(err, errlen, "TLS handshake with %s failed: %s", hp,
+					 strerror(-rc));
+				return rc;
+			}
+			if (e == SSL_ERROR_NONE)
+				break;
+			continue;
+		}
+		if (strstr(why, "alert")) {
+			/* The server refused: with a PSK and no certificate
+			 * that means its key differs (the binder did not
+			 * verify). */
+			snprintf(err, errlen,
+				 "TLS handshake with %s failed (wrong key?): the server refused our "
+				 "pod key (%s)",
+				 hp, why);
+			return -EACCES;
+		}
+		snprintf(err, errlen, "TLS handshake with %s failed: %s", hp, why);
+		return -EPROTO;
+	}
+	if (!SSL_session_reused(io->ssl)) {
+		/* Cannot happen with our context (no certificate is
+		 * accepted), but the pod key must be what authenticated it. */
+		snprintf(err, errlen, "TLS handshake with %s did not use the pod key", hp);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Writes one uncompressed frame (handshake only). */
+static int send_frame(struct hs_io *io, uint64_t id, uint16_t op, const void *payload,
+		      size_t len)
 {
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	const void *wire;
 	size_t wl = pfs_frame_prepare(hdr, id, op, 0, 0, payload, len, 0, NULL, 0, &wire);
 	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
-	return sock_sendv(fd, iov, wl ? 2 : 1);
+
+	if (!io->ssl)
+		return sock_sendv(io->fd, iov, wl ? 2 : 1);
+	uint8_t one[PFS_FRAME_HDR_SIZE + PFS_MAX_HANDSHAKE];
+	if (wl > PFS_MAX_HANDSHAKE)
+		return -EMSGSIZE;
+	memcpy(one, hdr, sizeof(hdr));
+	if (wl)
+		memcpy(one + sizeof(hdr), wire, wl);
+	ERR_clear_error();
+	if (SSL_write(io->ssl, one, (int)(sizeof(hdr) + wl)) <= 0) {
+		ERR_clear_error();
+		return -EPROTO;
+	}
+	return tls_flush(io);
 }
 
 static void tune_socket(int fd)
@@ -172,21 +296,51 @@ static int read_full_deadline(const struct sock_dial *d, int fd, void *buf, size
 	return 0;
 }
 
+/* Reads exactly n bytes of plaintext (handshake only). */
+static int read_full(struct hs_io *io, void *buf, size_t n)
+{
+	uint8_t *p = buf;
+
+	if (!io->ssl)
+		return read_full_deadline(io->d, io->fd, buf, n, io->deadline);
+	while (n > 0) {
+		ERR_clear_error();
+		int k = SSL_read(io->ssl, p, n > INT_MAX ? INT_MAX : (int)n);
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+			continue;
+		}
+		int e = SSL_get_error(io->ssl, k);
+		ERR_clear_error();
+		if (e == SSL_ERROR_ZERO_RETURN)
+			return -ECONNRESET;
+		if (e != SSL_ERROR_WANT_READ)
+			return -EPROTO;
+		int rc = tls_flush(io);
+		if (rc == 0)
+			rc = tls_fill(io);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* Reads one handshake reply frame for request id/op into buf[cap]. */
-static int read_hs_reply(const struct sock_dial *d, int fd, uint64_t id, uint16_t op, uint8_t *buf,
-			 size_t cap, size_t *len, int32_t *status, int64_t deadline)
+static int read_hs_reply(struct hs_io *io, uint64_t id, uint16_t op, uint8_t *buf, size_t cap,
+			 size_t *len, int32_t *status)
 {
 	uint8_t hb[PFS_FRAME_HDR_SIZE];
 	struct pfs_frame_hdr h;
 	int rc;
 
 	for (;;) {
-		if ((rc = read_full_deadline(d, fd, hb, sizeof(hb), deadline)) < 0)
+		if ((rc = read_full(io, hb, sizeof(hb))) < 0)
 			return rc;
 		if (pfs_hdr_unpack(hb, &h, PFS_MAX_HANDSHAKE) < 0 || (h.flags & PFS_FF_CODED) ||
 		    h.raw_len > cap)
 			return -EPROTO;
-		if ((rc = read_full_deadline(d, fd, buf, h.raw_len, deadline)) < 0)
+		if ((rc = read_full(io, buf, h.raw_len)) < 0)
 			return rc;
 		if (h.flags & PFS_FF_PUSH)
 			continue; /* nothing to invalidate yet */
@@ -201,21 +355,22 @@ static int read_hs_reply(const struct sock_dial *d, int fd, uint64_t id, uint16_
 /* One handshake round trip: request op (buf[req_len]) out on fd under a
  * fresh id (*sent tells whether it went), its reply into buf[cap] (*len
  * bytes, *status). Returns 0, or the -errno of the send or the read. */
-static int exchange(const struct sock_dial *d, int fd, uint16_t op, uint8_t *buf, size_t req_len,
-		    size_t cap, size_t *len, int32_t *status, int64_t deadline, bool *sent)
+static int exchange(struct hs_io *io, uint16_t op, uint8_t *buf, size_t req_len, size_t cap,
+		    size_t *len, int32_t *status, bool *sent)
 {
-	uint64_t id = atomic_fetch_add(d->ids, 1);
-	int rc = send_frame_fd(fd, id, op, buf, req_len);
+	uint64_t id = atomic_fetch_add(io->d->ids, 1);
+	int rc = send_frame(io, id, op, buf, req_len);
 
 	*sent = rc == 0;
 	if (rc < 0)
 		return rc;
-	return read_hs_reply(d, fd, id, op, buf, cap, len, status, deadline);
+	return read_hs_reply(io, id, op, buf, cap, len, status);
 }
 
-static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_session *out,
-		     char *err, size_t errlen)
+static int handshake(struct hs_io *io, bool bulk, struct sock_session *out, char *err,
+		     size_t errlen)
 {
+	const struct sock_dial *d = io->d;
 	const struct client *c = d->c;
 	struct pfs_hello_req hq = {
 		.magic = PFS_MAGIC,
@@ -230,7 +385,6 @@ static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_s
 	struct pfs_auth_rep ar;
 	uint8_t buf[PFS_MAX_HANDSHAKE];
 	struct pfs_wr w;
-	int64_t deadline = pfs_mono_ms() + HANDSHAKE_TIMEOUT_MS;
 	size_t len;
 	int32_t status;
 	bool sent;
@@ -249,16 +403,18 @@ static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_s
 		snprintf(err, errlen, "cannot encode HELLO");
 		return -EINVAL;
 	}
-	rc = exchange(d, fd, PFS_OP_HELLO, buf, w.len, sizeof(buf), &len, &status, deadline, &sent);
+	rc = exchange(io, PFS_OP_HELLO, buf, w.len, sizeof(buf), &len, &status, &sent);
 	if (!sent)
 		goto out_io;
 	if (rc == -ECONNRESET) {
-		/* Before answering HELLO: most likely no export rule of the
-		 * daemon admits this host's address. */
+		/* Before answering HELLO: no export rule of the daemon admits
+		 * this host's address, or (plaintext) the daemon requires TLS. */
 		snprintf(err, errlen,
-			 "%s closed the connection during the handshake (does an export rule "
-			 "admit this host's address? the daemon's log says)",
-			 c->hostport);
+			 "%s closed the connection during the handshake (%s the daemon's log says)",
+			 c->hostport,
+			 io->ssl ? "does an export rule admit this host's address?"
+				 : "it may require TLS: mount without tls=off; or no export rule "
+				   "admits this host's address:");
 		return -ECONNRESET;
 	}
 	if (rc < 0)
@@ -293,7 +449,7 @@ static int handshake(const struct sock_dial *d, int fd, bool bulk, struct sock_s
 		snprintf(err, errlen, "cannot encode AUTH");
 		return -EINVAL;
 	}
-	rc = exchange(d, fd, PFS_OP_AUTH, buf, w.len, sizeof(buf), &len, &status, deadline, &sent);
+	rc = exchange(io, PFS_OP_AUTH, buf, w.len, sizeof(buf), &len, &status, &sent);
 	if (!sent)
 		goto out_auth;
 	if (rc == -ECONNRESET || rc == -EPIPE || (rc == 0 && (status == EACCES || status == EPERM)))
@@ -334,13 +490,32 @@ out_io:
 int sock_connect(const struct sock_dial *d, bool bulk, int *fd_out, struct sock_session *hs,
 		 char *err, size_t errlen)
 {
-	int fd = -1, rc;
-	if ((rc = connect_tcp(d, &fd, err, errlen)) < 0)
+	struct hs_io io = { .d = d, .fd = -1 };
+	int rc;
+
+	if ((rc = connect_tcp(d, &io.fd, err, errlen)) < 0)
 		return rc;
-	if ((rc = handshake(d, fd, bulk, hs, err, errlen)) < 0) {
-		close(fd);
-		return rc;
+	io.deadline = pfs_mono_ms() + HANDSHAKE_TIMEOUT_MS;
+	if (d->c->tls_ctx) {
+		io.ssl = pfs_tls_new(d->c->tls_ctx, &io.rbio, &io.wbio);
+		if (!io.ssl) {
+			snprintf(err, errlen, "cannot set up TLS: out of memory");
+			rc = -ENOMEM;
+			goto fail;
+		}
+		SSL_set_connect_state(io.ssl);
+		if ((rc = tls_handshake(&io, err, errlen)) < 0)
+			goto fail;
 	}
-	*fd_out = fd;
+	if ((rc = handshake(&io, bulk, hs, err, errlen)) < 0)
+		goto fail;
+	hs->ssl = io.ssl;
+	hs->rbio = io.rbio;
+	hs->wbio = io.wbio;
+	*fd_out = io.fd;
 	return 0;
+fail:
+	SSL_free(io.ssl);
+	close(io.fd);
+	return rc;
 }

@@ -1,7 +1,9 @@
 /* sock_i.h: a socket to podfsd: the TCP connection (with keepalive and a
- * user timeout) and the handshake that makes it a session's connection
- * (HELLO with the protocol version and capabilities, AUTH proving
- * knowledge of the pod key both ways; wire.h). Synchronous, on the
+ * user timeout), TLS on it unless the mount says tls=off (tls.h: the PSK
+ * from the pod key, driven through memory BIOs), and the handshake that
+ * makes it a session's connection (HELLO with the protocol version and
+ * capabilities, AUTH proving knowledge of the pod key both ways; wire.h),
+ * inside TLS. Synchronous, on the
  * calling thread, every wait bounded by a deadline and cut short by the
  * caller's stop eventfd. Used by transport.c only.
  */
@@ -32,15 +34,22 @@ struct sock_session {
 	uint64_t caps;         /* PFS_CAP_* both sides have */
 	uint32_t flags;        /* PFS_AUTH_* */
 	struct pfs_entry root; /* the export's root */
+	/* TLS (NULL: plaintext): the SSL object, handshake done, on its
+	 * memory BIOs (ciphertext from the socket goes into rbio, what it
+	 * wants sent collects in wbio). The caller owns it. */
+	struct ssl_st *ssl;
+	struct bio_st *rbio, *wbio;
 };
 
 /* Connects to d->c's server (every address it resolves to, in turn, 10 s
- * each) and runs the handshake (10 s in all) for a main connection, or a
+ * each) and runs the handshakes, TLS if d->c->tls_ctx, then HELLO/AUTH
+ * (10 s in all) for a main connection, or a
  * bulk one (no pushes; PFS_CAP_BULK). On success returns 0 with the
  * blocking socket in *fd_out (the caller owns it) and *hs filled. On
  * failure returns -errno and writes a one-line reason (without the
  * "podfs: " prefix) to err[errlen]: -EACCES (authentication failed),
- * -ECANCELED (stopped), -EOPNOTSUPP (a bulk connection to a server
+ * -ECANCELED (stopped), -ECONNRESET (closed by
+ * the server: it may require TLS), -EOPNOTSUPP (a bulk connection to a server
  * without PFS_CAP_BULK), -ENOTCONN (bulk: the server has no session of
  * this client yet), -EPROTO, or the error of the network. */
 int sock_connect(const struct sock_dial *d, bool bulk, int *fd_out, struct sock_session *hs,

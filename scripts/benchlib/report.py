@@ -9,7 +9,7 @@ import os
 import statistics
 
 from .common import fmt_size, log, run
-from .spec import AB_TARGET, PCACHE_SIZE, PODFS_TARGETS, ROWS, SMALL_MAX
+from .spec import AB_TARGET, PCACHE_SIZE, PLAIN_TARGET, PODFS_TARGETS, ROWS, SMALL_MAX
 
 
 def fmt(v, unit):
@@ -127,7 +127,7 @@ class Report:
         """The medians table; "podfs vs X" for every target X but podfs-b (that is the A/B table's)."""
         tnames, out = self.tnames, []
         hdr = ["workload", "unit"] + tnames
-        others = [n for n in tnames if n not in PODFS_TARGETS] if "podfs" in tnames else []
+        others = [n for n in tnames if n not in ("podfs", AB_TARGET)] if "podfs" in tnames else []
         hdr += ["podfs vs %s" % o for o in others]
         out.append("| " + " | ".join(hdr) + " |")
         out.append("|" + "|".join(["---"] * 2 + ["---:"] * (len(hdr) - 2)) + "|")
@@ -256,7 +256,7 @@ class Report:
         """Checkpoint CPU and wire bytes."""
         res, out = self.res, []
         crows = [r[0] for r in ROWS if r[1] == "checkpoint" and r[1] in self.a.only]
-        cn = [n for n in ("podfs", AB_TARGET, "sshfs", "bindfs") if n in self.tnames]
+        cn = [n for n in ("podfs", AB_TARGET, PLAIN_TARGET, "sshfs", "bindfs") if n in self.tnames]
         if crows and cn:
             out.append("Checkpoint resources (medians): CPU seconds per GiB moved, server / client "
                        "(podfsd / podfs; sshd+sftp-server / sshfs; bindfs), and bytes on the wire ÷ file bytes "

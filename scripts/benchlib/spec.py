@@ -2,14 +2,17 @@
 rows (which workload measures each, its unit and direction, which targets it
 applies to) and the fixed parameters that the report states."""
 
-ALL_TARGETS = ["local", "podfs", "bindfs", "sshfs"]
+ALL_TARGETS = ["local", "podfs", "podfs-plain", "bindfs", "sshfs"]
 ALL_WORKLOADS = ["seq-write", "seq-read", "find", "stat", "create", "venv", "checkpoint"]
 
 # --ab-build adds "podfs-b": podfs from a second build, set up exactly like podfs
 AB_TARGET = "podfs-b"
-PODFS_TARGETS = ("podfs", AB_TARGET)
+# podfs without TLS (podfsd --allow-plaintext, mount -o tls=off), same build:
+# podfs vs podfs-plain is the cost of TLS
+PLAIN_TARGET = "podfs-plain"
+PODFS_TARGETS = ("podfs", AB_TARGET, PLAIN_TARGET)
 # order of the targets in every round (rotated) and in the report's columns
-TARGET_ORDER = ["local", "podfs", AB_TARGET, "bindfs", "sshfs"]
+TARGET_ORDER = ["local", "podfs", AB_TARGET, PLAIN_TARGET, "bindfs", "sshfs"]
 
 # rows: (row id, workload, unit, higher_is_better)
 ROWS = [
@@ -41,7 +44,7 @@ SMALL_MAX = 4096      # its files are 0-SMALL_MAX bytes
 
 
 def ab_suffix(tname):
-    """"-b" for podfs-b, "" for podfs: added to the names of its daemon, its files and caches."""
+    """"-b" for podfs-b, "-plain" for podfs-plain, "" for podfs: added to the names of its daemon, its files and caches."""
     return tname[len("podfs"):] if tname in PODFS_TARGETS else ""
 
 

@@ -11,7 +11,7 @@ import time
 from .build import ensure_build, ensure_latproxy
 from .common import REPO, BenchError, drop_caches, free_port, log, mount_fstype, rcstr, run, tail
 from .ctx import Mount, wait_listen, wait_mount
-from .spec import AB_TARGET, PODFS_TARGETS, TARGET_ORDER, ab_suffix
+from .spec import AB_TARGET, PLAIN_TARGET, PODFS_TARGETS, TARGET_ORDER, ab_suffix
 
 
 class Target:
@@ -108,7 +108,7 @@ class Targets:
             except OSError as e:
                 t.error = "setup: %s" % e
                 log("ERROR %s: %s" % (name, t.error))
-        ab = [self.by_name[n] for n in PODFS_TARGETS if n in self.by_name]
+        ab = [self.by_name[n] for n in ("podfs", AB_TARGET) if n in self.by_name]
         if len(ab) == 2 and ab[0].info != ab[1].info:
             self.notes.append("WARNING: A/B of different builds: podfs %s, %s %s"
                               % (ab[0].info or "(unknown)", AB_TARGET, ab[1].info or "(unknown)"))
@@ -172,8 +172,9 @@ class Targets:
         self.mount_fuse(t, mnt, self.mount_cmd(t, mnt, port))
 
     def setup_podfs(self, t):
-        """podfs, or podfs-b from the --ab-build dir: its own podfsd (key, state
-        dir, port), its own mount at DIR/mnt/NAME; both set up the same way."""
+        """podfs, or podfs-b from the --ab-build dir, or podfs-plain (without
+        TLS: podfsd --allow-plaintext, mounts -o tls=off): its own podfsd (key,
+        state dir, port), its own mount at DIR/mnt/NAME; all set up the same way."""
         b = t.name == AB_TARGET
         podfsd, t.exe, t.info = ensure_build(self.build_b if b else self.build, self.a.no_build, self.notes,
                                              configure=not b)
@@ -192,7 +193,8 @@ class Targets:
         # before export rules (a build without --squash has no squashing).
         squash = ["--squash=none"] if "--squash" in run([podfsd, "--help"], timeout=30).stdout.decode() else []
         cmd = [podfsd, "--listen", "127.0.0.1:0", "--port-file", portfile, "--key", key,
-               "--state-dir", state] + squash + self.a.podfsd_arg + [self.export]
+               "--state-dir", state] + squash + self.a.podfsd_arg + \
+            (["--allow-plaintext"] if t.name == PLAIN_TARGET else []) + [self.export]
         p, lp = self.ctx.spawn("podfsd" + sfx, cmd)
         t0, port = time.monotonic(), None
         while time.monotonic() - t0 < 15:
@@ -231,6 +233,8 @@ class Targets:
                 opts += "," + self.a.podfs_opts
             if extra:
                 opts += "," + ",".join(extra)
+            if t.name == PLAIN_TARGET:
+                opts += ",tls=off"
             return [t.exe, "127.0.0.1:%d" % port, mnt, "-f", "-o", opts]
         raise BenchError("%s is not a FUSE target" % t.name)
 

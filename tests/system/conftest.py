@@ -58,6 +58,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "timeout(seconds): per-test time limit")
     config.addinivalue_line("markers", "slow: long-running test (still runs in CI)")
     config.addinivalue_line("markers", "netns: needs network namespaces (root)")
+    config.addinivalue_line("markers", "plaintext: the test's daemons also accept plaintext "
+                            "connections (podfsd --allow-plaintext), for pfsproto, which "
+                            "cannot speak TLS with a PSK")
 
     # `timeout` (scripts/test) sends SIGTERM: unwind like ^C so every
     # fixture still unmounts and stops what it started.
@@ -120,6 +123,7 @@ def env(request):
     _need_bins()
     ensure_fusectl()
     e = Env(request.node.name)
+    e.plaintext = request.node.get_closest_marker("plaintext") is not None
     e.make_key()
     yield e
     failed = any(getattr(request.node, "rep_" + w, None) is not None and

@@ -18,6 +18,9 @@ FAST = 0.1   # a change through podfs reaches other sessions within 100 ms
 DIRECT = 1.0  # a change made beside podfs, within 1 s
 QUIET = 0.3   # how long we listen to make sure nothing comes
 
+# Every test here speaks pfsproto, which has no TLS.
+pytestmark = pytest.mark.plaintext
+
 
 def session(daemon, env, push=True):
     return P.connect(daemon.host, daemon.port, P.load_key(env.key),

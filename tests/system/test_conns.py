@@ -234,6 +234,7 @@ def test_three_conns_coherence_between_hosts(env):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.plaintext
 def test_bulk_connection_protocol(env, daemon):
     """The wire rules of PFS_CAP_BULK (wire.h), with a raw client: refused
     without a session that has its main connection; joins it (fids opened
@@ -277,6 +278,7 @@ def test_bulk_connection_protocol(env, daemon):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.plaintext
 def test_bulk_connections_per_session_capped(env, daemon):
     """A session takes at most PFS_BULK_MAX (15) bulk connections; one more
     is refused with EMFILE."""

@@ -279,6 +279,7 @@ def test_readdir_from_listing_follows_other_hosts(env):
 
 # --- what a listing carries ------------------------------------------------------
 
+@pytest.mark.plaintext
 def test_listing_skips_python_optimized_bytecode(env, daemon, mount):
     """A listing spends its content budget on files an import reads: in a
     __pycache__, the plain .pyc files come with their content, the -O
@@ -309,6 +310,7 @@ def test_listing_skips_python_optimized_bytecode(env, daemon, mount):
         assert read_file(m / "pkg" / "__pycache__" / name) == data
 
 
+@pytest.mark.plaintext
 def test_listing_stays_complete_when_contents_would_fill_it(env, mount):
     """Names and small files whose contents would fill the reply, on a
     tmpfs (whose directory size says little of its names' length, so the

@@ -249,6 +249,7 @@ def test_bad_grace_option(env):
 
 # --- the raw protocol ------------------------------------------------------------
 
+@pytest.mark.plaintext
 def test_raw_reclaim_and_wake(env):
     """RECLAIM outside grace is ENOLCK; RECLAIM_DONE is checked; a SETLK
     with PFS_LKF_WAIT that conflicts gets a LOCK_WAKE push when the holder

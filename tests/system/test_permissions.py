@@ -12,6 +12,8 @@ import os
 import stat
 import time
 
+import pytest
+
 import pfsproto as P
 from helpers import (OTHER_GID, OTHER_UID, SUPP_GID, TEST_GID, TEST_UID, file_errno, read_file,
                      wait_for, write_file)
@@ -123,6 +125,7 @@ def test_write_by_non_owner_drops_setid_bits(env, m, mount):
     assert os.stat(m / "sid" / "r").st_ctime_ns > c0
 
 
+@pytest.mark.plaintext
 def test_raw_setid_drop_is_not_a_chmod(env, daemon):
     """The daemon lets a non-owner drop set-id bits only as the kernel
     would on that user's write: exactly those bits, of a file the caller

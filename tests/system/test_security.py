@@ -133,6 +133,7 @@ def refused(fn, *a):
     return r is None
 
 
+@pytest.mark.plaintext
 def test_raw_lookup_bad_names(env, jail):
     d = jail["daemon"]
     key = P.load_key(env.key)
@@ -150,6 +151,7 @@ def test_raw_lookup_bad_names(env, jail):
         assert attr["size"] == len(b"a/b data")
 
 
+@pytest.mark.plaintext
 def test_raw_symlink_not_followed(env, jail):
     d = jail["daemon"]
     key = P.load_key(env.key)
@@ -175,6 +177,7 @@ def test_raw_symlink_not_followed(env, jail):
             assert refused(c.lookup, h, b"secret"), f"LOOKUP through symlink {link}"
 
 
+@pytest.mark.plaintext
 def test_raw_forged_handles(env, jail):
     """Handles are MAC'd (daemon/handles.c: type, kernel handle, then a
     MAC of both): a handle with any bit flipped, a byte rewritten, cut
@@ -267,6 +270,7 @@ def closes(c, timeout=10):
     return ok
 
 
+@pytest.mark.plaintext
 def test_garbage_bytes(env, daemon, m):
     rnd = random.Random(2)
     for n in (1, 23, 24, 100, 4096, 65536):
@@ -281,6 +285,7 @@ def test_garbage_bytes(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
 def test_huge_lengths(env, daemon, m):
     key = P.load_key(env.key)
     for wl, rl in ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 10), (10, 0xFFFFFFFF),
@@ -296,6 +301,7 @@ def test_huge_lengths(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
 def test_frames_before_auth(env, daemon, m):
     key = P.load_key(env.key)
     # An operation as the very first frame.
@@ -329,6 +335,7 @@ def test_frames_before_auth(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
 def test_bad_lz4(env, daemon, m):
     key = P.load_key(env.key)
     # A well-formed compressed PING works (the sender may compress anything).
@@ -359,6 +366,7 @@ def test_bad_lz4(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
 def test_bad_zero_words(env, daemon, m):
     """Zero-word coded payloads (PFS_FF_ZR): a good one works, with or
     without CAP_ZR negotiated (a receiver decodes what it understands);
@@ -403,6 +411,7 @@ def test_bad_zero_words(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
 def test_bad_push_acks(env, daemon, m):
     """PUSH_ACK, the one frame a client sends unasked, is 8 bytes: a coded
     one (its payload shorter than the count it claims to expand to), one
@@ -431,6 +440,7 @@ def test_bad_push_acks(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
 def test_malformed_payloads_after_auth(env, daemon, m):
     key = P.load_key(env.key)
     with P.connect(daemon.host, daemon.port, key) as c:
@@ -467,6 +477,7 @@ def test_malformed_payloads_after_auth(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
 def test_raw_edge_values(env, daemon, m):
     """Values at the edges of their types get an error (or a harmless
     answer), never a crash, a hang or a bogus success."""
@@ -527,6 +538,7 @@ def test_raw_edge_values(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
 def test_raw_unopened_fid_checks_permissions(env, daemon, m):
     """READ/READDIR with a fid that was never opened (the daemon may reopen
     on demand, e.g. after a restart) still checks the caller's permissions."""
@@ -565,6 +577,7 @@ def test_raw_unopened_fid_checks_permissions(env, daemon, m):
 errno_EACCES = 13
 
 
+@pytest.mark.plaintext
 def test_connection_flood(env, daemon, m):
     key = P.load_key(env.key)
     # A mount made before the flood keeps working through it.
@@ -591,6 +604,7 @@ def test_connection_flood(env, daemon, m):
     assert read_file(daemon.export / "during") == b"during"
 
 
+@pytest.mark.plaintext
 def test_stalled_client_does_not_block_others(env, daemon, m):
     key = P.load_key(env.key)
     stall = P.connect(daemon.host, daemon.port, key)
@@ -634,6 +648,7 @@ def test_wrong_key_podfs_exits_1(env, daemon):
     assert "127.0.0.1" in lines[-1]
 
 
+@pytest.mark.plaintext
 def test_wrong_key_pfsproto_refused(env, daemon, m):
     if daemon.external:
         pytest.skip("needs to read the daemon's log")

@@ -23,8 +23,11 @@ class Daemon:
     external = False
 
     def __init__(self, env, listen="127.0.0.1:0", export=None, state_dir=None, key=None,
-                 extra=(), tag=None, squash="none"):
+                 extra=(), tag=None, squash="none", plaintext=None):
+        """plaintext: start it with --allow-plaintext (None: if the test is
+        marked plaintext, as pfsproto cannot speak TLS with a PSK)."""
         self.env = env
+        self.plaintext = env.plaintext if plaintext is None else plaintext
         self.export = Path(export or env.export)
         self.state_dir = Path(state_dir or env.root / "state")
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -59,7 +62,7 @@ class Daemon:
         argv = [PODFSD, "--listen", f"{self.listen_host}:{self.port}", "--key", self.key,
                 "--state-dir", self.state_dir, "--port-file", portfile,
                 "--log-level", os.environ.get("PODFS_TEST_LOG_LEVEL", "info"),
-                *self.extra, self.export]
+                *(["--allow-plaintext"] if self.plaintext else []), *self.extra, self.export]
         self.proc = Proc(self.env, f"{self.tag}.{self.nstarts}", argv)
         self.nstarts += 1
 
@@ -94,7 +97,8 @@ class Daemon:
 
 
 class ExternalDaemon:
-    """PODFS_TEST_DAEMON=host:port: a podfsd someone else runs."""
+    """PODFS_TEST_DAEMON=host:port: a podfsd someone else runs (with
+    --allow-plaintext for the tests marked plaintext, which speak pfsproto)."""
 
     external = True
 

@@ -39,6 +39,7 @@ class Env:
         self.mounts = []
         self.netns = []
         self.expected_logs = []
+        self.plaintext = False  # daemons --allow-plaintext (the plaintext marker)
 
     def make_key(self):
         """A fresh pod key at self.key; with PODFS_TEST_DAEMON, the external

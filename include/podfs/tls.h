@@ -1,0 +1,63 @@
+/* tls.h: TLS 1.3 under the framing, keyed by the pod key (lib/tls.c).
+ *
+ * Both sides make an SSL_CTX from the pod key: TLS 1.3 only, AES-GCM
+ * suites, an external pre-shared key (no certificates) and (EC)DHE on
+ * top of it (psk_dhe_ke: forward secrecy). The PSK is not the pod key
+ * itself but HKDF-SHA256(pod key, salt "podfs tls", info
+ * "podfs/1 tls13 external psk"), under the fixed identity "podfs/1". A
+ * peer with another key fails the handshake (its PSK binder does not
+ * verify); a server that would answer without the PSK (a certificate)
+ * is refused by the client. No session tickets, no resumption: every
+ * connection runs the full PSK + DHE handshake.
+ *
+ * The SSL objects made from these contexts are driven through memory
+ * BIOs by their users (daemon/conn.c, fs/sock.c, fs/transport.c): the
+ * socket I/O stays theirs.
+ */
+#ifndef PODFS_TLS_H
+#define PODFS_TLS_H
+
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "podfs/wire.h"
+
+/* How many bytes of a connection tell TLS from plaintext framing
+ * (pfs_tls_sniff). */
+#define PFS_TLS_SNIFF_LEN 3
+
+#define PFS_TLS_PSK_LEN 32
+#define PFS_TLS_PSK_IDENTITY "podfs/1"
+
+/* Derives the TLS PSK from the pod key into psk. Returns 0 or -EIO. */
+int pfs_tls_psk(const uint8_t key[PFS_KEY_LEN], uint8_t psk[PFS_TLS_PSK_LEN]);
+
+/* A context for the server or client side keyed by key (copied, as its
+ * PSK). Returns NULL with a one-line reason in err[errlen]. */
+SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err, size_t errlen);
+/* Frees it (and wipes its PSK). Safe on NULL. */
+void pfs_tls_ctx_free(SSL_CTX *ctx);
+
+/* A new SSL object of ctx on two fresh memory BIOs (ciphertext in: *rbio,
+ * out: *wbio; both owned by the SSL object), in the client or server
+ * state. NULL on failure. */
+SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio);
+
+/* Writes a one-line reason for the thread's last OpenSSL error (and
+ * clears the thread's error queue) into buf[len]; dflt if there is none. */
+void pfs_tls_reason(char *buf, size_t len, const char *dflt);
+
+/* Whether a connection that begins with b[PFS_TLS_SNIFF_LEN] speaks TLS:
+ * a TLS record of a handshake message begins 0x16 0x03 0x01..0x04 (its
+ * content type and legacy version). A podfs frame begins with its
+ * payload length (le32), whose third byte is 0 for any frame before AUTH
+ * (PFS_MAX_HANDSHAKE), so the two cannot be mistaken for each other
+ * although a length may begin 0x16 0x03. */
+static inline bool pfs_tls_sniff(const uint8_t b[PFS_TLS_SNIFF_LEN])
+{
+	return b[0] == 0x16 && b[1] == 0x03 && b[2] >= 0x01 && b[2] <= 0x04;
+}
+
+#endif /* PODFS_TLS_H */

@@ -1,0 +1,212 @@
+/* tls.c: the TLS contexts keyed by the pod key (see tls.h). */
+#include "podfs/tls.h"
+
+#include <errno.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/kdf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* TLS_AES_128_GCM_SHA256 (RFC 8446 B.4): the PSK's suite, so its hash
+ * (SHA-256) is the PSK's. */
+static const unsigned char psk_suite[2] = { 0x13, 0x01 };
+
+/* The only suites offered or accepted; with the SHA-256 PSK the first is
+ * the one a handshake ends with. This CPU family has AES-NI. */
+#define SUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384"
+
+struct psk {
+	uint8_t b[PFS_TLS_PSK_LEN];
+};
+
+static int ctx_index = -1;
+static CRYPTO_ONCE index_once = CRYPTO_ONCE_STATIC_INIT;
+
+static void psk_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+			void *argp)
+{
+	struct psk *p = ptr;
+
+	if (p) {
+		OPENSSL_cleanse(p, sizeof(*p));
+		free(p);
+	}
+}
+
+static void make_index(void)
+{
+	ctx_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, psk_free_cb);
+}
+
+int pfs_tls_psk(const uint8_t key[PFS_KEY_LEN], uint8_t psk[PFS_TLS_PSK_LEN])
+{
+	static const char salt[] = "podfs tls";
+	static const char info[] = "podfs/1 tls13 external psk";
+	EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+	EVP_KDF_CTX *kctx = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0),
+		OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)key, PFS_KEY_LEN),
+		OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt,
+						  sizeof(salt) - 1),
+		OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info,
+						  sizeof(info) - 1),
+		OSSL_PARAM_construct_end(),
+	};
+	int ok = kctx && EVP_KDF_derive(kctx, psk, PFS_TLS_PSK_LEN, params) == 1;
+
+	EVP_KDF_CTX_free(kctx);
+	EVP_KDF_free(kdf);
+	return ok ? 0 : -EIO;
+}
+
+/* A session that carries the PSK of ssl's context. */
+static SSL_SESSION *psk_session(SSL *ssl)
+{
+	const struct psk *p = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index);
+	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, psk_suite);
+	SSL_SESSION *s;
+
+	if (!p || !cipher || !(s = SSL_SESSION_new()))
+		return NULL;
+	if (!SSL_SESSION_set1_master_key(s, p->b, sizeof(p->b)) ||
+	    !SSL_SESSION_set_cipher(s, cipher) ||
+	    !SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION)) {
+		SSL_SESSION_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* Client: offers the PSK (again after a HelloRetryRequest, when md is
+ * the hash of the suite chosen). */
+static int use_session_cb(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+			  SSL_SESSION **sess)
+{
+	SSL_SESSION *s = psk_session(ssl);
+
+	*sess = NULL;
+	*id = NULL;
+	*idlen = 0;
+	if (!s)
+		return 0;
+	if (md && SSL_CIPHER_get_handshake_digest(SSL_SESSION_get0_cipher(s)) != md) {
+		SSL_SESSION_free(s); /* a suite of another hash: this PSK does not fit */
+		return 1;
+	}
+	*sess = s;
+	*id = (const unsigned char *)PFS_TLS_PSK_IDENTITY;
+	*idlen = sizeof(PFS_TLS_PSK_IDENTITY) - 1;
+	return 1;
+}
+
+/* Server: the PSK of the one identity; any other finds none (and the
+ * handshake fails, as there is no certificate to fall back to). */
+static int find_session_cb(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess)
+{
+	*sess = NULL;
+	if (idlen != sizeof(PFS_TLS_PSK_IDENTITY) - 1 ||
+	    memcmp(id, PFS_TLS_PSK_IDENTITY, idlen) != 0)
+		return 1;
+	*sess = psk_session(ssl);
+	return *sess ? 1 : 0;
+}
+
+/* Client: any certificate fails verification (there is no trust store):
+ * a server must use the PSK. */
+static int no_cert_cb(int ok, X509_STORE_CTX *x)
+{
+	return 0;
+}
+
+SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err, size_t errlen)
+{
+	SSL_CTX *ctx;
+	struct psk *p;
+
+	CRYPTO_THREAD_run_once(&index_once, make_index);
+	if (ctx_index < 0) {
+		snprintf(err, errlen, "cannot set up TLS: no ex_data index");
+		return NULL;
+	}
+	ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+	p = calloc(1, sizeof(*p));
+	if (!ctx || !p) {
+		free(p);
+		SSL_CTX_free(ctx);
+		snprintf(err, errlen, "cannot set up TLS: out of memory");
+		return NULL;
+	}
+	if (pfs_tls_psk(key, p->b) < 0 || !SSL_CTX_set_ex_data(ctx, ctx_index, p)) {
+		OPENSSL_cleanse(p, sizeof(*p));
+		free(p);
+		SSL_CTX_free(ctx);
+		snprintf(err, errlen, "cannot set up TLS: cannot derive the PSK");
+		return NULL;
+	}
+	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
+	    !SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION) ||
+	    !SSL_CTX_set_ciphersuites(ctx, SUITES) || !SSL_CTX_set_num_tickets(ctx, 0)) {
+		pfs_tls_reason(err, errlen, "cannot set up TLS");
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	/* No tickets, no resumption: nothing of a connection outlives it.
+	 * psk_dhe_ke only (OpenSSL's default without SSL_OP_ALLOW_NO_DHE_KEX):
+	 * an X25519 exchange per connection, for forward secrecy. */
+	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	if (server) {
+		SSL_CTX_set_psk_find_session_callback(ctx, find_session_cb);
+	} else {
+		SSL_CTX_set_psk_use_session_callback(ctx, use_session_cb);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, no_cert_cb);
+	}
+	return ctx;
+}
+
+void pfs_tls_ctx_free(SSL_CTX *ctx)
+{
+	SSL_CTX_free(ctx); /* psk_free_cb wipes the PSK */
+}
+
+SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio)
+{
+	SSL *ssl = SSL_new(ctx);
+	BIO *r = BIO_new(BIO_s_mem()), *w = BIO_new(BIO_s_mem());
+
+	if (!ssl || !r || !w) {
+		SSL_free(ssl);
+		BIO_free(r);
+		BIO_free(w);
+		return NULL;
+	}
+	/* An empty BIO means "more to come" (SSL_ERROR_WANT_READ), not EOF. */
+	BIO_set_mem_eof_return(r, -1);
+	BIO_set_mem_eof_return(w, -1);
+	SSL_set_bio(ssl, r, w);
+	*rbio = r;
+	*wbio = w;
+	return ssl;
+}
+
+void pfs_tls_reason(char *buf, size_t len, const char *dflt)
+{
+	unsigned long e = ERR_get_error(), last = e;
+
+	/* The first error is the root cause; drain the rest. */
+	while (last && ERR_peek_error())
+		ERR_get_error();
+	if (!e) {
+		snprintf(buf, len, "%s", dflt);
+		return;
+	}
+	const char *r = ERR_reason_error_string(e);
+	if (r)
+		snprintf(buf, len, "%s", r);
+	else
+		snprintf(buf, len, "%s (error %lx)", dflt, e);
+}
