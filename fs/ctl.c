@@ -45,7 +45,7 @@ static void serve(struct ctl *ctl, int fd)
 	char *buf = malloc(STATS_MAX);
 
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	int n = buf ? stats_format(ctl->c, buf, STATS_MAX) : -ENOMEM;
+	int n = buf ? stats_format(ctl->c, buf, STATS_MAX, true) : -ENOMEM;
 	for (int off = 0; n > 0 && off < n;) {
 		ssize_t k = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
 		if (k <= 0)

@@ -91,7 +91,7 @@ static void stats_xattr(fuse_req_t req, size_t size)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int n = stats_format(CL(req), buf, cap);
+	int n = stats_format(CL(req), buf, cap, false);
 	if (n < 0)
 		fuse_reply_err(req, -n);
 	else if (size == 0)

@@ -141,8 +141,12 @@ static int tls_handshake(struct hs_io *io, char *err, size_t errlen)
 			if (rc == 0 && e == SSL_ERROR_WANT_READ)
 				rc = tls_fill(io);
 			if (rc == -ECONNRESET) {
+				/* A wrong key fails with an alert; a close without
+				 * one: most likely no export rule admits us. */
 				snprintf(err, errlen,
-					 "%s closed the connection during the TLS handshake", hp);
+					 "%s closed the connection during the TLS handshake (does an "
+					 "export rule admit this host's address? the daemon's log says)",
+					 hp);
 				return rc;
 			}
 			if (rc == -ECANCELED) {

@@ -33,27 +33,31 @@ static long long ping_us(struct client *c)
 	return rc < 0 ? -1 : (long long)((pfs_mono_ns() - t0) / 1000);
 }
 
-int stats_format(struct client *c, char *buf, size_t cap)
+int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 {
 	struct wb_stats ws = { 0 };
 	size_t waiting;
 	uint64_t abandoned;
 	uint64_t ack_busy, ack_unapplied;
-	long long rtt = ping_us(c);
+	char rtt[48] = "";
+
+	if (ping)
+		snprintf(rtt, sizeof(rtt), "rtt_us %lld\n", ping_us(c));
 
 	if (c->wb)
 		wb_get_stats(c->wb, &ws);
 	pushq_stats(transport_pushq(c->tr), &ack_busy, &ack_unapplied);
 	rpc_waiting(c->rpc, &waiting, &abandoned);
 	int n = snprintf(buf, cap,
-			 "server %s\nup_since %llu\ndown_since %llu\nreconnects %llu\nrtt_us %lld\n"
+			 "server %s\nup_since %llu\ndown_since %llu\nreconnects %llu\n%s"
 			 "waiting %zu\nabandoned %llu\npushes %llu\n"
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
 			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n",
 			 c->hostport, (unsigned long long)atomic_load(&c->st_up_since),
 			 (unsigned long long)atomic_load(&c->st_down_since),
-			 (unsigned long long)atomic_load(&c->st_reconnects), rtt, waiting,
+			 (unsigned long long)atomic_load(&c->st_reconnects),
+			 rtt, waiting,
 			 (unsigned long long)abandoned,
 			 (unsigned long long)atomic_load(&c->st_pushes),
 			 (unsigned long long)atomic_load(&c->st_wire_out),

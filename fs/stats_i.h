@@ -5,6 +5,7 @@
 #ifndef PODFS_STATS_I_H
 #define PODFS_STATS_I_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct client;
@@ -13,10 +14,12 @@ struct client;
 #define STATS_MAX 32768
 
 /* Writes the figures into buf[cap] (cap >= STATS_MAX holds them all):
- * the server, connection and round trip (a PING of at most 2 s; -1
- * while the server is away), byte counters, requests and their latency
- * by opcode, write-behind and the persistent cache. Returns the length,
- * or -EOVERFLOW. Any thread but a connection thread. */
-int stats_format(struct client *c, char *buf, size_t cap);
+ * the server and connection, with ping its round trip (a PING of at
+ * most 2 s; -1 while the server is away; without ping no line, and no
+ * request is sent: reading the xattr changes no counter), byte counters,
+ * requests and their latency by opcode, write-behind and the persistent
+ * cache. Returns the length, or -EOVERFLOW. Any thread but a connection
+ * thread. */
+int stats_format(struct client *c, char *buf, size_t cap, bool ping);
 
 #endif /* PODFS_STATS_I_H */

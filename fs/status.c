@@ -137,7 +137,7 @@ static void show(const char *mnt, const char *src, const struct reading *a,
 	time_t since = (time_t)num(b, "up_since");
 	struct tm tm;
 	char when[64] = "-";
-	long long rtt = strtoll(get(b, "rtt_us") ? get(b, "rtt_us") : "-1", NULL, 10);
+	long long rtt = get(b, "rtt_us") ? strtoll(get(b, "rtt_us"), NULL, 10) : -2;
 
 	if (since && gmtime_r(&since, &tm))
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
@@ -146,7 +146,7 @@ static void show(const char *mnt, const char *src, const struct reading *a,
 	       num(b, "reconnects"), num(b, "conns_up"), num(b, "conns"));
 	if (rtt >= 0)
 		printf("  round trip %lld us\n", rtt);
-	else
+	else if (rtt == -1)
 		printf("  round trip: server unreachable\n");
 	time_t down = (time_t)num(b, "down_since");
 	if (down) {

@@ -76,7 +76,12 @@ def podfs_stats(mnt):
     """A mount's counters: the user.podfs.stats xattr of its root, as
     {name: int} (byte counters, req_OP request counts, pcache_*...)."""
     text = os.getxattr(mnt.path, "user.podfs.stats").decode()
-    return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if v.lstrip("-").isdigit():  # not "server HOST:PORT" nor lat_OP's four figures
+            out[k] = int(v)
+    return out
 
 
 def requests_sent(m):
