@@ -34,6 +34,10 @@ static void maybe_free(struct conn *c)
 {
 	if (!c->closing || c->open_handles || c->inflight || c->refs)
 		return;
+	c->d->mem -= c->mem;
+	if (c->acct)
+		c->acct->mem -= c->mem;
+	lim_acct_unref(c->acct);
 	free(c->pbuf);
 	free(c->rbuf);
 	free(c);
@@ -97,10 +101,12 @@ int conn_accept(struct conn *c, uv_stream_t *listener)
 		conn_close(c, "accept failed");
 		return -1;
 	}
+	memset(&ss, 0, sizeof(ss));
 	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
 		conn_addr_name(&ss, c->peer, sizeof(c->peer));
 	else
 		snprintf(c->peer, sizeof(c->peer), "?");
+	c->addr = ss;
 	uv_tcp_nodelay(&c->tcp, 1);
 	uv_tcp_keepalive(&c->tcp, 1, 60);
 	return 0;
@@ -111,6 +117,10 @@ void conn_close(struct conn *c, const char *why)
 	if (c->closing)
 		return;
 	c->closing = true;
+	if (c->paused) {
+		LIST_REMOVE(c, plink);
+		c->paused = false;
+	}
 	if (c->st == CS_READY)
 		pfs_info("conn %llu: %s (%s) disconnected: %s", (unsigned long long)c->id, c->peer,
 			 c->host, why);
@@ -160,13 +170,48 @@ void conn_deadline_stop(struct conn *c)
 
 /* --- backpressure --- */
 
+/* The first time c's session is held back by cap, says so. */
+static void note_cap(struct conn *c, unsigned cap)
+{
+	const struct limits *l = &c->d->lim;
+	struct lim_acct *a = c->acct;
+
+	if (a->logged & cap)
+		return;
+	a->logged |= cap;
+	if (cap == LIM_REQUESTS)
+		pfs_notice("conn %llu: %s (%s) reached requests=%u in flight; reading its "
+			   "requests waits for replies", (unsigned long long)c->id, c->peer,
+			   c->host, l->requests);
+	else if (cap == LIM_CLIENT_MEM)
+		pfs_notice("conn %llu: %s (%s) reached client-memory=%zu bytes of requests "
+			   "and replies; reading its requests waits for replies to drain",
+			   (unsigned long long)c->id, c->peer, c->host, l->client_mem);
+	else
+		pfs_notice("conn %llu: %s (%s) holds %zu bytes while the daemon is at "
+			   "memory=%zu; reading its requests waits for replies to drain",
+			   (unsigned long long)c->id, c->peer, c->host, a->mem, l->memory);
+}
+
 void conn_flow(struct conn *c)
 {
+	unsigned cap = 0;
 	bool want;
 
 	if (c->closing || c->close_after_write)
 		return;
 	want = c->inflight < PFSD_MAX_INFLIGHT && c->mem < PFSD_MAX_QUEUED;
+	if (want)
+		cap = lim_may_read(&c->d->lim, c->acct, c->d->mem);
+	if (cap && !c->paused) {
+		note_cap(c, cap);
+		LIST_INSERT_HEAD(&c->d->paused, c, plink);
+		c->paused = true;
+	} else if (!cap && c->paused) {
+		LIST_REMOVE(c, plink);
+		c->paused = false;
+	}
+	want = want && !cap;
 	if (want && !c->reading) {
 		if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
 			c->reading = true;
@@ -181,11 +226,40 @@ void conn_stop_reading(struct conn *c)
 	c->reading = false;
 }
 
+void conn_set_acct(struct conn *c, struct lim_acct *a)
+{
+	lim_acct_ref(a);
+	c->acct = a;
+	a->mem += c->mem;
+	a->inflight += c->inflight;
+}
+
+/* Bytes held for c, counted for its session and the daemon too. */
+static void mem_add(struct conn *c, size_t n)
+{
+	c->mem += n;
+	c->d->mem += n;
+	if (c->acct)
+		c->acct->mem += n;
+}
+
 void conn_req_add(struct conn *c, size_t acct)
 {
 	c->inflight++;
-	c->mem += acct;
+	if (c->acct)
+		c->acct->inflight++;
+	mem_add(c, acct);
 	conn_flow(c);
+}
+
+/* Bytes or requests were let go: the connections held back for their
+ * session's or the daemon's share may read again. */
+static void resume_paused(struct pfsd *d)
+{
+	for (struct conn *o = LIST_FIRST(&d->paused), *next; o; o = next) {
+		next = LIST_NEXT(o, plink);
+		conn_flow(o);
+	}
 }
 
 /* A request's bytes leave c's memory; is_reply: it is done (written or
@@ -193,8 +267,16 @@ void conn_req_add(struct conn *c, size_t acct)
 static void settle(struct conn *c, size_t acct, bool is_reply)
 {
 	c->mem -= acct;
-	if (is_reply)
+	c->d->mem -= acct;
+	if (c->acct)
+		c->acct->mem -= acct;
+	if (is_reply) {
 		c->inflight--;
+		if (c->acct)
+			c->acct->inflight--;
+	}
+	if (!LIST_EMPTY(&c->d->paused))
+		resume_paused(c->d);
 }
 
 void conn_req_drop(struct conn *c, size_t acct)
@@ -280,7 +362,7 @@ static void queue_frame(struct conn *c, struct frame *f, size_t acct, bool is_re
 	w->own[1] = f->own[1];
 	w->acct = acct + PFS_FRAME_HDR_SIZE + f->len;
 	w->is_reply = is_reply;
-	c->mem += PFS_FRAME_HDR_SIZE + f->len;
+	mem_add(c, PFS_FRAME_HDR_SIZE + f->len);
 	b[0] = uv_buf_init((char *)w->hdr, PFS_FRAME_HDR_SIZE);
 	b[1] = uv_buf_init((char *)f->wire, f->len);
 	write_bufs(c, w, b, f->len ? 2 : 1);
@@ -302,7 +384,7 @@ static void send_rest(struct conn *c, void *buf, size_t len, size_t acct)
 	w->own[1] = NULL;
 	w->acct = acct + len;
 	w->is_reply = true;
-	c->mem += len;
+	mem_add(c, len);
 	write_bufs(c, w, &b, 1);
 }
 

@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "podfs/wire.h"
+#include "limits_i.h"
 
 struct pfsd;
 struct session;
@@ -68,6 +69,9 @@ struct conn {
 	struct pfsd *d;
 	uint64_t id;
 	char peer[64];         /* "addr:port" */
+	struct sockaddr_storage addr; /* the peer's address */
+	struct srckey src;     /* its source for the handshake quota (server.c) */
+	bool in_srcq;          /* counted in d->srcq (server.c) */
 	bool closing;          /* uv_close issued */
 	bool reading;
 	bool close_after_write;
@@ -76,6 +80,11 @@ struct conn {
 	unsigned refs;         /* conn_ref */
 	unsigned inflight;     /* requests queued, running or being written */
 	size_t mem;            /* request + reply bytes held for this conn */
+	/* Its session's requests and bytes (once authenticated; also
+	 * counted there), and whether it is on d->paused. */
+	struct lim_acct *acct;
+	bool paused;
+	LIST_ENTRY(conn) plink;
 	/* Reply bytes written but not sent yet (loop writes, workers read):
 	 * LZ4 only while the link is backed up (link.h). */
 	_Atomic size_t backlog;
@@ -123,9 +132,14 @@ int conn_accept(struct conn *c, uv_stream_t *listener);
 void conn_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len);
 
 /* Starts (or stops) reading c as its requests in flight
- * (PFSD_MAX_INFLIGHT) and the bytes it holds (PFSD_MAX_QUEUED) allow. A
+ * (PFSD_MAX_INFLIGHT) and the bytes it holds (PFSD_MAX_QUEUED) allow,
+ * and its session's and the daemon's (lim_may_read; the first time a
+ * session is held back by one of those, a log line says which). A
  * no-op once c is closing or ends. */
 void conn_flow(struct conn *c);
+/* c authenticated: from now on its requests and bytes count in the
+ * session's account a too (referenced until c is freed). */
+void conn_set_acct(struct conn *c, struct lim_acct *a);
 /* Stops reading c for good (a refused connection). */
 void conn_stop_reading(struct conn *c);
 
@@ -154,8 +168,9 @@ void conn_unref(struct conn *c);
 
 /* A request of c was queued: until its reply is written (conn_reply,
  * conn_reply_spliced) or it is dropped (conn_req_drop), it counts in
- * c's requests in flight and its acct bytes in c's memory. Updates
- * reading (conn_flow). */
+ * c's requests in flight and its acct bytes (its own and the most its
+ * reply can take, lim_reply_bound) in c's memory, its session's and the
+ * daemon's. Updates reading (conn_flow). */
 void conn_req_add(struct conn *c, size_t acct);
 /* A request of conn_req_add (acct as there) ends without a reply. Updates
  * reading. */

@@ -41,6 +41,7 @@
 #include "podfs/htab.h"
 #include "podfs/xalloc.h"
 #include "interest_i.h"
+#include "limits_i.h"
 #include "pipes_i.h"
 #include "ratelimit_i.h"
 
@@ -68,6 +69,7 @@ struct pfsd_opts {
 	unsigned lock_lease;   /* seconds its locks survive (capped by lease) */
 	unsigned grace;        /* seconds of grace period after a restart */
 	enum pfs_lz4_mode lz4; /* when replies are LZ4-compressed (link.h) */
+	const char *limits;    /* --limits key=value,... (limits_i.h) */
 };
 
 struct pfsd {
@@ -95,6 +97,14 @@ struct pfsd {
 	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
+	struct srcq srcq;         /* of which per source address (loop) */
+	struct limits lim;        /* the fair-use limits (limits_i.h) */
+	size_t mem;               /* request + reply bytes of all connections (loop) */
+	LIST_HEAD(, conn) paused; /* connections not read for their session's or the
+				     daemon's memory or requests (loop, conn.c) */
+	_Atomic size_t fds;       /* sessions' fids and lock fds (any thread) */
+	TAILQ_HEAD(, session) lingering; /* disconnected sessions, oldest first (loop) */
+	unsigned nlingering;
 	struct ratelimit rl;      /* log lines about hostile input (loop) */
 	uint64_t next_conn_id;
 	bool stopping;
@@ -109,7 +119,6 @@ struct pfsd {
 
 /* Limits of the daemon (not of the protocol). */
 #define PFSD_MAX_CONNS 1024
-#define PFSD_MAX_PREAUTH 256              /* of which not authenticated */
 #define PFSD_MAX_BULK PFS_BULK_MAX        /* bulk connections per session */
 #define PFSD_MAX_INFLIGHT 256             /* requests per connection */
 #define PFSD_MAX_QUEUED (64u << 20)       /* bytes per connection */
