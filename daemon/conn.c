@@ -27,6 +27,7 @@ struct wmsg {
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void kick_cb(uv_timer_t *t);
 
 /* --- lifetime --- */
 
@@ -40,6 +41,7 @@ static void maybe_free(struct conn *c)
 	lim_acct_unref(c->acct);
 	free(c->pbuf);
 	free(c->rbuf);
+	free(c->rest);
 	free(c);
 }
 
@@ -66,9 +68,11 @@ struct conn *conn_new(struct pfsd *d, conn_frame_cb frame_cb, conn_close_cb clos
 	c->id = ++d->next_conn_id;
 	uv_tcp_init(&d->loop, &c->tcp);
 	uv_timer_init(&d->loop, &c->timer);
+	uv_timer_init(&d->loop, &c->kick);
 	c->tcp.data = c;
 	c->timer.data = c;
-	c->open_handles = 2;
+	c->kick.data = c;
+	c->open_handles = 3;
 	c->frame_cb = frame_cb;
 	c->close_cb = close_cb;
 	return c;
@@ -130,6 +134,7 @@ void conn_close(struct conn *c, const char *why)
 	c->close_cb(c);
 	uv_close((uv_handle_t *)&c->tcp, handle_close_cb);
 	uv_close((uv_handle_t *)&c->timer, handle_close_cb);
+	uv_close((uv_handle_t *)&c->kick, handle_close_cb);
 }
 
 void conn_violation(struct conn *c, const char *what)
@@ -213,8 +218,12 @@ void conn_flow(struct conn *c)
 	}
 	want = want && !cap;
 	if (want && !c->reading) {
-		if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
+		if (c->rest) { /* those first, on the next turn of the loop */
+			uv_timer_start(&c->kick, kick_cb, 0, 0);
 			c->reading = true;
+		} else if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0) {
+			c->reading = true;
+		}
 	} else if (!want && c->reading) {
 		conn_stop_reading(c);
 	}
@@ -223,6 +232,7 @@ void conn_flow(struct conn *c)
 void conn_stop_reading(struct conn *c)
 {
 	uv_read_stop((uv_stream_t *)&c->tcp);
+	uv_timer_stop(&c->kick);
 	c->reading = false;
 }
 
@@ -492,12 +502,20 @@ static void frame_done(struct conn *c)
 	c->frame_cb(c, payload);
 }
 
-/* Parses n bytes of stream data from the connection's read buffer. */
+/* Parses n bytes of stream data from the connection's read buffer. Stops
+ * between two frames once reading stopped (conn_flow), keeping the rest
+ * for when it starts again. */
 static void feed(struct conn *c, const uint8_t *p, size_t n)
 {
 	while (n && !c->closing) {
 		if (c->close_after_write)
 			return; /* refused or said goodbye: ignore the rest */
+		if (!c->have_hdr && !c->hgot && !c->reading) {
+			c->rest = xmalloc(n);
+			memcpy(c->rest, p, n);
+			c->nrest = n;
+			return;
+		}
 		if (!c->have_hdr) {
 			size_t k = PFS_FRAME_HDR_SIZE - c->hgot;
 			if (k > n)
@@ -553,6 +571,27 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	if (!c->rbuf)
 		c->rbuf = xmalloc(CONN_RBUF);
 	*buf = uv_buf_init((char *)c->rbuf, CONN_RBUF);
+}
+
+/* Reading starts again with the bytes kept by feed, then the socket. */
+static void kick_cb(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	uint8_t *b = c->rest;
+	size_t n = c->nrest;
+
+	c->rest = NULL;
+	c->nrest = 0;
+	if (!c->reading || c->closing) { /* cannot happen: put them back */
+		c->rest = b;
+		c->nrest = n;
+		return;
+	}
+	feed(c, b, n);
+	free(b);
+	if (c->reading && !c->closing && !c->close_after_write && !c->rest &&
+	    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0)
+		conn_close(c, "cannot read");
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)

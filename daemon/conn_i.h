@@ -66,6 +66,7 @@ struct conn {
 	/* The transport (conn.c). */
 	uv_tcp_t tcp;
 	uv_timer_t timer;      /* the owner's deadline (conn_deadline) */
+	uv_timer_t kick;       /* reading resumes with rest (conn_flow) */
 	struct pfsd *d;
 	uint64_t id;
 	char peer[64];         /* "addr:port" */
@@ -76,7 +77,7 @@ struct conn {
 	bool reading;
 	bool close_after_write;
 	const char *end_why;   /* close_after_write: the reason logged */
-	unsigned open_handles; /* tcp + timer, until their close_cb */
+	unsigned open_handles; /* tcp + timer + kick, until their close_cb */
 	unsigned refs;         /* conn_ref */
 	unsigned inflight;     /* requests queued, running or being written */
 	size_t mem;            /* request + reply bytes held for this conn */
@@ -100,6 +101,10 @@ struct conn {
 	uint8_t *pbuf;
 	size_t pgot;
 	uint8_t *rbuf;         /* CONN_RBUF */
+	/* Bytes read but not parsed yet: reading stopped between two
+	 * frames of one read (backpressure holds at every frame). */
+	uint8_t *rest;
+	size_t nrest;
 
 	/* The handshake (handshake.c) and the session it leads to. */
 	enum conn_state st;

@@ -31,6 +31,7 @@ static const struct limkey limkeys[] = {
 	CNT("open-files", open_files, 1, 1u << 24),
 	CNT("lock-owners", lock_owners, 1, 1u << 24),
 	CNT("requests", requests, 1, 1u << 20),
+	CNT("workers", workers, 1, 1024),
 	SIZE("client-memory", client_mem, 1u << 20, (size_t)1 << 40),
 	SIZE("memory", memory, 1u << 20, (size_t)1 << 40),
 	CNT("fd-reserve", fd_reserve, 16, 1u << 24),
@@ -119,8 +120,8 @@ static size_t clamp(size_t v, size_t lo, size_t hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_max, char *err,
-		    size_t errlen)
+int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_max,
+		    unsigned threads, char *err, size_t errlen)
 {
 	size_t reserve = nofile / 10, need;
 
@@ -145,6 +146,11 @@ int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_m
 		l->lock_owners = (unsigned)clamp(l->fd_budget / 8, 1, 16384);
 	if (!l->requests)
 		l->requests = 256;
+	/* A quarter of the workers: a busy client leaves the rest to the
+	 * others' requests, which then neither wait behind its queue nor
+	 * share the CPU with many threads of it. */
+	if (!l->workers)
+		l->workers = threads >= 8 ? threads / 4 : threads > 1 ? 2 : 1;
 	if (!l->client_mem)
 		l->client_mem = (size_t)128 << 20;
 	if (!l->memory)

@@ -25,6 +25,8 @@ struct limits {
 	unsigned open_files;  /* open-files: fids per client session */
 	unsigned lock_owners; /* lock-owners: lock fds per client session */
 	unsigned requests;    /* requests: in flight per client session */
+	unsigned workers;     /* workers: worker threads one session's requests
+				 may occupy at once */
 	size_t client_mem;    /* client-memory: request + reply bytes per session */
 	size_t memory;        /* memory: the same, over all sessions */
 	unsigned fd_reserve;  /* fd-reserve: fds never given to sessions' files */
@@ -47,11 +49,11 @@ struct limits {
  * Returns 0, or -1 with a one-line reason in err. */
 int limits_parse(struct limits *l, const char *spec, char *err, size_t errlen);
 /* Fills the figures not given from nofile (RLIMIT_NOFILE), ram (bytes of
- * physical memory) and hcache_max (the handle cache's configured size),
- * and derives the fd budget. Returns 0, or -1 with a reason in err when
- * the figures given leave no fds for sessions. */
-int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_max, char *err,
-		    size_t errlen);
+ * physical memory), hcache_max (the handle cache's configured size) and
+ * threads (--threads), and derives the fd budget. Returns 0, or -1 with
+ * a reason in err when the figures given leave no fds for sessions. */
+int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_max,
+		    unsigned threads, char *err, size_t errlen);
 /* Writes the figures as "key=value,..." (the log line at start). */
 void limits_format(const struct limits *l, char *buf, size_t len);
 

@@ -233,7 +233,7 @@ static void set_limits(struct pfsd *d, size_t nofile, size_t cache_max)
 
 	if (limits_defaults(&d->lim, nofile, pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz
 								 : (size_t)1 << 30,
-			    cache_max, err, sizeof(err)) < 0)
+			    cache_max, d->o.threads, err, sizeof(err)) < 0)
 		usage_error("%s", err);
 }
 

@@ -161,6 +161,47 @@ static void note_hits(struct session *s, struct conn *c)
 			 l->fd_budget, l->fd_reserve, l->nofile);
 }
 
+static void after_work_cb(uv_work_t *work, int status);
+
+/* Hands r to the thread pool, or, while its session has its share of
+ * the workers (limit "workers"), queues it behind the session's others:
+ * a client with a deep queue then never makes the others' requests wait
+ * behind all of it. Returns 0 or a libuv error (r not queued). */
+static int submit(struct req *r)
+{
+	struct session *s = r->s;
+	int ret;
+
+	if (s && s->running >= r->d->lim.workers) {
+		STAILQ_INSERT_TAIL(&s->waitq, r, wlink);
+		return 0;
+	}
+	ret = uv_queue_work(&r->d->loop, &r->work, dispatch_work_cb, after_work_cb);
+	if (ret == 0 && s) {
+		s->running++;
+		r->pooled = true;
+	}
+	return ret;
+}
+
+/* One of s's requests left the pool: the next waiting one goes. */
+static void submit_next(struct session *s)
+{
+	struct req *r = STAILQ_FIRST(&s->waitq);
+	int ret;
+
+	s->running--;
+	if (!r)
+		return;
+	STAILQ_REMOVE_HEAD(&s->waitq, wlink);
+	ret = submit(r);
+	if (ret < 0) {
+		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id,
+			uv_strerror(ret));
+		after_work_cb(&r->work, ret); /* as if cancelled: its conn closes */
+	}
+}
+
 static void after_work_cb(uv_work_t *work, int status)
 {
 	struct req *r = container_of(work, struct req, work);
@@ -169,6 +210,9 @@ static void after_work_cb(uv_work_t *work, int status)
 	struct pfsd *d = r->d;
 	struct inval *iv;
 	bool self = false;
+
+	if (s && r->pooled)
+		submit_next(s);
 
 	if (status < 0 && !r->violation) {
 		/* Cancelled: never ran. Answer nothing; the conn is going. */
@@ -285,7 +329,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	}
 	conn_ref(c);
 	conn_req_add(c, r->acct);
-	ret = uv_queue_work(&c->d->loop, &r->work, dispatch_work_cb, after_work_cb);
+	ret = submit(r);
 	if (ret < 0) {
 		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)c->id,
 			uv_strerror(ret));

@@ -76,6 +76,10 @@ struct session {
 	 * the loop logs each once: server.c). */
 	struct lim_acct *acct;
 	_Atomic unsigned hits;
+	/* Its requests on the thread pool, and those waiting for its share
+	 * of the workers (limit "workers"; loop, server.c). */
+	unsigned running;
+	STAILQ_HEAD(, req) waitq;
 
 	pthread_mutex_t mu; /* fids */
 	struct htab fids;

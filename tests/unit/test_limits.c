@@ -21,12 +21,13 @@ static void test_parse(void)
 	struct limits l = { 0 };
 	char err[256];
 
-	CHECK_EQ(limits_parse(&l, "open-files=100,lock-owners=7,requests=64,client-memory=32M,"
+	CHECK_EQ(limits_parse(&l, "open-files=100,lock-owners=7,requests=64,workers=3,client-memory=32M,"
 			      "memory=1G,fd-reserve=500,lingering=10,preauth=50,"
 			      "preauth-per-source=4", err, sizeof(err)), 0);
 	CHECK_EQ(l.open_files, 100);
 	CHECK_EQ(l.lock_owners, 7);
 	CHECK_EQ(l.requests, 64);
+	CHECK_EQ(l.workers, 3);
 	CHECK_EQ(l.client_mem, (size_t)32 << 20);
 	CHECK_EQ(l.memory, (size_t)1 << 30);
 	CHECK_EQ(l.fd_reserve, 500);
@@ -59,9 +60,10 @@ static void test_defaults(void)
 	char err[256], buf[512];
 
 	/* A server's usual fd limit: the caps are generous. */
-	CHECK_EQ(limits_defaults(&l, 524288, (size_t)64 << 30, 16384, err, sizeof(err)), 0);
+	CHECK_EQ(limits_defaults(&l, 524288, (size_t)64 << 30, 16384, 16, err, sizeof(err)), 0);
 	CHECK_EQ(l.open_files, 65536);
 	CHECK_EQ(l.lock_owners, 16384);
+	CHECK_EQ(l.workers, 4); /* of 16 threads */
 	CHECK_EQ(l.fd_reserve, 52428);
 	CHECK_EQ(l.fd_budget, 524288 - 52428 - LIM_HCACHE_MIN);
 	CHECK_EQ(l.memory, (size_t)2 << 30);
@@ -81,17 +83,20 @@ static void test_defaults(void)
 	/* A small fd limit: the reserve covers the connections, one client
 	 * gets a quarter of the rest. */
 	memset(&l, 0, sizeof(l));
-	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, err, sizeof(err)), 0);
+	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, 16, err, sizeof(err)), 0);
 	CHECK_EQ(l.fd_reserve, 1280);
 	CHECK_EQ(l.fd_budget, 4096 - 1280 - LIM_HCACHE_MIN);
 	CHECK_EQ(l.open_files, (4096 - 1280 - LIM_HCACHE_MIN) / 4);
 	CHECK_EQ(l.memory, (size_t)256 << 20); /* at least */
+	memset(&l, 0, sizeof(l));
+	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, 1, err, sizeof(err)), 0);
+	CHECK_EQ(l.workers, 1);
 
 	/* Given figures stay. */
 	memset(&l, 0, sizeof(l));
 	l.open_files = 3;
 	l.fd_reserve = 100;
-	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, err, sizeof(err)), 0);
+	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, 16, err, sizeof(err)), 0);
 	CHECK_EQ(l.open_files, 3);
 	CHECK_EQ(l.fd_budget, 4096 - 100 - LIM_HCACHE_MIN);
 
@@ -99,15 +104,15 @@ static void test_defaults(void)
 	 * total: refused with a reason. */
 	memset(&l, 0, sizeof(l));
 	l.fd_reserve = 4000;
-	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, err, sizeof(err)), -1);
+	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, 16, err, sizeof(err)), -1);
 	CHECK(strstr(err, "fd-reserve") != NULL);
 	memset(&l, 0, sizeof(l));
 	l.preauth = 4;
 	l.preauth_per_source = 5;
-	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, err, sizeof(err)), -1);
+	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, 16, err, sizeof(err)), -1);
 	memset(&l, 0, sizeof(l));
 	l.preauth = 4;
-	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, err, sizeof(err)), 0);
+	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, 16, err, sizeof(err)), 0);
 	CHECK_EQ(l.preauth_per_source, 4);
 }
 
@@ -205,7 +210,7 @@ static void test_fds(void)
 	CHECK_EQ(atomic_load(&fd_used), FD_MAX);
 	CHECK(atomic_load(&fd_got) > FD_MAX);
 
-	CHECK_EQ(limits_defaults(&l, 20000, (size_t)1 << 30, 7952, err, sizeof(err)), 0);
+	CHECK_EQ(limits_defaults(&l, 20000, (size_t)1 << 30, 7952, 16, err, sizeof(err)), 0);
 	CHECK_EQ(lim_hcache_room(&l, 0), 7952);
 	CHECK_EQ(lim_hcache_room(&l, 20000 - l.fd_reserve - 1000), 1000);
 	CHECK_EQ(lim_hcache_room(&l, l.fd_budget), LIM_HCACHE_MIN);
