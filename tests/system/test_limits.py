@@ -127,7 +127,7 @@ class Pipeliner:
     `window` unanswered) and counts the statuses of the replies, until
     finish(); pause() and resume() hold it back for a while."""
 
-    def __init__(self, daemon, key, name, make, batch=256, window=4096):
+    def __init__(self, daemon, key, name, make, batch=256, window=1024):
         ctx = multiprocessing.get_context("fork")
         self.sh = {k: ctx.Value("q", 0, lock=False)
                    for k in ("sent", "got", "ok", "emfile", "other", "err")}
@@ -183,7 +183,7 @@ def another_host_works(env, daemon, m, tag):
 
 def test_open_file_flood_gets_emfile_alone(env):
     cap = 2000
-    daemon = env.start_daemon(extra=["--limits", f"open-files={cap}"])
+    daemon = env.start_daemon(extra=["--limits", f"open-files={cap},workers=2"])
     m = env.mount(daemon)
     write_file(m / "shared", b"shared file")
     env.expect_log(r"reached open-files", tag=daemon.tag)
