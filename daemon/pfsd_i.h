@@ -13,7 +13,7 @@
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   conn.c          one connection: frames, write queue, backpressure
  *   leaves          handles.c interest.c lockstate.c pipes.c drc.c
- *                   ratelimit.c, and lib/
+ *                   ratelimit.c limits.c, and lib/
  *
  * Threads: one libuv loop thread owns the listener, the connections, the
  * session table, every reply cache and the push order; worker threads
