@@ -38,6 +38,7 @@ struct wmsg {
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void kick_cb(uv_timer_t *t);
 
 /* --- lifetime --- */
 
@@ -45,8 +46,13 @@ static void maybe_free(struct conn *c)
 {
 	if (!c->closing || c->open_handles || c->inflight || c->refs)
 		return;
+	c->d->mem -= c->mem;
+	if (c->acct)
+		c->acct->mem -= c->mem;
+	lim_acct_unref(c->acct);
 	framer_free(&c->fr);
 	free(c->rbuf);
+	free(c->rest);
 	SSL_free(c->ssl);
 	free(c);
 }
@@ -74,9 +80,11 @@ struct conn *conn_new(struct pfsd *d, conn_frame_cb frame_cb, conn_close_cb clos
 	c->id = ++d->next_conn_id;
 	uv_tcp_init(&d->loop, &c->tcp);
 	uv_timer_init(&d->loop, &c->timer);
+	uv_timer_init(&d->loop, &c->kick);
 	c->tcp.data = c;
 	c->timer.data = c;
-	c->open_handles = 2;
+	c->kick.data = c;
+	c->open_handles = 3;
 	c->frame_cb = frame_cb;
 	c->close_cb = close_cb;
 	return c;
@@ -109,10 +117,12 @@ int conn_accept(struct conn *c, uv_stream_t *listener)
 		conn_close(c, "accept failed");
 		return -1;
 	}
+	memset(&ss, 0, sizeof(ss));
 	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
 		conn_addr_name(&ss, c->peer, sizeof(c->peer));
 	else
 		snprintf(c->peer, sizeof(c->peer), "?");
+	c->addr = ss;
 	uv_tcp_nodelay(&c->tcp, 1);
 	uv_tcp_keepalive(&c->tcp, 1, 60);
 	return 0;
@@ -123,6 +133,10 @@ void conn_close(struct conn *c, const char *why)
 	if (c->closing)
 		return;
 	c->closing = true;
+	if (c->paused) {
+		LIST_REMOVE(c, plink);
+		c->paused = false;
+	}
 	if (c->st == CS_READY)
 		pfs_notice("conn %llu: %s (%s) disconnected: %s", (unsigned long long)c->id, c->peer,
 			 c->host, why);
@@ -132,6 +146,7 @@ void conn_close(struct conn *c, const char *why)
 	c->close_cb(c);
 	uv_close((uv_handle_t *)&c->tcp, handle_close_cb);
 	uv_close((uv_handle_t *)&c->timer, handle_close_cb);
+	uv_close((uv_handle_t *)&c->kick, handle_close_cb);
 }
 
 void conn_violation(struct conn *c, const char *what)
@@ -172,16 +187,55 @@ void conn_deadline_stop(struct conn *c)
 
 /* --- backpressure --- */
 
+/* The first time c's session is held back by cap, says so. */
+static void note_cap(struct conn *c, unsigned cap)
+{
+	const struct limits *l = &c->d->lim;
+	struct lim_acct *a = c->acct;
+
+	if (a->logged & cap)
+		return;
+	a->logged |= cap;
+	if (cap == LIM_REQUESTS)
+		pfs_notice("conn %llu: %s (%s) reached requests=%u in flight; reading its "
+			   "requests waits for replies", (unsigned long long)c->id, c->peer,
+			   c->host, l->requests);
+	else if (cap == LIM_CLIENT_MEM)
+		pfs_notice("conn %llu: %s (%s) reached client-memory=%zu bytes of requests "
+			   "and replies; reading its requests waits for replies to drain",
+			   (unsigned long long)c->id, c->peer, c->host, l->client_mem);
+	else
+		pfs_notice("conn %llu: %s (%s) holds %zu bytes while the daemon is at "
+			   "memory=%zu; reading its requests waits for replies to drain",
+			   (unsigned long long)c->id, c->peer, c->host, a->mem, l->memory);
+}
+
 void conn_flow(struct conn *c)
 {
+	unsigned cap = 0;
 	bool want;
 
 	if (c->closing || c->close_after_write)
 		return;
 	want = c->inflight < PFSD_MAX_INFLIGHT && c->mem < PFSD_MAX_QUEUED;
+	if (want)
+		cap = lim_may_read(&c->d->lim, c->acct, c->d->mem);
+	if (cap && !c->paused) {
+		note_cap(c, cap);
+		LIST_INSERT_HEAD(&c->d->paused, c, plink);
+		c->paused = true;
+	} else if (!cap && c->paused) {
+		LIST_REMOVE(c, plink);
+		c->paused = false;
+	}
+	want = want && !cap;
 	if (want && !c->reading) {
-		if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
+		if (c->rest) { /* those first, on the next turn of the loop */
+			uv_timer_start(&c->kick, kick_cb, 0, 0);
 			c->reading = true;
+		} else if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0) {
+			c->reading = true;
+		}
 	} else if (!want && c->reading) {
 		conn_stop_reading(c);
 	}
@@ -190,14 +244,44 @@ void conn_flow(struct conn *c)
 void conn_stop_reading(struct conn *c)
 {
 	uv_read_stop((uv_stream_t *)&c->tcp);
+	uv_timer_stop(&c->kick);
 	c->reading = false;
+}
+
+void conn_set_acct(struct conn *c, struct lim_acct *a)
+{
+	lim_acct_ref(a);
+	c->acct = a;
+	a->mem += c->mem;
+	a->inflight += c->inflight;
+}
+
+/* Bytes held for c, counted for its session and the daemon too. */
+static void mem_add(struct conn *c, size_t n)
+{
+	c->mem += n;
+	c->d->mem += n;
+	if (c->acct)
+		c->acct->mem += n;
 }
 
 void conn_req_add(struct conn *c, size_t acct)
 {
 	c->inflight++;
-	c->mem += acct;
+	if (c->acct)
+		c->acct->inflight++;
+	mem_add(c, acct);
 	conn_flow(c);
+}
+
+/* Bytes or requests were let go: the connections held back for their
+ * session's or the daemon's share may read again. */
+static void resume_paused(struct pfsd *d)
+{
+	for (struct conn *o = LIST_FIRST(&d->paused), *next; o; o = next) {
+		next = LIST_NEXT(o, plink);
+		conn_flow(o);
+	}
 }
 
 /* A request's bytes leave c's memory; is_reply: it is done (written or
@@ -205,8 +289,16 @@ void conn_req_add(struct conn *c, size_t acct)
 static void settle(struct conn *c, size_t acct, bool is_reply)
 {
 	c->mem -= acct;
-	if (is_reply)
+	c->d->mem -= acct;
+	if (c->acct)
+		c->acct->mem -= acct;
+	if (is_reply) {
 		c->inflight--;
+		if (c->acct)
+			c->acct->inflight--;
+	}
+	if (!LIST_EMPTY(&c->d->paused))
+		resume_paused(c->d);
 }
 
 void conn_req_drop(struct conn *c, size_t acct)
@@ -387,7 +479,7 @@ static void queue_frame(struct conn *c, struct frame *f, size_t acct, bool is_re
 	w->own[1] = f->own[1];
 	w->acct = acct + PFS_FRAME_HDR_SIZE + f->len;
 	w->is_reply = is_reply;
-	c->mem += PFS_FRAME_HDR_SIZE + f->len;
+	mem_add(c, PFS_FRAME_HDR_SIZE + f->len);
 	b[0] = uv_buf_init((char *)w->hdr, PFS_FRAME_HDR_SIZE);
 	b[1] = uv_buf_init((char *)f->wire, f->len);
 	write_bufs(c, w, b, f->len ? 2 : 1);
@@ -416,7 +508,7 @@ static void send_rest(struct conn *c, void *buf, size_t len, size_t acct)
 	w->own[1] = NULL;
 	w->acct = acct + len;
 	w->is_reply = true;
-	c->mem += len;
+	mem_add(c, len);
 	write_bufs(c, w, &b, 1);
 }
 
@@ -523,7 +615,24 @@ static void frame_done(struct conn *c)
 	c->frame_cb(c, payload);
 }
 
-/* Parses n bytes of stream data from the connection's read buffer. */
+/* Keeps p[n] for when reading starts again (kick_cb), after what is kept
+ * already: under TLS, several pieces of plaintext may come out of what
+ * was read before reading stopped. */
+static void keep_rest(struct conn *c, const uint8_t *p, size_t n)
+{
+	uint8_t *b = xmalloc(c->nrest + n);
+
+	if (c->nrest)
+		memcpy(b, c->rest, c->nrest);
+	memcpy(b + c->nrest, p, n);
+	free(c->rest);
+	c->rest = b;
+	c->nrest += n;
+}
+
+/* Parses n bytes of stream data from the connection's read buffer. Stops
+ * between two frames once reading stopped (conn_flow), keeping the rest
+ * for when it starts again. */
 static void feed(struct conn *c, const uint8_t *p, size_t n)
 {
 	const char *why;
@@ -532,6 +641,10 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 	while (n && !c->closing) {
 		if (c->close_after_write)
 			return; /* refused or said goodbye: ignore the rest */
+		if (!c->fr.have_hdr && !c->fr.hgot && !c->reading) {
+			keep_rest(c, p, n);
+			return;
+		}
 		ret = framer_feed(&c->fr, &c->h, c->st == CS_READY, c->caps, &p, &n, &why);
 		if (ret < 0)
 			return conn_violation(c, why);
@@ -676,6 +789,27 @@ static void sniff(struct conn *c, const uint8_t *p, size_t n)
 	if (c->mode == CM_PLAIN)
 		feed(c, c->sniff, old);
 	input(c, p, n);
+}
+
+/* Reading starts again with the bytes kept by feed, then the socket. */
+static void kick_cb(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+	uint8_t *b = c->rest;
+	size_t n = c->nrest;
+
+	c->rest = NULL;
+	c->nrest = 0;
+	if (!c->reading || c->closing) { /* cannot happen: put them back */
+		c->rest = b;
+		c->nrest = n;
+		return;
+	}
+	feed(c, b, n);
+	free(b);
+	if (c->reading && !c->closing && !c->close_after_write && !c->rest &&
+	    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0)
+		conn_close(c, "cannot read");
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)

@@ -30,6 +30,7 @@
 #include "podfs/wire.h"
 #include "exports_i.h"
 #include "framer_i.h"
+#include "limits_i.h"
 
 struct pfsd;
 struct session;
@@ -77,17 +78,26 @@ struct conn {
 	/* The transport (conn.c). */
 	uv_tcp_t tcp;
 	uv_timer_t timer;      /* the owner's deadline (conn_deadline) */
+	uv_timer_t kick;       /* reading resumes with rest (conn_flow) */
 	struct pfsd *d;
 	uint64_t id;
 	char peer[64];         /* "addr:port" */
+	struct sockaddr_storage addr; /* the peer's address */
+	struct srckey src;     /* its source for the handshake quota (server.c) */
+	bool in_srcq;          /* counted in d->srcq (server.c) */
 	bool closing;          /* uv_close issued */
 	bool reading;
 	bool close_after_write;
 	const char *end_why;   /* close_after_write: the reason logged */
-	unsigned open_handles; /* tcp + timer, until their close_cb */
+	unsigned open_handles; /* tcp + timer + kick, until their close_cb */
 	unsigned refs;         /* conn_ref */
 	unsigned inflight;     /* requests queued, running or being written */
 	size_t mem;            /* request + reply bytes held for this conn */
+	/* Its session's requests and bytes (once authenticated; also
+	 * counted there), and whether it is on d->paused. */
+	struct lim_acct *acct;
+	bool paused;
+	LIST_ENTRY(conn) plink;
 	/* Reply bytes written but not sent yet (loop writes, workers read):
 	 * LZ4 only while the link is backed up (link.h). */
 	_Atomic size_t backlog;
@@ -100,6 +110,10 @@ struct conn {
 	struct framer fr;
 	struct pfs_frame_hdr h;
 	uint8_t *rbuf;         /* CONN_RBUF */
+	/* Bytes read but not parsed yet: reading stopped between two
+	 * frames of one read (backpressure holds at every frame). */
+	uint8_t *rest;
+	size_t nrest;
 
 	/* TLS: the first bytes decide the mode; then ssl decrypts what is
 	 * read (into rbio) and encrypts what is written (out of wbio). */
@@ -120,9 +134,8 @@ struct conn {
 	struct session *sess;
 	bool bulk;             /* a bulk connection of sess (PFS_CAP_BULK) */
 
-	/* The peer's address and the options of the export rule that
-	 * admits it (server.c; replaced on SIGHUP). */
-	struct sockaddr_storage addr;
+	/* The options of the export rule that admits addr (server.c;
+	 * replaced on SIGHUP). */
 	struct export_opts rule;
 
 	/* Pushes (push.c). */
@@ -146,9 +159,14 @@ int conn_accept(struct conn *c, uv_stream_t *listener);
 void conn_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len);
 
 /* Starts (or stops) reading c as its requests in flight
- * (PFSD_MAX_INFLIGHT) and the bytes it holds (PFSD_MAX_QUEUED) allow. A
+ * (PFSD_MAX_INFLIGHT) and the bytes it holds (PFSD_MAX_QUEUED) allow,
+ * and its session's and the daemon's (lim_may_read; the first time a
+ * session is held back by one of those, a log line says which). A
  * no-op once c is closing or ends. */
 void conn_flow(struct conn *c);
+/* c authenticated: from now on its requests and bytes count in the
+ * session's account a too (referenced until c is freed). */
+void conn_set_acct(struct conn *c, struct lim_acct *a);
 /* Stops reading c for good (a refused connection). */
 void conn_stop_reading(struct conn *c);
 
@@ -177,8 +195,9 @@ void conn_unref(struct conn *c);
 
 /* A request of c was queued: until its reply is written (conn_reply,
  * conn_reply_spliced) or it is dropped (conn_req_drop), it counts in
- * c's requests in flight and its acct bytes in c's memory. Updates
- * reading (conn_flow). */
+ * c's requests in flight and its acct bytes (its own and the most its
+ * reply can take, lim_reply_bound) in c's memory, its session's and the
+ * daemon's. Updates reading (conn_flow). */
 void conn_req_add(struct conn *c, size_t acct);
 /* A request of conn_req_add (acct as there) ends without a reply. Updates
  * reading. */

@@ -18,12 +18,18 @@ int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_att
 	DIR *d = NULL;
 	int ret;
 
-	ret = export_dir_open(obj->fd, &d);
+	ret = session_fid_reserve(x->s);
 	if (ret < 0)
 		return ret;
+	ret = export_dir_open(obj->fd, &d);
+	if (ret < 0) {
+		session_fid_unreserve(x->s);
+		return ret;
+	}
 	ret = export_getattr(dirfd(d), a);
 	if (ret < 0) {
 		closedir(d);
+		session_fid_unreserve(x->s);
 		return ret;
 	}
 	f = session_fid_install(x->s, fid, dirfd(d), d, O_RDONLY, true);
@@ -251,9 +257,14 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 
 	if (!f) {
 		DIR *d = NULL;
-		ret = export_dir_open(obj->fd, &d);
+		ret = session_fid_reserve(x->s);
 		if (ret < 0)
 			return ret;
+		ret = export_dir_open(obj->fd, &d);
+		if (ret < 0) {
+			session_fid_unreserve(x->s);
+			return ret;
+		}
 		f = session_fid_install(x->s, fid, dirfd(d), d, O_RDONLY, false);
 	}
 	if (!f->dir) {

@@ -39,6 +39,9 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 		*out = f;
 		return 0;
 	}
+	fd = session_fid_reserve(x->s);
+	if (fd < 0)
+		return fd;
 	if (flags >= 0) {
 		flags = export_open_flags((uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC));
 		fd = export_reopen(obj->fd, flags);
@@ -51,8 +54,10 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 				break;
 		}
 	}
-	if (fd < 0)
+	if (fd < 0) {
+		session_fid_unreserve(x->s);
 		return fd;
+	}
 	*out = session_fid_install(x->s, id, fd, NULL, flags, false);
 	if ((*out)->dir) {
 		session_fid_put(x->s, *out);
@@ -186,12 +191,18 @@ int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, s
 
 	if (x->ro && writes(fl))
 		return -EROFS;
+	ret = session_fid_reserve(x->s);
+	if (ret < 0)
+		return ret;
 	fd = export_reopen(obj->fd, fl);
-	if (fd < 0)
+	if (fd < 0) {
+		session_fid_unreserve(x->s);
 		return fd;
+	}
 	ret = export_getattr(fd, a);
 	if (ret < 0) {
 		close(fd);
+		session_fid_unreserve(x->s);
 		return ret;
 	}
 	f = session_fid_install(x->s, fid, fd, NULL, fl, true);

@@ -129,8 +129,12 @@ int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m)
 		goto out_unlock;
 	}
 	if (!l) {
+		ret = session_lock_reserve(x->s);
+		if (ret < 0)
+			goto out_unlock;
 		int fd = lock_fd_open(x, obj->fd, fl);
 		if (fd < 0) {
+			session_lock_unreserve(x->s);
 			ret = fd;
 			goto out_unlock;
 		}

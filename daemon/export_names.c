@@ -318,19 +318,28 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 		return -EINVAL;
 	if (x->squashed && (mode & (S_ISUID | S_ISGID)))
 		return -EPERM;
+	/* Past the session's open files nothing is created. */
+	ret = session_fid_reserve(x->s);
+	if (ret < 0)
+		return ret;
 	fd = openat(dirfd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW, perm(mode, umask));
 	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
 		/* It exists: open it like OPEN would, and never a FIFO or
 		 * device, whose open could block or have side effects. */
 		int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		if (pfd < 0)
-			return -errno;
+		if (pfd < 0) {
+			ret = -errno;
+			goto out_unreserve;
+		}
 		fd = export_reopen(pfd, fl);
 		close(pfd);
-		if (fd < 0)
-			return fd;
+		if (fd < 0) {
+			ret = fd;
+			goto out_unreserve;
+		}
 	} else if (fd < 0) {
-		return -errno;
+		ret = -errno;
+		goto out_unreserve;
 	}
 	ret = handles_encode(x->hs, fd, &e->fh);
 	if (ret < 0)
@@ -347,5 +356,7 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 
 out_close:
 	close(fd);
+out_unreserve:
+	session_fid_unreserve(x->s);
 	return ret;
 }

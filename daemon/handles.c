@@ -241,6 +241,23 @@ static void evict(struct handles *h)
 	}
 }
 
+void handles_set_max(struct handles *h, size_t max)
+{
+	pthread_mutex_lock(&h->mu);
+	if (max < 1)
+		max = 1;
+	if (max < h->max) {
+		/* Fewer fds for the cache: close the unused beyond max now. */
+		for (struct hent *e = h->lru.prev, *prev; h->n > max && e != &h->lru; e = prev) {
+			prev = e->prev;
+			if (e->refs == 0)
+				drop(h, e);
+		}
+	}
+	h->max = max;
+	pthread_mutex_unlock(&h->mu);
+}
+
 /* The entry of fh (hash: its fh_hash), made with fd if there is none;
  * fd is closed if there is. Under h->mu. */
 static struct hent *find_or_add(struct handles *h, const struct pfs_fh *fh, uint64_t hash, int fd)

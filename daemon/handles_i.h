@@ -49,6 +49,10 @@ int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], char *er
  * fd cache. Returns 0 or -errno with a one-line reason in err. */
 int handles_new(struct handles **out, int export_fd, const uint8_t key[PFSD_HKEY_LEN],
 		size_t cache_max, char *err, size_t errlen);
+/* Sets the fd cache's bound (the daemon shrinks it while clients' files
+ * need its fds: limits_i.h), closing the unused fds beyond it at once.
+ * Any thread. */
+void handles_set_max(struct handles *h, size_t max);
 /* Closes every cached and held fd and the export fd, and frees h (after
  * the loop closed: no worker runs). Safe on NULL. */
 void handles_free(struct handles *h);

@@ -72,6 +72,10 @@ static const char usage_text[] =
 	"  --buffered-writes    write big aligned WRITEs through this host's page\n"
 	"                       cache too (default: O_DIRECT, which keeps the cache\n"
 	"                       for what clients read)\n"
+	"  --limits KEY=N,...   fair-use limits (README: Limits): open-files,\n"
+	"                       lock-owners, requests, client-memory (per client);\n"
+	"                       memory, fd-reserve, lingering, preauth,\n"
+	"                       preauth-per-source (for the daemon)\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  -V, --version        print the version\n"
 	"  -h, --help           show this help\n";
@@ -213,6 +217,7 @@ static const struct optdef optdefs[] = {
 	FUNC("anonuid", required_argument, set_rule),
 	FUNC("anongid", required_argument, set_rule),
 	FLAG("buffered-writes", buffered),
+	STR("limits", limits),
 	STR("genkey", genkey),
 	FUNC("help", no_argument, show_help),
 	FUNC("version", no_argument, show_version),
@@ -263,6 +268,18 @@ static void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->export_dir = argv[optind];
 	if (!o->state_dir[0])
 		usage_error("--state-dir is empty");
+}
+
+/* The fair-use limits: --limits, the rest from the fd limit and memory. */
+static void set_limits(struct pfsd *d, size_t nofile, size_t cache_max)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	char err[256];
+
+	if (limits_defaults(&d->lim, nofile, pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz
+								 : (size_t)1 << 30,
+			    cache_max, d->o.threads, err, sizeof(err)) < 0)
+		usage_error("%s", err);
 }
 
 /* --- start-up checks --- */
@@ -504,6 +521,8 @@ int main(int argc, char **argv)
 	if (server_parse_addr(d->o.listen, &d->listen_addr) < 0)
 		usage_error("bad --listen address '%s' (want ADDR:PORT)", d->o.listen);
 	rules_setup(d);
+	if (d->o.limits && limits_parse(&d->lim, d->o.limits, err, sizeof(err)) < 0)
+		usage_error("%s", err);
 
 	ret = pfs_key_load(d->o.key_path, d->key, err, sizeof(err));
 	if (ret < 0)
@@ -531,6 +550,7 @@ int main(int argc, char **argv)
 	cache_max = nofile > 8192 ? (nofile - 4096) / 2 : 256;
 	if (cache_max > PFSD_HCACHE_MAX)
 		cache_max = PFSD_HCACHE_MAX;
+	set_limits(d, nofile, cache_max);
 	ret = handles_new(&d->hs, export_fd, hkey, cache_max, err, sizeof(err));
 	memset(hkey, 0, sizeof(hkey));
 	if (ret < 0)
@@ -553,6 +573,9 @@ int main(int argc, char **argv)
 		fatal("uv_loop_init: %s", uv_strerror(ret));
 	htab_init(&d->sessions);
 	LIST_INIT(&d->conns);
+	LIST_INIT(&d->paused);
+	TAILQ_INIT(&d->lingering);
+	srcq_init(&d->srcq);
 	pipes_init(&d->pipes);
 	d->it = interest_new();
 	ret = server_listen(d, err, sizeof(err), &port);
@@ -613,6 +636,9 @@ int main(int argc, char **argv)
 	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s, %s)", d->o.export_dir,
 		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease,
 		   d->o.allow_plaintext ? "TLS or plaintext" : "TLS required");
+	limits_format(&d->lim, err, sizeof(err));
+	pfs_info("limits: %s (%zu fds, %zu for clients' files)", err, d->lim.nofile,
+		 d->lim.fd_budget);
 
 	uv_run(&d->loop, UV_RUN_DEFAULT);
 
@@ -622,6 +648,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		pfs_warn("uv_loop_close: %s", uv_strerror(ret));
 	htab_fini(&d->sessions);
+	srcq_fini(&d->srcq);
 	watch_free(d);
 	interest_free(d->it);
 	lockstate_free(d->ls);

@@ -13,7 +13,8 @@
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   conn.c          one connection: frames, write queue, backpressure
  *   leaves          handles.c interest.c lockstate.c pipes.c drc.c framer.c
- *                   ratelimit.c caps.c exports.c (export rules), and lib/
+ *                   ratelimit.c caps.c exports.c (export rules) limits.c,
+ *                   and lib/
  *
  * Threads: one libuv loop thread owns the listener, the connections, the
  * session table, every reply cache and the push order; worker threads
@@ -42,6 +43,7 @@
 #include "podfs/xalloc.h"
 #include "exports_i.h"
 #include "interest_i.h"
+#include "limits_i.h"
 #include "pipes_i.h"
 #include "ratelimit_i.h"
 
@@ -76,6 +78,7 @@ struct pfsd_opts {
 	const char *allow;
 	struct export_opts rule;
 	const char *rule_flag;
+	const char *limits;    /* --limits key=value,... (limits_i.h) */
 };
 
 struct pfsd {
@@ -104,6 +107,14 @@ struct pfsd {
 	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
+	struct srcq srcq;         /* of which per source address (loop) */
+	struct limits lim;        /* the fair-use limits (limits_i.h) */
+	size_t mem;               /* request + reply bytes of all connections (loop) */
+	LIST_HEAD(, conn) paused; /* connections not read for their session's or the
+				     daemon's memory or requests (loop, conn.c) */
+	_Atomic size_t fds;       /* sessions' fids and lock fds (any thread) */
+	TAILQ_HEAD(, session) lingering; /* disconnected sessions, oldest first (loop) */
+	unsigned nlingering;
 	struct ratelimit rl;      /* log lines about hostile input (loop) */
 	uint64_t next_conn_id;
 	bool stopping;
@@ -121,7 +132,6 @@ struct pfsd {
 
 /* Limits of the daemon (not of the protocol). */
 #define PFSD_MAX_CONNS 1024
-#define PFSD_MAX_PREAUTH 256              /* of which not authenticated */
 #define PFSD_MAX_BULK PFS_BULK_MAX        /* bulk connections per session */
 #define PFSD_MAX_INFLIGHT 256             /* requests per connection */
 #define PFSD_MAX_QUEUED (64u << 20)       /* bytes per connection */

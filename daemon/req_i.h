@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <uv.h>
 
 #include "podfs/codec.h"
@@ -43,6 +44,8 @@ struct req {
 	struct inflight fl;    /* its place in s's ordered requests (push.c) */
 	uint64_t epoch;        /* s->forget_epoch when queued */
 	struct keyvec keys;    /* interest keys the worker registered */
+	STAILQ_ENTRY(req) wlink; /* s->waitq: waiting for a worker (server.c) */
+	bool pooled;           /* on the thread pool (counted in s->running) */
 
 	/* Filled by the worker. */
 	bool violation;        /* close the connection (bad LZ4 payload) */

@@ -136,6 +136,72 @@ static void drc_settle(struct req *r)
 		drc_forget(&s->drc, r->drc);
 }
 
+/* Logs the caps s's requests hit for the first time (open files, lock
+ * owners, the daemon's fds: session.c notes them). */
+static void note_hits(struct session *s, struct conn *c)
+{
+	unsigned hits = atomic_load_explicit(&s->hits, memory_order_relaxed) & ~s->acct->logged;
+	const struct limits *l = &s->d->lim;
+
+	if (!hits)
+		return;
+	s->acct->logged |= hits;
+	if (hits & LIM_OPEN_FILES)
+		pfs_notice("session %016llx of %s (%s) reached open-files=%u: its opens fail "
+			   "with EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
+			   l->open_files);
+	if (hits & LIM_LOCK_OWNERS)
+		pfs_notice("session %016llx of %s (%s) reached lock-owners=%u: its new locks "
+			   "fail with EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
+			   l->lock_owners);
+	if (hits & LIM_FDS)
+		pfs_warn("session %016llx of %s (%s): the %zu file descriptors for clients' "
+			 "files are all in use (fd-reserve=%u of %zu kept back): opens fail with "
+			 "EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
+			 l->fd_budget, l->fd_reserve, l->nofile);
+}
+
+static void after_work_cb(uv_work_t *work, int status);
+
+/* Hands r to the thread pool, or, while its session has its share of
+ * the workers (limit "workers"), queues it behind the session's others:
+ * a client with a deep queue then never makes the others' requests wait
+ * behind all of it. Returns 0 or a libuv error (r not queued). */
+static int submit(struct req *r)
+{
+	struct session *s = r->s;
+	int ret;
+
+	if (s && s->running >= r->d->lim.workers) {
+		STAILQ_INSERT_TAIL(&s->waitq, r, wlink);
+		return 0;
+	}
+	ret = uv_queue_work(&r->d->loop, &r->work, dispatch_work_cb, after_work_cb);
+	if (ret == 0 && s) {
+		s->running++;
+		r->pooled = true;
+	}
+	return ret;
+}
+
+/* One of s's requests left the pool: the next waiting one goes. */
+static void submit_next(struct session *s)
+{
+	struct req *r = STAILQ_FIRST(&s->waitq);
+	int ret;
+
+	s->running--;
+	if (!r)
+		return;
+	STAILQ_REMOVE_HEAD(&s->waitq, wlink);
+	ret = submit(r);
+	if (ret < 0) {
+		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id,
+			uv_strerror(ret));
+		after_work_cb(&r->work, ret); /* as if cancelled: its conn closes */
+	}
+}
+
 static void after_work_cb(uv_work_t *work, int status)
 {
 	struct req *r = container_of(work, struct req, work);
@@ -145,12 +211,17 @@ static void after_work_cb(uv_work_t *work, int status)
 	struct inval *iv;
 	bool self = false;
 
+	if (s && r->pooled)
+		submit_next(s);
+
 	if (status < 0 && !r->violation) {
 		/* Cancelled: never ran. Answer nothing; the conn is going. */
 		r->violation = true;
 	}
 	if (r->drc)
 		drc_settle(r);
+	if (s)
+		note_hits(s, c);
 	/* A FORGET overtook this request: what it handed out is cached
 	 * again once its reply arrives (see the race analysis, push.c). */
 	if (s && r->keys.n && r->epoch != s->forget_epoch && !r->violation)
@@ -236,7 +307,11 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->s = c->sess;
 	r->h = c->h;
 	r->in = payload;
-	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_CODED) ? c->h.raw_len : 0);
+	/* Its bytes, and room for the biggest reply it can have: a client
+	 * that does not read its replies runs out of room, not the daemon
+	 * out of memory (limits_i.h). */
+	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_CODED) ? c->h.raw_len : 0) +
+		  lim_reply_bound(c->h.op, c->h.flags, payload, c->h.wire_len);
 	r->codecs = c->caps & PFS_CAPS_CODECS;
 	r->no_splice = c->ssl != NULL;
 	r->dir_attr = (c->caps & PFS_CAP_DIR_ATTR) != 0;
@@ -256,7 +331,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	}
 	conn_ref(c);
 	conn_req_add(c, r->acct);
-	ret = uv_queue_work(&c->d->loop, &r->work, dispatch_work_cb, after_work_cb);
+	ret = submit(r);
 	if (ret < 0) {
 		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)c->id,
 			uv_strerror(ret));
@@ -273,6 +348,52 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 		conn_close(c, "internal error");
 		conn_unref(c);
 	}
+}
+
+/* --- connections before authentication --- */
+
+/* c authenticated or closed: it no longer counts as pending. */
+static void preauth_done(struct conn *c)
+{
+	c->d->npreauth--;
+	if (c->in_srcq)
+		srcq_del(&c->d->srcq, &c->src);
+	c->in_srcq = false;
+}
+
+/* Closes the oldest pending handshake from k (any source: NULL), other
+ * than keep. */
+static void evict_pending(struct pfsd *d, const struct srckey *k, struct conn *keep)
+{
+	struct conn *o, *old = NULL;
+
+	LIST_FOREACH(o, &d->conns, link)
+		if (o->st != CS_READY && !o->closing && o != keep && o->in_srcq &&
+		    (!k || srckey_eq(&o->src, k)))
+			old = o;
+	if (old) {
+		pfs_debug("conn %llu: %s evicted to admit a new connection",
+			  (unsigned long long)old->id, old->peer);
+		conn_close(old, "evicted (too many unauthenticated connections)");
+	}
+}
+
+/* Makes room for the new connection c among the pending handshakes:
+ * unauthenticated connections cost an attacker nothing, so each source
+ * address (IPv6: /64) has a quota, and when all of them together fill
+ * the daemon's share, the oldest of the source with the most makes
+ * room. A flood from one address only hurts that address. */
+static void admit_pending(struct pfsd *d, struct conn *c)
+{
+	struct srckey busiest;
+
+	srckey_of(&c->addr, &c->src);
+	if (srcq_count(&d->srcq, &c->src) >= d->lim.preauth_per_source)
+		evict_pending(d, &c->src, c);
+	else if (d->npreauth > d->lim.preauth && srcq_busiest(&d->srcq, &busiest))
+		evict_pending(d, &busiest, c);
+	srcq_add(&d->srcq, &c->src);
+	c->in_srcq = true;
 }
 
 /* --- frames --- */
@@ -322,7 +443,8 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 
 	if (c->st != CS_READY) {
 		if (handshake_frame(c, payload, &auth_flags) > 0) {
-			c->d->npreauth--;
+			preauth_done(c);
+			conn_set_acct(c, c->sess->acct);
 			/* The reply carries the root's attributes: a disk
 			 * operation. */
 			queue_req(c, NULL, auth_flags);
@@ -345,7 +467,7 @@ static void closed_cb(struct conn *c)
 	LIST_REMOVE(c, link);
 	d->nconns--;
 	if (c->st != CS_READY)
-		d->npreauth--;
+		preauth_done(c);
 }
 
 static void reject_close_cb(uv_handle_t *h)
@@ -415,19 +537,12 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	if (d->stopping)
 		return;
-	/* Unauthenticated connections cost an attacker nothing: when they
-	 * fill their share, the oldest one makes room. */
-	if (d->npreauth >= PFSD_MAX_PREAUTH ||
-	    (d->nconns >= PFSD_MAX_CONNS && d->npreauth > 0)) {
-		struct conn *o, *old = NULL;
-		LIST_FOREACH(o, &d->conns, link)
-			if (o->st != CS_READY)
-				old = o;
-		if (old) {
-			pfs_debug("conn %llu: %s evicted to admit a new connection",
-				  (unsigned long long)old->id, old->peer);
-			conn_close(old, "evicted (too many unauthenticated connections)");
-		}
+	/* All connections in use: a pending handshake of the busiest
+	 * source makes room (admit_pending). */
+	if (d->nconns >= PFSD_MAX_CONNS && d->npreauth > 0) {
+		struct srckey busiest;
+		if (srcq_busiest(&d->srcq, &busiest))
+			evict_pending(d, &busiest, NULL);
 	}
 	if (d->nconns >= PFSD_MAX_CONNS) {
 		uv_tcp_t *t = xmalloc(sizeof(*t));
@@ -443,6 +558,7 @@ static void on_connection(uv_stream_t *server, int status)
 	d->npreauth++;
 	if (conn_accept(c, server) < 0 || !admit(c))
 		return;
+	admit_pending(d, c);
 	handshake_start(c);
 	pfs_debug("conn %llu: connection from %s", (unsigned long long)c->id, c->peer);
 	conn_flow(c);
@@ -476,6 +592,8 @@ static void sweep_timer_cb(uv_timer_t *t)
 
 	if (d->sweeping || d->stopping)
 		return;
+	/* The handle cache grows back as sessions' files close. */
+	handles_set_max(d->hs, lim_hcache_room(&d->lim, atomic_load(&d->fds)));
 	d->sweep_work.data = d;
 	if (uv_queue_work(&d->loop, &d->sweep_work, sweep_work_cb, sweep_done_cb) == 0)
 		d->sweeping = true;

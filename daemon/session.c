@@ -37,8 +37,10 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	pthread_mutex_init(&s->lk_mu, NULL);
 	htab_init(&s->fids);
 	htab_init(&s->locks);
+	s->acct = lim_acct_new();
 	drc_init(&s->drc, PFSD_DRC_MAX);
 	TAILQ_INIT(&s->inflight);
+	STAILQ_INIT(&s->waitq);
 	STAILQ_INIT(&s->deferred);
 	idtab_insert(&d->sessions, &s->hn, client_id);
 	s->islot = interest_slot_alloc(d->it);
@@ -68,14 +70,18 @@ static void free_cb(uv_handle_t *h)
 
 	if (--s->open_timers)
 		return;
-	while ((n = htab_pop(&s->fids)))
+	while ((n = htab_pop(&s->fids))) {
 		fid_close(container_of(n, struct fid, hn));
+		lim_fd_give(&s->d->fds);
+	}
 	while ((n = htab_pop(&s->locks))) {
 		struct lockent *l = container_of(n, struct lockent, hn);
 		close(l->fd);
+		lim_fd_give(&s->d->fds);
 		session_lock_wake(s->d, &l->fh);
 		free(l);
 	}
+	lim_acct_unref(s->acct);
 	push_drop_queue(s);
 	drc_fini(&s->drc);
 	htab_fini(&s->fids);
@@ -98,11 +104,22 @@ static void maybe_free(struct session *s)
 	uv_close((uv_handle_t *)&s->linger, free_cb);
 }
 
+/* s is no longer disconnected (or dies): off the lingering list. */
+static void unlinger(struct session *s)
+{
+	if (!s->lingering)
+		return;
+	TAILQ_REMOVE(&s->d->lingering, s, llink);
+	s->d->nlingering--;
+	s->lingering = false;
+}
+
 void session_kill(struct session *s)
 {
 	if (s->dead)
 		return;
 	s->dead = true;
+	unlinger(s);
 	htab_remove(&s->d->sessions, &s->hn);
 	if (s->islot >= 0)
 		s->d->slot_sess[s->islot] = NULL; /* no more pushes */
@@ -154,6 +171,8 @@ static void lk_linger_cb(uv_timer_t *t)
 	while ((n = htab_pop(&s->locks))) {
 		struct lockent *l = container_of(n, struct lockent, hn);
 		close(l->fd);
+		s->nlocks--;
+		lim_fd_give(&s->d->fds);
 		/* hn is free once popped: chain through it. */
 		l->hn.next = gone ? &gone->hn : NULL;
 		gone = l;
@@ -178,6 +197,7 @@ static void lk_linger_cb(uv_timer_t *t)
 
 void session_attach(struct session *s, struct conn *c)
 {
+	unlinger(s);
 	uv_timer_stop(&s->linger);
 	uv_timer_stop(&s->lk_linger);
 	s->conn = c;
@@ -208,6 +228,15 @@ void session_detach(struct session *s, struct conn *c)
 	uv_timer_start(&s->linger, linger_cb, (uint64_t)s->d->o.lease * 1000, 0);
 	if (s->d->o.lock_lease < s->d->o.lease)
 		uv_timer_start(&s->lk_linger, lk_linger_cb, (uint64_t)s->d->o.lock_lease * 1000, 0);
+	TAILQ_INSERT_TAIL(&s->d->lingering, s, llink);
+	s->lingering = true;
+	if (++s->d->nlingering > s->d->lim.lingering) {
+		struct session *old = TAILQ_FIRST(&s->d->lingering);
+		pfsd_warn_rl(s->d, "session %016llx of %s expired early: more than lingering=%u "
+			     "disconnected sessions", (unsigned long long)old->client_id, old->host,
+			     s->d->lim.lingering);
+		session_kill(old);
+	}
 }
 
 void session_ref(struct session *s)
@@ -255,6 +284,80 @@ void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh)
 	} while (n == 64);
 }
 
+/* --- the fds of sessions' files (any thread) --- */
+
+/* Takes one of the daemon's fds for sessions' files; under pressure the
+ * handle cache gives back what they need. Returns false when the budget
+ * is spent. */
+static bool fd_take(struct session *s)
+{
+	struct pfsd *d = s->d;
+
+	if (!lim_fd_take(&d->fds, d->lim.fd_budget))
+		return false;
+	size_t room = lim_hcache_room(&d->lim, atomic_load_explicit(&d->fds, memory_order_relaxed));
+	if (room < d->lim.hcache_max)
+		handles_set_max(d->hs, room);
+	return true;
+}
+
+/* Notes that s hit cap (logged once, on the loop: server.c). */
+static int hit(struct session *s, unsigned cap)
+{
+	atomic_fetch_or_explicit(&s->hits, cap, memory_order_relaxed);
+	return -EMFILE;
+}
+
+int session_fid_reserve(struct session *s)
+{
+	bool room;
+
+	pthread_mutex_lock(&s->mu);
+	room = s->nfids < s->d->lim.open_files;
+	if (room)
+		s->nfids++;
+	pthread_mutex_unlock(&s->mu);
+	if (!room)
+		return hit(s, LIM_OPEN_FILES);
+	if (!fd_take(s)) {
+		pthread_mutex_lock(&s->mu);
+		s->nfids--;
+		pthread_mutex_unlock(&s->mu);
+		return hit(s, LIM_FDS);
+	}
+	return 0;
+}
+
+/* Caller holds s->mu. */
+static void fid_unreserve_locked(struct session *s)
+{
+	s->nfids--;
+	lim_fd_give(&s->d->fds);
+}
+
+void session_fid_unreserve(struct session *s)
+{
+	pthread_mutex_lock(&s->mu);
+	fid_unreserve_locked(s);
+	pthread_mutex_unlock(&s->mu);
+}
+
+int session_lock_reserve(struct session *s)
+{
+	if (s->nlocks >= s->d->lim.lock_owners)
+		return hit(s, LIM_LOCK_OWNERS);
+	if (!fd_take(s))
+		return hit(s, LIM_FDS);
+	s->nlocks++;
+	return 0;
+}
+
+void session_lock_unreserve(struct session *s)
+{
+	s->nlocks--;
+	lim_fd_give(&s->d->fds);
+}
+
 /* --- fids (any thread) --- */
 
 static struct fid *fid_find(struct session *s, uint64_t id)
@@ -292,6 +395,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir
 	old = fid_find(s, id);
 	if (old && !replace) {
 		old->refs++;
+		fid_unreserve_locked(s);
 		pthread_mutex_unlock(&s->mu);
 		f->refs = 0;
 		fid_close(f);
@@ -300,6 +404,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir
 	if (old) {
 		htab_remove(&s->fids, &old->hn);
 		old->in_table = false;
+		fid_unreserve_locked(s); /* the new one takes its place */
 		if (--old->refs == 0)
 			close_now = old;
 	}
@@ -333,6 +438,7 @@ bool session_fid_release(struct session *s, uint64_t id)
 	if (f) {
 		htab_remove(&s->fids, &f->hn);
 		f->in_table = false;
+		fid_unreserve_locked(s);
 		last = --f->refs == 0;
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -379,5 +485,6 @@ void session_lock_del(struct session *s, struct lockent *l)
 {
 	htab_remove(&s->locks, &l->hn);
 	close(l->fd);
+	session_lock_unreserve(s);
 	free(l);
 }

@@ -68,11 +68,25 @@ struct session {
 	uv_timer_t lk_linger; /* lock lease after a disconnect */
 	bool locks_lost;      /* lk_linger released locks: tell the client (AUTH) */
 	unsigned open_timers; /* until their close_cb */
+	bool lingering;       /* on d->lingering (disconnected, not dead) */
+	TAILQ_ENTRY(session) llink;
+
+	/* Fair-use limits (limits_i.h): the requests and bytes of its
+	 * connections (loop), the caps its requests hit (workers set,
+	 * the loop logs each once: server.c). */
+	struct lim_acct *acct;
+	_Atomic unsigned hits;
+	/* Its requests on the thread pool, and those waiting for its share
+	 * of the workers (limit "workers"; loop, server.c). */
+	unsigned running;
+	STAILQ_HEAD(, req) waitq;
 
 	pthread_mutex_t mu; /* fids */
 	struct htab fids;
+	unsigned nfids;     /* in the table, or reserved (session_fid_reserve) */
 	pthread_mutex_t lk_mu; /* locks */
 	struct htab locks;
+	unsigned nlocks;    /* lock fds, or reserved (session_lock_reserve) */
 
 	struct drc drc;    /* duplicate request cache (loop thread) */
 
@@ -103,8 +117,10 @@ void session_attach(struct session *s, struct conn *c);
 void session_attach_bulk(struct session *s, struct conn *c);
 /* c is closing: a bulk connection just leaves s; s's main connection
  * leaves s lingering for --lease seconds (its locks for --lock-lease),
- * then s dies (at once with --lease 0 or while the daemon stops). A
- * connection s no longer has changes nothing. */
+ * then s dies (at once with --lease 0 or while the daemon stops). While
+ * more than the limit "lingering" of sessions linger, the one
+ * disconnected longest dies. A connection s no longer has changes
+ * nothing. */
 void session_detach(struct session *s, struct conn *c);
 /* Ends s now (GOODBYE, lease over, shutdown): out of the table, no more
  * pushes, its bulk connections closed, its locks' holder entry dropped
@@ -129,8 +145,16 @@ void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh);
 /* The fid id of s with a reference (release it with session_fid_put),
  * or NULL. */
 struct fid *session_fid_get(struct session *s, uint64_t id);
+/* Reserves room for one more fid of s before its file is opened: returns
+ * 0, or -EMFILE when s has open-files fids already or the daemon's file
+ * descriptors for sessions are spent (limits_i.h; the handle cache
+ * shrinks to make room first). Every reservation ends in
+ * session_fid_install or session_fid_unreserve. */
+int session_fid_reserve(struct session *s);
+void session_fid_unreserve(struct session *s);
 /* Registers fd (and dir, which then owns fd) with open flags under id
- * and returns it with a reference. If id is taken: replace=true forgets
+ * and returns it with a reference; takes the caller's reservation
+ * (session_fid_reserve). If id is taken: replace=true forgets
  * the old one (closed once unused), replace=false keeps it, closes
  * fd/dir and returns the old one (referenced). Takes ownership of fd/dir
  * in every case. Never fails. */
@@ -144,12 +168,18 @@ bool session_fid_release(struct session *s, uint64_t id);
 
 /* --- lock fds (any thread; the caller holds s->lk_mu) --- */
 
+/* Reserves room for one more lock fd of s (-EMFILE past lock-owners or
+ * the daemon's budget), which session_lock_add takes or
+ * session_lock_unreserve gives back. */
+int session_lock_reserve(struct session *s);
+void session_lock_unreserve(struct session *s);
+
 /* The lock fd of owner's locks of kind flock (else POSIX) on fh, or
  * NULL. */
 struct lockent *session_lock_find(struct session *s, uint64_t owner, bool flock,
 				  const struct pfs_fh *fh);
-/* Registers fd (owned from now on) as that lock fd and returns it. Never
- * fails. */
+/* Registers fd (owned from now on) as that lock fd, taking the caller's
+ * reservation, and returns it. Never fails. */
 struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
 				 const struct pfs_fh *fh, int fd);
 /* Forgets l and closes its fd, which drops its locks. */

@@ -1,0 +1,140 @@
+/* limits_i.h: the fair-use limits of podfsd: what one client may hold
+ * (open files, lock owners, requests in flight, reply memory), what the
+ * whole daemon may hold (memory for requests and replies, file
+ * descriptors, disconnected sessions), and the quota of unauthenticated
+ * connections per source address.
+ *
+ * Pure logic: the figures and their parsing (--limits), the accounting
+ * the loop thread keeps per session and for the daemon, the check of
+ * whether a connection may read another request, the bound on a
+ * request's reply, the file descriptor budget shared by worker threads
+ * (atomic) and the per-source table of pending handshakes. No libuv.
+ */
+#ifndef PODFSD_LIMITS_I_H
+#define PODFSD_LIMITS_I_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* The figures (--limits key=value,...); 0 in a field not given means
+ * "the default" until limits_defaults fills it. */
+struct limits {
+	unsigned open_files;  /* open-files: fids per client session */
+	unsigned lock_owners; /* lock-owners: lock fds per client session */
+	unsigned requests;    /* requests: in flight per client session */
+	unsigned workers;     /* workers: worker threads one session's requests
+				 may occupy at once */
+	size_t client_mem;    /* client-memory: request + reply bytes per session */
+	size_t memory;        /* memory: the same, over all sessions */
+	unsigned fd_reserve;  /* fd-reserve: fds never given to sessions' files */
+	unsigned lingering;   /* lingering: disconnected sessions kept */
+	unsigned preauth;     /* preauth: unauthenticated connections */
+	unsigned preauth_per_source; /* preauth-per-source: of which per address (/64) */
+	/* Derived by limits_defaults. */
+	size_t nofile;        /* RLIMIT_NOFILE */
+	size_t fd_budget;     /* fds for sessions' fids and lock fds */
+	size_t hcache_max;    /* the handle cache's size when fds are plenty */
+};
+
+/* A session may always hold this much, whatever the daemon-wide memory:
+ * a client is never starved by others' use of it. */
+#define LIM_MIN_SHARE (8u << 20)
+/* The handle cache keeps at least this many fds under fd pressure. */
+#define LIM_HCACHE_MIN 256
+
+/* Parses "key=value,key=value" into l (sizes take a K, M or G suffix).
+ * Returns 0, or -1 with a one-line reason in err. */
+int limits_parse(struct limits *l, const char *spec, char *err, size_t errlen);
+/* Fills the figures not given from nofile (RLIMIT_NOFILE), ram (bytes of
+ * physical memory), hcache_max (the handle cache's configured size) and
+ * threads (--threads), and derives the fd budget. Returns 0, or -1 with
+ * a reason in err when the figures given leave no fds for sessions. */
+int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_max,
+		    unsigned threads, char *err, size_t errlen);
+/* Writes the figures as "key=value,..." (the log line at start). */
+void limits_format(const struct limits *l, char *buf, size_t len);
+
+/* What a cap that was hit is (bits of lim_acct.logged / session hits). */
+enum lim_cap {
+	LIM_OPEN_FILES = 1,
+	LIM_LOCK_OWNERS = 2,
+	LIM_REQUESTS = 4,
+	LIM_CLIENT_MEM = 8,
+	LIM_MEMORY = 16,
+	LIM_FDS = 32,
+};
+/* The option key of a cap ("open-files"...). */
+const char *lim_cap_name(enum lim_cap cap);
+
+/* One session's requests in flight and the bytes they hold, shared by
+ * its connections, which each keep a reference (loop thread). */
+struct lim_acct {
+	unsigned refs;
+	unsigned inflight;
+	size_t mem;
+	unsigned logged; /* caps already logged (enum lim_cap bits) */
+};
+
+/* A new account with one reference. */
+struct lim_acct *lim_acct_new(void);
+void lim_acct_ref(struct lim_acct *a);
+/* Frees a at its last reference (its counts are 0 by then). */
+void lim_acct_unref(struct lim_acct *a);
+
+/* Whether a connection of the session a (NULL: not authenticated) may
+ * read another request while the daemon holds total bytes: 0, or the
+ * cap (enum lim_cap) that holds it back. */
+unsigned lim_may_read(const struct limits *l, const struct lim_acct *a, size_t total);
+
+/* The most reply bytes the request (op, frame flags, its wire payload)
+ * can make: a READ's asked size, a listing's maximum, a small bound for
+ * the rest. Reserved before the request is queued. */
+size_t lim_reply_bound(uint16_t op, uint16_t flags, const uint8_t *payload, size_t len);
+
+/* Takes one fd of the budget max from *used (workers, lock-free):
+ * returns false if none is left. */
+bool lim_fd_take(_Atomic size_t *used, size_t max);
+/* Gives one back. */
+void lim_fd_give(_Atomic size_t *used);
+/* The handle cache's size when sessions hold used fds: what is left of
+ * nofile after the reserve and theirs, within [LIM_HCACHE_MIN,
+ * l->hcache_max]. */
+size_t lim_hcache_room(const struct limits *l, size_t used);
+
+/* --- pending handshakes per source --- */
+
+/* The source of a connection: an IPv4 address, or an IPv6 /64 (one host
+ * has a whole /64 to choose from). */
+struct srckey {
+	uint8_t b[16];
+};
+
+/* Makes the key of ss (IPv4-mapped IPv6 counts as IPv4). */
+void srckey_of(const struct sockaddr_storage *ss, struct srckey *k);
+bool srckey_eq(const struct srckey *a, const struct srckey *b);
+
+/* Pending handshakes by source: a small array (one entry per source
+ * with some pending; at most the preauth cap of them). Loop thread. */
+struct srcq {
+	struct srcq_ent {
+		struct srckey k;
+		unsigned n;
+	} *v;
+	size_t n, cap;
+};
+
+void srcq_init(struct srcq *q);
+void srcq_fini(struct srcq *q);
+/* Pending handshakes from k. */
+unsigned srcq_count(const struct srcq *q, const struct srckey *k);
+/* One more from k; returns the new count. */
+unsigned srcq_add(struct srcq *q, const struct srckey *k);
+/* One less from k (an entry at 0 goes). */
+void srcq_del(struct srcq *q, const struct srckey *k);
+/* The source with the most pending (ties: any), or false if none. */
+bool srcq_busiest(const struct srcq *q, struct srckey *out);
+
+#endif /* PODFSD_LIMITS_I_H */
