@@ -393,7 +393,7 @@ static void tls_out(struct conn *c, size_t acct, bool is_reply)
 	w->own[1] = NULL;
 	w->acct = acct + n;
 	w->is_reply = is_reply;
-	c->mem += n;
+	mem_add(c, n); /* counted for the session and the daemon too */
 	b = uv_buf_init(buf, n);
 	write_bufs(c, w, &b, 1);
 }
