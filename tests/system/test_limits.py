@@ -21,8 +21,14 @@ import struct
 import threading
 import time
 
+import pytest
+
 import pfsproto as P
 from helpers import read_file, wait_for, write_file
+
+# The attackers speak pfsproto, which has no TLS: their daemons also
+# take plaintext (the legitimate mounts still use TLS).
+pytestmark = pytest.mark.plaintext
 
 MiB = 1 << 20
 LOTS = 1 << 20  # more requests than the kernel's socket buffers hold
