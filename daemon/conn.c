@@ -363,6 +363,23 @@ static void write_bufs(struct conn *c, struct wmsg *w, uv_buf_t *b, unsigned nb)
 	note_backlog(c);
 }
 
+/* Writes buf[len] (malloc'd, taken), counting it in c's memory (and its
+ * session's and the daemon's) until written, when acct more bytes are
+ * released too (and a request completes if is_reply). Never frees c. */
+static void write_owned(struct conn *c, void *buf, size_t len, size_t acct, bool is_reply)
+{
+	struct wmsg *w = xmalloc(sizeof(*w));
+	uv_buf_t b = uv_buf_init((char *)buf, len);
+
+	w->c = c;
+	w->own[0] = buf;
+	w->own[1] = NULL;
+	w->acct = acct + len;
+	w->is_reply = is_reply;
+	mem_add(c, len);
+	write_bufs(c, w, &b, 1);
+}
+
 /* --- TLS --- */
 
 /* Sends the ciphertext collected in c's wbio (a record, handshake
@@ -371,8 +388,6 @@ static void write_bufs(struct conn *c, struct wmsg *w, uv_buf_t *b, unsigned nb)
 static void tls_out(struct conn *c, size_t acct, bool is_reply)
 {
 	size_t n = BIO_ctrl_pending(c->wbio);
-	struct wmsg *w;
-	uv_buf_t b;
 	void *buf;
 
 	if (n == 0 || c->closing) {
@@ -387,15 +402,7 @@ static void tls_out(struct conn *c, size_t acct, bool is_reply)
 		conn_close(c, "TLS buffer error");
 		return;
 	}
-	w = xmalloc(sizeof(*w));
-	w->c = c;
-	w->own[0] = buf;
-	w->own[1] = NULL;
-	w->acct = acct + n;
-	w->is_reply = is_reply;
-	mem_add(c, n); /* counted for the session and the daemon too */
-	b = uv_buf_init(buf, n);
-	write_bufs(c, w, &b, 1);
+	write_owned(c, buf, n, acct, is_reply);
 }
 
 /* Encrypts n bytes into c's wbio. Returns false (after closing c) if the
@@ -494,22 +501,12 @@ void conn_reply(struct conn *c, struct frame *f, size_t acct)
  * TLS connection: the whole frame), taking buf. */
 static void send_rest(struct conn *c, void *buf, size_t len, size_t acct)
 {
-	struct wmsg *w;
-	uv_buf_t b = uv_buf_init((char *)buf, len);
-
 	if (c->ssl) {
 		tls_send(c, buf, len, acct, true);
 		free(buf);
 		return;
 	}
-	w = xmalloc(sizeof(*w));
-	w->c = c;
-	w->own[0] = buf;
-	w->own[1] = NULL;
-	w->acct = acct + len;
-	w->is_reply = true;
-	mem_add(c, len);
-	write_bufs(c, w, &b, 1);
+	write_owned(c, buf, len, acct, true);
 }
 
 void conn_reply_spliced(struct conn *c, struct frame *f, int pipe[2], size_t splice_len,

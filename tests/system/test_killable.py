@@ -93,6 +93,20 @@ def reap(p):
         p.wait(10)
 
 
+def blocked_on_a_gone_daemon(d, mm, name):
+    """Kills d, then starts a child whose CREATE of mm/name waits for it;
+    returns the child, blocked."""
+    write_file(mm / "warm", b"mounted")
+    d.kill9()
+    p = start_child("create", mm / name)
+    try:
+        wait_blocked(p)
+    except BaseException:
+        reap(p)
+        raise
+    return p
+
+
 @pytest.fixture
 def restartable(env, mount):
     d = env.start_daemon()
@@ -159,11 +173,8 @@ def test_kill9_ends_a_process_blocked_on_a_stopped_daemon(env, restartable):
 @pytest.mark.timeout(120)
 def test_other_signals_do_not_interrupt_a_hard_mount(env, restartable):
     d, mm = restartable
-    write_file(mm / "warm", b"mounted")
-    d.kill9()
-    p = start_child("create", mm / "patient")
+    p = blocked_on_a_gone_daemon(d, mm, "patient")
     try:
-        wait_blocked(p)
         for _ in range(3):
             os.kill(p.pid, signal.SIGUSR1)  # handled by the child
             time.sleep(0.3)
@@ -205,11 +216,8 @@ def test_kill9_during_close_keeps_the_written_data(env, restartable):
 @pytest.mark.timeout(120)
 def test_client_logs_while_the_server_is_unreachable(env, restartable):
     d, mm = restartable
-    write_file(mm / "warm", b"mounted")
-    d.kill9()
-    p = start_child("create", mm / "waiting")
+    p = blocked_on_a_gone_daemon(d, mm, "waiting")
     try:
-        wait_blocked(p)
         wait_for(lambda: "unreachable for" in mm.proc.output(), 20,
                  what="the client to log that the server is unreachable")
         line = [l for l in mm.proc.output().splitlines() if "unreachable for" in l][-1]
