@@ -73,7 +73,7 @@ static const char usage_text[] =
 	"                       cache too (default: O_DIRECT, which keeps the cache\n"
 	"                       for what clients read)\n"
 	"  --limits KEY=N,...   fair-use limits (README: Limits): open-files,\n"
-	"                       lock-owners, requests, client-memory (per client);\n"
+	"                       lock-owners, requests, workers, client-memory (per client);\n"
 	"                       memory, fd-reserve, lingering, preauth,\n"
 	"                       preauth-per-source (for the daemon)\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"

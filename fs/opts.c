@@ -27,6 +27,7 @@ static void usage(FILE *f)
 		"usage: podfs HOST[:PORT][:/] MOUNTPOINT [-f] [-d] [-o OPTION[,OPTION...]]\n"
 		"       podfs keygen FILE\n"
 		"       podfs warm PATH...   pre-load trees of a mount into the caches\n"
+		"       podfs status [MOUNTPOINT...]   each mount's connection, requests and latency\n"
 		"\n"
 		"Mounts the directory exported by podfsd on HOST (port %u by default).\n"
 		"\n"

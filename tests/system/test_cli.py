@@ -19,7 +19,7 @@ from harness import is_mounted
 from harness.background import Syslog, adopting, kill_and_reap, wait_exit
 from harness.procs import san_env
 from harness.sanitizers import sanitizer_lines
-from helpers import PODFS, PODFSD, run, wait_for
+from helpers import BUILD, PODFS, PODFSD, run, wait_for
 
 
 def exited(r, code):
@@ -308,3 +308,18 @@ def test_request_loop_with_and_without_keeper(env, daemon, mount, spin):
         assert "keeper thread" not in log and "idle CPU takes" not in log
     elif spin == "auto":
         assert re.search(r"an idle CPU takes \d+ us|a CPU quota applies", log), log
+
+
+def test_man_pages_install_and_render(env):
+    """meson install puts podfs(8), podfsd(8) and podfs-exports(5) in place,
+    and man renders each without a warning."""
+    dest = env.root / "dest"
+    run(["meson", "install", "-C", str(BUILD), "--no-rebuild", "--destdir", str(dest)],
+        timeout=120)
+    pages = {p.name: p for p in dest.rglob("*") if p.parent.name in ("man5", "man8")}
+    assert {"podfs.8", "podfsd.8", "podfs-exports.5"} <= set(pages), sorted(pages)
+    for name, p in pages.items():
+        r = run(["man", "--warnings", "-l", str(p)], timeout=60,
+                env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "80"})
+        assert r.stderr.strip() == "", f"{name}: {r.stderr}"
+        assert name.split(".")[0].upper() in r.stdout, r.stdout[:200]
