@@ -225,8 +225,7 @@ class Holder:
     def finish(self):
         if self.p.poll() is None:
             try:
-                self.p.stdin.write("\n")
-                self.p.stdin.flush()
+                self.p.stdin.close()  # end of input: both its reads return, it exits
             except OSError:
                 pass
             try:
