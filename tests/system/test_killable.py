@@ -33,9 +33,10 @@ elif what == "stat":
     os.stat(path)
 elif what == "write-close":
     fd = os.open(path, os.O_WRONLY)
+    os.write(fd, b"y")  # the open is known to the server now (not lazy)
     print("opened", flush=True)
     sys.stdin.readline()
-    os.write(fd, b"x" * 4096)
+    os.pwrite(fd, b"x" * 4096, 1)  # held by write-behind: the server is away
     os.close(fd)
 print("done", flush=True)
 """
@@ -208,7 +209,7 @@ def test_kill9_during_close_keeps_the_written_data(env, restartable):
     finally:
         reap(p)
     d.start()
-    wait_for(lambda: read_file(env.export / "f") == b"x" * 4096, RECONNECT,
+    wait_for(lambda: read_file(env.export / "f") == b"y" + b"x" * 4096, RECONNECT,
              what="the held write to reach the server")
     assert "given up: its process is being killed" not in mm.proc.output()
 
