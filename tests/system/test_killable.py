@@ -33,10 +33,16 @@ elif what == "stat":
     os.stat(path)
 elif what == "write-close":
     fd = os.open(path, os.O_WRONLY)
-    os.write(fd, b"y")  # the open is known to the server now (not lazy)
+    # The open known to the server (not lazy), the first write on its disk:
+    # nothing the next write would wait for.
+    os.write(fd, b"y")
+    os.fsync(fd)
     print("opened", flush=True)
     sys.stdin.readline()
-    os.pwrite(fd, b"x" * 4096, 1)  # held by write-behind: the server is away
+    # A whole page: the kernel reads nothing first (a partial page would
+    # be read from the absent server, and the kill land there). Held by
+    # write-behind: the server is away.
+    os.pwrite(fd, b"x" * 4096, 4096)
     os.close(fd)
 print("done", flush=True)
 """
@@ -209,7 +215,7 @@ def test_kill9_during_close_keeps_the_written_data(env, restartable):
     finally:
         reap(p)
     d.start()
-    wait_for(lambda: read_file(env.export / "f") == b"y" + b"x" * 4096, RECONNECT,
+    wait_for(lambda: read_file(env.export / "f") == b"y" + bytes(4095) + b"x" * 4096, RECONNECT,
              what="the held write to reach the server")
     assert "given up: its process is being killed" not in mm.proc.output()
 
