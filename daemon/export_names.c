@@ -22,6 +22,13 @@ static bool same_version(const struct stat *a, const struct stat *b)
 	       a->st_ctim.tv_nsec == b->st_ctim.tv_nsec && a->st_ino == b->st_ino;
 }
 
+/* A squashed caller asks for set-id bits in a new object's mode: refused
+ * (only the bits asked for: a set-group-id parent's is still inherited). */
+static bool squash_refuses(const struct xop *x, uint32_t mode)
+{
+	return x->squashed && (mode & (S_ISUID | S_ISGID));
+}
+
 /* Reads the whole of fd (size bytes expected, at most max + 1 read) into
  * buf; returns the bytes read or -1. With cold != NULL it first tries
  * RWF_NOWAIT, and sets *cold if the data was not all in the page cache. */
@@ -101,7 +108,7 @@ int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 {
 	mode_t type = mode & S_IFMT;
 
-	if (x->squashed && ((mode & (S_ISUID | S_ISGID)) || type == S_IFCHR || type == S_IFBLK))
+	if (squash_refuses(x, mode) || (x->squashed && (type == S_IFCHR || type == S_IFBLK)))
 		return -EPERM;
 	switch (type) {
 	case 0:
@@ -152,8 +159,7 @@ int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 	struct stat st;
 	int fd;
 
-	/* Only the bits asked for: a set-group-id parent's is inherited. */
-	if (x->squashed && (mode & (S_ISUID | S_ISGID)))
+	if (squash_refuses(x, mode))
 		return -EPERM;
 	if (mkdirat(dirfd, name, perm(mode, umask)) < 0)
 		return -errno;
@@ -316,7 +322,7 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 
 	if (flags & O_DIRECTORY)
 		return -EINVAL;
-	if (x->squashed && (mode & (S_ISUID | S_ISGID)))
+	if (squash_refuses(x, mode))
 		return -EPERM;
 	/* Past the session's open files nothing is created. */
 	ret = session_fid_reserve(x->s);

@@ -187,11 +187,18 @@ def another_host_works(env, daemon, m, tag):
         c.release(h, fid)
 
 
-def test_open_file_flood_gets_emfile_alone(env):
-    cap = 2000
-    daemon = env.start_daemon(extra=["--limits", f"open-files={cap},workers=2"])
+
+def limited(env, limits):
+    """A podfsd with --limits LIMITS and a legitimate mount of it, which
+    made the file "shared": (daemon, mount)."""
+    daemon = env.start_daemon(extra=["--limits", limits])
     m = env.mount(daemon)
     write_file(m / "shared", b"shared file")
+    return daemon, m
+
+def test_open_file_flood_gets_emfile_alone(env):
+    cap = 2000
+    daemon, m = limited(env, f"open-files={cap},workers=2")
     env.expect_log(r"reached open-files", tag=daemon.tag)
     # OPENs with new fids, never released: tens of thousands, more than
     # the daemon has file descriptors.
@@ -219,9 +226,7 @@ def test_open_file_flood_gets_emfile_alone(env):
 
 def test_unread_replies_hold_bounded_memory(env):
     budget = 64 * MiB
-    daemon = env.start_daemon(extra=["--limits", f"memory={budget >> 20}M,client-memory=32M"])
-    m = env.mount(daemon)
-    write_file(m / "shared", b"shared file")
+    daemon, m = limited(env, f"memory={budget >> 20}M,client-memory=32M")
     big = os.urandom(4 * MiB)
     write_file(daemon.export / "big", big)
     key = P.load_key(env.key)
@@ -289,9 +294,7 @@ def test_unread_replies_hold_bounded_memory(env):
 
 
 def test_handshake_flood_from_one_address_spares_others(env):
-    daemon = env.start_daemon(extra=["--limits", "preauth=32,preauth-per-source=8"])
-    m = env.mount(daemon)
-    write_file(m / "shared", b"shared file")
+    daemon, m = limited(env, "preauth=32,preauth-per-source=8")
     key = P.load_key(env.key)
     stop = threading.Event()
     made = [0]
@@ -351,9 +354,7 @@ def test_handshake_flood_from_one_address_spares_others(env):
 
 def test_lock_owner_cap(env):
     cap = 5
-    daemon = env.start_daemon(extra=["--limits", f"lock-owners={cap}"])
-    m = env.mount(daemon)
-    write_file(m / "shared", b"shared file")
+    daemon, m = limited(env, f"lock-owners={cap}")
     env.expect_log(r"reached lock-owners", tag=daemon.tag)
     with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
         h, _ = c.lookup(c.root, "shared")

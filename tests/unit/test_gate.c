@@ -9,17 +9,8 @@
 #include <time.h>
 
 #include "check.h"
+#include "testfh.h"
 #include "gate_i.h"
-
-static struct pfs_fh fh_of(uint8_t tag)
-{
-	struct pfs_fh fh;
-	memset(&fh, 0, sizeof(fh));
-	fh.len = 12;
-	for (int i = 0; i < 12; i++)
-		fh.data[i] = (uint8_t)(tag * 31 + i);
-	return fh;
-}
 
 static void test_numbering(void)
 {

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "testfh.h"
 #include "podfs/clock.h"
 #include "pushq_i.h"
 
@@ -25,16 +26,6 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static bool released;       /* apply_cb may return for BLOCK_TAG */
 static unsigned applied;    /* pushes applied */
 static uint64_t ack_gen, ack_count;
-
-static struct pfs_fh fh_of(uint8_t tag)
-{
-	struct pfs_fh fh;
-	memset(&fh, 0, sizeof(fh));
-	fh.len = 12;
-	for (int i = 0; i < 12; i++)
-		fh.data[i] = (uint8_t)(tag * 31 + i);
-	return fh;
-}
 
 static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
 {
