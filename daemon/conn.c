@@ -2,20 +2,17 @@
  * queue and the memory it holds, backpressure, zero-copy READ replies,
  * closing (see conn_i.h). Loop thread only.
  *
- * TLS sits between the socket and the framing, driven through two memory
- * BIOs so that the loop never blocks: what the socket delivers goes into
- * rbio and SSL_read hands the plaintext to the frame parser (feed); a
- * frame to send goes through SSL_write and the ciphertext that collects
- * in wbio leaves as one uv_write buffer (tls_out), counted in c->mem
+ * TLS sits between the socket and the framing (tls_stream_i.h: memory
+ * BIOs, so that the loop never blocks): what the socket delivers goes
+ * into the stream and the plaintext it hands out goes to the frame
+ * parser (feed); a frame to send is encrypted into the stream and the
+ * ciphertext leaves as one uv_write buffer (tls_out), counted in c->mem
  * like a plaintext frame until written. The TLS handshake runs inside
- * the first SSL_reads, its messages flushed the same way. */
+ * the first reads, its messages flushed the same way. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <netinet/in.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +50,7 @@ static void maybe_free(struct conn *c)
 	framer_free(&c->fr);
 	free(c->rbuf);
 	free(c->rest);
-	SSL_free(c->ssl);
+	tls_stream_fini(&c->tls);
 	free(c);
 }
 
@@ -382,85 +379,65 @@ static void write_owned(struct conn *c, void *buf, size_t len, size_t acct, bool
 
 /* --- TLS --- */
 
-/* Sends the ciphertext collected in c's wbio (a record, handshake
+/* Sends the ciphertext waiting in c's TLS stream (a record, handshake
  * messages, an alert) as one write that releases acct bytes of c's memory
  * (and completes a request if is_reply) once written. Never frees c. */
 static void tls_out(struct conn *c, size_t acct, bool is_reply)
 {
-	size_t n = BIO_ctrl_pending(c->wbio);
 	void *buf;
+	size_t n;
 
-	if (n == 0 || c->closing) {
-		(void)BIO_reset(c->wbio);
+	if (c->closing) {
+		tls_stream_drop(&c->tls);
 		settle(c, acct, is_reply);
 		return;
 	}
-	buf = xmalloc(n);
-	if (BIO_read(c->wbio, buf, (int)n) != (int)n) {
-		free(buf);
+	if (tls_stream_take(&c->tls, &buf, &n) < 0) {
 		settle(c, acct, is_reply);
 		conn_close(c, "TLS buffer error");
+		return;
+	}
+	if (n == 0) {
+		settle(c, acct, is_reply);
 		return;
 	}
 	write_owned(c, buf, n, acct, is_reply);
 }
 
-/* Encrypts n bytes into c's wbio. Returns false (after closing c) if the
- * TLS state is broken (a fatal error came in: tls_fail). A memory BIO takes everything: no partial
- * writes. */
-static bool tls_put(struct conn *c, const void *p, size_t n)
+/* A send on a TLS connection (tls_send), for its tls_stream_ready_cb. */
+struct tls_send {
+	struct conn *c;
+	size_t acct;
+	bool is_reply;
+};
+
+/* A piece of a send is encrypted: its ciphertext leaves, the last piece's
+ * releasing the send's acct bytes. */
+static void tls_ready_cb(void *arg, bool last)
 {
-	while (n) {
-		int k = n > INT_MAX ? INT_MAX : (int)n;
-		ERR_clear_error();
-		int r = SSL_write(c->ssl, p, k);
-		if (r <= 0) {
-			char why[128];
-			/* Only after a fatal error, which was logged. */
-			pfs_tls_reason(why, sizeof(why), "write failed");
-			pfs_debug("conn %llu: TLS: %s", (unsigned long long)c->id, why);
-			conn_close(c, "TLS error");
-			return false;
-		}
-		p = (const uint8_t *)p + r;
-		n -= (size_t)r;
-	}
-	return true;
+	struct tls_send *s = arg;
+
+	tls_out(s->c, last ? s->acct : 0, last && s->is_reply);
 }
 
-/* Encrypts and queues p[n] on a TLS connection (after whatever was put
- * into wbio before), in CONN_TLS_CHUNK pieces so that wbio never holds
- * more than one: the last write releases acct (tls_out). */
-static void tls_send(struct conn *c, const uint8_t *p, size_t n, size_t acct, bool is_reply)
+/* Encrypts and queues a[na] and b[nb] on a TLS connection (after
+ * whatever was put into its stream before), in pieces so that the stream
+ * never holds more than one (TLS_STREAM_CHUNK): the last write releases
+ * acct (tls_out). Small frames go in one record, header and payload
+ * together. A broken TLS state (a fatal error came in: tls_fail) closes
+ * c. */
+static void tls_send(struct conn *c, const void *a, size_t na, const void *b, size_t nb,
+		     size_t acct, bool is_reply)
 {
-	while (n > CONN_TLS_CHUNK) {
-		if (!tls_put(c, p, CONN_TLS_CHUNK))
-			return settle(c, acct, is_reply);
-		tls_out(c, 0, false);
-		p += CONN_TLS_CHUNK;
-		n -= CONN_TLS_CHUNK;
-	}
-	if (!tls_put(c, p, n))
-		return settle(c, acct, is_reply);
-	tls_out(c, acct, is_reply);
-}
+	struct tls_send s = { .c = c, .acct = acct, .is_reply = is_reply };
+	char why[128];
 
-/* Queues frame f (taking f->own) on a TLS connection: small frames go in
- * one record, header and payload together. */
-static void tls_frame(struct conn *c, struct frame *f, size_t acct, bool is_reply)
-{
-	if (f->len <= 4096) {
-		uint8_t one[PFS_FRAME_HDR_SIZE + 4096];
-		memcpy(one, f->hdr, PFS_FRAME_HDR_SIZE);
-		if (f->len)
-			memcpy(one + PFS_FRAME_HDR_SIZE, f->wire, f->len);
-		tls_send(c, one, PFS_FRAME_HDR_SIZE + f->len, acct, is_reply);
-	} else if (tls_put(c, f->hdr, PFS_FRAME_HDR_SIZE)) {
-		tls_send(c, f->wire, f->len, acct, is_reply);
-	} else {
-		settle(c, acct, is_reply);
-	}
-	free_own(f->own);
+	if (tls_stream_send(&c->tls, a, na, b, nb, tls_ready_cb, &s, why, sizeof(why)) == 0)
+		return;
+	/* Only after a fatal error, which was logged. */
+	pfs_debug("conn %llu: TLS: %s", (unsigned long long)c->id, why);
+	conn_close(c, "TLS error");
+	settle(c, acct, is_reply);
 }
 
 /* Queues frame f (taking f->own). acct: the request's bytes released
@@ -477,8 +454,11 @@ static void queue_frame(struct conn *c, struct frame *f, size_t acct, bool is_re
 	}
 	c->d->wire_out += PFS_FRAME_HDR_SIZE + f->len;
 	c->d->raw_out += PFS_FRAME_HDR_SIZE + f->raw;
-	if (c->ssl)
-		return tls_frame(c, f, acct, is_reply);
+	if (c->mode == CM_TLS) {
+		tls_send(c, f->hdr, PFS_FRAME_HDR_SIZE, f->wire, f->len, acct, is_reply);
+		free_own(f->own);
+		return;
+	}
 	w = xmalloc(sizeof(*w));
 	w->c = c;
 	memcpy(w->hdr, f->hdr, PFS_FRAME_HDR_SIZE);
@@ -501,8 +481,8 @@ void conn_reply(struct conn *c, struct frame *f, size_t acct)
  * TLS connection: the whole frame), taking buf. */
 static void send_rest(struct conn *c, void *buf, size_t len, size_t acct)
 {
-	if (c->ssl) {
-		tls_send(c, buf, len, acct, true);
+	if (c->mode == CM_TLS) {
+		tls_send(c, NULL, 0, buf, len, acct, true);
 		free(buf);
 		return;
 	}
@@ -529,7 +509,7 @@ void conn_reply_spliced(struct conn *c, struct frame *f, int pipe[2], size_t spl
 	c->d->raw_out += hl + left;
 	/* Not under TLS (which never gets here but for safety): its bytes
 	 * must be encrypted, so they are copied below. */
-	if (!c->ssl && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0 &&
+	if (c->mode != CM_TLS && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0 &&
 	    uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
 		uv_buf_t b = uv_buf_init((char *)head, hl);
 		int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
@@ -650,6 +630,19 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 	}
 }
 
+/* k bytes of c's stream (plaintext: read, or decrypted by
+ * tls_stream_input) arrived at dst: rbuf, or the buffer of
+ * framer_direct. */
+static void got_cb(void *arg, uint8_t *dst, size_t k)
+{
+	struct conn *c = arg;
+
+	if (dst == c->rbuf)
+		feed(c, dst, k);
+	else if (framer_direct_got(&c->fr, &c->h, k))
+		frame_done(c);
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	struct conn *c = h->data;
@@ -667,14 +660,12 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)c->rbuf, CONN_RBUF);
 }
 
-/* A TLS failure on c: logs it (rate-limited) and closes c after sending
- * the alert OpenSSL queued, if any. */
-static void tls_fail(struct conn *c)
+/* A TLS failure on c (why: its reason): logs it (rate-limited) and
+ * closes c after sending the alert OpenSSL queued, if any. */
+static void tls_fail(struct conn *c, const char *why)
 {
-	char why[128];
-	bool hs = !c->tls_up;
+	bool hs = !tls_stream_up(&c->tls);
 
-	pfs_tls_reason(why, sizeof(why), "TLS error");
 	if (hs && strstr(why, "binder"))
 		pfsd_warn_rl(c->d, "auth failed from %s (TLS handshake: %s: a client with another pod key)",
 			     c->peer, why);
@@ -685,7 +676,7 @@ static void tls_fail(struct conn *c)
 		pfsd_warn_rl(c->d, "conn %llu: TLS error from %s: %s; closing",
 			     (unsigned long long)c->id, c->peer, why);
 	conn_stop_reading(c);
-	if (BIO_ctrl_pending(c->wbio)) {
+	if (tls_stream_pending(&c->tls)) {
 		conn_close_after_write(c, hs ? "TLS handshake failed" : "TLS error");
 		tls_out(c, 0, false);
 	} else {
@@ -693,61 +684,41 @@ static void tls_fail(struct conn *c)
 	}
 }
 
+/* Where the next plaintext of c goes (tls_stream_input): a large
+ * payload straight into its buffer, else rbuf, whose ciphertext is in
+ * the TLS stream already. Stops once c closes or ends. */
+static bool tls_room_cb(void *arg, uint8_t **dst, size_t *cap)
+{
+	struct conn *c = arg;
+
+	if (c->closing || c->close_after_write)
+		return false;
+	if (!framer_direct(&c->fr, &c->h, CONN_RBUF, dst, cap)) {
+		*dst = c->rbuf;
+		*cap = CONN_RBUF;
+	}
+	return true;
+}
+
 /* Ciphertext p[n] arrived on c: decrypts what it completes and parses the
  * frames in it, then sends what the TLS state machine wants sent
  * (handshake messages). */
 static void tls_input(struct conn *c, const uint8_t *p, size_t n)
 {
+	char why[128];
+	int ret;
+
 	if (c->closing || c->close_after_write || !n)
 		return;
-	if (BIO_write(c->rbio, p, (int)n) != (int)n) {
-		conn_close(c, "TLS buffer error");
-		return;
-	}
-	/* p is c->rbuf, whose bytes are in rbio now: rbuf takes plaintext. */
-	while (!c->closing && !c->close_after_write) {
-		uint8_t *dst = c->rbuf;
-		size_t cap = CONN_RBUF;
-		/* A large payload: straight into its buffer. */
-		bool direct = framer_direct(&c->fr, &c->h, CONN_RBUF, &dst, &cap);
-
-		if (!direct) {
-			dst = c->rbuf;
-			cap = CONN_RBUF;
-		}
-		/* (A fatal error puts the state machine back "in init".) */
-		if (!c->tls_up && SSL_is_init_finished(c->ssl))
-			c->tls_up = true;
-		ERR_clear_error();
-		int k = SSL_read(c->ssl, dst, cap > INT_MAX ? INT_MAX : (int)cap);
-		if (k <= 0) {
-			int e = SSL_get_error(c->ssl, k);
-			if (e == SSL_ERROR_WANT_READ)
-				break;
-			if (e == SSL_ERROR_ZERO_RETURN) {
-				conn_close(c, "closed by peer");
-				return;
-			}
-			return tls_fail(c);
-		}
-		if (direct) {
-			if (framer_direct_got(&c->fr, &c->h, (size_t)k))
-				frame_done(c);
-		} else {
-			feed(c, dst, (size_t)k);
-		}
-	}
-	if (!c->closing && BIO_ctrl_pending(c->wbio))
+	ret = tls_stream_input(&c->tls, p, n, tls_room_cb, got_cb, c, why, sizeof(why));
+	if (ret == -ENOMEM)
+		return conn_close(c, "TLS buffer error");
+	if (ret == -EPIPE)
+		return conn_close(c, "closed by peer");
+	if (ret < 0)
+		return tls_fail(c, why);
+	if (!c->closing && tls_stream_pending(&c->tls))
 		tls_out(c, 0, false);
-}
-
-/* Stream bytes p[n] in c's mode. */
-static void input(struct conn *c, const uint8_t *p, size_t n)
-{
-	if (c->mode == CM_TLS)
-		tls_input(c, p, n);
-	else
-		feed(c, p, n);
 }
 
 /* The first bytes of c: TLS, or plaintext if allowed. sniff collects
@@ -763,13 +734,11 @@ static void sniff(struct conn *c, const uint8_t *p, size_t n)
 	if (c->nsniff < PFS_TLS_SNIFF_LEN)
 		return;
 	if (pfs_tls_sniff(c->sniff)) {
-		c->ssl = pfs_tls_new(c->d->tls_ctx, &c->rbio, &c->wbio);
-		if (!c->ssl) {
+		if (tls_stream_init(&c->tls, c->d->tls_ctx) < 0) {
 			pfs_err("conn %llu: cannot set up TLS", (unsigned long long)c->id);
 			conn_close(c, "out of memory");
 			return;
 		}
-		SSL_set_accept_state(c->ssl);
 		c->mode = CM_TLS;
 	} else if (c->d->o.allow_plaintext) {
 		c->mode = CM_PLAIN;
@@ -781,11 +750,14 @@ static void sniff(struct conn *c, const uint8_t *p, size_t n)
 		return;
 	}
 	/* The bytes of earlier reads, then all of this one. */
-	if (c->mode == CM_TLS && old && BIO_write(c->rbio, c->sniff, (int)old) != (int)old)
-		return conn_close(c, "TLS buffer error");
-	if (c->mode == CM_PLAIN)
+	if (c->mode == CM_PLAIN) {
 		feed(c, c->sniff, old);
-	input(c, p, n);
+		feed(c, p, n);
+	} else if (old && tls_stream_in(&c->tls, c->sniff, old) < 0) {
+		conn_close(c, "TLS buffer error");
+	} else {
+		tls_input(c, p, n);
+	}
 }
 
 /* Reading starts again with the bytes kept by feed, then the socket. */
@@ -825,11 +797,10 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (nread == 0 || c->closing)
 		return;
-	if (c->mode == CM_SNIFF) {
+	if (c->mode == CM_SNIFF)
 		sniff(c, c->rbuf, (size_t)nread);
-	} else if ((uint8_t *)buf->base == c->rbuf) {
-		input(c, c->rbuf, (size_t)nread);
-	} else if (framer_direct_got(&c->fr, &c->h, (size_t)nread)) {
-		frame_done(c);
-	}
+	else if (c->mode == CM_TLS)
+		tls_input(c, c->rbuf, (size_t)nread);
+	else
+		got_cb(c, (uint8_t *)buf->base, (size_t)nread);
 }

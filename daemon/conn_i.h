@@ -31,6 +31,7 @@
 #include "exports_i.h"
 #include "framer_i.h"
 #include "limits_i.h"
+#include "tls_stream_i.h"
 
 struct pfsd;
 struct session;
@@ -46,12 +47,10 @@ enum conn_state {
 enum conn_mode {
 	CM_SNIFF, /* nothing read yet */
 	CM_PLAIN, /* frames in the clear (--allow-plaintext) */
-	CM_TLS,   /* frames inside TLS (ssl) */
+	CM_TLS,   /* frames inside TLS (tls) */
 };
 
 #define CONN_RBUF 32768
-/* TLS: plaintext encrypted into one write at a time (conn.c). */
-#define CONN_TLS_CHUNK (256u * 1024)
 
 /* A whole frame arrived on c: its header is c->h, payload its wire_len
  * bytes as received (malloc'd, or NULL when empty), which the callee
@@ -115,14 +114,12 @@ struct conn {
 	uint8_t *rest;
 	size_t nrest;
 
-	/* TLS: the first bytes decide the mode; then ssl decrypts what is
-	 * read (into rbio) and encrypts what is written (out of wbio). */
+	/* TLS: the first bytes decide the mode; then tls decrypts what is
+	 * read and encrypts what is written. */
 	enum conn_mode mode;
 	uint8_t sniff[PFS_TLS_SNIFF_LEN];
 	size_t nsniff;
-	SSL *ssl;              /* CM_TLS; owns rbio and wbio */
-	bool tls_up;           /* its handshake finished */
-	BIO *rbio, *wbio;
+	struct tls_stream tls; /* CM_TLS (tls_stream_i.h); else zeroed */
 
 	/* The handshake (handshake.c) and the session it leads to. */
 	enum conn_state st;

@@ -313,7 +313,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_CODED) ? c->h.raw_len : 0) +
 		  lim_reply_bound(c->h.op, c->h.flags, payload, c->h.wire_len);
 	r->codecs = c->caps & PFS_CAPS_CODECS;
-	r->no_splice = c->ssl != NULL;
+	r->no_splice = c->mode == CM_TLS;
 	r->dir_attr = (c->caps & PFS_CAP_DIR_ATTR) != 0;
 	r->new_dir = r->dir_attr && (c->caps & PFS_CAP_NEW_DIR);
 	r->auth_flags = auth_flags;

@@ -11,8 +11,8 @@
  * connection runs the full PSK + DHE handshake.
  *
  * The SSL objects made from these contexts are driven through memory
- * BIOs by their users (daemon/conn.c, fs/sock.c, fs/transport.c): the
- * socket I/O stays theirs.
+ * BIOs by their users (daemon/tls_stream.c, fs/sock.c, fs/transport.c):
+ * the socket I/O stays theirs.
  */
 #ifndef PODFS_TLS_H
 #define PODFS_TLS_H
