@@ -1,4 +1,8 @@
-/* wb.c: write-behind and commit with a verifier (see wb_i.h). */
+/* wb.c: write-behind and commit with a verifier (see wb_i.h): the
+ * writer threads and the send queue, the waits (overlap, memory, pending
+ * writes, commits), COMMIT and the re-send after a daemon restart, and
+ * the request buffers. The writes of each file, their states and the
+ * verifier's verdict are kept by the ledger (wb_file.c). */
 #include "wb_i.h"
 
 #include <errno.h>
@@ -17,56 +21,25 @@
 #include "podfs/log.h"
 #include "gate_i.h"
 #include "rpc_i.h"
+#include "wb_file_i.h"
 
 #define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
 #define WB_COMMIT_TRIES 8    /* restarts survived by one commit before giving up (EIO) */
-#define WB_WRITERS 8         /* writer thread ids remembered per file */
 #define WB_POOL 16           /* full-size request buffers kept for reuse */
 #define WB_BUFSZ ((size_t)PFS_MAX_IO + RPC_SMALL)
-
-enum wbe_state {
-	WBE_QUEUED,   /* in the send queue */
-	WBE_SENDING,  /* a writer thread is sending it */
-	WBE_DONE,     /* acknowledged, uncommitted, verf set */
-	WBE_COMMITTING, /* DONE, covered by a COMMIT in flight */
-};
-
-/* One write. Its request buffer holds the encoded WRITE request; the
- * data is its last len bytes. */
-struct wbe {
-	struct wbe *next, *prev; /* the inode's list, in submission order */
-	struct wbe *qnext;       /* the send queue */
-	struct wbi *wi;
-	enum wbe_state st;
-	uint64_t off;
-	uint32_t len;
-	uint8_t *req;
-	size_t reqlen;
-	size_t bufsz;            /* allocated size of req */
-	uint64_t verf;           /* boot_id of the daemon that acknowledged it */
-};
 
 /* Write-behind state of one inode with pending or uncommitted writes. */
 struct wbi {
 	struct hnode hn;         /* wb->files, by ip */
 	struct inode *ip;
-	struct wbe *head, *tail;
-	unsigned npending;       /* QUEUED + SENDING */
-	size_t uncommitted;      /* bytes in DONE/COMMITTING */
-	int err;                 /* first write error not yet reported (positive errno) */
+	struct wbf f;            /* its writes (wb_file_i.h) */
 	unsigned users;          /* threads inside a wait or a commit */
-	bool committing;
 	bool bg_commit;          /* a background commit was asked for */
 	bool final_done;         /* wb_commit_all tried it */
-	/* Threads that wrote since the data was last all committed (see
-	 * wb_flush); many: more than fit here. */
-	uint32_t writers[WB_WRITERS];
-	unsigned nwriters;
-	bool many_writers;
 	struct pfs_creds cr;     /* of the last write, for commits */
 	struct pfs_fh fh;
 	uint64_t fid;
-	pthread_cond_t cond;     /* npending/committing changed */
+	pthread_cond_t cond;     /* f.npending/f.committing changed */
 };
 
 struct wb {
@@ -120,7 +93,7 @@ static struct wbi *wbi_get(struct wb *wb, struct inode *ip)
 /* Frees w if nothing refers to it any more. Called with wb->bg.lock. */
 static void wbi_maybe_free(struct wb *wb, struct wbi *w)
 {
-	if (w->head || w->users || w->err || w->committing)
+	if (w->users || wbf_holds(&w->f))
 		return;
 	htab_remove(&wb->files, &w->hn);
 	pthread_cond_destroy(&w->cond);
@@ -151,38 +124,25 @@ static void buf_put_locked(struct wb *wb, void *p, size_t size)
 		free(p);
 }
 
+/* Puts e, QUEUED in its file's ledger, in the send queue. Called with
+ * wb->bg.lock. */
 static void enqueue(struct wb *wb, struct wbe *e)
 {
-	e->st = WBE_QUEUED;
 	e->qnext = NULL;
 	*wb->qtail = e;
 	wb->qtail = &e->qnext;
-	e->wi->npending++;
 	wb->inflight += e->len;
 	bg_wake(&wb->bg);
 }
 
-static void unlink_entry(struct wb *wb, struct wbe *e)
+/* Frees e, no longer in its file's ledger, and its memory. Called with
+ * wb->bg.lock. */
+static void free_entry(struct wb *wb, struct wbe *e)
 {
-	struct wbi *w = e->wi;
-	if (e->prev)
-		e->prev->next = e->next;
-	else
-		w->head = e->next;
-	if (e->next)
-		e->next->prev = e->prev;
-	else
-		w->tail = e->prev;
 	wb->held -= e->len;
 	pthread_cond_broadcast(&wb->space);
 	buf_put_locked(wb, e->req, e->bufsz);
 	free(e);
-}
-
-static void set_err(struct wbi *w, int err)
-{
-	if (!w->err)
-		w->err = err;
 }
 
 /* Sends e (synchronously) and decodes the reply. Without wb->bg.lock.
@@ -259,21 +219,17 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 {
 	struct wbi *w = e->wi;
 
-	w->npending--;
+	wbf_sent(&w->f, e, rc, verf);
 	wb->inflight -= e->len;
 	/* A writer waiting for room may now commit (wb_write). */
 	pthread_cond_broadcast(&wb->space);
 	if (rc < 0) {
 		pfs_debug("write of %u bytes at %llu failed: %s", e->len,
 			  (unsigned long long)e->off, strerror(-rc));
-		set_err(w, -rc);
-		unlink_entry(wb, e);
+		free_entry(wb, e);
 	} else {
-		e->st = WBE_DONE;
-		e->verf = verf;
-		w->uncommitted += e->len;
 		wb->st.written += e->len;
-		if (w->uncommitted >= WB_COMMIT_AT && !w->committing)
+		if (w->f.uncommitted >= WB_COMMIT_AT && !w->f.committing)
 			w->bg_commit = true;
 	}
 	pthread_cond_broadcast(&w->cond);
@@ -324,14 +280,14 @@ static void *writer_main(void *arg)
 		wb->qhead = e->qnext;
 		if (!wb->qhead)
 			wb->qtail = &wb->qhead;
-		e->st = WBE_SENDING;
+		wbf_sending(e);
 		pthread_mutex_unlock(&wb->bg.lock);
 		uint64_t verf = 0;
 		int rc = send_write(wb, e, &verf);
 		pthread_mutex_lock(&wb->bg.lock);
 		struct wbi *w = e->wi;
 		sent(wb, e, rc, verf);
-		if (w->bg_commit && !w->committing) {
+		if (w->bg_commit && !w->f.committing) {
 			/* Too much uncommitted data held for this file: commit
 			 * it so its memory can be released. */
 			w->bg_commit = false;
@@ -381,9 +337,9 @@ void wb_free(struct wb *wb)
 	bg_stop(&wb->bg);
 	for (struct hnode *n; (n = htab_pop(&wb->files));) {
 		struct wbi *w = container_of(n, struct wbi, hn);
-		while (w->head) {
-			struct wbe *e = w->head;
-			w->head = e->next;
+		struct wbe *next;
+		for (struct wbe *e = w->f.head; e; e = next) {
+			next = e->next;
 			free(e->req);
 			free(e);
 		}
@@ -398,15 +354,6 @@ void wb_free(struct wb *wb)
 	free(wb);
 }
 
-static bool overlaps_pending(const struct wbi *w, uint64_t off, size_t size)
-{
-	for (const struct wbe *e = w->head; e; e = e->next)
-		if ((e->st == WBE_QUEUED || e->st == WBE_SENDING) && e->off < off + size &&
-		    off < e->off + e->len)
-			return true;
-	return false;
-}
-
 /* The largest holder of uncommitted data, to commit when memory is full. */
 static struct wbi *largest_uncommitted(struct wb *wb)
 {
@@ -416,31 +363,11 @@ static struct wbi *largest_uncommitted(struct wb *wb)
 	for (struct hnode *n = htab_iter(&wb->files, &pos, NULL); n;
 	     n = htab_iter(&wb->files, &pos, n)) {
 		struct wbi *w = container_of(n, struct wbi, hn);
-		if (!w->committing && w->uncommitted && (!best || w->uncommitted > best->uncommitted))
+		if (!w->f.committing && w->f.uncommitted &&
+		    (!best || w->f.uncommitted > best->f.uncommitted))
 			best = w;
 	}
 	return best;
-}
-
-static void note_writer(struct wbi *w, uint32_t tid)
-{
-	for (unsigned i = 0; i < w->nwriters; i++)
-		if (w->writers[i] == tid)
-			return;
-	if (w->nwriters < WB_WRITERS)
-		w->writers[w->nwriters++] = tid;
-	else
-		w->many_writers = true;
-}
-
-static bool is_writer(const struct wbi *w, uint32_t tid)
-{
-	if (w->many_writers)
-		return true;
-	for (unsigned i = 0; i < w->nwriters; i++)
-		if (w->writers[i] == tid)
-			return true;
-	return false;
 }
 
 int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
@@ -508,13 +435,14 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	w->users++;
 	/* Overlapping writes reach the daemon in order; memory is bounded. */
 	for (;;) {
-		if (w->err) {
-			rc = -w->err;
+		if (w->f.err) {
+			rc = -w->f.err;
 			break;
 		}
 		/* O_APPEND: the daemon appends wherever the file ends, so
 		 * appends go one at a time, in order. */
-		if ((flags & O_APPEND) ? w->npending > 0 : overlaps_pending(w, off, size)) {
+		if ((flags & O_APPEND) ? w->f.npending > 0
+				       : wbf_overlaps_pending(&w->f, off, size)) {
 			if ((rc = wait_killable(wb, &w->cond)) < 0)
 				break;
 			continue;
@@ -544,14 +472,9 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	w->cr = *cr;
 	w->fh = *fh;
 	w->fid = fid;
-	note_writer(w, tid);
+	wbf_note_writer(&w->f, tid);
 	e->wi = w;
-	e->prev = w->tail;
-	if (w->tail)
-		w->tail->next = e;
-	else
-		w->head = e;
-	w->tail = e;
+	wbf_add(&w->f, e);
 	wb->held += size;
 	enqueue(wb, e);
 	pthread_mutex_unlock(&wb->bg.lock);
@@ -568,7 +491,7 @@ out_free:
  * held. Returns 0, or -EINTR (wait_killable). */
 static int wait_idle(struct wb *wb, struct wbi *w)
 {
-	while (w->npending || w->committing)
+	while (w->f.npending || w->f.committing)
 		if (wait_killable(wb, &w->cond) < 0)
 			return -EINTR;
 	return 0;
@@ -582,7 +505,7 @@ int wb_wait(struct wb *wb, struct inode *ip)
 	struct wbi *w = wbi_find(wb, ip);
 	if (w) {
 		w->users++;
-		while (w->npending && rc == 0)
+		while (w->f.npending && rc == 0)
 			rc = wait_killable(wb, &w->cond);
 		w->users--;
 		wbi_maybe_free(wb, w);
@@ -607,18 +530,15 @@ static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force
 			if (wait_idle(wb, w) < 0)
 				return -EINTR;
 		} else {
-			while (w->committing)
+			while (w->f.committing)
 				if (wait_killable(wb, &w->cond) < 0)
 					return -EINTR;
 		}
-		if (!w->uncommitted && !force)
+		if (!w->f.uncommitted && !force)
 			return 0;
 		if (tries == WB_COMMIT_TRIES)
 			return -EIO;
-		w->committing = true;
-		for (struct wbe *e = w->head; e; e = e->next)
-			if (e->st == WBE_DONE)
-				e->st = WBE_COMMITTING;
+		wbf_commit_begin(&w->f);
 		struct pfs_fsync_req m = { .cr = w->cr, .fh = w->fh, .fid = w->fid,
 					   .datasync = datasync ? 1 : 0 };
 		pthread_mutex_unlock(&wb->bg.lock);
@@ -628,27 +548,18 @@ static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force
 		rpc_reply_free(&rep);
 		pthread_mutex_lock(&wb->bg.lock);
 		wb->st.commits++;
-		w->committing = false;
+		struct wbe *released, *resend, *next;
+		wbf_commit_end(&w->f, rc, verf, &released, &resend);
 		pthread_cond_broadcast(&wb->space); /* w may be committed again */
-		bool again = false;
-		struct wbe *next;
-		for (struct wbe *e = w->head; e; e = next) {
-			next = e->next;
-			if (e->st != WBE_COMMITTING)
-				continue;
-			if (rc < 0) {
-				e->st = WBE_DONE; /* still ours; a later commit retries */
-			} else if (e->verf == verf) {
-				w->uncommitted -= e->len;
-				unlink_entry(wb, e);
-			} else {
-				/* Acknowledged by a daemon instance that is gone:
-				 * its page cache may have died with it. */
-				w->uncommitted -= e->len;
-				wb->st.resent += e->len;
-				again = true;
-				enqueue(wb, e);
-			}
+		for (struct wbe *e = released; e; e = next) {
+			next = e->qnext;
+			free_entry(wb, e);
+		}
+		bool again = resend != NULL;
+		for (struct wbe *e = resend; e; e = next) {
+			next = e->qnext;
+			wb->st.resent += e->len;
+			enqueue(wb, e);
 		}
 		pthread_cond_broadcast(&w->cond);
 		if (rc < 0)
@@ -685,8 +596,8 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	w->users++;
 	if (wait_idle(wb, w) < 0) {
 		rc = -EINTR;
-	} else if (!w->err) {
-		if (!w->uncommitted) {
+	} else if (!w->f.err) {
+		if (!w->f.uncommitted) {
 			w->cr = *cr;
 			w->fh = *fh;
 			w->fid = fid;
@@ -694,14 +605,10 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		rc = commit_locked(wb, w, datasync, force, true);
 	}
 	/* Report a failed write once, at the first sync after it. */
-	if (w->err && rc != -EINTR) {
-		rc = -w->err;
-		w->err = 0;
-	}
-	if (!w->head) {
-		w->nwriters = 0;
-		w->many_writers = false;
-	}
+	if (w->f.err && rc != -EINTR)
+		rc = wbf_take_err(&w->f);
+	if (!w->f.head)
+		wbf_forget_writers(&w->f);
 	w->users--;
 	wbi_maybe_free(wb, w);
 	pthread_mutex_unlock(&wb->bg.lock);
@@ -716,14 +623,13 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 		pthread_mutex_unlock(&wb->bg.lock);
 		return 0;
 	}
-	if (!is_writer(w, tid) && !rpc_is_up(wb->c->rpc)) {
+	if (!wbf_is_writer(&w->f, tid) && !rpc_is_up(wb->c->rpc)) {
 		/* A copy of the descriptor closed by a thread that never
 		 * wrote (a forked child closing inherited descriptors, maybe
 		 * the very process that is to restart the daemon), while the
 		 * daemon is away: do not hang it. The data stays held; the
 		 * writer's own fsync or the release commits it. */
-		int rc = -w->err;
-		w->err = 0;
+		int rc = wbf_take_err(&w->f);
 		wbi_maybe_free(wb, w);
 		pthread_mutex_unlock(&wb->bg.lock);
 		return rc;
@@ -733,10 +639,8 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 	 * for: the data stays held until it is committed. */
 	w->users++;
 	int rc = wait_idle(wb, w);
-	if (rc == 0) {
-		rc = -w->err;
-		w->err = 0;
-	}
+	if (rc == 0)
+		rc = wbf_take_err(&w->f);
 	w->users--;
 	wbi_maybe_free(wb, w);
 	pthread_mutex_unlock(&wb->bg.lock);
@@ -752,13 +656,14 @@ void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		pfs_warn("a write to a closed file failed: %s", strerror(-rc));
 	pthread_mutex_lock(&wb->bg.lock);
 	struct wbi *w = wbi_find(wb, ip);
-	if (w && !w->users && !w->npending && !w->committing) {
+	if (w && !w->users && !w->f.npending && !w->f.committing) {
 		/* Uncommitted data a failed commit left: nobody can be told. */
-		while (w->head) {
-			w->uncommitted -= w->head->len;
-			unlink_entry(wb, w->head);
+		while (w->f.head) {
+			struct wbe *e = w->f.head;
+			wbf_remove(&w->f, e);
+			free_entry(wb, e);
 		}
-		w->err = 0;
+		(void)wbf_take_err(&w->f);
 		wbi_maybe_free(wb, w);
 	}
 	pthread_mutex_unlock(&wb->bg.lock);
@@ -775,7 +680,7 @@ again:
 	for (struct hnode *n = htab_iter(&wb->files, &pos, NULL); n;
 	     n = htab_iter(&wb->files, &pos, n)) {
 		struct wbi *w = container_of(n, struct wbi, hn);
-		if (w->final_done || !w->uncommitted)
+		if (w->final_done || !w->f.uncommitted)
 			continue;
 		w->final_done = true;
 		int rc = commit_unasked(wb, w, true);
