@@ -15,8 +15,9 @@
  *    spin=auto, a short-lived thread that measures a wake-up;
  *  - one connection thread per connection (transport.c: conn_main for the
  *    main connection, bulk_main for each bulk one): connect, handshake
- *    (sock.c), receive frames, hand replies to rpc.c and pushes to the
- *    push queue, reconnect with backoff; never blocks on the kernel;
+ *    (sock.c), receive frames (their bytes, TLS or not: stream.c), hand
+ *    replies to rpc.c and pushes to the push queue, reconnect with
+ *    backoff; never blocks on the kernel;
  *  - the push thread (pushq.c): applies server invalidations in order
  *    (push.c), the only thread that calls fuse_lowlevel_notify_* for them;
  *  - the ack thread (pushq.c): acknowledges pushes (PUSH_ACK);

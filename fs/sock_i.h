@@ -5,7 +5,8 @@
  * capabilities, AUTH proving knowledge of the pod key both ways; wire.h),
  * inside TLS. Synchronous, on the
  * calling thread, every wait bounded by a deadline and cut short by the
- * caller's stop eventfd. Used by transport.c only.
+ * caller's stop eventfd. Used by transport.c, which then hands the
+ * connection's bytes to stream.c (which sends them with sock_sendv).
  */
 #ifndef PODFS_SOCK_I_H
 #define PODFS_SOCK_I_H

@@ -1,13 +1,10 @@
 /* transport.c: the TCP connections to podfsd: frames out, frames in,
- * under TLS or not, reconnect with backoff (see transport_i.h). */
+ * reconnect with backoff (see transport_i.h); the bytes under the frames,
+ * TLS or not, are stream.c's. */
 #include "transport_i.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <linux/sockios.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,23 +14,16 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "client_i.h"
 #include "podfs/clock.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
-#include "podfs/tls.h"
 #include "pushq_i.h"
 #include "sock_i.h"
+#include "stream_i.h"
 
-#define RBUF_SIZE (256u * 1024)
-#define CBUF_SIZE (64u * 1024)   /* TLS: ciphertext read at once */
-#define TLS_CHUNK (256u * 1024)  /* TLS: plaintext encrypted, then sent, at once */
-#define TLS_ONE_RECORD 4096      /* TLS: header and payload up to this go in one record */
-#define CONNECT_TIMEOUT_MS 10000
-#define HANDSHAKE_TIMEOUT_MS 10000
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 
@@ -47,36 +37,16 @@ struct chan {
 	/* send_lock serializes writers (a frame goes out whole) and guards
 	 * fd/gen for them; fd_lock guards the validity of the fd number for
 	 * shutdown(2) from transport_stop. The fd is closed only with both
-	 * held. */
+	 * held. Lock order: send_lock, fd_lock, then the stream's tls_lock. */
 	pthread_mutex_t send_lock;
 	pthread_mutex_t fd_lock;
 	int fd;       /* -1 when down */
 	uint64_t gen; /* generation of fd */
 
-	/* TLS (NULL: plaintext), set and cleared with fd. OpenSSL allows no
-	 * concurrent calls on one SSL object, so it runs on memory BIOs and
-	 * every call on it is under tls_lock, held only while encrypting or
-	 * decrypting, never across socket I/O. The connection thread reads
-	 * ciphertext from the socket (no lock), puts it into rbio and
-	 * SSL_reads plaintext out. A sender, holding send_lock, SSL_writes
-	 * and moves the records out of wbio into sbuf, then writes sbuf to
-	 * the socket with tls_lock released: so a sender blocked on a full
-	 * socket never stops the connection thread from decrypting (the
-	 * server may be waiting for us to read), and records reach the
-	 * socket in the order they were made, as wbio is only drained under
-	 * send_lock. Whatever SSL_read queues in wbio (a KeyUpdate
-	 * answer; podfsd sends none) leaves with the next frame sent.
-	 * Lock order: send_lock, fd_lock, tls_lock. */
-	pthread_mutex_t tls_lock;
-	SSL *ssl;
-	BIO *rbio, *wbio;
-	uint8_t *sbuf; /* send_lock: ciphertext to send */
-	size_t scap;
-
-	/* Bytes of the live connection its thread received, and of those
-	 * the frames it handled (pushes numbered); both reset with fd (under
-	 * fd_lock). See transport_quiet. */
-	_Atomic uint64_t bytes_read, bytes_done;
+	/* The bytes on fd, TLS or not (stream_i.h), attached and detached
+	 * with fd under both locks; its counts of bytes received and handled
+	 * (pushes numbered) restart with fd. See transport_quiet. */
+	struct stream st;
 
 	/* Bytes the kernel had not sent yet after the last frame went out
 	 * (link.h: LZ4 only while the link is backed up). */
@@ -84,9 +54,6 @@ struct chan {
 
 	/* Its connection thread only. */
 	uint64_t boot_id;
-	uint8_t *cbuf; /* TLS: CBUF_SIZE of ciphertext */
-	uint8_t *rbuf;
-	size_t rstart, rend;
 	pthread_t thr;
 	bool started;
 };
@@ -142,8 +109,7 @@ int transport_new(struct client *c, const struct transport_cbs *cbs, struct tran
 		goto out_free_pq;
 	for (t->nchan = 0; t->nchan < n; t->nchan++) {
 		struct chan *ch = &t->ch[t->nchan];
-		ch->rbuf = malloc(RBUF_SIZE);
-		if (!ch->rbuf)
+		if (stream_init(&ch->st, c->hostport) < 0)
 			goto out_free_chans;
 		ch->t = t;
 		ch->idx = t->nchan;
@@ -151,7 +117,6 @@ int transport_new(struct client *c, const struct transport_cbs *cbs, struct tran
 		ch->fd = -1;
 		pthread_mutex_init(&ch->send_lock, NULL);
 		pthread_mutex_init(&ch->fd_lock, NULL);
-		pthread_mutex_init(&ch->tls_lock, NULL);
 	}
 	t->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (t->stop_efd < 0)
@@ -163,8 +128,7 @@ out_free_chans:
 	for (unsigned i = 0; i < t->nchan; i++) {
 		pthread_mutex_destroy(&t->ch[i].send_lock);
 		pthread_mutex_destroy(&t->ch[i].fd_lock);
-		pthread_mutex_destroy(&t->ch[i].tls_lock);
-		free(t->ch[i].rbuf);
+		stream_fini(&t->ch[i].st);
 	}
 	free(t->ch);
 out_free_pq:
@@ -182,13 +146,9 @@ void transport_free(struct transport *t)
 		struct chan *ch = &t->ch[i];
 		if (ch->fd >= 0)
 			close(ch->fd);
-		SSL_free(ch->ssl);
 		pthread_mutex_destroy(&ch->send_lock);
 		pthread_mutex_destroy(&ch->fd_lock);
-		pthread_mutex_destroy(&ch->tls_lock);
-		free(ch->rbuf);
-		free(ch->cbuf);
-		free(ch->sbuf);
+		stream_fini(&ch->st);
 	}
 	free(t->ch);
 	pushq_free(t->pq);
@@ -244,77 +204,6 @@ int transport_send(struct transport *t, unsigned chan, uint64_t gen, uint64_t id
 	return send_chan(&t->ch[chan < t->nchan ? chan : 0], gen, id, op, 0, payload, len, codecs);
 }
 
-/* Encrypts a[an] and b[bn] (either may be empty) into ch's records and
- * moves them, with anything else waiting in wbio, into ch->sbuf. Caller
- * holds send_lock. Returns the bytes in sbuf, or -errno. */
-static ssize_t tls_seal(struct chan *ch, const void *a, size_t an, const void *b, size_t bn)
-{
-	const void *part[2] = { a, b };
-	size_t plen[2] = { an, bn }, n;
-	ssize_t rc = 0;
-
-	pthread_mutex_lock(&ch->tls_lock);
-	for (int i = 0; i < 2 && rc == 0; i++) {
-		ERR_clear_error();
-		if (plen[i] && SSL_write(ch->ssl, part[i], (int)plen[i]) != (int)plen[i]) {
-			/* The connection thread broke it (a bad record came
-			 * in) and says why; the connection is redone. */
-			char why[128];
-			pfs_tls_reason(why, sizeof(why), "write failed");
-			pfs_debug("TLS to %s: %s", ch->t->c->hostport, why);
-			rc = -EPROTO;
-		}
-	}
-	n = BIO_ctrl_pending(ch->wbio);
-	if (rc == 0 && n > ch->scap) {
-		uint8_t *nb = realloc(ch->sbuf, n);
-		if (nb) {
-			ch->sbuf = nb;
-			ch->scap = n;
-		} else {
-			rc = -ENOMEM;
-		}
-	}
-	if (rc == 0 && n && BIO_read(ch->wbio, ch->sbuf, (int)n) != (int)n)
-		rc = -EIO;
-	pthread_mutex_unlock(&ch->tls_lock);
-	return rc < 0 ? rc : (ssize_t)n;
-}
-
-/* Sends the frame hdr + wire[wl] on ch's TLS connection (see struct
- * chan). Caller holds send_lock. Returns 0 or -errno. */
-static int tls_send(struct chan *ch, const uint8_t *hdr, const void *wire, size_t wl)
-{
-	const uint8_t *p = wire;
-	size_t left = wl;
-	bool first = true;
-
-	do {
-		uint8_t one[PFS_FRAME_HDR_SIZE + TLS_ONE_RECORD];
-		ssize_t n;
-		if (first && wl <= TLS_ONE_RECORD) {
-			memcpy(one, hdr, PFS_FRAME_HDR_SIZE);
-			if (wl)
-				memcpy(one + PFS_FRAME_HDR_SIZE, wire, wl);
-			n = tls_seal(ch, one, PFS_FRAME_HDR_SIZE + wl, NULL, 0);
-			left = 0;
-		} else {
-			size_t k = left < TLS_CHUNK ? left : TLS_CHUNK;
-			n = tls_seal(ch, first ? hdr : NULL, first ? PFS_FRAME_HDR_SIZE : 0, p, k);
-			p += k;
-			left -= k;
-		}
-		first = false;
-		if (n < 0)
-			return (int)n;
-		struct iovec iov = { ch->sbuf, (size_t)n };
-		int rc = sock_sendv(ch->fd, &iov, 1);
-		if (rc < 0)
-			return rc;
-	} while (left);
-	return 0;
-}
-
 static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, uint16_t flags,
 		     const void *payload, size_t len, unsigned codecs)
 {
@@ -332,7 +221,6 @@ static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, ui
 	}
 	size_t wl = pfs_frame_prepare(hdr, id, op, flags, 0, payload, len, scratch ? codecs : 0,
 				      scratch, cap, &wire);
-	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)wire, wl } };
 
 	pthread_mutex_lock(&ch->send_lock);
 	if (ch->fd < 0 || ch->gen != gen) {
@@ -342,7 +230,7 @@ static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, ui
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&t->c->st_raw_out, PFS_FRAME_HDR_SIZE + len,
 					  memory_order_relaxed);
-		rc = ch->ssl ? tls_send(ch, hdr, wire, wl) : sock_sendv(ch->fd, iov, wl ? 2 : 1);
+		rc = stream_send(&ch->st, ch->fd, hdr, wire, wl);
 		if (t->c->lz4 == PFS_LZ4_AUTO)
 			atomic_store(&ch->unsent, pfs_sock_unsent(ch->fd));
 		if (rc < 0) {
@@ -374,19 +262,19 @@ bool transport_quiet(struct transport *t)
 		return false;
 	}
 	gen = ch->gen;
-	target = atomic_load(&ch->bytes_read) + (uint64_t)inq;
+	target = stream_bytes_read(&ch->st) + (uint64_t)inq;
 	pthread_mutex_unlock(&ch->fd_lock);
-	/* Under TLS, bytes_read counts ciphertext, and bytes_done catches up
-	 * with it whenever the connection thread stands between frames with
-	 * every byte read decrypted and handled (recv_loop). */
-	if (atomic_load(&ch->bytes_done) >= target)
+	/* Under TLS, the bytes read are ciphertext, and the bytes done catch
+	 * up with them whenever the connection thread stands between frames
+	 * with every byte read decrypted and handled (stream_frame_done). */
+	if (stream_bytes_done(&ch->st) >= target)
 		return true;
 	/* The connection thread is handling frames (replies, mostly): it
 	 * catches up in microseconds, unless a frame is still arriving. */
 	int64_t t0 = pfs_mono_ns();
 	for (;;) {
 		usleep(20);
-		if (atomic_load(&ch->bytes_done) >= target)
+		if (stream_bytes_done(&ch->st) >= target)
 			return ch->gen == gen;
 		if (pfs_mono_ns() - t0 > QUIET_WAIT_NS)
 			return false;
@@ -413,21 +301,12 @@ static void install(struct chan *ch, int fd, const struct sock_session *hs, bool
 {
 	struct transport *t = ch->t;
 	uint64_t gen = atomic_fetch_add(&t->last_gen, 1) + 1;
-	/* Under TLS the handshake may have read records past its last
-	 * frame: one byte counted as read that no frame handled keeps
-	 * transport_quiet false until the connection thread had them. */
-	bool early = hs->ssl && (BIO_ctrl_pending(hs->rbio) || SSL_has_pending(hs->ssl));
-	ch->rstart = ch->rend = 0;
 	ch->boot_id = hs->boot_id;
 	pthread_mutex_lock(&ch->send_lock);
 	pthread_mutex_lock(&ch->fd_lock);
 	ch->fd = fd;
 	ch->gen = gen;
-	ch->ssl = hs->ssl;
-	ch->rbio = hs->rbio;
-	ch->wbio = hs->wbio;
-	atomic_store(&ch->bytes_read, early ? 1 : 0);
-	atomic_store(&ch->bytes_done, 0);
+	stream_attach(&ch->st, hs->ssl, hs->rbio, hs->wbio);
 	pthread_mutex_unlock(&ch->fd_lock);
 	pthread_mutex_unlock(&ch->send_lock);
 	if (!ch->bulk)
@@ -443,7 +322,7 @@ static void install(struct chan *ch, int fd, const struct sock_session *hs, bool
  * owner (down_cb), closes it. */
 static void drop(struct chan *ch)
 {
-	SSL *ssl;
+	struct ssl_st *ssl;
 	int fd;
 	pthread_mutex_lock(&ch->fd_lock);
 	if (ch->fd >= 0)
@@ -454,13 +333,12 @@ static void drop(struct chan *ch)
 	pthread_mutex_lock(&ch->fd_lock);
 	fd = ch->fd;
 	ch->fd = -1;
-	ssl = ch->ssl;
-	ch->ssl = NULL;
+	ssl = stream_detach(&ch->st);
 	pthread_mutex_unlock(&ch->fd_lock);
 	pthread_mutex_unlock(&ch->send_lock);
 	if (fd >= 0)
 		close(fd);
-	SSL_free(ssl); /* its connection thread is here or gone */
+	stream_tls_free(ssl); /* its connection thread is here or gone */
 }
 
 int transport_connect_first(struct transport *t, struct pfs_entry *root, char *err, size_t errlen)
@@ -482,119 +360,6 @@ int transport_connect_first(struct transport *t, struct pfs_entry *root, char *e
 
 /* ---- receiving ---- */
 
-/* Up to n bytes of plaintext from ch's TLS connection into buf (see
- * struct chan): decrypts what is buffered, else reads ciphertext from
- * fd. Returns the bytes, 0 at the end of the stream, or -1 with errno
- * (EPROTO: a TLS failure, logged). */
-static ssize_t tls_recv(struct chan *ch, int fd, void *buf, size_t n)
-{
-	if (!ch->cbuf && !(ch->cbuf = malloc(CBUF_SIZE))) {
-		errno = ENOMEM;
-		return -1;
-	}
-	for (;;) {
-		char why[128];
-		pthread_mutex_lock(&ch->tls_lock);
-		ERR_clear_error();
-		int k = SSL_read(ch->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
-		int e = k > 0 ? SSL_ERROR_NONE : SSL_get_error(ch->ssl, k);
-		if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_ZERO_RETURN)
-			pfs_tls_reason(why, sizeof(why), "protocol error");
-		pthread_mutex_unlock(&ch->tls_lock);
-		if (k > 0)
-			return k;
-		if (e == SSL_ERROR_ZERO_RETURN)
-			return 0;
-		if (e != SSL_ERROR_WANT_READ) {
-			/* Tampering on the way, or the server's alert: the
-			 * connection is redone like any lost one. */
-			pfs_warn("TLS from %s: %s", ch->t->c->hostport, why);
-			errno = EPROTO;
-			return -1;
-		}
-		ssize_t got = recv(fd, ch->cbuf, CBUF_SIZE, 0);
-		if (got <= 0)
-			return got;
-		atomic_fetch_add(&ch->bytes_read, (uint64_t)got);
-		pthread_mutex_lock(&ch->tls_lock);
-		int w = BIO_write(ch->rbio, ch->cbuf, (int)got);
-		pthread_mutex_unlock(&ch->tls_lock);
-		if (w != (int)got) {
-			errno = ENOMEM;
-			return -1;
-		}
-	}
-}
-
-/* Up to n bytes of the stream of ch into buf (recv(2)'s results). */
-static ssize_t chan_recv(struct chan *ch, int fd, void *buf, size_t n)
-{
-	if (ch->ssl)
-		return tls_recv(ch, fd, buf, n);
-	ssize_t k = recv(fd, buf, n, 0);
-	if (k > 0)
-		atomic_fetch_add(&ch->bytes_read, (uint64_t)k);
-	return k;
-}
-
-/* The frames read so far are handled (the connection thread stands at a
- * frame boundary): counts their bytes done, for transport_quiet. Under
- * TLS only if nothing read is left undecrypted or unparsed: then all the
- * ciphertext read is done. */
-static void frame_boundary(struct chan *ch, uint64_t frame_bytes)
-{
-	bool idle;
-
-	if (!ch->ssl) {
-		atomic_fetch_add(&ch->bytes_done, frame_bytes);
-		return;
-	}
-	if (ch->rstart != ch->rend)
-		return;
-	pthread_mutex_lock(&ch->tls_lock);
-	idle = BIO_ctrl_pending(ch->rbio) == 0 && !SSL_has_pending(ch->ssl);
-	pthread_mutex_unlock(&ch->tls_lock);
-	if (idle)
-		atomic_store(&ch->bytes_done, atomic_load(&ch->bytes_read));
-}
-
-/* Reads exactly n bytes from the live connection through the buffer. */
-static int rb_read(struct chan *ch, int fd, void *dst, size_t n)
-{
-	uint8_t *p = dst;
-	while (n > 0) {
-		size_t have = ch->rend - ch->rstart;
-		if (have) {
-			size_t k = have < n ? have : n;
-			memcpy(p, ch->rbuf + ch->rstart, k);
-			ch->rstart += k;
-			p += k;
-			n -= k;
-			continue;
-		}
-		ssize_t k;
-		if (n >= RBUF_SIZE / 2) {
-			/* Large payloads go straight to their buffer. */
-			k = chan_recv(ch, fd, p, n);
-			if (k > 0) {
-				p += k;
-				n -= (size_t)k;
-			}
-		} else {
-			k = chan_recv(ch, fd, ch->rbuf, RBUF_SIZE);
-			if (k > 0) {
-				ch->rstart = 0;
-				ch->rend = (size_t)k;
-			}
-		}
-		if (k == 0)
-			return -ECONNRESET;
-		if (k < 0 && errno != EINTR)
-			return -errno;
-	}
-	return 0;
-}
-
 /* The stats' byte counters, for a frame received whole. */
 static void count_in(struct client *c, const struct pfs_frame_hdr *h)
 {
@@ -614,7 +379,7 @@ static int recv_loop(struct chan *ch, int fd)
 	int rc;
 
 	for (;;) {
-		if ((rc = rb_read(ch, fd, hb, sizeof(hb))) < 0)
+		if ((rc = stream_read(&ch->st, fd, hb, sizeof(hb))) < 0)
 			return rc;
 		if (pfs_hdr_unpack(hb, &h, PFS_MAX_PAYLOAD) < 0) {
 			pfs_err("bad frame header from %s", t->c->hostport);
@@ -626,13 +391,13 @@ static int recv_loop(struct chan *ch, int fd)
 			payload = malloc(h.wire_len);
 			if (!payload)
 				return -ENOMEM;
-			if ((rc = rb_read(ch, fd, payload, h.wire_len)) < 0) {
+			if ((rc = stream_read(&ch->st, fd, payload, h.wire_len)) < 0) {
 				free(payload);
 				return rc;
 			}
 			count_in(t->c, &h);
 			t->cb.reply_cb(t->cb.arg, &h, payload, ch->boot_id, ch->gen);
-			frame_boundary(ch, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
+			stream_frame_done(&ch->st, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 			continue;
 		}
 		if (h.raw_len) {
@@ -646,7 +411,7 @@ static int recv_loop(struct chan *ch, int fd)
 				free(payload);
 				return -ENOMEM;
 			}
-			rc = rb_read(ch, fd, wire, h.wire_len);
+			rc = stream_read(&ch->st, fd, wire, h.wire_len);
 			if (rc == 0 &&
 			    pfs_payload_decode(h.flags, wire, h.wire_len, payload, h.raw_len) < 0) {
 				pfs_err("bad compressed payload from %s (%s)", t->c->hostport,
@@ -655,7 +420,7 @@ static int recv_loop(struct chan *ch, int fd)
 			}
 			free(wire);
 		} else {
-			rc = rb_read(ch, fd, payload, h.raw_len);
+			rc = stream_read(&ch->st, fd, payload, h.raw_len);
 		}
 		if (rc < 0) {
 			free(payload);
@@ -678,7 +443,7 @@ static int recv_loop(struct chan *ch, int fd)
 				t->c->hostport);
 			return -EPROTO;
 		}
-		frame_boundary(ch, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
+		stream_frame_done(&ch->st, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 	}
 }
 

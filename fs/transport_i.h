@@ -4,13 +4,14 @@
  * the others are bulk connections of the same session (PFS_CAP_BULK in
  * wire.h) that carry only READ and WRITE (rpc.c spreads those over all
  * the connections). Each has its socket, its send mutex (each frame is
- * written whole with one sendmsg of header + payload, so 1 MiB frames
- * never interleave) and its connection thread that reads frames, hands
- * replies to its owner (and, on the main one, pushes to the push queue,
- * pushq.c), and on a drop reconnects on its own with exponential backoff
- * (100 ms .. 5 s), redoing the handshake (sock.c) with the same
- * client_id. A bulk connection is refused by the server until the main
- * one has a session there, and retries.
+ * written whole by stream.c, the bytes under the frames: one sendmsg of
+ * header + payload, or TLS records; so 1 MiB frames never interleave)
+ * and its connection thread that reads frames, hands replies to its
+ * owner (and, on the main one, pushes to the push queue, pushq.c), and
+ * on a drop reconnects on its own with exponential backoff (100 ms ..
+ * 5 s), redoing the handshake (sock.c) with the same client_id. A bulk
+ * connection is refused by the server until the main one has a session
+ * there, and retries.
  *
  * The transport knows no module above it: what happens on the
  * connections reaches its owner (main.c wires rpc.c, locks.c, cache.c,

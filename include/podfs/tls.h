@@ -11,7 +11,7 @@
  * connection runs the full PSK + DHE handshake.
  *
  * The SSL objects made from these contexts are driven through memory
- * BIOs by their users (daemon/tls_stream.c, fs/sock.c, fs/transport.c):
+ * BIOs by their users (daemon/tls_stream.c, fs/sock.c, fs/stream.c):
  * the socket I/O stays theirs.
  */
 #ifndef PODFS_TLS_H

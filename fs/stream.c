@@ -1,0 +1,274 @@
+/* stream.c: the byte stream of one connection to podfsd, plaintext or
+ * TLS on memory BIOs: frames' bytes out whole, bytes in through the
+ * receive buffer, the counts for transport_quiet (see stream_i.h). */
+#include "stream_i.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "podfs/frame.h"
+#include "podfs/log.h"
+#include "podfs/tls.h"
+#include "sock_i.h"
+
+#define RBUF_SIZE (256u * 1024)
+#define CBUF_SIZE (64u * 1024)   /* TLS: ciphertext read at once */
+#define TLS_CHUNK (256u * 1024)  /* TLS: plaintext encrypted, then sent, at once */
+#define TLS_ONE_RECORD 4096      /* TLS: header and payload up to this go in one record */
+
+int stream_init(struct stream *st, const char *peer)
+{
+	memset(st, 0, sizeof(*st));
+	st->rbuf = malloc(RBUF_SIZE);
+	if (!st->rbuf)
+		return -ENOMEM;
+	st->peer = peer;
+	pthread_mutex_init(&st->tls_lock, NULL);
+	return 0;
+}
+
+void stream_fini(struct stream *st)
+{
+	SSL_free(st->ssl);
+	pthread_mutex_destroy(&st->tls_lock);
+	free(st->rbuf);
+	free(st->cbuf);
+	free(st->sbuf);
+}
+
+void stream_attach(struct stream *st, SSL *ssl, BIO *rbio, BIO *wbio)
+{
+	/* Under TLS the handshake may have read records past its last
+	 * frame: one byte counted as read that no frame handled keeps
+	 * transport_quiet false until the receiver had them. */
+	bool early = ssl && (BIO_ctrl_pending(rbio) || SSL_has_pending(ssl));
+
+	st->rstart = st->rend = 0;
+	st->ssl = ssl;
+	st->rbio = rbio;
+	st->wbio = wbio;
+	atomic_store(&st->bytes_read, early ? 1 : 0);
+	atomic_store(&st->bytes_done, 0);
+}
+
+SSL *stream_detach(struct stream *st)
+{
+	SSL *ssl = st->ssl;
+
+	st->ssl = NULL;
+	return ssl;
+}
+
+void stream_tls_free(SSL *ssl)
+{
+	SSL_free(ssl);
+}
+
+uint64_t stream_bytes_read(const struct stream *st)
+{
+	return atomic_load(&st->bytes_read);
+}
+
+uint64_t stream_bytes_done(const struct stream *st)
+{
+	return atomic_load(&st->bytes_done);
+}
+
+/* ---- sending ---- */
+
+/* Encrypts a[an] and b[bn] (either may be empty) into st's records and
+ * moves them, with anything else waiting in wbio, into st->sbuf. Caller
+ * holds its send lock. Returns the bytes in sbuf, or -errno. */
+static ssize_t tls_seal(struct stream *st, const void *a, size_t an, const void *b, size_t bn)
+{
+	const void *part[2] = { a, b };
+	size_t plen[2] = { an, bn }, n;
+	ssize_t rc = 0;
+
+	pthread_mutex_lock(&st->tls_lock);
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		ERR_clear_error();
+		if (plen[i] && SSL_write(st->ssl, part[i], (int)plen[i]) != (int)plen[i]) {
+			/* The connection thread broke it (a bad record came
+			 * in) and says why; the connection is redone. */
+			char why[128];
+			pfs_tls_reason(why, sizeof(why), "write failed");
+			pfs_debug("TLS to %s: %s", st->peer, why);
+			rc = -EPROTO;
+		}
+	}
+	n = BIO_ctrl_pending(st->wbio);
+	if (rc == 0 && n > st->scap) {
+		uint8_t *nb = realloc(st->sbuf, n);
+		if (nb) {
+			st->sbuf = nb;
+			st->scap = n;
+		} else {
+			rc = -ENOMEM;
+		}
+	}
+	if (rc == 0 && n && BIO_read(st->wbio, st->sbuf, (int)n) != (int)n)
+		rc = -EIO;
+	pthread_mutex_unlock(&st->tls_lock);
+	return rc < 0 ? rc : (ssize_t)n;
+}
+
+/* Sends the frame hdr + wire[wl] on st's TLS connection fd (see
+ * stream_i.h). Caller holds its send lock. Returns 0 or -errno. */
+static int tls_send(struct stream *st, int fd, const uint8_t *hdr, const void *wire, size_t wl)
+{
+	const uint8_t *p = wire;
+	size_t left = wl;
+	bool first = true;
+
+	do {
+		uint8_t one[PFS_FRAME_HDR_SIZE + TLS_ONE_RECORD];
+		ssize_t n;
+		if (first && wl <= TLS_ONE_RECORD) {
+			memcpy(one, hdr, PFS_FRAME_HDR_SIZE);
+			if (wl)
+				memcpy(one + PFS_FRAME_HDR_SIZE, wire, wl);
+			n = tls_seal(st, one, PFS_FRAME_HDR_SIZE + wl, NULL, 0);
+			left = 0;
+		} else {
+			size_t k = left < TLS_CHUNK ? left : TLS_CHUNK;
+			n = tls_seal(st, first ? hdr : NULL, first ? PFS_FRAME_HDR_SIZE : 0, p, k);
+			p += k;
+			left -= k;
+		}
+		first = false;
+		if (n < 0)
+			return (int)n;
+		struct iovec iov = { st->sbuf, (size_t)n };
+		int rc = sock_sendv(fd, &iov, 1);
+		if (rc < 0)
+			return rc;
+	} while (left);
+	return 0;
+}
+
+int stream_send(struct stream *st, int fd, const uint8_t *hdr, const void *wire, size_t wl)
+{
+	struct iovec iov[2] = { { (void *)hdr, PFS_FRAME_HDR_SIZE }, { (void *)wire, wl } };
+
+	if (st->ssl)
+		return tls_send(st, fd, hdr, wire, wl);
+	return sock_sendv(fd, iov, wl ? 2 : 1);
+}
+
+/* ---- receiving ---- */
+
+/* Up to n bytes of plaintext from st's TLS connection into buf (see
+ * stream_i.h): decrypts what is buffered, else reads ciphertext from
+ * fd. Returns the bytes, 0 at the end of the stream, or -1 with errno
+ * (EPROTO: a TLS failure, logged). */
+static ssize_t tls_recv(struct stream *st, int fd, void *buf, size_t n)
+{
+	if (!st->cbuf && !(st->cbuf = malloc(CBUF_SIZE))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (;;) {
+		char why[128];
+		pthread_mutex_lock(&st->tls_lock);
+		ERR_clear_error();
+		int k = SSL_read(st->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
+		int e = k > 0 ? SSL_ERROR_NONE : SSL_get_error(st->ssl, k);
+		if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_ZERO_RETURN)
+			pfs_tls_reason(why, sizeof(why), "protocol error");
+		pthread_mutex_unlock(&st->tls_lock);
+		if (k > 0)
+			return k;
+		if (e == SSL_ERROR_ZERO_RETURN)
+			return 0;
+		if (e != SSL_ERROR_WANT_READ) {
+			/* Tampering on the way, or the server's alert: the
+			 * connection is redone like any lost one. */
+			pfs_warn("TLS from %s: %s", st->peer, why);
+			errno = EPROTO;
+			return -1;
+		}
+		ssize_t got = recv(fd, st->cbuf, CBUF_SIZE, 0);
+		if (got <= 0)
+			return got;
+		atomic_fetch_add(&st->bytes_read, (uint64_t)got);
+		pthread_mutex_lock(&st->tls_lock);
+		int w = BIO_write(st->rbio, st->cbuf, (int)got);
+		pthread_mutex_unlock(&st->tls_lock);
+		if (w != (int)got) {
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+}
+
+/* Up to n bytes of st's stream into buf (recv(2)'s results). */
+static ssize_t recv_some(struct stream *st, int fd, void *buf, size_t n)
+{
+	if (st->ssl)
+		return tls_recv(st, fd, buf, n);
+	ssize_t k = recv(fd, buf, n, 0);
+	if (k > 0)
+		atomic_fetch_add(&st->bytes_read, (uint64_t)k);
+	return k;
+}
+
+int stream_read(struct stream *st, int fd, void *dst, size_t n)
+{
+	uint8_t *p = dst;
+	while (n > 0) {
+		size_t have = st->rend - st->rstart;
+		if (have) {
+			size_t k = have < n ? have : n;
+			memcpy(p, st->rbuf + st->rstart, k);
+			st->rstart += k;
+			p += k;
+			n -= k;
+			continue;
+		}
+		ssize_t k;
+		if (n >= RBUF_SIZE / 2) {
+			/* Large payloads go straight to their buffer. */
+			k = recv_some(st, fd, p, n);
+			if (k > 0) {
+				p += k;
+				n -= (size_t)k;
+			}
+		} else {
+			k = recv_some(st, fd, st->rbuf, RBUF_SIZE);
+			if (k > 0) {
+				st->rstart = 0;
+				st->rend = (size_t)k;
+			}
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		if (k < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+void stream_frame_done(struct stream *st, uint64_t frame_bytes)
+{
+	bool idle;
+
+	if (!st->ssl) {
+		atomic_fetch_add(&st->bytes_done, frame_bytes);
+		return;
+	}
+	if (st->rstart != st->rend)
+		return;
+	pthread_mutex_lock(&st->tls_lock);
+	idle = BIO_ctrl_pending(st->rbio) == 0 && !SSL_has_pending(st->ssl);
+	pthread_mutex_unlock(&st->tls_lock);
+	if (idle)
+		atomic_store(&st->bytes_done, atomic_load(&st->bytes_read));
+}
