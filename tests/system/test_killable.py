@@ -10,6 +10,7 @@ it waits, that the server is unreachable and how many requests wait.
 
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -43,6 +44,8 @@ elif what == "write-close":
     # be read from the absent server, and the kill land there). Held by
     # write-behind: the server is away.
     os.pwrite(fd, b"x" * 4096, 4096)
+    # Taken: write(2) returned, so its data is the file system's to keep.
+    print("written", flush=True)
     os.close(fd)
 print("done", flush=True)
 """
@@ -73,6 +76,14 @@ def in_fuse_wait(pid):
             return "request_wait_answer" in f.read()
     except OSError:
         return False
+
+
+def readline_within(p, timeout):
+    """p's next output line, stripped; fails after timeout seconds."""
+    ready, _, _ = select.select([p.stdout], [], [], timeout)
+    if not ready:
+        pytest.fail(f"pid {p.pid} printed nothing in {timeout} s (state {state(p.pid)})")
+    return p.stdout.readline().strip()
 
 
 def wait_blocked(p, timeout=15.0):
@@ -209,6 +220,10 @@ def test_kill9_during_close_keeps_the_written_data(env, restartable):
         d.kill9()
         p.stdin.write("go\n")
         p.stdin.flush()
+        # Killed in close, not before: a kill while the kernel still holds
+        # the WRITE unread drops it (write(2) then never returned, and
+        # nothing was promised), so wait for the write to return first.
+        assert readline_within(p, 15) == "written"
         wait_blocked(p)
         took = kill9_time(p)
         assert took < 1.0, f"kill -9 took {took:.2f} s"
