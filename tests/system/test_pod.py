@@ -138,7 +138,6 @@ def test_pod_up_status_down_on_four_hosts(env, hosts):
         assert row(out, n)[1:] == ["client", "ok", "ok", "-", "ok"], out
     for n in names:
         assert f"{n}: up, nothing changed" in out, out
-    assert "/etc/podfs/exports exists: left as it is" in out
     for i in range(4):
         assert mounts(hosts, i) == [("fuse.podfs", src)], i
         assert hosts.ok(i, "grep -c fuse.podfs /etc/fstab").strip() == "1"
@@ -192,11 +191,34 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
         assert mounts(hosts, i) == [("fuse.podfs", "10.77.0.10:7049")], i
     rc, out = pod(env, hosts, "status", hf, expect=1)
     assert f"{SshHosts.DEAD} (client):\n  unreachable" in out, out
+
+    # The dead host replaced by another: the exports file up wrote is
+    # rewritten and podfsd reloads it, without a restart.
+    pid = hosts.ok(0, "cat /run/podfs/podfsd.pid").strip()
+    hf.write_text("10.77.0.10\n10.77.0.11\n10.77.0.12\n")
+    rc, out = pod(env, hosts, "up", hf)
+    print(out)
+    assert row(out, "10.77.0.10")[1:] == ["coordinator", "ok", "ok", "changed", "ok"], out
+    assert row(out, "10.77.0.12")[1:] == ["client", "changed", "changed", "-", "changed"], out
+    assert "podfsd reloaded its export rules" in out
+    exports = hosts.ok(0, "cat /etc/podfs/exports")
+    assert "10.77.0.12/32 rw,root_squash" in exports and SshHosts.DEAD not in exports
+    assert hosts.ok(0, "cat /run/podfs/podfsd.pid").strip() == pid
+    assert mounts(hosts, 2) == [("fuse.podfs", "10.77.0.10:7049")]
+    # An exports file of the administrator's own is left alone.
+    hosts.ok(0, "echo '10.77.0.0/24 rw' > /etc/podfs/exports")
+    hf.write_text("10.77.0.10\n10.77.0.11\n")
+    rc, out = pod(env, hosts, "up", hf)
+    assert "/etc/podfs/exports exists (not the one up wrote): left as it is" in out, out
+    assert hosts.ok(0, "cat /etc/podfs/exports") == "10.77.0.0/24 rw\n"
+    hf.write_text(f"10.77.0.10\n{SshHosts.DEAD}\n10.77.0.11\n10.77.0.12\n")
     rc, out = pod(env, hosts, "down", hf, expect=1)
     print(out)
-    assert "2 of 3 hosts down" in out
-    for i in (0, 1):
+    assert "3 of 4 hosts down" in out
+    for i in (0, 1, 2):
         assert mounts(hosts, i) == [], i
+    # The administrator's exports file stays.
+    assert hosts.ok(0, "cat /etc/podfs/exports") == "10.77.0.0/24 rw\n"
 
 
 def test_pod_usage_errors(env, tmp_path):
