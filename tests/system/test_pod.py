@@ -212,11 +212,18 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
     assert "/etc/podfs/exports exists (not the one up wrote): left as it is" in out, out
     assert hosts.ok(0, "cat /etc/podfs/exports") == "10.77.0.0/24 rw\n"
     hf.write_text(f"10.77.0.10\n{SshHosts.DEAD}\n10.77.0.11\n10.77.0.12\n")
-    rc, out = pod(env, hosts, "down", hf, expect=1)
+    # A busy mount is detached lazily, with a warning; --remove-key.
+    hosts.ok(1, "(cd /mnt/podfs && exec sleep 120) </dev/null >/dev/null 2>&1 & "
+                "echo $! > /run/podfs/busy.pid")
+    rc, out = pod(env, hosts, "down", hf, "--remove-key", expect=1)
     print(out)
     assert "3 of 4 hosts down" in out
+    assert row(out, "10.77.0.11")[1:] == ["client", "removed", "-", "removed", "removed"], out
+    assert re.search(r"^10\.77\.0\.11: down\n  warning: /mnt/podfs was busy", out, re.M), out
     for i in (0, 1, 2):
         assert mounts(hosts, i) == [], i
+        assert hosts.sh(i, "test -e /etc/podfs/pod.key")[0] != 0, i
+    hosts.ok(1, "kill $(cat /run/podfs/busy.pid)")
     # The administrator's exports file stays.
     assert hosts.ok(0, "cat /etc/podfs/exports") == "10.77.0.0/24 rw\n"
 
