@@ -115,7 +115,7 @@ def test_pod_up_status_down_on_four_hosts(env, hosts):
         fstab = hosts.ok(i, "cat /etc/fstab")
         assert fstab.count("fuse.podfs") == 1, fstab
         assert f"{src} /mnt/podfs fuse.podfs key=/etc/podfs/pod.key,_netdev" in fstab
-        assert hosts.ok(i, "cmp /usr/local/bin/podfs " + str(PODFS) + " && echo same").strip() == "same"
+        assert hosts.sh(i, f"cmp /usr/local/bin/podfs {PODFS}")[0] == 0, i
     exports = hosts.ok(0, "cat /etc/podfs/exports")
     for a in ("10.77.0.10/32", "10.77.0.11/32", "10.77.0.12/32", "10.77.0.13/32", "fd77::d/128"):
         assert re.search(rf"^{re.escape(a)} rw,root_squash$", exports, re.M), exports

@@ -27,6 +27,7 @@ from pathlib import Path
 from helpers import run
 from reaper import Reaper
 
+from .netns import delete_netns
 from .settings import TEST_ROOT
 
 # Where each host has a private tmpfs (mode), and its fstab.
@@ -60,12 +61,7 @@ class NS:
         return ["nsenter", f"--net=/var/run/netns/{self.name}"] + [str(a) for a in argv]
 
     def delete(self):
-        r = subprocess.run(["ip", "netns", "del", self.name], text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
-        if r.returncode != 0 and os.path.exists(f"/var/run/netns/{self.name}"):
-            return f"ip netns del {self.name}: {r.stdout.strip()}"
-        (TEST_ROOT / ".netns" / self.name).unlink(missing_ok=True)
-        return None
+        return delete_netns(self.name)
 
 
 class SshHosts:
