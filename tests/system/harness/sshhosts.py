@@ -102,9 +102,12 @@ class SshHosts:
             "  StrictHostKeyChecking yes\n"
             "  ConnectTimeout 5\n")
 
-        for p in list(PRIVATE) + [MOUNT_POINT]:
+        # The mount points of the hosts' tmpfs: made here if missing (with
+        # the modes podfs would give them), removed again by finish().
+        for p, mode in list(PRIVATE.items()) + [(MOUNT_POINT, "755")]:
             if not os.path.isdir(p):
                 os.makedirs(p)
+                os.chmod(p, int(mode, 8))
                 self.made_dirs.append(p)
         try:
             for i in range(n):
