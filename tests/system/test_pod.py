@@ -231,6 +231,8 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
 def test_pod_usage_errors(env, tmp_path):
     hf = tmp_path / "hosts"
     for text, err in (("-oProxyCommand=x\n", "bad host"),
+                      ("10.0.0.1:22\n", "bad host"),
+                      ("a;reboot\n", "bad host"),
                       ("a\na\n", "listed twice"),
                       ("# nothing\n\n", "no hosts")):
         hf.write_text(text)
