@@ -6,6 +6,7 @@
  *   podfs keygen FILE
  *   podfs warm PATH...   (warm.c)
  *   podfs status [MNT]   (status.c)
+ *   podfs pod up|down|status HOSTS_FILE   (runs podfs-pod, scripts/podfs-pod)
  *
  * Start-up order matters: the first connection and the handshake run in
  * the foreground (their errors exit 1 on the terminal), then the session
@@ -259,6 +260,39 @@ static int keygen(int argc, char **argv)
 	return 0;
 }
 
+/* `podfs pod ARGS...`: execs podfs-pod ARGS..., the one beside this
+ * program (/proc/self/exe) first, then the one on PATH. Returns only if
+ * neither runs: 2 when there is none, 1 when one failed to start. */
+static int pod(int argc, char **argv)
+{
+	char path[4096];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	int err = ENOENT;
+
+	(void)argc;
+	argv[1] = (char *)"podfs-pod";
+	if (n > 0) {
+		path[n] = '\0';
+		char *slash = strrchr(path, '/');
+		if (slash && (size_t)(slash - path) + sizeof("/podfs-pod") <= sizeof(path)) {
+			strcpy(slash + 1, "podfs-pod");
+			execv(path, argv + 1);
+			err = errno;
+		}
+	}
+	if (err == ENOENT || err == ENOTDIR) {
+		execvp("podfs-pod", argv + 1);
+		err = errno;
+	}
+	if (err == ENOENT || err == ENOTDIR) {
+		fputs("podfs: pod: podfs-pod is neither beside podfs nor on PATH (it is installed "
+		      "with podfs)\n", stderr);
+		return OPTS_EXIT_USAGE;
+	}
+	fprintf(stderr, "podfs: pod: cannot run podfs-pod: %s\n", strerror(err));
+	return 1;
+}
+
 static void client_free(struct client *c)
 {
 	if (c->it)
@@ -415,6 +449,8 @@ int main(int argc, char **argv)
 		return warm_main(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "status") == 0)
 		return status_main(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "pod") == 0)
+		return pod(argc, argv);
 
 	pfs_payload_alloc_tune();
 	opts_defaults(&c);

@@ -28,6 +28,7 @@ static void usage(FILE *f)
 		"       podfs keygen FILE\n"
 		"       podfs warm PATH...   pre-load trees of a mount into the caches\n"
 		"       podfs status [MOUNTPOINT...]   each mount's connection, requests and latency\n"
+		"       podfs pod up|down|status HOSTS_FILE   a pod in one command, over ssh\n"
 		"\n"
 		"Mounts the directory exported by podfsd on HOST (port %u by default).\n"
 		"\n"

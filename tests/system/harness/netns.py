@@ -61,9 +61,15 @@ class NetNS:
     def delete(self):
         subprocess.run(["ip", "link", "del", self.hveth], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=10)
-        r = subprocess.run(["ip", "netns", "del", self.name], text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
-        if r.returncode != 0 and os.path.exists(f"/var/run/netns/{self.name}"):
-            return f"ip netns del {self.name}: {r.stdout.strip()}"
-        (TEST_ROOT / ".netns" / self.name).unlink(missing_ok=True)
-        return None
+        return delete_netns(self.name)
+
+
+def delete_netns(name):
+    """Deletes the network namespace name (and its record in TEST_ROOT);
+    returns a problem as a string, or None."""
+    r = subprocess.run(["ip", "netns", "del", name], text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+    if r.returncode != 0 and os.path.exists(f"/var/run/netns/{name}"):
+        return f"ip netns del {name}: {r.stdout.strip()}"
+    (TEST_ROOT / ".netns" / name).unlink(missing_ok=True)
+    return None

@@ -1,0 +1,230 @@
+"""sshhosts.py: hosts reached over ssh, for `podfs pod`: each "host" is a
+network namespace on a bridge with an address of its own, running its own
+sshd in a private mount namespace, so that every ssh session into it sees
+that host's own /etc/podfs, /usr/local, /run/podfs, /run/mount,
+/var/lib/podfs, /srv/podfs (tmpfs each), its own mounts at /mnt/podfs and
+its own /etc/fstab (a per-host file bound over it); /dev/fuse and the
+rest are shared.
+
+The bridge lives in a namespace of its own (the "switch"); the test runs
+`podfs pod` there (`SshHosts.local_argv`), so nothing is added to the
+main namespace's network and no forwarding is needed. The hosts are
+10.77.0.(10+i) and fd77::(10+i); SshHosts.DEAD (10.77.0.99) is an address
+on the bridge that nobody answers.
+
+Each sshd runs under a reaper.Reaper (a child subreaper in the host's
+namespaces): whatever the ssh sessions leave in the background (podfsd
+--daemon, podfs) becomes its child, so the test learns how it ended, and
+finish() kills whatever is left. The sessions' sanitizer reports go to the
+test's logs/ (sshd's SetEnv).
+"""
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from helpers import run
+from reaper import Reaper
+
+from .netns import delete_netns
+from .settings import TEST_ROOT
+
+# Where each host has a private tmpfs (mode), and its fstab.
+PRIVATE = {
+    "/etc/podfs": "700",
+    "/usr/local": "755",
+    "/run/podfs": "755",
+    "/run/mount": "755",
+    "/var/lib/podfs": "700",
+    "/srv/podfs": "755",
+}
+# The mount point: a directory of the main namespace (podfs mounts there
+# are private to each host all the same).
+MOUNT_POINT = "/mnt/podfs"
+
+_counter = [0]
+
+
+class NS:
+    """A named network namespace (ip netns), deleted by delete()."""
+
+    def __init__(self, name):
+        self.name = name
+        run(["ip", "netns", "add", name], timeout=10)
+        (TEST_ROOT / ".netns").mkdir(exist_ok=True)
+        (TEST_ROOT / ".netns" / name).touch()
+        run(["ip", "-n", name, "link", "set", "lo", "up"], timeout=10)
+
+    def exec_argv(self, argv):
+        """argv in this network namespace, in the caller's mount namespace."""
+        return ["nsenter", f"--net=/var/run/netns/{self.name}"] + [str(a) for a in argv]
+
+    def delete(self):
+        return delete_netns(self.name)
+
+
+class SshHosts:
+    DEAD = "10.77.0.99"
+
+    def __init__(self, env, n):
+        self.env = env
+        self.hosts = []
+        self.reapers = []
+        self.made_dirs = []
+        _counter[0] += 1
+        uniq = f"{os.getpid() % 100000}s{_counter[0]}"
+        self.switch = NS(f"pfsw{uniq}")
+        env.netns.append(self.switch)
+        sw = self.switch.name
+        run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"], timeout=10)
+        run(["ip", "-n", sw, "addr", "add", "10.77.0.1/24", "dev", "br0"], timeout=10)
+        run(["ip", "-n", sw, "addr", "add", "fd77::1/64", "dev", "br0", "nodad"], timeout=10)
+        run(["ip", "-n", sw, "link", "set", "br0", "up"], timeout=10)
+
+        d = env.root / "ssh"
+        d.mkdir()
+        os.chmod(d, 0o700)
+        self.dir = d
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", d / "id"], timeout=30)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", d / "hostkey"], timeout=30)
+        hostpub = (d / "hostkey.pub").read_text().split()[:2]
+        (d / "authorized_keys").write_text((d / "id.pub").read_text())
+        addrs = [self.addr(i) for i in range(n)] + [self.addr6(i) for i in range(n)] + [self.DEAD]
+        (d / "known_hosts").write_text(",".join(addrs) + " " + " ".join(hostpub) + "\n")
+        self.ssh_config = d / "config"
+        self.ssh_config.write_text(
+            "Host *\n"
+            "  User root\n"
+            f"  IdentityFile {d / 'id'}\n"
+            "  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {d / 'known_hosts'}\n"
+            "  StrictHostKeyChecking yes\n"
+            "  ConnectTimeout 5\n")
+
+        # The mount points of the hosts' tmpfs: made here if missing (with
+        # the modes podfs would give them), removed again by finish().
+        for p, mode in list(PRIVATE.items()) + [(MOUNT_POINT, "755")]:
+            if not os.path.isdir(p):
+                os.makedirs(p)
+                os.chmod(p, int(mode, 8))
+                self.made_dirs.append(p)
+        try:
+            for i in range(n):
+                self._host(i)
+        except BaseException:
+            self.finish()
+            raise
+
+    @staticmethod
+    def addr(i):
+        return f"10.77.0.{10 + i}"
+
+    @staticmethod
+    def addr6(i):
+        return f"fd77::{10 + i:x}"
+
+    def _host(self, i):
+        env, sw = self.env, self.switch.name
+        ns = NS(f"{self.switch.name}h{i}")
+        self.env.netns.append(ns)
+        run(["ip", "-n", sw, "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
+             "netns", ns.name], timeout=10)
+        run(["ip", "-n", sw, "link", "set", f"v{i}", "master", "br0", "up"], timeout=10)
+        run(["ip", "-n", ns.name, "addr", "add", f"{self.addr(i)}/24", "dev", "eth0"], timeout=10)
+        run(["ip", "-n", ns.name, "addr", "add", f"{self.addr6(i)}/64", "dev", "eth0", "nodad"],
+            timeout=10)
+        run(["ip", "-n", ns.name, "link", "set", "eth0", "up"], timeout=10)
+
+        hd = env.root / f"host{i}"
+        hd.mkdir()
+        fstab = hd / "fstab"
+        fstab.write_text(f"# /etc/fstab of test host {i}\n")
+        san = []
+        for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            if os.environ.get(var):
+                san.append(f"{var}={os.environ[var]}:log_path={env.logs}/san.host{i}")
+        conf = hd / "sshd_config"
+        conf.write_text(
+            f"ListenAddress {self.addr(i)}\n"
+            f"ListenAddress {self.addr6(i)}\n"
+            f"HostKey {self.dir / 'hostkey'}\n"
+            f"PidFile {hd / 'sshd.pid'}\n"
+            "PermitRootLogin prohibit-password\n"
+            f"AuthorizedKeysFile {self.dir / 'authorized_keys'}\n"
+            "StrictModes no\n"
+            "PasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\n"
+            "UsePAM no\n"
+            "PrintMotd no\n"
+            "MaxStartups 100\n"
+            "MaxSessions 100\n"
+            + (f"SetEnv {' '.join(san)}\n" if san else ""))
+        r = Reaper(env, f"host{i}", netns=ns, private_mounts=True)
+        self.reapers.append(r)
+        script = "".join(f"mount -t tmpfs -o mode={mode} podfs-test-host{i} {p}\n"
+                         for p, mode in PRIVATE.items())
+        script += f"mount --bind {fstab} /etc/fstab\n"
+        script += f"/usr/sbin/sshd -f {conf} -E {env.logs}/sshd-host{i}.log\n"
+        rc, out, err = r.sh(script, timeout=30)
+        assert rc == 0, f"host {i}: {out}{err}"
+        self.hosts.append(ns)
+        self._wait_listening(ns, self.addr(i))
+
+    def _wait_listening(self, ns, addr):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            r = subprocess.run(ns.exec_argv(["ss", "-Hltn", f"src {addr}:22"]), text=True,
+                               capture_output=True, timeout=10)
+            if r.stdout.strip():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"sshd on {addr} is not listening after 20 s")
+
+    def local_argv(self, argv):
+        """argv run on the switch: the machine `podfs pod` runs on."""
+        return self.switch.exec_argv(argv)
+
+    def sh(self, i, script, timeout=60):
+        """script run on host i (its namespaces, not over ssh): (rc, out, err)."""
+        return self.reapers[i].sh(script, timeout)
+
+    def ok(self, i, script, timeout=60):
+        rc, out, err = self.sh(i, script, timeout)
+        assert rc == 0, f"host {i}: {script!r}: exit status {rc}\n{out}{err}"
+        return out
+
+    def left_behind(self, i, timeout=20):
+        """({pid: status} of the background processes of host i that ended,
+        [pids still running]) (sshd is one of those running)."""
+        return self.reapers[i].left_behind(timeout)
+
+    def finish(self):
+        """Detaches what is mounted on the hosts and kills whatever runs
+        there (sshd, and podfsd and podfs if the test left them);
+        returns what it had to kill beside sshd, per host."""
+        killed = {}
+        for i, r in enumerate(self.reapers):
+            try:
+                r.sh("fusermount3 -u -z /mnt/podfs 2>/dev/null || true", timeout=20)
+            except AssertionError:
+                pass
+            pids = r.finish()
+            sshd = (self.env.root / f"host{i}" / "sshd.pid")
+            spid = int(sshd.read_text()) if sshd.exists() else None
+            rest = [p for p in pids if p != spid]
+            if rest:
+                killed[i] = rest
+        self.reapers = []
+        for p in reversed(self.made_dirs):
+            try:
+                os.rmdir(p)
+            except OSError:
+                pass
+        self.made_dirs = []
+        return killed
+
+
+def ssh_hosts_file(path: Path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return path
