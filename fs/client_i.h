@@ -95,7 +95,7 @@ struct client {
 	uint64_t cache_size;     /* its size cap in bytes */
 	bool tls;                /* tls=on (default) / off */
 	bool bg;                 /* bg: retry in a background child (mountwait_i.h) */
-	long retry_min;          /* retry=MINUTES; -1: the default (fg 2, bg 10000) */
+	double retry_min;        /* retry=MINUTES; -1: the default (fg 2, bg 10000) */
 	struct mountwait_lock mlock; /* held from opts_parse until mounted or given up */
 
 	/* Session identity. */

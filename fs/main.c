@@ -350,7 +350,7 @@ static void say(bool in_bg, int level, const char *fmt, ...)
 /* After a first failed attempt with bg: the parent says so and is done
  * (returns true); the child leaves the terminal (and, holding the mount
  * point's lock, keeps trying). */
-static bool go_background(struct client *c, const char *why, long minutes)
+static bool go_background(struct client *c, const char *why, const char *minutes)
 {
 	pid_t pid;
 	int fd;
@@ -364,7 +364,7 @@ static bool go_background(struct client *c, const char *why, long minutes)
 	}
 	if (pid > 0) {
 		fprintf(stderr, "podfs: %s; mounting %s in the background (pid %d), retrying for "
-				"up to %ld minutes\n", why, c->mountpoint, (int)pid, minutes);
+				"up to %s minutes\n", why, c->mountpoint, (int)pid, minutes);
 		mountwait_lock_forget(&c->mlock); /* the child holds it */
 		return true;
 	}
@@ -379,7 +379,7 @@ static bool go_background(struct client *c, const char *why, long minutes)
 	}
 	pfs_log_use_syslog();
 	mountwait_lock_owner(&c->mlock, getpid());
-	pfs_notice("%s; retrying in the background for up to %ld minutes to mount %s", why,
+	pfs_notice("%s; retrying in the background for up to %s minutes to mount %s", why,
 		   minutes, c->mountpoint);
 	return false;
 }
@@ -390,14 +390,16 @@ static bool go_background(struct client *c, const char *why, long minutes)
  * stderr (or, in a bg child, in the log). */
 static int connect_waiting(struct client *c, struct pfs_entry *root)
 {
-	long minutes = c->retry_min >= 0 ? c->retry_min
-					 : c->bg ? MOUNTWAIT_RETRY_BG : MOUNTWAIT_RETRY_FG;
-	int64_t start = pfs_mono_ms(), deadline = start + (int64_t)minutes * 60000;
+	double minutes = c->retry_min >= 0 ? c->retry_min
+					   : c->bg ? MOUNTWAIT_RETRY_BG : MOUNTWAIT_RETRY_FG;
+	int64_t start = pfs_mono_ms(), deadline = start + (int64_t)(minutes * 60000);
+	char mins[32];
 	unsigned seed = (unsigned)getpid() ^ (unsigned)start, n;
 	bool in_bg = false;
 	char err[512], why[600];
 	int rc;
 
+	snprintf(mins, sizeof(mins), "%g", minutes);
 	for (n = 1;; n++) {
 		rc = transport_connect_first(c->tr, root, err, sizeof(err));
 		if (rc == 0) {
@@ -417,12 +419,12 @@ static int connect_waiting(struct client *c, struct pfs_entry *root)
 			snprintf(why, sizeof(why), "cannot reach the coordinator %s yet (%s)",
 				 c->hostport, err);
 			if (c->bg && !c->foreground) {
-				if (go_background(c, why, minutes))
+				if (go_background(c, why, mins))
 					return -1;
 				in_bg = true;
 			} else {
-				say(false, PFS_LOG_NOTICE, "%s; retrying for up to %ld minutes (retry=)",
-				    why, minutes);
+				say(false, PFS_LOG_NOTICE, "%s; retrying for up to %s minutes (retry=)",
+				    why, mins);
 			}
 		}
 		int64_t wait = mountwait_backoff_ms(n, (unsigned)rand_r(&seed) % 1000);
@@ -435,8 +437,8 @@ static int connect_waiting(struct client *c, struct pfs_entry *root)
 	if (n == 1)
 		say(in_bg, PFS_LOG_ERR, "%s", err);
 	else
-		say(in_bg, PFS_LOG_ERR, "gave up: the coordinator %s did not answer in %ld minutes "
-			"(retry=%ld; %u attempts; last: %s)", c->hostport, minutes, minutes, n, err);
+		say(in_bg, PFS_LOG_ERR, "gave up: the coordinator %s could not be reached in %s minutes "
+			"(retry=%s, %u attempts; last: %s)", c->hostport, mins, mins, n, err);
 	return 1;
 }
 

@@ -44,7 +44,8 @@ static void usage(FILE *f)
 		"  soft                fail requests with EIO after timeo seconds\n"
 		"  timeo=SECONDS       soft-mount timeout (default 30)\n"
 		"  retry=MINUTES       keep trying to reach the server this long at\n"
-		"                      mount time (default 2, with bg 10000; 0: once)\n"
+		"                      mount time (default 2, with bg 10000; 0: once;\n"
+		"                      fractions too: 0.5 is 30 seconds)\n"
 		"  bg                  if the first attempt fails, retry in the\n"
 		"                      background and return 0 at once (as NFS)\n"
 		"  fg                  retry in the foreground (default)\n"
@@ -516,9 +517,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		c->bg = key == KEY_BG;
 		return 0;
 	case KEY_RETRY:
-		if (v[0] < '0' || v[0] > '9' || !parse_long(v, 0, MOUNTWAIT_RETRY_MAX, &n))
+		if (v[0] < '0' || v[0] > '9' || !parse_seconds(v, &c->retry_min, false) ||
+		    c->retry_min > MOUNTWAIT_RETRY_MAX)
 			return bad(p, "bad retry '%s' (minutes, 0..%d)", v, MOUNTWAIT_RETRY_MAX);
-		c->retry_min = n;
 		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		break;
