@@ -377,7 +377,6 @@ static char *abs_path(const char *p)
 static void daemonize(struct pfsd *d)
 {
 	pid_t pid;
-	int fd;
 
 	fflush(NULL);
 	pid = fork();
@@ -401,15 +400,7 @@ static void daemonize(struct pfsd *d)
 		pfs_warn("chdir /: %s", strerror(errno));
 	if (uv_loop_fork(&d->loop) < 0)
 		pfs_warn("uv_loop_fork failed");
-	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (fd >= 0) {
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		if (fd > 2)
-			close(fd);
-	}
-	pfs_log_use_syslog();
+	pfs_log_detach();
 }
 
 /* --- export rules --- */

@@ -15,7 +15,6 @@
  * start.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <signal.h>
@@ -353,7 +352,6 @@ static void say(bool in_bg, int level, const char *fmt, ...)
 static bool go_background(struct client *c, const char *why, const char *minutes)
 {
 	pid_t pid;
-	int fd;
 
 	fflush(NULL);
 	pid = fork();
@@ -369,15 +367,7 @@ static bool go_background(struct client *c, const char *why, const char *minutes
 		return true;
 	}
 	setsid();
-	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (fd >= 0) {
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		if (fd > 2)
-			close(fd);
-	}
-	pfs_log_use_syslog();
+	pfs_log_detach();
 	mountwait_lock_owner(&c->mlock, getpid());
 	pfs_notice("%s; retrying in the background for up to %s minutes to mount %s", why,
 		   minutes, c->mountpoint);
