@@ -25,7 +25,7 @@ import types
 import pytest
 
 from harness.mount import _unescape
-from helpers import PODFS, read_file, wait_for
+from helpers import PODFS, REPO, read_file, wait_for
 from reaper import Reaper
 
 
@@ -290,3 +290,23 @@ def test_bad_retry_is_one_line(env, host, opt):
     r = host.run(["podfs", "worker0:/", mnt, "-o", f"key={env.key},{opt}"])
     assert r.rc == 2 and r.err.count("\n") == 1 and r.err.startswith("podfs: "), (r.rc, r.err)
     assert host.mounts(mnt) == []
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(120)
+def test_readme_fstab_lines_mount(env, host):
+    """The fstab lines the README gives (with systemd, and with bg) mount
+    as they are, once the coordinator answers."""
+    lines = [ln for ln in (REPO / "README.md").read_text().splitlines()
+             if ln.startswith("worker0:/ /mnt/podfs fuse.podfs ")]
+    assert len(lines) >= 2 and any(",bg " in ln for ln in lines) and \
+        any("retry=10000" in ln for ln in lines), lines
+    for i, line in enumerate(lines):
+        mnt = env.root / f"mnt-readme{i}"
+        mnt.mkdir()
+        line = line.replace("/mnt/podfs", str(mnt)).replace("/etc/podfs/pod.key", str(env.key))
+        host.ok(["mount", "-a", "-T", fstab(env, line, f"fstab-readme{i}")])
+        wait_for(lambda: host.mounts(mnt), 20, what=f"the README's line {i} to mount")
+        check_mounted_once(host, env, mnt)
+        ended = host.umount_all(mnt)
+        assert ended and all(v == 0 for v in ended.values()), f"podfs exit status: {ended}"
