@@ -386,7 +386,7 @@ static int connect_waiting(struct client *c, struct pfs_entry *root)
 	char mins[32];
 	unsigned seed = (unsigned)getpid() ^ (unsigned)start, n;
 	bool in_bg = false;
-	char err[512], why[600];
+	char err[512], why[512];
 	int rc;
 
 	snprintf(mins, sizeof(mins), "%g", minutes);
@@ -406,8 +406,7 @@ static int connect_waiting(struct client *c, struct pfs_entry *root)
 		if (now >= deadline)
 			break;
 		if (n == 1) {
-			snprintf(why, sizeof(why), "cannot reach the coordinator %s yet (%s)",
-				 c->hostport, err);
+			snprintf(why, sizeof(why), "%s", err); /* names the coordinator */
 			if (c->bg && !c->foreground) {
 				if (go_background(c, why, mins))
 					return -1;
