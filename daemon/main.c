@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "podfs/auth.h"
@@ -23,6 +24,7 @@
 #include "podfs/tls.h"
 #include "handles_i.h"
 #include "lockstate_i.h"
+#include "notify_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
 #include "watch_i.h"
@@ -375,7 +377,6 @@ static char *abs_path(const char *p)
 static void daemonize(struct pfsd *d)
 {
 	pid_t pid;
-	int fd;
 
 	fflush(NULL);
 	pid = fork();
@@ -399,15 +400,7 @@ static void daemonize(struct pfsd *d)
 		pfs_warn("chdir /: %s", strerror(errno));
 	if (uv_loop_fork(&d->loop) < 0)
 		pfs_warn("uv_loop_fork failed");
-	fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (fd >= 0) {
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		if (fd > 2)
-			close(fd);
-	}
-	pfs_log_use_syslog();
+	pfs_log_detach();
 }
 
 /* --- export rules --- */
@@ -439,6 +432,43 @@ static void rules_setup(struct pfsd *d)
 	}
 }
 
+/* --- the service manager (notify_i.h) --- */
+
+static int listen_port; /* the port listened on (--listen's, or the one port 0 got) */
+
+/* Tells the service manager (if any) that podfsd is "ready" (listening
+ * and serving), "reloading" or "stopping". A failure is logged: the
+ * manager would wait for READY=1 until its timeout. */
+static void notify(struct pfsd *d, const char *what)
+{
+	char msg[PATH_MAX + 160], addr[INET6_ADDRSTRLEN + 8], host[INET6_ADDRSTRLEN];
+	struct timespec ts;
+	int ret;
+
+	if (strcmp(what, "ready") == 0) {
+		const struct sockaddr_storage *ss = &d->listen_addr;
+		if (ss->ss_family == AF_INET6) {
+			const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+			uv_ip6_name(a, host, sizeof(host));
+			snprintf(addr, sizeof(addr), "[%s]:%d", host, listen_port);
+		} else {
+			uv_ip4_name((const struct sockaddr_in *)ss, host, sizeof(host));
+			snprintf(addr, sizeof(addr), "%s:%d", host, listen_port);
+		}
+		notify_ready_msg(msg, sizeof(msg), d->o.export_dir, addr, (long)getpid());
+	} else if (strcmp(what, "reloading") == 0) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		notify_reloading_msg(msg, sizeof(msg),
+				     (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
+	} else {
+		snprintf(msg, sizeof(msg), "STOPPING=1\n");
+	}
+	ret = notify_send(msg);
+	if (ret < 0)
+		pfs_warn("cannot tell the service manager (NOTIFY_SOCKET) podfsd is %s: %s", what,
+			 strerror(-ret));
+}
+
 /* SIGHUP: the exports file again; a bad one leaves the rules as they
  * were. */
 static void hup_cb(uv_signal_t *h, int signum)
@@ -454,14 +484,17 @@ static void hup_cb(uv_signal_t *h, int signum)
 		pfs_notice("SIGHUP: no exports file to reload (the rules are the command line's)");
 		return;
 	}
+	notify(d, "reloading");
 	if (exports_load(d->rules_file, &rules, err, sizeof(err)) < 0) {
 		pfs_err("SIGHUP: %s; keeping the export rules as they were", err);
-		return;
+	} else {
+		n = rules.n;
+		closed = server_rules_replace(d, &rules);
+		pfs_notice("SIGHUP: reloaded export rules from %s: %zu rules (%u connections "
+			   "closed)",
+			   d->rules_file, n, closed);
 	}
-	n = rules.n;
-	closed = server_rules_replace(d, &rules);
-	pfs_notice("SIGHUP: reloaded export rules from %s: %zu rules (%u connections closed)",
-		   d->rules_file, n, closed);
+	notify(d, "ready");
 }
 
 /* --- signals --- */
@@ -486,6 +519,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 	struct pfsd *d = h->data;
 
 	pfs_notice("%s: shutting down", strsignal(signum));
+	notify(d, "stopping");
 	log_stats(d);
 	uv_close((uv_handle_t *)&d->sig_usr1, NULL);
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
@@ -508,6 +542,9 @@ int main(int argc, char **argv)
 	d = xcalloc(1, sizeof(*d));
 	parse_args(&d->o, argc, argv);
 	pfs_log_init("podfsd", d->o.log_level);
+	if (notify_init() < 0)
+		pfs_warn("NOTIFY_SOCKET names no usable socket (an absolute path or @name): "
+			 "the service manager will not hear that podfsd is ready");
 	if (d->o.genkey) {
 		const char *genkey = d->o.genkey;
 		ret = pfs_key_generate(genkey);
@@ -639,6 +676,8 @@ int main(int argc, char **argv)
 	limits_format(&d->lim, err, sizeof(err));
 	pfs_info("limits: %s (%zu fds, %zu for clients' files)", err, d->lim.nofile,
 		 d->lim.fd_budget);
+	listen_port = port;
+	notify(d, "ready");
 
 	uv_run(&d->loop, UV_RUN_DEFAULT);
 

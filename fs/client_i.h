@@ -51,6 +51,7 @@
 
 #include "estale_i.h"
 #include "lathist_i.h"
+#include "mountwait_i.h"
 #include "podfs/link.h"
 #include "podfs/wire.h"
 
@@ -94,6 +95,9 @@ struct client {
 	char *cache_dir;         /* persistent content cache directory, or NULL */
 	uint64_t cache_size;     /* its size cap in bytes */
 	bool tls;                /* tls=on (default) / off */
+	bool bg;                 /* bg: retry in a background child (mountwait_i.h) */
+	double retry_min;        /* retry=MINUTES; -1: the default (fg 2, bg 10000) */
+	struct mountwait_lock mlock; /* held from opts_parse until mounted or given up */
 
 	/* Session identity. */
 	uint8_t key[PFS_KEY_LEN];

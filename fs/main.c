@@ -35,11 +35,13 @@
 #include "inode_i.h"
 #include "locks_i.h"
 #include "loop_i.h"
+#include "mountwait_i.h"
 #include "ofile_i.h"
 #include "ops_i.h"
 #include "opts_i.h"
 #include "pcache_i.h"
 #include "podfs/auth.h"
+#include "podfs/clock.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "podfs/tls.h"
@@ -317,6 +319,7 @@ static void client_free(struct client *c)
 	free(c->keyfile);
 	free(c->cache_dir);
 	free(c->bdi_ra_path);
+	mountwait_unlock(&c->mlock);
 }
 
 /* Reads the key, makes the session's identity and every module (nothing
@@ -357,6 +360,109 @@ static int prepare(struct client *c)
 		return 1;
 	}
 	return 0;
+}
+
+/* A line about reaching the coordinator: on stderr, or in the log once
+ * a bg child has left the terminal. */
+static void say(bool in_bg, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(bool in_bg, int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (in_bg) {
+		pfs_vlog(level, fmt, ap);
+	} else {
+		fputs("podfs: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
+/* After a first failed attempt with bg: the parent says so and is done
+ * (returns true); the child leaves the terminal (and, holding the mount
+ * point's lock, keeps trying). */
+static bool go_background(struct client *c, const char *why, const char *minutes)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "podfs: cannot fork to retry in the background: %s\n",
+			strerror(errno));
+		return false; /* retry in the foreground instead */
+	}
+	if (pid > 0) {
+		fprintf(stderr, "podfs: %s; mounting %s in the background (pid %d), retrying for "
+				"up to %s minutes\n", why, c->mountpoint, (int)pid, minutes);
+		mountwait_lock_forget(&c->mlock); /* the child holds it */
+		return true;
+	}
+	setsid();
+	pfs_log_detach();
+	mountwait_lock_owner(&c->mlock, getpid());
+	pfs_notice("%s; retrying in the background for up to %s minutes to mount %s", why,
+		   minutes, c->mountpoint);
+	return false;
+}
+
+/* The first connection, retried within retry= while the coordinator
+ * cannot be reached (mountwait_i.h). Returns 0 once connected, -1 in the
+ * parent of a bg child (exit 0), or the exit code after a line on
+ * stderr (or, in a bg child, in the log). */
+static int connect_waiting(struct client *c, struct pfs_entry *root)
+{
+	double minutes = c->retry_min >= 0 ? c->retry_min
+					   : c->bg ? MOUNTWAIT_RETRY_BG : MOUNTWAIT_RETRY_FG;
+	int64_t start = pfs_mono_ms(), deadline = start + (int64_t)(minutes * 60000);
+	char mins[32];
+	unsigned seed = (unsigned)getpid() ^ (unsigned)start, n;
+	bool in_bg = false;
+	char err[512], why[512];
+	int rc;
+
+	snprintf(mins, sizeof(mins), "%g", minutes);
+	for (n = 1;; n++) {
+		rc = transport_connect_first(c->tr, root, err, sizeof(err));
+		if (rc == 0) {
+			if (n > 1)
+				say(in_bg, PFS_LOG_NOTICE, "reached the coordinator %s after %u attempts",
+				    c->hostport, n);
+			return 0;
+		}
+		if (!mountwait_transient(rc)) {
+			say(in_bg, PFS_LOG_ERR, "%s", err);
+			return 1;
+		}
+		int64_t now = pfs_mono_ms();
+		if (now >= deadline)
+			break;
+		if (n == 1) {
+			snprintf(why, sizeof(why), "%s", err); /* names the coordinator */
+			if (c->bg && !c->foreground) {
+				if (go_background(c, why, mins))
+					return -1;
+				in_bg = true;
+			} else {
+				say(false, PFS_LOG_NOTICE, "%s; retrying for up to %s minutes (retry=)",
+				    why, mins);
+			}
+		}
+		int64_t wait = mountwait_backoff_ms(n, (unsigned)rand_r(&seed) % 1000);
+		if (wait > deadline - now)
+			wait = deadline - now;
+		struct timespec ts = { (time_t)(wait / 1000), (long)(wait % 1000) * 1000000 };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	if (n == 1)
+		say(in_bg, PFS_LOG_ERR, "%s", err);
+	else
+		say(in_bg, PFS_LOG_ERR, "gave up: the coordinator %s could not be reached in %s minutes "
+			"(retry=%s, %u attempts; last: %s)", c->hostport, mins, mins, n, err);
+	return 1;
 }
 
 /* Starts the modules' threads (after fuse_daemonize) and the signal
@@ -440,7 +546,6 @@ int main(int argc, char **argv)
 	struct fuse_args fa = FUSE_ARGS_INIT(0, NULL);
 	struct sigctl sc = { .c = &c };
 	struct pfs_entry root;
-	char err[512];
 	int rc, ret = 1;
 
 	if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
@@ -473,8 +578,8 @@ int main(int argc, char **argv)
 	ret = 1;
 	signal(SIGPIPE, SIG_IGN);
 
-	if ((rc = transport_connect_first(c.tr, &root, err, sizeof(err))) < 0) {
-		fprintf(stderr, "podfs: %s\n", err);
+	if ((rc = connect_waiting(&c, &root)) != 0) {
+		ret = rc < 0 ? 0 : rc;
 		goto out_free;
 	}
 	if (inode_table_new(&root, &c.it) < 0) {
@@ -496,6 +601,8 @@ int main(int argc, char **argv)
 		goto out_stop; /* libfuse printed why */
 	if (fuse_session_mount(c.se, c.mountpoint) != 0)
 		goto out_destroy;
+	/* Mounted: from now on mountinfo says so (opts.c's check). */
+	mountwait_unlock(&c.mlock);
 	readahead_find(&c);
 
 	if (fuse_daemonize(c.foreground) != 0)

@@ -16,6 +16,7 @@
 #include "locks_i.h"
 #include "loop_i.h"
 #include "mountinfo_i.h"
+#include "mountwait_i.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
 
@@ -43,6 +44,12 @@ static void usage(FILE *f)
 		"  hard                wait for the server forever (default)\n"
 		"  soft                fail requests with EIO after timeo seconds\n"
 		"  timeo=SECONDS       soft-mount timeout (default 30)\n"
+		"  retry=MINUTES       keep trying to reach the server this long at\n"
+		"                      mount time (default 2, with bg 10000; 0: once;\n"
+		"                      fractions too: 0.5 is 30 seconds)\n"
+		"  bg                  if the first attempt fails, retry in the\n"
+		"                      background and return 0 at once (as NFS)\n"
+		"  fg                  retry in the foreground (default)\n"
 		"  attr_timeout=S      attribute cache time (default 3600; the server\n"
 		"                      pushes invalidations, so long is safe)\n"
 		"  entry_timeout=S     name cache time (default 3600)\n"
@@ -221,6 +228,8 @@ void opts_defaults(struct client *c)
 	c->spin_us = -1; /* auto */
 	c->wb_max = (size_t)128 << 20;
 	c->cache_size = (uint64_t)1 << 30;
+	c->retry_min = -1;
+	c->mlock.fd = -1;
 }
 
 /* ---- the option table ---- */
@@ -264,6 +273,9 @@ enum {
 	KEY_LOG_LEVEL,
 	KEY_FSNAME,
 	KEY_SUBTYPE,
+	KEY_BG,
+	KEY_FG,
+	KEY_RETRY,
 };
 
 /* Options of mount(8) and fstab that mean nothing here. */
@@ -298,6 +310,9 @@ static const struct fuse_opt spec[] = {
 	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
+	FUSE_OPT_KEY("bg", KEY_BG),
+	FUSE_OPT_KEY("fg", KEY_FG),
+	FUSE_OPT_KEY("retry=", KEY_RETRY),
 	FUSE_OPT_KEY("ro", KEY_PASS),
 	FUSE_OPT_KEY("rw", KEY_PASS),
 	FUSE_OPT_KEY("suid", KEY_PASS),
@@ -498,6 +513,15 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			break; /* "fsname=" alone names nothing: unknown */
 		set_str(key == KEY_FSNAME ? &p->fsname : &p->subtype, v);
 		return 0;
+	case KEY_BG:
+	case KEY_FG:
+		c->bg = key == KEY_BG;
+		return 0;
+	case KEY_RETRY:
+		if (v[0] < '0' || v[0] > '9' || !parse_seconds(v, &c->retry_min, false) ||
+		    c->retry_min > MOUNTWAIT_RETRY_MAX)
+			return bad(p, "bad retry '%s' (minutes, 0..%d)", v, MOUNTWAIT_RETRY_MAX);
+		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		break;
 	default: /* FUSE_OPT_KEY_OPT */
@@ -581,6 +605,31 @@ int opts_parse(struct client *c, int argc, char **argv, struct fuse_args *fa)
 		goto out;
 	}
 	c->mountpoint = real;
+
+	/* One podfs per mount point at a time, from this check until it has
+	 * mounted or given up (mountwait_i.h): a bg mount may retry for
+	 * days, and a second mount -a meanwhile must not start another. */
+	pid_t holder;
+	int lrc = mountwait_lock(MOUNTWAIT_LOCK_DIR, real, &c->mlock, &holder);
+	if (lrc == -EBUSY) {
+		char who[32] = "";
+		if (holder > 0)
+			snprintf(who, sizeof(who), " (pid %d)", (int)holder);
+		if (c->bg) {
+			/* mount -a again: the mount is on its way already. */
+			fprintf(stderr, "podfs: %s is already being mounted in the background%s; "
+					"not starting another\n", real, who);
+			rc = -1;
+		} else {
+			fprintf(stderr, "podfs: %s is already being mounted by another podfs%s "
+					"(a bg mount still retrying?)\n", real, who);
+			rc = 32;
+		}
+		goto out;
+	}
+	if (lrc < 0)
+		pfs_info("no mount lock in %s (%s): going on without", MOUNTWAIT_LOCK_DIR,
+			 strerror(-lrc));
 
 	/* mount(8) tells an fstab line is mounted by the source and type it
 	 * finds at the mount point (fsname below); a podfs mounted by hand

@@ -5,6 +5,7 @@
  */
 #include "podfs/log.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -45,6 +46,20 @@ void pfs_log_use_syslog(void)
 {
 	openlog(log_ident, LOG_PID, LOG_DAEMON);
 	log_syslog = 1;
+}
+
+void pfs_log_detach(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	pfs_log_use_syslog();
 }
 
 int pfs_log_level(void)

@@ -24,6 +24,9 @@ void pfs_log_init(const char *ident, int max_level);
  * Returns the level, or -1 for anything else. */
 int pfs_log_level_parse(const char *s);
 void pfs_log_use_syslog(void);
+/* For a process that has just left its terminal (a daemon's child): stdin,
+ * stdout and stderr become /dev/null and the log goes to syslog. */
+void pfs_log_detach(void);
 int pfs_log_level(void);
 void pfs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void pfs_vlog(int level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));

@@ -11,15 +11,21 @@ daemon is `worker0` on the default port 7049) with a private mount
 namespace: there /etc/hosts names worker0 and /usr/local/bin holds
 podfs, and the mounts are seen only there. reaper.Reaper runs the
 commands and follows the podfs processes they leave in the background.
+
+With podfsd stopped, retry= and bg (as NFS's): a bg line returns at once
+and mounts once the daemon is up, without a second podfs from a second
+mount -a; a foreground mount gives up after retry= minutes; a bad retry=
+is one line and exit status 2.
 """
 
 import os
+import time
 import types
 
 import pytest
 
 from harness.mount import _unescape
-from helpers import PODFS, read_file
+from helpers import PODFS, REPO, read_file, wait_for
 from reaper import Reaper
 
 
@@ -198,3 +204,109 @@ def test_mount_over_an_active_podfs_is_refused(env, host):
     finally:
         ended = host.umount_all(mnt)
     assert ended and all(v == 0 for v in ended.values()), f"podfs exit status: {ended}"
+
+
+# --- retry= and bg: a host that boots before its coordinator ---
+
+def lock_files(mnt):
+    """The mount-point locks left in /run/podfs for mnt (podfs(8))."""
+    name = "mount-" + str(mnt).strip("/").replace("-", "\\x2d").replace("/", "-") + ".lock"
+    return [p for p in os.listdir("/run/podfs") if p == name] \
+        if os.path.isdir("/run/podfs") else []
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(180)
+def test_bg_mount_waits_for_the_coordinator(env, host):
+    """With podfsd down, an fstab line with bg makes mount -a return 0 at
+    once and a background podfs keeps trying; a second mount -a meanwhile
+    starts nothing; once podfsd is up the mount appears and works, once."""
+    mnt = env.root / "mnt-podfs"
+    mnt.mkdir()
+    tab = fstab(env, readme_line(env, mnt, f"key={env.key},_netdev,bg"))
+    host.daemon.stop()
+    t = time.monotonic()
+    r = host.ok(["mount", "-a", "-T", tab])
+    assert time.monotonic() - t < 10, "mount -a with bg waited for the coordinator"
+    assert "in the background" in r.err and "worker0:7049" in r.err, r.err
+    assert host.mounts(mnt) == []
+    _, running = host.reaper.left_behind(0.5)
+    assert len(running) == 1, f"one podfs should retry in the background: {running}"
+    assert lock_files(mnt), "no lock for the mount point while it retries"
+
+    # mount -a again (another boot script, an impatient admin): no second podfs.
+    r = host.ok(["mount", "-a", "-T", tab])
+    assert "already being mounted in the background" in r.err, r.err
+    r = host.run(["podfs", "worker0:/", mnt, "-o", f"key={env.key}"])
+    assert r.rc == 32 and "already being mounted" in r.err, (r.rc, r.err)
+    _, again = host.reaper.left_behind(0.5)
+    assert again == running, (running, again)
+
+    host.daemon.start()
+    wait_for(lambda: host.mounts(mnt), 40, what="the bg mount to appear after podfsd started")
+    check_mounted_once(host, env, mnt)
+    assert not lock_files(mnt), "the lock outlived the mount's start"
+    ended = host.umount_all(mnt)
+    assert ended and all(v == 0 for v in ended.values()), f"podfs exit status: {ended}"
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(120)
+def test_foreground_mount_gives_up_after_retry(env, host):
+    """Without bg, mount waits for the coordinator up to retry= minutes,
+    then fails (not 0) with one last line naming the coordinator; nothing
+    is left behind. A coordinator that answers and refuses (another key)
+    is not retried."""
+    mnt = env.root / "mnt-podfs"
+    mnt.mkdir()
+    host.daemon.stop()
+    t = time.monotonic()
+    r = host.run(["mount", "-T", fstab(env, readme_line(env, mnt, f"key={env.key},retry=0.05")),
+                  mnt])
+    took = time.monotonic() - t
+    assert r.rc not in (0, None), (r.rc, r.err)
+    assert took >= 2.5, f"gave up after {took:.1f}s, retry=0.05 is 3s"
+    last = r.err.strip().splitlines()[-1]
+    assert "gave up" in last and "coordinator worker0:7049" in last and "retry=0.05" in last, r.err
+    assert host.mounts(mnt) == []
+    _, running = host.reaper.left_behind(5)
+    assert running == [], running
+    assert not lock_files(mnt)
+
+    host.daemon.start()
+    other = env.genkey(env.root / "other.key")
+    t = time.monotonic()
+    r = host.run(["podfs", "worker0:/", mnt, "-o", f"key={other},retry=5"])
+    assert r.rc == 1 and "wrong key" in r.err, (r.rc, r.err)
+    assert time.monotonic() - t < 30, "a refusal was retried"
+    assert "retrying" not in r.err, r.err
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("opt", ["retry=abc", "retry=", "retry=-1", "retry=1e9", "retry"])
+def test_bad_retry_is_one_line(env, host, opt):
+    mnt = env.root / "mnt-podfs"
+    mnt.mkdir()
+    r = host.run(["podfs", "worker0:/", mnt, "-o", f"key={env.key},{opt}"])
+    assert r.rc == 2 and r.err.count("\n") == 1 and r.err.startswith("podfs: "), (r.rc, r.err)
+    assert host.mounts(mnt) == []
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(120)
+def test_readme_fstab_lines_mount(env, host):
+    """The fstab lines the README gives (with systemd, and with bg) mount
+    as they are, once the coordinator answers."""
+    lines = [ln for ln in (REPO / "README.md").read_text().splitlines()
+             if ln.startswith("worker0:/ /mnt/podfs fuse.podfs ")]
+    assert len(lines) >= 2 and any(",bg " in ln for ln in lines) and \
+        any("retry=10000" in ln for ln in lines), lines
+    for i, line in enumerate(lines):
+        mnt = env.root / f"mnt-readme{i}"
+        mnt.mkdir()
+        line = line.replace("/mnt/podfs", str(mnt)).replace("/etc/podfs/pod.key", str(env.key))
+        host.ok(["mount", "-a", "-T", fstab(env, line, f"fstab-readme{i}")])
+        wait_for(lambda: host.mounts(mnt), 20, what=f"the README's line {i} to mount")
+        check_mounted_once(host, env, mnt)
+        ended = host.umount_all(mnt)
+        assert ended and all(v == 0 for v in ended.values()), f"podfs exit status: {ended}"

@@ -1,11 +1,17 @@
 """test_setup_script.py: scripts/setup, the quick start's script, where it
-can be run without touching the host's own /run/podfs or packages."""
+can be run without touching the host's own /run/podfs or packages: --stop
+signals only podfs processes; --listen serves another host (a network
+namespace) that mounts with --client; bad options are one line."""
 
 import os
+import shutil
+import socket
 import subprocess
 import time
 
-from helpers import REPO
+import pytest
+
+from helpers import BUILD, PODFS, REPO, wait_for
 
 SETUP = REPO / "scripts" / "setup"
 
@@ -32,3 +38,129 @@ def test_stop_signals_only_podfs_processes(env):
     finally:
         victim.kill()
         victim.wait(10)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+class Setup:
+    """scripts/setup runs with their own run directory, key and state, on
+    the test's build (PODFS_SETUP_BUILD), and a last --stop for each."""
+
+    def __init__(self, env):
+        self.env = env
+        self.key = env.root / "etc-podfs" / "pod.key"
+        self.stops = []
+
+    def run(self, args, run_dir, netns=None, timeout=180):
+        e = dict(os.environ, PODFS_RUN_DIR=str(run_dir), PODFS_SETUP_BUILD=str(BUILD))
+        argv = [str(SETUP), *map(str, args), "--key", str(self.key),
+                "--state-dir", str(self.env.root / "setup-state")]
+        if netns is not None:
+            argv = netns.exec_argv(argv)
+        return subprocess.run(argv, env=e, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+    def finish(self):
+        for args, run_dir, ns in reversed(self.stops):
+            self.run(["--stop", *args], run_dir, ns, timeout=120)
+        errors = []
+        for args, run_dir, _ in self.stops:
+            for log in run_dir.glob("*.log"):
+                text = log.read_text(errors="replace")
+                if "Sanitizer" in text or "runtime error:" in text:
+                    errors.append(f"{log}:\n{text[-3000:]}")
+        assert not errors, "\n".join(errors)
+
+
+@pytest.fixture
+def setup(env):
+    s = Setup(env)
+    try:
+        yield s
+    finally:
+        s.finish()
+        for p in env.root.iterdir():
+            if os.path.ismount(p):
+                subprocess.run(["umount", "-l", p], timeout=30)
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(300)
+def test_listen_serves_its_network_and_a_client_mounts(env, setup):
+    """--listen ADDR: podfsd on that address, exporting to its network
+    with root squashed; the lines it prints are the real commands for
+    another host (this address, the port, the key's path); --client there
+    mounts with the copied key; a host of another network is refused."""
+    ns, other = env.new_netns(), env.new_netns()
+    port = free_port()
+    export, mnt, cmnt = env.root / "sexport", env.root / "smnt", env.root / "cmnt"
+    srun, crun = env.root / "run-coord", env.root / "run-client"
+    setup.stops.append(([export, mnt], srun, None))
+    export.mkdir()
+    os.chmod(export, 0o1777)  # root squashed elsewhere may still write here
+    r = setup.run(["--listen", f"{ns.host_ip}:{port}", export, mnt], srun)
+    assert r.returncode == 0, r.stdout
+    net = ns.host_ip.rsplit(".", 1)[0] + ".0/24"
+    assert f"podfsd on {ns.host_ip}:{port} to {net}" in r.stdout, r.stdout
+    assert f"scp root@{ns.host_ip}:{setup.key} {setup.key}" in r.stdout, r.stdout
+    assert f"scripts/setup --client {ns.host_ip}:{port} --key {setup.key} {mnt}" in r.stdout, \
+        r.stdout
+    assert "THIS_HOST" not in r.stdout and "HOST:" not in r.stdout, r.stdout
+    assert os.path.ismount(mnt)
+
+    # The client: without the key it says how to copy it; with it, mounts.
+    setup.stops.append((["--client", f"{ns.host_ip}:{port}", cmnt], crun, ns))
+    client_key = setup.key
+    setup.key = env.root / "client" / "pod.key"
+    r = setup.run(["--client", f"{ns.host_ip}:{port}", cmnt], crun, ns)
+    assert r.returncode != 0, r.stdout
+    assert f"scp root@{ns.host_ip}:{setup.key} {setup.key}" in r.stdout, r.stdout
+    assert not os.path.ismount(cmnt)
+    setup.key.parent.mkdir(mode=0o700)
+    shutil.copy(client_key, setup.key)
+    os.chmod(setup.key, 0o600)
+    r = setup.run(["--client", f"{ns.host_ip}:{port}", cmnt], crun, ns)
+    assert r.returncode == 0, r.stdout
+    assert os.path.ismount(cmnt), r.stdout
+    assert not (crun / "podfsd.pid").exists(), "--client started a daemon"
+
+    # Both ways, and root is squashed (here too: this mount goes through
+    # the network as well).
+    (cmnt / "from-client").write_text("hello")
+    assert (export / "from-client").read_text() == "hello"
+    assert (export / "from-client").stat().st_uid == 65534
+    (mnt / "from-coord").write_text("back")
+    assert (export / "from-coord").stat().st_uid == 65534
+    assert wait_for(lambda: (cmnt / "from-coord").read_text() == "back", 10,
+                    what="the coordinator's write through the client")
+
+    # A host outside the network: podfsd refuses it.
+    omnt = env.root / "omnt"
+    omnt.mkdir()
+    r = subprocess.run(other.exec_argv([PODFS, f"{ns.host_ip}:{port}", omnt, "-o",
+                                        f"key={client_key},retry=0"]),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and not os.path.ismount(omnt), r.stderr
+
+    r = setup.run(["--stop", "--client", f"{ns.host_ip}:{port}", cmnt], crun, ns)
+    assert r.returncode == 0 and not os.path.ismount(cmnt), r.stdout
+    assert "the key" in r.stdout and "export" not in r.stdout, r.stdout
+
+
+def test_setup_options_are_checked(env):
+    """Bad combinations and values: one line, before anything is done."""
+    for args, what in ((["--listen", "nonsense:port"], "bad --listen"),
+                       (["--listen", "myhost"], "want an IP address"),
+                       (["--client", "h", "--listen", "0.0.0.0"], "exclude each other"),
+                       (["--allow", "10.0.0.0/8"], "--allow needs --listen"),
+                       (["--client", "h", "a", "b"], "only a mount point"),
+                       (["--listen", "0.0.0.0", "--allow", "10.0.0.0/8;rm"], "bad --allow")):
+        r = subprocess.run([str(SETUP), *args], stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=30,
+                           env=dict(os.environ, PODFS_RUN_DIR=str(env.root / "run")))
+        assert r.returncode != 0 and what in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1, (args, r.stderr)
