@@ -49,7 +49,7 @@
 #include <sys/types.h>
 
 #include "estale_i.h"
-#include "lathist_i.h"
+#include "podfs/lathist.h"
 #include "podfs/link.h"
 #include "podfs/wire.h"
 
@@ -130,7 +130,7 @@ struct client {
 	/* Requests sent to the daemon, by opcode (re-sends not counted). */
 	atomic_uint_fast64_t st_req[PFS_OP_MAX];
 	/* Of them, the ones answered, by the time from the call to its
-	 * reply (lathist_i.h), and the sum of those times in us. */
+	 * reply (podfs/lathist.h), and the sum of those times in us. */
 	atomic_uint_fast64_t st_lat[PFS_OP_MAX][LATHIST_BUCKETS];
 	atomic_uint_fast64_t st_lat_sum_us[PFS_OP_MAX];
 	/* The main connection: reconnects since the mount, and when (wall

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "client_i.h"
-#include "lathist_i.h"
+#include "podfs/lathist.h"
 #include "pcache_i.h"
 #include "podfs/clock.h"
 #include "podfs/codec.h"
