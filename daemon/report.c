@@ -2,6 +2,7 @@
  * the loop thread from the daemon's counters (see observe_i.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -188,8 +189,14 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		nlive++;
 	sb_printf(&sb, "version %s\npid %d\nexport ", PODFS_VERSION, (int)getpid());
 	sb_word(&sb, d->o.export_dir);
+	struct sockaddr_storage la = d->listen_addr;
+	if (la.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&la)->sin6_port = htons((uint16_t)d->port);
+	else
+		((struct sockaddr_in *)&la)->sin_port = htons((uint16_t)d->port);
+	pfs_addr_name(&la, addr, sizeof(addr));
 	sb_printf(&sb, "\nread_only %d\nlisten %s\nport %d\nmetrics %s\ncontrol ", d->o.ro,
-		  d->o.listen, d->port, observe_metrics_name(d));
+		  addr, d->port, observe_metrics_name(d));
 	sb_word(&sb, observe_ctl_name(d));
 	sb_printf(&sb,
 		  "\nstarted %" PRId64 "\nnow %" PRId64 "\nboot_id %016" PRIx64 "\n"

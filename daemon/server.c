@@ -438,6 +438,7 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 		if (handshake_frame(c, payload, &auth_flags) > 0) {
 			preauth_done(c);
 			c->sess->nconns_total++;
+			count_req(c);
 			conn_set_acct(c, c->sess->acct);
 			/* The reply carries the root's attributes: a disk
 			 * operation. */

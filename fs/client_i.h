@@ -46,6 +46,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "estale_i.h"
@@ -92,6 +93,9 @@ struct client {
 	enum pfs_lz4_mode lz4;   /* when requests are LZ4-compressed (link.h) */
 	char *cache_dir;         /* persistent content cache directory, or NULL */
 	uint64_t cache_size;     /* its size cap in bytes */
+	bool metrics;            /* -o metrics=: serve metrics_addr (ctl.c) */
+	struct sockaddr_storage metrics_addr;
+	char metrics_name[64];   /* "addr:port" once listening (before ctl.c's thread) */
 	bool tls;                /* tls=on (default) / off */
 
 	/* Session identity. */
