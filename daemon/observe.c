@@ -31,6 +31,7 @@ struct obs_client {
 	} u;
 	uv_timer_t timer;   /* OBS_TIMEOUT_MS to ask and read the answer */
 	uv_write_t wr;
+	uv_shutdown_t sd;
 	struct obs_srv *srv;
 	unsigned open;      /* handles until their close_cb */
 	bool answered;      /* the answer is being written */
@@ -97,9 +98,28 @@ static void client_close(struct obs_client *cl)
 	uv_close((uv_handle_t *)&cl->timer, client_close_cb);
 }
 
+static void shutdown_cb(uv_shutdown_t *req, int status)
+{
+	if (status < 0)
+		client_close(req->data);
+}
+
+/* The answer is out: the write side closes, and what the client still
+ * sends is read and dropped until it closes too (or its time is up). A
+ * close with unread bytes would reset the connection, and the client
+ * could lose the answer (a 400 to a request it has not finished
+ * sending). */
 static void written_cb(uv_write_t *w, int status)
 {
-	client_close(w->data);
+	struct obs_client *cl = w->data;
+
+	if (status < 0 || cl->closing) {
+		client_close(cl);
+		return;
+	}
+	cl->sd.data = cl;
+	if (uv_shutdown(&cl->sd, &cl->u.stream, shutdown_cb) < 0)
+		client_close(cl);
 }
 
 /* Sends text (taken) and closes once it is written. */
@@ -109,7 +129,6 @@ static void answer(struct obs_client *cl, char *text, size_t len)
 
 	cl->answered = true;
 	cl->reply = text;
-	uv_read_stop(&cl->u.stream);
 	cl->wr.data = cl;
 	if (uv_write(&cl->wr, &cl->u.stream, &b, 1, written_cb) < 0)
 		client_close(cl);
@@ -160,7 +179,10 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *b)
 	struct obs_client *cl = h->data;
 	size_t cap = cl->srv->http ? PFS_HTTP_HEAD_MAX : OBS_LINE_MAX;
 
-	*b = uv_buf_init(cl->buf + cl->len, (unsigned)(cap - cl->len));
+	if (cl->answered) /* what comes after the request is dropped */
+		*b = uv_buf_init(cl->buf, sizeof(cl->buf));
+	else
+		*b = uv_buf_init(cl->buf + cl->len, (unsigned)(cap - cl->len));
 }
 
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
@@ -168,12 +190,14 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	struct obs_client *cl = s->data;
 	struct pfs_http_req r;
 
-	if (cl->answered || cl->closing)
+	if (cl->closing)
 		return;
 	if (n < 0) {
 		client_close(cl);
 		return;
 	}
+	if (cl->answered)
+		return;
 	cl->len += (size_t)n;
 	if (cl->srv->http) {
 		int ret = pfs_http_parse((const uint8_t *)cl->buf, cl->len, PFS_HTTP_HEAD_MAX, &r);
@@ -261,11 +285,9 @@ static void connection_cb(uv_stream_t *server, int status)
 		char *e = xstrdup("error permission denied: only root or the daemon's user may "
 				  "read its status\n");
 		answer(cl, e, strlen(e));
-		uv_timer_start(&cl->timer, timeout_cb, OBS_TIMEOUT_MS, 0);
-		return;
 	}
 	uv_timer_start(&cl->timer, timeout_cb, OBS_TIMEOUT_MS, 0);
-	if (uv_read_start(&cl->u.stream, alloc_cb, read_cb) < 0)
+	if (!cl->closing && uv_read_start(&cl->u.stream, alloc_cb, read_cb) < 0)
 		client_close(cl);
 }
 
@@ -301,7 +323,7 @@ static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 	o->ctl.on = true;
 	/* Born 0600: never a moment in which others could connect. No
 	 * other thread runs yet, so the umask may change. */
-	mode_t old = umask(077);
+	mode_t old = umask(0177);
 	ret = uv_pipe_bind(&o->ctl.u.pipe, path);
 	umask(old);
 	if (ret == 0)

@@ -28,6 +28,7 @@ struct hclient {
 	int fd;
 	size_t len;
 	int64_t deadline; /* pfs_mono_ns */
+	bool answered;    /* then what it sends is dropped until it closes */
 	char buf[PFS_HTTP_HEAD_MAX];
 };
 
@@ -96,7 +97,10 @@ static void send_all(int fd, const char *buf, size_t len, int64_t deadline)
 	}
 }
 
-/* Answers client i with status (200: the metrics) and closes it. */
+/* Answers client i with status (200: the metrics) and closes the write
+ * side: the client stays until it closes (or its deadline), what it
+ * still sends read and dropped, since a close with unread bytes would
+ * reset the connection and could lose the answer. */
 static void hanswer(struct ctl *ctl, int i, int status, bool head_only)
 {
 	struct hclient *h = ctl->h[i];
@@ -116,7 +120,8 @@ static void hanswer(struct ctl *ctl, int i, int status, bool head_only)
 	if (body && !head_only)
 		send_all(h->fd, body, (size_t)blen, h->deadline);
 	free(body);
-	hclose(ctl, i);
+	h->answered = true;
+	shutdown(h->fd, SHUT_WR);
 }
 
 /* Client i can be read. */
@@ -125,13 +130,16 @@ static void hread(struct ctl *ctl, int i)
 	struct hclient *h = ctl->h[i];
 	struct pfs_http_req r;
 
-	ssize_t k = recv(h->fd, h->buf + h->len, sizeof(h->buf) - h->len, MSG_DONTWAIT);
+	ssize_t k = recv(h->fd, h->answered ? h->buf : h->buf + h->len,
+			 h->answered ? sizeof(h->buf) : sizeof(h->buf) - h->len, MSG_DONTWAIT);
 	if (k < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (k <= 0) {
 		hclose(ctl, i);
 		return;
 	}
+	if (h->answered)
+		return;
 	h->len += (size_t)k;
 	int ret = pfs_http_parse((const uint8_t *)h->buf, h->len, sizeof(h->buf), &r);
 	if (ret > 0)
