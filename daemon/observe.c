@@ -21,14 +21,17 @@
 
 struct obs_srv;
 
+/* A stream of either kind: TCP (metrics) or Unix (control). */
+union obs_handle {
+	uv_tcp_t tcp;
+	uv_pipe_t pipe;
+	uv_stream_t stream;
+	uv_handle_t handle;
+};
+
 /* One client being served. */
 struct obs_client {
-	union {
-		uv_tcp_t tcp;
-		uv_pipe_t pipe;
-		uv_stream_t stream;
-		uv_handle_t handle;
-	} u;
+	union obs_handle u;
 	uv_timer_t timer;   /* OBS_TIMEOUT_MS to ask and read the answer */
 	uv_write_t wr;
 	uv_shutdown_t sd;
@@ -44,12 +47,7 @@ struct obs_client {
 
 /* A listener: the control socket or the metrics endpoint. */
 struct obs_srv {
-	union {
-		uv_tcp_t tcp;
-		uv_pipe_t pipe;
-		uv_stream_t stream;
-		uv_handle_t handle;
-	} u;
+	union obs_handle u;
 	struct pfsd *d;
 	bool http;          /* the metrics endpoint, else the control socket */
 	bool on;            /* initialised, not closed */
