@@ -193,6 +193,29 @@ def test_podfsd_status_shows_clients_traffic_and_locks(env, mount):
     wait_for(lambda: len(raw(sock)[1]) == 1, 10, what="the second client to go")
 
 
+@pytest.mark.timeout(120)
+def test_podfsd_status_shows_the_grace_period(env, mount):
+    sock = env.root / "podfsd.sock"
+    d = env.start_daemon(extra=[f"--control-socket={sock}", "--grace=60"])
+    a = mount(d)
+    b = mount(d, path=env.root / "mnt-b")
+    with open(b / "lb", "wb") as f:  # b becomes a lock holder...
+        fcntl.lockf(f, fcntl.LOCK_EX)
+    b.kill9()  # ...and never comes back
+    with open(a / "la", "wb") as f:
+        fcntl.lockf(f, fcntl.LOCK_EX)
+        d.kill9()
+        d.start()
+        wait_for(lambda: raw(sock)[0].get("grace_reclaimed") == "1", 30,
+                 what="A to reclaim its lock")
+        k = raw(sock)[0]
+        assert k["grace"] == "1" and k["grace_expected"] == "2", k
+        assert 30 < int(k["grace_until"]) - int(k["now"]) <= 60, k
+        assert int(k["locks_reclaimed"]) >= 1, k
+        out = pstatus("--control-socket", sock).stdout
+        assert "GRACE PERIOD until" in out and "1 of 2 lock holders came back" in out, out
+
+
 def test_podfsd_control_socket_default_path_and_lifetime(env):
     d = env.start_daemon()
     path = f"/run/podfs/podfsd-{d.port}.sock"
