@@ -39,7 +39,7 @@
 static const char usage_text[] =
 	"usage: podfsd [options] EXPORT_DIR\n"
 	"       podfsd --genkey FILE\n"
-	"       podfsd status [-v] [--raw] [--control-socket PATH | --port PORT]\n"
+	"       podfsd status [-v] [-i S] [--raw] [--control-socket PATH | --port PORT]\n"
 	"\n"
 	"Serves EXPORT_DIR to podfs clients.\n"
 	"\n"

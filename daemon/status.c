@@ -18,7 +18,7 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: podfsd status [-v] [--raw] [--control-socket PATH | --port PORT]\n"
+	fputs("usage: podfsd status [-v] [-i SECONDS] [--raw] [--control-socket PATH | --port PORT]\n"
 	      "\n"
 	      "Shows a running podfsd: its export, address, uptime, boot verifier and\n"
 	      "grace period; each client (address, host, since when, requests, bytes,\n"
@@ -28,6 +28,8 @@ static void usage(FILE *f)
 	      "for --port PORT, or the only podfsd socket in " OBS_CTL_DIR ".\n"
 	      "\n"
 	      "  -v, --verbose   list every lock held\n"
+	      "  -i SECONDS      also each client's requests and bytes per second, over\n"
+	      "                  SECONDS (0 < S <= 3600)\n"
 	      "  --raw           print the daemon's answer as it is: \"key value\" lines\n"
 	      "                  (clients and locks as key=value words), for scripts\n",
 	      f);
@@ -118,7 +120,21 @@ static unsigned long long wnum(const char *val, const char *k)
 	return pfs_kv_word(val, k, b, sizeof(b)) ? strtoull(b, NULL, 10) : 0;
 }
 
-static void show(const struct pfs_kv *kv, bool verbose)
+/* The client line of session id in kv, or NULL. */
+static const char *client_of(const struct pfs_kv *kv, const char *id)
+{
+	char b[20];
+
+	for (int i = 0; kv && i < kv->n; i++)
+		if (strcmp(kv->key[i], "client") == 0 && pfs_kv_word(kv->val[i], "id", b, sizeof(b)) &&
+		    strcmp(b, id) == 0)
+			return kv->val[i];
+	return NULL;
+}
+
+/* kv, and with -i the reading secs seconds before (prev; NULL: none)
+ * for the rates. */
+static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs, bool verbose)
 {
 	char t1[64], t2[64], t3[32], t4[32];
 	long long now = (long long)pfs_kv_num(kv, "now");
@@ -201,6 +217,18 @@ static void show(const struct pfs_kv *kv, bool verbose)
 		top_ops(ops, top, sizeof(top));
 		printf("      session %s, %llu connections now, %llu made; top requests: %s\n", id,
 		       wnum(v, "conns"), wnum(v, "made"), top[0] ? top : "none");
+		const char *pv = client_of(prev, id);
+		if (pv)
+			printf("      now: %.1f requests/s, receiving %s/s, sending %s/s\n",
+			       (double)(wnum(v, "requests") - wnum(pv, "requests")) / secs,
+			       pfs_fmt_bytes((unsigned long long)((double)(wnum(v, "wire_in") -
+									   wnum(pv, "wire_in")) /
+								   secs),
+					     t1, sizeof(t1)),
+			       pfs_fmt_bytes((unsigned long long)((double)(wnum(v, "wire_out") -
+									   wnum(pv, "wire_out")) /
+								   secs),
+					     t2, sizeof(t2)));
 		if (strcmp(lim, "-") != 0)
 			printf("      LIMIT REACHED: %s\n", lim);
 	}
@@ -236,11 +264,37 @@ static void show(const struct pfs_kv *kv, bool verbose)
 		printf("\n  no locks held\n");
 }
 
+/* The daemon's answer at path into a malloc'd *text; or -1 after a line
+ * on stderr. */
+static int ask(const char *path, bool verbose, char **text)
+{
+	ssize_t n = pfs_unix_ask(path, verbose ? "status verbose\n" : "status\n", ANSWER_MAX, 10,
+				 text);
+
+	if (n < 0) {
+		fprintf(stderr, "podfsd status: %s: %s%s\n", path, strerror((int)-n),
+			n == -EACCES ? " (only root or the daemon's user may read it)"
+			: n == -ENOENT || n == -ECONNREFUSED ? " (is podfsd running?)"
+			: "");
+		return -1;
+	}
+	if (strncmp(*text, "error ", 6) == 0)
+		fprintf(stderr, "podfsd status: %s: %s", path, *text + 6);
+	else if (n == 0 || !strstr(*text, "\nend\n"))
+		fprintf(stderr, "podfsd status: %s: the answer was cut short\n", path);
+	else
+		return 0;
+	free(*text);
+	*text = NULL;
+	return -1;
+}
+
 int status_main(int argc, char **argv)
 {
 	const char *sock = NULL;
 	char path[4200];
 	bool verbose = false, raw = false;
+	double interval = 0;
 	char *text;
 
 	for (int i = 1; i < argc; i++) {
@@ -252,6 +306,13 @@ int status_main(int argc, char **argv)
 			verbose = true;
 		} else if (strcmp(a, "--raw") == 0) {
 			raw = true;
+		} else if (strcmp(a, "-i") == 0) {
+			char *end;
+			if (i + 1 == argc)
+				return bad("-i needs an argument");
+			interval = strtod(argv[++i], &end);
+			if (*end || end == argv[i] || !(interval > 0 && interval <= 3600))
+				return bad("bad interval '%s' (seconds, 0 < S <= 3600)", argv[i]);
 		} else if (strcmp(a, "--control-socket") == 0 || strcmp(a, "--port") == 0) {
 			if (i + 1 == argc)
 				return bad("%s needs an argument", a);
@@ -274,24 +335,16 @@ int status_main(int argc, char **argv)
 	}
 	if (!sock && find_socket(path, sizeof(path)) != 0)
 		return 1;
-	ssize_t n = pfs_unix_ask(path, verbose ? "status verbose\n" : "status\n", ANSWER_MAX, 10,
-				 &text);
-	if (n < 0) {
-		fprintf(stderr, "podfsd status: %s: %s%s\n", path, strerror((int)-n),
-			n == -EACCES ? " (only root or the daemon's user may read it)"
-			: n == -ENOENT || n == -ECONNREFUSED ? " (is podfsd running?)"
-			: "");
-		free(text);
-		return 1;
+	struct pfs_kv first = { 0 }, kv;
+	if (interval > 0 && !raw) {
+		if (ask(path, verbose, &text) < 0 || pfs_kv_parse(&first, text) < 0)
+			return 1;
+		struct timespec ts = { (time_t)interval,
+				       (long)((interval - (double)(time_t)interval) * 1e9) };
+		nanosleep(&ts, NULL);
 	}
-	if (strncmp(text, "error ", 6) == 0) {
-		fprintf(stderr, "podfsd status: %s: %s", path, text + 6);
-		free(text);
-		return 1;
-	}
-	if (n == 0 || !strstr(text, "\nend\n")) {
-		fprintf(stderr, "podfsd status: %s: the answer was cut short\n", path);
-		free(text);
+	if (ask(path, verbose, &text) < 0) {
+		pfs_kv_free(&first);
 		return 1;
 	}
 	if (raw) {
@@ -299,10 +352,12 @@ int status_main(int argc, char **argv)
 		free(text);
 		return 0;
 	}
-	struct pfs_kv kv;
-	if (pfs_kv_parse(&kv, text) < 0)
+	if (pfs_kv_parse(&kv, text) < 0) {
+		pfs_kv_free(&first);
 		return 1;
-	show(&kv, verbose);
+	}
+	show(&kv, first.n ? &first : NULL, interval, verbose);
 	pfs_kv_free(&kv);
+	pfs_kv_free(&first);
 	return 0;
 }

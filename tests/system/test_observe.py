@@ -186,8 +186,10 @@ def test_podfsd_status_shows_clients_traffic_and_locks(env, mount):
     os.listdir(b)
     _, c, _ = raw(sock)
     assert len(c) == 2 and len({x["id"] for x in c}) == 2, c
-    human = pstatus("--control-socket", sock).stdout
+    human = pstatus("-i", "0.2", "--control-socket", sock).stdout
     assert human.count("127.0.0.1:") >= 3 and "MKDIR 10" in human, human
+    assert len(re.findall(r"now: [\d.]+ requests/s, receiving .*/s, sending .*/s", human)) == 2, \
+        human
     assert f"serving {d.export} on 127.0.0.1:{d.port}" in human, human
     b.umount()
     wait_for(lambda: len(raw(sock)[1]) == 1, 10, what="the second client to go")
@@ -383,6 +385,8 @@ def test_podfsd_status_usage(env):
     r = pstatus("--bogus")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     r = pstatus("--port", "0")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    r = pstatus("-i", "0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     r = pstatus("--control-socket", env.root / "none.sock")
     assert r.returncode == 1 and "No such file" in r.stderr, r.stderr
