@@ -128,13 +128,16 @@ static void show(const char *mnt, const char *src, const struct reading *a,
 	unsigned long long wo = num(b, "wire_out"), ro = num(b, "raw_out");
 	unsigned long long wi = num(b, "wire_in"), ri = num(b, "raw_in");
 	printf("  wire: sent %s (%s before compression), received %s (%s after decompression)\n",
-	       pfs_fmt_bytes(wo, t1, sizeof(t1)), pfs_fmt_bytes(ro, t2, sizeof(t2)), pfs_fmt_bytes(wi, t3, sizeof(t3)),
-	       pfs_fmt_bytes(ri, t4, sizeof(t4)));
+	       pfs_fmt_bytes(wo, t1, sizeof(t1)), pfs_fmt_bytes(ro, t2, sizeof(t2)),
+	       pfs_fmt_bytes(wi, t3, sizeof(t3)), pfs_fmt_bytes(ri, t4, sizeof(t4)));
 	printf("  now: sending %s/s, receiving %s/s\n",
-	       pfs_fmt_bytes((unsigned long long)((double)(wo - num(a, "wire_out")) / secs), t1, sizeof(t1)),
-	       pfs_fmt_bytes((unsigned long long)((double)(wi - num(a, "wire_in")) / secs), t2, sizeof(t2)));
+	       pfs_fmt_bytes((unsigned long long)((double)(wo - num(a, "wire_out")) / secs), t1,
+			     sizeof(t1)),
+	       pfs_fmt_bytes((unsigned long long)((double)(wi - num(a, "wire_in")) / secs), t2,
+			     sizeof(t2)));
 	printf("  files: read %s, written %s; write-behind holds %s, %llu commits, %s re-sent\n",
-	       pfs_fmt_bytes(num(b, "file_read"), t1, sizeof(t1)), pfs_fmt_bytes(num(b, "file_written"), t2, sizeof(t2)),
+	       pfs_fmt_bytes(num(b, "file_read"), t1, sizeof(t1)),
+	       pfs_fmt_bytes(num(b, "file_written"), t2, sizeof(t2)),
 	       pfs_fmt_bytes(num(b, "wb_held"), t3, sizeof(t3)), num(b, "commits"),
 	       pfs_fmt_bytes(num(b, "resent"), t4, sizeof(t4)));
 	printf("  pushes from the server: %llu\n", num(b, "pushes"));
