@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "podfs/kvtext.h"
 #include "observe_i.h"
@@ -47,7 +50,26 @@ __attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...)
 	return 2;
 }
 
-/* The only podfsd-*.sock in OBS_CTL_DIR, or an error. */
+/* Whether a daemon listens on the Unix socket at path (connecting to
+ * one is answered at once, or refused). */
+static bool live(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(path);
+	int fd;
+	bool ok;
+
+	if (n >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, n + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ok = fd >= 0 && (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EACCES);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* The only live podfsd-*.sock in OBS_CTL_DIR, or an error. */
 static int find_socket(char *path, size_t len)
 {
 	DIR *dir = opendir(OBS_CTL_DIR);
@@ -61,11 +83,15 @@ static int find_socket(char *path, size_t len)
 	}
 	while ((e = readdir(dir))) {
 		size_t l = strlen(e->d_name);
+		char p[300];
 		if (strncmp(e->d_name, "podfsd-", 7) != 0 || l < 5 ||
 		    strcmp(e->d_name + l - 5, ".sock") != 0)
 			continue;
+		snprintf(p, sizeof(p), "%s/%s", OBS_CTL_DIR, e->d_name);
+		if (!live(p)) /* left by a podfsd that was killed */
+			continue;
 		if (n++ == 0)
-			snprintf(path, len, "%s/%s", OBS_CTL_DIR, e->d_name);
+			snprintf(path, len, "%s", p);
 	}
 	closedir(dir);
 	if (n == 1)
