@@ -140,6 +140,12 @@ static void top_ops(const char *ops, char *out, size_t len)
 				      v[i].name, v[i].n);
 }
 
+/* "s" unless n is 1. */
+static const char *pl(unsigned long long n)
+{
+	return n == 1 ? "" : "s";
+}
+
 static unsigned long long wnum(const char *val, const char *k)
 {
 	char b[32];
@@ -194,14 +200,16 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 	if (pfs_kv_num(kv, "locks_reclaimed") || pfs_kv_num(kv, "locks_lost"))
 		printf("  locks reclaimed after the restart: %llu (%llu lost)\n",
 		       pfs_kv_num(kv, "locks_reclaimed"), pfs_kv_num(kv, "locks_lost"));
-	printf("  %llu clients (%llu lingering), %llu connections (%llu handshaking), %llu "
+	unsigned long long ns = pfs_kv_num(kv, "sessions"), nc = pfs_kv_num(kv, "conns");
+	unsigned long long nl = pfs_kv_num(kv, "lock_owners");
+	printf("  %llu client%s (%llu lingering), %llu connection%s (%llu handshaking), %llu "
 	       "accepted since start\n",
-	       pfs_kv_num(kv, "sessions"), pfs_kv_num(kv, "lingering"), pfs_kv_num(kv, "conns"),
-	       pfs_kv_num(kv, "preauth"), pfs_kv_num(kv, "accepted"));
-	printf("  memory %s of %s; %llu of %llu fds for clients' files; %llu lock owners\n",
+	       ns, pl(ns), pfs_kv_num(kv, "lingering"), nc, pl(nc), pfs_kv_num(kv, "preauth"),
+	       pfs_kv_num(kv, "accepted"));
+	printf("  memory %s of %s; %llu of %llu fds for clients' files; %llu lock owner%s\n",
 	       pfs_fmt_bytes(pfs_kv_num(kv, "mem"), t1, sizeof(t1)),
 	       pfs_fmt_bytes(pfs_kv_num(kv, "mem_max"), t2, sizeof(t2)), pfs_kv_num(kv, "fds"),
-	       pfs_kv_num(kv, "fd_budget"), pfs_kv_num(kv, "lock_owners"));
+	       pfs_kv_num(kv, "fd_budget"), nl, pl(nl));
 	printf("  wire: received %s (%s uncompressed), sent %s (%s uncompressed); %llu pushes\n",
 	       pfs_fmt_bytes(pfs_kv_num(kv, "wire_in"), t1, sizeof(t1)),
 	       pfs_fmt_bytes(pfs_kv_num(kv, "raw_in"), t2, sizeof(t2)),
@@ -241,8 +249,9 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 		       strcmp(files, "-1") ? files : "busy", strcmp(locks, "-1") ? locks : "busy",
 		       pfs_fmt_bytes(wnum(v, "mem"), t4, sizeof(t4)));
 		top_ops(ops, top, sizeof(top));
-		printf("      session %s, %llu connections now, %llu made; top requests: %s\n", id,
-		       wnum(v, "conns"), wnum(v, "made"), top[0] ? top : "none");
+		printf("      session %s, %llu connection%s now, %llu made; top requests: %s\n", id,
+		       wnum(v, "conns"), pl(wnum(v, "conns")), wnum(v, "made"),
+		       top[0] ? top : "none");
 		const char *pv = client_of(prev, id);
 		if (pv)
 			printf("      now: %.1f requests/s, receiving %s/s, sending %s/s\n",
