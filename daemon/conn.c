@@ -16,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "podfs/frame.h"
 #include "podfs/log.h"
+#include "podfs/netaddr.h"
 #include "conn_i.h"
 #include "pfsd_i.h"
 
@@ -89,19 +91,7 @@ struct conn *conn_new(struct pfsd *d, conn_frame_cb frame_cb, conn_close_cb clos
 
 void conn_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
-	char ip[INET6_ADDRSTRLEN] = "?";
-
-	if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-		uv_ip6_name(a, ip, sizeof(ip));
-		snprintf(buf, len, "[%s]:%u", ip, ntohs(a->sin6_port));
-	} else if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-		uv_ip4_name(a, ip, sizeof(ip));
-		snprintf(buf, len, "%s:%u", ip, ntohs(a->sin_port));
-	} else {
-		snprintf(buf, len, "?");
-	}
+	pfs_addr_name(ss, buf, len);
 }
 
 int conn_accept(struct conn *c, uv_stream_t *listener)
@@ -120,6 +110,7 @@ int conn_accept(struct conn *c, uv_stream_t *listener)
 	else
 		snprintf(c->peer, sizeof(c->peer), "?");
 	c->addr = ss;
+	c->since = (int64_t)time(NULL);
 	uv_tcp_nodelay(&c->tcp, 1);
 	uv_tcp_keepalive(&c->tcp, 1, 60);
 	return 0;
@@ -193,6 +184,7 @@ static void note_cap(struct conn *c, unsigned cap)
 	if (a->logged & cap)
 		return;
 	a->logged |= cap;
+	c->d->st_hits[__builtin_ctz(cap)]++;
 	if (cap == LIM_REQUESTS)
 		pfs_notice("conn %llu: %s (%s) reached requests=%u in flight; reading its "
 			   "requests waits for replies", (unsigned long long)c->id, c->peer,
@@ -454,6 +446,8 @@ static void queue_frame(struct conn *c, struct frame *f, size_t acct, bool is_re
 	}
 	c->d->wire_out += PFS_FRAME_HDR_SIZE + f->len;
 	c->d->raw_out += PFS_FRAME_HDR_SIZE + f->raw;
+	c->tr.wire_out += PFS_FRAME_HDR_SIZE + f->len;
+	c->tr.raw_out += PFS_FRAME_HDR_SIZE + f->raw;
 	if (c->mode == CM_TLS) {
 		tls_send(c, f->hdr, PFS_FRAME_HDR_SIZE, f->wire, f->len, acct, is_reply);
 		free_own(f->own);
@@ -507,6 +501,8 @@ void conn_reply_spliced(struct conn *c, struct frame *f, int pipe[2], size_t spl
 	}
 	c->d->wire_out += hl + left;
 	c->d->raw_out += hl + left;
+	c->tr.wire_out += hl + left;
+	c->tr.raw_out += hl + left;
 	/* Not under TLS (which never gets here but for safety): its bytes
 	 * must be encrypted, so they are copied below. */
 	if (c->mode != CM_TLS && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0 &&
@@ -585,6 +581,8 @@ static void frame_done(struct conn *c)
 
 	c->d->wire_in += PFS_FRAME_HDR_SIZE + c->h.wire_len;
 	c->d->raw_in += PFS_FRAME_HDR_SIZE + c->h.raw_len;
+	c->tr.wire_in += PFS_FRAME_HDR_SIZE + c->h.wire_len;
+	c->tr.raw_in += PFS_FRAME_HDR_SIZE + c->h.raw_len;
 	if (c->close_after_write) { /* refused or said goodbye: ignore the rest */
 		free(payload);
 		return;

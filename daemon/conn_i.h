@@ -52,6 +52,12 @@ enum conn_mode {
 
 #define CONN_RBUF 32768
 
+/* Bytes of frames (headers included) on the wire and before/after LZ4,
+ * in and out (loop thread): a connection's, a session's, the daemon's. */
+struct traffic {
+	uint64_t wire_in, raw_in, wire_out, raw_out;
+};
+
 /* A whole frame arrived on c: its header is c->h, payload its wire_len
  * bytes as received (malloc'd, or NULL when empty), which the callee
  * owns from now on. Not called once c is closing or ends
@@ -81,6 +87,8 @@ struct conn {
 	struct pfsd *d;
 	uint64_t id;
 	char peer[64];         /* "addr:port" */
+	int64_t since;         /* when it was accepted (wall clock, s) */
+	struct traffic tr;     /* its frames (podfsd status, observe.c) */
 	struct sockaddr_storage addr; /* the peer's address */
 	struct srckey src;     /* its source for the handshake quota (server.c) */
 	bool in_srcq;          /* counted in d->srcq (server.c) */

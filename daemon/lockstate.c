@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "podfs/log.h"
@@ -44,6 +45,8 @@ struct lockstate {
 	bool unknown; /* the list was unreadable: wait the whole period */
 	uv_timer_t timer;
 	bool timer_on;
+	int64_t grace_until;  /* wall clock, s (lockstate_info) */
+	uint64_t locks_reclaimed, locks_lost; /* as RECLAIM_DONE said */
 
 	struct waiter *w;
 	size_t nw, capw;
@@ -243,6 +246,7 @@ void lockstate_start(struct lockstate *ls, uv_loop_t *loop)
 		pfs_notice("grace period of %u s: only lock reclaims until the %zu client%s that "
 			   "held locks came back", ls->grace_s, ls->nexpected,
 			   ls->nexpected == 1 ? "" : "s");
+	ls->grace_until = (int64_t)time(NULL) + ls->grace_s;
 	uv_timer_start(&ls->timer, timer_cb, (uint64_t)ls->grace_s * 1000, 0);
 }
 
@@ -354,11 +358,27 @@ void lockstate_reclaim_done(struct lockstate *ls, uint64_t client_id, const char
 			    uint32_t reclaimed, uint32_t lost)
 {
 	pthread_mutex_lock(&ls->mu);
+	ls->locks_reclaimed += reclaimed;
+	ls->locks_lost += lost;
 	if (reclaimed || lost)
 		pfs_notice("client %016" PRIx64 " (%s) reclaimed %u lock%s%s", client_id, host,
 			   reclaimed, reclaimed == 1 ? "" : "s",
 			   lost ? ", some could not be reclaimed" : "");
 	mark_reclaimed(ls, client_id, "every lock holder reclaimed");
+	pthread_mutex_unlock(&ls->mu);
+}
+
+void lockstate_info(struct lockstate *ls, struct lockstate_info *out)
+{
+	pthread_mutex_lock(&ls->mu);
+	out->grace = atomic_load(&ls->grace);
+	out->grace_until = out->grace ? ls->grace_until : 0;
+	out->expected = ls->nexpected;
+	out->reclaimed = ls->nreclaimed;
+	out->unknown = ls->unknown;
+	out->holders = ls->nholders;
+	out->locks_reclaimed = ls->locks_reclaimed;
+	out->locks_lost = ls->locks_lost;
 	pthread_mutex_unlock(&ls->mu);
 }
 

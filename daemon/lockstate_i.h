@@ -63,6 +63,19 @@ int lockstate_may_reclaim(struct lockstate *ls, uint64_t client_id);
 void lockstate_reclaim_done(struct lockstate *ls, uint64_t client_id, const char *host,
 			    uint32_t reclaimed, uint32_t lost);
 
+/* The grace period and the lock holders, for podfsd status. */
+struct lockstate_info {
+	bool grace;             /* in the grace period */
+	int64_t grace_until;    /* its end (wall clock, s), if in it */
+	bool unknown;           /* the list was lost: the whole period is waited */
+	size_t expected;        /* clients that held locks before the restart */
+	size_t reclaimed;       /* of which came back and reclaimed */
+	size_t holders;         /* clients on the persisted list now */
+	uint64_t locks_reclaimed, locks_lost; /* locks, as the clients said */
+};
+/* Any thread. */
+void lockstate_info(struct lockstate *ls, struct lockstate_info *out);
+
 /* Waiters. key is handles_key() of the file. */
 /* client_id waits for a lock on key (registered once, however often it
  * asks). Never fails. */

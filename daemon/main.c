@@ -25,16 +25,22 @@
 #include "handles_i.h"
 #include "lockstate_i.h"
 #include "notify_i.h"
+#include "observe_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
+#include "status_i.h"
 #include "watch_i.h"
 
 #define DEFAULT_KEY "/etc/podfs/pod.key"
 #define DEFAULT_STATE "/var/lib/podfs"
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
 static const char usage_text[] =
 	"usage: podfsd [options] EXPORT_DIR\n"
 	"       podfsd --genkey FILE\n"
+	"       podfsd status [-v] [-i S] [--raw] [--control-socket PATH | --port PORT]\n"
 	"\n"
 	"Serves EXPORT_DIR to podfs clients.\n"
 	"\n"
@@ -78,6 +84,12 @@ static const char usage_text[] =
 	"                       lock-owners, requests, workers, client-memory (per client);\n"
 	"                       memory, fd-reserve, lingering, preauth,\n"
 	"                       preauth-per-source (for the daemon)\n"
+	"  --control-socket PATH where podfsd status reads this daemon (default\n"
+	"                       " OBS_CTL_DIR "/podfsd-PORT.sock; mode 0600, root and the\n"
+	"                       daemon's user only; \"\" for none)\n"
+	"  --metrics ADDR[:PORT] serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+	"                       (port " STRINGIFY(OBS_METRICS_PORT) " by default; off unless given; they show\n"
+	"                       client addresses and file counts to whoever can connect)\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  -V, --version        print the version\n"
 	"  -h, --help           show this help\n";
@@ -182,6 +194,14 @@ static void set_rule(struct pfsd_opts *o, const struct optdef *def, const char *
 	}
 }
 
+static void set_metrics(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	if (observe_parse_metrics(arg) < 0)
+		usage_error("bad --metrics '%s' (want a numeric ADDR[:PORT], e.g. 127.0.0.1:%d)",
+			    arg, OBS_METRICS_PORT);
+	o->metrics = arg;
+}
+
 static void show_help(struct pfsd_opts *o, const struct optdef *def, const char *arg)
 {
 	fputs(usage_text, stdout);
@@ -220,6 +240,8 @@ static const struct optdef optdefs[] = {
 	FUNC("anongid", required_argument, set_rule),
 	FLAG("buffered-writes", buffered),
 	STR("limits", limits),
+	STR("control-socket", control),
+	FUNC("metrics", required_argument, set_metrics),
 	STR("genkey", genkey),
 	FUNC("help", no_argument, show_help),
 	FUNC("version", no_argument, show_version),
@@ -521,6 +543,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 	pfs_notice("%s: shutting down", strsignal(signum));
 	notify(d, "stopping");
 	log_stats(d);
+	observe_stop(d);
 	uv_close((uv_handle_t *)&d->sig_usr1, NULL);
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
 	server_stop(d);
@@ -538,8 +561,11 @@ int main(int argc, char **argv)
 	size_t nofile, cache_max;
 	int export_fd, port, ret;
 
+	if (argc >= 2 && strcmp(argv[1], "status") == 0)
+		return status_main(argc - 1, argv + 1);
 	pfs_payload_alloc_tune();
 	d = xcalloc(1, sizeof(*d));
+	d->started = (int64_t)time(NULL);
 	parse_args(&d->o, argc, argv);
 	pfs_log_init("podfsd", d->o.log_level);
 	if (notify_init() < 0)
@@ -618,6 +644,9 @@ int main(int argc, char **argv)
 	ret = server_listen(d, err, sizeof(err), &port);
 	if (ret < 0)
 		fatal("%s", err);
+	d->port = port;
+	if (observe_start(d, err, sizeof(err)) < 0)
+		fatal("%s", err);
 	if (d->o.portfile) {
 		snprintf(portbuf, sizeof(portbuf), "%d\n", port);
 		ret = write_file(d->o.portfile, portbuf);
@@ -693,6 +722,7 @@ int main(int argc, char **argv)
 	lockstate_free(d->ls);
 	pipes_fini(&d->pipes);
 	handles_free(d->hs);
+	free(d->obs);
 	exports_free(&d->rules);
 	free(d->rules_file);
 	pfs_tls_ctx_free(d->tls_ctx);

@@ -41,6 +41,7 @@
 #include "podfs/wire.h"
 #include "podfs/link.h"
 #include "podfs/htab.h"
+#include "podfs/lathist.h"
 #include "podfs/xalloc.h"
 #include "exports_i.h"
 #include "interest_i.h"
@@ -54,6 +55,7 @@ struct req;
 struct session;
 struct watch;
 struct lockstate;
+struct observe;
 
 struct pfsd_opts {
 	const char *listen;    /* "ADDR:PORT" */
@@ -80,6 +82,8 @@ struct pfsd_opts {
 	struct export_opts rule;
 	const char *rule_flag;
 	const char *limits;    /* --limits key=value,... (limits_i.h) */
+	const char *control;   /* --control-socket PATH ("" none; NULL: the default) */
+	const char *metrics;   /* --metrics ADDR[:PORT], or NULL: none */
 };
 
 struct pfsd {
@@ -129,6 +133,20 @@ struct pfsd {
 	uint64_t spliced;         /* READ reply bytes sent zero-copy (loop) */
 	_Atomic uint64_t direct;  /* WRITE bytes written with O_DIRECT (workers) */
 	struct pipes pipes;       /* for zero-copy READ replies (any thread) */
+
+	/* What podfsd status and the metrics show (loop thread; observe.c
+	 * serves them). */
+	struct observe *obs;      /* the control socket and metrics endpoint */
+	int64_t started;          /* wall clock at start, s */
+	int port;                 /* the port listened on */
+	uint64_t accepted;        /* connections accepted */
+	uint64_t st_req[PFS_OP_MAX]; /* requests by opcode, all clients */
+	/* Their latency, from the frame's arrival to its reply being
+	 * queued (lathist.h), and its sum in us. */
+	uint64_t st_lat[PFS_OP_MAX][LATHIST_BUCKETS];
+	uint64_t st_lat_sum_us[PFS_OP_MAX];
+	uint64_t st_pushes;       /* pushes sent */
+	uint64_t st_hits[8];      /* limit hits by enum lim_cap bit (limits_i.h) */
 };
 
 /* Limits of the daemon (not of the protocol). */

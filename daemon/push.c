@@ -76,6 +76,7 @@ void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len)
 		return;
 	}
 	c->push_sent++;
+	c->d->st_pushes++;
 	conn_send_small(c, 0, op, PFS_FF_PUSH, 0, p, len);
 }
 

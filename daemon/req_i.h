@@ -46,6 +46,7 @@ struct req {
 	struct keyvec keys;    /* interest keys the worker registered */
 	STAILQ_ENTRY(req) wlink; /* s->waitq: waiting for a worker (server.c) */
 	bool pooled;           /* on the thread pool (counted in s->running) */
+	uint64_t t0;           /* uv_hrtime() when it was queued (its latency) */
 
 	/* Filled by the worker. */
 	bool violation;        /* close the connection (bad LZ4 payload) */

@@ -13,6 +13,7 @@
 
 #include "podfs/codec.h"
 #include "podfs/log.h"
+#include "podfs/netaddr.h"
 #include "conn_i.h"
 #include "dispatch_i.h"
 #include "drc_i.h"
@@ -27,35 +28,7 @@
 
 int server_parse_addr(const char *s, struct sockaddr_storage *out)
 {
-	char host[INET6_ADDRSTRLEN + 2];
-	const char *colon = strrchr(s, ':');
-	char *end;
-	size_t hl;
-	long port;
-
-	if (!colon || colon == s)
-		return -EINVAL;
-	hl = colon - s;
-	if (hl >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, s, hl);
-	host[hl] = '\0';
-	errno = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || *end || port < 0 || port > 65535)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	if (host[0] == '[') {
-		if (hl < 3 || host[hl - 1] != ']')
-			return -EINVAL;
-		host[hl - 1] = '\0';
-		if (uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)out) != 0)
-			return -EINVAL;
-		return 0;
-	}
-	if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)out) != 0)
-		return -EINVAL;
-	return 0;
+	return pfs_addr_parse(s, -1, out);
 }
 
 /* --- requests --- */
@@ -146,6 +119,9 @@ static void note_hits(struct session *s, struct conn *c)
 	if (!hits)
 		return;
 	s->acct->logged |= hits;
+	for (unsigned b = 0; b < 8; b++)
+		if (hits & (1u << b))
+			s->d->st_hits[b]++;
 	if (hits & LIM_OPEN_FILES)
 		pfs_notice("session %016llx of %s (%s) reached open-files=%u: its opens fail "
 			   "with EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
@@ -242,6 +218,11 @@ static void after_work_cb(uv_work_t *work, int status)
 	}
 	if (r->violation && !c->closing)
 		conn_violation(c, "bad compressed payload");
+	if (r->h.op < PFS_OP_MAX && !r->violation) {
+		uint64_t us = (uv_hrtime() - r->t0) / 1000;
+		d->st_lat[r->h.op][lathist_bucket(us)]++;
+		d->st_lat_sum_us[r->h.op] += us;
+	}
 	free(r->in);
 	/* Held until the others acknowledged (see "acknowledged pushes",
 	 * push.c). It leaves the in-flight list now: pushes to this client
@@ -305,6 +286,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->c = c;
 	r->d = c->d;
 	r->s = c->sess;
+	r->t0 = uv_hrtime();
 	r->h = c->h;
 	r->in = payload;
 	/* Its bytes, and room for the biggest reply it can have: a client
@@ -437,6 +419,17 @@ static bool on_loop(struct conn *c, const uint8_t *payload)
 	return true;
 }
 
+/* Counts an authenticated connection's request (not a PUSH_ACK) for
+ * podfsd status and the metrics. */
+static void count_req(struct conn *c)
+{
+	if ((c->h.flags & PFS_FF_PUSH) || c->h.op >= PFS_OP_MAX)
+		return;
+	c->d->st_req[c->h.op]++;
+	if (c->sess)
+		c->sess->st_req[c->h.op]++;
+}
+
 static void frame_cb(struct conn *c, uint8_t *payload)
 {
 	uint32_t auth_flags = 0;
@@ -444,12 +437,14 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 	if (c->st != CS_READY) {
 		if (handshake_frame(c, payload, &auth_flags) > 0) {
 			preauth_done(c);
+			c->sess->nconns_total++;
+			count_req(c);
 			conn_set_acct(c, c->sess->acct);
 			/* The reply carries the root's attributes: a disk
 			 * operation. */
 			queue_req(c, NULL, auth_flags);
 		}
-	} else if (!on_loop(c, payload)) {
+	} else if (count_req(c), !on_loop(c, payload)) {
 		queue_req(c, payload, 0);
 		return; /* payload now owned by the request */
 	}
@@ -462,8 +457,14 @@ static void closed_cb(struct conn *c)
 {
 	struct pfsd *d = c->d;
 
-	if (c->sess)
+	if (c->sess) {
+		struct traffic *t = &c->sess->tr_closed;
+		t->wire_in += c->tr.wire_in;
+		t->raw_in += c->tr.raw_in;
+		t->wire_out += c->tr.wire_out;
+		t->raw_out += c->tr.raw_out;
 		session_detach(c->sess, c);
+	}
 	LIST_REMOVE(c, link);
 	d->nconns--;
 	if (c->st != CS_READY)
@@ -555,6 +556,7 @@ static void on_connection(uv_stream_t *server, int status)
 	c = conn_new(d, frame_cb, closed_cb);
 	LIST_INSERT_HEAD(&d->conns, c, link);
 	d->nconns++;
+	d->accepted++;
 	d->npreauth++;
 	if (conn_accept(c, server) < 0 || !admit(c))
 		return;

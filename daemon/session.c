@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "podfs/log.h"
@@ -28,6 +29,7 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 
 	s->d = d;
 	s->client_id = client_id;
+	s->since = (int64_t)time(NULL);
 	uv_timer_init(&d->loop, &s->linger);
 	s->linger.data = s;
 	uv_timer_init(&d->loop, &s->lk_linger);

@@ -22,6 +22,7 @@
 
 #include "podfs/codec.h"
 #include "podfs/htab.h"
+#include "conn_i.h"
 #include "drc_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
@@ -89,6 +90,14 @@ struct session {
 	unsigned nlocks;    /* lock fds, or reserved (session_lock_reserve) */
 
 	struct drc drc;    /* duplicate request cache (loop thread) */
+
+	/* What podfsd status shows of it (loop thread): when it began, its
+	 * requests by opcode, the traffic of its connections closed so far
+	 * (the open ones count theirs in conn->tr), connections made. */
+	int64_t since;
+	uint64_t st_req[PFS_OP_MAX];
+	struct traffic tr_closed;
+	uint64_t nconns_total;
 
 	/* Interest and push ordering (loop thread; islot is read by workers,
 	 * it does not change while the session has requests). */

@@ -47,11 +47,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "estale_i.h"
-#include "lathist_i.h"
 #include "mountwait_i.h"
+#include "podfs/lathist.h"
 #include "podfs/link.h"
 #include "podfs/wire.h"
 
@@ -94,6 +95,9 @@ struct client {
 	enum pfs_lz4_mode lz4;   /* when requests are LZ4-compressed (link.h) */
 	char *cache_dir;         /* persistent content cache directory, or NULL */
 	uint64_t cache_size;     /* its size cap in bytes */
+	bool metrics;            /* -o metrics=: serve metrics_addr (ctl.c) */
+	struct sockaddr_storage metrics_addr;
+	char metrics_name[64];   /* "addr:port" once listening (before ctl.c's thread) */
 	bool tls;                /* tls=on (default) / off */
 	bool bg;                 /* bg: retry in a background child (mountwait_i.h) */
 	double retry_min;        /* retry=MINUTES; -1: the default (fg 2, bg 10000) */
@@ -135,7 +139,7 @@ struct client {
 	/* Requests sent to the daemon, by opcode (re-sends not counted). */
 	atomic_uint_fast64_t st_req[PFS_OP_MAX];
 	/* Of them, the ones answered, by the time from the call to its
-	 * reply (lathist_i.h), and the sum of those times in us. */
+	 * reply (podfs/lathist.h), and the sum of those times in us. */
 	atomic_uint_fast64_t st_lat[PFS_OP_MAX][LATHIST_BUCKETS];
 	atomic_uint_fast64_t st_lat_sum_us[PFS_OP_MAX];
 	/* The main connection: reconnects since the mount, and when (wall

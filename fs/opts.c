@@ -19,6 +19,7 @@
 #include "mountwait_i.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
+#include "podfs/netaddr.h"
 
 #define DEFAULT_KEY "/etc/podfs/pod.key"
 
@@ -86,6 +87,10 @@ static void usage(FILE *f)
 		"  cache_size=SIZE     cap of cache_dir, with K/M/G/T suffixes (default\n"
 		"                      1G, at least 1M); least recently used go first;\n"
 		"                      files over SIZE/8 are not cached\n"
+		"  metrics=ADDR:PORT   serve Prometheus metrics of this mount at\n"
+		"                      http://ADDR:PORT/metrics (off by default; they\n"
+		"                      show the server's address and request counts to\n"
+		"                      whoever can connect)\n"
 		"  ro, rw, nosuid, nodev, noexec, sync, dirsync, noatime, ...,\n"
 		"  fsname=NAME, subtype=NAME, auto_unmount: as for any FUSE mount\n",
 		PFS_DEFAULT_PORT, PFS_CONNS_MAX, PFS_CONNS_DEFAULT, LOOP_SPIN_US_DEFAULT,
@@ -270,6 +275,7 @@ enum {
 	KEY_NOTLS,
 	KEY_CACHE_DIR,
 	KEY_CACHE_SIZE,
+	KEY_METRICS,
 	KEY_LOG_LEVEL,
 	KEY_FSNAME,
 	KEY_SUBTYPE,
@@ -307,6 +313,7 @@ static const struct fuse_opt spec[] = {
 	FUSE_OPT_KEY("notls", KEY_NOTLS),
 	FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
+	FUSE_OPT_KEY("metrics=", KEY_METRICS),
 	FUSE_OPT_KEY("log_level=", KEY_LOG_LEVEL),
 	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
 	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
@@ -501,6 +508,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		if (!parse_size(v, &c->cache_size) || c->cache_size < ((uint64_t)1 << 20))
 			return bad(p, "bad cache_size '%s' (a size with K/M/G/T, at least 1M)", v);
 		p->cache_size = true;
+		return 0;
+	case KEY_METRICS:
+		if (pfs_addr_parse(v, -1, &c->metrics_addr) < 0)
+			return bad(p, "bad metrics '%s' (want a numeric ADDR:PORT, e.g. 127.0.0.1:7051)",
+				   v);
+		c->metrics = true;
 		return 0;
 	case KEY_LOG_LEVEL:
 		c->log_level = pfs_log_level_parse(v);

@@ -4,12 +4,16 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "client_i.h"
-#include "lathist_i.h"
+#include "podfs/lathist.h"
 #include "pcache_i.h"
 #include "podfs/clock.h"
 #include "podfs/codec.h"
+#include "podfs/kvtext.h"
+#include "podfs/prom.h"
 #include "pushq_i.h"
 #include "rpc_i.h"
 #include "transport_i.h"
@@ -49,12 +53,13 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 	pushq_stats(transport_pushq(c->tr), &ack_busy, &ack_unapplied);
 	rpc_waiting(c->rpc, &waiting, &abandoned);
 	int n = snprintf(buf, cap,
-			 "server %s\nup_since %llu\ndown_since %llu\nreconnects %llu\n%s"
+			 "server %s\nmetrics %s\nup_since %llu\ndown_since %llu\nreconnects %llu\n%s"
 			 "waiting %zu\nabandoned %llu\npushes %llu\n"
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
 			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n",
-			 c->hostport, (unsigned long long)atomic_load(&c->st_up_since),
+			 c->hostport, c->metrics_name[0] ? c->metrics_name : "-",
+			 (unsigned long long)atomic_load(&c->st_up_since),
 			 (unsigned long long)atomic_load(&c->st_down_since),
 			 (unsigned long long)atomic_load(&c->st_reconnects),
 			 rtt, waiting,
@@ -92,4 +97,116 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 	if (n < 0 || (size_t)n >= cap) /* cannot happen with STATS_MAX */
 		return -EOVERFLOW;
 	return n;
+}
+
+/* The figures of stats_format that become metrics: their line, name,
+ * type and help. */
+static const struct {
+	const char *key, *name, *type, *help;
+} mdefs[] = {
+	{ "up_since", "podfs_connected_since_seconds", "gauge",
+	  "When the connection to the server came up (seconds since the epoch; 0: down)" },
+	{ "down_since", "podfs_disconnected_since_seconds", "gauge",
+	  "When the server became unreachable (seconds since the epoch; 0: it is not)" },
+	{ "reconnects", "podfs_reconnects_total", "counter", "Reconnections to the server" },
+	{ "conns", "podfs_connections", "gauge", "TCP connections to the server (conns=)" },
+	{ "conns_up", "podfs_connections_up", "gauge", "Of which are connected" },
+	{ "waiting", "podfs_requests_waiting", "gauge",
+	  "Requests waiting for the server to come back" },
+	{ "abandoned", "podfs_requests_abandoned_total", "counter",
+	  "Requests given up because their process was killed" },
+	{ "pushes", "podfs_pushes_total", "counter", "Pushes (invalidations) from the server" },
+	{ "file_written", "podfs_file_written_bytes_total", "counter",
+	  "File bytes written to the server" },
+	{ "file_read", "podfs_file_read_bytes_total", "counter", "File bytes read from the server" },
+	{ "resent", "podfs_write_resent_bytes_total", "counter",
+	  "Write-behind bytes sent again after a reconnect" },
+	{ "commits", "podfs_write_commits_total", "counter", "Write-behind commits" },
+	{ "wb_held", "podfs_write_behind_held_bytes", "gauge",
+	  "Written bytes held until the server has them" },
+	{ "pcache_hits", "podfs_cache_hits_total", "counter", "Persistent cache hits" },
+	{ "pcache_misses", "podfs_cache_misses_total", "counter", "Persistent cache misses" },
+	{ "pcache_bytes", "podfs_cache_served_bytes_total", "counter",
+	  "Bytes read from the persistent cache" },
+	{ "pcache_entries", "podfs_cache_entries", "gauge", "Files in the persistent cache" },
+	{ "pcache_disk", "podfs_cache_disk_bytes", "gauge", "Disk the persistent cache uses" },
+};
+
+/* All families into p. */
+static void metrics(struct client *c, const struct pfs_kv *kv, struct pfs_prom *p)
+{
+	pfs_prom_family(p, "podfs_build_info", "gauge",
+			"podfs's version and its server (the value is 1)");
+	pfs_prom_u64(p, "podfs_build_info", 1, "version", PODFS_VERSION, "server", c->hostport,
+		     NULL);
+	for (size_t i = 0; i < sizeof(mdefs) / sizeof(mdefs[0]); i++) {
+		if (!pfs_kv_get(kv, mdefs[i].key))
+			continue;
+		pfs_prom_family(p, mdefs[i].name, mdefs[i].type, mdefs[i].help);
+		pfs_prom_u64(p, mdefs[i].name, pfs_kv_num(kv, mdefs[i].key), NULL);
+	}
+	pfs_prom_family(p, "podfs_wire_bytes_total", "counter",
+			"Bytes of frames on the wire (headers included), by direction");
+	pfs_prom_u64(p, "podfs_wire_bytes_total", pfs_kv_num(kv, "wire_in"), "direction", "in",
+		     NULL);
+	pfs_prom_u64(p, "podfs_wire_bytes_total", pfs_kv_num(kv, "wire_out"), "direction", "out",
+		     NULL);
+	pfs_prom_family(p, "podfs_raw_bytes_total", "counter",
+			"Bytes of frames before compression (out) or after decompression (in)");
+	pfs_prom_u64(p, "podfs_raw_bytes_total", pfs_kv_num(kv, "raw_in"), "direction", "in",
+		     NULL);
+	pfs_prom_u64(p, "podfs_raw_bytes_total", pfs_kv_num(kv, "raw_out"), "direction", "out",
+		     NULL);
+	pfs_prom_family(p, "podfs_requests_total", "counter",
+			"Requests sent to the server, by operation");
+	for (int i = 0; i < kv->n; i++)
+		if (strncmp(kv->key[i], "req_", 4) == 0)
+			pfs_prom_u64(p, "podfs_requests_total", strtoull(kv->val[i], NULL, 10), "op",
+				     kv->key[i] + 4, NULL);
+	pfs_prom_family(p, "podfs_request_duration_seconds", "histogram",
+			"Time from sending a request to its reply, by operation");
+	for (unsigned op = 0; op < PFS_OP_MAX; op++) {
+		uint64_t h[LATHIST_BUCKETS], k = 0;
+		for (unsigned b = 0; b < LATHIST_BUCKETS; b++)
+			k += h[b] = atomic_load_explicit(&c->st_lat[op][b], memory_order_relaxed);
+		if (k)
+			pfs_prom_lathist(p, "podfs_request_duration_seconds", "op", pfs_op_name(op),
+					 h, (uint64_t)atomic_load(&c->st_lat_sum_us[op]));
+	}
+}
+
+long stats_metrics(struct client *c, char **out)
+{
+	char *text = malloc(STATS_MAX);
+	struct pfs_kv kv;
+	size_t cap = 65536;
+	int n;
+
+	*out = NULL;
+	if (!text)
+		return -ENOMEM;
+	n = stats_format(c, text, STATS_MAX, false);
+	if (n < 0) {
+		free(text);
+		return n;
+	}
+	if (pfs_kv_parse(&kv, text) < 0)
+		return -ENOMEM;
+	for (;;) {
+		struct pfs_prom p;
+		char *b = malloc(cap);
+		if (!b) {
+			pfs_kv_free(&kv);
+			return -ENOMEM;
+		}
+		pfs_prom_init(&p, b, cap);
+		metrics(c, &kv, &p);
+		if (!p.overflow) {
+			pfs_kv_free(&kv);
+			*out = b;
+			return (long)p.len;
+		}
+		free(b);
+		cap *= 4;
+	}
 }

@@ -22,4 +22,9 @@ struct client;
  * thread. */
 int stats_format(struct client *c, char *buf, size_t cap, bool ping);
 
+/* The same figures as Prometheus text (exposition format 0.0.4, names
+ * podfs_*) into a malloc'd *out; returns its length, or -ENOMEM. Never
+ * waits for the server (no PING). Any thread. */
+long stats_metrics(struct client *c, char **out);
+
 #endif /* PODFS_STATS_I_H */

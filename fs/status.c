@@ -14,120 +14,61 @@
 #include <unistd.h>
 
 #include "ctl_i.h"
+#include "podfs/kvtext.h"
 #include "mountinfo_i.h"
 #include "opts_i.h"
 #include "stats_i.h"
 
 #define STATS_XATTR "user.podfs.stats"
-#define MAX_KEYS 512
 
 /* One reading of a mount's stats: "name value..." lines. */
 struct reading {
-	char *text;
-	char *key[MAX_KEYS];
-	char *val[MAX_KEYS];
-	int n;
+	struct pfs_kv kv;
+	bool ok;
 };
 
 /* The figures from the mount's status socket (ctl_i.h), which answers
- * even while the server is away; len or -errno. */
-static ssize_t from_socket(const char *dev, char *buf, size_t cap)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = 5 };
-	size_t len = 0;
-
-	ctl_path(dev, sa.sun_path, sizeof(sa.sun_path));
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-		close(fd);
-		return -e;
-	}
-	for (;;) {
-		ssize_t k = recv(fd, buf + len, cap - len, 0);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) {
-			int e = errno;
-			close(fd);
-			return -e;
-		}
-		if (k == 0 || (len += (size_t)k) == cap)
-			break;
-	}
-	close(fd);
-	return (ssize_t)len;
-}
-
+ * even while the server is away; else (no socket: a podfs that could not
+ * make one, not root) its xattr, through the mount. */
 static int read_stats(const char *mnt, const char *dev, struct reading *r)
 {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)], *text;
+
 	memset(r, 0, sizeof(*r));
-	r->text = malloc(STATS_MAX + 1);
-	if (!r->text)
-		return -ENOMEM;
-	ssize_t len = from_socket(dev, r->text, STATS_MAX);
-	/* No socket: a podfs that could not make one (not root); its
-	 * xattr, through the mount. */
+	ctl_path(dev, path, sizeof(path));
+	ssize_t len = pfs_unix_ask(path, NULL, STATS_MAX, 5, &text);
 	if (len == -ENOENT || len == -ECONNREFUSED) {
-		len = getxattr(mnt, STATS_XATTR, r->text, STATS_MAX);
-		if (len < 0)
+		if (!(text = malloc(STATS_MAX + 1)))
+			return -ENOMEM;
+		len = getxattr(mnt, STATS_XATTR, text, STATS_MAX);
+		if (len < 0) {
 			len = -errno;
+			free(text);
+		} else {
+			text[len] = 0;
+		}
 	}
-	if (len < 0) {
-		free(r->text);
-		r->text = NULL;
+	if (len < 0)
 		return (int)len;
-	}
-	r->text[len] = 0;
-	for (char *save = NULL, *line = strtok_r(r->text, "\n", &save); line && r->n < MAX_KEYS;
-	     line = strtok_r(NULL, "\n", &save)) {
-		char *sp = strchr(line, ' ');
-		if (!sp)
-			continue;
-		*sp = 0;
-		r->key[r->n] = line;
-		r->val[r->n] = sp + 1;
-		r->n++;
-	}
-	return 0;
+	int rc = pfs_kv_parse(&r->kv, text);
+	r->ok = rc == 0;
+	return rc;
 }
 
 static void reading_free(struct reading *r)
 {
-	free(r->text);
-	r->text = NULL;
+	pfs_kv_free(&r->kv);
+	r->ok = false;
 }
 
 static const char *get(const struct reading *r, const char *key)
 {
-	for (int i = 0; i < r->n; i++)
-		if (strcmp(r->key[i], key) == 0)
-			return r->val[i];
-	return NULL;
+	return pfs_kv_get(&r->kv, key);
 }
 
 static unsigned long long num(const struct reading *r, const char *key)
 {
-	const char *v = get(r, key);
-	return v ? strtoull(v, NULL, 10) : 0;
-}
-
-/* n bytes, human-readable. */
-static const char *bytes(unsigned long long n, char *buf, size_t len)
-{
-	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)n;
-	unsigned u = 0;
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-	return buf;
+	return pfs_kv_num(&r->kv, key);
 }
 
 static void show(const char *mnt, const char *src, const struct reading *a,
@@ -144,6 +85,8 @@ static void show(const char *mnt, const char *src, const struct reading *a,
 	printf("%s: %s (server %s)\n", mnt, src, get(b, "server") ? get(b, "server") : "?");
 	printf("  connected since %s, %llu reconnects; connections %llu of %llu up\n", when,
 	       num(b, "reconnects"), num(b, "conns_up"), num(b, "conns"));
+	if (get(b, "metrics") && strcmp(get(b, "metrics"), "-") != 0)
+		printf("  metrics on http://%s/metrics\n", get(b, "metrics"));
 	if (rtt >= 0)
 		printf("  round trip %lld us\n", rtt);
 	else if (rtt == -1)
@@ -163,13 +106,13 @@ static void show(const char *mnt, const char *src, const struct reading *a,
 	unsigned long long total = 0, dtotal = 0;
 	printf("  %-12s %10s %9s %9s %9s %9s\n", "requests", "total", "per s", "mean us",
 	       "p50 us", "p99 us");
-	for (int i = 0; i < b->n; i++) {
-		if (strncmp(b->key[i], "req_", 4) != 0)
+	for (int i = 0; i < b->kv.n; i++) {
+		if (strncmp(b->kv.key[i], "req_", 4) != 0)
 			continue;
-		const char *op = b->key[i] + 4;
+		const char *op = b->kv.key[i] + 4;
 		char lk[96];
-		unsigned long long k = strtoull(b->val[i], NULL, 10);
-		unsigned long long k0 = num(a, b->key[i]);
+		unsigned long long k = strtoull(b->kv.val[i], NULL, 10);
+		unsigned long long k0 = num(a, b->kv.key[i]);
 		unsigned long long cnt = 0, sum = 0, p50 = 0, p99 = 0;
 		snprintf(lk, sizeof(lk), "lat_%s", op);
 		const char *lat = get(b, lk);
@@ -185,22 +128,25 @@ static void show(const char *mnt, const char *src, const struct reading *a,
 	unsigned long long wo = num(b, "wire_out"), ro = num(b, "raw_out");
 	unsigned long long wi = num(b, "wire_in"), ri = num(b, "raw_in");
 	printf("  wire: sent %s (%s before compression), received %s (%s after decompression)\n",
-	       bytes(wo, t1, sizeof(t1)), bytes(ro, t2, sizeof(t2)), bytes(wi, t3, sizeof(t3)),
-	       bytes(ri, t4, sizeof(t4)));
+	       pfs_fmt_bytes(wo, t1, sizeof(t1)), pfs_fmt_bytes(ro, t2, sizeof(t2)),
+	       pfs_fmt_bytes(wi, t3, sizeof(t3)), pfs_fmt_bytes(ri, t4, sizeof(t4)));
 	printf("  now: sending %s/s, receiving %s/s\n",
-	       bytes((unsigned long long)((double)(wo - num(a, "wire_out")) / secs), t1, sizeof(t1)),
-	       bytes((unsigned long long)((double)(wi - num(a, "wire_in")) / secs), t2, sizeof(t2)));
+	       pfs_fmt_bytes((unsigned long long)((double)(wo - num(a, "wire_out")) / secs), t1,
+			     sizeof(t1)),
+	       pfs_fmt_bytes((unsigned long long)((double)(wi - num(a, "wire_in")) / secs), t2,
+			     sizeof(t2)));
 	printf("  files: read %s, written %s; write-behind holds %s, %llu commits, %s re-sent\n",
-	       bytes(num(b, "file_read"), t1, sizeof(t1)), bytes(num(b, "file_written"), t2, sizeof(t2)),
-	       bytes(num(b, "wb_held"), t3, sizeof(t3)), num(b, "commits"),
-	       bytes(num(b, "resent"), t4, sizeof(t4)));
+	       pfs_fmt_bytes(num(b, "file_read"), t1, sizeof(t1)),
+	       pfs_fmt_bytes(num(b, "file_written"), t2, sizeof(t2)),
+	       pfs_fmt_bytes(num(b, "wb_held"), t3, sizeof(t3)), num(b, "commits"),
+	       pfs_fmt_bytes(num(b, "resent"), t4, sizeof(t4)));
 	printf("  pushes from the server: %llu\n", num(b, "pushes"));
 	if (get(b, "pcache_hits")) {
 		unsigned long long h = num(b, "pcache_hits"), m = num(b, "pcache_misses");
 		printf("  persistent cache: %llu hits, %llu misses (%.0f%% hit), %s stored in %llu "
 		       "entries\n",
 		       h, m, h + m ? 100.0 * (double)h / (double)(h + m) : 0.0,
-		       bytes(num(b, "pcache_bytes"), t1, sizeof(t1)), num(b, "pcache_entries"));
+		       pfs_fmt_bytes(num(b, "pcache_bytes"), t1, sizeof(t1)), num(b, "pcache_entries"));
 	}
 }
 
@@ -327,7 +273,7 @@ int status_main(int argc, char **argv)
 	}
 	for (int k = 0; k < m.n; k++) {
 		struct reading second;
-		if (!first[k].text)
+		if (!first[k].ok)
 			continue;
 		int e = read_stats(m.mnt[k], m.dev[k], &second);
 		if (e < 0) {

@@ -1,11 +1,11 @@
-/* test_lathist.c: unit tests of the latency histograms (fs/lathist.c):
+/* test_lathist.c: unit tests of the latency histograms (lib/lathist.c):
  * every latency falls in a bucket whose upper bound is at least it and
  * at most 25% (+1 us) above; buckets are ordered; quantiles of known
  * samples. */
 #include <string.h>
 
 #include "check.h"
-#include "lathist_i.h"
+#include "podfs/lathist.h"
 
 static void test_buckets(void)
 {

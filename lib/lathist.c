@@ -1,5 +1,5 @@
-/* lathist.c: request latency histograms (see lathist_i.h). */
-#include "lathist_i.h"
+/* lathist.c: request latency histograms (see podfs/lathist.h). */
+#include "podfs/lathist.h"
 
 unsigned lathist_bucket(uint64_t us)
 {

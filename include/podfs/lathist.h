@@ -1,4 +1,4 @@
-/* lathist_i.h: request latency histograms, cheap enough for every call.
+/* lathist.h: request latency histograms, cheap enough for every call.
  *
  * A latency in microseconds falls into one of LATHIST_BUCKETS buckets:
  * four per power of two (so a bucket is at most 19% wide), from 1 us to
@@ -7,8 +7,8 @@
  * the bucket it falls in: never lower than the true value, at most 19%
  * higher. Pure logic; the counters are the caller's (atomic in client_i.h).
  */
-#ifndef PODFS_LATHIST_I_H
-#define PODFS_LATHIST_I_H
+#ifndef PODFS_LATHIST_H
+#define PODFS_LATHIST_H
 
 #include <stdint.h>
 
@@ -26,4 +26,4 @@ uint64_t lathist_upper(unsigned b);
  * (LATHIST_BUCKETS of them), in us; 0 if none was counted. */
 uint64_t lathist_quantile(const uint64_t counts[LATHIST_BUCKETS], double q);
 
-#endif /* PODFS_LATHIST_I_H */
+#endif /* PODFS_LATHIST_H */
