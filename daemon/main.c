@@ -22,6 +22,7 @@
 #include "caps_i.h"
 #include "podfs/tls.h"
 #include "handles_i.h"
+#include "hsecret_i.h"
 #include "lockstate_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
@@ -38,7 +39,11 @@ static const char usage_text[] =
 	"\n"
 	"  --listen ADDR:PORT   address to listen on (default 0.0.0.0:7049; port 0: any)\n"
 	"  --key FILE           pod key shared with the clients (default " DEFAULT_KEY ")\n"
-	"  --state-dir DIR      server state: handle key, lock holders (default " DEFAULT_STATE ")\n"
+	"  --state-dir DIR      server state: handle key, lock holders (default " DEFAULT_STATE ");\n"
+	"                       keep it: the export records which handle key served it,\n"
+	"                       and podfsd refuses to start with another one\n"
+	"  --new-handle-secret  start even though the export was served under another\n"
+	"                       handle key (its state dir is lost): clients must remount\n"
 	"  --daemon             run in the background once listening; log to syslog\n"
 	"  --pidfile FILE       write the daemon's pid to FILE\n"
 	"  --port-file FILE     write the port listened on to FILE\n"
@@ -217,6 +222,7 @@ static const struct optdef optdefs[] = {
 	FUNC("anonuid", required_argument, set_rule),
 	FUNC("anongid", required_argument, set_rule),
 	FLAG("buffered-writes", buffered),
+	FLAG("new-handle-secret", new_hsecret),
 	STR("limits", limits),
 	STR("genkey", genkey),
 	FUNC("help", no_argument, show_help),
@@ -499,7 +505,7 @@ int main(int argc, char **argv)
 {
 	struct pfsd *d;
 	uint8_t hkey[PFSD_HKEY_LEN];
-	char err[512], tp[16], portbuf[16];
+	char err[1024], tp[16], portbuf[16];
 	char *pidfile_abs = NULL;
 	size_t nofile, cache_max;
 	int export_fd, port, ret;
@@ -541,9 +547,24 @@ int main(int argc, char **argv)
 		fatal("state directory %s must not be inside the export %s", d->o.state_dir,
 		      d->o.export_dir);
 	}
-	ret = handles_load_key(d->o.state_dir, hkey, err, sizeof(err));
+	bool hkey_created;
+	ret = handles_load_key(d->o.state_dir, hkey, &hkey_created, err, sizeof(err));
 	if (ret < 0) {
 		close(export_fd);
+		fatal("%s", err);
+	}
+	/* Before the capabilities go: the record is a trusted xattr. */
+	if (hsecret_check(export_fd, hkey, d->o.export_dir, d->o.state_dir, hkey_created,
+			  d->o.new_hsecret, err, sizeof(err)) < 0) {
+		memset(hkey, 0, sizeof(hkey));
+		close(export_fd);
+		/* Leave the new state directory as it was: the next start
+		 * with it must refuse the same way. */
+		if (hkey_created) {
+			char path[4096];
+			snprintf(path, sizeof(path), "%s/handle.key", d->o.state_dir);
+			unlink(path);
+		}
 		fatal("%s", err);
 	}
 	nofile = raise_fd_limit();

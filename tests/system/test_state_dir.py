@@ -1,0 +1,124 @@
+"""test_state_dir.py: podfsd's state directory changed or lost.
+
+Handles carry a MAC under podfsd's handle secret (STATE_DIR/handle.key).
+A daemon started on an export with another secret would leave every
+client's handles stale, so the export records the secret's id (a keyed
+hash, in the trusted xattr trusted.podfs.handle-secret of its root) and
+podfsd refuses such a start unless told --new-handle-secret; a client that
+still sends handles of another secret is named in one warning.
+"""
+
+import errno
+import os
+import re
+
+import pytest
+
+import pfsproto as P
+from helpers import PODFSD, RECONNECT, Worker, read_file, run, wait_for, write_file
+
+XATTR = "trusted.podfs.handle-secret"
+FOREIGN = "sends handles from another handle secret"
+
+
+@pytest.fixture
+def restartable(env, mount):
+    """A daemon of the test's own (to stop and start again) and a mount
+    of it: (daemon, mount)."""
+    d = env.start_daemon()
+    return d, mount(d)
+
+
+def fresh_state(env, d, name, *extra):
+    """Points d at a new, empty state directory (a lost /var/lib/podfs)."""
+    d.state_dir = env.root / name
+    d.state_dir.mkdir()
+    d.extra += list(extra)
+
+
+@pytest.mark.timeout(240)
+def test_changed_state_dir_refused_until_told(env, restartable):
+    """The first start records the secret's id on the export (not the
+    secret); a restart with the same state dir serves; one with a new
+    state dir refuses to start, says what to do, and leaves that
+    directory without a key (so that it refuses again); the old one
+    serves again and the mount carries on."""
+    d, mm = restartable
+    write_file(mm / "f", b"before")
+    rec = os.getxattr(env.export, XATTR)
+    assert re.fullmatch(rb"[0-9a-f]{16}", rec), rec
+    assert bytes.fromhex(rec.decode()) not in (d.state_dir / "handle.key").read_bytes()
+    assert "recorded on" in d.log()
+
+    d.stop()
+    d.start()  # the same state dir: no refusal
+    assert read_file(mm / "f") == b"before"
+    d.stop()
+
+    new = env.root / "state-new"
+    argv = [PODFSD, "--listen", f"127.0.0.1:{d.port}", "--key", env.key, "--state-dir", new,
+            env.export]
+    for _ in range(2):
+        r = run(argv, timeout=30, check=False)
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "another handle secret" in r.stderr, r.stderr
+        assert "--state-dir" in r.stderr and "--new-handle-secret" in r.stderr, r.stderr
+        assert not (new / "handle.key").exists()
+        assert os.getxattr(env.export, XATTR) == rec
+
+    d.start()
+    assert Worker(read_file, mm / "f").join(RECONNECT) == b"before"
+    write_file(mm / "g", b"after")
+    assert read_file(env.export / "g") == b"after"
+
+
+@pytest.mark.timeout(120)
+def test_first_start_of_fresh_exports_not_refused(env):
+    """Two new exports, each with a new state dir: both serve (nothing was
+    recorded); an export podfsd served before this record existed (no
+    xattr, an old state dir) is recorded, not refused."""
+    for i in range(2):
+        exp = env.root / f"exp{i}"
+        exp.mkdir()
+        d = env.start_daemon(export=exp, state_dir=env.root / f"st{i}", tag=f"fresh{i}")
+        assert os.getxattr(exp, XATTR)
+        d.stop()
+    os.removexattr(env.root / "exp0", XATTR)
+    d = env.start_daemon(export=env.root / "exp0", state_dir=env.root / "st0", tag="again")
+    assert "recorded on" in d.log()
+
+
+@pytest.mark.plaintext
+@pytest.mark.timeout(120)
+def test_handles_of_another_secret_warned_once_per_client(env):
+    """After --new-handle-secret, a client that sends handles it got
+    before gets ESTALE, and podfsd names the likely cause once per
+    client, not per request; the new root works. A handle that is not
+    podfsd's shape at all is no sign of a changed state dir."""
+    d = env.start_daemon()
+    (env.export / "f").write_bytes(b"x")
+    key = P.load_key(env.key)
+    with P.connect(d.host, d.port, key) as c:
+        old_root = c.root
+        old_f, _ = c.lookup(c.root, b"f")
+    d.stop()
+    fresh_state(env, d, "state-new", "--new-handle-secret")
+    d.start()
+    assert re.search(r"--new-handle-secret: .* \(was [0-9a-f]{16}\)", d.log()), d.log()
+    for cid in (11, 12):
+        with P.connect(d.host, d.port, key, client_id=cid) as c:
+            assert c.root != old_root
+            for h in (old_f, old_root, old_f):
+                with pytest.raises(P.PfsError) as ei:
+                    c.getattr(h)
+                assert ei.value.status == errno.ESTALE
+            c.lookup(c.root, b"f")
+    wait_for(lambda: d.log().count(FOREIGN) == 2, 10, what="one warning per client")
+    with P.connect(d.host, d.port, key, client_id=13) as c:
+        with pytest.raises(P.PfsError) as ei:
+            c.getattr(b"\x01\x02\x03")
+        assert ei.value.status == errno.ESTALE
+        c.getattr(c.root)  # the reply follows the (absent) warning
+    assert d.log().count(FOREIGN) == 2
+    line = next(ln for ln in d.log().splitlines() if FOREIGN in ln)
+    assert "--state-dir" in line, line
