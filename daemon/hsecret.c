@@ -114,7 +114,8 @@ int hsecret_check(int export_fd, const uint8_t secret[32], const char *export_di
 			 "%s/handle.key (id %s%s): every client's file handles would be stale. "
 			 "Was --state-dir changed or its directory lost? Start podfsd with the "
 			 "old --state-dir; or, if it is gone for good, start it with "
-			 "--new-handle-secret and remount the clients",
+			 "--new-handle-secret (podfs clients then find their files again by "
+			 "name)",
 			 export_dir, garbled ? "unreadable" : old, state_dir, hex,
 			 key_created ? ", created just now" : "");
 		return -1;
@@ -130,7 +131,8 @@ int hsecret_check(int export_fd, const uint8_t secret[32], const char *export_di
 	}
 	if (act == HSA_REPLACE)
 		pfs_warn("--new-handle-secret: %s is now served under handle secret %s (was %s): "
-			 "handles clients got before are stale; remount them",
+			 "handles clients got before are stale; podfs clients find their files "
+			 "again by name when they reconnect",
 			 export_dir, hex, garbled ? "unreadable" : old);
 	else
 		pfs_notice("handle secret %s recorded on %s", hex, export_dir);

@@ -147,10 +147,9 @@ static void note_hits(struct session *s, struct conn *c)
 	if (!s->foreign_logged && atomic_load_explicit(&s->foreign_fh, memory_order_relaxed)) {
 		s->foreign_logged = true;
 		pfsd_warn_rl(s->d, "session %016llx of %s (%s) sends handles from another handle "
-			     "secret: was --state-dir changed, or its directory lost? Its paths "
-			     "answer ESTALE until podfsd runs with the old --state-dir again or "
-			     "the client remounts", (unsigned long long)s->client_id, c->peer,
-			     s->host);
+			     "secret: was --state-dir changed, or its directory lost? They answer "
+			     "ESTALE (podfs finds its files again by name; older clients must "
+			     "remount)", (unsigned long long)s->client_id, c->peer, s->host);
 	}
 	if (!hits)
 		return;

@@ -15,7 +15,8 @@ import re
 import pytest
 
 import pfsproto as P
-from helpers import PODFSD, RECONNECT, Worker, read_file, run, wait_for, write_file
+from helpers import (PODFSD, RECONNECT, Worker, errno_of, read_file, run, wait_for,
+                     write_file)
 
 XATTR = "trusted.podfs.handle-secret"
 FOREIGN = "sends handles from another handle secret"
@@ -122,3 +123,55 @@ def test_handles_of_another_secret_warned_once_per_client(env):
     assert d.log().count(FOREIGN) == 2
     line = next(ln for ln in d.log().splitlines() if FOREIGN in ln)
     assert "--state-dir" in line, line
+
+
+def works(fn, *a):
+    """fn(*a)'s result, or None while it fails with ESTALE."""
+    try:
+        return fn(*a)
+    except OSError as e:
+        if e.errno != errno.ESTALE:
+            raise
+        return None
+
+
+@pytest.mark.timeout(240)
+def test_mount_recovers_after_new_handle_secret(env, restartable):
+    """podfsd lost its state dir and was started with --new-handle-secret:
+    every handle the client holds is stale. The client sees another root
+    handle at the reconnect and finds what it holds again by name: within
+    a bounded time paths that exist answer again (stat, read, listing,
+    new files), a file held open keeps reading, one removed meanwhile
+    answers ENOENT (or ESTALE), and the client says so in one line."""
+    d, mm = restartable
+    data = os.urandom(200000)
+    os.makedirs(mm / "dir" / "sub")
+    write_file(mm / "dir" / "sub" / "f", data)
+    write_file(mm / "gone", b"x")
+    fd = os.open(mm / "dir" / "sub" / "f", os.O_RDONLY)
+    try:
+        assert os.pread(fd, 10, 0) == data[:10]
+        st = os.stat(mm / "dir" / "sub" / "f")
+        os.stat(mm / "gone")
+
+        d.stop()
+        (env.export / "gone").unlink()
+        write_file(env.export / "dir" / "made-meanwhile", b"m")
+        fresh_state(env, d, "state-new", "--new-handle-secret")
+        d.start()
+
+        st2 = wait_for(lambda: works(os.stat, mm / "dir" / "sub" / "f"), RECONNECT,
+                       interval=0.2, what="a cached path to answer again")
+        assert (st2.st_ino, st2.st_size) == (st.st_ino, st.st_size)
+        got = Worker(os.pread, fd, len(data), 0).join(RECONNECT)
+        assert got == data, (len(got), got == data[:len(got)])
+        assert read_file(mm / "dir" / "sub" / "f") == data
+        assert sorted(os.listdir(mm / "dir")) == ["made-meanwhile", "sub"]
+        assert read_file(mm / "dir" / "made-meanwhile") == b"m"
+        write_file(mm / "dir" / "new", b"n")
+        assert read_file(env.export / "dir" / "new") == b"n"
+        assert errno_of(os.stat, mm / "gone") in (errno.ENOENT, errno.ESTALE)
+    finally:
+        os.close(fd)
+    log = "".join(p.output() for p in env.procs if p.tag.startswith("podfs"))
+    assert re.search(r"found \d+ of \d+ cached objects again by name", log), log
