@@ -152,11 +152,15 @@ void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 	pthread_mutex_unlock(&t->lock);
 }
 
-int inode_snapshot_named(struct inode_table *t, struct inode_named **out, size_t *n)
+/* A malloc'd array of one elem-byte slot per inode (root included),
+ * each filled by fill under the table lock and the inode's lock: the
+ * snapshots below. Returns 0 with *out and *n, or -ENOMEM. */
+static int snapshot(struct inode_table *t, size_t elem, void (*fill)(void *slot, struct inode *ip),
+		    void **out, size_t *n)
 {
 	pthread_mutex_lock(&t->lock);
 	size_t cap = t->tab.n, k = 0, pos;
-	struct inode_named *v = calloc(cap ? cap : 1, sizeof(*v));
+	char *v = calloc(cap ? cap : 1, elem);
 	if (!v) {
 		pthread_mutex_unlock(&t->lock);
 		return -ENOMEM;
@@ -164,13 +168,8 @@ int inode_snapshot_named(struct inode_table *t, struct inode_named **out, size_t
 	for (struct hnode *hn = htab_iter(&t->tab, &pos, NULL); hn && k < cap;
 	     hn = htab_iter(&t->tab, &pos, hn)) {
 		struct inode *ip = container_of(hn, struct inode, hn);
-		v[k].fh = ip->fh;
-		v[k].hash = hn->hash;
-		v[k].root = ip == t->root;
 		pthread_mutex_lock(&ip->lock);
-		v[k].attr = ip->attr;
-		v[k].parent_hash = ip->parent_hash;
-		v[k].name = ip->name ? strdup(ip->name) : NULL;
+		fill(v + k * elem, ip);
 		pthread_mutex_unlock(&ip->lock);
 		k++;
 	}
@@ -178,6 +177,26 @@ int inode_snapshot_named(struct inode_table *t, struct inode_named **out, size_t
 	*out = v;
 	*n = k;
 	return 0;
+}
+
+static void fill_named(void *slot, struct inode *ip)
+{
+	struct inode_named *v = slot;
+	v->fh = ip->fh;
+	v->hash = ip->hn.hash;
+	v->root = ip->nodeid == FUSE_ROOT_ID;
+	v->attr = ip->attr;
+	v->parent_hash = ip->parent_hash;
+	v->name = ip->name ? strdup(ip->name) : NULL;
+}
+
+int inode_snapshot_named(struct inode_table *t, struct inode_named **out, size_t *n)
+{
+	void *v;
+	int rc = snapshot(t, sizeof(**out), fill_named, &v, n);
+	if (rc == 0)
+		*out = v;
+	return rc;
 }
 
 void inode_named_free(struct inode_named *v, size_t n)
@@ -194,29 +213,21 @@ void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const st
 	t->forget_arg = arg;
 }
 
+static void fill_snap(void *slot, struct inode *ip)
+{
+	struct inode_snap *v = slot;
+	v->nodeid = ip->nodeid;
+	v->fh = ip->fh;
+	v->attr = ip->attr;
+}
+
 int inode_snapshot(struct inode_table *t, struct inode_snap **out, size_t *n)
 {
-	pthread_mutex_lock(&t->lock);
-	size_t cap = t->tab.n, k = 0, pos;
-	struct inode_snap *v = malloc((cap ? cap : 1) * sizeof(*v));
-	if (!v) {
-		pthread_mutex_unlock(&t->lock);
-		return -ENOMEM;
-	}
-	for (struct hnode *hn = htab_iter(&t->tab, &pos, NULL); hn && k < cap;
-	     hn = htab_iter(&t->tab, &pos, hn)) {
-		struct inode *ip = container_of(hn, struct inode, hn);
-		v[k].nodeid = ip->nodeid;
-		v[k].fh = ip->fh;
-		pthread_mutex_lock(&ip->lock);
-		v[k].attr = ip->attr;
-		pthread_mutex_unlock(&ip->lock);
-		k++;
-	}
-	pthread_mutex_unlock(&t->lock);
-	*out = v;
-	*n = k;
-	return 0;
+	void *v;
+	int rc = snapshot(t, sizeof(**out), fill_snap, &v, n);
+	if (rc == 0)
+		*out = v;
+	return rc;
 }
 
 bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const struct pfs_attr *a,
