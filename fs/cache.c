@@ -12,11 +12,11 @@
 
 #include "bg_i.h"
 #include "client_i.h"
+#include "fhmap_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
 #include "names_i.h"
 #include "podfs/clock.h"
-#include "fhmap_i.h"
 #include "podfs/log.h"
 #include "recover_i.h"
 #include "rpc_i.h"
@@ -236,7 +236,7 @@ static void revalidate_all(struct cache *k)
 		pfs_wr_init(&w, items, cap);
 		for (; i < n && cnt < PFS_BATCH_MAX; i++, cnt++) {
 			struct pfs_reval_item it = {
-				.fh = v[i].fh,  /* or its new handle, below */
+				.fh = v[i].fh, /* or its new handle, below */
 				.size = v[i].attr.size,
 				.mtime_s = v[i].attr.mtime_s,
 				.ctime_s = v[i].attr.ctime_s,

@@ -28,9 +28,9 @@
 #include <unistd.h>
 
 #include "cache_i.h"
-#include "fhmap_i.h"
 #include "client_i.h"
 #include "creds_i.h"
+#include "fhmap_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
 #include "locks_i.h"
