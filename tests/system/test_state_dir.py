@@ -5,7 +5,9 @@ A daemon started on an export with another secret would leave every
 client's handles stale, so the export records the secret's id (a keyed
 hash, in the trusted xattr trusted.podfs.handle-secret of its root) and
 podfsd refuses such a start unless told --new-handle-secret; a client that
-still sends handles of another secret is named in one warning.
+still sends handles of another secret is named in one warning. After
+--new-handle-secret a mounted podfs sees another root handle when it
+reconnects and finds what it holds again by name.
 """
 
 import errno
@@ -52,8 +54,10 @@ def test_changed_state_dir_refused_until_told(env, restartable):
     assert "recorded on" in d.log()
 
     d.stop()
-    d.start()  # the same state dir: no refusal
-    assert read_file(mm / "f") == b"before"
+    d.start()  # the same state dir: no refusal, and nothing to find again
+    assert Worker(read_file, mm / "f").join(RECONNECT) == b"before"
+    wait_for(lambda: "reconnected" in mm.proc.output(), RECONNECT, what="the reconnect")
+    assert "file handles changed" not in mm.proc.output()
     d.stop()
 
     new = env.root / "state-new"
