@@ -135,6 +135,6 @@ int hsecret_check(int export_fd, const uint8_t secret[32], const char *export_di
 			 "again by name when they reconnect",
 			 export_dir, hex, garbled ? "unreadable" : old);
 	else
-		pfs_notice("handle secret %s recorded on %s", hex, export_dir);
+		pfs_info("handle secret %s recorded on %s", hex, export_dir);
 	return 0;
 }

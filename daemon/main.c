@@ -553,7 +553,13 @@ int main(int argc, char **argv)
 		close(export_fd);
 		fatal("%s", err);
 	}
-	/* Before the capabilities go: the record is a trusted xattr. */
+	nofile = raise_fd_limit();
+	cache_max = nofile > 8192 ? (nofile - 4096) / 2 : 256;
+	if (cache_max > PFSD_HCACHE_MAX)
+		cache_max = PFSD_HCACHE_MAX;
+	set_limits(d, nofile, cache_max);
+	/* After the options' last checks (set_limits), before the
+	 * capabilities go: the record is a trusted xattr. */
 	if (hsecret_check(export_fd, hkey, d->o.export_dir, d->o.state_dir, hkey_created,
 			  d->o.new_hsecret, err, sizeof(err)) < 0) {
 		memset(hkey, 0, sizeof(hkey));
@@ -567,11 +573,6 @@ int main(int argc, char **argv)
 		}
 		fatal("%s", err);
 	}
-	nofile = raise_fd_limit();
-	cache_max = nofile > 8192 ? (nofile - 4096) / 2 : 256;
-	if (cache_max > PFSD_HCACHE_MAX)
-		cache_max = PFSD_HCACHE_MAX;
-	set_limits(d, nofile, cache_max);
 	ret = handles_new(&d->hs, export_fd, hkey, cache_max, err, sizeof(err));
 	memset(hkey, 0, sizeof(hkey));
 	if (ret < 0)

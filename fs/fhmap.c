@@ -208,55 +208,24 @@ static bool fhw_FH(struct pfs_rd *r, struct fhw *w)
 	}
 PFS_MESSAGES(FHW_MSG)
 
-/* The fh fields of op's request into w; false if it has none or does
- * not decode. */
+static bool fhw_msg_none(const uint8_t *p, size_t len, struct fhw *w)
+{
+	(void)p;
+	(void)len;
+	w->n = 0;
+	return false;
+}
+
+/* The fh fields of op's request into w (every opcode of wire.h's table,
+ * by its request message); false if it has none or does not decode. */
 static bool fhw_request(uint16_t op, const uint8_t *p, size_t len, struct fhw *w)
 {
 	switch (op) {
-#define FHW_CASE(opname, v, req, ...) FHW_CASE_##req(opname, req)
-#define FHW_CASE_none(n, req)
-#define FHW_CASE_hello_req(n, req)
-#define FHW_CASE_auth_req(n, req)
-#define FHW_CASE_ping_req(n, req)
-#define FHW_CASE_push_ack(n, req)
-#define FHW_CASE_inval_inode_push(n, req)
-#define FHW_CASE_inval_entry_push(n, req)
-#define FHW_CASE_lock_wake_push(n, req)
-#define FHW_CASE_forget_req(n, req)
-#define FHW_CASE_revalidate_req(n, req)
-#define FHW_CASE_reclaim_done_req(n, req)
-#define FHW_ANY(opname, req) \
-	case PFS_OP_##opname: \
+#define FHW_CASE(opname, v, req, ...) \
+	case PFS_OP_##opname:         \
 		return fhw_msg_##req(p, len, w) && w->n > 0;
-#define FHW_CASE_lookup_req FHW_ANY
-#define FHW_CASE_getattr_req FHW_ANY
-#define FHW_CASE_setattr_req FHW_ANY
-#define FHW_CASE_readlink_req FHW_ANY
-#define FHW_CASE_mknod_req FHW_ANY
-#define FHW_CASE_mkdir_req FHW_ANY
-#define FHW_CASE_symlink_req FHW_ANY
-#define FHW_CASE_unlink_req FHW_ANY
-#define FHW_CASE_rename_req FHW_ANY
-#define FHW_CASE_link_req FHW_ANY
-#define FHW_CASE_open_req FHW_ANY
-#define FHW_CASE_create_req FHW_ANY
-#define FHW_CASE_read_req FHW_ANY
-#define FHW_CASE_write_req FHW_ANY
-#define FHW_CASE_release_req FHW_ANY
-#define FHW_CASE_fsync_req FHW_ANY
-#define FHW_CASE_readdir_req FHW_ANY
-#define FHW_CASE_statfs_req FHW_ANY
-#define FHW_CASE_setxattr_req FHW_ANY
-#define FHW_CASE_getxattr_req FHW_ANY
-#define FHW_CASE_listxattr_req FHW_ANY
-#define FHW_CASE_removexattr_req FHW_ANY
-#define FHW_CASE_fallocate_req FHW_ANY
-#define FHW_CASE_lock_req FHW_ANY
-#define FHW_CASE_unlock_owner_req FHW_ANY
-#define FHW_CASE_lseek_req FHW_ANY
-#define FHW_CASE_lookup_data_req FHW_ANY
-#define FHW_CASE_listdir_req FHW_ANY
 		PFS_OPS(FHW_CASE)
+#undef FHW_CASE
 	default:
 		return false;
 	}
