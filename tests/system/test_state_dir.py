@@ -145,7 +145,7 @@ def test_mount_recovers_after_new_handle_secret(env, restartable):
     every handle the client holds is stale. The client sees another root
     handle at the reconnect and finds what it holds again by name: within
     a bounded time paths that exist answer again (stat, read, listing,
-    new files), a file held open keeps reading, one removed meanwhile
+    new files), files held open keep reading and writing, one removed meanwhile
     answers ENOENT (or ESTALE), and the client says so in one line."""
     d, mm = restartable
     data = os.urandom(200000)
@@ -153,7 +153,10 @@ def test_mount_recovers_after_new_handle_secret(env, restartable):
     write_file(mm / "dir" / "sub" / "f", data)
     write_file(mm / "gone", b"x")
     fd = os.open(mm / "dir" / "sub" / "f", os.O_RDONLY)
+    wfd = os.open(mm / "dir" / "w", os.O_CREAT | os.O_WRONLY, 0o644)
     try:
+        os.write(wfd, b"first ")
+        os.fsync(wfd)
         assert os.pread(fd, 10, 0) == data[:10]
         st = os.stat(mm / "dir" / "sub" / "f")
         os.stat(mm / "gone")
@@ -170,12 +173,17 @@ def test_mount_recovers_after_new_handle_secret(env, restartable):
         got = Worker(os.pread, fd, len(data), 0).join(RECONNECT)
         assert got == data, (len(got), got == data[:len(got)])
         assert read_file(mm / "dir" / "sub" / "f") == data
-        assert sorted(os.listdir(mm / "dir")) == ["made-meanwhile", "sub"]
+        assert sorted(os.listdir(mm / "dir")) == ["made-meanwhile", "sub", "w"]
         assert read_file(mm / "dir" / "made-meanwhile") == b"m"
         write_file(mm / "dir" / "new", b"n")
         assert read_file(env.export / "dir" / "new") == b"n"
         assert errno_of(os.stat, mm / "gone") in (errno.ENOENT, errno.ESTALE)
+        # A file held open for writing writes on.
+        os.write(wfd, b"second")
+        os.fsync(wfd)
+        assert read_file(env.export / "dir" / "w") == b"first second"
     finally:
         os.close(fd)
+        os.close(wfd)
     log = "".join(p.output() for p in env.procs if p.tag.startswith("podfs"))
     assert re.search(r"found \d+ of \d+ cached objects again by name", log), log
