@@ -42,6 +42,8 @@ static int revalidate_one(struct op *o, const struct pfs_reval_item *it, struct 
 
 	/* fstat needs no permission: no credential switch. */
 	ret = handles_get(o->d->hs, &it->fh, &e);
+	if (ret == -ESTALE)
+		op_note_stale(o, &it->fh);
 	if (ret == 0) {
 		/* Trusted again from now on: interest before the stat. */
 		export_note(&o->x, &it->fh);

@@ -76,12 +76,15 @@ static int mkdir_p(const char *dir, char *err, size_t errlen)
 	return ret;
 }
 
-int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], char *err, size_t errlen)
+int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], bool *created, char *err,
+		     size_t errlen)
 {
 	char path[4096];
 	struct stat st;
 	int fd, ret;
 
+	if (created)
+		*created = false;
 	ret = mkdir_p(state_dir, err, errlen);
 	if (ret < 0)
 		return ret;
@@ -102,6 +105,8 @@ int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], char *er
 				return ret;
 			}
 			close(fd);
+			if (created)
+				*created = true;
 			return 0;
 		}
 		if (errno == EEXIST) /* another podfsd created it just now */
@@ -161,6 +166,14 @@ static int fh_parse(const struct handles *h, const struct pfs_fh *fh, struct kha
 	k->fh.handle_bytes = body - FH_TYPE_LEN;
 	memcpy(k->fh.f_handle, fh->data + FH_TYPE_LEN, k->fh.handle_bytes);
 	return 0;
+}
+
+bool handles_foreign(const struct handles *h, const struct pfs_fh *fh)
+{
+	struct khandle k;
+
+	return fh->len >= FH_MIN && fh->len <= FH_TYPE_LEN + KH_MAX + FH_MAC_LEN &&
+	       fh_parse(h, fh, &k) < 0;
 }
 
 int handles_encode_at(struct handles *h, int dirfd, const char *name, struct pfs_fh *out)

@@ -40,8 +40,10 @@ struct hent {
 struct handles;
 
 /* Loads STATE_DIR/handle.key, creating the directory (0700) and the key
- * (0600, random) on first start. Returns 0 or -errno with a reason in err. */
-int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], char *err, size_t errlen);
+ * (0600, random) on first start; *created (if not NULL) says whether it
+ * was created now. Returns 0 or -errno with a reason in err. */
+int handles_load_key(const char *state_dir, uint8_t key[PFSD_HKEY_LEN], bool *created, char *err,
+		     size_t errlen);
 
 /* Sets up handles for the export whose O_PATH directory fd is export_fd
  * (handles_new takes ownership of it, also on failure). Checks that the
@@ -68,6 +70,10 @@ const struct pfs_fh *handles_root(const struct handles *h);
  * reference: release it with handles_put(). Returns 0, -ESTALE (bad MAC,
  * malformed, or the object is gone), or another -errno. */
 int handles_get(struct handles *h, const struct pfs_fh *fh, struct hent **out);
+/* Whether fh, which handles_get answered ESTALE, has the shape of our
+ * handles but a MAC that does not verify: made under another handle
+ * secret (a changed state directory) or forged. Any thread. */
+bool handles_foreign(const struct handles *h, const struct pfs_fh *fh);
 /* Drops a reference of handles_get (e may be NULL); an entry no longer in
  * the cache is closed by its last one. */
 void handles_put(struct handles *h, struct hent *e);

@@ -23,6 +23,7 @@
 #include "caps_i.h"
 #include "podfs/tls.h"
 #include "handles_i.h"
+#include "hsecret_i.h"
 #include "lockstate_i.h"
 #include "notify_i.h"
 #include "observe_i.h"
@@ -46,7 +47,11 @@ static const char usage_text[] =
 	"\n"
 	"  --listen ADDR:PORT   address to listen on (default 0.0.0.0:7049; port 0: any)\n"
 	"  --key FILE           pod key shared with the clients (default " DEFAULT_KEY ")\n"
-	"  --state-dir DIR      server state: handle key, lock holders (default " DEFAULT_STATE ")\n"
+	"  --state-dir DIR      server state: handle key, lock holders (default " DEFAULT_STATE ");\n"
+	"                       keep it: the export records which handle key served it,\n"
+	"                       and podfsd refuses to start with another one\n"
+	"  --new-handle-secret  start even though the export was served under another\n"
+	"                       handle key (its state dir is lost): clients must remount\n"
 	"  --daemon             run in the background once listening; log to syslog\n"
 	"  --pidfile FILE       write the daemon's pid to FILE\n"
 	"  --port-file FILE     write the port listened on to FILE\n"
@@ -239,6 +244,7 @@ static const struct optdef optdefs[] = {
 	FUNC("anonuid", required_argument, set_rule),
 	FUNC("anongid", required_argument, set_rule),
 	FLAG("buffered-writes", buffered),
+	FLAG("new-handle-secret", new_hsecret),
 	STR("limits", limits),
 	STR("control-socket", control),
 	FUNC("metrics", required_argument, set_metrics),
@@ -556,7 +562,7 @@ int main(int argc, char **argv)
 {
 	struct pfsd *d;
 	uint8_t hkey[PFSD_HKEY_LEN];
-	char err[512], tp[16], portbuf[16];
+	char err[1024], tp[16], portbuf[16];
 	char *pidfile_abs = NULL;
 	size_t nofile, cache_max;
 	int export_fd, port, ret;
@@ -604,7 +610,8 @@ int main(int argc, char **argv)
 		fatal("state directory %s must not be inside the export %s", d->o.state_dir,
 		      d->o.export_dir);
 	}
-	ret = handles_load_key(d->o.state_dir, hkey, err, sizeof(err));
+	bool hkey_created;
+	ret = handles_load_key(d->o.state_dir, hkey, &hkey_created, err, sizeof(err));
 	if (ret < 0) {
 		close(export_fd);
 		fatal("%s", err);
@@ -614,6 +621,21 @@ int main(int argc, char **argv)
 	if (cache_max > PFSD_HCACHE_MAX)
 		cache_max = PFSD_HCACHE_MAX;
 	set_limits(d, nofile, cache_max);
+	/* After the options' last checks (set_limits), before the
+	 * capabilities go: the record is a trusted xattr. */
+	if (hsecret_check(export_fd, hkey, d->o.export_dir, d->o.state_dir, hkey_created,
+			  d->o.new_hsecret, err, sizeof(err)) < 0) {
+		memset(hkey, 0, sizeof(hkey));
+		close(export_fd);
+		/* Leave the new state directory as it was: the next start
+		 * with it must refuse the same way. */
+		if (hkey_created) {
+			char path[4096];
+			snprintf(path, sizeof(path), "%s/handle.key", d->o.state_dir);
+			unlink(path);
+		}
+		fatal("%s", err);
+	}
 	ret = handles_new(&d->hs, export_fd, hkey, cache_max, err, sizeof(err));
 	memset(hkey, 0, sizeof(hkey));
 	if (ret < 0)

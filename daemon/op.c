@@ -8,16 +8,28 @@
 #include "handles_i.h"
 #include "op_i.h"
 #include "pfsd_i.h"
+#include "req_i.h"
+#include "session_i.h"
+
+void op_note_stale(struct op *o, const struct pfs_fh *fh)
+{
+	if (o->r->s && handles_foreign(o->d->hs, fh))
+		atomic_store_explicit(&o->r->s->foreign_fh, true, memory_order_relaxed);
+}
 
 int op_begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
 	     const struct pfs_fh *fh2)
 {
 	int ret = handles_get(o->d->hs, fh, &o->obj);
 
+	if (ret == -ESTALE)
+		op_note_stale(o, fh);
 	if (ret < 0)
 		return ret;
 	if (fh2) {
 		ret = handles_get(o->d->hs, fh2, &o->obj2);
+		if (ret == -ESTALE)
+			op_note_stale(o, fh2);
 		if (ret < 0)
 			goto out_put;
 	}

@@ -57,6 +57,9 @@ typedef int (*handler_fn)(struct op *o);
  * thread root. Pair a success with op_end. */
 int op_begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
 	     const struct pfs_fh *fh2);
+/* fh was answered ESTALE: if its MAC fails (another handle secret), the
+ * session's foreign_fh is set, for the loop's warning (server.c). */
+void op_note_stale(struct op *o, const struct pfs_fh *fh);
 /* Undoes op_begin: root again (if it switched), handles released. */
 void op_end(struct op *o);
 

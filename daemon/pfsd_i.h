@@ -12,7 +12,7 @@
  *   session.c       sessions, fids, lock fds, lock wake-ups
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   conn.c          one connection: frames, write queue, backpressure
- *   leaves          handles.c interest.c lockstate.c pipes.c drc.c framer.c
+ *   leaves          handles.c hsecret.c interest.c lockstate.c pipes.c drc.c framer.c
  *                   tls_stream.c (a connection's TLS on memory BIOs)
  *                   ratelimit.c caps.c exports.c (export rules) limits.c,
  *                   and lib/
@@ -69,6 +69,8 @@ struct pfsd_opts {
 	bool ro;
 	bool allow_plaintext;  /* --allow-plaintext: TLS optional (conn.c) */
 	bool buffered;         /* --buffered-writes: no O_DIRECT for big writes */
+	bool new_hsecret;      /* --new-handle-secret: serve an export recorded
+				* under another handle secret (hsecret_i.h) */
 	int log_level;
 	unsigned threads;
 	unsigned lease;        /* seconds a disconnected session lingers */

@@ -110,12 +110,20 @@ static void drc_settle(struct req *r)
 }
 
 /* Logs the caps s's requests hit for the first time (open files, lock
- * owners, the daemon's fds: session.c notes them). */
+ * owners, the daemon's fds: session.c notes them), and, once, that it
+ * sent handles of another handle secret (op.c notes them). */
 static void note_hits(struct session *s, struct conn *c)
 {
 	unsigned hits = atomic_load_explicit(&s->hits, memory_order_relaxed) & ~s->acct->logged;
 	const struct limits *l = &s->d->lim;
 
+	if (!s->foreign_logged && atomic_load_explicit(&s->foreign_fh, memory_order_relaxed)) {
+		s->foreign_logged = true;
+		pfsd_warn_rl(s->d, "session %016llx of %s (%s) sends handles from another handle "
+			     "secret: was --state-dir changed, or its directory lost? They answer "
+			     "ESTALE (podfs finds its files again by name; older clients must "
+			     "remount)", (unsigned long long)s->client_id, c->peer, s->host);
+	}
 	if (!hits)
 		return;
 	s->acct->logged |= hits;

@@ -77,6 +77,10 @@ struct session {
 	 * the loop logs each once: server.c). */
 	struct lim_acct *acct;
 	_Atomic unsigned hits;
+	/* Its requests named handles made under another handle secret
+	 * (workers set, the loop logs it once: server.c). */
+	atomic_bool foreign_fh;
+	bool foreign_logged;
 	/* Its requests on the thread pool, and those waiting for its share
 	 * of the workers (limit "workers"; loop, server.c). */
 	unsigned running;

@@ -12,11 +12,13 @@
 
 #include "bg_i.h"
 #include "client_i.h"
+#include "fhmap_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
 #include "names_i.h"
 #include "podfs/clock.h"
 #include "podfs/log.h"
+#include "recover_i.h"
 #include "rpc_i.h"
 
 #define FORGET_DELAY_MS 100 /* a FORGET batch waits this long for company */
@@ -39,6 +41,7 @@ struct cache {
 	size_t nforget;
 	int64_t forget_since_ms;
 	bool reval_pending;
+	bool recover_pending; /* the server's handles changed: recover.c first */
 };
 
 int cache_new(struct client *c, struct cache **out)
@@ -233,13 +236,14 @@ static void revalidate_all(struct cache *k)
 		pfs_wr_init(&w, items, cap);
 		for (; i < n && cnt < PFS_BATCH_MAX; i++, cnt++) {
 			struct pfs_reval_item it = {
-				.fh = v[i].fh,
+				.fh = v[i].fh, /* or its new handle, below */
 				.size = v[i].attr.size,
 				.mtime_s = v[i].attr.mtime_s,
 				.ctime_s = v[i].attr.ctime_s,
 				.mtime_ns = v[i].attr.mtime_ns,
 				.ctime_ns = v[i].attr.ctime_ns,
 			};
+			fhmap_get(c->fm, &v[i].fh, &it.fh);
 			if (pfs_enc_reval_item(&w, &it) < 0)
 				break;
 		}
@@ -293,6 +297,15 @@ out:
 	free(req);
 }
 
+void cache_handles_changed(struct cache *k)
+{
+	pthread_mutex_lock(&k->bg.lock);
+	k->recover_pending = true;
+	k->reval_pending = true;
+	bg_wake(&k->bg);
+	pthread_mutex_unlock(&k->bg.lock);
+}
+
 void cache_reconnected(struct cache *k)
 {
 	pthread_mutex_lock(&k->bg.lock);
@@ -307,6 +320,13 @@ static void *cache_main(void *arg)
 
 	pthread_mutex_lock(&k->bg.lock);
 	while (!k->bg.stop) {
+		if (k->recover_pending) {
+			k->recover_pending = false;
+			pthread_mutex_unlock(&k->bg.lock);
+			recover_handles(k->c);
+			pthread_mutex_lock(&k->bg.lock);
+			continue;
+		}
 		if (k->reval_pending) {
 			k->reval_pending = false;
 			pthread_mutex_unlock(&k->bg.lock);

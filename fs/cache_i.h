@@ -54,6 +54,10 @@ void cache_forget_cb(void *arg, const struct pfs_fh *fh);
  * for the background thread (never blocks; the connection thread calls
  * it). */
 void cache_reconnected(struct cache *k);
+/* The reconnect found the server's handles changed (fhmap_i.h): the
+ * cache thread finds the cached objects again by name (recover.c), then
+ * revalidates. Any thread. */
+void cache_handles_changed(struct cache *k);
 
 /* The server answered op with ENOSYS: remember it (never sent again).
  * Only ops 40..71 (caching and data path) are remembered. */

@@ -117,6 +117,7 @@ struct client {
 	struct creds_cache *cc;  /* callers' groups (creds.c) */
 	struct gate *gate;       /* the push/reply race gate (gate.c) */
 	struct cache *cache;     /* FORGET, REVALIDATE, ENOSYS memory (cache.c) */
+	struct fhmap *fm;        /* handles after a change of the server's secret (fhmap.c) */
 	struct pcache *pc;       /* persistent content cache (pcache.c), or NULL */
 	struct wb *wb;           /* write-behind (wb.c) */
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */

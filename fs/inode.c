@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fhmap_i.h"
 #include "listing_i.h"
 #include "names_i.h"
 #include "podfs/clock.h"
@@ -42,6 +43,7 @@ static void inline_free(struct inode *ip)
 
 static void inode_destroy(struct inode *ip)
 {
+	free(ip->name);
 	listing_free(ip->listing);
 	nameset_free(ip->names);
 	inline_free(ip);
@@ -49,8 +51,7 @@ static void inode_destroy(struct inode *ip)
 	free(ip);
 }
 
-/* The inode of fh, or NULL. Called with the table lock. */
-static struct inode *find(struct inode_table *t, const struct pfs_fh *fh)
+static struct inode *find_fh(struct inode_table *t, const struct pfs_fh *fh)
 {
 	uint64_t hash = fh_hash(fh);
 
@@ -60,6 +61,19 @@ static struct inode *find(struct inode_table *t, const struct pfs_fh *fh)
 			return ip;
 	}
 	return NULL;
+}
+
+/* The inode of fh, or NULL: fh may also be the server's new handle of an
+ * inode the table holds under its old one (fhmap_i.h). Called with the
+ * table lock. */
+static struct inode *find(struct inode_table *t, const struct pfs_fh *fh)
+{
+	struct inode *ip = find_fh(t, fh);
+	struct pfs_fh old;
+
+	if (!ip && t->fm && fhmap_rev(t->fm, fh, &old))
+		ip = find_fh(t, &old);
+	return ip;
 }
 
 int inode_table_new(const struct pfs_entry *root, struct inode_table **out)
@@ -128,12 +142,68 @@ void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 	if (ip->nlookup == 0 && ip != t->root) {
 		htab_remove(&t->tab, &ip->hn);
 		pthread_mutex_unlock(&t->lock);
+		if (t->fm)
+			fhmap_del(t->fm, &ip->fh);
 		if (t->forget_cb)
 			t->forget_cb(t->forget_arg, &ip->fh);
 		inode_destroy(ip);
 		return;
 	}
 	pthread_mutex_unlock(&t->lock);
+}
+
+/* A malloc'd array of one elem-byte slot per inode (root included),
+ * each filled by fill under the table lock and the inode's lock: the
+ * snapshots below. Returns 0 with *out and *n, or -ENOMEM. */
+static int snapshot(struct inode_table *t, size_t elem, void (*fill)(void *slot, struct inode *ip),
+		    void **out, size_t *n)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t cap = t->tab.n, k = 0, pos;
+	char *v = calloc(cap ? cap : 1, elem);
+	if (!v) {
+		pthread_mutex_unlock(&t->lock);
+		return -ENOMEM;
+	}
+	for (struct hnode *hn = htab_iter(&t->tab, &pos, NULL); hn && k < cap;
+	     hn = htab_iter(&t->tab, &pos, hn)) {
+		struct inode *ip = container_of(hn, struct inode, hn);
+		pthread_mutex_lock(&ip->lock);
+		fill(v + k * elem, ip);
+		pthread_mutex_unlock(&ip->lock);
+		k++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+static void fill_named(void *slot, struct inode *ip)
+{
+	struct inode_named *v = slot;
+	v->fh = ip->fh;
+	v->hash = ip->hn.hash;
+	v->root = ip->nodeid == FUSE_ROOT_ID;
+	v->attr = ip->attr;
+	v->parent_hash = ip->parent_hash;
+	v->name = ip->name ? strdup(ip->name) : NULL;
+}
+
+int inode_snapshot_named(struct inode_table *t, struct inode_named **out, size_t *n)
+{
+	void *v;
+	int rc = snapshot(t, sizeof(**out), fill_named, &v, n);
+	if (rc == 0)
+		*out = v;
+	return rc;
+}
+
+void inode_named_free(struct inode_named *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].name);
+	free(v);
 }
 
 void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const struct pfs_fh *fh),
@@ -143,29 +213,21 @@ void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const st
 	t->forget_arg = arg;
 }
 
+static void fill_snap(void *slot, struct inode *ip)
+{
+	struct inode_snap *v = slot;
+	v->nodeid = ip->nodeid;
+	v->fh = ip->fh;
+	v->attr = ip->attr;
+}
+
 int inode_snapshot(struct inode_table *t, struct inode_snap **out, size_t *n)
 {
-	pthread_mutex_lock(&t->lock);
-	size_t cap = t->tab.n, k = 0, pos;
-	struct inode_snap *v = malloc((cap ? cap : 1) * sizeof(*v));
-	if (!v) {
-		pthread_mutex_unlock(&t->lock);
-		return -ENOMEM;
-	}
-	for (struct hnode *hn = htab_iter(&t->tab, &pos, NULL); hn && k < cap;
-	     hn = htab_iter(&t->tab, &pos, hn)) {
-		struct inode *ip = container_of(hn, struct inode, hn);
-		v[k].nodeid = ip->nodeid;
-		v[k].fh = ip->fh;
-		pthread_mutex_lock(&ip->lock);
-		v[k].attr = ip->attr;
-		pthread_mutex_unlock(&ip->lock);
-		k++;
-	}
-	pthread_mutex_unlock(&t->lock);
-	*out = v;
-	*n = k;
-	return 0;
+	void *v;
+	int rc = snapshot(t, sizeof(**out), fill_snap, &v, n);
+	if (rc == 0)
+		*out = v;
+	return rc;
 }
 
 bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const struct pfs_attr *a,

@@ -41,6 +41,7 @@ struct dver {
 	uint32_t ctime_ns;
 };
 
+struct fhmap;
 struct listing;
 struct nameset;
 
@@ -97,6 +98,8 @@ struct inode {
 	 * to the kernel under a name (0: not yet): see inode_named_seq. */
 	uint64_t named_seq;
 	uint64_t name_hash;   /* of its name there (name_hash) */
+	char *name;           /* that name (NULL: none, or no memory), to find the
+			       * object again by name (recover.c) */
 	uint64_t own_at;
 
 	struct pfs_fh fh;     /* immutable */
@@ -110,6 +113,10 @@ struct inode_table {
 	struct inode *root;
 	void (*forget_cb)(void *arg, const struct pfs_fh *fh);
 	void *forget_arg;
+	/* The server's handles after its handle secret changed (fhmap_i.h),
+	 * or NULL: a handle the table does not hold is looked up there. Set
+	 * before the session starts. */
+	struct fhmap *fm;
 	_Atomic int64_t inline_total;  /* bytes of all inline copies */
 
 	_Atomic uint64_t own_any;      /* trust.c: own changes of any kind (inode_own_touch) */
@@ -169,6 +176,21 @@ struct inode_snap {
 /* Copies every inode in the table (root included) into a malloc'd array
  * (*out, *n; the caller frees it). Returns 0 or -ENOMEM. */
 int inode_snapshot(struct inode_table *t, struct inode_snap **out, size_t *n);
+
+/* One cached object and where it was last looked up, as
+ * inode_snapshot_named reports it (recover.c). */
+struct inode_named {
+	struct pfs_fh fh;
+	struct pfs_attr attr;
+	uint64_t hash;        /* its fh hash (the parent_hash of its children) */
+	uint64_t parent_hash; /* the fh hash of its directory, 0: none */
+	char *name;           /* its name there (malloc'd), or NULL */
+	bool root;
+};
+/* Copies every inode (root included) with its name into a malloc'd array
+ * (*out, *n); free it with inode_named_free. Returns 0 or -ENOMEM. */
+int inode_snapshot_named(struct inode_table *t, struct inode_named **out, size_t *n);
+void inode_named_free(struct inode_named *v, size_t n);
 
 /* Under the table lock (the inode cannot be forgotten meanwhile): if the
  * table holds fh, calls cb(arg, ip) with its inode (unless cb is NULL)

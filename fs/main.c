@@ -31,6 +31,7 @@
 #include "cache_i.h"
 #include "client_i.h"
 #include "creds_i.h"
+#include "fhmap_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
 #include "locks_i.h"
@@ -47,6 +48,7 @@
 #include "podfs/tls.h"
 #include "push_i.h"
 #include "readahead_i.h"
+#include "recover_i.h"
 #include "rpc_i.h"
 #include "transport_i.h"
 #include "ctl_i.h"
@@ -131,6 +133,16 @@ static void tr_up_cb(void *arg, const struct transport_up *u)
 {
 	struct client *c = arg;
 
+	/* Before the pending requests go out again: they name the root by
+	 * its new handle from now on; the rest is found again by name. */
+	if (u->chan == 0 && u->handles_changed && c->it) {
+		pfs_info("%s names another root handle: its handle secret changed; finding "
+			 "the cached objects again by name", c->hostport);
+		if (fhmap_put(c->fm, &c->it->root->fh, &u->root) == 0) {
+			rpc_hold(c->rpc, RECOVER_HOLD_MS);
+			cache_handles_changed(c->cache);
+		}
+	}
 	/* Before the pending requests go out again: lock requests wait for
 	 * the reclaims (locks.c). */
 	if (u->chan == 0 && c->lk)
@@ -307,6 +319,7 @@ static void client_free(struct client *c)
 	pcache_free(c->pc);
 	ofile_free_all(c);
 	inode_table_free(c->it);
+	fhmap_free(c->fm);
 	transport_free(c->tr);
 	pfs_tls_ctx_free(c->tls_ctx);
 	c->tls_ctx = NULL;
@@ -353,7 +366,7 @@ static int prepare(struct client *c)
 		fprintf(stderr, "podfs: %s\n", err);
 		return OPTS_EXIT_USAGE;
 	}
-	if (rpc_new(c, &c->rpc) < 0 || transport_new(c, &tcb, &c->tr) < 0 ||
+	if (!(c->fm = fhmap_new()) || rpc_new(c, &c->rpc) < 0 || transport_new(c, &tcb, &c->tr) < 0 ||
 	    creds_cache_new(&c->cc) < 0 || gate_new(&c->gate) < 0 || cache_new(c, &c->cache) < 0 ||
 	    locks_new(c, &c->lk) < 0 || wb_new(c, c->wb_threads, c->wb_max, &c->wb) < 0) {
 		fputs("podfs: out of memory\n", stderr);
@@ -587,6 +600,7 @@ int main(int argc, char **argv)
 		goto out_stop;
 	}
 	inode_table_on_forget(c.it, cache_forget_cb, c.cache);
+	c.it->fm = c.fm;
 
 	/* Signals: SIGTERM/INT/HUP go to the signal thread (sigwait), so
 	 * every thread blocks them; a stray SIGUSR1 is ignored. Until here

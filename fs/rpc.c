@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "client_i.h"
+#include "fhmap_i.h"
 #include "killable_i.h"
 #include "podfs/clock.h"
 #include "podfs/hash.h"
@@ -50,7 +51,12 @@ struct rpc {
 	bool closing;
 	bool dead;
 	uint64_t abandoned; /* calls given up for a killed process */
+	int64_t hold_until; /* CLOCK_MONOTONIC ms: rpc_hold, 0: none */
 };
+
+/* The thread finding objects again after the server's handle secret
+ * changed: its calls go while the others are held (rpc_hold). */
+static __thread bool hold_exempt;
 
 int rpc_new(struct client *c, struct rpc **out)
 {
@@ -208,7 +214,9 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 			err = -EIO;
 			goto out_remove;
 		}
-		int k = sent_live(rpc, &r) ? -1 : pick(rpc, op);
+		bool held = rpc->hold_until && !hold_exempt && !rpc->closing &&
+			    pfs_mono_ms() < rpc->hold_until;
+		int k = sent_live(rpc, &r) || held ? -1 : pick(rpc, op);
 		if (k >= 0) {
 			uint64_t gen = rpc->ch[k].gen;
 			unsigned codecs = rpc->ch[k].codecs;
@@ -226,7 +234,21 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 			 * another connection. The id stays the same: the
 			 * server's reply cache is per session, whichever
 			 * connection a retry comes on. */
-			(void)transport_send(rpc->c->tr, (unsigned)k, gen, r.id, op, req, len, codecs);
+			/* After the server's handle secret changed, the
+			 * handles of objects found again go out as the server
+			 * knows them now (fhmap_i.h), also in a request made
+			 * before. */
+			uint8_t *mapped = NULL;
+			size_t mlen = 0;
+			if (rpc->c->fm &&
+			    fhmap_rewrite(rpc->c->fm, op, req, len, &mapped, &mlen) == 1) {
+				(void)transport_send(rpc->c->tr, (unsigned)k, gen, r.id, op, mapped,
+						     mlen, codecs);
+				free(mapped);
+			} else {
+				(void)transport_send(rpc->c->tr, (unsigned)k, gen, r.id, op, req,
+						     len, codecs);
+			}
 			pthread_mutex_lock(&rpc->lock);
 			continue;
 		}
@@ -305,6 +327,26 @@ int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		     struct rpc_reply *rep, int timeout_ms)
 {
 	return call(rpc, op, req, len, rep, timeout_ms > 0 ? timeout_ms : 1);
+}
+
+void rpc_hold(struct rpc *rpc, int ms)
+{
+	pthread_mutex_lock(&rpc->lock);
+	rpc->hold_until = pfs_mono_ms() + ms;
+	pthread_mutex_unlock(&rpc->lock);
+}
+
+void rpc_release(struct rpc *rpc)
+{
+	pthread_mutex_lock(&rpc->lock);
+	rpc->hold_until = 0;
+	wake_all(rpc);
+	pthread_mutex_unlock(&rpc->lock);
+}
+
+void rpc_hold_exempt(bool on)
+{
+	hold_exempt = on;
 }
 
 void rpc_connected(struct rpc *rpc, unsigned chan, uint64_t gen, unsigned codecs)

@@ -67,6 +67,16 @@ int rpc_call(struct rpc *rpc, uint16_t op, const void *req, size_t len, struct r
 int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		     struct rpc_reply *rep, int timeout_ms);
 
+/* Holds every call's (re)send for up to ms milliseconds, or until
+ * rpc_release, except the calls of a thread that called
+ * rpc_hold_exempt(true) and calls during shutdown: after the server's
+ * handle secret changed, requests wait while the objects they name are
+ * found again by name (recover.c), instead of failing with ESTALE. Any
+ * thread. */
+void rpc_hold(struct rpc *rpc, int ms);
+void rpc_release(struct rpc *rpc);
+void rpc_hold_exempt(bool on);
+
 /* Connection thread of connection chan (0: main, 1..conns-1: bulk, which
  * carry READ and WRITE only): a new authenticated connection of
  * generation gen (unique across all connections) is up; waiting callers

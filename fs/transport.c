@@ -75,6 +75,9 @@ struct transport {
 	atomic_bool push_ack;
 
 	struct pushq *pq; /* the pushes of the main connection */
+	/* The root handle the main connection's last AUTH reply named (its
+	 * connection thread, or transport_connect_first before it runs). */
+	struct pfs_fh root;
 };
 
 /* The push queue's callbacks: the transport's own, for the queue. */
@@ -314,7 +317,11 @@ static void install(struct chan *ch, int fd, const struct sock_session *hs, bool
 	struct transport_up u = { .chan = ch->idx, .gen = gen,
 				  .codecs = (unsigned)(hs->caps & PFS_CAPS_CODECS),
 				  .boot_id = hs->boot_id, .auth_flags = hs->flags,
-				  .again = again, .restarted = restarted };
+				  .again = again, .restarted = restarted, .root = hs->root.fh };
+	if (!ch->bulk) {
+		u.handles_changed = again && !pfs_fh_equal(&hs->root.fh, &t->root);
+		t->root = hs->root.fh;
+	}
 	t->cb.up_cb(t->cb.arg, &u);
 }
 

@@ -40,6 +40,13 @@ struct transport_up {
 	uint32_t auth_flags; /* PFS_AUTH_* of the session */
 	bool again;          /* main: a reconnect, not the mount's first connection */
 	bool restarted;      /* main reconnect: boot_id differs from the last one's */
+	/* Main reconnect: the AUTH reply names another root handle than the
+	 * last main connection's. podfsd's handles are MACs under its handle
+	 * secret, the root's too, so this says the secret changed (podfsd
+	 * runs with another state directory): every handle held is stale
+	 * (fhmap_i.h). root: the root's handle now. */
+	bool handles_changed;
+	struct pfs_fh root;
 };
 
 /* What the transport tells its owner. Every callback gets arg. They run

@@ -3,6 +3,7 @@
 #include "trust_i.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -131,6 +132,10 @@ void inode_set_parent(struct inode_table *t, struct inode *ip, struct inode *dir
 	}
 	ip->parent_hash = dir->hn.hash;
 	ip->name_hash = name ? name_hash(name, strlen(name)) : 0;
+	if (!ip->name || !name || strcmp(ip->name, name) != 0) {
+		free(ip->name);
+		ip->name = name ? strdup(name) : NULL; /* ENOMEM: not found again by name */
+	}
 	if (ip->named_seq == 0 || seq + 1 < ip->named_seq)
 		ip->named_seq = seq + 1;
 	pthread_mutex_unlock(&ip->lock);

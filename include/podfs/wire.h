@@ -259,6 +259,10 @@ enum pfs_op {
  *              EPROTONOSUPPORT (no common version; the server closes).
  * AUTH         Second frame: the client MAC. Replies: auth_rep (the export
  *              root, PFS_AUTH_* flags); EACCES (wrong key; closed);
+ *              the root's handle changes only with the server's handle
+ *              secret (or its export root): a client that gets another
+ *              one at a reconnect holds stale handles and finds its
+ *              objects again by name (docs/durability.md);
  *              ENOTCONN (a bulk connection whose session has no main
  *              connection; closed), EMFILE (PFS_BULK_MAX bulk connections
  *              already; closed).

@@ -191,7 +191,10 @@ class Targets:
             raise BenchError("podfsd --genkey did not create %s" % key)
         # Loopback only, run as root: root stays root on the mount, as
         # before export rules (a build without --squash has no squashing).
-        squash = ["--squash=none"] if "--squash" in run([podfsd, "--help"], timeout=30).stdout.decode() else []
+        helptext = run([podfsd, "--help"], timeout=30).stdout.decode()
+        squash = ["--squash=none"] if "--squash" in helptext else []
+        # A new state dir each run (and one per target) on the same export.
+        squash += ["--new-handle-secret"] if "--new-handle-secret" in helptext else []
         cmd = [podfsd, "--listen", "127.0.0.1:0", "--port-file", portfile, "--key", key,
                "--state-dir", state] + squash + self.a.podfsd_arg + \
             (["--allow-plaintext"] if t.name == PLAIN_TARGET else []) + [self.export]

@@ -206,7 +206,7 @@ static void setup(void)
 	d->o.state_dir = state_dir;
 	d->o.lz4 = PFS_LZ4_NEVER;
 	d->o.threads = 1;
-	FUZZ_ASSERT(handles_load_key(state_dir, hkey, err, sizeof err) == 0);
+	FUZZ_ASSERT(handles_load_key(state_dir, hkey, NULL, err, sizeof err) == 0);
 	export_fd = open(exp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	FUZZ_ASSERT(export_fd >= 0);
 	if (handles_new(&d->hs, export_fd, hkey, 256, err, sizeof err) < 0) {

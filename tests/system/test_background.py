@@ -30,8 +30,9 @@ def reaper(env):
         yield r
 
 
-def podfsd_daemon_argv(env, tag, listen="127.0.0.1:0"):
-    return [PODFSD, "--listen", listen, "--key", env.key, "--state-dir", env.root / f"st-{tag}",
+def podfsd_daemon_argv(env, tag, listen="127.0.0.1:0", state=None):
+    return [PODFSD, "--listen", listen, "--key", env.key, "--state-dir",
+            state or env.root / f"st-{tag}",
             "--squash=none", "--daemon", "--pidfile", env.root / f"{tag}.pid", "--port-file",
             env.root / f"{tag}.port", env.export]
 
@@ -67,7 +68,8 @@ def test_podfsd_daemon_start_error_reported_in_foreground(env, reaper, daemon):
     own: exit status 1 and a message, and no daemon left behind."""
     if daemon.external:
         pytest.skip("own daemon needed")
-    rc, out, err = reaper.run(podfsd_daemon_argv(env, "bg", f"127.0.0.1:{daemon.port}"))
+    rc, out, err = reaper.run(podfsd_daemon_argv(env, "bg", f"127.0.0.1:{daemon.port}",
+                                                 daemon.state_dir))
     assert rc not in (0, None), (rc, err)
     assert str(daemon.port) in err or "in use" in err.lower(), err
     ended, running = reaper.left_behind(5)

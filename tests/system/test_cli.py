@@ -151,7 +151,7 @@ def test_podfsd_port_in_use(env, daemon):
     if daemon.external:
         pytest.skip("own daemon needed")
     r = run([PODFSD, "--listen", f"127.0.0.1:{daemon.port}", "--key", env.key,
-             "--state-dir", env.root / "st2", env.export], timeout=30, check=False)
+             "--state-dir", daemon.state_dir, env.export], timeout=30, check=False)
     exited(r, 1)
     assert "address already in use" in r.stderr, r.stderr
 
@@ -189,7 +189,7 @@ def test_podfsd_daemon_mode(env):
     pidfile.chmod(0o666)  # an old file keeps no wider mode either
     os.symlink(env.root / "victim", env.root / "link.pid")
     r = run([PODFSD, "--listen", "127.0.0.1:0", "--key", env.key, "--state-dir",
-             env.root / "st2", "--pidfile", env.root / "link.pid", env.export],
+             env.root / "st", "--pidfile", env.root / "link.pid", env.export],
             timeout=60, check=False, env=san_env(env.logs, "podfsd-link"))
     exited(r, 1)
     assert "pid file" in r.stderr, r.stderr

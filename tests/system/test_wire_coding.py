@@ -166,8 +166,7 @@ def test_lz4_only_where_it_pays(env):
     size = 256 * 1024
     data = source_text(size)
     (env.export / "src.py").write_bytes(data)
-    daemons = {mode: env.start_daemon(state_dir=env.root / ("state-" + mode),
-                                      extra=[] if mode == "auto" else ["--lz4", mode])
+    daemons = {mode: env.start_daemon(extra=[] if mode == "auto" else ["--lz4", mode])
                for mode in ("auto", "always", "never")}
     key = P.load_key(env.key)
     for mode, d in daemons.items():
