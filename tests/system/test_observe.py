@@ -219,7 +219,7 @@ def test_podfsd_status_shows_the_grace_period(env, mount):
 
 
 def test_podfsd_control_socket_default_path_and_lifetime(env):
-    d = env.start_daemon()
+    d = env.start_daemon(own_control=False)
     path = f"/run/podfs/podfsd-{d.port}.sock"
     st = os.lstat(path)
     assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, oct(st.st_mode)
@@ -337,7 +337,7 @@ def test_metrics_refuse_bad_http_and_keep_serving(env, mount, side):
 
 
 def test_metrics_off_by_default(env, mount):
-    d = env.start_daemon()
+    d = env.start_daemon(own_control=False)
     a = mount(d)
     assert "metrics: off" in pstatus("--port", d.port).stdout
     out = subprocess.run([PODFS, "status", "-i", "0.1", str(a)], text=True, timeout=30,

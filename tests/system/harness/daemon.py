@@ -23,9 +23,12 @@ class Daemon:
     external = False
 
     def __init__(self, env, listen="127.0.0.1:0", export=None, state_dir=None, key=None,
-                 extra=(), tag=None, squash="none", plaintext=None):
+                 extra=(), tag=None, squash="none", plaintext=None, own_control=True):
         """plaintext: start it with --allow-plaintext (None: if the test is
-        marked plaintext, as pfsproto cannot speak TLS with a PSK)."""
+        marked plaintext, as pfsproto cannot speak TLS with a PSK).
+        own_control: its control socket in the test's directory (unless
+        extra names one), so that a daemon the test kills leaves nothing
+        in /run/podfs; False: podfsd's default, /run/podfs/podfsd-PORT.sock."""
         self.env = env
         self.plaintext = env.plaintext if plaintext is None else plaintext
         self.export = Path(export or env.export)
@@ -37,9 +40,13 @@ class Daemon:
         # asks for squash=None (podfsd's default, root squash, or the
         # rules of an exports file) or another mode.
         self.extra = ([f"--squash={squash}"] if squash else []) + list(extra)
+        self.tag = tag or f"podfsd{len(env.daemons)}"
+        ctl = env.root / (self.tag + ".ctl")
+        if own_control and not any(str(a).startswith("--control-socket") for a in self.extra) \
+                and len(str(ctl)) < 100:  # sun_path: 108 bytes
+            self.extra.append(f"--control-socket={ctl}")
         self.listen_host, _, p = listen.rpartition(":")
         self.port = int(p)
-        self.tag = tag or f"podfsd{len(env.daemons)}"
         self.nstarts = 0
         self.proc = None
         env.daemons.append(self)
