@@ -93,7 +93,7 @@ bool caps_can_switch(void)
 
 int caps_drop(char *msg, size_t len)
 {
-	struct capset s;
+	struct capset s = { 0 };
 	char kept[160];
 	bool bounded = true;
 	int ret, last = last_cap();
@@ -152,7 +152,7 @@ static __thread uint64_t saved_eff;
 
 void caps_user_enter(void)
 {
-	struct capset s;
+	struct capset s = { 0 };
 
 	if (cleared || get(&s) < 0 || !(s.eff & root_only))
 		return;
@@ -164,7 +164,7 @@ void caps_user_enter(void)
 
 void caps_user_leave(void)
 {
-	struct capset s;
+	struct capset s = { 0 };
 
 	if (!cleared || get(&s) < 0)
 		return;
