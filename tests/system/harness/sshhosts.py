@@ -38,6 +38,9 @@ PRIVATE = {
     "/run/mount": "755",
     "/var/lib/podfs": "700",
     "/srv/podfs": "755",
+    # sshd's privilege-separation directory: made by its init script or
+    # unit, so missing on a host where neither has run since boot.
+    "/run/sshd": "755",
 }
 # The mount point: a directory of the main namespace (podfs mounts there
 # are private to each host all the same).
