@@ -384,11 +384,7 @@ static void tls_out(struct conn *c, size_t acct, bool is_reply)
 		settle(c, acct, is_reply);
 		return;
 	}
-	if (tls_stream_take(&c->tls, &buf, &n) < 0) {
-		settle(c, acct, is_reply);
-		conn_close(c, "TLS buffer error");
-		return;
-	}
+	tls_stream_take(&c->tls, &buf, &n);
 	if (n == 0) {
 		settle(c, acct, is_reply);
 		return;
