@@ -73,7 +73,10 @@ def build_source(build):
 
 def ensure_latproxy(build):
     """Path of the latproxy binary in build, (re)built from its source when needed."""
-    src = os.path.normpath(os.path.join(REPO, "..", "shared", "tools", "latproxy.c"))
+    # ../shared/tools beside the checkout, or beside the directory that
+    # holds it (a git worktree one level further down).
+    cands = [os.path.normpath(os.path.join(REPO, *[".."] * k, "shared", "tools", "latproxy.c")) for k in (1, 2)]
+    src = next((c for c in cands if os.path.exists(c)), cands[0])
     os.makedirs(build, exist_ok=True)
     exe = os.path.join(build, "latproxy")
     if not os.access(exe, os.X_OK) or (os.path.exists(src) and os.path.getmtime(src) > os.path.getmtime(exe)):

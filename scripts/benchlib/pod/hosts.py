@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import time
 
-from ..common import BenchError, log, mount_fstype, rcstr, run, tail
+from ..common import LOG_START, BenchError, log, mount_fstype, rcstr, run, tail
 from ..ctx import wait_mount
 
 NS_PREFIX = "pfspod"
@@ -51,6 +51,7 @@ class Host:
         self.mnt = os.path.join(dir_, "mnt", "pod-h%d" % i)
         self.proc = None     # podfs, while mounted
         self.logpath = None
+        self.log_start = 0
         self.created = False
 
     def argv(self, argv):
@@ -68,6 +69,7 @@ class PodHosts:
         self.hosts = []
         self.daemon = None     # Popen of podfsd
         self.daemon_log = None
+        self.daemon_log_start = 0
         self.port = 0          # podfsd's port, kept over restarts
         self.key = os.path.join(self.dir, "key")
         self.ctl = os.path.join(self.dir, "podfsd.ctl")
@@ -124,20 +126,25 @@ class PodHosts:
         return self.hosts[0].host_ip
 
     def start_daemon(self):
-        """A fresh podfsd (new state dir) on host 0's host-side address, the
-        same port every time; waits for its port file."""
+        """A fresh podfsd on host 0's host-side address, the same port and
+        state dir every time (a new state dir for the run: its first start
+        takes the export with --new-handle-secret; no lock is ever held,
+        so a restart has no grace period); waits for its port file."""
         if not os.path.exists(self.key):
             run([self.podfsd_exe, "--genkey", self.key], timeout=30)
         state = os.path.join(self.dir, "state")
-        shutil.rmtree(state, ignore_errors=True)
-        os.makedirs(state)
+        first = []
+        if self.nstarts == 0:
+            shutil.rmtree(state, ignore_errors=True)
+            os.makedirs(state)
+            first = ["--new-handle-secret"]
         portfile = os.path.join(self.dir, "port")
         if os.path.exists(portfile):
             os.unlink(portfile)
         cmd = [self.podfsd_exe, "--listen", "%s:%d" % (self.coord_ip, self.port), "--port-file", portfile,
-               "--key", self.key, "--state-dir", state, "--squash=none", "--new-handle-secret",
-               "--control-socket=" + self.ctl] + self.a.podfsd_arg + [self.scratch.export]
+               "--key", self.key, "--state-dir", state, "--squash=none", "--control-socket=" + self.ctl] + first + self.a.podfsd_arg + [self.scratch.export]
         p, lp = self.ctx.spawn("podfsd-%d" % self.nstarts, cmd)
+        self.daemon_log_start = LOG_START.get(lp, 0)
         self.nstarts += 1
         t0 = time.monotonic()
         port = None
@@ -199,7 +206,7 @@ class PodHosts:
             opts = "key=" + self.key + ("," + self.a.podfs_opts if self.a.podfs_opts else "")
             p, lp = self.ctx.spawn("podfs-h%d" % h.i, h.argv([self.podfs_exe, addr, h.mnt, "-f", "-o", opts]))
             self.ctx.mounts.append((h.mnt, p))
-            h.proc, h.logpath = p, lp
+            h.proc, h.logpath, h.log_start = p, lp, LOG_START.get(lp, 0)
         for h in hs:
             wait_mount(h.mnt, h.proc, h.logpath, timeout=60)
 

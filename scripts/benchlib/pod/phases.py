@@ -63,19 +63,23 @@ def reset_peak_rss(pid):
 
 
 def client_stats(mnt):
-    """{requests: n, hist: {upper_us (inf: None): count}} of a mount, from
-    its user.podfs.stats (answered by podfs itself: no request is sent)."""
+    """{requests: n, hist: {upper_us (inf: None): count}, ops: {OP: n},
+    file_read: bytes} of a mount, from its user.podfs.stats (answered by
+    podfs itself: no request is sent)."""
     text = os.getxattr(mnt, "user.podfs.stats").decode("utf-8", "replace")
-    req, hist = 0, {}
+    req, hist, ops, read = 0, {}, {}, 0
     for line in text.splitlines():
         k, _, v = line.partition(" ")
         if k.startswith("req_"):
             req += int(v)
+            ops[k[4:]] = int(v)
+        elif k == "file_read":
+            read = int(v)
         elif k == "lat_hist":
             for w in v.split():
                 up, _, c = w.partition(":")
                 hist[None if up == "inf" else int(up)] = int(c)
-    return {"requests": req, "hist": hist}
+    return {"requests": req, "hist": hist, "ops": ops, "file_read": read}
 
 
 def daemon_status(hosts):
@@ -102,6 +106,22 @@ def quantile(hist, q):
         if seen >= rank:
             return float("inf") if up is None else up
     return float("inf")
+
+
+def log_lines(path, start, limit=10):
+    """The warning and error lines a program wrote to its log since offset start."""
+    out = []
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            for line in f.read().decode("utf-8", "replace").splitlines():
+                # The run's first podfsd takes the export from earlier runs:
+                # its --new-handle-secret warning is expected.
+                if re.search(r" (warning|error): |^fuse: ", line) and "--new-handle-secret:" not in line:
+                    out.append(line.strip()[:300])
+    except OSError:
+        pass
+    return out[:limit]
 
 
 def probe(hosts, n):
@@ -133,10 +153,14 @@ def measure(hosts, n, argvs, timeout, ops=None):
     errors += sum(1 for r in g.results if "errors" not in r or r["rc"] not in (0, 1) or
                   (ops is not None and r.get("ops") != ops))
     errors += len(hosts.dead(n))
-    hist = {}
-    req = 0
+    hist, ops = {}, {}
+    req = read = 0
     for b, a in zip(before["stats"], after["stats"]):
         req += a["requests"] - b["requests"]
+        read += a["file_read"] - b["file_read"]
+        for op, c in a["ops"].items():
+            if c - b["ops"].get(op, 0):
+                ops[op] = ops.get(op, 0) + c - b["ops"].get(op, 0)
         for up, c in a["hist"].items():
             dc = c - b["hist"].get(up, 0)
             if dc:
@@ -156,6 +180,10 @@ def measure(hosts, n, argvs, timeout, ops=None):
         "sent_bytes": after["tcp"][1] - before["tcp"][1],
         "wire_out": after["status"].get("wire_out", 0) - before["status"].get("wire_out", 0),
         "requests": req,
+        "requests_by_op": ops,
+        "file_read_bytes": read,
+        "daemon_log": log_lines(hosts.daemon_log, hosts.daemon_log_start),
+        "clients_log": sum((log_lines(h.logpath, h.log_start) for h in hosts.hosts[:n]), [])[:10],
         "p50_us": quantile(hist, 0.5),
         "p99_us": quantile(hist, 0.99),
         "replay_bytes": sum(r.get("bytes", 0) for r in g.results),
@@ -201,9 +229,10 @@ def run_phase(b, phase, n):
     if bad:
         x["errors"] += len(bad)
         x["problems"] = (x["problems"] + bad)[:10]
-    if x["problems"]:
-        for p in x["problems"]:
-            log("    problem: %s" % p)
+    for p in x["problems"]:
+        log("    problem: %s" % p)
+    for ln in x["daemon_log"] + x["clients_log"]:
+        log("    logged: %s" % ln)
     return x
 
 

@@ -25,8 +25,8 @@ COLUMNS = [
     ("sent_mb", "podfsd sent MB", "%.1f"),
     ("sent_host_mb", "sent/host MB", "%.2f"),
     ("req_host", "requests/host", "%.0f"),
-    ("p50_us", "p50 µs", "%g"),
-    ("p99_us", "p99 µs", "%g"),
+    ("p50_us", "p50 µs", "%.0f"),
+    ("p99_us", "p99 µs", "%.0f"),
     ("wall_over_cli_cpu", "wall ÷ (clients CPU / %d cores)" % CORES, "%.2f"),
     ("errors", "errors", "%d"),
 ]
@@ -55,6 +55,7 @@ class PodReport:
         self.a = b.a
         self.interrupted = interrupted
         self.problems = []
+        self.logged = []
 
     def rows(self, phase):
         """{n: {key: median}} of a phase, with its wall spread and errors summed."""
@@ -67,9 +68,15 @@ class PodReport:
                     self.problems.append("%s N=%d: %s" % (phase, n, x["error"]))
                 for p in x.get("problems", []):
                     self.problems.append("%s N=%d: %s" % (phase, n, p))
+                for p in x.get("daemon_log", []):
+                    self.logged.append("%s N=%d: podfsd: %s" % (phase, n, p))
+                for p in x.get("clients_log", []):
+                    self.logged.append("%s N=%d: podfs: %s" % (phase, n, p))
             if not good:
                 continue
-            r = {k: med([g.get(k) for g in good]) for k in good[0] if not isinstance(good[0][k], list)}
+            r = {k: med([g.get(k) for g in good]) for k in good[0]
+                 if isinstance(good[0][k], (int, float)) or good[0][k] is None}
+            r["requests_by_op"] = good[-1].get("requests_by_op", {})
             walls = [g["wall_s"] for g in good]
             r["wall_range"] = "%.2f – %.2f" % (min(walls), max(walls)) if len(walls) > 1 else "—"
             r["errors"] = sum(g["errors"] for g in good) + (len(xs) - len(good))
@@ -162,9 +169,20 @@ class PodReport:
             out.append("")
             out += self.table(phase, rows) if rows else ["(no result)"]
             out.append("")
+            for n in sorted(rows)[:1]:
+                r = rows[n]
+                ops = sorted(r["requests_by_op"].items(), key=lambda kv: -kv[1])
+                out.append("Requests per host by operation at N=%d (last round): %s; file bytes read per "
+                           "host %.1f MB; podfsd's frames sent per host %.1f MB."
+                           % (n, ", ".join("%s %.0f" % (op, c / float(n)) for op, c in ops[:10]) or "none",
+                              (r.get("file_read_bytes") or 0) / 1e6 / n, (r.get("wire_out") or 0) / 1e6 / n))
+                out.append("")
         out += self.targets(allrows)
         if self.problems:
             out += ["Problems:", ""] + ["- " + p for p in self.problems[:40]] + [""]
+        if self.logged:
+            out += ["Warnings and errors the programs logged during the phases:", ""] + \
+                ["- " + p for p in self.logged[:40]] + [""]
         print("\n".join(out), flush=True)
         if self.a.json:
             with open(self.a.json, "w") as f:
