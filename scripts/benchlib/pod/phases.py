@@ -24,7 +24,7 @@ import math
 import os
 import re
 
-from ..common import drop_caches, log, run
+from ..common import BenchError, drop_caches, log, run
 from ..probe import CLK_TCK, tcp_bytes
 from . import tools
 
@@ -136,14 +136,17 @@ def measure(hosts, n, argvs, timeout, ops=None):
     """Runs argvs (one podfs-replay -g per host) at once on the mounted
     first n hosts; the phase's figures (dict, see the module's docstring)."""
     gang_mod = tools.gang()
-    g = gang_mod.Gang(argvs, timeout=timeout)
     try:
-        before = probe(hosts, n)
-        rss_reset = reset_peak_rss(hosts.daemon.pid)
-        g.go()
-        wall = g.wait()
-    finally:
-        g.kill()
+        g = gang_mod.Gang(argvs, timeout=timeout)
+        try:
+            before = probe(hosts, n)
+            rss_reset = reset_peak_rss(hosts.daemon.pid)
+            g.go()
+            wall = g.wait()
+        finally:
+            g.kill()
+    except gang_mod.GangError as e:
+        raise BenchError("the replays: %s" % e)
     after = probe(hosts, n)
     problems = gang_mod.problems(g.results, ops) + hosts.dead(n)
     # Each replay counts its own errors; a replay that could not say
