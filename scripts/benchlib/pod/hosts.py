@@ -209,6 +209,15 @@ class PodHosts:
             h.proc, h.logpath, h.log_start = p, lp, LOG_START.get(lp, 0)
         for h in hs:
             wait_mount(h.mnt, h.proc, h.logpath, timeout=60)
+        # Mounted is not answering: the kernel lists a mount before its
+        # daemon has answered INIT. A bounded stat of each root, in a child
+        # (a stuck one must not hang the bench).
+        for h in hs:
+            try:
+                run(["stat", "-c", "%i", h.mnt], timeout=60)
+            except BenchError as e:
+                raise BenchError("host %d: podfs mounted %s but does not answer (%s); its log: %s"
+                                 % (h.i, h.mnt, e, tail(h.logpath, 3)))
 
     def unmount(self):
         """Unmounts every mounted host; podfs must exit 0."""

@@ -23,6 +23,7 @@ host is done):
 import math
 import os
 import re
+import threading
 
 from ..common import BenchError, drop_caches, log, run
 from ..probe import CLK_TCK, tcp_bytes
@@ -83,14 +84,55 @@ def client_stats(mnt):
 
 
 def daemon_status(hosts):
-    """podfsd's "key value" figures (podfsd status --raw), {} if unreadable."""
+    """podfsd's "key value" figures (podfsd status --raw), {} if
+    unreadable; "limits": the fair-use limits its clients reached."""
     r = run([hosts.podfsd_exe, "status", "--raw", "--control-socket", hosts.ctl], timeout=20, check=False)
-    out = {}
+    out = {"limits": set()}
     for line in r.stdout.decode("utf-8", "replace").splitlines():
         k, _, v = line.partition(" ")
         if re.fullmatch(r"-?\d+", v.strip() or "x"):
             out[k] = int(v)
+        elif k == "client":
+            m = re.search(r" limits=(\S+)", v)
+            if m and m.group(1) != "-":
+                out["limits"].update(m.group(1).split(","))
     return out
+
+
+class Sampler:
+    """podfsd's status every PERIOD s while a phase runs (a thread): the
+    most memory its clients' requests and replies held (mem, of mem_max),
+    fds for clients' files (of fd_budget), connections and sessions, and
+    the limits reached."""
+
+    PERIOD = 0.5
+
+    def __init__(self, hosts):
+        self.hosts = hosts
+        self.peak = {"mem": 0, "fds": 0, "conns": 0, "sessions": 0}
+        self.caps = {}
+        self.limits = set()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.wait(self.PERIOD):
+            self.sample()
+
+    def sample(self):
+        st = daemon_status(self.hosts)
+        for k in self.peak:
+            self.peak[k] = max(self.peak[k], st.get(k, 0))
+        for k in ("mem_max", "fd_budget"):
+            if k in st:
+                self.caps[k] = st[k]
+        self.limits |= st["limits"]
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(30)
+        self.sample()
 
 
 def quantile(hist, q):
@@ -138,13 +180,17 @@ def measure(hosts, n, argvs, timeout, ops=None):
     gang_mod = tools.gang()
     try:
         g = gang_mod.Gang(argvs, timeout=timeout)
+        sampler = None
         try:
             before = probe(hosts, n)
             rss_reset = reset_peak_rss(hosts.daemon.pid)
+            sampler = Sampler(hosts)
             g.go()
             wall = g.wait()
         finally:
             g.kill()
+            if sampler is not None:
+                sampler.finish()
     except gang_mod.GangError as e:
         raise BenchError("the replays: %s" % e)
     after = probe(hosts, n)
@@ -194,6 +240,12 @@ def measure(hosts, n, argvs, timeout, ops=None):
         "errors": errors,
         "problems": problems[:10],
         "sessions": after["status"].get("sessions"),
+        "peak_mem": sampler.peak["mem"],
+        "mem_max": sampler.caps.get("mem_max"),
+        "peak_fds": sampler.peak["fds"],
+        "fd_budget": sampler.caps.get("fd_budget"),
+        "peak_conns": sampler.peak["conns"],
+        "limits_reached": sorted(sampler.limits),
     }
     x["wall_over_cli_cpu"] = wall / (cli_cpu / CORES) if cli_cpu > 0 else None
     return x
@@ -232,6 +284,8 @@ def run_phase(b, phase, n):
     if bad:
         x["errors"] += len(bad)
         x["problems"] = (x["problems"] + bad)[:10]
+    if x["limits_reached"]:
+        log("    limits reached: %s" % ", ".join(x["limits_reached"]))
     for p in x["problems"]:
         log("    problem: %s" % p)
     for ln in x["daemon_log"] + x["clients_log"]:

@@ -77,6 +77,7 @@ class PodReport:
             r = {k: med([g.get(k) for g in good]) for k in good[0]
                  if isinstance(good[0][k], (int, float)) or good[0][k] is None}
             r["requests_by_op"] = good[-1].get("requests_by_op", {})
+            r["limits_reached"] = sorted({c for g in good for c in g.get("limits_reached", [])})
             walls = [g["wall_s"] for g in good]
             r["wall_range"] = "%.2f – %.2f" % (min(walls), max(walls)) if len(walls) > 1 else "—"
             r["errors"] = sum(g["errors"] for g in good) + (len(xs) - len(good))
@@ -176,6 +177,21 @@ class PodReport:
                            "host %.1f MB; podfsd's frames sent per host %.1f MB."
                            % (n, ", ".join("%s %.0f" % (op, c / float(n)) for op, c in ops[:10]) or "none",
                               (r.get("file_read_bytes") or 0) / 1e6 / n, (r.get("wire_out") or 0) / 1e6 / n))
+                out.append("")
+            lim = []
+            for n in sorted(rows):
+                r = rows[n]
+                if r.get("peak_mem") is None:
+                    continue
+                lim.append("N=%d: %.1f MB of %.0f MB, %d of %s fds, %d connections%s"
+                           % (n, r["peak_mem"] / 1e6, (r.get("mem_max") or 0) / 1e6, r.get("peak_fds") or 0,
+                              "%d" % r["fd_budget"] if r.get("fd_budget") else "?", r.get("peak_conns") or 0,
+                              "; limits reached: " + ", ".join(r["limits_reached"]) if r["limits_reached"]
+                              else ""))
+            if lim:
+                out.append("podfsd's accounted memory (requests and their replies, `memory` limit), fds for "
+                           "clients' files and connections, the most seen (status every 0.5 s; medians over "
+                           "the rounds): " + "; ".join(lim) + ".")
                 out.append("")
         out += self.targets(allrows)
         if self.problems:
