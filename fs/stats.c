@@ -92,6 +92,34 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 				      (unsigned long long)lathist_quantile(h, 0.5),
 				      (unsigned long long)lathist_quantile(h, 0.99));
 	}
+	/* All answered requests together, one "UPPER_US:COUNT" word per
+	 * non-empty lathist bucket (UPPER_US is its lathist_upper, "inf" for
+	 * the last): the difference of two readings is the histogram of what
+	 * was answered in between, and several mounts' histograms add up,
+	 * which the quantiles above cannot. At most LATHIST_BUCKETS words of
+	 * at most 42 bytes: within STATS_MAX with everything else. */
+	uint64_t all[LATHIST_BUCKETS] = { 0 }, nall = 0;
+	for (unsigned op = 0; op < PFS_OP_MAX; op++)
+		for (unsigned b = 0; b < LATHIST_BUCKETS; b++) {
+			uint64_t k = atomic_load_explicit(&c->st_lat[op][b], memory_order_relaxed);
+			all[b] += k;
+			nall += k;
+		}
+	if (nall && n > 0 && (size_t)n < cap)
+		n += snprintf(buf + n, cap - (size_t)n, "lat_hist");
+	for (unsigned b = 0; nall && b < LATHIST_BUCKETS && n > 0 && (size_t)n < cap; b++) {
+		if (!all[b])
+			continue;
+		if (b == LATHIST_BUCKETS - 1)
+			n += snprintf(buf + n, cap - (size_t)n, " inf:%llu",
+				      (unsigned long long)all[b]);
+		else
+			n += snprintf(buf + n, cap - (size_t)n, " %llu:%llu",
+				      (unsigned long long)lathist_upper(b),
+				      (unsigned long long)all[b]);
+	}
+	if (nall && n > 0 && (size_t)n < cap)
+		n += snprintf(buf + n, cap - (size_t)n, "\n");
 	if (c->pc && n > 0 && (size_t)n < cap)
 		n += (int)pcache_format_stats(c->pc, buf + n, cap - (size_t)n);
 	if (n < 0 || (size_t)n >= cap) /* cannot happen with STATS_MAX */

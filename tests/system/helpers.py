@@ -26,6 +26,8 @@ def build_dir():
 BUILD = build_dir()
 PODFSD = Path(os.environ.get("PODFSD_BIN", BUILD / "daemon" / "podfsd"))
 PODFS = Path(os.environ.get("PODFS_BIN", BUILD / "fs" / "podfs"))
+# One simulated host's program start or checkpoint read (tests/tools).
+REPLAY = BUILD / "tests" / "tools" / "podfs-replay"
 
 PYTHON = "/usr/bin/python3"
 
