@@ -501,6 +501,7 @@ struct cal {
 	int efd;
 	int cpu;
 	_Atomic int64_t woke;
+	atomic_bool done; /* no more samples: the thread ends at its next read */
 };
 
 static void pin(int cpu)
@@ -517,8 +518,12 @@ static void *cal_main(void *arg)
 	uint64_t v;
 
 	pin(c->cpu);
-	for (int i = 0; i < CAL_SAMPLES; i++) {
-		if (read(c->efd, &v, sizeof(v)) != sizeof(v))
+	/* Until told to stop, not for CAL_SAMPLES reads: a wake-up slower
+	 * than the sampler's 100 ms (a loaded host) lets two writes add up
+	 * to one read, and a thread counting its reads would wait for a
+	 * write that never comes, and the mount with it. */
+	for (;;) {
+		if (read(c->efd, &v, sizeof(v)) != sizeof(v) || atomic_load(&c->done))
 			break;
 		atomic_store(&c->woke, pfs_mono_ns());
 	}
@@ -551,6 +556,7 @@ int64_t loop_wake_latency_ns(void)
 		return -1;
 	c.cpu = cpus[1];
 	atomic_init(&c.woke, 0);
+	atomic_init(&c.done, false);
 	if (pthread_create(&thr, NULL, cal_main, &c) != 0) {
 		close(c.efd);
 		return -1;
@@ -571,6 +577,10 @@ int64_t loop_wake_latency_ns(void)
 			cpu_relax();
 		lat[i] = t ? t - t0 : 100 * 1000 * 1000;
 	}
+	atomic_store(&c.done, true);
+	for (uint64_t one = 1; write(c.efd, &one, sizeof(one)) != sizeof(one);)
+		if (errno != EINTR)
+			break; /* cannot fail on an eventfd below its maximum */
 	pthread_join(thr, NULL);
 	close(c.efd);
 	(void)sched_setaffinity(0, sizeof(allowed), &allowed);
