@@ -43,21 +43,44 @@ static void req_done(struct req *r)
 	conn_unref(c);
 }
 
-/* Sends the held replies whose acknowledgements all came; with expire,
- * also those past their deadline, after closing the connection of each
- * client that did not acknowledge in time (it then revalidates). With
- * all, every held reply goes (shutdown). */
-static void held_scan(struct pfsd *d, bool expire, bool all)
+static void ack_timer_cb(uv_timer_t *t);
+
+/* Arms the acknowledgement timer for next (uv_now ms; UINT64_MAX: stops
+ * it) if that is earlier than it is armed for, or if it is to be
+ * rearmed (reset). */
+static void ack_timer_arm(struct pfsd *d, uint64_t next, bool reset)
 {
 	uint64_t now = uv_now(&d->loop);
 
-	for (struct req **pp = &d->held, *r; (r = *pp);) {
-		bool done = push_acks_done(&r->acks);
-		if (!done && expire && now >= r->ack_deadline) {
-			push_acks_expire(d, &r->acks);
-			done = true;
-		}
-		if (!done && !all) {
+	if (!reset && next >= d->ack_due)
+		return;
+	d->ack_due = next;
+	if (next == UINT64_MAX)
+		uv_timer_stop(&d->ack_timer);
+	else
+		uv_timer_start(&d->ack_timer, ack_timer_cb, next > now ? next - now : 0, 0);
+}
+
+/* Sends the held replies whose acknowledgements all came; with expire,
+ * first deals with the clients past their deadline (push_acks_expire:
+ * another deadline, behind, or cut off), which may let replies go. With
+ * all, every held reply goes (shutdown). Then arms the timer for the
+ * earliest deadline left. */
+static void held_scan(struct pfsd *d, bool expire, bool all)
+{
+	uint64_t now = uv_now(&d->loop), next = UINT64_MAX;
+	struct req *r;
+
+	/* First every expiry: a client that falls behind is done for every
+	 * reply that waits for it, those before its own too. */
+	if (expire)
+		for (r = d->held; r; r = r->hnext)
+			push_acks_expire(d, &r->acks, now);
+	for (struct req **pp = &d->held; (r = *pp);) {
+		if (!all && !push_acks_done(&r->acks)) {
+			uint64_t t = push_acks_next(&r->acks);
+			if (t < next)
+				next = t;
 			pp = &r->hnext;
 			continue;
 		}
@@ -65,13 +88,16 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 		conn_reply(r->c, &r->reply, r->acct);
 		req_done(r);
 	}
-	if (!d->held && uv_is_active((uv_handle_t *)&d->ack_timer))
-		uv_timer_stop(&d->ack_timer);
+	if (!uv_is_closing((uv_handle_t *)&d->ack_timer))
+		ack_timer_arm(d, next, true);
 }
 
 static void ack_timer_cb(uv_timer_t *t)
 {
-	held_scan(t->data, true, false);
+	struct pfsd *d = t->data;
+
+	d->ack_due = UINT64_MAX;
+	held_scan(d, true, false);
 }
 
 /* Where the reply of r goes when a duplicate arrived while r ran: the
@@ -249,11 +275,9 @@ static void after_work_cb(uv_work_t *work, int status)
 	}
 	r->s = NULL;
 	if (hold) {
-		r->ack_deadline = uv_now(&d->loop) + PFSD_ACK_WAIT_MS;
 		r->hnext = d->held;
 		d->held = r;
-		if (!uv_is_active((uv_handle_t *)&d->ack_timer))
-			uv_timer_start(&d->ack_timer, ack_timer_cb, PFSD_ACK_TICK_MS, PFSD_ACK_TICK_MS);
+		ack_timer_arm(d, push_acks_next(&r->acks), false);
 		return;
 	}
 	req_done(r);
@@ -441,6 +465,9 @@ static void count_req(struct conn *c)
 static void frame_cb(struct conn *c, uint8_t *payload)
 {
 	uint32_t auth_flags = 0;
+
+	/* The client runs (push_acks_expire). */
+	c->rx_at = uv_now(&c->d->loop);
 
 	if (c->st != CS_READY) {
 		if (handshake_frame(c, payload, &auth_flags) > 0) {
@@ -638,6 +665,7 @@ int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 	uv_timer_start(&d->sweep_timer, sweep_timer_cb, PFSD_TICK_MS, PFSD_TICK_MS);
 	uv_timer_init(&d->loop, &d->ack_timer);
 	d->ack_timer.data = d;
+	d->ack_due = UINT64_MAX;
 	return 0;
 }
 

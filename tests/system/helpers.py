@@ -84,6 +84,22 @@ def podfs_stats(mnt):
     return out
 
 
+def podfsd_status(daemon, timeout=30):
+    """`podfsd status --raw` of a daemon we started (its control socket):
+    ({key: value} of the scalar lines, [client lines as {key: value}])."""
+    assert daemon.control, "the daemon has no control socket of its own"
+    r = run([PODFSD, "status", "--raw", "--control-socket", daemon.control], timeout=timeout)
+    keys, clients = {}, []
+    for line in r.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        if k == "client":
+            clients.append(dict(w.split("=", 1) for w in v.split(" ")))
+        else:
+            keys.setdefault(k, v)
+    assert r.stdout.endswith("end\n"), r.stdout
+    return keys, clients
+
+
 def requests_sent(m):
     """The requests mount m has sent so far, by opcode ({"OPEN": 3,
     ...}): the req_OP counters of its stats, each request counted once

@@ -74,6 +74,9 @@ def test_close_to_open_with_late_pushes(env, daemon, mount):
         assert read_file(b / "f") == b"round 007"
         assert "OPEN" not in requests_since(b, before)
         check_open_counted(b, b / "f")
+        # B's deadline followed its link (the handshake's round trip, then
+        # its acknowledgements): it was waited for, never left behind.
+        assert "not acknowledge" not in daemon.log()
     finally:
         if b is not None:
             assert b.umount() is None  # before the relay goes
