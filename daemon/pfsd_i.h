@@ -15,7 +15,7 @@
  *   leaves          handles.c hsecret.c interest.c lockstate.c pipes.c drc.c framer.c
  *                   tls_stream.c (a connection's TLS on memory BIOs)
  *                   ratelimit.c caps.c exports.c (export rules) limits.c,
- *                   and lib/
+ *                   acklat.c (acknowledgement deadlines), and lib/
  *
  * Threads: one libuv loop thread owns the listener, the connections, the
  * session table, every reply cache and the push order; worker threads

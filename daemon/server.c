@@ -263,7 +263,8 @@ static void after_work_cb(uv_work_t *work, int status)
 	 * need not wait for it (its client's race gate covers a reply that
 	 * comes after a push), which keeps two clients changing one file
 	 * from waiting for each other. */
-	bool hold = r->acks.n && !r->splice_len && !r->violation && !c->closing && !d->stopping;
+	bool hold = r->acks.n && !push_acks_done(&r->acks) && !r->splice_len && !r->violation &&
+		    !c->closing && !d->stopping;
 	if (r->splice_len && !hold)
 		conn_reply_spliced(c, &r->reply, r->pipe, r->splice_len, r->acct);
 	else if (!hold)
@@ -491,6 +492,11 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 static void closed_cb(struct conn *c)
 {
 	struct pfsd *d = c->d;
+
+	/* Replies waiting for its acknowledgement may go: on the next turn
+	 * of the loop (this may run inside held_scan). */
+	if (d->held && !d->stopping)
+		ack_timer_arm(d, uv_now(&d->loop), false);
 
 	if (c->sess) {
 		struct traffic *t = &c->sess->tr_closed;
