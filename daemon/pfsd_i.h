@@ -100,6 +100,8 @@ struct pfsd {
 	uv_timer_t sweep_timer;   /* handle cache sweep (server.c) */
 	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
 	uint64_t ack_due;         /* when it fires (uv_now ms; UINT64_MAX: idle) */
+	uv_idle_t ack_idle;       /* once it fired: the verdicts come after the */
+	uv_check_t ack_check;     /* poll for I/O of that turn of the loop */
 	struct req *held;         /* replies waiting for PUSH_ACKs (loop, server.c) */
 	uv_work_t sweep_work;
 	bool sweeping;

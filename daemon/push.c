@@ -197,8 +197,8 @@ void push_ordered_del(struct session *s, struct inflight *fl)
  * that follows, while its caches answer nothing that would need a round
  * trip (an open, a lookup or getattr answered from its caches) before it
  * read every byte its socket holds (transport_quiet). What it may still
- * show meanwhile is what its kernel caches (docs/coherence.md, "Stalled
- * hosts"). A client that sent frames is running: it gets another
+ * show meanwhile is what its kernel caches (docs/coherence.md, "Late and
+ * stalled clients"). A client that sent frames is running: it gets another
  * deadline, up to PFSD_ACK_WAIT_MS, past which it is cut off (closed, so
  * that it revalidates): a client that runs but does not acknowledge is
  * broken, and must not be trusted with its caches.

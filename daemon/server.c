@@ -44,6 +44,8 @@ static void req_done(struct req *r)
 }
 
 static void ack_timer_cb(uv_timer_t *t);
+static void ack_idle_cb(uv_idle_t *h);
+static void ack_check_cb(uv_check_t *h);
 
 /* Arms the acknowledgement timer for next (uv_now ms; UINT64_MAX: stops
  * it) if that is earlier than it is armed for, or if it is to be
@@ -92,11 +94,31 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 		ack_timer_arm(d, next, true);
 }
 
+/* A deadline passed. The verdicts wait until this turn of the loop has
+ * read what the sockets hold (a check handle runs after the poll for
+ * I/O; the idle handle keeps that poll from blocking): an acknowledgement
+ * that arrived while the loop was busy must count before its client is
+ * found late. */
 static void ack_timer_cb(uv_timer_t *t)
 {
 	struct pfsd *d = t->data;
 
 	d->ack_due = UINT64_MAX;
+	uv_idle_start(&d->ack_idle, ack_idle_cb);
+	uv_check_start(&d->ack_check, ack_check_cb);
+}
+
+static void ack_idle_cb(uv_idle_t *h)
+{
+	/* Only there to make the poll for I/O return at once. */
+}
+
+static void ack_check_cb(uv_check_t *h)
+{
+	struct pfsd *d = h->data;
+
+	uv_idle_stop(&d->ack_idle);
+	uv_check_stop(&d->ack_check);
 	held_scan(d, true, false);
 }
 
@@ -672,6 +694,9 @@ int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 	uv_timer_init(&d->loop, &d->ack_timer);
 	d->ack_timer.data = d;
 	d->ack_due = UINT64_MAX;
+	uv_idle_init(&d->loop, &d->ack_idle);
+	uv_check_init(&d->loop, &d->ack_check);
+	d->ack_check.data = d;
 	return 0;
 }
 
@@ -688,7 +713,10 @@ void server_stop(struct pfsd *d)
 	while (!LIST_EMPTY(&d->conns))
 		conn_close(LIST_FIRST(&d->conns), "shutting down");
 	held_scan(d, false, true);
-	if (!uv_is_closing((uv_handle_t *)&d->ack_timer))
+	if (!uv_is_closing((uv_handle_t *)&d->ack_timer)) {
 		uv_close((uv_handle_t *)&d->ack_timer, NULL);
+		uv_close((uv_handle_t *)&d->ack_idle, NULL);
+		uv_close((uv_handle_t *)&d->ack_check, NULL);
+	}
 	sessions_stop(d);
 }
