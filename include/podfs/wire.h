@@ -484,9 +484,11 @@ enum {
  *   never coded; only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
  *   push_ack: `count`, the number of pushes received on this connection
  *   (counting from 1 at the connection's first push; a count that does
- *   not grow is ignored). Received means the client will not answer from
- *   its own caches anything such a push contradicts; its kernel may drop
- *   what it cached a moment later (acknowledging only once that is done
+ *   not grow is ignored: podfs repeats its last count while it holds a
+ *   push back, which tells the server it runs). Received means the
+ *   client will not answer from its own caches anything such a push
+ *   contradicts; its kernel may drop what it cached a moment later
+ *   (acknowledging only once that is done
  *   could deadlock: applying an entry invalidation takes the directory's
  *   lock, which the client's own operation in that directory may hold
  *   while its reply waits for this very acknowledgement).
