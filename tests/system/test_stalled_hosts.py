@@ -192,7 +192,7 @@ def test_busy_client_is_waited_for(env, daemon, m):
     acked = []  # (time, count) of each acknowledgement sent
 
     def busy():
-        """PINGs every 10 ms; acknowledges each push 150 ms after it came,
+        """PINGs every 5 ms; acknowledges each push 150 ms after it came,
         until stop is set. Returns the pushes received."""
         came = []
         while not stop.is_set():
@@ -203,7 +203,7 @@ def test_busy_client_is_waited_for(env, daemon, m):
             if due > (acked[-1][1] if acked else 0):
                 w.send_frame(P.OP_PUSH_ACK, P.u64(due), id=0, flags=P.FF_PUSH)
                 acked.append((time.monotonic(), due))
-            time.sleep(0.01)
+            time.sleep(0.005)
         return len(came)
     pinger = Worker(busy)
     try:
