@@ -58,8 +58,7 @@ struct req {
 
 	/* Reply held until other clients acknowledged this change's pushes
 	 * (loop thread, server.c). */
-	struct acks acks;
-	uint64_t ack_deadline;  /* uv_now, ms */
+	struct acks acks;       /* each client's deadline is its own */
 	struct req *hnext;      /* d->held */
 };
 

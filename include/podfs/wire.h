@@ -484,21 +484,30 @@ enum {
  *   never coded; only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
  *   push_ack: `count`, the number of pushes received on this connection
  *   (counting from 1 at the connection's first push; a count that does
- *   not grow is ignored). Received means the client will not answer from
- *   its own caches anything such a push contradicts; its kernel may drop
- *   what it cached a moment later (acknowledging only once that is done
+ *   not grow is ignored: podfs repeats its last count while it holds a
+ *   push back, which tells the server it runs). Received means the
+ *   client will not answer from its own caches anything such a push
+ *   contradicts; its kernel may drop what it cached a moment later
+ *   (acknowledging only once that is done
  *   could deadlock: applying an entry invalidation takes the directory's
  *   lock, which the client's own operation in that directory may hold
  *   while its reply waits for this very acknowledgement).
  *   The server holds the reply to a request that changed an object until
  *   every other client it pushed the change to (that negotiated the
- *   capability) acknowledged that push, or PFSD_ACK_WAIT_MS passed: a
- *   client that has not acknowledged by then has its connection closed,
- *   so it revalidates its caches before trusting them again. Hence once a
- *   change's reply (a WRITE, the commit of a close, a SETATTR...) reached
- *   its client, every other client knows what the change made stale, and
- *   may answer a later open (close-to-open) from what it caches, without
- *   asking the server, unless such a push came (it then asks).
+ *   capability) acknowledged that push, each within a deadline of its own
+ *   (podfsd: at least --ack-timeout, more for a client that acknowledged
+ *   slowly lately, at most 2 s). A client that sent nothing by then is
+ *   stalled: the server stops waiting for it until it has acknowledged
+ *   every push sent to it by then, and keeps its connection, the pushes
+ *   queued in order; a client that sends frames but no acknowledgement
+ *   for 2 s has its connection closed, so it revalidates its caches
+ *   before trusting them again. Hence once a change's reply (a WRITE, the
+ *   commit of a close, a SETATTR...) reached its client, every other
+ *   running client knows what the change made stale, and may answer a
+ *   later open (close-to-open) from what it caches, without asking the
+ *   server, unless such a push came (it then asks). A client must handle
+ *   every frame its socket holds before it answers from its caches: a
+ *   stalled client's pushes are there when it runs again.
  *
  * LISTDIR: a whole directory in one round trip, for a client that will
  *   answer lookups in it from the listing (cold start: a name not in a

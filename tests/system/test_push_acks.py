@@ -1,20 +1,19 @@
 """test_push_acks.py: the daemon holds the reply to a change until every
 other client that caches the object applied its invalidation (PUSH_ACK):
 close-to-open stays strict without polling, also with late pushes, while
-the reader answers its opens from its caches; a client that does not
-acknowledge holds writers up only for a bound and is cut off; two writers
-never wait for each other's replies.
+the reader answers its opens from its caches; two writers never wait for
+each other's replies, nor for a client waiting for a lock. What a client
+that does not acknowledge costs the others is test_stalled_hosts.py's.
 """
 
 import os
-import signal
 import time
 
 import pytest
 
 from harness import Pod
-from helpers import (DelayRelay, Worker, check_open_counted, podfs_stats, read_file, requests_sent,
-                     requests_since, wait_for, write_file)
+from helpers import (DelayRelay, Worker, check_open_counted, no_laggard, podfs_stats, read_file,
+                     requests_sent, requests_since, wait_for, write_file)
 from lockers import RETRY, agents_on_lk
 
 
@@ -74,36 +73,13 @@ def test_close_to_open_with_late_pushes(env, daemon, mount):
         assert read_file(b / "f") == b"round 007"
         assert "OPEN" not in requests_since(b, before)
         check_open_counted(b, b / "f")
+        # B's deadline followed its link (the handshake's round trip, then
+        # its acknowledgements): it was waited for, never left behind.
+        assert "not acknowledge" not in daemon.log()
     finally:
         if b is not None:
             assert b.umount() is None  # before the relay goes
         relay.close()
-
-
-@pytest.mark.netns
-def test_unresponsive_client_loses_its_caches(env):
-    """A client that does not acknowledge an invalidation holds a writer
-    up for at most the bound (2 s); its connection is then closed, and
-    once it runs again it revalidates and never serves the old data."""
-    pod = Pod(env)
-    a, b = pod.a, pod.b
-    write_file(a / "g", b"old")
-    assert read_file(b / "g") == b"old"
-    os.stat(b / "g")
-    with open(f"/proc/{b.proc.pid}/comm") as f:
-        assert f.read().strip() == "podfs"
-    os.kill(b.proc.pid, signal.SIGSTOP)
-    try:
-        t0 = time.monotonic()
-        Worker(write_file, a / "g", b"new!").join(15)
-        took = time.monotonic() - t0
-        assert took < 10, took
-    finally:
-        os.kill(b.proc.pid, signal.SIGCONT)
-    # B finds its connection closed, reconnects (the read waits: the mount
-    # is hard) and revalidates: its first read is already the new data.
-    assert read_file(b / "g") == b"new!"
-    assert "not acknowledge" in pod.daemon.proc.output()
 
 
 @pytest.mark.netns
@@ -124,7 +100,7 @@ def test_acks_do_not_deadlock_two_writers(env):
         ta.join(60)
         tb.join(60)
         assert time.monotonic() - t0 < 30
-        assert "not acknowledge" not in pod.daemon.proc.output()
+        no_laggard(pod.daemon.proc.output())
 
     def writer(host, tag):
         for i in range(40):
@@ -183,13 +159,13 @@ def test_lock_wake_counts_as_an_acknowledged_push(env, agents):
         took = time.monotonic() - t0
         assert read_file(b / "g") == data
         assert took < 1.5, f"round {i}: A's write waited {took:.2f} s for B"
-    assert "not acknowledge" not in pod.daemon.proc.output()
+    no_laggard(pod.daemon.proc.output())
 
 
 def _no_laggard(pod):
-    """No client was waited for until the bound, nor cut off for it: the
-    daemon's log has no "did not acknowledge", and no mount reconnected."""
-    assert "not acknowledge" not in pod.daemon.proc.output()
+    """No client was cut off for not acknowledging, nor behind for more
+    than a moment (helpers.no_laggard), and no mount reconnected."""
+    no_laggard(pod.daemon.proc.output())
     for host in pod.mounts:
         assert "reconnected to" not in host.proc.output(), f"{host.tag} was cut off"
 
