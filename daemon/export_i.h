@@ -164,10 +164,10 @@ int export_release(struct xop *x, uint64_t fid);
  * obj opened for that. Returns 0 or -errno. */
 int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync);
 /* fallocate(mode, off, len) through the session's fid, or obj opened
- * again for writing. Returns 0, -EINVAL (off or len beyond INT64_MAX), or
- * -errno. */
+ * again for writing; *a (if a is not NULL): the file's attributes after
+ * it. Returns 0, -EINVAL (off or len beyond INT64_MAX), or -errno. */
 int export_fallocate(struct xop *x, struct hent *obj, uint64_t fid, uint32_t mode,
-		     uint64_t off, uint64_t len);
+		     uint64_t off, uint64_t len, struct pfs_attr *a);
 /* lseek SEEK_DATA or SEEK_HOLE (whence; others: -EINVAL) from off through
  * the session's fid, or obj opened again. *result: the offset found.
  * Returns 0, -ENXIO (off beyond INT64_MAX, or no data/hole after it), or

@@ -47,9 +47,9 @@ int ops_bad_reply(fuse_req_t req, const char *what)
  * name by a request sent at push number seq (NULL: none). */
 struct inode *ops_entry_param(struct client *c, struct inode *dir, const char *name,
 			      uint64_t seq, const struct pfs_entry *pe,
-			      struct fuse_entry_param *e)
+			      struct fuse_entry_param *e, bool *made)
 {
-	struct inode *ip = inode_ref(c->it, pe);
+	struct inode *ip = inode_ref(c->it, pe, made);
 	if (!ip)
 		return NULL;
 	if (dir)
@@ -96,32 +96,46 @@ void ops_dir_busy(struct client *c, const struct inode *dir, int delta)
 	pushq_busy(transport_pushq(c->tr), pushq_lock_key(&dir->fh), delta);
 }
 
-struct ops_own ops_own_change(struct client *c, struct inode *ip)
+struct ops_own ops_own_change(struct client *c, struct inode *ip, bool ns)
 {
-	struct ops_own o;
+	struct ops_own o = { 0 };
 	o.any = inode_own_snap(c->it, &o.ns);
-	o.renaming = inode_renames_busy(c->it);
 	o.seq = gate_seq(c->gate);
-	inode_own_touch(c->it, ip, true);
+	o.ns_change = ns;
+	o.at = inode_own_touch(c->it, ip, ns);
 	return o;
+}
+
+void ops_own_done(struct client *c, struct ops_own *o)
+{
+	o->ns_trust = o->ns;
+	if (!o->ns_change)
+		return;
+	/* Our own start and end moved the count (2), nothing else of ours
+	 * did: the attributes of the reply are as current as the count.
+	 * Otherwise another unlink or rename of ours overlapped it (o->ns
+	 * is past, and is never trusted at again). */
+	uint64_t now = inode_own_ns_end(c->it);
+	if (now == o->ns + 2)
+		o->ns_trust = now;
 }
 
 /* dir's attributes right after our namespace change in it (the reply's
  * PFS_CAP_DIR_ATTR part): the kernel drops its copy after every create or
  * unlink, and asks again before the next lookup there. They are current,
- * so GETATTR may answer them locally, if no other change of ours
- * overlapped and no push about dir came since (the caller of
- * inode_attr_trusted checks that against o->seq). The kernel holds dir's
- * lock across every change in it and across its own setattr, unlink or
- * move to another parent, but not across its rename within its parent:
- * so no rename of ours may have been under way when the change was sent,
- * and none (nor any other change of ours) may have started since. */
+ * so GETATTR may answer them locally, if nothing else of ours moved dir
+ * since the change announced it (trust_i.h) and no push about dir came
+ * since (the caller of inode_attr_trusted checks that against o->seq).
+ * The kernel holds dir's lock across every change in it and across its
+ * own setattr, unlink or move to another parent, but not across its
+ * rename within its parent, which we do not announce as a change of dir
+ * (FUSE names only the parent): that one moves the namespace count, at
+ * its start and at its end, so attributes taken while it ran are not
+ * used once it ended. */
 void ops_own_dir_attr(struct client *c, struct inode *dir, const struct pfs_attr *a,
-		      const struct ops_own *o)
+		      const struct ops_own *o, uint64_t at)
 {
-	inode_own_change(dir, a);
-	if (!o->renaming)
-		inode_trust_attr(c->it, dir, o->seq, o->any + 1, o->ns + 1);
+	inode_own_end(c->it, dir, a, o->seq, at, o->ns_trust);
 }
 
 /* dir's listing after our own create of name there (e: the new entry, or

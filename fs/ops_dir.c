@@ -227,7 +227,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			 * was asked for (the kernel looks it up instead). */
 			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name) &&
 			    !inode_listed_stale(c->it, &de.e.fh, of->rd_any))
-				ip = ops_entry_param(c, of->ip, de.name.s, of->rd_seq, &de.e, &e);
+				ip = ops_entry_param(c, of->ip, de.name.s, of->rd_seq, &de.e, &e,
+						    NULL);
 			if (!ip) {
 				e.attr.st_ino = de.ino;
 				e.attr.st_mode = de.mode;

@@ -108,7 +108,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_mkdir_rep(F) F(ENTRY, e) F(ATTR, dir) F(U32, flags) /* MKDIR, PFS_CAP_NEW_DIR */
 #define PFS_MSG_dir_rep(F) F(ATTR, dir) /* UNLINK RMDIR with PFS_CAP_DIR_ATTR */
 #define PFS_MSG_getattr_req(F) F(CREDS, cr) F(FH, fh)
-#define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR */
+#define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR; FALLOCATE, PFS_CAP_POST_ATTR */
 #define PFS_MSG_setattr_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, valid) \
 	F(U32, mode) F(U32, uid) F(U32, gid) F(U64, size) F(I64, atime_s) F(U32, atime_ns) \
 	F(I64, mtime_s) F(U32, mtime_ns)

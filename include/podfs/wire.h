@@ -125,8 +125,14 @@ enum {
 	 * needs no LISTDIR for it. The daemon read the directory with the
 	 * caller's credentials to find it empty (as LISTDIR would have). */
 	PFS_CAP_NEW_DIR = 1u << 6,
+	/* The reply to FALLOCATE is attr_rep, the file's attributes after
+	 * the change (as WRITE's and SETATTR's replies carry them), instead
+	 * of nothing: the client then knows its size, times and blocks
+	 * without a GETATTR. A client tells the two forms apart by their
+	 * length. */
+	PFS_CAP_POST_ATTR = 1u << 7,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
-		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR,
+		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -306,7 +312,8 @@ enum pfs_op {
  * RELEASE      Closes fid. Replies: none (also for a fid not known).
  * FSYNC        Makes fh's data (datasync) or data and metadata durable on
  *              the server's disk; the commit of write-behind. Replies: none.
- * FALLOCATE    fallocate(2) mode on fh through fid. Replies: none;
+ * FALLOCATE    fallocate(2) mode on fh through fid. Replies: none, or
+ *              attr_rep (after the change) with PFS_CAP_POST_ATTR;
  *              EOPNOTSUPP.
  * LSEEK        SEEK_DATA or SEEK_HOLE from offset. Replies: lseek_rep; ENXIO.
  *
