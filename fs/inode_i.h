@@ -79,9 +79,13 @@ struct inode {
 	 * fetched before list_after (CLOCK_MONOTONIC ns) after one went
 	 * stale or this client changed the directory: a directory that
 	 * keeps changing is asked name by name, not listed whole again at
-	 * every lookup (listing_stale). See listing_i.h. */
+	 * every lookup (listing_stale). A directory too large to be listed at
+ * its first lookup is listed in pages once lookups there keep going to
+ * the daemon (cold_lookups). See listing_i.h. */
 	struct listing *listing;
 	bool no_list;
+	bool list_fetching;   /* a thread is fetching it (listing_fetch_begin) */
+	uint32_t cold_lookups; /* lookups sent to the daemon while it could be listed */
 	int64_t list_after;
 	uint64_t ls_gen;      /* this client's namespace changes in it */
 	/* Directories: st_ino of the directory it was last looked up in

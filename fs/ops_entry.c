@@ -169,9 +169,20 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
 		return false;
 	int r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
-	if (r == LS_NONE && listing_may_fetch(dir, LIST_DIR_MAX_SIZE)) {
-		ops_fetch_listing(req, dir, cr, c->max_inline);
-		r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+	if (r == LS_NONE) {
+		bool fetched = true;
+		if (listing_fetch_begin(dir, LIST_DIR_MAX_SIZE, 0, 0))
+			ops_fetch_listing(req, dir, cr, c->max_inline);
+		else if (!cache_nosys(c->cache, PFS_OP_LISTDIR_PAGE) &&
+			 listing_fetch_begin(dir, LIST_PAGED_MAX_SIZE, LIST_STORM,
+					     LIST_STORM_BYTES))
+			ops_fetch_listing_pages(req, dir, cr);
+		else
+			fetched = false;
+		if (fetched) {
+			listing_fetch_end(dir);
+			r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+		}
 	}
 	if (r == LS_NONE || !transport_quiet(c->tr)) {
 		free(data);

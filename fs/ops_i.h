@@ -38,6 +38,17 @@ extern const struct fuse_lowlevel_ops ops_fuse_ops;
  * are listed whole at their first lookup (ops_entry.c) or READDIR
  * (ops_dir.c). */
 #define LIST_DIR_MAX_SIZE (64u * 1024)
+/* Larger ones up to this size are listed in pages (LISTDIR_PAGE, without
+ * contents) once LIST_STORM lookups there went to the daemon since the
+ * last listing, or one per LIST_STORM_BYTES of the directory's size if
+ * more (about 300 names on ext4: a listing costs the daemon about what
+ * its names' lookups would, in a round trip per page): a stat storm, a
+ * walk, a `git status`, not a lone open. At most LIST_PAGES_MAX pages
+ * of up to PFS_LISTDIR_ITEMS_MAX names. */
+#define LIST_PAGED_MAX_SIZE (8u << 20)
+#define LIST_STORM 16
+#define LIST_STORM_BYTES (8u * 1024)
+#define LIST_PAGES_MAX 32
 
 /* ---- small helpers every handler uses ---- */
 
@@ -164,6 +175,14 @@ int ops_dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct 
  * server without LISTDIR is remembered). Waits for the reply. */
 void ops_fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr,
 		       uint32_t max_inline);
+
+/* Fetches dir's listing in pages (LISTDIR_PAGE), without contents, with
+ * the caller's creds cr, and keeps it if the pages make a complete
+ * listing: no push about dir came since the first was asked for (else
+ * none is fetched for a quiet period), and at most LIST_PAGES_MAX of them
+ * (an incomplete or failed one makes dir listed name by name from now
+ * on; a server without LISTDIR_PAGE is remembered). Waits for them. */
+void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr);
 
 /* Close-to-open without a round trip (OPEN, or OPENDIR if dir): true if
  * this read-only open of ip by req's caller may be answered locally

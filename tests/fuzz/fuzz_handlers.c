@@ -207,6 +207,9 @@ static void setup(void)
 	d->o.state_dir = state_dir;
 	d->o.lz4 = PFS_LZ4_NEVER;
 	d->o.threads = 1;
+	/* podfsd's limits for a small file descriptor table: without them a
+	 * session may open no file (every fid answered EMFILE). */
+	FUZZ_ASSERT(limits_defaults(&d->lim, 1024, (size_t)1 << 30, 256, 1, err, sizeof err) == 0);
 	FUZZ_ASSERT(handles_load_key(state_dir, hkey, NULL, err, sizeof err) == 0);
 	export_fd = open(exp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	FUZZ_ASSERT(export_fd >= 0);

@@ -417,6 +417,13 @@ static int gen_handlers(const char *dir)
 	REC(&st, LISTDIR, listdir_req, .cr = USER, .fh = FH(S_ROOT), .max_inline = 1024,
 	    .max_bytes = 65536);
 	SEED("listdir");
+	/* Pages: from the start, and from a cookie (a position in the
+	 * directory stream, whatever it names here). */
+	REC(&st, LISTDIR_PAGE, listdir_page_req, .cr = USER, .fh = FH(S_ROOT), .max_inline = 0,
+	    .max_bytes = 4096, .cookie = 0);
+	REC(&st, LISTDIR_PAGE, listdir_page_req, .cr = USER, .fh = FH(S_D), .max_inline = 512,
+	    .max_bytes = 65536, .cookie = 2);
+	SEED("listdir_page");
 	/* Ways out of the export, each refused or harmless. */
 	REC(&st, OPEN, open_req, .cr = ROOT, .fh = FH(S_UP), .fid = 5, .flags = O_RDWR | O_TRUNC);
 	REC(&st, SETATTR, setattr_req, .cr = ROOT, .fh = FH(S_ABS), .valid = PFS_SET_SIZE, .size = 0);

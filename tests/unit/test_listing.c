@@ -356,6 +356,41 @@ static void test_total_cap(void)
 	teardown(&f);
 }
 
+/* A fetch is made by one thread at a time; a large directory is listed
+ * only once enough lookups there missed (more, the larger it is). */
+static void test_fetch_begin(void)
+{
+	struct fixture f;
+
+	setup(&f);
+	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 0, 0));
+	CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 0, 0)); /* another thread: not again */
+	CHECK(!listing_may_fetch(f.dir, 64 * 1024));
+	listing_fetch_end(f.dir);
+	CHECK(listing_may_fetch(f.dir, 64 * 1024));
+	/* The 16th miss fetches; those before do not. */
+	for (int i = 0; i < 15; i++)
+		CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 16, 0));
+	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 16, 0));
+	listing_fetch_end(f.dir); /* and counting starts again */
+	CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 2, 0));
+	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 2, 0));
+	listing_fetch_end(f.dir);
+	/* A larger directory needs more: one per per_bytes of its size. */
+	struct pfs_attr a = f.dir->attr;
+	a.size = 40 * 1024;
+	inode_set_attr(f.dir, &a);
+	for (int i = 0; i < 39; i++)
+		CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 16, 1024));
+	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 16, 1024));
+	listing_fetch_end(f.dir);
+	/* Too large, or listed already: never. */
+	CHECK(!listing_fetch_begin(f.dir, 1024, 0, 0));
+	CHECK_EQ(list(&f, 3), 0);
+	CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 0, 0));
+	teardown(&f);
+}
+
 int main(void)
 {
 	test_malformed();
@@ -365,5 +400,6 @@ int main(void)
 	test_own_change_marks();
 	test_readdir();
 	test_total_cap();
+	test_fetch_begin();
 	return check_done("test_listing");
 }
