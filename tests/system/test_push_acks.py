@@ -101,7 +101,7 @@ def test_own_write_racing_a_late_push_is_never_cached_stale(env, daemon, mount):
         changes = [lambda p: os.chmod(p, 0o600 if os.stat(p).st_mode & 0o77 else 0o644),
                    lambda p: os.truncate(p, 3),
                    lambda p: write_file(p, b"from B, longer than A's")]
-        for rnd in range(9):
+        for rnd in range(15):
             os.stat(b / "f")  # B caches it: its own next change is not pushed to it
             stop = []
 
@@ -109,8 +109,13 @@ def test_own_write_racing_a_late_push_is_never_cached_stale(env, daemon, mount):
                 while not stop:
                     os.stat(a / "f")
             w = Worker(stat_loop)
+            def b_changes(delay, change):
+                time.sleep(delay)
+                change(b / "f")
             try:
-                wb = Worker(changes[rnd % 3], b / "f")
+                # B's change lands before, during or after A's write and
+                # its (late) reply, round by round.
+                wb = Worker(b_changes, 0.03 * (rnd % 5), changes[rnd % 3])
                 write_file(a / "f", b"A%d" % rnd * 40)
                 wb.join(30)
                 fields = lambda st: (st.st_mode, st.st_nlink, st.st_size, st.st_blocks,
