@@ -38,14 +38,15 @@ extern const struct fuse_lowlevel_ops ops_fuse_ops;
  * are listed whole at their first lookup (ops_entry.c) or READDIR
  * (ops_dir.c). */
 #define LIST_DIR_MAX_SIZE (64u * 1024)
-/* Larger ones up to this size are listed in pages (LISTDIR_PAGE, without
- * contents) once LIST_STORM lookups there went to the daemon since the
- * last listing, or one per LIST_STORM_BYTES of the directory's size if
- * more (about 300 names on ext4: a listing costs the daemon about what
- * its names' lookups would, in a round trip per page): a stat storm, a
- * walk, a `git status`, not a lone open. At most LIST_PAGES_MAX pages
- * of up to PFS_LISTDIR_ITEMS_MAX names. */
-#define LIST_PAGED_MAX_SIZE (8u << 20)
+/* Larger ones up to this size (about 80,000 short names on ext4) are
+ * listed in pages (LISTDIR_PAGE, without contents) once LIST_STORM
+ * lookups there went to the daemon since the last listing, or one per
+ * LIST_STORM_BYTES of the directory's size if more (about 300 names on
+ * ext4): a listing costs the daemon about one lookup per name, so the
+ * larger the directory, the more lookups it must have saved already. A
+ * stat storm, a walk, a `git status`; not a lone open. At most
+ * LIST_PAGES_MAX pages of up to PFS_LISTDIR_ITEMS_MAX names. */
+#define LIST_PAGED_MAX_SIZE (2u << 20)
 #define LIST_STORM 16
 #define LIST_STORM_BYTES (8u * 1024)
 #define LIST_PAGES_MAX 32
