@@ -546,7 +546,11 @@ int64_t loop_wake_latency_ns(void)
 			cpus[n++] = cpu;
 	if (n < 2)
 		return -1;
-	c.efd = eventfd(0, EFD_CLOEXEC);
+	/* A semaphore: each write is one read, also when the thread woke
+	 * too late (a loaded machine) and two writes wait for it; counted
+	 * together they left it waiting for a write that never came, and
+	 * the mount hung before answering the kernel's INIT. */
+	c.efd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	if (c.efd < 0)
 		return -1;
 	c.cpu = cpus[1];
