@@ -82,6 +82,60 @@ def test_close_to_open_with_late_pushes(env, daemon, mount):
         relay.close()
 
 
+def test_own_write_racing_a_late_push_is_never_cached_stale(env, daemon, mount):
+    """A's pushes and replies arrive 100 ms late (a relay). A writes and
+    closes a file while B chmods, truncates or writes it: A's WRITE reply
+    (whose attributes A would answer stat from) and B's push cross. A's
+    stat, asked over and over meanwhile, ends showing what the export
+    holds and stays so: no answer from before B's change is kept (by
+    podfs as its own change's attributes, or by A's kernel)."""
+    relay = DelayRelay((daemon.host, daemon.port), 0.1)
+
+    class Via:
+        host, port, key = "127.0.0.1", relay.port, daemon.key
+    a = None
+    try:
+        b = mount()
+        a = mount(Via, path=env.root / "mnt-a")
+        exp = env.export / "f"
+        write_file(b / "f", b"start")
+        assert read_file(a / "f") == b"start"
+        changes = [lambda p: os.chmod(p, 0o600 if os.stat(p).st_mode & 0o77 else 0o644),
+                   lambda p: os.truncate(p, 3),
+                   lambda p: write_file(p, b"from B, longer than A's")]
+        for rnd in range(15):
+            os.stat(b / "f")  # B caches it: its own next change is not pushed to it
+            stop = []
+
+            def stat_loop():
+                while not stop:
+                    os.stat(a / "f")
+            w = Worker(stat_loop)
+            def b_changes(delay, change):
+                time.sleep(delay)
+                change(b / "f")
+            try:
+                # B's change lands before, during or after A's write and
+                # its (late) reply, round by round.
+                wb = Worker(b_changes, 0.03 * (rnd % 5), changes[rnd % 3])
+                write_file(a / "f", b"A%d" % rnd * 40)
+                wb.join(30)
+                fields = lambda st: (st.st_mode, st.st_nlink, st.st_size, st.st_blocks,
+                                     st.st_mtime_ns, st.st_ctime_ns)
+                want = fields(os.stat(exp))
+                wait_for(lambda: fields(os.stat(a / "f")) == want, 10,
+                         what=f"round {rnd}: A to show the export's attributes")
+            finally:
+                stop.append(True)
+                w.join(30)
+            time.sleep(0.25)  # longer than the relay's delay: anything late is in
+            assert fields(os.stat(a / "f")) == want, f"round {rnd}: stale again on A"
+    finally:
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay.close()
+
+
 @pytest.mark.netns
 def test_acks_do_not_deadlock_two_writers(env):
     """Two hosts writing the same file at once: each write's reply waits
