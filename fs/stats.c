@@ -42,7 +42,7 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 	struct wb_stats ws = { 0 };
 	size_t waiting;
 	uint64_t abandoned;
-	uint64_t ack_busy, ack_unapplied;
+	uint64_t ack_busy, ack_unapplied, ack_alive;
 	char rtt[48] = "";
 
 	if (ping)
@@ -50,14 +50,15 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 
 	if (c->wb)
 		wb_get_stats(c->wb, &ws);
-	pushq_stats(transport_pushq(c->tr), &ack_busy, &ack_unapplied);
+	pushq_stats(transport_pushq(c->tr), &ack_busy, &ack_unapplied, &ack_alive);
 	rpc_waiting(c->rpc, &waiting, &abandoned);
 	int n = snprintf(buf, cap,
 			 "server %s\nmetrics %s\nup_since %llu\ndown_since %llu\nreconnects %llu\n%s"
 			 "waiting %zu\nabandoned %llu\npushes %llu\n"
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
-			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n",
+			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n"
+			 "ack_alive %llu\n",
 			 c->hostport, c->metrics_name[0] ? c->metrics_name : "-",
 			 (unsigned long long)atomic_load(&c->st_up_since),
 			 (unsigned long long)atomic_load(&c->st_down_since),
@@ -73,7 +74,8 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
 			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc),
-			 (unsigned long long)ack_busy, (unsigned long long)ack_unapplied);
+			 (unsigned long long)ack_busy, (unsigned long long)ack_unapplied,
+			 (unsigned long long)ack_alive);
 	for (unsigned op = 0; op < PFS_OP_MAX && n > 0 && (size_t)n < cap; op++) {
 		uint64_t k = atomic_load(&c->st_req[op]);
 		if (k)

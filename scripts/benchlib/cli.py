@@ -15,7 +15,7 @@ from .report import Report
 from .rounds import Bench
 from .pod import run_pod, parse_hosts
 from .pod.hosts import MAX_HOSTS
-from .spec import AB_TARGET, ALL_TARGETS, ALL_WORKLOADS, add_rtt_rows
+from .spec import AB_TARGET, ALL_TARGETS, ALL_WORKLOADS, META_WORKLOADS, add_rtt_rows
 
 DEFAULT_VENV_SRC = "/root/.pyenv/versions/3.11.7"
 DEFAULT_VENV_IMPORTS = ("boto3,botocore.session,IPython,cryptography.fernet,flask,pydantic,requests,yaml,"
@@ -136,12 +136,12 @@ def main(doc):
         b.scratch.prepare_space()
         b.scratch.prepare_source()
         b.scratch.prepare_tree()
-        if "venv" in a.only:
-            b.scratch.prepare_venv()
+        if "venv" in a.only or set(a.only) & {"untar", "git"}:
+            b.scratch.prepare_venv()   # the metadata workloads take packages from it
         if "checkpoint" in a.only:
             b.scratch.prepare_ckpt()
         b.targets.setup_all()
-        if "venv" in a.only and not a.no_count_requests:
+        if set(a.only) & ({"venv"} | set(META_WORKLOADS)) and not a.no_count_requests:
             b.trace.setup()
             if b.trace.why:
                 log(b.trace.why)
