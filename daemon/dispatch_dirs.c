@@ -23,7 +23,7 @@ int op_listdir(struct op *o)
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
 	op_reply_alloc(o, (size_t)max_bytes + 16);
-	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &o->w);
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, o->r->list_xattr, &o->w);
 }
 
 static bool version_differs(const struct pfs_reval_item *it, const struct pfs_attr *a)

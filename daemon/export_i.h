@@ -192,12 +192,13 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 /* LISTDIR (wire.h) of directory obj: appends to w at most max_bytes (<=
  * PFS_MAX_IO): u32 flags (PFS_LS_COMPLETE or 0), then the items, small
  * files with their content (max_inline each, within the reply's data
- * budget), every item registered as the session's interest. Returns 0,
+ * budget), every item registered as the session's interest; with xattrs,
+ * each item's PFS_LD_NO_* bits (PFS_CAP_LIST_XATTR). Returns 0,
  * -EINVAL (max_bytes < 4, or w has less room), or -errno of opening the
  * directory; an entry that cannot be listed makes the listing incomplete,
  * not an error. */
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
-		   struct pfs_wr *w);
+		   bool xattrs, struct pfs_wr *w);
 
 /* --- export_xattrs.c --- */
 

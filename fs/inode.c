@@ -344,17 +344,29 @@ bool inode_noxattr(struct inode *ip, uint8_t bit)
 	return v;
 }
 
-void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl)
+void inode_absent_locked(struct inode *ip, uint8_t nox, bool caps, double ttl)
 {
-	pthread_mutex_lock(&ip->lock);
 	int64_t now = pfs_mono_ns();
+	int64_t until = now + (int64_t)(ttl * 1e9);
+
+	if (ttl <= 0)
+		return;
+	if (caps)
+		ip->nocaps_until = until;
+	if (!nox)
+		return;
 	if (ip->noxattr_until <= now)
 		ip->noxattr = 0;
 	/* All bits share one expiry: the earliest keeps every bit honest. */
-	int64_t until = now + (int64_t)(ttl * 1e9);
 	if (!ip->noxattr || until < ip->noxattr_until)
 		ip->noxattr_until = until;
-	ip->noxattr |= bit;
+	ip->noxattr |= nox;
+}
+
+void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl)
+{
+	pthread_mutex_lock(&ip->lock);
+	inode_absent_locked(ip, bit, false, ttl);
 	pthread_mutex_unlock(&ip->lock);
 }
 

@@ -263,6 +263,9 @@ bool inode_noxattr(struct inode *ip, uint8_t bit);
 /* Remembers the absence of the xattr of NOX_* bit for ttl seconds (all
  * bits share the earliest expiry). */
 void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl);
+/* As inode_set_noxattr for the bits nox, and as inode_set_nocaps if caps,
+ * with ip->lock held by the caller (trust.c); nothing if ttl <= 0. */
+void inode_absent_locked(struct inode *ip, uint8_t nox, bool caps, double ttl);
 
 /* The kernel asks for security.capability before every write(2). A
  * known absence is remembered for ttl seconds (inode_set_nocaps; ttl <=

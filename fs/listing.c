@@ -368,8 +368,10 @@ static int put_dirent(struct pfs_wr *w, const char *name, size_t nl, uint64_t co
 }
 
 int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
-		    struct listing_info *li, uint64_t *parent_seq)
+		    uint32_t **iflags, struct listing_info *li, uint64_t *parent_seq)
 {
+	uint32_t *fls = NULL;
+	size_t i = 0;
 	struct pfs_name name;
 	struct pfs_entry e;
 	struct pfs_bytes data;
@@ -396,23 +398,36 @@ int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, siz
 		goto out;
 	}
 	pfs_wr_init(&w, p, cap);
+	if (iflags && !(fls = malloc((ls->n ? ls->n : 1) * sizeof(*fls)))) {
+		free(p);
+		ret = -ENOMEM;
+		goto out;
+	}
 	ret = -EBADMSG;
 	if (pfs_put_U8(&w, &eof) < 0 ||
 	    put_dirent(&w, ".", 1, ++cookie, NULL, dir->attr.ino, S_IFDIR) < 0 ||
 	    put_dirent(&w, "..", 2, ++cookie, NULL, dir->parent_ino, S_IFDIR) < 0)
 		goto out_free;
 	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
-	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
-		if (put_dirent(&w, name.s, name.len, ++cookie, (fl & INODE_LS_STALE) ? NULL : &e,
+	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1) {
+		if (i >= ls->n ||
+		    put_dirent(&w, name.s, name.len, ++cookie, (fl & INODE_LS_STALE) ? NULL : &e,
 			       e.attr.ino, e.attr.mode) < 0)
 			goto out_free;
+		if (fls)
+			fls[i] = fl;
+		i++;
+	}
 	if (r < 0)
 		goto out_free;
 	*buf = w.buf;
 	*len = w.len;
+	if (iflags)
+		*iflags = fls;
 	ret = 0;
 	goto out;
 out_free:
+	free(fls);
 	free(w.buf);
 out:
 	pthread_mutex_unlock(&dir->lock);

@@ -95,12 +95,15 @@ void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh);
  * then ".", ".." and every listed name with its entry, cookies 1, 2, ...;
  * items marked stale without their entry) into a new buffer (*buf, *len;
  * the caller frees it), with the listing's *li and the push number
- * *parent_seq of the request that found "..". Returns 0, -ENOENT if dir
- * has no listing or its parent is not known (none recorded, or a rename
- * of ours since), -ENOMEM or -EBADMSG. The caller checks the listing is
- * coherent, as for listing_find. */
+ * *parent_seq of the request that found "..". With iflags not NULL,
+ * *iflags is a new array (the caller frees it) of each listed item's
+ * flags (PFS_LD_*, INODE_LS_STALE), in listing order: the entry of cookie
+ * k (k >= 3) is item k - 3. Returns 0, -ENOENT if dir has no listing or
+ * its parent is not known (none recorded, or a rename of ours since),
+ * -ENOMEM or -EBADMSG. The caller checks the listing is coherent, as for
+ * listing_find. */
 int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
-		    struct listing_info *li, uint64_t *parent_seq);
+		    uint32_t **iflags, struct listing_info *li, uint64_t *parent_seq);
 
 /* Frees ls (dir->listing of an inode being freed) and its bytes' count.
  * Safe on NULL. */

@@ -161,6 +161,17 @@ int ops_dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct 
 	return pfs_dec_entry_rep(rep->buf, rep->len, er);
 }
 
+void ops_listed_absent(struct client *c, struct inode *ip, uint32_t lflags, uint64_t any)
+{
+	uint8_t nox = ((lflags & PFS_LD_NO_ACL_ACCESS) ? NOX_ACL_ACCESS : 0) |
+		      ((lflags & PFS_LD_NO_ACL_DEFAULT) ? NOX_ACL_DEFAULT : 0) |
+		      ((lflags & PFS_LD_NO_SELINUX) ? NOX_SELINUX : 0);
+	bool caps = (lflags & PFS_LD_NO_CAPS) != 0;
+
+	if (nox || caps)
+		inode_note_absent(c->it, ip, nox, caps, c->attr_timeout, any);
+}
+
 /* Fetches dir's listing (LISTDIR), with the content of files up to
  * max_inline bytes, and keeps it if complete. */
 void ops_fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr,

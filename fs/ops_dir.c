@@ -56,6 +56,8 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	int rc;
 
 	rpc_reply_free(&of->dir);
+	free(of->rd_iflags);
+	of->rd_iflags = NULL;
 	of->rd_valid = false;
 	of->rd_synth = false;
 	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
@@ -98,6 +100,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	struct listing_info li;
 	struct pfs_creds cr;
 	uint64_t pseq;
+	uint32_t *iflags;
 	uint8_t *buf, eof;
 	size_t len;
 
@@ -112,9 +115,10 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 		fill_creds(req, &cr, true);
 		ops_fetch_listing(req, dir, &cr, 0);
 	}
-	if (listing_readdir(c->it, dir, &buf, &len, &li, &pseq) < 0)
+	if (listing_readdir(c->it, dir, &buf, &len, &iflags, &li, &pseq) < 0)
 		return false;
 	if (!transport_quiet(c->tr)) {
+		free(iflags);
 		free(buf);
 		return false;
 	}
@@ -125,10 +129,13 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	if (stale)
 		listing_stale(dir);
 	if (stale || parent_stale) {
+		free(iflags);
 		free(buf);
 		return false;
 	}
 	rpc_reply_free(&of->dir);
+	free(of->rd_iflags);
+	of->rd_iflags = iflags;
 	of->dir.buf = buf;
 	of->dir.len = len;
 	pfs_rd_init(&of->rd, buf, len);
@@ -234,6 +241,10 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			} else if (dir_pushed || gate_pushed_since(c->gate, of->rd_seq, &ip->fh)) {
 				e.entry_timeout = 0;
 				e.attr_timeout = 0;
+			} else if (of->rd_synth && of->rd_iflags && de.next_off >= 3) {
+				/* The xattrs `ls -l` asks for next, known absent. */
+				ops_listed_absent(c, ip, of->rd_iflags[de.next_off - 3],
+						  of->rd_any);
 			}
 			n = fuse_add_direntry_plus(req, buf + pos, size - pos, de.name.s, &e,
 						   (off_t)de.next_off);

@@ -209,6 +209,12 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		return false;
 	}
 	inode_trust_attr(c->it, ip, li.seq, li.any, li.own_ns);
+	if (lflags & PFS_LD_NO_XATTRS) {
+		gate_enter(c->gate);
+		if (!gate_pushed_since(c->gate, li.seq, &pe.fh))
+			ops_listed_absent(c, ip, lflags, li.any);
+		gate_leave(c->gate);
+	}
 	if (readable)
 		inode_note_reader(ip, li.uid, li.gid);
 	if (data) {

@@ -149,6 +149,14 @@ void ops_own_listing(struct inode *dir, const char *name, const struct pfs_entry
 int ops_dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct pfs_attr *dir,
 		  bool *have_dir, uint32_t *mkflags);
 
+/* ip was handed to the kernel from a listing item with flags lflags,
+ * fetched at own-change count any: the xattrs its PFS_LD_NO_* bits say
+ * are absent are remembered (inode_note_absent), so that `ls -l` and
+ * write(2) do not ask for them. The caller holds the gate and checked
+ * that no push about ip (or everything) came since the listing was asked
+ * for. */
+void ops_listed_absent(struct client *c, struct inode *ip, uint32_t lflags, uint64_t any);
+
 /* Fetches dir's listing (LISTDIR) with the caller's creds cr, with the
  * content of files up to max_inline bytes, and keeps it if complete (an
  * incomplete or failed one makes dir listed name by name from now on; a

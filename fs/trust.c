@@ -92,6 +92,18 @@ bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t
 	return s.stale;
 }
 
+void inode_note_absent(struct inode_table *t, struct inode *ip, uint8_t nox, bool caps,
+		       double ttl, uint64_t any)
+{
+	/* Under ip->lock: an own change either moved own_any before this
+	 * check (nothing is noted) or forgets the absences after it
+	 * (inode_own_touch comes before inode_clear_nocaps). */
+	pthread_mutex_lock(&ip->lock);
+	if (atomic_load(&t->own_any) == any)
+		inode_absent_locked(ip, nox, caps, ttl);
+	pthread_mutex_unlock(&ip->lock);
+}
+
 void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
 		      uint64_t ns)
 {

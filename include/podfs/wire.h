@@ -125,8 +125,15 @@ enum {
 	 * needs no LISTDIR for it. The daemon read the directory with the
 	 * caller's credentials to find it empty (as LISTDIR would have). */
 	PFS_CAP_NEW_DIR = 1u << 6,
+	/* The items of a LISTDIR reply say which of the extended attributes
+	 * a listing's reader asks for at every entry are absent
+	 * (PFS_LD_NO_CAPS, PFS_LD_NO_ACL_ACCESS, PFS_LD_NO_ACL_DEFAULT,
+	 * PFS_LD_NO_SELINUX), so that the client answers their GETXATTR
+	 * with ENODATA itself while the item is coherent (`ls -l` asks for
+	 * two or three of them per entry). */
+	PFS_CAP_LIST_XATTR = 1u << 7,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
-		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR,
+		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_LIST_XATTR,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -476,6 +483,17 @@ enum {
 enum {
 	PFS_LD_DATA = 1u << 0,     /* lookup_data_rep.data is the whole file */
 	PFS_LD_READABLE = 1u << 1, /* the caller may open it for reading */
+	/* LISTDIR items only, in a session that negotiated
+	 * PFS_CAP_LIST_XATTR: the object had no extended attribute of that
+	 * name when the server listed its names, after it registered the
+	 * session's interest in it (a change since is pushed as
+	 * INVAL_INODE). A clear bit says nothing. */
+	PFS_LD_NO_CAPS = 1u << 2,        /* security.capability */
+	PFS_LD_NO_ACL_ACCESS = 1u << 3,  /* system.posix_acl_access */
+	PFS_LD_NO_ACL_DEFAULT = 1u << 4, /* system.posix_acl_default */
+	PFS_LD_NO_SELINUX = 1u << 5,     /* security.selinux */
+	PFS_LD_NO_XATTRS = PFS_LD_NO_CAPS | PFS_LD_NO_ACL_ACCESS | PFS_LD_NO_ACL_DEFAULT |
+			   PFS_LD_NO_SELINUX,
 };
 
 /* Opcodes 60-64 belong to request economy: fewer round trips per operation.
@@ -509,7 +527,9 @@ enum {
  *   the listing is a prefix the client must not use for absences), then
  *   items to the end of the payload: name, entry, u32 flags (PFS_LD_DATA:
  *   data is the whole content, read with the caller's credentials, and
- *   PFS_LD_READABLE, as in LOOKUP_DATA), bytes data. "." and ".." are not listed. Inline data
+ *   PFS_LD_READABLE, as in LOOKUP_DATA; with PFS_CAP_LIST_XATTR, the
+ *   PFS_LD_NO_* bits of the extended attributes the object lacks), bytes
+ *   data. "." and ".." are not listed. Inline data
  *   takes at most PFS_LISTDIR_DATA_MAX bytes of a reply, and less where
  *   the items need the room (the server keeps a listing complete rather
  *   than fill it with data); which files come with data is the server's

@@ -299,14 +299,14 @@ static void test_readdir(void)
 
 	setup(&f);
 	/* No listing yet. */
-	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), -ENOENT);
 	CHECK_EQ(list(&f, 4), 0);
 	struct pfs_entry fe = entry(2, S_IFREG | 0644, 10);
 	struct inode *ip = inode_ref(f.t, &fe);
 	inode_set_parent(f.t, ip, f.dir, 5, "f2");
 	inode_own_touch(f.t, ip, false); /* f2 goes out without its entry */
 
-	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), 0);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), 0);
 	CHECK_EQ(pseq, 1); /* the request that found ".." */
 	CHECK_EQ(got.seq, 5);
 	struct pfs_rd rd;
@@ -334,7 +334,7 @@ static void test_readdir(void)
 	/* A rename of ours makes every recorded ".." unknown. */
 	inode_note_rename(f.t);
 	CHECK(inode_renames_busy(f.t));
-	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), -ENOENT);
 	inode_rename_done(f.t);
 	CHECK(!inode_renames_busy(f.t));
 	teardown(&f);
