@@ -498,9 +498,10 @@ static void *keeper_main(void *arg)
 #define CAL_IDLE_NS (2 * 1000 * 1000)
 
 struct cal {
-	int efd;
+	int efd;           /* a semaphore: one read per write */
 	int cpu;
 	_Atomic int64_t woke;
+	atomic_bool stop;  /* the measuring is over: the next read ends it */
 };
 
 static void pin(int cpu)
@@ -517,8 +518,11 @@ static void *cal_main(void *arg)
 	uint64_t v;
 
 	pin(c->cpu);
-	for (int i = 0; i < CAL_SAMPLES; i++) {
-		if (read(c->efd, &v, sizeof(v)) != sizeof(v))
+	/* Until told to stop, not for CAL_SAMPLES reads: a wake-up slower
+	 * than the measuring's 100 ms (a loaded machine) would leave this
+	 * thread one write short, and the join waiting for ever. */
+	for (;;) {
+		if (read(c->efd, &v, sizeof(v)) != sizeof(v) || atomic_load(&c->stop))
 			break;
 		atomic_store(&c->woke, pfs_mono_ns());
 	}
@@ -546,11 +550,12 @@ int64_t loop_wake_latency_ns(void)
 			cpus[n++] = cpu;
 	if (n < 2)
 		return -1;
-	c.efd = eventfd(0, EFD_CLOEXEC);
+	c.efd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	if (c.efd < 0)
 		return -1;
 	c.cpu = cpus[1];
 	atomic_init(&c.woke, 0);
+	atomic_init(&c.stop, false);
 	if (pthread_create(&thr, NULL, cal_main, &c) != 0) {
 		close(c.efd);
 		return -1;
@@ -571,6 +576,10 @@ int64_t loop_wake_latency_ns(void)
 			cpu_relax();
 		lat[i] = t ? t - t0 : 100 * 1000 * 1000;
 	}
+	uint64_t last = 1;
+	atomic_store(&c.stop, true);
+	while (write(c.efd, &last, sizeof(last)) < 0 && errno == EINTR)
+		;
 	pthread_join(thr, NULL);
 	close(c.efd);
 	(void)sched_setaffinity(0, sizeof(allowed), &allowed);
