@@ -135,6 +135,33 @@ struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e)
 	return ip;
 }
 
+struct inode *inode_hold_entry(struct inode_table *t, const struct pfs_entry *e)
+{
+	struct inode *ip;
+
+	pthread_mutex_lock(&t->lock);
+	ip = find(t, &e->fh);
+	if (!ip) {
+		ip = inode_alloc(e);
+		if (!ip) {
+			pthread_mutex_unlock(&t->lock);
+			return NULL;
+		}
+		ip->inline_total = &t->inline_total;
+		htab_insert(&t->tab, &ip->hn, fh_hash(&e->fh));
+	}
+	ip->nlookup++;
+	pthread_mutex_unlock(&t->lock);
+	return ip;
+}
+
+void inode_hold(struct inode_table *t, struct inode *ip)
+{
+	pthread_mutex_lock(&t->lock);
+	ip->nlookup++;
+	pthread_mutex_unlock(&t->lock);
+}
+
 void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 {
 	pthread_mutex_lock(&t->lock);

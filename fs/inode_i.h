@@ -84,6 +84,8 @@ struct inode {
 	bool no_list;
 	int64_t list_after;
 	uint64_t ls_gen;      /* this client's namespace changes in it */
+	uint8_t ls_ahead;     /* lsfetch.c's lock, not ip->lock: its listing is
+			       * queued or being fetched ahead (lsfetch_i.h) */
 	/* Directories: st_ino of the directory it was last looked up in
 	 * (its ".."), 0 if unknown: see inode_set_parent. */
 	uint64_t parent_ino;
@@ -161,6 +163,18 @@ struct inode *inode_get(struct inode_table *t, fuse_ino_t ino);
  * caller hands that lookup to the kernel or gives it back with
  * inode_forget(t, ip, 1). */
 struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e);
+
+/* Finds or creates the inode of e->fh and adds one lookup, the client's
+ * own (as inode_hold): a new inode takes e->attr, one the table holds
+ * keeps its attributes (the kernel may have newer ones). Returns the
+ * inode, or NULL on ENOMEM. Given back with inode_forget(t, ip, 1). */
+struct inode *inode_hold_entry(struct inode_table *t, const struct pfs_entry *e);
+
+/* Adds one lookup to ip, which must be in the table (a lookup the caller
+ * holds keeps it there): the client's own, for work on ip that may
+ * outlast the kernel's (lsfetch.c). Given back with inode_forget(t, ip,
+ * 1). */
+void inode_hold(struct inode_table *t, struct inode *ip);
 
 /* Subtracts n lookups (at most as many as it has); at 0, except for the
  * root, removes the inode, passes its handle to the forget callback and

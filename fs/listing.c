@@ -338,6 +338,32 @@ uint64_t listing_gen(struct inode *dir)
 	return g;
 }
 
+size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *out, size_t max)
+{
+	struct pfs_name name;
+	struct pfs_bytes data;
+	struct pfs_rd rd;
+	uint32_t fl;
+	size_t n = 0;
+
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	if (ls) {
+		pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
+		while (n < max && listing_item(&rd, &name, &out[n], &fl, &data) == 1)
+			if (S_ISDIR(out[n].attr.mode) && out[n].attr.size <= max_size &&
+			    !(fl & INODE_LS_STALE))
+				n++;
+	}
+	pthread_mutex_unlock(&dir->lock);
+	return n;
+}
+
+int64_t listing_bytes(struct inode_table *t)
+{
+	return atomic_load(&t->listing_total);
+}
+
 bool listing_may_fetch(struct inode *dir, uint64_t max_size)
 {
 	pthread_mutex_lock(&dir->lock);

@@ -105,6 +105,15 @@ void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh);
 int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
 		    uint32_t **iflags, struct listing_info *li, uint64_t *parent_seq);
 
+/* Copies into out[max] the entries of dir's listing that are
+ * directories of at most max_size bytes (st_size), in listing order,
+ * items marked stale excepted. Returns how many (0 without a listing). */
+size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *out, size_t max);
+
+/* The bytes all listings of t take now (counted against
+ * LISTING_TOTAL_MAX). */
+int64_t listing_bytes(struct inode_table *t);
+
 /* Frees ls (dir->listing of an inode being freed) and its bytes' count.
  * Safe on NULL. */
 void listing_free(struct listing *ls);

@@ -7,6 +7,7 @@
 #include "cache_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
+#include "lsfetch_i.h"
 #include "ops_i.h"
 #include "podfs/log.h"
 #include "transport_i.h"
@@ -15,6 +16,10 @@
 /* Bytes of READDIR reply asked for at once; the kernel takes them a page
  * at a time from the open directory's buffer. */
 #define READDIR_BYTES (128u * 1024)
+
+/* Subdirectories of one READDIRPLUS reply whose listings are fetched
+ * ahead (lsfetch_ahead), at most: the queue keeps the newest anyway. */
+#define AHEAD_BATCH 256
 
 void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -26,6 +31,14 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!(of = ofile_new(c, ip, fi->flags))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
+	}
+	/* A walk opens the directory whose listing it queued a moment ago:
+	 * with that listing, the daemon's leave to read it is known, and
+	 * both this open and the READDIR after it are answered locally. */
+	if (c->max_inline) {
+		struct pfs_creds cr;
+		fill_creds(req, &cr, true);
+		lsfetch_settle(c->lf, ip, &cr);
 	}
 	if (ops_open_locally(req, ip, fi, true))
 		goto reply;
@@ -148,6 +161,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	of->rd_seq = li.seq;
 	of->rd_any = li.any;
 	of->rd_ns = li.own_ns;
+	lsfetch_walked(c->lf); /* paces the listings fetched ahead */
 	return true;
 }
 
@@ -179,6 +193,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	int rc = 0;
 	bool fresh = false; /* the current chunk was fetched by this call */
 	bool chunk_had_entries = false;
+	struct inode *ahead[AHEAD_BATCH];
+	size_t nahead = 0;
+	struct pfs_creds cr; /* for the listings fetched ahead */
+
+	if (plus && c->max_inline)
+		fill_creds(req, &cr, true);
 
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
@@ -253,6 +273,13 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			} else if (ip) {
 				inode_note_name(of->ip, de.name.s);
 				inode_trust_attr(c->it, ip, of->rd_seq, of->rd_any, of->rd_ns);
+				/* The walk opens it next: its listing is fetched
+				 * ahead (held here: the kernel may forget it as
+				 * soon as it has the reply). */
+				if (S_ISDIR(de.e.attr.mode) && nahead < AHEAD_BATCH && c->max_inline) {
+					inode_hold(c->it, ip);
+					ahead[nahead++] = ip;
+				}
 			}
 		} else {
 			struct stat st;
@@ -276,6 +303,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	gate_leave(c->gate);
 	pthread_mutex_unlock(&of->lock);
 	free(buf);
+	if (nahead)
+		lsfetch_ahead(c->lf, ahead, nahead, &cr);
 }
 
 void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

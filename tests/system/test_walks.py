@@ -1,0 +1,260 @@
+"""test_walks.py: cold walks of a tree (find, ls -lR): what they cost in
+requests, and that what makes them cheap never shows stale state.
+
+A READDIRPLUS answered from a directory's listing queues the listings of
+its subdirectories, which the client fetches ahead while the walk
+descends (paced by the walk, bounded in count); with them the walk's
+OPENDIR, READDIR and RELEASEDIR of each directory are answered locally.
+A listing's items also say which of the xattrs `ls -l` asks for at every
+entry (the SELinux label, the ACLs) are absent, so those GETXATTRs are
+answered locally too. Listings themselves are in test_listings.py.
+
+Requests are counted by the client (the req_* counters of its stats,
+and the lists_* counts of the listings fetched ahead); a test that finds
+a request not sent also shows some request counted in the same span.
+"""
+
+import os
+import threading
+import time
+
+import pytest
+
+from harness import Pod
+from helpers import (check_open_counted, podfs_stats, requests_sent, requests_since, run,
+                     wait_for, write_file)
+
+# A change on another host was pushed to this one before it returned; the
+# kernel drops what it cached a moment later. Waits for that are bounded by
+# this, which is no latency claim: a slow machine may take its time.
+SHOWN = 10.0
+
+# lsfetch_i.h: listings fetched ahead of the walk's own READDIRs at most,
+# and fetches at once.
+CREDIT_MAX = 64
+THREADS = 4
+
+
+def make_tree(top, fanout=(4, 3), files=4):
+    """A tree under top: fanout[0] directories, each with fanout[1]
+    subdirectories, files small files in every directory, a symlink, a
+    file with a user xattr, one with an ACL (ls -l shows a "+") and a
+    directory with a default ACL. Returns the number of directories."""
+    dirs = [top]
+    os.makedirs(top)
+    for i in range(fanout[0]):
+        d = top / f"d{i}"
+        os.mkdir(d)
+        dirs.append(d)
+        for j in range(fanout[1]):
+            os.mkdir(d / f"s{j}")
+            dirs.append(d / f"s{j}")
+    for d in dirs:
+        for k in range(files):
+            (d / f"f{k}.py").write_bytes(b"x = %d\n" % k)
+        os.symlink("f0.py", d / "link")
+    os.setxattr(top / "d0" / "f1.py", "user.tag", b"v")
+    run(["setfacl", "-m", "u:65534:r", top / "d1" / "s0" / "f2.py"])
+    run(["setfacl", "-d", "-m", "u:65534:rx", top / "d2"])
+    return len(dirs)
+
+
+def ls_lR(path):
+    """`ls -lR` of the tree at path, from inside it (paths relative)."""
+    return run(["ls", "-lR", "--time-style=full-iso", "."], cwd=path).stdout
+
+
+def find(path):
+    return sorted(run(["find", "."], cwd=path).stdout.splitlines())
+
+
+# --- what a cold walk costs --------------------------------------------------------
+
+def test_cold_walk_costs_one_listing_per_directory(env, daemon, mount):
+    """A cold find, then (on a fresh mount) a cold ls -lR: one LISTDIR
+    per directory, most fetched ahead, no READDIR, OPENDIR or RELEASEDIR
+    beyond the walk's first directory, no LOOKUP; ls -l's xattr questions
+    answered without GETXATTR. Both print what the export holds, the
+    ACLs' "+" included."""
+    ndirs = make_tree(env.export / "top")
+    m = mount()
+    before = requests_sent(m)
+    assert find(m / "top") == find(env.export / "top")
+    sent = requests_since(m, before)
+    assert ndirs <= sent.get("LISTDIR", 0) <= ndirs + 1, sent
+    assert sent.get("OPENDIR", 0) <= 1 and sent.get("RELEASEDIR", 0) <= 1, sent
+    assert not {"READDIR", "LOOKUP", "LOOKUP_DATA", "GETXATTR"} & set(sent), sent
+    st = podfs_stats(m)
+    assert st["lists_ahead"] >= ndirs // 2, st
+
+    m2 = mount()
+    before = requests_sent(m2)
+    want = ls_lR(env.export / "top")
+    assert "-rw-r--r--+" in want and "drwxr-xr-x+" in want  # the ACLs show
+    assert ls_lR(m2 / "top") == want
+    sent = requests_since(m2, before)
+    assert ndirs <= sent.get("LISTDIR", 0) <= ndirs + 1, sent
+    assert sent.get("OPENDIR", 0) <= 1 and sent.get("RELEASEDIR", 0) <= 1, sent
+    # Only the ACLs that exist are read (value, then its size: at most 2
+    # each), and the symlinks' targets.
+    assert sent.get("GETXATTR", 0) <= 4, sent
+    assert not {"READDIR", "LOOKUP", "LOOKUP_DATA"} & set(sent), sent
+    check_open_counted(m2, m2 / "top" / "f0.py")
+
+
+def test_cold_ls_l_of_a_big_listing_asks_no_xattrs(env, daemon, mount):
+    """ls -l of 300 entries: none of its ~700 questions for the SELinux
+    label and the ACLs reaches the daemon; a file that has a label and
+    an ACL still shows them."""
+    d = env.export / "big"
+    d.mkdir()
+    for i in range(300):
+        (d / f"n{i:03d}").write_bytes(b"x")
+    run(["setfacl", "-m", "u:65534:r", d / "n007"])
+    os.setxattr(d / "n008", "security.selinux", b"x_u:x_r:x_t:s0")
+    m = mount()
+    before = requests_sent(m)
+    out = run(["ls", "-l", m / "big"]).stdout
+    sent = requests_since(m, before)
+    assert out == run(["ls", "-l", d]).stdout
+    assert sent.get("GETXATTR", 0) <= 2, sent
+    assert sent.get("LISTDIR", 0) <= 2, sent  # the export's root, and big
+    assert os.getxattr(m / "big" / "n008", "security.selinux") == b"x_u:x_r:x_t:s0"
+    assert "user:65534:r--" in run(["getfacl", "-pn", m / "big" / "n007"]).stdout
+    # The positive control: a name not in the listing's bits is asked.
+    before = requests_sent(m)
+    with pytest.raises(OSError):
+        os.getxattr(m / "big" / "n009", "user.none")
+    assert requests_since(m, before).get("GETXATTR") == 1
+
+
+# --- bounds ---------------------------------------------------------------------
+
+def test_fetching_ahead_is_bounded(env, daemon, mount):
+    """One ls -l of a directory with 3,000 subdirectories (each with its
+    own) is no walk: the client fetches at most CREDIT_MAX listings
+    ahead of it (plus those in flight), queues at most its queue and
+    drops the rest; a walk of the whole tree then costs one listing per
+    directory, fetched once."""
+    top = env.export / "wide"
+    top.mkdir()
+    for i in range(3000):
+        os.makedirs(top / f"d{i:04d}" / "sub")
+    m = mount()
+    before = requests_sent(m)
+    assert len(run(["ls", "-l", m / "wide"]).stdout.splitlines()) == 3001
+    # Let the threads drain what they may.
+    wait_for(lambda: podfs_stats(m)["lists_ahead"] >= CREDIT_MAX, 10,
+             what="listings fetched ahead")
+    time.sleep(1.0)
+    st = podfs_stats(m)
+    sent = requests_since(m, before)
+    assert CREDIT_MAX <= st["lists_ahead"] <= CREDIT_MAX + THREADS + 2, st
+    assert sent.get("LISTDIR", 0) <= 1 + CREDIT_MAX + THREADS + 2, sent
+    # The walk: about one listing per directory, whatever was fetched
+    # ahead (a drop_caches elsewhere on the machine makes the kernel
+    # forget some directories, whose listings go with them).
+    before = requests_sent(m)
+    assert len(find(m / "wide")) == 1 + 2 * 3000
+    sent = requests_since(m, before)
+    assert sent.get("LISTDIR", 0) <= 1.1 * 2 * 3000, sent
+
+
+# --- never stale ------------------------------------------------------------------
+
+def _changes(a, i):
+    """Changes host a makes in subdirectory d{i % 4}/s{i % 3} of top."""
+    d = a / "top" / f"d{i % 4}" / f"s{i % 3}"
+    write_file(d / f"new{i}", b"n")
+    os.unlink(d / f"new{i}") if i % 5 == 4 else None
+    if os.path.exists(d / "f3.py"):
+        os.rename(d / "f3.py", d / "g3.py")
+    elif os.path.exists(d / "g3.py"):
+        os.rename(d / "g3.py", d / "f3.py")
+    os.setxattr(d / "f0.py", "user.n", b"%d" % i)
+    if i % 2:
+        os.mkdir(d / f"sub{i}")
+
+
+@pytest.mark.netns
+def test_listings_fetched_ahead_follow_other_hosts(env):
+    """B fetches the subdirectories' listings ahead (an ls -l of top and of
+    its directories), then A creates, removes, renames and sets xattrs
+    and ACLs in them: B's walk shows it all. Then A changes them while B
+    walks again and again: once A stops, B's walk shows what the export
+    holds."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    make_tree(pod.export / "top")
+    run(["ls", "-l", b / "top"])
+    for i in range(4):
+        run(["ls", "-l", b / "top" / f"d{i}"])
+    wait_for(lambda: podfs_stats(b)["lists_ahead"] >= 12, SHOWN,
+             what="B to fetch the listings ahead")
+    s = a / "top" / "d3" / "s1"
+    write_file(s / "created", b"c")
+    os.unlink(s / "f1.py")
+    os.rename(s / "f2.py", s / "renamed")
+    os.setxattr(s / "f0.py", "user.k", b"v")
+    run(["setfacl", "-m", "u:65534:rw", s / "created"])
+    os.mkdir(s / "newdir")
+    want = ls_lR(pod.export / "top")
+    wait_for(lambda: ls_lR(b / "top") == want, SHOWN, what="B's walk to show A's changes")
+    assert os.getxattr(b / "top" / "d3" / "s1" / "f0.py", "user.k") == b"v"
+    assert "user:65534:rw-" in run(["getfacl", "-pn", b / "top/d3/s1/created"]).stdout
+
+    stop = threading.Event()
+    errors = []
+
+    def churn():
+        try:
+            i = 0
+            while not stop.is_set():
+                _changes(a, i)
+                i += 1
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            ls_lR(b / "top")
+            find(b / "top")
+    finally:
+        stop.set()
+        t.join(60)
+    assert not errors, errors
+    want = ls_lR(pod.export / "top")
+    wait_for(lambda: ls_lR(b / "top") == want, SHOWN, what="B's walk to settle")
+    for i in range(4):
+        for j in range(3):
+            f = b / "top" / f"d{i}" / f"s{j}" / "f0.py"
+            assert os.getxattr(f, "user.n") == os.getxattr(pod.export / f.relative_to(b), "user.n")
+
+
+@pytest.mark.netns
+def test_xattr_absence_from_a_listing_follows_other_hosts(env):
+    """B's ls -l learned from a listing that f has no ACL and no label; A
+    sets them (and removes them again): B's getxattr, getfacl and ls -l
+    show each change as soon as A's call returned."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    os.mkdir(pod.export / "d")
+    (pod.export / "d" / "f").write_bytes(b"x")
+    assert "+" not in run(["ls", "-l", b / "d"]).stdout.split("\n")[1].split()[0]
+    before = requests_sent(b)
+    with pytest.raises(OSError):
+        os.getxattr(b / "d" / "f", "security.selinux")
+    assert "GETXATTR" not in requests_since(b, before)   # known absent
+    os.setxattr(a / "d" / "f", "security.selinux", b"l_u:l_r:l_t:s0")
+    assert os.getxattr(b / "d" / "f", "security.selinux") == b"l_u:l_r:l_t:s0"
+    run(["setfacl", "-m", "u:65534:r", a / "d" / "f"])
+    assert "user:65534:r--" in run(["getfacl", "-pn", b / "d" / "f"]).stdout
+    wait_for(lambda: run(["ls", "-l", b / "d"]).stdout.split("\n")[1].split()[0].endswith("+"),
+             SHOWN, what="B's ls -l to show the ACL")
+    run(["setfacl", "-b", a / "d" / "f"])
+    assert "user:65534" not in run(["getfacl", "-pn", b / "d" / "f"]).stdout
+    os.removexattr(a / "d" / "f", "security.selinux")
+    with pytest.raises(OSError):
+        os.getxattr(b / "d" / "f", "security.selinux")
