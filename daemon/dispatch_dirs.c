@@ -26,6 +26,94 @@ int op_listdir(struct op *o)
 	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, o->r->list_xattr, &o->w);
 }
 
+/* A listing after the first is stopped short of this much room: a
+ * directory that may not fit waits for a request of its own. */
+#define LISTDIRS_ROOM_MIN (64u * 1024)
+
+/* LISTDIRS resolves its handles as root, then lists them all as the
+ * caller (one credential switch for the lot), each after registering the
+ * session's interest in the directory, as LISTDIR's row does. */
+int op_listdirs(struct op *o)
+{
+	const struct pfs_listdirs_req *m = &o->m.listdirs_req;
+	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
+	struct pfs_fh fh[PFS_LISTDIRS_MAX];
+	struct hent *obj[PFS_LISTDIRS_MAX];
+	int st[PFS_LISTDIRS_MAX];
+	size_t n = 0;
+	struct pfs_rd rd;
+	int ret;
+
+	/* Validate and count first: nothing is resolved for a bad list. */
+	pfs_rd_init(&rd, m->fhs.p, m->fhs.len);
+	for (;;) {
+		struct pfs_fh f;
+		ret = pfs_dec_fh_item(&rd, &f);
+		if (ret < 0)
+			return -EINVAL;
+		if (ret == 0)
+			break;
+		if (n == PFS_LISTDIRS_MAX)
+			return -E2BIG;
+		fh[n++] = f;
+	}
+	if (n == 0 || max_bytes < 16)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		st[i] = handles_get(o->d->hs, &fh[i], &obj[i]);
+		if (st[i] == -ESTALE)
+			op_note_stale(o, &fh[i]);
+		if (st[i] < 0)
+			obj[i] = NULL;
+	}
+	ret = op_become(o, &m->cr);
+	if (ret < 0)
+		goto out_put;
+	op_reply_alloc(o, (size_t)max_bytes + 16);
+	for (size_t i = 0; i < n; i++) {
+		size_t save = o->w.len, at;
+		uint32_t status = 0, room;
+
+		if (max_bytes - o->w.len < 8 + 4 ||
+		    (i > 0 && max_bytes - o->w.len < 8 + LISTDIRS_ROOM_MIN))
+			break;
+		room = max_bytes - (uint32_t)o->w.len - 8;
+		if (pfs_put_U32(&o->w, &status) < 0 || pfs_bytes_open(&o->w, &at) < 0) {
+			ret = -EIO;
+			goto out_end;
+		}
+		int r = st[i];
+		if (r == 0) {
+			export_note(&o->x, &fh[i]);
+			r = export_listdir(&o->x, obj[i], 0, room, o->r->list_xattr, &o->w);
+		}
+		if (r == 0 && i > 0 && !(o->w.buf[at + 4] & PFS_LS_COMPLETE)) {
+			/* Incomplete, maybe for want of room: asked again alone. */
+			o->w.len = save;
+			break;
+		}
+		if (r < 0) {
+			o->w.len = save;
+			status = (uint32_t)-r;
+			if (pfs_put_U32(&o->w, &status) < 0 || pfs_bytes_open(&o->w, &at) < 0) {
+				ret = -EIO;
+				goto out_end;
+			}
+		}
+		if (pfs_bytes_close(&o->w, at) < 0) {
+			ret = -EIO;
+			goto out_end;
+		}
+	}
+	ret = 0;
+out_end:
+	op_end(o);
+out_put:
+	for (size_t i = 0; i < n; i++)
+		handles_put(o->d->hs, obj[i]);
+	return ret;
+}
+
 static bool version_differs(const struct pfs_reval_item *it, const struct pfs_attr *a)
 {
 	return it->size != a->size || it->mtime_s != a->mtime_s || it->mtime_ns != a->mtime_ns ||

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bg_i.h"
 #include "cache_i.h"
@@ -45,6 +46,9 @@ struct parked {
 /* Subdirectories of one listing fetched ahead that are queued in turn,
  * at most (the queue keeps the newest anyway). */
 #define LSF_SUBDIRS 64
+/* Directories fetched ahead in one LISTDIRS, at most. */
+#define LSF_BATCH 16
+_Static_assert(LSF_BATCH <= PFS_LISTDIRS_MAX, "a batch fits one LISTDIRS");
 
 struct lsfetch {
 	struct client *c;
@@ -56,6 +60,8 @@ struct lsfetch {
 	size_t ptail, np;
 	unsigned credit;        /* fetches ahead the walk's pace allows now */
 	atomic_bool started;    /* its threads run */
+	_Atomic uint64_t nahead; /* st.ahead, counted without the lock */
+	_Atomic uint64_t nlisted; /* st.listed */
 	struct lsfetch_stats st;
 };
 
@@ -80,9 +86,47 @@ int lsfetch_new(struct client *c, struct lsfetch **out)
 	return 0;
 }
 
-/* The fetch itself, on the calling thread. ahead: for the queue (no
- * contents; a failure other than an incomplete listing leaves no
- * trace, since the walk's own request decides again). */
+/* When and by whom dir's listing is asked for, taken before the request
+ * is sent. */
+static void info_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
+		     struct listing_info *li)
+{
+	struct client *c = lf->c;
+
+	li->any = inode_own_snap(c->it, &li->own_ns);
+	li->ns = listing_gen(dir);
+	li->seq = gate_seq(c->gate);
+	li->uid = cr->uid;
+	li->gid = cr->gid;
+}
+
+/* Keeps the LISTDIR reply buf[len] (malloc'd, taken) as dir's listing,
+ * fetched as li says; returns true if kept. An incomplete or malformed
+ * listing makes dir listed name by name from now on; another failure
+ * too unless ahead (the walk's own request decides again). */
+static bool keep(struct lsfetch *lf, struct inode *dir, uint8_t *buf, size_t len,
+		 const struct listing_info *li, bool ahead)
+{
+	struct client *c = lf->c;
+	int rc;
+
+	if (len < 4 || !(buf[0] & PFS_LS_COMPLETE)) {
+		free(buf);
+		listing_drop(dir); /* not again */
+		return false;
+	}
+	rc = listing_set(c->it, dir, buf, len, li);
+	if (rc == 0) /* the daemon opened and read it with the caller's ids */
+		inode_note_reader(dir, li->uid, li->gid);
+	if (rc == -EBADMSG)
+		pfs_warn("malformed LISTDIR reply from the server");
+	if (rc < 0 && rc != -ESTALE && (!ahead || rc == -EBADMSG))
+		listing_drop(dir);
+	return rc == 0;
+}
+
+/* The fetch itself (LISTDIR), on the calling thread. ahead: for the
+ * queue (no contents; see keep). */
 static bool fetch(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
 		  uint32_t max_inline, bool ahead)
 {
@@ -95,32 +139,71 @@ static bool fetch(struct lsfetch *lf, struct inode *dir, const struct pfs_creds 
 	m.fh = dir->fh;
 	m.max_inline = max_inline;
 	m.max_bytes = PFS_MAX_IO;
-	li.any = inode_own_snap(c->it, &li.own_ns);
-	li.ns = listing_gen(dir);
-	li.seq = gate_seq(c->gate);
-	li.uid = cr->uid;
-	li.gid = cr->gid;
+	info_now(lf, dir, cr, &li);
+	atomic_fetch_add(&lf->nlisted, 1);
 	int rc = rpc_msg(c->rpc, PFS_OP_LISTDIR, listdir_req, &m, &rep);
 	if (rc == -ENOSYS) {
 		pfs_info("server has no LISTDIR: lookups name by name");
 		cache_set_nosys(c->cache, PFS_OP_LISTDIR);
 		return false;
 	}
-	bool incomplete = rc == 0 && (rep.len < 4 || !(rep.buf[0] & PFS_LS_COMPLETE));
-	if (rc < 0 || incomplete) {
-		rpc_reply_free(&rep);
-		if (!ahead || incomplete)
+	if (rc < 0) {
+		if (!ahead)
 			listing_drop(dir); /* not again */
 		return false;
 	}
-	rc = listing_set(c->it, dir, rep.buf, rep.len, &li);
-	if (rc == 0) /* the daemon opened and read it with the caller's ids */
-		inode_note_reader(dir, cr->uid, cr->gid);
-	if (rc == -EBADMSG)
-		pfs_warn("malformed LISTDIR reply from the server");
-	if (rc < 0 && rc != -ESTALE && (!ahead || rc == -EBADMSG))
-		listing_drop(dir);
-	return rc == 0;
+	return keep(lf, dir, rep.buf, rep.len, &li, ahead);
+}
+
+/* Fetches ahead the listings of dirs[n] (1 <= n <= LSF_BATCH, all
+ * being fetched by this thread, for credentials cr) with one LISTDIRS.
+ * Sets kept[i] for those kept. Returns how many the daemon answered (a
+ * prefix of dirs: ask again for the rest), or -errno (-ENOSYS: a daemon
+ * without LISTDIRS, remembered). */
+static int fetch_batch(struct lsfetch *lf, struct inode **dirs, size_t n,
+		       const struct pfs_creds *cr, bool *kept)
+{
+	struct client *c = lf->c;
+	struct listing_info li[LSF_BATCH];
+	uint8_t fhs[LSF_BATCH * (PFS_FH_MAX + 2)];
+	struct rpc_reply rep = { 0 };
+	struct pfs_wr w;
+	struct pfs_rd rd;
+	size_t i;
+
+	pfs_wr_init(&w, fhs, sizeof(fhs));
+	for (i = 0; i < n; i++) {
+		kept[i] = false;
+		info_now(lf, dirs[i], cr, &li[i]);
+		if (pfs_enc_fh_item(&w, &dirs[i]->fh) < 0)
+			return -EINVAL;
+	}
+	struct pfs_listdirs_req m = { .cr = *cr, .max_bytes = PFS_MAX_IO,
+				      .fhs = { .p = fhs, .len = (uint32_t)w.len } };
+	int rc = rpc_msg_heap(c->rpc, PFS_OP_LISTDIRS, listdirs_req, &m, w.len + RPC_SMALL, &rep);
+	if (rc == -ENOSYS) {
+		pfs_info("server has no LISTDIRS: listings fetched ahead one by one");
+		cache_set_nosys(c->cache, PFS_OP_LISTDIRS);
+	}
+	if (rc < 0)
+		return rc;
+	pfs_rd_init(&rd, rep.buf, rep.len);
+	for (i = 0; i < n && rd.left > 0; i++) {
+		uint32_t status;
+		struct pfs_bytes b;
+		uint8_t *buf;
+		if (!pfs_get_U32(&rd, &status) || !pfs_get_BYTES(&rd, &b)) {
+			pfs_warn("malformed LISTDIRS reply from the server");
+			break;
+		}
+		atomic_fetch_add(&lf->nlisted, 1);
+		if (status != 0 || !(buf = malloc(b.len ? b.len : 1)))
+			continue;
+		memcpy(buf, b.p, b.len);
+		kept[i] = keep(lf, dirs[i], buf, b.len, &li[i], true);
+	}
+	rpc_reply_free(&rep);
+	return (int)i;
 }
 
 /* Waits (bg.lock held) while dir's listing is being fetched ahead, and
@@ -357,13 +440,58 @@ static int64_t unpark_locked(struct lsfetch *lf, bool everything)
 	}
 }
 
+/* Takes the next item to fetch ahead off the ring (bg.lock held,
+ * released meanwhile to make an item's inode): returns true with *it,
+ * its inode held and marked being fetched, and one credit spent; false
+ * if the top item is not one (dropped, or for other credentials than
+ * cr, if not NULL: left on the ring, *stop set). */
+static bool take_locked(struct lsfetch *lf, const struct pfs_creds *cr, struct qitem *it,
+			bool *stop)
+{
+	struct client *c = lf->c;
+
+	*stop = false;
+	if (cr && (lf->q[lf->head].cr.uid != cr->uid || lf->q[lf->head].cr.gid != cr->gid ||
+		   lf->q[lf->head].cr.ngroups != cr->ngroups ||
+		   memcmp(lf->q[lf->head].cr.groups, cr->groups,
+			  cr->ngroups * sizeof(cr->groups[0])) != 0)) {
+		*stop = true;
+		return false;
+	}
+	*it = pop_newest(lf);
+	bool go = !it->ip || it->ip->ls_ahead == AHEAD_QUEUED;
+	if (go && pfs_mono_ns() - it->at > LSF_MAX_AGE_NS) {
+		unqueue(lf, it);
+		go = false;
+	}
+	if (go && !it->ip) {
+		/* Met in a listing fetched ahead: its inode now. */
+		pthread_mutex_unlock(&lf->bg.lock);
+		it->ip = inode_hold_entry(c->it, &it->e);
+		pthread_mutex_lock(&lf->bg.lock);
+		go = it->ip && it->ip->ls_ahead == AHEAD_NONE;
+	}
+	if (!go) {
+		if (it->ip) {
+			pthread_mutex_unlock(&lf->bg.lock);
+			inode_forget(c->it, it->ip, 1);
+			pthread_mutex_lock(&lf->bg.lock);
+		}
+		return false;
+	}
+	it->ip->ls_ahead = AHEAD_FETCHING;
+	lf->credit--;
+	return true;
+}
+
 static void *ahead_main(void *arg)
 {
 	struct lsfetch *lf = arg;
 	struct client *c = lf->c;
+	struct qitem *b = malloc(LSF_BATCH * sizeof(*b));
 
 	pthread_mutex_lock(&lf->bg.lock);
-	while (!lf->bg.stop) {
+	while (b && !lf->bg.stop) {
 		int64_t due = unpark_locked(lf, false);
 		if (lf->n == 0 || lf->credit == 0) {
 			if (due > 0)
@@ -372,44 +500,83 @@ static void *ahead_main(void *arg)
 				bg_wait(&lf->bg);
 			continue;
 		}
-		struct qitem it = pop_newest(lf);
-		bool go = !it.ip || it.ip->ls_ahead == AHEAD_QUEUED;
-		if (go && pfs_mono_ns() - it.at > LSF_MAX_AGE_NS) {
-			unqueue(lf, &it);
-			go = false;
+		/* The most recently queued first, as many as one request may
+		 * carry (LISTDIRS), for one caller's credentials. */
+		size_t nb = 0, max = cache_nosys(c->cache, PFS_OP_LISTDIRS) ? 1 : LSF_BATCH;
+		bool stop = false;
+		while (nb < max && lf->n > 0 && lf->credit > 0 && !stop && !lf->bg.stop)
+			if (take_locked(lf, nb ? &b[0].cr : NULL, &b[nb], &stop))
+				nb++;
+		if (nb == 0)
+			continue;
+		pthread_mutex_unlock(&lf->bg.lock);
+
+		/* Those that still need their listing (a request may have
+		 * fetched one since it was queued) are asked for; the daemon
+		 * answers a prefix of them. Done: answered or not needed. */
+		struct inode *dirs[LSF_BATCH], *ask[LSF_BATCH];
+		bool kept[LSF_BATCH], got[LSF_BATCH], done[LSF_BATCH];
+		size_t na = 0, idx[LSF_BATCH];
+		bool up = rpc_is_up(c->rpc);
+		for (size_t i = 0; i < nb; i++) {
+			dirs[i] = b[i].ip;
+			kept[i] = false;
+			done[i] = true;
+			if (up && listing_may_fetch(dirs[i], LSF_DIR_MAX)) {
+				atomic_fetch_add(&lf->nahead, 1);
+				idx[na] = i;
+				ask[na++] = dirs[i];
+				done[i] = false;
+			}
 		}
-		if (go && !it.ip) {
-			/* Met in a listing fetched ahead: its inode now. */
-			pthread_mutex_unlock(&lf->bg.lock);
-			it.ip = inode_hold_entry(c->it, &it.e);
-			pthread_mutex_lock(&lf->bg.lock);
-			go = it.ip && it.ip->ls_ahead == AHEAD_NONE;
+		int r = na > 1 ? fetch_batch(lf, ask, na, &b[0].cr, got) : -ENOSYS;
+		if (na > 0 && r == -ENOSYS) {
+			got[0] = fetch(lf, ask[0], &b[0].cr, 0, true);
+			r = 1;
 		}
-		if (!go) {
-			if (it.ip) {
+		for (size_t k = 0; k < na; k++) {
+			/* A failed request: nothing of it is asked again. */
+			if (r < 0 || k < (size_t)r)
+				done[idx[k]] = true;
+			if (r > 0 && k < (size_t)r)
+				kept[idx[k]] = got[k];
+		}
+
+		pthread_mutex_lock(&lf->bg.lock);
+		for (size_t i = 0; i < nb; i++)
+			dirs[i]->ls_ahead = AHEAD_NONE;
+		pthread_cond_broadcast(&lf->done);
+		/* Those the daemon had no room for go back on top. */
+		for (size_t i = nb; i-- > 0;) {
+			struct qitem old;
+			if (done[i])
+				continue;
+			lf->credit++;
+			atomic_fetch_sub(&lf->nahead, 1);
+			if (!lf->bg.stop && push_locked(lf, &b[i], &old) && old.ip) {
 				pthread_mutex_unlock(&lf->bg.lock);
-				inode_forget(c->it, it.ip, 1);
+				inode_forget(c->it, old.ip, 1);
+				pthread_mutex_lock(&lf->bg.lock);
+			} else if (lf->bg.stop) {
+				pthread_mutex_unlock(&lf->bg.lock);
+				inode_forget(c->it, b[i].ip, 1);
 				pthread_mutex_lock(&lf->bg.lock);
 			}
-			continue;
 		}
-		it.ip->ls_ahead = AHEAD_FETCHING;
-		lf->credit--;
-		lf->st.ahead++;
 		pthread_mutex_unlock(&lf->bg.lock);
-		bool kept = rpc_is_up(c->rpc) && listing_may_fetch(it.ip, LSF_DIR_MAX) &&
-			    fetch(lf, it.ip, &it.cr, 0, true);
-		pthread_mutex_lock(&lf->bg.lock);
-		it.ip->ls_ahead = AHEAD_NONE;
-		pthread_cond_broadcast(&lf->done);
-		pthread_mutex_unlock(&lf->bg.lock);
-		if (kept)
-			fetched_ahead(lf, it.ip, &it.cr);
-		else
-			inode_forget(c->it, it.ip, 1);
+		/* The last first: the first one's subdirectories end on top. */
+		for (size_t i = nb; i-- > 0;) {
+			if (!done[i])
+				continue;
+			if (kept[i])
+				fetched_ahead(lf, dirs[i], &b[i].cr);
+			else
+				inode_forget(c->it, dirs[i], 1);
+		}
 		pthread_mutex_lock(&lf->bg.lock);
 	}
 	pthread_mutex_unlock(&lf->bg.lock);
+	free(b);
 	return NULL;
 }
 
@@ -461,4 +628,6 @@ void lsfetch_get_stats(struct lsfetch *lf, struct lsfetch_stats *st)
 	pthread_mutex_lock(&lf->bg.lock);
 	*st = lf->st;
 	pthread_mutex_unlock(&lf->bg.lock);
+	st->ahead = atomic_load(&lf->nahead);
+	st->listed = atomic_load(&lf->nlisted);
 }

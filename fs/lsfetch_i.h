@@ -107,7 +107,8 @@ void lsfetch_walked(struct lsfetch *lf);
 
 /* Its counts since the start (user.podfs.stats). */
 struct lsfetch_stats {
-	uint64_t ahead;   /* listings fetched ahead (LISTDIR sent) */
+	uint64_t listed;  /* listings fetched (LISTDIR, or an item of LISTDIRS) */
+	uint64_t ahead;   /* of them, fetched ahead */
 	uint64_t waited;  /* FUSE requests that waited for one being fetched */
 	uint64_t taken;   /* FUSE requests that took a queued one themselves */
 	uint64_t dropped; /* queued ones never fetched (queue full, too old) */

@@ -97,9 +97,9 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 		struct lsfetch_stats ls;
 		lsfetch_get_stats(c->lf, &ls);
 		n += snprintf(buf + n, cap - (size_t)n,
-			      "lists_ahead %llu\nlists_waited %llu\nlists_taken %llu\n"
+			      "lists %llu\nlists_ahead %llu\nlists_waited %llu\nlists_taken %llu\n"
 			      "lists_dropped %llu\n",
-			      (unsigned long long)ls.ahead, (unsigned long long)ls.waited,
+			      (unsigned long long)ls.listed, (unsigned long long)ls.ahead, (unsigned long long)ls.waited,
 			      (unsigned long long)ls.taken, (unsigned long long)ls.dropped);
 	}
 	if (c->pc && n > 0 && (size_t)n < cap)
@@ -134,8 +134,9 @@ static const struct {
 	{ "commits", "podfs_write_commits_total", "counter", "Write-behind commits" },
 	{ "wb_held", "podfs_write_behind_held_bytes", "gauge",
 	  "Written bytes held until the server has them" },
+	{ "lists", "podfs_listings_total", "counter", "Directory listings fetched" },
 	{ "lists_ahead", "podfs_listings_ahead_total", "counter",
-	  "Directory listings fetched ahead of a walk" },
+	  "Of them, fetched ahead of a walk" },
 	{ "lists_waited", "podfs_listings_ahead_waited_total", "counter",
 	  "Requests that waited for a listing being fetched ahead" },
 	{ "lists_taken", "podfs_listings_ahead_taken_total", "counter",

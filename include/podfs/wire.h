@@ -167,8 +167,9 @@ enum {
  * request  the request payload, a message of codec.h (none: empty; a push
  *          row names its push payload).
  * reply    the successful reply's payload (none: empty; -: no reply;
- *          dirents and listing: lists built from codec.h's primitives, see
- *          below). A reply with status != 0 is always empty.
+ *          dirents, listing and listings: lists built from codec.h's
+ *          primitives, see below). A reply with status != 0 is always
+ *          empty.
  * drc      1: not idempotent. The session's duplicate-request cache keeps
  *          the reply (PFSD_DRC_MAX per session), so a retry after a
  *          reconnect gets the first try's reply without running again.
@@ -233,6 +234,7 @@ enum {
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
 	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
+	X(LISTDIRS,     62, listdirs_req,     listings,         0,  0,   0,  0,   1,   1)   \
 	X(INVAL_INODE,  100, inval_inode_push, -,               0,  0,   0,  0,   0,   0)   \
 	X(INVAL_ENTRY,  101, inval_entry_push, -,               0,  0,   0,  0,   0,   0)   \
 	X(LOCK_WAKE,    102, lock_wake_push,   -,               0,  0,   0,  0,   0,   0)
@@ -326,6 +328,9 @@ enum pfs_op {
  * RELEASEDIR   Closes directory fid. Replies: none.
  * LISTDIR      The whole directory at once (see "request economy" below).
  *              Replies: listing; ENOTDIR.
+ * LISTDIRS     Several directories at once, as many LISTDIRs without
+ *              contents (see "request economy" below). Replies: listings;
+ *              E2BIG (more than PFS_LISTDIRS_MAX).
  * STATFS       Of the export's filesystem. Replies: statfs_rep.
  *
  * Extended attributes:
@@ -539,6 +544,25 @@ enum {
  *   (pushes follow), and the directory. */
 #define PFS_LISTDIR_DATA_MAX (960u * 1024)
 #define PFS_LISTDIR_ITEMS_MAX 4096
+
+/* LISTDIRS: the listings of several directories in one round trip, for a
+ *   client fetching ahead the directories a walk is about to read (their
+ *   subdirectories' listings, docs/listings.md). Request listdirs_req: the
+ *   credentials, max_bytes (<= PFS_MAX_IO), the reply's size limit, and a
+ *   packed list of at most PFS_LISTDIRS_MAX directory handles. Reply: one
+ *   item per directory, in the request's order, to the end of the
+ *   payload: u32 status (0, or the positive errno LISTDIR would have
+ *   answered for that directory: ESTALE, ENOTDIR, EACCES...), bytes
+ *   listing (empty unless status is 0: exactly LISTDIR's reply for that
+ *   directory with max_inline 0, PFS_LD_NO_* bits included with
+ *   PFS_CAP_LIST_XATTR). The reply may end before the last directory (the
+ *   server stops where the next listing would not fit, or would be
+ *   incomplete only for want of room): the client asks again for the
+ *   others. The first directory is always answered, its listing
+ *   incomplete if it does not fit. The session caches every listed
+ *   entry and directory, as with LISTDIR. A server without it answers
+ *   ENOSYS: the client then sends LISTDIR. */
+#define PFS_LISTDIRS_MAX 64
 enum {
 	PFS_LS_COMPLETE = 1u << 0,
 };

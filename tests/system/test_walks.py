@@ -29,10 +29,10 @@ from helpers import (check_open_counted, podfs_stats, requests_sent, requests_si
 # this, which is no latency claim: a slow machine may take its time.
 SHOWN = 10.0
 
-# lsfetch_i.h: listings fetched ahead of the walk's own READDIRs at most,
-# and fetches at once.
+# lsfetch_i.h: listings fetched ahead of the walk's own READDIRs at most;
+# lsfetch.c: directories in one LISTDIRS.
 CREDIT_MAX = 64
-THREADS = 4
+BATCH = 16
 
 
 def make_tree(top, fanout=(4, 3), files=4):
@@ -59,13 +59,13 @@ def make_tree(top, fanout=(4, 3), files=4):
     return len(dirs)
 
 
-def ls_lR(path):
+def ls_lR(path, check=True):
     """`ls -lR` of the tree at path, from inside it (paths relative)."""
-    return run(["ls", "-lR", "--time-style=full-iso", "."], cwd=path).stdout
+    return run(["ls", "-lR", "--time-style=full-iso", "."], cwd=path, check=check).stdout
 
 
-def find(path):
-    return sorted(run(["find", "."], cwd=path).stdout.splitlines())
+def find(path, check=True):
+    return sorted(run(["find", "."], cwd=path, check=check).stdout.splitlines())
 
 
 # --- what a cold walk costs --------------------------------------------------------
@@ -81,11 +81,16 @@ def test_cold_walk_costs_one_listing_per_directory(env, daemon, mount):
     before = requests_sent(m)
     assert find(m / "top") == find(env.export / "top")
     sent = requests_since(m, before)
-    assert ndirs <= sent.get("LISTDIR", 0) <= ndirs + 1, sent
-    assert sent.get("OPENDIR", 0) <= 1 and sent.get("RELEASEDIR", 0) <= 1, sent
-    assert not {"READDIR", "LOOKUP", "LOOKUP_DATA", "GETXATTR"} & set(sent), sent
     st = podfs_stats(m)
+    # Every directory listed once (the export's root too): alone
+    # (LISTDIR), or fetched ahead, several in one LISTDIRS.
+    assert ndirs <= st["lists"] <= ndirs + 1, st
+    assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= ndirs + 1, sent
     assert st["lists_ahead"] >= ndirs // 2, st
+    # The walk's first directory, and another if the connection was busy
+    # for longer than an open answered locally waits (transport_quiet).
+    assert sent.get("OPENDIR", 0) <= 2 and sent.get("RELEASEDIR", 0) <= 2, sent
+    assert not {"READDIR", "LOOKUP", "LOOKUP_DATA", "GETXATTR"} & set(sent), sent
 
     m2 = mount()
     before = requests_sent(m2)
@@ -93,8 +98,10 @@ def test_cold_walk_costs_one_listing_per_directory(env, daemon, mount):
     assert "-rw-r--r--+" in want and "drwxr-xr-x+" in want  # the ACLs show
     assert ls_lR(m2 / "top") == want
     sent = requests_since(m2, before)
-    assert ndirs <= sent.get("LISTDIR", 0) <= ndirs + 1, sent
-    assert sent.get("OPENDIR", 0) <= 1 and sent.get("RELEASEDIR", 0) <= 1, sent
+    st = podfs_stats(m2)
+    assert ndirs <= st["lists"] <= ndirs + 1, st
+    assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= ndirs + 1, sent
+    assert sent.get("OPENDIR", 0) <= 2 and sent.get("RELEASEDIR", 0) <= 2, sent
     # Only the ACLs that exist are read (value, then its size: at most 2
     # each), and the symlinks' targets.
     assert sent.get("GETXATTR", 0) <= 4, sent
@@ -149,15 +156,17 @@ def test_fetching_ahead_is_bounded(env, daemon, mount):
     time.sleep(1.0)
     st = podfs_stats(m)
     sent = requests_since(m, before)
-    assert CREDIT_MAX <= st["lists_ahead"] <= CREDIT_MAX + THREADS + 2, st
-    assert sent.get("LISTDIR", 0) <= 1 + CREDIT_MAX + THREADS + 2, sent
-    # The walk: about one listing per directory, whatever was fetched
-    # ahead (a drop_caches elsewhere on the machine makes the kernel
-    # forget some directories, whose listings go with them).
+    assert CREDIT_MAX <= st["lists_ahead"] <= CREDIT_MAX + BATCH, st
+    assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= 2 + CREDIT_MAX, sent
+    # The walk: one listing per directory, whatever was fetched ahead.
+    # A drop_caches elsewhere on the machine (another test's) makes the
+    # kernel forget directories, whose listings go with them: FORGETs
+    # tell, and allow a second fetch of those.
     before = requests_sent(m)
     assert len(find(m / "wide")) == 1 + 2 * 3000
     sent = requests_since(m, before)
-    assert sent.get("LISTDIR", 0) <= 1.1 * 2 * 3000, sent
+    listed = podfs_stats(m)["lists"] - st["lists"]
+    assert listed <= (2 if "FORGET" in sent else 1.05) * 2 * 3000, (listed, sent)
 
 
 # --- never stale ------------------------------------------------------------------
@@ -217,10 +226,12 @@ def test_listings_fetched_ahead_follow_other_hosts(env):
     t = threading.Thread(target=churn)
     t.start()
     try:
+        # A name may go between a walk's readdir and its lstat (as on a
+        # local disk): those walks may complain.
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
-            ls_lR(b / "top")
-            find(b / "top")
+            ls_lR(b / "top", check=False)
+            find(b / "top", check=False)
     finally:
         stop.set()
         t.join(60)
