@@ -46,9 +46,13 @@ struct parked {
 /* Subdirectories of one listing fetched ahead that are queued in turn,
  * at most (the queue keeps the newest anyway). */
 #define LSF_SUBDIRS 64
-/* Directories fetched ahead in one LISTDIRS, at most. */
+/* Directories asked for in one LISTDIRS, at most, and listings it may
+ * bring with their subdirectories'. */
 #define LSF_BATCH 16
-_Static_assert(LSF_BATCH <= PFS_LISTDIRS_MAX, "a batch fits one LISTDIRS");
+#define LSF_DESCEND 64
+_Static_assert(LSF_BATCH <= PFS_LISTDIRS_MAX && LSF_DESCEND <= PFS_LISTDIRS_ITEMS_MAX &&
+		       LSF_BATCH <= LSF_DESCEND,
+	       "a batch fits one LISTDIRS");
 
 struct lsfetch {
 	struct client *c;
@@ -155,13 +159,56 @@ static bool fetch(struct lsfetch *lf, struct inode *dir, const struct pfs_creds 
 	return keep(lf, dir, rep.buf, rep.len, &li, ahead);
 }
 
-/* Fetches ahead the listings of dirs[n] (1 <= n <= LSF_BATCH, all
- * being fetched by this thread, for credentials cr) with one LISTDIRS.
- * Sets kept[i] for those kept. Returns how many the daemon answered (a
- * prefix of dirs: ask again for the rest), or -errno (-ENOSYS: a daemon
- * without LISTDIRS, remembered). */
+/* A subdirectory the daemon listed on its way down (LISTDIRS): kept as
+ * its listing if nobody else fetches it, no own change was made since
+ * the request was sent (base->any: then no directory's ls_gen moved
+ * either), and it needs one. Returns its inode (one lookup held, to
+ * park) if kept, else NULL. */
+static struct inode *keep_below(struct lsfetch *lf, const struct pfs_entry *e, uint8_t *buf,
+				size_t len, const struct listing_info *base)
+{
+	struct client *c = lf->c;
+	struct listing_info li = *base;
+	uint64_t ns;
+	struct inode *ip;
+	bool kept = false;
+
+	if (inode_own_snap(c->it, &ns) != base->any || !(ip = inode_hold_entry(c->it, e))) {
+		free(buf);
+		return NULL;
+	}
+	pthread_mutex_lock(&lf->bg.lock);
+	bool mine = ip->ls_ahead == AHEAD_NONE;
+	if (mine)
+		ip->ls_ahead = AHEAD_FETCHING;
+	pthread_mutex_unlock(&lf->bg.lock);
+	if (mine && listing_may_fetch(ip, LSF_DIR_MAX)) {
+		li.ns = listing_gen(ip);
+		kept = keep(lf, ip, buf, len, &li, true);
+	} else {
+		free(buf);
+	}
+	if (mine) {
+		pthread_mutex_lock(&lf->bg.lock);
+		ip->ls_ahead = AHEAD_NONE;
+		pthread_cond_broadcast(&lf->done);
+		pthread_mutex_unlock(&lf->bg.lock);
+	}
+	if (kept)
+		return ip;
+	inode_forget(c->it, ip, 1);
+	return NULL;
+}
+
+/* Fetches ahead with one LISTDIRS the listings of dirs[n] (1 <= n <=
+ * LSF_BATCH, all being fetched by this thread, for credentials cr) and
+ * of their subdirectories, max_dirs (>= n) in all. Sets answered[i] and
+ * kept[i] for dirs[i]; the subdirectories' listings kept go to below[]
+ * (*nbelow of them, at most max_dirs - n, each inode held). Returns 0,
+ * or -errno (-ENOSYS: a daemon without LISTDIRS, remembered). */
 static int fetch_batch(struct lsfetch *lf, struct inode **dirs, size_t n,
-		       const struct pfs_creds *cr, bool *kept)
+		       const struct pfs_creds *cr, uint32_t max_dirs, bool *answered,
+		       bool *kept, struct inode **below, size_t *nbelow)
 {
 	struct client *c = lf->c;
 	struct listing_info li[LSF_BATCH];
@@ -169,16 +216,16 @@ static int fetch_batch(struct lsfetch *lf, struct inode **dirs, size_t n,
 	struct rpc_reply rep = { 0 };
 	struct pfs_wr w;
 	struct pfs_rd rd;
-	size_t i;
 
+	*nbelow = 0;
 	pfs_wr_init(&w, fhs, sizeof(fhs));
-	for (i = 0; i < n; i++) {
-		kept[i] = false;
+	for (size_t i = 0; i < n; i++) {
+		answered[i] = kept[i] = false;
 		info_now(lf, dirs[i], cr, &li[i]);
 		if (pfs_enc_fh_item(&w, &dirs[i]->fh) < 0)
 			return -EINVAL;
 	}
-	struct pfs_listdirs_req m = { .cr = *cr, .max_bytes = PFS_MAX_IO,
+	struct pfs_listdirs_req m = { .cr = *cr, .max_bytes = PFS_MAX_IO, .max_dirs = max_dirs,
 				      .fhs = { .p = fhs, .len = (uint32_t)w.len } };
 	int rc = rpc_msg_heap(c->rpc, PFS_OP_LISTDIRS, listdirs_req, &m, w.len + RPC_SMALL, &rep);
 	if (rc == -ENOSYS) {
@@ -188,22 +235,33 @@ static int fetch_batch(struct lsfetch *lf, struct inode **dirs, size_t n,
 	if (rc < 0)
 		return rc;
 	pfs_rd_init(&rd, rep.buf, rep.len);
-	for (i = 0; i < n && rd.left > 0; i++) {
+	while (rd.left > 0) {
+		struct pfs_entry e;
 		uint32_t status;
 		struct pfs_bytes b;
 		uint8_t *buf;
-		if (!pfs_get_U32(&rd, &status) || !pfs_get_BYTES(&rd, &b)) {
+		size_t i;
+		if (!pfs_get_ENTRY(&rd, &e) || !pfs_get_U32(&rd, &status) ||
+		    !pfs_get_BYTES(&rd, &b)) {
 			pfs_warn("malformed LISTDIRS reply from the server");
 			break;
 		}
 		atomic_fetch_add(&lf->nlisted, 1);
-		if (status != 0 || !(buf = malloc(b.len ? b.len : 1)))
+		for (i = 0; i < n && !pfs_fh_equal(&e.fh, &dirs[i]->fh); i++)
+			;
+		if (i < n)
+			answered[i] = true;
+		if (status != 0 || (i == n && *nbelow + n >= max_dirs) ||
+		    !(buf = malloc(b.len ? b.len : 1)))
 			continue;
 		memcpy(buf, b.p, b.len);
-		kept[i] = keep(lf, dirs[i], buf, b.len, &li[i], true);
+		if (i < n)
+			kept[i] = keep(lf, dirs[i], buf, b.len, &li[i], true);
+		else if ((below[*nbelow] = keep_below(lf, &e, buf, b.len, &li[0])) != NULL)
+			(*nbelow)++;
 	}
 	rpc_reply_free(&rep);
-	return (int)i;
+	return 0;
 }
 
 /* Waits (bg.lock held) while dir's listing is being fetched ahead, and
@@ -501,7 +559,9 @@ static void *ahead_main(void *arg)
 			continue;
 		}
 		/* The most recently queued first, as many as one request may
-		 * carry (LISTDIRS), for one caller's credentials. */
+		 * carry (LISTDIRS), for one caller's credentials; the daemon
+		 * adds their subdirectories, in the walk's order, as far as
+		 * the walk's pace allows. */
 		size_t nb = 0, max = cache_nosys(c->cache, PFS_OP_LISTDIRS) ? 1 : LSF_BATCH;
 		bool stop = false;
 		while (nb < max && lf->n > 0 && lf->credit > 0 && !stop && !lf->bg.stop)
@@ -512,11 +572,11 @@ static void *ahead_main(void *arg)
 		pthread_mutex_unlock(&lf->bg.lock);
 
 		/* Those that still need their listing (a request may have
-		 * fetched one since it was queued) are asked for; the daemon
-		 * answers a prefix of them. Done: answered or not needed. */
-		struct inode *dirs[LSF_BATCH], *ask[LSF_BATCH];
-		bool kept[LSF_BATCH], got[LSF_BATCH], done[LSF_BATCH];
-		size_t na = 0, idx[LSF_BATCH];
+		 * fetched one since it was queued) are asked for, with as
+		 * many of their subdirectories as the walk's pace allows. */
+		struct inode *dirs[LSF_BATCH], *ask[LSF_BATCH], *below[LSF_DESCEND];
+		bool kept[LSF_BATCH], got[LSF_BATCH], answered[LSF_BATCH], done[LSF_BATCH];
+		size_t na = 0, nbelow = 0, idx[LSF_BATCH];
 		bool up = rpc_is_up(c->rpc);
 		for (size_t i = 0; i < nb; i++) {
 			dirs[i] = b[i].ip;
@@ -526,22 +586,34 @@ static void *ahead_main(void *arg)
 				atomic_fetch_add(&lf->nahead, 1);
 				idx[na] = i;
 				ask[na++] = dirs[i];
-				done[i] = false;
 			}
 		}
-		int r = na > 1 ? fetch_batch(lf, ask, na, &b[0].cr, got) : -ENOSYS;
+		int r = -ENOSYS;
+		if (na > 0 && !cache_nosys(c->cache, PFS_OP_LISTDIRS)) {
+			pthread_mutex_lock(&lf->bg.lock);
+			uint32_t extra = lf->credit < LSF_DESCEND - na ? lf->credit
+								     : (uint32_t)(LSF_DESCEND - na);
+			lf->credit -= extra;
+			pthread_mutex_unlock(&lf->bg.lock);
+			r = fetch_batch(lf, ask, na, &b[0].cr, (uint32_t)na + extra, answered, got,
+					below, &nbelow);
+			pthread_mutex_lock(&lf->bg.lock);
+			lf->credit += extra - (uint32_t)nbelow;
+			pthread_mutex_unlock(&lf->bg.lock);
+			atomic_fetch_add(&lf->nahead, nbelow);
+		}
 		if (na > 0 && r == -ENOSYS) {
 			got[0] = fetch(lf, ask[0], &b[0].cr, 0, true);
-			r = 1;
+			answered[0] = true;
+			for (size_t k = 1; k < na; k++)
+				answered[k] = false;
+			r = 0;
 		}
 		for (size_t k = 0; k < na; k++) {
 			/* A failed request: nothing of it is asked again. */
-			if (r < 0 || k < (size_t)r)
-				done[idx[k]] = true;
-			if (r > 0 && k < (size_t)r)
-				kept[idx[k]] = got[k];
+			done[idx[k]] = r < 0 || answered[k];
+			kept[idx[k]] = r == 0 && answered[k] && got[k];
 		}
-
 		pthread_mutex_lock(&lf->bg.lock);
 		for (size_t i = 0; i < nb; i++)
 			dirs[i]->ls_ahead = AHEAD_NONE;
@@ -565,6 +637,8 @@ static void *ahead_main(void *arg)
 		}
 		pthread_mutex_unlock(&lf->bg.lock);
 		/* The last first: the first one's subdirectories end on top. */
+		for (size_t k = nbelow; k-- > 0;)
+			fetched_ahead(lf, below[k], &b[0].cr);
 		for (size_t i = nb; i-- > 0;) {
 			if (!done[i])
 				continue;
@@ -582,8 +656,7 @@ static void *ahead_main(void *arg)
 
 int lsfetch_start(struct lsfetch *lf)
 {
-	unsigned nt = getenv("PODFS_LSF_THREADS") ? (unsigned)atoi(getenv("PODFS_LSF_THREADS")) : LSF_THREADS; /* EXPERIMENT */
-	for (unsigned i = 0; i < nt; i++) {
+	for (unsigned i = 0; i < LSF_THREADS; i++) {
 		int rc = bg_start(&lf->bg, ahead_main, lf);
 		if (rc < 0)
 			return rc;

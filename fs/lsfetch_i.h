@@ -60,8 +60,8 @@ struct lsfetch;
 #define LSF_MAX_AGE_NS (2 * 1000000000LL)
 #define LSF_LISTING_SHARE 2 /* queue nothing past 1/2 of LISTING_TOTAL_MAX */
 #define LSF_CREDIT_STEP 1   /* fetches ahead per READDIR answered from a listing */
-#define LSF_CREDIT_MAX 64
-#define LSF_PARK_MAX 1024
+#define LSF_CREDIT_MAX 256
+#define LSF_PARK_MAX 8192
 #define LSF_PARK_NS (10 * 1000000000LL)
 
 /* Makes the module for c (which it reads: rpc, it, gate, cache) with no

@@ -162,7 +162,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
 #define PFS_MSG_push_ack(F) F(U64, count) /* PUSH_ACK (client -> server) */
 #define PFS_MSG_listdir_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes)
-#define PFS_MSG_listdirs_req(F) F(CREDS, cr) F(U32, max_bytes) \
+#define PFS_MSG_listdirs_req(F) F(CREDS, cr) F(U32, max_bytes) F(U32, max_dirs) \
 	F(BYTES, fhs) /* packed fh list (pfs_dec_fh_item), LISTDIRS */
 
 #define PFS_MESSAGES(M) \

@@ -545,24 +545,29 @@ enum {
 #define PFS_LISTDIR_DATA_MAX (960u * 1024)
 #define PFS_LISTDIR_ITEMS_MAX 4096
 
-/* LISTDIRS: the listings of several directories in one round trip, for a
- *   client fetching ahead the directories a walk is about to read (their
- *   subdirectories' listings, docs/listings.md). Request listdirs_req: the
- *   credentials, max_bytes (<= PFS_MAX_IO), the reply's size limit, and a
- *   packed list of at most PFS_LISTDIRS_MAX directory handles. Reply: one
- *   item per directory, in the request's order, to the end of the
- *   payload: u32 status (0, or the positive errno LISTDIR would have
- *   answered for that directory: ESTALE, ENOTDIR, EACCES...), bytes
- *   listing (empty unless status is 0: exactly LISTDIR's reply for that
- *   directory with max_inline 0, PFS_LD_NO_* bits included with
- *   PFS_CAP_LIST_XATTR). The reply may end before the last directory (the
- *   server stops where the next listing would not fit, or would be
- *   incomplete only for want of room): the client asks again for the
- *   others. The first directory is always answered, its listing
- *   incomplete if it does not fit. The session caches every listed
- *   entry and directory, as with LISTDIR. A server without it answers
- *   ENOSYS: the client then sends LISTDIR. */
-#define PFS_LISTDIRS_MAX 64
+/* LISTDIRS: the listings of several directories in one round trip, and
+ *   of their subdirectories, for a client fetching ahead the directories
+ *   a walk is about to read (docs/listings.md). Request listdirs_req: the
+ *   credentials; max_bytes (<= PFS_MAX_IO), the reply's size limit;
+ *   max_dirs (<= PFS_LISTDIRS_ITEMS_MAX), the listings it may hold; and a
+ *   packed list of 1 to PFS_LISTDIRS_MAX directory handles. The server
+ *   lists depth first, as a walk reads them: the first directory, then
+ *   each of its subdirectories (in its listing's order) with theirs, then
+ *   the second one..., while max_dirs and the room last. Reply: one item
+ *   per directory listed, in that order, to the end of the payload: the
+ *   directory's entry (handle and attributes), u32 status (0, or the
+ *   positive errno LISTDIR would have answered: ESTALE, ENOTDIR,
+ *   EACCES...), bytes listing (empty unless status is 0: exactly
+ *   LISTDIR's reply for it with max_inline 0, PFS_LD_NO_* bits included
+ *   with PFS_CAP_LIST_XATTR). The first requested directory is always
+ *   answered (its listing incomplete if it does not fit); the others,
+ *   and subdirectories, only if they fit whole: the client asks again
+ *   for requested ones the reply lacks. A subdirectory the server cannot
+ *   reach without opening it by handle anew is left out. The session
+ *   caches every listed directory and entry, as with LISTDIR. A server
+ *   without it answers ENOSYS: the client then sends LISTDIR. */
+#define PFS_LISTDIRS_MAX 64        /* handles in a request */
+#define PFS_LISTDIRS_ITEMS_MAX 256 /* listings in a reply */
 enum {
 	PFS_LS_COMPLETE = 1u << 0,
 };

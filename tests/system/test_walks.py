@@ -31,7 +31,7 @@ SHOWN = 10.0
 
 # lsfetch_i.h: listings fetched ahead of the walk's own READDIRs at most;
 # lsfetch.c: directories in one LISTDIRS.
-CREDIT_MAX = 64
+CREDIT_MAX = 256
 BATCH = 16
 
 
