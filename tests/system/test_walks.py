@@ -14,12 +14,14 @@ and the lists_* counts of the listings fetched ahead); a test that finds
 a request not sent also shows some request counted in the same span.
 """
 
+import errno
 import os
 import threading
 import time
 
 import pytest
 
+import pfsproto as P
 from harness import Pod
 from helpers import (check_open_counted, podfs_stats, requests_sent, requests_since, run,
                      wait_for, write_file)
@@ -133,6 +135,64 @@ def test_cold_ls_l_of_a_big_listing_asks_no_xattrs(env, daemon, mount):
     with pytest.raises(OSError):
         os.getxattr(m / "big" / "n009", "user.none")
     assert requests_since(m, before).get("GETXATTR") == 1
+
+
+# --- LISTDIRS on the wire -----------------------------------------------------------
+
+@pytest.mark.plaintext
+def test_listdirs_lists_depth_first(env, daemon):
+    """LISTDIRS answers the requested directories in order, each followed
+    by its subdirectories, depth first, within max_dirs; a directory the
+    caller may not read, a file and a forged handle get their LISTDIR
+    errors; each listing is LISTDIR's; the xattr bits come only with
+    PFS_CAP_LIST_XATTR; bad requests are refused."""
+    e = env.export / "top"
+    for d in ("a/a1/a11", "a/a2", "b", "priv"):
+        os.makedirs(e / d)
+    (e / "a" / "x").write_bytes(b"x")
+    (e / "file").write_bytes(b"f")
+    os.chmod(e / "priv", 0o700)
+    user = P.creds(1500, 1500)
+    key = P.load_key(env.key)
+    with P.connect(daemon.host, daemon.port, key, caps=P.CAP_LIST_XATTR) as c:
+        top = c.lookup(c.root, "top")[0]
+        h = {n: c.lookup(top, n)[0] for n in ("a", "b", "priv", "file")}
+        forged = bytearray(h["b"])
+        forged[-1] ^= 1
+        out = c.listdirs([h["a"], h["priv"], h["file"], bytes(forged), h["b"]], max_dirs=10,
+                         cr=user)
+        inos = {os.stat(e / p).st_ino: p for p in ("a", "a/a1", "a/a1/a11", "a/a2", "b",
+                                                    "priv", "file")}
+        got = [(inos.get(a["ino"], "?") if st != errno.ESTALE else "forged", st)
+               for _, a, st, _, _ in out]
+        assert got == [("a", 0), ("a/a1", 0), ("a/a1/a11", 0), ("a/a2", 0),
+                       ("priv", errno.EACCES), ("file", errno.ENOTDIR),
+                       ("forged", errno.ESTALE), ("b", 0)], got
+        flags, items = c.listdir_items(h["a"], max_inline=0, cr=user)
+
+        def same(it):  # reading a directory moves its atime
+            return {n: (fh, {k: v for k, v in a.items() if not k.startswith("atime")}, f, d)
+                    for n, (fh, a, f, d) in it.items()}
+        assert out[0][3] == flags and same(out[0][4]) == same(items)
+        assert all(f & P.LS_COMPLETE for _, _, st, f, _ in out if st == 0)
+        assert items[b"x"][2] & P.LD_NO_XATTRS == P.LD_NO_XATTRS, items[b"x"]
+        # max_dirs: the first requested, then as far as it goes.
+        out = c.listdirs([h["a"], h["b"]], max_dirs=2, cr=user)
+        assert [inos[a["ino"]] for _, a, _, _, _ in out] == ["a", "a/a1"]
+        with pytest.raises(P.PfsError) as ei:
+            c.listdirs([h["a"]] * 65)
+        assert ei.value.errno == errno.E2BIG
+        for bad in ([], ):
+            with pytest.raises(P.PfsError) as ei:
+                c.listdirs(bad, max_dirs=1)
+            assert ei.value.errno == errno.EINVAL
+        with pytest.raises(P.PfsError) as ei:
+            c.call(P.OP_LISTDIRS, P.ROOT + P.u32(1 << 20) + P.u32(4) + P.blob(P.fh(h["a"])[:-2]))
+        assert ei.value.errno == errno.EINVAL
+    # Without the capability: no xattr bits.
+    with P.connect(daemon.host, daemon.port, key) as c:
+        out = c.listdirs([h["a"]], cr=user)
+        assert all(f & P.LD_NO_XATTRS == 0 for _, _, f, _ in out[0][4].values())
 
 
 # --- bounds ---------------------------------------------------------------------
