@@ -548,6 +548,21 @@ void inode_clear_nocaps(struct inode *ip)
 	pthread_mutex_unlock(&ip->lock);
 }
 
+void inode_note_walk(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	dir->walked_at = pfs_mono_ns();
+	pthread_mutex_unlock(&dir->lock);
+}
+
+bool inode_walked(struct inode *dir, int64_t within_ns)
+{
+	pthread_mutex_lock(&dir->lock);
+	bool w = dir->walked_at && pfs_mono_ns() - dir->walked_at < within_ns;
+	pthread_mutex_unlock(&dir->lock);
+	return w;
+}
+
 bool inode_mark_posix_locks(struct inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);

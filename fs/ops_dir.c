@@ -213,8 +213,14 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		if (of->rd_off != (uint64_t)off)
 			synth_seek(of, (uint64_t)off);
 	} else if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
-		if (off != 0 || !readdir_listed(req, of))
+		if (off != 0 || !readdir_listed(req, of)) {
 			rc = dir_fetch(req, of, (uint64_t)off, plus);
+			/* A directory too big to be listed whole, read by a
+			 * walk: the subdirectories it looks up in it next get
+			 * their listings fetched ahead (ops_lookup). */
+			if (rc == 0 && off == 0)
+				inode_note_walk(of->ip);
+		}
 		fresh = true;
 	}
 	/* Entries handed to the kernel get timeout 0 if a push about the

@@ -11,6 +11,7 @@
 #include "cache_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
+#include "lsfetch_i.h"
 #include "ops_i.h"
 #include "pcache_i.h"
 #include "podfs/log.h"
@@ -279,6 +280,12 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ip = ops_entry_param(c, dir, name, seq, &er.e, &e);
 	if (ip)
 		inode_trust_attr(c->it, ip, seq, any, ns);
+	/* A subdirectory of a directory a walk reads from the daemon (too
+	 * big to be listed): the walk opens it next, its listing is fetched
+	 * ahead (held here: the kernel may forget it once replied). */
+	bool ahead = ip && S_ISDIR(er.e.attr.mode) && inode_walked(dir, WALK_LOOKUP_NS);
+	if (ahead)
+		inode_hold(c->it, ip);
 	if (ip && data.p)
 		inode_set_inline(ip, &er.e.attr, data.p, data.len);
 	if (ip && readable)
@@ -293,6 +300,8 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	ops_reply_entry(req, dir, name, ip, &e, seq);
+	if (ahead)
+		lsfetch_ahead(c->lf, &ip, 1, &m.cr);
 	return;
 out_err:
 	rpc_reply_free(&rep);

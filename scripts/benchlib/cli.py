@@ -51,7 +51,7 @@ def parse_args(doc):
     ap.add_argument("--venv-imports", default=DEFAULT_VENV_IMPORTS, help="modules imported (default %s)"
                     % DEFAULT_VENV_IMPORTS)
     ap.add_argument("--no-count-requests", action="store_true",
-                    help="do not count FUSE requests per import (tracefs fuse_request_send)")
+                    help="do not count FUSE requests per import or walk (tracefs fuse_request_send)")
     ap.add_argument("--ckpt-size", default=None, help="single-stream checkpoint file (default 2G; --quick: 128M)")
     ap.add_argument("--shard-size", default=None, help="per-client shard (default 512M; --quick: 32M)")
     ap.add_argument("--clients", type=int, default=4, help="concurrent checkpoint clients (default 4)")
@@ -115,12 +115,12 @@ def main(doc):
         b.scratch.prepare_space()
         b.scratch.prepare_source()
         b.scratch.prepare_tree()
-        if "venv" in a.only:
+        if "venv" in a.only or "walk" in a.only:
             b.scratch.prepare_venv()
         if "checkpoint" in a.only:
             b.scratch.prepare_ckpt()
         b.targets.setup_all()
-        if "venv" in a.only and not a.no_count_requests:
+        if ("venv" in a.only or "walk" in a.only) and not a.no_count_requests:
             b.trace.setup()
             if b.trace.why:
                 log(b.trace.why)

@@ -66,6 +66,10 @@ class Report:
                    % (a.runs, fmt_size(a.size), a.files, b.scratch.ndirs, SMALL_MAX, a.create_files, a.rtt_us,
                       " (latproxy in front of podfsd and sshd)" if a.rtt_us else ""))
         out.append("- bindfs: `--multithreaded -o kernel_cache,big_writes`; sshfs: `-o %s`" % (tg.sshfs_opts or "n/a"))
+        if "walk" in a.only:
+            out.append("- walk: `find .` and `ls -lR` in the venv tree (%s copied into the export, %s); cold = "
+                       "fresh mount + drop_caches, warm = the same again; each checked against the local tree's "
+                       "line count" % (a.venv_src, b.scratch.venv_name))
         if "venv" in a.only:
             out.append("- venv: %s copied into the export; `%s/bin/python3 -c 'import %s'` (env -i, PYTHONHOME and "
                        "LD_LIBRARY_PATH on the target, PYTHONDONTWRITEBYTECODE=1); wall time of the whole process; "
@@ -225,31 +229,36 @@ class Report:
         return out
 
     def fuse_requests(self):
-        """FUSE requests per import of the venv rows."""
+        """FUSE requests per import (venv rows) and per walk (walk rows), and
+        the requests podfs sent podfsd for a walk."""
         a, res, out = self.a, self.res, []
         fuse = [n for n in self.tnames if n != "local"]
-        vrows = [r[0] for r in ROWS if r[1] == "venv" and r[1] in a.only]
-        if vrows and fuse and any(res.extras.get((r, n)) for r in vrows for n in fuse):
-            out.append("FUSE requests per import (kernel tracepoint fuse_request_send, median; modules imported: %s):"
-                       % ", ".join(sorted({str(x["modules"]) for v in res.extras.values() for x in v
-                                           if "modules" in x})))
-            out.append("")
-            out.append("| workload | " + " | ".join(fuse) + " | podfs by opcode (last run) |")
-            out.append("|---|" + "|".join(["---:"] * len(fuse)) + "|---|")
-            for r in vrows:
-                cells = [r]
-                for n in fuse:
-                    v = res.xmed(r, n, "requests")
-                    lost = any("requests" in x and x["requests"] is None for x in res.extras.get((r, n), []))
-                    cells.append("%d" % v if v is not None else ("lost" if lost else "—"))
-                ops = [x["ops"] for x in res.extras.get((r, "podfs"), []) if x.get("ops")]
-                cells.append(", ".join("%s %d" % kv for kv in sorted(ops[-1].items(), key=lambda kv: -kv[1])[:8])
-                             if ops else "—")
-                out.append("| " + " | ".join(cells) + " |")
-            out.append("")
-        elif vrows and self.b.trace.why:
-            out.append(self.b.trace.why)
-            out.append("")
+        for w, what in (("venv", "import"), ("walk", "walk")):
+            vrows = [r[0] for r in ROWS if r[1] == w and r[1] in a.only]
+            if vrows and fuse and any(res.extras.get((r, n)) for r in vrows for n in fuse):
+                mods = sorted({str(x["modules"]) for v in res.extras.values() for x in v if "modules" in x})
+                out.append("FUSE requests per %s (kernel tracepoint fuse_request_send, median%s):"
+                           % (what, "; modules imported: " + ", ".join(mods) if w == "venv" else ""))
+                out.append("")
+                srv = w == "walk"
+                out.append("| workload | " + " | ".join(fuse) + " | podfs by opcode (last run) |" +
+                           (" podfs -> podfsd by opcode (last run) |" if srv else ""))
+                out.append("|---|" + "|".join(["---:"] * len(fuse)) + "|---|" + ("---|" if srv else ""))
+                for r in vrows:
+                    cells = [r]
+                    for n in fuse:
+                        v = res.xmed(r, n, "requests")
+                        lost = any("requests" in x and x["requests"] is None for x in res.extras.get((r, n), []))
+                        cells.append("%d" % v if v is not None else ("lost" if lost else "—"))
+                    for key in ("ops", "server_ops") if srv else ("ops",):
+                        ops = [x[key] for x in res.extras.get((r, "podfs"), []) if key in x]
+                        cells.append(", ".join("%s %d" % kv for kv in sorted(ops[-1].items(), key=lambda kv: -kv[1])[:8])
+                                     if ops and ops[-1] else ("none" if ops else "—"))
+                    out.append("| " + " | ".join(cells) + " |")
+                out.append("")
+            elif vrows and self.b.trace.why:
+                out.append(self.b.trace.why)
+                out.append("")
         return out
 
     def ckpt_resources(self):
