@@ -86,7 +86,7 @@ struct inode {
 	uint64_t ls_gen;      /* this client's namespace changes in it */
 	uint8_t ls_ahead;     /* lsfetch.c's lock, not ip->lock: its listing is
 			       * queued or being fetched ahead (lsfetch_i.h) */
-	int64_t walked_at;    /* CLOCK_MONOTONIC ns of its last READDIR from the daemon */
+	int64_t walked_at;    /* CLOCK_MONOTONIC ns: inode_note_walk */
 	/* Directories: st_ino of the directory it was last looked up in
 	 * (its ".."), 0 if unknown: see inode_set_parent. */
 	uint64_t parent_ino;
@@ -329,9 +329,10 @@ bool inode_had_posix_locks(struct inode *ip);
 void inode_note_reader(struct inode *ip, uint32_t uid, uint32_t gid);
 bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid);
 
-/* A walk: directory dir was just read from its start by a READDIR the
- * daemon answered (inode_note_walk); inode_walked: within the last
- * within_ns (its subdirectories looked up then are the walk's next). */
+/* A walk: directory dir was just read by a READDIR the daemon answered,
+ * or a subdirectory was looked up in it during one (inode_note_walk);
+ * inode_walked: within the last within_ns (its subdirectories looked up
+ * then are the walk's next). */
 void inode_note_walk(struct inode *dir);
 bool inode_walked(struct inode *dir, int64_t within_ns);
 

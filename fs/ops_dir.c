@@ -218,7 +218,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			/* A directory too big to be listed whole, read by a
 			 * walk: the subdirectories it looks up in it next get
 			 * their listings fetched ahead (ops_lookup). */
-			if (rc == 0 && off == 0)
+			if (rc == 0)
 				inode_note_walk(of->ip);
 		}
 		fresh = true;
@@ -302,6 +302,10 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		pos += n;
 		of->rd_off = de.next_off;
 	}
+	/* Queued before the reply: the walk's OPENDIR of one of them may
+	 * follow at once, on another thread, and must find it queued. */
+	if (nahead)
+		lsfetch_ahead(c->lf, ahead, nahead, &cr);
 	if (rc < 0 && pos == 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -309,8 +313,6 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	gate_leave(c->gate);
 	pthread_mutex_unlock(&of->lock);
 	free(buf);
-	if (nahead)
-		lsfetch_ahead(c->lf, ahead, nahead, &cr);
 }
 
 void ops_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

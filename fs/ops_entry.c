@@ -284,8 +284,10 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	 * big to be listed): the walk opens it next, its listing is fetched
 	 * ahead (held here: the kernel may forget it once replied). */
 	bool ahead = ip && S_ISDIR(er.e.attr.mode) && inode_walked(dir, WALK_LOOKUP_NS);
-	if (ahead)
+	if (ahead) {
 		inode_hold(c->it, ip);
+		inode_note_walk(dir); /* the walk goes on */
+	}
 	if (ip && data.p)
 		inode_set_inline(ip, &er.e.attr, data.p, data.len);
 	if (ip && readable)
@@ -299,9 +301,11 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ops_reply_entry(req, dir, name, ip, &e, seq);
+	/* Queued before the reply: the walk's OPENDIR of it may follow at
+	 * once, on another thread, and must find it queued. */
 	if (ahead)
 		lsfetch_ahead(c->lf, &ip, 1, &m.cr);
+	ops_reply_entry(req, dir, name, ip, &e, seq);
 	return;
 out_err:
 	rpc_reply_free(&rep);

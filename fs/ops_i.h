@@ -38,9 +38,9 @@ extern const struct fuse_lowlevel_ops ops_fuse_ops;
  * are listed whole at their first lookup (ops_entry.c) or READDIR
  * (ops_dir.c). */
 #define LIST_DIR_MAX_SIZE (64u * 1024)
-/* A directory read from the daemon counts as walked this long: the
- * subdirectories looked up in it meanwhile get their listings fetched
- * ahead (ops_lookup). */
+/* A directory read from the daemon counts as walked this long after its
+ * last READDIR, or the last lookup of a subdirectory in it: those looked
+ * up meanwhile get their listings fetched ahead (ops_lookup). */
 #define WALK_LOOKUP_NS (2 * 1000000000LL)
 
 /* ---- small helpers every handler uses ---- */

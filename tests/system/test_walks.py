@@ -137,6 +137,31 @@ def test_cold_ls_l_of_a_big_listing_asks_no_xattrs(env, daemon, mount):
     assert requests_since(m, before).get("GETXATTR") == 1
 
 
+def test_walk_of_a_big_directory_fetches_its_subdirectories_ahead(env, daemon, mount):
+    """A directory too big to be listed whole is read from the daemon and
+    its entries looked up one by one; the subdirectories a walk looks up
+    there get their listings fetched ahead all the same: no OPENDIR or
+    RELEASEDIR for each."""
+    big = env.export / "big"
+    big.mkdir()
+    n = 4000
+    for i in range(n):
+        d = big / (f"{i:04d}" + "x" * 96)
+        d.mkdir()
+        (d / "f").write_bytes(b"x")
+    assert os.stat(big).st_size > 64 * 1024  # not listed whole
+    m = mount()
+    before = requests_sent(m)
+    assert len(find(m / "big")) == 1 + 2 * n
+    sent = requests_since(m, before)
+    st = podfs_stats(m)
+    assert st["lists_ahead"] >= n // 2, (st, sent)
+    assert sent.get("OPENDIR", 0) <= n // 10 and sent.get("RELEASEDIR", 0) <= n // 10, sent
+    # The walk opens each one right after its lookup: one listing request
+    # each, at most, instead of OPENDIR, LISTDIR and RELEASEDIR.
+    assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= n + 2, sent
+
+
 # --- LISTDIRS on the wire -----------------------------------------------------------
 
 @pytest.mark.plaintext
@@ -218,6 +243,7 @@ def test_fetching_ahead_is_bounded(env, daemon, mount):
     sent = requests_since(m, before)
     assert CREDIT_MAX <= st["lists_ahead"] <= CREDIT_MAX + BATCH, st
     assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= 2 + CREDIT_MAX, sent
+    assert st["lists_dropped"] > 0, st  # 3,000 queued: the queue kept its newest
     # The walk: one listing per directory, whatever was fetched ahead.
     # A drop_caches elsewhere on the machine (another test's) makes the
     # kernel forget directories, whose listings go with them: FORGETs
