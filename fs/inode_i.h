@@ -84,8 +84,10 @@ struct inode {
 	bool no_list;
 	int64_t list_after;
 	uint64_t ls_gen;      /* this client's namespace changes in it */
-	uint8_t ls_ahead;     /* lsfetch.c's lock, not ip->lock: its listing is
-			       * queued or being fetched ahead (lsfetch_i.h) */
+	/* Its listing is queued or being fetched ahead (lsfetch_i.h):
+	 * changed under lsfetch.c's lock, not ip->lock; read without it
+	 * only as a hint. */
+	_Atomic uint8_t ls_ahead;
 	int64_t walked_at;    /* CLOCK_MONOTONIC ns: inode_note_walk */
 	/* Directories: st_ino of the directory it was last looked up in
 	 * (its ".."), 0 if unknown: see inode_set_parent. */

@@ -322,6 +322,11 @@ void lsfetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *
 	fetch_now(lf, dir, cr, max_inline, true);
 }
 
+bool lsfetch_pending(struct inode *dir)
+{
+	return atomic_load_explicit(&dir->ls_ahead, memory_order_relaxed) != AHEAD_NONE;
+}
+
 void lsfetch_settle(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr)
 {
 	fetch_now(lf, dir, cr, 0, false);

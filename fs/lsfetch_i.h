@@ -88,6 +88,9 @@ void lsfetch_free(struct lsfetch *lf);
 void lsfetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
 		 uint32_t max_inline);
 
+/* True if dir's listing is queued or being fetched ahead (a hint: no
+ * lock taken). Any thread. */
+bool lsfetch_pending(struct inode *dir);
 /* As lsfetch_now (without contents), but only if dir's listing is
  * queued or being fetched ahead: an OPENDIR of it, which a listing lets
  * be answered locally. A FUSE thread. */

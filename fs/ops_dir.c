@@ -35,7 +35,7 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* A walk opens the directory whose listing it queued a moment ago:
 	 * with that listing, the daemon's leave to read it is known, and
 	 * both this open and the READDIR after it are answered locally. */
-	if (c->max_inline) {
+	if (c->max_inline && lsfetch_pending(ip)) {
 		struct pfs_creds cr;
 		fill_creds(req, &cr, true);
 		lsfetch_settle(c->lf, ip, &cr);
