@@ -21,8 +21,9 @@
 /* ls_ahead of an inode (under bg.lock). */
 enum { AHEAD_NONE, AHEAD_QUEUED, AHEAD_FETCHING };
 
-/* Directories at most this big (st_size) are listed (ops_i.h's
- * LIST_DIR_MAX_SIZE, which lookups and READDIR use too). */
+/* Directories at most this big (st_size) are fetched ahead: those a
+ * READDIR lists whole (ops_i.h's LIST_DIR_MAX_SIZE, which this file,
+ * below the ops, cannot include). */
 #define LSF_DIR_MAX (64u * 1024)
 
 /* A directory queued: its inode (one lookup held), or, for one met in a
@@ -306,7 +307,9 @@ static void fetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_cr
 	if (mine)
 		dir->ls_ahead = AHEAD_FETCHING;
 	pthread_mutex_unlock(&lf->bg.lock);
-	if ((was || always) && listing_may_fetch(dir, LSF_DIR_MAX))
+	/* The caller chose to list dir (its size among the rest): only a
+	 * listing that came meanwhile, or a refusal, spares the fetch. */
+	if ((was || always) && listing_may_fetch(dir, UINT64_MAX))
 		(void)fetch(lf, dir, cr, max_inline, false);
 	if (!mine)
 		return;

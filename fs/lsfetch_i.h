@@ -82,9 +82,10 @@ void lsfetch_free(struct lsfetch *lf);
  * incomplete or failed one makes dir listed name by name from now on; a
  * server without LISTDIR is remembered). If dir's listing is being
  * fetched ahead, waits for that one instead (giving up if the caller is
- * being killed); if it is only queued, takes it off the queue. Nothing
- * is fetched if dir then has a listing or may not fetch one
- * (listing_may_fetch). A FUSE thread; waits for the reply. */
+ * being killed); if it is only queued, takes it off the queue. The
+ * caller checked that dir may be listed (listing_may_fetch, its size
+ * limit); nothing is fetched if dir has a listing by then. A FUSE
+ * thread; waits for the reply. */
 void lsfetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
 		 uint32_t max_inline);
 
