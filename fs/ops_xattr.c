@@ -139,12 +139,14 @@ void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 
 	/* Asked before every write(2) (capability) and by every ls -l
 	 * (ACLs, SELinux label): answer a known absence locally. A push or
-	 * this client's own xattr change forgets it; a push received but
-	 * not applied yet (acknowledged: its change may have returned on
-	 * another host) sends the question to the daemon. */
+	 * this client's own xattr change forgets it; a push about the object
+	 * received but not applied yet (acknowledged: its change may have
+	 * returned on another host) sends the question to the daemon. A
+	 * dropped connection does not: like the attributes, the absence
+	 * stands until the reconnect's revalidation says otherwise. */
 	if ((caps && inode_nocaps(ip)) || (nox && inode_noxattr(ip, nox))) {
 		gate_enter(c->gate);
-		bool pending = gate_pushed_since(c->gate, gate_applied(c->gate), &ip->fh);
+		bool pending = gate_push_pending(c->gate, &ip->fh);
 		gate_leave(c->gate);
 		if (!pending) {
 			fuse_reply_err(req, ENODATA);
