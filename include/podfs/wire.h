@@ -131,7 +131,7 @@ enum {
 	 * PFS_LD_NO_SELINUX), so that the client answers their GETXATTR
 	 * with ENODATA itself while the item is coherent (`ls -l` asks for
 	 * two or three of them per entry). */
-	PFS_CAP_LIST_XATTR = 1u << 7,
+	PFS_CAP_LIST_XATTR = 1u << 8,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
 		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_LIST_XATTR,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
@@ -234,7 +234,7 @@ enum {
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
 	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
-	X(LISTDIRS,     62, listdirs_req,     listings,         0,  0,   0,  0,   1,   1)   \
+	X(LISTDIRS,     63, listdirs_req,     listings,         0,  0,   0,  0,   1,   1)   \
 	X(INVAL_INODE,  100, inval_inode_push, -,               0,  0,   0,  0,   0,   0)   \
 	X(INVAL_ENTRY,  101, inval_entry_push, -,               0,  0,   0,  0,   0,   0)   \
 	X(LOCK_WAKE,    102, lock_wake_push,   -,               0,  0,   0,  0,   0,   0)

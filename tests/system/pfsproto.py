@@ -50,7 +50,7 @@ CAP_PUSH = 1 << 1
 CAP_ZR = 1 << 2
 CAP_PUSH_ACK = 1 << 3  # the client acknowledges pushes (wire.h)
 CAP_BULK = 1 << 4  # a bulk connection of an existing session (wire.h)
-CAP_LIST_XATTR = 1 << 7  # listing items say which asked-for xattrs are absent
+CAP_LIST_XATTR = 1 << 8  # listing items say which asked-for xattrs are absent
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
@@ -91,7 +91,7 @@ OP_FORGET = 40
 OP_REVALIDATE = 41
 OP_LOOKUP_DATA = 42
 OP_LISTDIR = 61
-OP_LISTDIRS = 62
+OP_LISTDIRS = 63
 OP_RECLAIM = 58
 OP_RECLAIM_DONE = 59
 OP_PUSH_ACK = 60
