@@ -25,7 +25,18 @@ int op_listdir(struct op *o)
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
 	op_reply_alloc(o, (size_t)max_bytes + 16);
-	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, o->r->list_xattr, &o->w);
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, NULL, o->r->list_xattr,
+			      &o->w);
+}
+
+int op_listdir_page(struct op *o)
+{
+	const struct pfs_listdir_page_req *m = &o->m.listdir_page_req;
+	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
+
+	op_reply_alloc(o, (size_t)max_bytes + 16);
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &m->cookie, o->r->list_xattr,
+			      &o->w);
 }
 
 /* A listing after the first is stopped short of this much room: a
@@ -95,7 +106,7 @@ static int listdirs_item(struct op *o, const struct pfs_fh *fh, struct hent *obj
 		goto full;
 	if (r == 0)
 		r = export_listdir(&o->x, obj, 0, room - (uint32_t)(o->w.len - save),
-				   o->r->list_xattr, &o->w);
+				   NULL, o->r->list_xattr, &o->w);
 	if (r < 0) {
 		o->w.len = at + 4;
 		pfs_patch_U32(&o->w, at - 4, (uint32_t)-r);

@@ -215,6 +215,12 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 	       pfs_fmt_bytes(pfs_kv_num(kv, "raw_in"), t2, sizeof(t2)),
 	       pfs_fmt_bytes(pfs_kv_num(kv, "wire_out"), t3, sizeof(t3)),
 	       pfs_fmt_bytes(pfs_kv_num(kv, "raw_out"), t4, sizeof(t4)), pfs_kv_num(kv, "pushes"));
+	if (pfs_kv_num(kv, "ack_misses") || pfs_kv_num(kv, "ack_cutoffs") ||
+	    pfs_kv_num(kv, "clients_behind"))
+		printf("  acknowledgements: %llu client%s behind now; %llu fell behind, %llu cut "
+		       "off since start\n",
+		       pfs_kv_num(kv, "clients_behind"), pl(pfs_kv_num(kv, "clients_behind")),
+		       pfs_kv_num(kv, "ack_misses"), pfs_kv_num(kv, "ack_cutoffs"));
 	unsigned long long total = 0;
 	for (int i = 0; i < kv->n; i++)
 		if (strncmp(kv->key[i], "req_", 4) == 0)
@@ -266,6 +272,9 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 					     t2, sizeof(t2)));
 		if (strcmp(lim, "-") != 0)
 			printf("      LIMIT REACHED: %s\n", lim);
+		if (wnum(v, "behind"))
+			printf("      BEHIND on acknowledging invalidations: changes do not wait "
+			       "for it\n");
 	}
 	if (!clients)
 		printf("\n  no clients\n");

@@ -307,9 +307,10 @@ static void fetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_cr
 	if (mine)
 		dir->ls_ahead = AHEAD_FETCHING;
 	pthread_mutex_unlock(&lf->bg.lock);
-	/* The caller chose to list dir (its size among the rest): only a
-	 * listing that came meanwhile, or a refusal, spares the fetch. */
-	if ((was || always) && listing_may_fetch(dir, UINT64_MAX))
+	/* The caller chose to list dir (its size among the rest; a request
+	 * holds listing_fetch_begin): only a listing that came meanwhile,
+	 * or a refusal, spares the fetch. */
+	if ((was || always) && listing_missing(dir))
 		(void)fetch(lf, dir, cr, max_inline, false);
 	if (!mine)
 		return;

@@ -108,7 +108,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_mkdir_rep(F) F(ENTRY, e) F(ATTR, dir) F(U32, flags) /* MKDIR, PFS_CAP_NEW_DIR */
 #define PFS_MSG_dir_rep(F) F(ATTR, dir) /* UNLINK RMDIR with PFS_CAP_DIR_ATTR */
 #define PFS_MSG_getattr_req(F) F(CREDS, cr) F(FH, fh)
-#define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR */
+#define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR; FALLOCATE, PFS_CAP_POST_ATTR */
 #define PFS_MSG_setattr_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, valid) \
 	F(U32, mode) F(U32, uid) F(U32, gid) F(U64, size) F(I64, atime_s) F(U32, atime_ns) \
 	F(I64, mtime_s) F(U32, mtime_ns)
@@ -162,6 +162,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
 #define PFS_MSG_push_ack(F) F(U64, count) /* PUSH_ACK (client -> server) */
 #define PFS_MSG_listdir_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes)
+#define PFS_MSG_listdir_page_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes) \
+	F(U64, cookie)
 #define PFS_MSG_listdirs_req(F) F(CREDS, cr) F(U32, max_bytes) F(U32, max_dirs) \
 	F(BYTES, fhs) /* packed fh list (pfs_dec_fh_item), LISTDIRS */
 
@@ -175,7 +177,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
 	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
-	M(reclaim_done_req) M(lock_wake_push) M(push_ack) M(listdir_req) M(listdirs_req)
+	M(reclaim_done_req) M(lock_wake_push) M(push_ack) M(listdir_req) M(listdir_page_req) \
+	M(listdirs_req)
 
 /* Growable-by-caller output cursor. The caller owns buf. */
 struct pfs_wr {

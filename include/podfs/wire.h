@@ -125,6 +125,12 @@ enum {
 	 * needs no LISTDIR for it. The daemon read the directory with the
 	 * caller's credentials to find it empty (as LISTDIR would have). */
 	PFS_CAP_NEW_DIR = 1u << 6,
+	/* The reply to FALLOCATE is attr_rep, the file's attributes after
+	 * the change (as WRITE's and SETATTR's replies carry them), instead
+	 * of nothing: the client then knows its size, times and blocks
+	 * without a GETATTR. A client tells the two forms apart by their
+	 * length. */
+	PFS_CAP_POST_ATTR = 1u << 7,
 	/* The items of a LISTDIR reply say which of the extended attributes
 	 * a listing's reader asks for at every entry are absent
 	 * (PFS_LD_NO_CAPS, PFS_LD_NO_ACL_ACCESS, PFS_LD_NO_ACL_DEFAULT,
@@ -133,7 +139,8 @@ enum {
 	 * two or three of them per entry). */
 	PFS_CAP_LIST_XATTR = 1u << 8,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
-		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_LIST_XATTR,
+		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR |
+		       PFS_CAP_LIST_XATTR,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -167,9 +174,9 @@ enum {
  * request  the request payload, a message of codec.h (none: empty; a push
  *          row names its push payload).
  * reply    the successful reply's payload (none: empty; -: no reply;
- *          dirents, listing and listings: lists built from codec.h's
- *          primitives, see below). A reply with status != 0 is always
- *          empty.
+ *          dirents, listing, listing_page and listings: lists built from
+ *          codec.h's primitives, see below). A reply with status != 0 is
+ *          always empty.
  * drc      1: not idempotent. The session's duplicate-request cache keeps
  *          the reply (PFSD_DRC_MAX per session), so a retry after a
  *          reconnect gets the first try's reply without running again.
@@ -234,6 +241,7 @@ enum {
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
 	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
+	X(LISTDIR_PAGE, 62, listdir_page_req, listing_page,     0,  0,   0,  0,   1,   1)   \
 	X(LISTDIRS,     63, listdirs_req,     listings,         0,  0,   0,  0,   1,   1)   \
 	X(INVAL_INODE,  100, inval_inode_push, -,               0,  0,   0,  0,   0,   0)   \
 	X(INVAL_ENTRY,  101, inval_entry_push, -,               0,  0,   0,  0,   0,   0)   \
@@ -315,7 +323,8 @@ enum pfs_op {
  * RELEASE      Closes fid. Replies: none (also for a fid not known).
  * FSYNC        Makes fh's data (datasync) or data and metadata durable on
  *              the server's disk; the commit of write-behind. Replies: none.
- * FALLOCATE    fallocate(2) mode on fh through fid. Replies: none;
+ * FALLOCATE    fallocate(2) mode on fh through fid. Replies: none, or
+ *              attr_rep (after the change) with PFS_CAP_POST_ATTR;
  *              EOPNOTSUPP.
  * LSEEK        SEEK_DATA or SEEK_HOLE from offset. Replies: lseek_rep; ENXIO.
  *
@@ -328,6 +337,8 @@ enum pfs_op {
  * RELEASEDIR   Closes directory fid. Replies: none.
  * LISTDIR      The whole directory at once (see "request economy" below).
  *              Replies: listing; ENOTDIR.
+ * LISTDIR_PAGE The directory in pages, from a cookie on (see "request
+ *              economy" below). Replies: listing_page; ENOTDIR.
  * LISTDIRS     Several directories at once, as many LISTDIRs without
  *              contents (see "request economy" below). Replies: listings;
  *              E2BIG (more than PFS_LISTDIRS_MAX).
@@ -507,21 +518,30 @@ enum {
  *   never coded; only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
  *   push_ack: `count`, the number of pushes received on this connection
  *   (counting from 1 at the connection's first push; a count that does
- *   not grow is ignored). Received means the client will not answer from
- *   its own caches anything such a push contradicts; its kernel may drop
- *   what it cached a moment later (acknowledging only once that is done
+ *   not grow is ignored: podfs repeats its last count while it holds a
+ *   push back, which tells the server it runs). Received means the
+ *   client will not answer from its own caches anything such a push
+ *   contradicts; its kernel may drop what it cached a moment later
+ *   (acknowledging only once that is done
  *   could deadlock: applying an entry invalidation takes the directory's
  *   lock, which the client's own operation in that directory may hold
  *   while its reply waits for this very acknowledgement).
  *   The server holds the reply to a request that changed an object until
  *   every other client it pushed the change to (that negotiated the
- *   capability) acknowledged that push, or PFSD_ACK_WAIT_MS passed: a
- *   client that has not acknowledged by then has its connection closed,
- *   so it revalidates its caches before trusting them again. Hence once a
- *   change's reply (a WRITE, the commit of a close, a SETATTR...) reached
- *   its client, every other client knows what the change made stale, and
- *   may answer a later open (close-to-open) from what it caches, without
- *   asking the server, unless such a push came (it then asks).
+ *   capability) acknowledged that push, each within a deadline of its own
+ *   (podfsd: at least --ack-timeout, more for a client that acknowledged
+ *   slowly lately, at most 2 s). A client that sent nothing by then is
+ *   stalled: the server stops waiting for it until it has acknowledged
+ *   every push sent to it by then, and keeps its connection, the pushes
+ *   queued in order; a client that sends frames but no acknowledgement
+ *   for 2 s has its connection closed, so it revalidates its caches
+ *   before trusting them again. Hence once a change's reply (a WRITE, the
+ *   commit of a close, a SETATTR...) reached its client, every other
+ *   running client knows what the change made stale, and may answer a
+ *   later open (close-to-open) from what it caches, without asking the
+ *   server, unless such a push came (it then asks). A client must handle
+ *   every frame its socket holds before it answers from its caches: a
+ *   stalled client's pushes are there when it runs again.
  *
  * LISTDIR: a whole directory in one round trip, for a client that will
  *   answer lookups in it from the listing (cold start: a name not in a
@@ -570,7 +590,29 @@ enum {
 #define PFS_LISTDIRS_ITEMS_MAX 256 /* listings in a reply */
 enum {
 	PFS_LS_COMPLETE = 1u << 0,
+	PFS_LS_MORE = 1u << 1, /* listing_page: the listing goes on at cookie */
 };
+
+/* LISTDIR_PAGE: a directory too large for one LISTDIR reply, in pages.
+ *   Request listdir_page_req: as listdir_req, and cookie: where the page
+ *   starts (0: at the beginning; else the cookie of the page before).
+ *   Reply listing_page: u32 flags, u64 cookie, then items as in a
+ *   listing, to the end of the payload. PFS_LS_COMPLETE: every name from
+ *   the page's start to the end of the directory is listed (the last
+ *   page). PFS_LS_MORE: every name from its start up to where it stopped
+ *   (PFS_LISTDIR_ITEMS_MAX items, or max_bytes, at least 4 KiB) is
+ *   listed, and the next page starts at cookie (a position in the
+ *   directory stream, as telldir gives it: podfsd exports filesystems
+ *   whose positions stay valid across opens, as NFS does). Neither: a
+ *   name that cannot be carried or looked up stopped it, and the pages
+ *   do not make a complete listing. Pages are listed, registered and
+ *   read as LISTDIR's items are, each when it is asked for: a client
+ *   assembles them into one listing only if no push about the directory
+ *   came since it asked for the first (any name created, removed or
+ *   renamed there since is pushed, so pages taken at different times
+ *   still list each name exactly once). An item that would not fit with
+ *   its content comes without it. */
+#define PFS_LISTDIR_PAGE_MIN 4096
 enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
 };

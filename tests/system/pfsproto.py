@@ -92,6 +92,7 @@ OP_REVALIDATE = 41
 OP_LOOKUP_DATA = 42
 OP_LISTDIR = 61
 OP_LISTDIRS = 63
+OP_LISTDIR_PAGE = 62
 OP_RECLAIM = 58
 OP_RECLAIM_DONE = 59
 OP_PUSH_ACK = 60
@@ -111,6 +112,7 @@ LD_DATA = 1
 LD_READABLE = 2
 LD_NO_XATTRS = 0x3c  # LD_NO_CAPS | LD_NO_ACL_ACCESS | LD_NO_ACL_DEFAULT | LD_NO_SELINUX
 LS_COMPLETE = 1
+LS_MORE = 2
 INLINE_MAX = 64 * 1024
 BATCH_MAX = 4096
 
@@ -714,6 +716,18 @@ class Conn:
             lr.done()
             out.append((h, a, st, flags, items))
         return out
+
+    def listdir_page(self, h, cookie=0, max_inline=0, max_bytes=1 << 20, cr=ROOT):
+        """LISTDIR_PAGE -> (flags, next cookie, [(name, fh, attr, item flags, data)])."""
+        r = Reader(self.call(OP_LISTDIR_PAGE, cr + fh(h) + u32(max_inline) + u32(max_bytes) +
+                             u64(cookie)))
+        flags, nxt, items = r.u32(), r.u64(), []
+        while r.left():
+            nm = r.name()
+            h2, a = r.entry()
+            iflags = r.u32()
+            items.append((nm, h2, a, iflags, r.bytes()))
+        return flags, nxt, items
 
     def wait_pushes(self, timeout, until=None):
         """Collects push frames (decoded, see decode_push) for up to timeout

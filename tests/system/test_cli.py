@@ -45,12 +45,17 @@ def one_line(r):
     ["--log-level", "shouting", "/tmp"],
     ["--lease", "-5", "/tmp"],
     ["--grace", "601", "/tmp"],
+    ["--ack-timeout", "0", "/tmp"],
+    ["--ack-timeout", "2001", "/tmp"],
+    ["--ack-timeout", "30ms", "/tmp"],
 ], ids=["unknown", "missing-value", "bad-threads", "bad-listen", "bad-level", "bad-lease",
-        "bad-grace"])
+        "bad-grace", "ack-timeout-0", "ack-timeout-big", "ack-timeout-unit"])
 def test_podfsd_bad_option(env, argv):
     r = run([PODFSD] + argv, timeout=30, check=False)
     exited(r, 2)
-    one_line(r)
+    line = one_line(r)
+    if argv[0] == "--ack-timeout":
+        assert "--ack-timeout wants a number from 1 to 2000" in line, line
 
 
 @pytest.mark.parametrize("argv", [

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from helpers import PODFS, read_file, write_file
+from helpers import PODFS, read_file, wait_for, write_file
 
 
 def status(*args, timeout=60):
@@ -82,3 +82,27 @@ def test_status_of_an_unreachable_server(env, mount):
     assert "round trip: server unreachable" in r.stdout, r.stdout
     assert "connections 0 of 1 up" in r.stdout, r.stdout
     assert re.search(r"DISCONNECTED for \d+ s: \d+ requests waiting", r.stdout), r.stdout
+
+
+
+def test_latency_histogram_of_all_requests_adds_up(env, daemon, mount):
+    """user.podfs.stats's lat_hist: one UPPER_US:COUNT word per non-empty
+    bucket, ascending, its counts the sum of every lat_OP's count (what
+    lets the pod benchmark merge mounts' latencies and take differences)."""
+    mm = mount(daemon)
+    for i in range(20):
+        write_file(mm / f"h{i}", b"z" * 100)
+    os.listdir(mm)
+
+    def settled():  # nothing in flight between two readings (write-behind)
+        a = os.getxattr(mm, "user.podfs.stats").decode()
+        return a if a == os.getxattr(mm, "user.podfs.stats").decode() else None
+    text = wait_for(settled, 10, what="the counters to settle")
+    lines = dict(ln.split(" ", 1) for ln in text.splitlines() if " " in ln)
+    per_op = sum(int(v.split()[0]) for k, v in lines.items()
+                 if k.startswith("lat_") and k != "lat_hist")
+    hist = [w.split(":") for w in lines["lat_hist"].split()]
+    bounds = [int(u) for u, _ in hist if u != "inf"]
+    assert bounds == sorted(set(bounds)) and all(int(c) > 0 for _, c in hist), hist
+    assert sum(int(c) for _, c in hist) == per_op
+    assert per_op >= 40

@@ -70,7 +70,9 @@ class Walk(Workload):
                 x["ops"] = counts
         if before is not None:
             after = podfs_requests(root) or {}
-            x["server_ops"] = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+            ops = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
+            x["wire_requests"] = sum(ops.values())
+            x["wire_ops"] = ops
         return s, x
 
     def walk(self, t, rnd):
