@@ -163,6 +163,15 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	of->rd_any = li.any;
 	of->rd_ns = li.own_ns;
 	lsfetch_walked(c->lf); /* paces the listings fetched ahead */
+	/* A directory too big for one listing (listed in pages), read
+	 * whole: more subdirectories than one READDIR reply queues ahead;
+	 * those a walk looks up next get theirs fetched ahead
+	 * (lookup_listed), as in a directory read from the daemon. */
+	pthread_mutex_lock(&dir->lock);
+	bool big = dir->attr.size > LIST_DIR_MAX_SIZE;
+	pthread_mutex_unlock(&dir->lock);
+	if (big)
+		inode_note_walk(dir);
 	return true;
 }
 

@@ -244,6 +244,15 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		}
 		free(data);
 	}
+	/* A subdirectory of a large directory a walk reads (listed in
+	 * pages, see readdir_listed): the walk opens it next, its listing
+	 * is fetched ahead (held here: the kernel may forget it once
+	 * replied), queued before the reply as in ops_lookup. */
+	if (S_ISDIR(pe.attr.mode) && c->max_inline && inode_walked(dir, WALK_LOOKUP_NS)) {
+		inode_hold(c->it, ip);
+		inode_note_walk(dir); /* the walk goes on */
+		lsfetch_ahead(c->lf, &ip, 1, cr);
+	}
 	ops_reply_entry(req, dir, name, ip, &e, li.seq);
 	return true;
 }
