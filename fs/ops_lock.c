@@ -105,7 +105,7 @@ void ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op
 
 	/* req is read before the wait, which may answer it (answer_early). */
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
-	m.owner = fi->lock_owner;
+	m.owner = ofile_flock_owner(of); /* not fi->lock_owner: see there */
 	m.pid = (uint32_t)fuse_req_ctx(req)->pid;
 	switch (op & ~LOCK_NB) {
 	case LOCK_SH:
