@@ -344,7 +344,11 @@ enum pfs_op {
  * Locks (see "Locks and a coordinator restart" above):
  * GETLK        The first lock that conflicts with lock_req. Replies:
  *              getlk_rep (type PFS_LK_UN: none); PFS_ST_GRACE.
- * SETLK        Takes or releases lock_req (owner: the client's lock owner;
+ * SETLK        Takes or releases lock_req (owner: the client's lock owner,
+ *              opaque to the server: for a POSIX lock its process, for a
+ *              flock its open file, which must not be named by anything
+ *              that a later open may reuse while an unlock of the earlier
+ *              one is still on its way;
  *              PFS_LKF_FLOCK for flock(2) semantics; PFS_LKF_WAIT: wake me
  *              with LOCK_WAKE). Replies: none; EAGAIN (a conflicting lock
  *              is held), PFS_ST_GRACE (taking a lock during grace),
@@ -453,7 +457,9 @@ enum {
  *   close, client gone); sent to the sessions that got EAGAIN on a SETLK
  *   with PFS_LKF_WAIT for fh since the previous LOCK_WAKE for it. The
  *   client retries at once; it also retries slowly without one, since a
- *   push is lost when its connection drops. */
+ *   push is lost when its connection drops. It does not wait for the
+ *   client's replies in flight, but it never overtakes an invalidation
+ *   that waits for them: it counts in PUSH_ACK like any push. */
 #define PFS_ST_GRACE 85 /* ERESTART: "in grace, retry later" */
 
 /* AUTH reply flags. */
