@@ -172,9 +172,11 @@ enum {
  *          the reply (PFSD_DRC_MAX per session), so a retry after a
  *          reconnect gets the first try's reply without running again.
  * once     1: a retry that arrives while the first try still runs is not
- *          run: it gets the first try's reply (every drc opcode, and WRITE:
+ *          run: it gets the first try's reply (every drc opcode; WRITE:
  *          idempotent, but a late copy could overwrite a later write of
- *          the same range).
+ *          the same range; SETLK, UNLOCK_OWNER and RECLAIM: a late copy of
+ *          an unlock could drop a lock its owner took after the retry's
+ *          reply, one of a lock take again a lock it dropped since).
  * modify   1: changes the export; answered EROFS by a read-only export.
  * bulk     1: may travel on a bulk connection (PFS_CAP_BULK); podfs spreads
  *          READ and WRITE over all the connections of a mount. Anything
@@ -222,13 +224,13 @@ enum {
 	X(REMOVEXATTR,  34, removexattr_req,  none,             1,  1,   1,  0,   0,   1)   \
 	X(FALLOCATE,    35, fallocate_req,    none,             0,  0,   1,  0,   0,   1)   \
 	X(GETLK,        36, lock_req,         getlk_rep,        0,  0,   0,  0,   0,   0)   \
-	X(SETLK,        37, lock_req,         none,             0,  0,   0,  0,   0,   0)   \
-	X(UNLOCK_OWNER, 38, unlock_owner_req, none,             0,  0,   0,  0,   0,   0)   \
+	X(SETLK,        37, lock_req,         none,             0,  1,   0,  0,   0,   0)   \
+	X(UNLOCK_OWNER, 38, unlock_owner_req, none,             0,  1,   0,  0,   0,   0)   \
 	X(LSEEK,        39, lseek_req,        lseek_rep,        0,  0,   0,  0,   0,   1)   \
 	X(FORGET,       40, forget_req,       none,             0,  0,   0,  0,   0,   0)   \
 	X(REVALIDATE,   41, revalidate_req,   revalidate_rep,   0,  0,   0,  0,   1,   1)   \
 	X(LOOKUP_DATA,  42, lookup_data_req,  lookup_data_rep,  0,  0,   0,  0,   1,   1)   \
-	X(RECLAIM,      58, lock_req,         none,             0,  0,   0,  0,   0,   0)   \
+	X(RECLAIM,      58, lock_req,         none,             0,  1,   0,  0,   0,   0)   \
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
 	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
