@@ -13,7 +13,7 @@
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   conn.c          one connection: frames, write queue, backpressure
  *   leaves          handles.c hsecret.c interest.c lockstate.c pipes.c drc.c framer.c
- *                   tls_stream.c (a connection's TLS on memory BIOs)
+ *                   tls_stream.c (a connection's TLS on byte-queue BIOs)
  *                   ratelimit.c caps.c exports.c (export rules) limits.c,
  *                   acklat.c (acknowledgement deadlines), and lib/
  *
