@@ -108,6 +108,7 @@ static const struct handler handlers[PFS_OP_MAX] = {
 	[PFS_OP_RECLAIM_DONE] = { op_reclaim_done, PLAIN(RECLAIM_DONE) },
 	[PFS_OP_LISTDIR]      = { op_listdir, AS_CALLER(LISTDIR, fh), .note = true },
 	[PFS_OP_LISTDIR_PAGE] = { op_listdir_page, AS_CALLER(LISTDIR_PAGE, fh), .note = true },
+	[PFS_OP_LISTDIRS]     = { op_listdirs, PLAIN(LISTDIRS) },
 };
 
 /* The ladder every request climbs: decode, resolve and switch as its row

@@ -2,10 +2,12 @@
  * caching requests (READDIR, LISTDIR, REVALIDATE), and the worker's half
  * of AUTH. Worker threads (see op_i.h). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "op_i.h"
+#include "podfs/xalloc.h"
 #include "pfsd_i.h"
 
 int op_readdir(struct op *o)
@@ -23,7 +25,8 @@ int op_listdir(struct op *o)
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
 	op_reply_alloc(o, (size_t)max_bytes + 16);
-	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, NULL, &o->w);
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, NULL, o->r->list_xattr,
+			      &o->w);
 }
 
 int op_listdir_page(struct op *o)
@@ -32,7 +35,183 @@ int op_listdir_page(struct op *o)
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
 	op_reply_alloc(o, (size_t)max_bytes + 16);
-	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &m->cookie, &o->w);
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &m->cookie, o->r->list_xattr,
+			      &o->w);
+}
+
+/* A listing after the first is stopped short of this much room: a
+ * directory that may not fit waits for a request of its own. */
+#define LISTDIRS_ROOM_MIN (16u * 1024)
+/* Directories waiting to be listed in one LISTDIRS, at most: those
+ * requested, then the subdirectories met on the way down (the others
+ * are left to a later request). */
+#define LISTDIRS_STACK 1024
+
+/* A directory to list: its handle, and its cache entry once resolved. */
+struct pending {
+	struct pfs_fh fh;
+	struct hent *obj; /* NULL: not resolved (yet, or err) */
+	int err;          /* requested ones: handles_get's error as root */
+	bool requested;
+};
+
+/* Puts on the stack (st[*n], at most LISTDIRS_STACK) the subdirectories
+ * of the listing at buf[len] (LISTDIR's reply), the first on top. */
+static void push_subdirs(struct pending *st, size_t *n, const uint8_t *buf, size_t len)
+{
+	size_t first = *n;
+	struct pfs_rd rd;
+
+	if (len < 4)
+		return;
+	pfs_rd_init(&rd, buf + 4, len - 4);
+	while (rd.left > 0 && *n < LISTDIRS_STACK) {
+		struct pfs_name name;
+		struct pfs_entry e;
+		struct pfs_bytes data;
+		uint32_t fl;
+		if (!pfs_get_NAME(&rd, &name) || !pfs_get_ENTRY(&rd, &e) || !pfs_get_U32(&rd, &fl) ||
+		    !pfs_get_BYTES(&rd, &data))
+			break;
+		if (S_ISDIR(e.attr.mode))
+			st[(*n)++] = (struct pending){ .fh = e.fh };
+	}
+	for (size_t i = first, j = *n; i + 1 < j; i++, j--) {
+		struct pending t = st[i];
+		st[i] = st[j - 1];
+		st[j - 1] = t;
+	}
+}
+
+/* One item of the reply: dir's entry, its status and its listing, the
+ * item at most room bytes. Returns 1 if listed (*complete: the listing
+ * is), 0 if answered with an error status, or -ENOBUFS (w unchanged). */
+static int listdirs_item(struct op *o, const struct pfs_fh *fh, struct hent *obj, int err,
+			 uint32_t room, bool *complete)
+{
+	struct pfs_entry e = { .fh = *fh };
+	size_t save = o->w.len, at;
+	uint32_t status = 0;
+	int r = err;
+
+	*complete = false;
+	if (r == 0) {
+		/* Interest in the directory before it is read, as LISTDIR's
+		 * row registers it. */
+		export_note(&o->x, fh);
+		r = export_getattr(obj->fd, &e.attr);
+	}
+	if (pfs_put_ENTRY(&o->w, &e) < 0 || pfs_put_U32(&o->w, &status) < 0 ||
+	    pfs_bytes_open(&o->w, &at) < 0 || o->w.len - save >= room)
+		goto full;
+	if (r == 0)
+		r = export_listdir(&o->x, obj, 0, room - (uint32_t)(o->w.len - save),
+				   NULL, o->r->list_xattr, &o->w);
+	if (r < 0) {
+		o->w.len = at + 4;
+		pfs_patch_U32(&o->w, at - 4, (uint32_t)-r);
+	}
+	if (pfs_bytes_close(&o->w, at) < 0)
+		goto full;
+	*complete = r == 0 && (o->w.buf[at + 4] & PFS_LS_COMPLETE);
+	return r == 0;
+full:
+	o->w.len = save;
+	return -ENOBUFS;
+}
+
+/* LISTDIRS resolves the requested handles as root, then lists as the
+ * caller (one credential switch for the lot), depth first: each
+ * directory, then its subdirectories, while max_dirs and the room last. */
+int op_listdirs(struct op *o)
+{
+	const struct pfs_listdirs_req *m = &o->m.listdirs_req;
+	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
+	uint32_t max_dirs = m->max_dirs < PFS_LISTDIRS_ITEMS_MAX ? m->max_dirs
+								 : PFS_LISTDIRS_ITEMS_MAX;
+	struct pfs_fh req[PFS_LISTDIRS_MAX];
+	struct pending *st = NULL;
+	size_t n = 0, ns = 0;
+	uint32_t done = 0;
+	struct pfs_rd rd;
+	int ret;
+
+	/* Validate and count first: nothing is resolved for a bad list. */
+	pfs_rd_init(&rd, m->fhs.p, m->fhs.len);
+	for (;;) {
+		struct pfs_fh f;
+		ret = pfs_dec_fh_item(&rd, &f);
+		if (ret < 0)
+			return -EINVAL;
+		if (ret == 0)
+			break;
+		if (n == PFS_LISTDIRS_MAX)
+			return -E2BIG;
+		req[n++] = f;
+	}
+	if (n == 0 || max_bytes < 16 || max_dirs == 0)
+		return -EINVAL;
+	/* The stack, the first requested on top, resolved as root. */
+	st = xmalloc(LISTDIRS_STACK * sizeof(*st));
+	for (size_t i = n; i-- > 0;) {
+		struct pending *p = &st[ns++];
+		*p = (struct pending){ .fh = req[i], .requested = true };
+		p->err = handles_get(o->d->hs, &req[i], &p->obj);
+		if (p->err == -ESTALE)
+			op_note_stale(o, &req[i]);
+		if (p->err < 0)
+			p->obj = NULL;
+	}
+	ret = op_become(o, &m->cr);
+	if (ret < 0)
+		goto out_put;
+	op_reply_alloc(o, (size_t)max_bytes + 16);
+	while (ns > 0 && done < max_dirs) {
+		struct pending *p = &st[ns - 1];
+		uint32_t left = max_bytes - (uint32_t)o->w.len;
+		size_t save = o->w.len;
+		bool complete;
+
+		if (done > 0 && left < LISTDIRS_ROOM_MIN)
+			break;
+		/* Met on the way down: its fd was just cached by its parent's
+		 * listing (resolving it anew would need root): otherwise it
+		 * is left to a later request. */
+		if (!p->requested && handles_get(o->d->hs, &p->fh, &p->obj) < 0) {
+			ns--;
+			continue;
+		}
+		int r = listdirs_item(o, &p->fh, p->obj, p->err, left, &complete);
+		if (r < 0)
+			break;
+		if (r == 1 && !complete && done > 0) {
+			/* Incomplete, maybe for want of room: asked again alone. */
+			o->w.len = save;
+			break;
+		}
+		done++;
+		struct hent *obj = p->obj;
+		ns--;
+		if (r == 1 && complete) {
+			/* Its subdirectories next: the listing follows the
+			 * item's entry, status and length. */
+			struct pfs_rd ir;
+			struct pfs_entry e;
+			uint32_t status, len;
+			pfs_rd_init(&ir, o->w.buf + save, o->w.len - save);
+			if (pfs_get_ENTRY(&ir, &e) && pfs_get_U32(&ir, &status) &&
+			    pfs_get_U32(&ir, &len) && len <= ir.left)
+				push_subdirs(st, &ns, ir.p, len);
+		}
+		handles_put(o->d->hs, obj);
+	}
+	ret = 0;
+	op_end(o);
+out_put:
+	for (size_t i = 0; i < ns; i++)
+		handles_put(o->d->hs, st[i].obj);
+	free(st);
+	return ret;
 }
 
 static bool version_differs(const struct pfs_reval_item *it, const struct pfs_attr *a)

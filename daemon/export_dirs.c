@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "export_base_i.h"
@@ -131,6 +132,76 @@ static bool python_unread(const char *name, size_t nl, bool has_pycache)
 	       memcmp(name + nl - 10, ".opt-", 5) == 0;
 }
 
+/* The extended attributes a long listing asks for at every entry (`ls -l`:
+ * the SELinux label, the ACLs; and write(2): the capabilities), with the
+ * bit that says one is absent (PFS_CAP_LIST_XATTR). */
+static const struct {
+	const char *name;
+	uint32_t bit;
+} asked_xattrs[] = {
+	{ "security.capability", PFS_LD_NO_CAPS },
+	{ "system.posix_acl_access", PFS_LD_NO_ACL_ACCESS },
+	{ "system.posix_acl_default", PFS_LD_NO_ACL_DEFAULT },
+	{ "security.selinux", PFS_LD_NO_SELINUX },
+};
+#define XATTR_NAMES_MAX 4096 /* a longer list of names: nothing said */
+
+/* The PFS_LD_NO_* bits a listing of directory dir may give at all: the
+ * names whose absence getxattr reports as ENODATA on its filesystem (a
+ * filesystem without ACLs, for one, answers EOPNOTSUPP, which a client
+ * must not be told is ENODATA). */
+static uint32_t xattr_bits_known(int dir)
+{
+	char p[EXPORT_PROCPATH_LEN];
+	uint32_t bits = 0;
+
+	export_procpath(p, dir);
+	for (size_t i = 0; i < sizeof(asked_xattrs) / sizeof(asked_xattrs[0]); i++) {
+		errno = 0;
+		if (getxattr(p, asked_xattrs[i].name, NULL, 0) >= 0 || errno == ENODATA ||
+		    errno == ERANGE)
+			bits |= asked_xattrs[i].bit;
+	}
+	return bits;
+}
+
+/* The PFS_LD_NO_* bits (of known) of listed entry e: the asked-for names
+ * its object lacks. Its names are listed after export_lookup_data
+ * registered the session's interest in it, so a change since is pushed
+ * (INVAL_INODE). A symlink has none as clients see it (export_getxattr).
+ * 0 when they cannot be listed. names: room for XATTR_NAMES_MAX bytes. */
+static uint32_t xattrs_absent(struct xop *x, const struct pfs_entry *e, uint32_t known,
+			      char *names)
+{
+	char p[EXPORT_PROCPATH_LEN];
+	struct hent *h;
+	uint32_t bits = known;
+	ssize_t n;
+
+	if (!known)
+		return 0;
+	if (S_ISLNK(e->attr.mode))
+		return PFS_LD_NO_XATTRS;
+	/* Just adopted by the handle cache: a hit, unless evicted meanwhile
+	 * (then nothing is said, rather than opened again). */
+	if (handles_get(x->hs, &e->fh, &h) < 0)
+		return 0;
+	export_procpath(p, h->fd);
+	n = listxattr(p, names, XATTR_NAMES_MAX);
+	handles_put(x->hs, h);
+	if (n < 0)
+		return 0;
+	for (ssize_t i = 0; i < n;) {
+		size_t l = strnlen(names + i, (size_t)(n - i));
+		for (size_t k = 0; k < sizeof(asked_xattrs) / sizeof(asked_xattrs[0]); k++)
+			if (strlen(asked_xattrs[k].name) == l &&
+			    memcmp(names + i, asked_xattrs[k].name, l) == 0)
+				bits &= ~asked_xattrs[k].bit;
+		i += (ssize_t)l + 1;
+	}
+	return bits;
+}
+
 static int put_item(struct pfs_wr *w, const struct pfs_name *name, const struct pfs_entry *e,
 		    uint32_t flags, const struct pfs_bytes *data)
 {
@@ -151,12 +222,14 @@ struct page_end {
 /* Lists directory d (open, positioned at its first entry to list) into
  * lim as listing items, as export_listdir says; page: as a page of
  * LISTDIR_PAGE starting at cookie (which d is positioned at), ending at
- * a limit with PFS_LS_MORE instead of starting again without contents.
- * Returns how it ended. */
+ * a limit with PFS_LS_MORE instead of starting again without contents;
+ * xattrs: with each item's PFS_LD_NO_* bits. Returns how it ended. */
 static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint32_t max_inline,
 				  uint32_t data_left, bool has_pycache, bool page,
-				  uint64_t cookie, struct pfs_wr *lim)
+				  uint64_t cookie, bool xattrs, struct pfs_wr *lim)
 {
+	uint32_t xknown = 0;
+	char *names = NULL;
 	struct listing_ra ra = { 0 };
 	struct page_end end = { PFS_LS_COMPLETE, 0 };
 	long pos = 0;
@@ -166,6 +239,8 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 	size_t start = lim->len;
 	uint8_t *buf = xmalloc((size_t)max_inline + 1);
 
+	if (xattrs && (xknown = xattr_bits_known(obj->fd)) != 0)
+		names = xmalloc(XATTR_NAMES_MAX);
 	for (;;) {
 		struct pfs_name name;
 		struct pfs_entry e;
@@ -207,6 +282,7 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 			end.flags = 0;
 			break;
 		}
+		iflags |= xattrs_absent(x, &e, xknown, names);
 		name.len = (uint16_t)nl;
 		memcpy(name.s, de->d_name, nl + 1);
 		data.p = buf;
@@ -253,12 +329,13 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 		end.cookie = cookie;
 	if (ra.d)
 		closedir(ra.d);
+	free(names);
 	free(buf);
 	return end;
 }
 
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
-		   const uint64_t *page, struct pfs_wr *w)
+		   const uint64_t *page, bool xattrs, struct pfs_wr *w)
 {
 	struct stat dst;
 	struct pfs_wr lim;
@@ -291,7 +368,7 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 	if (page)
 		pfs_wr_skip(&lim, 8, &at_cookie);
 	struct page_end end = list_items(x, obj, d, max_inline, data_left, has_pycache,
-					 page != NULL, page ? *page : 0, &lim);
+					 page != NULL, page ? *page : 0, xattrs, &lim);
 	closedir(d);
 	pfs_patch_U32(&lim, at, end.flags);
 	if (page) {

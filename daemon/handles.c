@@ -34,6 +34,7 @@ struct handles {
 	int export_fd;
 	int mount_id;
 	uint8_t mkey[PFS_MAC_LEN]; /* per-export MAC key */
+	struct pfs_hmac_key *mk;  /* mkey made ready (NULL: pfs_hmac) */
 	struct pfs_fh root;
 	uint64_t seed;
 	pthread_mutex_t mu;
@@ -137,7 +138,12 @@ static void fh_mac(const struct handles *h, const uint8_t *body, size_t n, uint8
 {
 	uint8_t mac[PFS_MAC_LEN];
 
-	pfs_hmac(h->mkey, sizeof(h->mkey), body, n, mac);
+	/* Every handle a listing hands out is MAC'd: the key's pads are
+	 * hashed once (pfs_hmac_keyed), not at every call. */
+	if (h->mk)
+		pfs_hmac_keyed(h->mk, body, n, mac);
+	else
+		pfs_hmac(h->mkey, sizeof(h->mkey), body, n, mac);
 	memcpy(out, mac, FH_MAC_LEN);
 }
 
@@ -525,6 +531,7 @@ int handles_new(struct handles **out, int export_fd, const uint8_t key[PFSD_HKEY
 		memcpy(buf + n, k.fh.f_handle, k.fh.handle_bytes);
 		n += k.fh.handle_bytes;
 		pfs_hmac(key, PFSD_HKEY_LEN, buf, n, h->mkey);
+		h->mk = pfs_hmac_key_new(h->mkey, sizeof(h->mkey));
 	}
 	fh_build(h, &k, &h->root);
 
@@ -569,6 +576,7 @@ void handles_free(struct handles *h)
 	}
 	htab_fini(&h->tab);
 	pthread_mutex_destroy(&h->mu);
+	pfs_hmac_key_free(h->mk);
 	if (h->export_fd >= 0)
 		close(h->export_fd);
 	free(h);

@@ -33,13 +33,8 @@ int op_begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
 		if (ret < 0)
 			goto out_put;
 	}
-	if (cr) {
-		o->x.squashed = export_squash_creds(&o->r->rule, cr, &o->cr);
-		ret = creds_enter(&o->cr);
-		if (ret < 0)
-			goto out_put;
-		o->x.cr = &o->cr;
-	}
+	if (cr && (ret = op_become(o, cr)) < 0)
+		goto out_put;
 	return 0;
 
 out_put:
@@ -47,6 +42,20 @@ out_put:
 	handles_put(o->d->hs, o->obj2);
 	o->obj = o->obj2 = NULL;
 	return ret;
+}
+
+int op_become(struct op *o, const struct pfs_creds *cr)
+{
+	int ret;
+
+	o->x.squashed = export_squash_creds(&o->r->rule, cr, &o->cr);
+	ret = creds_enter(&o->cr);
+	if (ret < 0) {
+		o->x.squashed = false;
+		return ret;
+	}
+	o->x.cr = &o->cr;
+	return 0;
 }
 
 void op_end(struct op *o)

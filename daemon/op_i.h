@@ -57,6 +57,11 @@ typedef int (*handler_fn)(struct op *o);
  * thread root. Pair a success with op_end. */
 int op_begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
 	     const struct pfs_fh *fh2);
+/* The caller-switch half of op_begin, for a handler that resolves its
+ * handles itself (as root, before): the thread becomes cr as the
+ * connection's export rule maps it. Returns 0 (pair it with op_end) or
+ * the -errno of creds_enter, the thread root. */
+int op_become(struct op *o, const struct pfs_creds *cr);
 /* fh was answered ESTALE: if its MAC fails (another handle secret), the
  * session's foreign_fh is set, for the loop's warning (server.c). */
 void op_note_stale(struct op *o, const struct pfs_fh *fh);
@@ -127,6 +132,7 @@ int op_statfs(struct op *o);       /* STATFS: statfs_rep */
 int op_readdir(struct op *o);      /* READDIR: u8 eof + dirents */
 int op_listdir(struct op *o);      /* LISTDIR: the listing */
 int op_listdir_page(struct op *o); /* LISTDIR_PAGE: a page of it */
+int op_listdirs(struct op *o);     /* LISTDIRS: the listings */
 int op_revalidate(struct op *o);   /* REVALIDATE: revalidate_rep (as root) */
 int op_auth(struct op *o);         /* AUTH, once the loop accepted it: auth_rep */
 

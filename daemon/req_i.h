@@ -39,6 +39,7 @@ struct req {
 	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */
 	bool post_attr;        /* it negotiated PFS_CAP_POST_ATTR */
+	bool list_xattr;       /* it negotiated PFS_CAP_LIST_XATTR */
 	bool no_splice;        /* its connection is TLS: READ replies are copied */
 	uint32_t auth_flags;   /* AUTH reply flags (PFS_AUTH_*) */
 	struct export_opts rule; /* c's export rule when it was queued */

@@ -24,6 +24,8 @@
  *  - the cache thread (cache.c): FORGET batches, REVALIDATE after a
  *    reconnect;
  *  - the locks thread (locks.c): reclaims locks after a daemon restart;
+ *  - the listing threads (lsfetch.c): LSF_THREADS of them, fetching the
+ *    listings of the subdirectories a walk opens next;
  *  - the write-behind writers (wb.c): wb_threads of them (default 4),
  *    each sending queued WRITEs and background commits;
  *  - with cache_dir: the persistent cache's worker (pcache.c: stores
@@ -31,7 +33,7 @@
  *    (pcache_disk.c, ends after the scan);
  *  - the signal thread (main.c): SIGTERM/INT/HUP, and the unmount that
  *    ends the session without a signal.
- * The background ones (cache, locks, writers, pcache, push and ack)
+ * The background ones (cache, locks, listings, writers, pcache, push and ack)
  * share one skeleton, bg.c. `podfs warm` runs in a process of its own
  * with its reader threads (warm.c).
  *
@@ -70,6 +72,7 @@ struct gate;
 struct pcache;
 struct wb;
 struct locks;
+struct lsfetch;
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -121,6 +124,7 @@ struct client {
 	struct pcache *pc;       /* persistent content cache (pcache.c), or NULL */
 	struct wb *wb;           /* write-behind (wb.c) */
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
+	struct lsfetch *lf;      /* listings fetched now and ahead of a walk (lsfetch.c) */
 	struct ctl *ctl;         /* the status socket (ctl.c), or NULL */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */

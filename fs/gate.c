@@ -88,6 +88,21 @@ void gate_leave(struct gate *g)
 	pthread_rwlock_unlock(&g->lock);
 }
 
+bool gate_push_pending(struct gate *g, const struct pfs_fh *fh)
+{
+	uint64_t now = atomic_load(&g->seq), seq = atomic_load(&g->applied);
+
+	if (now <= seq)
+		return false;
+	if (now - seq >= GATE_RING)
+		return true;
+	uint64_t key = fh_key(fh);
+	for (uint64_t n = seq + 1; n <= now; n++)
+		if (g->ring[n % GATE_RING] == key)
+			return true;
+	return false;
+}
+
 bool gate_pushed_since(struct gate *g, uint64_t seq, const struct pfs_fh *fh)
 {
 	uint64_t now = atomic_load(&g->seq);

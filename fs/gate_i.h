@@ -58,6 +58,14 @@ void gate_set_applied(struct gate *g, uint64_t n);
  * about fh received but perhaps not applied?"). */
 uint64_t gate_applied(struct gate *g);
 
+/* True if a push about fh itself was numbered after the last one given
+ * to the kernel (gate_applied): received, perhaps acknowledged, maybe not
+ * applied yet. Invalidations of everything (gate_note_all) do not count:
+ * what they stand for is not in the push thread's queue. More than
+ * GATE_RING pushes not applied count as one about fh. Call inside the
+ * gate for an answer that holds until gate_leave. */
+bool gate_push_pending(struct gate *g, const struct pfs_fh *fh);
+
 /* Hold the gate (its read side) while deciding a timeout and replying to
  * the kernel. Never across a request to the daemon or disk I/O: pushes
  * wait for it. */

@@ -137,6 +137,33 @@ struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *
 	return ip;
 }
 
+struct inode *inode_hold_entry(struct inode_table *t, const struct pfs_entry *e)
+{
+	struct inode *ip;
+
+	pthread_mutex_lock(&t->lock);
+	ip = find(t, &e->fh);
+	if (!ip) {
+		ip = inode_alloc(e);
+		if (!ip) {
+			pthread_mutex_unlock(&t->lock);
+			return NULL;
+		}
+		ip->inline_total = &t->inline_total;
+		htab_insert(&t->tab, &ip->hn, fh_hash(&e->fh));
+	}
+	ip->nlookup++;
+	pthread_mutex_unlock(&t->lock);
+	return ip;
+}
+
+void inode_hold(struct inode_table *t, struct inode *ip)
+{
+	pthread_mutex_lock(&t->lock);
+	ip->nlookup++;
+	pthread_mutex_unlock(&t->lock);
+}
+
 void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 {
 	pthread_mutex_lock(&t->lock);
@@ -346,17 +373,29 @@ bool inode_noxattr(struct inode *ip, uint8_t bit)
 	return v;
 }
 
-void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl)
+void inode_absent_locked(struct inode *ip, uint8_t nox, bool caps, double ttl)
 {
-	pthread_mutex_lock(&ip->lock);
 	int64_t now = pfs_mono_ns();
+	int64_t until = now + (int64_t)(ttl * 1e9);
+
+	if (ttl <= 0)
+		return;
+	if (caps)
+		ip->nocaps_until = until;
+	if (!nox)
+		return;
 	if (ip->noxattr_until <= now)
 		ip->noxattr = 0;
 	/* All bits share one expiry: the earliest keeps every bit honest. */
-	int64_t until = now + (int64_t)(ttl * 1e9);
 	if (!ip->noxattr || until < ip->noxattr_until)
 		ip->noxattr_until = until;
-	ip->noxattr |= bit;
+	ip->noxattr |= nox;
+}
+
+void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl)
+{
+	pthread_mutex_lock(&ip->lock);
+	inode_absent_locked(ip, bit, false, ttl);
 	pthread_mutex_unlock(&ip->lock);
 }
 
@@ -510,6 +549,21 @@ void inode_clear_nocaps(struct inode *ip)
 	ip->nocaps_until = 0;
 	ip->noxattr = 0;
 	pthread_mutex_unlock(&ip->lock);
+}
+
+void inode_note_walk(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	dir->walked_at = pfs_mono_ns();
+	pthread_mutex_unlock(&dir->lock);
+}
+
+bool inode_walked(struct inode *dir, int64_t within_ns)
+{
+	pthread_mutex_lock(&dir->lock);
+	bool w = dir->walked_at && pfs_mono_ns() - dir->walked_at < within_ns;
+	pthread_mutex_unlock(&dir->lock);
+	return w;
 }
 
 bool inode_mark_posix_locks(struct inode *ip)

@@ -88,6 +88,11 @@ struct inode {
 	uint32_t cold_lookups; /* lookups sent to the daemon while it could be listed */
 	int64_t list_after;
 	uint64_t ls_gen;      /* this client's namespace changes in it */
+	/* Its listing is queued or being fetched ahead (lsfetch_i.h):
+	 * changed under lsfetch.c's lock, not ip->lock; read without it
+	 * only as a hint. */
+	_Atomic uint8_t ls_ahead;
+	int64_t walked_at;    /* CLOCK_MONOTONIC ns: inode_note_walk */
 	/* Directories: st_ino of the directory it was last looked up in
 	 * (its ".."), 0 if unknown: see inode_set_parent. */
 	uint64_t parent_ino;
@@ -161,6 +166,18 @@ struct inode *inode_get(struct inode_table *t, fuse_ino_t ino);
  * (if made is not NULL) says whether it was created. The caller hands
  * that lookup to the kernel or gives it back with inode_forget(t, ip, 1). */
 struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made);
+
+/* Finds or creates the inode of e->fh and adds one lookup, the client's
+ * own (as inode_hold): a new inode takes e->attr, one the table holds
+ * keeps its attributes (the kernel may have newer ones). Returns the
+ * inode, or NULL on ENOMEM. Given back with inode_forget(t, ip, 1). */
+struct inode *inode_hold_entry(struct inode_table *t, const struct pfs_entry *e);
+
+/* Adds one lookup to ip, which must be in the table (a lookup the caller
+ * holds keeps it there): the client's own, for work on ip that may
+ * outlast the kernel's (lsfetch.c). Given back with inode_forget(t, ip,
+ * 1). */
+void inode_hold(struct inode_table *t, struct inode *ip);
 
 /* Subtracts n lookups (at most as many as it has); at 0, except for the
  * root, removes the inode, passes its handle to the forget callback and
@@ -264,6 +281,9 @@ bool inode_noxattr(struct inode *ip, uint8_t bit);
 /* Remembers the absence of the xattr of NOX_* bit for ttl seconds (all
  * bits share the earliest expiry). */
 void inode_set_noxattr(struct inode *ip, uint8_t bit, double ttl);
+/* As inode_set_noxattr for the bits nox, and as inode_set_nocaps if caps,
+ * with ip->lock held by the caller (trust.c); nothing if ttl <= 0. */
+void inode_absent_locked(struct inode *ip, uint8_t nox, bool caps, double ttl);
 
 /* The kernel asks for security.capability before every write(2). A
  * known absence is remembered for ttl seconds (inode_set_nocaps; ttl <=
@@ -314,6 +334,13 @@ bool inode_had_posix_locks(struct inode *ip);
  * compares. */
 void inode_note_reader(struct inode *ip, uint32_t uid, uint32_t gid);
 bool inode_is_reader(struct inode *ip, uint32_t uid, uint32_t gid);
+
+/* A walk: directory dir was just read by a READDIR the daemon answered,
+ * or a subdirectory was looked up in it during one (inode_note_walk);
+ * inode_walked: within the last within_ns (its subdirectories looked up
+ * then are the walk's next). */
+void inode_note_walk(struct inode *dir);
+bool inode_walked(struct inode *dir, int64_t within_ns);
 
 /* The data version of a. */
 struct dver dver_of(const struct pfs_attr *a);

@@ -339,6 +339,32 @@ uint64_t listing_gen(struct inode *dir)
 	return g;
 }
 
+size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *out, size_t max)
+{
+	struct pfs_name name;
+	struct pfs_bytes data;
+	struct pfs_rd rd;
+	uint32_t fl;
+	size_t n = 0;
+
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	if (ls) {
+		pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
+		while (n < max && listing_item(&rd, &name, &out[n], &fl, &data) == 1)
+			if (S_ISDIR(out[n].attr.mode) && out[n].attr.size <= max_size &&
+			    !(fl & INODE_LS_STALE))
+				n++;
+	}
+	pthread_mutex_unlock(&dir->lock);
+	return n;
+}
+
+int64_t listing_bytes(struct inode_table *t)
+{
+	return atomic_load(&t->listing_total);
+}
+
 /* Whether dir may be listed now (of at most max_size bytes). Called with
  * dir->lock. */
 static bool may_fetch(struct inode *dir, uint64_t max_size)
@@ -351,6 +377,14 @@ bool listing_may_fetch(struct inode *dir, uint64_t max_size)
 {
 	pthread_mutex_lock(&dir->lock);
 	bool ok = may_fetch(dir, max_size);
+	pthread_mutex_unlock(&dir->lock);
+	return ok;
+}
+
+bool listing_missing(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	bool ok = !dir->no_list && !dir->listing && S_ISDIR(dir->attr.mode);
 	pthread_mutex_unlock(&dir->lock);
 	return ok;
 }
@@ -400,8 +434,10 @@ static int put_dirent(struct pfs_wr *w, const char *name, size_t nl, uint64_t co
 }
 
 int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
-		    struct listing_info *li, uint64_t *parent_seq)
+		    uint32_t **iflags, struct listing_info *li, uint64_t *parent_seq)
 {
+	uint32_t *fls = NULL;
+	size_t i = 0;
 	struct pfs_name name;
 	struct pfs_entry e;
 	struct pfs_bytes data;
@@ -428,23 +464,36 @@ int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, siz
 		goto out;
 	}
 	pfs_wr_init(&w, p, cap);
+	if (iflags && !(fls = malloc((ls->n ? ls->n : 1) * sizeof(*fls)))) {
+		free(p);
+		ret = -ENOMEM;
+		goto out;
+	}
 	ret = -EBADMSG;
 	if (pfs_put_U8(&w, &eof) < 0 ||
 	    put_dirent(&w, ".", 1, ++cookie, NULL, dir->attr.ino, S_IFDIR) < 0 ||
 	    put_dirent(&w, "..", 2, ++cookie, NULL, dir->parent_ino, S_IFDIR) < 0)
 		goto out_free;
 	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
-	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
-		if (put_dirent(&w, name.s, name.len, ++cookie, (fl & INODE_LS_STALE) ? NULL : &e,
+	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1) {
+		if (i >= ls->n ||
+		    put_dirent(&w, name.s, name.len, ++cookie, (fl & INODE_LS_STALE) ? NULL : &e,
 			       e.attr.ino, e.attr.mode) < 0)
 			goto out_free;
+		if (fls)
+			fls[i] = fl;
+		i++;
+	}
 	if (r < 0)
 		goto out_free;
 	*buf = w.buf;
 	*len = w.len;
+	if (iflags)
+		*iflags = fls;
 	ret = 0;
 	goto out;
 out_free:
+	free(fls);
 	free(w.buf);
 out:
 	pthread_mutex_unlock(&dir->lock);

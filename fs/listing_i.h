@@ -84,6 +84,11 @@ uint64_t listing_gen(struct inode *dir);
  * of at most max_size bytes (st_size) without a listing, never found
  * incomplete, out of its quiet period, and nobody is fetching one. */
 bool listing_may_fetch(struct inode *dir, uint64_t max_size);
+/* True if dir still wants a listing: a directory without one, never
+ * found incomplete. For a fetch the caller chose already (after
+ * listing_fetch_begin, or one queued ahead): only a listing that came
+ * meanwhile, or a refusal, spares it. */
+bool listing_missing(struct inode *dir);
 
 /* As listing_may_fetch, and then the caller fetches it: no other thread
  * does until listing_fetch_end (true returned; false: do not fetch).
@@ -108,12 +113,24 @@ void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh);
  * then ".", ".." and every listed name with its entry, cookies 1, 2, ...;
  * items marked stale without their entry) into a new buffer (*buf, *len;
  * the caller frees it), with the listing's *li and the push number
- * *parent_seq of the request that found "..". Returns 0, -ENOENT if dir
- * has no listing or its parent is not known (none recorded, or a rename
- * of ours since), -ENOMEM or -EBADMSG. The caller checks the listing is
- * coherent, as for listing_find. */
+ * *parent_seq of the request that found "..". With iflags not NULL,
+ * *iflags is a new array (the caller frees it) of each listed item's
+ * flags (PFS_LD_*, INODE_LS_STALE), in listing order: the entry of cookie
+ * k (k >= 3) is item k - 3. Returns 0, -ENOENT if dir has no listing or
+ * its parent is not known (none recorded, or a rename of ours since),
+ * -ENOMEM or -EBADMSG. The caller checks the listing is coherent, as for
+ * listing_find. */
 int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
-		    struct listing_info *li, uint64_t *parent_seq);
+		    uint32_t **iflags, struct listing_info *li, uint64_t *parent_seq);
+
+/* Copies into out[max] the entries of dir's listing that are
+ * directories of at most max_size bytes (st_size), in listing order,
+ * items marked stale excepted. Returns how many (0 without a listing). */
+size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *out, size_t max);
+
+/* The bytes all listings of t take now (counted against
+ * LISTING_TOTAL_MAX). */
+int64_t listing_bytes(struct inode_table *t);
 
 /* Frees ls (dir->listing of an inode being freed) and its bytes' count.
  * Safe on NULL. */

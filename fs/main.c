@@ -35,6 +35,7 @@
 #include "gate_i.h"
 #include "inode_i.h"
 #include "locks_i.h"
+#include "lsfetch_i.h"
 #include "loop_i.h"
 #include "mountwait_i.h"
 #include "ofile_i.h"
@@ -313,6 +314,8 @@ static void client_free(struct client *c)
 {
 	if (c->it)
 		inode_table_on_forget(c->it, NULL, NULL);
+	lsfetch_free(c->lf);
+	c->lf = NULL;
 	cache_free(c->cache);
 	c->cache = NULL;
 	locks_free(c->lk);
@@ -370,7 +373,8 @@ static int prepare(struct client *c)
 	}
 	if (!(c->fm = fhmap_new()) || rpc_new(c, &c->rpc) < 0 || transport_new(c, &tcb, &c->tr) < 0 ||
 	    creds_cache_new(&c->cc) < 0 || gate_new(&c->gate) < 0 || cache_new(c, &c->cache) < 0 ||
-	    locks_new(c, &c->lk) < 0 || wb_new(c, c->wb_threads, c->wb_max, &c->wb) < 0) {
+	    locks_new(c, &c->lk) < 0 || wb_new(c, c->wb_threads, c->wb_max, &c->wb) < 0 ||
+	    lsfetch_new(c, &c->lf) < 0) {
 		fputs("podfs: out of memory\n", stderr);
 		return 1;
 	}
@@ -487,7 +491,7 @@ static int start_threads(struct client *c, struct sigctl *sc)
 	int rc;
 
 	if ((rc = cache_start(c->cache)) < 0 || (rc = wb_start(c->wb)) < 0 ||
-	    (rc = locks_start(c->lk)) < 0 ||
+	    (rc = locks_start(c->lk)) < 0 || (rc = lsfetch_start(c->lf)) < 0 ||
 	    (c->pc && (rc = pcache_start(c->pc, c)) < 0)) {
 		pfs_err("cannot start threads: %s", strerror(-rc));
 		return -1;
@@ -540,7 +544,9 @@ static void finish(struct client *c)
 	wb_commit_all(c->wb);
 	wb_free(c->wb);
 	c->wb = NULL;
-	/* Its thread may wait in a call: stop it before the connection. */
+	/* Their threads may wait in a call: stop them before the connection
+	 * (the listings' first: what they queued holds lookups). */
+	lsfetch_stop(c->lf);
 	cache_stop(c->cache);
 	locks_stop(c->lk);
 	pcache_stop(c->pc);

@@ -49,6 +49,7 @@ void ofile_free(struct ofile *of)
 		of->next->prev = of->prev;
 	pthread_mutex_unlock(&c->of_lock);
 	rpc_reply_free(&of->dir);
+	free(of->rd_iflags);
 	pthread_mutex_destroy(&of->lock);
 	free(of);
 }

@@ -65,6 +65,7 @@ struct ofile {
 	bool rd_synth;    /* the chunk is the whole listing (readdir_listed) */
 	uint64_t rd_seq;  /* push number when the chunk was requested */
 	uint64_t rd_any, rd_ns; /* inode_own_snap then */
+	uint32_t *rd_iflags; /* rd_synth: the listing's item flags (listing_readdir), or NULL */
 };
 
 /* The ofile of a FUSE request's file info. */

@@ -10,6 +10,7 @@
 #include "cache_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
+#include "lsfetch_i.h"
 #include "ops_i.h"
 #include "podfs/log.h"
 #include "pushq_i.h"
@@ -176,43 +177,21 @@ int ops_dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct 
 	return pfs_dec_entry_rep(rep->buf, rep->len, er);
 }
 
-/* Fetches dir's listing (LISTDIR), with the content of files up to
- * max_inline bytes, and keeps it if complete. */
+void ops_listed_absent(struct client *c, struct inode *ip, uint32_t lflags, uint64_t any)
+{
+	uint8_t nox = ((lflags & PFS_LD_NO_ACL_ACCESS) ? NOX_ACL_ACCESS : 0) |
+		      ((lflags & PFS_LD_NO_ACL_DEFAULT) ? NOX_ACL_DEFAULT : 0) |
+		      ((lflags & PFS_LD_NO_SELINUX) ? NOX_SELINUX : 0);
+	bool caps = (lflags & PFS_LD_NO_CAPS) != 0;
+
+	if (nox || caps)
+		inode_note_absent(c->it, ip, nox, caps, c->attr_timeout, any);
+}
+
 void ops_fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr,
 		       uint32_t max_inline)
 {
-	struct client *c = CL(req);
-	struct pfs_listdir_req m;
-	struct rpc_reply rep = { 0 };
-	struct listing_info li;
-
-	m.cr = *cr;
-	m.fh = dir->fh;
-	m.max_inline = max_inline;
-	m.max_bytes = PFS_MAX_IO;
-	li.any = inode_own_snap(c->it, &li.own_ns);
-	li.ns = listing_gen(dir);
-	li.seq = gate_seq(c->gate);
-	li.uid = cr->uid;
-	li.gid = cr->gid;
-	int rc = rpc_msg(c->rpc, PFS_OP_LISTDIR, listdir_req, &m, &rep);
-	if (rc == -ENOSYS) {
-		pfs_info("server has no LISTDIR: lookups name by name");
-		cache_set_nosys(c->cache, PFS_OP_LISTDIR);
-		return;
-	}
-	if (rc < 0 || rep.len < 4 || !(rep.buf[0] & PFS_LS_COMPLETE)) {
-		rpc_reply_free(&rep);
-		listing_drop(dir); /* not again */
-		return;
-	}
-	rc = listing_set(c->it, dir, rep.buf, rep.len, &li);
-	if (rc == 0) /* the daemon opened and read it with the caller's ids */
-		inode_note_reader(dir, cr->uid, cr->gid);
-	if (rc == -EBADMSG)
-		pfs_warn("malformed LISTDIR reply from the server");
-	if (rc < 0 && rc != -ESTALE)
-		listing_drop(dir);
+	lsfetch_now(CL(req)->lf, dir, cr, max_inline);
 }
 
 /* Appends the items of a LISTDIR_PAGE reply (after its flags and

@@ -7,6 +7,7 @@
 #include "cache_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
+#include "lsfetch_i.h"
 #include "ops_i.h"
 #include "podfs/log.h"
 #include "transport_i.h"
@@ -15,6 +16,10 @@
 /* Bytes of READDIR reply asked for at once; the kernel takes them a page
  * at a time from the open directory's buffer. */
 #define READDIR_BYTES (128u * 1024)
+
+/* Subdirectories of one READDIRPLUS reply whose listings are fetched
+ * ahead (lsfetch_ahead), at most: the queue keeps the newest anyway. */
+#define AHEAD_BATCH 256
 
 void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -26,6 +31,14 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!(of = ofile_new(c, ip, fi->flags))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
+	}
+	/* A walk opens the directory whose listing it queued a moment ago:
+	 * with that listing, the daemon's leave to read it is known, and
+	 * both this open and the READDIR after it are answered locally. */
+	if (c->max_inline && lsfetch_pending(ip)) {
+		struct pfs_creds cr;
+		fill_creds(req, &cr, true);
+		lsfetch_settle(c->lf, ip, &cr);
 	}
 	if (ops_open_locally(req, ip, fi, true))
 		goto reply;
@@ -56,6 +69,8 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	int rc;
 
 	rpc_reply_free(&of->dir);
+	free(of->rd_iflags);
+	of->rd_iflags = NULL;
 	of->rd_valid = false;
 	of->rd_synth = false;
 	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
@@ -98,6 +113,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	struct listing_info li;
 	struct pfs_creds cr;
 	uint64_t pseq;
+	uint32_t *iflags;
 	uint8_t *buf, eof;
 	size_t len;
 
@@ -113,9 +129,10 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 		ops_fetch_listing(req, dir, &cr, 0);
 		listing_fetch_end(dir);
 	}
-	if (listing_readdir(c->it, dir, &buf, &len, &li, &pseq) < 0)
+	if (listing_readdir(c->it, dir, &buf, &len, &iflags, &li, &pseq) < 0)
 		return false;
 	if (!transport_quiet(c->tr)) {
+		free(iflags);
 		free(buf);
 		return false;
 	}
@@ -126,10 +143,13 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	if (stale)
 		listing_stale(dir);
 	if (stale || parent_stale) {
+		free(iflags);
 		free(buf);
 		return false;
 	}
 	rpc_reply_free(&of->dir);
+	free(of->rd_iflags);
+	of->rd_iflags = iflags;
 	of->dir.buf = buf;
 	of->dir.len = len;
 	pfs_rd_init(&of->rd, buf, len);
@@ -142,6 +162,16 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	of->rd_seq = li.seq;
 	of->rd_any = li.any;
 	of->rd_ns = li.own_ns;
+	lsfetch_walked(c->lf); /* paces the listings fetched ahead */
+	/* A directory too big for one listing (listed in pages), read
+	 * whole: more subdirectories than one READDIR reply queues ahead;
+	 * those a walk looks up next get theirs fetched ahead
+	 * (lookup_listed), as in a directory read from the daemon. */
+	pthread_mutex_lock(&dir->lock);
+	bool big = dir->attr.size > LIST_DIR_MAX_SIZE;
+	pthread_mutex_unlock(&dir->lock);
+	if (big)
+		inode_note_walk(dir);
 	return true;
 }
 
@@ -173,6 +203,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	int rc = 0;
 	bool fresh = false; /* the current chunk was fetched by this call */
 	bool chunk_had_entries = false;
+	struct inode *ahead[AHEAD_BATCH];
+	size_t nahead = 0;
+	struct pfs_creds cr; /* for the listings fetched ahead */
+
+	if (plus && c->max_inline)
+		fill_creds(req, &cr, true);
 
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
@@ -187,8 +223,14 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		if (of->rd_off != (uint64_t)off)
 			synth_seek(of, (uint64_t)off);
 	} else if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
-		if (off != 0 || !readdir_listed(req, of))
+		if (off != 0 || !readdir_listed(req, of)) {
 			rc = dir_fetch(req, of, (uint64_t)off, plus);
+			/* A directory too big to be listed whole, read by a
+			 * walk: the subdirectories it looks up in it next get
+			 * their listings fetched ahead (ops_lookup). */
+			if (rc == 0)
+				inode_note_walk(of->ip);
+		}
 		fresh = true;
 	}
 	/* Entries handed to the kernel get timeout 0 if a push about the
@@ -236,6 +278,10 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			} else if (dir_pushed || gate_pushed_since(c->gate, of->rd_seq, &ip->fh)) {
 				e.entry_timeout = 0;
 				e.attr_timeout = 0;
+			} else if (of->rd_synth && of->rd_iflags && de.next_off >= 3) {
+				/* The xattrs `ls -l` asks for next, known absent. */
+				ops_listed_absent(c, ip, of->rd_iflags[de.next_off - 3],
+						  of->rd_any);
 			}
 			n = fuse_add_direntry_plus(req, buf + pos, size - pos, de.name.s, &e,
 						   (off_t)de.next_off);
@@ -244,6 +290,13 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			} else if (ip) {
 				inode_note_name(of->ip, de.name.s);
 				inode_trust_attr(c->it, ip, of->rd_seq, of->rd_any, of->rd_ns);
+				/* The walk opens it next: its listing is fetched
+				 * ahead (held here: the kernel may forget it as
+				 * soon as it has the reply). */
+				if (S_ISDIR(de.e.attr.mode) && nahead < AHEAD_BATCH && c->max_inline) {
+					inode_hold(c->it, ip);
+					ahead[nahead++] = ip;
+				}
 			}
 		} else {
 			struct stat st;
@@ -260,6 +313,10 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		pos += n;
 		of->rd_off = de.next_off;
 	}
+	/* Queued before the reply: the walk's OPENDIR of one of them may
+	 * follow at once, on another thread, and must find it queued. */
+	if (nahead)
+		lsfetch_ahead(c->lf, ahead, nahead, &cr);
 	if (rc < 0 && pos == 0)
 		fuse_reply_err(req, -rc);
 	else

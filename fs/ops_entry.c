@@ -11,6 +11,7 @@
 #include "cache_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
+#include "lsfetch_i.h"
 #include "ops_i.h"
 #include "pcache_i.h"
 #include "podfs/log.h"
@@ -227,6 +228,12 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		return false;
 	}
 	inode_trust_attr(c->it, ip, li.seq, li.any, li.own_ns);
+	if (lflags & PFS_LD_NO_XATTRS) {
+		gate_enter(c->gate);
+		if (!gate_pushed_since(c->gate, li.seq, &pe.fh))
+			ops_listed_absent(c, ip, lflags, li.any);
+		gate_leave(c->gate);
+	}
 	if (readable)
 		inode_note_reader(ip, li.uid, li.gid);
 	if (data) {
@@ -236,6 +243,15 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 			pcache_offer(c->pc, &pe.fh, &v, data, dlen);
 		}
 		free(data);
+	}
+	/* A subdirectory of a large directory a walk reads (listed in
+	 * pages, see readdir_listed): the walk opens it next, its listing
+	 * is fetched ahead (held here: the kernel may forget it once
+	 * replied), queued before the reply as in ops_lookup. */
+	if (S_ISDIR(pe.attr.mode) && c->max_inline && inode_walked(dir, WALK_LOOKUP_NS)) {
+		inode_hold(c->it, ip);
+		inode_note_walk(dir); /* the walk goes on */
+		lsfetch_ahead(c->lf, &ip, 1, cr);
 	}
 	ops_reply_entry(req, dir, name, ip, &e, li.seq);
 	return true;
@@ -291,6 +307,14 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ip = ops_entry_param(c, dir, name, seq, &er.e, &e, NULL);
 	if (ip)
 		inode_trust_attr(c->it, ip, seq, any, ns);
+	/* A subdirectory of a directory a walk reads from the daemon (too
+	 * big to be listed): the walk opens it next, its listing is fetched
+	 * ahead (held here: the kernel may forget it once replied). */
+	bool ahead = ip && S_ISDIR(er.e.attr.mode) && inode_walked(dir, WALK_LOOKUP_NS);
+	if (ahead) {
+		inode_hold(c->it, ip);
+		inode_note_walk(dir); /* the walk goes on */
+	}
 	if (ip && data.p)
 		inode_set_inline(ip, &er.e.attr, data.p, data.len);
 	if (ip && readable)
@@ -304,6 +328,10 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	/* Queued before the reply: the walk's OPENDIR of it may follow at
+	 * once, on another thread, and must find it queued. */
+	if (ahead)
+		lsfetch_ahead(c->lf, &ip, 1, &m.cr);
 	ops_reply_entry(req, dir, name, ip, &e, seq);
 	return;
 out_err:

@@ -38,6 +38,10 @@ extern const struct fuse_lowlevel_ops ops_fuse_ops;
  * are listed whole at their first lookup (ops_entry.c) or READDIR
  * (ops_dir.c). */
 #define LIST_DIR_MAX_SIZE (64u * 1024)
+/* A directory read from the daemon counts as walked this long after its
+ * last READDIR, or the last lookup of a subdirectory in it: those looked
+ * up meanwhile get their listings fetched ahead (ops_lookup). */
+#define WALK_LOOKUP_NS (2 * 1000000000LL)
 /* Larger ones up to this size (about 80,000 short names on ext4) are
  * listed in pages (LISTDIR_PAGE, without contents) once LIST_STORM
  * lookups there went to the daemon since the last listing, or one per
@@ -169,6 +173,14 @@ void ops_own_listing(struct inode *dir, const char *name, const struct pfs_entry
  * or -EBADMSG. rep stays the caller's. */
 int ops_dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct pfs_attr *dir,
 		  bool *have_dir, uint32_t *mkflags);
+
+/* ip was handed to the kernel from a listing item with flags lflags,
+ * fetched at own-change count any: the xattrs its PFS_LD_NO_* bits say
+ * are absent are remembered (inode_note_absent), so that `ls -l` and
+ * write(2) do not ask for them. The caller holds the gate and checked
+ * that no push about ip (or everything) came since the listing was asked
+ * for. */
+void ops_listed_absent(struct client *c, struct inode *ip, uint32_t lflags, uint64_t any);
 
 /* Fetches dir's listing (LISTDIR) with the caller's creds cr, with the
  * content of files up to max_inline bytes, and keeps it if complete (an

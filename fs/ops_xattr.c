@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gate_i.h"
 #include "ops_i.h"
 #include "pcache_i.h"
 #include "stats_i.h"
@@ -24,17 +25,19 @@ static int set_xname(struct pfs_xname *n, const char *s)
 }
 
 /* This client's own change of ino's xattrs is about to be sent: the
- * absences known and the trust of its attributes go. Fills the
- * request's *cr and *fh; returns the change's stamp for own_xattr_end. */
+ * absences known and the trust of its attributes go (the own change
+ * counted first: see inode_note_absent). Fills the request's *cr and
+ * *fh; returns the change's stamp for own_xattr_end. */
 static uint64_t own_xattr_change(fuse_req_t req, fuse_ino_t ino, struct pfs_creds *cr,
 				 struct pfs_fh *fh)
 {
 	struct inode *ip = IP(req, ino);
 
+	uint64_t at = inode_own_touch(CL(req)->it, ip, false);
 	inode_clear_nocaps(ip);
 	fill_creds(req, cr, true);
 	*fh = ip->fh;
-	return inode_own_touch(CL(req)->it, ip, false);
+	return at;
 }
 
 /* The change of own_xattr_change (stamp at) ended: its ctime moved, and
@@ -44,6 +47,18 @@ static uint64_t own_xattr_change(fuse_req_t req, fuse_ino_t ino, struct pfs_cred
 static void own_xattr_end(fuse_req_t req, fuse_ino_t ino, uint64_t at)
 {
 	inode_own_end(CL(req)->it, IP(req, ino), NULL, 0, at, 0);
+}
+
+/* The own xattr change of ino was answered: an answer to a request that
+ * overlapped it (a GETXATTR, a listing) may have been read before the
+ * change was made; its absences are forgotten, and none is noted from
+ * such answers any more. */
+static void own_xattr_done(fuse_req_t req, fuse_ino_t ino)
+{
+	struct inode *ip = IP(req, ino);
+
+	inode_own_touch(CL(req)->it, ip, false);
+	inode_clear_nocaps(ip);
 }
 
 void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -65,6 +80,7 @@ void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *
 		rc = rpc_msg_heap(c->rpc, PFS_OP_SETXATTR, setxattr_req, &m, size + RPC_SMALL,
 				  &rep);
 		ops_dir_busy(c, IP(req, ino), -1);
+		own_xattr_done(req, ino);
 	}
 	own_xattr_end(req, ino, at);
 	rpc_reply_free(&rep);
@@ -134,20 +150,36 @@ void ops_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 
 	/* Asked before every write(2) (capability) and by every ls -l
 	 * (ACLs, SELinux label): answer a known absence locally. A push or
-	 * this client's own xattr change forgets it. */
+	 * this client's own xattr change forgets it; a push about the object
+	 * received but not applied yet (acknowledged: its change may have
+	 * returned on another host) sends the question to the daemon. A
+	 * dropped connection does not: like the attributes, the absence
+	 * stands until the reconnect's revalidation says otherwise. */
 	if ((caps && inode_nocaps(ip)) || (nox && inode_noxattr(ip, nox))) {
-		fuse_reply_err(req, ENODATA);
-		return;
+		gate_enter(c->gate);
+		bool pending = gate_push_pending(c->gate, &ip->fh);
+		gate_leave(c->gate);
+		if (!pending) {
+			fuse_reply_err(req, ENODATA);
+			return;
+		}
 	}
 	fill_creds(req, &m.cr, true);
 	m.fh = ip->fh;
 	m.size = (uint32_t)(size > PFS_XATTR_SIZE_MAX ? PFS_XATTR_SIZE_MAX : size);
+	uint64_t ns, any = inode_own_snap(c->it, &ns);
+	uint64_t seq = gate_seq(c->gate);
 	if ((rc = set_xname(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_GETXATTR, getxattr_req, &m, &rep);
-	if (caps && rc == -ENODATA)
-		inode_set_nocaps(ip, c->attr_timeout);
-	if (nox && rc == -ENODATA)
-		inode_set_noxattr(ip, nox, c->attr_timeout);
+	/* The absence is remembered only if no push about the object came
+	 * since the request was sent: another host's setxattr meanwhile
+	 * would otherwise be hidden for attr_timeout. */
+	if ((caps || nox) && rc == -ENODATA) {
+		gate_enter(c->gate);
+		if (!gate_pushed_since(c->gate, seq, &ip->fh))
+			inode_note_absent(c->it, ip, nox, caps, c->attr_timeout, any);
+		gate_leave(c->gate);
+	}
 	finish_xattr(req, size, rc, &rep);
 }
 
@@ -176,6 +208,7 @@ void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		ops_dir_busy(c, IP(req, ino), 1); /* the kernel holds its lock */
 		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);
 		ops_dir_busy(c, IP(req, ino), -1);
+		own_xattr_done(req, ino);
 	}
 	own_xattr_end(req, ino, at);
 	rpc_reply_free(&rep);

@@ -9,6 +9,7 @@
 
 #include "client_i.h"
 #include "podfs/lathist.h"
+#include "lsfetch_i.h"
 #include "pcache_i.h"
 #include "podfs/clock.h"
 #include "podfs/codec.h"
@@ -94,6 +95,15 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 				      (unsigned long long)lathist_quantile(h, 0.5),
 				      (unsigned long long)lathist_quantile(h, 0.99));
 	}
+	if (c->lf && n > 0 && (size_t)n < cap) {
+		struct lsfetch_stats ls;
+		lsfetch_get_stats(c->lf, &ls);
+		n += snprintf(buf + n, cap - (size_t)n,
+			      "lists %llu\nlists_ahead %llu\nlists_waited %llu\nlists_taken %llu\n"
+			      "lists_dropped %llu\n",
+			      (unsigned long long)ls.listed, (unsigned long long)ls.ahead, (unsigned long long)ls.waited,
+			      (unsigned long long)ls.taken, (unsigned long long)ls.dropped);
+	}
 	/* All answered requests together, one "UPPER_US:COUNT" word per
 	 * non-empty lathist bucket (UPPER_US is its lathist_upper, "inf" for
 	 * the last): the difference of two readings is the histogram of what
@@ -154,6 +164,15 @@ static const struct {
 	{ "commits", "podfs_write_commits_total", "counter", "Write-behind commits" },
 	{ "wb_held", "podfs_write_behind_held_bytes", "gauge",
 	  "Written bytes held until the server has them" },
+	{ "lists", "podfs_listings_total", "counter", "Directory listings fetched" },
+	{ "lists_ahead", "podfs_listings_ahead_total", "counter",
+	  "Of them, fetched ahead of a walk" },
+	{ "lists_waited", "podfs_listings_ahead_waited_total", "counter",
+	  "Requests that waited for a listing being fetched ahead" },
+	{ "lists_taken", "podfs_listings_ahead_taken_total", "counter",
+	  "Requests that fetched a listing queued ahead themselves" },
+	{ "lists_dropped", "podfs_listings_ahead_dropped_total", "counter",
+	  "Listings queued ahead and never fetched (queue full, too old)" },
 	{ "pcache_hits", "podfs_cache_hits_total", "counter", "Persistent cache hits" },
 	{ "pcache_misses", "podfs_cache_misses_total", "counter", "Persistent cache misses" },
 	{ "pcache_bytes", "podfs_cache_served_bytes_total", "counter",

@@ -138,6 +138,20 @@ bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t
 	return s.stale;
 }
 
+void inode_note_absent(struct inode_table *t, struct inode *ip, uint8_t nox, bool caps,
+		       double ttl, uint64_t any)
+{
+	(void)t;
+	/* Under ip->lock: an own change of ip either stamped it before
+	 * this check (nothing is noted) or forgets the absences after its
+	 * stamp (inode_own_touch and inode_own_end come before
+	 * inode_clear_nocaps). */
+	pthread_mutex_lock(&ip->lock);
+	if (!attr_trust_changed_since(&ip->tr, any))
+		inode_absent_locked(ip, nox, caps, ttl);
+	pthread_mutex_unlock(&ip->lock);
+}
+
 bool inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
 		      uint64_t ns)
 {

@@ -100,6 +100,18 @@ bool inode_write_done(struct inode_table *t, struct inode *ip, uint64_t at,
  * a listing taken when the clock read any. */
 bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any);
 
+/* The answer to a request sent at own-change count any (inode_own_snap)
+ * says ip lacks the xattrs of NOX_* bits nox and, with caps,
+ * security.capability (a GETXATTR's ENODATA, a listing's PFS_LD_NO_*
+ * bits): remembered for ttl seconds (inode_absent_locked), unless this
+ * client changed anything since (the server may have read the object
+ * before an own xattr change in flight was made). The caller holds the
+ * gate and checked that no push about ip was numbered since the request
+ * was sent; an own xattr change calls inode_own_touch before it forgets
+ * the absences (inode_clear_nocaps), and again once answered. */
+void inode_note_absent(struct inode_table *t, struct inode *ip, uint8_t nox, bool caps,
+		       double ttl, uint64_t any);
+
 /* ip->attr came from a reply to a request sent at push number seq with
  * snapshot (any, ns) of inode_own_snap: trusts it, unless this client
  * changed ip since or a write of ip is pending (then ip's trust is

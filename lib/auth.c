@@ -8,6 +8,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -122,6 +123,76 @@ void pfs_hmac(const uint8_t *key, size_t keylen, const void *data, size_t n,
 	unsigned int outlen = PFS_MAC_LEN;
 	if (!HMAC(EVP_sha256(), key, (int)keylen, data, n, out, &outlen))
 		memset(out, 0, PFS_MAC_LEN); /* can only fail on OOM; never matches a real MAC check by luck */
+}
+
+#define HMAC_BLOCK 64 /* SHA-256's block */
+
+struct pfs_hmac_key {
+	EVP_MD_CTX *inner; /* SHA-256 after (key ^ ipad) */
+	EVP_MD_CTX *outer; /* SHA-256 after (key ^ opad) */
+};
+
+void pfs_hmac_key_free(struct pfs_hmac_key *k)
+{
+	if (!k)
+		return;
+	EVP_MD_CTX_free(k->inner);
+	EVP_MD_CTX_free(k->outer);
+	free(k);
+}
+
+static bool pad_hashed(EVP_MD_CTX **ctx, const uint8_t *key, size_t keylen, uint8_t pad)
+{
+	uint8_t block[HMAC_BLOCK];
+
+	for (size_t i = 0; i < HMAC_BLOCK; i++)
+		block[i] = (uint8_t)((i < keylen ? key[i] : 0) ^ pad);
+	*ctx = EVP_MD_CTX_new();
+	bool ok = *ctx && EVP_DigestInit_ex(*ctx, EVP_sha256(), NULL) &&
+		  EVP_DigestUpdate(*ctx, block, sizeof(block));
+	OPENSSL_cleanse(block, sizeof(block));
+	return ok;
+}
+
+struct pfs_hmac_key *pfs_hmac_key_new(const uint8_t *key, size_t keylen)
+{
+	struct pfs_hmac_key *k = calloc(1, sizeof(*k));
+	uint8_t kh[PFS_MAC_LEN];
+	unsigned int khlen = 0;
+
+	if (!k)
+		return NULL;
+	/* A key longer than a block is hashed first (RFC 2104). */
+	if (keylen > HMAC_BLOCK) {
+		if (!EVP_Digest(key, keylen, kh, &khlen, EVP_sha256(), NULL))
+			goto fail;
+		key = kh;
+		keylen = khlen;
+	}
+	if (!pad_hashed(&k->inner, key, keylen, 0x36) || !pad_hashed(&k->outer, key, keylen, 0x5c))
+		goto fail;
+	OPENSSL_cleanse(kh, sizeof(kh));
+	return k;
+fail:
+	OPENSSL_cleanse(kh, sizeof(kh));
+	pfs_hmac_key_free(k);
+	return NULL;
+}
+
+void pfs_hmac_keyed(const struct pfs_hmac_key *k, const void *data, size_t n,
+		    uint8_t out[PFS_MAC_LEN])
+{
+	uint8_t ih[PFS_MAC_LEN];
+	unsigned int len = 0;
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	bool ok = c && EVP_MD_CTX_copy_ex(c, k->inner) && EVP_DigestUpdate(c, data, n) &&
+		  EVP_DigestFinal_ex(c, ih, &len) && EVP_MD_CTX_copy_ex(c, k->outer) &&
+		  EVP_DigestUpdate(c, ih, len) && EVP_DigestFinal_ex(c, out, &len) &&
+		  len == PFS_MAC_LEN;
+
+	EVP_MD_CTX_free(c);
+	if (!ok) /* only on OOM; never matches a real MAC check by luck */
+		memset(out, 0, PFS_MAC_LEN);
 }
 
 /* MAC input: label (with its NUL) | Nc | Ns | client_id (8 bytes LE). */

@@ -164,6 +164,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_listdir_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes)
 #define PFS_MSG_listdir_page_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes) \
 	F(U64, cookie)
+#define PFS_MSG_listdirs_req(F) F(CREDS, cr) F(U32, max_bytes) F(U32, max_dirs) \
+	F(BYTES, fhs) /* packed fh list (pfs_dec_fh_item), LISTDIRS */
 
 #define PFS_MESSAGES(M) \
 	M(hello_req) M(hello_rep) M(auth_req) M(auth_rep) M(ping_req) M(ping_rep) \
@@ -175,7 +177,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
 	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
-	M(reclaim_done_req) M(lock_wake_push) M(push_ack) M(listdir_req) M(listdir_page_req)
+	M(reclaim_done_req) M(lock_wake_push) M(push_ack) M(listdir_req) M(listdir_page_req) \
+	M(listdirs_req)
 
 /* Growable-by-caller output cursor. The caller owns buf. */
 struct pfs_wr {

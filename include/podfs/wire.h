@@ -131,8 +131,16 @@ enum {
 	 * without a GETATTR. A client tells the two forms apart by their
 	 * length. */
 	PFS_CAP_POST_ATTR = 1u << 7,
+	/* The items of a LISTDIR reply say which of the extended attributes
+	 * a listing's reader asks for at every entry are absent
+	 * (PFS_LD_NO_CAPS, PFS_LD_NO_ACL_ACCESS, PFS_LD_NO_ACL_DEFAULT,
+	 * PFS_LD_NO_SELINUX), so that the client answers their GETXATTR
+	 * with ENODATA itself while the item is coherent (`ls -l` asks for
+	 * two or three of them per entry). */
+	PFS_CAP_LIST_XATTR = 1u << 8,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
-		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR,
+		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR |
+		       PFS_CAP_LIST_XATTR,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -166,8 +174,9 @@ enum {
  * request  the request payload, a message of codec.h (none: empty; a push
  *          row names its push payload).
  * reply    the successful reply's payload (none: empty; -: no reply;
- *          dirents and listing: lists built from codec.h's primitives, see
- *          below). A reply with status != 0 is always empty.
+ *          dirents, listing, listing_page and listings: lists built from
+ *          codec.h's primitives, see below). A reply with status != 0 is
+ *          always empty.
  * drc      1: not idempotent. The session's duplicate-request cache keeps
  *          the reply (PFSD_DRC_MAX per session), so a retry after a
  *          reconnect gets the first try's reply without running again.
@@ -235,6 +244,7 @@ enum {
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
 	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
 	X(LISTDIR_PAGE, 62, listdir_page_req, listing_page,     0,  0,   0,  0,   1,   1)   \
+	X(LISTDIRS,     63, listdirs_req,     listings,         0,  0,   0,  0,   1,   1)   \
 	X(INVAL_INODE,  100, inval_inode_push, -,               0,  0,   0,  0,   0,   0)   \
 	X(INVAL_ENTRY,  101, inval_entry_push, -,               0,  0,   0,  0,   0,   0)   \
 	X(LOCK_WAKE,    102, lock_wake_push,   -,               0,  0,   0,  0,   0,   0)
@@ -331,6 +341,9 @@ enum pfs_op {
  *              Replies: listing; ENOTDIR.
  * LISTDIR_PAGE The directory in pages, from a cookie on (see "request
  *              economy" below). Replies: listing_page; ENOTDIR.
+ * LISTDIRS     Several directories at once, as many LISTDIRs without
+ *              contents (see "request economy" below). Replies: listings;
+ *              E2BIG (more than PFS_LISTDIRS_MAX).
  * STATFS       Of the export's filesystem. Replies: statfs_rep.
  *
  * Extended attributes:
@@ -494,6 +507,17 @@ enum {
 enum {
 	PFS_LD_DATA = 1u << 0,     /* lookup_data_rep.data is the whole file */
 	PFS_LD_READABLE = 1u << 1, /* the caller may open it for reading */
+	/* LISTDIR items only, in a session that negotiated
+	 * PFS_CAP_LIST_XATTR: the object had no extended attribute of that
+	 * name when the server listed its names, after it registered the
+	 * session's interest in it (a change since is pushed as
+	 * INVAL_INODE). A clear bit says nothing. */
+	PFS_LD_NO_CAPS = 1u << 2,        /* security.capability */
+	PFS_LD_NO_ACL_ACCESS = 1u << 3,  /* system.posix_acl_access */
+	PFS_LD_NO_ACL_DEFAULT = 1u << 4, /* system.posix_acl_default */
+	PFS_LD_NO_SELINUX = 1u << 5,     /* security.selinux */
+	PFS_LD_NO_XATTRS = PFS_LD_NO_CAPS | PFS_LD_NO_ACL_ACCESS | PFS_LD_NO_ACL_DEFAULT |
+			   PFS_LD_NO_SELINUX,
 };
 
 /* Opcodes 60-64 belong to request economy: fewer round trips per operation.
@@ -536,7 +560,9 @@ enum {
  *   the listing is a prefix the client must not use for absences), then
  *   items to the end of the payload: name, entry, u32 flags (PFS_LD_DATA:
  *   data is the whole content, read with the caller's credentials, and
- *   PFS_LD_READABLE, as in LOOKUP_DATA), bytes data. "." and ".." are not listed. Inline data
+ *   PFS_LD_READABLE, as in LOOKUP_DATA; with PFS_CAP_LIST_XATTR, the
+ *   PFS_LD_NO_* bits of the extended attributes the object lacks), bytes
+ *   data. "." and ".." are not listed. Inline data
  *   takes at most PFS_LISTDIR_DATA_MAX bytes of a reply, and less where
  *   the items need the room (the server keeps a listing complete rather
  *   than fill it with data); which files come with data is the server's
@@ -546,6 +572,30 @@ enum {
  *   (pushes follow), and the directory. */
 #define PFS_LISTDIR_DATA_MAX (960u * 1024)
 #define PFS_LISTDIR_ITEMS_MAX 4096
+
+/* LISTDIRS: the listings of several directories in one round trip, and
+ *   of their subdirectories, for a client fetching ahead the directories
+ *   a walk is about to read (docs/listings.md). Request listdirs_req: the
+ *   credentials; max_bytes (<= PFS_MAX_IO), the reply's size limit;
+ *   max_dirs (<= PFS_LISTDIRS_ITEMS_MAX), the listings it may hold; and a
+ *   packed list of 1 to PFS_LISTDIRS_MAX directory handles. The server
+ *   lists depth first, as a walk reads them: the first directory, then
+ *   each of its subdirectories (in its listing's order) with theirs, then
+ *   the second one..., while max_dirs and the room last. Reply: one item
+ *   per directory listed, in that order, to the end of the payload: the
+ *   directory's entry (handle and attributes), u32 status (0, or the
+ *   positive errno LISTDIR would have answered: ESTALE, ENOTDIR,
+ *   EACCES...), bytes listing (empty unless status is 0: exactly
+ *   LISTDIR's reply for it with max_inline 0, PFS_LD_NO_* bits included
+ *   with PFS_CAP_LIST_XATTR). The first requested directory is always
+ *   answered (its listing incomplete if it does not fit); the others,
+ *   and subdirectories, only if they fit whole: the client asks again
+ *   for requested ones the reply lacks. A subdirectory the server cannot
+ *   reach without opening it by handle anew is left out. The session
+ *   caches every listed directory and entry, as with LISTDIR. A server
+ *   without it answers ENOSYS: the client then sends LISTDIR. */
+#define PFS_LISTDIRS_MAX 64        /* handles in a request */
+#define PFS_LISTDIRS_ITEMS_MAX 256 /* listings in a reply */
 enum {
 	PFS_LS_COMPLETE = 1u << 0,
 	PFS_LS_MORE = 1u << 1, /* listing_page: the listing goes on at cookie */

@@ -53,7 +53,7 @@ def parse_args(doc):
     ap.add_argument("--venv-imports", default=DEFAULT_VENV_IMPORTS, help="modules imported (default %s)"
                     % DEFAULT_VENV_IMPORTS)
     ap.add_argument("--no-count-requests", action="store_true",
-                    help="do not count FUSE requests per import (tracefs fuse_request_send)")
+                    help="do not count FUSE requests per import or walk (tracefs fuse_request_send)")
     ap.add_argument("--ckpt-size", default=None, help="single-stream checkpoint file (default 2G; --quick: 128M)")
     ap.add_argument("--shard-size", default=None, help="per-client shard (default 512M; --quick: 32M)")
     ap.add_argument("--clients", type=int, default=4, help="concurrent checkpoint clients (default 4)")
@@ -136,12 +136,12 @@ def main(doc):
         b.scratch.prepare_space()
         b.scratch.prepare_source()
         b.scratch.prepare_tree()
-        if "venv" in a.only or set(a.only) & {"untar", "git"}:
-            b.scratch.prepare_venv()   # the metadata workloads take packages from it
+        if "venv" in a.only or "walk" in a.only or set(a.only) & {"untar", "git"}:
+            b.scratch.prepare_venv()   # walk and the metadata workloads take packages from it
         if "checkpoint" in a.only:
             b.scratch.prepare_ckpt()
         b.targets.setup_all()
-        if set(a.only) & ({"venv"} | set(META_WORKLOADS)) and not a.no_count_requests:
+        if set(a.only) & ({"venv", "walk"} | set(META_WORKLOADS)) and not a.no_count_requests:
             b.trace.setup()
             if b.trace.why:
                 log(b.trace.why)

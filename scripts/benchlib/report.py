@@ -66,6 +66,10 @@ class Report:
                    % (a.runs, fmt_size(a.size), a.files, b.scratch.ndirs, SMALL_MAX, a.create_files, a.rtt_us,
                       " (latproxy in front of podfsd and sshd)" if a.rtt_us else ""))
         out.append("- bindfs: `--multithreaded -o kernel_cache,big_writes`; sshfs: `-o %s`" % (tg.sshfs_opts or "n/a"))
+        if "walk" in a.only:
+            out.append("- walk: `find .` and `ls -lR` in the venv tree (%s copied into the export, %s); cold = "
+                       "fresh mount + drop_caches, warm = the same again; each checked against the local tree's "
+                       "line count" % (a.venv_src, b.scratch.venv_name))
         if "venv" in a.only:
             out.append("- venv: %s copied into the export; `%s/bin/python3 -c 'import %s'` (env -i, PYTHONHOME and "
                        "LD_LIBRARY_PATH on the target, PYTHONDONTWRITEBYTECODE=1); wall time of the whole process; "
@@ -255,7 +259,7 @@ class Report:
                     cells += ["%d" % v if v is not None else "—", by_op(r, "wire_ops")]
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
-        elif self.b.trace.why and any(r[1] in ("venv",) + META_WORKLOADS for r in self.rows):
+        elif self.b.trace.why and any(r[1] in ("venv", "walk") + META_WORKLOADS for r in self.rows):
             out.append(self.b.trace.why)
             out.append("")
         return out

@@ -105,7 +105,7 @@ class Scratch:
     def prepare_space(self):
         """Fail clearly before generating anything if the scratch disk is short."""
         need, what = 0, []
-        if "venv" in self.a.only and not self.venv_ready():
+        if ("venv" in self.a.only or "walk" in self.a.only) and not self.venv_ready():
             r = run(["du", "-sb", self.a.venv_src], timeout=300, check=False)
             try:
                 n = int(r.stdout.split()[0])

@@ -3,7 +3,7 @@ rows (which workload measures each, its unit and direction, which targets it
 applies to) and the fixed parameters that the report states."""
 
 ALL_TARGETS = ["local", "podfs", "podfs-plain", "bindfs", "sshfs"]
-ALL_WORKLOADS = ["seq-write", "seq-read", "find", "stat", "create", "venv", "checkpoint",
+ALL_WORKLOADS = ["seq-write", "seq-read", "find", "stat", "create", "walk", "venv", "checkpoint",
                  "smallfiles", "untar", "git", "pip"]
 
 # --ab-build adds "podfs-b": podfs from a second build, set up exactly like podfs
@@ -26,6 +26,10 @@ ROWS = [
     ("stat-warm", "stat", "s", False),
     ("create", "create", "s", False),
     ("delete", "create", "s", False),
+    ("walk-find-cold", "walk", "s", False),
+    ("walk-find-warm", "walk", "s", False),
+    ("walk-ls-cold", "walk", "s", False),
+    ("walk-ls-warm", "walk", "s", False),
     ("venv-cold", "venv", "s", False),
     ("venv-warm", "venv", "s", False),
     ("venv-pcache", "venv", "s", False),

@@ -16,8 +16,8 @@
  *
  * A record: u8 opcode (an index into the opcodes below), u8 flags
  * (bit 0: the payload is LZ4-coded, bit 1: zero-word coded, bit 2:
- * PFS_CAP_DIR_ATTR, bit 3: PFS_CAP_NEW_DIR, bit 4: PFS_CAP_POST_ATTR),
- * u16 payload length (LE),
+ * PFS_CAP_DIR_ATTR, bit 3: PFS_CAP_NEW_DIR, bit 4: PFS_CAP_POST_ATTR,
+ * bit 5: PFS_CAP_LIST_XATTR), u16 payload length (LE),
  * for a coded payload u32 raw length (LE), then the payload. In an
  * uncoded payload the two bytes 01 Fk stand for the k-th known handle
  * (the export root, a, d, d/f, priv, up, abs, then the handles the
@@ -263,19 +263,16 @@ static void check_outside(void)
 	FUZZ_ASSERT(syscall(SYS_getgroups, 0, NULL) == 0);
 }
 
-/* The handle at the start of an entry reply names something inside the
- * export; it becomes a known handle. */
-static void check_entry(const uint8_t *p, size_t len)
+/* Handle fh of a reply names something inside the export; it becomes a
+ * known handle. */
+static void check_handle(const struct pfs_fh *fh_)
 {
-	struct pfs_rd rd;
-	struct pfs_fh fh;
+	struct pfs_fh fh = *fh_;
 	struct hent *e;
 	char link[64], path[PATH_MAX];
 	size_t el = strlen(exp_dir);
 	ssize_t n;
 
-	pfs_rd_init(&rd, p, len);
-	FUZZ_ASSERT(pfs_dec_fh_item(&rd, &fh) == 1);
 	if (handles_get(d->hs, &fh, &e) < 0)
 		return; /* gone already (a racing unlink cannot happen here, but ESTALE is fine) */
 	snprintf(link, sizeof link, "/proc/self/fd/%d", e->fd);
@@ -289,6 +286,34 @@ static void check_entry(const uint8_t *p, size_t len)
 	}
 	if (nslots < MAX_SLOTS)
 		slots[nslots++] = fh;
+}
+
+/* The handle at the start of an entry reply. */
+static void check_entry(const uint8_t *p, size_t len)
+{
+	struct pfs_rd rd;
+	struct pfs_fh fh;
+
+	pfs_rd_init(&rd, p, len);
+	FUZZ_ASSERT(pfs_dec_fh_item(&rd, &fh) == 1);
+	check_handle(&fh);
+}
+
+/* Every directory of a LISTDIRS reply (wire.h), which is well formed. */
+static void check_listdirs(const uint8_t *p, size_t len)
+{
+	struct pfs_rd rd;
+
+	pfs_rd_init(&rd, p, len);
+	while (rd.left > 0) {
+		struct pfs_entry e;
+		struct pfs_bytes b;
+		uint32_t status;
+		FUZZ_ASSERT(pfs_get_ENTRY(&rd, &e) && pfs_get_U32(&rd, &status) &&
+			    pfs_get_BYTES(&rd, &b));
+		FUZZ_ASSERT(status != 0 || b.len >= 4);
+		check_handle(&e.fh);
+	}
 }
 
 /* The payload with each 01 Fk replaced by known handle k. */
@@ -357,6 +382,7 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	r.dir_attr = (flags & 4) != 0;
 	r.new_dir = r.dir_attr && (flags & 8);
 	r.post_attr = (flags & 16) != 0;
+	r.list_xattr = (flags & 32) != 0;
 	r.work.data = &r;
 	dispatch_work_cb(&r.work);
 	if (getenv("PODFS_FUZZ_VERBOSE"))
@@ -366,6 +392,8 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	check_outside();
 	if (!r.violation && r.status == 0 && !r.splice_len && has_entry_reply(op))
 		check_entry(r.reply.wire, r.reply.len);
+	if (!r.violation && r.status == 0 && op == PFS_OP_LISTDIRS)
+		check_listdirs(r.reply.wire, r.reply.len);
 	free(r.in);
 	free(r.reply.own[0]);
 	free(r.reply.own[1]);

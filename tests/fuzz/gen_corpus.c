@@ -417,6 +417,23 @@ static int gen_handlers(const char *dir)
 	REC(&st, LISTDIR, listdir_req, .cr = USER, .fh = FH(S_ROOT), .max_inline = 1024,
 	    .max_bytes = 65536);
 	SEED("listdir");
+	/* LISTDIRS: a directory, one the caller may not read, a file, a
+	 * symlink out; depth first below them; with the xattr bits. */
+	{
+		static uint8_t pl[4096];
+		struct pfs_fh l[] = { FH(S_ROOT), FH(S_PRIV), FH(S_A), FH(S_UP), FH(S_D) };
+		pfs_wr_init(&w, fhs, sizeof fhs);
+		for (size_t i = 0; i < sizeof l / sizeof l[0]; i++)
+			pfs_put_FH(&w, &l[i]);
+		struct pfs_listdirs_req m = { .cr = USER, .max_bytes = 65536, .max_dirs = 16,
+					      .fhs = { .p = fhs, .len = w.len } };
+		struct pfs_wr pw;
+		pfs_wr_init(&pw, pl, sizeof pl);
+		if (pfs_enc_listdirs_req(&pw, &m) < 0)
+			return -1;
+		put_rec(&st, PFS_OP_LISTDIRS, 32, pl, pw.len);
+	}
+	SEED("listdirs");
 	/* Pages: from the start, and from a cookie (a position in the
 	 * directory stream, whatever it names here). */
 	REC(&st, LISTDIR_PAGE, listdir_page_req, .cr = USER, .fh = FH(S_ROOT), .max_inline = 0,

@@ -50,6 +50,7 @@ CAP_PUSH = 1 << 1
 CAP_ZR = 1 << 2
 CAP_PUSH_ACK = 1 << 3  # the client acknowledges pushes (wire.h)
 CAP_BULK = 1 << 4  # a bulk connection of an existing session (wire.h)
+CAP_LIST_XATTR = 1 << 8  # listing items say which asked-for xattrs are absent
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
@@ -90,6 +91,7 @@ OP_FORGET = 40
 OP_REVALIDATE = 41
 OP_LOOKUP_DATA = 42
 OP_LISTDIR = 61
+OP_LISTDIRS = 63
 OP_LISTDIR_PAGE = 62
 OP_RECLAIM = 58
 OP_RECLAIM_DONE = 59
@@ -108,6 +110,7 @@ AUTH_RESUMED = 1 << 0
 AUTH_LOCKS_LOST = 1 << 1
 LD_DATA = 1
 LD_READABLE = 2
+LD_NO_XATTRS = 0x3c  # LD_NO_CAPS | LD_NO_ACL_ACCESS | LD_NO_ACL_DEFAULT | LD_NO_SELINUX
 LS_COMPLETE = 1
 LS_MORE = 2
 INLINE_MAX = 64 * 1024
@@ -688,6 +691,31 @@ class Conn:
             iflags = r.u32()
             items[nm] = (h2, a, iflags, r.bytes())
         return flags, items
+
+    def listdirs(self, handles, max_dirs=None, max_bytes=1 << 20, cr=ROOT):
+        """LISTDIRS -> [(fh, attr, status, flags, {name: (fh, attr, item
+        flags, data)})] in the reply's order (flags and items only when
+        status is 0)."""
+        if max_dirs is None:
+            max_dirs = len(handles)
+        r = Reader(self.call(OP_LISTDIRS, cr + u32(max_bytes) + u32(max_dirs) +
+                             blob(b"".join(fh(h) for h in handles))))
+        out = []
+        while r.left():
+            h, a = r.entry()
+            st = r.u32()
+            lr = Reader(r.bytes())
+            flags, items = None, {}
+            if st == 0:
+                flags = lr.u32()
+                while lr.left():
+                    nm = lr.name()
+                    h2, a2 = lr.entry()
+                    iflags = lr.u32()
+                    items[nm] = (h2, a2, iflags, lr.bytes())
+            lr.done()
+            out.append((h, a, st, flags, items))
+        return out
 
     def listdir_page(self, h, cookie=0, max_inline=0, max_bytes=1 << 20, cr=ROOT):
         """LISTDIR_PAGE -> (flags, next cookie, [(name, fh, attr, item flags, data)])."""

@@ -257,6 +257,47 @@ static void test_hmac_vectors(void)
 	CHECK_MEM(out, want, 32);
 }
 
+/* A prepared key gives pfs_hmac's MACs: the RFC vectors, every length
+ * around the block size, and keys shorter and longer than a block. */
+static void test_hmac_keyed(void)
+{
+	uint8_t out[PFS_MAC_LEN], want[PFS_MAC_LEN], data[200], key[131];
+	uint64_t st = 11;
+	struct pfs_hmac_key *k;
+
+	static const char d2[] = "what do ya want for nothing?";
+	k = pfs_hmac_key_new((const uint8_t *)"Jefe", 4);
+	CHECK(k != NULL);
+	pfs_hmac_keyed(k, d2, strlen(d2), out);
+	unhex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843", want, 32);
+	CHECK_MEM(out, want, 32);
+	pfs_hmac_key_free(k);
+
+	memset(key, 0xaa, sizeof key);
+	static const char d6[] = "Test Using Larger Than Block-Size Key - Hash Key First";
+	k = pfs_hmac_key_new(key, sizeof key);
+	CHECK(k != NULL);
+	pfs_hmac_keyed(k, d6, strlen(d6), out);
+	unhex("60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54", want, 32);
+	CHECK_MEM(out, want, 32);
+	pfs_hmac_key_free(k);
+
+	test_fill_random(&st, data, sizeof data);
+	test_fill_random(&st, key, sizeof key);
+	static const size_t klens[] = { 1, 32, 63, 64, 65, 131 };
+	for (size_t ki = 0; ki < sizeof(klens) / sizeof(klens[0]); ki++) {
+		k = pfs_hmac_key_new(key, klens[ki]);
+		CHECK(k != NULL);
+		for (size_t n = 0; n <= sizeof data; n += (n < 130 ? 1 : 7)) {
+			pfs_hmac(key, klens[ki], data, n, want);
+			pfs_hmac_keyed(k, data, n, out);
+			CHECK_MEM(out, want, 32);
+		}
+		pfs_hmac_key_free(k);
+	}
+	pfs_hmac_key_free(NULL);
+}
+
 static void test_handshake_macs(void)
 {
 	uint8_t key[PFS_KEY_LEN], key2[PFS_KEY_LEN], cn[PFS_NONCE_LEN], sn[PFS_NONCE_LEN];
@@ -368,6 +409,7 @@ int main(void)
 	test_load_formats(&t);
 	test_load_rejects(&t);
 	test_hmac_vectors();
+	test_hmac_keyed();
 	test_handshake_macs();
 	test_mac_equal();
 	test_random();

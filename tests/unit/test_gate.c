@@ -1,6 +1,7 @@
 /* test_gate.c: unit tests of the push/reply race gate (fs/gate.c):
  * numbering, "pushed since" per handle, "everything" pushes, the ring's
- * limit, the applied mark, and that a push cannot be numbered while a
+ * limit, the applied mark, a push pending about an object, and that a
+ * push cannot be numbered while a
  * reply holds the gate.
  */
 #include <pthread.h>
@@ -105,6 +106,32 @@ static void test_applied(void)
 	gate_free(g);
 }
 
+/* A push about an object pending (numbered, not applied): the object's
+ * own only; an invalidation of everything (a dropped connection) is not
+ * one; too many pending count as one. */
+static void test_push_pending(void)
+{
+	struct gate *g;
+	struct pfs_fh a = fh_of(8), b = fh_of(9);
+
+	CHECK_EQ(gate_new(&g), 0);
+	CHECK(!gate_push_pending(g, &a));
+	uint64_t n = gate_note_push(g, &a);
+	CHECK(gate_push_pending(g, &a));
+	CHECK(!gate_push_pending(g, &b));
+	gate_set_applied(g, n);
+	CHECK(!gate_push_pending(g, &a));
+	gate_note_all(g);
+	CHECK(!gate_push_pending(g, &a));
+	CHECK(gate_pushed_since(g, gate_applied(g), &a)); /* where they differ */
+	gate_note_push(g, &b);
+	CHECK(gate_push_pending(g, &b) && !gate_push_pending(g, &a));
+	for (unsigned i = 0; i < GATE_RING; i++)
+		gate_note_push(g, &b);
+	CHECK(gate_push_pending(g, &a));
+	gate_free(g);
+}
+
 struct pusher {
 	struct gate *g;
 	struct pfs_fh fh;
@@ -152,6 +179,7 @@ int main(void)
 	test_everything();
 	test_ring_limit();
 	test_applied();
+	test_push_pending();
 	test_gate_excludes_pushes();
 	return check_done("test_gate");
 }

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "inode_i.h"
 #include "listing_i.h"
+#include "names_i.h"
 #include "podfs/codec.h"
 #include "trust_i.h"
 
@@ -299,14 +300,14 @@ static void test_readdir(void)
 
 	setup(&f);
 	/* No listing yet. */
-	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), -ENOENT);
 	CHECK_EQ(list(&f, 4), 0);
 	struct pfs_entry fe = entry(2, S_IFREG | 0644, 10);
 	struct inode *ip = inode_ref(f.t, &fe, NULL);
 	inode_set_parent(f.t, ip, f.dir, 5, "f2");
 	inode_own_touch(f.t, ip, false); /* f2 goes out without its entry */
 
-	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), 0);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), 0);
 	CHECK_EQ(pseq, 1); /* the request that found ".." */
 	CHECK_EQ(got.seq, 5);
 	struct pfs_rd rd;
@@ -333,7 +334,69 @@ static void test_readdir(void)
 	free(out);
 	/* A rename of ours makes every recorded ".." unknown. */
 	inode_note_rename(f.t);
-	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), -ENOENT);
+	teardown(&f);
+}
+
+/* listing_readdir's item flags (cookie k is item k - 3) and
+ * listing_subdirs: the directories of a listing, small ones only, items
+ * marked stale left out; the absences noted from them only without an
+ * own change since (inode_note_absent). */
+static void test_item_flags_and_subdirs(void)
+{
+	struct fixture f;
+	struct listing_info li, got;
+	uint64_t pseq;
+	uint8_t *out;
+	uint32_t *fl = NULL;
+	size_t olen, len, cap = 4096;
+	uint8_t *buf = malloc(cap);
+	struct pfs_wr w;
+	uint32_t complete = PFS_LS_COMPLETE;
+	struct pfs_entry es[4] = { entry(0, S_IFDIR | 0755, 4096), entry(1, S_IFREG | 0644, 10),
+				   entry(2, S_IFDIR | 0755, 1 << 20), entry(3, S_IFDIR | 0755, 4096) };
+	const uint32_t flags[4] = { PFS_LD_NO_XATTRS, PFS_LD_NO_SELINUX, 0, PFS_LD_NO_CAPS };
+
+	setup(&f);
+	pfs_wr_init(&w, buf, cap);
+	CHECK_EQ(pfs_put_U32(&w, &complete), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		struct pfs_name nm;
+		struct pfs_bytes d = { 0 };
+		nm.len = (uint16_t)snprintf(nm.s, sizeof(nm.s), "e%u", i);
+		CHECK(pfs_put_NAME(&w, &nm) == 0 && pfs_put_ENTRY(&w, &es[i]) == 0 &&
+		      pfs_put_U32(&w, &flags[i]) == 0 && pfs_put_BYTES(&w, &d) == 0);
+	}
+	li = info(&f);
+	len = w.len;
+	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &fl, &got, &pseq), 0);
+	CHECK(fl != NULL);
+	for (unsigned i = 0; fl && i < 4; i++)
+		CHECK_EQ(fl[i], flags[i]);
+	free(out);
+	free(fl);
+
+	struct pfs_entry sub[4];
+	CHECK_EQ(listing_subdirs(f.dir, 64 * 1024, sub, 4), 2); /* e2 is too big */
+	CHECK(pfs_fh_equal(&sub[0].fh, &es[0].fh) && pfs_fh_equal(&sub[1].fh, &es[3].fh));
+	CHECK_EQ(listing_subdirs(f.dir, 64 * 1024, sub, 1), 1);
+	/* e3 changed by this client: not a subdirectory to fetch ahead. */
+	pthread_mutex_lock(&f.dir->lock);
+	listing_mark(f.dir, name_hash("e3", 2), &es[3].fh);
+	pthread_mutex_unlock(&f.dir->lock);
+	CHECK_EQ(listing_subdirs(f.dir, 64 * 1024, sub, 4), 1);
+
+	/* Absences: noted with no own change since, not after one. */
+	struct inode *ip = inode_ref(f.t, &es[1], NULL);
+	inode_note_absent(f.t, ip, NOX_SELINUX, false, 3600, li.any);
+	CHECK(inode_noxattr(ip, NOX_SELINUX));
+	CHECK(!inode_noxattr(ip, NOX_ACL_ACCESS));
+	inode_clear_nocaps(ip);
+	inode_own_touch(f.t, ip, false);
+	inode_note_absent(f.t, ip, NOX_SELINUX, true, 3600, li.any);
+	CHECK(!inode_noxattr(ip, NOX_SELINUX));
+	CHECK(!inode_nocaps(ip));
 	teardown(&f);
 }
 
@@ -399,6 +462,7 @@ int main(void)
 	test_stale_and_gen();
 	test_own_change_marks();
 	test_readdir();
+	test_item_flags_and_subdirs();
 	test_total_cap();
 	test_fetch_begin();
 	return check_done("test_listing");

@@ -1,0 +1,715 @@
+/* lsfetch.c: fetching directory listings, now and ahead of a walk (see
+ * lsfetch_i.h). */
+#include "lsfetch_i.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bg_i.h"
+#include "cache_i.h"
+#include "client_i.h"
+#include "gate_i.h"
+#include "killable_i.h"
+#include "listing_i.h"
+#include "podfs/clock.h"
+#include "podfs/log.h"
+#include "rpc_i.h"
+#include "trust_i.h"
+
+/* ls_ahead of an inode (under bg.lock). */
+enum { AHEAD_NONE, AHEAD_QUEUED, AHEAD_FETCHING };
+
+/* Directories at most this big (st_size) are fetched ahead: those a
+ * READDIR lists whole (ops_i.h's LIST_DIR_MAX_SIZE, which this file,
+ * below the ops, cannot include). */
+#define LSF_DIR_MAX (64u * 1024)
+
+/* A directory queued: its inode (one lookup held), or, for one met in a
+ * listing fetched ahead, its entry (the inode is made when it is
+ * fetched: one made for each item queued would mostly be forgotten
+ * again, and a FORGET racing with the walk's own lookup of it makes its
+ * listing stale). */
+struct qitem {
+	struct inode *ip;    /* NULL: e names it */
+	struct pfs_entry e;
+	int64_t at;          /* CLOCK_MONOTONIC ns, when queued */
+	struct pfs_creds cr;
+};
+
+/* A directory whose listing was fetched ahead, kept for the walk. */
+struct parked {
+	struct inode *ip; /* one lookup held */
+	int64_t at;
+};
+
+/* Subdirectories of one listing fetched ahead that are queued in turn,
+ * at most (the queue keeps the newest anyway). */
+#define LSF_SUBDIRS 64
+/* Directories asked for in one LISTDIRS, at most, and listings it may
+ * bring with their subdirectories'. */
+#define LSF_BATCH 16
+#define LSF_DESCEND 64
+_Static_assert(LSF_BATCH <= PFS_LISTDIRS_MAX && LSF_DESCEND <= PFS_LISTDIRS_ITEMS_MAX &&
+		       LSF_BATCH <= LSF_DESCEND,
+	       "a batch fits one LISTDIRS");
+
+struct lsfetch {
+	struct client *c;
+	struct bg bg;           /* lock: everything below, and every ls_ahead */
+	pthread_cond_t done;    /* a fetch ahead ended (CLOCK_MONOTONIC) */
+	struct qitem q[LSF_QUEUE_MAX]; /* a ring: head is the newest */
+	size_t head, n;
+	struct parked park[LSF_PARK_MAX]; /* a ring, oldest at ptail */
+	size_t ptail, np;
+	unsigned credit;        /* fetches ahead the walk's pace allows now */
+	atomic_bool started;    /* its threads run */
+	_Atomic uint64_t nahead; /* st.ahead, counted without the lock */
+	_Atomic uint64_t nlisted; /* st.listed */
+	struct lsfetch_stats st;
+};
+
+int lsfetch_new(struct client *c, struct lsfetch **out)
+{
+	struct lsfetch *lf = calloc(1, sizeof(*lf));
+
+	if (!lf)
+		return -ENOMEM;
+	lf->c = c;
+	lf->credit = LSF_CREDIT_MAX;
+	if (bg_init(&lf->bg) < 0) {
+		free(lf);
+		return -ENOMEM;
+	}
+	if (pfs_cond_init_mono(&lf->done) != 0) {
+		bg_fini(&lf->bg);
+		free(lf);
+		return -ENOMEM;
+	}
+	*out = lf;
+	return 0;
+}
+
+/* When and by whom dir's listing is asked for, taken before the request
+ * is sent. */
+static void info_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
+		     struct listing_info *li)
+{
+	struct client *c = lf->c;
+
+	li->any = inode_own_snap(c->it, &li->own_ns);
+	li->ns = listing_gen(dir);
+	li->seq = gate_seq(c->gate);
+	li->uid = cr->uid;
+	li->gid = cr->gid;
+}
+
+/* Keeps the LISTDIR reply buf[len] (malloc'd, taken) as dir's listing,
+ * fetched as li says; returns true if kept. An incomplete or malformed
+ * listing makes dir listed name by name from now on; another failure
+ * too unless ahead (the walk's own request decides again). */
+static bool keep(struct lsfetch *lf, struct inode *dir, uint8_t *buf, size_t len,
+		 const struct listing_info *li, bool ahead)
+{
+	struct client *c = lf->c;
+	int rc;
+
+	if (len < 4 || !(buf[0] & PFS_LS_COMPLETE)) {
+		free(buf);
+		listing_drop(dir); /* not again */
+		return false;
+	}
+	rc = listing_set(c->it, dir, buf, len, li);
+	if (rc == 0) /* the daemon opened and read it with the caller's ids */
+		inode_note_reader(dir, li->uid, li->gid);
+	if (rc == -EBADMSG)
+		pfs_warn("malformed LISTDIR reply from the server");
+	if (rc < 0 && rc != -ESTALE && (!ahead || rc == -EBADMSG))
+		listing_drop(dir);
+	return rc == 0;
+}
+
+/* The fetch itself (LISTDIR), on the calling thread. ahead: for the
+ * queue (no contents; see keep). */
+static bool fetch(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
+		  uint32_t max_inline, bool ahead)
+{
+	struct client *c = lf->c;
+	struct pfs_listdir_req m;
+	struct rpc_reply rep = { 0 };
+	struct listing_info li;
+
+	m.cr = *cr;
+	m.fh = dir->fh;
+	m.max_inline = max_inline;
+	m.max_bytes = PFS_MAX_IO;
+	info_now(lf, dir, cr, &li);
+	atomic_fetch_add(&lf->nlisted, 1);
+	int rc = rpc_msg(c->rpc, PFS_OP_LISTDIR, listdir_req, &m, &rep);
+	if (rc == -ENOSYS) {
+		pfs_info("server has no LISTDIR: lookups name by name");
+		cache_set_nosys(c->cache, PFS_OP_LISTDIR);
+		return false;
+	}
+	if (rc < 0) {
+		if (!ahead)
+			listing_drop(dir); /* not again */
+		return false;
+	}
+	return keep(lf, dir, rep.buf, rep.len, &li, ahead);
+}
+
+/* A subdirectory the daemon listed on its way down (LISTDIRS): kept as
+ * its listing if nobody else fetches it, no own change was made since
+ * the request was sent (base->any: then no directory's ls_gen moved
+ * either), and it needs one. Returns its inode (one lookup held, to
+ * park) if kept, else NULL. */
+static struct inode *keep_below(struct lsfetch *lf, const struct pfs_entry *e, uint8_t *buf,
+				size_t len, const struct listing_info *base)
+{
+	struct client *c = lf->c;
+	struct listing_info li = *base;
+	uint64_t ns;
+	struct inode *ip;
+	bool kept = false;
+
+	if (inode_own_snap(c->it, &ns) != base->any || !(ip = inode_hold_entry(c->it, e))) {
+		free(buf);
+		return NULL;
+	}
+	pthread_mutex_lock(&lf->bg.lock);
+	bool mine = ip->ls_ahead == AHEAD_NONE;
+	if (mine)
+		ip->ls_ahead = AHEAD_FETCHING;
+	pthread_mutex_unlock(&lf->bg.lock);
+	if (mine && listing_may_fetch(ip, LSF_DIR_MAX)) {
+		li.ns = listing_gen(ip);
+		kept = keep(lf, ip, buf, len, &li, true);
+	} else {
+		free(buf);
+	}
+	if (mine) {
+		pthread_mutex_lock(&lf->bg.lock);
+		ip->ls_ahead = AHEAD_NONE;
+		pthread_cond_broadcast(&lf->done);
+		pthread_mutex_unlock(&lf->bg.lock);
+	}
+	if (kept)
+		return ip;
+	inode_forget(c->it, ip, 1);
+	return NULL;
+}
+
+/* Fetches ahead with one LISTDIRS the listings of dirs[n] (1 <= n <=
+ * LSF_BATCH, all being fetched by this thread, for credentials cr) and
+ * of their subdirectories, max_dirs (>= n) in all. Sets answered[i] and
+ * kept[i] for dirs[i]; the subdirectories' listings kept go to below[]
+ * (*nbelow of them, at most max_dirs - n, each inode held). Returns 0,
+ * or -errno (-ENOSYS: a daemon without LISTDIRS, remembered). */
+static int fetch_batch(struct lsfetch *lf, struct inode **dirs, size_t n,
+		       const struct pfs_creds *cr, uint32_t max_dirs, bool *answered,
+		       bool *kept, struct inode **below, size_t *nbelow)
+{
+	struct client *c = lf->c;
+	struct listing_info li[LSF_BATCH];
+	uint8_t fhs[LSF_BATCH * (PFS_FH_MAX + 2)];
+	struct rpc_reply rep = { 0 };
+	struct pfs_wr w;
+	struct pfs_rd rd;
+
+	*nbelow = 0;
+	pfs_wr_init(&w, fhs, sizeof(fhs));
+	for (size_t i = 0; i < n; i++) {
+		answered[i] = kept[i] = false;
+		info_now(lf, dirs[i], cr, &li[i]);
+		if (pfs_enc_fh_item(&w, &dirs[i]->fh) < 0)
+			return -EINVAL;
+	}
+	struct pfs_listdirs_req m = { .cr = *cr, .max_bytes = PFS_MAX_IO, .max_dirs = max_dirs,
+				      .fhs = { .p = fhs, .len = (uint32_t)w.len } };
+	int rc = rpc_msg_heap(c->rpc, PFS_OP_LISTDIRS, listdirs_req, &m, w.len + RPC_SMALL, &rep);
+	if (rc == -ENOSYS) {
+		pfs_info("server has no LISTDIRS: listings fetched ahead one by one");
+		cache_set_nosys(c->cache, PFS_OP_LISTDIRS);
+	}
+	if (rc < 0)
+		return rc;
+	pfs_rd_init(&rd, rep.buf, rep.len);
+	while (rd.left > 0) {
+		struct pfs_entry e;
+		uint32_t status;
+		struct pfs_bytes b;
+		uint8_t *buf;
+		size_t i;
+		if (!pfs_get_ENTRY(&rd, &e) || !pfs_get_U32(&rd, &status) ||
+		    !pfs_get_BYTES(&rd, &b)) {
+			pfs_warn("malformed LISTDIRS reply from the server");
+			break;
+		}
+		atomic_fetch_add(&lf->nlisted, 1);
+		for (i = 0; i < n && !pfs_fh_equal(&e.fh, &dirs[i]->fh); i++)
+			;
+		if (i < n)
+			answered[i] = true;
+		if (status != 0 || (i == n && *nbelow + n >= max_dirs) ||
+		    !(buf = malloc(b.len ? b.len : 1)))
+			continue;
+		memcpy(buf, b.p, b.len);
+		if (i < n)
+			kept[i] = keep(lf, dirs[i], buf, b.len, &li[i], true);
+		else if ((below[*nbelow] = keep_below(lf, &e, buf, b.len, &li[0])) != NULL)
+			(*nbelow)++;
+	}
+	rpc_reply_free(&rep);
+	return 0;
+}
+
+/* Waits (bg.lock held) while dir's listing is being fetched ahead, and
+ * takes it off the queue if it is only queued. Returns true if dir was
+ * queued or fetched ahead. A caller being killed stops waiting. */
+static bool settle_locked(struct lsfetch *lf, struct inode *dir)
+{
+	bool was = dir->ls_ahead != AHEAD_NONE;
+
+	if (dir->ls_ahead == AHEAD_QUEUED) {
+		/* Its queue item is skipped (and its lookup given back) by
+		 * whoever takes it off the ring. */
+		dir->ls_ahead = AHEAD_NONE;
+		lf->st.taken++;
+		return true;
+	}
+	if (dir->ls_ahead == AHEAD_FETCHING)
+		lf->st.waited++;
+	while (dir->ls_ahead == AHEAD_FETCHING) {
+		struct timespec slice = pfs_deadline_ns((int64_t)KILLABLE_POLL_MS * 1000000);
+		if (pthread_cond_timedwait(&lf->done, &lf->bg.lock, &slice) != ETIMEDOUT)
+			continue;
+		pthread_mutex_unlock(&lf->bg.lock);
+		bool give_up = killable_poll() == KILLABLE_GIVE_UP;
+		pthread_mutex_lock(&lf->bg.lock);
+		if (give_up)
+			break;
+	}
+	return was;
+}
+
+/* The fetch of a FUSE request, after settle_locked: while it runs, dir
+ * counts as being fetched (others wait for it, and nothing queues it
+ * again meanwhile). always: even if dir was neither queued nor fetched
+ * ahead. */
+static void fetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
+		      uint32_t max_inline, bool always)
+{
+	pthread_mutex_lock(&lf->bg.lock);
+	bool was = settle_locked(lf, dir);
+	bool mine = (was || always) && dir->ls_ahead == AHEAD_NONE;
+	if (mine)
+		dir->ls_ahead = AHEAD_FETCHING;
+	pthread_mutex_unlock(&lf->bg.lock);
+	/* The caller chose to list dir (its size among the rest; a request
+	 * holds listing_fetch_begin): only a listing that came meanwhile,
+	 * or a refusal, spares the fetch. */
+	if ((was || always) && listing_missing(dir))
+		(void)fetch(lf, dir, cr, max_inline, false);
+	if (!mine)
+		return;
+	pthread_mutex_lock(&lf->bg.lock);
+	dir->ls_ahead = AHEAD_NONE;
+	pthread_cond_broadcast(&lf->done);
+	pthread_mutex_unlock(&lf->bg.lock);
+}
+
+void lsfetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
+		 uint32_t max_inline)
+{
+	fetch_now(lf, dir, cr, max_inline, true);
+}
+
+bool lsfetch_pending(struct inode *dir)
+{
+	return atomic_load_explicit(&dir->ls_ahead, memory_order_relaxed) != AHEAD_NONE;
+}
+
+void lsfetch_settle(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr)
+{
+	fetch_now(lf, dir, cr, 0, false);
+}
+
+void lsfetch_walked(struct lsfetch *lf)
+{
+	pthread_mutex_lock(&lf->bg.lock);
+	lf->credit += LSF_CREDIT_STEP;
+	if (lf->credit > LSF_CREDIT_MAX)
+		lf->credit = LSF_CREDIT_MAX;
+	if (lf->n)
+		bg_wake(&lf->bg);
+	pthread_mutex_unlock(&lf->bg.lock);
+}
+
+/* Takes the newest item off the ring (bg.lock held; n > 0). */
+static struct qitem pop_newest(struct lsfetch *lf)
+{
+	struct qitem it = lf->q[lf->head];
+
+	lf->head = (lf->head + 1) % LSF_QUEUE_MAX;
+	lf->n--;
+	return it;
+}
+
+/* Takes the oldest item off the ring (bg.lock held; n > 0). */
+static struct qitem pop_oldest(struct lsfetch *lf)
+{
+	lf->n--;
+	return lf->q[(lf->head + lf->n) % LSF_QUEUE_MAX];
+}
+
+/* An item leaves the ring unfetched: its inode is no longer queued
+ * (unless another item queued it again: then that one's state is left
+ * alone, see lsfetch_ahead). bg.lock held. */
+static void unqueue(struct lsfetch *lf, const struct qitem *it)
+{
+	if (!it->ip) {
+		lf->st.dropped++;
+	} else if (it->ip->ls_ahead == AHEAD_QUEUED) {
+		it->ip->ls_ahead = AHEAD_NONE;
+		lf->st.dropped++;
+	}
+}
+
+/* Whether listings may be queued now. */
+static bool may_queue(struct lsfetch *lf)
+{
+	struct client *c = lf->c;
+
+	return atomic_load(&lf->started) && rpc_is_up(c->rpc) &&
+	       !cache_nosys(c->cache, PFS_OP_LISTDIR) &&
+	       listing_bytes(c->it) < LISTING_TOTAL_MAX / LSF_LISTING_SHARE;
+}
+
+/* Puts *it on top of the ring (bg.lock held); the oldest item makes room
+ * if it is full, and is returned in *old (its lookup, if any, to give
+ * back). Returns true if there was an old one. */
+static bool push_locked(struct lsfetch *lf, const struct qitem *it, struct qitem *old)
+{
+	bool full = lf->n == LSF_QUEUE_MAX;
+
+	if (full) {
+		/* The oldest go first: a walk wants the newest. */
+		*old = pop_oldest(lf);
+		unqueue(lf, old);
+	}
+	lf->head = (lf->head + LSF_QUEUE_MAX - 1) % LSF_QUEUE_MAX;
+	lf->n++;
+	lf->q[lf->head] = *it;
+	if (it->ip)
+		it->ip->ls_ahead = AHEAD_QUEUED;
+	if (lf->credit)
+		bg_wake(&lf->bg);
+	return full;
+}
+
+void lsfetch_ahead(struct lsfetch *lf, struct inode **ips, size_t n, const struct pfs_creds *cr)
+{
+	struct client *c = lf->c;
+	bool room = may_queue(lf);
+	struct qitem it = { .at = pfs_mono_ns(), .cr = *cr }, old;
+
+	/* The last one first, so that the first is on top. */
+	for (size_t i = n; i-- > 0;) {
+		bool want = room && listing_may_fetch(ips[i], LSF_DIR_MAX);
+		bool full = false;
+
+		pthread_mutex_lock(&lf->bg.lock);
+		if (want && !lf->bg.stop && ips[i]->ls_ahead == AHEAD_NONE) {
+			it.ip = ips[i];
+			full = push_locked(lf, &it, &old);
+			want = true;
+		} else {
+			want = false;
+		}
+		pthread_mutex_unlock(&lf->bg.lock);
+		if (!want)
+			inode_forget(c->it, ips[i], 1);
+		if (full && old.ip)
+			inode_forget(c->it, old.ip, 1);
+	}
+}
+
+/* Whether the directory of entry e needs its listing fetched: its inode
+ * does not exist yet, or may fetch one (inode_with's callback). */
+struct need {
+	bool no;
+};
+static void need_cb(void *arg, struct inode *ip)
+{
+	struct need *nd = arg;
+	nd->no = !listing_may_fetch(ip, LSF_DIR_MAX);
+}
+
+/* dir's listing was fetched ahead: its subdirectories are queued in
+ * turn, and dir is parked, its lookup held for the walk. */
+static void fetched_ahead(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr)
+{
+	struct client *c = lf->c;
+	struct pfs_entry *e = malloc(LSF_SUBDIRS * sizeof(*e));
+	struct qitem it = { .ip = NULL, .at = pfs_mono_ns(), .cr = *cr }, old;
+	size_t n = 0;
+
+	if (e && may_queue(lf))
+		n = listing_subdirs(dir, LSF_DIR_MAX, e, LSF_SUBDIRS);
+	for (size_t i = n; i-- > 0;) {
+		struct need nd = { false };
+		(void)inode_with(c->it, &e[i].fh, need_cb, &nd);
+		if (nd.no)
+			continue;
+		it.e = e[i];
+		pthread_mutex_lock(&lf->bg.lock);
+		bool full = !lf->bg.stop && push_locked(lf, &it, &old);
+		pthread_mutex_unlock(&lf->bg.lock);
+		if (full && old.ip)
+			inode_forget(c->it, old.ip, 1);
+	}
+	free(e);
+
+	struct inode *gone = NULL;
+	pthread_mutex_lock(&lf->bg.lock);
+	if (lf->np == LSF_PARK_MAX) {
+		gone = lf->park[lf->ptail].ip;
+		lf->ptail = (lf->ptail + 1) % LSF_PARK_MAX;
+		lf->np--;
+	}
+	lf->park[(lf->ptail + lf->np) % LSF_PARK_MAX] = (struct parked){ dir, pfs_mono_ns() };
+	lf->np++;
+	pthread_mutex_unlock(&lf->bg.lock);
+	if (gone)
+		inode_forget(c->it, gone, 1);
+}
+
+/* Gives back the parked lookups older than LSF_PARK_NS (all with
+ * everything), bg.lock held (released meanwhile). Returns the ns until
+ * the next one is due, or -1 if none is parked. */
+static int64_t unpark_locked(struct lsfetch *lf, bool everything)
+{
+	for (;;) {
+		if (lf->np == 0)
+			return -1;
+		struct parked *p = &lf->park[lf->ptail];
+		int64_t due = p->at + LSF_PARK_NS - pfs_mono_ns();
+		if (!everything && due > 0)
+			return due;
+		struct inode *ip = p->ip;
+		lf->ptail = (lf->ptail + 1) % LSF_PARK_MAX;
+		lf->np--;
+		pthread_mutex_unlock(&lf->bg.lock);
+		inode_forget(lf->c->it, ip, 1);
+		pthread_mutex_lock(&lf->bg.lock);
+	}
+}
+
+/* Takes the next item to fetch ahead off the ring (bg.lock held,
+ * released meanwhile to make an item's inode): returns true with *it,
+ * its inode held and marked being fetched, and one credit spent; false
+ * if the top item is not one (dropped, or for other credentials than
+ * cr, if not NULL: left on the ring, *stop set). */
+static bool take_locked(struct lsfetch *lf, const struct pfs_creds *cr, struct qitem *it,
+			bool *stop)
+{
+	struct client *c = lf->c;
+
+	*stop = false;
+	if (cr && (lf->q[lf->head].cr.uid != cr->uid || lf->q[lf->head].cr.gid != cr->gid ||
+		   lf->q[lf->head].cr.ngroups != cr->ngroups ||
+		   memcmp(lf->q[lf->head].cr.groups, cr->groups,
+			  cr->ngroups * sizeof(cr->groups[0])) != 0)) {
+		*stop = true;
+		return false;
+	}
+	*it = pop_newest(lf);
+	bool go = !it->ip || it->ip->ls_ahead == AHEAD_QUEUED;
+	if (go && pfs_mono_ns() - it->at > LSF_MAX_AGE_NS) {
+		unqueue(lf, it);
+		go = false;
+	}
+	if (go && !it->ip) {
+		/* Met in a listing fetched ahead: its inode now. */
+		pthread_mutex_unlock(&lf->bg.lock);
+		it->ip = inode_hold_entry(c->it, &it->e);
+		pthread_mutex_lock(&lf->bg.lock);
+		go = it->ip && it->ip->ls_ahead == AHEAD_NONE;
+	}
+	if (!go) {
+		if (it->ip) {
+			pthread_mutex_unlock(&lf->bg.lock);
+			inode_forget(c->it, it->ip, 1);
+			pthread_mutex_lock(&lf->bg.lock);
+		}
+		return false;
+	}
+	it->ip->ls_ahead = AHEAD_FETCHING;
+	lf->credit--;
+	return true;
+}
+
+static void *ahead_main(void *arg)
+{
+	struct lsfetch *lf = arg;
+	struct client *c = lf->c;
+	struct qitem *b = malloc(LSF_BATCH * sizeof(*b));
+
+	pthread_mutex_lock(&lf->bg.lock);
+	while (b && !lf->bg.stop) {
+		int64_t due = unpark_locked(lf, false);
+		if (lf->n == 0 || lf->credit == 0) {
+			if (due > 0)
+				bg_wait_ns(&lf->bg, due);
+			else
+				bg_wait(&lf->bg);
+			continue;
+		}
+		/* The most recently queued first, as many as one request may
+		 * carry (LISTDIRS), for one caller's credentials; the daemon
+		 * adds their subdirectories, in the walk's order, as far as
+		 * the walk's pace allows. */
+		size_t nb = 0, max = cache_nosys(c->cache, PFS_OP_LISTDIRS) ? 1 : LSF_BATCH;
+		bool stop = false;
+		while (nb < max && lf->n > 0 && lf->credit > 0 && !stop && !lf->bg.stop)
+			if (take_locked(lf, nb ? &b[0].cr : NULL, &b[nb], &stop))
+				nb++;
+		if (nb == 0)
+			continue;
+		pthread_mutex_unlock(&lf->bg.lock);
+
+		/* Those that still need their listing (a request may have
+		 * fetched one since it was queued) are asked for, with as
+		 * many of their subdirectories as the walk's pace allows. */
+		struct inode *dirs[LSF_BATCH], *ask[LSF_BATCH], *below[LSF_DESCEND];
+		bool kept[LSF_BATCH], got[LSF_BATCH], answered[LSF_BATCH], done[LSF_BATCH];
+		size_t na = 0, nbelow = 0, idx[LSF_BATCH];
+		bool up = rpc_is_up(c->rpc);
+		for (size_t i = 0; i < nb; i++) {
+			dirs[i] = b[i].ip;
+			kept[i] = false;
+			done[i] = true;
+			if (up && listing_may_fetch(dirs[i], LSF_DIR_MAX)) {
+				atomic_fetch_add(&lf->nahead, 1);
+				idx[na] = i;
+				ask[na++] = dirs[i];
+			}
+		}
+		int r = -ENOSYS;
+		if (na > 0 && !cache_nosys(c->cache, PFS_OP_LISTDIRS)) {
+			pthread_mutex_lock(&lf->bg.lock);
+			uint32_t extra = lf->credit < LSF_DESCEND - na ? lf->credit
+								     : (uint32_t)(LSF_DESCEND - na);
+			lf->credit -= extra;
+			pthread_mutex_unlock(&lf->bg.lock);
+			r = fetch_batch(lf, ask, na, &b[0].cr, (uint32_t)na + extra, answered, got,
+					below, &nbelow);
+			pthread_mutex_lock(&lf->bg.lock);
+			lf->credit += extra - (uint32_t)nbelow;
+			pthread_mutex_unlock(&lf->bg.lock);
+			atomic_fetch_add(&lf->nahead, nbelow);
+		}
+		if (na > 0 && r == -ENOSYS) {
+			got[0] = fetch(lf, ask[0], &b[0].cr, 0, true);
+			answered[0] = true;
+			for (size_t k = 1; k < na; k++)
+				answered[k] = false;
+			r = 0;
+		}
+		for (size_t k = 0; k < na; k++) {
+			/* A failed request: nothing of it is asked again. */
+			done[idx[k]] = r < 0 || answered[k];
+			kept[idx[k]] = r == 0 && answered[k] && got[k];
+		}
+		pthread_mutex_lock(&lf->bg.lock);
+		for (size_t i = 0; i < nb; i++)
+			dirs[i]->ls_ahead = AHEAD_NONE;
+		pthread_cond_broadcast(&lf->done);
+		/* Those the daemon had no room for go back on top. */
+		for (size_t i = nb; i-- > 0;) {
+			struct qitem old;
+			if (done[i])
+				continue;
+			lf->credit++;
+			atomic_fetch_sub(&lf->nahead, 1);
+			if (!lf->bg.stop && push_locked(lf, &b[i], &old) && old.ip) {
+				pthread_mutex_unlock(&lf->bg.lock);
+				inode_forget(c->it, old.ip, 1);
+				pthread_mutex_lock(&lf->bg.lock);
+			} else if (lf->bg.stop) {
+				pthread_mutex_unlock(&lf->bg.lock);
+				inode_forget(c->it, b[i].ip, 1);
+				pthread_mutex_lock(&lf->bg.lock);
+			}
+		}
+		pthread_mutex_unlock(&lf->bg.lock);
+		/* The last first: the first one's subdirectories end on top. */
+		for (size_t k = nbelow; k-- > 0;)
+			fetched_ahead(lf, below[k], &b[0].cr);
+		for (size_t i = nb; i-- > 0;) {
+			if (!done[i])
+				continue;
+			if (kept[i])
+				fetched_ahead(lf, dirs[i], &b[i].cr);
+			else
+				inode_forget(c->it, dirs[i], 1);
+		}
+		pthread_mutex_lock(&lf->bg.lock);
+	}
+	pthread_mutex_unlock(&lf->bg.lock);
+	free(b);
+	return NULL;
+}
+
+int lsfetch_start(struct lsfetch *lf)
+{
+	for (unsigned i = 0; i < LSF_THREADS; i++) {
+		int rc = bg_start(&lf->bg, ahead_main, lf);
+		if (rc < 0)
+			return rc;
+	}
+	atomic_store(&lf->started, true);
+	return 0;
+}
+
+void lsfetch_stop(struct lsfetch *lf)
+{
+	if (!lf)
+		return;
+	atomic_store(&lf->started, false);
+	bg_stop(&lf->bg);
+	pthread_mutex_lock(&lf->bg.lock);
+	while (lf->n) {
+		struct qitem it = pop_oldest(lf);
+		unqueue(lf, &it);
+		if (!it.ip)
+			continue;
+		pthread_mutex_unlock(&lf->bg.lock);
+		inode_forget(lf->c->it, it.ip, 1);
+		pthread_mutex_lock(&lf->bg.lock);
+	}
+	(void)unpark_locked(lf, true);
+	pthread_cond_broadcast(&lf->done);
+	pthread_mutex_unlock(&lf->bg.lock);
+}
+
+void lsfetch_free(struct lsfetch *lf)
+{
+	if (!lf)
+		return;
+	lsfetch_stop(lf);
+	pthread_cond_destroy(&lf->done);
+	bg_fini(&lf->bg);
+	free(lf);
+}
+
+void lsfetch_get_stats(struct lsfetch *lf, struct lsfetch_stats *st)
+{
+	pthread_mutex_lock(&lf->bg.lock);
+	*st = lf->st;
+	pthread_mutex_unlock(&lf->bg.lock);
+	st->ahead = atomic_load(&lf->nahead);
+	st->listed = atomic_load(&lf->nlisted);
+}
