@@ -114,7 +114,9 @@ struct inode *inode_get(struct inode_table *t, fuse_ino_t ino)
 	return (struct inode *)(uintptr_t)ino;
 }
 
-struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made)
+/* Finds or makes the inode of e->fh (a new one takes e->attr) and adds
+ * one lookup; *made (if given) says whether it was made. NULL on ENOMEM. */
+static struct inode *ref_entry(struct inode_table *t, const struct pfs_entry *e, bool *made)
 {
 	struct inode *ip;
 
@@ -133,28 +135,21 @@ struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *
 	}
 	ip->nlookup++;
 	pthread_mutex_unlock(&t->lock);
-	inode_set_attr(ip, &e->attr);
+	return ip;
+}
+
+struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made)
+{
+	struct inode *ip = ref_entry(t, e, made);
+
+	if (ip)
+		inode_set_attr(ip, &e->attr);
 	return ip;
 }
 
 struct inode *inode_hold_entry(struct inode_table *t, const struct pfs_entry *e)
 {
-	struct inode *ip;
-
-	pthread_mutex_lock(&t->lock);
-	ip = find(t, &e->fh);
-	if (!ip) {
-		ip = inode_alloc(e);
-		if (!ip) {
-			pthread_mutex_unlock(&t->lock);
-			return NULL;
-		}
-		ip->inline_total = &t->inline_total;
-		htab_insert(&t->tab, &ip->hn, fh_hash(&e->fh));
-	}
-	ip->nlookup++;
-	pthread_mutex_unlock(&t->lock);
-	return ip;
+	return ref_entry(t, e, NULL);
 }
 
 void inode_hold(struct inode_table *t, struct inode *ip)

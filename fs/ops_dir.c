@@ -128,6 +128,15 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 		fill_creds(req, &cr, true);
 		ops_fetch_listing(req, dir, &cr, 0);
 		listing_fetch_end(dir);
+	} else if (!cache_nosys(c->cache, PFS_OP_LISTDIR_PAGE) &&
+		   listing_fetch_begin(dir, LIST_PAGED_MAX_SIZE, 0, 0)) {
+		/* A larger one read from the start is read whole: in pages,
+		 * which cost the daemon what READDIRPLUS does, and whose items
+		 * say which xattrs `ls -l` asks for next are absent; the
+		 * lookups after it are answered from it too. */
+		fill_creds(req, &cr, true);
+		ops_fetch_listing_pages(req, dir, &cr);
+		listing_fetch_end(dir);
 	}
 	if (listing_readdir(c->it, dir, &buf, &len, &iflags, &li, &pseq) < 0)
 		return false;

@@ -137,6 +137,29 @@ def test_cold_ls_l_of_a_big_listing_asks_no_xattrs(env, daemon, mount):
     assert requests_since(m, before).get("GETXATTR") == 1
 
 
+def test_cold_ls_l_of_a_directory_listed_in_pages_asks_no_xattrs(env, daemon, mount):
+    """A directory too big for one listing, read whole by ls -l, is listed
+    in pages (LISTDIR_PAGE) rather than read with READDIRPLUS: its items
+    carry the xattr bits too, and the lookups come from it."""
+    d = env.export / "huge"
+    d.mkdir()
+    n = 900
+    for i in range(n):
+        (d / (f"{i:04d}" + "y" * 96)).write_bytes(b"x")
+    assert os.stat(d).st_size > 64 * 1024  # not one listing
+    name7 = f"{7:04d}" + "y" * 96
+    run(["setfacl", "-m", "u:65534:r", d / name7])
+    m = mount()
+    before = requests_sent(m)
+    out = run(["ls", "-l", m / "huge"]).stdout
+    sent = requests_since(m, before)
+    assert out == run(["ls", "-l", d]).stdout
+    assert "-rw-r--r--+" in out
+    assert sent.get("LISTDIR_PAGE", 0) >= 1, sent
+    assert sent.get("GETXATTR", 0) <= 2, sent  # n007's ACL: its size, its value
+    assert not {"READDIR", "LOOKUP", "LOOKUP_DATA"} & set(sent), sent
+
+
 def test_walk_of_a_big_directory_fetches_its_subdirectories_ahead(env, daemon, mount):
     """A directory too big to be listed whole is read from the daemon and
     its entries looked up one by one; the subdirectories a walk looks up

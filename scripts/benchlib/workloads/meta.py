@@ -109,16 +109,7 @@ class Meta(Workload):
             err = r.stderr.decode(errors="replace").strip().splitlines()
             raise BenchError("%s failed (rc=%d): %s" % (os.path.basename(cmd[0]), r.returncode,
                                                        " | ".join(err[-3:])[-300:]))
-        x = {}
-        if before is not None and after is not None:
-            ops = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
-            x["wire_requests"] = sum(ops.values())
-            x["wire_ops"] = ops
-        if tracing:
-            x["requests"] = None if counts is None else sum(counts.values())
-            if counts:
-                x["ops"] = counts
-        return s, x
+        return s, self.add_counts({}, tracing, counts, before, after)
 
     def with_mount(self, t, port, tag, fn):
         """fn(root, remount) on a fresh mount of t (the export itself for local);

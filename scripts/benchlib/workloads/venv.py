@@ -78,14 +78,7 @@ class Venv(Workload):
         finally:
             if tracing:
                 counts = self.trace.stop()
-        x = {"modules": venv_check_output(r)}
-        if tracing:
-            if counts is None:
-                x["requests"] = None    # trace buffer overran
-            else:
-                x["requests"] = sum(counts.values())
-                x["ops"] = counts
-        return s, x
+        return s, self.add_counts({"modules": venv_check_output(r)}, tracing, counts)
 
     def venv(self, t, rnd):
         variants = [(t.port, "")]

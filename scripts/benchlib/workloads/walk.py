@@ -61,19 +61,8 @@ class Walk(Workload):
         if n != self.want[walk]:
             raise BenchError("%s printed %d lines, the local tree %d" % (" ".join(WALKS[walk]), n,
                                                                        self.want[walk]))
-        x = {}
-        if tracing:
-            if counts is None:
-                x["requests"] = None    # trace buffer overran
-            else:
-                x["requests"] = sum(counts.values())
-                x["ops"] = counts
-        if before is not None:
-            after = podfs_requests(root) or {}
-            ops = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0) > 0}
-            x["wire_requests"] = sum(ops.values())
-            x["wire_ops"] = ops
-        return s, x
+        after = (podfs_requests(root) or {}) if before is not None else None
+        return s, self.add_counts({}, tracing, counts, before, after)
 
     def walk(self, t, rnd):
         for walk in WALKS:
