@@ -64,7 +64,10 @@
  * leave a client with stale data, a reconnect costs one bulk revalidation.
  */
 
-void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len)
+/* Sends one push frame (op, p[len]) to s now. Nothing if s has no
+ * connection that takes pushes; a connection that does not read its
+ * pushes (PFSD_MAX_QUEUED bytes waiting) is closed instead. */
+static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len)
 {
 	struct conn *c = s->conn;
 
@@ -112,35 +115,73 @@ void push_drop_queue(struct session *s)
 	s->ndq = 0;
 }
 
+/* Queues one frame at the tail of s's FIFO (c: its connection), to go
+ * out once no request of s with seq < wait is in flight, and after the
+ * frames ahead of it. Returns false (and closes c) if s has
+ * PFSD_MAX_DEFERRED frames waiting already. */
+static bool defer(struct session *s, struct conn *c, uint64_t wait, uint16_t op,
+		  const uint8_t *p, size_t len)
+{
+	struct pushq *q;
+
+	if (s->ndq >= PFSD_MAX_DEFERRED) {
+		pfsd_warn_rl(s->d, "conn %llu: %s (%s) has %u invalidations waiting; closing",
+			     (unsigned long long)c->id, c->peer, c->host, s->ndq);
+		conn_close(c, "too far behind on invalidations");
+		return false;
+	}
+	q = xmalloc(sizeof(*q) + len);
+	q->wait = wait;
+	q->op = op;
+	q->len = (uint16_t)len;
+	memcpy(q->p, p, len);
+	STAILQ_INSERT_TAIL(&s->deferred, q, link);
+	s->ndq++;
+	return true;
+}
+
+/* Whether s has a connection that takes pushes. */
+static bool pushable(const struct session *s)
+{
+	const struct conn *c = s->conn;
+
+	return !s->dead && c && !c->closing && c->st == CS_READY && (c->caps & PFS_CAP_PUSH);
+}
+
 /* Pushes (or defers) one frame to s. Returns the push_sent count its
  * connection will have once this push is written (see "acknowledged
  * pushes"), or 0 if nothing will be written. */
 static uint64_t push_to(struct session *s, uint16_t op, const uint8_t *p, size_t len)
 {
 	struct conn *c = s->conn;
-	struct pushq *q;
 
-	if (s->dead || !c || c->closing || c->st != CS_READY || !(c->caps & PFS_CAP_PUSH))
+	if (!pushable(s))
 		return 0;
 	if (TAILQ_EMPTY(&s->inflight) && STAILQ_EMPTY(&s->deferred)) {
 		push_send(s, op, p, len);
 		return c->closing ? 0 : c->push_sent;
 	}
-	if (s->ndq >= PFSD_MAX_DEFERRED) {
-		pfsd_warn_rl(s->d, "conn %llu: %s (%s) has %u invalidations waiting; closing",
-			     (unsigned long long)c->id, c->peer, c->host, s->ndq);
-		conn_close(c, "too far behind on invalidations");
+	if (!defer(s, c, s->seq_next, op, p, len))
 		return 0;
-	}
-	q = xmalloc(sizeof(*q) + len);
-	q->wait = s->seq_next;
-	q->op = op;
-	q->len = (uint16_t)len;
-	memcpy(q->p, p, len);
-	STAILQ_INSERT_TAIL(&s->deferred, q, link);
-	s->ndq++;
 	/* The deferred pushes go out in order on this connection. */
 	return c->push_sent + s->ndq;
+}
+
+/* A frame that need not wait for replies (LOCK_WAKE) still takes a
+ * number on the connection: sent ahead of pushes waiting in the FIFO,
+ * it would shift each of them one number later than the count a held
+ * reply waits for (push_to), and the client's acknowledgement of the
+ * wake-up would let that reply go before the client had the
+ * invalidation. So it goes at once only when nothing waits, and else at
+ * the FIFO's tail, right after the pushes ahead of it. */
+void push_unordered(struct session *s, uint16_t op, const uint8_t *p, size_t len)
+{
+	if (!pushable(s))
+		return;
+	if (STAILQ_EMPTY(&s->deferred))
+		push_send(s, op, p, len);
+	else
+		(void)defer(s, s->conn, 0, op, p, len);
 }
 
 bool push_to_self(const struct session *s, const struct inflight *fl)

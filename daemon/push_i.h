@@ -85,11 +85,14 @@ void push_inval(struct pfsd *d, struct session *from, bool self, const struct in
  * entry, which does not count), whose reply may be older than the
  * change. */
 bool push_to_self(const struct session *s, const struct inflight *fl);
-/* Sends one push frame (op, p[len]) to s now, unordered (LOCK_WAKE: a
- * wake-up only makes the client retry). Nothing if s has no connection
- * that takes pushes; a connection that does not read its pushes
- * (PFSD_MAX_QUEUED bytes waiting) is closed instead. */
-void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len);
+/* Pushes one frame (op, p[len]) to s without waiting for its replies in
+ * flight (LOCK_WAKE: a wake-up only makes the client retry, the sooner
+ * the better): at once, or, if pushes wait in s's FIFO, right after
+ * them, so that every push keeps the number on its connection that a
+ * held reply waits for. Nothing if s has no connection that takes
+ * pushes; a connection that does not read its pushes (PFSD_MAX_QUEUED
+ * bytes waiting, or PFSD_MAX_DEFERRED in the FIFO) is closed instead. */
+void push_unordered(struct session *s, uint16_t op, const uint8_t *p, size_t len);
 
 /* A request of s of opcode op was queued: if op is ordered (wire.h), fl
  * joins s's requests in flight, so that pushes to s made from now on

@@ -278,10 +278,10 @@ void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh)
 		n = lockstate_wait_take(d->ls, key, ids, 64);
 		for (size_t i = 0; i < n; i++) {
 			struct session *s = session_find(d, ids[i]);
-			/* Not ordered after replies: a wake-up only makes the
-			 * client retry, and the sooner the better. */
+			/* Not ordered after replies, but after the pushes
+			 * waiting for them (push_unordered). */
 			if (s && !s->dead)
-				push_send(s, PFS_OP_LOCK_WAKE, buf, w.len);
+				push_unordered(s, PFS_OP_LOCK_WAKE, buf, w.len);
 		}
 	} while (n == 64);
 }

@@ -43,6 +43,20 @@ struct waiter {
 	bool interrupted; /* FUSE INTERRUPT */
 };
 
+/* An unlock on its way to the daemon (unlock, locks_unlock_owner): lock
+ * requests of the same owner and kind on the same file wait for its
+ * reply. The daemon runs requests in parallel, so a lock request sent
+ * while the unlock is in flight could be granted first and then dropped
+ * by it: an unlock answered early for a dying process, and then resent
+ * after a reconnect, beside a lock of a new process that reuses the
+ * dead one's owner (the kernel's address of its file table). */
+struct unlocking {
+	struct unlocking *next;
+	const struct pfs_fh *fh;
+	uint64_t owner;
+	bool flock;
+};
+
 struct locks {
 	struct client *c;
 	/* The reclaim thread; bg.lock guards everything below, and bg.cond
@@ -51,6 +65,7 @@ struct locks {
 	struct bg bg;
 	struct held *held;
 	struct waiter *waiters;
+	struct unlocking *unlocking;
 	uint64_t boot;        /* daemon instance the table belongs to */
 	bool reclaiming;      /* new lock requests wait */
 	bool reclaim_pending; /* for the thread */
@@ -496,11 +511,58 @@ static bool wait_reclaim(struct locks *lk, struct waiter *w)
 	return !gone(lk, w);
 }
 
+/* u (the caller's) names an unlock of owner's locks of the kind flock on
+ * fh from now until unlocking_end. Before seq_mu, which a reclaim may
+ * hold for long: a lock request that comes after this call waits. */
+static void unlocking_begin(struct locks *lk, struct unlocking *u, const struct pfs_fh *fh,
+			    uint64_t owner, bool flock)
+{
+	u->fh = fh;
+	u->owner = owner;
+	u->flock = flock;
+	pthread_mutex_lock(&lk->bg.lock);
+	u->next = lk->unlocking;
+	lk->unlocking = u;
+	pthread_mutex_unlock(&lk->bg.lock);
+}
+
+/* The unlock u was answered (or failed): the lock requests it held go. */
+static void unlocking_end(struct locks *lk, struct unlocking *u)
+{
+	pthread_mutex_lock(&lk->bg.lock);
+	for (struct unlocking **pp = &lk->unlocking; *pp; pp = &(*pp)->next) {
+		if (*pp == u) {
+			*pp = u->next;
+			break;
+		}
+	}
+	bg_wake_all(&lk->bg);
+	pthread_mutex_unlock(&lk->bg.lock);
+}
+
+/* Waits (caller holds bg.lock) while an unlock of m's owner, kind and
+ * file is in flight. false: give up (-EINTR). */
+static bool wait_unlocks(struct locks *lk, struct waiter *w, const struct pfs_lock_req *m)
+{
+	bool flock = m->flags & PFS_LKF_FLOCK;
+
+	for (;;) {
+		struct unlocking *u = lk->unlocking;
+		while (u && !(u->owner == m->owner && u->flock == flock && pfs_fh_equal(u->fh, &m->fh)))
+			u = u->next;
+		if (!u || gone(lk, w))
+			return !gone(lk, w);
+		bg_wait_ns(&lk->bg, LOCKS_GRACE_RETRY_MS * 1000000LL);
+	}
+}
+
 static int unlock(struct locks *lk, const struct pfs_lock_req *m)
 {
 	struct rpc_reply rep = { 0 };
+	struct unlocking u;
 	int rc;
 
+	unlocking_begin(lk, &u, &m->fh, m->owner, m->flags & PFS_LKF_FLOCK);
 	pthread_mutex_lock(&lk->seq_mu);
 	pthread_mutex_lock(&lk->bg.lock);
 	rc = table_apply(lk, m, 0);
@@ -509,6 +571,7 @@ static int unlock(struct locks *lk, const struct pfs_lock_req *m)
 		rc = rpc_msg(lk->c->rpc, PFS_OP_SETLK, lock_req, m, &rep);
 	rpc_reply_free(&rep);
 	pthread_mutex_unlock(&lk->seq_mu);
+	unlocking_end(lk, &u);
 	return rc;
 }
 
@@ -526,7 +589,7 @@ int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool s
 		struct rpc_reply rep = { 0 };
 
 		pthread_mutex_lock(&lk->bg.lock);
-		if (!wait_reclaim(lk, &w)) {
+		if (!wait_reclaim(lk, &w) || !wait_unlocks(lk, &w, m)) {
 			pthread_mutex_unlock(&lk->bg.lock);
 			rc = -EINTR;
 			break;
@@ -613,6 +676,7 @@ int locks_unlock_owner(struct locks *lk, const struct pfs_creds *cr, const struc
 {
 	struct pfs_unlock_owner_req m;
 	struct rpc_reply rep = { 0 };
+	struct unlocking u;
 	struct held **pp;
 	bool lost = false;
 	int rc;
@@ -620,6 +684,7 @@ int locks_unlock_owner(struct locks *lk, const struct pfs_creds *cr, const struc
 	m.cr = *cr;
 	m.fh = *fh;
 	m.owner = owner;
+	unlocking_begin(lk, &u, fh, owner, false);
 	pthread_mutex_lock(&lk->seq_mu);
 	pthread_mutex_lock(&lk->bg.lock);
 	pp = held_find(lk, fh, owner, false);
@@ -633,5 +698,6 @@ int locks_unlock_owner(struct locks *lk, const struct pfs_creds *cr, const struc
 	rc = rpc_msg(lk->c->rpc, PFS_OP_UNLOCK_OWNER, unlock_owner_req, &m, &rep);
 	rpc_reply_free(&rep);
 	pthread_mutex_unlock(&lk->seq_mu);
+	unlocking_end(lk, &u);
 	return lost ? -EIO : rc;
 }

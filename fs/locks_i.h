@@ -26,7 +26,11 @@
  *
  *  - Unlocks leave the table before they are sent, and are serialized
  *    with the reclaim, so that a lock released during a reconnect is never
- *    reclaimed after its unlock reached the daemon. A grant is recorded
+ *    reclaimed after its unlock reached the daemon. A lock request of an
+ *    owner waits while an unlock of that owner on that file is in flight
+ *    (the daemon runs requests in parallel: the unlock, answered early
+ *    for a dying process, could otherwise drop a lock the owner's next
+ *    user was granted meanwhile). A grant is recorded
  *    only if it came from the daemon instance the table belongs to; a
  *    grant from an instance that has since restarted is asked for again.
  *

@@ -97,6 +97,21 @@ void ofile_mark_local(struct ofile *of, const struct pfs_creds *cr);
  * now on the daemon may know it (no longer a lazy open). */
 uint64_t ofile_fid(struct ofile *of);
 
+/* The owner, on the wire, of the flock locks taken through of: its fid,
+ * unique for the mount's life. Not the kernel's lock_owner: for a flock
+ * that names the struct file, whose memory the next open(2) of the
+ * process often gets again while the RELEASE of the one it replaces
+ * (which drops that file's flock, after committing its writes) is still
+ * on its way; under the kernel's owner that late unlock dropped the new
+ * open's lock on the daemon, and another host took it (a lost update
+ * under flock). The kernel hands every flock and the RELEASE of one open
+ * file description the same ofile, so its fid names that description
+ * exactly, as flock(2) wants. */
+static inline uint64_t ofile_flock_owner(const struct ofile *of)
+{
+	return of->fid;
+}
+
 /* RELEASE or RELEASEDIR (op) of fid on the server with req's caller's
  * ids; errors are only logged. Waits for the reply. */
 void ofile_release_fid(struct client *c, fuse_req_t req, const struct pfs_fh *fh, uint64_t fid,

@@ -389,7 +389,7 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fi->flock_release) {
 		struct pfs_lock_req m;
 		ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
-		m.owner = fi->lock_owner;
+		m.owner = ofile_flock_owner(of);
 		m.type = PFS_LK_UN;
 		m.start = 0;
 		m.end = UINT64_MAX;

@@ -7,6 +7,8 @@
 
 #include "locks_i.h"
 #include "ops_i.h"
+#include "pushq_i.h"
+#include "transport_i.h"
 #include "trust_i.h"
 #include "wb_i.h"
 
@@ -32,10 +34,21 @@ static int lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 /* A lock was granted: what another host wrote before releasing it must
  * be seen now, so the cached pages and attributes of the file go (NFS
  * revalidates on lock too). Safe in this handler: the kernel holds no
- * inode or page lock while it waits for a lock request. */
+ * inode or page lock while it waits for a lock request.
+ *
+ * First the invalidations of those writes, which reached this host before
+ * the grant (the daemon holds a change's reply until they did, and the
+ * grant comes after the other host's unlock) but which the push thread
+ * may not have given to the kernel yet, are let through: applied later,
+ * one would land while the kernel asks for the attributes the holder's
+ * first read needs, and the kernel drops an attribute reply that an
+ * invalidation overtook, keeping its old size; the read then stops at
+ * that size (a counter "100" read as "10"). Bounded by PUSHQ_APPLY_WAIT_MS
+ * (the push thread may wait for a directory lock). */
 static void lock_revalidate(fuse_req_t req, fuse_ino_t ino)
 {
 	struct client *c = CL(req);
+	(void)pushq_wait_applied(transport_pushq(c->tr), PUSHQ_APPLY_WAIT_MS);
 	inode_own_touch(c->it, IP(req, ino), false);
 	inode_drop_inline(IP(req, ino));
 	fuse_lowlevel_notify_inval_inode(c->se, ino, 0, 0);
@@ -105,7 +118,7 @@ void ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op
 
 	/* req is read before the wait, which may answer it (answer_early). */
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
-	m.owner = fi->lock_owner;
+	m.owner = ofile_flock_owner(of); /* not fi->lock_owner: see there */
 	m.pid = (uint32_t)fuse_req_ctx(req)->pid;
 	switch (op & ~LOCK_NB) {
 	case LOCK_SH:

@@ -35,8 +35,11 @@ struct pushq {
 	 * busy, or stopping). */
 	struct bg bg;
 	/* Pushes not applied yet, in arrival order; the push thread applies
-	 * the head and only then unlinks it. */
+	 * the head and only then unlinks it. How many were queued and how
+	 * many applied since the start (pushq_wait_applied). */
 	struct push_item *push_head, **push_tail;
+	uint64_t n_queued, n_applied;
+	unsigned apply_waiters; /* threads in pushq_wait_applied */
 
 	/* Acknowledgements (PUSH_ACK): pushes received on connection
 	 * ack_gen (numbered, not necessarily applied yet), what the ack
@@ -122,6 +125,7 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	pthread_mutex_lock(&q->bg.lock);
 	*q->push_tail = p;
 	q->push_tail = &p->next;
+	q->n_queued++;
 	count_locked(q, gen);
 	p->num = q->ack_count;
 	bg_wake_all(&q->bg);
@@ -253,13 +257,32 @@ static void *push_main(void *arg)
 		q->push_head = p->next;
 		if (!q->push_head)
 			q->push_tail = &q->push_head;
-		if (p->gated)
-			bg_wake_all(&q->bg); /* the ack thread may go further */
+		q->n_applied++;
+		/* The ack thread may go further (an entry invalidation), or
+		 * a pushq_wait_applied be done. */
+		if (p->gated || q->apply_waiters)
+			bg_wake_all(&q->bg);
 		free(p->buf);
 		free(p);
 	}
 	pthread_mutex_unlock(&q->bg.lock);
 	return NULL;
+}
+
+bool pushq_wait_applied(struct pushq *q, int64_t ms)
+{
+	int64_t end = pfs_mono_ms() + ms;
+
+	pthread_mutex_lock(&q->bg.lock);
+	uint64_t target = q->n_queued;
+	q->apply_waiters++;
+	for (int64_t left = ms; q->n_applied < target && !q->bg.stop && left > 0;
+	     left = end - pfs_mono_ms())
+		bg_wait_ns(&q->bg, left * 1000000);
+	q->apply_waiters--;
+	bool done = q->n_applied >= target;
+	pthread_mutex_unlock(&q->bg.lock);
+	return done;
 }
 
 int pushq_start(struct pushq *q)

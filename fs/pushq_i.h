@@ -51,6 +51,7 @@
 #ifndef PODFS_PUSHQ_I_H
 #define PODFS_PUSHQ_I_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -113,6 +114,14 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
  * carries how many were received (wire.h): a push left out would keep
  * the count behind for the rest of the connection. */
 void pushq_count(struct pushq *q, uint64_t gen);
+
+/* Waits until the push thread applied every push queued before this
+ * call (the pushes that came before a reply the caller just got: the
+ * connection thread queues a push before it delivers the frames behind
+ * it), or ms passed, or the queue stops. Returns true if they were
+ * applied. Any thread but the push thread; it waits while the push
+ * thread waits for the kernel. */
+bool pushq_wait_applied(struct pushq *q, int64_t ms);
 
 /* The lock key of directory dir: what pushq_busy takes for it. */
 uint64_t pushq_lock_key(const struct pfs_fh *dir);

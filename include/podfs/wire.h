@@ -181,9 +181,11 @@ enum {
  *          the reply (PFSD_DRC_MAX per session), so a retry after a
  *          reconnect gets the first try's reply without running again.
  * once     1: a retry that arrives while the first try still runs is not
- *          run: it gets the first try's reply (every drc opcode, and WRITE:
+ *          run: it gets the first try's reply (every drc opcode; WRITE:
  *          idempotent, but a late copy could overwrite a later write of
- *          the same range).
+ *          the same range; SETLK, UNLOCK_OWNER and RECLAIM: a late copy of
+ *          an unlock could drop a lock its owner took after the retry's
+ *          reply, one of a lock take again a lock it dropped since).
  * modify   1: changes the export; answered EROFS by a read-only export.
  * bulk     1: may travel on a bulk connection (PFS_CAP_BULK); podfs spreads
  *          READ and WRITE over all the connections of a mount. Anything
@@ -231,13 +233,13 @@ enum {
 	X(REMOVEXATTR,  34, removexattr_req,  none,             1,  1,   1,  0,   0,   1)   \
 	X(FALLOCATE,    35, fallocate_req,    none,             0,  0,   1,  0,   0,   1)   \
 	X(GETLK,        36, lock_req,         getlk_rep,        0,  0,   0,  0,   0,   0)   \
-	X(SETLK,        37, lock_req,         none,             0,  0,   0,  0,   0,   0)   \
-	X(UNLOCK_OWNER, 38, unlock_owner_req, none,             0,  0,   0,  0,   0,   0)   \
+	X(SETLK,        37, lock_req,         none,             0,  1,   0,  0,   0,   0)   \
+	X(UNLOCK_OWNER, 38, unlock_owner_req, none,             0,  1,   0,  0,   0,   0)   \
 	X(LSEEK,        39, lseek_req,        lseek_rep,        0,  0,   0,  0,   0,   1)   \
 	X(FORGET,       40, forget_req,       none,             0,  0,   0,  0,   0,   0)   \
 	X(REVALIDATE,   41, revalidate_req,   revalidate_rep,   0,  0,   0,  0,   1,   1)   \
 	X(LOOKUP_DATA,  42, lookup_data_req,  lookup_data_rep,  0,  0,   0,  0,   1,   1)   \
-	X(RECLAIM,      58, lock_req,         none,             0,  0,   0,  0,   0,   0)   \
+	X(RECLAIM,      58, lock_req,         none,             0,  1,   0,  0,   0,   0)   \
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
 	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
@@ -357,7 +359,11 @@ enum pfs_op {
  * Locks (see "Locks and a coordinator restart" above):
  * GETLK        The first lock that conflicts with lock_req. Replies:
  *              getlk_rep (type PFS_LK_UN: none); PFS_ST_GRACE.
- * SETLK        Takes or releases lock_req (owner: the client's lock owner;
+ * SETLK        Takes or releases lock_req (owner: the client's lock owner,
+ *              opaque to the server: for a POSIX lock its process, for a
+ *              flock its open file, which must not be named by anything
+ *              that a later open may reuse while an unlock of the earlier
+ *              one is still on its way;
  *              PFS_LKF_FLOCK for flock(2) semantics; PFS_LKF_WAIT: wake me
  *              with LOCK_WAKE). Replies: none; EAGAIN (a conflicting lock
  *              is held), PFS_ST_GRACE (taking a lock during grace),
@@ -466,7 +472,9 @@ enum {
  *   close, client gone); sent to the sessions that got EAGAIN on a SETLK
  *   with PFS_LKF_WAIT for fh since the previous LOCK_WAKE for it. The
  *   client retries at once; it also retries slowly without one, since a
- *   push is lost when its connection drops. */
+ *   push is lost when its connection drops. It does not wait for the
+ *   client's replies in flight, but it never overtakes an invalidation
+ *   that waits for them: it counts in PUSH_ACK like any push. */
 #define PFS_ST_GRACE 85 /* ERESTART: "in grace, retry later" */
 
 /* AUTH reply flags. */

@@ -773,13 +773,15 @@ class Conn:
 
 
 def decode_push(f):
-    """A push frame as a tuple: ("inode", fh, offset, length) or
-    ("entry", parent_fh, name)."""
+    """A push frame as a tuple: ("inode", fh, offset, length),
+    ("entry", parent_fh, name) or ("wake", fh) (LOCK_WAKE)."""
     r = Reader(f.payload)
     if f.op == OP_INVAL_INODE:
         out = ("inode", r.fh(), r.i64(), r.i64())
     elif f.op == OP_INVAL_ENTRY:
         out = ("entry", r.fh(), r.name())
+    elif f.op == OP_LOCK_WAKE:
+        out = ("wake", r.fh())
     else:
         raise BadReply(f"unknown push op {f.op}")
     r.done()

@@ -7,6 +7,7 @@ is a process (fcntl) or an open file (flock). What survives failures (a
 dead client, a daemon restart) is in test_lock_recovery.py.
 """
 
+import errno
 import fcntl
 import os
 import subprocess
@@ -14,7 +15,7 @@ import subprocess
 import pytest
 
 from harness import Pod
-from helpers import PYTHON, wait_for, write_file
+from helpers import PYTHON, errno_of, kernel_settled, wait_for, write_file
 from lockers import (LOCK_CMD, PROMPT, RETRY, WAITER, Holder, agents_on_lk, held_on_a,
                      readline, try_lock)
 
@@ -59,6 +60,39 @@ def test_flock_local(env, m):
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def test_flock_of_a_reopened_file_survives_the_closed_ones_release(env, m):
+    """A process that closes a flocked file and opens it again, as filelock
+    users do in a loop: the new open file's lock holds. The kernel names a
+    flock's owner by its struct file, which the new open often reuses,
+    and the RELEASE of the closed file (which drops its flock, after
+    committing the write it left) runs after close(2) returned: under the
+    kernel's owner it dropped the new file's lock on the daemon, and a
+    lock from another open file (another host's) was granted beside it.
+    Without an owner of its own per open file, 10 runs of 10 failed, each
+    by its 10th round."""
+    write_file(m / "f", b"0")
+    for i in range(20):
+        fd = os.open(m / "f", os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.pwrite(fd, b"%d" % i, 0)  # uncommitted: the RELEASE commits it
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        fd = os.open(m / "f", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # The kernel's RELEASE of the first file is answered.
+            kernel_settled(m)
+            probe = os.open(m / "f", os.O_RDONLY)
+            try:
+                got = errno_of(fcntl.flock, probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(probe)
+            assert got == errno.EWOULDBLOCK, f"round {i}: a second flock was granted ({got})"
+        finally:
+            os.close(fd)
+    assert (env.export / "f").read_bytes() == b"19"
 
 
 # --- across hosts ----------------------------------------------------------------

@@ -6,11 +6,15 @@ each other's replies, nor for a client waiting for a lock. What a client
 that does not acknowledge costs the others is test_stalled_hosts.py's.
 """
 
+import errno
+import fcntl
 import os
+import signal
 import time
 
 import pytest
 
+import pfsproto as P
 from harness import Pod
 from helpers import (DelayRelay, Worker, check_open_counted, no_laggard, podfs_stats, read_file,
                      requests_sent, requests_since, wait_for, write_file)
@@ -214,6 +218,84 @@ def test_lock_wake_counts_as_an_acknowledged_push(env, agents):
         assert read_file(b / "g") == data
         assert took < 1.5, f"round {i}: A's write waited {took:.2f} s for B"
     no_laggard(pod.daemon.proc.output())
+
+
+def _frames_until(conn, want_id, timeout=10):
+    """conn's frames up to and including the reply to request want_id
+    (bounded)."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while not any(f.id == want_id and f.flags & P.FF_REPLY for f in got):
+        got.append(conn.recv_frame(timeout=max(0.001, deadline - time.monotonic())))
+    return got
+
+
+@pytest.mark.plaintext
+def test_lock_wake_does_not_overtake_a_waiting_invalidation(env):
+    """A LOCK_WAKE for a client whose invalidations wait for its replies in
+    flight goes out after them. The daemon knows the number each push will
+    have on the client's connection, and a change's reply waits for the
+    client's acknowledged count to reach its push's: a wake-up sent ahead
+    of the waiting invalidation took that number, the client acknowledged
+    the wake-up, and the writer's reply went while the client had not
+    even been sent the invalidation (close-to-open broken). Raw clients:
+    B caches f, waits for A's lock and has an OPEN in flight (of a file
+    whose lease the test holds, so the daemon's open waits); A writes f
+    and unlocks."""
+    daemon = env.start_daemon(extra=["--ack-timeout=2000"])  # nobody falls behind
+    for n in ("f", "g", "lk"):
+        write_file(env.export / n, b"old")
+    key = P.load_key(env.key)
+    acking = P.CAP_PUSH | P.CAP_PUSH_ACK
+    with P.connect(daemon.host, daemon.port, key, caps=acking) as a, \
+            P.connect(daemon.host, daemon.port, key, caps=acking) as b, \
+            P.connect(daemon.host, daemon.port, key, caps=P.CAP_PUSH) as c:
+        fa, _ = a.lookup(a.root, "f")
+        la, _ = a.lookup(a.root, "lk")
+        fb, _ = b.lookup(b.root, "f")
+        lb, _ = b.lookup(b.root, "lk")
+        gb, _ = b.lookup(b.root, "g")
+        c.lookup(c.root, "f")
+        fid = a.open(fa, os.O_RDWR)
+        a.call(P.OP_SETLK, P.lock_req(la, 0, 1, P.LK_WR))
+        with pytest.raises(P.PfsError) as e:
+            b.call(P.OP_SETLK, P.lock_req(lb, 0, 2, P.LK_WR, flags=P.LKF_WAIT))
+        assert e.value.errno == errno.EAGAIN  # B is a waiter now
+        lease = os.open(env.export / "g", os.O_RDONLY)
+        old_sigio = signal.signal(signal.SIGIO, lambda *_: None)  # the lease break's
+        try:
+            fcntl.fcntl(lease, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+            b_open = b.send_frame(P.OP_OPEN, P.ROOT + P.fh(gb) + P.u64(9) + P.u32(os.O_RDONLY))
+            # The daemon's open of g is breaking the lease: B's OPEN is in flight.
+            wait_for(lambda: fcntl.fcntl(lease, fcntl.F_GETLEASE) != fcntl.F_WRLCK, 10,
+                     what="the daemon to open g")
+            a_write = a.send_frame(P.OP_WRITE, P.ROOT + P.fh(fa) + P.u64(fid) + P.u32(0) +
+                                   P.u64(0) + P.blob(b"new"))
+            # C, with nothing in flight, gets its invalidation at once: the
+            # write is done, and B's waits behind B's OPEN.
+            got = c.wait_pushes(10, until=lambda g: g)
+            assert got and got[0][:2] == ("inode", fa), got
+            unlock = a.send_frame(P.OP_SETLK, P.lock_req(la, 0, 1, P.LK_UN))
+            early = _frames_until(a, unlock)
+            assert not any(f.id == a_write for f in early), "A's write was not held for B"
+            # B acknowledges what reached it, as a client does on receipt.
+            b_early = b.pushes_before_pong()
+            if b_early:
+                b.send_frame(P.OP_PUSH_ACK, P.u64(len(b_early)), id=0, flags=P.FF_PUSH)
+            b.ping()  # the daemon has handled B's acknowledgement
+            late = _frames_until(a, a.send_frame(P.OP_PING, P.u64(1)))
+            assert not any(f.id == a_write for f in late), \
+                f"A's write was answered when B had only {b_early}, not its invalidation"
+        finally:
+            os.close(lease)  # the daemon's open goes on
+            signal.signal(signal.SIGIO, old_sigio)
+        b_rest = _frames_until(b, b_open)
+        pushes = b_early + [P.decode_push(f) for f in b_rest if f.flags & P.FF_PUSH]
+        pushes += b.pushes_before_pong()
+        assert [p[:2] for p in pushes] == [("inode", fb), ("wake", lb)], pushes
+        b.send_frame(P.OP_PUSH_ACK, P.u64(len(pushes)), id=0, flags=P.FF_PUSH)
+        reply = _frames_until(a, a_write)[-1]
+        assert reply.status == 0
 
 
 def _no_laggard(pod):

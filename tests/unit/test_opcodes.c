@@ -85,6 +85,10 @@ static void test_op_table(void)
 	CHECK_EQ(nmodify, ndrc + 2); /* + WRITE, FALLOCATE */
 	CHECK(pfs_op_flags(PFS_OP_WRITE) & PFS_OPF_ONCE);
 	CHECK(!(pfs_op_flags(PFS_OP_WRITE) & PFS_OPF_DRC));
+	/* A late copy of a lock request must not overtake the owner's next. */
+	CHECK(pfs_op_flags(PFS_OP_SETLK) & PFS_OPF_ONCE);
+	CHECK(pfs_op_flags(PFS_OP_UNLOCK_OWNER) & PFS_OPF_ONCE);
+	CHECK(pfs_op_flags(PFS_OP_RECLAIM) & PFS_OPF_ONCE);
 	CHECK(pfs_op_flags(PFS_OP_READ) & PFS_OPF_BULK);
 	CHECK(pfs_op_flags(PFS_OP_WRITE) & PFS_OPF_BULK);
 	CHECK(!(pfs_op_flags(PFS_OP_LOOKUP) & PFS_OPF_BULK));

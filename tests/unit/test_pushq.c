@@ -4,7 +4,9 @@
  * only once applied, at once while their directory is busy with a local
  * operation, after PUSHQ_APPLY_WAIT_MS otherwise, a new connection
  * counting from 1 again, and the last count sent again while a push is
- * held back (the client runs).
+ * held back (the client runs), and pushq_wait_applied (what a lock
+ * grant waits for) returning once the pushes queued before it were
+ * applied, and not before, within its bound.
  *
  * The push thread's kernel call is a fake that blocks on the pushes
  * about one handle until the test releases them; every wait is bounded.
@@ -164,6 +166,16 @@ static void set_released(bool r)
 	released = r;
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
+}
+
+static void *release_later(void *arg)
+{
+	struct timespec d = { 0, 50000000 };
+
+	(void)arg;
+	nanosleep(&d, NULL);
+	set_released(true);
+	return NULL;
 }
 
 static struct pushq *start(void)
@@ -329,6 +341,35 @@ static void test_new_connection(void)
 	stop(q);
 }
 
+/* pushq_wait_applied: waits for the pushes queued before the call (not
+ * for those after), at most its bound; at once with nothing queued. */
+static void test_wait_applied(void)
+{
+	struct pushq *q = start();
+
+	CHECK(pushq_wait_applied(q, WAIT_MS));
+	add_inode(q, 1, 1);
+	CHECK(pushq_wait_applied(q, WAIT_MS));
+	CHECK_EQ(applied, 1);
+	/* The push thread stuck on the first: the bound ends the wait. */
+	add_inode(q, 1, BLOCK_TAG);
+	add_inode(q, 1, 2);
+	int64_t t0 = pfs_mono_ms();
+	CHECK(!pushq_wait_applied(q, 100));
+	CHECK(pfs_mono_ms() - t0 >= 99);
+	CHECK_EQ(applied, 1);
+	/* Released while waiting: done once both were applied. */
+	pthread_t th;
+	CHECK_EQ(pthread_create(&th, NULL, release_later, NULL), 0);
+	CHECK(pushq_wait_applied(q, WAIT_MS));
+	pthread_mutex_lock(&mu);
+	unsigned n = applied;
+	pthread_mutex_unlock(&mu);
+	CHECK_EQ(n, 3);
+	pthread_join(th, NULL);
+	stop(q);
+}
+
 int main(void)
 {
 	test_inode_pushes_on_receipt();
@@ -337,5 +378,6 @@ int main(void)
 	test_bound();
 	test_new_connection();
 	test_alive_while_held_back();
+	test_wait_applied();
 	return check_done("test_pushq");
 }
