@@ -48,6 +48,7 @@ static void min_BYTES(struct pfs_bytes *v) { v->p = (const uint8_t *)"payload!";
 static void min_CREDS(struct pfs_creds *v) { v->uid = 1000; v->gid = 100; v->ngroups = 2; v->groups[0] = 4; v->groups[1] = 27; }
 static void min_NONCE(struct pfs_nonce *v) { memset(v->b, 0x6e, sizeof v->b); }
 static void min_MAC(struct pfs_mac *v) { memset(v->b, 0x6d, sizeof v->b); }
+static void min_DIGEST(struct pfs_digest *v) { memset(v->b, 0x64, sizeof v->b); }
 static void min_ATTR(struct pfs_attr *a) { a->ino = 2; a->size = 4096; a->mode = 0100644; a->nlink = 1; a->blksize = 4096; }
 static void min_ENTRY(struct pfs_entry *e) { min_FH(&e->fh); min_ATTR(&e->attr); }
 
