@@ -293,6 +293,17 @@ void chunks_drop(struct chunks *t, uint64_t key)
 	pthread_mutex_unlock(&t->mu);
 }
 
+void chunks_drop_all(struct chunks *t)
+{
+	pthread_mutex_lock(&t->mu);
+	while (!TAILQ_EMPTY(&t->lru)) {
+		file_unlink(t, TAILQ_FIRST(&t->lru));
+		t->st.drops++;
+	}
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
 /* --- digests --- */
 
 int chunks_digest(struct chunks *t, uint64_t key, const struct chunk_ver *v, uint64_t index,

@@ -126,6 +126,8 @@ void chunks_peer_gone(struct chunks *t, uint64_t client_id);
 
 /* The file key changed (or may have): its digests and holders go. */
 void chunks_drop(struct chunks *t, uint64_t key);
+/* Any file may have changed (change notifications were lost): all go. */
+void chunks_drop_all(struct chunks *t);
 
 /* The digest of chunk index of file key at version v. Returns 0 with it
  * in out; 1 if the caller must take it: *tk says which bytes, and the

@@ -27,6 +27,7 @@
 #include "lockstate_i.h"
 #include "notify_i.h"
 #include "observe_i.h"
+#include "chunks_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
 #include "status_i.h"
@@ -95,6 +96,11 @@ static const char usage_text[] =
 	"  --metrics ADDR[:PORT] serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	"                       (port " STRINGIFY(OBS_METRICS_PORT) " by default; off unless given; they show\n"
 	"                       client addresses and file counts to whoever can connect)\n"
+	"  --peer-min SIZE      peer-assisted reads (clients mounted with -o peers\n"
+	"                       fetch chunks from each other) for files of at least\n"
+	"                       SIZE bytes (K, M, G; default 64M; 0: off)\n"
+	"  --peer-chunk SIZE    their chunk size, a power of two from 1M to 64M\n"
+	"                       (default 4M)\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  -V, --version        print the version\n"
 	"  -h, --help           show this help\n";
@@ -161,6 +167,45 @@ static void set_uint(struct pfsd_opts *o, const struct optdef *def, const char *
 		usage_error("--%s wants a number from %u to %u, not '%s'", def->name, def->min,
 			    def->max, arg);
 	*(unsigned *)field(o, def) = (unsigned)v;
+}
+
+/* A size in bytes with an optional K, M or G suffix, into *out; -1 if
+ * arg is not one. */
+static int parse_size(const char *arg, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno || end == arg || arg[0] == '-')
+		return -1;
+	if (*end == 'k' || *end == 'K')
+		shift = 10;
+	else if (*end == 'm' || *end == 'M')
+		shift = 20;
+	else if (*end == 'g' || *end == 'G')
+		shift = 30;
+	if (shift)
+		end++;
+	if (*end || v > (UINT64_MAX >> 1) >> shift)
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static void set_peer_size(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	uint64_t v;
+	bool chunk = strcmp(def->name, "peer-chunk") == 0;
+
+	if (parse_size(arg, &v) < 0)
+		usage_error("--%s wants a size (K, M, G suffixes), not '%s'", def->name, arg);
+	if (chunk && (v < (1ull << PFS_CHUNK_SHIFT_MIN) || v > (1ull << PFS_CHUNK_SHIFT_MAX) ||
+		      (v & (v - 1))))
+		usage_error("--peer-chunk wants a power of two from 1M to 64M, not '%s'", arg);
+	*(chunk ? &o->peer_chunk : &o->peer_min) = v;
 }
 
 static void set_log_level(struct pfsd_opts *o, const struct optdef *def, const char *arg)
@@ -248,6 +293,8 @@ static const struct optdef optdefs[] = {
 	STR("limits", limits),
 	STR("control-socket", control),
 	FUNC("metrics", required_argument, set_metrics),
+	FUNC("peer-min", required_argument, set_peer_size),
+	FUNC("peer-chunk", required_argument, set_peer_size),
 	STR("genkey", genkey),
 	FUNC("help", no_argument, show_help),
 	FUNC("version", no_argument, show_version),
@@ -272,6 +319,8 @@ static void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->lease = 60;
 	o->lock_lease = 15;
 	o->grace = 30;
+	o->peer_min = 64ull << 20;
+	o->peer_chunk = 4ull << 20;
 	export_opts_default(&o->rule);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hV", long_opts, NULL)) != -1) {
@@ -663,6 +712,17 @@ int main(int argc, char **argv)
 	srcq_init(&d->srcq);
 	pipes_init(&d->pipes);
 	d->it = interest_new();
+	if (d->o.peer_min) {
+		struct chunks_conf cc = {
+			.shift = (unsigned)__builtin_ctzll(d->o.peer_chunk),
+			.min_size = d->o.peer_min,
+			.max_bytes = d->lim.peer_table,
+			.fanout = PFSD_PEER_FANOUT,
+			.fetch_ms = PFSD_PEER_FETCH_MS,
+			.per_peer = d->lim.peer_records,
+		};
+		d->chunks = chunks_new(&cc);
+	}
 	ret = server_listen(d, err, sizeof(err), &port);
 	if (ret < 0)
 		fatal("%s", err);
@@ -741,6 +801,7 @@ int main(int argc, char **argv)
 	srcq_fini(&d->srcq);
 	watch_free(d);
 	interest_free(d->it);
+	chunks_free(d->chunks);
 	lockstate_free(d->ls);
 	pipes_fini(&d->pipes);
 	handles_free(d->hs);

@@ -56,6 +56,7 @@ struct session;
 struct watch;
 struct lockstate;
 struct observe;
+struct chunks;
 
 struct pfsd_opts {
 	const char *listen;    /* "ADDR:PORT" */
@@ -86,6 +87,8 @@ struct pfsd_opts {
 	const char *limits;    /* --limits key=value,... (limits_i.h) */
 	const char *control;   /* --control-socket PATH ("" none; NULL: the default) */
 	const char *metrics;   /* --metrics ADDR[:PORT], or NULL: none */
+	uint64_t peer_min;     /* --peer-min: smallest file served in chunks (0: off) */
+	uint64_t peer_chunk;   /* --peer-chunk: chunk bytes (a power of two) */
 };
 
 struct pfsd {
@@ -111,6 +114,7 @@ struct pfsd {
 	unsigned nslotless;       /* live sessions without a slot (loop) */
 	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
+	struct chunks *chunks;    /* peer-assisted reads (any thread), NULL: off */
 	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
@@ -168,6 +172,8 @@ struct pfsd {
 #define PFSD_GRACE_MAX 600                /* --grace seconds */
 #define PFSD_ACK_WAIT_MS 2000             /* a change waits this long for PUSH_ACKs */
 #define PFSD_ACK_TICK_MS 50               /* deadline check period while some wait */
+#define PFSD_PEER_FANOUT 4                /* clients one holder serves at once (chunks_i.h) */
+#define PFSD_PEER_FETCH_MS 30000          /* a chunk fetch unreported this long is forgotten */
 
 /* Whether a log line about hostile input may go now (ratelimit_i.h).
  * Loop thread. */
