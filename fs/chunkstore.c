@@ -18,6 +18,12 @@ struct recent {
 	TAILQ_ENTRY(recent) order; /* oldest first */
 };
 
+/* A CHUNK question in flight (cstore_ask_begin). */
+struct asking {
+	uint64_t fkey, index;
+	struct asking *next;
+};
+
 struct cstore {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* a chunk changed mode, a slot was filled or given back */
@@ -25,8 +31,14 @@ struct cstore {
 	TAILQ_HEAD(chunk_lru, chunk) lru; /* least recently used first */
 	size_t bytes, max_bytes;
 	uint64_t nchunks, evicted, no_room;
+	bool closing;
+	/* Digests (their first 8 bytes) of chunks dropped lately: a peer
+	 * asking for one is told at once that it is not held. */
+	uint64_t gone[CSTORE_GONE];
+	unsigned ngone;
 	struct htab recent;
 	TAILQ_HEAD(, recent) rorder;
+	struct asking *asking; /* a few at a time: a list will do */
 };
 
 static uint64_t digest_hash(const uint8_t d[PFS_DIGEST_LEN])
@@ -79,6 +91,11 @@ void cstore_free(struct cstore *s)
 		chunk_free(container_of(n, struct chunk, hn));
 	while ((n = htab_pop(&s->recent)))
 		free(container_of(n, struct recent, hn));
+	while (s->asking) {
+		struct asking *a = s->asking;
+		s->asking = a->next;
+		free(a);
+	}
 	htab_fini(&s->by_digest);
 	htab_fini(&s->recent);
 	pthread_cond_destroy(&s->cv);
@@ -113,6 +130,7 @@ static void ref(struct cstore *s, struct chunk *c)
  * evicted); freed now if unreferenced. */
 static void unindex(struct cstore *s, struct chunk *c)
 {
+	s->gone[s->ngone++ % CSTORE_GONE] = digest_hash(c->digest);
 	htab_remove(&s->by_digest, &c->hn);
 	if (c->in_lru) {
 		TAILQ_REMOVE(&s->lru, c, lru);
@@ -174,6 +192,7 @@ struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uin
 	s->bytes += len;
 	s->nchunks++;
 	*created = true;
+	pthread_cond_broadcast(&s->cv); /* a peer may wait for it (cstore_serve) */
 out:
 	pthread_mutex_unlock(&s->mu);
 	return c;
@@ -311,14 +330,42 @@ bool cstore_complete(struct cstore *s, struct chunk *c)
 	return done;
 }
 
+/* Whether a chunk of digest d was dropped lately (s->mu held). */
+static bool gone_lately(const struct cstore *s, const uint8_t d[PFS_DIGEST_LEN])
+{
+	uint64_t h = digest_hash(d);
+	unsigned n = s->ngone < CSTORE_GONE ? s->ngone : CSTORE_GONE;
+
+	for (unsigned i = 0; i < n; i++)
+		if (s->gone[i] == h)
+			return true;
+	return false;
+}
+
 struct chunk *cstore_serve(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], int64_t deadline)
 {
+	int64_t absent = pfs_mono_ms() + CSTORE_ABSENT_MS;
 	struct chunk *c;
 
+	if (absent > deadline)
+		absent = deadline;
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		c = find(s, d);
-		if (!c || c->mode == CK_READY)
+		if (s->closing) {
+			c = NULL;
+			break;
+		}
+		if (!c) {
+			/* The coordinator may have named this mount a moment
+			 * before the mount learnt of the chunk itself (its CHUNK
+			 * reply is on its way): wait a little for it to appear,
+			 * unless it was here and went. */
+			if (gone_lately(s, d) || !wait_until(s, absent))
+				break;
+			continue;
+		}
+		if (c->mode == CK_READY)
 			break;
 		/* Being filled here: wait for it, holding a reference so that
 		 * it cannot be freed under us. */
@@ -334,6 +381,14 @@ struct chunk *cstore_serve(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], in
 		ref(s, c);
 	pthread_mutex_unlock(&s->mu);
 	return c;
+}
+
+void cstore_close(struct cstore *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->closing = true;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* --- recent answers --- */
@@ -390,6 +445,50 @@ bool cstore_recent_get(struct cstore *s, uint64_t fkey, uint64_t index,
 	}
 	pthread_mutex_unlock(&s->mu);
 	return r != NULL;
+}
+
+static struct asking **asking_find(struct cstore *s, uint64_t fkey, uint64_t index)
+{
+	struct asking **a = &s->asking;
+
+	while (*a && ((*a)->fkey != fkey || (*a)->index != index))
+		a = &(*a)->next;
+	return a;
+}
+
+bool cstore_ask_begin(struct cstore *s, uint64_t fkey, uint64_t index, int64_t deadline)
+{
+	bool waited = false, ask = true;
+
+	pthread_mutex_lock(&s->mu);
+	while (*asking_find(s, fkey, index)) {
+		waited = true;
+		if (!wait_until(s, deadline))
+			break;
+	}
+	if (!*asking_find(s, fkey, index) && waited) {
+		ask = false;
+	} else if (!*asking_find(s, fkey, index)) {
+		struct asking *a = malloc(sizeof(*a));
+		if (a) {
+			*a = (struct asking){ .fkey = fkey, .index = index, .next = s->asking };
+			s->asking = a;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	return ask;
+}
+
+void cstore_ask_done(struct cstore *s, uint64_t fkey, uint64_t index)
+{
+	pthread_mutex_lock(&s->mu);
+	struct asking **a = asking_find(s, fkey, index), *gone = *a;
+	if (gone) {
+		*a = gone->next;
+		free(gone);
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
 }
 
 void cstore_stats(struct cstore *s, struct cstore_stats *st)

@@ -50,6 +50,8 @@
 #define CSTORE_SLOT PFS_MAX_IO /* bytes per READ of a chunk */
 #define CSTORE_SLOTS ((1u << PFS_CHUNK_SHIFT_MAX) / CSTORE_SLOT)
 #define CSTORE_RECENT 1024
+#define CSTORE_GONE 256      /* dropped digests remembered (cstore_serve) */
+#define CSTORE_ABSENT_MS 1000 /* how long a peer waits for a chunk not held yet */
 
 _Static_assert(CSTORE_SLOTS <= 64, "a chunk's slots fit a 64-bit mask");
 
@@ -123,9 +125,14 @@ void cstore_filled(struct cstore *s, struct chunk *c, unsigned slot, bool ok);
 bool cstore_complete(struct cstore *s, struct chunk *c);
 
 /* For a peer: the CK_READY chunk of digest d, referenced, waiting until
- * deadline while it is being filled here; NULL if it is not held (or
- * failed, or the deadline passed). */
+ * deadline while it is being filled here, and up to CSTORE_ABSENT_MS for
+ * one not held yet (the coordinator names a client as soon as it sends
+ * it to fetch the chunk); NULL if it is not held (or failed, or went
+ * lately, or the deadline passed). */
 struct chunk *cstore_serve(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], int64_t deadline);
+
+/* Unmount: cstore_serve waits no more (it returns NULL from now on). */
+void cstore_close(struct cstore *s);
 
 /* Recent CHUNK answers: chunk index of file fkey (a hash of its handle)
  * has digest d and len bytes, as asked at push number seq. */
@@ -134,6 +141,17 @@ void cstore_recent_put(struct cstore *s, uint64_t fkey, uint64_t index,
 /* Copies what is known of (fkey, index); false if nothing. */
 bool cstore_recent_get(struct cstore *s, uint64_t fkey, uint64_t index,
 		       uint8_t d[PFS_DIGEST_LEN], uint32_t *len, uint64_t *seq);
+
+/* One CHUNK at a time per (fkey, index): the kernel sends the READs of
+ * one chunk at once, and a second question before the first one's
+ * answer is in the store would look to the coordinator like a client
+ * that lost its copy. cstore_ask_begin returns true if the caller is to
+ * ask (it then calls cstore_ask_done once the answer and its chunk are
+ * in the store), false once another thread's question about it ended
+ * (the caller looks at the recent answer again); it waits for that at
+ * most until deadline (then the caller asks too: true). */
+bool cstore_ask_begin(struct cstore *s, uint64_t fkey, uint64_t index, int64_t deadline);
+void cstore_ask_done(struct cstore *s, uint64_t fkey, uint64_t index);
 
 void cstore_stats(struct cstore *s, struct cstore_stats *st);
 
