@@ -341,4 +341,7 @@ void peersrv_stats(struct peersrv *ps, struct peersrv_stats *st)
 	st->gets = atomic_load(&ps->st_gets);
 	st->misses = atomic_load(&ps->st_misses);
 	st->bytes = atomic_load(&ps->st_bytes);
+	pthread_mutex_lock(&ps->mu);
+	st->open = ps->nconns;
+	pthread_mutex_unlock(&ps->mu);
 }

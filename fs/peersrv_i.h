@@ -36,6 +36,7 @@ struct peersrv;
 
 struct peersrv_stats {
 	uint64_t conns, refused, gets, misses, bytes;
+	uint64_t open; /* connections now */
 };
 
 /* Listens on addr (its port is replaced by port; 0: any) and serves

@@ -394,3 +394,98 @@ def test_small_files_and_mounts_without_peers_send_no_chunk_requests(env):
     sha_of(m / "big.bin")
     assert "CHUNK" not in requests_sent(m)
     assert requests_sent(m)["READ"] >= 64
+
+
+def peer_port(m):
+    return podfs_stats(m)["peer_port"]
+
+
+def closed_within(s, secs):
+    """True if the peer closed s (EOF or reset) within secs."""
+    s.settimeout(secs)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_peer_connections_are_authenticated_and_limited(env):
+    """A mount's peer port: a connection that does not speak TLS with
+    the pod key is closed; at most PEERSRV_PER_SOURCE (4) connections from
+    one address are kept, the rest closed at once; the mount serves its
+    peers all the same afterwards."""
+    pod = PeerPod(env, 2, opts="peers,peer_min=16M", extra=["--peer-min=16M"])
+    digest = make_file(pod.export / "ckpt.bin", 24 * MB, seed=9)
+    assert sha_of(pod.mounts[0] / "ckpt.bin") == digest
+    ip, port = pod.switch.ip(0), peer_port(pod.mounts[0])
+
+    # Plaintext where TLS is due: no answer, the connection closed.
+    with socket.create_connection((ip, port), timeout=5) as s:
+        s.sendall(P.pack_hdr(44, 44, 1, P.OP_PEER_HELLO) + b"\0" * 44)
+        assert closed_within(s, 15)
+
+    wait_for(lambda: podfs_stats(pod.mounts[0])["peer_open_conns"] == 0, 10,
+             what="the refused connection to end")
+    socks = [socket.create_connection((ip, port), timeout=5) for _ in range(6)]
+    try:
+        time.sleep(0.5)
+        kept = [not closed_within(s, 0.5) for s in socks]
+        assert kept.count(True) == 4, kept
+        st = podfs_stats(pod.mounts[0])
+        assert st["peer_refused_conns"] >= 2, st
+    finally:
+        for s in socks:
+            s.close()
+    assert sha_of(pod.mounts[1] / "ckpt.bin") == digest
+    assert podfs_stats(pod.mounts[1])["peer_read_peers"] == 24 * MB
+
+
+@pytest.mark.plaintext
+def test_a_peer_without_the_pod_key_gets_nothing(env):
+    """With tls=off the peer handshake alone keeps strangers out: a
+    client that does not know the pod key fails PEER_AUTH and is
+    closed; it never gets a chunk."""
+    pod = PeerPod(env, 1, opts="peers,tls=off,peer_min=16M", extra=["--peer-min=16M"])
+    make_file(pod.export / "ckpt.bin", 24 * MB, seed=10)
+    sha_of(pod.mounts[0] / "ckpt.bin")
+    ip, port = pod.switch.ip(0), peer_port(pod.mounts[0])
+    c = P.Conn(ip, port)
+    try:
+        r = P.Reader(c.call(P.OP_PEER_HELLO, P.u32(P.PEER_MAGIC) + P.u64(7) + os.urandom(32)))
+        r.take(32 + 32)
+        with pytest.raises(P.PfsError) as e:
+            c.call(P.OP_PEER_AUTH, os.urandom(32))
+        assert e.value.status == 13  # EACCES
+        c.wait_closed(5)
+    finally:
+        c.close()
+    # Asked for a chunk before authenticating: closed, nothing sent.
+    c = P.Conn(ip, port)
+    try:
+        c.send_frame(P.OP_PEER_GET, b"\0" * 32 + P.u32(0) + P.u32(MB))
+        c.wait_closed(5)
+    finally:
+        c.close()
+
+
+def test_memory_bounds_hold(env):
+    """A client keeps at most peer_cache bytes of chunks (the oldest go)
+    and reads exactly all the same; the coordinator lists at most
+    peer-records chunks per client."""
+    pod = PeerPod(env, 2, opts="peers,peer_min=16M,peer_cache=12M",
+                  extra=["--peer-min=16M", "--limits=peer-records=5"])
+    size = 48 * MB
+    digest = make_file(pod.export / "ckpt.bin", size, seed=11)
+    assert read_all_at_once([m / "ckpt.bin" for m in pod.mounts]) == [digest] * 2
+    for m in pod.mounts:
+        st = podfs_stats(m)
+        assert st["peer_store_bytes"] <= 12 * MB, st
+        assert st["peer_store_evicted"] >= 6, st
+        # Most by chunks; a READ finding the store full of chunks in use
+        # goes the usual way.
+        assert st["peer_answered"] + st["peer_fallbacks"] * MB >= size, st
+    ds = daemon_status(pod.daemon)
+    assert ds["peer_records"] <= 2 * 5, ds
+    assert ds["peer_peers"] == 2
