@@ -153,11 +153,13 @@ struct chunk *cstore_find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN])
 }
 
 struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uint32_t len,
-			  enum ck_mode mode, bool *created)
+			  enum ck_mode mode, const struct pfs_fh *fh, uint64_t index,
+			  bool *created, struct cstore_gone *gone, unsigned *ngone)
 {
 	struct chunk *c;
 
 	*created = false;
+	*ngone = 0;
 	if (len == 0 || len > (1u << PFS_CHUNK_SHIFT_MAX) || (mode != CK_PEER && mode != CK_COORD))
 		return NULL;
 	pthread_mutex_lock(&s->mu);
@@ -167,8 +169,15 @@ struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uin
 		goto out;
 	}
 	while (s->bytes + len > s->max_bytes && !TAILQ_EMPTY(&s->lru)) {
+		struct chunk *old = TAILQ_FIRST(&s->lru);
+		if (*ngone < CSTORE_GONE_MAX) {
+			gone[*ngone].fh = old->fh;
+			gone[*ngone].index = old->index;
+			memcpy(gone[*ngone].digest, old->digest, PFS_DIGEST_LEN);
+			(*ngone)++;
+		}
 		s->evicted++;
-		unindex(s, TAILQ_FIRST(&s->lru));
+		unindex(s, old);
 	}
 	if (s->bytes + len > s->max_bytes) {
 		s->no_room++;
@@ -185,6 +194,8 @@ struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uin
 	}
 	memcpy(c->digest, d, PFS_DIGEST_LEN);
 	c->len = len;
+	c->fh = *fh;
+	c->index = index;
 	c->nslots = (len + CSTORE_SLOT - 1) / CSTORE_SLOT;
 	c->mode = mode;
 	c->refs = 1;

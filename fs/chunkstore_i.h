@@ -44,8 +44,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "podfs/codec.h"
 #include "podfs/htab.h"
-#include "podfs/wire.h"
 
 #define CSTORE_SLOT PFS_MAX_IO /* bytes per READ of a chunk */
 #define CSTORE_SLOTS ((1u << PFS_CHUNK_SHIFT_MAX) / CSTORE_SLOT)
@@ -62,6 +62,8 @@ struct chunk {
 	uint8_t digest[PFS_DIGEST_LEN];
 	uint32_t len;
 	unsigned nslots;
+	struct pfs_fh fh;         /* the file and chunk it was made for */
+	uint64_t index;
 	/* The bytes: written by the owner (CK_PEER) or by the holder of a
 	 * slot's claim (CK_COORD) without the store's lock; read by anyone
 	 * once the slot is filled or the chunk CK_READY. */
@@ -91,12 +93,24 @@ void cstore_free(struct cstore *s);
 /* The chunk of digest d with a reference (release with cstore_put), or
  * NULL. */
 struct chunk *cstore_find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN]);
+/* What a chunk dropped for room was made for (the coordinator lists its
+ * maker as holding it until told otherwise). */
+struct cstore_gone {
+	struct pfs_fh fh;
+	uint64_t index;
+	uint8_t digest[PFS_DIGEST_LEN];
+};
+#define CSTORE_GONE_MAX 8 /* of them, told per cstore_make */
+
 /* The chunk of digest d, referenced: the one held (*created false), or a
  * new one of len bytes (1..1 << PFS_CHUNK_SHIFT_MAX) in mode (CK_PEER or
- * CK_COORD), whose owner the caller is (*created true). NULL when
- * there is no room (or a bad len). */
+ * CK_COORD) for chunk index of fh, whose owner the caller is (*created
+ * true). NULL when there is no room (or a bad len). The chunks dropped
+ * to make room go into gone[CSTORE_GONE_MAX] (*ngone of them; more are
+ * not told). */
 struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uint32_t len,
-			  enum ck_mode mode, bool *created);
+			  enum ck_mode mode, const struct pfs_fh *fh, uint64_t index,
+			  bool *created, struct cstore_gone *gone, unsigned *ngone);
 /* Drops a reference; an unreferenced chunk waits in the LRU (CK_READY)
  * or is freed (CK_FAILED). */
 void cstore_put(struct cstore *s, struct chunk *c);

@@ -62,6 +62,10 @@ struct piece {
 	bool report;     /* the coordinator listed this client, or named a peer */
 	bool peer_bad;   /* the peer it named failed */
 	uint32_t src, src_gen; /* that peer (CHUNKS_NO_PEER: none) */
+	/* Chunks dropped to make room for this one: the coordinator is
+	 * told, so that it sends nobody here for them. */
+	struct cstore_gone gone[CSTORE_GONE_MAX];
+	unsigned ngone;
 };
 
 /* What a READ of open file `of` sends on its caller's behalf (the
@@ -179,17 +183,24 @@ static void nochunk_note(struct peer *p, uint64_t fkey, const struct dver *v)
 
 /* --- requests to the coordinator --- */
 
-static void report(struct rctx *r, const struct piece *pc, uint32_t status)
+static void report_to(struct client *c, const struct pfs_fh *fh, uint64_t index,
+		      const uint8_t digest[PFS_DIGEST_LEN], uint32_t status, uint32_t src,
+		      uint32_t src_gen)
 {
-	struct pfs_chunk_report_req m = { .fh = r->fh, .index = pc->index, .status = status,
-					  .peer = pc->src, .peer_gen = pc->src_gen };
+	struct pfs_chunk_report_req m = { .fh = *fh, .index = index, .status = status,
+					  .peer = src, .peer_gen = src_gen };
 	struct rpc_reply rep = { 0 };
 
-	memcpy(m.hash.b, pc->digest, PFS_DIGEST_LEN);
-	int rc = rpc_msg(r->c->rpc, PFS_OP_CHUNK_REPORT, chunk_report_req, &m, &rep);
+	memcpy(m.hash.b, digest, PFS_DIGEST_LEN);
+	int rc = rpc_msg(c->rpc, PFS_OP_CHUNK_REPORT, chunk_report_req, &m, &rep);
 	rpc_reply_free(&rep);
 	if (rc < 0)
 		pfs_debug("CHUNK_REPORT: %s", strerror(-rc));
+}
+
+static void report(struct rctx *r, const struct piece *pc, uint32_t status)
+{
+	report_to(r->c, &r->fh, pc->index, pc->digest, status, pc->src, pc->src_gen);
 }
 
 /* READs slot of pc's chunk from the coordinator into its bytes. */
@@ -391,7 +402,8 @@ again:;
 		mode = CK_PEER;
 	}
 	bool created;
-	pc->ch = cstore_make(p->st, pc->digest, cr.len, mode, &created);
+	pc->ch = cstore_make(p->st, pc->digest, cr.len, mode, &r->fh, index, &created, pc->gone,
+			     &pc->ngone);
 	if (!pc->ch) {
 		rc = -ENOMEM; /* no room: the kernel READs it the usual way */
 		report(r, pc, 0);
@@ -439,6 +451,10 @@ static void finish(struct rctx *r, struct piece *pc, unsigned shift)
 	struct chunk *ch = pc->ch;
 	uint32_t status = 0;
 
+	for (unsigned i = 0; i < pc->ngone; i++)
+		report_to(r->c, &pc->gone[i].fh, pc->gone[i].index, pc->gone[i].digest, 0, NO_PEER,
+			  0);
+	pc->ngone = 0;
 	if (!ch)
 		return;
 	if (pc->owner && ch->mode == CK_COORD) {

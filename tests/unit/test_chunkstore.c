@@ -27,6 +27,12 @@ static void dg(uint8_t d[PFS_DIGEST_LEN], unsigned n)
 	d[9] = (uint8_t)(n >> 8);
 }
 
+static struct cstore_gone gone[CSTORE_GONE_MAX];
+static unsigned ngone;
+static const struct pfs_fh fh7 = { .len = 1, .data = { 7 } };
+/* cstore_make for chunk n of fh7 (n: the digest's first byte). */
+#define MAKE(s, d, len, mode) cstore_make(s, d, len, mode, &fh7, (d)[0], &created, gone, &ngone)
+
 static int64_t in_ms(int ms)
 {
 	return pfs_mono_ms() + ms;
@@ -42,18 +48,18 @@ static void test_make_and_bound(void)
 	CHECK_EQ(cstore_new(8 * MB, &s), 0);
 	dg(d, 1);
 	CHECK(cstore_find(s, d) == NULL);
-	struct chunk *a = cstore_make(s, d, 4 * MB, CK_COORD, &created);
+	struct chunk *a = MAKE(s, d, 4 * MB, CK_COORD);
 	CHECK(a && created);
 	CHECK_EQ(a->nslots, 4);
-	struct chunk *a2 = cstore_make(s, d, 4 * MB, CK_PEER, &created);
+	struct chunk *a2 = MAKE(s, d, 4 * MB, CK_PEER);
 	CHECK(a2 == a && !created); /* the same digest: joined */
 	cstore_put(s, a2);
-	CHECK(cstore_make(s, d, 0, CK_COORD, &created) == NULL);
-	CHECK(cstore_make(s, d, (1u << PFS_CHUNK_SHIFT_MAX) + 1, CK_COORD, &created) == NULL);
+	CHECK(MAKE(s, d, 0, CK_COORD) == NULL);
+	CHECK(MAKE(s, d, (1u << PFS_CHUNK_SHIFT_MAX) + 1, CK_COORD) == NULL);
 	dg(d, 2);
-	struct chunk *b = cstore_make(s, d, 4 * MB + 1, CK_COORD, &created);
+	struct chunk *b = MAKE(s, d, 4 * MB + 1, CK_COORD);
 	CHECK(b == NULL); /* a is in use: no room */
-	b = cstore_make(s, d, 3 * MB, CK_COORD, &created);
+	b = MAKE(s, d, 3 * MB, CK_COORD);
 	CHECK(b && created);
 	CHECK_EQ(b->nslots, 3);
 	/* Both ready and unreferenced: a new one evicts the older (a). */
@@ -66,10 +72,14 @@ static void test_make_and_bound(void)
 	CHECK(again == a);
 	cstore_put(s, again);
 	dg(d, 3);
-	struct chunk *c = cstore_make(s, d, 2 * MB, CK_PEER, &created);
+	struct chunk *c = MAKE(s, d, 2 * MB, CK_PEER);
 	CHECK(c && created);
+	CHECK_EQ(ngone, 1); /* b went, and says what it was */
+	CHECK_EQ(gone[0].index, 2);
+	CHECK(pfs_fh_equal(&gone[0].fh, &fh7));
 	dg(d, 2);
-	CHECK(cstore_find(s, d) == NULL); /* b went */
+	CHECK_MEM(gone[0].digest, d, PFS_DIGEST_LEN);
+	CHECK(cstore_find(s, d) == NULL);
 	dg(d, 1);
 	struct chunk *a3 = cstore_find(s, d);
 	CHECK(a3 == a);
@@ -88,7 +98,7 @@ static void test_make_and_bound(void)
 	cstore_put(s, c);
 	/* An owner that drops its chunk while filling it: failed. */
 	dg(d, 4);
-	struct chunk *e = cstore_make(s, d, MB, CK_COORD, &created);
+	struct chunk *e = MAKE(s, d, MB, CK_COORD);
 	cstore_put(s, e);
 	CHECK(cstore_find(s, d) == NULL);
 	cstore_free(s);
@@ -133,7 +143,7 @@ static void test_peer_then_slots(void)
 
 	cstore_new(64 * MB, &s);
 	dg(d, 7);
-	struct chunk *c = cstore_make(s, d, 4 * MB, CK_PEER, &created);
+	struct chunk *c = MAKE(s, d, 4 * MB, CK_PEER);
 	/* Timeout while the peer fetch runs. */
 	CHECK_EQ(cstore_wait(s, c, in_ms(20)), -ETIMEDOUT);
 	uint64_t mine = 0;
@@ -197,7 +207,7 @@ static void test_serve(void)
 	v.s = s;
 	dg(v.d, 9);
 	CHECK(cstore_serve(s, v.d, in_ms(10)) == NULL);
-	struct chunk *c = cstore_make(s, v.d, MB, CK_PEER, &created);
+	struct chunk *c = MAKE(s, v.d, MB, CK_PEER);
 	CHECK(cstore_serve(s, v.d, in_ms(10)) == NULL); /* still being fetched */
 	pthread_create(&th, NULL, serve_thread, &v);
 	usleep(20000);
@@ -211,7 +221,7 @@ static void test_serve(void)
 	cstore_put(s, r);
 
 	dg(v.d, 10);
-	c = cstore_make(s, v.d, MB, CK_COORD, &created);
+	c = MAKE(s, v.d, MB, CK_COORD);
 	pthread_create(&th, NULL, serve_thread, &v);
 	usleep(20000);
 	cstore_set_mode(s, c, CK_FAILED);
