@@ -169,39 +169,19 @@ static void set_uint(struct pfsd_opts *o, const struct optdef *def, const char *
 	*(unsigned *)field(o, def) = (unsigned)v;
 }
 
-/* A size in bytes with an optional K, M or G suffix, into *out; -1 if
- * arg is not one. */
-static int parse_size(const char *arg, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	errno = 0;
-	v = strtoull(arg, &end, 10);
-	if (errno || end == arg || arg[0] == '-')
-		return -1;
-	if (*end == 'k' || *end == 'K')
-		shift = 10;
-	else if (*end == 'm' || *end == 'M')
-		shift = 20;
-	else if (*end == 'g' || *end == 'G')
-		shift = 30;
-	if (shift)
-		end++;
-	if (*end || v > (UINT64_MAX >> 1) >> shift)
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
+/* --peer-min, --peer-chunk: a size with an optional K, M or G suffix. */
 static void set_peer_size(struct pfsd_opts *o, const struct optdef *def, const char *arg)
 {
-	uint64_t v;
 	bool chunk = strcmp(def->name, "peer-chunk") == 0;
+	const char *sfx = "KkMmGg", *at;
+	char *end;
 
-	if (parse_size(arg, &v) < 0)
+	errno = 0;
+	uint64_t v = strtoull(arg, &end, 10);
+	unsigned shift = *end && (at = strchr(sfx, *end)) ? 10 * (unsigned)((at - sfx) / 2 + 1) : 0;
+	if (errno || end == arg || arg[0] == '-' || end[shift ? 1 : 0] || v > (UINT64_MAX >> 2) >> shift)
 		usage_error("--%s wants a size (K, M, G suffixes), not '%s'", def->name, arg);
+	v <<= shift;
 	if (chunk && (v < (1ull << PFS_CHUNK_SHIFT_MIN) || v > (1ull << PFS_CHUNK_SHIFT_MAX) ||
 		      (v & (v - 1))))
 		usage_error("--peer-chunk wants a power of two from 1M to 64M, not '%s'", arg);

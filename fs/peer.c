@@ -279,19 +279,21 @@ static void fetch_from_peer(struct rctx *r, struct piece *pc, const struct socka
 	}
 	pc->peer_bad = true;
 	atomic_fetch_add_explicit(rc == -EBADMSG ? &p->bad : &p->failed, 1, memory_order_relaxed);
-	if (rc != -EAGAIN && peercli_mark_bad(p->cli, sa)) {
+	/* A peer that sent other bytes than the digest's is shunned for long;
+	 * one that was slow, gone or without the chunk (it may have dropped
+	 * it a moment ago) only briefly. */
+	int ms = rc == -EBADMSG ? PEERCLI_BAD_MS : PEERCLI_SLOW_MS;
+	if (rc != -EAGAIN && peercli_mark_bad(p->cli, sa, ms)) {
 		pfs_addr_name(sa, name, sizeof(name));
 		pfs_digest_hex(ch->digest, hex, 16);
 		if (rc == -EBADMSG)
 			pfs_warn("peer %s sent chunk %llu (sha256 %s...) that does not match its "
 				 "digest: read from the coordinator instead; that peer is not "
-				 "asked for %d s", name, (unsigned long long)pc->index, hex,
-				 PEERCLI_BAD_MS / 1000);
+				 "asked for %d s", name, (unsigned long long)pc->index, hex, ms / 1000);
 		else
 			pfs_notice("peer %s did not deliver chunk %llu (sha256 %s...): %s; read "
 				   "from the coordinator instead; that peer is not asked for %d s",
-				   name, (unsigned long long)pc->index, hex, strerror(-rc),
-				   PEERCLI_BAD_MS / 1000);
+				   name, (unsigned long long)pc->index, hex, strerror(-rc), ms / 1000);
 	}
 	cstore_set_mode(p->st, ch, CK_COORD);
 }
@@ -344,7 +346,7 @@ static int acquire_ask(struct rctx *r, struct piece *pc, uint64_t index, unsigne
 	struct peer *p = r->p;
 	struct client *c = r->c;
 	struct sockaddr_storage sa;
-	bool lost = false;
+	bool lost = false, avoided = false;
 	uint64_t seq;
 again:;
 	struct pfs_chunk_req m = { .cr = r->cr, .fh = r->fh, .fid = r->fid, .flags = r->of->flags,
@@ -400,6 +402,20 @@ again:;
 		pc->src_gen = cr.peer_gen;
 		sa_of(cr.addr.p, cr.addr.len, (uint16_t)cr.port, &sa);
 		mode = CK_PEER;
+		if (peercli_is_bad(p->cli, &sa)) {
+			/* A peer this mount gave up on a moment ago: the
+			 * coordinator forgets it for this chunk, and names
+			 * another source (once). */
+			report(r, pc, PFS_CKR_PEER_BAD);
+			pc->src = NO_PEER;
+			mode = CK_COORD;
+			if (!avoided) {
+				avoided = true;
+				lost = true;
+				rpc_reply_free(&rep);
+				goto again;
+			}
+		}
 	}
 	bool created;
 	pc->ch = cstore_make(p->st, pc->digest, cr.len, mode, &r->fh, index, &created, pc->gone,

@@ -117,7 +117,7 @@ static struct ppeer *peer_of(struct peercli *pc, const struct sockaddr_storage *
 	return victim;
 }
 
-bool peercli_mark_bad(struct peercli *pc, const struct sockaddr_storage *sa)
+bool peercli_mark_bad(struct peercli *pc, const struct sockaddr_storage *sa, int ms)
 {
 	int64_t now = pfs_mono_ms();
 	bool fresh = false;
@@ -126,11 +126,24 @@ bool peercli_mark_bad(struct peercli *pc, const struct sockaddr_storage *sa)
 	struct ppeer *p = peer_of(pc, sa);
 	if (p) {
 		fresh = p->bad_until <= now;
-		p->bad_until = now + PEERCLI_BAD_MS;
+		if (p->bad_until < now + ms)
+			p->bad_until = now + ms;
 		drop_idle(p);
 	}
 	pthread_mutex_unlock(&pc->mu);
 	return fresh;
+}
+
+bool peercli_is_bad(struct peercli *pc, const struct sockaddr_storage *sa)
+{
+	bool bad = false;
+
+	pthread_mutex_lock(&pc->mu);
+	for (unsigned i = 0; i < PEERCLI_PEERS; i++)
+		if (pc->peers[i].used && same(&pc->peers[i].sa, sa))
+			bad = pc->peers[i].bad_until > pfs_mono_ms();
+	pthread_mutex_unlock(&pc->mu);
+	return bad;
 }
 
 /* Asks pn for chunk d (len bytes) into buf. */

@@ -25,7 +25,8 @@
 #define PEERCLI_PER_PEER 4
 #define PEERCLI_IDLE 2
 #define PEERCLI_PEERS 64
-#define PEERCLI_BAD_MS 30000 /* a peer that failed is not asked for this long */
+#define PEERCLI_BAD_MS 30000 /* a peer that sent wrong bytes is not asked for this long */
+#define PEERCLI_SLOW_MS 3000 /* nor one that was slow, gone or without the chunk */
 
 struct client;
 struct peercli;
@@ -46,8 +47,11 @@ void peercli_free(struct peercli *pc);
 int peercli_fetch(struct peercli *pc, const struct sockaddr_storage *sa,
 		  const uint8_t d[PFS_DIGEST_LEN], uint32_t len, uint8_t *buf, int64_t deadline);
 
-/* The peer at sa failed: it is not asked for PEERCLI_BAD_MS. Returns
- * true if it was not marked already (the caller logs it then). */
-bool peercli_mark_bad(struct peercli *pc, const struct sockaddr_storage *sa);
+/* The peer at sa failed: it is not asked for ms milliseconds
+ * (PEERCLI_BAD_MS or PEERCLI_SLOW_MS; a longer mark stays). Returns true
+ * if it was not marked already (the caller logs it then). */
+bool peercli_mark_bad(struct peercli *pc, const struct sockaddr_storage *sa, int ms);
+/* Whether the peer at sa is marked (not to be asked now). */
+bool peercli_is_bad(struct peercli *pc, const struct sockaddr_storage *sa);
 
 #endif /* PODFS_PEERCLI_I_H */
