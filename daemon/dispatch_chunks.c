@@ -54,17 +54,18 @@ static bool is_loopback(const uint8_t *a, size_t len)
 	return len == 4 ? a[0] == 127 : memcmp(a, lo6, 16) == 0;
 }
 
-/* Whether a client may be offered at a (len bytes): a unicast address,
- * loopback only for a client that itself connects over loopback (a host
- * would send other hosts to themselves). */
+/* Whether a client may be offered at a (len bytes): a unicast address
+ * others can reach, loopback only for a client that itself connects over
+ * loopback (a host would send other hosts to themselves). */
 static bool addr_ok(const uint8_t *a, size_t len, const uint8_t *conn, size_t clen)
 {
 	static const uint8_t zero[16];
 
 	if (len == 4 && (a[0] == 0 || a[0] >= 224))
 		return false; /* unspecified, multicast, reserved, broadcast */
-	if (len == 16 && (memcmp(a, zero, 16) == 0 || a[0] == 0xff))
-		return false;
+	if (len == 16 && (memcmp(a, zero, 16) == 0 || a[0] == 0xff ||
+			  (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)))
+		return false; /* unspecified, multicast, link-local (needs a scope) */
 	return !is_loopback(a, len) || (clen && is_loopback(conn, clen));
 }
 

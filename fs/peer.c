@@ -447,9 +447,12 @@ static int fill(struct rctx *r, struct piece *pc, uint32_t from, uint32_t to, un
 
 	uint64_t mine = 0;
 	/* Waits while a peer fetch runs (at most as long as it may take),
-	 * then for the slots other threads READ: as long as a READ takes. */
-	int rc = cstore_claim(p->st, pc->ch, from / CSTORE_SLOT, (to - 1) / CSTORE_SLOT, &mine,
-			      peer_wait);
+	 * then for the slots other threads READ: as long as a READ takes
+	 * (READing them again would cost the coordinator's link twice). */
+	int rc = cstore_wait(p->st, pc->ch, peer_wait);
+	if (rc == CK_COORD)
+		rc = cstore_claim(p->st, pc->ch, from / CSTORE_SLOT, (to - 1) / CSTORE_SLOT, &mine,
+				  -1);
 	if (rc == CK_READY)
 		return 0;
 	if (rc < 0 || rc == CK_FAILED)
