@@ -373,6 +373,17 @@ again:;
 	if (rc < 0)
 		goto out;
 	if (cr.shift != *shift) {
+		/* Another chunk size than assumed: the index named another
+		 * chunk. The coordinator listed us for it: we fetch nothing. */
+		if (cr.source != PFS_CK_HELD) {
+			memcpy(pc->digest, cr.hash.b, PFS_DIGEST_LEN);
+			if (cr.source == PFS_CK_PEER) {
+				pc->src = cr.peer;
+				pc->src_gen = cr.peer_gen;
+			}
+			report(r, pc, 0);
+			pc->src = NO_PEER;
+		}
 		atomic_store(&p->shift, cr.shift);
 		*shift = cr.shift;
 		rc = -ESTALE;

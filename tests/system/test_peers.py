@@ -340,8 +340,9 @@ def test_a_file_changed_by_another_host_is_read_fresh(env):
     """Hosts 0 and 1 hold every chunk of the file; host 2 changes one MiB
     of it in place (same size), and then the coordinator's host changes
     another beside podfs (same size, same mtime): 0 and 1 read the new
-    bytes each time, never a peer's old chunk."""
-    pod = PeerPod(env, 3, opts="peers,peer_min=16M", extra=["--peer-min=16M"])
+    bytes each time, never a peer's old chunk. (In 2 MiB chunks: the
+    mounts learn the coordinator's chunk size from its first answer.)"""
+    pod = PeerPod(env, 3, opts="peers,peer_min=16M", extra=["--peer-min=16M", "--peer-chunk=2M"])
     size = 40 * MB
     digest = make_file(pod.export / "ckpt.bin", size, seed=5)
     readers = [pod.mounts[0] / "ckpt.bin", pod.mounts[1] / "ckpt.bin"]
