@@ -51,6 +51,7 @@ static void maybe_free(struct conn *c)
 	lim_acct_unref(c->acct);
 	framer_free(&c->fr);
 	free(c->rbuf);
+	free(c->cbuf);
 	free(c->rest);
 	tls_stream_fini(&c->tls);
 	free(c);
@@ -384,11 +385,7 @@ static void tls_out(struct conn *c, size_t acct, bool is_reply)
 		settle(c, acct, is_reply);
 		return;
 	}
-	if (tls_stream_take(&c->tls, &buf, &n) < 0) {
-		settle(c, acct, is_reply);
-		conn_close(c, "TLS buffer error");
-		return;
-	}
+	tls_stream_take(&c->tls, &buf, &n);
 	if (n == 0) {
 		settle(c, acct, is_reply);
 		return;
@@ -648,9 +645,17 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	size_t len;
 
 	/* A large payload is read straight into its own buffer (in the
-	 * clear: TLS decrypts out of rbuf). */
+	 * clear). Under TLS the ciphertext has a buffer of its own: it is
+	 * decrypted in place of the read (lent to the TLS stream), into
+	 * rbuf or a payload's buffer. */
 	if (c->mode == CM_PLAIN && framer_direct(&c->fr, &c->h, CONN_RBUF, &direct, &len)) {
 		*buf = uv_buf_init((char *)direct, len);
+		return;
+	}
+	if (c->mode == CM_TLS) {
+		if (!c->cbuf)
+			c->cbuf = xmalloc(CONN_RBUF);
+		*buf = uv_buf_init((char *)c->cbuf, CONN_RBUF);
 		return;
 	}
 	if (!c->rbuf)
@@ -683,8 +688,8 @@ static void tls_fail(struct conn *c, const char *why)
 }
 
 /* Where the next plaintext of c goes (tls_stream_input): a large
- * payload straight into its buffer, else rbuf, whose ciphertext is in
- * the TLS stream already. Stops once c closes or ends. */
+ * payload straight into its buffer, else rbuf (the ciphertext is in
+ * cbuf, or kept by the TLS stream). Stops once c closes or ends. */
 static bool tls_room_cb(void *arg, uint8_t **dst, size_t *cap)
 {
 	struct conn *c = arg;
@@ -698,15 +703,16 @@ static bool tls_room_cb(void *arg, uint8_t **dst, size_t *cap)
 	return true;
 }
 
-/* Ciphertext p[n] arrived on c: decrypts what it completes and parses the
- * frames in it, then sends what the TLS state machine wants sent
- * (handshake messages). */
+/* Ciphertext p[n] arrived on c (n may be 0: what the stream holds
+ * already): decrypts what it completes and parses the frames in it, then
+ * sends what the TLS state machine wants sent (handshake messages). p
+ * must not be rbuf, where plaintext goes. */
 static void tls_input(struct conn *c, const uint8_t *p, size_t n)
 {
 	char why[128];
 	int ret;
 
-	if (c->closing || c->close_after_write || !n)
+	if (c->closing || c->close_after_write)
 		return;
 	ret = tls_stream_input(&c->tls, p, n, tls_room_cb, got_cb, c, why, sizeof(why));
 	if (ret == -ENOMEM)
@@ -747,14 +753,16 @@ static void sniff(struct conn *c, const uint8_t *p, size_t n)
 		conn_close(c, "plaintext refused");
 		return;
 	}
-	/* The bytes of earlier reads, then all of this one. */
+	/* The bytes of earlier reads, then all of this one (which is in
+	 * rbuf, where plaintext will go: the TLS stream keeps a copy). */
 	if (c->mode == CM_PLAIN) {
 		feed(c, c->sniff, old);
 		feed(c, p, n);
-	} else if (old && tls_stream_in(&c->tls, c->sniff, old) < 0) {
+	} else if ((old && tls_stream_in(&c->tls, c->sniff, old) < 0) ||
+		   tls_stream_in(&c->tls, p, n) < 0) {
 		conn_close(c, "TLS buffer error");
 	} else {
-		tls_input(c, p, n);
+		tls_input(c, NULL, 0);
 	}
 }
 
@@ -798,7 +806,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	if (c->mode == CM_SNIFF)
 		sniff(c, c->rbuf, (size_t)nread);
 	else if (c->mode == CM_TLS)
-		tls_input(c, c->rbuf, (size_t)nread);
+		tls_input(c, c->cbuf, (size_t)nread);
 	else
 		got_cb(c, (uint8_t *)buf->base, (size_t)nread);
 }

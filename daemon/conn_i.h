@@ -28,6 +28,7 @@
 
 #include "podfs/tls.h"
 #include "podfs/wire.h"
+#include "acklat_i.h"
 #include "exports_i.h"
 #include "framer_i.h"
 #include "limits_i.h"
@@ -116,7 +117,8 @@ struct conn {
 	 * or of the whole one just handed on. */
 	struct framer fr;
 	struct pfs_frame_hdr h;
-	uint8_t *rbuf;         /* CONN_RBUF */
+	uint8_t *rbuf;         /* CONN_RBUF: bytes read, or decrypted */
+	uint8_t *cbuf;         /* CONN_RBUF: TLS, ciphertext read */
 	/* Bytes read but not parsed yet: reading stopped between two
 	 * frames of one read (backpressure holds at every frame). */
 	uint8_t *rest;
@@ -143,9 +145,17 @@ struct conn {
 	 * replaced on SIGHUP). */
 	struct export_opts rule;
 
-	/* Pushes (push.c). */
+	/* Pushes (push.c). Times are uv_now's, ms. */
 	uint64_t push_sent;    /* pushes written on this connection */
 	uint64_t push_acked;   /* of which the client acknowledged (PUSH_ACK) */
+	struct acklat lat;     /* its acknowledgement delays: its deadline */
+	uint64_t probe_n;      /* the push being timed: its number (0: none) */
+	uint64_t probe_at;     /* when it was written */
+	bool behind;           /* changes do not wait for its acknowledgements */
+	uint64_t behind_at;    /* since when */
+	uint64_t behind_mark;  /* until it acknowledged this many pushes */
+	uint64_t hello_at;     /* the HELLO reply went (handshake.c) */
+	uint64_t rx_at;        /* its last frame arrived (server.c) */
 
 	/* In the server's list of connections (d->conns, server.c). */
 	LIST_ENTRY(conn) link;

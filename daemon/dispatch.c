@@ -109,6 +109,7 @@ static const struct handler handlers[PFS_OP_MAX] = {
 	[PFS_OP_LISTDIR]      = { op_listdir, AS_CALLER(LISTDIR, fh), .note = true },
 	[PFS_OP_CHUNK]        = { op_chunk, AS_CALLER(CHUNK, fh), .note = true },
 	[PFS_OP_CHUNK_REPORT] = { op_chunk_report, AS_ROOT(CHUNK_REPORT, fh) },
+	[PFS_OP_LISTDIR_PAGE] = { op_listdir_page, AS_CALLER(LISTDIR_PAGE, fh), .note = true },
 };
 
 /* The ladder every request climbs: decode, resolve and switch as its row

@@ -23,7 +23,16 @@ int op_listdir(struct op *o)
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
 	op_reply_alloc(o, (size_t)max_bytes + 16);
-	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &o->w);
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, NULL, &o->w);
+}
+
+int op_listdir_page(struct op *o)
+{
+	const struct pfs_listdir_page_req *m = &o->m.listdir_page_req;
+	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
+
+	op_reply_alloc(o, (size_t)max_bytes + 16);
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &m->cookie, &o->w);
 }
 
 static bool version_differs(const struct pfs_reval_item *it, const struct pfs_attr *a)

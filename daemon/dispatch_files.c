@@ -162,11 +162,14 @@ int op_fsync(struct op *o)
 int op_fallocate(struct op *o)
 {
 	const struct pfs_fallocate_req *m = &o->m.fallocate_req;
-	int ret = export_fallocate(&o->x, o->obj, m->fid, m->mode, m->offset, m->length);
+	struct pfs_attr_rep rep;
+	int ret = export_fallocate(&o->x, o->obj, m->fid, m->mode, m->offset, m->length,
+				   o->r->post_attr ? &rep.attr : NULL);
 
-	if (ret == 0)
-		op_inval_inode(o, &m->fh, 0, 0);
-	return ret;
+	if (ret < 0)
+		return ret;
+	op_inval_inode(o, &m->fh, 0, 0);
+	return o->r->post_attr ? OP_ENCODE(o, attr_rep, &rep) : 0;
 }
 
 int op_lseek(struct op *o)

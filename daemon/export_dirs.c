@@ -140,40 +140,32 @@ static int put_item(struct pfs_wr *w, const struct pfs_name *name, const struct 
 	return 0;
 }
 
-int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
-		   struct pfs_wr *w)
+/* Where a page stopped: at the end (PFS_LS_COMPLETE), at a limit with the
+ * position after its last item (PFS_LS_MORE), or at a name it cannot
+ * carry (0). */
+struct page_end {
+	uint32_t flags;
+	uint64_t cookie;
+};
+
+/* Lists directory d (open, positioned at its first entry to list) into
+ * lim as listing items, as export_listdir says; page: as a page of
+ * LISTDIR_PAGE starting at cookie (which d is positioned at), ending at
+ * a limit with PFS_LS_MORE instead of starting again without contents.
+ * Returns how it ended. */
+static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint32_t max_inline,
+				  uint32_t data_left, bool has_pycache, bool page,
+				  uint64_t cookie, struct pfs_wr *lim)
 {
 	struct listing_ra ra = { 0 };
+	struct page_end end = { PFS_LS_COMPLETE, 0 };
 	long pos = 0;
 	bool cold = false;
-	uint32_t data_left, data_taken = 0, flags = PFS_LS_COMPLETE, n = 0;
+	uint32_t data_taken = 0, n = 0;
 	unsigned restarts = 0;
-	struct stat dst;
-	bool has_pycache;
-	struct pfs_wr lim;
-	size_t at, start;
-	uint8_t *buf;
-	DIR *d = NULL;
-	int ret;
+	size_t start = lim->len;
+	uint8_t *buf = xmalloc((size_t)max_inline + 1);
 
-	if (max_bytes > PFS_MAX_IO)
-		max_bytes = PFS_MAX_IO;
-	if (max_inline > PFS_INLINE_MAX)
-		max_inline = PFS_INLINE_MAX;
-	if (max_bytes < 4 || w->cap - w->len < max_bytes)
-		return -EINVAL;
-	ret = export_dir_open(obj->fd, &d);
-	if (ret < 0)
-		return ret;
-	data_left = listing_data_budget(fstat(dirfd(d), &dst) == 0 ? (uint64_t)dst.st_size : 0,
-					max_bytes);
-	has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
-		      S_ISDIR(dst.st_mode);
-	buf = xmalloc((size_t)max_inline + 1);
-	/* Items go into a cursor limited to max_bytes, after the flags. */
-	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
-	pfs_wr_skip(&lim, 4, &at);
-	start = lim.len;
 	for (;;) {
 		struct pfs_name name;
 		struct pfs_entry e;
@@ -185,18 +177,24 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		errno = 0;
 		if (!(de = readdir(d))) {
 			if (errno)
-				flags = 0;
+				end.flags = 0;
 			break;
 		}
 		pos++;
-		if (export_dot_or_dotdot(de->d_name))
+		if (export_dot_or_dotdot(de->d_name)) {
+			cookie = (uint64_t)de->d_off;
 			continue;
+		}
 		nl = strlen(de->d_name);
+		if (page && n >= PFS_LISTDIR_ITEMS_MAX) {
+			end.flags = PFS_LS_MORE; /* this entry starts the next page */
+			break;
+		}
 		/* A name the protocol cannot carry, an entry that cannot be
 		 * looked up, or no room: the listing is not complete. */
 		if (nl > PFS_NAME_MAX || !pfs_name_valid(de->d_name, nl) ||
 		    n >= PFS_LISTDIR_ITEMS_MAX) {
-			flags = 0;
+			end.flags = 0;
 			break;
 		}
 		mi = max_inline < data_left ? max_inline : data_left;
@@ -206,41 +204,100 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 			listing_ra_advance(&ra, obj->fd, pos, pos + LISTING_RA, mi);
 		if (export_lookup_data(x, obj->fd, de->d_name, mi, &e, buf, &len, &iflags,
 				       &cold) < 0) {
-			flags = 0;
+			end.flags = 0;
 			break;
 		}
 		name.len = (uint16_t)nl;
 		memcpy(name.s, de->d_name, nl + 1);
 		data.p = buf;
 		data.len = (iflags & PFS_LD_DATA) ? len : 0;
-		save = lim.len;
-		if (put_item(&lim, &name, &e, iflags, &data) < 0) {
-			lim.len = save;
-			if (data_taken == 0 && data.len == 0) {
-				flags = 0;
+		save = lim->len;
+		int pr = put_item(lim, &name, &e, iflags, &data);
+		if (pr < 0 && page && data.len) {
+			/* A page: the item without its content, if that fits. */
+			lim->len = save;
+			iflags &= ~(uint32_t)PFS_LD_DATA;
+			data.len = 0;
+			pr = put_item(lim, &name, &e, iflags, &data);
+		}
+		if (pr < 0) {
+			lim->len = save;
+			if (page) {
+				/* Full: this entry starts the next page. */
+				end.flags = n > 0 ? PFS_LS_MORE : 0;
 				break;
 			}
-			/* Out of room because of the contents taken (the budget's
-			 * guess of the room the items need fell short): the names
-			 * matter more, a complete listing answers misses. Start
-			 * again with half the contents, the third time without. */
+			if (data_taken == 0 && data.len == 0) {
+				end.flags = 0;
+				break;
+			}
+			/* Out of room because of the contents taken (the
+			 * budget's guess of the room the items need fell
+			 * short): the names matter more, a complete listing
+			 * answers misses. Start again with half the contents,
+			 * the third time without. */
 			rewinddir(d);
 			pos = 0;
 			n = 0;
-			lim.len = start;
+			lim->len = start;
 			data_left = ++restarts < 3 ? data_taken / 2 : 0;
 			data_taken = 0;
 			continue;
 		}
 		data_taken += data.len;
 		data_left -= data.len;
+		cookie = (uint64_t)de->d_off;
 		n++;
 	}
-	closedir(d);
+	if (end.flags == PFS_LS_MORE)
+		end.cookie = cookie;
 	if (ra.d)
 		closedir(ra.d);
 	free(buf);
-	pfs_patch_U32(&lim, at, flags);
+	return end;
+}
+
+int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
+		   const uint64_t *page, struct pfs_wr *w)
+{
+	struct stat dst;
+	struct pfs_wr lim;
+	size_t at, at_cookie = 0;
+	DIR *d = NULL;
+	int ret;
+
+	if (max_bytes > PFS_MAX_IO)
+		max_bytes = PFS_MAX_IO;
+	if (max_inline > PFS_INLINE_MAX)
+		max_inline = PFS_INLINE_MAX;
+	if (max_bytes < (page ? PFS_LISTDIR_PAGE_MIN : 4) || w->cap - w->len < max_bytes)
+		return -EINVAL;
+	ret = export_dir_open(obj->fd, &d);
+	if (ret < 0)
+		return ret;
+	if (page && *page)
+		seekdir(d, (long)*page);
+	uint32_t data_left = listing_data_budget(fstat(dirfd(d), &dst) == 0 ? (uint64_t)dst.st_size
+									    : 0,
+						 max_bytes);
+	if (page) /* a page stops at its limits rather than dropping contents */
+		data_left = PFS_LISTDIR_DATA_MAX;
+	bool has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			   S_ISDIR(dst.st_mode);
+	/* Items go into a cursor limited to max_bytes, after the flags (and
+	 * a page's cookie). */
+	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
+	pfs_wr_skip(&lim, 4, &at);
+	if (page)
+		pfs_wr_skip(&lim, 8, &at_cookie);
+	struct page_end end = list_items(x, obj, d, max_inline, data_left, has_pycache,
+					 page != NULL, page ? *page : 0, &lim);
+	closedir(d);
+	pfs_patch_U32(&lim, at, end.flags);
+	if (page) {
+		pfs_patch_U32(&lim, at_cookie, (uint32_t)end.cookie);
+		pfs_patch_U32(&lim, at_cookie + 4, (uint32_t)(end.cookie >> 32));
+	}
 	w->len += lim.len;
 	return 0;
 }

@@ -436,7 +436,7 @@ int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync)
 }
 
 int export_fallocate(struct xop *x, struct hent *obj, uint64_t fid, uint32_t mode,
-		     uint64_t off, uint64_t len)
+		     uint64_t off, uint64_t len, struct pfs_attr *a)
 {
 	struct fid *f;
 	int ret;
@@ -447,6 +447,8 @@ int export_fallocate(struct xop *x, struct hent *obj, uint64_t fid, uint32_t mod
 	if (ret < 0)
 		return ret;
 	ret = fallocate(f->fd, (int)mode, (off_t)off, (off_t)len) < 0 ? -errno : 0;
+	if (ret == 0 && a)
+		ret = export_getattr(f->fd, a);
 	session_fid_put(x->s, f);
 	return ret;
 }

@@ -173,10 +173,10 @@ int export_release(struct xop *x, uint64_t fid);
  * obj opened for that. Returns 0 or -errno. */
 int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync);
 /* fallocate(mode, off, len) through the session's fid, or obj opened
- * again for writing. Returns 0, -EINVAL (off or len beyond INT64_MAX), or
- * -errno. */
+ * again for writing; *a (if a is not NULL): the file's attributes after
+ * it. Returns 0, -EINVAL (off or len beyond INT64_MAX), or -errno. */
 int export_fallocate(struct xop *x, struct hent *obj, uint64_t fid, uint32_t mode,
-		     uint64_t off, uint64_t len);
+		     uint64_t off, uint64_t len, struct pfs_attr *a);
 /* lseek SEEK_DATA or SEEK_HOLE (whence; others: -EINVAL) from off through
  * the session's fid, or obj opened again. *result: the offset found.
  * Returns 0, -ENXIO (off beyond INT64_MAX, or no data/hole after it), or
@@ -201,12 +201,16 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 /* LISTDIR (wire.h) of directory obj: appends to w at most max_bytes (<=
  * PFS_MAX_IO): u32 flags (PFS_LS_COMPLETE or 0), then the items, small
  * files with their content (max_inline each, within the reply's data
- * budget), every item registered as the session's interest. Returns 0,
- * -EINVAL (max_bytes < 4, or w has less room), or -errno of opening the
- * directory; an entry that cannot be listed makes the listing incomplete,
- * not an error. */
+ * budget), every item registered as the session's interest. With page
+ * (not NULL), LISTDIR_PAGE from cookie *page: u32 flags
+ * (PFS_LS_COMPLETE, PFS_LS_MORE or 0) and u64 cookie before the items,
+ * and a page ends at its limits (PFS_LISTDIR_ITEMS_MAX items, max_bytes)
+ * with PFS_LS_MORE. Returns 0, -EINVAL (max_bytes < 4, or <
+ * PFS_LISTDIR_PAGE_MIN for a page, or w has less room), or -errno of
+ * opening the directory; an entry that cannot be listed makes the
+ * listing incomplete, not an error. */
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
-		   struct pfs_wr *w);
+		   const uint64_t *page, struct pfs_wr *w);
 
 /* --- export_xattrs.c --- */
 

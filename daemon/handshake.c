@@ -93,6 +93,7 @@ static void on_hello(struct conn *c, const uint8_t *wire)
 		return conn_close(c, "internal error");
 	c->st = CS_AUTH;
 	conn_send_small(c, c->h.id, PFS_OP_HELLO, PFS_FF_REPLY, 0, out, w.len);
+	c->hello_at = uv_now(&c->d->loop);
 }
 
 /* A bulk connection of the session s (NULL: none) that c's client has:
@@ -155,6 +156,9 @@ static int on_auth(struct conn *c, const uint8_t *wire, uint32_t *auth_flags)
 		return join_bulk(c, s);
 	}
 	c->st = CS_READY;
+	/* HELLO's reply to AUTH is a round trip: the first hint of how long
+	 * this client takes to acknowledge a push (acklat_i.h). */
+	acklat_sample(&c->lat, uv_now(&c->d->loop), uv_now(&c->d->loop) - c->hello_at);
 	if (s) {
 		if (s->conn && s->conn != c)
 			conn_close(s->conn, "replaced by a new connection of the same client");

@@ -261,6 +261,7 @@ size_t lim_reply_bound(uint16_t op, uint16_t flags, const uint8_t *payload, size
 	case PFS_OP_READLINK:
 		return PFS_PATH_MAX + LIM_SMALL_REPLY;
 	case PFS_OP_LISTDIR:
+	case PFS_OP_LISTDIR_PAGE:
 	case PFS_OP_LOOKUP_DATA:
 	case PFS_OP_REVALIDATE:
 		return PFS_MAX_PAYLOAD;

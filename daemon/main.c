@@ -66,6 +66,12 @@ static const char usage_text[] =
 	"  --grace SECONDS      after a restart, grant only lock reclaims this long, or\n"
 	"                       until every client that held locks came back (default\n"
 	"                       30, 0..600; no grace period when nobody held locks)\n"
+	"  --ack-timeout MS     a change waits at least this long for another client to\n"
+	"                       acknowledge its invalidation (default "
+	STRINGIFY(PFSD_ACK_TIMEOUT_MS) ", 1.." STRINGIFY(PFSD_ACK_WAIT_MS) "; more\n"
+	"                       for a client that acknowledges slowly); one that sends\n"
+	"                       nothing meanwhile falls behind and is not waited for\n"
+	"                       until it caught up\n"
 	"  --lz4 MODE           LZ4 for replies: auto (only while the link is backed\n"
 	"                       up: it costs more time than it saves on fast links),\n"
 	"                       always (slow or metered links) or never (default auto)\n"
@@ -260,6 +266,7 @@ static const struct optdef optdefs[] = {
 	UINT("lease", lease, 0, 86400 * 365),
 	UINT("lock-lease", lock_lease, 0, 86400 * 365),
 	UINT("grace", grace, 0, PFSD_GRACE_MAX),
+	UINT("ack-timeout", ack_timeout, 1, PFSD_ACK_WAIT_MS),
 	FUNC("lz4", required_argument, set_lz4),
 	FLAG("allow-plaintext", allow_plaintext),
 	FLAG("ro", ro),
@@ -301,6 +308,7 @@ static void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->grace = 30;
 	o->peer_min = 64ull << 20;
 	o->peer_chunk = 4ull << 20;
+	o->ack_timeout = PFSD_ACK_TIMEOUT_MS;
 	export_opts_default(&o->rule);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hV", long_opts, NULL)) != -1) {

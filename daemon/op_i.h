@@ -126,6 +126,7 @@ int op_statfs(struct op *o);       /* STATFS: statfs_rep */
 /* dispatch_dirs.c. */
 int op_readdir(struct op *o);      /* READDIR: u8 eof + dirents */
 int op_listdir(struct op *o);      /* LISTDIR: the listing */
+int op_listdir_page(struct op *o); /* LISTDIR_PAGE: a page of it */
 int op_revalidate(struct op *o);   /* REVALIDATE: revalidate_rep (as root) */
 int op_auth(struct op *o);         /* AUTH, once the loop accepted it: auth_rep */
 

@@ -13,9 +13,9 @@
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   conn.c          one connection: frames, write queue, backpressure
  *   leaves          handles.c hsecret.c interest.c lockstate.c pipes.c drc.c framer.c
- *                   tls_stream.c (a connection's TLS on memory BIOs)
+ *                   tls_stream.c (a connection's TLS on byte-queue BIOs)
  *                   ratelimit.c caps.c exports.c (export rules) limits.c,
- *                   and lib/
+ *                   acklat.c (acknowledgement deadlines), and lib/
  *
  * Threads: one libuv loop thread owns the listener, the connections, the
  * session table, every reply cache and the push order; worker threads
@@ -77,6 +77,8 @@ struct pfsd_opts {
 	unsigned lease;        /* seconds a disconnected session lingers */
 	unsigned lock_lease;   /* seconds its locks survive (capped by lease) */
 	unsigned grace;        /* seconds of grace period after a restart */
+	unsigned ack_timeout;  /* ms: the least a change waits for a client's
+				* PUSH_ACK (acklat_i.h; 1..PFSD_ACK_WAIT_MS) */
 	enum pfs_lz4_mode lz4; /* when replies are LZ4-compressed (link.h) */
 	/* Export rules (exports_i.h): --exports FILE, or --allow and the
 	 * options of its rules; rule_flag: the last of those given, if any. */
@@ -100,6 +102,9 @@ struct pfsd {
 	uv_signal_t sig_int;
 	uv_timer_t sweep_timer;   /* handle cache sweep (server.c) */
 	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
+	uint64_t ack_due;         /* when it fires (uv_now ms; UINT64_MAX: idle) */
+	uv_idle_t ack_idle;       /* once it fired: the verdicts come after the */
+	uv_check_t ack_check;     /* poll for I/O of that turn of the loop */
 	struct req *held;         /* replies waiting for PUSH_ACKs (loop, server.c) */
 	uv_work_t sweep_work;
 	bool sweeping;
@@ -152,6 +157,10 @@ struct pfsd {
 	uint64_t st_lat[PFS_OP_MAX][LATHIST_BUCKETS];
 	uint64_t st_lat_sum_us[PFS_OP_MAX];
 	uint64_t st_pushes;       /* pushes sent */
+	/* Clients late with a PUSH_ACK (push.c): stalled ones that fell
+	 * behind, running ones cut off at PFSD_ACK_WAIT_MS, and waits given
+	 * another deadline because the client was running. */
+	uint64_t st_ack_misses, st_ack_cutoffs, st_ack_extended;
 	uint64_t st_hits[8];      /* limit hits by enum lim_cap bit (limits_i.h) */
 };
 
@@ -170,10 +179,11 @@ struct pfsd {
 					     takes to be acknowledged (PFSD_ACK_WAIT_MS) */
 #define PFSD_MAX_DEFERRED 65536           /* pushes waiting per session */
 #define PFSD_GRACE_MAX 600                /* --grace seconds */
-#define PFSD_ACK_WAIT_MS 2000             /* a change waits this long for PUSH_ACKs */
-#define PFSD_ACK_TICK_MS 50               /* deadline check period while some wait */
 #define PFSD_PEER_FANOUT 4                /* clients one holder serves at once (chunks_i.h) */
 #define PFSD_PEER_FETCH_MS 30000          /* a chunk fetch unreported this long is forgotten */
+#define PFSD_ACK_WAIT_MS 2000             /* a change waits at most this long for a
+					     PUSH_ACK (of a client that is running) */
+#define PFSD_ACK_TIMEOUT_MS 30            /* --ack-timeout: the least it waits */
 
 /* Whether a log line about hostile input may go now (ratelimit_i.h).
  * Loop thread. */

@@ -7,6 +7,7 @@
 
 #include "podfs/log.h"
 #include "chunks_i.h"
+#include "acklat_i.h"
 #include "conn_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
@@ -78,6 +79,11 @@ void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t len)
 	}
 	c->push_sent++;
 	c->d->st_pushes++;
+	/* One push at a time is timed, for the client's deadline. */
+	if (!c->probe_n && !c->behind && (c->caps & PFS_CAP_PUSH_ACK)) {
+		c->probe_n = c->push_sent;
+		c->probe_at = uv_now(&c->d->loop);
+	}
 	conn_send_small(c, 0, op, PFS_FF_PUSH, 0, p, len);
 }
 
@@ -179,9 +185,24 @@ void push_ordered_del(struct session *s, struct inflight *fl)
  * applied; the push's number on its connection is known when it is
  * queued, deferred pushes included, since they go out in order). A
  * client whose connection changed or closed meanwhile no longer counts:
- * it revalidates everything before trusting its caches. One that does
- * not acknowledge within PFSD_ACK_WAIT_MS has its connection closed for
- * the same effect, and the reply goes out.
+ * it revalidates everything before trusting its caches.
+ *
+ * Late clients. Each client has a deadline of its own (acklat_i.h): a
+ * few times the delays it showed lately, at least --ack-timeout (30 ms),
+ * at most PFSD_ACK_WAIT_MS. Past it, a client that sent nothing since is
+ * stalled (SIGSTOP, a host that froze): it falls behind, the reply goes,
+ * and no change waits for it until it has acknowledged every push it was
+ * sent by then (behind_mark). Its connection stays open: its pushes wait
+ * in order on the stream (in its socket, or ours), and once it runs again
+ * its connection thread reads and numbers each of them before any frame
+ * that follows, while its caches answer nothing that would need a round
+ * trip (an open, a lookup or getattr answered from its caches) before it
+ * read every byte its socket holds (transport_quiet). What it may still
+ * show meanwhile is what its kernel caches (docs/coherence.md, "Late and
+ * stalled clients"). A client that sent frames is running: it gets another
+ * deadline, up to PFSD_ACK_WAIT_MS, past which it is cut off (closed, so
+ * that it revalidates): a client that runs but does not acknowledge is
+ * broken, and must not be trusted with its caches.
  *
  * Clients without the capability are not waited for; they ask at every
  * open (close-to-open by an OPEN round trip after the push). */
@@ -191,8 +212,9 @@ void push_ordered_del(struct session *s, struct inflight *fl)
 static void ackwait_add(struct acks *a, struct session *s, uint64_t target)
 {
 	struct conn *c = s->conn;
+	uint64_t now;
 
-	if (!target || !(c->caps & PFS_CAP_PUSH_ACK))
+	if (!target || !(c->caps & PFS_CAP_PUSH_ACK) || c->behind)
 		return;
 	for (size_t i = 0; i < a->n; i++) {
 		if (a->v[i].c == c) {
@@ -211,15 +233,20 @@ static void ackwait_add(struct acks *a, struct session *s, uint64_t target)
 		a->cap = n;
 	}
 	conn_ref(c);
-	a->v[a->n++] = (struct ackwait){ c, target };
+	now = uv_now(&c->d->loop);
+	a->v[a->n++] = (struct ackwait){
+		.c = c, .target = target, .since = now,
+		.deadline = now + acklat_deadline(&c->lat, now, c->d->o.ack_timeout,
+						  PFSD_ACK_WAIT_MS),
+	};
 }
 
-/* Done: acknowledged, or the client's connection is gone (closing, or
- * its session ended): it revalidates everything before trusting its
- * caches again. */
+/* Done: acknowledged, or the client fell behind, or its connection is
+ * gone (closing, or its session ended): it revalidates everything before
+ * trusting its caches again. */
 static bool ackwait_done(const struct ackwait *w)
 {
-	return w->c->closing || !w->c->sess || w->c->push_acked >= w->target;
+	return w->c->closing || !w->c->sess || w->c->behind || w->c->push_acked >= w->target;
 }
 
 bool push_acks_done(const struct acks *a)
@@ -230,17 +257,61 @@ bool push_acks_done(const struct acks *a)
 	return true;
 }
 
-void push_acks_expire(struct pfsd *d, const struct acks *a)
+/* c was waited for since `since` and sent nothing: changes stop waiting
+ * for it until it acknowledged what it was sent by now. */
+static void fall_behind(struct pfsd *d, struct conn *c, uint64_t now, uint64_t since)
+{
+	c->behind = true;
+	c->behind_at = now;
+	c->behind_mark = c->push_sent;
+	c->probe_n = 0; /* its delay now is the stall's, not the client's */
+	d->st_ack_misses++;
+	if (c->sess)
+		c->sess->st_ack_misses++;
+	pfsd_warn_rl(d, "conn %llu: %s (%s) did not acknowledge an invalidation within %llu ms "
+		     "and sends nothing: changes no longer wait for it until it has caught up "
+		     "(its invalidations stay queued)",
+		     (unsigned long long)c->id, c->peer, c->host,
+		     (unsigned long long)(now - since));
+}
+
+void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now)
 {
 	for (size_t i = 0; i < a->n; i++) {
-		struct conn *c = a->v[i].c;
-		if (ackwait_done(&a->v[i]))
+		struct ackwait *w = &a->v[i];
+		struct conn *c = w->c;
+		if (ackwait_done(w) || now < w->deadline)
 			continue;
-		pfsd_warn_rl(d, "conn %llu: %s (%s) did not acknowledge an invalidation within %u ms; "
-			     "closing",
-			     (unsigned long long)c->id, c->peer, c->host, PFSD_ACK_WAIT_MS);
-		conn_close(c, "invalidation not acknowledged");
+		uint32_t dl = acklat_deadline(&c->lat, now, d->o.ack_timeout, PFSD_ACK_WAIT_MS);
+		switch (acklat_expired(now, w->since, c->rx_at, dl, PFSD_ACK_WAIT_MS)) {
+		case ACKEXP_EXTEND:
+			w->deadline = now + dl;
+			if (w->deadline > w->since + PFSD_ACK_WAIT_MS)
+				w->deadline = w->since + PFSD_ACK_WAIT_MS;
+			d->st_ack_extended++;
+			break;
+		case ACKEXP_CUTOFF:
+			d->st_ack_cutoffs++;
+			pfsd_warn_rl(d, "conn %llu: %s (%s) did not acknowledge an invalidation "
+				     "within %u ms, though it sends requests; closing",
+				     (unsigned long long)c->id, c->peer, c->host, PFSD_ACK_WAIT_MS);
+			conn_close(c, "invalidation not acknowledged");
+			break;
+		case ACKEXP_BEHIND:
+			fall_behind(d, c, now, w->since);
+			break;
+		}
 	}
+}
+
+uint64_t push_acks_next(const struct acks *a)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (size_t i = 0; i < a->n; i++)
+		if (!ackwait_done(&a->v[i]) && a->v[i].deadline < next)
+			next = a->v[i].deadline;
+	return next;
 }
 
 void push_acks_free(struct acks *a)
@@ -255,6 +326,7 @@ void push_acks_free(struct acks *a)
 int push_ack(struct conn *c, const uint8_t *payload)
 {
 	struct pfs_push_ack m;
+	uint64_t now;
 
 	/* The bytes received (an uncoded frame: wire_len == raw_len). */
 	if (pfs_dec_push_ack(payload, c->h.wire_len, &m) < 0 || m.count > c->push_sent)
@@ -262,6 +334,17 @@ int push_ack(struct conn *c, const uint8_t *payload)
 	if (m.count <= c->push_acked)
 		return 0;
 	c->push_acked = m.count;
+	now = uv_now(&c->d->loop);
+	if (c->probe_n && m.count >= c->probe_n) {
+		acklat_sample(&c->lat, now, now - c->probe_at);
+		c->probe_n = 0;
+	}
+	if (c->behind && m.count >= c->behind_mark) {
+		c->behind = false;
+		pfs_info("conn %llu: %s (%s) caught up with its invalidations after %llu ms",
+			 (unsigned long long)c->id, c->peer, c->host,
+			 (unsigned long long)(now - c->behind_at));
+	}
 	return 1;
 }
 

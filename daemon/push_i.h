@@ -58,11 +58,14 @@ struct inflight {
 };
 
 /* The clients whose acknowledgement a change's reply waits for: each a
- * connection a push went out on (referenced) and the count of pushes it
- * must have acknowledged. Zero-initialised: nobody. */
+ * connection a push went out on (referenced), the count of pushes it
+ * must have acknowledged, and its deadline (acklat_i.h). Times are
+ * uv_now's, ms. Zero-initialised: nobody. */
 struct ackwait {
 	struct conn *c;
 	uint64_t target;
+	uint64_t since;    /* the wait began */
+	uint64_t deadline; /* it is checked next */
 };
 struct acks {
 	struct ackwait *v;
@@ -101,19 +104,29 @@ void push_flush(struct session *s);
 /* Frees the pushes waiting in s's FIFO (s is being freed). */
 void push_drop_queue(struct session *s);
 
-/* Whether every client of a is done: it acknowledged its target, or its
- * connection is closing, or no longer serves a session (GOODBYE). */
+/* Whether every client of a is done: it acknowledged its target, or it
+ * fell behind, or its connection is closing, or no longer serves a
+ * session (GOODBYE). */
 bool push_acks_done(const struct acks *a);
-/* Closes the connection of each client of a that is not done, with a
- * (rate-limited) warning: it then revalidates what it caches. */
-void push_acks_expire(struct pfsd *d, const struct acks *a);
+/* Each client of a that is not done and past its deadline at now: if it
+ * sent a frame within its deadline, it is running and gets another
+ * deadline, but past PFSD_ACK_WAIT_MS its connection is closed (it then
+ * revalidates what it caches); if it sent nothing, it is stalled and
+ * falls behind: no change waits for it until it has acknowledged every
+ * push it was sent by then, which stay queued on its connection in
+ * order. One (rate-limited) warning each time. */
+void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now);
+/* The earliest deadline of a's clients that are not done, or
+ * UINT64_MAX. */
+uint64_t push_acks_next(const struct acks *a);
 /* Lets go of a's connections and frees its list. */
 void push_acks_free(struct acks *a);
 /* A PUSH_ACK frame on c: its payload as received, c->h.wire_len bytes
  * (conn.c admits only uncoded PUSH_ACKs). Notes how many pushes the
- * client received. Returns 1 if that count grew (held replies may go
- * now), 0 if not, or -EBADMSG for a malformed ack or one beyond what was
- * sent (a protocol violation). */
+ * client received, the delay of a push being timed (c->lat), and whether
+ * a client that fell behind caught up. Returns 1 if that count grew
+ * (held replies may go now), 0 if not, or -EBADMSG for a malformed ack
+ * or one beyond what was sent (a protocol violation). */
 int push_ack(struct conn *c, const uint8_t *payload);
 
 /* Change notifications were lost: closes every authenticated

@@ -23,6 +23,17 @@
 
 #define LOCKS_LISTED_MAX 4096 /* locks status -v lists */
 
+/* Clients whose acknowledgements no change waits for now (push.c). */
+static unsigned clients_behind(struct pfsd *d)
+{
+	const struct conn *c;
+	unsigned n = 0;
+
+	LIST_FOREACH(c, &d->conns, link)
+		n += c->st == CS_READY && !c->closing && c->behind;
+	return n;
+}
+
 /* A growing text buffer. */
 struct sbuf {
 	char *b;
@@ -229,6 +240,11 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 			  cs.digest_bytes, cs.to_server, cs.to_peer, cs.held, cs.reports_have,
 			  cs.reports_bad, cs.drops, cs.evictions);
 	}
+	sb_printf(&sb,
+		  "ack_timeout %u\nack_misses %" PRIu64 "\nack_cutoffs %" PRIu64
+		  "\nack_extended %" PRIu64 "\nclients_behind %u\n",
+		  d->o.ack_timeout, d->st_ack_misses, d->st_ack_cutoffs, d->st_ack_extended,
+		  clients_behind(d));
 	for (unsigned op = 0; op < PFS_OP_MAX; op++)
 		if (d->st_req[op])
 			sb_printf(&sb, "req_%s %" PRIu64 "\n", pfs_op_name(op), d->st_req[op]);
@@ -250,11 +266,16 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 			  " state=%s since=%" PRId64 " connected=%" PRId64 " conns=%u made=%" PRIu64
 			  " requests=%" PRIu64 " wire_in=%" PRIu64 " wire_out=%" PRIu64
 			  " raw_in=%" PRIu64 " raw_out=%" PRIu64 " open_files=%ld lock_owners=%ld"
-			  " inflight=%u mem=%zu limits=%s ops=",
+			  " inflight=%u mem=%zu limits=%s behind=%d ack_misses=%" PRIu64
+			  " ack_deadline=%u ops=",
 			  s->conn ? "connected" : "lingering", s->since,
 			  s->conn ? s->conn->since : (int64_t)0, nconns, s->nconns_total,
 			  sum_req(s->st_req), tr.wire_in, tr.wire_out, tr.raw_in, tr.raw_out, fids,
-			  locks, s->acct->inflight, s->acct->mem, lim);
+			  locks, s->acct->inflight, s->acct->mem, lim,
+			  s->conn && s->conn->behind, s->st_ack_misses,
+			  s->conn ? acklat_deadline(&s->conn->lat, uv_now(&d->loop),
+						    d->o.ack_timeout, PFSD_ACK_WAIT_MS)
+				  : 0);
 		bool first = true;
 		for (unsigned op = 0; op < PFS_OP_MAX; op++) {
 			if (!s->st_req[op])
@@ -386,6 +407,21 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 				"Reports of peers that did not deliver a chunk");
 		pfs_prom_u64(p, "podfsd_peer_reports_bad_total", cs.reports_bad, NULL);
 	}
+	pfs_prom_family(p, "podfsd_ack_misses_total", "counter",
+			"Clients that sent nothing past their deadline for acknowledging an "
+			"invalidation, and fell behind (changes stopped waiting for them)");
+	pfs_prom_u64(p, "podfsd_ack_misses_total", d->st_ack_misses, NULL);
+	pfs_prom_family(p, "podfsd_ack_cutoffs_total", "counter",
+			"Clients cut off for not acknowledging an invalidation within 2 s "
+			"while sending requests");
+	pfs_prom_u64(p, "podfsd_ack_cutoffs_total", d->st_ack_cutoffs, NULL);
+	pfs_prom_family(p, "podfsd_ack_extended_total", "counter",
+			"Waits for an acknowledgement given another deadline, the client "
+			"being busy");
+	pfs_prom_u64(p, "podfsd_ack_extended_total", d->st_ack_extended, NULL);
+	pfs_prom_family(p, "podfsd_clients_behind", "gauge",
+			"Clients behind on acknowledging invalidations: no change waits for them");
+	pfs_prom_u64(p, "podfsd_clients_behind", clients_behind(d), NULL);
 	pfs_prom_family(p, "podfsd_memory_bytes", "gauge",
 			"Request and reply bytes held for all clients");
 	pfs_prom_u64(p, "podfsd_memory_bytes", d->mem, NULL);

@@ -38,6 +38,7 @@ struct req {
 	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
 	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */
+	bool post_attr;        /* it negotiated PFS_CAP_POST_ATTR */
 	bool no_splice;        /* its connection is TLS: READ replies are copied */
 	uint32_t auth_flags;   /* AUTH reply flags (PFS_AUTH_*) */
 	struct export_opts rule; /* c's export rule when it was queued */
@@ -58,8 +59,7 @@ struct req {
 
 	/* Reply held until other clients acknowledged this change's pushes
 	 * (loop thread, server.c). */
-	struct acks acks;
-	uint64_t ack_deadline;  /* uv_now, ms */
+	struct acks acks;       /* each client's deadline is its own */
 	struct req *hnext;      /* d->held */
 };
 

@@ -43,21 +43,46 @@ static void req_done(struct req *r)
 	conn_unref(c);
 }
 
-/* Sends the held replies whose acknowledgements all came; with expire,
- * also those past their deadline, after closing the connection of each
- * client that did not acknowledge in time (it then revalidates). With
- * all, every held reply goes (shutdown). */
-static void held_scan(struct pfsd *d, bool expire, bool all)
+static void ack_timer_cb(uv_timer_t *t);
+static void ack_idle_cb(uv_idle_t *h);
+static void ack_check_cb(uv_check_t *h);
+
+/* Arms the acknowledgement timer for next (uv_now ms; UINT64_MAX: stops
+ * it) if that is earlier than it is armed for, or if it is to be
+ * rearmed (reset). */
+static void ack_timer_arm(struct pfsd *d, uint64_t next, bool reset)
 {
 	uint64_t now = uv_now(&d->loop);
 
-	for (struct req **pp = &d->held, *r; (r = *pp);) {
-		bool done = push_acks_done(&r->acks);
-		if (!done && expire && now >= r->ack_deadline) {
-			push_acks_expire(d, &r->acks);
-			done = true;
-		}
-		if (!done && !all) {
+	if (!reset && next >= d->ack_due)
+		return;
+	d->ack_due = next;
+	if (next == UINT64_MAX)
+		uv_timer_stop(&d->ack_timer);
+	else
+		uv_timer_start(&d->ack_timer, ack_timer_cb, next > now ? next - now : 0, 0);
+}
+
+/* Sends the held replies whose acknowledgements all came; with expire,
+ * first deals with the clients past their deadline (push_acks_expire:
+ * another deadline, behind, or cut off), which may let replies go. With
+ * all, every held reply goes (shutdown). Then arms the timer for the
+ * earliest deadline left. */
+static void held_scan(struct pfsd *d, bool expire, bool all)
+{
+	uint64_t now = uv_now(&d->loop), next = UINT64_MAX;
+	struct req *r;
+
+	/* First every expiry: a client that falls behind is done for every
+	 * reply that waits for it, those before its own too. */
+	if (expire)
+		for (r = d->held; r; r = r->hnext)
+			push_acks_expire(d, &r->acks, now);
+	for (struct req **pp = &d->held; (r = *pp);) {
+		if (!all && !push_acks_done(&r->acks)) {
+			uint64_t t = push_acks_next(&r->acks);
+			if (t < next)
+				next = t;
 			pp = &r->hnext;
 			continue;
 		}
@@ -65,13 +90,36 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 		conn_reply(r->c, &r->reply, r->acct);
 		req_done(r);
 	}
-	if (!d->held && uv_is_active((uv_handle_t *)&d->ack_timer))
-		uv_timer_stop(&d->ack_timer);
+	if (!uv_is_closing((uv_handle_t *)&d->ack_timer))
+		ack_timer_arm(d, next, true);
 }
 
+/* A deadline passed. The verdicts wait until this turn of the loop has
+ * read what the sockets hold (a check handle runs after the poll for
+ * I/O; the idle handle keeps that poll from blocking): an acknowledgement
+ * that arrived while the loop was busy must count before its client is
+ * found late. */
 static void ack_timer_cb(uv_timer_t *t)
 {
-	held_scan(t->data, true, false);
+	struct pfsd *d = t->data;
+
+	d->ack_due = UINT64_MAX;
+	uv_idle_start(&d->ack_idle, ack_idle_cb);
+	uv_check_start(&d->ack_check, ack_check_cb);
+}
+
+static void ack_idle_cb(uv_idle_t *h)
+{
+	/* Only there to make the poll for I/O return at once. */
+}
+
+static void ack_check_cb(uv_check_t *h)
+{
+	struct pfsd *d = h->data;
+
+	uv_idle_stop(&d->ack_idle);
+	uv_check_stop(&d->ack_check);
+	held_scan(d, true, false);
 }
 
 /* Where the reply of r goes when a duplicate arrived while r ran: the
@@ -237,7 +285,8 @@ static void after_work_cb(uv_work_t *work, int status)
 	 * need not wait for it (its client's race gate covers a reply that
 	 * comes after a push), which keeps two clients changing one file
 	 * from waiting for each other. */
-	bool hold = r->acks.n && !r->splice_len && !r->violation && !c->closing && !d->stopping;
+	bool hold = r->acks.n && !push_acks_done(&r->acks) && !r->splice_len && !r->violation &&
+		    !c->closing && !d->stopping;
 	if (r->splice_len && !hold)
 		conn_reply_spliced(c, &r->reply, r->pipe, r->splice_len, r->acct);
 	else if (!hold)
@@ -249,11 +298,9 @@ static void after_work_cb(uv_work_t *work, int status)
 	}
 	r->s = NULL;
 	if (hold) {
-		r->ack_deadline = uv_now(&d->loop) + PFSD_ACK_WAIT_MS;
 		r->hnext = d->held;
 		d->held = r;
-		if (!uv_is_active((uv_handle_t *)&d->ack_timer))
-			uv_timer_start(&d->ack_timer, ack_timer_cb, PFSD_ACK_TICK_MS, PFSD_ACK_TICK_MS);
+		ack_timer_arm(d, push_acks_next(&r->acks), false);
 		return;
 	}
 	req_done(r);
@@ -306,6 +353,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->no_splice = c->mode == CM_TLS;
 	r->dir_attr = (c->caps & PFS_CAP_DIR_ATTR) != 0;
 	r->new_dir = r->dir_attr && (c->caps & PFS_CAP_NEW_DIR);
+	r->post_attr = (c->caps & PFS_CAP_POST_ATTR) != 0;
 	r->auth_flags = auth_flags;
 	r->rule = c->rule;
 	r->work.data = r;
@@ -442,6 +490,9 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 {
 	uint32_t auth_flags = 0;
 
+	/* The client runs (push_acks_expire). */
+	c->rx_at = uv_now(&c->d->loop);
+
 	if (c->st != CS_READY) {
 		if (handshake_frame(c, payload, &auth_flags) > 0) {
 			preauth_done(c);
@@ -464,6 +515,11 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 static void closed_cb(struct conn *c)
 {
 	struct pfsd *d = c->d;
+
+	/* Replies waiting for its acknowledgement may go: on the next turn
+	 * of the loop (this may run inside held_scan). */
+	if (d->held && !d->stopping)
+		ack_timer_arm(d, uv_now(&d->loop), false);
 
 	if (c->sess) {
 		struct traffic *t = &c->sess->tr_closed;
@@ -638,6 +694,10 @@ int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 	uv_timer_start(&d->sweep_timer, sweep_timer_cb, PFSD_TICK_MS, PFSD_TICK_MS);
 	uv_timer_init(&d->loop, &d->ack_timer);
 	d->ack_timer.data = d;
+	d->ack_due = UINT64_MAX;
+	uv_idle_init(&d->loop, &d->ack_idle);
+	uv_check_init(&d->loop, &d->ack_check);
+	d->ack_check.data = d;
 	return 0;
 }
 
@@ -654,7 +714,10 @@ void server_stop(struct pfsd *d)
 	while (!LIST_EMPTY(&d->conns))
 		conn_close(LIST_FIRST(&d->conns), "shutting down");
 	held_scan(d, false, true);
-	if (!uv_is_closing((uv_handle_t *)&d->ack_timer))
+	if (!uv_is_closing((uv_handle_t *)&d->ack_timer)) {
 		uv_close((uv_handle_t *)&d->ack_timer, NULL);
+		uv_close((uv_handle_t *)&d->ack_idle, NULL);
+		uv_close((uv_handle_t *)&d->ack_check, NULL);
+	}
 	sessions_stop(d);
 }

@@ -98,11 +98,13 @@ struct session {
 
 	/* What podfsd status shows of it (loop thread): when it began, its
 	 * requests by opcode, the traffic of its connections closed so far
-	 * (the open ones count theirs in conn->tr), connections made. */
+	 * (the open ones count theirs in conn->tr), connections made, times
+	 * it fell behind on acknowledging pushes (push.c). */
 	int64_t since;
 	uint64_t st_req[PFS_OP_MAX];
 	struct traffic tr_closed;
 	uint64_t nconns_total;
+	uint64_t st_ack_misses;
 
 	/* Interest and push ordering (loop thread; islot is read by workers,
 	 * it does not change while the session has requests). */

@@ -225,6 +225,12 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 		       pfs_kv_num(kv, "peer_records"), pfs_kv_num(kv, "peer_peers"),
 		       pfs_kv_num(kv, "peer_to_server"), pfs_kv_num(kv, "peer_to_peer"),
 		       pfs_kv_num(kv, "peer_reports_bad"));
+	if (pfs_kv_num(kv, "ack_misses") || pfs_kv_num(kv, "ack_cutoffs") ||
+	    pfs_kv_num(kv, "clients_behind"))
+		printf("  acknowledgements: %llu client%s behind now; %llu fell behind, %llu cut "
+		       "off since start\n",
+		       pfs_kv_num(kv, "clients_behind"), pl(pfs_kv_num(kv, "clients_behind")),
+		       pfs_kv_num(kv, "ack_misses"), pfs_kv_num(kv, "ack_cutoffs"));
 	unsigned long long total = 0;
 	for (int i = 0; i < kv->n; i++)
 		if (strncmp(kv->key[i], "req_", 4) == 0)
@@ -276,6 +282,9 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 					     t2, sizeof(t2)));
 		if (strcmp(lim, "-") != 0)
 			printf("      LIMIT REACHED: %s\n", lim);
+		if (wnum(v, "behind"))
+			printf("      BEHIND on acknowledging invalidations: changes do not wait "
+			       "for it\n");
 	}
 	if (!clients)
 		printf("\n  no clients\n");

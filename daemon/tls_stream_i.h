@@ -1,6 +1,9 @@
-/* tls_stream_i.h: the server side of one connection's TLS, on memory
- * BIOs: ciphertext in, plaintext pieces out; plaintext in, ciphertext
- * buffers out.
+/* tls_stream_i.h: the server side of one connection's TLS, on the
+ * byte-queue BIOs of podfs/tls_bio.h: ciphertext in, plaintext pieces
+ * out; plaintext in, ciphertext buffers out. Ciphertext that arrives is
+ * read in place (lent to the read BIO, the rest of a record kept), and
+ * what SSL_write makes is taken as the buffer it was written into: no
+ * copy beyond OpenSSL's own.
  *
  * No socket, no loop, no logging: the connection that owns the stream
  * (conn.c) moves the ciphertext between the socket and the stream,
@@ -65,18 +68,19 @@ static inline bool tls_stream_up(const struct tls_stream *t)
 	return t->up;
 }
 
-/* Ciphertext p[n] arrived: keeps it (a memory BIO, no bound of its own)
- * for tls_stream_input, without decrypting it yet. n is at most INT_MAX.
+/* Ciphertext p[n] arrived: keeps it (copied; no bound of its own) for
+ * tls_stream_input, without decrypting it yet. n is at most INT_MAX.
  * Returns 0, or -ENOMEM. */
 int tls_stream_in(struct tls_stream *t, const void *p, size_t n);
-/* Ciphertext p[n] arrived (tls_stream_in), and what it completes is
- * decrypted piece by piece: room_cb(arg, &dst, &cap) says where the next
+/* Ciphertext p[n] arrived (read in place; the part of a record it does
+ * not complete is kept, copied, before the call returns), and what it
+ * completes is decrypted piece by piece: room_cb(arg, &dst, &cap) says where the next
  * piece goes (cap bytes at most; a record may come in several pieces),
  * plain_cb(arg, dst, k) gets it (k > 0 bytes at dst), until more
  * ciphertext is needed or room_cb returns false (what is left stays in
  * t for the next call, which may have n 0). The handshake advances first
  * while it is not done; its replies then wait in t (tls_stream_take).
- * Returns 0; -ENOMEM: p could not be kept (nothing decrypted); -EPIPE:
+ * Returns 0; -ENOMEM: the rest of p could not be kept; -EPIPE:
  * the peer closed the TLS session (close_notify); -EPROTO: a fatal TLS
  * error, whose one-line reason (dflt "TLS error") is written into
  * why[whylen]. */
@@ -84,7 +88,8 @@ int tls_stream_input(struct tls_stream *t, const void *p, size_t n, tls_stream_r
 		     tls_stream_plain_cb plain_cb, void *arg, char *why, size_t whylen);
 
 /* Encrypts a[na] then b[nb] (either may be empty, and then NULL) after
- * the ciphertext t holds already; a memory BIO takes everything. If they
+ * the ciphertext t holds already (no bound: the caller takes it after
+ * each piece). If they
  * come to at most TLS_STREAM_SMALL bytes, they go in one record;
  * otherwise a goes whole (a frame header, say), then b in
  * TLS_STREAM_CHUNK pieces. ready_cb(arg, last) runs after each piece of
@@ -100,10 +105,9 @@ int tls_stream_send(struct tls_stream *t, const void *a, size_t na, const void *
 /* The number of ciphertext bytes waiting to be sent. */
 size_t tls_stream_pending(const struct tls_stream *t);
 /* Takes the ciphertext waiting to be sent: *buf (malloc'd, the caller's
- * to free) of *len bytes, or *buf NULL and *len 0 if there is none.
- * Returns 0, or -EIO if the buffer could not be read (*buf NULL; the
- * stream cannot be used to send any more). */
-int tls_stream_take(struct tls_stream *t, void **buf, size_t *len);
+ * to free: the buffer the records were written into) of *len bytes, or
+ * *buf NULL and *len 0 if there is none. */
+void tls_stream_take(struct tls_stream *t, void **buf, size_t *len);
 /* Discards the ciphertext waiting to be sent (the connection closes). */
 void tls_stream_drop(struct tls_stream *t);
 

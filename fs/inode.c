@@ -114,12 +114,14 @@ struct inode *inode_get(struct inode_table *t, fuse_ino_t ino)
 	return (struct inode *)(uintptr_t)ino;
 }
 
-struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e)
+struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made)
 {
 	struct inode *ip;
 
 	pthread_mutex_lock(&t->lock);
 	ip = find(t, &e->fh);
+	if (made)
+		*made = !ip;
 	if (!ip) {
 		ip = inode_alloc(e);
 		if (!ip) {
@@ -437,6 +439,7 @@ void inode_set_attr(struct inode *ip, const struct pfs_attr *a)
 	pthread_mutex_lock(&ip->lock);
 	ip->attr = *a;
 	ip->ver_unknown = false;
+	ip->tr.seq = 0; /* until the caller decides (inode_trust_attr) */
 	pthread_mutex_unlock(&ip->lock);
 }
 
@@ -459,6 +462,8 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 	*attrs_stale = !dver_eq(&seen, &v) || ip->attr.mode != a->mode ||
 		       ip->attr.uid != a->uid || ip->attr.gid != a->gid ||
 		       ip->attr.nlink != a->nlink;
+	if (*attrs_stale)
+		ip->tr.seq = 0; /* until the caller decides (inode_trust_attr) */
 	ip->cached = v;
 	ip->cached_valid = true;
 	ip->attr = *a;
@@ -467,16 +472,14 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 	return keep;
 }
 
-void inode_own_change(struct inode *ip, const struct pfs_attr *a)
+void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 {
-	struct dver before, after = dver_of(a);
-	pthread_mutex_lock(&ip->lock);
-	before = dver_of(&ip->attr);
+	struct dver before = dver_of(&ip->attr), after = dver_of(a);
+
 	if (ip->cached_valid && dver_eq(&ip->cached, &before))
 		ip->cached = after;
 	ip->attr = *a;
 	ip->ver_unknown = false;
-	pthread_mutex_unlock(&ip->lock);
 }
 
 void inode_drop_cached(struct inode *ip)

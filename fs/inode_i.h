@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attrtrust_i.h"
 #include "podfs/codec.h"
 #include "podfs/htab.h"
 
@@ -65,11 +66,10 @@ struct inode {
 	_Atomic int64_t *inline_total; /* the table's count of inline bytes */
 	struct dver inline_ver; /* version inline_data belongs to */
 	bool ver_unknown;     /* a push invalidated the data after attr was seen */
-	/* Local GETATTR (see trust_i.h): the push number at which the
-	 * request that brought attr was sent (0: attr is not trusted) and
-	 * the table's namespace-change count then. */
-	uint64_t trust_seq;
-	uint64_t trust_ns;
+	/* Local GETATTR (see trust_i.h): whether attr is trusted, from
+	 * which push number, and this client's own changes of the object
+	 * (their latest stamp, its writes behind pending). */
+	struct attr_trust tr;
 	/* The server let a caller with these ids read the file (an OPEN for
 	 * reading, or LOOKUP_DATA content): see inode_note_reader. */
 	uint32_t reader_uid, reader_gid;
@@ -79,9 +79,13 @@ struct inode {
 	 * fetched before list_after (CLOCK_MONOTONIC ns) after one went
 	 * stale or this client changed the directory: a directory that
 	 * keeps changing is asked name by name, not listed whole again at
-	 * every lookup (listing_stale). See listing_i.h. */
+	 * every lookup (listing_stale). A directory too large to be listed at
+ * its first lookup is listed in pages once lookups there keep going to
+ * the daemon (cold_lookups). See listing_i.h. */
 	struct listing *listing;
 	bool no_list;
+	bool list_fetching;   /* a thread is fetching it (listing_fetch_begin) */
+	uint32_t cold_lookups; /* lookups sent to the daemon while it could be listed */
 	int64_t list_after;
 	uint64_t ls_gen;      /* this client's namespace changes in it */
 	/* Directories: st_ino of the directory it was last looked up in
@@ -90,8 +94,7 @@ struct inode {
 	uint64_t parent_renames; /* the table's rename count then */
 	uint64_t parent_seq;     /* push number of the request it came from */
 	/* Any object: the fh hash of the directory it was last looked up or
-	 * made in (0: none), whose listing holds its attributes, and the
-	 * table's own-change count after this client last changed it (see
+	 * made in (0: none), whose listing holds its attributes (see
 	 * inode_own_touch, inode_listed_stale). */
 	uint64_t parent_hash;
 	/* 1 + the push number at the request that first handed this object
@@ -100,7 +103,6 @@ struct inode {
 	uint64_t name_hash;   /* of its name there (name_hash) */
 	char *name;           /* that name (NULL: none, or no memory), to find the
 			       * object again by name (recover.c) */
-	uint64_t own_at;
 
 	struct pfs_fh fh;     /* immutable */
 };
@@ -119,10 +121,8 @@ struct inode_table {
 	struct fhmap *fm;
 	_Atomic int64_t inline_total;  /* bytes of all inline copies */
 
-	_Atomic uint64_t own_any;      /* trust.c: own changes of any kind (inode_own_touch) */
-	_Atomic uint64_t own_ns;       /* trust.c: own namespace changes */
+	struct own_clock clk;          /* trust.c: stamps of own changes (attrtrust_i.h) */
 	_Atomic uint64_t renames;      /* trust.c: own renames (inode_note_rename) */
-	_Atomic uint64_t renames_busy; /* trust.c: of them not answered yet */
 	_Atomic int64_t listing_total; /* listing.c: bytes of all directory listings */
 };
 
@@ -157,10 +157,10 @@ void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const st
 struct inode *inode_get(struct inode_table *t, fuse_ino_t ino);
 
 /* Finds or creates the inode for e->fh, adds one lookup and records
- * e->attr (inode_set_attr). Returns the inode, or NULL on ENOMEM. The
- * caller hands that lookup to the kernel or gives it back with
- * inode_forget(t, ip, 1). */
-struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e);
+ * e->attr (inode_set_attr). Returns the inode, or NULL on ENOMEM; *made
+ * (if made is not NULL) says whether it was created. The caller hands
+ * that lookup to the kernel or gives it back with inode_forget(t, ip, 1). */
+struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made);
 
 /* Subtracts n lookups (at most as many as it has); at 0, except for the
  * root, removes the inode, passes its handle to the forget callback and
@@ -234,7 +234,8 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 void inode_note_name(struct inode *dir, const char *name);
 
 /* Records attributes the server returned (the data version is known
- * again). */
+ * again); they are not trusted until the caller says so
+ * (inode_trust_attr, trust_i.h). */
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a);
 
 /* Inline content (LOOKUP_DATA or a listing's). Copies data[len] as the
@@ -279,13 +280,16 @@ void inode_clear_nocaps(struct inode *ip);
  * equals the version of the pages cached before, or if the kernel never
  * opened the file, so has no pages of it (keep_cache is then safe).
  * *attrs_stale is set if a differs from the attributes last seen, which
- * the kernel may cache. */
+ * the kernel may cache (they are then not trusted until the caller says
+ * so, inode_trust_attr). */
 bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale);
 
-/* A change this client made (WRITE, SETATTR) moved the file from the
- * last known attributes to a: if the cached pages were current before,
- * they still are (the kernel updated them itself). Records a. */
-void inode_own_change(struct inode *ip, const struct pfs_attr *a);
+/* A change this client made (WRITE, SETATTR...) moved the object from
+ * the last known attributes to a: if the cached pages were current
+ * before, they still are (the kernel updated them itself). Records a.
+ * Called with ip->lock held (trust.c, which decides their trust at the
+ * same time). */
+void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a);
 
 /* Forgets the cached-pages version (the pages were invalidated). */
 void inode_drop_cached(struct inode *ip);

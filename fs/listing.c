@@ -160,6 +160,7 @@ int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t l
 	}
 	struct listing *old = dir->listing;
 	dir->listing = ls;
+	dir->cold_lookups = 0;
 	pthread_mutex_unlock(&dir->lock);
 	listing_free(old);
 	return 0;
@@ -338,13 +339,44 @@ uint64_t listing_gen(struct inode *dir)
 	return g;
 }
 
+/* Whether dir may be listed now (of at most max_size bytes). Called with
+ * dir->lock. */
+static bool may_fetch(struct inode *dir, uint64_t max_size)
+{
+	return !dir->no_list && !dir->listing && !dir->list_fetching && S_ISDIR(dir->attr.mode) &&
+	       dir->attr.size <= max_size && pfs_mono_ns() >= dir->list_after;
+}
+
 bool listing_may_fetch(struct inode *dir, uint64_t max_size)
 {
 	pthread_mutex_lock(&dir->lock);
-	bool ok = !dir->no_list && !dir->listing && S_ISDIR(dir->attr.mode) &&
-		  dir->attr.size <= max_size && pfs_mono_ns() >= dir->list_after;
+	bool ok = may_fetch(dir, max_size);
 	pthread_mutex_unlock(&dir->lock);
 	return ok;
+}
+
+bool listing_fetch_begin(struct inode *dir, uint64_t max_size, uint32_t after,
+			 uint32_t per_bytes)
+{
+	pthread_mutex_lock(&dir->lock);
+	bool ok = may_fetch(dir, max_size);
+	uint64_t need = after;
+	if (per_bytes && dir->attr.size / per_bytes > need)
+		need = dir->attr.size / per_bytes;
+	if (ok && need && ++dir->cold_lookups < need)
+		ok = false;
+	if (ok)
+		dir->list_fetching = true;
+	pthread_mutex_unlock(&dir->lock);
+	return ok;
+}
+
+void listing_fetch_end(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	dir->list_fetching = false;
+	dir->cold_lookups = 0;
+	pthread_mutex_unlock(&dir->lock);
 }
 
 /* Appends one synthesized READDIR entry. */

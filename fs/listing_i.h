@@ -82,8 +82,21 @@ void listing_touch(struct inode *dir);
 uint64_t listing_gen(struct inode *dir);
 /* True if a lookup in dir may fetch a listing first: dir is a directory
  * of at most max_size bytes (st_size) without a listing, never found
- * incomplete, out of its quiet period. */
+ * incomplete, out of its quiet period, and nobody is fetching one. */
 bool listing_may_fetch(struct inode *dir, uint64_t max_size);
+
+/* As listing_may_fetch, and then the caller fetches it: no other thread
+ * does until listing_fetch_end (true returned; false: do not fetch).
+ * after (0: none): a lookup in dir that found no listing counts, and a
+ * listing is fetched only at the after-th such lookup since the last
+ * fetch, or the (st_size / per_bytes)-th if more (per_bytes 0: not):
+ * a directory too large to be listed at its first lookup is listed once
+ * lookups there keep missing (a stat storm, a walk), the larger the
+ * later. listing_fetch_end: the fetch is over (whatever it brought); the
+ * count starts again. */
+bool listing_fetch_begin(struct inode *dir, uint64_t max_size, uint32_t after,
+			 uint32_t per_bytes);
+void listing_fetch_end(struct inode *dir);
 
 /* Marks the item of name hash nh (name_hash) and handle fh in dir's
  * listing stale (INODE_LS_STALE), counts a namespace change of dir and

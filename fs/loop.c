@@ -2,6 +2,7 @@
  * keeper that keeps a CPU awake while the mount is busy (see loop_i.h). */
 #include "loop_i.h"
 #include "killable_i.h"
+#include "wakecal_i.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,7 +11,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -56,15 +56,6 @@ struct loop {
 	/* At least as many as the INTERRUPTs libfuse holds (see below). */
 	atomic_uint intr_held;
 };
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 /* A FORGET needs no reply and takes no time: it never makes the loop
  * start a thread (a burst of them would start dozens). */
@@ -488,94 +479,11 @@ static void *keeper_main(void *arg)
 	return NULL;
 }
 
-/* ---- calibration ----
- *
- * How long a thread blocked on another CPU takes to run once woken, after
- * that CPU had nothing to do for a while: a few microseconds on a machine
- * whose idle CPUs poll or sleep lightly, tens where a virtual CPU halts
- * and the host must schedule it again. Median of CAL_SAMPLES. */
-#define CAL_SAMPLES 9
-#define CAL_IDLE_NS (2 * 1000 * 1000)
-
-struct cal {
-	int efd;
-	int cpu;
-	_Atomic int64_t woke;
-};
-
-static void pin(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	(void)sched_setaffinity(0, sizeof(set), &set);
-}
-
-static void *cal_main(void *arg)
-{
-	struct cal *c = arg;
-	uint64_t v;
-
-	pin(c->cpu);
-	for (int i = 0; i < CAL_SAMPLES; i++) {
-		if (read(c->efd, &v, sizeof(v)) != sizeof(v))
-			break;
-		atomic_store(&c->woke, pfs_mono_ns());
-	}
-	return NULL;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return x < y ? -1 : x > y;
-}
+/* ---- calibration: wakecal.c ---- */
 
 int64_t loop_wake_latency_ns(void)
 {
-	cpu_set_t allowed;
-	int cpus[2], n = 0;
-	struct cal c;
-	pthread_t thr;
-	int64_t lat[CAL_SAMPLES];
-
-	if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
-		return -1;
-	for (int cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
-		if (CPU_ISSET(cpu, &allowed))
-			cpus[n++] = cpu;
-	if (n < 2)
-		return -1;
-	c.efd = eventfd(0, EFD_CLOEXEC);
-	if (c.efd < 0)
-		return -1;
-	c.cpu = cpus[1];
-	atomic_init(&c.woke, 0);
-	if (pthread_create(&thr, NULL, cal_main, &c) != 0) {
-		close(c.efd);
-		return -1;
-	}
-	pin(cpus[0]);
-	for (int i = 0; i < CAL_SAMPLES; i++) {
-		struct timespec idle = { 0, CAL_IDLE_NS };
-		uint64_t one = 1;
-		nanosleep(&idle, NULL);
-		atomic_store(&c.woke, 0);
-		int64_t t0 = pfs_mono_ns();
-		if (write(c.efd, &one, sizeof(one)) != sizeof(one)) {
-			lat[i] = 0;
-			continue;
-		}
-		int64_t t;
-		while ((t = atomic_load(&c.woke)) == 0 && pfs_mono_ns() - t0 < 100 * 1000 * 1000)
-			cpu_relax();
-		lat[i] = t ? t - t0 : 100 * 1000 * 1000;
-	}
-	pthread_join(thr, NULL);
-	close(c.efd);
-	(void)sched_setaffinity(0, sizeof(allowed), &allowed);
-	qsort(lat, CAL_SAMPLES, sizeof(lat[0]), cmp_i64);
-	return lat[CAL_SAMPLES / 2];
+	return wakecal_ns(NULL, NULL);
 }
 
 /* ---- CPU quota ----

@@ -230,7 +230,9 @@ static void tr_unreachable_cb(void *arg, int64_t down_ms, const char *err)
 
 /* ---- main ---- */
 
-/* libfuse's own messages, into podfs's log (its levels are syslog's). */
+/* libfuse's own messages, into podfs's log (its levels are syslog's).
+ * (The format attribute lets clang check the vsnprintf below.) */
+__attribute__((format(printf, 2, 0)))
 static void fuse_log_cb(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	int lv = level <= FUSE_LOG_ERR ? PFS_LOG_ERR : (int)level;

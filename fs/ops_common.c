@@ -4,6 +4,7 @@
  * ops_i.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache_i.h"
@@ -47,9 +48,9 @@ int ops_bad_reply(fuse_req_t req, const char *what)
  * name by a request sent at push number seq (NULL: none). */
 struct inode *ops_entry_param(struct client *c, struct inode *dir, const char *name,
 			      uint64_t seq, const struct pfs_entry *pe,
-			      struct fuse_entry_param *e)
+			      struct fuse_entry_param *e, bool *made)
 {
-	struct inode *ip = inode_ref(c->it, pe);
+	struct inode *ip = inode_ref(c->it, pe, made);
 	if (!ip)
 		return NULL;
 	if (dir)
@@ -96,32 +97,46 @@ void ops_dir_busy(struct client *c, const struct inode *dir, int delta)
 	pushq_busy(transport_pushq(c->tr), pushq_lock_key(&dir->fh), delta);
 }
 
-struct ops_own ops_own_change(struct client *c, struct inode *ip)
+struct ops_own ops_own_change(struct client *c, struct inode *ip, bool ns)
 {
-	struct ops_own o;
+	struct ops_own o = { 0 };
 	o.any = inode_own_snap(c->it, &o.ns);
-	o.renaming = inode_renames_busy(c->it);
 	o.seq = gate_seq(c->gate);
-	inode_own_touch(c->it, ip, true);
+	o.ns_change = ns;
+	o.at = inode_own_touch(c->it, ip, ns);
 	return o;
+}
+
+void ops_own_done(struct client *c, struct ops_own *o)
+{
+	o->ns_trust = o->ns;
+	if (!o->ns_change)
+		return;
+	/* Our own start and end moved the count (2), nothing else of ours
+	 * did: the attributes of the reply are as current as the count.
+	 * Otherwise another unlink or rename of ours overlapped it (o->ns
+	 * is past, and is never trusted at again). */
+	uint64_t now = inode_own_ns_end(c->it);
+	if (now == o->ns + 2)
+		o->ns_trust = now;
 }
 
 /* dir's attributes right after our namespace change in it (the reply's
  * PFS_CAP_DIR_ATTR part): the kernel drops its copy after every create or
  * unlink, and asks again before the next lookup there. They are current,
- * so GETATTR may answer them locally, if no other change of ours
- * overlapped and no push about dir came since (the caller of
- * inode_attr_trusted checks that against o->seq). The kernel holds dir's
- * lock across every change in it and across its own setattr, unlink or
- * move to another parent, but not across its rename within its parent:
- * so no rename of ours may have been under way when the change was sent,
- * and none (nor any other change of ours) may have started since. */
+ * so GETATTR may answer them locally, if nothing else of ours moved dir
+ * since the change announced it (trust_i.h) and no push about dir came
+ * since (the caller of inode_attr_trusted checks that against o->seq).
+ * The kernel holds dir's lock across every change in it and across its
+ * own setattr, unlink or move to another parent, but not across its
+ * rename within its parent, which we do not announce as a change of dir
+ * (FUSE names only the parent): that one moves the namespace count, at
+ * its start and at its end, so attributes taken while it ran are not
+ * used once it ended. */
 void ops_own_dir_attr(struct client *c, struct inode *dir, const struct pfs_attr *a,
-		      const struct ops_own *o)
+		      const struct ops_own *o, uint64_t at)
 {
-	inode_own_change(dir, a);
-	if (!o->renaming)
-		inode_trust_attr(c->it, dir, o->seq, o->any + 1, o->ns + 1);
+	inode_own_end(c->it, dir, a, o->seq, at, o->ns_trust);
 }
 
 /* dir's listing after our own create of name there (e: the new entry, or
@@ -198,6 +213,96 @@ void ops_fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds
 		pfs_warn("malformed LISTDIR reply from the server");
 	if (rc < 0 && rc != -ESTALE)
 		listing_drop(dir);
+}
+
+/* Appends the items of a LISTDIR_PAGE reply (after its flags and
+ * cookie) to *buf (*len bytes of *cap). Returns 0, -EFBIG (the listings'
+ * memory bound) or -ENOMEM. */
+static int append_page(uint8_t **buf, size_t *len, size_t *cap, const uint8_t *p, size_t n)
+{
+	if (*len + n > (size_t)LISTING_TOTAL_MAX)
+		return -EFBIG;
+	if (*len + n > *cap) {
+		size_t ncap = *cap * 2 > *len + n ? *cap * 2 : *len + n;
+		uint8_t *nb = realloc(*buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		*buf = nb;
+		*cap = ncap;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+	return 0;
+}
+
+void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr)
+{
+	struct client *c = CL(req);
+	struct listing_info li;
+	size_t len = 4, cap = PFS_MAX_IO;
+	uint64_t cookie = 0;
+	int rc = -EFBIG; /* more pages than LIST_PAGES_MAX */
+
+	li.any = inode_own_snap(c->it, &li.own_ns);
+	li.ns = listing_gen(dir);
+	li.seq = gate_seq(c->gate);
+	li.uid = cr->uid;
+	li.gid = cr->gid;
+	uint8_t *buf = malloc(cap);
+	if (!buf)
+		return;
+	for (unsigned page = 0; page < LIST_PAGES_MAX; page++) {
+		struct pfs_listdir_page_req m = { .cr = *cr, .fh = dir->fh, .max_inline = 0,
+						  .max_bytes = PFS_MAX_IO, .cookie = cookie };
+		struct rpc_reply rep = { 0 };
+		struct pfs_rd rd;
+		uint32_t flags = 0;
+		uint64_t next = 0;
+		rc = rpc_msg(c->rpc, PFS_OP_LISTDIR_PAGE, listdir_page_req, &m, &rep);
+		if (rc < 0)
+			break;
+		pfs_rd_init(&rd, rep.buf, rep.len);
+		if (!pfs_get_U32(&rd, &flags) || !pfs_get_U64(&rd, &next))
+			rc = -EBADMSG;
+		else
+			rc = append_page(&buf, &len, &cap, rd.p, rd.left);
+		rpc_reply_free(&rep);
+		if (rc < 0 || (flags & PFS_LS_COMPLETE))
+			break;
+		rc = -ERANGE; /* incomplete: a name it cannot carry */
+		if (!(flags & PFS_LS_MORE) || next == 0)
+			break;
+		/* A name made, removed or renamed in dir since the first page
+		 * was asked for: the pages may list it twice, or miss it. */
+		gate_enter(c->gate);
+		bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
+		gate_leave(c->gate);
+		if (stale) {
+			rc = -ESTALE;
+			break;
+		}
+		cookie = next;
+		rc = -EFBIG;
+	}
+	if (rc == 0) {
+		buf[0] = PFS_LS_COMPLETE;
+		buf[1] = buf[2] = buf[3] = 0;
+		rc = listing_set(c->it, dir, buf, len, &li); /* takes buf */
+		buf = NULL;
+		if (rc == 0)
+			inode_note_reader(dir, cr->uid, cr->gid);
+	}
+	free(buf);
+	if (rc == -ENOSYS) {
+		pfs_info("server has no LISTDIR_PAGE: large directories looked up name by name");
+		cache_set_nosys(c->cache, PFS_OP_LISTDIR_PAGE);
+	} else if (rc == -ESTALE) {
+		listing_stale(dir); /* a quiet period, then again */
+	} else if (rc < 0) {
+		if (rc == -EBADMSG)
+			pfs_warn("malformed LISTDIR_PAGE reply from the server");
+		listing_drop(dir); /* not again */
+	}
 }
 
 /* Close-to-open without a round trip. A read-only open is answered

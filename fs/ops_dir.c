@@ -108,9 +108,10 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	 * reading them all from a cold disk tripled find's cold time. A
 	 * file read later costs its READ; one looked up first rides along
 	 * as before (LISTDIR at the lookup, LOOKUP_DATA). */
-	if (listing_may_fetch(dir, LIST_DIR_MAX_SIZE)) {
+	if (listing_fetch_begin(dir, LIST_DIR_MAX_SIZE, 0, 0)) {
 		fill_creds(req, &cr, true);
 		ops_fetch_listing(req, dir, &cr, 0);
+		listing_fetch_end(dir);
 	}
 	if (listing_readdir(c->it, dir, &buf, &len, &li, &pseq) < 0)
 		return false;
@@ -227,7 +228,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			 * was asked for (the kernel looks it up instead). */
 			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name) &&
 			    !inode_listed_stale(c->it, &de.e.fh, of->rd_any))
-				ip = ops_entry_param(c, of->ip, de.name.s, of->rd_seq, &de.e, &e);
+				ip = ops_entry_param(c, of->ip, de.name.s, of->rd_seq, &de.e, &e,
+						    NULL);
 			if (!ip) {
 				e.attr.st_ino = de.ino;
 				e.attr.st_mode = de.mode;

@@ -42,16 +42,18 @@ static void new_dir_listing(fuse_req_t req, struct inode *ip, const struct ops_o
 }
 
 /* Replies to an entry-returning namespace change (rc from rpc_call, rep
- * its reply) sent after snapshot o for name under dir. */
+ * its reply) sent after snapshot o for name under dir, which it stamped
+ * with dir_at; obj_at: the stamp it gave the object the reply names (a
+ * LINK's file), 0 for a new one. */
 static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct inode *dir,
-			 const char *name, const struct ops_own *o)
+			 uint64_t dir_at, const char *name, struct ops_own *o, uint64_t obj_at)
 {
 	struct client *c = CL(req);
 	struct pfs_entry_rep er;
 	struct fuse_entry_param e;
 	struct pfs_attr da;
 	struct inode *ip;
-	bool have_da = false;
+	bool have_da = false, made;
 	uint32_t mkflags = 0;
 	uint64_t seq = o->seq;
 
@@ -59,24 +61,35 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 		rc = ops_bad_reply(req, "entry");
 	rpc_reply_free(rep);
 	ops_own_listing(dir, name, rc == 0 ? &er.e : NULL);
+	ops_own_done(c, o);
+	ops_own_dir_attr(c, dir, rc == 0 && have_da ? &da : NULL, o, dir_at);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (have_da)
-		ops_own_dir_attr(c, dir, &da, o);
-	if (!(ip = ops_entry_param(c, dir, name, seq, &er.e, &e))) {
+	if (!(ip = ops_entry_param(c, dir, name, seq, &er.e, &e, &made))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	/* The object's attributes after the change: a new object's are
+	 * current (nothing else of ours knew it); the file a LINK named is
+	 * as current as nothing else of ours moved it meanwhile. An object
+	 * the table held before that the change did not announce is left
+	 * to GETATTR (and stamped: what was read of it meanwhile goes). */
+	if (made && obj_at == 0)
+		inode_trust_attr(c->it, ip, seq, o->any, o->ns_trust);
+	else
+		inode_own_end(c->it, ip, &er.e.attr, seq, obj_at, o->ns_trust);
 	if ((mkflags & PFS_MK_EMPTY) && S_ISDIR(er.e.attr.mode))
 		new_dir_listing(req, ip, o);
 	ops_reply_entry(req, dir, name, ip, &e, seq);
 }
 
-/* Replies to a request answered with attributes of ip. */
+/* Replies to a GETATTR of ip sent at push number seq with snapshot
+ * (any, ns); or, with own (the stamp it gave ip), to our own change of
+ * ip sent then, whose reply carries ip's attributes after it. */
 static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_reply *rep,
-			bool own_change, uint64_t seq, uint64_t any, uint64_t ns)
+			uint64_t own, uint64_t seq, uint64_t any, uint64_t ns)
 {
 	struct client *c = CL(req);
 	struct pfs_attr_rep ar;
@@ -86,21 +99,15 @@ static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_rep
 		rc = ops_bad_reply(req, "attr");
 	rpc_reply_free(rep);
 	if (rc < 0) {
+		if (own)
+			inode_own_end(c->it, ip, NULL, seq, own, ns);
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	if (own_change) {
-		inode_own_change(ip, &ar.attr);
-		/* The attributes right after our own change are current if no
-		 * other change of ours overlapped it (any: the count with our
-		 * own touch alone; a write still queued before it was waited
-		 * for). The kernel holds a file's inode lock across a
-		 * setattr, so a write, link, unlink or rename of the same file
-		 * cannot overlap it; a directory's rename can (the VFS does
-		 * not lock the directory moved), so directories are left to
-		 * GETATTR. */
-		if (S_ISREG(ar.attr.mode))
-			inode_trust_attr(c->it, ip, seq, any, ns);
+	if (own) {
+		/* The attributes right after our own change are current if
+		 * nothing else of ours moved ip meanwhile (trust_i.h). */
+		inode_own_end(c->it, ip, &ar.attr, seq, own, ns);
 	} else {
 		inode_set_attr(ip, &ar.attr);
 		inode_trust_attr(c->it, ip, seq, any, ns);
@@ -162,9 +169,20 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	if (cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
 		return false;
 	int r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
-	if (r == LS_NONE && listing_may_fetch(dir, LIST_DIR_MAX_SIZE)) {
-		ops_fetch_listing(req, dir, cr, c->max_inline);
-		r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+	if (r == LS_NONE) {
+		bool fetched = true;
+		if (listing_fetch_begin(dir, LIST_DIR_MAX_SIZE, 0, 0))
+			ops_fetch_listing(req, dir, cr, c->max_inline);
+		else if (!cache_nosys(c->cache, PFS_OP_LISTDIR_PAGE) &&
+			 listing_fetch_begin(dir, LIST_PAGED_MAX_SIZE, LIST_STORM,
+					     LIST_STORM_BYTES))
+			ops_fetch_listing_pages(req, dir, cr);
+		else
+			fetched = false;
+		if (fetched) {
+			listing_fetch_end(dir);
+			r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+		}
 	}
 	if (r == LS_NONE || !transport_quiet(c->tr)) {
 		free(data);
@@ -203,7 +221,7 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		ops_reply_entry(req, dir, name, NULL, &e, li.seq);
 		return true;
 	}
-	struct inode *ip = ops_entry_param(c, dir, name, li.seq, &pe, &e);
+	struct inode *ip = ops_entry_param(c, dir, name, li.seq, &pe, &e, NULL);
 	if (!ip) {
 		free(data);
 		return false;
@@ -270,7 +288,7 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (rc < 0)
 		goto out_err;
-	ip = ops_entry_param(c, dir, name, seq, &er.e, &e);
+	ip = ops_entry_param(c, dir, name, seq, &er.e, &e, NULL);
 	if (ip)
 		inode_trust_attr(c->it, ip, seq, any, ns);
 	if (ip && data.p)
@@ -342,7 +360,7 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uint64_t ns, any = inode_own_snap(c->it, &ns);
 	uint64_t seq = gate_seq(c->gate);
 	int rc = rpc_msg(c->rpc, PFS_OP_GETATTR, getattr_req, &m, &rep);
-	finish_attr(req, ip, rc, &rep, false, seq, any, ns);
+	finish_attr(req, ip, rc, &rep, 0, seq, any, ns);
 }
 
 void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -353,13 +371,13 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	struct pfs_setattr_req m;
 	struct rpc_reply rep = { 0 };
 
-	/* Before the wait: a write queued after it moves the count again. */
-	uint64_t ns, any = inode_own_snap(c->it, &ns);
 	if (wb_wait(c->wb, ip) < 0) { /* a truncate comes after our pending writes */
 		fuse_reply_err(req, EINTR);
 		return;
 	}
-	inode_own_touch(c->it, ip, false);
+	uint64_t ns;
+	(void)inode_own_snap(c->it, &ns);
+	uint64_t at = inode_own_touch(c->it, ip, false);
 	inode_drop_inline(ip); /* our own changes are never pushed back to us */
 	memset(&m, 0, sizeof(m));
 	fill_creds(req, &m.cr, true);
@@ -401,8 +419,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	ops_dir_busy(c, ip, 1); /* the kernel holds ip's lock: a directory's too */
 	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
 	ops_dir_busy(c, ip, -1);
-	/* any + 1: our own touch is the only change of ours since. */
-	finish_attr(req, ip, rc, &rep, true, seq, any + 1, ns);
+	finish_attr(req, ip, rc, &rep, at, seq, 0, ns);
 }
 
 void ops_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -437,12 +454,12 @@ void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	m.mode = mode;
 	m.rdev = (uint32_t)rdev;
 	m.umask = fuse_req_ctx(req)->umask;
-	struct ops_own o = ops_own_change(c, IP(req, parent));
+	struct ops_own o = ops_own_change(c, IP(req, parent), false);
 	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
-	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
+	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);
 }
 
 void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -456,12 +473,12 @@ void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	m.parent = IP(req, parent)->fh;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
-	struct ops_own o = ops_own_change(c, IP(req, parent));
+	struct ops_own o = ops_own_change(c, IP(req, parent), false);
 	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
-	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
+	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);
 }
 
 void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
@@ -472,7 +489,7 @@ void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char
 	size_t tlen = strlen(link);
 	int rc;
 
-	struct ops_own o = ops_own_change(c, IP(req, parent));
+	struct ops_own o = ops_own_change(c, IP(req, parent), false);
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
 	if (tlen == 0) {
@@ -487,7 +504,7 @@ void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char
 			rc = rpc_msg(c->rpc, PFS_OP_SYMLINK, symlink_req, &m, &rep);
 		ops_dir_busy(c, IP(req, parent), -1);
 	}
-	finish_entry(req, rc, &rep, IP(req, parent), name, &o);
+	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);
 }
 
 static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, uint16_t op)
@@ -501,19 +518,24 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	m.parent = IP(req, parent)->fh;
 	if (op == PFS_OP_UNLINK)
 		ofile_attach_lazy(c, IP(req, parent), NULL, 0);
-	struct ops_own o = ops_own_change(c, IP(req, parent));
+	/* The object removed is not named (FUSE gives the name): its link
+	 * count and ctime move unannounced, so the namespace count does. */
+	struct ops_own o = ops_own_change(c, IP(req, parent), true);
 	listing_touch(IP(req, parent));
 	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
+	ops_own_done(c, &o);
+	struct pfs_dir_rep dr;
+	bool have_da = false;
 	if (rc == 0 && rep.len > 0) {
-		struct pfs_dir_rep dr;
 		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
 			rc = ops_bad_reply(req, "UNLINK");
 		else
-			ops_own_dir_attr(c, IP(req, parent), &dr.dir, &o);
+			have_da = true;
 	}
+	ops_own_dir_attr(c, IP(req, parent), have_da ? &dr.dir : NULL, &o, o.at);
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }
@@ -542,8 +564,10 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	m.flags = flags;
 	if (!(flags & RENAME_EXCHANGE))
 		ofile_attach_lazy(c, IP(req, newparent), NULL, 0);
-	inode_own_touch(c->it, IP(req, parent), true);
-	inode_own_also(c->it, IP(req, newparent));
+	/* The objects moved and replaced are not named (FUSE gives the
+	 * names): the namespace count moves. */
+	struct ops_own o = ops_own_change(c, IP(req, parent), true);
+	o.at2 = inode_own_also(c->it, IP(req, newparent));
 	inode_note_rename(c->it); /* a moved directory's ".." */
 	listing_touch(IP(req, parent));
 	listing_touch(IP(req, newparent));
@@ -553,7 +577,10 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 		rc = rpc_msg(c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
 	ops_dir_busy(c, IP(req, newparent), -1);
 	ops_dir_busy(c, IP(req, parent), -1);
-	inode_rename_done(c->it);
+	ops_own_done(c, &o);
+	/* No attributes in the reply: the kernel asks for them. */
+	inode_own_end(c->it, IP(req, parent), NULL, o.seq, o.at, o.ns_trust);
+	inode_own_end(c->it, IP(req, newparent), NULL, o.seq, o.at2, o.ns_trust);
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }
@@ -568,11 +595,14 @@ void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *
 	fill_creds(req, &m.cr, true);
 	m.fh = IP(req, ino)->fh;
 	m.newparent = IP(req, newparent)->fh;
-	struct ops_own o = ops_own_change(c, IP(req, ino));
-	inode_own_also(c->it, IP(req, newparent));
+	/* The file (link count, ctime) and the new directory: both named. */
+	struct ops_own o = ops_own_change(c, IP(req, ino), false);
+	o.at2 = inode_own_also(c->it, IP(req, newparent));
 	ops_dir_busy(c, IP(req, newparent), 1);
 	if ((rc = ops_set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg(c->rpc, PFS_OP_LINK, link_req, &m, &rep);
 	ops_dir_busy(c, IP(req, newparent), -1);
-	finish_entry(req, rc, &rep, IP(req, newparent), newname, &o);
+	if (rc < 0) /* the file was announced too */
+		inode_own_end(c->it, IP(req, ino), NULL, o.seq, o.at, o.ns);
+	finish_entry(req, rc, &rep, IP(req, newparent), o.at2, newname, &o, o.at);
 }

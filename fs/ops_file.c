@@ -67,12 +67,12 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * pass for the retry and open the old file. */
 	pid_t tid = fuse_req_ctx(req)->pid;
 	bool retry = estale_retry(&c->estale, tid, ino);
-	if (fi->flags & O_TRUNC)
-		inode_own_touch(c->it, ip, false);
 	if (!(of = ofile_new(c, ip, fi->flags))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	/* A truncating open is our own change of the file. */
+	uint64_t trunc_at = (fi->flags & O_TRUNC) ? inode_own_touch(c->it, ip, false) : 0;
 	uint64_t before = gate_seq(c->gate);
 	if (ops_open_locally(req, ip, fi, false)) {
 		struct pfs_creds cr;
@@ -84,8 +84,11 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			ofile_free(of);
 		return;
 	}
-	if (ops_open_remote(req, of, fi, PFS_OP_OPEN, &o) < 0)
+	if (ops_open_remote(req, of, fi, PFS_OP_OPEN, &o) < 0) {
+		if (trunc_at)
+			inode_own_end(c->it, ip, NULL, o.seq, trunc_at, o.ns);
 		return;
+	}
 	/* The kernel found this file under a name that another host removed
 	 * or renamed another file over: ESTALE makes the VFS look the name
 	 * up again (LOOKUP_REVAL) and open what it names now, as
@@ -105,6 +108,8 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		bool gone = gate_pushed_since(c->gate, since, &ip->fh);
 		gate_leave(c->gate);
 		if (gone && !retry) {
+			if (trunc_at)
+				inode_own_end(c->it, ip, NULL, o.seq, trunc_at, o.ns);
 			estale_arm(&c->estale, tid);
 			ofile_release(of, req, PFS_OP_RELEASE);
 			ofile_free(of);
@@ -133,7 +138,11 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		attrs_stale = true;
 	}
 	gate_leave(c->gate);
-	if (!(fi->flags & O_TRUNC))
+	/* A truncating open's attributes are those after it (nlink 0 aside,
+	 * see above). */
+	if (trunc_at)
+		inode_own_end(c->it, ip, &o.attr, o.seq, trunc_at, o.ns);
+	else
 		inode_trust_attr(c->it, ip, o.seq, o.any, o.ns);
 	if (attrs_stale)
 		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
@@ -160,7 +169,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	struct ops_own o = ops_own_change(c, IP(req, parent));
+	struct ops_own o = ops_own_change(c, IP(req, parent), false);
 	uint64_t seq = o.seq;
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
@@ -185,9 +194,10 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		rc = ops_bad_reply(req, "CREATE");
 	rpc_reply_free(&rep);
 	ops_own_listing(IP(req, parent), name, rc == 0 ? &er.e : NULL);
-	if (have_da)
-		ops_own_dir_attr(c, IP(req, parent), &da, &o);
-	if (rc == 0 && !(ip = ops_entry_param(c, NULL, NULL, 0, &er.e, &e))) {
+	ops_own_done(c, &o);
+	ops_own_dir_attr(c, IP(req, parent), rc == 0 && have_da ? &da : NULL, &o, o.at);
+	bool made = false;
+	if (rc == 0 && !(ip = ops_entry_param(c, NULL, NULL, 0, &er.e, &e, &made))) {
 		/* The file was created and opened; the kernel will never
 		 * release this fid, so do it here. */
 		ofile_release_fid(c, req, &er.e.fh, of->fid, PFS_OP_RELEASE);
@@ -199,6 +209,14 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		return;
 	}
 	of->ip = ip;
+	/* A new file's attributes are current (nothing else of ours knew
+	 * it). A file that existed (opened without O_EXCL, maybe truncated)
+	 * is left to GETATTR, and stamped: what was read of it meanwhile
+	 * goes. */
+	if (made)
+		inode_trust_attr(c->it, ip, seq, o.any, o.ns_trust);
+	else
+		inode_own_end(c->it, ip, &er.e.attr, seq, 0, o.ns_trust);
 	inode_set_parent(c->it, ip, IP(req, parent), seq, name);
 	bool attrs_stale;
 	inode_open_version(ip, &er.e.attr, &attrs_stale);
@@ -316,7 +334,7 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	inode_own_touch(c->it, of->ip, false);
+	inode_own_touch(c->it, of->ip, false); /* wb.c ends it (inode_write_done) */
 	inode_drop_inline(of->ip); /* our own writes are never pushed back to us */
 	/* Write-behind (wb.c): the data is copied and sent by a writer
 	 * thread; its errors come back at the next write, flush or fsync. */
@@ -411,18 +429,33 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
-	inode_own_touch(c->it, of->ip, false);
 	inode_drop_inline(of->ip);
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	if (wb_wait(c->wb, of->ip) < 0) {
 		fuse_reply_err(req, EINTR);
 		return;
 	}
+	/* After the wait: the writes' ends would make the change look
+	 * overlapped (the kernel holds the file's lock: no new write). */
+	uint64_t ns;
+	(void)inode_own_snap(c->it, &ns);
+	uint64_t at = inode_own_touch(c->it, of->ip, false);
+	uint64_t seq = gate_seq(c->gate);
 	m.mode = (uint32_t)mode;
 	m.offset = (uint64_t)offset;
 	m.length = (uint64_t)length;
 	int rc = rpc_msg(c->rpc, PFS_OP_FALLOCATE, fallocate_req, &m, &rep);
+	/* With PFS_CAP_POST_ATTR the reply has the file's attributes after. */
+	struct pfs_attr_rep ar;
+	bool have = false;
+	if (rc == 0 && rep.len > 0) {
+		if (pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
+			rc = ops_bad_reply(req, "FALLOCATE");
+		else
+			have = true;
+	}
 	rpc_reply_free(&rep);
+	inode_own_end(c->it, of->ip, have ? &ar.attr : NULL, seq, at, ns);
 	fuse_reply_err(req, -rc);
 }
 

@@ -38,6 +38,18 @@ extern const struct fuse_lowlevel_ops ops_fuse_ops;
  * are listed whole at their first lookup (ops_entry.c) or READDIR
  * (ops_dir.c). */
 #define LIST_DIR_MAX_SIZE (64u * 1024)
+/* Larger ones up to this size (about 80,000 short names on ext4) are
+ * listed in pages (LISTDIR_PAGE, without contents) once LIST_STORM
+ * lookups there went to the daemon since the last listing, or one per
+ * LIST_STORM_BYTES of the directory's size if more (about 300 names on
+ * ext4): a listing costs the daemon about one lookup per name, so the
+ * larger the directory, the more lookups it must have saved already. A
+ * stat storm, a walk, a `git status`; not a lone open. At most
+ * LIST_PAGES_MAX pages of up to PFS_LISTDIR_ITEMS_MAX names. */
+#define LIST_PAGED_MAX_SIZE (2u << 20)
+#define LIST_STORM 16
+#define LIST_STORM_BYTES (8u * 1024)
+#define LIST_PAGES_MAX 32
 
 /* ---- small helpers every handler uses ---- */
 
@@ -96,12 +108,13 @@ void answer_early(void *ea);
 
 /* The entry parameters of pe for the kernel (timeouts of the mount) in
  * *e, and its inode with one lookup added (the caller hands it to the
- * kernel or gives it back), or NULL on ENOMEM. dir: the directory pe was
- * found in under name by a request sent at push number seq (NULL: none;
- * see inode_set_parent). */
+ * kernel or gives it back), or NULL on ENOMEM; *made (if made is not
+ * NULL): the inode is new to the table. dir: the directory pe was found
+ * in under name by a request sent at push number seq (NULL: none; see
+ * inode_set_parent). */
 struct inode *ops_entry_param(struct client *c, struct inode *dir, const char *name,
 			      uint64_t seq, const struct pfs_entry *pe,
-			      struct fuse_entry_param *e);
+			      struct fuse_entry_param *e, bool *made);
 
 /* Replies to req with entry e of ip (NULL: a negative entry) found under
  * dir/name (either may be NULL) by a request sent at push number seq:
@@ -112,18 +125,25 @@ struct inode *ops_entry_param(struct client *c, struct inode *dir, const char *n
 void ops_reply_entry(fuse_req_t req, struct inode *dir, const char *name, struct inode *ip,
 		     struct fuse_entry_param *e, uint64_t seq);
 
-/* The count snapshot for a namespace change of ours, taken before it is
- * announced (inode_own_touch(..., true)); ops_own_dir_attr then trusts
- * the directory's attributes from the reply if that touch was our only
- * change since. */
+/* A change of ours that names objects (a namespace change, or a
+ * setattr...): the snapshot taken before it is announced, the stamps it
+ * gave the objects it announced (inode_own_touch, trust_i.h), and, once
+ * it ended (ops_own_done), the namespace count its reply's attributes
+ * are trusted at. */
 struct ops_own {
-	uint64_t any, ns, seq;
-	bool renaming; /* a rename of ours was under way */
+	uint64_t any, ns, seq; /* inode_own_snap and gate_seq before it was sent */
+	uint64_t at, at2;      /* the stamps of the first and second object */
+	bool ns_change;        /* it moves objects it cannot name (unlink, rmdir, rename) */
+	uint64_t ns_trust;     /* set by ops_own_done */
 };
-/* A namespace change of ours that moves ip (the directory, or the object
- * linked) is about to be sent: takes the snapshot, then announces the
- * change (inode_own_touch). Returns the snapshot. */
-struct ops_own ops_own_change(struct client *c, struct inode *ip);
+/* A change of ours that moves ip (the directory, or the object linked)
+ * is about to be sent: takes the snapshot, then announces the change
+ * (inode_own_touch, with ns as given). Returns the snapshot. */
+struct ops_own ops_own_change(struct client *c, struct inode *ip, bool ns);
+
+/* The change of o ended (answered or failed): sets o->ns_trust, moving
+ * the namespace count again for a change made with ns. */
+void ops_own_done(struct client *c, struct ops_own *o);
 
 /* A request that the kernel sent holding dir's lock starts waiting for
  * the daemon (delta 1) or stopped (-1): pushes about names in dir are
@@ -131,11 +151,12 @@ struct ops_own ops_own_change(struct client *c, struct inode *ip);
  * acknowledged"), since applying them waits for this request. */
 void ops_dir_busy(struct client *c, const struct inode *dir, int delta);
 
-/* dir's attributes a right after our namespace change in it, sent after
- * snapshot o: recorded, and trusted if nothing else of ours overlapped
- * (see ops_common.c). */
+/* dir's attributes a (NULL: not in the reply, or it failed) right after
+ * our namespace change in it of o (ended: ops_own_done), which stamped
+ * dir with at: recorded, and trusted if nothing else of ours moved dir
+ * meanwhile (see ops_common.c). */
 void ops_own_dir_attr(struct client *c, struct inode *dir, const struct pfs_attr *a,
-		      const struct ops_own *o);
+		      const struct ops_own *o, uint64_t at);
 
 /* dir's listing after our own create of name there (e: the new entry, or
  * NULL if the create failed): e joins it, or it goes (listing_touch).
@@ -155,6 +176,14 @@ int ops_dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct 
  * server without LISTDIR is remembered). Waits for the reply. */
 void ops_fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr,
 		       uint32_t max_inline);
+
+/* Fetches dir's listing in pages (LISTDIR_PAGE), without contents, with
+ * the caller's creds cr, and keeps it if the pages make a complete
+ * listing: no push about dir came since the first was asked for (else
+ * none is fetched for a quiet period), and at most LIST_PAGES_MAX of them
+ * (an incomplete or failed one makes dir listed name by name from now
+ * on; a server without LISTDIR_PAGE is remembered). Waits for them. */
+void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr);
 
 /* Close-to-open without a round trip (OPEN, or OPENDIR if dir): true if
  * this read-only open of ip by req's caller may be answered locally

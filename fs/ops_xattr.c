@@ -25,16 +25,25 @@ static int set_xname(struct pfs_xname *n, const char *s)
 
 /* This client's own change of ino's xattrs is about to be sent: the
  * absences known and the trust of its attributes go. Fills the
- * request's *cr and *fh. */
-static void own_xattr_change(fuse_req_t req, fuse_ino_t ino, struct pfs_creds *cr,
-			     struct pfs_fh *fh)
+ * request's *cr and *fh; returns the change's stamp for own_xattr_end. */
+static uint64_t own_xattr_change(fuse_req_t req, fuse_ino_t ino, struct pfs_creds *cr,
+				 struct pfs_fh *fh)
 {
 	struct inode *ip = IP(req, ino);
 
 	inode_clear_nocaps(ip);
-	inode_own_touch(CL(req)->it, ip, false);
 	fill_creds(req, cr, true);
 	*fh = ip->fh;
+	return inode_own_touch(CL(req)->it, ip, false);
+}
+
+/* The change of own_xattr_change (stamp at) ended: its ctime moved, and
+ * the reply does not say to what: the kernel asks for the attributes,
+ * and they come from the daemon; what was read of them meanwhile is
+ * not trusted. */
+static void own_xattr_end(fuse_req_t req, fuse_ino_t ino, uint64_t at)
+{
+	inode_own_end(CL(req)->it, IP(req, ino), NULL, 0, at, 0);
 }
 
 void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -45,7 +54,7 @@ void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *
 	struct rpc_reply rep = { 0 };
 	int rc;
 
-	own_xattr_change(req, ino, &m.cr, &m.fh);
+	uint64_t at = own_xattr_change(req, ino, &m.cr, &m.fh);
 	m.flags = (uint32_t)flags;
 	m.value.p = (const uint8_t *)value;
 	m.value.len = (uint32_t)size;
@@ -57,6 +66,7 @@ void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *
 				  &rep);
 		ops_dir_busy(c, IP(req, ino), -1);
 	}
+	own_xattr_end(req, ino, at);
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }
@@ -161,12 +171,13 @@ void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct rpc_reply rep = { 0 };
 	int rc;
 
-	own_xattr_change(req, ino, &m.cr, &m.fh);
+	uint64_t at = own_xattr_change(req, ino, &m.cr, &m.fh);
 	if ((rc = set_xname(&m.name, name)) == 0) {
 		ops_dir_busy(c, IP(req, ino), 1); /* the kernel holds its lock */
 		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);
 		ops_dir_busy(c, IP(req, ino), -1);
 	}
+	own_xattr_end(req, ino, at);
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -rc);
 }

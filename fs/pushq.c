@@ -39,17 +39,19 @@ struct pushq {
 	struct push_item *push_head, **push_tail;
 
 	/* Acknowledgements (PUSH_ACK): pushes received on connection
-	 * ack_gen (numbered, not necessarily applied yet) and what the ack
-	 * thread sent last. */
+	 * ack_gen (numbered, not necessarily applied yet), what the ack
+	 * thread sent last, and when (CLOCK_MONOTONIC ms). */
 	uint64_t ack_gen, ack_count, sent_gen, sent_count;
+	int64_t sent_ms;
 
 	/* Local operations under way per directory lock key (pushq_busy),
 	 * counted per bucket: two directories sharing a bucket only make an
 	 * acknowledgement come early. */
 	uint32_t busy[PUSHQ_BUSY_BUCKETS];
 	/* Acknowledgements sent past an entry invalidation not applied yet:
-	 * its directory busy, or after PUSHQ_APPLY_WAIT_MS (pushq_stats). */
-	uint64_t st_busy, st_unapplied;
+	 * its directory busy, or after PUSHQ_APPLY_WAIT_MS (pushq_stats);
+	 * counts sent again while one is (PUSHQ_ALIVE_MS). */
+	uint64_t st_busy, st_unapplied, st_alive;
 };
 
 int pushq_new(const struct pushq_cbs *cbs, struct pushq **out)
@@ -145,11 +147,12 @@ void pushq_busy(struct pushq *q, uint64_t key, int delta)
  *     nothing behind it can be applied first either;
  *   - it was received PUSHQ_APPLY_WAIT_MS ago: it is skipped.
  * *wake: when the answer may change without a wake-up (INT64_MAX:
- * never). Called with q->bg.lock held. */
+ * never); *held: since when the first push held back was received
+ * (INT64_MAX: none is). Called with q->bg.lock held. */
 static uint64_t ack_limit_locked(const struct pushq *q, int64_t now, int64_t *wake,
-				 bool *busy, bool *unapplied)
+				 int64_t *held, bool *busy, bool *unapplied)
 {
-	*wake = INT64_MAX;
+	*wake = *held = INT64_MAX;
 	*busy = *unapplied = false;
 	for (const struct push_item *p = q->push_head; p; p = p->next) {
 		if (!p->gated || p->gen != q->ack_gen)
@@ -163,16 +166,18 @@ static uint64_t ack_limit_locked(const struct pushq *q, int64_t now, int64_t *wa
 			continue;
 		}
 		*wake = p->t_ms + PUSHQ_APPLY_WAIT_MS;
+		*held = p->t_ms;
 		return p->num - 1;
 	}
 	return q->ack_count;
 }
 
-void pushq_stats(struct pushq *q, uint64_t *busy, uint64_t *unapplied)
+void pushq_stats(struct pushq *q, uint64_t *busy, uint64_t *unapplied, uint64_t *alive)
 {
 	pthread_mutex_lock(&q->bg.lock);
 	*busy = q->st_busy;
 	*unapplied = q->st_unapplied;
+	*alive = q->st_alive;
 	pthread_mutex_unlock(&q->bg.lock);
 }
 
@@ -192,19 +197,33 @@ static void *ack_main(void *arg)
 	for (;;) {
 		if (q->bg.stop)
 			break;
-		int64_t now = pfs_mono_ms(), wake;
+		int64_t now = pfs_mono_ms(), wake, held;
 		bool busy, unapplied;
 		uint64_t gen = q->ack_gen,
-			 count = ack_limit_locked(q, now, &wake, &busy, &unapplied);
-		if (count <= (gen == q->sent_gen ? q->sent_count : 0)) {
-			if (wake == INT64_MAX)
-				bg_wait(&q->bg);
-			else
-				bg_wait_ns(&q->bg, (wake - now) * 1000000);
-			continue;
+			 count = ack_limit_locked(q, now, &wake, &held, &busy, &unapplied),
+			 sent = gen == q->sent_gen ? q->sent_count : 0;
+		if (count <= sent) {
+			/* A push held back since PUSHQ_ALIVE_MS: the count sent
+			 * last goes again (the daemon ignores it), every
+			 * PUSHQ_ALIVE_MS, to tell this client runs. */
+			int64_t alive = held == INT64_MAX ? INT64_MAX
+				      : (held > q->sent_ms ? held : q->sent_ms) + PUSHQ_ALIVE_MS;
+			if (now < alive) {
+				if (alive < wake)
+					wake = alive;
+				if (wake == INT64_MAX)
+					bg_wait(&q->bg);
+				else
+					bg_wait_ns(&q->bg, (wake - now) * 1000000);
+				continue;
+			}
+			count = sent;
+			q->st_alive++;
+		} else {
+			q->st_busy += busy;
+			q->st_unapplied += unapplied;
 		}
-		q->st_busy += busy;
-		q->st_unapplied += unapplied;
+		q->sent_ms = now;
 		pthread_mutex_unlock(&q->bg.lock);
 		q->cb.ack_cb(q->cb.arg, gen, count);
 		pthread_mutex_lock(&q->bg.lock);

@@ -40,6 +40,13 @@
  * waits for that moment (pushq_busy wakes it). Any other wait (a lock
  * holder podfs does not know of) is cut at PUSHQ_APPLY_WAIT_MS: that
  * push is then acknowledged unapplied.
+ *
+ * While a push is held back so (the kernel takes its time: dropping a
+ * big file's pages in an INVAL_INODE before it, a directory lock), the
+ * ack thread sends the count it sent last again every PUSHQ_ALIVE_MS:
+ * the daemon ignores a count that does not grow, but it sees that this
+ * client runs, and waits for it rather than leaving it behind as a
+ * stopped one (docs/coherence.md, "Late and stalled clients").
  */
 #ifndef PODFS_PUSHQ_I_H
 #define PODFS_PUSHQ_I_H
@@ -52,6 +59,9 @@
 /* An entry invalidation not applied this long after its receipt is
  * acknowledged anyway (far below the daemon's 2 s bound). */
 #define PUSHQ_APPLY_WAIT_MS 500
+/* While one is held back, the last count goes again this often (well
+ * below the daemon's least deadline, 30 ms by default). */
+#define PUSHQ_ALIVE_MS 10
 /* Buckets of the busy-directory counts. */
 #define PUSHQ_BUSY_BUCKETS 1024
 
@@ -115,7 +125,9 @@ void pushq_busy(struct pushq *q, uint64_t key, int delta);
 
 /* How many acknowledgements went out past an entry invalidation not
  * applied yet: because its directory was busy (*busy), or after
- * PUSHQ_APPLY_WAIT_MS (*unapplied). Any thread. */
-void pushq_stats(struct pushq *q, uint64_t *busy, uint64_t *unapplied);
+ * PUSHQ_APPLY_WAIT_MS (*unapplied); and how many times the last count
+ * went again while one was held back (*alive, PUSHQ_ALIVE_MS). Any
+ * thread. */
+void pushq_stats(struct pushq *q, uint64_t *busy, uint64_t *unapplied, uint64_t *alive);
 
 #endif /* PODFS_PUSHQ_I_H */

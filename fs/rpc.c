@@ -143,7 +143,7 @@ static bool changes_nothing(uint16_t op)
 	case PFS_OP_LOOKUP: case PFS_OP_GETATTR: case PFS_OP_READLINK: case PFS_OP_READ:
 	case PFS_OP_READDIR: case PFS_OP_STATFS: case PFS_OP_GETXATTR: case PFS_OP_LISTXATTR:
 	case PFS_OP_GETLK: case PFS_OP_LSEEK: case PFS_OP_REVALIDATE: case PFS_OP_LOOKUP_DATA:
-	case PFS_OP_LISTDIR: case PFS_OP_PING:
+	case PFS_OP_LISTDIR: case PFS_OP_LISTDIR_PAGE: case PFS_OP_PING:
 		return true;
 	default:
 		return false;

@@ -76,9 +76,9 @@ int sock_sendv(int fd, struct iovec *iov, int iovcnt)
 }
 
 /* The connection during the handshakes: the socket and, under TLS, the
- * SSL object on its memory BIOs (tls.h), which this file feeds from and
- * drains to the socket itself, so that every wait keeps its deadline and
- * the stop eventfd. */
+ * SSL object on its byte-queue BIOs (tls.h, tls_bio.h), which this file
+ * feeds from and drains to the socket itself, so that every wait keeps
+ * its deadline and the stop eventfd. */
 struct hs_io {
 	const struct sock_dial *d;
 	int fd;

@@ -1,6 +1,6 @@
 /* sock_i.h: a socket to podfsd: the TCP connection (with keepalive and a
  * user timeout), TLS on it unless the mount says tls=off (tls.h: the PSK
- * from the pod key, driven through memory BIOs), and the handshake that
+ * from the pod key, driven through tls_bio.h's BIOs), and the handshake that
  * makes it a session's connection (HELLO with the protocol version and
  * capabilities, AUTH proving knowledge of the pod key both ways; wire.h),
  * inside TLS. Synchronous, on the
@@ -36,8 +36,8 @@ struct sock_session {
 	uint32_t flags;        /* PFS_AUTH_* */
 	struct pfs_entry root; /* the export's root */
 	/* TLS (NULL: plaintext): the SSL object, handshake done, on its
-	 * memory BIOs (ciphertext from the socket goes into rbio, what it
-	 * wants sent collects in wbio). The caller owns it. */
+	 * BIOs (tls_bio.h: ciphertext from the socket goes into rbio, what
+	 * it wants sent collects in wbio). The caller owns it. */
 	struct ssl_st *ssl;
 	struct bio_st *rbio, *wbio;
 };

@@ -43,7 +43,7 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 	struct wb_stats ws = { 0 };
 	size_t waiting;
 	uint64_t abandoned;
-	uint64_t ack_busy, ack_unapplied;
+	uint64_t ack_busy, ack_unapplied, ack_alive;
 	char rtt[48] = "";
 
 	if (ping)
@@ -51,14 +51,15 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 
 	if (c->wb)
 		wb_get_stats(c->wb, &ws);
-	pushq_stats(transport_pushq(c->tr), &ack_busy, &ack_unapplied);
+	pushq_stats(transport_pushq(c->tr), &ack_busy, &ack_unapplied, &ack_alive);
 	rpc_waiting(c->rpc, &waiting, &abandoned);
 	int n = snprintf(buf, cap,
 			 "server %s\nmetrics %s\nup_since %llu\ndown_since %llu\nreconnects %llu\n%s"
 			 "waiting %zu\nabandoned %llu\npushes %llu\n"
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
-			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n",
+			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n"
+			 "ack_alive %llu\n",
 			 c->hostport, c->metrics_name[0] ? c->metrics_name : "-",
 			 (unsigned long long)atomic_load(&c->st_up_since),
 			 (unsigned long long)atomic_load(&c->st_down_since),
@@ -74,7 +75,8 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
 			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc),
-			 (unsigned long long)ack_busy, (unsigned long long)ack_unapplied);
+			 (unsigned long long)ack_busy, (unsigned long long)ack_unapplied,
+			 (unsigned long long)ack_alive);
 	for (unsigned op = 0; op < PFS_OP_MAX && n > 0 && (size_t)n < cap; op++) {
 		uint64_t k = atomic_load(&c->st_req[op]);
 		if (k)
@@ -93,6 +95,34 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 				      (unsigned long long)lathist_quantile(h, 0.5),
 				      (unsigned long long)lathist_quantile(h, 0.99));
 	}
+	/* All answered requests together, one "UPPER_US:COUNT" word per
+	 * non-empty lathist bucket (UPPER_US is its lathist_upper, "inf" for
+	 * the last): the difference of two readings is the histogram of what
+	 * was answered in between, and several mounts' histograms add up,
+	 * which the quantiles above cannot. At most LATHIST_BUCKETS words of
+	 * at most 42 bytes: within STATS_MAX with everything else. */
+	uint64_t all[LATHIST_BUCKETS] = { 0 }, nall = 0;
+	for (unsigned op = 0; op < PFS_OP_MAX; op++)
+		for (unsigned b = 0; b < LATHIST_BUCKETS; b++) {
+			uint64_t k = atomic_load_explicit(&c->st_lat[op][b], memory_order_relaxed);
+			all[b] += k;
+			nall += k;
+		}
+	if (nall && n > 0 && (size_t)n < cap)
+		n += snprintf(buf + n, cap - (size_t)n, "lat_hist");
+	for (unsigned b = 0; nall && b < LATHIST_BUCKETS && n > 0 && (size_t)n < cap; b++) {
+		if (!all[b])
+			continue;
+		if (b == LATHIST_BUCKETS - 1)
+			n += snprintf(buf + n, cap - (size_t)n, " inf:%llu",
+				      (unsigned long long)all[b]);
+		else
+			n += snprintf(buf + n, cap - (size_t)n, " %llu:%llu",
+				      (unsigned long long)lathist_upper(b),
+				      (unsigned long long)all[b]);
+	}
+	if (nall && n > 0 && (size_t)n < cap)
+		n += snprintf(buf + n, cap - (size_t)n, "\n");
 	if (c->pc && n > 0 && (size_t)n < cap)
 		n += (int)pcache_format_stats(c->pc, buf + n, cap - (size_t)n);
 	if (c->peer && n > 0 && (size_t)n < cap)

@@ -273,7 +273,13 @@ int status_main(int argc, char **argv)
 		return 1;
 	for (int k = 0; k < m.n; k++) {
 		int e = read_stats(m.mnt[k], m.dev[k], &first[k]);
-		if (e < 0) {
+		if (e == -ENOTCONN) {
+			fprintf(stderr,
+				"podfs status: %s: its podfs process is gone (%s); "
+				"unmount it with fusermount3 -u\n",
+				m.mnt[k], strerror(-e));
+			rc = 1;
+		} else if (e < 0) {
 			fprintf(stderr, "podfs status: %s: %s\n", m.mnt[k], strerror(-e));
 			rc = 1;
 		}

@@ -1,10 +1,12 @@
 /* stream.c: the byte stream of one connection to podfsd, plaintext or
- * TLS on memory BIOs: frames' bytes out whole, bytes in through the
- * receive buffer, the counts for transport_quiet (see stream_i.h). */
+ * TLS on byte-queue BIOs (tls_bio.h): frames' bytes out whole, bytes in
+ * through the receive buffer, the counts for transport_quiet (see
+ * stream_i.h). */
 #include "stream_i.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <stdbool.h>
@@ -16,10 +18,10 @@
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "podfs/tls.h"
+#include "podfs/tls_bio.h"
 #include "sock_i.h"
 
 #define RBUF_SIZE (256u * 1024)
-#define CBUF_SIZE (64u * 1024)   /* TLS: ciphertext read at once */
 #define TLS_CHUNK (256u * 1024)  /* TLS: plaintext encrypted, then sent, at once */
 #define TLS_ONE_RECORD 4096      /* TLS: header and payload up to this go in one record */
 
@@ -39,7 +41,6 @@ void stream_fini(struct stream *st)
 	SSL_free(st->ssl);
 	pthread_mutex_destroy(&st->tls_lock);
 	free(st->rbuf);
-	free(st->cbuf);
 	free(st->sbuf);
 }
 
@@ -56,6 +57,7 @@ void stream_attach(struct stream *st, SSL *ssl, BIO *rbio, BIO *wbio)
 	st->wbio = wbio;
 	atomic_store(&st->bytes_read, early ? 1 : 0);
 	atomic_store(&st->bytes_done, 0);
+	st->tls_fd = -1;
 }
 
 SSL *stream_detach(struct stream *st)
@@ -83,16 +85,31 @@ uint64_t stream_bytes_done(const struct stream *st)
 
 /* ---- sending ---- */
 
+/* The most ciphertext n bytes of plaintext make in TLS 1.3 records of
+ * at most 16 KiB (a 5-byte header, the content type and a 16-byte tag
+ * each; no padding is asked for). */
+static size_t sealed_size(size_t n)
+{
+	return n + (n / 16384 + 1) * (5 + 1 + 16);
+}
+
 /* Encrypts a[an] and b[bn] (either may be empty) into st's records and
- * moves them, with anything else waiting in wbio, into st->sbuf. Caller
- * holds its send lock. Returns the bytes in sbuf, or -errno. */
+ * takes them, with anything else waiting in wbio, into st->sbuf: the
+ * buffer goes to the BIO for the writes and comes back full, without a
+ * copy. Caller holds its send lock. Returns the bytes in sbuf, or
+ * -errno. */
 static ssize_t tls_seal(struct stream *st, const void *a, size_t an, const void *b, size_t bn)
 {
 	const void *part[2] = { a, b };
-	size_t plen[2] = { an, bn }, n;
+	size_t plen[2] = { an, bn }, n = 0;
 	ssize_t rc = 0;
 
 	pthread_mutex_lock(&st->tls_lock);
+	pfs_tls_bio_give(st->wbio, st->sbuf, st->scap);
+	st->sbuf = NULL;
+	st->scap = 0;
+	if (pfs_tls_bio_reserve(st->wbio, sealed_size(an) + sealed_size(bn)) < 0)
+		rc = -ENOMEM;
 	for (int i = 0; i < 2 && rc == 0; i++) {
 		ERR_clear_error();
 		if (plen[i] && SSL_write(st->ssl, part[i], (int)plen[i]) != (int)plen[i]) {
@@ -104,18 +121,7 @@ static ssize_t tls_seal(struct stream *st, const void *a, size_t an, const void 
 			rc = -EPROTO;
 		}
 	}
-	n = BIO_ctrl_pending(st->wbio);
-	if (rc == 0 && n > st->scap) {
-		uint8_t *nb = realloc(st->sbuf, n);
-		if (nb) {
-			st->sbuf = nb;
-			st->scap = n;
-		} else {
-			rc = -ENOMEM;
-		}
-	}
-	if (rc == 0 && n && BIO_read(st->wbio, st->sbuf, (int)n) != (int)n)
-		rc = -EIO;
+	pfs_tls_bio_take(st->wbio, &st->sbuf, &n, &st->scap);
 	pthread_mutex_unlock(&st->tls_lock);
 	return rc < 0 ? rc : (ssize_t)n;
 }
@@ -166,21 +172,23 @@ int stream_send(struct stream *st, int fd, const uint8_t *hdr, const void *wire,
 /* ---- receiving ---- */
 
 /* Up to n bytes of plaintext from st's TLS connection into buf (see
- * stream_i.h): decrypts what is buffered, else reads ciphertext from
- * fd. Returns the bytes, 0 at the end of the stream, or -1 with errno
- * (EPROTO: a TLS failure, logged). */
+ * stream_i.h): decrypts what is buffered, else lets the read BIO take
+ * what fd has (records straight into OpenSSL's record buffer: tls_bio.h),
+ * else waits for fd. Returns the bytes, 0 at the end of the stream, or -1
+ * with errno (EPROTO: a TLS failure, logged). */
 static ssize_t tls_recv(struct stream *st, int fd, void *buf, size_t n)
 {
-	if (!st->cbuf && !(st->cbuf = malloc(CBUF_SIZE))) {
-		errno = ENOMEM;
-		return -1;
-	}
 	for (;;) {
 		char why[128];
 		pthread_mutex_lock(&st->tls_lock);
+		if (st->tls_fd != fd) {
+			pfs_tls_bio_set_fd(st->rbio, fd, &st->bytes_read);
+			st->tls_fd = fd;
+		}
 		ERR_clear_error();
 		int k = SSL_read(st->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
 		int e = k > 0 ? SSL_ERROR_NONE : SSL_get_error(st->ssl, k);
+		int sock = pfs_tls_bio_status(st->rbio);
 		if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_ZERO_RETURN)
 			pfs_tls_reason(why, sizeof(why), "protocol error");
 		pthread_mutex_unlock(&st->tls_lock);
@@ -188,24 +196,24 @@ static ssize_t tls_recv(struct stream *st, int fd, void *buf, size_t n)
 			return k;
 		if (e == SSL_ERROR_ZERO_RETURN)
 			return 0;
-		if (e != SSL_ERROR_WANT_READ) {
-			/* Tampering on the way, or the server's alert: the
-			 * connection is redone like any lost one. */
-			pfs_warn("TLS from %s: %s", st->peer, why);
-			errno = EPROTO;
+		if (e == SSL_ERROR_WANT_READ) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				return -1;
+			continue;
+		}
+		/* The socket's own end or error, as recv(2) would say it. */
+		if (sock == 1)
+			return 0;
+		if (sock < 0) {
+			errno = -sock;
 			return -1;
 		}
-		ssize_t got = recv(fd, st->cbuf, CBUF_SIZE, 0);
-		if (got <= 0)
-			return got;
-		atomic_fetch_add(&st->bytes_read, (uint64_t)got);
-		pthread_mutex_lock(&st->tls_lock);
-		int w = BIO_write(st->rbio, st->cbuf, (int)got);
-		pthread_mutex_unlock(&st->tls_lock);
-		if (w != (int)got) {
-			errno = ENOMEM;
-			return -1;
-		}
+		/* Tampering on the way, or the server's alert: the
+		 * connection is redone like any lost one. */
+		pfs_warn("TLS from %s: %s", st->peer, why);
+		errno = EPROTO;
+		return -1;
 	}
 }
 

@@ -6,21 +6,24 @@
  * Used by transport.c, which owns the socket (its number, its
  * generation, its send and fd locks, closing it) and embeds one struct
  * stream per connection; the stream owns what lies between the frames
- * and that socket: the SSL object (tls.h: on memory BIOs) and its lock,
+ * and that socket: the SSL object (tls.h, tls_bio.h) and its lock,
  * and the send and receive buffers. The socket is handed to each call.
  *
  * Threads. A connection has several senders (FUSE threads, write-behind,
  * the ack thread) and one receiver (its connection thread). OpenSSL
  * allows no concurrent calls on one SSL object, so every call on it is
  * under the stream's tls_lock, held only while encrypting or decrypting,
- * never across socket I/O. The receiver recv(2)s ciphertext with no lock
- * held, puts it into the read BIO and SSL_reads plaintext out. A sender,
- * holding the owner's send lock, SSL_writes and moves the records out of
- * the write BIO into the send buffer, then writes that to the socket with
- * tls_lock released: so a sender blocked on a full socket never stops the
- * receiver from decrypting (the server may be waiting for us to read),
- * and records reach the socket in the order they were made, as the write
- * BIO is drained only under the send lock. Whatever SSL_read queues in
+ * never across a wait for the socket. The receiver SSL_reads; its read
+ * BIO (tls_bio.h) takes ciphertext from the socket itself, with
+ * MSG_DONTWAIT, straight into OpenSSL's record buffer; when the socket
+ * has nothing, the receiver waits in poll(2) with tls_lock released. A
+ * sender, holding the owner's send lock, SSL_writes into the write BIO
+ * and takes its buffer (the send buffer, lent to the BIO for the writes:
+ * no copy), then writes that to the socket with tls_lock released: so a
+ * sender blocked on a full socket never stops the receiver from
+ * decrypting (the server may be waiting for us to read), and records
+ * reach the socket in the order they were made, as the write BIO is
+ * drained only under the send lock. Whatever SSL_read queues in
  * the write BIO (a KeyUpdate answer; podfsd sends none) leaves with the
  * next frame sent. Lock order: the owner's send lock, its fd lock,
  * tls_lock.
@@ -52,7 +55,7 @@ struct stream {
 	_Atomic uint64_t bytes_read, bytes_done;
 
 	/* The receiver only. */
-	uint8_t *cbuf; /* TLS: ciphertext read at once */
+	int tls_fd;    /* TLS: the socket the read BIO reads (-1: not set yet) */
 	uint8_t *rbuf; /* plaintext read ahead */
 	size_t rstart, rend;
 };

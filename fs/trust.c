@@ -12,8 +12,7 @@
 
 uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns)
 {
-	*ns = atomic_load(&t->own_ns);
-	return atomic_load(&t->own_any);
+	return own_clock_read(&t->clk, ns);
 }
 
 static void touch_cb(void *arg, struct inode *dir)
@@ -36,11 +35,16 @@ static void mark_cb(void *arg, struct inode *dir)
 	pthread_mutex_unlock(&dir->lock);
 }
 
-static void own_mark(struct inode_table *t, struct inode *ip, uint64_t at)
+/* Announces an own change of ip: a new stamp (its trust goes) and its
+ * item in the listing that holds it marked stale. Returns the stamp. */
+static uint64_t own_mark(struct inode_table *t, struct inode *ip)
 {
+	/* The stamp first: a reply being recorded under ip->lock either
+	 * was sent before it (and is not trusted once the touch is seen),
+	 * or is recorded before the trust is cleared. */
+	uint64_t at = own_clock_stamp(&t->clk);
 	pthread_mutex_lock(&ip->lock);
-	ip->trust_seq = 0;
-	ip->own_at = at;
+	attr_trust_touch(&ip->tr, at);
 	uint64_t ph = ip->parent_hash, nh = ip->name_hash;
 	bool all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1;
 	pthread_mutex_unlock(&ip->lock);
@@ -52,22 +56,64 @@ static void own_mark(struct inode_table *t, struct inode *ip, uint64_t at)
 		struct mark m = { nh, &ip->fh };
 		inode_each_dir(t, &ph, mark_cb, &m);
 	}
+	return at;
 }
 
-void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
+uint64_t inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
 {
-	/* Counters first: a reply being recorded under ip->lock either
-	 * sees them moved, or is recorded before the trust is cleared. */
 	if (ns)
-		atomic_fetch_add(&t->own_ns, 1);
-	uint64_t at = atomic_fetch_add(&t->own_any, 1) + 1;
-	if (ip)
-		own_mark(t, ip, at);
+		own_clock_ns_move(&t->clk);
+	return ip ? own_mark(t, ip) : 0;
 }
 
-void inode_own_also(struct inode_table *t, struct inode *ip)
+uint64_t inode_own_also(struct inode_table *t, struct inode *ip)
 {
-	own_mark(t, ip, atomic_load(&t->own_any));
+	return own_mark(t, ip);
+}
+
+uint64_t inode_own_ns_end(struct inode_table *t)
+{
+	return own_clock_ns_move(&t->clk);
+}
+
+bool inode_own_end(struct inode_table *t, struct inode *ip, const struct pfs_attr *a,
+		   uint64_t seq, uint64_t at, uint64_t ns)
+{
+	uint64_t stamp = own_clock_stamp(&t->clk);
+	pthread_mutex_lock(&ip->lock);
+	if (a)
+		inode_own_change_locked(ip, a);
+	bool ok = attr_trust_end(&ip->tr, at, stamp, a != NULL, seq, ns);
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
+}
+
+void inode_write_queued(struct inode *ip)
+{
+	pthread_mutex_lock(&ip->lock);
+	attr_trust_write_queued(&ip->tr);
+	pthread_mutex_unlock(&ip->lock);
+}
+
+uint64_t inode_write_sent(struct inode_table *t, struct inode *ip)
+{
+	uint64_t stamp = own_clock_stamp(&t->clk);
+	pthread_mutex_lock(&ip->lock);
+	attr_trust_write_sent(&ip->tr, stamp);
+	pthread_mutex_unlock(&ip->lock);
+	return stamp;
+}
+
+bool inode_write_done(struct inode_table *t, struct inode *ip, uint64_t at,
+		      const struct pfs_attr *a, uint64_t seq, uint64_t ns)
+{
+	uint64_t stamp = own_clock_stamp(&t->clk);
+	pthread_mutex_lock(&ip->lock);
+	if (a)
+		inode_own_change_locked(ip, a);
+	bool ok = attr_trust_write_done(&ip->tr, at, stamp, a != NULL, seq, ns);
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
 }
 
 struct stale {
@@ -80,7 +126,7 @@ static void stale_cb(void *arg, struct inode *ip)
 	struct stale *s = arg;
 
 	pthread_mutex_lock(&ip->lock);
-	s->stale = ip->own_at > s->any;
+	s->stale = attr_trust_changed_since(&ip->tr, s->any);
 	pthread_mutex_unlock(&ip->lock);
 }
 
@@ -92,28 +138,25 @@ bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t
 	return s.stale;
 }
 
-void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
+bool inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
 		      uint64_t ns)
 {
+	(void)t;
 	pthread_mutex_lock(&ip->lock);
-	if (atomic_load(&t->own_any) == any) {
-		ip->trust_seq = seq;
-		ip->trust_ns = ns;
-	} else {
-		ip->trust_seq = 0;
-	}
+	bool ok = attr_trust_reply(&ip->tr, seq, any, ns);
 	pthread_mutex_unlock(&ip->lock);
+	return ok;
 }
 
 bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
 			uint64_t *seq)
 {
+	uint64_t ns;
+	(void)own_clock_read(&t->clk, &ns);
 	pthread_mutex_lock(&ip->lock);
-	bool ok = ip->trust_seq != 0 && ip->trust_ns == atomic_load(&t->own_ns);
-	if (ok) {
+	bool ok = attr_trust_ok(&ip->tr, ns, seq);
+	if (ok)
 		*a = ip->attr;
-		*seq = ip->trust_seq;
-	}
 	pthread_mutex_unlock(&ip->lock);
 	return ok;
 }
@@ -161,15 +204,4 @@ bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir)
 void inode_note_rename(struct inode_table *t)
 {
 	atomic_fetch_add(&t->renames, 1);
-	atomic_fetch_add(&t->renames_busy, 1);
-}
-
-void inode_rename_done(struct inode_table *t)
-{
-	atomic_fetch_sub(&t->renames_busy, 1);
-}
-
-bool inode_renames_busy(struct inode_table *t)
-{
-	return atomic_load(&t->renames_busy) != 0;
 }

@@ -6,12 +6,22 @@
  * itself, so attr is current while (1) it came from a reply to a request
  * sent at push number seq, with no push about the object numbered since
  * (the caller checks that with gate_pushed_since inside the gate, and a
- * dropped connection numbers an "everything" push), and (2) this client
- * changed nothing that may move the object's attributes since that
- * request was sent: its own changes of the object (write, setattr,
- * fallocate, xattrs, a granted lock) clear the trust, and namespace
- * changes (create, unlink, rename, link...: they move parents' and
- * targets' mtime, ctime and nlink) invalidate every trust at once.
+ * dropped connection numbers an "everything" push), and (2) no change of
+ * this client may have moved it since: attrtrust_i.h has the rules, per
+ * object, which these functions apply under the inode's lock. In short:
+ * every own change of an object stamps it when it is announced (the
+ * trust goes) and when it ends, where the reply's post-operation
+ * attributes are trusted if nothing else of ours happened to the object
+ * meanwhile; a reply to any other request is trusted if no stamp of the
+ * object came after the request was sent; nothing is trusted while a
+ * write behind of the object is pending. The changes and what they stamp:
+ * a write, setattr, fallocate, an open with O_TRUNC, xattrs, a granted
+ * lock: the object; a create, mknod, mkdir, symlink: the directory (the
+ * new object comes with its attributes); a link: the file and the new
+ * directory; an unlink, rmdir, rename: the directories, and since FUSE
+ * does not name the object they remove, replace or move, the namespace
+ * count, at their start and at their end: trust taken at another count
+ * is not used.
  *
  * A directory's listing holds its entries' attributes (and small files'
  * contents) as they were when it was fetched. The server does not push
@@ -22,8 +32,8 @@
  * that directory from being fetched for a quiet period, while the change
  * may be on its way; it drops every listing for a file with several
  * links (any directory may list it). And inode_listed_stale tells
- * whether this client changed the object fh since a listing taken at
- * own-change count any (then the listing's entry for it is not used):
+ * whether this client changed the object fh since a listing taken when
+ * the clock read any (then the listing's entry for it is not used):
  * that covers an object another host moved into a directory listed here.
  *
  * ".." of directories, for READDIR answered from a listing. The server
@@ -46,33 +56,60 @@
 #include "inode_i.h"
 
 /* Take before sending a request whose reply may be trusted: returns the
- * own-change count, and the namespace-change count in *ns. */
+ * clock's last stamp (any), and the namespace count in *ns. */
 uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns);
 
-/* A change by this client: ip, the object changed (or NULL), loses its
- * trust and its item in the listing of its directory goes stale (see
- * above); ns: a namespace change (every trust is lost). Call BEFORE
- * sending the change. */
-void inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
+/* A change by this client of ip (or NULL) is about to be sent (call
+ * BEFORE sending it): ip loses its trust and its item in the listing of
+ * its directory goes stale (see above); with ns, the change also moves
+ * objects this client cannot name (unlink, rmdir, rename): the namespace
+ * count moves, and inode_own_ns_end must follow once it ended. Returns
+ * ip's stamp (0 for NULL), for inode_own_end. */
+uint64_t inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
 
-/* A second object the change just announced with inode_own_touch moves
- * (the other directory of a link or rename): the same for ip, with no
- * count of its own. */
-void inode_own_also(struct inode_table *t, struct inode *ip);
+/* A second object the change just announced moves (the other directory
+ * of a link or rename): the same for ip. Returns its stamp. */
+uint64_t inode_own_also(struct inode_table *t, struct inode *ip);
+
+/* The change announced with ns ended (answered or failed): the
+ * namespace count moves again. Returns the new count. */
+uint64_t inode_own_ns_end(struct inode_table *t);
+
+/* The change of ours that stamped ip with at (0: it did not announce
+ * ip) ended. a: ip's attributes after it from its reply (recorded), or
+ * NULL (unknown, or it failed). They are trusted from push number seq at
+ * namespace count ns if nothing else of ours happened to ip since at
+ * and no write of ip is pending; else ip's trust goes. Returns whether
+ * they are trusted. Replies to requests sent while it ran are not
+ * trusted (it stamps ip). */
+bool inode_own_end(struct inode_table *t, struct inode *ip, const struct pfs_attr *a,
+		   uint64_t seq, uint64_t at, uint64_t ns);
+
+/* Writes behind (wb.c), after the write's announcement
+ * (inode_own_touch): one is queued; one queued is sent (returns its
+ * stamp); one sent ended (at: that stamp, or 0 for a write dropped
+ * unsent; a: the attributes of its reply, or NULL), trusting them from
+ * seq at ns if it was the only write of ip pending and nothing else
+ * happened to ip since it was sent. Returns whether they are trusted. */
+void inode_write_queued(struct inode *ip);
+uint64_t inode_write_sent(struct inode_table *t, struct inode *ip);
+bool inode_write_done(struct inode_table *t, struct inode *ip, uint64_t at,
+		      const struct pfs_attr *a, uint64_t seq, uint64_t ns);
 
 /* True if this client changed the object fh (one the table knows) since
- * a listing taken at own-change count any. */
+ * a listing taken when the clock read any. */
 bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any);
 
 /* ip->attr came from a reply to a request sent at push number seq with
  * snapshot (any, ns) of inode_own_snap: trusts it, unless this client
- * changed something since (then ip's trust is cleared). */
-void inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
+ * changed ip since or a write of ip is pending (then ip's trust is
+ * cleared). Returns whether it is trusted. */
+bool inode_trust_attr(struct inode_table *t, struct inode *ip, uint64_t seq, uint64_t any,
 		      uint64_t ns);
 
-/* If ip's attributes are trusted (and no namespace change of ours came
- * since): copies them to *a, their push number to *seq and returns true;
- * the caller still checks for a push since *seq. Else false. */
+/* If ip's attributes are trusted (at the current namespace count): copies
+ * them to *a, their push number to *seq and returns true; the caller
+ * still checks for a push since *seq. Else false. */
 bool inode_attr_trusted(struct inode_table *t, struct inode *ip, struct pfs_attr *a,
 			uint64_t *seq);
 
@@ -94,13 +131,8 @@ uint64_t inode_named_seq(struct inode *ip);
  * place is unknown, or it has other links (found under another name). */
 bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir);
 
-/* A rename of ours is about to be sent (every ".." recorded so far
- * becomes unknown); inode_rename_done once it is answered (or failed).
- * inode_renames_busy: one of ours is under way. The VFS does not lock a
- * directory renamed within its parent, whose ctime the rename moves: a
- * change in it may overlap that. */
+/* A rename of ours is about to be sent: every ".." recorded so far
+ * becomes unknown. */
 void inode_note_rename(struct inode_table *t);
-void inode_rename_done(struct inode_table *t);
-bool inode_renames_busy(struct inode_table *t);
 
 #endif /* PODFS_TRUST_I_H */

@@ -21,6 +21,7 @@
 #include "podfs/log.h"
 #include "gate_i.h"
 #include "rpc_i.h"
+#include "trust_i.h"
 #include "wb_file_i.h"
 
 #define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
@@ -128,6 +129,7 @@ static void buf_put_locked(struct wb *wb, void *p, size_t size)
  * wb->bg.lock. */
 static void enqueue(struct wb *wb, struct wbe *e)
 {
+	inode_write_queued(e->wi->ip); /* its attributes are not current till it is done */
 	e->qnext = NULL;
 	*wb->qtail = e;
 	wb->qtail = &e->qnext;
@@ -145,9 +147,17 @@ static void free_entry(struct wb *wb, struct wbe *e)
 	free(e);
 }
 
+/* What send_parts learned of the file from its last reply. */
+struct wrote {
+	uint64_t at;          /* inode_write_sent of the last part sent */
+	uint64_t seq, ns;     /* gate_seq and the namespace count then */
+	struct pfs_attr attr; /* the reply's attributes after the write */
+};
+
 /* Sends e (synchronously) and decodes the reply. Without wb->bg.lock.
- * Returns 0 with *verf set, or -errno. A short write sends the rest. */
-static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
+ * Returns 0 with *verf set, or -errno. A short write sends the rest.
+ * *out: the last part sent (out->at 0: none was). */
+static int send_parts(struct wb *wb, struct wbe *e, uint64_t *verf, struct wrote *out)
 {
 	struct rpc *rpc = wb->c->rpc;
 	const uint8_t *data = e->req + e->reqlen - e->len;
@@ -160,7 +170,9 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 	for (;;) {
 		struct rpc_reply rep = { 0 };
 		struct pfs_write_rep r;
-		uint64_t seq = gate_seq(wb->c->gate);
+		out->seq = gate_seq(wb->c->gate);
+		(void)inode_own_snap(wb->c->it, &out->ns);
+		out->at = inode_write_sent(wb->c->it, e->wi->ip);
 		rc = rpc_call(rpc, PFS_OP_WRITE, req, reqlen, &rep);
 		if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 ||
 				r.written > e->len - done)) {
@@ -169,15 +181,7 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 		}
 		if (rc == 0) {
 			*verf = rep.verf;
-			/* The race gate (gate_i.h): a push about the file
-			 * that arrived after the WRITE went out may be about a
-			 * change our reply's attributes predate (the reply can
-			 * come on a bulk connection, or be handled after the
-			 * push thread applied it); then they are not taken. */
-			gate_enter(wb->c->gate);
-			if (!gate_pushed_since(wb->c->gate, seq, &e->wi->ip->fh))
-				inode_own_change(e->wi->ip, &r.attr);
-			gate_leave(wb->c->gate);
+			out->attr = r.attr;
 		}
 		rpc_reply_free(&rep);
 		if (req != e->req)
@@ -212,6 +216,27 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 		}
 		reqlen = w.len;
 	}
+}
+
+/* Sends e (send_parts) and ends it as the file's own change: the
+ * attributes of the reply are the file's after the write, and trusted
+ * if it was the only write of the file pending and nothing else of ours
+ * happened to the file since it was sent (trust_i.h). A push about the
+ * file that arrived after the WRITE went out may be about a change the
+ * reply's attributes predate (the reply can come on a bulk connection,
+ * or be handled after the push thread applied it): then they are not
+ * taken (the race gate, gate_i.h). Without wb->bg.lock. Returns as
+ * send_parts. */
+static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
+{
+	struct wrote w = { 0 };
+	int rc = send_parts(wb, e, verf, &w);
+
+	gate_enter(wb->c->gate);
+	bool have = rc == 0 && !gate_pushed_since(wb->c->gate, w.seq, &e->wi->ip->fh);
+	inode_write_done(wb->c->it, e->wi->ip, w.at, have ? &w.attr : NULL, w.seq, w.ns);
+	gate_leave(wb->c->gate);
+	return rc;
 }
 
 /* Called with wb->bg.lock after e was sent with result rc. */
@@ -418,6 +443,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		uint64_t verf;
 		struct wbi tmp = { .ip = ip };
 		e->wi = &tmp;
+		inode_write_queued(ip);
 		rc = send_write(wb, e, &verf);
 		pthread_mutex_lock(&wb->bg.lock);
 		buf_put_locked(wb, e->req, e->bufsz);

@@ -1,5 +1,6 @@
 /* tls.c: the TLS contexts keyed by the pod key (see tls.h). */
 #include "podfs/tls.h"
+#include "podfs/tls_bio.h"
 
 #include <errno.h>
 #include <openssl/core_names.h>
@@ -176,7 +177,7 @@ void pfs_tls_ctx_free(SSL_CTX *ctx)
 SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio)
 {
 	SSL *ssl = SSL_new(ctx);
-	BIO *r = BIO_new(BIO_s_mem()), *w = BIO_new(BIO_s_mem());
+	BIO *r = pfs_tls_bio_new(), *w = pfs_tls_bio_new();
 
 	if (!ssl || !r || !w) {
 		SSL_free(ssl);
@@ -184,9 +185,7 @@ SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio)
 		BIO_free(w);
 		return NULL;
 	}
-	/* An empty BIO means "more to come" (SSL_ERROR_WANT_READ), not EOF. */
-	BIO_set_mem_eof_return(r, -1);
-	BIO_set_mem_eof_return(w, -1);
+	/* (An empty one means "more to come": SSL_ERROR_WANT_READ.) */
 	SSL_set_bio(ssl, r, w);
 	*rbio = r;
 	*wbio = w;

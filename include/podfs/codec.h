@@ -112,7 +112,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_mkdir_rep(F) F(ENTRY, e) F(ATTR, dir) F(U32, flags) /* MKDIR, PFS_CAP_NEW_DIR */
 #define PFS_MSG_dir_rep(F) F(ATTR, dir) /* UNLINK RMDIR with PFS_CAP_DIR_ATTR */
 #define PFS_MSG_getattr_req(F) F(CREDS, cr) F(FH, fh)
-#define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR */
+#define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR; FALLOCATE, PFS_CAP_POST_ATTR */
 #define PFS_MSG_setattr_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, valid) \
 	F(U32, mode) F(U32, uid) F(U32, gid) F(U64, size) F(I64, atime_s) F(U32, atime_ns) \
 	F(I64, mtime_s) F(U32, mtime_ns)
@@ -177,6 +177,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_peer_auth_req(F) F(MAC, mac)
 #define PFS_MSG_peer_get_req(F) F(DIGEST, hash) F(U32, offset) F(U32, size)
 #define PFS_MSG_peer_get_rep(F) F(BYTES, data)
+#define PFS_MSG_listdir_page_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes) \
+	F(U64, cookie)
 
 #define PFS_MESSAGES(M) \
 	M(hello_req) M(hello_rep) M(auth_req) M(auth_rep) M(ping_req) M(ping_rep) \
@@ -188,9 +190,9 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
 	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
-	M(reclaim_done_req) M(lock_wake_push) M(push_ack) M(listdir_req) M(chunk_req) \
-	M(chunk_rep) M(chunk_report_req) M(peer_hello_req) M(peer_hello_rep) M(peer_auth_req) \
-	M(peer_get_req) M(peer_get_rep)
+	M(reclaim_done_req) M(lock_wake_push) M(push_ack) M(listdir_req) M(listdir_page_req) \
+	M(chunk_req) M(chunk_rep) M(chunk_report_req) M(peer_hello_req) M(peer_hello_rep) \
+	M(peer_auth_req) M(peer_get_req) M(peer_get_rep)
 
 /* Growable-by-caller output cursor. The caller owns buf. */
 struct pfs_wr {

@@ -10,9 +10,10 @@
  * is refused by the client. No session tickets, no resumption: every
  * connection runs the full PSK + DHE handshake.
  *
- * The SSL objects made from these contexts are driven through memory
- * BIOs by their users (daemon/tls_stream.c, fs/sock.c, fs/stream.c):
- * the socket I/O stays theirs.
+ * The SSL objects made from these contexts are driven through byte-queue
+ * BIOs (podfs/tls_bio.h: a memory BIO without its extra copies) by their
+ * users (daemon/tls_stream.c, fs/sock.c, fs/stream.c): the socket I/O
+ * stays theirs, or, for podfs's reads, is handed to the BIO.
  */
 #ifndef PODFS_TLS_H
 #define PODFS_TLS_H
@@ -40,9 +41,9 @@ SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err,
 /* Frees it (and wipes its PSK). Safe on NULL. */
 void pfs_tls_ctx_free(SSL_CTX *ctx);
 
-/* A new SSL object of ctx on two fresh memory BIOs (ciphertext in: *rbio,
- * out: *wbio; both owned by the SSL object), in the client or server
- * state. NULL on failure. */
+/* A new SSL object of ctx on two fresh BIOs of podfs/tls_bio.h
+ * (ciphertext in: *rbio, out: *wbio; both owned by the SSL object). NULL
+ * on failure. */
 SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio);
 
 /* Writes a one-line reason for the thread's last OpenSSL error (and

@@ -126,12 +126,19 @@ enum {
 	 * needs no LISTDIR for it. The daemon read the directory with the
 	 * caller's credentials to find it empty (as LISTDIR would have). */
 	PFS_CAP_NEW_DIR = 1u << 6,
+	/* The reply to FALLOCATE is attr_rep, the file's attributes after
+	 * the change (as WRITE's and SETATTR's replies carry them), instead
+	 * of nothing: the client then knows its size, times and blocks
+	 * without a GETATTR. A client tells the two forms apart by their
+	 * length. */
+	PFS_CAP_POST_ATTR = 1u << 7,
+	/* Bit 8 is PFS_CAP_LIST_XATTR's. */
 	/* Peer-assisted reads (see "Peer-assisted reads" below): the server
 	 * answers CHUNK and CHUNK_REPORT. A client asks for it only if it
 	 * takes part (podfs -o peers); it sends neither without it. */
-	PFS_CAP_PEER = 1u << 7,
+	PFS_CAP_PEER = 1u << 9,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
-		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_PEER,
+		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR | PFS_CAP_PEER,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -186,9 +193,9 @@ enum {
  *          and for the frames the server handles on its loop.
  *
  * Ranges: 1-9 session, 10-39 POSIX operations, 40-49 caching, 58-59 lock
- * reclaim, 60-69 request economy, 70-79 between clients (peer-assisted
- * reads: never sent to the server, which answers ENOSYS), 100 and up
- * pushes (server -> client).
+ * reclaim, 60-69 request economy (64-65: peer-assisted reads, to the
+ * server), 70-79 between clients (peer-assisted reads: never sent to the
+ * server, which answers ENOSYS), 100 and up pushes (server -> client).
  */
 /*       NAME          val  request           reply            drc once mod bulk meta ord */
 #define PFS_OPS(X)                                                                          \
@@ -229,12 +236,13 @@ enum {
 	X(FORGET,       40, forget_req,       none,             0,  0,   0,  0,   0,   0)   \
 	X(REVALIDATE,   41, revalidate_req,   revalidate_rep,   0,  0,   0,  0,   1,   1)   \
 	X(LOOKUP_DATA,  42, lookup_data_req,  lookup_data_rep,  0,  0,   0,  0,   1,   1)   \
-	X(CHUNK,        43, chunk_req,        chunk_rep,        0,  0,   0,  0,   0,   1)   \
-	X(CHUNK_REPORT, 44, chunk_report_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(RECLAIM,      58, lock_req,         none,             0,  0,   0,  0,   0,   0)   \
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
 	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
+	X(LISTDIR_PAGE, 62, listdir_page_req, listing_page,     0,  0,   0,  0,   1,   1)   \
+	X(CHUNK,        64, chunk_req,        chunk_rep,        0,  0,   0,  0,   0,   1)   \
+	X(CHUNK_REPORT, 65, chunk_report_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PEER_HELLO,   70, peer_hello_req,   peer_hello_rep,   0,  0,   0,  0,   0,   0)   \
 	X(PEER_AUTH,    71, peer_auth_req,    none,             0,  0,   0,  0,   0,   0)   \
 	X(PEER_GET,     72, peer_get_req,     peer_get_rep,     0,  0,   0,  0,   0,   0)   \
@@ -318,7 +326,8 @@ enum pfs_op {
  * RELEASE      Closes fid. Replies: none (also for a fid not known).
  * FSYNC        Makes fh's data (datasync) or data and metadata durable on
  *              the server's disk; the commit of write-behind. Replies: none.
- * FALLOCATE    fallocate(2) mode on fh through fid. Replies: none;
+ * FALLOCATE    fallocate(2) mode on fh through fid. Replies: none, or
+ *              attr_rep (after the change) with PFS_CAP_POST_ATTR;
  *              EOPNOTSUPP.
  * LSEEK        SEEK_DATA or SEEK_HOLE from offset. Replies: lseek_rep; ENXIO.
  *
@@ -331,6 +340,8 @@ enum pfs_op {
  * RELEASEDIR   Closes directory fid. Replies: none.
  * LISTDIR      The whole directory at once (see "request economy" below).
  *              Replies: listing; ENOTDIR.
+ * LISTDIR_PAGE The directory in pages, from a cookie on (see "request
+ *              economy" below). Replies: listing_page; ENOTDIR.
  * STATFS       Of the export's filesystem. Replies: statfs_rep.
  *
  * Extended attributes:
@@ -503,21 +514,30 @@ enum {
  *   never coded; only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
  *   push_ack: `count`, the number of pushes received on this connection
  *   (counting from 1 at the connection's first push; a count that does
- *   not grow is ignored). Received means the client will not answer from
- *   its own caches anything such a push contradicts; its kernel may drop
- *   what it cached a moment later (acknowledging only once that is done
+ *   not grow is ignored: podfs repeats its last count while it holds a
+ *   push back, which tells the server it runs). Received means the
+ *   client will not answer from its own caches anything such a push
+ *   contradicts; its kernel may drop what it cached a moment later
+ *   (acknowledging only once that is done
  *   could deadlock: applying an entry invalidation takes the directory's
  *   lock, which the client's own operation in that directory may hold
  *   while its reply waits for this very acknowledgement).
  *   The server holds the reply to a request that changed an object until
  *   every other client it pushed the change to (that negotiated the
- *   capability) acknowledged that push, or PFSD_ACK_WAIT_MS passed: a
- *   client that has not acknowledged by then has its connection closed,
- *   so it revalidates its caches before trusting them again. Hence once a
- *   change's reply (a WRITE, the commit of a close, a SETATTR...) reached
- *   its client, every other client knows what the change made stale, and
- *   may answer a later open (close-to-open) from what it caches, without
- *   asking the server, unless such a push came (it then asks).
+ *   capability) acknowledged that push, each within a deadline of its own
+ *   (podfsd: at least --ack-timeout, more for a client that acknowledged
+ *   slowly lately, at most 2 s). A client that sent nothing by then is
+ *   stalled: the server stops waiting for it until it has acknowledged
+ *   every push sent to it by then, and keeps its connection, the pushes
+ *   queued in order; a client that sends frames but no acknowledgement
+ *   for 2 s has its connection closed, so it revalidates its caches
+ *   before trusting them again. Hence once a change's reply (a WRITE, the
+ *   commit of a close, a SETATTR...) reached its client, every other
+ *   running client knows what the change made stale, and may answer a
+ *   later open (close-to-open) from what it caches, without asking the
+ *   server, unless such a push came (it then asks). A client must handle
+ *   every frame its socket holds before it answers from its caches: a
+ *   stalled client's pushes are there when it runs again.
  *
  * LISTDIR: a whole directory in one round trip, for a client that will
  *   answer lookups in it from the listing (cold start: a name not in a
@@ -540,12 +560,34 @@ enum {
 #define PFS_LISTDIR_ITEMS_MAX 4096
 enum {
 	PFS_LS_COMPLETE = 1u << 0,
+	PFS_LS_MORE = 1u << 1, /* listing_page: the listing goes on at cookie */
 };
+
+/* LISTDIR_PAGE: a directory too large for one LISTDIR reply, in pages.
+ *   Request listdir_page_req: as listdir_req, and cookie: where the page
+ *   starts (0: at the beginning; else the cookie of the page before).
+ *   Reply listing_page: u32 flags, u64 cookie, then items as in a
+ *   listing, to the end of the payload. PFS_LS_COMPLETE: every name from
+ *   the page's start to the end of the directory is listed (the last
+ *   page). PFS_LS_MORE: every name from its start up to where it stopped
+ *   (PFS_LISTDIR_ITEMS_MAX items, or max_bytes, at least 4 KiB) is
+ *   listed, and the next page starts at cookie (a position in the
+ *   directory stream, as telldir gives it: podfsd exports filesystems
+ *   whose positions stay valid across opens, as NFS does). Neither: a
+ *   name that cannot be carried or looked up stopped it, and the pages
+ *   do not make a complete listing. Pages are listed, registered and
+ *   read as LISTDIR's items are, each when it is asked for: a client
+ *   assembles them into one listing only if no push about the directory
+ *   came since it asked for the first (any name created, removed or
+ *   renamed there since is pushed, so pages taken at different times
+ *   still list each name exactly once). An item that would not fit with
+ *   its content comes without it. */
+#define PFS_LISTDIR_PAGE_MIN 4096
 enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
 };
 
-/* Peer-assisted reads (opcodes 43-44 with the server, 70-79 between
+/* Peer-assisted reads (opcodes 64-65 with the server, 70-79 between
  * clients; only in a session that negotiated PFS_CAP_PEER).
  *
  * The server cuts a large regular file into chunks of 1 << shift bytes

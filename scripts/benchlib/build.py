@@ -8,13 +8,15 @@ import os
 from .common import REPO, BenchError, log, run
 
 
-def ensure_build(build, no_build, notes, configure=True):
+def ensure_build(build, no_build, notes, configure=True, extra=()):
     """(podfsd, podfs, info) of the meson build dir build, ninja'd up to date
-    unless no_build; configure: meson-set it up (release) if it is none yet.
-    Warnings go to notes (the report's list); info says the buildtype."""
+    unless no_build, with the targets extra (paths in build) too;
+    configure: meson-set it up (release) if it is none yet. Warnings go to
+    notes (the report's list); info says the buildtype."""
     podfsd = os.path.join(build, "daemon", "podfsd")
     podfs = os.path.join(build, "fs", "podfs")
-    have = os.access(podfsd, os.X_OK) and os.access(podfs, os.X_OK)
+    have = all(os.access(os.path.join(build, b), os.X_OK)
+               for b in ["daemon/podfsd", "fs/podfs"] + list(extra))
     if not have or not no_build:
         try:
             if not os.path.exists(os.path.join(build, "build.ninja")):
@@ -24,14 +26,14 @@ def ensure_build(build, no_build, notes, configure=True):
                 run(["meson", "setup", build, "-Dbuildtype=release", "-Dwerror=false"],
                     timeout=300, cwd=REPO)
             log("building podfsd and podfs in %s (ninja)" % build)
-            run(["ninja", "-C", build, "daemon/podfsd", "fs/podfs"], timeout=900, cwd=REPO)
+            run(["ninja", "-C", build, "daemon/podfsd", "fs/podfs"] + list(extra), timeout=900, cwd=REPO)
         except BenchError as e:
             if not have:
                 raise
             notes.append("WARNING: rebuilding failed (%s); benchmarked the existing, possibly stale, "
                          "binaries in %s" % (e, build))
             log("WARNING: build failed, using existing binaries: %s" % e)
-    for b in (podfsd, podfs):
+    for b in [podfsd, podfs] + [os.path.join(build, x) for x in extra]:
         if not os.access(b, os.X_OK):
             raise BenchError("%s missing after build" % b)
     info = ""
@@ -71,7 +73,10 @@ def build_source(build):
 
 def ensure_latproxy(build):
     """Path of the latproxy binary in build, (re)built from its source when needed."""
-    src = os.path.normpath(os.path.join(REPO, "..", "shared", "tools", "latproxy.c"))
+    # ../shared/tools beside the checkout, or beside the directory that
+    # holds it (a git worktree one level further down).
+    cands = [os.path.normpath(os.path.join(REPO, *[".."] * k, "shared", "tools", "latproxy.c")) for k in (1, 2)]
+    src = next((c for c in cands if os.path.exists(c)), cands[0])
     os.makedirs(build, exist_ok=True)
     exe = os.path.join(build, "latproxy")
     if not os.access(exe, os.X_OK) or (os.path.exists(src) and os.path.getmtime(src) > os.path.getmtime(exe)):

@@ -13,7 +13,9 @@ import time
 from .common import REPO, BenchError, Interrupted, log, parse_size
 from .report import Report
 from .rounds import Bench
-from .spec import AB_TARGET, ALL_TARGETS, ALL_WORKLOADS, add_rtt_rows
+from .pod import run_pod, parse_hosts
+from .pod.hosts import MAX_HOSTS
+from .spec import AB_TARGET, ALL_TARGETS, ALL_WORKLOADS, META_WORKLOADS, add_rtt_rows
 
 DEFAULT_VENV_SRC = "/root/.pyenv/versions/3.11.7"
 DEFAULT_VENV_IMPORTS = ("boto3,botocore.session,IPython,cryptography.fernet,flask,pydantic,requests,yaml,"
@@ -55,7 +57,24 @@ def parse_args(doc):
     ap.add_argument("--ckpt-size", default=None, help="single-stream checkpoint file (default 2G; --quick: 128M)")
     ap.add_argument("--shard-size", default=None, help="per-client shard (default 512M; --quick: 32M)")
     ap.add_argument("--clients", type=int, default=4, help="concurrent checkpoint clients (default 4)")
+    ap.add_argument("--hosts", default=None, metavar="N[,N...]",
+                    help="a pod on this machine: podfsd and N podfs hosts in network namespaces, for each N "
+                         "(1..%d): the venv start (replayed) and a checkpoint read by all hosts at once"
+                         % MAX_HOSTS)
+    ap.add_argument("--recapture", action="store_true",
+                    help="--hosts: capture the venv start's trace again (strace) even if one is kept")
     a = ap.parse_args()
+    if a.hosts is not None:
+        try:
+            a.hosts = parse_hosts(a.hosts)
+        except ValueError as e:
+            ap.error(str(e))
+        if a.ab_build is not None:
+            ap.error("--hosts does not take --ab-build")
+        if a.runs is None:
+            a.runs = 1 if a.quick else 3
+        if a.ckpt_size is None:
+            a.ckpt_size = "32M" if a.quick else "256M"
     if a.runs is None:
         a.runs = 1 if a.quick else 5
     a.size = parse_size(a.size or ("64M" if a.quick else "1G"))
@@ -92,6 +111,8 @@ def parse_args(doc):
 def main(doc):
     """Run the benchmark as the command line says; the exit status."""
     a = parse_args(doc)
+    if a.hosts is not None:
+        return run_pod(a)
     if os.geteuid() != 0:
         log("WARNING: not root: cannot drop caches, sshd as root login will fail")
     b = Bench(a)
@@ -115,12 +136,12 @@ def main(doc):
         b.scratch.prepare_space()
         b.scratch.prepare_source()
         b.scratch.prepare_tree()
-        if "venv" in a.only:
-            b.scratch.prepare_venv()
+        if "venv" in a.only or set(a.only) & {"untar", "git"}:
+            b.scratch.prepare_venv()   # the metadata workloads take packages from it
         if "checkpoint" in a.only:
             b.scratch.prepare_ckpt()
         b.targets.setup_all()
-        if "venv" in a.only and not a.no_count_requests:
+        if set(a.only) & ({"venv"} | set(META_WORKLOADS)) and not a.no_count_requests:
             b.trace.setup()
             if b.trace.why:
                 log(b.trace.why)

@@ -79,8 +79,10 @@ def unescape_mount(s):
 
 
 def mount_fstype(path):
-    """fstype of the mount whose mount point is exactly path (last one wins), or None."""
-    path = os.path.realpath(path)
+    """fstype of the mount whose mount point is exactly path (last one wins), or None.
+    Only path's parent is resolved: resolving path itself would stat the
+    mount's root, which waits for a FUSE daemon that does not answer."""
+    path = os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
     found = None
     try:
         with open("/proc/self/mountinfo") as f:

@@ -9,11 +9,11 @@ import os
 import statistics
 
 from .common import fmt_size, log, run
-from .spec import AB_TARGET, PCACHE_SIZE, PLAIN_TARGET, PODFS_TARGETS, ROWS, SMALL_MAX
+from .spec import AB_TARGET, META_WORKLOADS, PCACHE_SIZE, PLAIN_TARGET, PODFS_TARGETS, ROWS, SMALL_MAX
 
 
 def fmt(v, unit):
-    if unit == "MB/s":
+    if unit in ("MB/s", "ops/s"):
         return "%.0f" % v if v >= 100 else "%.1f" % v
     return "%.3f" % v if v < 10 else "%.1f" % v
 
@@ -225,29 +225,37 @@ class Report:
         return out
 
     def fuse_requests(self):
-        """FUSE requests per import of the venv rows."""
+        """FUSE requests per run of the rows that counted them (venv: per import)."""
         a, res, out = self.a, self.res, []
         fuse = [n for n in self.tnames if n != "local"]
-        vrows = [r[0] for r in ROWS if r[1] == "venv" and r[1] in a.only]
-        if vrows and fuse and any(res.extras.get((r, n)) for r in vrows for n in fuse):
-            out.append("FUSE requests per import (kernel tracepoint fuse_request_send, median; modules imported: %s):"
-                       % ", ".join(sorted({str(x["modules"]) for v in res.extras.values() for x in v
-                                           if "modules" in x})))
+        crows = [r[0] for r in self.rows if any("requests" in x for n in fuse for x in res.extras.get((r[0], n), []))]
+        if crows and fuse:
+            mods = sorted({str(x["modules"]) for v in res.extras.values() for x in v if "modules" in x})
+            out.append("FUSE requests per run (kernel tracepoint fuse_request_send, median; a venv run is one "
+                       "import%s):" % ("; modules imported: " + ", ".join(mods) if mods else ""))
             out.append("")
-            out.append("| workload | " + " | ".join(fuse) + " | podfs by opcode (last run) |")
-            out.append("|---|" + "|".join(["---:"] * len(fuse)) + "|---|")
-            for r in vrows:
+            wire = any(res.xmed(r, "podfs", "wire_requests") is not None for r in crows)
+            out.append("| workload | " + " | ".join(fuse) + " | podfs by opcode (last run) |"
+                       + (" podfs to podfsd | by opcode (last run) |" if wire else ""))
+            out.append("|---|" + "|".join(["---:"] * len(fuse)) + "|---|" + ("---:|---|" if wire else ""))
+
+            def by_op(r, key):
+                ops = [x[key] for x in res.extras.get((r, "podfs"), []) if x.get(key)]
+                return (", ".join("%s %d" % kv for kv in sorted(ops[-1].items(), key=lambda kv: -kv[1])[:8])
+                        if ops else "—")
+            for r in crows:
                 cells = [r]
                 for n in fuse:
                     v = res.xmed(r, n, "requests")
                     lost = any("requests" in x and x["requests"] is None for x in res.extras.get((r, n), []))
                     cells.append("%d" % v if v is not None else ("lost" if lost else "—"))
-                ops = [x["ops"] for x in res.extras.get((r, "podfs"), []) if x.get("ops")]
-                cells.append(", ".join("%s %d" % kv for kv in sorted(ops[-1].items(), key=lambda kv: -kv[1])[:8])
-                             if ops else "—")
+                cells.append(by_op(r, "ops"))
+                if wire:
+                    v = res.xmed(r, "podfs", "wire_requests")
+                    cells += ["%d" % v if v is not None else "—", by_op(r, "wire_ops")]
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
-        elif vrows and self.b.trace.why:
+        elif self.b.trace.why and any(r[1] in ("venv",) + META_WORKLOADS for r in self.rows):
             out.append(self.b.trace.why)
             out.append("")
         return out

@@ -30,7 +30,7 @@ class Results:
             v = fn()
             self.record(row, t, v)
             unit = unit_of(row)
-            log("  %-14s %-7s %s %s" % (row, t.name, ("%.0f" % v) if unit == "MB/s" else ("%.3f" % v), unit))
+            log("  %-14s %-7s %s %s" % (row, t.name, ("%.0f" % v) if unit in ("MB/s", "ops/s") else ("%.3f" % v), unit))
             return v
         except BenchError as e:
             msg = str(e)
@@ -59,6 +59,8 @@ class Results:
                 bits.append("%s FUSE requests" % x["requests"])
                 if x.get("ops"):
                     bits.append(" ".join("%s=%d" % kv for kv in sorted(x["ops"].items(), key=lambda kv: -kv[1])[:6]))
+            if x.get("wire_requests") is not None:
+                bits.append("%d requests to podfsd" % x["wire_requests"])
             for k in ("srv_cpu_gib", "cli_cpu_gib", "wire_ratio"):
                 if x.get(k) is not None:
                     bits.append("%s=%.3f" % (k, x[k]))

@@ -3,7 +3,8 @@ rows (which workload measures each, its unit and direction, which targets it
 applies to) and the fixed parameters that the report states."""
 
 ALL_TARGETS = ["local", "podfs", "podfs-plain", "bindfs", "sshfs"]
-ALL_WORKLOADS = ["seq-write", "seq-read", "find", "stat", "create", "venv", "checkpoint"]
+ALL_WORKLOADS = ["seq-write", "seq-read", "find", "stat", "create", "venv", "checkpoint",
+                 "smallfiles", "untar", "git", "pip"]
 
 # --ab-build adds "podfs-b": podfs from a second build, set up exactly like podfs
 AB_TARGET = "podfs-b"
@@ -35,7 +36,17 @@ ROWS = [
     ("ckpt-float-read", "checkpoint", "MB/s", True),
     ("ckpt-multi-write", "checkpoint", "MB/s", True),
     ("ckpt-multi-read", "checkpoint", "MB/s", True),
+    # metadata (workloads/meta.py); their @RTT rows come from add_rtt_rows()
+    ("sf-create", "smallfiles", "ops/s", True),
+    ("sf-stat", "smallfiles", "ops/s", True),
+    ("sf-stat-remount", "smallfiles", "ops/s", True),
+    ("sf-unlink", "smallfiles", "ops/s", True),
+    ("untar", "untar", "s", False),
+    ("git-status-cold", "git", "s", False),
+    ("git-status-warm", "git", "s", False),
+    ("pip-install", "pip", "s", False),
 ]
+META_WORKLOADS = ("smallfiles", "untar", "git", "pip")
 ROW_ONLY = {"venv-pcache": PODFS_TARGETS}   # rows measured for some targets only
 
 PCACHE_SIZE = "2G"    # -o cache_size of the venv-pcache mounts
@@ -54,12 +65,17 @@ def rtt_suffix(rtt_us):
 
 
 def add_rtt_rows(rtt_us):
-    """The venv rows at --rtt-us RTT (podfs and sshfs only), after venv-pcache."""
+    """The venv and metadata rows at --rtt-us RTT (podfs and sshfs only), each
+    after its 0-RTT row (the venv ones after venv-pcache)."""
     sfx = rtt_suffix(rtt_us)
     i = [r[0] for r in ROWS].index("venv-pcache") + 1
     ROWS[i:i] = [(n + sfx, "venv", "s", False) for n in ("venv-cold", "venv-warm", "venv-pcache")]
     ROW_ONLY.update({"venv-cold" + sfx: PODFS_TARGETS + ("sshfs",), "venv-warm" + sfx: PODFS_TARGETS + ("sshfs",),
                      "venv-pcache" + sfx: PODFS_TARGETS})
+    for r in [r for r in ROWS if r[1] in META_WORKLOADS]:
+        i = ROWS.index(r) + 1
+        ROWS.insert(i, (r[0] + sfx, r[1], r[2], r[3]))
+        ROW_ONLY[r[0] + sfx] = PODFS_TARGETS + ("sshfs",)
 
 
 def rows_for(w, tname):

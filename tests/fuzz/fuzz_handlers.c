@@ -16,7 +16,8 @@
  *
  * A record: u8 opcode (an index into the opcodes below), u8 flags
  * (bit 0: the payload is LZ4-coded, bit 1: zero-word coded, bit 2:
- * PFS_CAP_DIR_ATTR, bit 3: PFS_CAP_NEW_DIR), u16 payload length (LE),
+ * PFS_CAP_DIR_ATTR, bit 3: PFS_CAP_NEW_DIR, bit 4: PFS_CAP_POST_ATTR),
+ * u16 payload length (LE),
  * for a coded payload u32 raw length (LE), then the payload. In an
  * uncoded payload the two bytes 01 Fk stand for the k-th known handle
  * (the export root, a, d, d/f, priv, up, abs, then the handles the
@@ -216,9 +217,9 @@ static void setup(void)
 	d->o.state_dir = state_dir;
 	d->o.lz4 = PFS_LZ4_NEVER;
 	d->o.threads = 1;
-	/* The fair-use limits of a daemon with 4096 fds: a session may open
-	 * files (without figures every open is refused with EMFILE). */
-	FUZZ_ASSERT(limits_defaults(&d->lim, 4096, (size_t)1 << 30, 256, 1, err, sizeof err) == 0);
+	/* podfsd's limits for a small file descriptor table: without them a
+	 * session may open no file (every fid answered EMFILE). */
+	FUZZ_ASSERT(limits_defaults(&d->lim, 1024, (size_t)1 << 30, 256, 1, err, sizeof err) == 0);
 	FUZZ_ASSERT(handles_load_key(state_dir, hkey, NULL, err, sizeof err) == 0);
 	export_fd = open(exp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	FUZZ_ASSERT(export_fd >= 0);
@@ -366,6 +367,7 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	r.in = in;
 	r.dir_attr = (flags & 4) != 0;
 	r.new_dir = r.dir_attr && (flags & 8);
+	r.post_attr = (flags & 16) != 0;
 	r.work.data = &r;
 	dispatch_work_cb(&r.work);
 	if (getenv("PODFS_FUZZ_VERBOSE"))

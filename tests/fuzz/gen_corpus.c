@@ -291,7 +291,8 @@ static void put_rec(struct stream *st, uint16_t op, uint8_t flags, const void *p
 	st->n += len;
 }
 
-#define REC(st, OP, name, ...)                                                     \
+/* A record with the record flags fl (see fuzz_handlers.c). */
+#define RECF(st, fl, OP, name, ...)                                                \
 	do {                                                                       \
 		static uint8_t pl_[4096];                                          \
 		struct pfs_##name m_ = { __VA_ARGS__ };                            \
@@ -299,8 +300,9 @@ static void put_rec(struct stream *st, uint16_t op, uint8_t flags, const void *p
 		pfs_wr_init(&w_, pl_, sizeof pl_);                                 \
 		if (pfs_enc_##name(&w_, &m_) < 0)                                  \
 			return -1;                                                 \
-		put_rec(st, PFS_OP_##OP, 0, pl_, w_.len);                          \
+		put_rec(st, PFS_OP_##OP, fl, pl_, w_.len);                         \
 	} while (0)
+#define REC(st, OP, name, ...) RECF(st, 0, OP, name, __VA_ARGS__)
 #define SEED(name)                                                                  \
 	do {                                                                        \
 		if (write_seed(dir, "handlers", name, st.b, st.n) < 0)             \
@@ -360,6 +362,13 @@ static int gen_handlers(const char *dir)
 	REC(&st, FSYNC, fsync_req, .cr = USER, .fh = FH(S_A), .fid = 1, .datasync = 1);
 	REC(&st, RELEASE, release_req, .cr = USER, .fh = FH(S_A), .fid = 1);
 	SEED("open_read_write");
+	/* FALLOCATE for a session with PFS_CAP_POST_ATTR (record flag 16):
+	 * the attributes after it come back. */
+	REC(&st, OPEN, open_req, .cr = USER, .fh = FH(S_A), .fid = 1, .flags = O_RDWR);
+	RECF(&st, 16, FALLOCATE, fallocate_req, .cr = USER, .fh = FH(S_A), .fid = 1, .offset = 0,
+	     .length = 8192);
+	REC(&st, RELEASE, release_req, .cr = USER, .fh = FH(S_A), .fid = 1);
+	SEED("fallocate_post_attr");
 	REC(&st, CREATE, create_req, .cr = USER, .parent = FH(S_D), .name = NM("new"), .fid = 2,
 	    .flags = O_RDWR | O_CREAT | O_EXCL, .mode = 0644, .umask = 022);
 	REC(&st, WRITE, write_req, .cr = USER, .fh = FH(S_NEW), .fid = 2, .offset = 0,
@@ -426,6 +435,13 @@ static int gen_handlers(const char *dir)
 	    .data = BY("xyz"));
 	REC(&st, CHUNK, chunk_req, .cr = USER, .fh = FH(S_A), .fid = 7, .index = 0);
 	SEED("chunks");
+	/* Pages: from the start, and from a cookie (a position in the
+	 * directory stream, whatever it names here). */
+	REC(&st, LISTDIR_PAGE, listdir_page_req, .cr = USER, .fh = FH(S_ROOT), .max_inline = 0,
+	    .max_bytes = 4096, .cookie = 0);
+	REC(&st, LISTDIR_PAGE, listdir_page_req, .cr = USER, .fh = FH(S_D), .max_inline = 512,
+	    .max_bytes = 65536, .cookie = 2);
+	SEED("listdir_page");
 	/* Ways out of the export, each refused or harmless. */
 	REC(&st, OPEN, open_req, .cr = ROOT, .fh = FH(S_UP), .fid = 5, .flags = O_RDWR | O_TRUNC);
 	REC(&st, SETATTR, setattr_req, .cr = ROOT, .fh = FH(S_ABS), .valid = PFS_SET_SIZE, .size = 0);

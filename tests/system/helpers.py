@@ -26,6 +26,8 @@ def build_dir():
 BUILD = build_dir()
 PODFSD = Path(os.environ.get("PODFSD_BIN", BUILD / "daemon" / "podfsd"))
 PODFS = Path(os.environ.get("PODFS_BIN", BUILD / "fs" / "podfs"))
+# One simulated host's program start or checkpoint read (tests/tools).
+REPLAY = BUILD / "tests" / "tools" / "podfs-replay"
 
 PYTHON = "/usr/bin/python3"
 
@@ -82,6 +84,48 @@ def podfs_stats(mnt):
         if v.lstrip("-").isdigit():  # not "server HOST:PORT" nor lat_OP's four figures
             out[k] = int(v)
     return out
+
+
+def podfsd_status(daemon, timeout=30):
+    """`podfsd status --raw` of a daemon we started (its control socket):
+    ({key: value} of the scalar lines, [client lines as {key: value}])."""
+    assert daemon.control, "the daemon has no control socket of its own"
+    r = run([PODFSD, "status", "--raw", "--control-socket", daemon.control], timeout=timeout)
+    keys, clients = {}, []
+    for line in r.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        if k == "client":
+            clients.append(dict(w.split("=", 1) for w in v.split(" ")))
+        else:
+            keys.setdefault(k, v)
+    assert r.stdout.endswith("end\n"), r.stdout
+    return keys, clients
+
+
+def no_laggard(log, within_ms=500):
+    """Checks podfsd's log text: no client was cut off for not
+    acknowledging an invalidation, and each one that fell behind caught
+    up within within_ms. A host short of CPU (this machine runs many
+    tests at once) can miss its 30 ms deadline like a stopped one and
+    fall behind for a moment; a client whose acknowledgements stall (a
+    lock wait that held them up, a deadlock) stays behind, or is cut
+    off. Returns how many times a client fell behind."""
+    import re
+    assert "though it sends requests" not in log, "a client was cut off"
+    behind = {}
+    episodes = 0
+    for line in log.splitlines():
+        m = re.search(r"conn (\d+): .*did not acknowledge an invalidation within \d+ ms", line)
+        if m:
+            behind[m.group(1)] = line
+            episodes += 1
+            continue
+        m = re.search(r"conn (\d+): .*caught up with its invalidations after (\d+) ms", line)
+        if m and m.group(1) in behind:
+            assert int(m.group(2)) <= within_ms, line
+            del behind[m.group(1)]
+    assert not behind, f"never caught up: {list(behind.values())}"
+    return episodes
 
 
 def requests_sent(m):

@@ -50,7 +50,7 @@ CAP_PUSH = 1 << 1
 CAP_ZR = 1 << 2
 CAP_PUSH_ACK = 1 << 3  # the client acknowledges pushes (wire.h)
 CAP_BULK = 1 << 4  # a bulk connection of an existing session (wire.h)
-CAP_PEER = 1 << 7  # peer-assisted reads: CHUNK, CHUNK_REPORT (wire.h)
+CAP_PEER = 1 << 9  # peer-assisted reads: CHUNK, CHUNK_REPORT (wire.h)
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
@@ -90,9 +90,10 @@ OP_LSEEK = 39
 OP_FORGET = 40
 OP_REVALIDATE = 41
 OP_LOOKUP_DATA = 42
-OP_CHUNK = 43
-OP_CHUNK_REPORT = 44
 OP_LISTDIR = 61
+OP_LISTDIR_PAGE = 62
+OP_CHUNK = 64
+OP_CHUNK_REPORT = 65
 OP_RECLAIM = 58
 OP_RECLAIM_DONE = 59
 OP_PUSH_ACK = 60
@@ -114,6 +115,7 @@ AUTH_LOCKS_LOST = 1 << 1
 LD_DATA = 1
 LD_READABLE = 2
 LS_COMPLETE = 1
+LS_MORE = 2
 INLINE_MAX = 64 * 1024
 BATCH_MAX = 4096
 # Peer-assisted reads (wire.h).
@@ -715,6 +717,18 @@ class Conn:
             iflags = r.u32()
             items[nm] = (h2, a, iflags, r.bytes())
         return flags, items
+
+    def listdir_page(self, h, cookie=0, max_inline=0, max_bytes=1 << 20, cr=ROOT):
+        """LISTDIR_PAGE -> (flags, next cookie, [(name, fh, attr, item flags, data)])."""
+        r = Reader(self.call(OP_LISTDIR_PAGE, cr + fh(h) + u32(max_inline) + u32(max_bytes) +
+                             u64(cookie)))
+        flags, nxt, items = r.u32(), r.u64(), []
+        while r.left():
+            nm = r.name()
+            h2, a = r.entry()
+            iflags = r.u32()
+            items.append((nm, h2, a, iflags, r.bytes()))
+        return flags, nxt, items
 
     def wait_pushes(self, timeout, until=None):
         """Collects push frames (decoded, see decode_push) for up to timeout

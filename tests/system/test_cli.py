@@ -48,12 +48,18 @@ def one_line(r):
     ["--peer-chunk", "3M", "/tmp"],
     ["--peer-chunk", "128M", "/tmp"],
     ["--peer-min", "12Q", "/tmp"],
+    ["--ack-timeout", "0", "/tmp"],
+    ["--ack-timeout", "2001", "/tmp"],
+    ["--ack-timeout", "30ms", "/tmp"],
 ], ids=["unknown", "missing-value", "bad-threads", "bad-listen", "bad-level", "bad-lease",
-        "bad-grace", "peer-chunk-not-pow2", "peer-chunk-too-big", "bad-peer-min"])
+        "bad-grace", "peer-chunk-not-pow2", "peer-chunk-too-big", "bad-peer-min",
+        "ack-timeout-0", "ack-timeout-big", "ack-timeout-unit"])
 def test_podfsd_bad_option(env, argv):
     r = run([PODFSD] + argv, timeout=30, check=False)
     exited(r, 2)
-    one_line(r)
+    line = one_line(r)
+    if argv[0] == "--ack-timeout":
+        assert "--ack-timeout wants a number from 1 to 2000" in line, line
 
 
 @pytest.mark.parametrize("argv", [

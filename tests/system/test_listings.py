@@ -10,6 +10,7 @@ a test that finds a request not sent also shows some request counted in
 the same span. The raw listing is read with pfsproto.
 """
 
+import errno
 import mmap
 import os
 import time
@@ -351,6 +352,109 @@ def test_listing_stays_complete_when_contents_would_fill_it(env, mount):
         check_open_counted(m, m / "big" / ("00007-" + "n" * 100))
     finally:
         run(["umount", "-l", fs], check=False)
+
+
+# --- large directories: in pages ---------------------------------------------------
+
+def _fill(d, n, size=4096):
+    d.mkdir()
+    for i in range(n):
+        write_file(d / f"f{i}", b"%d" % i + b"x" * (size - len(b"%d" % i)))
+
+
+def test_stat_storm_in_a_large_directory_costs_requests_per_page(env, daemon, mount):
+    """A cold `stat` of every file of a directory too large to be listed
+    at its first lookup (5,000 names, 127 KB on ext4): after a few
+    lookups name by name, the client lists it in pages (LISTDIR_PAGE, no
+    contents) and answers the rest, misses included, without a request:
+    requests per page, not per file, and no file read for a stat."""
+    n = 5000
+    _fill(env.export / "big", n)
+    assert os.stat(env.export / "big").st_size > 64 * 1024
+    m = mount()
+    before = requests_sent(m)
+    wire0 = podfs_stats(m)["wire_in"]
+    for i in range(n):
+        st = os.stat(m / "big" / f"f{i}")
+        assert st.st_size == 4096
+        assert not os.path.exists(m / "big" / f"g{i}")
+    sent = requests_since(m, before)
+    assert 2 <= sent.get("LISTDIR_PAGE", 0) <= 3, sent
+    per_name = sent.get("LOOKUP_DATA", 0) + sent.get("LOOKUP", 0) + sent.get("GETATTR", 0)
+    assert per_name <= 40, sent
+    # The names' entries, not the files' 20 MB.
+    assert podfs_stats(m)["wire_in"] - wire0 < 4 << 20
+    for i in (0, 777, n - 1):
+        exp = os.stat(env.export / "big" / f"f{i}")
+        st = os.stat(m / "big" / f"f{i}")
+        assert (st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns) == \
+            (exp.st_ino, exp.st_mode, exp.st_size, exp.st_mtime_ns, exp.st_ctime_ns)
+    assert read_file(m / "big" / "f4321") == b"4321" + b"x" * 4092
+    # A lone lookup in another large directory stays a lookup.
+    _fill(env.export / "big2", 4000, 1)
+    before = requests_sent(m)
+    os.stat(m / "big2" / "f5")
+    sent = requests_since(m, before)
+    assert "LISTDIR_PAGE" not in sent and sent.get("LOOKUP_DATA", 0) >= 1, sent
+
+
+@pytest.mark.plaintext
+def test_listing_pages_cover_the_directory_once(env, daemon):
+    """LISTDIR_PAGE from cookie to cookie: every name exactly once, each
+    page but the last ends with PFS_LS_MORE and a cookie, the last with
+    PFS_LS_COMPLETE; contents come where they fit; a page limit under
+    4 KiB is refused."""
+    _fill(env.export / "big", 3000, 100)
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+        h = c.lookup(c.root, "big")[0]
+        names, cookie, pages = [], 0, 0
+        while True:
+            flags, cookie, items = c.listdir_page(h, cookie, max_inline=4096,
+                                                  max_bytes=64 * 1024)
+            pages += 1
+            assert items, f"page {pages} is empty"
+            for nm, _, attr, iflags, data in items:
+                names.append(nm.decode())
+                assert iflags & P.LD_READABLE and attr["size"] == 100
+                if iflags & P.LD_DATA:
+                    assert data == read_file(env.export / "big" / nm.decode())
+            if flags & P.LS_COMPLETE:
+                break
+            assert flags & P.LS_MORE and cookie != 0, (flags, cookie)
+            assert pages < 100
+        assert pages >= 5
+        assert sorted(names) == sorted(f"f{i}" for i in range(3000))
+        flags, _, items = c.listdir_page(h, 0, max_bytes=1 << 20)
+        assert flags & P.LS_COMPLETE and len(items) == 3000
+        with pytest.raises(P.PfsError) as e:
+            c.listdir_page(h, 0, max_bytes=4095)
+        assert e.value.errno == errno.EINVAL
+
+
+@pytest.mark.netns
+def test_paged_listing_follows_other_hosts(env):
+    """B holds a large directory's paged listing (a stat storm); names A
+    creates, removes and renames there show on B within the bound, and
+    B's misses never hide them."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    _fill(pod.export / "big", 4500, 10)
+    for i in range(4500):
+        os.stat(b / "big" / f"f{i}")
+    assert requests_sent(b).get("LISTDIR_PAGE", 0) >= 2
+    for rnd in range(20):
+        nm = f"new{rnd}"
+        assert not os.path.exists(b / "big" / nm)  # a miss B may answer itself
+        write_file(a / "big" / nm, b"n")
+        wait_for(lambda: os.path.exists(b / "big" / nm), SHOWN, what=nm)
+        os.rename(a / "big" / f"f{rnd}", a / "big" / f"moved{rnd}")
+        wait_for(lambda: not os.path.exists(b / "big" / f"f{rnd}") and
+                 os.path.exists(b / "big" / f"moved{rnd}"), SHOWN, what=f"moved{rnd}")
+        os.unlink(a / "big" / f"f{1000 + rnd}")
+        wait_for(lambda: not os.path.exists(b / "big" / f"f{1000 + rnd}"), SHOWN,
+                 what=f"f{1000 + rnd} removed")
+    want = sorted(os.listdir(pod.export / "big"))
+    wait_for(lambda: sorted(os.listdir(b / "big")) == want, SHOWN, what="B's readdir")
 
 
 # --- a directory that changes ----------------------------------------------------

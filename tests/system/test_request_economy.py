@@ -18,6 +18,7 @@ import pytest
 from harness import Pod
 from helpers import (PODFS, check_open_counted, kernel_settled, read_file, requests_sent,
                      requests_since, stat_fields, wait_for, write_file)
+from syscalls import fallocate
 
 
 def test_warm_open_read_stat_cost_no_requests(env, daemon, mount):
@@ -203,3 +204,61 @@ def test_podfs_warm_reads_a_tree(env, daemon, mount):
     r = subprocess.run([str(PODFS), "warm", str(m / "nonexistent")], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode != 0
+
+
+def full_fields(st):
+    """Everything a stat of this host must agree on with the export's:
+    type and mode, links, owner, size, blocks, mtime and ctime (ns)."""
+    return (st.st_mode, st.st_nlink, st.st_uid, st.st_gid, st.st_size, st.st_blocks,
+            st.st_mtime_ns, st.st_ctime_ns)
+
+
+def test_stat_after_own_changes_costs_no_request(env, daemon, mount):
+    """After this host's own create, write (behind), close, truncate,
+    chmod, chown, utimens and fallocate of a file, and after creates,
+    links and mkdirs beside it, `stat` is answered from the replies'
+    post-operation attributes: no GETATTR or LOOKUP, and every field
+    equals the export's (times of the daemon's clock, the size and blocks
+    after the write). An xattr change, whose reply carries no attributes,
+    is asked for (the positive control)."""
+    m = mount()
+    os.mkdir(m / "d")
+    kernel_settled(m)
+    # The kernel may drop dentries when the machine reclaims memory (a
+    # LOOKUP and FORGET follow): that round does not count; again.
+    for attempt in range(4):
+        sub = m / "d" / f"r{attempt}"
+        exp = env.export / "d" / f"r{attempt}"
+        os.mkdir(sub)
+        before = requests_sent(m)
+        for i in range(12):
+            p = sub / f"f{i}"
+            with open(p, "wb") as f:
+                f.write(b"x" * (4096 + i))
+            assert full_fields(os.stat(p)) == full_fields(os.stat(exp / f"f{i}")), i
+            os.truncate(p, 100 + i)
+            assert full_fields(os.stat(p)) == full_fields(os.stat(exp / f"f{i}")), i
+            os.chmod(p, 0o640)
+            os.chown(p, 1234, 4321)
+            os.utime(p, ns=(10**18 + i, 10**18 + i))
+            assert full_fields(os.stat(p)) == full_fields(os.stat(exp / f"f{i}")), i
+            with open(p, "r+b") as f:
+                f.write(b"y" * 10)  # a second write, on an open file
+                fallocate(f.fileno(), 0, 0, 64 * 1024)
+                assert full_fields(os.fstat(f.fileno())) == full_fields(os.stat(exp / f"f{i}"))
+            os.link(p, sub / f"h{i}")
+            os.mkdir(sub / f"s{i}")
+        # Every file's attributes are still current: the links, mkdirs and
+        # creates beside them moved only what they name.
+        for i in range(12):
+            assert full_fields(os.stat(sub / f"f{i}")) == full_fields(os.stat(exp / f"f{i}")), i
+            assert full_fields(os.stat(sub)) == full_fields(os.stat(exp))
+        sent = requests_since(m, before)
+        if "FORGET" not in sent:
+            break
+    assert "GETATTR" not in sent and "LOOKUP" not in sent and "LOOKUP_DATA" not in sent, sent
+    assert sent.get("OPEN", 0) == 12 and sent.get("CREATE", 0) == 12, sent
+    before = requests_sent(m)
+    os.setxattr(sub / "f0", "user.k", b"v")
+    assert full_fields(os.stat(sub / "f0")) == full_fields(os.stat(exp / "f0"))
+    assert requests_since(m, before).get("GETATTR", 0) == 1

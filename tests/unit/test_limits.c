@@ -171,6 +171,7 @@ static void test_reply_bound(void)
 	CHECK(lim_reply_bound(PFS_OP_READDIR, 0, NULL, 0) >= PFS_READDIR_MAX);
 	CHECK(lim_reply_bound(PFS_OP_GETXATTR, 0, NULL, 0) >= PFS_XATTR_SIZE_MAX);
 	CHECK(lim_reply_bound(PFS_OP_LISTDIR, 0, NULL, 0) >= PFS_MAX_IO);
+	CHECK(lim_reply_bound(PFS_OP_LISTDIR_PAGE, 0, NULL, 0) >= PFS_MAX_IO);
 	CHECK(lim_reply_bound(PFS_OP_READLINK, 0, NULL, 0) >= PFS_PATH_MAX);
 	CHECK(lim_reply_bound(PFS_OP_GETATTR, 0, NULL, 0) >= 1024);
 	CHECK(lim_reply_bound(PFS_OP_GETATTR, 0, NULL, 0) < 65536);

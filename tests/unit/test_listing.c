@@ -76,7 +76,7 @@ static void setup(struct fixture *f)
 
 	CHECK_EQ(inode_table_new(&root, &f->t), 0);
 	f->root = inode_get(f->t, FUSE_ROOT_ID);
-	f->dir = inode_ref(f->t, &d);
+	f->dir = inode_ref(f->t, &d, NULL);
 	CHECK(f->dir != NULL);
 	inode_set_parent(f->t, f->dir, f->root, 1, "d");
 }
@@ -251,13 +251,13 @@ static void test_stale_and_gen(void)
 
 	/* Dropped for good (it was incomplete). */
 	struct pfs_entry d2 = entry(900002, S_IFDIR | 0755, 4096);
-	struct inode *dir2 = inode_ref(f.t, &d2);
+	struct inode *dir2 = inode_ref(f.t, &d2, NULL);
 	CHECK(listing_may_fetch(dir2, 64 * 1024));
 	listing_drop(dir2);
 	CHECK(!listing_may_fetch(dir2, 64 * 1024));
 	/* Not a directory: never listed. */
 	struct pfs_entry fe = entry(900003, S_IFREG | 0644, 1);
-	CHECK(!listing_may_fetch(inode_ref(f.t, &fe), 64 * 1024));
+	CHECK(!listing_may_fetch(inode_ref(f.t, &fe, NULL), 64 * 1024));
 	teardown(&f);
 }
 
@@ -272,7 +272,7 @@ static void test_own_change_marks(void)
 	uint64_t ns, any = inode_own_snap(f.t, &ns);
 	CHECK_EQ(list(&f, 10), 0);
 	struct pfs_entry fe = entry(4, S_IFREG | 0644, 10);
-	struct inode *ip = inode_ref(f.t, &fe);
+	struct inode *ip = inode_ref(f.t, &fe, NULL);
 	inode_set_parent(f.t, ip, f.dir, 5, "f4");
 	CHECK(!inode_listed_stale(f.t, &fe.fh, any));
 	inode_own_touch(f.t, ip, false);
@@ -302,7 +302,7 @@ static void test_readdir(void)
 	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
 	CHECK_EQ(list(&f, 4), 0);
 	struct pfs_entry fe = entry(2, S_IFREG | 0644, 10);
-	struct inode *ip = inode_ref(f.t, &fe);
+	struct inode *ip = inode_ref(f.t, &fe, NULL);
 	inode_set_parent(f.t, ip, f.dir, 5, "f2");
 	inode_own_touch(f.t, ip, false); /* f2 goes out without its entry */
 
@@ -333,10 +333,7 @@ static void test_readdir(void)
 	free(out);
 	/* A rename of ours makes every recorded ".." unknown. */
 	inode_note_rename(f.t);
-	CHECK(inode_renames_busy(f.t));
 	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &got, &pseq), -ENOENT);
-	inode_rename_done(f.t);
-	CHECK(!inode_renames_busy(f.t));
 	teardown(&f);
 }
 
@@ -359,6 +356,41 @@ static void test_total_cap(void)
 	teardown(&f);
 }
 
+/* A fetch is made by one thread at a time; a large directory is listed
+ * only once enough lookups there missed (more, the larger it is). */
+static void test_fetch_begin(void)
+{
+	struct fixture f;
+
+	setup(&f);
+	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 0, 0));
+	CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 0, 0)); /* another thread: not again */
+	CHECK(!listing_may_fetch(f.dir, 64 * 1024));
+	listing_fetch_end(f.dir);
+	CHECK(listing_may_fetch(f.dir, 64 * 1024));
+	/* The 16th miss fetches; those before do not. */
+	for (int i = 0; i < 15; i++)
+		CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 16, 0));
+	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 16, 0));
+	listing_fetch_end(f.dir); /* and counting starts again */
+	CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 2, 0));
+	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 2, 0));
+	listing_fetch_end(f.dir);
+	/* A larger directory needs more: one per per_bytes of its size. */
+	struct pfs_attr a = f.dir->attr;
+	a.size = 40 * 1024;
+	inode_set_attr(f.dir, &a);
+	for (int i = 0; i < 39; i++)
+		CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 16, 1024));
+	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 16, 1024));
+	listing_fetch_end(f.dir);
+	/* Too large, or listed already: never. */
+	CHECK(!listing_fetch_begin(f.dir, 1024, 0, 0));
+	CHECK_EQ(list(&f, 3), 0);
+	CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 0, 0));
+	teardown(&f);
+}
+
 int main(void)
 {
 	test_malformed();
@@ -368,5 +400,6 @@ int main(void)
 	test_own_change_marks();
 	test_readdir();
 	test_total_cap();
+	test_fetch_begin();
 	return check_done("test_listing");
 }

@@ -47,7 +47,8 @@ static bool is_message(const char *name)
  * both programs rely on. */
 static void test_op_table(void)
 {
-	static const char *const rep_lists[] = { "none", "-", "dirents", "listing" };
+	static const char *const rep_lists[] = { "none", "-", "dirents", "listing",
+						 "listing_page" };
 	const unsigned drc_ops[] = { PFS_OP_SETATTR, PFS_OP_MKNOD, PFS_OP_MKDIR,
 				     PFS_OP_SYMLINK, PFS_OP_UNLINK, PFS_OP_RMDIR,
 				     PFS_OP_RENAME, PFS_OP_LINK, PFS_OP_CREATE,

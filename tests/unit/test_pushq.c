@@ -2,8 +2,9 @@
  * (fs/pushq.c): attribute pushes acknowledged on receipt even while the
  * push thread is blocked, entry invalidations (and what follows them)
  * only once applied, at once while their directory is busy with a local
- * operation, after PUSHQ_APPLY_WAIT_MS otherwise, and a new connection
- * counting from 1 again.
+ * operation, after PUSHQ_APPLY_WAIT_MS otherwise, a new connection
+ * counting from 1 again, and the last count sent again while a push is
+ * held back (the client runs).
  *
  * The push thread's kernel call is a fake that blocks on the pushes
  * about one handle until the test releases them; every wait is bounded.
@@ -26,6 +27,8 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static bool released;       /* apply_cb may return for BLOCK_TAG */
 static unsigned applied;    /* pushes applied */
 static uint64_t ack_gen, ack_count;
+static unsigned ack_calls;  /* acknowledgements sent, repeated counts too */
+static bool went_back;      /* a count lower than the last of its connection */
 
 static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
 {
@@ -67,8 +70,13 @@ static void ack_cb(void *arg, uint64_t gen, uint64_t count)
 {
 	(void)arg;
 	pthread_mutex_lock(&mu);
+	/* A count never goes back on one connection (checked by stop: the
+	 * checks count on the test's thread only). */
+	if (gen == ack_gen && count < ack_count)
+		went_back = true;
 	ack_gen = gen;
 	ack_count = count;
+	ack_calls++;
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
 }
@@ -167,6 +175,7 @@ static struct pushq *start(void)
 	released = false;
 	applied = 0;
 	ack_gen = ack_count = 0;
+	ack_calls = 0;
 	pthread_mutex_unlock(&mu);
 	CHECK_EQ(pushq_new(&cbs, &q), 0);
 	CHECK_EQ(pushq_start(q), 0);
@@ -177,6 +186,8 @@ static void stop(struct pushq *q)
 {
 	set_released(true);
 	pushq_free(q);
+	CHECK(!went_back);
+	went_back = false;
 }
 
 /* Attribute pushes: acknowledged on receipt, while the push thread is
@@ -196,7 +207,7 @@ static void test_inode_pushes_on_receipt(void)
 static void test_entry_push_after_apply(void)
 {
 	struct pushq *q = start();
-	uint64_t busy, unapplied;
+	uint64_t busy, unapplied, alive;
 
 	add_inode(q, 1, 1);
 	CHECK(acked_within(1, 1, WAIT_MS));
@@ -208,7 +219,7 @@ static void test_entry_push_after_apply(void)
 	set_released(true);
 	CHECK(applied_within(2, WAIT_MS));
 	CHECK(acked_within(1, 3, WAIT_MS));
-	pushq_stats(q, &busy, &unapplied);
+	pushq_stats(q, &busy, &unapplied, &alive);
 	CHECK_EQ(busy, 0);
 	CHECK_EQ(unapplied, 0);
 	stop(q);
@@ -220,7 +231,7 @@ static void test_busy_directory(void)
 {
 	struct pushq *q = start();
 	struct pfs_fh d = fh_of(BLOCK_TAG);
-	uint64_t busy, unapplied;
+	uint64_t busy, unapplied, alive;
 
 	add_entry(q, 1, BLOCK_TAG);
 	add_entry(q, 1, 3);
@@ -228,7 +239,7 @@ static void test_busy_directory(void)
 	int64_t t0 = pfs_mono_ms();
 	pushq_busy(q, pushq_lock_key(&d), 1);
 	CHECK(acked_within(1, 2, WAIT_MS));
-	pushq_stats(q, &busy, &unapplied);
+	pushq_stats(q, &busy, &unapplied, &alive);
 	CHECK(busy >= 1);
 	CHECK_EQ(unapplied, 0);
 	/* Not by the bound: the count came before it could have. */
@@ -250,7 +261,7 @@ static void test_busy_directory(void)
 static void test_bound(void)
 {
 	struct pushq *q = start();
-	uint64_t busy, unapplied;
+	uint64_t busy, unapplied, alive;
 
 	int64_t t0 = pfs_mono_ms();
 	add_entry(q, 1, BLOCK_TAG);
@@ -258,9 +269,49 @@ static void test_bound(void)
 	CHECK(acked_within(1, 2, WAIT_MS));
 	CHECK(pfs_mono_ms() - t0 >= PUSHQ_APPLY_WAIT_MS - 1);
 	CHECK_EQ(applied, 0);
-	pushq_stats(q, &busy, &unapplied);
+	pushq_stats(q, &busy, &unapplied, &alive);
 	CHECK_EQ(busy, 0);
 	CHECK_EQ(unapplied, 1);
+	stop(q);
+}
+
+/* While an entry invalidation is held back, the count sent last goes
+ * again every PUSHQ_ALIVE_MS (the client runs); never while nothing is
+ * held back. */
+static void test_alive_while_held_back(void)
+{
+	struct pushq *q = start();
+	uint64_t busy, unapplied, alive;
+	unsigned calls;
+
+	add_inode(q, 1, 1);
+	CHECK(acked_within(1, 1, WAIT_MS));
+	/* Nothing held back: no repeats. */
+	struct timespec d = { 0, 5 * PUSHQ_ALIVE_MS * 1000000L };
+	nanosleep(&d, NULL);
+	pthread_mutex_lock(&mu);
+	calls = ack_calls;
+	pthread_mutex_unlock(&mu);
+	CHECK_EQ(calls, 1);
+	int64_t t0 = pfs_mono_ms();
+	add_entry(q, 1, BLOCK_TAG);
+	add_inode(q, 1, 2);
+	/* Held back for 100 ms (well below PUSHQ_APPLY_WAIT_MS): repeats of
+	 * count 1, one per PUSHQ_ALIVE_MS at most. */
+	CHECK(!acked_within(1, 2, 100));
+	pthread_mutex_lock(&mu);
+	calls = ack_calls;
+	uint64_t count = ack_count;
+	pthread_mutex_unlock(&mu);
+	int64_t held = pfs_mono_ms() - t0;
+	CHECK_EQ(count, 1);
+	CHECK(calls >= 3);
+	CHECK((int64_t)calls <= 2 + held / PUSHQ_ALIVE_MS);
+	set_released(true);
+	CHECK(acked_within(1, 3, WAIT_MS));
+	pushq_stats(q, &busy, &unapplied, &alive);
+	CHECK(alive >= 2);
+	CHECK_EQ(unapplied, 0);
 	stop(q);
 }
 
@@ -285,5 +336,6 @@ int main(void)
 	test_busy_directory();
 	test_bound();
 	test_new_connection();
+	test_alive_while_held_back();
 	return check_done("test_pushq");
 }

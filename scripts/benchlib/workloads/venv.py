@@ -33,6 +33,29 @@ if bad:
 print("ok %d" % len(sys.modules))
 """
 
+def venv_cmd(scratch, imports, root, before_check="", after="", env=()):
+    """The venv workload's command: the interpreter of the venv copy under
+    root (the export or a mount of it) importing imports (a "m1, m2"
+    list), then the code before_check, VENV_CHECK and after; env: more
+    NAME=VALUE words."""
+    prefix = os.path.join(root, scratch.venv_name)
+    code = "import %s\n%s%s%s" % (imports, before_check, VENV_CHECK, after)
+    return ["env", "-i", "PATH=/usr/bin:/bin", "HOME=" + scratch.home, "LANG=C.UTF-8",
+            "PYTHONHOME=" + prefix, "LD_LIBRARY_PATH=" + os.path.join(prefix, "lib"),
+            "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1"] + list(env) + \
+        [os.path.join(prefix, "bin", "python3"), "-c", code, prefix]
+
+
+def venv_check_output(r):
+    """The module count a venv_cmd run printed; BenchError if it failed."""
+    out = r.stdout.decode("utf-8", "replace").strip()
+    if r.returncode != 0 or not out.startswith("ok "):
+        err = [l for l in r.stderr.decode("utf-8", "replace").splitlines() if l.strip()]
+        raise BenchError("venv import failed (rc=%d): %s"
+                         % (r.returncode, (out + " " + " | ".join(err[-2:]))[-300:]))
+    return int(out.split()[1])
+
+
 class Venv(Workload):
     """venv-cold, venv-warm and venv-pcache (and their @RTT rows)."""
 
@@ -43,12 +66,7 @@ class Venv(Workload):
 
     def venv_run(self, root, mount=None):
         """One interpreter start + imports from root; (wall seconds, extras or None)."""
-        prefix = os.path.join(root, self.scratch.venv_name)
-        code = "import %s\n%s" % (self.a.venv_imports, VENV_CHECK)
-        cmd = ["env", "-i", "PATH=/usr/bin:/bin", "HOME=" + self.scratch.home, "LANG=C.UTF-8",
-               "PYTHONHOME=" + prefix, "LD_LIBRARY_PATH=" + os.path.join(prefix, "lib"),
-               "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1",
-               os.path.join(prefix, "bin", "python3"), "-c", code, prefix]
+        cmd = venv_cmd(self.scratch, self.a.venv_imports, root)
         tracing = False
         if mount is not None and self.trace.inst:
             tracing = self.trace.start(fuse_conn(mount.mnt))
@@ -60,12 +78,7 @@ class Venv(Workload):
         finally:
             if tracing:
                 counts = self.trace.stop()
-        out = r.stdout.decode("utf-8", "replace").strip()
-        if r.returncode != 0 or not out.startswith("ok "):
-            err = [l for l in r.stderr.decode("utf-8", "replace").splitlines() if l.strip()]
-            raise BenchError("venv import failed (rc=%d): %s"
-                             % (r.returncode, (out + " " + " | ".join(err[-2:]))[-300:]))
-        x = {"modules": int(out.split()[1])}
+        x = {"modules": venv_check_output(r)}
         if tracing:
             if counts is None:
                 x["requests"] = None    # trace buffer overran

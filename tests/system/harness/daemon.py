@@ -45,6 +45,9 @@ class Daemon:
         if own_control and not any(str(a).startswith("--control-socket") for a in self.extra) \
                 and len(str(ctl)) < 100:  # sun_path: 108 bytes
             self.extra.append(f"--control-socket={ctl}")
+        # Where `podfsd status` reads it (helpers.podfsd_status), if set here.
+        self.control = next((str(a).split("=", 1)[1] for a in self.extra
+                             if str(a).startswith("--control-socket=")), None)
         self.listen_host, _, p = listen.rpartition(":")
         self.port = int(p)
         self.nstarts = 0

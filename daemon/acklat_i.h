@@ -1,0 +1,69 @@
+/* acklat_i.h: how long a change's reply waits for one client's
+ * acknowledgement of its invalidation, and what happens when that
+ * client is late.
+ *
+ * A client's deadline follows its own record: a few times the largest
+ * push -> PUSH_ACK delay it showed lately (a maximum that halves every
+ * ACKLAT_HALF_MS, but never below the smoothed delay, so a slow link
+ * keeps its long deadline while idle), never under the floor (podfsd
+ * --ack-timeout) nor over the cap (PFSD_ACK_WAIT_MS). A client that is
+ * slow under load thus gets more time than one that was quick and
+ * stopped. At the deadline, a client that sent a frame within its
+ * deadline is running: it gets another deadline, up to the cap, past which it is cut
+ * off (its connection closed: it revalidates); one that sent nothing is
+ * stalled: it falls behind (push.c: changes stop waiting for it until it
+ * has acknowledged what was pushed to it).
+ *
+ * Pure logic over the caller's clock (milliseconds, never going back);
+ * no libuv. Not thread-safe: podfsd uses it on its loop thread.
+ */
+#ifndef PODFSD_ACKLAT_I_H
+#define PODFSD_ACKLAT_I_H
+
+#include <stdint.h>
+
+#define ACKLAT_MULT 3          /* deadline: this many times the delay */
+#define ACKLAT_HALF_MS 4000    /* the maximum's half-life */
+#define ACKLAT_SAMPLE_MAX 60000 /* a longer delay counts as this */
+
+/* One connection's record. Zero-initialised: no delay seen yet. */
+struct acklat {
+	uint32_t srtt8;  /* smoothed delay, ms, times 8 (each new sample moves
+			  * the delay by an eighth of the difference: TCP's srtt) */
+	uint32_t max;    /* the largest delay seen, ms, as of max_at */
+	uint64_t max_at; /* when max was last set */
+	uint32_t samples; /* delays noted */
+};
+
+/* Notes a push -> acknowledgement delay of ms (also a handshake's round
+ * trip, the first hint of a link's delay) measured at now. */
+void acklat_sample(struct acklat *l, uint64_t now, uint64_t ms);
+/* The smoothed delay, ms. */
+static inline uint32_t acklat_srtt(const struct acklat *l)
+{
+	return l->srtt8 / 8;
+}
+/* The largest recent delay at now: max decayed by its age (halving every
+ * ACKLAT_HALF_MS), and at least the smoothed delay. */
+uint32_t acklat_recent(const struct acklat *l, uint64_t now);
+/* The client's deadline at now, ms from the push: ACKLAT_MULT times
+ * acklat_recent, at least floor_ms, at most cap_ms (floor_ms <= cap_ms). */
+uint32_t acklat_deadline(const struct acklat *l, uint64_t now, uint32_t floor_ms, uint32_t cap_ms);
+
+/* What a wait past its deadline turns into (acklat_expired). */
+enum ackexp {
+	ACKEXP_EXTEND, /* the client is running: wait another deadline */
+	ACKEXP_BEHIND, /* stalled: stop waiting for it */
+	ACKEXP_CUTOFF, /* running, but silent past the cap: close it */
+};
+
+/* A wait for one client's acknowledgement, begun at since, is past its
+ * deadline at now; the client's last frame arrived at rx (0: none), and
+ * window (ms) is its deadline now (acklat_deadline). A client that sent
+ * a frame within the last window is running. Returns ACKEXP_EXTEND for a
+ * running client before since + cap_ms, ACKEXP_CUTOFF for one at or past
+ * it, ACKEXP_BEHIND for a silent one. */
+enum ackexp acklat_expired(uint64_t now, uint64_t since, uint64_t rx, uint32_t window,
+			   uint32_t cap_ms);
+
+#endif /* PODFSD_ACKLAT_I_H */
