@@ -437,8 +437,8 @@ def test_peer_connections_are_authenticated_and_limited(env):
     try:
         time.sleep(0.5)
         kept = [not closed_within(s, 0.5) for s in socks]
-        assert kept.count(True) == 4, kept
         st = podfs_stats(pod.mounts[0])
+        assert kept.count(True) == 4, (kept, st)
         assert st["peer_refused_conns"] >= 2, st
     finally:
         for s in socks:
