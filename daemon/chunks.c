@@ -55,6 +55,7 @@ struct peer {
 	uint16_t port;
 	unsigned strikes;
 	uint64_t strike_at, bad_until; /* ms */
+	uint64_t strike_key, strike_index; /* the chunk of the last strike */
 	unsigned nrec;
 };
 
@@ -472,14 +473,20 @@ int chunks_choose(struct chunks *t, uint64_t key, const struct chunk_ver *v, uin
 	return 0;
 }
 
-/* A peer did not deliver: three strikes within CHUNKS_STRIKE_MS and it
- * is not offered for CHUNKS_BAD_MS. */
-static void strike(struct peer *p, uint64_t now)
+/* A peer did not deliver chunk index of key: three strikes within
+ * CHUNKS_STRIKE_MS and it is not offered for CHUNKS_BAD_MS. The clients
+ * sent to it for one chunk at once fail together: that chunk is one
+ * strike, however many report it. */
+static void strike(struct peer *p, uint64_t key, uint64_t index, uint64_t now)
 {
 	if (p->strikes == 0 || now - p->strike_at > CHUNKS_STRIKE_MS) {
 		p->strikes = 0;
 		p->strike_at = now;
+	} else if (p->strike_key == key && p->strike_index == index) {
+		return;
 	}
+	p->strike_key = key;
+	p->strike_index = index;
 	if (++p->strikes >= CHUNKS_STRIKES) {
 		p->strikes = 0;
 		p->bad_until = now + CHUNKS_BAD_MS;
@@ -523,7 +530,8 @@ void chunks_report(struct chunks *t, uint64_t key, uint64_t index,
 		struct holder *s = rec_find(f->hl[index], (int)peer);
 		if (s)
 			rec_del(t, f->hl[index], (unsigned)(s - f->hl[index]->h));
-		strike(&t->peers[peer], now_ms);
+		if (!(status & PFS_CKR_AVOIDED))
+			strike(&t->peers[peer], key, index, now_ms);
 	}
 out:
 	pthread_mutex_unlock(&t->mu);

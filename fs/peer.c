@@ -423,7 +423,7 @@ again:;
 			/* A peer this mount gave up on a moment ago: the
 			 * coordinator forgets it for this chunk, and names
 			 * another source (once). */
-			report(r, pc, PFS_CKR_PEER_BAD);
+			report(r, pc, PFS_CKR_PEER_BAD | PFS_CKR_AVOIDED);
 			pc->src = NO_PEER;
 			mode = CK_COORD;
 			if (!avoided) {

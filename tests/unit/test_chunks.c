@@ -296,6 +296,60 @@ static void test_reports(void)
 	chunks_free(t);
 }
 
+/* Strikes: clients sent to one peer for one chunk that all fail count
+ * once; a client that avoids a peer (PFS_CKR_AVOIDED) makes the server
+ * forget it for that chunk without a strike; three chunks failed and
+ * the peer is offered to nobody. */
+static void test_strikes(void)
+{
+	struct chunks_conf c = conf();
+	struct chunks *t = chunks_new(&c);
+	struct chunk_ver v = ver(100 * CS, 1);
+	struct chunk_source src;
+	uint8_t d[PFS_DIGEST_LEN];
+	int a = add_peer(t, 1), b = add_peer(t, 2), x = add_peer(t, 3), y = add_peer(t, 4);
+
+	for (uint64_t i = 0; i < 8; i++) {
+		CHECK_EQ(get_digest(t, 5, &v, i, d), 0);
+		CHECK_EQ(chunks_choose(t, 5, &v, i, d, a, false, 0, &src), 0);
+		chunks_report(t, 5, i, d, a, PFS_CKR_HAVE, CHUNKS_NO_PEER, 0, 10);
+	}
+	/* b, x and y sent to a for chunk 0, and a failed them all: one
+	 * strike. */
+	get_digest(t, 5, &v, 0, d);
+	int who[3] = { b, x, y };
+	struct chunk_source got[3];
+	for (unsigned k = 0; k < 3; k++) {
+		CHECK_EQ(chunks_choose(t, 5, &v, 0, d, who[k], false, 20, &got[k]), 0);
+		CHECK_EQ(got[k].peer, a);
+	}
+	for (unsigned k = 0; k < 3; k++)
+		chunks_report(t, 5, 0, d, who[k], PFS_CKR_PEER_BAD, got[k].peer, got[k].gen, 30);
+	/* b avoids a for chunks 1-3: a is forgotten there, no strike. */
+	for (uint64_t i = 1; i < 4; i++) {
+		get_digest(t, 5, &v, i, d);
+		CHECK_EQ(chunks_choose(t, 5, &v, i, d, b, false, 40, &src), 0);
+		CHECK_EQ(src.peer, a);
+		chunks_report(t, 5, i, d, b, PFS_CKR_PEER_BAD | PFS_CKR_AVOIDED, src.peer, src.gen,
+			      41);
+		CHECK_EQ(chunks_choose(t, 5, &v, i, d, b, true, 42, &src), 0);
+		CHECK_EQ(src.kind, PFS_CK_SERVER);
+		chunks_report(t, 5, i, d, b, 0, CHUNKS_NO_PEER, 0, 43);
+	}
+	/* Still offered: a strike for chunk 4 (the second) and 5 (the third). */
+	for (uint64_t i = 4; i < 6; i++) {
+		get_digest(t, 5, &v, i, d);
+		CHECK_EQ(chunks_choose(t, 5, &v, i, d, x, false, 50, &src), 0);
+		CHECK_EQ(src.kind, PFS_CK_PEER);
+		CHECK_EQ(src.peer, a);
+		chunks_report(t, 5, i, d, x, PFS_CKR_PEER_BAD, src.peer, src.gen, 51);
+	}
+	get_digest(t, 5, &v, 6, d);
+	CHECK_EQ(chunks_choose(t, 5, &v, 6, d, y, false, 60, &src), 0);
+	CHECK_EQ(src.kind, PFS_CK_SERVER);
+	chunks_free(t);
+}
+
 /* Sessions: away peers are skipped until they ask again; a gone one
  * loses every record and its number; limits on peers and records. */
 static void test_peers(void)
@@ -402,6 +456,7 @@ int main(void)
 	test_memory_bound();
 	test_tree();
 	test_reports();
+	test_strikes();
 	test_peers();
 	test_holders_bound();
 	return check_done("test_chunks");
