@@ -51,7 +51,11 @@
 #define CSTORE_SLOTS ((1u << PFS_CHUNK_SHIFT_MAX) / CSTORE_SLOT)
 #define CSTORE_RECENT 1024
 #define CSTORE_GONE 256      /* dropped digests remembered (cstore_serve) */
-#define CSTORE_ABSENT_MS 1000 /* how long a peer waits for a chunk not held yet */
+/* How long a peer waits for a chunk not held yet: the coordinator names
+ * a client as the source as soon as it sends it to fetch the chunk, and
+ * the client's thread may take more than a second to get that answer on
+ * a loaded host (the peers sent there would then all fail it). */
+#define CSTORE_ABSENT_MS 3000
 
 _Static_assert(CSTORE_SLOTS <= 64, "a chunk's slots fit a 64-bit mask");
 
