@@ -530,8 +530,7 @@ void chunks_report(struct chunks *t, uint64_t key, uint64_t index,
 		struct holder *s = rec_find(f->hl[index], (int)peer);
 		if (s)
 			rec_del(t, f->hl[index], (unsigned)(s - f->hl[index]->h));
-		if (!(status & PFS_CKR_AVOIDED))
-			strike(&t->peers[peer], key, index, now_ms);
+		strike(&t->peers[peer], key, index, now_ms);
 	}
 out:
 	pthread_mutex_unlock(&t->mu);

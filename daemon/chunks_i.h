@@ -27,8 +27,7 @@
  * of a chain; with none, the coordinator. So each chunk leaves the
  * coordinator about once however many clients read it at once.
  *
- * A peer reported bad (PFS_CKR_PEER_BAD, without PFS_CKR_AVOIDED) for
- * three chunks (reports about one chunk count once) within
+ * A peer reported bad (PFS_CKR_PEER_BAD) for three chunks (reports about one chunk count once) within
  * CHUNKS_STRIKE_MS is not offered for CHUNKS_BAD_MS; one whose session
  * lost its connection (chunks_peer_away) is not offered until it asks
  * again; one whose session ended (chunks_peer_gone) loses every record.

@@ -280,10 +280,17 @@ static void fetch_from_peer(struct rctx *r, struct piece *pc, const struct socka
 	pc->peer_bad = true;
 	atomic_fetch_add_explicit(rc == -EBADMSG ? &p->bad : &p->failed, 1, memory_order_relaxed);
 	/* A peer that sent other bytes than the digest's is shunned for long;
-	 * one that was slow, gone or without the chunk (it may have dropped
-	 * it a moment ago) only briefly. */
+	 * one that was slow or gone only briefly. One without the chunk is
+	 * not avoided: it dropped it a moment ago, or its thread had not got
+	 * the coordinator's answer yet on a loaded host (then the peers sent
+	 * there all miss it at once); the coordinator counts that chunk once
+	 * against it. */
 	int ms = rc == -EBADMSG ? PEERCLI_BAD_MS : PEERCLI_SLOW_MS;
-	if (rc != -EAGAIN && peercli_mark_bad(p->cli, sa, ms)) {
+	if (rc == -ENOENT) {
+		pfs_addr_name(sa, name, sizeof(name));
+		pfs_debug("peer %s does not hold chunk %llu: read from the coordinator", name,
+			  (unsigned long long)pc->index);
+	} else if (rc != -EAGAIN && peercli_mark_bad(p->cli, sa, ms)) {
 		pfs_addr_name(sa, name, sizeof(name));
 		pfs_digest_hex(ch->digest, hex, 16);
 		if (rc == -EBADMSG)
@@ -417,7 +424,7 @@ again:;
 			/* A peer this mount gave up on a moment ago: the
 			 * coordinator forgets it for this chunk, and names
 			 * another source (once). */
-			report(r, pc, PFS_CKR_PEER_BAD | PFS_CKR_AVOIDED);
+			report(r, pc, PFS_CKR_PEER_BAD);
 			pc->src = NO_PEER;
 			mode = CK_COORD;
 			if (!avoided) {
