@@ -526,11 +526,13 @@ void chunks_report(struct chunks *t, uint64_t key, uint64_t index,
 	} else if (mine) {
 		rec_del(t, l, (unsigned)(mine - l->h));
 	}
-	if ((status & PFS_CKR_PEER_BAD) && src_live && (int)peer != requester) {
+	if ((status & (PFS_CKR_PEER_BAD | PFS_CKR_PEER_MISSING)) && src_live &&
+	    (int)peer != requester) {
 		struct holder *s = rec_find(f->hl[index], (int)peer);
 		if (s)
 			rec_del(t, f->hl[index], (unsigned)(s - f->hl[index]->h));
-		strike(&t->peers[peer], key, index, now_ms);
+		if (status & PFS_CKR_PEER_BAD)
+			strike(&t->peers[peer], key, index, now_ms);
 	}
 out:
 	pthread_mutex_unlock(&t->mu);

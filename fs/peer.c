@@ -61,6 +61,7 @@ struct piece {
 	bool owner;      /* this thread made the chunk: it completes it */
 	bool report;     /* the coordinator listed this client, or named a peer */
 	bool peer_bad;   /* the peer it named failed */
+	bool peer_missing; /* the peer it named did not hold the chunk */
 	uint32_t src, src_gen; /* that peer (CHUNKS_NO_PEER: none) */
 	/* Chunks dropped to make room for this one: the coordinator is
 	 * told, so that it sends nobody here for them. */
@@ -277,14 +278,15 @@ static void fetch_from_peer(struct rctx *r, struct piece *pc, const struct socka
 		cstore_set_mode(p->st, ch, CK_READY);
 		return;
 	}
-	pc->peer_bad = true;
+	pc->peer_bad = rc != -ENOENT;
+	pc->peer_missing = rc == -ENOENT;
 	atomic_fetch_add_explicit(rc == -EBADMSG ? &p->bad : &p->failed, 1, memory_order_relaxed);
 	/* A peer that sent other bytes than the digest's is shunned for long;
 	 * one that was slow or gone only briefly. One without the chunk is
 	 * not avoided: it dropped it a moment ago, or its thread had not got
 	 * the coordinator's answer yet on a loaded host (then the peers sent
-	 * there all miss it at once); the coordinator counts that chunk once
-	 * against it. */
+	 * there all miss it at once): the coordinator forgets it for that
+	 * chunk, without counting it against it (PFS_CKR_PEER_MISSING). */
 	int ms = rc == -EBADMSG ? PEERCLI_BAD_MS : PEERCLI_SLOW_MS;
 	if (rc == -ENOENT) {
 		pfs_addr_name(sa, name, sizeof(name));
@@ -520,6 +522,8 @@ static void finish(struct rctx *r, struct piece *pc, unsigned shift)
 			status |= PFS_CKR_HAVE;
 		if (pc->peer_bad)
 			status |= PFS_CKR_PEER_BAD;
+		else if (pc->peer_missing)
+			status |= PFS_CKR_PEER_MISSING;
 		report(r, pc, status);
 	}
 	cstore_put(p->st, ch);

@@ -628,8 +628,11 @@ enum {
  *   PFS_CKR_PEER_BAD, the peer that CHUNK named (peer, peer_gen) did not
  *   deliver it intact and in time (a strike against it: several make the
  *   server offer it to nobody for a while; one chunk counts once however
- *   many clients report it). A report about another digest than the
- *   server's current one for that chunk is ignored.
+ *   many clients report it); with PFS_CKR_PEER_MISSING instead, that peer
+ *   answered that it does not hold the chunk (it dropped it, or had not
+ *   begun to fetch it yet): the server forgets it for that chunk, without
+ *   a strike. A report about another digest than the server's current one
+ *   for that chunk is ignored.
  *
  * Between clients, on a connection of their own (TLS with the pod key's
  * PSK as with the server, unless the mount says tls=off): the connecting
@@ -658,7 +661,8 @@ enum {
 enum {
 	PFS_CKR_HAVE = 1u << 0,     /* chunk_report_req.status */
 	PFS_CKR_PEER_BAD = 1u << 1,
-	PFS_CKR_KNOWN = PFS_CKR_HAVE | PFS_CKR_PEER_BAD,
+	PFS_CKR_PEER_MISSING = 1u << 2,
+	PFS_CKR_KNOWN = PFS_CKR_HAVE | PFS_CKR_PEER_BAD | PFS_CKR_PEER_MISSING,
 };
 
 /* READDIR entry flags. */

@@ -123,7 +123,7 @@ DIGEST_LEN = 32
 PEER_MAGIC = 0x50454550
 CK_LOST = 1
 CK_SERVER, CK_PEER, CK_HELD = 0, 1, 2
-CKR_HAVE, CKR_PEER_BAD = 1, 2
+CKR_HAVE, CKR_PEER_BAD, CKR_PEER_MISSING = 1, 2, 4
 
 ATTR_FIELDS = ("ino size blocks atime_s mtime_s ctime_s atime_ns mtime_ns "
                "ctime_ns mode nlink uid gid rdev blksize").split()

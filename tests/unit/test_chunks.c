@@ -297,7 +297,9 @@ static void test_reports(void)
 }
 
 /* Strikes: clients sent to one peer for one chunk that all fail count
- * once; three chunks failed and the peer is offered to nobody. */
+ * once; a peer without the chunk (PFS_CKR_PEER_MISSING) is forgotten for
+ * it without a strike; three chunks failed and the peer is offered to
+ * nobody. */
 static void test_strikes(void)
 {
 	struct chunks_conf c = conf();
@@ -323,6 +325,17 @@ static void test_strikes(void)
 	}
 	for (unsigned k = 0; k < 3; k++)
 		chunks_report(t, 5, 0, d, who[k], PFS_CKR_PEER_BAD, got[k].peer, got[k].gen, 30);
+	/* A peer that answers it does not hold chunks 1-3: forgotten there,
+	 * no strike. */
+	for (uint64_t i = 1; i < 4; i++) {
+		get_digest(t, 5, &v, i, d);
+		CHECK_EQ(chunks_choose(t, 5, &v, i, d, b, false, 40, &src), 0);
+		CHECK_EQ(src.peer, a);
+		chunks_report(t, 5, i, d, b, PFS_CKR_PEER_MISSING, src.peer, src.gen, 41);
+		CHECK_EQ(chunks_choose(t, 5, &v, i, d, x, false, 42, &src), 0);
+		CHECK_EQ(src.kind, PFS_CK_SERVER);
+		chunks_report(t, 5, i, d, x, 0, CHUNKS_NO_PEER, 0, 43);
+	}
 	/* Still offered: a strike for chunk 4 (the second) and 5 (the third). */
 	for (uint64_t i = 4; i < 6; i++) {
 		get_digest(t, 5, &v, i, d);
