@@ -29,13 +29,6 @@ struct cstore {
 	pthread_cond_t cv; /* a chunk changed mode, a slot was filled or given back */
 	struct htab by_digest;
 	TAILQ_HEAD(chunk_lru, chunk) lru; /* least recently used first */
-	/* The sample (cstore_sample): unreferenced ready chunks whose salted
-	 * digest falls in it wait here, least recently used first, in at most
-	 * half of the store while others are there to drop. */
-	struct chunk_lru keep;
-	size_t keep_bytes;
-	uint64_t salt;
-	unsigned sample_every; /* 0: no sample */
 	size_t bytes, max_bytes;
 	uint64_t nchunks, evicted, no_room;
 	bool closing;
@@ -76,7 +69,6 @@ int cstore_new(size_t max_bytes, struct cstore **out)
 	htab_init(&s->by_digest);
 	htab_init(&s->recent);
 	TAILQ_INIT(&s->lru);
-	TAILQ_INIT(&s->keep);
 	TAILQ_INIT(&s->rorder);
 	s->max_bytes = max_bytes;
 	*out = s;
@@ -111,40 +103,7 @@ void cstore_free(struct cstore *s)
 	free(s);
 }
 
-void cstore_sample(struct cstore *s, uint64_t salt, unsigned every)
-{
-	pthread_mutex_lock(&s->mu);
-	s->salt = salt;
-	s->sample_every = every;
-	pthread_mutex_unlock(&s->mu);
-}
-
 /* --- chunks (s->mu held) --- */
-
-/* Takes c out of the list of unreferenced chunks it waits in. */
-static void unlist(struct cstore *s, struct chunk *c)
-{
-	if (!c->in_lru)
-		return;
-	if (c->kept) {
-		TAILQ_REMOVE(&s->keep, c, lru);
-		s->keep_bytes -= c->len;
-	} else {
-		TAILQ_REMOVE(&s->lru, c, lru);
-	}
-	c->in_lru = false;
-	c->kept = false;
-}
-
-/* The unreferenced chunk to drop for room (NULL: none): the least
- * recently used outside the sample, unless the sample takes more than
- * half of the store or nothing else is left. */
-static struct chunk *victim(struct cstore *s)
-{
-	if (!TAILQ_EMPTY(&s->keep) && (TAILQ_EMPTY(&s->lru) || s->keep_bytes > s->max_bytes / 2))
-		return TAILQ_FIRST(&s->keep);
-	return TAILQ_FIRST(&s->lru);
-}
 
 static struct chunk *find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN])
 {
@@ -160,7 +119,10 @@ static struct chunk *find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN])
 
 static void ref(struct cstore *s, struct chunk *c)
 {
-	unlist(s, c);
+	if (c->in_lru) {
+		TAILQ_REMOVE(&s->lru, c, lru);
+		c->in_lru = false;
+	}
 	c->refs++;
 }
 
@@ -170,7 +132,10 @@ static void unindex(struct cstore *s, struct chunk *c)
 {
 	s->gone[s->ngone++ % CSTORE_GONE] = digest_hash(c->digest);
 	htab_remove(&s->by_digest, &c->hn);
-	unlist(s, c);
+	if (c->in_lru) {
+		TAILQ_REMOVE(&s->lru, c, lru);
+		c->in_lru = false;
+	}
 	s->bytes -= c->len;
 	s->nchunks--;
 	if (c->refs == 0)
@@ -203,8 +168,8 @@ struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uin
 		ref(s, c);
 		goto out;
 	}
-	struct chunk *old;
-	while (s->bytes + len > s->max_bytes && (old = victim(s))) {
+	while (s->bytes + len > s->max_bytes && !TAILQ_EMPTY(&s->lru)) {
+		struct chunk *old = TAILQ_FIRST(&s->lru);
 		if (*ngone < CSTORE_GONE_MAX) {
 			gone[*ngone].fh = old->fh;
 			gone[*ngone].index = old->index;
@@ -252,14 +217,7 @@ static void unref(struct cstore *s, struct chunk *c)
 	if (c->mode == CK_FAILED) {
 		chunk_free(c);
 	} else if (c->mode == CK_READY) {
-		c->kept = s->sample_every &&
-			  pfs_hash_u64(digest_hash(c->digest) ^ s->salt) % s->sample_every == 0;
-		if (c->kept) {
-			TAILQ_INSERT_TAIL(&s->keep, c, lru);
-			s->keep_bytes += c->len;
-		} else {
-			TAILQ_INSERT_TAIL(&s->lru, c, lru);
-		}
+		TAILQ_INSERT_TAIL(&s->lru, c, lru);
 		c->in_lru = true;
 	} else {
 		/* Unreferenced while being filled: its owner is gone (it holds

@@ -79,7 +79,6 @@ struct chunk {
 	enum ck_mode mode;
 	uint64_t filled, claimed; /* slot bits (CK_COORD) */
 	bool in_lru;
-	bool kept;                /* in_lru in the sample (cstore_sample) */
 };
 
 struct cstore;
@@ -94,15 +93,6 @@ struct cstore_stats {
 int cstore_new(size_t max_bytes, struct cstore **out);
 /* Frees it and every chunk (no reference may be left). Safe on NULL. */
 void cstore_free(struct cstore *s);
-
-/* Which chunks the store keeps longer: those whose digest, hashed with
- * salt, is 0 modulo every (about one in every; 0: none) stay while
- * others are there to drop, in at most half of the store (the least
- * recently used of them go first). Mounts with salts of their own keep
- * different chunks, so a pod holds far more of a file than the last
- * peer_cache of it for a host that fell behind (peers.md). */
-#define CSTORE_SAMPLE_EVERY 8
-void cstore_sample(struct cstore *s, uint64_t salt, unsigned every);
 
 /* The chunk of digest d with a reference (release with cstore_put), or
  * NULL. */

@@ -19,7 +19,6 @@
 #include "ops_i.h"
 #include "peercli_i.h"
 #include "peersrv_i.h"
-#include "podfs/auth.h"
 #include "podfs/clock.h"
 #include "podfs/digest.h"
 #include "podfs/hash.h"
@@ -96,11 +95,6 @@ int peer_new(struct client *c)
 		free(p);
 		return -ENOMEM;
 	}
-	/* A sample of chunks of its own kept longer (chunkstore_i.h): a salt
-	 * no other mount has. */
-	uint64_t salt = c->client_id;
-	(void)pfs_random(&salt, sizeof(salt));
-	cstore_sample(p->st, salt, CSTORE_SAMPLE_EVERY);
 	p->c = c;
 	atomic_init(&p->shift, 22);
 	pthread_mutex_init(&p->mu, NULL);

@@ -6,8 +6,8 @@
  * while all are in use), a peer fetch that succeeds or falls back to
  * slots, slots claimed by two threads, a failed chunk leaving the index,
  * an owner that gives up silently, the peer server waiting for a chunk
- * being filled (and not for one it does not hold), the sample kept
- * longer, and the recent answers.
+ * being filled (and not for one it does not hold), and the recent
+ * answers.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -262,77 +262,9 @@ static void test_recent(void)
 	cstore_free(s);
 }
 
-/* A chunk of n made ready and left unreferenced; the count of chunks
- * dropped meanwhile into *dropped. */
-static void make_ready(struct cstore *s, unsigned n, unsigned *dropped)
-{
-	uint8_t d[PFS_DIGEST_LEN];
-	bool created;
-
-	dg(d, n);
-	struct chunk *c = MAKE(s, d, MB, CK_COORD);
-	CHECK(c && created);
-	*dropped += ngone;
-	if (!c)
-		return;
-	cstore_set_mode(s, c, CK_READY);
-	cstore_put(s, c);
-}
-
-static bool holds(struct cstore *s, unsigned n)
-{
-	uint8_t d[PFS_DIGEST_LEN];
-
-	dg(d, n);
-	struct chunk *c = cstore_find(s, d);
-	if (c)
-		cstore_put(s, c);
-	return c != NULL;
-}
-
-/* With a sample, a store read through in order keeps the last chunks
- * and, in up to half of it, older chunks of its sample; two salts keep
- * different ones. Without, only the last. */
-static void test_sample(void)
-{
-	struct cstore *s[3];
-	unsigned kept_old[3] = { 0 }, dropped[3] = { 0 };
-
-	for (unsigned k = 0; k < 3; k++) {
-		CHECK_EQ(cstore_new(16 * MB, &s[k]), 0);
-		if (k < 2)
-			cstore_sample(s[k], 0x9e3779b97f4a7c15ull * (k + 1), 16);
-		for (unsigned n = 0; n < 200; n++)
-			make_ready(s[k], n, &dropped[k]);
-		struct cstore_stats st;
-		cstore_stats(s[k], &st);
-		CHECK_EQ(st.chunks, 16);
-		CHECK_EQ(dropped[k], 200 - 16);
-		/* The last 8 are there in any case. */
-		for (unsigned n = 192; n < 200; n++)
-			CHECK(holds(s[k], n));
-		for (unsigned n = 0; n < 184; n++)
-			kept_old[k] += holds(s[k], n);
-	}
-	CHECK_EQ(kept_old[2], 0);   /* no sample: the last 16 only */
-	/* Half of the store holds the last 8 or 9 of the sample (one in 16:
-	 * from the last 130 chunks or so), most of them older than 184. */
-	CHECK(kept_old[0] >= 4);
-	CHECK(kept_old[0] <= 9);
-	CHECK(kept_old[1] >= 4);
-	CHECK(kept_old[1] <= 9);
-	unsigned both = 0;
-	for (unsigned n = 0; n < 184; n++)
-		both += holds(s[0], n) && holds(s[1], n);
-	CHECK(both < kept_old[0]);  /* the salts chose different chunks */
-	for (unsigned k = 0; k < 3; k++)
-		cstore_free(s[k]);
-}
-
 int main(void)
 {
 	test_make_and_bound();
-	test_sample();
 	test_peer_then_slots();
 	test_serve();
 	test_recent();
