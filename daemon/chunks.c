@@ -409,7 +409,14 @@ static bool better(const struct chunks *t, const struct holder *a, const struct 
 		return a->state == H_HOLDING;
 	if (a->state == H_FETCHING && a->depth != b->depth)
 		return a->depth < b->depth;
-	return assigned_now(t, a, now) < assigned_now(t, b, now);
+	unsigned na = assigned_now(t, a, now), nb = assigned_now(t, b, now);
+	if (na != nb)
+		return na < nb;
+	/* Holders as busy as each other: the one that got the chunk last,
+	 * which keeps it longest (a client drops its least recently used
+	 * chunks first; the first to get it, ahead of the others, drops it
+	 * first, and a client behind sent there would find it gone). */
+	return a->state == H_HOLDING && (int32_t)(a->since - b->since) > 0;
 }
 
 int chunks_choose(struct chunks *t, uint64_t key, const struct chunk_ver *v, uint64_t index,

@@ -31,6 +31,7 @@ struct cstore {
 	TAILQ_HEAD(chunk_lru, chunk) lru; /* least recently used first */
 	size_t bytes, max_bytes;
 	uint64_t nchunks, evicted, no_room;
+	uint64_t miss_gone, miss_absent, miss_late; /* cstore_serve's NULLs, by cause */
 	bool closing;
 	/* Digests (their first 8 bytes) of chunks dropped lately: a peer
 	 * asking for one is told at once that it is not held. */
@@ -117,6 +118,21 @@ static struct chunk *find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN])
 	return NULL;
 }
 
+/* The least recently used chunk that nobody uses (the LRU also holds
+ * chunks being sent to peers: at most PEERSRV_CONNS are skipped), or
+ * NULL. */
+static struct chunk *victim(struct cstore *s)
+{
+	struct chunk *c;
+
+	TAILQ_FOREACH(c, &s->lru, lru)
+		if (c->refs == 0)
+			return c;
+	return NULL;
+}
+
+/* A reference for this mount's own use: the chunk leaves the LRU, and
+ * goes back at its most recent end when unreferenced. */
 static void ref(struct cstore *s, struct chunk *c)
 {
 	if (c->in_lru) {
@@ -168,8 +184,8 @@ struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uin
 		ref(s, c);
 		goto out;
 	}
-	while (s->bytes + len > s->max_bytes && !TAILQ_EMPTY(&s->lru)) {
-		struct chunk *old = TAILQ_FIRST(&s->lru);
+	struct chunk *old;
+	while (s->bytes + len > s->max_bytes && (old = victim(s))) {
 		if (*ngone < CSTORE_GONE_MAX) {
 			gone[*ngone].fh = old->fh;
 			gone[*ngone].index = old->index;
@@ -214,6 +230,8 @@ static void unref(struct cstore *s, struct chunk *c)
 {
 	if (--c->refs > 0)
 		return;
+	if (c->in_lru)
+		return; /* only peers used it: it keeps its place (cstore_serve) */
 	if (c->mode == CK_FAILED) {
 		chunk_free(c);
 	} else if (c->mode == CK_READY) {
@@ -372,8 +390,14 @@ struct chunk *cstore_serve(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], in
 			 * before the mount learnt of the chunk itself (its CHUNK
 			 * reply is on its way): wait a little for it to appear,
 			 * unless it was here and went. */
-			if (gone_lately(s, d) || !wait_until(s, absent))
+			if (gone_lately(s, d)) {
+				s->miss_gone++;
 				break;
+			}
+			if (!wait_until(s, absent)) {
+				s->miss_absent++;
+				break;
+			}
 			continue;
 		}
 		if (c->mode == CK_READY)
@@ -384,12 +408,17 @@ struct chunk *cstore_serve(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], in
 		bool more = wait_until(s, deadline);
 		unref(s, c);
 		if (!more) {
+			s->miss_late++;
 			c = NULL;
 			break;
 		}
 	}
+	/* Sending it to a peer is no use here: a chunk this mount read a
+	 * while ago and serves often must not outlive the newest ones, which
+	 * nobody else may hold yet (the first reader of a file would drop
+	 * them before its followers came to ask). */
 	if (c)
-		ref(s, c);
+		c->refs++;
 	pthread_mutex_unlock(&s->mu);
 	return c;
 }
@@ -510,5 +539,8 @@ void cstore_stats(struct cstore *s, struct cstore_stats *st)
 	st->max_bytes = s->max_bytes;
 	st->evicted = s->evicted;
 	st->no_room = s->no_room;
+	st->miss_gone = s->miss_gone;
+	st->miss_absent = s->miss_absent;
+	st->miss_late = s->miss_late;
 	pthread_mutex_unlock(&s->mu);
 }

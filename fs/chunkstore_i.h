@@ -74,7 +74,7 @@ struct chunk {
 	uint8_t *data;
 	/* The store's (under its lock). */
 	struct hnode hn;          /* by digest, unless CK_FAILED */
-	TAILQ_ENTRY(chunk) lru;   /* CK_READY and unreferenced */
+	TAILQ_ENTRY(chunk) lru;   /* CK_READY, unreferenced or only sent to peers */
 	unsigned refs;
 	enum ck_mode mode;
 	uint64_t filled, claimed; /* slot bits (CK_COORD) */
@@ -87,6 +87,9 @@ struct cstore_stats {
 	uint64_t bytes, chunks, max_bytes;
 	uint64_t evicted;  /* chunks dropped for room */
 	uint64_t no_room;  /* cstore_make refused */
+	/* cstore_serve found none: dropped lately, never made within
+	 * CSTORE_ABSENT_MS, or still being filled at the deadline. */
+	uint64_t miss_gone, miss_absent, miss_late;
 };
 
 /* A store of at most max_bytes. Returns 0 or -ENOMEM. */

@@ -630,7 +630,9 @@ size_t peer_format_stats(struct client *c, char *buf, size_t cap)
 			 "peer_failed %llu\npeer_changed %llu\npeer_fallbacks %llu\n"
 			 "peer_store_bytes %llu\npeer_store_chunks %llu\npeer_store_evicted %llu\n"
 			 "peer_served_bytes %llu\npeer_served_gets %llu\npeer_served_misses %llu\n"
-			 "peer_served_conns %llu\npeer_refused_conns %llu\npeer_open_conns %llu\n",
+			 "peer_served_conns %llu\npeer_refused_conns %llu\npeer_open_conns %llu\n"
+			 "peer_served_miss_gone %llu\npeer_served_miss_absent %llu\n"
+			 "peer_served_miss_late %llu\n",
 			 (unsigned)p->port,
 			 (unsigned long long)atomic_load(&p->peer_bytes),
 			 (unsigned long long)atomic_load(&p->coord_bytes),
@@ -645,6 +647,7 @@ size_t peer_format_stats(struct client *c, char *buf, size_t cap)
 			 (unsigned long long)cs.evicted, (unsigned long long)ss.bytes,
 			 (unsigned long long)ss.gets, (unsigned long long)ss.misses,
 			 (unsigned long long)ss.conns, (unsigned long long)ss.refused,
-			 (unsigned long long)ss.open);
+			 (unsigned long long)ss.open, (unsigned long long)cs.miss_gone,
+			 (unsigned long long)cs.miss_absent, (unsigned long long)cs.miss_late);
 	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

@@ -350,6 +350,31 @@ static void test_strikes(void)
 	chunks_free(t);
 }
 
+/* Among holders as busy as each other, the one that got the chunk last
+ * (it drops it last); a busier one only when the others are busier. */
+static void test_latest_holder(void)
+{
+	struct chunks_conf c = conf();
+	struct chunks *t = chunks_new(&c);
+	struct chunk_ver v = ver(100 * CS, 1);
+	struct chunk_source src;
+	uint8_t d[PFS_DIGEST_LEN];
+	int a = add_peer(t, 1), b = add_peer(t, 2), x = add_peer(t, 3), y = add_peer(t, 4);
+
+	CHECK_EQ(get_digest(t, 5, &v, 0, d), 0);
+	CHECK_EQ(chunks_choose(t, 5, &v, 0, d, a, false, 10, &src), 0);
+	chunks_report(t, 5, 0, d, a, PFS_CKR_HAVE, CHUNKS_NO_PEER, 0, 11);
+	CHECK_EQ(chunks_choose(t, 5, &v, 0, d, b, false, 20, &src), 0);
+	CHECK_EQ(src.peer, a);
+	chunks_report(t, 5, 0, d, b, PFS_CKR_HAVE, src.peer, src.gen, 21);
+	CHECK_EQ(chunks_choose(t, 5, &v, 0, d, x, false, 30, &src), 0);
+	CHECK_EQ(src.peer, b);
+	/* b serves x now: y goes to a. */
+	CHECK_EQ(chunks_choose(t, 5, &v, 0, d, y, false, 31, &src), 0);
+	CHECK_EQ(src.peer, a);
+	chunks_free(t);
+}
+
 /* Sessions: away peers are skipped until they ask again; a gone one
  * loses every record and its number; limits on peers and records. */
 static void test_peers(void)
@@ -457,6 +482,7 @@ int main(void)
 	test_tree();
 	test_reports();
 	test_strikes();
+	test_latest_holder();
 	test_peers();
 	test_holders_bound();
 	return check_done("test_chunks");

@@ -262,9 +262,67 @@ static void test_recent(void)
 	cstore_free(s);
 }
 
+/* A chunk made ready and left unreferenced. */
+static void make_ready(struct cstore *s, unsigned n)
+{
+	uint8_t d[PFS_DIGEST_LEN];
+	bool created;
+
+	dg(d, n);
+	struct chunk *c = MAKE(s, d, MB, CK_COORD);
+	CHECK(c && created);
+	if (!c)
+		return;
+	cstore_set_mode(s, c, CK_READY);
+	cstore_put(s, c);
+}
+
+static bool holds(struct cstore *s, unsigned n)
+{
+	uint8_t d[PFS_DIGEST_LEN];
+
+	dg(d, n);
+	struct chunk *c = cstore_find(s, d);
+	if (c)
+		cstore_put(s, c);
+	return c != NULL;
+}
+
+/* Serving a chunk to peers does not make it recent: the oldest of this
+ * mount's own use goes first, even while it is being sent (then the
+ * next one). */
+static void test_serving_is_no_use(void)
+{
+	struct cstore *s;
+	uint8_t d[PFS_DIGEST_LEN];
+
+	CHECK_EQ(cstore_new(3 * MB, &s), 0);
+	for (unsigned n = 1; n <= 3; n++)
+		make_ready(s, n);
+	dg(d, 1);
+	struct chunk *c = cstore_serve(s, d, in_ms(100));
+	CHECK(c != NULL);
+	cstore_put(s, c);
+	make_ready(s, 4); /* 1 goes, though a peer got it last */
+	CHECK_EQ(ngone, 1);
+	CHECK_EQ(gone[0].index, 1);
+	dg(d, 2);
+	c = cstore_serve(s, d, in_ms(100)); /* 2 is being sent: 3 goes */
+	CHECK(c != NULL);
+	make_ready(s, 5);
+	CHECK_EQ(ngone, 1);
+	CHECK_EQ(gone[0].index, 3);
+	cstore_put(s, c);
+	make_ready(s, 6); /* sent: 2 goes now */
+	CHECK_EQ(gone[0].index, 2);
+	CHECK(holds(s, 4) && holds(s, 5) && holds(s, 6));
+	cstore_free(s);
+}
+
 int main(void)
 {
 	test_make_and_bound();
+	test_serving_is_no_use();
 	test_peer_then_slots();
 	test_serve();
 	test_recent();
