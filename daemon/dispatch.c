@@ -107,6 +107,8 @@ static const struct handler handlers[PFS_OP_MAX] = {
 	[PFS_OP_RECLAIM]      = { op_reclaim, PLAIN(RECLAIM) },
 	[PFS_OP_RECLAIM_DONE] = { op_reclaim_done, PLAIN(RECLAIM_DONE) },
 	[PFS_OP_LISTDIR]      = { op_listdir, AS_CALLER(LISTDIR, fh), .note = true },
+	[PFS_OP_CHUNK]        = { op_chunk, AS_CALLER(CHUNK, fh), .note = true },
+	[PFS_OP_CHUNK_REPORT] = { op_chunk_report, AS_ROOT(CHUNK_REPORT, fh) },
 	[PFS_OP_LISTDIR_PAGE] = { op_listdir_page, AS_CALLER(LISTDIR_PAGE, fh), .note = true },
 	[PFS_OP_LISTDIRS]     = { op_listdirs, PLAIN(LISTDIRS) },
 };

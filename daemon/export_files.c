@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "export_base_i.h"
+#include "podfs/digest.h"
 
 static bool writes(int flags)
 {
@@ -256,6 +257,57 @@ ssize_t export_read_splice(struct xop *x, struct hent *obj, uint64_t fid, uint32
 			   uint64_t off, uint32_t size, int pipe_w)
 {
 	return read_fid(x, obj, fid, flags, off, size, NULL, pipe_w);
+}
+
+/* Bytes read at once for a chunk's digest. */
+#define DIGEST_PIECE (1u << 20)
+
+int export_chunk(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
+		 struct pfs_attr *before, uint64_t off, uint32_t len,
+		 uint8_t digest[PFS_DIGEST_LEN], struct pfs_attr *after)
+{
+	struct pfs_sha256 *h = NULL;
+	uint8_t *buf = NULL;
+	struct fid *f;
+	uint32_t got = 0;
+	int ret;
+
+	if (off > (uint64_t)INT64_MAX - len)
+		return -EINVAL;
+	ret = fid_for(x, obj, fid, (int)(flags & INT_MAX), &f);
+	if (ret < 0)
+		return ret;
+	if ((ret = export_getattr(f->fd, before)) < 0 || !digest)
+		goto out_put;
+	buf = malloc(DIGEST_PIECE);
+	if (!buf || pfs_sha256_begin(&h) < 0) {
+		ret = -ENOMEM;
+		goto out_put;
+	}
+	while (got < len) {
+		uint32_t want = len - got < DIGEST_PIECE ? len - got : DIGEST_PIECE;
+		ssize_t n = pread(f->fd, buf, want, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			ret = n < 0 ? -errno : -EIO;
+			goto out_put;
+		}
+		if (pfs_sha256_add(h, buf, (size_t)n) < 0) {
+			ret = -EIO;
+			goto out_put;
+		}
+		got += (uint32_t)n;
+	}
+	ret = pfs_sha256_end(h, digest);
+	h = NULL;
+	if (ret == 0)
+		ret = export_getattr(f->fd, after);
+out_put:
+	pfs_sha256_end(h, NULL);
+	free(buf);
+	session_fid_put(x->s, f);
+	return ret;
 }
 
 /* Big writes bypass this host's page cache: a checkpoint streamed to the

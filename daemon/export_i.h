@@ -150,6 +150,15 @@ ssize_t export_read(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flag
  * if the file cannot be spliced. May wait for the disk. */
 ssize_t export_read_splice(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
 			   uint64_t off, uint32_t size, int pipe_w);
+/* CHUNK (peer-assisted reads): through the session's fid (or obj opened
+ * again under it with flags, as for READ), the file's attributes in
+ * *before; then, if digest is not NULL, the SHA-256 of the len bytes at
+ * off into digest and the attributes after that read in *after. Returns
+ * 0, -EISDIR, -EIO (fewer than len bytes: the file shrank; or OpenSSL
+ * failed), -ENOMEM, or -errno. May wait for the disk. */
+int export_chunk(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
+		 struct pfs_attr *before, uint64_t off, uint32_t len,
+		 uint8_t digest[PFS_DIGEST_LEN], struct pfs_attr *after);
 /* Writes data[len] at off through the session's fid (opened again on a
  * miss); a big aligned write goes through an O_DIRECT twin of it unless
  * x->direct is NULL. *written: the bytes written (short only after an

@@ -73,6 +73,8 @@ static void on_hello(struct conn *c, const uint8_t *wire)
 	}
 	c->client_id = m.client_id;
 	c->caps = m.caps & (PFS_CAPS_ALL | PFS_CAP_BULK);
+	if (!c->d->chunks)
+		c->caps &= ~(uint64_t)PFS_CAP_PEER; /* peer-assisted reads are off */
 	c->bulk = (c->caps & PFS_CAP_BULK) != 0;
 	memcpy(c->cnonce, m.nonce.b, PFS_NONCE_LEN);
 	if (pfs_random(c->snonce, PFS_NONCE_LEN) < 0) {

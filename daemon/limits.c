@@ -38,6 +38,8 @@ static const struct limkey limkeys[] = {
 	CNT("lingering", lingering, 1, 1u << 20),
 	CNT("preauth", preauth, 1, 1u << 16),
 	CNT("preauth-per-source", preauth_per_source, 1, 1u << 16),
+	SIZE("peer-table", peer_table, 1u << 20, (size_t)1 << 40),
+	CNT("peer-records", peer_records, 1, 1u << 24),
 };
 #define NKEYS (sizeof(limkeys) / sizeof(limkeys[0]))
 
@@ -161,6 +163,12 @@ int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_m
 		l->preauth = 256;
 	if (!l->preauth_per_source)
 		l->preauth_per_source = l->preauth < 32 ? l->preauth : 32;
+	/* 64 MiB hold the digests of about 6 TB of 4 MiB chunks; 65,536
+	 * records are 256 GiB of them held by one client. */
+	if (!l->peer_table)
+		l->peer_table = (size_t)64 << 20;
+	if (!l->peer_records)
+		l->peer_records = 65536;
 	if (l->preauth_per_source > l->preauth) {
 		snprintf(err, errlen, "--limits: preauth-per-source=%u is over preauth=%u",
 			 l->preauth_per_source, l->preauth);

@@ -33,6 +33,8 @@ struct limits {
 	unsigned lingering;   /* lingering: disconnected sessions kept */
 	unsigned preauth;     /* preauth: unauthenticated connections */
 	unsigned preauth_per_source; /* preauth-per-source: of which per address (/64) */
+	size_t peer_table;    /* peer-table: memory of the chunk table (chunks_i.h) */
+	unsigned peer_records; /* peer-records: chunks one client is listed as holding */
 	/* Derived by limits_defaults. */
 	size_t nofile;        /* RLIMIT_NOFILE */
 	size_t fd_budget;     /* fds for sessions' fids and lock fds */

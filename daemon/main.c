@@ -27,6 +27,7 @@
 #include "lockstate_i.h"
 #include "notify_i.h"
 #include "observe_i.h"
+#include "chunks_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
 #include "status_i.h"
@@ -101,6 +102,11 @@ static const char usage_text[] =
 	"  --metrics ADDR[:PORT] serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 	"                       (port " STRINGIFY(OBS_METRICS_PORT) " by default; off unless given; they show\n"
 	"                       client addresses and file counts to whoever can connect)\n"
+	"  --peer-min SIZE      peer-assisted reads (clients mounted with -o peers\n"
+	"                       fetch chunks from each other) for files of at least\n"
+	"                       SIZE bytes (K, M, G; default 64M; 0: off)\n"
+	"  --peer-chunk SIZE    their chunk size, a power of two from 1M to 64M\n"
+	"                       (default 4M)\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  -V, --version        print the version\n"
 	"  -h, --help           show this help\n";
@@ -167,6 +173,25 @@ static void set_uint(struct pfsd_opts *o, const struct optdef *def, const char *
 		usage_error("--%s wants a number from %u to %u, not '%s'", def->name, def->min,
 			    def->max, arg);
 	*(unsigned *)field(o, def) = (unsigned)v;
+}
+
+/* --peer-min, --peer-chunk: a size with an optional K, M or G suffix. */
+static void set_peer_size(struct pfsd_opts *o, const struct optdef *def, const char *arg)
+{
+	bool chunk = strcmp(def->name, "peer-chunk") == 0;
+	const char *sfx = "KkMmGg", *at;
+	char *end;
+
+	errno = 0;
+	uint64_t v = strtoull(arg, &end, 10);
+	unsigned shift = *end && (at = strchr(sfx, *end)) ? 10 * (unsigned)((at - sfx) / 2 + 1) : 0;
+	if (errno || end == arg || arg[0] == '-' || end[shift ? 1 : 0] || v > (UINT64_MAX >> 2) >> shift)
+		usage_error("--%s wants a size (K, M, G suffixes), not '%s'", def->name, arg);
+	v <<= shift;
+	if (chunk && (v < (1ull << PFS_CHUNK_SHIFT_MIN) || v > (1ull << PFS_CHUNK_SHIFT_MAX) ||
+		      (v & (v - 1))))
+		usage_error("--peer-chunk wants a power of two from 1M to 64M, not '%s'", arg);
+	*(chunk ? &o->peer_chunk : &o->peer_min) = v;
 }
 
 static void set_log_level(struct pfsd_opts *o, const struct optdef *def, const char *arg)
@@ -255,6 +280,8 @@ static const struct optdef optdefs[] = {
 	STR("limits", limits),
 	STR("control-socket", control),
 	FUNC("metrics", required_argument, set_metrics),
+	FUNC("peer-min", required_argument, set_peer_size),
+	FUNC("peer-chunk", required_argument, set_peer_size),
 	STR("genkey", genkey),
 	FUNC("help", no_argument, show_help),
 	FUNC("version", no_argument, show_version),
@@ -279,6 +306,8 @@ static void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->lease = 60;
 	o->lock_lease = 15;
 	o->grace = 30;
+	o->peer_min = 64ull << 20;
+	o->peer_chunk = 4ull << 20;
 	o->ack_timeout = PFSD_ACK_TIMEOUT_MS;
 	export_opts_default(&o->rule);
 	opterr = 0;
@@ -671,6 +700,17 @@ int main(int argc, char **argv)
 	srcq_init(&d->srcq);
 	pipes_init(&d->pipes);
 	d->it = interest_new();
+	if (d->o.peer_min) {
+		struct chunks_conf cc = {
+			.shift = (unsigned)__builtin_ctzll(d->o.peer_chunk),
+			.min_size = d->o.peer_min,
+			.max_bytes = d->lim.peer_table,
+			.fanout = PFSD_PEER_FANOUT,
+			.fetch_ms = PFSD_PEER_FETCH_MS,
+			.per_peer = d->lim.peer_records,
+		};
+		d->chunks = chunks_new(&cc);
+	}
 	ret = server_listen(d, err, sizeof(err), &port);
 	if (ret < 0)
 		fatal("%s", err);
@@ -749,6 +789,7 @@ int main(int argc, char **argv)
 	srcq_fini(&d->srcq);
 	watch_free(d);
 	interest_free(d->it);
+	chunks_free(d->chunks);
 	lockstate_free(d->ls);
 	pipes_fini(&d->pipes);
 	handles_free(d->hs);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "chunks_i.h"
 #include "creds_i.h"
 #include "handles_i.h"
 #include "op_i.h"
@@ -98,6 +99,10 @@ void op_inval_inode(struct op *o, const struct pfs_fh *fh, int64_t off, int64_t 
 
 	if (!fh->len)
 		return;
+	/* Its chunks' digests go at once, before the change's reply: a CHUNK
+	 * that follows it must not give out the old content's. */
+	if (off >= 0 && o->d->chunks)
+		chunks_drop(o->d->chunks, handles_key(o->d->hs, fh));
 	iv = inval_new(o, PFS_OP_INVAL_INODE, fh);
 	iv->off = off;
 	iv->len = len;

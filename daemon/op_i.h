@@ -136,6 +136,11 @@ int op_listdirs(struct op *o);     /* LISTDIRS: the listings */
 int op_revalidate(struct op *o);   /* REVALIDATE: revalidate_rep (as root) */
 int op_auth(struct op *o);         /* AUTH, once the loop accepted it: auth_rep */
 
+/* dispatch_chunks.c: peer-assisted reads (chunks_i.h); ENOSYS where the
+ * daemon serves none or the session did not negotiate PFS_CAP_PEER. */
+int op_chunk(struct op *o);        /* CHUNK: chunk_rep */
+int op_chunk_report(struct op *o); /* CHUNK_REPORT: nothing */
+
 /* dispatch_xattrs.c. */
 int op_setxattr(struct op *o);     /* SETXATTR: nothing */
 int op_getxattr(struct op *o);     /* GETXATTR: xattr_rep */

@@ -56,6 +56,7 @@ struct session;
 struct watch;
 struct lockstate;
 struct observe;
+struct chunks;
 
 struct pfsd_opts {
 	const char *listen;    /* "ADDR:PORT" */
@@ -88,6 +89,8 @@ struct pfsd_opts {
 	const char *limits;    /* --limits key=value,... (limits_i.h) */
 	const char *control;   /* --control-socket PATH ("" none; NULL: the default) */
 	const char *metrics;   /* --metrics ADDR[:PORT], or NULL: none */
+	uint64_t peer_min;     /* --peer-min: smallest file served in chunks (0: off) */
+	uint64_t peer_chunk;   /* --peer-chunk: chunk bytes (a power of two) */
 };
 
 struct pfsd {
@@ -116,6 +119,7 @@ struct pfsd {
 	unsigned nslotless;       /* live sessions without a slot (loop) */
 	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
+	struct chunks *chunks;    /* peer-assisted reads (any thread), NULL: off */
 	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
@@ -175,6 +179,8 @@ struct pfsd {
 					     takes to be acknowledged (PFSD_ACK_WAIT_MS) */
 #define PFSD_MAX_DEFERRED 65536           /* pushes waiting per session */
 #define PFSD_GRACE_MAX 600                /* --grace seconds */
+#define PFSD_PEER_FANOUT 4                /* clients one holder serves at once (chunks_i.h) */
+#define PFSD_PEER_FETCH_MS 30000          /* a chunk fetch unreported this long is forgotten */
 #define PFSD_ACK_WAIT_MS 2000             /* a change waits at most this long for a
 					     PUSH_ACK (of a client that is running) */
 #define PFSD_ACK_TIMEOUT_MS 30            /* --ack-timeout: the least it waits */

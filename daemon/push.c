@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "podfs/log.h"
+#include "chunks_i.h"
 #include "acklat_i.h"
 #include "conn_i.h"
 #include "pfsd_i.h"
@@ -447,6 +448,8 @@ void push_inval(struct pfsd *d, struct session *from, bool self, const struct in
 void push_revalidate_all(struct pfsd *d, const char *why)
 {
 	pfs_warn("%s: every client reconnects and revalidates its cache", why);
+	if (d->chunks)
+		chunks_drop_all(d->chunks);
 	for (struct conn *c = LIST_FIRST(&d->conns), *next; c; c = next) {
 		next = LIST_NEXT(c, link);
 		if (c->st == CS_READY)

@@ -14,6 +14,7 @@
 
 #include "podfs/netaddr.h"
 #include "podfs/prom.h"
+#include "chunks_i.h"
 #include "conn_i.h"
 #include "lockstate_i.h"
 #include "observe_i.h"
@@ -225,6 +226,20 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		  nlive, d->nlingering, d->nconns, d->npreauth, d->accepted, d->mem, d->lim.memory,
 		  atomic_load(&d->fds), d->lim.fd_budget, d->wire_in, d->raw_in, d->wire_out,
 		  d->raw_out, d->spliced, atomic_load(&d->direct), d->st_pushes);
+	if (d->chunks) {
+		struct chunks_stats cs;
+		chunks_stats(d->chunks, &cs);
+		sb_printf(&sb,
+			  "peer_files %" PRIu64 "\npeer_table_bytes %" PRIu64 "\npeer_table_max %zu\n"
+			  "peer_records %" PRIu64 "\npeer_peers %" PRIu64 "\npeer_digests %" PRIu64
+			  "\npeer_digest_bytes %" PRIu64 "\npeer_to_server %" PRIu64
+			  "\npeer_to_peer %" PRIu64 "\npeer_held %" PRIu64 "\npeer_reports_have %" PRIu64
+			  "\npeer_reports_bad %" PRIu64 "\npeer_drops %" PRIu64 "\npeer_evictions %" PRIu64
+			  "\n",
+			  cs.files, cs.bytes, d->lim.peer_table, cs.records, cs.peers, cs.digests,
+			  cs.digest_bytes, cs.to_server, cs.to_peer, cs.held, cs.reports_have,
+			  cs.reports_bad, cs.drops, cs.evictions);
+	}
 	sb_printf(&sb,
 		  "ack_timeout %u\nack_misses %" PRIu64 "\nack_cutoffs %" PRIu64
 		  "\nack_extended %" PRIu64 "\nclients_behind %u\n",
@@ -371,6 +386,27 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_family(p, "podfsd_pushes_total", "counter",
 			"Invalidations and lock wake-ups pushed to clients");
 	pfs_prom_u64(p, "podfsd_pushes_total", d->st_pushes, NULL);
+	if (d->chunks) {
+		struct chunks_stats cs;
+		chunks_stats(d->chunks, &cs);
+		pfs_prom_family(p, "podfsd_peer_table_bytes", "gauge",
+				"Memory of the chunk table of peer-assisted reads");
+		pfs_prom_u64(p, "podfsd_peer_table_bytes", cs.bytes, NULL);
+		pfs_prom_family(p, "podfsd_peer_records", "gauge",
+				"Chunks clients are listed as holding or fetching");
+		pfs_prom_u64(p, "podfsd_peer_records", cs.records, NULL);
+		pfs_prom_family(p, "podfsd_peer_digest_bytes_total", "counter",
+				"Bytes read to take chunk digests");
+		pfs_prom_u64(p, "podfsd_peer_digest_bytes_total", cs.digest_bytes, NULL);
+		pfs_prom_family(p, "podfsd_peer_sources_total", "counter",
+				"Where clients were sent for a chunk");
+		pfs_prom_u64(p, "podfsd_peer_sources_total", cs.to_server, "source", "server", NULL);
+		pfs_prom_u64(p, "podfsd_peer_sources_total", cs.to_peer, "source", "peer", NULL);
+		pfs_prom_u64(p, "podfsd_peer_sources_total", cs.held, "source", "held", NULL);
+		pfs_prom_family(p, "podfsd_peer_reports_bad_total", "counter",
+				"Reports of peers that did not deliver a chunk");
+		pfs_prom_u64(p, "podfsd_peer_reports_bad_total", cs.reports_bad, NULL);
+	}
 	pfs_prom_family(p, "podfsd_ack_misses_total", "counter",
 			"Clients that sent nothing past their deadline for acknowledging an "
 			"invalidation, and fell behind (changes stopped waiting for them)");

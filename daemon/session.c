@@ -12,6 +12,7 @@
 #include "conn_i.h"
 #include "handles_i.h"
 #include "idtab_i.h"
+#include "chunks_i.h"
 #include "lockstate_i.h"
 #include "push_i.h"
 #include "session_i.h"
@@ -133,6 +134,13 @@ void session_kill(struct session *s)
 	 * restart. Otherwise the session's locks go with it. */
 	if (!s->d->stopping)
 		lockstate_drop_holder(s->d->ls, s->client_id);
+	/* Peers are no longer sent to it; under mu, so that a CHUNK still
+	 * running does not offer it again (dispatch_chunks.c). */
+	pthread_mutex_lock(&s->mu);
+	s->peer_dead = true;
+	pthread_mutex_unlock(&s->mu);
+	if (s->d->chunks)
+		chunks_peer_gone(s->d->chunks, s->client_id);
 	if (s->conn) {
 		s->conn->sess = NULL;
 		s->conn = NULL;
@@ -223,6 +231,8 @@ void session_detach(struct session *s, struct conn *c)
 		return;
 	s->conn = NULL;
 	c->sess = NULL;
+	if (s->d->chunks)
+		chunks_peer_away(s->d->chunks, s->client_id);
 	if (s->d->stopping || s->d->o.lease == 0) {
 		session_kill(s);
 		return;

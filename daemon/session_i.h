@@ -86,7 +86,8 @@ struct session {
 	unsigned running;
 	STAILQ_HEAD(, req) waitq;
 
-	pthread_mutex_t mu; /* fids */
+	pthread_mutex_t mu; /* fids, and peer_dead */
+	bool peer_dead;     /* ended: never offered to peers again (dispatch_chunks.c) */
 	struct htab fids;
 	unsigned nfids;     /* in the table, or reserved (session_fid_reserve) */
 	pthread_mutex_t lk_mu; /* locks */

@@ -215,6 +215,16 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 	       pfs_fmt_bytes(pfs_kv_num(kv, "raw_in"), t2, sizeof(t2)),
 	       pfs_fmt_bytes(pfs_kv_num(kv, "wire_out"), t3, sizeof(t3)),
 	       pfs_fmt_bytes(pfs_kv_num(kv, "raw_out"), t4, sizeof(t4)), pfs_kv_num(kv, "pushes"));
+	if (pfs_kv_get(kv, "peer_files"))
+		printf("  peer reads: %llu files (table %s of %s), %llu chunks listed for %llu "
+		       "serving clients; clients sent to the server %llu times, to a peer %llu; "
+		       "%llu peers reported failing\n",
+		       pfs_kv_num(kv, "peer_files"),
+		       pfs_fmt_bytes(pfs_kv_num(kv, "peer_table_bytes"), t1, sizeof(t1)),
+		       pfs_fmt_bytes(pfs_kv_num(kv, "peer_table_max"), t2, sizeof(t2)),
+		       pfs_kv_num(kv, "peer_records"), pfs_kv_num(kv, "peer_peers"),
+		       pfs_kv_num(kv, "peer_to_server"), pfs_kv_num(kv, "peer_to_peer"),
+		       pfs_kv_num(kv, "peer_reports_bad"));
 	if (pfs_kv_num(kv, "ack_misses") || pfs_kv_num(kv, "ack_cutoffs") ||
 	    pfs_kv_num(kv, "clients_behind"))
 		printf("  acknowledgements: %llu client%s behind now; %llu fell behind, %llu cut "

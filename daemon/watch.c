@@ -14,6 +14,7 @@
 #include "podfs/log.h"
 #include "podfs/hash.h"
 #include "handles_i.h"
+#include "chunks_i.h"
 #include "idtab_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
@@ -87,6 +88,9 @@ static void push(struct watch *w, const struct kh *k, uint16_t op, int64_t off,
 	size_t nl = name ? strlen(name) : 0;
 	struct inval iv;
 
+	/* Chunk digests of a file whose data changed go whoever caches it. */
+	if (op == PFS_OP_INVAL_INODE && off >= 0 && d->chunks)
+		chunks_drop(d->chunks, key);
 	/* The cheap test first: most events are about objects nobody caches. */
 	if (!interest_get(d->it, key, bits) && !d->nslotless)
 		return;
@@ -281,7 +285,10 @@ static void push_fh(struct watch *w, const struct pfs_fh *fh, uint16_t op, int64
 		memcpy(iv.name.s, name, nl + 1);
 		iv.name.len = (uint16_t)nl;
 	}
-	push_inval(w->d, NULL, true, &iv, handles_key(w->d->hs, fh), NULL);
+	uint64_t key = handles_key(w->d->hs, fh);
+	if (op == PFS_OP_INVAL_INODE && off >= 0 && w->d->chunks)
+		chunks_drop(w->d->chunks, key);
+	push_inval(w->d, NULL, true, &iv, key, NULL);
 }
 
 static void inotify_event(struct watch *w, const struct inotify_event *ev)

@@ -73,6 +73,7 @@ struct pcache;
 struct wb;
 struct locks;
 struct lsfetch;
+struct peer;
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -104,6 +105,12 @@ struct client {
 	bool tls;                /* tls=on (default) / off */
 	bool bg;                 /* bg: retry in a background child (mountwait_i.h) */
 	double retry_min;        /* retry=MINUTES; -1: the default (fg 2, bg 10000) */
+	/* Peer-assisted reads (peer_i.h). */
+	bool peers;              /* -o peers: read large files in chunks, also from peers */
+	uint16_t peer_port;      /* peer_port=: where to serve them (0: any port) */
+	size_t peer_cache;       /* peer_cache=: bytes of chunks held */
+	uint64_t peer_min;       /* peer_min=: smallest file read in chunks */
+	double peer_timeout;     /* peer_timeout=: seconds a peer may take for a chunk */
 	struct mountwait_lock mlock; /* held from opts_parse until mounted or given up */
 
 	/* Session identity. */
@@ -126,6 +133,7 @@ struct client {
 	struct locks *lk;        /* locks held, reclaim, wake-ups (locks.c) */
 	struct lsfetch *lf;      /* listings fetched now and ahead of a walk (lsfetch.c) */
 	struct ctl *ctl;         /* the status socket (ctl.c), or NULL */
+	struct peer *peer;       /* peer-assisted reads (peer.c), or NULL */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
 	/* Files the kernel opened and has not released yet (ofile.c). An

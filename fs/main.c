@@ -42,6 +42,7 @@
 #include "ops_i.h"
 #include "opts_i.h"
 #include "pcache_i.h"
+#include "peer_i.h"
 #include "podfs/auth.h"
 #include "podfs/clock.h"
 #include "podfs/frame.h"
@@ -322,6 +323,7 @@ static void client_free(struct client *c)
 	c->lk = NULL;
 	wb_free(c->wb);
 	pcache_free(c->pc);
+	peer_free(c);
 	ofile_free_all(c);
 	inode_table_free(c->it);
 	fhmap_free(c->fm);
@@ -374,7 +376,7 @@ static int prepare(struct client *c)
 	if (!(c->fm = fhmap_new()) || rpc_new(c, &c->rpc) < 0 || transport_new(c, &tcb, &c->tr) < 0 ||
 	    creds_cache_new(&c->cc) < 0 || gate_new(&c->gate) < 0 || cache_new(c, &c->cache) < 0 ||
 	    locks_new(c, &c->lk) < 0 || wb_new(c, c->wb_threads, c->wb_max, &c->wb) < 0 ||
-	    lsfetch_new(c, &c->lf) < 0) {
+	    lsfetch_new(c, &c->lf) < 0 || peer_new(c) < 0) {
 		fputs("podfs: out of memory\n", stderr);
 		return 1;
 	}
@@ -500,6 +502,7 @@ static int start_threads(struct client *c, struct sigctl *sc)
 		pfs_err("cannot start threads: %s", strerror(-rc));
 		return -1;
 	}
+	(void)peer_start(c); /* the mount works without serving peers (logged) */
 	sc->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sc->wake_fd < 0) {
 		pfs_err("cannot make an eventfd: %s", strerror(errno));
@@ -550,6 +553,7 @@ static void finish(struct client *c)
 	cache_stop(c->cache);
 	locks_stop(c->lk);
 	pcache_stop(c->pc);
+	peer_stop(c);
 	if (rpc_is_up(c->rpc)) {
 		struct rpc_reply rep = { 0 };
 		(void)rpc_call_timeout(c->rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);

@@ -12,6 +12,7 @@
 #include "locks_i.h"
 #include "ops_i.h"
 #include "pcache_i.h"
+#include "peer_i.h"
 #include "podfs/log.h"
 #include "readahead_i.h"
 #include "trust_i.h"
@@ -293,6 +294,9 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct dver pv;
 	bool pc = c->pc && inode_data_version(of->ip, &pv) && pcache_wants(c->pc, pv.size);
 	if (pc && pc_serve(req, of->ip, &pv, size, off))
+		return;
+	/* A large file, by chunks from the peers (-o peers). */
+	if (c->peer && peer_read(req, of, size, off))
 		return;
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	m.flags = of->flags;

@@ -17,6 +17,7 @@
 #include "loop_i.h"
 #include "mountinfo_i.h"
 #include "mountwait_i.h"
+#include "peer_i.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "podfs/netaddr.h"
@@ -87,6 +88,19 @@ static void usage(FILE *f)
 		"  cache_size=SIZE     cap of cache_dir, with K/M/G/T suffixes (default\n"
 		"                      1G, at least 1M); least recently used go first;\n"
 		"                      files over SIZE/8 are not cached\n"
+		"  peers               read large files in chunks that the mounts of the\n"
+		"                      pod fetch from each other, so that the server\n"
+		"                      sends each about once (off by default): this\n"
+		"                      mount then also serves the chunks it holds, on a\n"
+		"                      TCP port of the address it reaches the server\n"
+		"                      from (TLS and the pod key, as with the server)\n"
+		"  peer_port=N         that port (default: any free one)\n"
+		"  peer_cache=SIZE     memory for the chunks held (default 256M, at\n"
+		"                      least 8M; K/M/G suffixes)\n"
+		"  peer_min=SIZE       only files of at least SIZE go by chunks\n"
+		"                      (default 64M; the server has its own threshold)\n"
+		"  peer_timeout=S      a peer that has not delivered a chunk in S\n"
+		"                      seconds is given up for the server (default 5)\n"
 		"  metrics=ADDR:PORT   serve Prometheus metrics of this mount at\n"
 		"                      http://ADDR:PORT/metrics (off by default; they\n"
 		"                      show the server's address and request counts to\n"
@@ -235,6 +249,9 @@ void opts_defaults(struct client *c)
 	c->cache_size = (uint64_t)1 << 30;
 	c->retry_min = -1;
 	c->mlock.fd = -1;
+	c->peer_cache = PEER_CACHE_DEFAULT;
+	c->peer_min = PEER_MIN_DEFAULT;
+	c->peer_timeout = PEER_TIMEOUT_DEFAULT;
 }
 
 /* ---- the option table ---- */
@@ -249,6 +266,7 @@ struct parse {
 	char *src, *mnt;   /* the two arguments */
 	long port_opt;     /* -1: not given */
 	bool cache_size;   /* cache_size= given */
+	bool peer_opt;     /* a peer_*= option given */
 	int result;        /* why the parse stopped: see opts_parse */
 };
 
@@ -282,6 +300,11 @@ enum {
 	KEY_BG,
 	KEY_FG,
 	KEY_RETRY,
+	KEY_PEERS,
+	KEY_PEER_PORT,
+	KEY_PEER_CACHE,
+	KEY_PEER_MIN,
+	KEY_PEER_TIMEOUT,
 };
 
 /* Options of mount(8) and fstab that mean nothing here. */
@@ -320,6 +343,11 @@ static const struct fuse_opt spec[] = {
 	FUSE_OPT_KEY("bg", KEY_BG),
 	FUSE_OPT_KEY("fg", KEY_FG),
 	FUSE_OPT_KEY("retry=", KEY_RETRY),
+	FUSE_OPT_KEY("peers", KEY_PEERS),
+	FUSE_OPT_KEY("peer_port=", KEY_PEER_PORT),
+	FUSE_OPT_KEY("peer_cache=", KEY_PEER_CACHE),
+	FUSE_OPT_KEY("peer_min=", KEY_PEER_MIN),
+	FUSE_OPT_KEY("peer_timeout=", KEY_PEER_TIMEOUT),
 	FUSE_OPT_KEY("ro", KEY_PASS),
 	FUSE_OPT_KEY("rw", KEY_PASS),
 	FUSE_OPT_KEY("suid", KEY_PASS),
@@ -535,6 +563,33 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		    c->retry_min > MOUNTWAIT_RETRY_MAX)
 			return bad(p, "bad retry '%s' (minutes, 0..%d)", v, MOUNTWAIT_RETRY_MAX);
 		return 0;
+	case KEY_PEERS:
+		c->peers = true;
+		return 0;
+	case KEY_PEER_PORT:
+		if (!parse_long(v, 1, 65535, &n))
+			return bad(p, "bad peer_port '%s' (1..65535)", v);
+		c->peer_port = (uint16_t)n;
+		p->peer_opt = true;
+		return 0;
+	case KEY_PEER_CACHE: {
+		uint64_t size;
+		if (!parse_size(v, &size) || size < ((uint64_t)8 << 20) || size > ((uint64_t)1 << 40))
+			return bad(p, "bad peer_cache '%s' (a size with K/M/G, 8M..1T)", v);
+		c->peer_cache = (size_t)size;
+		p->peer_opt = true;
+		return 0;
+	}
+	case KEY_PEER_MIN:
+		if (!parse_size(v, &c->peer_min) || c->peer_min < ((uint64_t)1 << 20))
+			return bad(p, "bad peer_min '%s' (a size with K/M/G/T, at least 1M)", v);
+		p->peer_opt = true;
+		return 0;
+	case KEY_PEER_TIMEOUT:
+		if (!parse_seconds(v, &c->peer_timeout, true) || c->peer_timeout > 600)
+			return bad(p, "bad peer_timeout '%s' (seconds, more than 0, at most 600)", v);
+		p->peer_opt = true;
+		return 0;
 	case FUSE_OPT_KEY_NONOPT:
 		break;
 	default: /* FUSE_OPT_KEY_OPT */
@@ -595,6 +650,10 @@ int opts_parse(struct client *c, int argc, char **argv, struct fuse_args *fa)
 	}
 	if (p.cache_size && !c->cache_dir) {
 		bad(&p, "cache_size needs cache_dir");
+		goto out;
+	}
+	if (p.peer_opt && !c->peers) {
+		bad(&p, "peer_port, peer_cache, peer_min and peer_timeout need peers");
 		goto out;
 	}
 	if (parse_source(c, p.src, &port) < 0)

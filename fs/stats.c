@@ -11,6 +11,7 @@
 #include "podfs/lathist.h"
 #include "lsfetch_i.h"
 #include "pcache_i.h"
+#include "peer_i.h"
 #include "podfs/clock.h"
 #include "podfs/codec.h"
 #include "podfs/kvtext.h"
@@ -134,6 +135,8 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 		n += snprintf(buf + n, cap - (size_t)n, "\n");
 	if (c->pc && n > 0 && (size_t)n < cap)
 		n += (int)pcache_format_stats(c->pc, buf + n, cap - (size_t)n);
+	if (c->peer && n > 0 && (size_t)n < cap)
+		n += (int)peer_format_stats(c, buf + n, cap - (size_t)n);
 	if (n < 0 || (size_t)n >= cap) /* cannot happen with STATS_MAX */
 		return -EOVERFLOW;
 	return n;
@@ -179,6 +182,23 @@ static const struct {
 	  "Bytes read from the persistent cache" },
 	{ "pcache_entries", "podfs_cache_entries", "gauge", "Files in the persistent cache" },
 	{ "pcache_disk", "podfs_cache_disk_bytes", "gauge", "Disk the persistent cache uses" },
+	{ "peer_read_peers", "podfs_peer_read_from_peers_bytes_total", "counter",
+	  "Chunk bytes fetched from peers (checked against their digests)" },
+	{ "peer_read_coord", "podfs_peer_read_from_server_bytes_total", "counter",
+	  "Chunk bytes read from the server" },
+	{ "peer_answered", "podfs_peer_answered_bytes_total", "counter",
+	  "Bytes of READs answered from chunks" },
+	{ "peer_bad", "podfs_peer_bad_chunks_total", "counter",
+	  "Chunks from peers that did not match their digest" },
+	{ "peer_failed", "podfs_peer_failed_fetches_total", "counter",
+	  "Chunk fetches from peers that failed otherwise (timeout, gone, not held)" },
+	{ "peer_fallbacks", "podfs_peer_fallbacks_total", "counter",
+	  "READs of large files sent without chunks after all" },
+	{ "peer_store_bytes", "podfs_peer_store_bytes", "gauge", "Bytes of chunks held in memory" },
+	{ "peer_served_bytes", "podfs_peer_served_bytes_total", "counter",
+	  "Chunk bytes served to peers" },
+	{ "peer_served_misses", "podfs_peer_served_misses_total", "counter",
+	  "Chunks peers asked for that were not held" },
 };
 
 /* All families into p. */

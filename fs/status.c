@@ -148,6 +148,18 @@ static void show(const char *mnt, const char *src, const struct reading *a,
 		       h, m, h + m ? 100.0 * (double)h / (double)(h + m) : 0.0,
 		       pfs_fmt_bytes(num(b, "pcache_bytes"), t1, sizeof(t1)), num(b, "pcache_entries"));
 	}
+	if (get(b, "peer_read_peers")) {
+		printf("  peers (port %llu): chunks read from peers %s, from the server %s; served "
+		       "to peers %s; %llu chunks did not match their digest, %llu fetches failed, "
+		       "%llu READs went without chunks\n",
+		       num(b, "peer_port"), pfs_fmt_bytes(num(b, "peer_read_peers"), t1, sizeof(t1)),
+		       pfs_fmt_bytes(num(b, "peer_read_coord"), t2, sizeof(t2)),
+		       pfs_fmt_bytes(num(b, "peer_served_bytes"), t3, sizeof(t3)), num(b, "peer_bad"),
+		       num(b, "peer_failed"), num(b, "peer_fallbacks"));
+		printf("  chunks held: %s in %llu\n",
+		       pfs_fmt_bytes(num(b, "peer_store_bytes"), t1, sizeof(t1)),
+		       num(b, "peer_store_chunks"));
+	}
 }
 
 struct mounts {

@@ -73,6 +73,10 @@ struct transport {
 	atomic_uint_fast64_t next_id;
 	/* The main connection's session acknowledges pushes (PUSH_ACK). */
 	atomic_bool push_ack;
+	atomic_bool peer_cap;          /* the main connection negotiated PFS_CAP_PEER */
+	pthread_mutex_t local_lock;    /* local */
+	struct sockaddr_storage local; /* the main connection's own address */
+	bool have_local;
 
 	struct pushq *pq; /* the pushes of the main connection */
 	/* The root handle the main connection's last AUTH reply named (its
@@ -104,6 +108,7 @@ int transport_new(struct client *c, const struct transport_cbs *cbs, struct tran
 		return -ENOMEM;
 	t->cb = *cbs;
 	atomic_init(&t->next_id, 1);
+	pthread_mutex_init(&t->local_lock, NULL);
 	qc.arg = t;
 	if (pushq_new(&qc, &t->pq) < 0)
 		goto out_free;
@@ -156,6 +161,7 @@ void transport_free(struct transport *t)
 	free(t->ch);
 	pushq_free(t->pq);
 	close(t->stop_efd);
+	pthread_mutex_destroy(&t->local_lock);
 	free(t);
 }
 
@@ -167,6 +173,21 @@ uint64_t transport_next_id(struct transport *t)
 bool transport_push_acked(struct transport *t)
 {
 	return atomic_load(&t->push_ack);
+}
+
+bool transport_peer_ok(struct transport *t)
+{
+	return atomic_load(&t->peer_cap);
+}
+
+bool transport_local_addr(struct transport *t, struct sockaddr_storage *out)
+{
+	pthread_mutex_lock(&t->local_lock);
+	bool have = t->have_local;
+	if (have)
+		*out = t->local;
+	pthread_mutex_unlock(&t->local_lock);
+	return have;
 }
 
 struct pushq *transport_pushq(struct transport *t)
@@ -312,8 +333,18 @@ static void install(struct chan *ch, int fd, const struct sock_session *hs, bool
 	stream_attach(&ch->st, hs->ssl, hs->rbio, hs->wbio);
 	pthread_mutex_unlock(&ch->fd_lock);
 	pthread_mutex_unlock(&ch->send_lock);
-	if (!ch->bulk)
+	if (!ch->bulk) {
+		struct sockaddr_storage sa;
+		socklen_t sl = sizeof(sa);
 		atomic_store(&t->push_ack, (hs->caps & PFS_CAP_PUSH_ACK) != 0);
+		atomic_store(&t->peer_cap, (hs->caps & PFS_CAP_PEER) != 0);
+		if (getsockname(fd, (struct sockaddr *)&sa, &sl) == 0) {
+			pthread_mutex_lock(&t->local_lock);
+			t->local = sa;
+			t->have_local = true;
+			pthread_mutex_unlock(&t->local_lock);
+		}
+	}
 	struct transport_up u = { .chan = ch->idx, .gen = gen,
 				  .codecs = (unsigned)(hs->caps & PFS_CAPS_CODECS),
 				  .boot_id = hs->boot_id, .auth_flags = hs->flags,

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "podfs/codec.h"
 #include "podfs/frame.h"
@@ -147,6 +148,12 @@ bool transport_quiet(struct transport *t);
  * (PFS_CAP_PUSH_ACK): a change's reply then reaches its client only once
  * every other client received the push about it. Any thread. */
 bool transport_push_acked(struct transport *t);
+/* Whether the main connection negotiated PFS_CAP_PEER (the server
+ * answers CHUNK). Any thread. */
+bool transport_peer_ok(struct transport *t);
+/* The address of this end of the main connection (the last one up):
+ * true with it in *out, false before the first. Any thread. */
+bool transport_local_addr(struct transport *t, struct sockaddr_storage *out);
 
 /* The queue of the main connection's pushes (pushq_i.h), for
  * pushq_busy. Any thread. */

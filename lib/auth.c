@@ -196,12 +196,15 @@ void pfs_hmac_keyed(const struct pfs_hmac_key *k, const void *data, size_t n,
 }
 
 /* MAC input: label (with its NUL) | Nc | Ns | client_id (8 bytes LE). */
+#define HS_LABEL_MAX 32
 static void handshake_mac(const char *label, const uint8_t key[PFS_KEY_LEN],
 			  const uint8_t cnonce[PFS_NONCE_LEN], const uint8_t snonce[PFS_NONCE_LEN],
 			  uint64_t client_id, uint8_t out[PFS_MAC_LEN])
 {
-	uint8_t msg[16 + 2 * PFS_NONCE_LEN + 8];
+	uint8_t msg[HS_LABEL_MAX + 2 * PFS_NONCE_LEN + 8];
 	size_t ll = strlen(label) + 1, off = 0;
+	if (ll > HS_LABEL_MAX)
+		abort(); /* a label of this file's: a programmer's error */
 	memcpy(msg, label, ll);
 	off = ll;
 	memcpy(msg + off, cnonce, PFS_NONCE_LEN);
@@ -225,6 +228,22 @@ void pfs_auth_client_mac(const uint8_t key[PFS_KEY_LEN], const uint8_t cnonce[PF
 			 uint8_t out[PFS_MAC_LEN])
 {
 	handshake_mac("podfs client", key, cnonce, snonce, client_id, out);
+}
+
+void pfs_auth_peer_server_mac(const uint8_t key[PFS_KEY_LEN],
+			      const uint8_t cnonce[PFS_NONCE_LEN],
+			      const uint8_t snonce[PFS_NONCE_LEN], uint64_t client_id,
+			      uint8_t out[PFS_MAC_LEN])
+{
+	handshake_mac("podfs peer server", key, cnonce, snonce, client_id, out);
+}
+
+void pfs_auth_peer_client_mac(const uint8_t key[PFS_KEY_LEN],
+			      const uint8_t cnonce[PFS_NONCE_LEN],
+			      const uint8_t snonce[PFS_NONCE_LEN], uint64_t client_id,
+			      uint8_t out[PFS_MAC_LEN])
+{
+	handshake_mac("podfs peer client", key, cnonce, snonce, client_id, out);
 }
 
 bool pfs_mac_equal(const uint8_t *a, const uint8_t *b, size_t n)

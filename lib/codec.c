@@ -121,6 +121,7 @@ int pfs_put_CREDS(struct pfs_wr *w, const struct pfs_creds *v)
 
 int pfs_put_NONCE(struct pfs_wr *w, const struct pfs_nonce *v) { return put_raw(w, v->b, sizeof v->b); }
 int pfs_put_MAC(struct pfs_wr *w, const struct pfs_mac *v) { return put_raw(w, v->b, sizeof v->b); }
+int pfs_put_DIGEST(struct pfs_wr *w, const struct pfs_digest *v) { return put_raw(w, v->b, sizeof v->b); }
 
 int pfs_put_ATTR(struct pfs_wr *w, const struct pfs_attr *a)
 {
@@ -349,6 +350,14 @@ bool pfs_get_NONCE(struct pfs_rd *r, struct pfs_nonce *v)
 }
 
 bool pfs_get_MAC(struct pfs_rd *r, struct pfs_mac *v)
+{
+	const uint8_t *p = need(r, sizeof v->b);
+	if (p)
+		memcpy(v->b, p, sizeof v->b);
+	return p != NULL;
+}
+
+bool pfs_get_DIGEST(struct pfs_rd *r, struct pfs_digest *v)
 {
 	const uint8_t *p = need(r, sizeof v->b);
 	if (p)

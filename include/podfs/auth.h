@@ -55,6 +55,19 @@ void pfs_auth_client_mac(const uint8_t key[PFS_KEY_LEN], const uint8_t cnonce[PF
 			 const uint8_t snonce[PFS_NONCE_LEN], uint64_t client_id,
 			 uint8_t out[PFS_MAC_LEN]);
 
+/* The MACs of the handshake between two clients (wire.h PEER_HELLO,
+ * PEER_AUTH): the same construction under the labels "podfs peer server"
+ * and "podfs peer client", so that no MAC of one handshake serves in the
+ * other. */
+void pfs_auth_peer_server_mac(const uint8_t key[PFS_KEY_LEN],
+			      const uint8_t cnonce[PFS_NONCE_LEN],
+			      const uint8_t snonce[PFS_NONCE_LEN], uint64_t client_id,
+			      uint8_t out[PFS_MAC_LEN]);
+void pfs_auth_peer_client_mac(const uint8_t key[PFS_KEY_LEN],
+			      const uint8_t cnonce[PFS_NONCE_LEN],
+			      const uint8_t snonce[PFS_NONCE_LEN], uint64_t client_id,
+			      uint8_t out[PFS_MAC_LEN]);
+
 /* Constant-time comparison. */
 bool pfs_mac_equal(const uint8_t *a, const uint8_t *b, size_t n);
 

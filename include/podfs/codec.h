@@ -69,6 +69,9 @@ struct pfs_nonce {
 struct pfs_mac {
 	uint8_t b[PFS_MAC_LEN];
 };
+struct pfs_digest {
+	uint8_t b[PFS_DIGEST_LEN];
+};
 struct pfs_entry {
 	struct pfs_fh fh;
 	struct pfs_attr attr;
@@ -88,6 +91,7 @@ typedef struct pfs_bytes pfs_t_BYTES;
 typedef struct pfs_creds pfs_t_CREDS;
 typedef struct pfs_nonce pfs_t_NONCE;
 typedef struct pfs_mac pfs_t_MAC;
+typedef struct pfs_digest pfs_t_DIGEST;
 typedef struct pfs_attr pfs_t_ATTR;
 typedef struct pfs_entry pfs_t_ENTRY;
 
@@ -162,6 +166,17 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
 #define PFS_MSG_push_ack(F) F(U64, count) /* PUSH_ACK (client -> server) */
 #define PFS_MSG_listdir_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes)
+#define PFS_MSG_chunk_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, flags) F(U64, index) \
+	F(U32, want) F(BYTES, addr) F(U32, port)
+#define PFS_MSG_chunk_rep(F) F(ATTR, attr) F(U32, shift) F(U32, len) F(DIGEST, hash) \
+	F(U32, source) F(U32, peer) F(U32, peer_gen) F(BYTES, addr) F(U32, port)
+#define PFS_MSG_chunk_report_req(F) F(FH, fh) F(U64, index) F(DIGEST, hash) F(U32, status) \
+	F(U32, peer) F(U32, peer_gen)
+#define PFS_MSG_peer_hello_req(F) F(U32, magic) F(U64, client_id) F(NONCE, nonce)
+#define PFS_MSG_peer_hello_rep(F) F(NONCE, nonce) F(MAC, mac)
+#define PFS_MSG_peer_auth_req(F) F(MAC, mac)
+#define PFS_MSG_peer_get_req(F) F(DIGEST, hash) F(U32, offset) F(U32, size)
+#define PFS_MSG_peer_get_rep(F) F(BYTES, data)
 #define PFS_MSG_listdir_page_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes) \
 	F(U64, cookie)
 #define PFS_MSG_listdirs_req(F) F(CREDS, cr) F(U32, max_bytes) F(U32, max_dirs) \
@@ -178,7 +193,9 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
 	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
 	M(reclaim_done_req) M(lock_wake_push) M(push_ack) M(listdir_req) M(listdir_page_req) \
-	M(listdirs_req)
+	M(listdirs_req) \
+	M(chunk_req) M(chunk_rep) M(chunk_report_req) M(peer_hello_req) M(peer_hello_rep) \
+	M(peer_auth_req) M(peer_get_req) M(peer_get_rep)
 
 /* Growable-by-caller output cursor. The caller owns buf. */
 struct pfs_wr {
@@ -226,7 +243,8 @@ PFS_MESSAGES(PFS_X_DECLARE)
 	bool pfs_get_##T(struct pfs_rd *r, pfs_t_##T *v);
 PFS_X_PRIM(U8) PFS_X_PRIM(U16) PFS_X_PRIM(U32) PFS_X_PRIM(U64) PFS_X_PRIM(I64)
 PFS_X_PRIM(FH) PFS_X_PRIM(NAME) PFS_X_PRIM(PATH) PFS_X_PRIM(XNAME) PFS_X_PRIM(HOST)
-PFS_X_PRIM(BYTES) PFS_X_PRIM(CREDS) PFS_X_PRIM(NONCE) PFS_X_PRIM(MAC) PFS_X_PRIM(ATTR)
+PFS_X_PRIM(BYTES) PFS_X_PRIM(CREDS) PFS_X_PRIM(NONCE) PFS_X_PRIM(MAC) PFS_X_PRIM(DIGEST)
+PFS_X_PRIM(ATTR)
 PFS_X_PRIM(ENTRY)
 #undef PFS_X_PRIM
 

@@ -26,6 +26,9 @@
  * Run as root, the handlers have the effective capabilities podfsd keeps
  * (caps_i.h) and switch to each request's uid as podfsd does.
  *
+ * The session negotiated PFS_CAP_PEER, and the daemon reads files of
+ * any size in chunks (a chunk table made afresh for every input).
+ *
  * Properties: no sanitizer report; the sentinel and the directory that
  * holds the export never change; every handle a reply hands out names
  * an object inside the export; the thread is root again after each
@@ -47,6 +50,7 @@
 #include "podfs/codec.h"
 #include "podfs/log.h"
 #include "caps_i.h"
+#include "chunks_i.h"
 #include "conn_i.h"
 #include "dispatch_i.h"
 #include "handles_i.h"
@@ -68,6 +72,12 @@ static const uint16_t ops[] = {
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
 static struct pfsd *d;
+/* Peer-assisted reads for files of any size (the export's are small),
+ * in chunks of the smallest size. */
+static const struct chunks_conf chunk_conf = {
+	.shift = PFS_CHUNK_SHIFT_MIN, .min_size = 1, .max_bytes = 1u << 20, .fanout = 2,
+	.fetch_ms = 1000, .per_peer = 8,
+};
 static struct conn *fc;
 static char top[64], exp_dir[96], state_dir[96], sentinel[96];
 static struct stat top_st, sent_st;
@@ -223,6 +233,7 @@ static void setup(void)
 	LIST_INIT(&d->conns);
 	pipes_init(&d->pipes);
 	d->it = interest_new();
+	d->chunks = chunks_new(&chunk_conf);
 	fc = xcalloc(1, sizeof(*fc));
 	fc->d = d;
 	fc->id = 1;
@@ -426,6 +437,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	populate();
 	s = session_new(d, next_client++);
 	snprintf(s->host, sizeof s->host, "fuzzhost");
+	s->caps = PFS_CAP_PEER; /* CHUNK and CHUNK_REPORT are answered */
 	while (size >= 4 && count < MAX_RECORDS) {
 		uint16_t op = ops[data[0] % NOPS];
 		uint8_t flags = data[1];
@@ -454,5 +466,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	session_kill(s);
 	uv_run(&d->loop, UV_RUN_NOWAIT);
 	check_outside();
+	/* A fresh chunk table for the next input: what it remembers of
+	 * this one's files and session must not change the next one. */
+	chunks_free(d->chunks);
+	d->chunks = chunks_new(&chunk_conf);
 	return 0;
 }

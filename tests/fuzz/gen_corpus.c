@@ -1,7 +1,8 @@
 /* gen_corpus.c: writes the seed corpus of the fuzz targets.
  *
- * Usage: gen_corpus DIR  (creates DIR/codec, DIR/frame, DIR/lz4, and for
- * podfsd's targets DIR/framer and DIR/handlers). The
+ * Usage: gen_corpus DIR  (creates DIR/codec, DIR/frame, DIR/lz4, for
+ * podfsd's targets DIR/framer and DIR/handlers, and for podfs's
+ * peer server DIR/peerproto). The
  * committed tests/fuzz/corpus was made with it; rerun it after adding a
  * message to codec.h. Seeds are valid inputs (one per message, a READDIR
  * reply, real frames), which is where mutation finds the edges fastest.
@@ -48,6 +49,7 @@ static void min_BYTES(struct pfs_bytes *v) { v->p = (const uint8_t *)"payload!";
 static void min_CREDS(struct pfs_creds *v) { v->uid = 1000; v->gid = 100; v->ngroups = 2; v->groups[0] = 4; v->groups[1] = 27; }
 static void min_NONCE(struct pfs_nonce *v) { memset(v->b, 0x6e, sizeof v->b); }
 static void min_MAC(struct pfs_mac *v) { memset(v->b, 0x6d, sizeof v->b); }
+static void min_DIGEST(struct pfs_digest *v) { memset(v->b, 0x64, sizeof v->b); }
 static void min_ATTR(struct pfs_attr *a) { a->ino = 2; a->size = 4096; a->mode = 0100644; a->nlink = 1; a->blksize = 4096; }
 static void min_ENTRY(struct pfs_entry *e) { min_FH(&e->fh); min_ATTR(&e->attr); }
 
@@ -434,6 +436,22 @@ static int gen_handlers(const char *dir)
 		put_rec(&st, PFS_OP_LISTDIRS, 32, pl, pw.len);
 	}
 	SEED("listdirs");
+	/* Peer-assisted reads: a chunk's digest and source through an open
+	 * file (twice: the second finds it known and the client listed), a
+	 * report, a chunk past the end, a change that drops the digests. */
+	static const uint8_t peer_addr[4] = { 10, 0, 0, 9 };
+	REC(&st, OPEN, open_req, .cr = USER, .fh = FH(S_A), .fid = 7, .flags = O_RDWR);
+	REC(&st, CHUNK, chunk_req, .cr = USER, .fh = FH(S_A), .fid = 7, .flags = O_RDWR,
+	    .index = 0, .addr = { .p = peer_addr, .len = 4 }, .port = 7000);
+	REC(&st, CHUNK, chunk_req, .cr = USER, .fh = FH(S_A), .fid = 7, .flags = O_RDWR,
+	    .index = 0, .want = PFS_CK_LOST, .port = 7000);
+	REC(&st, CHUNK_REPORT, chunk_report_req, .fh = FH(S_A), .index = 0, .status = PFS_CKR_HAVE,
+	    .peer = 0xffff);
+	REC(&st, CHUNK, chunk_req, .cr = USER, .fh = FH(S_A), .fid = 7, .index = 9);
+	REC(&st, WRITE, write_req, .cr = USER, .fh = FH(S_A), .fid = 7, .offset = 1,
+	    .data = BY("xyz"));
+	REC(&st, CHUNK, chunk_req, .cr = USER, .fh = FH(S_A), .fid = 7, .index = 0);
+	SEED("chunks");
 	/* Pages: from the start, and from a cookie (a position in the
 	 * directory stream, whatever it names here). */
 	REC(&st, LISTDIR_PAGE, listdir_page_req, .cr = USER, .fh = FH(S_ROOT), .max_inline = 0,
@@ -477,6 +495,61 @@ static int gen_handlers(const char *dir)
 	return 0;
 }
 
+/* fuzz_peerproto: a mode byte, then frames (see fuzz_peerproto.c). */
+static size_t put_peer_frame(uint8_t *b, size_t at, uint64_t id, uint16_t op, const void *p,
+			size_t len)
+{
+	const void *wire;
+
+	pfs_frame_prepare(b + at, id, op, 0, 0, p, len, 0, NULL, 0, &wire);
+	if (len)
+		memcpy(b + at + PFS_FRAME_HDR_SIZE, p, len);
+	return at + PFS_FRAME_HDR_SIZE + len;
+}
+
+static int gen_peerproto(const char *dir)
+{
+	static uint8_t b[1024], pl[128];
+	struct pfs_peer_hello_req hq = { .magic = PFS_PEER_MAGIC, .client_id = 42 };
+	struct pfs_peer_auth_req aq;
+	struct pfs_peer_get_req gq = { .offset = 0, .size = 1u << 20 };
+	struct pfs_wr w;
+	size_t n;
+
+	memset(hq.nonce.b, 0x33, sizeof hq.nonce.b);
+	memset(aq.mac.b, 0x6d, sizeof aq.mac.b);
+	memset(gq.hash.b, 0x64, sizeof gq.hash.b);
+	/* Before the handshake: a HELLO, then a (wrong) AUTH. */
+	b[0] = 0;
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_peer_hello_req(&w, &hq);
+	n = put_peer_frame(b, 1, 1, PFS_OP_PEER_HELLO, pl, w.len);
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_peer_auth_req(&w, &aq);
+	n = put_peer_frame(b, n, 2, PFS_OP_PEER_AUTH, pl, w.len);
+	if (write_seed(dir, "peerproto", "handshake", b, n) < 0)
+		return -1;
+	/* A GET before any handshake. */
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_peer_get_req(&w, &gq);
+	n = put_peer_frame(b, 1, 1, PFS_OP_PEER_GET, pl, w.len);
+	if (write_seed(dir, "peerproto", "get_first", b, n) < 0)
+		return -1;
+	/* After the handshake: GETs, another opcode, a HELLO again. */
+	b[0] = 1;
+	n = put_peer_frame(b, 1, 3, PFS_OP_PEER_GET, pl, w.len);
+	gq.offset = 4u << 20;
+	gq.size = 12345;
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_peer_get_req(&w, &gq);
+	n = put_peer_frame(b, n, 4, PFS_OP_PEER_GET, pl, w.len);
+	n = put_peer_frame(b, n, 5, PFS_OP_PING, NULL, 0);
+	pfs_wr_init(&w, pl, sizeof pl);
+	pfs_enc_peer_hello_req(&w, &hq);
+	n = put_peer_frame(b, n, 6, PFS_OP_PEER_HELLO, pl, w.len);
+	return write_seed(dir, "peerproto", "gets", b, n);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -485,7 +558,7 @@ int main(int argc, char **argv)
 	}
 	if ((mkdir(argv[1], 0755) < 0 && errno != EEXIST) || gen_codec(argv[1]) < 0 ||
 	    gen_frames(argv[1]) < 0 || gen_lz4(argv[1]) < 0 ||
-	    gen_framer(argv[1]) < 0 || gen_handlers(argv[1]) < 0) {
+	    gen_framer(argv[1]) < 0 || gen_handlers(argv[1]) < 0 || gen_peerproto(argv[1]) < 0) {
 		fprintf(stderr, "%s: cannot write the corpus in %s\n", argv[0], argv[1]);
 		return 1;
 	}

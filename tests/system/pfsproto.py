@@ -51,6 +51,7 @@ CAP_ZR = 1 << 2
 CAP_PUSH_ACK = 1 << 3  # the client acknowledges pushes (wire.h)
 CAP_BULK = 1 << 4  # a bulk connection of an existing session (wire.h)
 CAP_LIST_XATTR = 1 << 8  # listing items say which asked-for xattrs are absent
+CAP_PEER = 1 << 9  # peer-assisted reads: CHUNK, CHUNK_REPORT (wire.h)
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
@@ -93,9 +94,14 @@ OP_LOOKUP_DATA = 42
 OP_LISTDIR = 61
 OP_LISTDIRS = 63
 OP_LISTDIR_PAGE = 62
+OP_CHUNK = 64
+OP_CHUNK_REPORT = 65
 OP_RECLAIM = 58
 OP_RECLAIM_DONE = 59
 OP_PUSH_ACK = 60
+OP_PEER_HELLO = 70
+OP_PEER_AUTH = 71
+OP_PEER_GET = 72
 OP_INVAL_INODE = 100
 OP_INVAL_ENTRY = 101
 OP_LOCK_WAKE = 102
@@ -115,6 +121,12 @@ LS_COMPLETE = 1
 LS_MORE = 2
 INLINE_MAX = 64 * 1024
 BATCH_MAX = 4096
+# Peer-assisted reads (wire.h).
+DIGEST_LEN = 32
+PEER_MAGIC = 0x50454550
+CK_LOST = 1
+CK_SERVER, CK_PEER, CK_HELD = 0, 1, 2
+CKR_HAVE, CKR_PEER_BAD, CKR_PEER_MISSING = 1, 2, 4
 
 ATTR_FIELDS = ("ino size blocks atime_s mtime_s ctime_s atime_ns mtime_ns "
                "ctime_ns mode nlink uid gid rdev blksize").split()
@@ -352,6 +364,8 @@ def lz4_decompress(src, raw_len):
 
 SERVER_LABEL = b"podfs server\0"  # lib/auth.c: the label includes its NUL
 CLIENT_LABEL = b"podfs client\0"
+PEER_SERVER_LABEL = b"podfs peer server\0"
+PEER_CLIENT_LABEL = b"podfs peer client\0"
 
 
 def load_key(p):
@@ -607,6 +621,21 @@ class Conn:
         d = r.bytes()
         r.done()
         return d
+
+    def chunk(self, h, fid, index, addr=b"", port=0, want=0, flags=0, cr=ROOT):
+        """CHUNK: a dict of the reply (attr, shift, len, hash, source,
+        peer, peer_gen, addr, port)."""
+        r = Reader(self.call(OP_CHUNK, cr + fh(h) + u64(fid) + u32(flags) + u64(index) +
+                             u32(want) + blob(addr) + u32(port)))
+        d = dict(attr=r.attr(), shift=r.u32(), len=r.u32(), hash=r.take(DIGEST_LEN),
+                 source=r.u32(), peer=r.u32(), peer_gen=r.u32(), addr=r.bytes(),
+                 port=r.u32())
+        r.done()
+        return d
+
+    def chunk_report(self, h, index, digest, status, peer=0xFFFF, peer_gen=0):
+        self.call(OP_CHUNK_REPORT, fh(h) + u64(index) + digest + u32(status) + u32(peer) +
+                  u32(peer_gen))
 
     def release(self, h, fid, cr=ROOT):
         self.call(OP_RELEASE, cr + fh(h) + u64(fid))

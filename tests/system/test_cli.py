@@ -45,11 +45,15 @@ def one_line(r):
     ["--log-level", "shouting", "/tmp"],
     ["--lease", "-5", "/tmp"],
     ["--grace", "601", "/tmp"],
+    ["--peer-chunk", "3M", "/tmp"],
+    ["--peer-chunk", "128M", "/tmp"],
+    ["--peer-min", "12Q", "/tmp"],
     ["--ack-timeout", "0", "/tmp"],
     ["--ack-timeout", "2001", "/tmp"],
     ["--ack-timeout", "30ms", "/tmp"],
 ], ids=["unknown", "missing-value", "bad-threads", "bad-listen", "bad-level", "bad-lease",
-        "bad-grace", "ack-timeout-0", "ack-timeout-big", "ack-timeout-unit"])
+        "bad-grace", "peer-chunk-not-pow2", "peer-chunk-too-big", "bad-peer-min",
+        "ack-timeout-0", "ack-timeout-big", "ack-timeout-unit"])
 def test_podfsd_bad_option(env, argv):
     r = run([PODFSD] + argv, timeout=30, check=False)
     exited(r, 2)
@@ -72,9 +76,14 @@ def test_podfsd_bad_option(env, argv):
     ["127.0.0.1:1", "MNT", "-o", "spin=-5"],
     ["127.0.0.1:1"],            # no mount point
     ["127.0.0.1:99999", "MNT"],  # bad port
+    ["127.0.0.1:1", "MNT", "-o", "peer_cache=64M"],  # without peers
+    ["127.0.0.1:1", "MNT", "-o", "peers,peer_cache=1M"],
+    ["127.0.0.1:1", "MNT", "-o", "peers,peer_timeout=0"],
+    ["127.0.0.1:1", "MNT", "-o", "peers,peer_port=70000"],
 ], ids=["unknown", "bad-o", "bad-timeo", "bad-attr-timeout", "bad-log-level", "bad-lock-retry",
         "conns-0", "conns-17", "conns-junk", "spin-word", "spin-negative", "no-mountpoint",
-        "bad-port"])
+        "bad-port", "peer-option-without-peers", "peer-cache-too-small", "peer-timeout-0",
+        "peer-port-too-big"])
 def test_podfs_bad_option(env, argv):
     argv = [str(env.mnt) if a == "MNT" else a for a in argv]
     r = run([PODFS] + argv, timeout=30, check=False)

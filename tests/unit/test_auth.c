@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "podfs/auth.h"
+#include "podfs/digest.h"
 
 struct tmp {
 	char dir[64];
@@ -387,6 +388,75 @@ static void test_mac_equal(void)
 	}
 }
 
+/* The peer handshake's MACs: their own labels, so none of them equals a
+ * coordinator handshake's MAC over the same nonces; each side's differs
+ * from the other's, and from those of another key. */
+static void test_peer_macs(void)
+{
+	uint8_t key[PFS_KEY_LEN], key2[PFS_KEY_LEN], cn[PFS_NONCE_LEN], sn[PFS_NONCE_LEN];
+	uint8_t ps[PFS_MAC_LEN], pc[PFS_MAC_LEN], s[PFS_MAC_LEN], c[PFS_MAC_LEN], o[PFS_MAC_LEN];
+
+	memset(key, 1, sizeof key);
+	memset(key2, 2, sizeof key2);
+	memset(cn, 3, sizeof cn);
+	memset(sn, 4, sizeof sn);
+	pfs_auth_peer_server_mac(key, cn, sn, 42, ps);
+	pfs_auth_peer_client_mac(key, cn, sn, 42, pc);
+	pfs_auth_server_mac(key, cn, sn, 42, s);
+	pfs_auth_client_mac(key, cn, sn, 42, c);
+	CHECK(memcmp(ps, pc, PFS_MAC_LEN) != 0);
+	CHECK(memcmp(ps, s, PFS_MAC_LEN) != 0 && memcmp(ps, c, PFS_MAC_LEN) != 0);
+	CHECK(memcmp(pc, s, PFS_MAC_LEN) != 0 && memcmp(pc, c, PFS_MAC_LEN) != 0);
+	pfs_auth_peer_server_mac(key2, cn, sn, 42, o);
+	CHECK(memcmp(ps, o, PFS_MAC_LEN) != 0);
+	pfs_auth_peer_server_mac(key, cn, sn, 43, o);
+	CHECK(memcmp(ps, o, PFS_MAC_LEN) != 0);
+	pfs_auth_peer_server_mac(key, cn, sn, 42, o);
+	CHECK_MEM(ps, o, PFS_MAC_LEN);
+	/* HMAC-SHA256(key, "podfs peer server\0" | Nc | Ns | 42 LE), by hand. */
+	uint8_t msg[18 + 2 * PFS_NONCE_LEN + 8];
+	memcpy(msg, "podfs peer server", 18);
+	memcpy(msg + 18, cn, PFS_NONCE_LEN);
+	memcpy(msg + 18 + PFS_NONCE_LEN, sn, PFS_NONCE_LEN);
+	memset(msg + 18 + 2 * PFS_NONCE_LEN, 0, 8);
+	msg[18 + 2 * PFS_NONCE_LEN] = 42;
+	pfs_hmac(key, sizeof key, msg, sizeof msg, o);
+	CHECK_MEM(ps, o, PFS_MAC_LEN);
+}
+
+/* SHA-256 (digest.h): the FIPS 180-2 vectors, in one piece and in many,
+ * the constant-time comparison, the hex for logs. */
+static void test_sha256(void)
+{
+	uint8_t d[PFS_DIGEST_LEN], want[PFS_DIGEST_LEN];
+	struct pfs_sha256 *h;
+	char hex[2 * PFS_DIGEST_LEN + 1];
+	static const char *abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+	static const char *two =
+		"248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1";
+	static const char *msg2 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+
+	CHECK_EQ(pfs_sha256("abc", 3, d), 0);
+	unhex(abc, want, sizeof want);
+	CHECK_MEM(d, want, PFS_DIGEST_LEN);
+	CHECK(pfs_digest_equal(d, want));
+	want[31] ^= 1;
+	CHECK(!pfs_digest_equal(d, want));
+	pfs_digest_hex(d, hex, sizeof hex - 1);
+	CHECK_STR(hex, abc);
+	pfs_digest_hex(d, hex, 16);
+	CHECK_STR(hex, "ba7816bf8f01cfea");
+	CHECK_EQ(pfs_sha256_begin(&h), 0);
+	for (size_t i = 0; i < strlen(msg2); i += 5)
+		CHECK_EQ(pfs_sha256_add(h, msg2 + i, strlen(msg2) - i < 5 ? strlen(msg2) - i : 5), 0);
+	CHECK_EQ(pfs_sha256_end(h, d), 0);
+	unhex(two, want, sizeof want);
+	CHECK_MEM(d, want, PFS_DIGEST_LEN);
+	CHECK_EQ(pfs_sha256_begin(&h), 0);
+	CHECK_EQ(pfs_sha256_end(h, NULL), 0); /* abandoned */
+	CHECK_EQ(pfs_sha256_end(NULL, NULL), 0);
+}
+
 static void test_random(void)
 {
 	uint8_t a[64], b[64], z[64] = {0};
@@ -412,6 +482,8 @@ int main(void)
 	test_hmac_keyed();
 	test_handshake_macs();
 	test_mac_equal();
+	test_peer_macs();
+	test_sha256();
 	test_random();
 	if (rmdir(t.dir) < 0) {
 		CHECK(!"temp dir left non-empty");

@@ -136,6 +136,11 @@ static void fill_MAC(struct gen *g, struct pfs_mac *v)
 	test_fill_random(&g->state, v->b, sizeof v->b);
 }
 
+static void fill_DIGEST(struct gen *g, struct pfs_digest *v)
+{
+	test_fill_random(&g->state, v->b, sizeof v->b);
+}
+
 static void fill_ATTR(struct gen *g, struct pfs_attr *a)
 {
 	a->ino = rnd(g);
@@ -209,6 +214,11 @@ static bool eq_MAC(const struct pfs_mac *a, const struct pfs_mac *b)
 	return memcmp(a->b, b->b, sizeof a->b) == 0;
 }
 
+static bool eq_DIGEST(const struct pfs_digest *a, const struct pfs_digest *b)
+{
+	return memcmp(a->b, b->b, sizeof a->b) == 0;
+}
+
 static bool eq_ATTR(const struct pfs_attr *a, const struct pfs_attr *b)
 {
 	return a->ino == b->ino && a->size == b->size && a->blocks == b->blocks &&
@@ -250,6 +260,7 @@ static bool view_ok(const struct pfs_bytes *v, struct span in)
 #define VIEW_CHECK_CREDS(f, in) true
 #define VIEW_CHECK_NONCE(f, in) true
 #define VIEW_CHECK_MAC(f, in) true
+#define VIEW_CHECK_DIGEST(f, in) true
 #define VIEW_CHECK_ATTR(f, in) true
 #define VIEW_CHECK_ENTRY(f, in) true
 
