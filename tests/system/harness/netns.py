@@ -12,6 +12,25 @@ from .settings import TEST_ROOT
 _ns_counter = [0]
 
 
+class NamedNS:
+    """A named network namespace (ip netns) with only its loopback up,
+    deleted by delete(): the hosts of a test pod, joined by a switch."""
+
+    def __init__(self, name):
+        self.name = name
+        run(["ip", "netns", "add", name], timeout=10)
+        (TEST_ROOT / ".netns").mkdir(exist_ok=True)
+        (TEST_ROOT / ".netns" / name).touch()
+        run(["ip", "-n", name, "link", "set", "lo", "up"], timeout=10)
+
+    def exec_argv(self, argv):
+        """argv in this network namespace, in the caller's mount namespace."""
+        return ["nsenter", f"--net=/var/run/netns/{self.name}"] + [str(a) for a in argv]
+
+    def delete(self):
+        return delete_netns(self.name)
+
+
 class NetNS:
     """A network namespace standing in for another host, joined to the main
     namespace by a veth pair: host side 10.201.K.1, namespace side

@@ -27,8 +27,7 @@ from pathlib import Path
 from helpers import run
 from reaper import Reaper
 
-from .netns import delete_netns
-from .settings import TEST_ROOT
+from .netns import NamedNS
 
 # Where each host has a private tmpfs (mode), and its fstab.
 PRIVATE = {
@@ -49,24 +48,6 @@ MOUNT_POINT = "/mnt/podfs"
 _counter = [0]
 
 
-class NS:
-    """A named network namespace (ip netns), deleted by delete()."""
-
-    def __init__(self, name):
-        self.name = name
-        run(["ip", "netns", "add", name], timeout=10)
-        (TEST_ROOT / ".netns").mkdir(exist_ok=True)
-        (TEST_ROOT / ".netns" / name).touch()
-        run(["ip", "-n", name, "link", "set", "lo", "up"], timeout=10)
-
-    def exec_argv(self, argv):
-        """argv in this network namespace, in the caller's mount namespace."""
-        return ["nsenter", f"--net=/var/run/netns/{self.name}"] + [str(a) for a in argv]
-
-    def delete(self):
-        return delete_netns(self.name)
-
-
 class SshHosts:
     DEAD = "10.77.0.99"
 
@@ -77,7 +58,7 @@ class SshHosts:
         self.made_dirs = []
         _counter[0] += 1
         uniq = f"{os.getpid() % 100000}s{_counter[0]}"
-        self.switch = NS(f"pfsw{uniq}")
+        self.switch = NamedNS(f"pfsw{uniq}")
         env.netns.append(self.switch)
         sw = self.switch.name
         run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"], timeout=10)
@@ -129,7 +110,7 @@ class SshHosts:
 
     def _host(self, i):
         env, sw = self.env, self.switch.name
-        ns = NS(f"{self.switch.name}h{i}")
+        ns = NamedNS(f"{self.switch.name}h{i}")
         self.env.netns.append(ns)
         run(["ip", "-n", sw, "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
              "netns", ns.name], timeout=10)

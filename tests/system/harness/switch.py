@@ -15,28 +15,9 @@ import os
 
 from helpers import run
 
-from .settings import TEST_ROOT
+from .netns import NamedNS
 
 _counter = [0]
-
-
-class _NS:
-    """A named network namespace (ip netns), deleted by delete()."""
-
-    def __init__(self, name):
-        self.name = name
-        run(["ip", "netns", "add", name], timeout=10)
-        (TEST_ROOT / ".netns").mkdir(exist_ok=True)
-        (TEST_ROOT / ".netns" / name).touch()
-        run(["ip", "-n", name, "link", "set", "lo", "up"], timeout=10)
-
-    def exec_argv(self, argv):
-        """argv in this network namespace, in the caller's mount namespace."""
-        return ["nsenter", f"--net=/var/run/netns/{self.name}"] + [str(a) for a in argv]
-
-    def delete(self):
-        from .netns import delete_netns
-        return delete_netns(self.name)
 
 
 class _MainPort:
@@ -69,7 +50,7 @@ class Switch:
                 break
         self.net = f"10.78.{k}"
         self.coord_ip = f"{self.net}.1"
-        self.switch = _NS(f"pfsw{uniq}")
+        self.switch = NamedNS(f"pfsw{uniq}")
         env.netns.append(self.switch)
         sw = self.switch.name
         run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"], timeout=10)
@@ -84,7 +65,7 @@ class Switch:
         run(["ip", "link", "set", main, "up"], timeout=10)
         self.hosts = []
         for i in range(n):
-            ns = _NS(f"{sw}h{i}")
+            ns = NamedNS(f"{sw}h{i}")
             env.netns.append(ns)
             run(["ip", "-n", sw, "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
                  "netns", ns.name], timeout=10)
