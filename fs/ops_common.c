@@ -80,14 +80,14 @@ void ops_reply_entry(fuse_req_t req, struct inode *dir, const char *name,
 		e->entry_timeout = 0;
 		e->attr_timeout = 0;
 	}
-	/* req is gone once replied, and ip may be (a FORGET on another
-	 * thread): take what is needed before. */
-	pid_t tid = fuse_req_ctx(req)->pid;
-	fuse_ino_t nodeid = ip ? e->ino : 0;
+	/* The VFS's retry of an open answered ESTALE sends its OPEN as soon
+	 * as it has this reply, maybe to another thread of ours: noted
+	 * before replying (req and maybe ip are gone once replied). If the
+	 * kernel drops the reply, the note is never used by an open. */
+	if (ip)
+		estale_looked(&c->estale, fuse_req_ctx(req)->pid, e->ino);
 	int r = fuse_reply_entry(req, e);
 	gate_leave(c->gate);
-	if (r == 0 && nodeid)
-		estale_looked(&c->estale, tid, nodeid);
 	/* If the kernel dropped the reply (interrupted), it took no lookup. */
 	if (r != 0 && ip)
 		inode_forget(c->it, ip, 1);

@@ -443,3 +443,57 @@ def test_rename_over_is_atomic_for_other_host(pod):
         seen = t.join(30)  # raises what the reader raised
     assert v >= 5 and len(set(seen)) >= 3, (v, len(seen), sorted(set(seen))[:10])
     assert read_file(pod.export / "ckpt") == version(v)
+
+
+def test_renames_over_a_name_never_fail_an_open_on_other_host(pod):
+    """Two writers on A rename new files over one name as fast as they
+    can; two readers on B open and read the name in a loop: no open may
+    fail. B's open of the file its cache names can race with the rename
+    that removes it; podfs answers ESTALE, the kernel retries once after a
+    fresh lookup, and that retry must succeed even when the lookup it uses
+    is the other reader's (the kernel shares a lookup in flight) or when
+    the retry's OPEN reaches podfs before the lookup's thread is done."""
+    size = 256 * 1024
+    write_file(pod.a / "ckpt", b"V" * size)
+    wait_for(lambda: (pod.b / "ckpt").exists(), 10, what="B sees ckpt")
+    stop = threading.Event()
+    errors = []
+    reads = [0, 0]
+
+    def reader(k):
+        while not stop.is_set():
+            try:
+                with open(pod.b / "ckpt", "rb") as f:
+                    got = f.read()
+            except OSError as e:
+                errors.append(e)
+                continue
+            assert len(got) == size, len(got)
+            reads[k] += 1
+        return True
+
+    renames = [0, 0]
+
+    def writer(k):
+        v = 0
+        while not stop.is_set():
+            v += 1
+            tmp = pod.a / f".ckpt.w{k}.{v}"
+            with open(tmp, "wb") as f:
+                f.write(bytes([v % 251]) * size)
+                f.flush()
+                os.fsync(f.fileno())
+            os.rename(tmp, pod.a / "ckpt")
+            renames[k] += 1
+        return True
+
+    threads = [Worker(lambda k=k: reader(k)) for k in range(2)] + \
+        [Worker(lambda k=k: writer(k)) for k in range(2)]
+    try:
+        time.sleep(8)
+    finally:
+        stop.set()
+        results = [t.join(30) for t in threads]  # raises what a worker raised
+    assert results == [True] * 4
+    assert not errors, f"{len(errors)} opens failed, the first: {errors[0]!r}"
+    assert sum(renames) >= 50 and min(reads) >= 50, (renames, reads)
