@@ -450,6 +450,16 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 	return ip != NULL;
 }
 
+bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_t *nodeid)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode *ip = find(t, fh);
+	if (ip)
+		*nodeid = ip->nodeid;
+	pthread_mutex_unlock(&t->lock);
+	return ip != NULL;
+}
+
 struct dver dver_of(const struct pfs_attr *a)
 {
 	struct dver v = {

@@ -205,6 +205,11 @@ static void tr_apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t l
 	push_apply(c, op, payload, len, seq);
 }
 
+static void tr_early_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
+{
+	push_early(arg, op, payload, len);
+}
+
 static bool tr_closing_cb(void *arg)
 {
 	struct client *c = arg;
@@ -349,6 +354,7 @@ static int prepare(struct client *c)
 	struct transport_cbs tcb = {
 		.arg = c, .up_cb = tr_up_cb, .down_cb = tr_down_cb, .reply_cb = tr_reply_cb,
 		.wake_cb = tr_wake_cb, .note_cb = tr_note_cb, .apply_cb = tr_apply_cb,
+		.early_cb = tr_early_cb,
 		.closing_cb = tr_closing_cb, .unreachable_cb = tr_unreachable_cb,
 	};
 	char err[512];

@@ -67,6 +67,17 @@ bad:
 	pfs_warn("malformed %s push from the server", pfs_op_name(op));
 }
 
+void push_early(struct client *c, uint16_t op, const uint8_t *payload, size_t len)
+{
+	struct pfs_inval_inode_push m;
+	fuse_ino_t nodeid;
+
+	if (op != PFS_OP_INVAL_INODE || pfs_dec_inval_inode_push(payload, len, &m) < 0)
+		return;
+	if (inode_find_nodeid(c->it, &m.fh, &nodeid))
+		fuse_lowlevel_notify_inval_inode(c->se, nodeid, -1, 0);
+}
+
 void push_apply(struct client *c, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)
 {
 	apply(c, op, payload, len);

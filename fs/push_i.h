@@ -30,4 +30,12 @@ uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t
  * to 500 ms per lazy open for the daemon. */
 void push_apply(struct client *c, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq);
 
+/* What must be true before a push is acknowledged (the ack thread, maybe
+ * before push_apply): an INVAL_INODE drops the kernel's attributes of its
+ * object, so that a stat on this host cannot answer the old ones once
+ * the change's author was told it is done. Attributes only: unlike
+ * pages, they never wait for a lock held by a request podfs must answer
+ * first. */
+void push_early(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
+
 #endif /* PODFS_PUSH_I_H */

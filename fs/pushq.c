@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bg_i.h"
 #include "podfs/clock.h"
@@ -20,6 +21,7 @@ struct push_item {
 	/* An entry invalidation: acknowledged once applied (see "when a push
 	 * is acknowledged", pushq_i.h). key: its directory's lock key. */
 	bool gated;
+	bool early; /* early_cb ran (or is running) for it */
 	uint64_t key;
 	int64_t t_ms; /* received (CLOCK_MONOTONIC) */
 	uint16_t op;
@@ -116,6 +118,7 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	p->next = NULL;
 	p->seq = q->cb.note_cb(q->cb.arg, op, buf, len);
 	p->gen = gen;
+	p->early = false;
 	p->gated = op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(buf, len, &ie) == 0;
 	p->key = p->gated ? pushq_lock_key(&ie.parent) : 0;
 	p->t_ms = pfs_mono_ms();
@@ -193,6 +196,40 @@ void pushq_count(struct pushq *q, uint64_t gen)
 	pthread_mutex_unlock(&q->bg.lock);
 }
 
+/* Runs early_cb for every push of connection gen numbered up to count
+ * that is still queued and did not have it yet. Returns false if there
+ * was none. Called with q->bg.lock held; drops it around each call. */
+static bool run_early_locked(struct pushq *q, uint64_t gen, uint64_t count)
+{
+	uint8_t copy[PUSHQ_EARLY_MAX];
+	bool ran = false;
+
+	if (!q->cb.early_cb)
+		return false;
+	for (struct push_item *p = q->push_head; p;) {
+		if (p->early || p->gen != gen || p->num > count) {
+			p = p->next;
+			continue;
+		}
+		p->early = true;
+		if (p->len > sizeof(copy)) {
+			p = p->next;
+			continue;
+		}
+		/* The push thread may free p meanwhile: a copy goes. */
+		uint16_t op = p->op;
+		size_t len = p->len;
+		if (len)
+			memcpy(copy, p->buf, len);
+		pthread_mutex_unlock(&q->bg.lock);
+		q->cb.early_cb(q->cb.arg, op, copy, len);
+		pthread_mutex_lock(&q->bg.lock);
+		ran = true;
+		p = q->push_head; /* the list may have changed */
+	}
+	return ran;
+}
+
 static void *ack_main(void *arg)
 {
 	struct pushq *q = arg;
@@ -206,6 +243,8 @@ static void *ack_main(void *arg)
 		uint64_t gen = q->ack_gen,
 			 count = ack_limit_locked(q, now, &wake, &held, &busy, &unapplied),
 			 sent = gen == q->sent_gen ? q->sent_count : 0;
+		if (count > sent && run_early_locked(q, gen, count))
+			continue; /* the lock was dropped: look again */
 		if (count <= sent) {
 			/* A push held back since PUSHQ_ALIVE_MS: the count sent
 			 * last goes again (the daemon ignores it), every

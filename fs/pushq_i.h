@@ -17,12 +17,15 @@
  * stat of an unlinked name, answered from the dentry cache without
  * asking podfs. So an entry invalidation (INVAL_ENTRY) is acknowledged
  * once it was applied; the count being cumulative, so are the pushes
- * after it. Attribute and data invalidations (INVAL_INODE) are still
- * acknowledged on receipt: applying them can wait for page locks, the
- * race gate (gate_i.h) keeps podfs from answering anything they
- * contradict, and an open drops pages a received push made stale; only
- * a stat answered from the kernel's attributes can be old for the
- * moment until the push thread applied them.
+ * after it. Attribute and data invalidations (INVAL_INODE) are
+ * acknowledged without waiting for the push thread: dropping pages can
+ * wait for page locks, the race gate (gate_i.h) keeps podfs from
+ * answering anything they contradict, and an open drops pages a
+ * received push made stale. But a stat is answered from the kernel's
+ * attributes without asking podfs, so before the ack thread counts a
+ * push it calls early_cb for it, which drops those (a quick call that
+ * waits for no page lock): once the change's author is told it is done,
+ * no stat here shows the old attributes.
  *
  * Applying it takes the directory's lock, and a local operation in that
  * directory (create, unlink, rename... the VFS holds the lock across
@@ -63,6 +66,8 @@
 /* While one is held back, the last count goes again this often (well
  * below the daemon's least deadline, 30 ms by default). */
 #define PUSHQ_ALIVE_MS 10
+/* The largest push early_cb sees (an INVAL_INODE is far smaller). */
+#define PUSHQ_EARLY_MAX 512
 /* Buckets of the busy-directory counts. */
 #define PUSHQ_BUSY_BUCKETS 1024
 
@@ -77,6 +82,12 @@ struct pushq_cbs {
 	/* Push thread: applies the push numbered seq (0: none). payload is
 	 * borrowed for the call. May block on the kernel. */
 	void (*apply_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq);
+	/* Ack thread: what must hold before the push is acknowledged (it may
+	 * run before, during or after apply_cb; once per push not applied
+	 * yet when the ack thread gets to it). payload (at most
+	 * PUSHQ_EARLY_MAX bytes; larger pushes are not passed) is borrowed
+	 * for the call. NULL: nothing. */
+	void (*early_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len);
 	/* Ack thread: the first count pushes received on connection gen are
 	 * received, and their entry invalidations applied, or waiting for
 	 * a busy directory (counting from 1 at the connection's first push).

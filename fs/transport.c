@@ -97,13 +97,21 @@ static void apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len,
 	t->cb.apply_cb(t->cb.arg, op, payload, len, seq);
 }
 
+static void early_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
+{
+	struct transport *t = arg;
+	if (t->cb.early_cb)
+		t->cb.early_cb(t->cb.arg, op, payload, len);
+}
+
 static void ack_cb(void *arg, uint64_t gen, uint64_t count);
 
 int transport_new(struct client *c, const struct transport_cbs *cbs, struct transport **out)
 {
 	struct transport *t = calloc(1, sizeof(*t));
 	unsigned n = c->conns ? c->conns : 1;
-	struct pushq_cbs qc = { .note_cb = note_cb, .apply_cb = apply_cb, .ack_cb = ack_cb };
+	struct pushq_cbs qc = { .note_cb = note_cb, .apply_cb = apply_cb, .early_cb = early_cb,
+				.ack_cb = ack_cb };
 	if (!t)
 		return -ENOMEM;
 	t->cb = *cbs;

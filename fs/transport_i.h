@@ -80,6 +80,10 @@ struct transport_cbs {
 	/* Applies a push note_cb numbered seq, in arrival order. The push
 	 * thread; may wait for the kernel; payload borrowed. */
 	void (*apply_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq);
+	/* Before a push is acknowledged: what must hold by then (the
+	 * kernel's attributes of an INVAL_INODE's object dropped). The ack
+	 * thread; quick; payload borrowed. NULL: nothing. */
+	void (*early_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len);
 	/* True once the owner is shutting down (after GOODBYE the server
 	 * closes: a dropped connection is then not reconnected). Connection
 	 * threads. */

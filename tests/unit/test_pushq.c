@@ -1,6 +1,6 @@
 /* test_pushq.c: unit tests of the push queue's acknowledgements
  * (fs/pushq.c): attribute pushes acknowledged on receipt even while the
- * push thread is blocked, entry invalidations (and what follows them)
+ * push thread is blocked, but each only after its early_cb ran, entry invalidations (and what follows them)
  * only once applied, at once while their directory is busy with a local
  * operation, after PUSHQ_APPLY_WAIT_MS otherwise, a new connection
  * counting from 1 again, and the last count sent again while a push is
@@ -31,6 +31,8 @@ static unsigned applied;    /* pushes applied */
 static uint64_t ack_gen, ack_count;
 static unsigned ack_calls;  /* acknowledgements sent, repeated counts too */
 static bool went_back;      /* a count lower than the last of its connection */
+static unsigned earlies;    /* early_cb calls for INVAL_INODE pushes */
+static bool early_late;     /* an early_cb after the ack that counted its push */
 
 static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
 {
@@ -65,6 +67,20 @@ static void apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len,
 	}
 	applied++;
 	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+/* In the tests that use it, the pushes of connection 1 are all INVAL_INODE
+ * pushes: the nth early_cb must come before the count reaches n. */
+static void early_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
+{
+	(void)arg, (void)payload, (void)len;
+	if (op != PFS_OP_INVAL_INODE)
+		return;
+	pthread_mutex_lock(&mu);
+	earlies++;
+	if (ack_gen == 1 && ack_count >= earlies)
+		early_late = true;
 	pthread_mutex_unlock(&mu);
 }
 
@@ -180,7 +196,8 @@ static void *release_later(void *arg)
 
 static struct pushq *start(void)
 {
-	struct pushq_cbs cbs = { .note_cb = note_cb, .apply_cb = apply_cb, .ack_cb = ack_cb };
+	struct pushq_cbs cbs = { .note_cb = note_cb, .apply_cb = apply_cb, .early_cb = early_cb,
+				 .ack_cb = ack_cb };
 	struct pushq *q = NULL;
 
 	pthread_mutex_lock(&mu);
@@ -188,6 +205,8 @@ static struct pushq *start(void)
 	applied = 0;
 	ack_gen = ack_count = 0;
 	ack_calls = 0;
+	earlies = 0;
+	early_late = false;
 	pthread_mutex_unlock(&mu);
 	CHECK_EQ(pushq_new(&cbs, &q), 0);
 	CHECK_EQ(pushq_start(q), 0);
@@ -203,7 +222,8 @@ static void stop(struct pushq *q)
 }
 
 /* Attribute pushes: acknowledged on receipt, while the push thread is
- * stuck applying the first. */
+ * stuck applying the first, each after its early_cb (the kernel's
+ * attributes dropped) and not before. */
 static void test_inode_pushes_on_receipt(void)
 {
 	struct pushq *q = start();
@@ -211,6 +231,13 @@ static void test_inode_pushes_on_receipt(void)
 	add_inode(q, 1, 1);
 	CHECK(acked_within(1, 2, WAIT_MS));
 	CHECK_EQ(applied, 0);
+	for (uint8_t t = 2; t < 50; t++)
+		add_inode(q, 1, t);
+	CHECK(acked_within(1, 50, WAIT_MS));
+	pthread_mutex_lock(&mu);
+	CHECK_EQ(earlies, 50);
+	CHECK(!early_late);
+	pthread_mutex_unlock(&mu);
 	stop(q);
 }
 
