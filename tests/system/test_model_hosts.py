@@ -39,6 +39,7 @@ class Model:
     def __init__(self):
         self.tree = {d: ("dir",) for d in [""] + DIRS}
         self.data = {}
+        self.xattr = {}  # ino -> value of user.m
         self.next_ino = 1
 
     def new_file(self, path, data):
@@ -61,7 +62,8 @@ class Model:
 
 
 def stat_key(st):
-    return (st.st_mode, st.st_size, st.st_nlink, st.st_uid, st.st_gid, st.st_mtime_ns)
+    return (st.st_mode, st.st_size, st.st_nlink, st.st_uid, st.st_gid, st.st_mtime_ns,
+            st.st_ctime_ns)
 
 
 def view(root, path):
@@ -76,7 +78,9 @@ def view(root, path):
     if os.path.isdir(p):
         return ("dir", stat_key(st)[:1], sorted(os.listdir(p)))
     with open(p, "rb") as f:
-        return ("file", stat_key(st), f.read())
+        data = f.read()
+    return ("file", stat_key(st), data, os.getxattr(p, "user.m") if "user.m" in os.listxattr(p)
+            else None)
 
 
 def expected(model, path):
@@ -100,6 +104,8 @@ def check(model, roots, paths, log):
                     bad = f"holds {len(v[2])} bytes, model {len(data)}"
                 elif v[1][2] != model.nlink(path):
                     bad = f"nlink {v[1][2]}, model {model.nlink(path)}"
+                elif v[3] != model.xattr.get(want[1]):
+                    bad = f"user.m is {v[3]!r}, model {model.xattr.get(want[1])!r}"
             elif v[0] == "link" and v[2] != want[1]:
                 bad = f"points to {v[2]!r}, model {want[1]!r}"
             elif v[0] == "dir" and v[2] != model.children(path):
@@ -121,7 +127,8 @@ def step(model, rnd, root, label, log):  # noqa: C901 - one branch per operation
     node = model.tree.get(path)
     op = rnd.choices(["create", "append", "pwrite", "truncate", "chmod", "utime", "rename",
                       "link", "symlink", "unlink", "rmdir_mkdir"],
-                     [14, 8, 8, 8, 8, 6, 14, 8, 5, 10, 3])[0]
+                     [14, 8, 8, 8, 8, 6, 14, 8, 5, 10, 3])[0] if rnd.random() < 0.9 else \
+        rnd.choice(["setxattr", "rmxattr", "dirswap"])
     touched = [path, os.path.dirname(path)]
     if op == "create" and (node is None or node[0] == "file"):
         data = rnd.randbytes(rnd.choice([0, 1, 100, 5000, 70000]))
@@ -207,6 +214,34 @@ def step(model, rnd, root, label, log):  # noqa: C901 - one branch per operation
         del model.tree[path]
         if node[0] == "file":
             touched += [q for q in files if q in model.tree and model.tree[q] == node]
+    elif op == "setxattr" and node is not None and node[0] == "file":
+        val = rnd.randbytes(rnd.choice([1, 40]))
+        log.append(f"{label} setxattr {path} user.m ({len(val)} bytes)")
+        os.setxattr(p, "user.m", val)
+        model.xattr[node[1]] = val
+        touched += [q for q in files if model.tree[q] == node]
+    elif op == "rmxattr" and node is not None and node[0] == "file":
+        if node[1] not in model.xattr:
+            return []
+        log.append(f"{label} removexattr {path} user.m")
+        os.removexattr(p, "user.m")
+        del model.xattr[node[1]]
+        touched += [q for q in files if model.tree[q] == node]
+    elif op == "dirswap":
+        # d0 and d1 trade places (an exchange in three renames).
+        log.append(f"{label} swap d0 and d1")
+        os.rename(os.path.join(root, "d0"), os.path.join(root, "dtmp"))
+        os.rename(os.path.join(root, "d1"), os.path.join(root, "d0"))
+        os.rename(os.path.join(root, "dtmp"), os.path.join(root, "d1"))
+        swapped = {}
+        for q, n in model.tree.items():
+            for a, b in (("d0", "d1"), ("d1", "d0")):
+                if q == a or q.startswith(a + "/"):
+                    q = b + q[len(a):]
+                    break
+            swapped[q] = n
+        model.tree = swapped
+        return list(model.tree) + NAMES
     elif op == "rmdir_mkdir":
         d = rnd.choice(DIRS)
         q = os.path.join(root, d)
