@@ -412,13 +412,18 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		return ret;
 	if (page && *page)
 		seekdir(d, (long)*page);
-	uint32_t data_left = listing_data_budget(fstat(dirfd(d), &dst) == 0 ? (uint64_t)dst.st_size
-									    : 0,
-						 max_bytes);
-	if (page) /* a page stops at its limits rather than dropping contents */
-		data_left = PFS_LISTDIR_DATA_MAX;
-	bool has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
-			   S_ISDIR(dst.st_mode);
+	/* The contents' budget and what it skips matter only with contents
+	 * (a listing for a walk comes without: two stats less each). */
+	uint32_t data_left = 0;
+	bool has_pycache = false;
+	if (max_inline > 0) {
+		data_left = listing_data_budget(
+			fstat(dirfd(d), &dst) == 0 ? (uint64_t)dst.st_size : 0, max_bytes);
+		if (page) /* a page stops at its limits rather than dropping contents */
+			data_left = PFS_LISTDIR_DATA_MAX;
+		has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			      S_ISDIR(dst.st_mode);
+	}
 	/* Items go into a cursor limited to max_bytes, after the flags (and
 	 * a page's cookie). */
 	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
