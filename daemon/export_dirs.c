@@ -229,9 +229,9 @@ static ssize_t entry_xattr_names(struct xop *x, int dir, const char *name,
  * after export_lookup_data registered the session's interest in it, so a
  * change since is pushed (INVAL_INODE). They are asked by name, which
  * costs a lookup in dir rather than a walk of /proc, and the name is
- * checked to stand for the object still afterwards. A symlink has none as clients see it
- * (export_getxattr). 0 when they cannot be listed. names: room for
- * XATTR_NAMES_MAX bytes. */
+ * checked to stand for the object still afterwards. A symlink has none
+ * as clients see it (export_getxattr). 0 when they cannot be listed.
+ * names: room for XATTR_NAMES_MAX bytes. */
 static uint32_t xattrs_absent(struct xop *x, int dir, const char *name,
 			      const struct pfs_entry *e, uint32_t known, char *names)
 {
