@@ -5,9 +5,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -165,16 +167,74 @@ static uint32_t xattr_bits_known(int dir)
 	return bits;
 }
 
-/* The PFS_LD_NO_* bits (of known) of listed entry e: the asked-for names
- * its object lacks. Its names are listed after export_lookup_data
- * registered the session's interest in it, so a change since is pushed
- * (INVAL_INODE). A symlink has none as clients see it (export_getxattr).
- * 0 when they cannot be listed. names: room for XATTR_NAMES_MAX bytes. */
-static uint32_t xattrs_absent(struct xop *x, const struct pfs_entry *e, uint32_t known,
-			      char *names)
+/* listxattrat(2) (Linux 6.13): the names of dirfd's entry name, without
+ * the /proc path of an O_PATH fd (which listxattrat refuses). */
+#if defined(SYS_listxattrat)
+#define NR_LISTXATTRAT SYS_listxattrat
+#elif defined(__x86_64__) || defined(__aarch64__)
+#define NR_LISTXATTRAT 465
+#endif
+
+/* The names of entry name of directory dir (open), the object of inode
+ * number ino whose O_PATH fd the handle cache holds for fh; -1 with errno
+ * when they cannot be listed. */
+static ssize_t entry_xattr_names(struct xop *x, int dir, const char *name,
+				 const struct pfs_fh *fh, uint64_t ino, char *names)
 {
 	char p[EXPORT_PROCPATH_LEN];
 	struct hent *h;
+	ssize_t n;
+
+#ifdef NR_LISTXATTRAT
+	static atomic_bool no_listxattrat;
+	if (!atomic_load_explicit(&no_listxattrat, memory_order_relaxed)) {
+		struct stat st;
+		n = syscall(NR_LISTXATTRAT, dir, name, AT_SYMLINK_NOFOLLOW, names,
+			    (size_t)XATTR_NAMES_MAX);
+		if (n < 0 && errno != ENOSYS)
+			return n;
+		/* Still the object listed (its fd, held by the handle
+		 * cache, keeps its inode number taken): nothing is said of
+		 * another object that took the name meanwhile. */
+		if (n >= 0 && (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			       st.st_ino != ino)) {
+			errno = ESTALE;
+			return -1;
+		}
+		if (n >= 0)
+			return n;
+		atomic_store(&no_listxattrat, true);
+	}
+#else
+	(void)dir;
+	(void)name;
+	(void)ino;
+#endif
+	/* Just adopted by the handle cache: a hit, unless evicted meanwhile
+	 * (then nothing is said, rather than opened again). */
+	if (handles_get(x->hs, fh, &h) < 0) {
+		errno = ESTALE;
+		return -1;
+	}
+	export_procpath(p, h->fd);
+	n = listxattr(p, names, XATTR_NAMES_MAX);
+	int err = errno;
+	handles_put(x->hs, h);
+	errno = err;
+	return n;
+}
+
+/* The PFS_LD_NO_* bits (of known) of entry e, listed as name in directory
+ * dir (open): the asked-for names its object lacks. Its names are listed
+ * after export_lookup_data registered the session's interest in it, so a
+ * change since is pushed (INVAL_INODE). They are asked by name, which
+ * costs a lookup in dir rather than a walk of /proc, and the name is
+ * checked to stand for the object still afterwards. A symlink has none
+ * as clients see it (export_getxattr). 0 when they cannot be listed.
+ * names: room for XATTR_NAMES_MAX bytes. */
+static uint32_t xattrs_absent(struct xop *x, int dir, const char *name,
+			      const struct pfs_entry *e, uint32_t known, char *names)
+{
 	uint32_t bits = known;
 	ssize_t n;
 
@@ -182,13 +242,7 @@ static uint32_t xattrs_absent(struct xop *x, const struct pfs_entry *e, uint32_t
 		return 0;
 	if (S_ISLNK(e->attr.mode))
 		return PFS_LD_NO_XATTRS;
-	/* Just adopted by the handle cache: a hit, unless evicted meanwhile
-	 * (then nothing is said, rather than opened again). */
-	if (handles_get(x->hs, &e->fh, &h) < 0)
-		return 0;
-	export_procpath(p, h->fd);
-	n = listxattr(p, names, XATTR_NAMES_MAX);
-	handles_put(x->hs, h);
+	n = entry_xattr_names(x, dir, name, &e->fh, e->attr.ino, names);
 	if (n < 0)
 		return 0;
 	for (ssize_t i = 0; i < n;) {
@@ -239,7 +293,11 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 	size_t start = lim->len;
 	uint8_t *buf = xmalloc((size_t)max_inline + 1);
 
-	if (xattrs && (xknown = xattr_bits_known(obj->fd)) != 0)
+	if (xattrs && !x->xknown_set) {
+		x->xknown = xattr_bits_known(obj->fd);
+		x->xknown_set = true;
+	}
+	if (xattrs && (xknown = x->xknown) != 0)
 		names = xmalloc(XATTR_NAMES_MAX);
 	for (;;) {
 		struct pfs_name name;
@@ -282,7 +340,7 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 			end.flags = 0;
 			break;
 		}
-		iflags |= xattrs_absent(x, &e, xknown, names);
+		iflags |= xattrs_absent(x, dirfd(d), de->d_name, &e, xknown, names);
 		name.len = (uint16_t)nl;
 		memcpy(name.s, de->d_name, nl + 1);
 		data.p = buf;
@@ -354,13 +412,18 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		return ret;
 	if (page && *page)
 		seekdir(d, (long)*page);
-	uint32_t data_left = listing_data_budget(fstat(dirfd(d), &dst) == 0 ? (uint64_t)dst.st_size
-									    : 0,
-						 max_bytes);
-	if (page) /* a page stops at its limits rather than dropping contents */
-		data_left = PFS_LISTDIR_DATA_MAX;
-	bool has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
-			   S_ISDIR(dst.st_mode);
+	/* The contents' budget and what it skips matter only with contents
+	 * (a listing for a walk comes without: two stats less each). */
+	uint32_t data_left = 0;
+	bool has_pycache = false;
+	if (max_inline > 0) {
+		data_left = listing_data_budget(
+			fstat(dirfd(d), &dst) == 0 ? (uint64_t)dst.st_size : 0, max_bytes);
+		if (page) /* a page stops at its limits rather than dropping contents */
+			data_left = PFS_LISTDIR_DATA_MAX;
+		has_pycache = fstatat(dirfd(d), "__pycache__", &dst, AT_SYMLINK_NOFOLLOW) == 0 &&
+			      S_ISDIR(dst.st_mode);
+	}
 	/* Items go into a cursor limited to max_bytes, after the flags (and
 	 * a page's cookie). */
 	pfs_wr_init(&lim, w->buf + w->len, max_bytes);

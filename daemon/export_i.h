@@ -47,6 +47,11 @@ struct xop {
 	int slot;            /* the session's interest slot */
 	struct keyvec *kv;   /* keys handed out by this request */
 	struct watch *watch; /* inotify fallback: directories handed out */
+	/* The PFS_LD_NO_* bits the export's filesystem can give, asked once
+	 * per request (every directory a request lists is on the export's
+	 * mount, and the caller is the same): valid if xknown_set. */
+	uint32_t xknown;
+	bool xknown_set;
 };
 
 /* --- export.c --- */

@@ -75,6 +75,20 @@ int export_lookup_data(struct xop *x, int dirfd, const char *name, uint32_t max_
 		return pfd;
 	if (!S_ISREG(st.st_mode))
 		goto out_adopt;
+	/* No content wanted (a listing for a walk, a file too big to ride
+	 * along): the caller's leave to read it is all that is asked, and
+	 * an access check with the caller's fs credentials (AT_EACCESS)
+	 * makes the kernel's permission check of an open for reading
+	 * without the open, its /proc path and its close. */
+	if ((uint64_t)st.st_size > max_inline) {
+		if (faccessat(pfd, "", R_OK, AT_EMPTY_PATH | AT_EACCESS) == 0) {
+			*flags = PFS_LD_READABLE;
+			goto out_adopt;
+		}
+		if (errno == EACCES || errno == EPERM || errno == EROFS)
+			goto out_adopt;
+		/* A kernel without faccessat2: open it, as below. */
+	}
 	/* O_NOATIME only works for the owner (or CAP_FOWNER). */
 	fd = export_reopen(pfd, O_RDONLY | O_NOATIME);
 	if (fd == -EPERM)

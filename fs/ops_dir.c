@@ -216,9 +216,6 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	size_t nahead = 0;
 	struct pfs_creds cr; /* for the listings fetched ahead */
 
-	if (plus && c->max_inline)
-		fill_creds(req, &cr, true);
-
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -242,6 +239,13 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		}
 		fresh = true;
 	}
+	/* Subdirectories are fetched ahead from a READDIRPLUS, and from a
+	 * plain READDIR of a listing: under READDIRPLUS_AUTO the kernel asks
+	 * with plus only for a directory's first chunk, and a walk then
+	 * looks up and opens the subdirectories of the rest. */
+	bool ahead_ok = c->max_inline && (plus || of->rd_synth);
+	if (ahead_ok)
+		fill_creds(req, &cr, true);
 	/* Entries handed to the kernel get timeout 0 if a push about the
 	 * directory or the entry came after their chunk was asked for; the
 	 * gate is held until the reply is written (see gate_i.h), but never
@@ -314,6 +318,17 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			st.st_mode = de.mode;
 			n = fuse_add_direntry(req, buf + pos, size - pos, de.name.s, &st,
 					      (off_t)de.next_off);
+			/* A subdirectory listed here, not handed to the kernel:
+			 * its inode is made (held here) for its listing to be
+			 * fetched ahead, as after a READDIRPLUS. */
+			if (n <= size - pos && ahead_ok && S_ISDIR(de.mode) &&
+			    (de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name) &&
+			    nahead < AHEAD_BATCH && !dir_pushed &&
+			    !inode_listed_stale(c->it, &de.e.fh, of->rd_any)) {
+				struct inode *ip = inode_hold_entry(c->it, &de.e);
+				if (ip)
+					ahead[nahead++] = ip;
+			}
 		}
 		if (n > size - pos) {
 			of->rd = save; /* the kernel asks for it next time */

@@ -185,6 +185,34 @@ def test_walk_of_a_big_directory_fetches_its_subdirectories_ahead(env, daemon, m
     assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= n + 2, sent
 
 
+def test_walk_fetches_ahead_past_the_first_readdirplus(env, daemon, mount):
+    """A directory listed whole whose subdirectories fill more than one
+    READDIR reply: the kernel asks with plus only for the first (under
+    READDIRPLUS_AUTO), and the rest come as plain READDIRs, answered
+    from the listing too; the subdirectories there get their listings
+    fetched ahead all the same: no OPENDIR, LISTDIR and RELEASEDIR for
+    each."""
+    top = env.export / "top"
+    top.mkdir()
+    n = 400
+    for i in range(n):
+        d = top / (f"{i:03d}" + "x" * 60)
+        d.mkdir()
+        (d / "f").write_bytes(b"x")
+    assert os.stat(top).st_size <= 64 * 1024  # listed whole
+    m = mount()
+    before = requests_sent(m)
+    assert len(find(m / "top")) == 1 + 2 * n
+    sent = requests_since(m, before)
+    st = podfs_stats(m)
+    # More than one reply: some READDIR answered locally was plain (the
+    # kernel's reply buffer holds at most 32 KiB of entries, about 150).
+    assert st["lists_ahead"] >= n // 2, (st, sent)
+    assert sent.get("OPENDIR", 0) <= n // 10 and sent.get("RELEASEDIR", 0) <= n // 10, sent
+    assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= n + 2, sent
+    assert not {"READDIR", "LOOKUP", "LOOKUP_DATA"} & set(sent), sent
+
+
 # --- LISTDIRS on the wire -----------------------------------------------------------
 
 @pytest.mark.plaintext
