@@ -15,6 +15,7 @@
 #include "podfs/log.h"
 #include "podfs/netaddr.h"
 #include "conn_i.h"
+#include "deleg_i.h"
 #include "dispatch_i.h"
 #include "drc_i.h"
 #include "handles_i.h"
@@ -46,6 +47,7 @@ static void req_done(struct req *r)
 static void ack_timer_cb(uv_timer_t *t);
 static void ack_idle_cb(uv_idle_t *h);
 static void ack_check_cb(uv_check_t *h);
+static void recall_done(struct req *r, bool drop);
 
 /* Arms the acknowledgement timer for next (uv_now ms; UINT64_MAX: stops
  * it) if that is earlier than it is armed for, or if it is to be
@@ -87,6 +89,10 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 			continue;
 		}
 		*pp = r->hnext;
+		if (r->recall) {
+			recall_done(r, all);
+			continue;
+		}
 		conn_reply(r->c, &r->reply, r->acct);
 		req_done(r);
 	}
@@ -234,6 +240,81 @@ static void submit_next(struct session *s)
 	}
 }
 
+/* --- requests held back for a recall (deleg_i.h) ---
+ *
+ * A worker found that r names something other sessions hold delegations
+ * on (op_recall_check). It did not run; on the loop now, each holder is
+ * pushed RECALL, and r waits among the held replies for their
+ * acknowledgements, with the deadlines of any push (a holder sends its
+ * SETATTRs and waits for their replies before it acknowledges: they are
+ * applied before r runs). Then the delegations end (acknowledged) or are
+ * revoked (the holder stalled, or is gone), and r runs again. */
+static void recall_hold(struct req *r)
+{
+	struct pfsd *d = r->d;
+	struct session *s = r->s;
+	struct pfs_recall_push m = { .fh = r->recall_fh };
+	uint8_t buf[PFS_FH_MAX + 8];
+	struct pfs_wr w;
+
+	/* Pushes to its client need not wait for it meanwhile. */
+	push_ordered_del(s, &r->fl);
+	push_flush(s);
+	d->st_recalls++;
+	r->recalls++;
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_recall_push(&w, &m) == 0) {
+		for (size_t i = 0; i < r->nrecall; i++) {
+			struct session *h = session_find(d, r->recall_owners[i]);
+			if (h && !h->dead)
+				push_recall(h, buf, w.len, &r->acks);
+		}
+	}
+	r->hnext = d->held;
+	d->held = r;
+	ack_timer_arm(d, push_acks_next(&r->acks), false);
+}
+
+/* The holders of r's recall acknowledged, or are past their deadlines:
+ * their delegations end or are revoked, and r runs again (or, with drop,
+ * while the daemon stops, is dropped). */
+static void recall_done(struct req *r, bool drop)
+{
+	struct pfsd *d = r->d;
+	struct session *s = r->s;
+	int ret;
+
+	for (size_t i = 0; i < r->nrecall; i++) {
+		uint64_t owner = r->recall_owners[i];
+		bool acked = push_acks_acked(&r->acks, owner);
+		if (deleg_recalled(d->deleg, owner, r->recall_key, acked) && !acked) {
+			d->st_revoked++;
+			pfsd_warn_rl(d, "session %016llx did not return a delegation in time: revoked "
+				     "(its changes under it will fail)", (unsigned long long)owner);
+		}
+	}
+	push_acks_free(&r->acks);
+	r->recall = false;
+	r->nrecall = 0;
+	if (drop || d->stopping) {
+		if (r->drc)
+			drc_forget(&s->drc, r->drc);
+		conn_req_drop(r->c, r->acct);
+		free(r->keys.v);
+		free(r->in);
+		session_unref(s);
+		req_done(r);
+		return;
+	}
+	push_ordered_add(s, &r->fl, r->h.op);
+	ret = submit(r);
+	if (ret < 0) {
+		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id,
+			uv_strerror(ret));
+		after_work_cb(&r->work, ret); /* as if cancelled: its conn closes */
+	}
+}
+
 static void after_work_cb(uv_work_t *work, int status)
 {
 	struct req *r = container_of(work, struct req, work);
@@ -245,6 +326,11 @@ static void after_work_cb(uv_work_t *work, int status)
 
 	if (s && r->pooled)
 		submit_next(s);
+	if (r->recall && s && status == 0 && !r->violation && !d->stopping) {
+		recall_hold(r);
+		return;
+	}
+	r->recall = false;
 
 	if (status < 0 && !r->violation) {
 		/* Cancelled: never ran. Answer nothing; the conn is going. */
@@ -355,6 +441,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->new_dir = r->dir_attr && (c->caps & PFS_CAP_NEW_DIR);
 	r->post_attr = (c->caps & PFS_CAP_POST_ATTR) != 0;
 	r->list_xattr = (c->caps & PFS_CAP_LIST_XATTR) != 0;
+	r->deleg = (c->caps & PFS_CAP_DELEG) != 0;
 	r->auth_flags = auth_flags;
 	r->rule = c->rule;
 	r->work.data = r;
