@@ -270,6 +270,12 @@ static void recall_hold(struct req *r)
 				push_recall(h, buf, w.len, &r->acks);
 		}
 	}
+	/* Holders without a connection that takes pushes: nothing to wait
+	 * for (their delegations are revoked now). */
+	if (push_acks_done(&r->acks)) {
+		recall_done(r, false);
+		return;
+	}
 	r->hnext = d->held;
 	d->held = r;
 	ack_timer_arm(d, push_acks_next(&r->acks), false);

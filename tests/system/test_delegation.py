@@ -1,0 +1,238 @@
+"""test_delegation.py: attribute delegations of new files (podfs -o
+delegate, podfsd --delegate; docs/delegation.md).
+
+Host A creates a file and, while it holds it open, changes its mode,
+owner and times: A answers these itself and sends them later. Whatever B
+does that reveals the file (a lookup, a listing, an open, a create of the
+same name, a change of its own) first recalls A's delegation, so B sees
+exactly what A's calls returned, right after they returned: never polled.
+"""
+
+import errno
+import os
+import stat
+import time
+
+import pytest
+
+from harness.pod import Pod
+from helpers import TEST_GID, TEST_UID, file_errno, podfs_stats, requests_sent, requests_since
+
+pytestmark = pytest.mark.netns
+
+OPTS = "delegate"
+EXTRA = ["--delegate"]
+
+
+@pytest.fixture
+def dpod(env):
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("multi-host tests start their own daemon")
+    return Pod(env, opts=OPTS, extra=EXTRA)
+
+
+def fresh_dir(pod, name="d"):
+    """A directory made on A that B has never seen (no grant in a
+    directory another host caches)."""
+    os.mkdir(pod.a / name)
+    return name
+
+
+def change_on_a(pod, d, name="f"):
+    """Creates d/name on A and changes it while open: returns (fd, the
+    attributes A's fstat shows after the changes)."""
+    fd = os.open(pod.a / d / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.write(fd, b"hello")
+    os.fchown(fd, 1234, 5678)
+    os.fchmod(fd, 0o640)
+    os.utime(fd, ns=(1_000_000_123, 2_000_000_456))
+    return fd, os.fstat(fd)
+
+
+def same(st_a, st_b):
+    assert stat.S_IMODE(st_b.st_mode) == stat.S_IMODE(st_a.st_mode)
+    assert (st_b.st_uid, st_b.st_gid) == (st_a.st_uid, st_a.st_gid)
+    assert st_b.st_mtime_ns == st_a.st_mtime_ns
+    assert st_b.st_atime_ns == st_a.st_atime_ns
+    assert st_b.st_size == st_a.st_size
+
+
+def expected(st):
+    assert stat.S_IMODE(st.st_mode) == 0o640
+    assert (st.st_uid, st.st_gid) == (1234, 5678)
+    assert st.st_mtime_ns == 2_000_000_456
+    assert st.st_atime_ns == 1_000_000_123
+
+
+def test_changes_answered_locally(dpod):
+    """The three changes cost no SETATTR while the file is open; the close
+    sends one, and then the export has them."""
+    d = fresh_dir(dpod)
+    before = requests_sent(dpod.a)
+    fd, st = change_on_a(dpod, d)
+    expected(st)
+    mid = requests_since(dpod.a, before, settle=False)
+    assert mid.get("SETATTR", 0) == 0, mid
+    os.close(fd)
+    after = requests_since(dpod.a, before)
+    assert after.get("SETATTR", 0) == 1, after
+    expected(os.stat(dpod.export / d / "f"))
+    s = podfs_stats(dpod.a)
+    assert s["deleg_granted"] >= 1 and s["deleg_local"] == 3 and s["deleg_errors"] == 0
+
+
+def test_recall_by_stat(dpod):
+    d = fresh_dir(dpod)
+    fd, st = change_on_a(dpod, d)
+    try:
+        same(st, os.stat(dpod.b / d / "f"))
+        same(st, os.stat(dpod.export / d / "f"))
+    finally:
+        os.close(fd)
+    assert podfs_stats(dpod.a)["deleg_recalls"] >= 1
+
+
+def test_recall_by_listing(dpod):
+    d = fresh_dir(dpod)
+    fd, st = change_on_a(dpod, d)
+    try:
+        names = os.listdir(dpod.b / d)
+        assert names == ["f"]
+        with os.scandir(dpod.b / d) as it:
+            for e in it:
+                same(st, e.stat(follow_symlinks=False))
+    finally:
+        os.close(fd)
+
+
+def test_recall_by_open(dpod):
+    """B opens the file by name for reading: with mode 0640 owned by
+    1234:5678, root still may; it reads what A wrote... after A's
+    close-to-open: here only the attributes matter."""
+    d = fresh_dir(dpod)
+    fd, st = change_on_a(dpod, d)
+    try:
+        fb = os.open(dpod.b / d / "f", os.O_RDONLY)
+        try:
+            same(st, os.fstat(fb))
+        finally:
+            os.close(fb)
+    finally:
+        os.close(fd)
+
+
+def test_recall_by_create_same_name(dpod):
+    d = fresh_dir(dpod)
+    fd, st = change_on_a(dpod, d)
+    try:
+        with pytest.raises(FileExistsError):
+            os.open(dpod.b / d / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        same(st, os.stat(dpod.b / d / "f"))
+    finally:
+        os.close(fd)
+
+
+def test_recall_by_setattr(dpod):
+    """B changes the mode itself: A's changes come first, B's last."""
+    d = fresh_dir(dpod)
+    fd, st = change_on_a(dpod, d)
+    try:
+        os.chmod(dpod.b / d / "f", 0o604)
+        sb = os.stat(dpod.b / d / "f")
+        assert stat.S_IMODE(sb.st_mode) == 0o604
+        assert (sb.st_uid, sb.st_gid) == (1234, 5678)
+        assert sb.st_mtime_ns == 2_000_000_456
+        # A no longer answers: its next change goes to the daemon, after B's.
+        os.fchmod(fd, 0o600)
+        assert stat.S_IMODE(os.stat(dpod.b / d / "f").st_mode) == 0o600
+    finally:
+        os.close(fd)
+
+
+def test_changes_after_close_and_reopen(dpod):
+    """After the close, the delegation is gone: a change of the reopened
+    file is the daemon's, and B sees it."""
+    d = fresh_dir(dpod)
+    fd, st = change_on_a(dpod, d)
+    os.close(fd)
+    fd = os.open(dpod.a / d / "f", os.O_WRONLY)
+    try:
+        before = requests_sent(dpod.a)
+        os.fchmod(fd, 0o644)
+        assert requests_since(dpod.a, before, settle=False).get("SETATTR", 0) == 1
+    finally:
+        os.close(fd)
+    assert stat.S_IMODE(os.stat(dpod.b / d / "f").st_mode) == 0o644
+
+
+def test_errors_stay_synchronous(dpod):
+    """What the rules cannot answer goes to the daemon at once: a
+    non-owner's chmod fails with EPERM right there, a truncate and a
+    UTIME_NOW are the daemon's."""
+    d = fresh_dir(dpod)
+    os.chmod(dpod.a / d, 0o777)
+    r = file_errno(f"fd = os.open({str(dpod.a / d / 'g')!r}, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)\n"
+                   "os.fchown(fd, 0, -1)\n")
+    assert r == "EPERM"
+    fd = os.open(dpod.a / d / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        os.fchown(fd, TEST_UID + 1, TEST_GID)
+        # Root may; a user other than the owner may not.
+        r = file_errno(f"os.chmod({str(dpod.a / d / 'f')!r}, 0o600)\n")
+        assert r == "EPERM"
+        before = requests_sent(dpod.a)
+        os.ftruncate(fd, 10)
+        os.utime(fd)  # UTIME_NOW: the daemon's clock
+        assert requests_since(dpod.a, before, settle=False).get("SETATTR", 0) == 2
+        assert os.stat(dpod.b / d / "f").st_size == 10
+    finally:
+        os.close(fd)
+
+
+def test_setid_bits_go_to_the_daemon(dpod):
+    d = fresh_dir(dpod)
+    fd = os.open(dpod.a / d / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o755)
+    try:
+        before = requests_sent(dpod.a)
+        os.fchmod(fd, 0o4755)
+        assert requests_since(dpod.a, before, settle=False).get("SETATTR", 0) == 1
+        os.fchown(fd, 1, 1)
+        sa = os.fstat(fd)
+        same(sa, os.stat(dpod.b / d / "f"))
+    finally:
+        os.close(fd)
+
+
+def test_holder_killed(dpod, env):
+    """A dies holding a delegation with changes not sent: B is not held
+    for long, sees the file as the daemon has it, and nothing else of A's
+    is lost (its synced data is there)."""
+    d = fresh_dir(dpod)
+    fd = os.open(dpod.a / d / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.write(fd, b"synced")
+    os.fsync(fd)
+    os.fchmod(fd, 0o640)
+    env.expect_log(r".*", tag="podfs-a")
+    dpod.a.kill9()
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    t0 = time.monotonic()
+    st = os.stat(dpod.b / d / "f")
+    assert time.monotonic() - t0 < 5
+    assert stat.S_IMODE(st.st_mode) in (0o600, 0o640)
+    with open(dpod.b / d / "f", "rb") as f:
+        assert f.read() == b"synced"
+    assert stat.S_IMODE(st.st_mode) == stat.S_IMODE(os.stat(dpod.export / d / "f").st_mode)
+
+
+def test_no_grant_without_daemon_option(env):
+    pod = Pod(env, opts=OPTS)
+    d = fresh_dir(pod)
+    before = requests_sent(pod.a)
+    fd, st = change_on_a(pod, d)
+    os.close(fd)
+    assert requests_since(pod.a, before).get("SETATTR", 0) == 3
+    assert podfs_stats(pod.a)["deleg_granted"] == 0
+    same(st, os.stat(pod.b / d / "f"))
