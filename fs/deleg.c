@@ -9,9 +9,11 @@
 
 #include "client_i.h"
 #include "deleg_rules_i.h"
+#include "gate_i.h"
 #include "inode_i.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
+#include "trust_i.h"
 
 struct dent {
 	struct dent *next;
@@ -178,6 +180,12 @@ static int send_pending(struct deleg *d, struct dent *e)
 	e->flushing = true;
 	d->st.sent++;
 	pthread_mutex_unlock(&d->mu);
+	/* Our own change of the file, as any (trust_i.h): what was read of
+	 * it before its reply, a listing taken meanwhile, is not trusted. */
+	uint64_t ns;
+	(void)inode_own_snap(d->c->it, &ns);
+	uint64_t at = inode_own_touch(d->c->it, e->ip, false);
+	uint64_t seq = gate_seq(d->c->gate);
 	rc = rpc_msg(d->c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = -EIO;
@@ -192,8 +200,8 @@ static int send_pending(struct deleg *d, struct dent *e)
 	} else if (!e->pending) {
 		/* The daemon has them: its attributes (its ctime) from now on. */
 		inode_overlay_set(e->ip, NULL);
-		inode_set_attr(e->ip, &ar.attr);
 	}
+	inode_own_end(d->c->it, e->ip, rc == 0 ? &ar.attr : NULL, seq, at, ns);
 	pthread_cond_broadcast(&d->cond);
 	return rc;
 }

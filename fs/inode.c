@@ -541,11 +541,14 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 
 void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 {
-	struct dver before = dver_of(&ip->attr), after = dver_of(a);
+	struct pfs_attr na = *a;
+
+	overlay_locked(ip, &na); /* what a delegation answered, not sent yet */
+	struct dver before = dver_of(&ip->attr), after = dver_of(&na);
 
 	if (ip->cached_valid && dver_eq(&ip->cached, &before))
 		ip->cached = after;
-	ip->attr = *a;
+	ip->attr = na;
 	ip->ver_unknown = false;
 }
 
