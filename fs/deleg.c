@@ -121,8 +121,18 @@ bool deleg_setattr(struct deleg *d, struct inode *ip, const struct pfs_creds *cr
 	pthread_mutex_lock(&d->mu);
 	struct dent *e = find(d, ip);
 	/* One pending change per caller: another caller's waits for it. */
-	if (!e || !e->active || (e->pending && !dl_creds_equal(&e->cr, cr)) ||
-	    !dl_setattr(&e->cur, cr, m, &out))
+	if (!e || !e->active || (e->pending && !dl_creds_equal(&e->cr, cr)))
+		goto out;
+	/* Times not set here move with reads and writes: the latest known. */
+	if (!(e->valid & PFS_SET_ATIME)) {
+		e->cur.atime_s = base->atime_s;
+		e->cur.atime_ns = base->atime_ns;
+	}
+	if (!(e->valid & PFS_SET_MTIME)) {
+		e->cur.mtime_s = base->mtime_s;
+		e->cur.mtime_ns = base->mtime_ns;
+	}
+	if (!dl_setattr(&e->cur, cr, m, &out))
 		goto out;
 	e->cur = out;
 	if (!e->pending)
