@@ -15,13 +15,13 @@
 #include "podfs/log.h"
 #include "podfs/netaddr.h"
 #include "conn_i.h"
-#include "deleg_i.h"
 #include "dispatch_i.h"
 #include "drc_i.h"
 #include "handles_i.h"
 #include "handshake_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
+#include "recall_i.h"
 #include "req_i.h"
 #include "server_i.h"
 #include "session_i.h"
@@ -240,36 +240,21 @@ static void submit_next(struct session *s)
 	}
 }
 
-/* --- requests held back for a recall (deleg_i.h) ---
- *
- * A worker found that r names something other sessions hold delegations
- * on (op_recall_check). It did not run; on the loop now, each holder is
- * pushed RECALL, and r waits among the held replies for their
- * acknowledgements, with the deadlines of any push (a holder sends its
- * SETATTRs and waits for their replies before it acknowledges: they are
- * applied before r runs). Then the delegations end (acknowledged) or are
- * revoked (the holder stalled, or is gone), and r runs again. */
+/* --- requests held back for a recall (recall_i.h) --- */
+
+/* The worker found that r names something other sessions hold
+ * delegations on: each holder is pushed RECALL, and r waits among the
+ * held replies for their acknowledgements (held_scan calls recall_done
+ * then). */
 static void recall_hold(struct req *r)
 {
-	struct pfsd *d = r->d;
 	struct session *s = r->s;
-	struct pfs_recall_push m = { .fh = r->recall_fh };
-	uint8_t buf[PFS_FH_MAX + 8];
-	struct pfs_wr w;
+	struct pfsd *d = r->d;
 
 	/* Pushes to its client need not wait for it meanwhile. */
 	push_ordered_del(s, &r->fl);
 	push_flush(s);
-	d->st_recalls++;
-	r->recalls++;
-	pfs_wr_init(&w, buf, sizeof(buf));
-	if (pfs_enc_recall_push(&w, &m) == 0) {
-		for (size_t i = 0; i < r->nrecall; i++) {
-			struct session *h = session_find(d, r->recall_owners[i]);
-			if (h && !h->dead)
-				push_recall(h, buf, w.len, &r->acks);
-		}
-	}
+	recall_push_holders(r);
 	/* Holders without a connection that takes pushes: nothing to wait
 	 * for (their delegations are revoked now). */
 	if (push_acks_done(&r->acks)) {
@@ -282,27 +267,14 @@ static void recall_hold(struct req *r)
 }
 
 /* The holders of r's recall acknowledged, or are past their deadlines:
- * their delegations end or are revoked, and r runs again (or, with drop,
- * while the daemon stops, is dropped). */
+ * r runs again (with drop, while the daemon stops, it is dropped). */
 static void recall_done(struct req *r, bool drop)
 {
-	struct pfsd *d = r->d;
 	struct session *s = r->s;
 	int ret;
 
-	for (size_t i = 0; i < r->nrecall; i++) {
-		uint64_t owner = r->recall_owners[i];
-		bool acked = push_acks_acked(&r->acks, owner);
-		if (deleg_recalled(d->deleg, owner, r->recall_key, acked) && !acked) {
-			d->st_revoked++;
-			pfsd_warn_rl(d, "session %016llx did not return a delegation in time: revoked "
-				     "(its changes under it will fail)", (unsigned long long)owner);
-		}
-	}
-	push_acks_free(&r->acks);
-	r->recall = false;
-	r->nrecall = 0;
-	if (drop || d->stopping) {
+	recall_settle(r);
+	if (drop || r->d->stopping) {
 		if (r->drc)
 			drc_forget(&s->drc, r->drc);
 		conn_req_drop(r->c, r->acct);
