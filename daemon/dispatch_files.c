@@ -41,9 +41,9 @@ int op_setattr(struct op *o)
 	 * delegation was revoked meanwhile (another client saw the file
 	 * without this change). */
 	if (m->valid & PFS_SET_DELEG) {
-		if (!o->r->deleg)
-			return -EINVAL;
-		if (o->d->deleg &&
+		/* Without the capability (a daemon restarted without
+		 * --delegate) it is a plain SETATTR: nothing was revoked. */
+		if (o->r->deleg && o->d->deleg &&
 		    (ret = deleg_check(o->d->deleg, o->r->s->client_id, handles_key(o->d->hs, &m->fh))) < 0) {
 			pfs_info("session %016llx: a change under a revoked delegation refused",
 				 (unsigned long long)o->r->s->client_id);

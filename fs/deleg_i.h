@@ -18,9 +18,9 @@
  * behind's is.
  *
  * A delegation ends at the release of the fid its CREATE opened
- * (deleg_release), when it is recalled, when the connection comes back
- * (deleg_reconnected: what is pending is sent again, but nothing more is
- * answered here), and before this client links the file or changes its
+ * (deleg_release), when it is recalled, when the connection goes down
+ * (deleg_reconnected: what is pending is sent after the reconnect, but
+ * nothing more is answered here), and before this client links the file or changes its
  * xattrs (deleg_end).
  *
  * Any thread; one mutex, never held across a call to the daemon.
@@ -77,8 +77,8 @@ void deleg_release(struct deleg *d, struct inode *ip, uint64_t fid);
  * what is pending for them sent and answered (all of them: the daemon
  * may name the directory a file of ours was renamed into). */
 void deleg_recall(struct deleg *d, const struct pfs_fh *fh);
-/* The connection came back: nothing is answered here any more (no
- * blocking: connection thread). */
+/* The connection went down or came back: nothing is answered here any
+ * more (no blocking: connection thread). */
 void deleg_reconnected(struct deleg *d);
 void deleg_get_stats(struct deleg *d, struct deleg_stats *st);
 

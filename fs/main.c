@@ -177,6 +177,9 @@ static void tr_down_cb(void *arg, unsigned chan)
 	 * answered GETATTR, trust_i.h). */
 	if (chan == 0 && c->gate)
 		gate_note_all(c->gate);
+	/* Nor is anything answered under a delegation any more (deleg_i.h). */
+	if (chan == 0 && c->dl)
+		deleg_reconnected(c->dl);
 }
 
 static void tr_reply_cb(void *arg, const struct pfs_frame_hdr *h, uint8_t *payload,

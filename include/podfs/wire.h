@@ -460,7 +460,8 @@ enum {
 	PFS_SET_CTIME = 1u << 8,     /* only touches ctime (no-op on Linux) */
 	/* The change was answered by the client under its delegation of fh
 	 * (see "Delegations" below): refused with EIO if the server revoked
-	 * that delegation. Only with PFS_CAP_DELEG. */
+	 * that delegation. Ignored in a session without PFS_CAP_DELEG (a
+	 * server restarted without delegations applies what is re-sent). */
 	PFS_SET_DELEG = 1u << 9,
 	PFS_SET_KNOWN = (1u << 10) - 1,
 };

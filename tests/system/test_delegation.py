@@ -17,7 +17,8 @@ import time
 import pytest
 
 from harness.pod import Pod
-from helpers import TEST_GID, TEST_UID, file_errno, podfs_stats, requests_sent, requests_since
+from helpers import (TEST_GID, TEST_UID, file_errno, podfs_stats, requests_sent, requests_since,
+                     wait_for)
 
 pytestmark = pytest.mark.netns
 
@@ -264,3 +265,32 @@ def test_stalled_holder_revoked(dpod):
     assert stat.S_IMODE(os.stat(dpod.b / d / "f").st_mode) == 0o600
     assert stat.S_IMODE(os.stat(dpod.export / d / "f").st_mode) == 0o600
     assert podfs_stats(dpod.a)["deleg_errors"] == 1
+
+
+@pytest.mark.timeout(240)
+def test_changes_resent_after_coordinator_restart(env, mount):
+    """The coordinator dies while A holds changes it answered: after the
+    restart (same state dir), A's close sends them to the new
+    coordinator, which applies them; A answers nothing more itself."""
+    daemon = env.start_daemon(extra=EXTRA)
+    a = mount(daemon, opts=OPTS)
+    os.mkdir(a / "d")
+    fd = os.open(a / "d" / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    try:
+        os.write(fd, b"data")
+        os.fchmod(fd, 0o640)
+        os.utime(fd, ns=(3_000_000_000, 4_000_000_000))
+        assert podfs_stats(a)["deleg_local"] == 2
+        daemon.kill9()
+        daemon.start()
+        wait_for(lambda: podfs_stats(a)["reconnects"] >= 1 and podfs_stats(a)["down_since"] == 0,
+                 timeout=60, what="the mount reconnected")
+        before = podfs_stats(a)["deleg_local"]
+        os.fchmod(fd, 0o644)  # not answered locally any more: after the reconnect
+        assert podfs_stats(a)["deleg_local"] == before
+    finally:
+        os.close(fd)
+    st = os.stat(env.export / "d" / "f")
+    assert stat.S_IMODE(st.st_mode) == 0o644
+    assert st.st_mtime_ns == 4_000_000_000
+    assert podfs_stats(a)["deleg_errors"] == 0
