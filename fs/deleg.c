@@ -22,6 +22,7 @@ struct dent {
 	uint64_t fid;           /* the CREATE's */
 	bool active;            /* changes are answered here */
 	bool flushing;          /* a thread sends the pending change */
+	unsigned users;         /* threads in send_pending: no free before 0 */
 	bool pending;           /* answered here, not sent yet */
 	struct pfs_creds cr;    /* of the pending change */
 	uint32_t valid;         /* its PFS_SET_* bits */
@@ -170,10 +171,14 @@ static int send_pending(struct deleg *d, struct dent *e)
 	struct pfs_attr_rep ar;
 	int rc;
 
+	e->users++;
 	while (e->flushing)
 		pthread_cond_wait(&d->cond, &d->mu);
-	if (!e->pending)
+	if (!e->pending) {
+		e->users--;
+		pthread_cond_broadcast(&d->cond);
 		return 0;
+	}
 	memset(&m, 0, sizeof(m));
 	m.cr = e->cr;
 	m.fh = e->fh;
@@ -212,6 +217,7 @@ static int send_pending(struct deleg *d, struct dent *e)
 		inode_overlay_set(e->ip, NULL);
 	}
 	inode_own_end(d->c->it, e->ip, rc == 0 ? &ar.attr : NULL, seq, at, ns);
+	e->users--;
 	pthread_cond_broadcast(&d->cond);
 	return rc;
 }
@@ -266,13 +272,15 @@ void deleg_release(struct deleg *d, struct inode *ip, uint64_t fid)
 			continue;
 		e->active = false;
 		(void)send_pending(d, e);
-		while (e->flushing)
-			pthread_cond_wait(&d->cond, &d->mu);
-		/* The list may have changed while the lock was dropped. */
+		/* The list may have changed while the lock was dropped. Out
+		 * of it first (nobody finds it any more), then freed once no
+		 * other thread is inside send_pending with it. */
 		for (pp = &d->head; *pp && *pp != e; pp = &(*pp)->next)
 			;
 		if (*pp)
 			*pp = e->next;
+		while (e->users || e->flushing)
+			pthread_cond_wait(&d->cond, &d->mu);
 		inode_overlay_set(ip, NULL);
 		free(e);
 		break;
@@ -296,11 +304,12 @@ void deleg_recall(struct deleg *d, const struct pfs_fh *fh)
 again:
 	for (struct dent *e = d->head; e; e = e->next) {
 		if (e->pending || e->flushing) {
+			/* Returns once what was pending, or a flush under way
+			 * by another thread, was answered (no change is added
+			 * to an entry that is not active). */
 			int rc = send_pending(d, e);
 			if (rc < 0 && !e->err)
 				e->err = rc;
-			while (e->flushing)
-				pthread_cond_wait(&d->cond, &d->mu);
 			goto again; /* the list may have changed meanwhile */
 		}
 	}
