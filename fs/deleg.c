@@ -264,6 +264,15 @@ void deleg_end(struct deleg *d, struct inode *ip)
 	pthread_mutex_unlock(&d->mu);
 }
 
+void deleg_closed(struct deleg *d, struct inode *ip, uint64_t fid)
+{
+	pthread_mutex_lock(&d->mu);
+	struct dent *e = find(d, ip);
+	if (e && e->fid == fid)
+		e->active = false;
+	pthread_mutex_unlock(&d->mu);
+}
+
 void deleg_release(struct deleg *d, struct inode *ip, uint64_t fid)
 {
 	pthread_mutex_lock(&d->mu);

@@ -17,7 +17,9 @@
  * delegation: EIO) is reported by the next close or fsync, as a write
  * behind's is.
  *
- * A delegation ends at the release of the fid its CREATE opened
+ * A delegation ends at the first close of the open file its CREATE made
+ * (deleg_closed: the kernel's release comes later, on its own; a
+ * duplicated descriptor closed first ends it too), at its release
  * (deleg_release), when it is recalled, when the connection goes down
  * (deleg_reconnected: what is pending is sent after the reconnect, but
  * nothing more is answered here), and before this client links the file or changes its
@@ -70,6 +72,10 @@ int deleg_flush(struct deleg *d, struct inode *ip, bool report);
 void deleg_note_attr(struct deleg *d, struct inode *ip, const struct pfs_attr *a);
 /* Nothing more is answered here for ip; what is pending is sent. */
 void deleg_end(struct deleg *d, struct inode *ip);
+/* A close (FLUSH) of ip's open file fid: if its CREATE brought the
+ * delegation, nothing more is answered here (the file may be closed for
+ * good: the kernel sends its release later, on its own). */
+void deleg_closed(struct deleg *d, struct inode *ip, uint64_t fid);
 /* The fid of ip is released: if its CREATE brought the delegation, it
  * ends (flushed first) and its entry goes. */
 void deleg_release(struct deleg *d, struct inode *ip, uint64_t fid);

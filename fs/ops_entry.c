@@ -395,6 +395,20 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	finish_attr(req, ip, rc, &rep, 0, seq, any, ns);
 }
 
+/* ip's attributes into *a if they are known current: trusted, and no
+ * push about ip came since (as ops_getattr answers them). */
+static bool current_attr(struct client *c, struct inode *ip, struct pfs_attr *a)
+{
+	uint64_t aseq;
+
+	if (!inode_attr_trusted(c->it, ip, a, &aseq))
+		return false;
+	gate_enter(c->gate);
+	bool pushed = gate_pushed_since(c->gate, aseq, &ip->fh);
+	gate_leave(c->gate);
+	return !pushed;
+}
+
 void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		 struct fuse_file_info *fi)
 {
@@ -407,6 +421,13 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		fuse_reply_err(req, EINTR);
 		return;
 	}
+	/* Under a delegation, a change answered here carries the file's other
+	 * attributes (its size...): only if they are known current
+	 * (trust_i.h; e.g. not while the replies of writes that were in
+	 * flight together may have come in any order). Taken before this
+	 * change stamps ip. */
+	struct pfs_attr base;
+	bool local = c->dl && deleg_has(c->dl, ip) && current_attr(c, ip, &base);
 	uint64_t ns;
 	(void)inode_own_snap(c->it, &ns);
 	uint64_t at = inode_own_touch(c->it, ip, false);
@@ -451,11 +472,8 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	/* Under a delegation: answered here if it can be (deleg_i.h), else
 	 * sent after what was. */
 	if (c->dl && deleg_has(c->dl, ip)) {
-		struct pfs_attr base, na;
-		pthread_mutex_lock(&ip->lock);
-		base = ip->attr;
-		pthread_mutex_unlock(&ip->lock);
-		if (deleg_setattr(c->dl, ip, &m.cr, &m, &base, &na)) {
+		struct pfs_attr na;
+		if (local && deleg_setattr(c->dl, ip, &m.cr, &m, &base, &na)) {
 			struct stat st;
 			inode_own_end(c->it, ip, &na, seq, at, ns);
 			attr_to_stat(&na, &st);

@@ -373,6 +373,9 @@ void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* Then the attributes a delegation answered (after the writes: an
 	 * mtime set explicitly stays), their error if none came before. */
 	if (c->dl) {
+		/* A close of the file its CREATE opened ends the delegation
+		 * (the release that follows comes when the kernel sends it). */
+		deleg_closed(c->dl, ip, OF(fi)->fid);
 		int derr = deleg_flush(c->dl, ip, true);
 		if (err == 0)
 			err = derr;
@@ -408,7 +411,7 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* A delegation its CREATE brought ends, what it answered sent,
 	 * before the commit. */
 	if (c->dl)
-		deleg_release(c->dl, of->ip, ofile_fid(of));
+		deleg_release(c->dl, of->ip, of->fid);
 	/* Writes of mmap'ed pages may come after the last flush. */
 	fill_creds(req, &cr, false);
 	uint64_t fid = wb_holds(c->wb, of->ip) ? ofile_fid(of) : of->fid;

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from harness.pod import Pod
+from harness.settings import DAEMON_ARGS
 from helpers import (TEST_GID, TEST_UID, file_errno, podfs_stats, requests_sent, requests_since,
                      wait_for)
 
@@ -229,6 +230,8 @@ def test_holder_killed(dpod, env):
 
 
 def test_no_grant_without_daemon_option(env):
+    if "--delegate" in DAEMON_ARGS:
+        pytest.skip("PODFS_TEST_DAEMON_ARGS gives every daemon --delegate")
     pod = Pod(env, opts=OPTS)
     d = fresh_dir(pod)
     before = requests_sent(pod.a)
