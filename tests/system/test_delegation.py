@@ -297,3 +297,41 @@ def test_changes_resent_after_coordinator_restart(env, mount):
     assert stat.S_IMODE(st.st_mode) == 0o644
     assert st.st_mtime_ns == 4_000_000_000
     assert podfs_stats(a)["deleg_errors"] == 0
+
+
+def test_change_right_after_close_is_the_coordinators(dpod):
+    """The kernel releases a closed file later, on its own: a chmod right
+    after the close is no longer answered under the delegation, so the
+    export (and B) has it when the call returns."""
+    d = fresh_dir(dpod)
+    for i, mode in enumerate((0o600, 0o755, 0o640, 0o000, 0o711)):
+        p = dpod.a / d / f"f{i}"
+        with open(p, "wb") as f:
+            f.write(b"x")
+        os.chmod(p, mode)
+        assert stat.S_IMODE(os.stat(dpod.export / d / f"f{i}").st_mode) == mode
+
+
+def test_size_after_parallel_writes(dpod):
+    """Writes in flight together (write behind) answer in any order: a
+    change answered under the delegation must not carry a size older
+    than the writes' (the kernel takes the size of a SETATTR's reply)."""
+    d = fresh_dir(dpod)
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    for i in range(4):
+        p = dpod.a / d / f"f{i}"
+        fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        try:
+            for off in range(0, len(data), 128 * 1024):
+                os.pwrite(fd, data[off:off + 128 * 1024], off)
+            os.fchmod(fd, 0o644)
+            os.fchown(fd, 7, 8)
+            assert os.fstat(fd).st_size == len(data)
+        finally:
+            os.close(fd)
+        assert os.stat(p).st_size == len(data)
+        with open(p, "rb") as f:
+            assert f.read() == data
+        st = os.stat(dpod.b / d / f"f{i}")
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_size) == \
+            (0o644, 7, 8, len(data))
