@@ -212,10 +212,11 @@ static int send_pending(struct deleg *d, struct dent *e)
 		pfs_warn("a change of attributes answered under a delegation was refused: %s",
 			 strerror(-rc));
 		e->active = false; /* the daemon no longer takes them */
-	} else if (!e->pending) {
-		/* The daemon has them: its attributes (its ctime) from now on. */
-		inode_overlay_set(e->ip, NULL);
 	}
+	/* The daemon has them (or refused them): its attributes (its
+	 * ctime) from now on, unless more were answered here meanwhile. */
+	if (!e->pending)
+		inode_overlay_set(e->ip, NULL);
 	inode_own_end(d->c->it, e->ip, rc == 0 ? &ar.attr : NULL, seq, at, ns);
 	e->users--;
 	pthread_cond_broadcast(&d->cond);
