@@ -107,6 +107,10 @@ static const char usage_text[] =
 	"                       SIZE bytes (K, M, G; default 64M; 0: off)\n"
 	"  --peer-chunk SIZE    their chunk size, a power of two from 1M to 64M\n"
 	"                       (default 4M)\n"
+	"  --delegate           grant attribute delegations of new files to clients\n"
+	"                       mounted with -o delegate (their chmod, chown and\n"
+	"                       utimens of a file they just created and hold open\n"
+	"                       are answered without a round trip; off by default)\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  -V, --version        print the version\n"
 	"  -h, --help           show this help\n";
@@ -265,6 +269,7 @@ static const struct optdef optdefs[] = {
 	FUNC("anongid", required_argument, set_rule),
 	FLAG("buffered-writes", buffered),
 	FLAG("new-handle-secret", new_hsecret),
+	FLAG("delegate", delegate),
 	STR("limits", limits),
 	STR("control-socket", control),
 	FUNC("metrics", required_argument, set_metrics),

@@ -132,6 +132,12 @@ static int run(struct op *o, const struct handler *h)
 		return ret;
 	if (h->note)
 		export_note(&o->x, fh);
+	/* Another session's delegation on what it names is recalled first
+	 * (server.c runs it again after). */
+	if (o->d->deleg && (op_recall_check(o, fh) || (h->fh2 && op_recall_check(o, (const void *)(m + h->fh2))))) {
+		op_end(o);
+		return -OP_RECALL;
+	}
 	ret = h->run(o);
 	op_end(o);
 	return ret;
@@ -192,6 +198,12 @@ void dispatch_work_cb(uv_work_t *w)
 	else
 		ret = run(&o, &handlers[opc]);
 
+	/* Held back for a recall: it runs again from its bytes (server.c). */
+	if (ret == -OP_RECALL) {
+		free(dec);
+		free(o.w.buf);
+		return;
+	}
 	/* The request's bytes are no longer needed (decoded views die here). */
 	free(dec);
 	free(r->in);

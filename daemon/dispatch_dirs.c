@@ -162,6 +162,14 @@ int op_listdirs(struct op *o)
 		if (p->err < 0)
 			p->obj = NULL;
 	}
+	/* A requested directory with another session's delegations in it:
+	 * recalled first (the whole request runs again after). */
+	for (size_t i = 0; i < n; i++) {
+		if (op_recall_check(o, &req[i])) {
+			ret = -OP_RECALL;
+			goto out_put;
+		}
+	}
 	ret = op_become(o, &m->cr);
 	if (ret < 0)
 		goto out_put;
@@ -178,6 +186,15 @@ int op_listdirs(struct op *o)
 		 * listing (resolving it anew would need root): otherwise it
 		 * is left to a later request. */
 		if (!p->requested && handles_get(o->d->hs, &p->fh, &p->obj) < 0) {
+			ns--;
+			continue;
+		}
+		/* One met on the way with another session's delegations in
+		 * it is left to a later request (which recalls them). */
+		if (!p->requested && op_recall_check(o, &p->fh)) {
+			o->r->recall = false;
+			o->r->nrecall = 0;
+			handles_put(o->d->hs, p->obj);
 			ns--;
 			continue;
 		}

@@ -6,7 +6,11 @@
 #include <fcntl.h>
 
 #include "podfs/frame.h"
+#include "podfs/log.h"
+#include "deleg_i.h"
+#include "handles_i.h"
 #include "op_i.h"
+#include "session_i.h"
 #include "pfsd_i.h"
 
 int op_ping(struct op *o)
@@ -29,8 +33,25 @@ int op_getattr(struct op *o)
 int op_setattr(struct op *o)
 {
 	const struct pfs_setattr_req *m = &o->m.setattr_req;
+	struct pfs_setattr_req plain = *m;
 	struct pfs_attr_rep rep;
-	int ret = export_setattr(&o->x, o->obj, m, &rep.attr);
+	int ret;
+
+	/* Answered by the client under its delegation: refused if the
+	 * delegation was revoked meanwhile (another client saw the file
+	 * without this change). */
+	if (m->valid & PFS_SET_DELEG) {
+		/* Without the capability (a daemon restarted without
+		 * --delegate) it is a plain SETATTR: nothing was revoked. */
+		if (o->r->deleg && o->d->deleg &&
+		    (ret = deleg_check(o->d->deleg, o->r->s->client_id, handles_key(o->d->hs, &m->fh))) < 0) {
+			pfs_info("session %016llx: a change under a revoked delegation refused",
+				 (unsigned long long)o->r->s->client_id);
+			return ret;
+		}
+		plain.valid &= ~(uint32_t)PFS_SET_DELEG;
+	}
+	ret = export_setattr(&o->x, o->obj, &plain, &rep.attr);
 
 	if (ret < 0)
 		return ret;
@@ -149,6 +170,9 @@ int op_write(struct op *o)
 /* RELEASE and RELEASEDIR. */
 int op_release(struct op *o)
 {
+	/* A delegation lasts while the fid its CREATE opened does. */
+	if (o->d->deleg && o->r->s && o->r->h.op == PFS_OP_RELEASE)
+		deleg_release(o->d->deleg, o->r->s->client_id, o->m.release_req.fid);
 	return export_release(&o->x, o->m.release_req.fid);
 }
 

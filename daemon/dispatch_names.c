@@ -5,7 +5,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "deleg_i.h"
+#include "handles_i.h"
 #include "op_i.h"
+#include "pfsd_i.h"
+#include "session_i.h"
 
 /* The attributes of dir after a change in it, if the session takes them
  * (PFS_CAP_DIR_ATTR): the client then knows them without a GETATTR. */
@@ -139,6 +143,11 @@ int op_rename(struct op *o)
 
 	if (ret < 0)
 		return ret;
+	/* A file of ours under delegation now lives in newparent: a request
+	 * naming that directory recalls it. */
+	if (o->d->deleg && o->r->s && moved.len && !pfs_fh_equal(&m->newparent, &m->parent))
+		deleg_moved(o->d->deleg, o->r->s->client_id, handles_key(o->d->hs, &moved),
+			    handles_key(o->d->hs, &m->newparent));
 	op_inval_dirent(o, &m->parent, &m->name);
 	op_inval_entry(o, &m->newparent, &m->newname);
 	if (!pfs_fh_equal(&m->newparent, &m->parent))
@@ -164,12 +173,19 @@ int op_link(struct op *o)
 int op_create(struct op *o)
 {
 	const struct pfs_create_req *m = &o->m.create_req;
-	struct pfs_entry e;
+	struct pfs_mkdir_rep rep = { 0 };
+	bool fresh = false;
 	int ret = export_create(&o->x, o->obj->fd, m->name.s, m->fid, m->flags, m->mode, m->umask,
-				&e);
+				&rep.e, &fresh);
 
 	if (ret < 0)
 		return ret;
 	op_inval_dirent(o, &m->parent, &m->name);
-	return reply_entry_in(o, &e, o->obj);
+	/* With PFS_CAP_DELEG the reply is mkdir_rep, PFS_CR_DELEG saying
+	 * whether a delegation was granted (wire.h, "Delegations"). */
+	if (!o->r->deleg || !dir_attr(o, o->obj, &rep.dir))
+		return reply_entry_in(o, &rep.e, o->obj);
+	if (fresh && op_deleg_grant(o, &m->parent, &rep.e.fh, m->fid))
+		rep.flags = PFS_CR_DELEG;
+	return OP_ENCODE(o, mkdir_rep, &rep);
 }

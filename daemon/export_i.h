@@ -123,9 +123,10 @@ int export_link(struct xop *x, int fd, int newdir, const char *newname, struct p
 /* Creates and opens name in dirfd (O_CREAT | O_EXCL, never following a
  * symlink), or, without O_EXCL in flags, opens the existing regular file
  * or directory; registers the open file as the session's fid. Returns 0
- * (e filled), -EINVAL for O_DIRECTORY, or -errno. */
+ * (e filled; *fresh: this call made the regular file, and it has no
+ * extended attribute), -EINVAL for O_DIRECTORY, or -errno. */
 int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint32_t flags,
-		  uint32_t mode, uint32_t umask, struct pfs_entry *e);
+		  uint32_t mode, uint32_t umask, struct pfs_entry *e, bool *fresh);
 
 /* --- export_files.c --- */
 

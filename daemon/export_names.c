@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -328,11 +329,12 @@ int export_link(struct xop *x, int fd, int newdir, const char *newname, struct p
 }
 
 int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint32_t flags,
-		  uint32_t mode, uint32_t umask, struct pfs_entry *e)
+		  uint32_t mode, uint32_t umask, struct pfs_entry *e, bool *fresh)
 {
 	int fl = export_open_flags(flags), fd, ret;
 	struct stat st;
 	struct fid *f;
+	bool made = true;
 
 	if (flags & O_DIRECTORY)
 		return -EINVAL;
@@ -346,6 +348,7 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
 		/* It exists: open it like OPEN would, and never a FIFO or
 		 * device, whose open could block or have side effects. */
+		made = false;
 		int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (pfd < 0) {
 			ret = -errno;
@@ -370,6 +373,8 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 		goto out_close;
 	}
 	export_attr(&st, &e->attr);
+	/* No extended attribute: no ACL inherited, no capability, no label. */
+	*fresh = made && S_ISREG(st.st_mode) && flistxattr(fd, NULL, 0) == 0;
 	f = session_fid_install(x->s, fid, fd, NULL, fl & ~O_TRUNC, true);
 	session_fid_put(x->s, f);
 	return 0;

@@ -75,6 +75,11 @@ static void on_hello(struct conn *c, const uint8_t *wire)
 	c->caps = m.caps & (PFS_CAPS_ALL | PFS_CAP_BULK);
 	if (!c->d->chunks)
 		c->caps &= ~(uint64_t)PFS_CAP_PEER; /* peer-assisted reads are off */
+	/* Delegations: only if this daemon grants them, and with the
+	 * pushes and acknowledgements a recall needs (wire.h). */
+	if (!c->d->deleg || (c->caps & (PFS_CAP_PUSH | PFS_CAP_PUSH_ACK | PFS_CAP_DIR_ATTR)) !=
+				    (PFS_CAP_PUSH | PFS_CAP_PUSH_ACK | PFS_CAP_DIR_ATTR))
+		c->caps &= ~(uint64_t)PFS_CAP_DELEG;
 	c->bulk = (c->caps & PFS_CAP_BULK) != 0;
 	memcpy(c->cnonce, m.nonce.b, PFS_NONCE_LEN);
 	if (pfs_random(c->snonce, PFS_NONCE_LEN) < 0) {

@@ -28,6 +28,7 @@
 #include "notify_i.h"
 #include "observe_i.h"
 #include "chunks_i.h"
+#include "deleg_i.h"
 #include "cmdline_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
@@ -418,6 +419,8 @@ int main(int argc, char **argv)
 		};
 		d->chunks = chunks_new(&cc);
 	}
+	if (d->o.delegate)
+		d->deleg = deleg_new(DELEG_MAX, DELEG_PER_OWNER);
 	ret = server_listen(d, err, sizeof(err), &port);
 	if (ret < 0)
 		fatal("%s", err);
@@ -497,6 +500,7 @@ int main(int argc, char **argv)
 	watch_free(d);
 	interest_free(d->it);
 	chunks_free(d->chunks);
+	deleg_free(d->deleg);
 	lockstate_free(d->ls);
 	pipes_fini(&d->pipes);
 	handles_free(d->hs);

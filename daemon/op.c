@@ -2,9 +2,12 @@
  * and becoming the caller, the reply buffer, invalidations. Worker
  * threads. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
+#include "caps_i.h"
 #include "chunks_i.h"
+#include "deleg_i.h"
 #include "creds_i.h"
 #include "handles_i.h"
 #include "op_i.h"
@@ -122,4 +125,69 @@ void op_inval_dirent(struct op *o, const struct pfs_fh *parent, const struct pfs
 void op_lock_wake(struct op *o, const struct pfs_fh *fh)
 {
 	inval_new(o, PFS_OP_LOCK_WAKE, fh);
+}
+
+/* --- delegations --- */
+
+/* Whether a session other than the one of slot caches key. */
+static bool others_cache(struct interest *it, uint64_t key, int slot)
+{
+	uint64_t bits[INTEREST_WORDS];
+
+	if (!interest_get(it, key, bits))
+		return false;
+	bits[slot / 64] &= ~(1ull << (slot % 64));
+	for (unsigned i = 0; i < INTEREST_WORDS; i++)
+		if (bits[i])
+			return true;
+	return false;
+}
+
+int op_recall_check(struct op *o, const struct pfs_fh *fh)
+{
+	struct deleg *t = o->d->deleg;
+	struct session *s = o->r->s;
+	struct req *r = o->r;
+
+	if (!t || !s || !fh || !fh->len)
+		return 0;
+	uint64_t key = handles_key(o->d->hs, fh);
+	/* First this session caches fh (no grant in it from now on), then
+	 * the table: a grant racing with this request sees one or the
+	 * other (op_deleg_grant does the reverse). */
+	if (s->islot >= 0)
+		interest_add(o->d->it, key, s->islot);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!deleg_any(t))
+		return 0;
+	r->nrecall = deleg_conflicts(t, s->client_id, key, r->recall_owners, OP_RECALL_MAX);
+	if (!r->nrecall)
+		return 0;
+	r->recall = true;
+	r->recall_fh = *fh;
+	r->recall_key = key;
+	return 1;
+}
+
+bool op_deleg_grant(struct op *o, const struct pfs_fh *parent, const struct pfs_fh *file,
+		    uint64_t fid)
+{
+	struct deleg *t = o->d->deleg;
+	struct session *s = o->r->s;
+
+	/* The client computes what the kernel here would do for the ids it
+	 * sends: only where they reach the kernel as they are, and where
+	 * this daemon can act as any of them. */
+	if (!t || !s || !o->r->deleg || s->islot < 0 || o->r->rule.squash != EXPORT_SQUASH_NONE ||
+	    !caps_can_switch())
+		return false;
+	uint64_t fkey = handles_key(o->d->hs, file), pkey = handles_key(o->d->hs, parent);
+	if (!deleg_grant(t, s->client_id, fkey, pkey, fid))
+		return false;
+	atomic_thread_fence(memory_order_seq_cst);
+	if (others_cache(o->d->it, pkey, s->islot) || others_cache(o->d->it, fkey, s->islot)) {
+		deleg_ungrant(t, s->client_id, fkey);
+		return false;
+	}
+	return true;
 }

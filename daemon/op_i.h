@@ -68,6 +68,21 @@ void op_note_stale(struct op *o, const struct pfs_fh *fh);
 /* Undoes op_begin: root again (if it switched), handles released. */
 void op_end(struct op *o);
 
+/* Delegations (deleg_i.h). The request names fh (resolved): the session
+ * joins fh's interest set (so that no delegation is granted in fh from
+ * now on, see op_deleg_grant), then, if other sessions hold delegations
+ * on fh or on files made in it, the request is marked to be held back
+ * while they are recalled (o->r->recall...) and 1 is returned (the
+ * handler must not run: return OP_RECALL). 0: no conflict. A no-op
+ * unless the daemon grants delegations. */
+int op_recall_check(struct op *o, const struct pfs_fh *fh);
+#define OP_RECALL 100000 /* -OP_RECALL: held back for a recall */
+/* A CREATE made the regular file `file` without extended attributes
+ * (opened as fid) in directory parent: grants the session a delegation
+ * on it if that is safe (wire.h, "Delegations"). Returns whether it did. */
+bool op_deleg_grant(struct op *o, const struct pfs_fh *parent, const struct pfs_fh *file,
+		    uint64_t fid);
+
 /* Gives o->w a buffer of cap bytes for the reply (a handler whose reply
  * can be big calls it before encoding). */
 void op_reply_alloc(struct op *o, size_t cap);
@@ -112,7 +127,8 @@ int op_unlink(struct op *o);       /* UNLINK: nothing, or dir_rep */
 int op_rmdir(struct op *o);        /* RMDIR: nothing, or dir_rep */
 int op_rename(struct op *o);       /* RENAME: nothing */
 int op_link(struct op *o);         /* LINK: entry_rep or entry_dir_rep */
-int op_create(struct op *o);       /* CREATE: entry_rep or entry_dir_rep */
+int op_create(struct op *o);       /* CREATE: entry_rep or entry_dir_rep, or mkdir_rep
+				    * (PFS_CAP_DELEG) */
 
 /* dispatch_files.c. */
 int op_ping(struct op *o);         /* PING: ping_rep */

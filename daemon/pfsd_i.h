@@ -57,6 +57,7 @@ struct watch;
 struct lockstate;
 struct observe;
 struct chunks;
+struct deleg;
 
 struct pfsd_opts {
 	const char *listen;    /* "ADDR:PORT" */
@@ -91,6 +92,7 @@ struct pfsd_opts {
 	const char *metrics;   /* --metrics ADDR[:PORT], or NULL: none */
 	uint64_t peer_min;     /* --peer-min: smallest file served in chunks (0: off) */
 	uint64_t peer_chunk;   /* --peer-chunk: chunk bytes (a power of two) */
+	bool delegate;         /* --delegate: grant attribute delegations */
 };
 
 struct pfsd {
@@ -120,6 +122,9 @@ struct pfsd {
 	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
 	struct chunks *chunks;    /* peer-assisted reads (any thread), NULL: off */
+	struct deleg *deleg;      /* delegations (any thread), NULL: --delegate off */
+	uint64_t st_recalls;      /* requests held back for a recall (loop) */
+	uint64_t st_revoked;      /* holders that did not answer a recall (loop) */
 	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */

@@ -141,6 +141,8 @@ static bool defer(struct session *s, struct conn *c, uint64_t wait, uint16_t op,
 	return true;
 }
 
+static void ackwait_add(struct acks *a, struct session *s, uint64_t target);
+
 /* Whether s has a connection that takes pushes. */
 static bool pushable(const struct session *s)
 {
@@ -183,6 +185,33 @@ void push_unordered(struct session *s, uint16_t op, const uint8_t *p, size_t len
 		push_send(s, op, p, len);
 	else
 		(void)defer(s, s->conn, 0, op, p, len);
+}
+
+bool push_recall(struct session *s, const uint8_t *p, size_t len, struct acks *acks)
+{
+	struct conn *c = s->conn;
+	uint64_t n;
+
+	if (!pushable(s))
+		return false;
+	if (STAILQ_EMPTY(&s->deferred)) {
+		push_send(s, PFS_OP_RECALL, p, len);
+		n = c->closing ? 0 : c->push_sent;
+	} else {
+		if (!defer(s, c, 0, PFS_OP_RECALL, p, len))
+			return false;
+		n = c->push_sent + s->ndq;
+	}
+	ackwait_add(acks, s, n);
+	return n != 0;
+}
+
+bool push_acks_acked(const struct acks *a, uint64_t client_id)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (a->v[i].c->client_id == client_id && a->v[i].c->push_acked >= a->v[i].target)
+			return true;
+	return false;
 }
 
 bool push_to_self(const struct session *s, const struct inflight *fl)

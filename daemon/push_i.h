@@ -94,6 +94,17 @@ bool push_to_self(const struct session *s, const struct inflight *fl);
  * bytes waiting, or PFSD_MAX_DEFERRED in the FIFO) is closed instead. */
 void push_unordered(struct session *s, uint16_t op, const uint8_t *p, size_t len);
 
+/* Pushes RECALL (p[len], a recall_push) to s as push_unordered does,
+ * and notes in acks that the request held back for it waits for s's
+ * acknowledgement (which s sends once it returned its delegations).
+ * Returns false if nothing was pushed (s has no connection that takes
+ * pushes): nothing to wait for. */
+bool push_recall(struct session *s, const uint8_t *p, size_t len, struct acks *acks);
+/* Whether the client client_id acknowledged what a waits for from it
+ * (false also if a does not wait for it: it was behind, or nothing was
+ * pushed to it). */
+bool push_acks_acked(const struct acks *a, uint64_t client_id);
+
 /* A request of s of opcode op was queued: if op is ordered (wire.h), fl
  * joins s's requests in flight, so that pushes to s made from now on
  * wait for its reply. */

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deleg_i.h"
 #include "podfs/netaddr.h"
 #include "podfs/prom.h"
 #include "chunks_i.h"
@@ -245,6 +246,14 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		  "\nack_extended %" PRIu64 "\nclients_behind %u\n",
 		  d->o.ack_timeout, d->st_ack_misses, d->st_ack_cutoffs, d->st_ack_extended,
 		  clients_behind(d));
+	if (d->deleg) {
+		size_t held, revoked;
+		deleg_counts(d->deleg, &held, &revoked);
+		sb_printf(&sb,
+			  "delegations %zu\ndelegations_revoked %zu\ndeleg_recalls %" PRIu64
+			  "\ndeleg_revocations %" PRIu64 "\n",
+			  held, revoked, d->st_recalls, d->st_revoked);
+	}
 	for (unsigned op = 0; op < PFS_OP_MAX; op++)
 		if (d->st_req[op])
 			sb_printf(&sb, "req_%s %" PRIu64 "\n", pfs_op_name(op), d->st_req[op]);

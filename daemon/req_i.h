@@ -26,6 +26,9 @@ struct session;
 struct pfsd;
 struct drc_ent;
 
+/* Holders recalled for one request at most (others: at its next run). */
+#define OP_RECALL_MAX 8
+
 struct req {
 	uv_work_t work;
 	struct conn *c;        /* referenced (conn_ref) */
@@ -40,6 +43,7 @@ struct req {
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */
 	bool post_attr;        /* it negotiated PFS_CAP_POST_ATTR */
 	bool list_xattr;       /* it negotiated PFS_CAP_LIST_XATTR */
+	bool deleg;            /* it negotiated PFS_CAP_DELEG (and the daemon grants) */
 	bool no_splice;        /* its connection is TLS: READ replies are copied */
 	uint32_t auth_flags;   /* AUTH reply flags (PFS_AUTH_*) */
 	struct export_opts rule; /* c's export rule when it was queued */
@@ -58,8 +62,19 @@ struct req {
 	size_t splice_len;     /* payload bytes waiting in pipe after reply */
 	struct inval *invals;  /* for other clients, once the reply is queued */
 
+	/* Held back for a recall (op_recall_check): the object it names,
+	 * and the sessions (client_ids) holding delegations on it or in
+	 * it. The worker keeps `in` for the run after the recall. */
+	bool recall;
+	struct pfs_fh recall_fh;
+	uint64_t recall_key;
+	uint64_t recall_owners[OP_RECALL_MAX];
+	size_t nrecall;
+	unsigned recalls;       /* times it was held back */
+
 	/* Reply held until other clients acknowledged this change's pushes
-	 * (loop thread, server.c). */
+	 * (loop thread, server.c); with recall, the holders' acknowledgement
+	 * of their RECALL, after which it runs again. */
 	struct acks acks;       /* each client's deadline is its own */
 	struct req *hnext;      /* d->held */
 };

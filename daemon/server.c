@@ -21,6 +21,7 @@
 #include "handshake_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
+#include "recall_i.h"
 #include "req_i.h"
 #include "server_i.h"
 #include "session_i.h"
@@ -46,6 +47,7 @@ static void req_done(struct req *r)
 static void ack_timer_cb(uv_timer_t *t);
 static void ack_idle_cb(uv_idle_t *h);
 static void ack_check_cb(uv_check_t *h);
+static void recall_done(struct req *r, bool drop);
 
 /* Arms the acknowledgement timer for next (uv_now ms; UINT64_MAX: stops
  * it) if that is earlier than it is armed for, or if it is to be
@@ -87,6 +89,10 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 			continue;
 		}
 		*pp = r->hnext;
+		if (r->recall) {
+			recall_done(r, all);
+			continue;
+		}
 		conn_reply(r->c, &r->reply, r->acct);
 		req_done(r);
 	}
@@ -234,6 +240,59 @@ static void submit_next(struct session *s)
 	}
 }
 
+/* --- requests held back for a recall (recall_i.h) --- */
+
+/* The worker found that r names something other sessions hold
+ * delegations on: each holder is pushed RECALL, and r waits among the
+ * held replies for their acknowledgements (held_scan calls recall_done
+ * then). */
+static void recall_hold(struct req *r)
+{
+	struct session *s = r->s;
+	struct pfsd *d = r->d;
+
+	/* Pushes to its client need not wait for it meanwhile. */
+	push_ordered_del(s, &r->fl);
+	push_flush(s);
+	recall_push_holders(r);
+	/* Holders without a connection that takes pushes: nothing to wait
+	 * for (their delegations are revoked now). */
+	if (push_acks_done(&r->acks)) {
+		recall_done(r, false);
+		return;
+	}
+	r->hnext = d->held;
+	d->held = r;
+	ack_timer_arm(d, push_acks_next(&r->acks), false);
+}
+
+/* The holders of r's recall acknowledged, or are past their deadlines:
+ * r runs again (with drop, while the daemon stops, it is dropped). */
+static void recall_done(struct req *r, bool drop)
+{
+	struct session *s = r->s;
+	int ret;
+
+	recall_settle(r);
+	if (drop || r->d->stopping) {
+		if (r->drc)
+			drc_forget(&s->drc, r->drc);
+		conn_req_drop(r->c, r->acct);
+		free(r->keys.v);
+		free(r->in);
+		session_unref(s);
+		req_done(r);
+		return;
+	}
+	push_ordered_add(s, &r->fl, r->h.op);
+	ret = submit(r);
+	if (ret < 0) {
+		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id,
+			uv_strerror(ret));
+		after_work_cb(&r->work, ret); /* as if cancelled: its conn closes */
+	}
+}
+
 static void after_work_cb(uv_work_t *work, int status)
 {
 	struct req *r = container_of(work, struct req, work);
@@ -245,6 +304,11 @@ static void after_work_cb(uv_work_t *work, int status)
 
 	if (s && r->pooled)
 		submit_next(s);
+	if (r->recall && s && status == 0 && !r->violation && !d->stopping) {
+		recall_hold(r);
+		return;
+	}
+	r->recall = false;
 
 	if (status < 0 && !r->violation) {
 		/* Cancelled: never ran. Answer nothing; the conn is going. */
@@ -355,6 +419,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->new_dir = r->dir_attr && (c->caps & PFS_CAP_NEW_DIR);
 	r->post_attr = (c->caps & PFS_CAP_POST_ATTR) != 0;
 	r->list_xattr = (c->caps & PFS_CAP_LIST_XATTR) != 0;
+	r->deleg = (c->caps & PFS_CAP_DELEG) != 0;
 	r->auth_flags = auth_flags;
 	r->rule = c->rule;
 	r->work.data = r;

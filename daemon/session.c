@@ -13,6 +13,7 @@
 #include "handles_i.h"
 #include "idtab_i.h"
 #include "chunks_i.h"
+#include "deleg_i.h"
 #include "lockstate_i.h"
 #include "push_i.h"
 #include "session_i.h"
@@ -141,6 +142,8 @@ void session_kill(struct session *s)
 	pthread_mutex_unlock(&s->mu);
 	if (s->d->chunks)
 		chunks_peer_gone(s->d->chunks, s->client_id);
+	if (s->d->deleg)
+		deleg_drop_owner(s->d->deleg, s->client_id);
 	if (s->conn) {
 		s->conn->sess = NULL;
 		s->conn = NULL;

@@ -111,6 +111,7 @@ struct client {
 	size_t peer_cache;       /* peer_cache=: bytes of chunks held */
 	uint64_t peer_min;       /* peer_min=: smallest file read in chunks */
 	double peer_timeout;     /* peer_timeout=: seconds a peer may take for a chunk */
+	bool delegate;           /* -o delegate: attribute delegations of new files (deleg_i.h) */
 	struct mountwait_lock mlock; /* held from opts_parse until mounted or given up */
 
 	/* Session identity. */
@@ -134,6 +135,7 @@ struct client {
 	struct lsfetch *lf;      /* listings fetched now and ahead of a walk (lsfetch.c) */
 	struct ctl *ctl;         /* the status socket (ctl.c), or NULL */
 	struct peer *peer;       /* peer-assisted reads (peer.c), or NULL */
+	struct deleg *dl;        /* delegations held (deleg.c), or NULL: -o delegate off */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
 	/* Files the kernel opened and has not released yet (ofile.c). An

@@ -478,10 +478,43 @@ bool dver_eq(const struct dver *a, const struct dver *b)
 	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
 }
 
+/* ip->lock held. */
+static void overlay_locked(const struct inode *ip, struct pfs_attr *a)
+{
+	if (!ip->dl_on)
+		return;
+	a->mode = ip->dl.mode;
+	a->uid = ip->dl.uid;
+	a->gid = ip->dl.gid;
+	a->atime_s = ip->dl.atime_s;
+	a->atime_ns = ip->dl.atime_ns;
+	a->mtime_s = ip->dl.mtime_s;
+	a->mtime_ns = ip->dl.mtime_ns;
+	a->ctime_s = ip->dl.ctime_s;
+	a->ctime_ns = ip->dl.ctime_ns;
+}
+
+void inode_overlay_set(struct inode *ip, const struct pfs_attr *a)
+{
+	pthread_mutex_lock(&ip->lock);
+	ip->dl_on = a != NULL;
+	if (a)
+		ip->dl = *a;
+	pthread_mutex_unlock(&ip->lock);
+}
+
+void inode_overlay(struct inode *ip, struct pfs_attr *a)
+{
+	pthread_mutex_lock(&ip->lock);
+	overlay_locked(ip, a);
+	pthread_mutex_unlock(&ip->lock);
+}
+
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a)
 {
 	pthread_mutex_lock(&ip->lock);
 	ip->attr = *a;
+	overlay_locked(ip, &ip->attr);
 	ip->ver_unknown = false;
 	ip->tr.seq = 0; /* until the caller decides (inode_trust_attr) */
 	pthread_mutex_unlock(&ip->lock);
@@ -518,11 +551,14 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 
 void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 {
-	struct dver before = dver_of(&ip->attr), after = dver_of(a);
+	struct pfs_attr na = *a;
+
+	overlay_locked(ip, &na); /* what a delegation answered, not sent yet */
+	struct dver before = dver_of(&ip->attr), after = dver_of(&na);
 
 	if (ip->cached_valid && dver_eq(&ip->cached, &before))
 		ip->cached = after;
-	ip->attr = *a;
+	ip->attr = na;
 	ip->ver_unknown = false;
 }
 

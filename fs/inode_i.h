@@ -74,6 +74,10 @@ struct inode {
 	 * reading, or LOOKUP_DATA content): see inode_note_reader. */
 	uint32_t reader_uid, reader_gid;
 	bool reader_ok;
+	/* Attributes answered under a delegation the daemon does not have
+	 * yet (deleg_i.h): shown over any it sends (inode_overlay). */
+	bool dl_on;
+	struct pfs_attr dl;
 	/* Directories: a complete listing (LISTDIR) lookups are answered
 	 * from while it is coherent; no_list once one was incomplete; none
 	 * fetched before list_after (CLOCK_MONOTONIC ns) after one went
@@ -258,6 +262,13 @@ void inode_note_name(struct inode *dir, const char *name);
  * again); they are not trusted until the caller says so
  * (inode_trust_attr, trust_i.h). */
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a);
+
+/* Delegations (deleg_i.h): a (mode, owner, group, times) are ip's
+ * attributes until the daemon has them (NULL: it has them now). While
+ * set, they replace those fields of any attributes of ip from the
+ * daemon: in inode_set_attr, and for the caller in inode_overlay. */
+void inode_overlay_set(struct inode *ip, const struct pfs_attr *a);
+void inode_overlay(struct inode *ip, struct pfs_attr *a);
 
 /* Inline content (LOOKUP_DATA or a listing's). Copies data[len] as the
  * content of version a, replacing any; dropped silently if the copies of

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deleg_i.h"
 #include "cache_i.h"
 #include "client_i.h"
 #include "creds_i.h"
@@ -159,6 +160,9 @@ static void tr_up_cb(void *arg, const struct transport_up *u)
 	/* Pushes sent while we were away are lost: revalidate. */
 	if (u->chan == 0 && u->again && c->cache)
 		cache_reconnected(c->cache);
+	/* A delegation does not survive a reconnect (deleg_i.h). */
+	if (u->chan == 0 && u->again && c->dl)
+		deleg_reconnected(c->dl);
 }
 
 static void tr_down_cb(void *arg, unsigned chan)
@@ -173,6 +177,9 @@ static void tr_down_cb(void *arg, unsigned chan)
 	 * answered GETATTR, trust_i.h). */
 	if (chan == 0 && c->gate)
 		gate_note_all(c->gate);
+	/* Nor is anything answered under a delegation any more (deleg_i.h). */
+	if (chan == 0 && c->dl)
+		deleg_reconnected(c->dl);
 }
 
 static void tr_reply_cb(void *arg, const struct pfs_frame_hdr *h, uint8_t *payload,
@@ -327,6 +334,8 @@ static void client_free(struct client *c)
 	locks_free(c->lk);
 	c->lk = NULL;
 	wb_free(c->wb);
+	deleg_free(c->dl);
+	c->dl = NULL;
 	pcache_free(c->pc);
 	peer_free(c);
 	ofile_free_all(c);
@@ -382,7 +391,8 @@ static int prepare(struct client *c)
 	if (!(c->fm = fhmap_new()) || rpc_new(c, &c->rpc) < 0 || transport_new(c, &tcb, &c->tr) < 0 ||
 	    creds_cache_new(&c->cc) < 0 || gate_new(&c->gate) < 0 || cache_new(c, &c->cache) < 0 ||
 	    locks_new(c, &c->lk) < 0 || wb_new(c, c->wb_threads, c->wb_max, &c->wb) < 0 ||
-	    lsfetch_new(c, &c->lf) < 0 || peer_new(c) < 0) {
+	    lsfetch_new(c, &c->lf) < 0 || peer_new(c) < 0 ||
+	    (c->delegate && deleg_new(c, &c->dl) < 0)) {
 		fputs("podfs: out of memory\n", stderr);
 		return 1;
 	}

@@ -58,7 +58,9 @@ struct inode *ops_entry_param(struct client *c, struct inode *dir, const char *n
 		inode_set_parent(c->it, ip, dir, seq, name);
 	memset(e, 0, sizeof(*e));
 	e->ino = ip->nodeid;
-	attr_to_stat(&pe->attr, &e->attr);
+	struct pfs_attr a = pe->attr;
+	inode_overlay(ip, &a); /* what a delegation answered (deleg_i.h) */
+	attr_to_stat(&a, &e->attr);
 	e->attr_timeout = c->attr_timeout;
 	e->entry_timeout = c->entry_timeout;
 	return ip;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cache_i.h"
+#include "deleg_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
 #include "lsfetch_i.h"
@@ -109,10 +110,13 @@ static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_rep
 		/* The attributes right after our own change are current if
 		 * nothing else of ours moved ip meanwhile (trust_i.h). */
 		inode_own_end(c->it, ip, &ar.attr, seq, own, ns);
+		if (c->dl)
+			deleg_note_attr(c->dl, ip, &ar.attr);
 	} else {
 		inode_set_attr(ip, &ar.attr);
 		inode_trust_attr(c->it, ip, seq, any, ns);
 	}
+	inode_overlay(ip, &ar.attr); /* what a delegation answered (deleg_i.h) */
 	attr_to_stat(&ar.attr, &st);
 	gate_enter(c->gate);
 	double t = gate_pushed_since(c->gate, seq, &ip->fh) ? 0 : c->attr_timeout;
@@ -391,6 +395,20 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	finish_attr(req, ip, rc, &rep, 0, seq, any, ns);
 }
 
+/* ip's attributes into *a if they are known current: trusted, and no
+ * push about ip came since (as ops_getattr answers them). */
+static bool current_attr(struct client *c, struct inode *ip, struct pfs_attr *a)
+{
+	uint64_t aseq;
+
+	if (!inode_attr_trusted(c->it, ip, a, &aseq))
+		return false;
+	gate_enter(c->gate);
+	bool pushed = gate_pushed_since(c->gate, aseq, &ip->fh);
+	gate_leave(c->gate);
+	return !pushed;
+}
+
 void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		 struct fuse_file_info *fi)
 {
@@ -403,6 +421,13 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		fuse_reply_err(req, EINTR);
 		return;
 	}
+	/* Under a delegation, a change answered here carries the file's other
+	 * attributes (its size...): only if they are known current
+	 * (trust_i.h; e.g. not while the replies of writes that were in
+	 * flight together may have come in any order). Taken before this
+	 * change stamps ip. */
+	struct pfs_attr base;
+	bool local = c->dl && deleg_has(c->dl, ip) && current_attr(c, ip, &base);
 	uint64_t ns;
 	(void)inode_own_snap(c->it, &ns);
 	uint64_t at = inode_own_touch(c->it, ip, false);
@@ -444,6 +469,19 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	if (to_set & FUSE_SET_ATTR_CTIME)
 		m.valid |= PFS_SET_CTIME;
 	uint64_t seq = gate_seq(c->gate);
+	/* Under a delegation: answered here if it can be (deleg_i.h), else
+	 * sent after what was. */
+	if (c->dl && deleg_has(c->dl, ip)) {
+		struct pfs_attr na;
+		if (local && deleg_setattr(c->dl, ip, &m.cr, &m, &base, &na)) {
+			struct stat st;
+			inode_own_end(c->it, ip, &na, seq, at, ns);
+			attr_to_stat(&na, &st);
+			fuse_reply_attr(req, &st, c->attr_timeout);
+			return;
+		}
+		(void)deleg_flush(c->dl, ip, false);
+	}
 	ops_dir_busy(c, ip, 1); /* the kernel holds ip's lock: a directory's too */
 	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
 	ops_dir_busy(c, ip, -1);
@@ -615,6 +653,8 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 
 void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+	if (CL(req)->dl) /* its other name would escape a recall */
+		deleg_end(CL(req)->dl, IP(req, ino));
 	struct client *c = CL(req);
 	struct pfs_link_req m;
 	struct rpc_reply rep = { 0 };

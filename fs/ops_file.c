@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "deleg_i.h"
 #include "estale_i.h"
 #include "gate_i.h"
 #include "locks_i.h"
@@ -71,6 +72,9 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	/* The daemon checks the mode a delegation answered (deleg_i.h). */
+	if (c->dl)
+		(void)deleg_flush(c->dl, ip, false);
 	/* A truncating open is our own change of the file. */
 	uint64_t trunc_at = (fi->flags & O_TRUNC) ? inode_own_touch(c->it, ip, false) : 0;
 	uint64_t before = gate_seq(c->gate);
@@ -218,6 +222,9 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	else
 		inode_own_end(c->it, ip, &er.e.attr, seq, 0, o.ns_trust);
 	inode_set_parent(c->it, ip, IP(req, parent), seq, name);
+	/* A delegation on the new file (deleg_i.h). */
+	if (c->dl && (mkflags & PFS_CR_DELEG) && made && S_ISREG(er.e.attr.mode))
+		deleg_granted(c->dl, ip, &IP(req, parent)->fh, ofile_fid(of), &er.e.attr);
 	bool attrs_stale;
 	inode_open_version(ip, &er.e.attr, &attrs_stale);
 	/* A new file has no capabilities (they are never inherited). */
@@ -334,6 +341,10 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	/* After the changes of attributes a delegation answered: a write may
+	 * clear set-id bits, and moves the mtime (deleg_i.h). */
+	if (c->dl)
+		(void)deleg_flush(c->dl, of->ip, false);
 	inode_own_touch(c->it, of->ip, false); /* wb.c ends it (inode_write_done) */
 	inode_drop_inline(of->ip); /* our own writes are never pushed back to us */
 	/* Write-behind (wb.c): the data is copied and sent by a writer
@@ -358,6 +369,17 @@ void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * the commit follows at release (wb_i.h). */
 	int err = wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
 	struct early_answer ea = { .req = req };
+
+	/* Then the attributes a delegation answered (after the writes: an
+	 * mtime set explicitly stays), their error if none came before. */
+	if (c->dl) {
+		/* A close of the file its CREATE opened ends the delegation
+		 * (the release that follows comes when the kernel sends it). */
+		deleg_closed(c->dl, ip, OF(fi)->fid);
+		int derr = deleg_flush(c->dl, ip, true);
+		if (err == 0)
+			err = derr;
+	}
 
 	/* Drop this owner's POSIX locks, as close(2) must, only where this
 	 * client ever took any: no round trip otherwise. A process being
@@ -386,6 +408,10 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ofile *of = OF(fi);
 	struct pfs_creds cr;
 
+	/* A delegation its CREATE brought ends, what it answered sent,
+	 * before the commit. */
+	if (c->dl)
+		deleg_release(c->dl, of->ip, of->fid);
 	/* Writes of mmap'ed pages may come after the last flush. */
 	fill_creds(req, &cr, false);
 	uint64_t fid = wb_holds(c->wb, of->ip) ? ofile_fid(of) : of->fid;
@@ -416,8 +442,9 @@ void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_in
 	/* Returns once the daemon's fsync covered every write, re-sending
 	 * what a restarted daemon may have lost (wb.c). */
 	fill_creds(req, &cr, false);
+	int drc = c->dl ? deleg_flush(c->dl, of->ip, true) : 0;
 	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, ofile_fid(of), datasync != 0, true);
-	fuse_reply_err(req, -rc);
+	fuse_reply_err(req, rc < 0 ? -rc : -drc);
 }
 
 void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,

@@ -88,6 +88,12 @@ static void usage(FILE *f)
 		"  cache_size=SIZE     cap of cache_dir, with K/M/G/T suffixes (default\n"
 		"                      1G, at least 1M); least recently used go first;\n"
 		"                      files over SIZE/8 are not cached\n"
+		"  delegate            answer chmod, chown and utimens of a file this\n"
+		"                      mount just created and holds open without a\n"
+		"                      round trip, when the server grants it (podfsd\n"
+		"                      --delegate; off by default): they reach the\n"
+		"                      server before the close returns, or before\n"
+		"                      another host looks at the file\n"
 		"  peers               read large files in chunks that the mounts of the\n"
 		"                      pod fetch from each other, so that the server\n"
 		"                      sends each about once (off by default): this\n"
@@ -301,6 +307,7 @@ enum {
 	KEY_FG,
 	KEY_RETRY,
 	KEY_PEERS,
+	KEY_DELEGATE,
 	KEY_PEER_PORT,
 	KEY_PEER_CACHE,
 	KEY_PEER_MIN,
@@ -344,6 +351,7 @@ static const struct fuse_opt spec[] = {
 	FUSE_OPT_KEY("fg", KEY_FG),
 	FUSE_OPT_KEY("retry=", KEY_RETRY),
 	FUSE_OPT_KEY("peers", KEY_PEERS),
+	FUSE_OPT_KEY("delegate", KEY_DELEGATE),
 	FUSE_OPT_KEY("peer_port=", KEY_PEER_PORT),
 	FUSE_OPT_KEY("peer_cache=", KEY_PEER_CACHE),
 	FUSE_OPT_KEY("peer_min=", KEY_PEER_MIN),
@@ -565,6 +573,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 0;
 	case KEY_PEERS:
 		c->peers = true;
+		return 0;
+	case KEY_DELEGATE:
+		c->delegate = true;
 		return 0;
 	case KEY_PEER_PORT:
 		if (!parse_long(v, 1, 65535, &n))

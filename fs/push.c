@@ -4,6 +4,7 @@
 #include <fuse_lowlevel.h>
 
 #include "client_i.h"
+#include "deleg_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
 #include "ofile_i.h"
@@ -57,6 +58,16 @@ static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t 
 		/* This also drops a negative entry of the name. */
 		if (inode_find(c->it, &m.parent, false, &nodeid, NULL))
 			fuse_lowlevel_notify_inval_entry(c->se, nodeid, m.name.s, m.name.len);
+		return;
+	}
+	case PFS_OP_RECALL: {
+		struct pfs_recall_push m;
+		if (pfs_dec_recall_push(payload, len, &m) < 0)
+			goto bad;
+		/* Acknowledged once this returns (pushq_i.h): the daemon
+		 * then has what the delegations answered. */
+		if (c->dl)
+			deleg_recall(c->dl, &m.fh);
 		return;
 	}
 	default:

@@ -23,6 +23,9 @@ struct push_item {
 	bool gated;
 	bool early; /* early_cb ran (or is running) for it */
 	uint64_t key;
+	/* A RECALL: acknowledged only once applied, whatever else happens
+	 * (the daemon must have what the delegations answered first). */
+	bool strict;
 	int64_t t_ms; /* received (CLOCK_MONOTONIC) */
 	uint16_t op;
 	size_t len;
@@ -121,6 +124,7 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	p->early = false;
 	p->gated = op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(buf, len, &ie) == 0;
 	p->key = p->gated ? pushq_lock_key(&ie.parent) : 0;
+	p->strict = op == PFS_OP_RECALL;
 	p->t_ms = pfs_mono_ms();
 	p->op = op;
 	p->buf = buf;
@@ -156,7 +160,29 @@ void pushq_busy(struct pushq *q, uint64_t key, int delta)
  * *wake: when the answer may change without a wake-up (INT64_MAX:
  * never); *held: since when the first push held back was received
  * (INT64_MAX: none is). Called with q->bg.lock held. */
+static uint64_t ack_limit_gated(const struct pushq *q, int64_t now, int64_t *wake,
+				 int64_t *held, bool *busy, bool *unapplied);
+
+/* ack_limit_gated, and never past a RECALL not applied yet (pushq_i.h):
+ * the count stops before the first one. */
 static uint64_t ack_limit_locked(const struct pushq *q, int64_t now, int64_t *wake,
+				 int64_t *held, bool *busy, bool *unapplied)
+{
+	uint64_t lim = ack_limit_gated(q, now, wake, held, busy, unapplied);
+
+	for (const struct push_item *p = q->push_head; p; p = p->next) {
+		if (!p->strict || p->gen != q->ack_gen)
+			continue;
+		if (p->num - 1 < lim)
+			lim = p->num - 1;
+		if (p->t_ms < *held)
+			*held = p->t_ms; /* the count sent last goes again meanwhile */
+		break;
+	}
+	return lim;
+}
+
+static uint64_t ack_limit_gated(const struct pushq *q, int64_t now, int64_t *wake,
 				 int64_t *held, bool *busy, bool *unapplied)
 {
 	*wake = *held = INT64_MAX;
@@ -299,7 +325,7 @@ static void *push_main(void *arg)
 		q->n_applied++;
 		/* The ack thread may go further (an entry invalidation), or
 		 * a pushq_wait_applied be done. */
-		if (p->gated || q->apply_waiters)
+		if (p->gated || p->strict || q->apply_waiters)
 			bg_wake_all(&q->bg);
 		free(p->buf);
 		free(p);

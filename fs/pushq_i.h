@@ -44,6 +44,12 @@
  * holder podfs does not know of) is cut at PUSHQ_APPLY_WAIT_MS: that
  * push is then acknowledged unapplied.
  *
+ * A RECALL (deleg_i.h) is acknowledged only once applied, busy
+ * directories or not, however long it takes: applying it sends what
+ * this client's delegations answered, and the daemon holds another
+ * client's request until it has them. (The daemon stops waiting at its
+ * acknowledgement deadlines, and then revokes the delegations.)
+ *
  * While a push is held back so (the kernel takes its time: dropping a
  * big file's pages in an INVAL_INODE before it, a directory lock), the
  * ack thread sends the count it sent last again every PUSHQ_ALIVE_MS:

@@ -382,7 +382,8 @@ static int handshake(struct hs_io *io, bool bulk, struct sock_session *out, char
 		.version_max = PFS_VERSION,
 		/* A bulk connection gets no pushes. */
 		.caps = (bulk ? (PFS_CAPS_ALL & ~PFS_CAP_PUSH) | PFS_CAP_BULK : PFS_CAPS_ALL) &
-			~(c->peers ? 0 : (uint64_t)PFS_CAP_PEER),
+			~(c->peers ? 0 : (uint64_t)PFS_CAP_PEER) &
+			~(c->delegate && !bulk ? 0 : (uint64_t)PFS_CAP_DELEG),
 		.client_id = c->client_id,
 	};
 	struct pfs_hello_rep hr;

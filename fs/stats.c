@@ -1,4 +1,5 @@
 /* stats.c: the mount's figures as text (see stats_i.h). */
+#include "deleg_i.h"
 #include "stats_i.h"
 
 #include <errno.h>
@@ -104,6 +105,16 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			      "lists_dropped %llu\n",
 			      (unsigned long long)ls.listed, (unsigned long long)ls.ahead, (unsigned long long)ls.waited,
 			      (unsigned long long)ls.taken, (unsigned long long)ls.dropped);
+	}
+	if (c->dl && n > 0 && (size_t)n < cap) {
+		struct deleg_stats ds;
+		deleg_get_stats(c->dl, &ds);
+		n += snprintf(buf + n, cap - (size_t)n,
+			      "deleg_granted %llu\ndeleg_local %llu\ndeleg_sent %llu\n"
+			      "deleg_recalls %llu\ndeleg_errors %llu\n",
+			      (unsigned long long)ds.granted, (unsigned long long)ds.local,
+			      (unsigned long long)ds.sent, (unsigned long long)ds.recalls,
+			      (unsigned long long)ds.errors);
 	}
 	/* All answered requests together, one "UPPER_US:COUNT" word per
 	 * non-empty lathist bucket (UPPER_US is its lathist_upper, "inf" for

@@ -165,6 +165,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_inval_inode_push(F) F(FH, fh) F(I64, offset) F(I64, length)
 #define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
 #define PFS_MSG_push_ack(F) F(U64, count) /* PUSH_ACK (client -> server) */
+#define PFS_MSG_recall_push(F) F(FH, fh) /* RECALL (push) */
 #define PFS_MSG_listdir_req(F) F(CREDS, cr) F(FH, fh) F(U32, max_inline) F(U32, max_bytes)
 #define PFS_MSG_chunk_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, flags) F(U64, index) \
 	F(U32, want) F(BYTES, addr) F(U32, port)
@@ -192,7 +193,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
 	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
-	M(reclaim_done_req) M(lock_wake_push) M(push_ack) M(listdir_req) M(listdir_page_req) \
+	M(reclaim_done_req) M(lock_wake_push) M(recall_push) M(push_ack) M(listdir_req) M(listdir_page_req) \
 	M(listdirs_req) \
 	M(chunk_req) M(chunk_rep) M(chunk_report_req) M(peer_hello_req) M(peer_hello_rep) \
 	M(peer_auth_req) M(peer_get_req) M(peer_get_rep)

@@ -143,9 +143,14 @@ enum {
 	 * answers CHUNK and CHUNK_REPORT. A client asks for it only if it
 	 * takes part (podfs -o peers); it sends neither without it. */
 	PFS_CAP_PEER = 1u << 9,
+	/* Attribute delegations of new files (see "Delegations" below). A
+	 * client asks for it only if it answers SETATTR under a delegation
+	 * (podfs -o delegate), and only with PFS_CAP_PUSH, PFS_CAP_PUSH_ACK
+	 * and PFS_CAP_DIR_ATTR; a server grants one only with all four. */
+	PFS_CAP_DELEG = 1u << 10,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
 		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR |
-		       PFS_CAP_LIST_XATTR | PFS_CAP_PEER,
+		       PFS_CAP_LIST_XATTR | PFS_CAP_PEER | PFS_CAP_DELEG,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -259,7 +264,8 @@ enum {
 	X(PEER_GET,     72, peer_get_req,     peer_get_rep,     0,  0,   0,  0,   0,   0)   \
 	X(INVAL_INODE,  100, inval_inode_push, -,               0,  0,   0,  0,   0,   0)   \
 	X(INVAL_ENTRY,  101, inval_entry_push, -,               0,  0,   0,  0,   0,   0)   \
-	X(LOCK_WAKE,    102, lock_wake_push,   -,               0,  0,   0,  0,   0,   0)
+	X(LOCK_WAKE,    102, lock_wake_push,   -,               0,  0,   0,  0,   0,   0)   \
+	X(RECALL,       103, recall_push,      -,               0,  0,   0,  0,   0,   0)
 
 enum pfs_op {
 #define PFS_X_ENUM(n, v, ...) PFS_OP_##n = v,
@@ -405,6 +411,8 @@ enum pfs_op {
  * INVAL_ENTRY  name in parent was created, removed or renamed: drop the
  *              cached entry (positive or negative).
  * LOCK_WAKE    A lock on fh was released (see above).
+ * RECALL       Return the delegations on fh, or on files made in directory
+ *              fh (see "Delegations" below).
  */
 
 /* The row of an opcode as flags, for code that asks about a property:
@@ -450,7 +458,12 @@ enum {
 	PFS_SET_ATIME_NOW = 1u << 6,
 	PFS_SET_MTIME_NOW = 1u << 7,
 	PFS_SET_CTIME = 1u << 8,     /* only touches ctime (no-op on Linux) */
-	PFS_SET_KNOWN = (1u << 9) - 1,
+	/* The change was answered by the client under its delegation of fh
+	 * (see "Delegations" below): refused with EIO if the server revoked
+	 * that delegation. Ignored in a session without PFS_CAP_DELEG (a
+	 * server restarted without delegations applies what is re-sent). */
+	PFS_SET_DELEG = 1u << 9,
+	PFS_SET_KNOWN = (1u << 10) - 1,
 };
 
 /* SETLK lock types (fcntl values) and flags. Ranges are [start, end],
@@ -642,7 +655,38 @@ enum {
 #define PFS_LISTDIR_PAGE_MIN 4096
 enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
+	PFS_CR_DELEG = 1u << 1, /* CREATE's mkdir_rep: see "Delegations" */
 };
+
+/* Delegations (PFS_CAP_DELEG): attributes of a new file answered by the
+ * client that made it, in the spirit of NFSv4's delegations and CephFS's
+ * capabilities, limited to one case: a file a client just created and
+ * still holds open, which no other client has seen.
+ *
+ * Grant. The reply to CREATE in such a session is mkdir_rep (entry,
+ *   directory attributes, flags); PFS_CR_DELEG says the server granted
+ *   the caller a delegation on the new file: it made the file (not an
+ *   existing one opened), the file has no extended attribute (no ACL
+ *   inherited), the caller's export rule does not squash ids, and no
+ *   other session caches the file or the directory. It lasts while the
+ *   fid of that CREATE is open, until recalled, or until the session
+ *   ends; a client gives it up at a reconnect.
+ * Holding. The client answers SETATTR of the mode, owner, group and
+ *   explicit times of the file itself, for a caller that is root or the
+ *   owner, computing the attributes as the server's kernel would
+ *   (docs/delegation.md); anything else (sizes, UTIME_NOW, another
+ *   caller, an answer it cannot be sure of) goes to the server as usual,
+ *   after what it answered. It sends what it answered, in order, as
+ *   SETATTRs with PFS_SET_DELEG, before the data commit of the file,
+ *   before a close returns, and before acknowledging a recall.
+ * Recall. A request of another session that names the file, or the
+ *   directory it was made in, waits while the server pushes RECALL (fh:
+ *   the file or the directory) to each holder. The holder stops answering
+ *   locally, sends its SETATTRs, and acknowledges the push (PUSH_ACK)
+ *   only once their replies came: the push is applied then. The request
+ *   runs once every holder acknowledged, or was found stalled or
+ *   disconnected (the deadlines of PUSH_ACK): such a holder's delegation
+ *   is revoked, and its SETATTRs under it fail with EIO from then on. */
 
 /* Peer-assisted reads (opcodes 64-65 with the server, 70-79 between
  * clients; only in a session that negotiated PFS_CAP_PEER).

@@ -17,7 +17,9 @@
  * A record: u8 opcode (an index into the opcodes below), u8 flags
  * (bit 0: the payload is LZ4-coded, bit 1: zero-word coded, bit 2:
  * PFS_CAP_DIR_ATTR, bit 3: PFS_CAP_NEW_DIR, bit 4: PFS_CAP_POST_ATTR,
- * bit 5: PFS_CAP_LIST_XATTR), u16 payload length (LE),
+ * bit 5: PFS_CAP_LIST_XATTR, bit 6: PFS_CAP_DELEG, bit 7: sent by a
+ * second session, whose requests naming what the first one holds
+ * delegations on are held back for a recall), u16 payload length (LE),
  * for a coded payload u32 raw length (LE), then the payload. In an
  * uncoded payload the two bytes 01 Fk stand for the k-th known handle
  * (the export root, a, d, d/f, priv, up, abs, then the handles the
@@ -27,7 +29,8 @@
  * (caps_i.h) and switch to each request's uid as podfsd does.
  *
  * The session negotiated PFS_CAP_PEER, and the daemon reads files of
- * any size in chunks (a chunk table made afresh for every input).
+ * any size in chunks (a chunk table made afresh for every input); it
+ * grants delegations (a table made afresh for every input).
  *
  * Properties: no sanitizer report; the sentinel and the directory that
  * holds the export never change; every handle a reply hands out names
@@ -51,6 +54,7 @@
 #include "podfs/log.h"
 #include "caps_i.h"
 #include "chunks_i.h"
+#include "deleg_i.h"
 #include "conn_i.h"
 #include "dispatch_i.h"
 #include "handles_i.h"
@@ -234,6 +238,7 @@ static void setup(void)
 	pipes_init(&d->pipes);
 	d->it = interest_new();
 	d->chunks = chunks_new(&chunk_conf);
+	d->deleg = deleg_new(DELEG_MAX, DELEG_PER_OWNER);
 	fc = xcalloc(1, sizeof(*fc));
 	fc->d = d;
 	fc->id = 1;
@@ -394,8 +399,26 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	r.new_dir = r.dir_attr && (flags & 8);
 	r.post_attr = (flags & 16) != 0;
 	r.list_xattr = (flags & 32) != 0;
+	r.deleg = (flags & 64) != 0;
+	if (r.deleg) /* granted only where ids reach the kernel as they are */
+		r.rule.squash = EXPORT_SQUASH_NONE;
 	r.work.data = &r;
 	dispatch_work_cb(&r.work);
+	/* Held back for a recall: no reply; the holders give their
+	 * delegations back as if they had acknowledged, and it runs again
+	 * (server.c). */
+	if (r.recall) {
+		if (getenv("PODFS_FUZZ_VERBOSE"))
+			fprintf(stderr, "req %llu %s: held back for a recall\n",
+				(unsigned long long)id, pfs_op_name(op));
+		FUZZ_ASSERT(r.reply.len == 0 && !r.invals && r.nrecall > 0 && r.in);
+		for (size_t i = 0; i < r.nrecall; i++)
+			deleg_recalled(d->deleg, r.recall_owners[i], r.recall_key, true);
+		r.recall = false;
+		r.nrecall = 0;
+		dispatch_work_cb(&r.work);
+		FUZZ_ASSERT(!r.recall);
+	}
 	if (getenv("PODFS_FUZZ_VERBOSE"))
 		fprintf(stderr, "req %llu %s: status %d%s, %zu reply bytes\n",
 			(unsigned long long)id, pfs_op_name(op), r.status,
@@ -429,7 +452,7 @@ static uint32_t get_le(const uint8_t *p, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct session *s;
+	struct session *s, *s2;
 	unsigned count = 0;
 
 	if (!d)
@@ -438,6 +461,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s = session_new(d, next_client++);
 	snprintf(s->host, sizeof s->host, "fuzzhost");
 	s->caps = PFS_CAP_PEER; /* CHUNK and CHUNK_REPORT are answered */
+	s2 = session_new(d, next_client++);
+	snprintf(s2->host, sizeof s2->host, "fuzzhost2");
 	while (size >= 4 && count < MAX_RECORDS) {
 		uint16_t op = ops[data[0] % NOPS];
 		uint8_t flags = data[1];
@@ -459,16 +484,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if ((flags & 3) && (raw_len == 0 || raw_len > PFS_MAX_PAYLOAD || len == 0 ||
 				    (!(flags & 1) && len > raw_len)))
 			break;
-		run_one(s, ++count, op, flags, raw_len, data, len);
+		run_one((flags & 128) ? s2 : s, ++count, op, flags, raw_len, data, len);
 		data += len;
 		size -= len;
 	}
 	session_kill(s);
+	session_kill(s2);
 	uv_run(&d->loop, UV_RUN_NOWAIT);
 	check_outside();
 	/* A fresh chunk table for the next input: what it remembers of
 	 * this one's files and session must not change the next one. */
 	chunks_free(d->chunks);
 	d->chunks = chunks_new(&chunk_conf);
+	deleg_free(d->deleg);
+	d->deleg = deleg_new(DELEG_MAX, DELEG_PER_OWNER);
 	return 0;
 }

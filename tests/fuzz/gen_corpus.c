@@ -376,6 +376,21 @@ static int gen_handlers(const char *dir)
 	REC(&st, READ, read_req, .cr = USER, .fh = FH(S_NEW), .fid = 2, .offset = 0, .size = 4096);
 	REC(&st, RELEASE, release_req, .cr = USER, .fh = FH(S_NEW), .fid = 2);
 	SEED("create_write_read");
+	/* A delegation (flags 64: PFS_CAP_DELEG, 4: PFS_CAP_DIR_ATTR):
+	 * granted by CREATE, a change under it, the other session (flag
+	 * 128) looking the file up and listing the directory (held back for
+	 * a recall), the same session's release. */
+	RECF(&st, 64 | 4, CREATE, create_req, .cr = ROOT, .parent = FH(S_D), .name = NM("dl"),
+	     .fid = 2, .flags = O_RDWR | O_CREAT | O_EXCL, .mode = 0600, .umask = 022);
+	RECF(&st, 64 | 4, SETATTR, setattr_req, .cr = ROOT, .fh = FH(S_NEW),
+	     .valid = PFS_SET_MODE | PFS_SET_UID | PFS_SET_MTIME | PFS_SET_DELEG, .mode = 0640,
+	     .uid = 1000, .mtime_s = 1);
+	RECF(&st, 128, LOOKUP, lookup_req, .cr = USER, .parent = FH(S_D), .name = NM("dl"));
+	RECF(&st, 128, LISTDIR, listdir_req, .cr = USER, .fh = FH(S_D), .max_bytes = 65536);
+	RECF(&st, 128 | 64 | 4, SETATTR, setattr_req, .cr = ROOT, .fh = FH(S_NEW),
+	     .valid = PFS_SET_MODE | PFS_SET_DELEG, .mode = 0600);
+	RECF(&st, 64 | 4, RELEASE, release_req, .cr = ROOT, .fh = FH(S_NEW), .fid = 2);
+	SEED("delegation");
 	REC(&st, OPENDIR, open_req, .cr = USER, .fh = FH(S_ROOT), .fid = 3, .flags = O_RDONLY);
 	REC(&st, READDIR, readdir_req, .cr = USER, .fh = FH(S_ROOT), .fid = 3, .max_bytes = 4096,
 	    .plus = 1);

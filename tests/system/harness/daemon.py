@@ -14,7 +14,7 @@ import pytest
 from helpers import PODFSD, wait_for
 
 from .procs import Proc
-from .settings import START_TIMEOUT
+from .settings import DAEMON_ARGS, START_TIMEOUT
 
 
 class Daemon:
@@ -39,7 +39,8 @@ class Daemon:
         # the trust model: root stays root (--squash none) unless a test
         # asks for squash=None (podfsd's default, root squash, or the
         # rules of an exports file) or another mode.
-        self.extra = ([f"--squash={squash}"] if squash else []) + list(extra)
+        self.extra = ([f"--squash={squash}"] if squash else []) + list(extra) + \
+            [a for a in DAEMON_ARGS if a not in extra]
         self.tag = tag or f"podfsd{len(env.daemons)}"
         ctl = env.root / (self.tag + ".ctl")
         if own_control and not any(str(a).startswith("--control-socket") for a in self.extra) \

@@ -16,7 +16,7 @@ import pytest
 from helpers import PODFS, wait_for
 
 from .procs import Proc
-from .settings import START_TIMEOUT, STOP_TIMEOUT
+from .settings import MOUNT_OPTS, START_TIMEOUT, STOP_TIMEOUT
 
 
 def _unescape(s):
@@ -67,6 +67,8 @@ class Mount:
         o = f"key={self.key}"
         if opts:
             o += "," + opts
+        if MOUNT_OPTS:
+            o += "," + MOUNT_OPTS
         argv = [PODFS, f"{h}:{daemon.port}", self.path, "-f", "-o", o]
         if netns is not None:
             argv = netns.exec_argv(argv)

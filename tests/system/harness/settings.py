@@ -1,8 +1,11 @@
 """settings.py: the harness's knobs that the environment sets once per run.
 
 Where the per-test directories go (PODFS_TEST_TMP), how long a program
-may take to start (PODFS_TEST_START_TIMEOUT) or to stop, and the default
-time limit of one test. The binaries under test are named in helpers.py
+may take to start (PODFS_TEST_START_TIMEOUT) or to stop, the default
+time limit of one test, and options every daemon and mount of the run
+gets (PODFS_TEST_DAEMON_ARGS: podfsd arguments, split at spaces;
+PODFS_TEST_MOUNT_OPTS: -o options), to run tests with a feature that is
+off by default (e.g. `--delegate` and `delegate`). The binaries under test are named in helpers.py
 (PODFS_BUILD).
 """
 
@@ -13,3 +16,5 @@ TEST_ROOT = Path(os.environ.get("PODFS_TEST_TMP", "/tmp/podfs-tests"))
 START_TIMEOUT = float(os.environ.get("PODFS_TEST_START_TIMEOUT", "20"))
 STOP_TIMEOUT = 20.0
 DEFAULT_TEST_TIMEOUT = 300
+DAEMON_ARGS = os.environ.get("PODFS_TEST_DAEMON_ARGS", "").split()
+MOUNT_OPTS = os.environ.get("PODFS_TEST_MOUNT_OPTS", "")

@@ -1,0 +1,48 @@
+/* recall.c: the recall of delegations for a request held back (see
+ * recall_i.h). Loop thread. */
+#include <stdint.h>
+
+#include "podfs/codec.h"
+#include "podfs/log.h"
+#include "deleg_i.h"
+#include "pfsd_i.h"
+#include "push_i.h"
+#include "recall_i.h"
+#include "session_i.h"
+
+void recall_push_holders(struct req *r)
+{
+	struct pfsd *d = r->d;
+	struct pfs_recall_push m = { .fh = r->recall_fh };
+	uint8_t buf[PFS_FH_MAX + 8];
+	struct pfs_wr w;
+
+	d->st_recalls++;
+	r->recalls++;
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_recall_push(&w, &m) < 0)
+		return;
+	for (size_t i = 0; i < r->nrecall; i++) {
+		struct session *h = session_find(d, r->recall_owners[i]);
+		if (h && !h->dead)
+			push_recall(h, buf, w.len, &r->acks);
+	}
+}
+
+void recall_settle(struct req *r)
+{
+	struct pfsd *d = r->d;
+
+	for (size_t i = 0; i < r->nrecall; i++) {
+		uint64_t owner = r->recall_owners[i];
+		bool acked = push_acks_acked(&r->acks, owner);
+		if (deleg_recalled(d->deleg, owner, r->recall_key, acked) && !acked) {
+			d->st_revoked++;
+			pfsd_warn_rl(d, "session %016llx did not return a delegation in time: revoked "
+				     "(its changes under it will fail)", (unsigned long long)owner);
+		}
+	}
+	push_acks_free(&r->acks);
+	r->recall = false;
+	r->nrecall = 0;
+}
