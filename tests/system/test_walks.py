@@ -166,23 +166,35 @@ def test_walk_of_a_big_directory_fetches_its_subdirectories_ahead(env, daemon, m
     there get their listings fetched ahead all the same: no OPENDIR or
     RELEASEDIR for each."""
     big = env.export / "big"
-    big.mkdir()
     n = 4000
+    make_subdirs(big, n, 96)
+    assert os.stat(big).st_size > 64 * 1024  # not listed whole
+    walk_fetching_ahead(mount(), "big", n)
+
+
+def make_subdirs(top, n, pad):
+    """top with n subdirectories (names padded to pad+3 or 4 characters),
+    one small file in each."""
+    top.mkdir()
     for i in range(n):
-        d = big / (f"{i:04d}" + "x" * 96)
+        d = top / (f"{i:04d}" + "x" * pad)
         d.mkdir()
         (d / "f").write_bytes(b"x")
-    assert os.stat(big).st_size > 64 * 1024  # not listed whole
-    m = mount()
+
+
+def walk_fetching_ahead(m, rel, n):
+    """A cold find of m/rel (n subdirectories made by make_subdirs) has
+    their listings fetched ahead: no OPENDIR and RELEASEDIR for each, and
+    one listing request each at most (the walk opens each right after its
+    lookup), not OPENDIR, LISTDIR and RELEASEDIR. Returns what was sent."""
     before = requests_sent(m)
-    assert len(find(m / "big")) == 1 + 2 * n
+    assert len(find(m / rel)) == 1 + 2 * n
     sent = requests_since(m, before)
     st = podfs_stats(m)
     assert st["lists_ahead"] >= n // 2, (st, sent)
     assert sent.get("OPENDIR", 0) <= n // 10 and sent.get("RELEASEDIR", 0) <= n // 10, sent
-    # The walk opens each one right after its lookup: one listing request
-    # each, at most, instead of OPENDIR, LISTDIR and RELEASEDIR.
     assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= n + 2, sent
+    return sent
 
 
 def test_walk_fetches_ahead_past_the_first_readdirplus(env, daemon, mount):
@@ -193,23 +205,12 @@ def test_walk_fetches_ahead_past_the_first_readdirplus(env, daemon, mount):
     fetched ahead all the same: no OPENDIR, LISTDIR and RELEASEDIR for
     each."""
     top = env.export / "top"
-    top.mkdir()
     n = 400
-    for i in range(n):
-        d = top / (f"{i:03d}" + "x" * 60)
-        d.mkdir()
-        (d / "f").write_bytes(b"x")
+    make_subdirs(top, n, 60)
     assert os.stat(top).st_size <= 64 * 1024  # listed whole
-    m = mount()
-    before = requests_sent(m)
-    assert len(find(m / "top")) == 1 + 2 * n
-    sent = requests_since(m, before)
-    st = podfs_stats(m)
     # More than one reply: some READDIR answered locally was plain (the
     # kernel's reply buffer holds at most 32 KiB of entries, about 150).
-    assert st["lists_ahead"] >= n // 2, (st, sent)
-    assert sent.get("OPENDIR", 0) <= n // 10 and sent.get("RELEASEDIR", 0) <= n // 10, sent
-    assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) <= n + 2, sent
+    sent = walk_fetching_ahead(mount(), "top", n)
     assert not {"READDIR", "LOOKUP", "LOOKUP_DATA"} & set(sent), sent
 
 
