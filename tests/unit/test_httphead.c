@@ -20,8 +20,8 @@ static int parse(const char *s, struct pfs_http_req *r)
 static void test_good(void)
 {
 	static const char *heads[] = {
-		"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:7050\r\nUser-Agent: Prometheus/2.45\r\n"
-		"Accept: text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n\r\n",
+		("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:7050\r\nUser-Agent: Prometheus/2.45\r\n"
+		 "Accept: text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n\r\n"),
 		"GET /metrics HTTP/1.0\n\n",
 		"GET /metrics HTTP/1.0\r\n\r\n",
 		"HEAD /metrics?x=1 HTTP/1.1\r\nX-Empty:\r\n\r\n",
