@@ -7,7 +7,7 @@
  * Threads of a mount (all started after fuse_daemonize, which forks):
  *  - the main thread: start-up (main.c), then loop_run's wait for the
  *    request threads, then the shutdown;
- *  - the FUSE request threads (loop.c): a leader/follower pool, up to
+ *  - the FUSE request threads (loop.c): a pool, idle ones in read(), up to
  *    LOOP_MAX_THREADS processing requests (ops_*.c handlers), LOOP_MAX_IDLE
  *    idle ones kept; they block in rpc_call, wb, locks;
  *  - the keeper (loop.c), while spin_us > 0: a nice 19 thread that keeps

@@ -16,7 +16,7 @@
 
 static uint64_t fh_hash(const struct pfs_fh *fh)
 {
-	return pfs_hash_bytes(fh->data, fh->len, 0);
+	return pfs_hash_words(fh->data, fh->len, 0);
 }
 
 static struct inode *inode_alloc(const struct pfs_entry *e)

@@ -10,6 +10,7 @@
 #include "names_i.h"
 #include "podfs/clock.h"
 #include "podfs/htab.h"
+#include "podfs/le.h"
 
 /* One item of a listing: where it starts in the payload. */
 struct litem {
@@ -97,7 +98,10 @@ static void index_fill(struct listing *ls, size_t end)
 	}
 }
 
-/* The item named name in ls: 1 (fills the out-parameters), or 0. */
+/* The item named name in ls: 1 (fills the out-parameters), or 0. An
+ * item starts with its name (a 16-bit length, then the bytes), checked
+ * when the item was indexed: compared here as it lies, and only the rest
+ * of the item that matches is decoded. */
 static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
 			  struct pfs_entry *e, uint32_t *flags, struct pfs_bytes *data)
 {
@@ -105,11 +109,14 @@ static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
 
 	for (struct hnode *hn = htab_first(&ls->index, h); hn; hn = htab_next(hn, h)) {
 		const struct litem *it = container_of(hn, struct litem, hn);
+		const uint8_t *p = ls->buf + it->off;
+		size_t left = ls->len - it->off;
+		if (left < 2 || pfs_load_le16(p) != nl || left - 2 < nl ||
+		    memcmp(p + 2, name, nl) != 0)
+			continue;
 		struct pfs_rd rd;
-		struct pfs_name n;
-		pfs_rd_init(&rd, ls->buf + it->off, ls->len - it->off);
-		if (listing_item(&rd, &n, e, flags, data) == 1 && n.len == nl &&
-		    memcmp(n.s, name, nl) == 0)
+		pfs_rd_init(&rd, p + 2 + nl, left - 2 - nl);
+		if (pfs_get_ENTRY(&rd, e) && pfs_get_U32(&rd, flags) && pfs_get_BYTES(&rd, data))
 			return 1;
 	}
 	return 0;

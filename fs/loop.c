@@ -1,4 +1,4 @@
-/* loop.c: the FUSE request loop: a leader/follower thread pool, and the
+/* loop.c: the FUSE request loop: a pool of threads reading /dev/fuse, and the
  * keeper that keeps a CPU awake while the mount is busy (see loop_i.h). */
 #include "loop_i.h"
 #include "killable_i.h"
@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -25,23 +26,32 @@
 #include "podfs/clock.h"
 #include "podfs/log.h"
 
+/* A pool thread's place in the loop: its state tells the thread that
+ * ends the loop which threads may be asleep in read() (see kick_readers). */
+enum { W_FREE, W_BUSY, W_READING, W_KICKED };
+struct worker {
+	struct loop *l;
+	pthread_t thr;	   /* set under the loop's lock */
+	_Atomic int state; /* W_*; W_FREE: slot unused */
+};
+
 struct loop {
 	struct fuse_session *se;
-	int fd;	 /* the session's /dev/fuse fd, made non-blocking */
-	int efd; /* eventfd (the caller's): wakes a thread asleep in poll() */
+	int fd;	 /* the session's /dev/fuse fd (blocking until the end) */
+	int efd; /* eventfd (the caller's): wakes loop_run's thread */
 	unsigned max_threads, max_idle;
 	int64_t spin_ns;
 
-	pthread_mutex_t lock; /* guards the fields up to error */
-	pthread_cond_t follow; /* followers wait here for the leader role */
+	pthread_mutex_t lock; /* guards the fields up to error, and starts */
 	pthread_cond_t wakeup; /* the keeper waits here for activity */
 	pthread_cond_t ended;  /* loop_run waits here for nthreads == 0 */
-	bool leader;	       /* the role is taken */
-	bool exiting;
 	unsigned nthreads; /* threads alive, the keeper included */
-	unsigned nidle;	   /* pool threads not processing a request */
-	bool asleep;	   /* the keeper waits for activity */
 	int error;	   /* first device error, -errno */
+	struct worker *workers; /* max_threads slots */
+
+	atomic_bool exiting;
+	atomic_bool asleep;   /* the keeper waits for activity (set under lock) */
+	atomic_uint nidle;    /* pool threads not processing a request */
 
 	_Atomic int64_t active; /* CLOCK_MONOTONIC ns a request was last read */
 	/* The CPU the keeper spins on (-1: none), and a count of its
@@ -153,72 +163,112 @@ static void drain_interrupts(struct loop *l)
 	atomic_store(&l->intr_held, 0);
 }
 
-/* Called (lock held) when the device goes quiet or fails. */
+/* Called (lock held) when the device goes quiet or fails: loop_run's
+ * thread wakes and ends the loop (end_readers). */
 static void finish_exit(struct loop *l, int res)
 {
 	if (res < 0 && !l->error) {
 		l->error = res;
 		pfs_err("reading /dev/fuse: %s", strerror(-res));
 	}
-	l->exiting = true;
-	pthread_cond_broadcast(&l->follow);
+	atomic_store(&l->exiting, true);
 	pthread_cond_broadcast(&l->wakeup);
 	loop_wake(l->efd);
 }
 
 /* A request was read: the mount is active; a sleeping keeper starts
- * (lock not held). */
+ * (lock not held). The keeper sets asleep under the lock and then looks
+ * at active again, and here active is stored before asleep is read: one
+ * of the two sees the other (both sequentially consistent), so that the
+ * lock is only taken when the keeper sleeps. */
 static void note_active(struct loop *l)
 {
 	atomic_store(&l->active, pfs_mono_ns());
-	if (l->spin_ns > 0) {
+	if (l->spin_ns > 0 && atomic_load(&l->asleep)) {
 		pthread_mutex_lock(&l->lock);
-		if (l->asleep)
-			pthread_cond_broadcast(&l->wakeup);
+		pthread_cond_broadcast(&l->wakeup);
 		pthread_mutex_unlock(&l->lock);
 	}
 }
 
-/* ---- the pool ---- */
+/* ---- the pool ----
+ *
+ * Every idle thread sleeps in a blocking read() of /dev/fuse, as in
+ * libfuse's own loop: the kernel hands each request to one of them (its
+ * readers wait exclusively), and a request costs one wake-up, with no
+ * thread passing a role on to another. To end the loop, loop_run's
+ * thread (woken through the eventfd) makes the fd non-blocking, so that
+ * a read() not begun yet returns at once, and sends KICK_SIGNAL to each
+ * thread that may be asleep in one: its handler does nothing, and the
+ * read() returns EINTR (the handler is installed without SA_RESTART).
+ * A thread marks itself W_READING before it looks at the exit flag and
+ * reads, and W_BUSY after: the signal goes only to a W_READING thread,
+ * which loop_run's thread marks W_KICKED first. A thread that finds
+ * itself W_KICKED after its read() waits until the handler has run, so
+ * that the signal never interrupts a call made while processing a
+ * request. */
 
-/* The leader's wait for a request: > 0 its size, 0 if the session ended,
- * -errno on a device error. */
-static int lead_next(struct loop *l, struct fuse_buf *buf)
+#define KICK_SIGNAL (SIGRTMIN + 2)
+
+static __thread volatile sig_atomic_t kick_seen;
+
+static void kick_handler(int sig)
+{
+	(void)sig;
+	kick_seen = 1;
+}
+
+/* The next request: > 0 its size, 0 if the session ended, -errno on a
+ * device error. */
+static int read_next(struct loop *l, struct worker *w, struct fuse_buf *buf)
 {
 	for (;;) {
-		if (fuse_session_exited(l->se))
+		atomic_store(&w->state, W_READING);
+		if (atomic_load(&l->exiting) || fuse_session_exited(l->se)) {
+			atomic_store(&w->state, W_BUSY);
 			return 0;
+		}
 		int res = fuse_session_receive_buf(l->se, buf);
-		if (res >= 0)
+		int st = W_READING;
+		if (!atomic_compare_exchange_strong(&w->state, &st, W_BUSY)) {
+			/* Kicked: the signal is sent, or about to be. (A sleep,
+			 * not a yield: ThreadSanitizer runs a handler it holds
+			 * back only in a call it intercepts.) */
+			while (!kick_seen) {
+				struct timespec ts = { 0, 10 * 1000 };
+				nanosleep(&ts, NULL);
+			}
+			atomic_store(&w->state, W_BUSY);
+		}
+		if (res > 0)
 			return res;
 		if (res != -EAGAIN && res != -EINTR)
 			return res;
-		if (res == -EINTR)
-			continue;
-		struct pollfd p[2] = { { .fd = l->fd, .events = POLLIN },
-				       { .fd = l->efd, .events = POLLIN } };
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			return -errno;
-		if (p[1].revents) {
-			uint64_t v;
-			if (read(l->efd, &v, sizeof(v)) < 0) {
-				/* Nothing to undo: the counter was read already. */
-			}
-		}
+	}
+}
+
+/* Sends KICK_SIGNAL to the threads that may sleep in read() (lock held,
+ * exiting set, the fd non-blocking). */
+static void kick_readers(struct loop *l)
+{
+	for (unsigned i = 0; i < l->max_threads; i++) {
+		struct worker *w = &l->workers[i];
+		int st = W_READING;
+		if (atomic_compare_exchange_strong(&w->state, &st, W_KICKED))
+			pthread_kill(w->thr, KICK_SIGNAL);
 	}
 }
 
 static void *pool_main(void *arg);
 
-static bool start_thread(struct loop *l, void *(*fn)(void *), void *arg)
+static bool start_thread(struct loop *l, void *(*fn)(void *), void *arg, pthread_t *thr)
 {
 	pthread_attr_t attr;
-	pthread_t thr;
 	int rc;
 
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&thr, &attr, fn, arg);
+	rc = pthread_create(thr, &attr, fn, arg);
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
 		pfs_err("cannot start a FUSE thread: %s", strerror(rc));
@@ -231,17 +281,29 @@ static bool start_thread(struct loop *l, void *(*fn)(void *), void *arg)
 /* Starts one more pool thread (lock held). */
 static bool start_worker(struct loop *l)
 {
-	if (!start_thread(l, pool_main, l))
+	struct worker *w = NULL;
+
+	for (unsigned i = 0; i < l->max_threads && !w; i++)
+		if (atomic_load(&l->workers[i].state) == W_FREE)
+			w = &l->workers[i];
+	if (!w)
 		return false;
-	l->nidle++;
+	atomic_store(&w->state, W_BUSY);
+	if (!start_thread(l, pool_main, w, &w->thr)) {
+		atomic_store(&w->state, W_FREE);
+		return false;
+	}
+	atomic_fetch_add(&l->nidle, 1);
 	return true;
 }
 
 static void thread_done(struct loop *l)
 {
 	l->nthreads--;
-	if (l->nthreads == 0)
+	if (l->nthreads == 0) {
 		pthread_cond_broadcast(&l->ended);
+		loop_wake(l->efd);
+	}
 }
 
 /* Keeps the calling pool thread off the keeper's CPU. A request's thread
@@ -265,35 +327,31 @@ static void avoid_keeper(struct loop *l, unsigned *seen)
 
 static void *pool_main(void *arg)
 {
-	struct loop *l = arg;
+	struct worker *w = arg;
+	struct loop *l = w->l;
 	struct fuse_buf buf = { 0 };
 	unsigned seen_gen = 0;
+	sigset_t kick;
 
-	pthread_mutex_lock(&l->lock);
+	sigemptyset(&kick);
+	sigaddset(&kick, KICK_SIGNAL);
+	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
 	for (;;) {
-		while (l->leader && !l->exiting)
-			pthread_cond_wait(&l->follow, &l->lock);
-		if (l->exiting)
-			break;
-		l->leader = true;
-		pthread_mutex_unlock(&l->lock);
-
-		int res = lead_next(l, &buf);
-
-		pthread_mutex_lock(&l->lock);
-		l->leader = false;
+		int res = read_next(l, w, &buf);
 		if (res <= 0) {
+			pthread_mutex_lock(&l->lock);
 			finish_exit(l, res);
 			break;
 		}
-		/* Pass the role on, to an idle follower or a new thread, so
-		 * that requests are read while this one is processed. */
-		l->nidle--;
-		if (l->nidle > 0)
-			pthread_cond_signal(&l->follow);
-		else if (!is_forget(&buf) && l->nthreads < l->max_threads)
-			start_worker(l);
-		pthread_mutex_unlock(&l->lock);
+		/* The last idle thread took a request: start one more, so that
+		 * requests are read while this one is processed. */
+		if (atomic_fetch_sub(&l->nidle, 1) == 1 && !is_forget(&buf)) {
+			pthread_mutex_lock(&l->lock);
+			if (atomic_load(&l->nidle) == 0 && !atomic_load(&l->exiting) &&
+			    l->nthreads < l->max_threads)
+				start_worker(l);
+			pthread_mutex_unlock(&l->lock);
+		}
 
 		note_active(l);
 		avoid_keeper(l, &seen_gen);
@@ -306,12 +364,16 @@ static void *pool_main(void *arg)
 		if (intr > 0)
 			atomic_fetch_add(&l->intr_held, 1);
 
-		pthread_mutex_lock(&l->lock);
-		l->nidle++;
-		if (l->nidle > l->max_idle && l->leader)
-			break;
+		if (atomic_fetch_add(&l->nidle, 1) + 1 > l->max_idle) {
+			pthread_mutex_lock(&l->lock);
+			if (atomic_load(&l->nidle) > l->max_idle)
+				break;
+			pthread_mutex_unlock(&l->lock);
+		}
 	}
-	l->nidle--;
+	/* Lock held. */
+	atomic_fetch_sub(&l->nidle, 1);
+	atomic_store(&w->state, W_FREE);
 	thread_done(l);
 	pthread_mutex_unlock(&l->lock);
 	if (!(buf.flags & FUSE_BUF_IS_FD))
@@ -417,12 +479,15 @@ static void *keeper_main(void *arg)
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 19) < 0)
 		pfs_info("FUSE keeper: cannot lower its priority: %s", strerror(errno));
 	pthread_mutex_lock(&l->lock);
-	while (!l->exiting) {
+	while (!atomic_load(&l->exiting)) {
 		if (pfs_mono_ns() - atomic_load(&l->active) >= l->spin_ns) {
 			keeper_gone(l);
-			l->asleep = true;
-			pthread_cond_wait(&l->wakeup, &l->lock);
-			l->asleep = false;
+			/* A request read from now on wakes us (note_active);
+			 * one read before is seen here. */
+			atomic_store(&l->asleep, true);
+			if (pfs_mono_ns() - atomic_load(&l->active) >= l->spin_ns)
+				pthread_cond_wait(&l->wakeup, &l->lock);
+			atomic_store(&l->asleep, false);
 			continue;
 		}
 		pthread_mutex_unlock(&l->lock);
@@ -573,15 +638,34 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 			  .max_idle = max_idle ? max_idle : 1,
 			  .spin_ns = (int64_t)spin_us * 1000 };
 	int fl, ret = 0;
+	pthread_t keeper;
 
 	l.fd = fuse_session_fd(se);
 	fl = fcntl(l.fd, F_GETFL);
-	if (fl < 0 || fcntl(l.fd, F_SETFL, fl | O_NONBLOCK) < 0)
+	if (fl < 0 || fcntl(l.fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
 		return -errno;
+	l.workers = calloc(l.max_threads, sizeof(*l.workers));
+	if (!l.workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < l.max_threads; i++) {
+		l.workers[i].l = &l;
+		atomic_init(&l.workers[i].state, W_FREE);
+	}
+	/* The kick interrupts a read(): no SA_RESTART. Only pool threads
+	 * take it (they unblock it). */
+	struct sigaction sa = { .sa_handler = kick_handler }, old_sa;
+	sigemptyset(&sa.sa_mask);
+	sigaction(KICK_SIGNAL, &sa, &old_sa);
+	sigset_t kick, old_mask;
+	sigemptyset(&kick);
+	sigaddset(&kick, KICK_SIGNAL);
+	pthread_sigmask(SIG_BLOCK, &kick, &old_mask);
 	pthread_mutex_init(&l.lock, NULL);
-	pthread_cond_init(&l.follow, NULL);
 	pthread_cond_init(&l.wakeup, NULL);
 	pthread_cond_init(&l.ended, NULL);
+	atomic_init(&l.exiting, false);
+	atomic_init(&l.asleep, false);
+	atomic_init(&l.nidle, 0);
 	atomic_init(&l.active, 0);
 	atomic_init(&l.keeper_cpu, -1);
 	atomic_init(&l.keeper_gen, 0);
@@ -595,9 +679,31 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	if (!start_worker(&l))
 		ret = -EAGAIN;
 	else if (l.spin_ns > 0)
-		start_thread(&l, keeper_main, &l);
-	while (l.nthreads > 0)
-		pthread_cond_wait(&l.ended, &l.lock);
+		start_thread(&l, keeper_main, &l, &keeper);
+	/* Wait for the end: the device goes quiet or fails (a pool thread
+	 * calls finish_exit), or the session is exited and loop_wake()
+	 * called. Then end the threads asleep in read() (see the pool). */
+	bool ending = false;
+	while (l.nthreads > 0) {
+		if (!ending && (atomic_load(&l.exiting) || fuse_session_exited(se))) {
+			finish_exit(&l, 0);
+			(void)fcntl(l.fd, F_SETFL, fl | O_NONBLOCK);
+			kick_readers(&l);
+			ending = true;
+		} else if (ending) {
+			pthread_cond_wait(&l.ended, &l.lock);
+		} else {
+			pthread_mutex_unlock(&l.lock);
+			struct pollfd p = { .fd = l.efd, .events = POLLIN };
+			if (poll(&p, 1, -1) > 0) {
+				uint64_t v;
+				if (read(l.efd, &v, sizeof(v)) < 0) {
+					/* Nothing to undo: the counter was read already. */
+				}
+			}
+			pthread_mutex_lock(&l.lock);
+		}
+	}
 	if (l.error)
 		ret = l.error;
 	pthread_mutex_unlock(&l.lock);
@@ -607,8 +713,10 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 		close(l.loadavg_fd);
 	pthread_cond_destroy(&l.ended);
 	pthread_cond_destroy(&l.wakeup);
-	pthread_cond_destroy(&l.follow);
 	pthread_mutex_destroy(&l.lock);
+	free(l.workers);
+	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+	sigaction(KICK_SIGNAL, &old_sa, NULL);
 	(void)fcntl(l.fd, F_SETFL, fl);
 	return ret;
 }

@@ -1,11 +1,12 @@
 /* loop_i.h: the FUSE request loop (replaces fuse_session_loop_mt).
  *
- * Threads follow the leader/follower pattern, as libfuse's loop does with
- * blocking reads: one thread, the leader, waits for the next request on
- * /dev/fuse (poll() on the non-blocking fd, plus an eventfd that ends the
- * wait at exit); once it has one it passes the role on (waking an idle
- * follower, or starting a thread when none is idle, up to max_threads)
- * and processes the request. Threads beyond max_idle idle ones end.
+ * Every idle thread sleeps in a blocking read() of /dev/fuse, as in
+ * libfuse's own loop: the kernel hands each request to one of them, and a
+ * request costs one thread wake-up. The thread that takes the last idle
+ * one's place starts one more (up to max_threads), so that requests are
+ * read while it processes its own; threads beyond max_idle idle ones end.
+ * At the end the caller's thread (woken through wake_fd) makes the fd
+ * non-blocking and interrupts the reads with a signal (see loop.c).
  *
  * The keeper. A request costs the application two thread wake-ups (ours,
  * then its own at the reply). On a virtual machine whose idle vCPUs halt

@@ -118,7 +118,7 @@ static void *sig_main(void *arg)
 	sigemptyset(&usr2);
 	sigaddset(&usr2, SIGUSR2);
 	for (int i = 0; !atomic_load(&sc->loop_done); i++) {
-		/* The loop's leader sleeps in poll(): wake it to see the exit
+		/* The loop's thread sleeps in poll(): wake it to see the exit
 		 * flag. Repeat in case it was not asleep yet. */
 		loop_wake(sc->wake_fd);
 		struct timespec ts = { 0, 100 * 1000 * 1000 };

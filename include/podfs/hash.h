@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define PFS_FNV1A_INIT 0xcbf29ce484222325ull
 
@@ -42,6 +43,25 @@ static inline uint64_t pfs_hash_u64(uint64_t x)
 static inline uint64_t pfs_hash_bytes(const void *p, size_t n, uint64_t seed)
 {
 	return pfs_hash_u64(pfs_fnv1a(p, n, PFS_FNV1A_INIT ^ seed));
+}
+
+/* The same role as pfs_hash_bytes, eight bytes at a time (a handle of
+ * 40 bytes costs a fifth): for keys hashed on every request, such as
+ * file handles. Its values differ from pfs_hash_bytes's; never stored
+ * nor sent. */
+static inline uint64_t pfs_hash_words(const void *p, size_t n, uint64_t seed)
+{
+	const uint8_t *s = p;
+	uint64_t h = PFS_FNV1A_INIT ^ seed ^ n, w;
+
+	for (; n >= 8; s += 8, n -= 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	w = 0;
+	memcpy(&w, s, n);
+	return pfs_hash_u64(h ^ w);
 }
 
 #endif /* PODFS_HASH_H */

@@ -324,6 +324,61 @@ def test_request_loop_with_and_without_keeper(env, daemon, mount, spin):
         assert re.search(r"an idle CPU takes \d+ us|a CPU quota applies", log), log
 
 
+# One process of the storm below: stats until the mount answers with an
+# error (it went away), 60 s passed, or it made argv[2] of them (0: no
+# limit).
+STAT_STORM = r"""
+import os, sys, time
+d, limit, t0, n = sys.argv[1], int(sys.argv[2]), time.monotonic(), 0
+while time.monotonic() - t0 < 60 and (limit == 0 or n < limit):
+    try:
+        os.stat("%s/f%d" % (d, n % 20))
+    except OSError:
+        break
+    n += 1
+"""
+
+
+@pytest.mark.parametrize("when", ["idle", "busy"])
+def test_sigterm_ends_the_request_threads(env, daemon, mount, when):
+    """SIGTERM after (idle) or while (busy) several processes send requests
+    (attr_timeout=0: each stat reaches podfs): the request threads, asleep
+    in read() of /dev/fuse or busy with a request, all end (fs/loop.c
+    interrupts the reads), podfs unmounts and exits 0, in every round."""
+    import subprocess
+    import sys
+    import time
+    for rnd in range(2):
+        m = mount(path=env.root / f"{when}{rnd}", opts="attr_timeout=0,entry_timeout=0")
+        for i in range(20):
+            (m / f"f{i}").write_bytes(b"x")
+        limit = "3000" if when == "idle" else "0"
+        procs = [subprocess.Popen([sys.executable, "-c", STAT_STORM, str(m.path), limit])
+                 for _ in range(4)]
+        try:
+            if when == "idle":
+                # The pool grew to several threads, all asleep in read() now.
+                for p in procs:
+                    assert p.wait(60) == 0
+                time.sleep(0.2)
+            else:
+                # The signal comes at a different point of the storm.
+                time.sleep(0.2 + 0.3 * rnd)
+                assert all(p.poll() is None for p in procs), "the storm ended early"
+            m.proc.send(signal.SIGTERM)
+            rc = m.proc.wait(30)
+            assert rc == 0, f"round {rnd}: podfs exit status {rc} after SIGTERM"
+            wait_for(lambda: not is_mounted(m.path), 10, what="the unmount")
+            m.mounted = False
+        finally:
+            for p in procs:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(10)
+
+
 def test_man_pages_install_and_render(env):
     """meson install puts podfs(8), podfsd(8) and podfs-exports(5) in place,
     and man renders each without a warning."""

@@ -145,6 +145,27 @@ static void test_hash(void)
 		hits[pfs_hash_u64(k) & 15]++;
 	for (int i = 0; i < 16; i++)
 		CHECK(hits[i] > 50 && hits[i] < 150);
+
+	/* pfs_hash_words: every byte counts, in the words and in the tail,
+	 * and so do the length and the seed; low bits spread. */
+	uint8_t a[45] = { 0 }, b[45];
+	CHECK(pfs_hash_words(a, 45, 0) == pfs_hash_words(a, 45, 0));
+	CHECK(pfs_hash_words(a, 45, 0) != pfs_hash_words(a, 45, 1));
+	CHECK(pfs_hash_words(a, 44, 0) != pfs_hash_words(a, 45, 0));
+	CHECK(pfs_hash_words(a, 8, 0) != pfs_hash_words(a, 9, 0));
+	for (size_t i = 0; i < sizeof(a); i++) {
+		memcpy(b, a, sizeof(a));
+		b[i] ^= 0x40;
+		CHECK(pfs_hash_words(a, 45, 0) != pfs_hash_words(b, 45, 0));
+	}
+	memset(hits, 0, sizeof(hits));
+	for (uint32_t k = 0; k < 1600; k++) {
+		memcpy(b, a, sizeof(a));
+		memcpy(b + 20, &k, sizeof(k));
+		hits[pfs_hash_words(b, 45, 0) & 15]++;
+	}
+	for (int i = 0; i < 16; i++)
+		CHECK(hits[i] > 50 && hits[i] < 150);
 }
 
 static void test_le(void)
