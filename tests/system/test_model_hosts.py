@@ -1,5 +1,6 @@
 """test_model_hosts.py: random namespace and file operations from two
-hosts, each checked at once on both hosts and on the export.
+hosts (and from three), each checked at once on every host and on the
+export.
 
 A seeded random sequence of operations (create, rewrite, append, pwrite,
 truncate, chmod, utime, rename, link, symlink, unlink, mkdir, rmdir), each
@@ -7,18 +8,25 @@ run on a host picked at random, over a few names in two directories. As
 soon as an operation returns, what it touched is looked at from both hosts
 and straight in the export: the type, mode, size, link count, owner and
 times of lstat, the content of files, the target of symlinks and the names
-of directories must agree with a model of the tree, and the three views
-with each other. That is the promise of docs/coherence.md: a change is
+of directories must agree with a model of the tree, and the views with
+each other. That is the promise of docs/coherence.md: a change is
 seen by every host once the call that made it returned (data once the
-file is closed). Any divergence fails with the operation log (and the
-daemon's acknowledgement counters: a host that fell behind is the one
-documented exception, docs/coherence.md "Late and stalled clients").
-MODEL_SEEDS=1,2,... and MODEL_OPS=N run other or longer sequences.
+file is closed). Any divergence fails with the last 40 operations (and
+the host that ran each), every view of the path, and the daemon's and
+hosts' acknowledgement counters and the daemon's warnings: a host that
+fell behind is the one documented exception, docs/coherence.md "Late
+and stalled clients". MODEL_SEEDS=1,2,... and MODEL_OPS=N run other or
+longer sequences; three hosts run seeds 1 and 2 unless MODEL_SEEDS is
+set.
 
 Before the kernel's attributes were dropped ahead of the acknowledgement
 of an attribute push (fs/pushq.c, early_cb), about half of the seeds
 found a host showing the size, mode, link count or mtime from before the
-other host's change.
+other host's change. A host that removed or renamed one name of a file
+with two links could show the link count and ctime from before at the
+other name, answered from a listing of its directory fetched before
+(docs/listings.md, "A client's own changes"): three hosts met it once in
+169 seeds.
 """
 
 import errno
@@ -285,10 +293,16 @@ def run_model(pod, seed, hosts):
                 check(model, roots, touched, log)
         check(model, roots, list(model.tree) + NAMES + [""], log)
     except pytest.fail.Exception:
-        keys, clients = podfsd_status(pod.daemon)
-        print("ACK", {k: v for k, v in keys.items() if "ack" in k or "behind" in k})
-        for c in clients:
-            print("CLIENT", c)
+        # Whether a host fell behind (the documented exception): the
+        # daemon's counters and log, and each host's push counters.
+        if pod.daemon.control:
+            keys, clients = podfsd_status(pod.daemon)
+            print("ACK", {k: v for k, v in keys.items() if "ack" in k or "behind" in k})
+            for c in clients:
+                print("CLIENT", c)
+        for line in pod.daemon.proc.output().splitlines():
+            if "acknowledge" in line or "behind" in line:
+                print("DAEMON", line)
         for h, m in zip(hosts, pod.mounts):
             st = podfs_stats(m)
             print("STATS", h, {k: v for k, v in st.items() if "ack" in k or "push" in k})
@@ -302,7 +316,7 @@ def test_random_operations_seen_at_once_everywhere(pod, seed):
 
 @pytest.mark.netns
 @pytest.mark.parametrize("seed", SEEDS3)
-def test_random_operations_seen_at_once_on_three_hosts(env, seed):
+def test_random_operations_three_hosts(env, seed):
     """The same with a third host C: a change pushed to two other hosts,
     each of which may cache the object under another name."""
     run_model(Pod(env, nclients=3), seed, ["A", "B", "C"])
