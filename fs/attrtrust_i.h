@@ -107,4 +107,14 @@ bool attr_trust_ok(const struct attr_trust *o, uint64_t ns_now, uint64_t *seq);
  * when the clock read any holds older attributes of it). */
 bool attr_trust_changed_since(const struct attr_trust *o, uint64_t any);
 
+/* May an item of a listing (or of a READDIRPLUS chunk) taken at namespace
+ * count ns_listed still give its object's attributes at count ns_now? An
+ * unlink, rmdir or rename of this client since moved the link count or
+ * ctime of an object it did not name, and dropped the listings of the
+ * directories it changed, which list every name of a directory and of a
+ * file with one link. A file with several links may be listed in another
+ * directory too: its item is current only at the count it was taken at
+ * (otherwise the lookup goes to the daemon). dir: a directory's item. */
+bool attr_trust_listed(bool dir, uint32_t nlink, uint64_t ns_listed, uint64_t ns_now);
+
 #endif /* PODFS_ATTRTRUST_I_H */

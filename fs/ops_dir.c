@@ -280,9 +280,12 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			memset(&e, 0, sizeof(e));
 			/* "." and ".." never go through the inode table, nor
 			 * does an entry this client changed since the listing
-			 * was asked for (the kernel looks it up instead). */
+			 * was asked for, nor a file with several links after
+			 * an unlink or rename of ours (the kernel looks it up
+			 * instead). */
 			if ((de.flags & PFS_DE_HAS_ENTRY) && !is_dot(&de.name) &&
-			    !inode_listed_stale(c->it, &de.e.fh, of->rd_any))
+			    !inode_listed_stale(c->it, &de.e.fh, of->rd_any) &&
+			    inode_listed_current(c->it, &de.e.attr, of->rd_ns))
 				ip = ops_entry_param(c, of->ip, de.name.s, of->rd_seq, &de.e, &e,
 						    NULL);
 			if (!ip) {

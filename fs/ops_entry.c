@@ -194,7 +194,8 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		return false;
 	}
 	/* Changed by us since the listing was asked for (never pushed). */
-	bool own_stale = r == LS_PRESENT && inode_listed_stale(c->it, &pe.fh, li.any);
+	bool own_stale = r == LS_PRESENT && (inode_listed_stale(c->it, &pe.fh, li.any) ||
+					     !inode_listed_current(c->it, &pe.attr, li.own_ns));
 	gate_enter(c->gate);
 	bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
 	bool entry_stale = r == LS_PRESENT && gate_pushed_since(c->gate, li.seq, &pe.fh);

@@ -138,6 +138,14 @@ bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t
 	return s.stale;
 }
 
+bool inode_listed_current(struct inode_table *t, const struct pfs_attr *a, uint64_t ns)
+{
+	uint64_t now;
+
+	(void)own_clock_read(&t->clk, &now);
+	return attr_trust_listed(S_ISDIR(a->mode), a->nlink, ns, now);
+}
+
 void inode_note_absent(struct inode_table *t, struct inode *ip, uint8_t nox, bool caps,
 		       double ttl, uint64_t any)
 {

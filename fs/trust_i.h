@@ -100,6 +100,12 @@ bool inode_write_done(struct inode_table *t, struct inode *ip, uint64_t at,
  * a listing taken when the clock read any. */
 bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any);
 
+/* False if an item with attributes a of a listing (or READDIRPLUS chunk)
+ * taken at namespace count ns (inode_own_snap) may be out of date by an
+ * unlink, rmdir or rename of this client since: its object has several
+ * links (attr_trust_listed). Then the item gives no attributes. */
+bool inode_listed_current(struct inode_table *t, const struct pfs_attr *a, uint64_t ns);
+
 /* The answer to a request sent at own-change count any (inode_own_snap)
  * says ip lacks the xattrs of NOX_* bits nox and, with caps,
  * security.capability (a GETXATTR's ENODATA, a listing's PFS_LD_NO_*

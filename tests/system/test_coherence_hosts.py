@@ -504,6 +504,39 @@ def test_links_and_renames_keep_nlink_and_ctime_on_both_hosts(pod):
         os.close(fd)
 
 
+def test_other_name_of_a_file_after_own_unlink_and_rename(pod):
+    """B removes or renames one name of files with two links, the other
+    names being in directories whose listings B fetched before (for a
+    lookup of a missing name there) but never looked up: B's lookup of
+    those other names (in e), or its listing of their directory (h), shows
+    the link counts and ctimes after B's changes, as A and the export do,
+    not those of the listings."""
+    a, b = pod.a, pod.b
+    for d in ("d", "e", "h"):
+        os.mkdir(a / d)
+    others = ["e/g1", "e/g2", "h/g3", "h/g4"]
+    for n, rel in enumerate(others, 1):
+        write_file(a / "d" / f"f{n}", b"data")
+        os.link(a / "d" / f"f{n}", a / rel)
+    for d in ("e", "h"):  # B's listings of e and h: files with 2 links
+        assert not exists(b / d / "missing")
+    os.unlink(b / "d" / "f1")
+    os.unlink(b / "d" / "f3")
+    # Before any rename of B's (after one, B's listings no longer tell a
+    # directory's "..", and READDIR asks the daemon).
+    assert sorted(os.listdir(b / "h")) == ["g3", "g4"]
+    os.rename(b / "d" / "f2", b / "d" / "f5")  # the file's ctime moves
+    os.rename(b / "d" / "f4", b / "d" / "f6")
+    bad = []
+    for rel in others:
+        want = full_fields(os.lstat(pod.export / rel))
+        for name, host in (("B", b), ("A", a)):
+            got = full_fields(os.lstat(host / rel))
+            if got != want:
+                bad.append(f"{name}: {rel} {got}, the export {want}")
+    assert not bad, "\n".join(bad)
+
+
 def _changes():
     """Changes another host makes to a file, by name."""
     def write_same_size(p):

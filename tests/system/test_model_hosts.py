@@ -1,5 +1,6 @@
 """test_model_hosts.py: random namespace and file operations from two
-hosts, each checked at once on both hosts and on the export.
+hosts (and from three), each checked at once on every host and on the
+export.
 
 A seeded random sequence of operations (create, rewrite, append, pwrite,
 truncate, chmod, utime, rename, link, symlink, unlink, mkdir, rmdir), each
@@ -7,18 +8,27 @@ run on a host picked at random, over a few names in two directories. As
 soon as an operation returns, what it touched is looked at from both hosts
 and straight in the export: the type, mode, size, link count, owner and
 times of lstat, the content of files, the target of symlinks and the names
-of directories must agree with a model of the tree, and the three views
-with each other. That is the promise of docs/coherence.md: a change is
+of directories must agree with a model of the tree, and the views with
+each other. That is the promise of docs/coherence.md: a change is
 seen by every host once the call that made it returned (data once the
-file is closed). Any divergence fails with the operation log (and the
-daemon's acknowledgement counters: a host that fell behind is the one
-documented exception, docs/coherence.md "Late and stalled clients").
-MODEL_SEEDS=1,2,... and MODEL_OPS=N run other or longer sequences.
+file is closed). Any divergence fails with the last 40 operations (and
+the host that ran each), every view of the path, and the daemon's and
+hosts' acknowledgement counters and the daemon's warnings: a host that
+fell behind is the one documented exception, docs/coherence.md "Late
+and stalled clients". MODEL_SEEDS=1,2,... and MODEL_OPS=N run other or
+longer sequences; three hosts run seeds 1 and 2 unless MODEL_SEEDS is
+set.
 
 Before the kernel's attributes were dropped ahead of the acknowledgement
 of an attribute push (fs/pushq.c, early_cb), about half of the seeds
 found a host showing the size, mode, link count or mtime from before the
-other host's change.
+other host's change. A host that removed or renamed one name of a file
+with two links could show the link count and ctime from before at the
+other name, answered from a listing of its directory fetched before
+(docs/listings.md, "A client's own changes"): with three hosts, `-o
+conns=3` and a loaded machine, seeds 147 and 157 of 100-159 met it (the
+host needs to look the other name up again, which depends on timing; a
+rerun of the seed passes). test_coherence_hosts.py checks it directly.
 """
 
 import errno
@@ -27,7 +37,8 @@ import random
 
 import pytest
 
-from helpers import podfsd_status
+from harness import Pod
+from helpers import podfs_stats, podfsd_status
 
 NAMES = ["f0", "f1", "f2", "f3", "d0/f4", "d0/f5", "d1/f6"]
 DIRS = ["d0", "d1"]
@@ -113,9 +124,10 @@ def check(model, roots, paths, log):
             if not bad and v != views["export"]:
                 bad = f"shows {v[:2]}, the export {views['export'][:2]}"
             if bad:
-                shown = {n: (x[:2] if x[0] == "file" else x) for n, x in views.items()}
-                pytest.fail(f"{name}: {path} {bad}; views {shown}; last ops:\n"
-                            + "\n".join(log[-12:]))
+                shown = "\n".join(f"  {n}: {x[:2] if x[0] == 'file' else x}"
+                                   for n, x in views.items())
+                pytest.fail(f"{name}: {path} {bad}; views:\n{shown}\nlast ops:\n"
+                            + "\n".join(log[-40:]))
 
 
 def step(model, rnd, root, label, log):  # noqa: C901 - one branch per operation
@@ -260,26 +272,53 @@ def step(model, rnd, root, label, log):  # noqa: C901 - one branch per operation
     return touched
 
 
-@pytest.mark.parametrize("seed", [int(s) for s in
-                                  os.environ.get("MODEL_SEEDS", "1,2,3,4").split(",")])
-def test_random_operations_seen_at_once_everywhere(pod, seed):
+SEEDS = [int(s) for s in os.environ.get("MODEL_SEEDS", "1,2,3,4").split(",")]
+# Three hosts cost more: two seeds unless MODEL_SEEDS names them.
+SEEDS3 = SEEDS if "MODEL_SEEDS" in os.environ else [1, 2]
+
+
+def run_model(pod, seed, hosts):
     rnd = random.Random(seed)
     base = f"model{seed}"
     os.mkdir(pod.a.path / base)
     for d in DIRS:
         os.mkdir(pod.a.path / base / d)
-    roots = {"A": str(pod.a.path / base), "B": str(pod.b.path / base),
-             "export": str(pod.export / base)}
+    roots = {h: str(m.path / base) for h, m in zip(hosts, pod.mounts)}
+    roots["export"] = str(pod.export / base)
     model = Model()
     log = []
-    for i in range(int(os.environ.get("MODEL_OPS", "1500"))):
-        host = rnd.choice(["A", "B"])
-        touched = step(model, rnd, roots[host], f"{i} {host}:", log)
-        if touched:
-            try:
+    try:
+        for i in range(int(os.environ.get("MODEL_OPS", "1500"))):
+            host = rnd.choice(hosts)
+            touched = step(model, rnd, roots[host], f"{i} {host}:", log)
+            if touched:
                 check(model, roots, touched, log)
-            except pytest.fail.Exception:
-                keys, _ = podfsd_status(pod.daemon)
-                print("ACK", {k: v for k, v in keys.items() if "ack" in k or "behind" in k})
-                raise
-    check(model, roots, list(model.tree) + NAMES + [""], log)
+        check(model, roots, list(model.tree) + NAMES + [""], log)
+    except pytest.fail.Exception:
+        # Whether a host fell behind (the documented exception): the
+        # daemon's counters and log, and each host's push counters.
+        if pod.daemon.control:
+            keys, clients = podfsd_status(pod.daemon)
+            print("ACK", {k: v for k, v in keys.items() if "ack" in k or "behind" in k})
+            for c in clients:
+                print("CLIENT", c)
+        for line in pod.daemon.proc.output().splitlines():
+            if "acknowledge" in line or "behind" in line:
+                print("DAEMON", line)
+        for h, m in zip(hosts, pod.mounts):
+            st = podfs_stats(m)
+            print("STATS", h, {k: v for k, v in st.items() if "ack" in k or "push" in k})
+        raise
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_operations_seen_at_once_everywhere(pod, seed):
+    run_model(pod, seed, ["A", "B"])
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("seed", SEEDS3)
+def test_random_operations_three_hosts(env, seed):
+    """The same with a third host C: a change pushed to two other hosts,
+    each of which may cache the object under another name."""
+    run_model(Pod(env, nclients=3), seed, ["A", "B", "C"])

@@ -3,7 +3,8 @@
  * (fs/attrtrust.c): replies to requests sent before or during an own
  * change, the post-operation attributes of the change itself, writes
  * behind (alone, overlapping, one after the other, failed or dropped),
- * and namespace changes whose objects the client cannot name.
+ * namespace changes whose objects the client cannot name, and the items
+ * of listings taken before such a change.
  */
 #include "attrtrust_i.h"
 #include "check.h"
@@ -188,11 +189,44 @@ static void test_namespace_count(void)
 	CHECK(ok_now(&k, &o, &seq) && seq == 4);
 }
 
+/* Items of a listing taken before an unlink or rename of this client:
+ * a file with several links may be listed in a directory that change
+ * did not touch, with the link count or ctime from before it. */
+static void test_listed_items(void)
+{
+	struct own_clock k = { 0 };
+	struct sent s = send_now(&k);
+	uint64_t now;
+
+	/* At the count the listing was taken at: every item. */
+	CHECK(attr_trust_listed(false, 2, s.ns, s.ns));
+	CHECK(attr_trust_listed(false, 1, s.ns, s.ns));
+	CHECK(attr_trust_listed(true, 5, s.ns, s.ns));
+	/* An unlink started, or ended: not a file with several links. */
+	(void)own_clock_ns_move(&k);
+	(void)own_clock_read(&k, &now);
+	CHECK(!attr_trust_listed(false, 2, s.ns, now));
+	(void)own_clock_ns_move(&k);
+	(void)own_clock_read(&k, &now);
+	CHECK(!attr_trust_listed(false, 2, s.ns, now));
+	CHECK(!attr_trust_listed(false, 1000, s.ns, now));
+	/* A file with one name is listed only in the directory the change
+	 * named (its listing dropped), a directory's item only in its
+	 * parent's: still current. */
+	CHECK(attr_trust_listed(false, 1, s.ns, now));
+	CHECK(attr_trust_listed(false, 0, s.ns, now));
+	CHECK(attr_trust_listed(true, 3, s.ns, now));
+	/* A listing taken after it: every item again. */
+	s = send_now(&k);
+	CHECK(attr_trust_listed(false, 2, s.ns, now));
+}
+
 int main(void)
 {
 	test_replies();
 	test_own_change_end();
 	test_writes_behind();
 	test_namespace_count();
+	test_listed_items();
 	return check_done("test_attrtrust");
 }
