@@ -10,6 +10,7 @@ System calls Python lacks are in syscalls.py.
 """
 
 import os
+import stat
 import subprocess
 import threading
 import time
@@ -230,6 +231,20 @@ def stat_fields(st):
     """What two stats of one file must agree on: mode, nlink, size, mtime
     and ctime (in ns)."""
     return (st.st_mode, st.st_nlink, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def export_stat(p, follow_symlinks=True):
+    """os.stat of p in the export, read as podfsd reads attributes
+    (daemon/export.c's export_fstat): ext4 shows a file with data and no
+    blocks for a moment while writeback allocates its blocks, which a
+    rewrite after O_TRUNC starts at the close; such a read is taken
+    again (at most 3 reads, letting the writer run in between)."""
+    for _ in range(3):
+        st = os.stat(p, follow_symlinks=follow_symlinks)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or st.st_blocks != 0:
+            break
+        os.sched_yield()
+    return st
 
 
 def pread_all(fd, n):

@@ -25,8 +25,8 @@ import time
 
 import pytest
 
-from helpers import (Worker, daemon_deleted_fds, no_laggard, podfs_stats, pread_all, read_file,
-                     requests_sent, requests_since, wait_for, write_file)
+from helpers import (Worker, daemon_deleted_fds, export_stat, no_laggard, podfs_stats,
+                     pread_all, read_file, requests_sent, requests_since, wait_for, write_file)
 
 pytestmark = pytest.mark.netns
 
@@ -452,7 +452,7 @@ def full_fields(st):
 
 def same_as_export(pod, host, rel):
     return full_fields(os.stat(host / rel, follow_symlinks=False)) == \
-        full_fields(os.stat(pod.export / rel, follow_symlinks=False))
+        full_fields(export_stat(pod.export / rel, follow_symlinks=False))
 
 
 def test_links_and_renames_keep_nlink_and_ctime_on_both_hosts(pod):
@@ -542,7 +542,7 @@ def test_own_attributes_give_way_to_another_hosts_change(pod, change):
         elif rnd % 3 == 2:
             os.chmod(a / "f", 0o644)
         os.stat(b / "f")  # B caches it: the daemon pushes B's changes to A
-        assert full_fields(os.stat(a / "f")) == full_fields(os.stat(exp))
+        assert full_fields(os.stat(a / "f")) == full_fields(export_stat(exp))
         stop = []
 
         def stat_loop():
@@ -554,7 +554,7 @@ def test_own_attributes_give_way_to_another_hosts_change(pod, change):
         w = Worker(stat_loop)
         try:
             change(b / "f")
-            want = full_fields(os.stat(exp))
+            want = full_fields(export_stat(exp))
             wait_for(lambda: full_fields(os.stat(a / "f")) == want, VISIBLE,
                      what=f"round {rnd}: A to see B's {change.__name__}")
         finally:
