@@ -160,6 +160,11 @@ struct client {
 	/* The main connection: reconnects since the mount, and when (wall
 	 * clock, s) the current one came up; pushes received. */
 	atomic_uint_fast64_t st_reconnects, st_up_since, st_pushes;
+	/* Inodes the kernel forgot (their last lookup dropped: memory
+	 * reclaim, drop_caches), counted when the kernel's FORGET comes,
+	 * before the FORGET to the daemon (batched, or never sent if the
+	 * kernel looks the inode up again first). */
+	atomic_uint_fast64_t st_forgotten;
 	atomic_uint_fast64_t st_down_since; /* wall clock, s; 0 while up */
 	/* The mount's readahead (readahead.c). */
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */

@@ -87,6 +87,15 @@ def podfs_stats(mnt):
     return out
 
 
+def forgotten(mnt):
+    """How many inodes the kernel forgot on mount mnt (memory reclaim, a
+    drop_caches elsewhere on the machine): counted as the kernel's FORGET
+    comes. The FORGET requests to the daemon do not tell: they go in
+    batches up to 100 ms later, and not at all for an inode the kernel
+    looked up again meanwhile."""
+    return podfs_stats(mnt)["forgotten"]
+
+
 def podfsd_status(daemon, timeout=30):
     """`podfsd status --raw` of a daemon we started (its control socket):
     ({key: value} of the scalar lines, [client lines as {key: value}])."""
