@@ -101,7 +101,6 @@ static void inval_object(struct cache *k, const struct pfs_fh *fh, const struct 
 void cache_forget_cb(void *arg, const struct pfs_fh *fh)
 {
 	struct cache *k = arg;
-	atomic_fetch_add(&k->c->st_forgotten, 1);
 	if (cache_nosys(k, PFS_OP_FORGET))
 		return;
 	struct fh_node *n = malloc(sizeof(*n));
