@@ -25,8 +25,9 @@ import time
 
 import pytest
 
-from helpers import (Worker, daemon_deleted_fds, export_stat, no_laggard, podfs_stats,
-                     pread_all, read_file, requests_sent, requests_since, wait_for, write_file)
+from helpers import (Worker, daemon_deleted_fds, evict_dentries, export_stat, forgotten,
+                     no_laggard, podfs_stats, pread_all, read_file, requests_sent,
+                     requests_since, wait_for, write_file)
 
 pytestmark = pytest.mark.netns
 
@@ -564,6 +565,31 @@ def test_own_attributes_give_way_to_another_hosts_change(pod, change):
         assert full_fields(os.stat(a / "f")) == want, f"round {rnd}: stale again on A"
         with open(a / "f", "rb") as f:
             assert full_fields(os.fstat(f.fileno())) == want
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["looked_up", "listed"])
+def test_a_forgotten_file_looked_up_again_still_gets_changes(pod, listed):
+    """B's kernel forgets a file it read (memory reclaim; B sends FORGET,
+    and the daemon stops pushing about it to B), then B looks it up
+    again: A's change after that reaches B, whose next open reads it.
+    B's podfs still held the directory's listing (fetched by B's lookups,
+    or by a listing), whose item for the file came with interest the
+    FORGET ended: answered from it, the lookup gave B the file with no
+    interest, and B read the old contents (or the new ones cut to the old
+    size) for good."""
+    a, b = pod.a, pod.b
+    write_file(a / "g", b"old")
+    if listed:
+        os.listdir(b)
+    assert read_file(b / "g") == b"old"
+    gone = forgotten(b)
+    evict_dentries()
+    if forgotten(b) == gone:
+        pytest.skip("the kernel kept the file's inode")
+    os.stat(b / "g")  # looked up again
+    write_file(a / "g", b"new 0")
+    assert read_file(b / "g") == b"new 0"
+    assert full_fields(os.stat(b / "g")) == full_fields(export_stat(pod.export / "g"))
 
 
 # --- within the bound, through pushes --------------------------------------------
