@@ -310,12 +310,17 @@ bool transport_quiet(struct transport *t)
 	 * of a frame), asking the daemon instead is no quicker: every request
 	 * but READ and WRITE goes on this connection, and its reply comes
 	 * behind these bytes. That time is waited, up to QUIET_MAX_NS, while
-	 * the connection lasts. Only time in which bytes moved without the
-	 * thread catching up (a busy stream under TLS, where the count
-	 * catches up only between bursts) counts towards QUIET_BUSY_NS,
-	 * after which a request is answered sooner. */
+	 * the connection lasts. Only time in which bytes kept moving without
+	 * the thread catching up (progress seen at two looks in a row: a
+	 * busy stream under TLS, where the count catches up only between
+	 * bursts) counts towards QUIET_BUSY_NS, after which a request is
+	 * answered sooner. A starved thread progresses in short bursts
+	 * between long gaps, and a gap followed by a burst is not counted;
+	 * nor is more than 1 ms between two looks (this thread may be
+	 * starved as well). */
 	uint64_t moved = stream_bytes_read(&ch->st) + stream_bytes_done(&ch->st);
 	int64_t start = pfs_mono_ns(), last = start, busy = 0;
+	bool moving = false;
 	for (unsigned us = 20;;) {
 		usleep(us);
 		uint64_t done = stream_bytes_done(&ch->st);
@@ -327,11 +332,15 @@ bool transport_quiet(struct transport *t)
 		int64_t now = pfs_mono_ns();
 		uint64_t m = stream_bytes_read(&ch->st) + done;
 		if (m != moved) {
-			busy += now - last;
+			if (moving) /* at most 1 ms a look: this thread may wait too */
+				busy += now - last < 1000000 ? now - last : 1000000;
+			moving = true;
 			moved = m;
 			us = 20;
-		} else if (us < 500) {
-			us *= 2; /* no progress: look less often */
+		} else {
+			moving = false;
+			if (us < 500)
+				us *= 2; /* no progress: look less often */
 		}
 		last = now;
 		if (busy > QUIET_BUSY_NS || now - start > QUIET_MAX_NS)
