@@ -179,26 +179,13 @@ static void forgot_touch_cb(void *arg, struct inode *dir)
 	listing_touch(dir);
 }
 
-/* ip is forgotten: the FORGET to the daemon ends the session's interest
- * in it, so no listing may answer for it any more (a lookup answered
- * from one would hand the kernel an object nothing is pushed about: its
- * attributes and small contents kept for good, test_coherence_hosts.py's
- * forgotten-file case). The item in the listing of the directory it was
- * last looked up in is marked stale, so the next lookup asks the daemon,
- * which registers the interest again; a file with several links may be
- * listed anywhere: every listing goes. Without a known directory (an
- * inode made from a listing's item and dropped unused by the fetcher
- * ahead) nothing is marked. Called with no lock held. */
-static void forgot_listed(struct inode_table *t, struct inode *ip)
+void inode_unlist(struct inode_table *t, const struct pfs_fh *fh, const struct inode_listed *where)
 {
-	pthread_mutex_lock(&ip->lock);
-	uint64_t ph = ip->parent_hash, nh = ip->name_hash;
-	bool all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1;
-	pthread_mutex_unlock(&ip->lock);
-	if (all) {
+	if (where->all) {
 		inode_each_dir(t, NULL, forgot_touch_cb, NULL);
-	} else if (ph) {
-		struct forgot f = { nh, &ip->fh };
+	} else if (where->ph) {
+		struct forgot f = { where->nh, fh };
+		uint64_t ph = where->ph;
 		inode_each_dir(t, &ph, forgot_mark_cb, &f);
 	}
 }
@@ -212,12 +199,16 @@ void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 		pthread_mutex_unlock(&t->lock);
 		if (t->fm)
 			fhmap_del(t->fm, &ip->fh);
-		/* Before the FORGET is queued: a lookup from a listing after
-		 * this asks the daemon; one before it made a new inode, and
-		 * the FORGET is not sent (cache.c). */
-		forgot_listed(t, ip);
-		if (t->forget_cb)
-			t->forget_cb(t->forget_arg, &ip->fh);
+		if (t->forget_cb) {
+			pthread_mutex_lock(&ip->lock);
+			struct inode_listed where = {
+				.ph = ip->parent_hash,
+				.nh = ip->name_hash,
+				.all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1,
+			};
+			pthread_mutex_unlock(&ip->lock);
+			t->forget_cb(t->forget_arg, &ip->fh, &where);
+		}
 		inode_destroy(ip);
 		return;
 	}
@@ -278,7 +269,9 @@ void inode_named_free(struct inode_named *v, size_t n)
 	free(v);
 }
 
-void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const struct pfs_fh *fh),
+void inode_table_on_forget(struct inode_table *t,
+			   void (*cb)(void *arg, const struct pfs_fh *fh,
+				      const struct inode_listed *where),
 			   void *arg)
 {
 	t->forget_cb = cb;
