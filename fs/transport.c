@@ -278,10 +278,7 @@ static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, ui
 	return rc;
 }
 
-/* transport_quiet: time the connection thread may spend handling bytes
- * without catching up, and the longest wait in all. */
-#define QUIET_BUSY_NS 20000000L    /* 20 ms */
-#define QUIET_MAX_NS 2000000000L   /* 2 s */
+#define QUIET_WAIT_NS 20000000L /* 20 ms */
 
 bool transport_quiet(struct transport *t)
 {
@@ -305,45 +302,13 @@ bool transport_quiet(struct transport *t)
 	if (stream_bytes_done(&ch->st) >= target)
 		return true;
 	/* The connection thread is handling frames (replies, mostly): it
-	 * catches up in microseconds. While it makes no progress at all
-	 * (starved of the CPU on a loaded machine, or waiting for the rest
-	 * of a frame), asking the daemon instead is no quicker: every request
-	 * but READ and WRITE goes on this connection, and its reply comes
-	 * behind these bytes. That time is waited, up to QUIET_MAX_NS, while
-	 * the connection lasts. Only time in which bytes kept moving without
-	 * the thread catching up (progress seen at two looks in a row: a
-	 * busy stream under TLS, where the count catches up only between
-	 * bursts) counts towards QUIET_BUSY_NS, after which a request is
-	 * answered sooner. A starved thread progresses in short bursts
-	 * between long gaps, and a gap followed by a burst is not counted;
-	 * nor is more than 1 ms between two looks (this thread may be
-	 * starved as well). */
-	uint64_t moved = stream_bytes_read(&ch->st) + stream_bytes_done(&ch->st);
-	int64_t start = pfs_mono_ns(), last = start, busy = 0;
-	bool moving = false;
-	for (unsigned us = 20;;) {
-		usleep(us);
-		uint64_t done = stream_bytes_done(&ch->st);
-		pthread_mutex_lock(&ch->fd_lock);
-		bool same = ch->fd >= 0 && ch->gen == gen;
-		pthread_mutex_unlock(&ch->fd_lock);
-		if (done >= target || !same)
-			return same;
-		int64_t now = pfs_mono_ns();
-		uint64_t m = stream_bytes_read(&ch->st) + done;
-		if (m != moved) {
-			if (moving) /* at most 1 ms a look: this thread may wait too */
-				busy += now - last < 1000000 ? now - last : 1000000;
-			moving = true;
-			moved = m;
-			us = 20;
-		} else {
-			moving = false;
-			if (us < 500)
-				us *= 2; /* no progress: look less often */
-		}
-		last = now;
-		if (busy > QUIET_BUSY_NS || now - start > QUIET_MAX_NS)
+	 * catches up in microseconds, unless a frame is still arriving. */
+	int64_t t0 = pfs_mono_ns();
+	for (;;) {
+		usleep(20);
+		if (stream_bytes_done(&ch->st) >= target)
+			return ch->gen == gen;
+		if (pfs_mono_ns() - t0 > QUIET_WAIT_NS)
 			return false;
 	}
 }

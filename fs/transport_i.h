@@ -144,9 +144,8 @@ void transport_drop(struct transport *t, uint64_t gen);
  * that was stopped or starved may hold unread invalidations, or a
  * connection the server closed for not acknowledging them; answers from
  * its caches wait until it caught up (see ops_common.c
- * ops_open_locally). Waits for the connection thread to catch up: up
- * to 20 ms of it handling bytes, up to 2 s in all while the connection
- * lasts (see transport.c). Any thread. */
+ * ops_open_locally). May wait up to 20 ms for the connection thread to
+ * catch up. Any thread. */
 bool transport_quiet(struct transport *t);
 
 /* True if the main connection's session acknowledges pushes
