@@ -186,6 +186,11 @@ static void send_forget(struct cache *k, struct fh_node **list)
 	 * asks the server again, which registers the interest again), and
 	 * the kernel drops what it caches of it. */
 	for (struct fh_node *f = sent; f; f = f->next) {
+		/* Again: a listing asked for before the mark above was read
+		 * with the interest, and may have been answered before the
+		 * FORGET ended it; marked now, one still in flight is not
+		 * kept (listing_mark) and one stored names it stale. */
+		inode_unlist(c->it, &f->fh, &f->where);
 		if (inode_known(c->it, &f->fh) && c->se) {
 			gate_note_push(c->gate, &f->fh);
 			inval_object(k, &f->fh, NULL);
