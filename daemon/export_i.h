@@ -63,6 +63,9 @@ struct xop {
 void export_note(struct xop *x, const struct pfs_fh *fh);
 /* The wire attributes of a stat. */
 void export_attr(const struct stat *st, struct pfs_attr *a);
+/* fstat(2) of fd for attributes a client may cache: a regular file with
+ * data and no blocks is read again (see export.c). Returns 0 or -errno. */
+int export_fstat(int fd, struct stat *st);
 /* The wire attributes of the object of fd (fstat: needs no permission).
  * Returns 0 or -errno. */
 int export_getattr(int fd, struct pfs_attr *a);

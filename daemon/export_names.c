@@ -368,10 +368,8 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 	if (ret < 0)
 		goto out_close;
 	export_note(x, &e->fh);
-	if (fstat(fd, &st) < 0) {
-		ret = -errno;
+	if ((ret = export_fstat(fd, &st)) < 0)
 		goto out_close;
-	}
 	export_attr(&st, &e->attr);
 	/* No extended attribute: no ACL inherited, no capability, no label. */
 	*fresh = made && S_ISREG(st.st_mode) && flistxattr(fd, NULL, 0) == 0;

@@ -28,6 +28,7 @@
 struct fh_node {
 	struct fh_node *next;
 	struct pfs_fh fh;
+	struct inode_listed where; /* FORGETs: where it may be listed */
 };
 
 struct cache {
@@ -98,7 +99,7 @@ static void inval_object(struct cache *k, const struct pfs_fh *fh, const struct 
 
 /* ---- FORGET ---- */
 
-void cache_forget_cb(void *arg, const struct pfs_fh *fh)
+void cache_forget_cb(void *arg, const struct pfs_fh *fh, const struct inode_listed *where)
 {
 	struct cache *k = arg;
 	if (cache_nosys(k, PFS_OP_FORGET))
@@ -107,6 +108,7 @@ void cache_forget_cb(void *arg, const struct pfs_fh *fh)
 	if (!n)
 		return; /* the server just keeps pushing for it: harmless */
 	n->fh = *fh;
+	n->where = *where;
 	pthread_mutex_lock(&k->bg.lock);
 	if (k->nforget >= FORGET_MAX || k->bg.stop) {
 		pthread_mutex_unlock(&k->bg.lock);
@@ -138,6 +140,16 @@ static void send_forget(struct cache *k, struct fh_node **list)
 	pfs_wr_init(&w, items, cap);
 	while (*list && n < PFS_BATCH_MAX) {
 		struct fh_node *f = *list;
+		/* A listing may still name it, with what the daemon said
+		 * while this session's interest covered it: once the FORGET
+		 * ends that interest, a lookup answered from the listing
+		 * would hand the kernel an object nothing is pushed about
+		 * (another host's changes of it never seen). So its item
+		 * goes stale first, and a lookup from then on asks the
+		 * daemon; one answered from the listing before made a new
+		 * inode, which the check below finds. */
+		if (!inode_known(c->it, &f->fh))
+			inode_unlist(c->it, &f->fh, &f->where);
 		if (inode_known(c->it, &f->fh)) {
 			/* The kernel looked it up again since it forgot it:
 			 * still cached, still to be pushed about. */
@@ -174,6 +186,11 @@ static void send_forget(struct cache *k, struct fh_node **list)
 	 * asks the server again, which registers the interest again), and
 	 * the kernel drops what it caches of it. */
 	for (struct fh_node *f = sent; f; f = f->next) {
+		/* Again: a listing asked for before the mark above was read
+		 * with the interest, and may have been answered before the
+		 * FORGET ended it; marked now, one still in flight is not
+		 * kept (listing_mark) and one stored names it stale. */
+		inode_unlist(c->it, &f->fh, &f->where);
 		if (inode_known(c->it, &f->fh) && c->se) {
 			gate_note_push(c->gate, &f->fh);
 			inval_object(k, &f->fh, NULL);

@@ -29,6 +29,7 @@
 
 struct client;
 struct cache;
+struct inode_listed;
 
 /* Creates the module for c (which must hold the gate, the inode table
  * and the rpc table before the thread starts). Its thread starts with
@@ -48,7 +49,7 @@ void cache_free(struct cache *k);
  * a FORGET (dropped on ENOMEM, past FORGET_MAX queued, once stopped, or
  * if the server has no FORGET). Any thread, no locks of the inode table
  * held. */
-void cache_forget_cb(void *arg, const struct pfs_fh *fh);
+void cache_forget_cb(void *arg, const struct pfs_fh *fh, const struct inode_listed *where);
 
 /* A connection came up again after a drop: only queues the revalidation
  * for the background thread (never blocks; the connection thread calls

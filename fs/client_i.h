@@ -160,6 +160,11 @@ struct client {
 	/* The main connection: reconnects since the mount, and when (wall
 	 * clock, s) the current one came up; pushes received. */
 	atomic_uint_fast64_t st_reconnects, st_up_since, st_pushes;
+	/* Inodes the kernel forgot (evicted: memory reclaim, drop_caches,
+	 * a removed file), counted as its FORGETs come, unlike the FORGET
+	 * requests to the daemon (batched, and never sent for an inode the
+	 * kernel looked up again first). */
+	atomic_uint_fast64_t st_forgotten;
 	atomic_uint_fast64_t st_down_since; /* wall clock, s; 0 while up */
 	/* The mount's readahead (readahead.c). */
 	atomic_bool bdi_tuned;         /* read_ahead_kb raised (after INIT) */

@@ -159,6 +159,37 @@ void inode_hold(struct inode_table *t, struct inode *ip)
 	pthread_mutex_unlock(&t->lock);
 }
 
+struct forgot {
+	uint64_t nh;
+	const struct pfs_fh *fh;
+};
+
+static void forgot_mark_cb(void *arg, struct inode *dir)
+{
+	const struct forgot *f = arg;
+
+	pthread_mutex_lock(&dir->lock);
+	listing_mark(dir, f->nh, f->fh);
+	pthread_mutex_unlock(&dir->lock);
+}
+
+static void forgot_touch_cb(void *arg, struct inode *dir)
+{
+	(void)arg;
+	listing_touch(dir);
+}
+
+void inode_unlist(struct inode_table *t, const struct pfs_fh *fh, const struct inode_listed *where)
+{
+	if (where->all) {
+		inode_each_dir(t, NULL, forgot_touch_cb, NULL);
+	} else if (where->ph) {
+		struct forgot f = { where->nh, fh };
+		uint64_t ph = where->ph;
+		inode_each_dir(t, &ph, forgot_mark_cb, &f);
+	}
+}
+
 void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 {
 	pthread_mutex_lock(&t->lock);
@@ -168,8 +199,16 @@ void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 		pthread_mutex_unlock(&t->lock);
 		if (t->fm)
 			fhmap_del(t->fm, &ip->fh);
-		if (t->forget_cb)
-			t->forget_cb(t->forget_arg, &ip->fh);
+		if (t->forget_cb) {
+			pthread_mutex_lock(&ip->lock);
+			struct inode_listed where = {
+				.ph = ip->parent_hash,
+				.nh = ip->name_hash,
+				.all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1,
+			};
+			pthread_mutex_unlock(&ip->lock);
+			t->forget_cb(t->forget_arg, &ip->fh, &where);
+		}
 		inode_destroy(ip);
 		return;
 	}
@@ -230,7 +269,9 @@ void inode_named_free(struct inode_named *v, size_t n)
 	free(v);
 }
 
-void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const struct pfs_fh *fh),
+void inode_table_on_forget(struct inode_table *t,
+			   void (*cb)(void *arg, const struct pfs_fh *fh,
+				      const struct inode_listed *where),
 			   void *arg)
 {
 	t->forget_cb = cb;

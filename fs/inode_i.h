@@ -116,13 +116,21 @@ struct inode {
 	struct pfs_fh fh;     /* immutable */
 };
 
+/* Where a forgotten inode may still be listed: the hashes of the
+ * directory it was last looked up in and of its name there (ph 0: none
+ * known), or anywhere (all: a file with several links). */
+struct inode_listed {
+	uint64_t ph, nh;
+	bool all;
+};
+
 /* The table. inode.c owns the first part; the counters below it belong
  * to trust.c and listing.c, which read and move them with atomics. */
 struct inode_table {
 	pthread_mutex_t lock;          /* tab, and every inode's nlookup */
 	struct htab tab;               /* struct inode, by fh hash */
 	struct inode *root;
-	void (*forget_cb)(void *arg, const struct pfs_fh *fh);
+	void (*forget_cb)(void *arg, const struct pfs_fh *fh, const struct inode_listed *where);
 	void *forget_arg;
 	/* The server's handles after its handle secret changed (fhmap_i.h),
 	 * or NULL: a handle the table does not hold is looked up there. Set
@@ -155,11 +163,21 @@ int inode_table_new(const struct pfs_entry *root, struct inode_table **out);
 void inode_table_free(struct inode_table *t);
 
 /* Sets the callback run with the handle of every inode inode_forget
- * frees (on the forgetting thread, without locks held; fh is valid
- * during the call only), or none (cb NULL). Set it before the session
- * starts, clear it before the callback's owner goes. */
-void inode_table_on_forget(struct inode_table *t, void (*cb)(void *arg, const struct pfs_fh *fh),
+ * frees and where it may be listed (on the forgetting thread, without
+ * locks held; fh is valid during the call only), or none (cb NULL). Set
+ * it before the session starts, clear it before the callback's owner
+ * goes. */
+void inode_table_on_forget(struct inode_table *t,
+			   void (*cb)(void *arg, const struct pfs_fh *fh,
+				      const struct inode_listed *where),
 			   void *arg);
+/* Marks fh's item stale in the listing of where's directory (every
+ * listing if where->all; none if no directory is known), so that the
+ * next lookup of it asks the daemon: call it before sending the FORGET
+ * that ends the session's interest in fh (a lookup answered from the
+ * listing after that would hand out an object nothing is pushed about).
+ * Takes the table's and the directories' locks. */
+void inode_unlist(struct inode_table *t, const struct pfs_fh *fh, const struct inode_listed *where);
 
 /* The inode of a nodeid the kernel passed in (never NULL for a valid
  * one; the kernel's lookup keeps it alive while its request runs). */

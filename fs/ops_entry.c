@@ -346,6 +346,7 @@ out_err:
 
 void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
+	atomic_fetch_add(&CL(req)->st_forgotten, 1);
 	inode_forget(CL(req)->it, IP(req, ino), nlookup);
 	fuse_reply_none(req);
 }
@@ -353,6 +354,7 @@ void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 void ops_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	struct client *c = CL(req);
+	atomic_fetch_add(&c->st_forgotten, count);
 	for (size_t i = 0; i < count; i++)
 		inode_forget(c->it, inode_get(c->it, forgets[i].ino), forgets[i].nlookup);
 	fuse_reply_none(req);

@@ -57,7 +57,7 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 	rpc_waiting(c->rpc, &waiting, &abandoned);
 	int n = snprintf(buf, cap,
 			 "server %s\nmetrics %s\nup_since %llu\ndown_since %llu\nreconnects %llu\n%s"
-			 "waiting %zu\nabandoned %llu\npushes %llu\n"
+			 "waiting %zu\nabandoned %llu\npushes %llu\nforgotten %llu\n"
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
 			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n"
@@ -69,6 +69,7 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			 rtt, waiting,
 			 (unsigned long long)abandoned,
 			 (unsigned long long)atomic_load(&c->st_pushes),
+			 (unsigned long long)atomic_load(&c->st_forgotten),
 			 (unsigned long long)atomic_load(&c->st_wire_out),
 			 (unsigned long long)atomic_load(&c->st_raw_out),
 			 (unsigned long long)atomic_load(&c->st_wire_in),

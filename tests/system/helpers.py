@@ -10,6 +10,7 @@ System calls Python lacks are in syscalls.py.
 """
 
 import os
+import stat
 import subprocess
 import threading
 import time
@@ -84,6 +85,26 @@ def podfs_stats(mnt):
         if v.lstrip("-").isdigit():  # not "server HOST:PORT" nor lat_OP's four figures
             out[k] = int(v)
     return out
+
+
+def forgotten(mnt):
+    """How many inodes the kernel forgot on mount mnt (memory reclaim, a
+    drop_caches elsewhere on the machine): counted as the kernel's FORGET
+    comes. The FORGET requests to the daemon do not tell: they go in
+    batches up to 100 ms later, and not at all for an inode the kernel
+    looked up again meanwhile."""
+    return podfs_stats(mnt)["forgotten"]
+
+
+def evict_dentries():
+    """Makes the kernel forget unused dentries and inodes (drop_caches,
+    as memory reclaim would); twice, as a directory goes only once its
+    children went. Then 0.3 s, for the FORGETs the mounts send in
+    batches (up to 100 ms later) to reach their daemons."""
+    for _ in range(2):
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2")
+        time.sleep(0.3)
 
 
 def podfsd_status(daemon, timeout=30):
@@ -230,6 +251,20 @@ def stat_fields(st):
     """What two stats of one file must agree on: mode, nlink, size, mtime
     and ctime (in ns)."""
     return (st.st_mode, st.st_nlink, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def export_stat(p, follow_symlinks=True):
+    """os.stat of p in the export, read as podfsd reads attributes
+    (daemon/export.c's export_fstat): ext4 shows a file with data and no
+    blocks for a moment while writeback allocates its blocks, which a
+    rewrite after O_TRUNC starts at the close; such a read is taken
+    again (at most 3 reads, letting the writer run in between)."""
+    for _ in range(3):
+        st = os.stat(p, follow_symlinks=follow_symlinks)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or st.st_blocks != 0:
+            break
+        os.sched_yield()
+    return st
 
 
 def pread_all(fd, n):

@@ -25,8 +25,9 @@ import time
 
 import pytest
 
-from helpers import (Worker, daemon_deleted_fds, no_laggard, podfs_stats, pread_all, read_file,
-                     requests_sent, requests_since, wait_for, write_file)
+from helpers import (Worker, daemon_deleted_fds, evict_dentries, export_stat, forgotten,
+                     no_laggard, podfs_stats, pread_all, read_file, requests_sent,
+                     requests_since, wait_for, write_file)
 
 pytestmark = pytest.mark.netns
 
@@ -452,7 +453,7 @@ def full_fields(st):
 
 def same_as_export(pod, host, rel):
     return full_fields(os.stat(host / rel, follow_symlinks=False)) == \
-        full_fields(os.stat(pod.export / rel, follow_symlinks=False))
+        full_fields(export_stat(pod.export / rel, follow_symlinks=False))
 
 
 def test_links_and_renames_keep_nlink_and_ctime_on_both_hosts(pod):
@@ -575,7 +576,7 @@ def test_own_attributes_give_way_to_another_hosts_change(pod, change):
         elif rnd % 3 == 2:
             os.chmod(a / "f", 0o644)
         os.stat(b / "f")  # B caches it: the daemon pushes B's changes to A
-        assert full_fields(os.stat(a / "f")) == full_fields(os.stat(exp))
+        assert full_fields(os.stat(a / "f")) == full_fields(export_stat(exp))
         stop = []
 
         def stat_loop():
@@ -587,7 +588,7 @@ def test_own_attributes_give_way_to_another_hosts_change(pod, change):
         w = Worker(stat_loop)
         try:
             change(b / "f")
-            want = full_fields(os.stat(exp))
+            want = full_fields(export_stat(exp))
             wait_for(lambda: full_fields(os.stat(a / "f")) == want, VISIBLE,
                      what=f"round {rnd}: A to see B's {change.__name__}")
         finally:
@@ -597,6 +598,31 @@ def test_own_attributes_give_way_to_another_hosts_change(pod, change):
         assert full_fields(os.stat(a / "f")) == want, f"round {rnd}: stale again on A"
         with open(a / "f", "rb") as f:
             assert full_fields(os.fstat(f.fileno())) == want
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["looked_up", "listed"])
+def test_a_forgotten_file_looked_up_again_still_gets_changes(pod, listed):
+    """B's kernel forgets a file it read (memory reclaim; B sends FORGET,
+    and the daemon stops pushing about it to B), then B looks it up
+    again: A's change after that reaches B, whose next open reads it.
+    B's podfs still held the directory's listing (fetched by B's lookups,
+    or by a listing), whose item for the file came with interest the
+    FORGET ended: answered from it, the lookup gave B the file with no
+    interest, and B read the old contents (or the new ones cut to the old
+    size) for good."""
+    a, b = pod.a, pod.b
+    write_file(a / "g", b"old")
+    if listed:
+        os.listdir(b)
+    assert read_file(b / "g") == b"old"
+    gone = forgotten(b)
+    evict_dentries()
+    if forgotten(b) == gone:
+        pytest.skip("the kernel kept the file's inode")
+    os.stat(b / "g")  # looked up again
+    write_file(a / "g", b"new 0")
+    assert read_file(b / "g") == b"new 0"
+    assert full_fields(os.stat(b / "g")) == full_fields(export_stat(pod.export / "g"))
 
 
 # --- within the bound, through pushes --------------------------------------------

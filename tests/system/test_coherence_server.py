@@ -7,12 +7,14 @@ What clients make of it is in test_coherence_hosts.py.
 
 import errno
 import os
+import subprocess
+import threading
 import time
 
 import pytest
 
 import pfsproto as P
-from helpers import write_file
+from helpers import PYTHON, write_file
 
 FAST = 0.1   # a change through podfs reaches other sessions within 100 ms
 DIRECT = 1.0  # a change made beside podfs, within 1 s
@@ -391,3 +393,42 @@ def test_watch_fallbacks(env, monkeypatch, mode):
             assert "inotify" in d.log()
     finally:
         b.close()
+
+
+def test_attributes_never_show_a_writebacks_moment(env, daemon):
+    """A file rewritten after O_TRUNC beside podfs, over and over, while
+    two sessions ask for its attributes: no reply shows it with data and
+    no blocks. On ext4 its writeback starts at each close, and a stat at
+    the moment it allocates the block shows st_blocks 0 (a few times in
+    100,000 GETATTRs); a client would keep that until the next change."""
+    f = env.export / "f"
+    f.write_bytes(b"A" * 300)
+    rewrite = ("import os, sys\n"
+               "for _ in range(int(sys.argv[2])):\n"
+               "    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)\n"
+               "    os.write(fd, b'A' * 300)\n"
+               "    os.close(fd)\n")
+    counts = []
+
+    def ask():
+        with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+            h, _ = c.lookup(c.root, "f")
+            n = bad = 0
+            while w.poll() is None:
+                a = c.getattr(h)
+                n += 1
+                bad += a["size"] == 300 and a["blocks"] == 0
+            counts.append((n, bad))
+    w = subprocess.Popen([PYTHON, "-c", rewrite, str(f), "40000"])
+    try:
+        ts = [threading.Thread(target=ask) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+    finally:
+        w.kill()
+        w.wait()
+    asked, bad = sum(n for n, _ in counts), sum(b for _, b in counts)
+    assert len(counts) == 2 and asked > 1000, counts
+    assert bad == 0, f"{bad} of {asked} GETATTR replies showed 300 bytes in no blocks"

@@ -119,7 +119,12 @@ def check_mounted_once(host, env, mnt):
     host.ok(["sh", "-c", f"printf hello > {mnt}/f"])
     assert read_file(env.export / "f") == b"hello"
     (env.export / "g").write_bytes(b"from the export")
-    assert host.ok(["cat", f"{mnt}/g"]).out == "from the export"
+    # Made beside podfs, g reaches the mount through the daemon's watch
+    # of the export (a push), a moment later: the mount may have fetched
+    # the directory's listing (its lookups do, for a small one) and
+    # answers the lookup from it until then (docs/coherence.md).
+    wait_for(lambda: host.run(["cat", f"{mnt}/g"]).out == "from the export", 5,
+             what="the mount to see g, written in the export")
     return ms[0]
 
 
