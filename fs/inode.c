@@ -159,34 +159,43 @@ void inode_hold(struct inode_table *t, struct inode *ip)
 	pthread_mutex_unlock(&t->lock);
 }
 
-struct forgot {
+struct unlist {
 	uint64_t nh;
 	const struct pfs_fh *fh;
 };
 
-static void forgot_mark_cb(void *arg, struct inode *dir)
+static void unlist_mark_cb(void *arg, struct inode *dir)
 {
-	const struct forgot *f = arg;
+	const struct unlist *f = arg;
 
 	pthread_mutex_lock(&dir->lock);
 	listing_mark(dir, f->nh, f->fh);
 	pthread_mutex_unlock(&dir->lock);
 }
 
-static void forgot_touch_cb(void *arg, struct inode *dir)
+static void unlist_touch_cb(void *arg, struct inode *dir)
 {
 	(void)arg;
 	listing_touch(dir);
 }
 
+struct inode_listed inode_listed_at_locked(const struct inode *ip)
+{
+	return (struct inode_listed){
+		.ph = ip->parent_hash,
+		.nh = ip->name_hash,
+		.all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1,
+	};
+}
+
 void inode_unlist(struct inode_table *t, const struct pfs_fh *fh, const struct inode_listed *where)
 {
 	if (where->all) {
-		inode_each_dir(t, NULL, forgot_touch_cb, NULL);
+		inode_each_dir(t, NULL, unlist_touch_cb, NULL);
 	} else if (where->ph) {
-		struct forgot f = { where->nh, fh };
+		struct unlist f = { where->nh, fh };
 		uint64_t ph = where->ph;
-		inode_each_dir(t, &ph, forgot_mark_cb, &f);
+		inode_each_dir(t, &ph, unlist_mark_cb, &f);
 	}
 }
 
@@ -201,11 +210,7 @@ void inode_forget(struct inode_table *t, struct inode *ip, uint64_t n)
 			fhmap_del(t->fm, &ip->fh);
 		if (t->forget_cb) {
 			pthread_mutex_lock(&ip->lock);
-			struct inode_listed where = {
-				.ph = ip->parent_hash,
-				.nh = ip->name_hash,
-				.all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1,
-			};
+			struct inode_listed where = inode_listed_at_locked(ip);
 			pthread_mutex_unlock(&ip->lock);
 			t->forget_cb(t->forget_arg, &ip->fh, &where);
 		}

@@ -178,6 +178,9 @@ void inode_table_on_forget(struct inode_table *t,
  * listing after that would hand out an object nothing is pushed about).
  * Takes the table's and the directories' locks. */
 void inode_unlist(struct inode_table *t, const struct pfs_fh *fh, const struct inode_listed *where);
+/* Where ip may be listed: its last parent and name, or anywhere for a
+ * file with several links (ip->lock held). */
+struct inode_listed inode_listed_at_locked(const struct inode *ip);
 
 /* The inode of a nodeid the kernel passed in (never NULL for a valid
  * one; the kernel's lookup keeps it alive while its request runs). */

@@ -15,26 +15,6 @@ uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns)
 	return own_clock_read(&t->clk, ns);
 }
 
-static void touch_cb(void *arg, struct inode *dir)
-{
-	(void)arg;
-	listing_touch(dir);
-}
-
-struct mark {
-	uint64_t nh;
-	const struct pfs_fh *fh;
-};
-
-static void mark_cb(void *arg, struct inode *dir)
-{
-	const struct mark *m = arg;
-
-	pthread_mutex_lock(&dir->lock);
-	listing_mark(dir, m->nh, m->fh);
-	pthread_mutex_unlock(&dir->lock);
-}
-
 /* Announces an own change of ip: a new stamp (its trust goes) and its
  * item in the listing that holds it marked stale. Returns the stamp. */
 static uint64_t own_mark(struct inode_table *t, struct inode *ip)
@@ -45,17 +25,11 @@ static uint64_t own_mark(struct inode_table *t, struct inode *ip)
 	uint64_t at = own_clock_stamp(&t->clk);
 	pthread_mutex_lock(&ip->lock);
 	attr_trust_touch(&ip->tr, at);
-	uint64_t ph = ip->parent_hash, nh = ip->name_hash;
-	bool all = !S_ISDIR(ip->attr.mode) && ip->attr.nlink > 1;
+	struct inode_listed where = inode_listed_at_locked(ip);
 	pthread_mutex_unlock(&ip->lock);
-	if (all) {
-		/* Drops every listing (a file with several links changed: any
-		 * directory may list it under another name). */
-		inode_each_dir(t, NULL, touch_cb, NULL);
-	} else if (ph) {
-		struct mark m = { nh, &ip->fh };
-		inode_each_dir(t, &ph, mark_cb, &m);
-	}
+	/* Its item marked stale; every listing dropped for a file with
+	 * several links (any directory may list it under another name). */
+	inode_unlist(t, &ip->fh, &where);
 	return at;
 }
 
