@@ -339,6 +339,12 @@ static void install(struct chan *ch, int fd, const struct sock_session *hs, bool
 	ch->fd = fd;
 	ch->gen = gen;
 	stream_attach(&ch->st, hs->ssl, hs->rbio, hs->wbio);
+	/* transport_stop sets stopping before it shuts down each live fd
+	 * under this lock: a connection made after it looked at ch is shut
+	 * down here, else its thread would block in recv_loop and the join
+	 * would wait for the server to close it. */
+	if (atomic_load(&t->stopping))
+		shutdown(fd, SHUT_RDWR);
 	pthread_mutex_unlock(&ch->fd_lock);
 	pthread_mutex_unlock(&ch->send_lock);
 	if (!ch->bulk) {
@@ -568,7 +574,9 @@ static void *bulk_main(void *arg)
 		if (atomic_load(&t->stopping) || t->cb.closing_cb(t->cb.arg))
 			break;
 		rc = sock_connect(&d, true, &fd, &hs, err, sizeof(err));
-		if (rc == -ECANCELED || atomic_load(&t->stopping))
+		/* One made while stopping is installed (and shut down there):
+		 * recv_loop ends at once and drop closes it. */
+		if (rc == -ECANCELED || (rc < 0 && atomic_load(&t->stopping)))
 			break;
 		if (rc == -EOPNOTSUPP || rc == -EACCES || rc == -EMFILE) {
 			pfs_warn("connection %u: %s; using %u connection%s", ch->idx, err,

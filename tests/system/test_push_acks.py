@@ -51,6 +51,44 @@ def test_close_to_open_strict_without_polling(env):
     check_open_counted(b, b / "f")
 
 
+@pytest.mark.netns
+def test_xattr_change_seen_at_once_by_two_other_hosts(env):
+    """A sets, replaces and removes a user xattr of a file that B and C
+    hold attributes of (from a stat, or from a listing of its
+    directory): right after A's call returns, B and C show the
+    export's ctime and the new value, every time, without polling. The
+    change's reply waits for both acknowledgements, and each of them
+    dropped its kernel's attributes before acknowledging (fs/pushq.c,
+    early_cb), as for a chmod."""
+    pod = Pod(env, nclients=3)
+    a, others = pod.a, pod.mounts[1:]
+    write_file(a / "f", b"x")
+    exp = pod.export / "f"
+    val, moved, bad = None, 0, []
+    for i in range(200):
+        for h in others:
+            os.lstat(h / "f")  # cached attributes
+            if i % 4 == 1:
+                os.listdir(h.path)  # ... or a listing's too
+        before = os.lstat(exp).st_ctime_ns
+        if i % 3 == 2 and val is not None:
+            os.removexattr(a / "f", "user.m")
+            val = None
+        else:
+            val = b"v%d" % i
+            os.setxattr(a / "f", "user.m", val)
+        seen = [(h.path.name, os.lstat(h / "f").st_ctime_ns,
+                 os.getxattr(h / "f", "user.m") if "user.m" in os.listxattr(h / "f") else None)
+                for h in others]
+        want = os.lstat(exp).st_ctime_ns
+        moved += want != before
+        bad += [(i, name, ctime, want, x, val) for name, ctime, x in seen
+                if ctime != want or x != val]
+    behind = no_laggard(pod.daemon.proc.output())
+    assert not bad, f"stale on another host ({behind} fell behind): {bad[:5]}"
+    assert moved > 100, "the export's ctime hardly moved: nothing was checked"
+
+
 def test_close_to_open_with_late_pushes(env, daemon, mount):
     """B's pushes arrive 150 ms late (a relay holds the daemon's frames to
     B). A's write+close must still not return before B applied the
