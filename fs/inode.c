@@ -465,7 +465,11 @@ void inode_each_dir(struct inode_table *t, const uint64_t *hash,
 	struct hnode *n = hash ? htab_first(&t->tab, *hash) : htab_iter(&t->tab, &pos, NULL);
 	for (; n; n = hash ? htab_next(n, *hash) : htab_iter(&t->tab, &pos, n)) {
 		struct inode *d = container_of(n, struct inode, hn);
-		if (S_ISDIR(d->attr.mode))
+		/* The table's lock, then an inode's (as inode_find). */
+		pthread_mutex_lock(&d->lock);
+		bool dir = S_ISDIR(d->attr.mode);
+		pthread_mutex_unlock(&d->lock);
+		if (dir)
 			cb(arg, d);
 	}
 	pthread_mutex_unlock(&t->lock);
