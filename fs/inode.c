@@ -27,6 +27,7 @@ static struct inode *inode_alloc(const struct pfs_entry *e)
 	pthread_mutex_init(&ip->lock, NULL);
 	ip->fh = e->fh;
 	ip->attr = e->attr;
+	ip->is_dir = S_ISDIR(e->attr.mode);
 	ip->nodeid = (fuse_ino_t)(uintptr_t)ip;
 	return ip;
 }
@@ -465,11 +466,7 @@ void inode_each_dir(struct inode_table *t, const uint64_t *hash,
 	struct hnode *n = hash ? htab_first(&t->tab, *hash) : htab_iter(&t->tab, &pos, NULL);
 	for (; n; n = hash ? htab_next(n, *hash) : htab_iter(&t->tab, &pos, n)) {
 		struct inode *d = container_of(n, struct inode, hn);
-		/* The table's lock, then an inode's (as inode_find). */
-		pthread_mutex_lock(&d->lock);
-		bool dir = S_ISDIR(d->attr.mode);
-		pthread_mutex_unlock(&d->lock);
-		if (dir)
+		if (d->is_dir)
 			cb(arg, d);
 	}
 	pthread_mutex_unlock(&t->lock);

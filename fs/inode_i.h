@@ -114,6 +114,7 @@ struct inode {
 			       * object again by name (recover.c) */
 
 	struct pfs_fh fh;     /* immutable */
+	bool is_dir;          /* immutable: a handle's object keeps its type */
 };
 
 /* Where a forgotten inode may still be listed: the hashes of the
