@@ -83,6 +83,11 @@ uint64_t stream_bytes_done(const struct stream *st)
 	return atomic_load(&st->bytes_done);
 }
 
+bool stream_receiver_waiting(const struct stream *st)
+{
+	return atomic_load(&st->waiting);
+}
+
 /* ---- sending ---- */
 
 /* The most ciphertext n bytes of plaintext make in TLS 1.3 records of
@@ -198,7 +203,10 @@ static ssize_t tls_recv(struct stream *st, int fd, void *buf, size_t n)
 			return 0;
 		if (e == SSL_ERROR_WANT_READ) {
 			struct pollfd pfd = { .fd = fd, .events = POLLIN };
-			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			atomic_store(&st->waiting, true);
+			int pr = poll(&pfd, 1, -1);
+			atomic_store(&st->waiting, false);
+			if (pr < 0 && errno != EINTR)
 				return -1;
 			continue;
 		}
@@ -222,7 +230,9 @@ static ssize_t recv_some(struct stream *st, int fd, void *buf, size_t n)
 {
 	if (st->ssl)
 		return tls_recv(st, fd, buf, n);
+	atomic_store(&st->waiting, true);
 	ssize_t k = recv(fd, buf, n, 0);
+	atomic_store(&st->waiting, false);
 	if (k > 0)
 		atomic_fetch_add(&st->bytes_read, (uint64_t)k);
 	return k;

@@ -33,6 +33,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +54,8 @@ struct stream {
 	/* Bytes of the live connection received, and of those the frames
 	 * handled; both reset by stream_attach. */
 	_Atomic uint64_t bytes_read, bytes_done;
+	/* The receiver is blocked waiting for the socket (recv or poll). */
+	_Atomic bool waiting;
 
 	/* The receiver only. */
 	int tls_fd;    /* TLS: the socket the read BIO reads (-1: not set yet) */
@@ -115,5 +118,8 @@ void stream_frame_done(struct stream *st, uint64_t frame_bytes);
  * under the fd lock, with the socket's unread bytes). */
 uint64_t stream_bytes_read(const struct stream *st);
 uint64_t stream_bytes_done(const struct stream *st);
+/* Whether the receiver is blocked waiting for bytes from the socket (as
+ * opposed to running, or waiting for a CPU). Any thread; a hint only. */
+bool stream_receiver_waiting(const struct stream *st);
 
 #endif /* PODFS_STREAM_I_H */

@@ -278,7 +278,13 @@ static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, ui
 	return rc;
 }
 
-#define QUIET_WAIT_NS 20000000L /* 20 ms */
+/* How long transport_quiet waits for the connection thread: while it is
+ * blocked on the network in the middle of a frame (a large reply still
+ * arriving: a round trip is cheaper), and at most in any case (it runs or
+ * waits for a CPU: on a loaded machine that can take tens of ms, and the
+ * reply to a round trip would come behind those very bytes). */
+#define QUIET_NET_NS 20000000L  /* 20 ms */
+#define QUIET_MAX_NS 500000000L /* 500 ms */
 
 bool transport_quiet(struct transport *t)
 {
@@ -303,12 +309,16 @@ bool transport_quiet(struct transport *t)
 		return true;
 	/* The connection thread is handling frames (replies, mostly): it
 	 * catches up in microseconds, unless a frame is still arriving. */
-	int64_t t0 = pfs_mono_ns();
+	int64_t t0 = pfs_mono_ns(), net_t0 = 0;
 	for (;;) {
 		usleep(20);
 		if (stream_bytes_done(&ch->st) >= target)
 			return ch->gen == gen;
-		if (pfs_mono_ns() - t0 > QUIET_WAIT_NS)
+		int64_t now = pfs_mono_ns();
+		if (stream_receiver_waiting(&ch->st) && stream_bytes_read(&ch->st) >= target &&
+		    net_t0 == 0)
+			net_t0 = now; /* it has the bytes, and waits for the rest */
+		if ((net_t0 && now - net_t0 > QUIET_NET_NS) || now - t0 > QUIET_MAX_NS)
 			return false;
 	}
 }
