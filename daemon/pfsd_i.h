@@ -4,6 +4,7 @@
  * only through callbacks it was handed:
  *   main.c          command line, start-up checks, daemonizing, signals
  *   server.c        accept, the path of a request, held replies, sweep
+ *   admit.c         connections before AUTH: export rules, pending quota
  *   handshake.c     HELLO and AUTH          dispatch.c  the opcode table,
  *                                           the ladder, FORGET
  *   dispatch_*.c    the handlers by kind    op.c, creds.c  their helpers

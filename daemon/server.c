@@ -18,6 +18,7 @@
 #include "dispatch_i.h"
 #include "drc_i.h"
 #include "handles_i.h"
+#include "admit_i.h"
 #include "handshake_i.h"
 #include "pace_i.h"
 #include "pfsd_i.h"
@@ -284,6 +285,8 @@ static void recall_done(struct req *r, bool drop)
 		free(r->keys.v);
 		free(r->in);
 		session_unref(s);
+		if (r->c->npaced)
+			drained_cb(r->c);
 		req_done(r);
 		return;
 	}
@@ -492,52 +495,6 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	start_req(r);
 }
 
-/* --- connections before authentication --- */
-
-/* c authenticated or closed: it no longer counts as pending. */
-static void preauth_done(struct conn *c)
-{
-	c->d->npreauth--;
-	if (c->in_srcq)
-		srcq_del(&c->d->srcq, &c->src);
-	c->in_srcq = false;
-}
-
-/* Closes the oldest pending handshake from k (any source: NULL), other
- * than keep. */
-static void evict_pending(struct pfsd *d, const struct srckey *k, struct conn *keep)
-{
-	struct conn *o, *old = NULL;
-
-	LIST_FOREACH(o, &d->conns, link)
-		if (o->st != CS_READY && !o->closing && o != keep && o->in_srcq &&
-		    (!k || srckey_eq(&o->src, k)))
-			old = o;
-	if (old) {
-		pfs_debug("conn %llu: %s evicted to admit a new connection",
-			  (unsigned long long)old->id, old->peer);
-		conn_close(old, "evicted (too many unauthenticated connections)");
-	}
-}
-
-/* Makes room for the new connection c among the pending handshakes:
- * unauthenticated connections cost an attacker nothing, so each source
- * address (IPv6: /64) has a quota, and when all of them together fill
- * the daemon's share, the oldest of the source with the most makes
- * room. A flood from one address only hurts that address. */
-static void admit_pending(struct pfsd *d, struct conn *c)
-{
-	struct srckey busiest;
-
-	srckey_of(&c->addr, &c->src);
-	if (srcq_count(&d->srcq, &c->src) >= d->lim.preauth_per_source)
-		evict_pending(d, &c->src, c);
-	else if (d->npreauth > d->lim.preauth && srcq_busiest(&d->srcq, &busiest))
-		evict_pending(d, &busiest, c);
-	srcq_add(&d->srcq, &c->src);
-	c->in_srcq = true;
-}
-
 /* --- frames --- */
 
 /* An authenticated connection's frame that is not a request for a
@@ -599,7 +556,7 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 
 	if (c->st != CS_READY) {
 		if (handshake_frame(c, payload, &auth_flags) > 0) {
-			preauth_done(c);
+			admit_done(c);
 			c->sess->nconns_total++;
 			count_req(c);
 			conn_set_acct(c, c->sess->acct);
@@ -646,34 +603,12 @@ static void closed_cb(struct conn *c)
 	LIST_REMOVE(c, link);
 	d->nconns--;
 	if (c->st != CS_READY)
-		preauth_done(c);
+		admit_done(c);
 }
 
 static void reject_close_cb(uv_handle_t *h)
 {
 	free(h);
-}
-
-/* Whether an export rule admits the peer of the new connection c: if
- * so, c keeps the rule's options; if not, c is closed before reading a
- * byte, with one (rate-limited) line naming the peer. */
-static bool admit(struct conn *c)
-{
-	struct pfsd *d = c->d;
-	const struct export_rule *r = NULL;
-	int len = sizeof(c->addr);
-
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->addr, &len) == 0)
-		r = exports_match(&d->rules, (const struct sockaddr *)&c->addr);
-	if (!r) {
-		pfsd_warn_rl(d, "conn %llu: refused %s: no export rule admits its address (rules: %s)",
-			     (unsigned long long)c->id, c->peer,
-			     d->rules_file ? d->rules_file : "--allow");
-		conn_close(c, "no export rule admits its address");
-		return false;
-	}
-	c->rule = r->o;
-	return true;
 }
 
 unsigned server_rules_replace(struct pfsd *d, struct exports *rules)
@@ -721,7 +656,7 @@ static void on_connection(uv_stream_t *server, int status)
 	if (d->nconns >= PFSD_MAX_CONNS && d->npreauth > 0) {
 		struct srckey busiest;
 		if (srcq_busiest(&d->srcq, &busiest))
-			evict_pending(d, &busiest, NULL);
+			admit_evict(d, &busiest, NULL);
 	}
 	if (d->nconns >= PFSD_MAX_CONNS) {
 		uv_tcp_t *t = xmalloc(sizeof(*t));
@@ -737,7 +672,7 @@ static void on_connection(uv_stream_t *server, int status)
 	d->nconns++;
 	d->accepted++;
 	d->npreauth++;
-	if (conn_accept(c, server) < 0 || !admit(c))
+	if (conn_accept(c, server) < 0 || !admit_rule(c))
 		return;
 	admit_pending(d, c);
 	handshake_start(c);
