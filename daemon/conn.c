@@ -33,6 +33,7 @@ struct wmsg {
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	void *own[2];
 	size_t acct;     /* bytes to release from c->mem when written */
+	size_t len;      /* its bytes, counted in c->queued until written */
 	bool is_reply;   /* completes a request counted in c->inflight */
 };
 
@@ -83,6 +84,7 @@ struct conn *conn_new(struct pfsd *d, conn_frame_cb frame_cb, conn_close_cb clos
 	c->timer.data = c;
 	c->kick.data = c;
 	c->open_handles = 3;
+	STAILQ_INIT(&c->paceq);
 	c->frame_cb = frame_cb;
 	c->close_cb = close_cb;
 	return c;
@@ -159,6 +161,16 @@ void conn_unref(struct conn *c)
 	c->refs--;
 	conn_flow(c);
 	maybe_free(c);
+}
+
+void conn_on_drain(struct conn *c, conn_drain_cb cb)
+{
+	c->drain_cb = cb;
+}
+
+size_t conn_queued(const struct conn *c)
+{
+	return c->queued;
 }
 
 void conn_deadline(struct conn *c, uint64_t ms, conn_deadline_cb cb)
@@ -289,6 +301,12 @@ static void settle(struct conn *c, size_t acct, bool is_reply)
 		resume_paused(c->d);
 }
 
+void conn_charge(struct conn *c, size_t n)
+{
+	mem_add(c, n);
+	conn_flow(c);
+}
+
 void conn_req_drop(struct conn *c, size_t acct)
 {
 	settle(c, acct, true);
@@ -322,6 +340,7 @@ static void write_cb(uv_write_t *wr, int status)
 	struct wmsg *w = container_of(wr, struct wmsg, wr);
 	struct conn *c = w->c;
 
+	c->queued -= w->len;
 	settle(c, w->acct, w->is_reply);
 	free_own(w->own);
 	free(w);
@@ -331,6 +350,8 @@ static void write_cb(uv_write_t *wr, int status)
 	else if (c->close_after_write && !c->closing &&
 		 uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) == 0)
 		conn_close(c, c->end_why);
+	if (c->npaced && c->drain_cb && !c->closing)
+		c->drain_cb(c);
 	conn_flow(c);
 	maybe_free(c);
 }
@@ -341,6 +362,12 @@ static void write_bufs(struct conn *c, struct wmsg *w, uv_buf_t *b, unsigned nb)
 {
 	int ret = uv_write(&w->wr, (uv_stream_t *)&c->tcp, b, nb, write_cb);
 
+	w->len = 0;
+	if (ret == 0) {
+		for (unsigned i = 0; i < nb; i++)
+			w->len += b[i].len;
+		c->queued += w->len;
+	}
 	if (ret < 0) {
 		settle(c, w->acct, w->is_reply);
 		free_own(w->own);

@@ -37,6 +37,7 @@
 struct pfsd;
 struct session;
 struct conn;
+struct req;
 
 enum conn_state {
 	CS_HELLO, /* waiting for HELLO */
@@ -69,6 +70,9 @@ typedef void (*conn_frame_cb)(struct conn *c, uint8_t *payload);
 typedef void (*conn_close_cb)(struct conn *c);
 /* The deadline of conn_deadline passed. */
 typedef void (*conn_deadline_cb)(struct conn *c);
+/* c's socket took bytes of its write queue while READs of it wait for
+ * their turn (npaced, pace_i.h): its owner may start some now. */
+typedef void (*conn_drain_cb)(struct conn *c);
 
 /* A frame to send: its packed header (pfs_frame_prepare), its payload as
  * it goes on the wire, and the buffers to free once it is written. */
@@ -101,6 +105,7 @@ struct conn {
 	unsigned refs;         /* conn_ref */
 	unsigned inflight;     /* requests queued, running or being written */
 	size_t mem;            /* request + reply bytes held for this conn */
+	size_t queued;         /* bytes of its uv_writes not called back yet */
 	/* Its session's requests and bytes (once authenticated; also
 	 * counted there), and whether it is on d->paused. */
 	struct lim_acct *acct;
@@ -112,6 +117,14 @@ struct conn {
 	conn_frame_cb frame_cb;
 	conn_close_cb close_cb;
 	conn_deadline_cb deadline_cb;
+	conn_drain_cb drain_cb;
+
+	/* READ replies paced (pace.c, above conn.c): the READs waiting for
+	 * the replies ahead of them to leave, FIFO, and the most reply bytes
+	 * of the READs started whose replies are not queued yet. */
+	STAILQ_HEAD(, req) paceq;
+	unsigned npaced;
+	size_t pace_busy;
 
 	/* Frame reader (framer_i.h): the header of the frame being read,
 	 * or of the whole one just handed on. */
@@ -185,6 +198,15 @@ void conn_set_acct(struct conn *c, struct lim_acct *a);
 /* Stops reading c for good (a refused connection). */
 void conn_stop_reading(struct conn *c);
 
+/* cb runs whenever c's socket took bytes of its write queue while c has
+ * paced READs (c->npaced), until c closes. */
+void conn_on_drain(struct conn *c, conn_drain_cb cb);
+/* Bytes of frames queued on c (replies, pushes, TLS records) whose
+ * buffers are still held: not taken by its socket yet, or taken and
+ * their write callback not run yet (libuv runs it on a later turn of
+ * the loop). */
+size_t conn_queued(const struct conn *c);
+
 /* Arms c's deadline: cb(c) in ms milliseconds, unless conn_deadline_stop
  * or conn_close comes first. */
 void conn_deadline(struct conn *c, uint64_t ms, conn_deadline_cb cb);
@@ -214,6 +236,9 @@ void conn_unref(struct conn *c);
  * reply can take, lim_reply_bound) in c's memory, its session's and the
  * daemon's. Updates reading (conn_flow). */
 void conn_req_add(struct conn *c, size_t acct);
+/* n more bytes for a request of c already counted (a paced READ's reply,
+ * once it starts): released with the request's acct. Updates reading. */
+void conn_charge(struct conn *c, size_t n);
 /* A request of conn_req_add (acct as there) ends without a reply. Updates
  * reading. */
 void conn_req_drop(struct conn *c, size_t acct);

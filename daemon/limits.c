@@ -40,6 +40,7 @@ static const struct limkey limkeys[] = {
 	CNT("preauth-per-source", preauth_per_source, 1, 1u << 16),
 	SIZE("peer-table", peer_table, 1u << 20, (size_t)1 << 40),
 	CNT("peer-records", peer_records, 1, 1u << 24),
+	SIZE("read-queue", read_queue, 64u << 10, (size_t)1 << 30),
 };
 #define NKEYS (sizeof(limkeys) / sizeof(limkeys[0]))
 
@@ -169,6 +170,8 @@ int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_m
 		l->peer_table = (size_t)64 << 20;
 	if (!l->peer_records)
 		l->peer_records = 65536;
+	if (!l->read_queue)
+		l->read_queue = LIM_READ_QUEUE;
 	if (l->preauth_per_source > l->preauth) {
 		snprintf(err, errlen, "--limits: preauth-per-source=%u is over preauth=%u",
 			 l->preauth_per_source, l->preauth);
@@ -269,6 +272,11 @@ size_t lim_reply_bound(uint16_t op, uint16_t flags, const uint8_t *payload, size
 	default:
 		return LIM_SMALL_REPLY;
 	}
+}
+
+bool lim_read_may_start(size_t busy, bool others_wait, size_t bound)
+{
+	return !others_wait && busy < bound;
 }
 
 bool lim_fd_take(_Atomic size_t *used, size_t max)

@@ -35,6 +35,8 @@ struct limits {
 	unsigned preauth_per_source; /* preauth-per-source: of which per address (/64) */
 	size_t peer_table;    /* peer-table: memory of the chunk table (chunks_i.h) */
 	unsigned peer_records; /* peer-records: chunks one client is listed as holding */
+	size_t read_queue;    /* read-queue: READ reply bytes one connection may have
+				 being made or waiting to be sent (pace.c) */
 	/* Derived by limits_defaults. */
 	size_t nofile;        /* RLIMIT_NOFILE */
 	size_t fd_budget;     /* fds for sessions' fids and lock fds */
@@ -44,6 +46,9 @@ struct limits {
 /* A session may always hold this much, whatever the daemon-wide memory:
  * a client is never starved by others' use of it. */
 #define LIM_MIN_SHARE (8u << 20)
+/* read-queue's default: a connection's READ replies being made or
+ * waiting for its socket (see docs/limits.md, "Pacing READ replies"). */
+#define LIM_READ_QUEUE (2u << 20)
 /* The handle cache keeps at least this many fds under fd pressure. */
 #define LIM_HCACHE_MIN 256
 
@@ -95,6 +100,14 @@ unsigned lim_may_read(const struct limits *l, const struct lim_acct *a, size_t t
  * can make: a READ's asked size, a listing's maximum, a small bound for
  * the rest. Reserved before the request is queued. */
 size_t lim_reply_bound(uint16_t op, uint16_t flags, const uint8_t *payload, size_t len);
+
+/* Whether a connection may start another READ while busy bytes of its
+ * READ replies are being made or wait to be sent (written to it but not
+ * yet taken by its socket) and paced READs of it wait already: only
+ * behind none of those, and below bound (read-queue). One READ may thus
+ * take it past bound by at most its own size; a connection with nothing
+ * busy may always start one. */
+bool lim_read_may_start(size_t busy, bool others_wait, size_t bound);
 
 /* Takes one fd of the budget max from *used (workers, lock-free):
  * returns false if none is left. */

@@ -4,6 +4,7 @@
  * only through callbacks it was handed:
  *   main.c          command line, start-up checks, daemonizing, signals
  *   server.c        accept, the path of a request, held replies, sweep
+ *   admit.c         connections before AUTH: export rules, pending quota
  *   handshake.c     HELLO and AUTH          dispatch.c  the opcode table,
  *                                           the ladder, FORGET
  *   dispatch_*.c    the handlers by kind    op.c, creds.c  their helpers
@@ -11,6 +12,7 @@
  *   watch.c         changes made beside podfs -> pushes
  *   session.c       sessions, fids, lock fds, lock wake-ups
  *   push.c          push fan-out, push/reply order, acknowledgements
+ *   pace.c          a connection's READ replies paced (read-queue)
  *   conn.c          one connection: frames, write queue, backpressure
  *   leaves          handles.c hsecret.c interest.c lockstate.c pipes.c drc.c framer.c
  *                   tls_stream.c (a connection's TLS on byte-queue BIOs)
@@ -128,6 +130,7 @@ struct pfsd {
 	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;
 	unsigned npreauth;        /* connections not yet authenticated */
+	unsigned npaced;          /* READs waiting for their connection (pace.c) */
 	struct srcq srcq;         /* of which per source address (loop) */
 	struct limits lim;        /* the fair-use limits (limits_i.h) */
 	size_t mem;               /* request + reply bytes of all connections (loop) */

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,23 @@ static void sess_traffic(struct pfsd *d, struct session *s, struct traffic *t, u
 		t->wire_out += c->tr.wire_out;
 		t->raw_out += c->tr.raw_out;
 		(*nconns)++;
+	}
+}
+
+/* Bytes of frames queued on s's connections (or all connections: s
+ * NULL) and still held (conn_queued), and their READs paced (pace_i.h). */
+static void sum_queued(struct pfsd *d, const struct session *s, size_t *queued,
+		       unsigned *paced)
+{
+	const struct conn *c;
+
+	*queued = 0;
+	*paced = 0;
+	LIST_FOREACH(c, &d->conns, link) {
+		if (s && c->sess != s)
+			continue;
+		*queued += conn_queued(c);
+		*paced += c->npaced;
 	}
 }
 
@@ -200,6 +218,12 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 	lockstate_info(d->ls, &li);
 	for (n = htab_iter(&d->sessions, &pos, NULL); n; n = htab_iter(&d->sessions, &pos, n))
 		nlive++;
+	/* The allocator's view of the heap, all arenas: what the daemon
+	 * holds in memory (RSS) beside what its accounting counts. */
+	struct mallinfo2 mi = mallinfo2();
+	size_t queued;
+	unsigned paced;
+	sum_queued(d, NULL, &queued, &paced);
 	sb_printf(&sb, "version %s\npid %d\nexport ", PODFS_VERSION, (int)getpid());
 	sb_word(&sb, d->o.export_dir);
 	struct sockaddr_storage la = d->listen_addr;
@@ -227,6 +251,9 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		  nlive, d->nlingering, d->nconns, d->npreauth, d->accepted, d->mem, d->lim.memory,
 		  atomic_load(&d->fds), d->lim.fd_budget, d->wire_in, d->raw_in, d->wire_out,
 		  d->raw_out, d->spliced, atomic_load(&d->direct), d->st_pushes);
+	sb_printf(&sb, "queued %zu\npaced %u\nread_queue %zu\nheap_used %zu\nheap_free %zu\n"
+		  "heap_mapped %zu\n", queued, paced, d->lim.read_queue, mi.uordblks + mi.hblkhd,
+		  mi.fordblks, mi.hblkhd);
 	if (d->chunks) {
 		struct chunks_stats cs;
 		chunks_stats(d->chunks, &cs);
@@ -265,6 +292,7 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		long fids, locks;
 		sess_traffic(d, s, &tr, &nconns);
 		sess_tables(s, &fids, &locks);
+		sum_queued(d, s, &queued, &paced);
 		sess_addr(s, addr, sizeof(addr), true);
 		limits_word(sess_limits(s), lim, sizeof(lim));
 		if (locks > 0)
@@ -275,12 +303,12 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 			  " state=%s since=%" PRId64 " connected=%" PRId64 " conns=%u made=%" PRIu64
 			  " requests=%" PRIu64 " wire_in=%" PRIu64 " wire_out=%" PRIu64
 			  " raw_in=%" PRIu64 " raw_out=%" PRIu64 " open_files=%ld lock_owners=%ld"
-			  " inflight=%u mem=%zu limits=%s behind=%d ack_misses=%" PRIu64
+			  " inflight=%u mem=%zu queued=%zu paced=%u limits=%s behind=%d ack_misses=%" PRIu64
 			  " ack_deadline=%u ops=",
 			  s->conn ? "connected" : "lingering", s->since,
 			  s->conn ? s->conn->since : (int64_t)0, nconns, s->nconns_total,
 			  sum_req(s->st_req), tr.wire_in, tr.wire_out, tr.raw_in, tr.raw_out, fids,
-			  locks, s->acct->inflight, s->acct->mem, lim,
+			  locks, s->acct->inflight, s->acct->mem, queued, paced, lim,
 			  s->conn && s->conn->behind, s->st_ack_misses,
 			  s->conn ? acklat_deadline(&s->conn->lat, uv_now(&d->loop),
 						    d->o.ack_timeout, PFSD_ACK_WAIT_MS)

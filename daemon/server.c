@@ -18,7 +18,9 @@
 #include "dispatch_i.h"
 #include "drc_i.h"
 #include "handles_i.h"
+#include "admit_i.h"
 #include "handshake_i.h"
+#include "pace_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
 #include "recall_i.h"
@@ -200,6 +202,7 @@ static void note_hits(struct session *s, struct conn *c)
 }
 
 static void after_work_cb(uv_work_t *work, int status);
+static void drained_cb(struct conn *c);
 
 /* Hands r to the thread pool, or, while its session has its share of
  * the workers (limit "workers"), queues it behind the session's others:
@@ -275,12 +278,15 @@ static void recall_done(struct req *r, bool drop)
 
 	recall_settle(r);
 	if (drop || r->d->stopping) {
+		pace_done(r);
 		if (r->drc)
 			drc_forget(&s->drc, r->drc);
 		conn_req_drop(r->c, r->acct);
 		free(r->keys.v);
 		free(r->in);
 		session_unref(s);
+		if (r->c->npaced)
+			drained_cb(r->c);
 		req_done(r);
 		return;
 	}
@@ -351,6 +357,7 @@ static void after_work_cb(uv_work_t *work, int status)
 	 * from waiting for each other. */
 	bool hold = r->acks.n && !push_acks_done(&r->acks) && !r->splice_len && !r->violation &&
 		    !c->closing && !d->stopping;
+	pace_done(r);
 	if (r->splice_len && !hold)
 		conn_reply_spliced(c, &r->reply, r->pipe, r->splice_len, r->acct);
 	else if (!hold)
@@ -367,6 +374,8 @@ static void after_work_cb(uv_work_t *work, int status)
 		ack_timer_arm(d, push_acks_next(&r->acks), false);
 		return;
 	}
+	if (c->npaced)
+		drained_cb(c);
 	req_done(r);
 }
 
@@ -395,12 +404,55 @@ static bool duplicate(struct conn *c, struct req *r)
 	return true;
 }
 
+/* Starts r: its place among its session's ordered requests, then the
+ * thread pool (or its session's queue). If that fails, r is dropped and
+ * its connection closed. */
+static void start_req(struct req *r)
+{
+	struct conn *c = r->c;
+	int ret;
+
+	if (r->s)
+		push_ordered_add(r->s, &r->fl, r->h.op);
+	pace_start(r);
+	ret = submit(r);
+	if (ret == 0)
+		return;
+	pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)c->id, uv_strerror(ret));
+	pace_done(r);
+	if (r->drc)
+		drc_forget(&r->s->drc, r->drc);
+	if (r->s) {
+		push_ordered_del(r->s, &r->fl);
+		push_flush(r->s);
+		session_unref(r->s);
+	}
+	conn_req_drop(c, r->acct);
+	free(r->in);
+	free(r);
+	conn_close(c, "internal error");
+	conn_unref(c);
+}
+
+/* c's socket took bytes: its paced READs start while read-queue allows,
+ * each charged its reply bound now (pace_i.h). */
+static void drained_cb(struct conn *c)
+{
+	struct req *r;
+
+	while (!c->closing && (r = pace_next(c))) {
+		r->acct += r->pace;
+		conn_charge(c, r->pace);
+		start_req(r);
+	}
+}
+
 /* Queues the request of c whose header is c->h (payload: its wire
- * payload, owned; NULL for AUTH) on the thread pool. */
+ * payload, owned; NULL for AUTH) on the thread pool, or, for a READ
+ * while c's READ replies fill read-queue, on c's FIFO (pace_i.h). */
 static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 {
 	struct req *r = xcalloc(1, sizeof(*r));
-	int ret;
 
 	r->c = c;
 	r->d = c->d;
@@ -410,9 +462,10 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->in = payload;
 	/* Its bytes, and room for the biggest reply it can have: a client
 	 * that does not read its replies runs out of room, not the daemon
-	 * out of memory (limits_i.h). */
-	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_CODED) ? c->h.raw_len : 0) +
-		  lim_reply_bound(c->h.op, c->h.flags, payload, c->h.wire_len);
+	 * out of memory (limits_i.h). A paced READ's room is taken when it
+	 * starts. */
+	r->acct = c->h.wire_len + ((c->h.flags & PFS_FF_CODED) ? c->h.raw_len : 0);
+	r->pace = lim_reply_bound(c->h.op, c->h.flags, payload, c->h.wire_len);
 	r->codecs = c->caps & PFS_CAPS_CODECS;
 	r->no_splice = c->mode == CM_TLS;
 	r->dir_attr = (c->caps & PFS_CAP_DIR_ATTR) != 0;
@@ -431,73 +484,15 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	if (r->s) {
 		session_ref(r->s);
 		r->epoch = r->s->forget_epoch;
-		push_ordered_add(r->s, &r->fl, r->h.op);
 	}
 	conn_ref(c);
+	if (pace_hold(r)) {
+		conn_req_add(c, r->acct);
+		return;
+	}
+	r->acct += r->pace;
 	conn_req_add(c, r->acct);
-	ret = submit(r);
-	if (ret < 0) {
-		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)c->id,
-			uv_strerror(ret));
-		if (r->drc)
-			drc_forget(&r->s->drc, r->drc);
-		if (r->s) {
-			push_ordered_del(r->s, &r->fl);
-			push_flush(r->s);
-			session_unref(r->s);
-		}
-		conn_req_drop(c, r->acct);
-		free(payload);
-		free(r);
-		conn_close(c, "internal error");
-		conn_unref(c);
-	}
-}
-
-/* --- connections before authentication --- */
-
-/* c authenticated or closed: it no longer counts as pending. */
-static void preauth_done(struct conn *c)
-{
-	c->d->npreauth--;
-	if (c->in_srcq)
-		srcq_del(&c->d->srcq, &c->src);
-	c->in_srcq = false;
-}
-
-/* Closes the oldest pending handshake from k (any source: NULL), other
- * than keep. */
-static void evict_pending(struct pfsd *d, const struct srckey *k, struct conn *keep)
-{
-	struct conn *o, *old = NULL;
-
-	LIST_FOREACH(o, &d->conns, link)
-		if (o->st != CS_READY && !o->closing && o != keep && o->in_srcq &&
-		    (!k || srckey_eq(&o->src, k)))
-			old = o;
-	if (old) {
-		pfs_debug("conn %llu: %s evicted to admit a new connection",
-			  (unsigned long long)old->id, old->peer);
-		conn_close(old, "evicted (too many unauthenticated connections)");
-	}
-}
-
-/* Makes room for the new connection c among the pending handshakes:
- * unauthenticated connections cost an attacker nothing, so each source
- * address (IPv6: /64) has a quota, and when all of them together fill
- * the daemon's share, the oldest of the source with the most makes
- * room. A flood from one address only hurts that address. */
-static void admit_pending(struct pfsd *d, struct conn *c)
-{
-	struct srckey busiest;
-
-	srckey_of(&c->addr, &c->src);
-	if (srcq_count(&d->srcq, &c->src) >= d->lim.preauth_per_source)
-		evict_pending(d, &c->src, c);
-	else if (d->npreauth > d->lim.preauth && srcq_busiest(&d->srcq, &busiest))
-		evict_pending(d, &busiest, c);
-	srcq_add(&d->srcq, &c->src);
-	c->in_srcq = true;
+	start_req(r);
 }
 
 /* --- frames --- */
@@ -561,7 +556,7 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 
 	if (c->st != CS_READY) {
 		if (handshake_frame(c, payload, &auth_flags) > 0) {
-			preauth_done(c);
+			admit_done(c);
 			c->sess->nconns_total++;
 			count_req(c);
 			conn_set_acct(c, c->sess->acct);
@@ -581,6 +576,7 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 static void closed_cb(struct conn *c)
 {
 	struct pfsd *d = c->d;
+	struct req *r;
 
 	/* Replies waiting for its acknowledgement may go: on the next turn
 	 * of the loop (this may run inside held_scan). */
@@ -595,37 +591,24 @@ static void closed_cb(struct conn *c)
 		t->raw_out += c->tr.raw_out;
 		session_detach(c->sess, c);
 	}
+	/* Its paced READs never ran: dropped. */
+	while ((r = pace_take(c))) {
+		if (r->s)
+			session_unref(r->s);
+		conn_req_drop(c, r->acct);
+		free(r->in);
+		free(r);
+		conn_unref(c);
+	}
 	LIST_REMOVE(c, link);
 	d->nconns--;
 	if (c->st != CS_READY)
-		preauth_done(c);
+		admit_done(c);
 }
 
 static void reject_close_cb(uv_handle_t *h)
 {
 	free(h);
-}
-
-/* Whether an export rule admits the peer of the new connection c: if
- * so, c keeps the rule's options; if not, c is closed before reading a
- * byte, with one (rate-limited) line naming the peer. */
-static bool admit(struct conn *c)
-{
-	struct pfsd *d = c->d;
-	const struct export_rule *r = NULL;
-	int len = sizeof(c->addr);
-
-	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->addr, &len) == 0)
-		r = exports_match(&d->rules, (const struct sockaddr *)&c->addr);
-	if (!r) {
-		pfsd_warn_rl(d, "conn %llu: refused %s: no export rule admits its address (rules: %s)",
-			     (unsigned long long)c->id, c->peer,
-			     d->rules_file ? d->rules_file : "--allow");
-		conn_close(c, "no export rule admits its address");
-		return false;
-	}
-	c->rule = r->o;
-	return true;
 }
 
 unsigned server_rules_replace(struct pfsd *d, struct exports *rules)
@@ -673,7 +656,7 @@ static void on_connection(uv_stream_t *server, int status)
 	if (d->nconns >= PFSD_MAX_CONNS && d->npreauth > 0) {
 		struct srckey busiest;
 		if (srcq_busiest(&d->srcq, &busiest))
-			evict_pending(d, &busiest, NULL);
+			admit_evict(d, &busiest, NULL);
 	}
 	if (d->nconns >= PFSD_MAX_CONNS) {
 		uv_tcp_t *t = xmalloc(sizeof(*t));
@@ -684,11 +667,12 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	c = conn_new(d, frame_cb, closed_cb);
+	conn_on_drain(c, drained_cb);
 	LIST_INSERT_HEAD(&d->conns, c, link);
 	d->nconns++;
 	d->accepted++;
 	d->npreauth++;
-	if (conn_accept(c, server) < 0 || !admit(c))
+	if (conn_accept(c, server) < 0 || !admit_rule(c))
 		return;
 	admit_pending(d, c);
 	handshake_start(c);

@@ -24,7 +24,7 @@ import time
 import pytest
 
 import pfsproto as P
-from helpers import read_file, wait_for, write_file
+from helpers import podfsd_status, read_file, wait_for, write_file
 
 # The attackers speak pfsproto, which has no TLS: their daemons also
 # take plaintext (the legitimate mounts still use TLS).
@@ -291,6 +291,84 @@ def test_unread_replies_hold_bounded_memory(env):
     assert loaded <= 2 * base, (base, loaded)
     assert daemon.alive()
     another_host_works(env, daemon, m, "after")
+
+
+def test_read_replies_paced(env):
+    """A client that asks for many READs and does not read its socket
+    gets no more than read-queue of READ replies made for it at a time
+    (docs/limits.md, "Pacing READ replies"): the rest wait, in order, and
+    are answered, byte for byte, once it reads; meanwhile another host
+    reads and works as usual."""
+    rq = 1 * MiB
+    nreads = 64
+    daemon, m = limited(env, f"read-queue={rq >> 20}M")
+    big = os.urandom(8 * MiB)
+    write_file(daemon.export / "big", big)
+    key = P.load_key(env.key)
+    c = P.connect(daemon.host, daemon.port, key)
+    try:
+        h, _ = c.lookup(c.root, "big")
+        fid = c.open(h)
+        # 64 READs of 1 MiB in one go (64 MiB asked: under its
+        # client-memory and requests), none of the replies read.
+        offs = [(i % 8) * MiB for i in range(nreads)]
+        ids = list(range(1000, 1000 + nreads))
+        reqs = [P.ROOT + P.fh(h) + P.u64(fid) + P.u32(0) + P.u64(o) + P.u32(MiB) for o in offs]
+        c.send_raw(b"".join(P.pack_hdr(len(p), len(p), i, P.OP_READ) + p
+                            for i, p in zip(ids, reqs)))
+
+        def mine():
+            _, clients = podfsd_status(daemon)
+            return next(x for x in clients if x["host"] == "pfsproto")
+
+        # All of them arrived; the daemon made what fits and stopped.
+        # All of them arrived, and the daemon made what fits: the kernel's
+        # socket buffers took some replies (unread: up to their sizes,
+        # 10 MiB or so), read-queue more.
+        wait_for(lambda: f"READ:{nreads}" in mine()["ops"], 30, what="the READs to arrive")
+        a = mine()
+        for _ in range(100):
+            time.sleep(0.3)
+            a, b = mine(), a
+            if a == b:
+                break
+        print(f"the client that does not read: {b}")
+        # Its replies' memory: what was made (read-queue, and the one
+        # READ that may pass it), its reply bound counted twice while
+        # written (limits_i.h), and its requests' own bytes. Without
+        # pacing, every READ's reply exists: 48 MiB and more.
+        bound = 3 * (2 * MiB + 8192) + nreads * 256
+        assert int(a["mem"]) <= bound and int(b["mem"]) <= bound, (a["mem"], b["mem"], bound)
+        assert int(b["queued"]) <= rq + MiB + 16384, b["queued"]
+        # The rest wait; it is stuck, so nothing moves.
+        assert a == b, (a, b)
+        assert int(b["paced"]) >= nreads - 20, b["paced"]
+        # Another host is served meanwhile: a whole file read, exact.
+        assert read_file(m / "shared") == b"shared file"
+        with open(m / "big", "rb") as f:
+            assert f.read() == big
+        another_host_works(env, daemon, m, "paced")
+        # It reads now: every READ is answered, in full and exact (the
+        # replies of one connection may come in any order).
+        got = {}
+        deadline = time.monotonic() + 60
+        while len(got) < nreads and time.monotonic() < deadline:
+            f = c.recv_frame(timeout=10)
+            if f.flags & P.FF_PUSH:
+                continue
+            assert f.op == P.OP_READ and f.status == 0 and f.id in ids, f
+            r = P.Reader(f.payload)
+            got[f.id] = r.bytes()
+        assert len(got) == nreads, f"{len(got)} of {nreads} READs answered"
+        for i, o in zip(ids, offs):
+            assert got[i] == big[o:o + MiB], f"READ {i} at {o}: wrong bytes"
+        wait_for(lambda: int(mine()["paced"]) == 0 and int(mine()["inflight"]) == 0, 30,
+                 what="its requests to be done")
+        keys, _ = podfsd_status(daemon)
+        assert keys["paced"] == "0" and int(keys["read_queue"]) == rq, keys
+    finally:
+        c.close()
+    assert daemon.alive()
 
 
 def test_handshake_flood_from_one_address_spares_others(env):

@@ -38,12 +38,15 @@ static void test_parse(void)
 	CHECK_EQ(l.client_mem, (size_t)2 << 20);
 	CHECK_EQ(limits_parse(&l, "memory=1048576", err, sizeof(err)), 0);
 	CHECK_EQ(l.memory, (size_t)1 << 20);
+	CHECK_EQ(limits_parse(&l, "read-queue=512K", err, sizeof(err)), 0);
+	CHECK_EQ(l.read_queue, (size_t)512 << 10);
 
 	static const char *const bad[] = {
 		"", "open-files", "open-files=", "open-files=0", "open-files=-1", "open-files=1x",
 		"open-files=1M", "nope=1", "open-files=1,", ",open-files=1", "memory=1T",
 		"memory=1K", "memory=M", "client-memory=99999999999999999999G", "requests=2000000",
-		"=5", "open-files=1,,requests=2", "preauth=0", "fd-reserve=1",
+		"=5", "open-files=1,,requests=2", "preauth=0", "fd-reserve=1", "read-queue=1K",
+		"read-queue=2G",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct limits b = { 0 };
@@ -67,6 +70,7 @@ static void test_defaults(void)
 	CHECK_EQ(l.fd_reserve, 52428);
 	CHECK_EQ(l.fd_budget, 524288 - 52428 - LIM_HCACHE_MIN);
 	CHECK_EQ(l.memory, (size_t)2 << 30);
+	CHECK_EQ(l.read_queue, LIM_READ_QUEUE);
 	CHECK(l.client_mem >= (size_t)64 << 20);
 	CHECK(l.requests >= 256);
 	CHECK(l.preauth_per_source <= l.preauth);
@@ -144,6 +148,19 @@ static void test_may_read(void)
 
 	CHECK_STR(lim_cap_name(LIM_OPEN_FILES), "open-files");
 	CHECK_STR(lim_cap_name(LIM_CLIENT_MEM), "client-memory");
+}
+
+static void test_read_may_start(void)
+{
+	/* Nothing busy: a READ starts, whatever the bound. */
+	CHECK(lim_read_may_start(0, false, 64 << 10));
+	/* Below the bound it starts (and may pass it by its own size);
+	 * at or over it, it waits. */
+	CHECK(lim_read_may_start((2u << 20) - 1, false, 2u << 20));
+	CHECK(!lim_read_may_start(2u << 20, false, 2u << 20));
+	CHECK(!lim_read_may_start(5u << 20, false, 2u << 20));
+	/* Behind waiting READs, never: they go first, in order. */
+	CHECK(!lim_read_may_start(0, true, 2u << 20));
 }
 
 static void test_reply_bound(void)
@@ -332,6 +349,7 @@ int main(void)
 	test_parse();
 	test_defaults();
 	test_may_read();
+	test_read_may_start();
 	test_reply_bound();
 	test_fds();
 	test_srckey();

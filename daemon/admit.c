@@ -1,0 +1,74 @@
+/* admit.c: connections before they authenticate: whether an export
+ * rule admits their address, and the quota of pending handshakes per
+ * source (see admit_i.h; figures and table in limits.c). Loop thread
+ * only. */
+#include "podfs/log.h"
+#include "admit_i.h"
+#include "conn_i.h"
+#include "pfsd_i.h"
+
+/* c authenticated or closed: it no longer counts as pending. */
+void admit_done(struct conn *c)
+{
+	c->d->npreauth--;
+	if (c->in_srcq)
+		srcq_del(&c->d->srcq, &c->src);
+	c->in_srcq = false;
+}
+
+/* Closes the oldest pending handshake from k (any source: NULL), other
+ * than keep. */
+void admit_evict(struct pfsd *d, const struct srckey *k, struct conn *keep)
+{
+	struct conn *o, *old = NULL;
+
+	LIST_FOREACH(o, &d->conns, link)
+		if (o->st != CS_READY && !o->closing && o != keep && o->in_srcq &&
+		    (!k || srckey_eq(&o->src, k)))
+			old = o;
+	if (old) {
+		pfs_debug("conn %llu: %s evicted to admit a new connection",
+			  (unsigned long long)old->id, old->peer);
+		conn_close(old, "evicted (too many unauthenticated connections)");
+	}
+}
+
+/* Makes room for the new connection c among the pending handshakes:
+ * unauthenticated connections cost an attacker nothing, so each source
+ * address (IPv6: /64) has a quota, and when all of them together fill
+ * the daemon's share, the oldest of the source with the most makes
+ * room. A flood from one address only hurts that address. */
+void admit_pending(struct pfsd *d, struct conn *c)
+{
+	struct srckey busiest;
+
+	srckey_of(&c->addr, &c->src);
+	if (srcq_count(&d->srcq, &c->src) >= d->lim.preauth_per_source)
+		admit_evict(d, &c->src, c);
+	else if (d->npreauth > d->lim.preauth && srcq_busiest(&d->srcq, &busiest))
+		admit_evict(d, &busiest, c);
+	srcq_add(&d->srcq, &c->src);
+	c->in_srcq = true;
+}
+
+/* Whether an export rule admits the peer of the new connection c: if
+ * so, c keeps the rule's options; if not, c is closed before reading a
+ * byte, with one (rate-limited) line naming the peer. */
+bool admit_rule(struct conn *c)
+{
+	struct pfsd *d = c->d;
+	const struct export_rule *r = NULL;
+	int len = sizeof(c->addr);
+
+	if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->addr, &len) == 0)
+		r = exports_match(&d->rules, (const struct sockaddr *)&c->addr);
+	if (!r) {
+		pfsd_warn_rl(d, "conn %llu: refused %s: no export rule admits its address (rules: %s)",
+			     (unsigned long long)c->id, c->peer,
+			     d->rules_file ? d->rules_file : "--allow");
+		conn_close(c, "no export rule admits its address");
+		return false;
+	}
+	c->rule = r->o;
+	return true;
+}
