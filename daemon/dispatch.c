@@ -173,6 +173,9 @@ void dispatch_work_cb(uv_work_t *w)
 		o.x.kv = &r->keys;
 	}
 	o.x.watch = r->d->watch;
+	/* Listings are kept only while every change to the export is pushed
+	 * (lscache_i.h): not without fanotify. */
+	o.x.lc = watch_whole(r->d->watch) ? r->d->lc : NULL;
 	o.in = r->in;
 	o.inlen = r->h.wire_len;
 	/* The reply's codings, now that it is about to be made (link.h). */

@@ -19,6 +19,7 @@
 #include "conn_i.h"
 #include "lockstate_i.h"
 #include "observe_i.h"
+#include "lscache_i.h"
 #include "pfsd_i.h"
 #include "session_i.h"
 
@@ -227,6 +228,14 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		  nlive, d->nlingering, d->nconns, d->npreauth, d->accepted, d->mem, d->lim.memory,
 		  atomic_load(&d->fds), d->lim.fd_budget, d->wire_in, d->raw_in, d->wire_out,
 		  d->raw_out, d->spliced, atomic_load(&d->direct), d->st_pushes);
+	if (d->lc) {
+		struct lscache_stats ls;
+		lscache_stats(d->lc, &ls);
+		sb_printf(&sb,
+			  "listings_kept %zu\nlistings_kept_bytes %zu\nlistings_kept_max %u\n"
+			  "listings_served %" PRIu64 "\nlistings_built %" PRIu64 "\n",
+			  ls.entries, ls.bytes, LSCACHE_BYTES, ls.hits, ls.misses);
+	}
 	if (d->chunks) {
 		struct chunks_stats cs;
 		chunks_stats(d->chunks, &cs);
