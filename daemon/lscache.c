@@ -28,7 +28,10 @@ struct lscache {
 	pthread_mutex_t mu;
 	struct htab tab;
 	TAILQ_HEAD(lsent_head_, lsent) lru;
-	size_t max, bytes, n;
+	size_t max;
+	/* Written under mu, read by lscache_stats without it (the loop
+	 * thread never waits for a worker's lock). */
+	_Atomic size_t bytes, n;
 	int64_t ttl_ms;
 	uint64_t clean_seq;     /* every entry is of this sequence */
 	_Atomic uint64_t seq;
@@ -81,8 +84,8 @@ static void drop(struct lscache *c, struct lsent *e)
 {
 	htab_remove(&c->tab, &e->hn);
 	TAILQ_REMOVE(&c->lru, e, lru);
-	c->bytes -= e->cost;
-	c->n--;
+	atomic_fetch_sub_explicit(&c->bytes, e->cost, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&c->n, 1, memory_order_relaxed);
 	e->dead = true;
 	if (e->refs == 0)
 		free(e);
@@ -209,9 +212,10 @@ void lscache_store(struct lscache *c, const struct lscache_key *k, uint64_t seq,
 		drop(c, old);
 	htab_insert(&c->tab, &e->hn, hash);
 	TAILQ_INSERT_HEAD(&c->lru, e, lru);
-	c->bytes += cost;
-	c->n++;
-	while (c->bytes > c->max && (old = TAILQ_LAST(&c->lru, lsent_head_)) != e)
+	atomic_fetch_add_explicit(&c->bytes, cost, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->n, 1, memory_order_relaxed);
+	while (atomic_load_explicit(&c->bytes, memory_order_relaxed) > c->max &&
+	       (old = TAILQ_LAST(&c->lru, lsent_head_)) != e)
 		drop(c, old);
 	pthread_mutex_unlock(&c->mu);
 }
@@ -225,8 +229,6 @@ void lscache_stats(struct lscache *c, struct lscache_stats *out)
 {
 	out->hits = atomic_load_explicit(&c->hits, memory_order_relaxed);
 	out->misses = atomic_load_explicit(&c->misses, memory_order_relaxed);
-	pthread_mutex_lock(&c->mu);
-	out->entries = c->n;
-	out->bytes = c->bytes;
-	pthread_mutex_unlock(&c->mu);
+	out->entries = atomic_load_explicit(&c->n, memory_order_relaxed);
+	out->bytes = atomic_load_explicit(&c->bytes, memory_order_relaxed);
 }

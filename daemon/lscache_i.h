@@ -97,6 +97,8 @@ struct lscache_stats {
 	uint64_t hits, misses;
 	size_t entries, bytes;
 };
+/* The counters and what is kept now, without waiting for a lock (the
+ * loop thread asks). */
 void lscache_stats(struct lscache *c, struct lscache_stats *out);
 
 #endif /* PODFSD_LSCACHE_I_H */
