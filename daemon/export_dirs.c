@@ -452,17 +452,18 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		max_inline = PFS_INLINE_MAX;
 	if (max_bytes < (page ? PFS_LISTDIR_PAGE_MIN : 4) || w->cap - w->len < max_bytes)
 		return -EINVAL;
-	/* Whole listings are kept to be served again (pages are not: a
-	 * large directory listed in pages is rarely listed by many hosts). */
+	/* Whole listings are kept to be served again, from the second time
+	 * one is asked for (pages are not: a large directory listed in pages
+	 * is rarely listed by many hosts). */
 	bool keep = x->lc && !page;
 	if (keep) {
 		lscache_key_make(&key, &obj->fh, x->cr, x->squashed, max_inline, max_bytes, xattrs);
 		if (listing_cached(x, obj, &key, max_bytes, w) == 0) {
-			lscache_count(x->lc, true);
+			lscache_hit(x->lc);
 			return 0;
 		}
-		lscache_count(x->lc, false);
 		seq = lscache_seq(x->lc); /* before the directory is read */
+		keep = lscache_miss(x->lc, &key);
 	}
 	ret = export_dir_open(obj->fd, &d);
 	if (ret < 0)

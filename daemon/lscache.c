@@ -36,6 +36,9 @@ struct lscache {
 	uint64_t clean_seq;     /* every entry is of this sequence */
 	_Atomic uint64_t seq;
 	_Atomic uint64_t hits, misses;
+	struct {
+		uint64_t hash, seq;
+	} asks[LSCACHE_ASKS]; /* under mu */
 };
 
 #define KEY_SEED 0x6c7363616368656bull
@@ -220,9 +223,24 @@ void lscache_store(struct lscache *c, const struct lscache_key *k, uint64_t seq,
 	pthread_mutex_unlock(&c->mu);
 }
 
-void lscache_count(struct lscache *c, bool hit)
+void lscache_hit(struct lscache *c)
 {
-	atomic_fetch_add_explicit(hit ? &c->hits : &c->misses, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
+}
+
+bool lscache_miss(struct lscache *c, const struct lscache_key *k)
+{
+	uint64_t hash = key_hash(k), seq = lscache_seq(c);
+	size_t i = hash & (LSCACHE_ASKS - 1);
+	bool again;
+
+	atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
+	pthread_mutex_lock(&c->mu);
+	again = c->asks[i].hash == hash && c->asks[i].seq == seq;
+	c->asks[i].hash = hash;
+	c->asks[i].seq = seq;
+	pthread_mutex_unlock(&c->mu);
+	return again;
 }
 
 void lscache_stats(struct lscache *c, struct lscache_stats *out)

@@ -23,8 +23,11 @@
  * LSCACHE_TTL_MS after it was built: what changes without a push (atime,
  * st_blocks settling after delayed allocation) is never older than that.
  *
+ * A listing is stored the second time it is asked for under one sequence
+ * (lscache_miss): one host alone costs no copies.
+ *
  * Memory: at most max_bytes (entries and their keys counted) for the whole
- * daemon; the least recently used go first, and every entry goes at the
+ * daemon, and LSCACHE_ASKS hashes of listings asked for; the least recently used go first, and every entry goes at the
  * first store or lookup after the sequence moved.
  *
  * Pure bookkeeping: no I/O, no logging. Thread-safe: any thread.
@@ -40,6 +43,7 @@
 
 #define LSCACHE_BYTES (32u << 20) /* podfsd's limit */
 #define LSCACHE_TTL_MS 10000
+#define LSCACHE_ASKS 4096 /* listings asked for, remembered (a power of two) */
 
 /* What decides a listing's bytes. Made by lscache_key_make. */
 struct lscache_key {
@@ -90,8 +94,15 @@ void lscache_put(struct lscache *c, struct lsent *e);
 void lscache_store(struct lscache *c, const struct lscache_key *k, uint64_t seq, int64_t now_ms,
 		   const void *data, size_t len);
 
-/* Counts a listing served from the cache (hit) or built (miss). */
-void lscache_count(struct lscache *c, bool hit);
+/* Counts a listing served from the cache. */
+void lscache_hit(struct lscache *c);
+/* Counts a listing built (k not served from the cache), and says whether
+ * it is worth storing: only if k was asked for before under the current
+ * sequence. A listing asked for once (one host, or a tree that keeps
+ * changing) is not copied; the second host's is, for the others. Asks
+ * are remembered by the key's hash in LSCACHE_ASKS slots (a collision
+ * only stores a listing early, or a second time). */
+bool lscache_miss(struct lscache *c, const struct lscache_key *k);
 
 struct lscache_stats {
 	uint64_t hits, misses;
