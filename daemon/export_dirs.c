@@ -425,9 +425,7 @@ static int listing_cached(struct xop *x, struct hent *obj, const struct lscache_
 			goto out_put;
 		export_note(x, &ent.fh);
 	}
-	/* A change beside podfs still in fanotify's queue has not moved the
-	 * sequence yet (watch.c moves it as it takes the events). */
-	if (!watch_quiet(x->watch) || lscache_seq(x->lc) != lsent_seq(e))
+	if (lscache_seq(x->lc) != lsent_seq(e))
 		goto out_put;
 	memcpy(w->buf + w->len, p, len);
 	w->len += len;

@@ -16,11 +16,8 @@
  * push to. A listing is stored with the sequence read before its
  * directory was opened, and served only while the sequence is still that
  * value once the session's interest in the directory and in every listed
- * entry is registered (and fanotify's queue is found empty: watch.c bumps
- * the sequence before it takes events out of it, so a change beside
- * podfs notified before the check is either still queued or counted): a
- * change after that registration is pushed to the session, one before it
- * makes the sequence differ. So a listing served
+ * entry is registered: a change after that registration is pushed to the
+ * session, one before it makes the sequence differ. So a listing served
  * from the cache is one that a listing built at its time would have
  * given, with the same pushes to follow. A listing also expires
  * LSCACHE_TTL_MS after it was built: what changes without a push (atime,

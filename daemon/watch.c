@@ -1,7 +1,6 @@
 /* watch.c: fanotify on the export's filesystem -> invalidation pushes
  * (see watch_i.h). Loop thread only. */
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +17,6 @@
 #include "chunks_i.h"
 #include "idtab_i.h"
 #include "pfsd_i.h"
-#include "lscache_i.h"
 #include "push_i.h"
 #include "watch_i.h"
 
@@ -192,12 +190,6 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		inotify_read(w);
 		return;
 	}
-	/* Kept listings stop being served before the events leave the
-	 * queue: a worker that finds the queue empty (watch_quiet) and the
-	 * sequence unchanged knows every change notified so far is in its
-	 * listing (lscache_i.h). */
-	if (w->d->lc)
-		lscache_bump(w->d->lc);
 	for (int rounds = 0; rounds < 64; rounds++) {
 		ssize_t n = read(w->fd, w->buf, WATCH_BUF);
 
@@ -252,13 +244,6 @@ static struct iwatch *iw_find(struct watch *w, int wd)
 bool watch_whole(const struct watch *w)
 {
 	return w && !w->inotify;
-}
-
-bool watch_quiet(const struct watch *w)
-{
-	struct pollfd p = { .fd = w ? w->fd : -1, .events = POLLIN };
-
-	return w && poll(&p, 1, 0) == 0;
 }
 
 void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh)

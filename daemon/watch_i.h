@@ -51,9 +51,5 @@ void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh);
  * made beside podfs is pushed. False for the inotify fallback and without
  * a watcher (w NULL). Any thread. */
 bool watch_whole(const struct watch *w);
-/* True if no change notification waits to be read (fanotify): every
- * change notified so far has been taken by the loop. False without a
- * watcher. Any thread. */
-bool watch_quiet(const struct watch *w);
 
 #endif /* PODFSD_WATCH_I_H */
