@@ -19,7 +19,9 @@
  * entry is registered: a change after that registration is pushed to the
  * session, one before it makes the sequence differ. So a listing served
  * from the cache is one that a listing built at its time would have
- * given, with the same pushes to follow. A listing also expires
+ * given, with the same pushes to follow. A change beside podfs counts when
+ * the loop reads its fanotify event (watch.c), as it reaches clients that
+ * cache the objects; a listing served in between is followed by its push. A listing also expires
  * LSCACHE_TTL_MS after it was built: what changes without a push (atime,
  * st_blocks settling after delayed allocation) is never older than that.
  *
