@@ -174,8 +174,9 @@ void dispatch_work_cb(uv_work_t *w)
 	}
 	o.x.watch = r->d->watch;
 	/* Listings are kept only while every change to the export is pushed
-	 * (lscache_i.h): not without fanotify. */
-	o.x.lc = watch_whole(r->d->watch) ? r->d->lc : NULL;
+	 * (lscache_i.h): not without fanotify, nor for a request that
+	 * registers no interest. */
+	o.x.lc = o.x.it && watch_whole(r->d->watch) ? r->d->lc : NULL;
 	o.in = r->in;
 	o.inlen = r->h.wire_len;
 	/* The reply's codings, now that it is about to be made (link.h). */
@@ -298,6 +299,9 @@ int dispatch_forget(struct pfsd *d, struct session *s, const struct pfs_frame_hd
 	pfs_rd_init(&rd, m.fhs.p, m.fhs.len);
 	while (pfs_dec_fh_item(&rd, &fh) == 1)
 		interest_del(d->it, handles_key(d->hs, &fh), s->islot);
+	/* As when a session ends (session.c): kept listings go. */
+	if (count && d->lc)
+		lscache_bump(d->lc);
 	s->forget_epoch++;
 	pfs_debug("session %016llx: forgot %u objects", (unsigned long long)s->client_id, count);
 	ret = 0;

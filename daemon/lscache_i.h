@@ -19,7 +19,11 @@
  * entry is registered: a change after that registration is pushed to the
  * session, one before it makes the sequence differ. So a listing served
  * from the cache is one that a listing built at its time would have
- * given, with the same pushes to follow. A change beside podfs counts when
+ * given, with the same pushes to follow. fanotify's events are pushed only
+ * for objects some session is interested in: the sequence also moves when
+ * interest goes (a FORGET, a session's end), so that every object of a
+ * servable listing has an interested session and a change beside podfs
+ * to it moves the sequence. A change beside podfs counts when
  * the loop reads its fanotify event (watch.c), as it reaches clients that
  * cache the objects; a listing served in between is followed by its push. A listing also expires
  * LSCACHE_TTL_MS after it was built: what changes without a push (atime,

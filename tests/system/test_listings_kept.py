@@ -146,3 +146,25 @@ def test_no_kept_listing_after_a_change(env, daemon):
     finally:
         a.close()
         b.close()
+
+
+def test_no_kept_listing_once_nobody_caches_its_entries(env, daemon):
+    """fanotify's events are pushed only for objects some session caches:
+    once the only session that cached d's entries forgot them, a change
+    beside podfs moves nothing, so the listing kept for d must already be
+    gone. The next session's listing shows the change at once."""
+    fill(env.export / "d")
+    a = session(daemon, env)
+    try:
+        hd, la = listing(a, "d")
+        assert listing(a, "d")[1] == la  # kept
+        a.forget([it[0] for it in la[1].values()] + [hd])
+        a.ping()  # the FORGET was handled before the reply to this
+        write_file(env.export / "d" / "f4.py", b"v = 'beside, uncached'\n")
+        b = session(daemon, env)
+        try:
+            assert listing(b, "d")[1][1][b"f4.py"][3] == b"v = 'beside, uncached'\n"
+        finally:
+            b.close()
+    finally:
+        a.close()
