@@ -296,11 +296,13 @@ int dispatch_forget(struct pfsd *d, struct session *s, const struct pfs_frame_hd
 		ret = -EINVAL;
 		goto out_free;
 	}
+	bool gone = false;
 	pfs_rd_init(&rd, m.fhs.p, m.fhs.len);
 	while (pfs_dec_fh_item(&rd, &fh) == 1)
-		interest_del(d->it, handles_key(d->hs, &fh), s->islot);
-	/* As when a session ends (session.c): kept listings go. */
-	if (count && d->lc)
+		gone |= interest_del(d->it, handles_key(d->hs, &fh), s->islot);
+	/* An object nobody caches any more: as when a session ends
+	 * (session.c), kept listings go. */
+	if (gone && d->lc)
 		lscache_bump(d->lc);
 	s->forget_epoch++;
 	pfs_debug("session %016llx: forgot %u objects", (unsigned long long)s->client_id, count);

@@ -21,7 +21,8 @@
  * from the cache is one that a listing built at its time would have
  * given, with the same pushes to follow. fanotify's events are pushed only
  * for objects some session is interested in: the sequence also moves when
- * interest goes (a FORGET, a session's end), so that every object of a
+ * an object loses its last interested session (a FORGET, a session's
+ * end), so that every object of a
  * servable listing has an interested session and a change beside podfs
  * to it moves the sequence. A change beside podfs counts when
  * the loop reads its fanotify event (watch.c), as it reaches clients that

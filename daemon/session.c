@@ -102,11 +102,10 @@ static void maybe_free(struct session *s)
 		return;
 	s->freeing = true;
 	/* No request can register interest any more (refs == 0). */
-	interest_slot_free(s->d->it, s->islot);
-	/* Objects of kept listings may have lost their last interested
-	 * session: a change beside podfs would no longer be pushed, nor
+	/* Objects that lost their last interested session may be in kept
+	 * listings: a change beside podfs would no longer be pushed, nor
 	 * end those listings (lscache_i.h). */
-	if (s->d->lc)
+	if (interest_slot_free(s->d->it, s->islot) && s->d->lc)
 		lscache_bump(s->d->lc);
 	/* Closing fds here is cheap (no flush on local filesystems) and keeps
 	 * a session's teardown atomic with respect to a reconnect. */
