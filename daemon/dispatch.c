@@ -173,6 +173,10 @@ void dispatch_work_cb(uv_work_t *w)
 		o.x.kv = &r->keys;
 	}
 	o.x.watch = r->d->watch;
+	/* Listings are kept only while every change to the export is pushed
+	 * (lscache_i.h): not without fanotify, nor for a request that
+	 * registers no interest. */
+	o.x.lc = o.x.it && watch_whole(r->d->watch) ? r->d->lc : NULL;
 	o.in = r->in;
 	o.inlen = r->h.wire_len;
 	/* The reply's codings, now that it is about to be made (link.h). */
@@ -292,9 +296,14 @@ int dispatch_forget(struct pfsd *d, struct session *s, const struct pfs_frame_hd
 		ret = -EINVAL;
 		goto out_free;
 	}
+	bool gone = false;
 	pfs_rd_init(&rd, m.fhs.p, m.fhs.len);
 	while (pfs_dec_fh_item(&rd, &fh) == 1)
-		interest_del(d->it, handles_key(d->hs, &fh), s->islot);
+		gone |= interest_del(d->it, handles_key(d->hs, &fh), s->islot);
+	/* An object nobody caches any more: as when a session ends
+	 * (session.c), kept listings go. */
+	if (gone && d->lc)
+		lscache_bump(d->lc);
 	s->forget_epoch++;
 	pfs_debug("session %016llx: forgot %u objects", (unsigned long long)s->client_id, count);
 	ret = 0;

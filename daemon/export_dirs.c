@@ -13,6 +13,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "podfs/clock.h"
 #include "export_base_i.h"
 
 int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_attr *a)
@@ -392,12 +393,56 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 	return end;
 }
 
+/* Serves the listing of key k from the cache into w: the session's
+ * interest in the directory and in every listed entry registered first,
+ * then the change sequence checked (see lscache_i.h). Returns 0 if it
+ * did, -ENOENT if the listing must be built. */
+static int listing_cached(struct xop *x, struct hent *obj, const struct lscache_key *k,
+			  uint32_t max_bytes, struct pfs_wr *w)
+{
+	struct lsent *e = lscache_get(x->lc, k, pfs_mono_ms());
+	const uint8_t *p;
+	struct pfs_rd rd;
+	size_t len;
+	int ret = -ENOENT;
+
+	if (!e)
+		return -ENOENT;
+	p = lsent_data(e, &len);
+	/* A listing without contents is kept only complete: in any room it
+	 * fits, it is what a listing built now would give. */
+	if (len < 4 || len > max_bytes || w->cap - w->len < len)
+		goto out_put;
+	export_note(x, &obj->fh);
+	pfs_rd_init(&rd, p + 4, len - 4);
+	while (rd.left > 0) {
+		struct pfs_name name;
+		struct pfs_entry ent;
+		struct pfs_bytes data;
+		uint32_t fl;
+		if (!pfs_get_NAME(&rd, &name) || !pfs_get_ENTRY(&rd, &ent) || !pfs_get_U32(&rd, &fl) ||
+		    !pfs_get_BYTES(&rd, &data))
+			goto out_put;
+		export_note(x, &ent.fh);
+	}
+	if (lscache_seq(x->lc) != lsent_seq(e))
+		goto out_put;
+	memcpy(w->buf + w->len, p, len);
+	w->len += len;
+	ret = 0;
+out_put:
+	lscache_put(x->lc, e);
+	return ret;
+}
+
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
 		   const uint64_t *page, bool xattrs, struct pfs_wr *w)
 {
 	struct stat dst;
 	struct pfs_wr lim;
+	struct lscache_key key;
 	size_t at, at_cookie = 0;
+	uint64_t seq = 0;
 	DIR *d = NULL;
 	int ret;
 
@@ -407,6 +452,19 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		max_inline = PFS_INLINE_MAX;
 	if (max_bytes < (page ? PFS_LISTDIR_PAGE_MIN : 4) || w->cap - w->len < max_bytes)
 		return -EINVAL;
+	/* Whole listings are kept to be served again, from the second time
+	 * one is asked for (pages are not: a large directory listed in pages
+	 * is rarely listed by many hosts). */
+	bool keep = x->lc && !page;
+	if (keep) {
+		lscache_key_make(&key, &obj->fh, x->cr, x->squashed, max_inline, max_bytes, xattrs);
+		if (listing_cached(x, obj, &key, max_bytes, w) == 0) {
+			lscache_hit(x->lc);
+			return 0;
+		}
+		seq = lscache_seq(x->lc); /* before the directory is read */
+		keep = lscache_miss(x->lc, &key);
+	}
 	ret = export_dir_open(obj->fd, &d);
 	if (ret < 0)
 		return ret;
@@ -438,6 +496,8 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		pfs_patch_U32(&lim, at_cookie, (uint32_t)end.cookie);
 		pfs_patch_U32(&lim, at_cookie + 4, (uint32_t)(end.cookie >> 32));
 	}
+	if (keep && (max_inline > 0 || (end.flags & PFS_LS_COMPLETE)))
+		lscache_store(x->lc, &key, seq, pfs_mono_ms(), lim.buf, lim.len);
 	w->len += lim.len;
 	return 0;
 }

@@ -29,6 +29,7 @@
 #include "podfs/codec.h"
 #include "handles_i.h"
 #include "session_i.h"
+#include "lscache_i.h"
 #include "watch_i.h"
 
 /* Context of one operation. */
@@ -47,6 +48,10 @@ struct xop {
 	int slot;            /* the session's interest slot */
 	struct keyvec *kv;   /* keys handed out by this request */
 	struct watch *watch; /* inotify fallback: directories handed out */
+	/* Listings kept to be served again (lscache_i.h), or NULL: every
+	 * listing is built. Set only while every change to the export is
+	 * pushed (fanotify watches it). */
+	struct lscache *lc;
 	/* The PFS_LD_NO_* bits the export's filesystem can give, asked once
 	 * per request (every directory a request lists is on the export's
 	 * mount, and the caller is the same): valid if xknown_set. */

@@ -92,15 +92,17 @@ static bool empty(const struct iobj *o)
 
 /* Adds slot to key's set, or (add false) removes it: the object goes
  * with its last slot. */
-static void set_slot(struct interest *it, uint64_t key, int slot, bool add)
+/* Returns true if the object left the table (its last slot removed). */
+static bool set_slot(struct interest *it, uint64_t key, int slot, bool add)
 {
 	struct stripe *s = stripe_of(it, key);
 	unsigned w = (unsigned)slot / 64;
+	bool gone = false;
 	uint64_t bit;
 	struct iobj *o;
 
 	if (slot < 0 || slot >= INTEREST_SLOTS)
-		return;
+		return false;
 	bit = 1ull << (slot % 64);
 	pthread_mutex_lock(&s->mu);
 	o = find(s, key);
@@ -121,15 +123,18 @@ static void set_slot(struct interest *it, uint64_t key, int slot, bool add)
 		o->bits[w] |= bit;
 	} else if (o && w < o->nw) {
 		o->bits[w] &= ~bit;
-		if (empty(o))
+		if (empty(o)) {
 			obj_drop(s, o);
+			gone = true;
+		}
 	}
 	pthread_mutex_unlock(&s->mu);
+	return gone;
 }
 
 void interest_add(struct interest *it, uint64_t key, int slot)
 {
-	set_slot(it, key, slot, true);
+	(void)set_slot(it, key, slot, true);
 }
 
 void interest_note(struct interest *it, uint64_t key, int slot, struct keyvec *kv)
@@ -149,9 +154,9 @@ void interest_note(struct interest *it, uint64_t key, int slot, struct keyvec *k
 	kv->v[kv->n++] = key;
 }
 
-void interest_del(struct interest *it, uint64_t key, int slot)
+bool interest_del(struct interest *it, uint64_t key, int slot)
 {
-	set_slot(it, key, slot, false);
+	return set_slot(it, key, slot, false);
 }
 
 bool interest_get(struct interest *it, uint64_t key, uint64_t bits[INTEREST_WORDS])
@@ -184,14 +189,15 @@ int interest_slot_alloc(struct interest *it)
 	return slot;
 }
 
-void interest_slot_free(struct interest *it, int slot)
+size_t interest_slot_free(struct interest *it, int slot)
 {
 	unsigned w = (unsigned)slot / 64;
+	size_t gone = 0;
 	uint64_t bit;
 
 	/* Also a session without a slot (-1) comes here: no shift by it. */
 	if (slot < 0 || slot >= INTEREST_SLOTS)
-		return;
+		return 0;
 	bit = 1ull << (slot % 64);
 	for (int i = 0; i < INTEREST_STRIPES; i++) {
 		struct stripe *s = &it->st[i];
@@ -207,6 +213,7 @@ void interest_slot_free(struct interest *it, int slot)
 					s->tab.n--;
 					s->bytes -= obj_size(o->nw);
 					free(o);
+					gone++;
 				} else {
 					pp = &(*pp)->next;
 				}
@@ -217,6 +224,7 @@ void interest_slot_free(struct interest *it, int slot)
 	pthread_mutex_lock(&it->slot_mu);
 	it->used[w] &= ~bit;
 	pthread_mutex_unlock(&it->slot_mu);
+	return gone;
 }
 
 void interest_foreach(struct interest *it, void (*fn)(uint64_t key, void *arg), void *arg)

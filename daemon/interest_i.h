@@ -46,13 +46,15 @@ void interest_free(struct interest *it);
  * taken (that session then gets every push: correct, only slower). */
 int interest_slot_alloc(struct interest *it);
 /* Clears slot from every object (freeing objects left with no slot) and
- * makes it free again. Walks the whole table: call once per dead session. */
-void interest_slot_free(struct interest *it, int slot);
+ * makes it free again. Walks the whole table: call once per dead session.
+ * Returns how many objects left the table. */
+size_t interest_slot_free(struct interest *it, int slot);
 
 /* Adds slot to key's set. slot < 0 is a no-op. */
 void interest_add(struct interest *it, uint64_t key, int slot);
-/* Removes slot from key's set (the object goes when its set is empty). */
-void interest_del(struct interest *it, uint64_t key, int slot);
+/* Removes slot from key's set (the object goes when its set is empty).
+ * Returns true if the object went (no session is interested any more). */
+bool interest_del(struct interest *it, uint64_t key, int slot);
 /* Copies key's set into bits (INTEREST_WORDS words, zero-filled past the
  * object's width). Returns false when no session is interested. */
 bool interest_get(struct interest *it, uint64_t key, uint64_t bits[INTEREST_WORDS]);

@@ -26,6 +26,7 @@
 #include "handles_i.h"
 #include "hsecret_i.h"
 #include "lockstate_i.h"
+#include "lscache_i.h"
 #include "notify_i.h"
 #include "observe_i.h"
 #include "chunks_i.h"
@@ -416,6 +417,7 @@ int main(int argc, char **argv)
 	srcq_init(&d->srcq);
 	pipes_init(&d->pipes);
 	d->it = interest_new();
+	d->lc = lscache_new(LSCACHE_BYTES, LSCACHE_TTL_MS);
 	if (d->o.peer_min) {
 		struct chunks_conf cc = {
 			.shift = (unsigned)__builtin_ctzll(d->o.peer_chunk),
@@ -507,6 +509,7 @@ int main(int argc, char **argv)
 	srcq_fini(&d->srcq);
 	watch_free(d);
 	interest_free(d->it);
+	lscache_free(d->lc);
 	chunks_free(d->chunks);
 	deleg_free(d->deleg);
 	lockstate_free(d->ls);

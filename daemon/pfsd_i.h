@@ -119,6 +119,7 @@ struct pfsd {
 	struct handles *hs;       /* export fd, handle MACs, fd cache */
 	struct htab sessions;     /* client_id -> struct session (loop) */
 	struct interest *it;      /* who caches what (any thread) */
+	struct lscache *lc;       /* listings kept to serve again (any thread) */
 	struct session *slot_sess[INTEREST_SLOTS]; /* live session of each slot (loop) */
 	unsigned nslotless;       /* live sessions without a slot (loop) */
 	struct watch *watch;      /* changes made beside podfs (loop) */

@@ -9,6 +9,7 @@
 #include "chunks_i.h"
 #include "acklat_i.h"
 #include "conn_i.h"
+#include "lscache_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
 #include "session_i.h"
@@ -440,6 +441,10 @@ void push_inval(struct pfsd *d, struct session *from, bool self, const struct in
 	struct conn *c, *next;
 	int ret;
 
+	/* Kept listings stop being served before the sessions to tell are
+	 * looked up (lscache_i.h). */
+	if (d->lc)
+		lscache_bump(d->lc);
 	if (d->stopping)
 		return;
 	pfs_wr_init(&w, buf, sizeof(buf));
@@ -477,6 +482,8 @@ void push_inval(struct pfsd *d, struct session *from, bool self, const struct in
 void push_revalidate_all(struct pfsd *d, const char *why)
 {
 	pfs_warn("%s: every client reconnects and revalidates its cache", why);
+	if (d->lc)
+		lscache_bump(d->lc);
 	if (d->chunks)
 		chunks_drop_all(d->chunks);
 	for (struct conn *c = LIST_FIRST(&d->conns), *next; c; c = next) {

@@ -20,6 +20,7 @@
 #include "conn_i.h"
 #include "lockstate_i.h"
 #include "observe_i.h"
+#include "lscache_i.h"
 #include "pfsd_i.h"
 #include "session_i.h"
 
@@ -254,6 +255,14 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 	sb_printf(&sb, "queued %zu\npaced %u\nread_queue %zu\nheap_used %zu\nheap_free %zu\n"
 		  "heap_mapped %zu\n", queued, paced, d->lim.read_queue, mi.uordblks + mi.hblkhd,
 		  mi.fordblks, mi.hblkhd);
+	if (d->lc) {
+		struct lscache_stats ls;
+		lscache_stats(d->lc, &ls);
+		sb_printf(&sb,
+			  "listings_kept %zu\nlistings_kept_bytes %zu\nlistings_kept_max %u\n"
+			  "listings_served %" PRIu64 "\nlistings_built %" PRIu64 "\n",
+			  ls.entries, ls.bytes, LSCACHE_BYTES, ls.hits, ls.misses);
+	}
 	if (d->chunks) {
 		struct chunks_stats cs;
 		chunks_stats(d->chunks, &cs);

@@ -20,6 +20,7 @@
 #include "handles_i.h"
 #include "admit_i.h"
 #include "handshake_i.h"
+#include "lscache_i.h"
 #include "pace_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
@@ -336,6 +337,9 @@ static void after_work_cb(uv_work_t *work, int status)
 		self = push_to_self(s, &r->fl);
 	while ((iv = r->invals)) {
 		r->invals = iv->next;
+		/* A change, pushed or not: kept listings go (lscache_i.h). */
+		if (iv->op != PFS_OP_LOCK_WAKE && d->lc)
+			lscache_bump(d->lc);
 		if (!r->violation && s && !d->stopping && iv->op == PFS_OP_LOCK_WAKE)
 			session_lock_wake(d, &iv->fh);
 		else if (!r->violation && s && !d->stopping)

@@ -15,6 +15,7 @@
 #include "chunks_i.h"
 #include "deleg_i.h"
 #include "lockstate_i.h"
+#include "lscache_i.h"
 #include "push_i.h"
 #include "session_i.h"
 
@@ -101,7 +102,11 @@ static void maybe_free(struct session *s)
 		return;
 	s->freeing = true;
 	/* No request can register interest any more (refs == 0). */
-	interest_slot_free(s->d->it, s->islot);
+	/* Objects that lost their last interested session may be in kept
+	 * listings: a change beside podfs would no longer be pushed, nor
+	 * end those listings (lscache_i.h). */
+	if (interest_slot_free(s->d->it, s->islot) && s->d->lc)
+		lscache_bump(s->d->lc);
 	/* Closing fds here is cheap (no flush on local filesystems) and keeps
 	 * a session's teardown atomic with respect to a reconnect. */
 	uv_close((uv_handle_t *)&s->lk_linger, free_cb);

@@ -241,6 +241,11 @@ static struct iwatch *iw_find(struct watch *w, int wd)
 	return IDTAB_FIND(&w->wds, wd, struct iwatch, hn, wd);
 }
 
+bool watch_whole(const struct watch *w)
+{
+	return w && !w->inotify;
+}
+
 void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh)
 {
 	char p[32];

@@ -26,6 +26,7 @@
 #ifndef PODFSD_WATCH_I_H
 #define PODFSD_WATCH_I_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct pfsd;
@@ -46,5 +47,9 @@ void watch_free(struct pfsd *d);
  * wire handle is fh. A no-op with fanotify or without a watcher. Any
  * thread (w may be NULL). */
 void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh);
+/* True if w watches the whole export's filesystem (fanotify): every change
+ * made beside podfs is pushed. False for the inotify fallback and without
+ * a watcher (w NULL). Any thread. */
+bool watch_whole(const struct watch *w);
 
 #endif /* PODFSD_WATCH_I_H */

@@ -84,13 +84,13 @@ static void test_sets(void)
 	interest_del(it, key, INTEREST_SLOTS);
 	CHECK(has(it, key, 3));
 
-	/* The object goes with its last slot. */
-	interest_del(it, key, 3);
-	interest_del(it, key, 100);
+	/* The object goes with its last slot, and says so. */
+	CHECK(!interest_del(it, key, 3));
+	CHECK(!interest_del(it, key, 100));
 	CHECK(interest_get(it, key, bits));
-	interest_del(it, key, 5); /* not in the set */
-	interest_del(it, key + 7, 5); /* no such object */
-	interest_del(it, key, INTEREST_SLOTS - 1);
+	CHECK(!interest_del(it, key, 5)); /* not in the set */
+	CHECK(!interest_del(it, key + 7, 5)); /* no such object */
+	CHECK(interest_del(it, key, INTEREST_SLOTS - 1));
 	CHECK(!interest_get(it, key, bits));
 	CHECK_EQ(objects(it), 0);
 	interest_free(it);
@@ -107,8 +107,9 @@ static void test_slot_free(void)
 			interest_add(it, k * 0x9e3779b97f4a7c15ull, b);
 	}
 	CHECK_EQ(objects(it), 1000);
-	interest_slot_free(it, a);
-	/* The objects only a cached are gone, b's stay without a. */
+	/* The objects only a cached are gone (and counted), b's stay
+	 * without a. */
+	CHECK_EQ(interest_slot_free(it, a), 500);
 	CHECK_EQ(objects(it), 500);
 	for (uint64_t k = 1; k <= 1000; k++) {
 		uint64_t bits[INTEREST_WORDS];
