@@ -315,7 +315,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 				/* The walk opens it next: its listing is fetched
 				 * ahead (held here: the kernel may forget it as
 				 * soon as it has the reply). */
-				if (S_ISDIR(de.e.attr.mode) && nahead < AHEAD_BATCH && c->max_inline) {
+				if (S_ISDIR(de.e.attr.mode) && nahead < AHEAD_BATCH && ahead_ok) {
 					inode_hold(c->it, ip);
 					ahead[nahead++] = ip;
 				}
