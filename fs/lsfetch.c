@@ -507,11 +507,22 @@ static int64_t unpark_locked(struct lsfetch *lf, bool everything)
 	}
 }
 
+/* Gives k credits back (bg.lock held): those of fetches that did not
+ * happen. At most LSF_CREDIT_MAX are banked, as lsfetch_walked keeps. */
+static void refund_locked(struct lsfetch *lf, unsigned k)
+{
+	lf->credit = lf->credit + k > LSF_CREDIT_MAX ? LSF_CREDIT_MAX : lf->credit + k;
+}
+
 /* Takes the next item to fetch ahead off the ring (bg.lock held,
- * released meanwhile to make an item's inode): returns true with *it,
- * its inode held and marked being fetched, and one credit spent; false
- * if the top item is not one (dropped, or for other credentials than
- * cr, if not NULL: left on the ring, *stop set). */
+ * released meanwhile to make an item's inode; credit > 0): returns true
+ * with *it, its inode held and marked being fetched, and one credit
+ * spent; false if the top item is not one (dropped, or for other
+ * credentials than cr, if not NULL: left on the ring, *stop set). The
+ * credit is spent before the lock is released: other threads take items
+ * meanwhile, and a credit checked before it was released may be gone
+ * after (the unsigned count went below zero, and every queued listing
+ * was fetched ahead). */
 static bool take_locked(struct lsfetch *lf, const struct pfs_creds *cr, struct qitem *it,
 			bool *stop)
 {
@@ -531,12 +542,17 @@ static bool take_locked(struct lsfetch *lf, const struct pfs_creds *cr, struct q
 		unqueue(lf, it);
 		go = false;
 	}
-	if (go && !it->ip) {
-		/* Met in a listing fetched ahead: its inode now. */
-		pthread_mutex_unlock(&lf->bg.lock);
-		it->ip = inode_hold_entry(c->it, &it->e);
-		pthread_mutex_lock(&lf->bg.lock);
-		go = it->ip && it->ip->ls_ahead == AHEAD_NONE;
+	if (go) {
+		lf->credit--;
+		if (!it->ip) {
+			/* Met in a listing fetched ahead: its inode now. */
+			pthread_mutex_unlock(&lf->bg.lock);
+			it->ip = inode_hold_entry(c->it, &it->e);
+			pthread_mutex_lock(&lf->bg.lock);
+			go = it->ip && it->ip->ls_ahead == AHEAD_NONE;
+			if (!go)
+				refund_locked(lf, 1);
+		}
 	}
 	if (!go) {
 		if (it->ip) {
@@ -547,7 +563,6 @@ static bool take_locked(struct lsfetch *lf, const struct pfs_creds *cr, struct q
 		return false;
 	}
 	it->ip->ls_ahead = AHEAD_FETCHING;
-	lf->credit--;
 	return true;
 }
 
@@ -607,7 +622,7 @@ static void *ahead_main(void *arg)
 			r = fetch_batch(lf, ask, na, &b[0].cr, (uint32_t)na + extra, answered, got,
 					below, &nbelow);
 			pthread_mutex_lock(&lf->bg.lock);
-			lf->credit += extra - (uint32_t)nbelow;
+			refund_locked(lf, extra - (uint32_t)nbelow);
 			pthread_mutex_unlock(&lf->bg.lock);
 			atomic_fetch_add(&lf->nahead, nbelow);
 		}
@@ -632,7 +647,7 @@ static void *ahead_main(void *arg)
 			struct qitem old;
 			if (done[i])
 				continue;
-			lf->credit++;
+			refund_locked(lf, 1);
 			atomic_fetch_sub(&lf->nahead, 1);
 			if (!lf->bg.stop && push_locked(lf, &b[i], &old) && old.ip) {
 				pthread_mutex_unlock(&lf->bg.lock);

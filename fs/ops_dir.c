@@ -242,8 +242,14 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	/* Subdirectories are fetched ahead from a READDIRPLUS, and from a
 	 * plain READDIR of a listing: under READDIRPLUS_AUTO the kernel asks
 	 * with plus only for a directory's first chunk, and a walk then
-	 * looks up and opens the subdirectories of the rest. */
-	bool ahead_ok = c->max_inline && (plus || of->rd_synth);
+	 * looks up and opens the subdirectories of the rest. In a directory
+	 * too big to be listed whole (inode_walked: the walk's lookups there
+	 * queue the subdirectories it opens, in its order), only those of
+	 * the first reply: the queue keeps the newest, so the rest would
+	 * have queued the end of the directory, fetched long before the walk
+	 * got there and given back unused (LSF_PARK_NS), then fetched again. */
+	bool ahead_ok = c->max_inline && (plus || of->rd_synth) &&
+			(off == 0 || !inode_walked(of->ip, WALK_LOOKUP_NS));
 	if (ahead_ok)
 		fill_creds(req, &cr, true);
 	/* Entries handed to the kernel get timeout 0 if a push about the
@@ -309,7 +315,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 				/* The walk opens it next: its listing is fetched
 				 * ahead (held here: the kernel may forget it as
 				 * soon as it has the reply). */
-				if (S_ISDIR(de.e.attr.mode) && nahead < AHEAD_BATCH && c->max_inline) {
+				if (S_ISDIR(de.e.attr.mode) && nahead < AHEAD_BATCH && ahead_ok) {
 					inode_hold(c->it, ip);
 					ahead[nahead++] = ip;
 				}
