@@ -3,6 +3,7 @@
 #include "killable_i.h"
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+static atomic_bool ended;
 static __thread pid_t caller;
 static __thread void (*finish_fn)(void *);
 static __thread void *finish_arg;
@@ -38,9 +40,14 @@ void killable_finish_clear(void)
 	finish_arg = NULL;
 }
 
+void killable_end(void)
+{
+	atomic_store(&ended, true);
+}
+
 enum killable_verdict killable_poll(void)
 {
-	if (!killable_dying())
+	if (!(caller && atomic_load(&ended)) && !killable_dying())
 		return KILLABLE_WAIT;
 	if (!finish_fn)
 		return KILLABLE_GIVE_UP;

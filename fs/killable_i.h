@@ -45,13 +45,19 @@ void killable_finish_after(void (*fn)(void *arg), void *arg);
 /* Done with the request that had to reach the server. */
 void killable_finish_clear(void);
 
+/* The mount is over (the kernel ended it, or podfs is exiting): no
+ * caller waits for an answer any more, so every wait for the coordinator
+ * on behalf of one ends as if its caller were being killed. Requests with
+ * no caller (a RELEASE committing held writes) still wait. Any thread. */
+void killable_end(void);
+
 /* What a wait for the coordinator does after KILLABLE_POLL_MS. */
 enum killable_verdict {
 	KILLABLE_WAIT,    /* nobody is being killed, or the kernel was answered */
 	KILLABLE_GIVE_UP, /* the caller is being killed: answer EINTR */
 };
-/* Looks at the caller (killable_dying) and runs the finisher if there is
- * one. Call without locks that fn would need. */
+/* Looks at the caller (killable_dying, or killable_end) and runs the
+ * finisher if there is one. Call without locks that fn would need. */
 enum killable_verdict killable_poll(void);
 
 /* Pure: whether a /proc/TID/status text shows SIGKILL pending (SigPnd or

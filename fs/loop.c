@@ -29,10 +29,12 @@
 /* A pool thread's place in the loop: its state tells the thread that
  * ends the loop which threads may be asleep in read() (see kick_readers). */
 enum { W_FREE, W_BUSY, W_READING, W_KICKED };
+#define EXIT_LOG_S 5 /* exiting for longer: log what the threads do, every so often */
 struct worker {
 	struct loop *l;
 	pthread_t thr;	   /* set under the loop's lock */
 	_Atomic int state; /* W_*; W_FREE: slot unused */
+	_Atomic uint32_t op; /* FUSE opcode being processed, 0: none (for the log) */
 };
 
 struct loop {
@@ -75,6 +77,13 @@ static bool is_forget(const struct fuse_buf *buf)
 		return false;
 	const struct fuse_in_header *in = buf->mem;
 	return in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET;
+}
+
+static uint32_t opcode_of(const struct fuse_buf *buf)
+{
+	if (buf->flags & FUSE_BUF_IS_FD)
+		return UINT32_MAX; /* not known until libfuse reads it */
+	return ((const struct fuse_in_header *)buf->mem)->opcode;
 }
 
 /* The thread that made the request and waits for its answer (the
@@ -325,6 +334,28 @@ static void avoid_keeper(struct loop *l, unsigned *seen)
 	(void)sched_setaffinity(0, sizeof(set), &set);
 }
 
+/* Exiting takes long: says what the request threads still do (lock
+ * held). */
+static void log_busy(struct loop *l)
+{
+	char ops[256];
+	size_t n = 0;
+	unsigned busy = 0;
+
+	ops[0] = 0;
+	for (unsigned i = 0; i < l->max_threads; i++) {
+		int st = atomic_load(&l->workers[i].state);
+		uint32_t op = atomic_load(&l->workers[i].op);
+		if (st == W_FREE || op == 0)
+			continue;
+		busy++;
+		if (n < sizeof(ops) - 16)
+			n += (size_t)snprintf(ops + n, sizeof(ops) - n, " %u", (unsigned)op);
+	}
+	pfs_notice("exiting: still waiting for %u thread(s), %u processing a request "
+		   "(FUSE opcodes:%s)", l->nthreads, busy, busy ? ops : " none");
+}
+
 static void *pool_main(void *arg)
 {
 	struct worker *w = arg;
@@ -359,7 +390,9 @@ static void *pool_main(void *arg)
 		if (intr < 0)
 			intr_taken(l);
 		killable_enter(caller_of(&buf));
+		atomic_store(&w->op, opcode_of(&buf));
 		fuse_session_process_buf(l->se, &buf);
+		atomic_store(&w->op, 0);
 		killable_leave();
 		if (intr > 0)
 			atomic_fetch_add(&l->intr_held, 1);
@@ -650,6 +683,7 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	for (unsigned i = 0; i < l.max_threads; i++) {
 		l.workers[i].l = &l;
 		atomic_init(&l.workers[i].state, W_FREE);
+		atomic_init(&l.workers[i].op, 0);
 	}
 	/* The kick interrupts a read(): no SA_RESTART. Only pool threads
 	 * take it (they unblock it). */
@@ -684,14 +718,24 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	 * calls finish_exit), or the session is exited and loop_wake()
 	 * called. Then end the threads asleep in read() (see the pool). */
 	bool ending = false;
+	struct timespec slow = { 0 };
 	while (l.nthreads > 0) {
 		if (!ending && (atomic_load(&l.exiting) || fuse_session_exited(se))) {
 			finish_exit(&l, 0);
 			(void)fcntl(l.fd, F_SETFL, fl | O_NONBLOCK);
+			/* Waits for the coordinator on a caller's behalf end
+			 * (the kernel answers nobody any more); kick the
+			 * threads asleep in read(). */
+			killable_end();
 			kick_readers(&l);
 			ending = true;
+			clock_gettime(CLOCK_REALTIME, &slow);
+			slow.tv_sec += EXIT_LOG_S;
 		} else if (ending) {
-			pthread_cond_wait(&l.ended, &l.lock);
+			if (pthread_cond_timedwait(&l.ended, &l.lock, &slow) == ETIMEDOUT) {
+				log_busy(&l);
+				slow.tv_sec += EXIT_LOG_S;
+			}
 		} else {
 			pthread_mutex_unlock(&l.lock);
 			struct pollfd p = { .fd = l.efd, .events = POLLIN };

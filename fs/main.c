@@ -554,8 +554,20 @@ static void choose_spin(struct client *c)
 /* The kernel is done with the mount (or never used it): what is held is
  * committed, the background threads stop, the daemon is told (GOODBYE),
  * the connections close. */
+/* A step of finish that took long is logged: an exit that hangs says
+ * where. */
+static void finish_step(const char *what, int64_t *t)
+{
+	int64_t now = pfs_mono_ns();
+	if (now - *t > 2000000000LL)
+		pfs_notice("exiting: %s took %.1f s", what, (double)(now - *t) / 1e9);
+	*t = now;
+}
+
 static void finish(struct client *c)
 {
+	int64_t t = pfs_mono_ns();
+
 	ctl_stop(c->ctl);
 	c->ctl = NULL;
 	rpc_closing(c->rpc);
@@ -563,19 +575,23 @@ static void finish(struct client *c)
 	wb_commit_all(c->wb);
 	wb_free(c->wb);
 	c->wb = NULL;
+	finish_step("committing held writes", &t);
 	/* Their threads may wait in a call: stop them before the connection
 	 * (the listings' first: what they queued holds lookups). */
 	lsfetch_stop(c->lf);
+	finish_step("stopping the listing threads", &t);
 	cache_stop(c->cache);
 	locks_stop(c->lk);
 	pcache_stop(c->pc);
 	peer_stop(c);
+	finish_step("stopping the cache, lock, persistent cache and peer threads", &t);
 	if (rpc_is_up(c->rpc)) {
 		struct rpc_reply rep = { 0 };
 		(void)rpc_call_timeout(c->rpc, PFS_OP_GOODBYE, NULL, 0, &rep, 1000);
 		rpc_reply_free(&rep);
 	}
 	transport_stop(c->tr);
+	finish_step("closing the connections", &t);
 }
 
 int main(int argc, char **argv)

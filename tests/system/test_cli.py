@@ -392,3 +392,41 @@ def test_man_pages_install_and_render(env):
                 env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "80"})
         assert r.stderr.strip() == "", f"{name}: {r.stderr}"
         assert name.split(".")[0].upper() in r.stdout, r.stdout[:200]
+
+
+def test_sigterm_ends_a_request_waiting_for_a_stopped_coordinator(env, daemon, mount):
+    """A process waits in stat() for a coordinator that does not answer
+    (SIGSTOPped: the connection stays up; a hard mount waits): SIGTERM to
+    podfs still ends it within seconds. The request thread's wait for the
+    coordinator gives up once the mount is over (killable_end), instead of
+    holding podfs's exit until the coordinator answers; the caller gets an
+    error, and podfs exits 0."""
+    import subprocess
+    import sys
+    import time
+    # Written beside podfs: no RELEASE of this mount commits it (a
+    # commit at release has no caller and still waits; finish() commits).
+    (env.export / "f").write_bytes(b"x")
+    m = mount(opts="attr_timeout=0,entry_timeout=0")
+    daemon.proc.send(signal.SIGSTOP)
+    p = None
+    try:
+        p = subprocess.Popen([sys.executable, "-c",
+                              "import os, sys\n"
+                              "try:\n os.stat(sys.argv[1])\nexcept OSError:\n pass\n",
+                              str(m / "f")])
+        time.sleep(1.0)
+        assert p.poll() is None, "the stat did not wait for the stopped coordinator"
+        m.proc.send(signal.SIGTERM)
+        rc = m.proc.wait(5)
+        assert rc is not None, "podfs did not exit within 5 s of SIGTERM while a " \
+                               "request waited for the stopped coordinator"
+        assert rc == 0, f"podfs exit status {rc}"
+        assert p.wait(15) is not None
+        wait_for(lambda: not is_mounted(m.path), 10, what="the unmount")
+        m.mounted = False
+    finally:
+        daemon.proc.send(signal.SIGCONT)
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait(10)
