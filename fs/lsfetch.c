@@ -51,6 +51,7 @@ struct parked {
  * bring with their subdirectories'. */
 #define LSF_BATCH 16
 #define LSF_DESCEND 64
+_Static_assert(LSF_CREDIT_RESUME >= 1 && LSF_CREDIT_RESUME <= LSF_CREDIT_MAX, "resume");
 _Static_assert(LSF_BATCH <= PFS_LISTDIRS_MAX && LSF_DESCEND <= PFS_LISTDIRS_ITEMS_MAX &&
 		       LSF_BATCH <= LSF_DESCEND,
 	       "a batch fits one LISTDIRS");
@@ -342,7 +343,7 @@ void lsfetch_walked(struct lsfetch *lf)
 	lf->credit += LSF_CREDIT_STEP;
 	if (lf->credit > LSF_CREDIT_MAX)
 		lf->credit = LSF_CREDIT_MAX;
-	if (lf->n)
+	if (lf->n && lf->credit >= LSF_CREDIT_RESUME)
 		bg_wake(&lf->bg);
 	pthread_mutex_unlock(&lf->bg.lock);
 }
@@ -404,7 +405,7 @@ static bool push_locked(struct lsfetch *lf, const struct qitem *it, struct qitem
 	lf->q[lf->head] = *it;
 	if (it->ip)
 		it->ip->ls_ahead = AHEAD_QUEUED;
-	if (lf->credit)
+	if (lf->credit >= LSF_CREDIT_RESUME)
 		bg_wake(&lf->bg);
 	return full;
 }
@@ -575,7 +576,7 @@ static void *ahead_main(void *arg)
 	pthread_mutex_lock(&lf->bg.lock);
 	while (b && !lf->bg.stop) {
 		int64_t due = unpark_locked(lf, false);
-		if (lf->n == 0 || lf->credit == 0) {
+		if (lf->n == 0 || lf->credit < LSF_CREDIT_RESUME) {
 			if (due > 0)
 				bg_wait_ns(&lf->bg, due);
 			else

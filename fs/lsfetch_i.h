@@ -26,7 +26,8 @@
  * Bounds: the walk's progress paces the fetches: each READDIR answered
  * from a listing (lsfetch_walked) gives LSF_CREDIT_STEP fetches, at most
  * LSF_CREDIT_MAX banked, so a walk that stops leaves at most that much
- * work, and a lone `ls` little. At most LSF_QUEUE_MAX directories are
+ * work, and a lone `ls` little; a fetch starts with at least
+ * LSF_CREDIT_RESUME of them (batches, not a request per credit). At most LSF_QUEUE_MAX directories are
  * queued (the oldest dropped first), none older than LSF_MAX_AGE_NS is
  * fetched, LSF_THREADS fetches run at once, and none is queued while the
  * listings of the table take more than 1/LSF_LISTING_SHARE of
@@ -61,6 +62,10 @@ struct lsfetch;
 #define LSF_LISTING_SHARE 2 /* queue nothing past 1/2 of LISTING_TOTAL_MAX */
 #define LSF_CREDIT_STEP 1   /* fetches ahead per READDIR answered from a listing */
 #define LSF_CREDIT_MAX 256
+/* Once the credit ran low, fetching resumes only when this much is back:
+ * a walk slower than the fetching then gets listings in batches (one
+ * LISTDIRS with its subdirectories), not one request per READDIR. */
+#define LSF_CREDIT_RESUME 32
 #define LSF_PARK_MAX 8192
 #define LSF_PARK_NS (10 * 1000000000LL)
 
