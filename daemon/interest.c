@@ -91,8 +91,7 @@ static bool empty(const struct iobj *o)
 }
 
 /* Adds slot to key's set, or (add false) removes it: the object goes
- * with its last slot. */
-/* Returns true if the object left the table (its last slot removed). */
+ * with its last slot, and then true is returned. */
 static bool set_slot(struct interest *it, uint64_t key, int slot, bool add)
 {
 	struct stripe *s = stripe_of(it, key);
