@@ -57,7 +57,7 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 	rpc_waiting(c->rpc, &waiting, &abandoned);
 	int n = snprintf(buf, cap,
 			 "server %s\nmetrics %s\nup_since %llu\ndown_since %llu\nreconnects %llu\n%s"
-			 "waiting %zu\nabandoned %llu\npushes %llu\nforgotten %llu\n"
+			 "waiting %zu\nabandoned %llu\npushes %llu\nforgotten %llu\nquiet_missed %llu\n"
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
 			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n"
@@ -70,6 +70,7 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			 (unsigned long long)abandoned,
 			 (unsigned long long)atomic_load(&c->st_pushes),
 			 (unsigned long long)atomic_load(&c->st_forgotten),
+			 (unsigned long long)transport_quiet_missed(c->tr),
 			 (unsigned long long)atomic_load(&c->st_wire_out),
 			 (unsigned long long)atomic_load(&c->st_raw_out),
 			 (unsigned long long)atomic_load(&c->st_wire_in),
@@ -171,6 +172,8 @@ static const struct {
 	{ "abandoned", "podfs_requests_abandoned_total", "counter",
 	  "Requests given up because their process was killed" },
 	{ "pushes", "podfs_pushes_total", "counter", "Pushes (invalidations) from the server" },
+	{ "quiet_missed", "podfs_cache_answers_asked_total", "counter",
+	  "Answers from the caches asked of the server: the connection thread lagged" },
 	{ "file_written", "podfs_file_written_bytes_total", "counter",
 	  "File bytes written to the server" },
 	{ "file_read", "podfs_file_read_bytes_total", "counter", "File bytes read from the server" },

@@ -74,6 +74,7 @@ struct transport {
 	/* The main connection's session acknowledges pushes (PUSH_ACK). */
 	atomic_bool push_ack;
 	atomic_bool peer_cap;          /* the main connection negotiated PFS_CAP_PEER */
+	atomic_uint_fast64_t quiet_missed; /* transport_quiet gave up */
 	pthread_mutex_t local_lock;    /* local */
 	struct sockaddr_storage local; /* the main connection's own address */
 	bool have_local;
@@ -318,9 +319,16 @@ bool transport_quiet(struct transport *t)
 		if (stream_receiver_waiting(&ch->st) && stream_bytes_read(&ch->st) >= target &&
 		    net_t0 == 0)
 			net_t0 = now; /* it has the bytes, and waits for the rest */
-		if ((net_t0 && now - net_t0 > QUIET_NET_NS) || now - t0 > QUIET_MAX_NS)
+		if ((net_t0 && now - net_t0 > QUIET_NET_NS) || now - t0 > QUIET_MAX_NS) {
+			atomic_fetch_add(&t->quiet_missed, 1);
 			return false;
+		}
 	}
+}
+
+uint64_t transport_quiet_missed(struct transport *t)
+{
+	return atomic_load(&t->quiet_missed);
 }
 
 void transport_drop(struct transport *t, uint64_t gen)

@@ -144,9 +144,13 @@ void transport_drop(struct transport *t, uint64_t gen);
  * that was stopped or starved may hold unread invalidations, or a
  * connection the server closed for not acknowledging them; answers from
  * its caches wait until it caught up (see ops_common.c
- * ops_open_locally). May wait up to 20 ms for the connection thread to
- * catch up. Any thread. */
+ * ops_open_locally). Waits for the connection thread to catch up: up
+ * to 20 ms while it waits for the rest of a frame, 500 ms at most.
+ * Any thread. */
 bool transport_quiet(struct transport *t);
+/* How many times transport_quiet gave up waiting (its callers then asked
+ * the server). Any thread. */
+uint64_t transport_quiet_missed(struct transport *t);
 
 /* True if the main connection's session acknowledges pushes
  * (PFS_CAP_PUSH_ACK): a change's reply then reaches its client only once

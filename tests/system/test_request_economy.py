@@ -17,7 +17,7 @@ import pytest
 
 from harness import Pod
 from helpers import (PODFS, check_open_counted, export_stat, forgotten, kernel_settled,
-                     read_file, requests_sent, requests_since, stat_fields, wait_for, write_file)
+                     podfs_stats, read_file, requests_sent, requests_since, stat_fields, wait_for, write_file)
 from syscalls import fallocate
 
 
@@ -226,10 +226,17 @@ def test_stat_after_own_changes_costs_no_request(env, daemon, mount):
     os.mkdir(m / "d")
     kernel_settled(m)
     # The kernel may drop dentries when the machine reclaims memory (it
-    # forgets the inodes, a LOOKUP follows): that round does not count;
-    # again.
+    # forgets the inodes, a LOOKUP follows), and on a loaded machine the
+    # connection's thread may lag over 500 ms behind what arrived (the
+    # caches then ask the daemon: quiet_missed): such a round does not
+    # count; again. A push or a reconnect (which distrusts everything)
+    # would also ask, rightly, and is not expected here.
+    def disturbed():
+        st = podfs_stats(m)
+        return (st["forgotten"], st["quiet_missed"], st["reconnects"], st["pushes"])
+
     for attempt in range(4):
-        gone = forgotten(m)
+        gone = disturbed()
         sub = m / "d" / f"r{attempt}"
         exp = env.export / "d" / f"r{attempt}"
         os.mkdir(sub)
@@ -257,9 +264,10 @@ def test_stat_after_own_changes_costs_no_request(env, daemon, mount):
             assert full_fields(os.stat(sub / f"f{i}")) == full_fields(export_stat(exp / f"f{i}")), i
             assert full_fields(os.stat(sub)) == full_fields(export_stat(exp))
         sent = requests_since(m, before)
-        if forgotten(m) == gone:
+        if disturbed() == gone:
             break
-    assert "GETATTR" not in sent and "LOOKUP" not in sent and "LOOKUP_DATA" not in sent, sent
+    asked = {k: sent[k] for k in ("GETATTR", "LOOKUP", "LOOKUP_DATA") if k in sent}
+    assert not asked, f"asked {asked} of {dict(sent)}"
     assert sent.get("OPEN", 0) == 12 and sent.get("CREATE", 0) == 12, sent
     before = requests_sent(m)
     os.setxattr(sub / "f0", "user.k", b"v")
