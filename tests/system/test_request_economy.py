@@ -17,7 +17,8 @@ import pytest
 
 from harness import Pod
 from helpers import (PODFS, check_open_counted, export_stat, forgotten, kernel_settled,
-                     podfs_stats, read_file, requests_sent, requests_since, stat_fields, wait_for, write_file)
+                     podfs_stats, read_file, requests_sent, requests_since, stat_fields,
+                     wait_for, write_file)
 from syscalls import fallocate
 
 
