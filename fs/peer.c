@@ -51,6 +51,10 @@ struct peer {
 	/* Counters (any thread). */
 	_Atomic uint64_t peer_bytes, coord_bytes, local_bytes;
 	_Atomic uint64_t peer_chunks, coord_chunks, bad, failed, changed, fallbacks;
+	/* Bytes of reads peers could have served that went the usual way:
+	 * no connection that takes CHUNK at that moment (a reconnect), or
+	 * the file's data version not known current (a push came). */
+	_Atomic uint64_t skipped;
 };
 
 /* One chunk a READ needs, while it is being answered. */
@@ -542,11 +546,19 @@ bool peer_read(fuse_req_t req, struct ofile *of, size_t size, off_t off)
 	bool answered = false;
 	int rc = 0;
 
-	if (!p || size == 0 || size > PFS_MAX_IO || off < 0 || !transport_peer_ok(c->tr) ||
-	    (of->flags & O_ACCMODE) == O_WRONLY)
+	if (!p || size == 0 || size > PFS_MAX_IO || off < 0 || (of->flags & O_ACCMODE) == O_WRONLY)
 		return false;
-	if (!inode_data_version(of->ip, &v) || v.size < c->peer_min || (uint64_t)off >= v.size)
+	bool known = inode_data_version(of->ip, &v);
+	if (known && (v.size < c->peer_min || (uint64_t)off >= v.size))
 		return false;
+	if (!known || !transport_peer_ok(c->tr)) {
+		pthread_mutex_lock(&of->ip->lock);
+		uint64_t last_size = of->ip->attr.size; /* when last seen */
+		pthread_mutex_unlock(&of->ip->lock);
+		if (known || last_size >= c->peer_min)
+			atomic_fetch_add_explicit(&p->skipped, size, memory_order_relaxed);
+		return false;
+	}
 	r = (struct rctx){ .p = p, .c = c, .of = of };
 	ops_file_req(req, of, &r.cr, &r.fh, &r.fid);
 	r.fkey = pfs_hash_bytes(r.fh.data, r.fh.len, 0);
@@ -632,7 +644,7 @@ size_t peer_format_stats(struct client *c, char *buf, size_t cap)
 			 "peer_served_bytes %llu\npeer_served_gets %llu\npeer_served_misses %llu\n"
 			 "peer_served_conns %llu\npeer_refused_conns %llu\npeer_open_conns %llu\n"
 			 "peer_served_miss_gone %llu\npeer_served_miss_absent %llu\n"
-			 "peer_served_miss_late %llu\n",
+			 "peer_served_miss_late %llu\npeer_skipped %llu\n",
 			 (unsigned)p->port,
 			 (unsigned long long)atomic_load(&p->peer_bytes),
 			 (unsigned long long)atomic_load(&p->coord_bytes),
@@ -648,6 +660,7 @@ size_t peer_format_stats(struct client *c, char *buf, size_t cap)
 			 (unsigned long long)ss.gets, (unsigned long long)ss.misses,
 			 (unsigned long long)ss.conns, (unsigned long long)ss.refused,
 			 (unsigned long long)ss.open, (unsigned long long)cs.miss_gone,
-			 (unsigned long long)cs.miss_absent, (unsigned long long)cs.miss_late);
+			 (unsigned long long)cs.miss_absent, (unsigned long long)cs.miss_late,
+			 (unsigned long long)atomic_load(&p->skipped));
 	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

@@ -10,7 +10,8 @@ import signal
 import sys
 import time
 
-from .common import REPO, BenchError, Interrupted, log, parse_size
+from .common import (NO_JOURNAL_WARNING, REPO, BenchError, Interrupted, ext4_without_journal, log,
+                     parse_size)
 from .report import Report
 from .rounds import Bench
 from .pod import run_pod, parse_hosts
@@ -133,6 +134,9 @@ def main(doc):
     failed = None
     try:
         b.scratch.prepare_dirs(b.ctx.unmount)
+        nojournal = ext4_without_journal(b.scratch.export)
+        if nojournal and set(a.only) & ({"create"} | set(META_WORKLOADS)):
+            log("WARNING: " + NO_JOURNAL_WARNING % nojournal)
         b.scratch.prepare_space()
         b.scratch.prepare_source()
         b.scratch.prepare_tree()

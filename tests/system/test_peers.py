@@ -271,7 +271,11 @@ def test_a_peer_that_lies_stalls_or_vanishes_costs_only_a_detour(env, mode):
     finally:
         fake.close()
     assert fake.gets >= 1
-    assert st["peer_answered"] == size
+    # Every read by chunks, but for those made while the file's version
+    # was not known current or the connection was being made again
+    # (peer_skipped: a loaded machine), which went the usual way.
+    assert st["peer_answered"] + st["peer_skipped"] == size, st
+    assert st["peer_answered"] >= size // 2, st
     assert st["peer_read_peers"] == 0
     assert st["peer_read_coord"] == size
     if mode == "corrupt":
@@ -332,7 +336,8 @@ def test_a_peer_that_dies_mid_read_leaves_the_others_exact(env):
     assert not errs, errs
     assert out == [digest, digest]
     st = [podfs_stats(m) for m in pod.mounts[1:]]
-    assert all(s["peer_answered"] == size for s in st), st
+    assert all(s["peer_answered"] + s["peer_skipped"] == size for s in st), st
+    assert all(s["peer_answered"] >= size // 2 for s in st), st
     assert all(s["peer_bad"] == 0 for s in st), st
 
 
@@ -490,7 +495,7 @@ def test_memory_bounds_hold(env):
         assert st["peer_store_evicted"] >= 6, st
         # Most by chunks; a READ finding the store full of chunks in use
         # goes the usual way.
-        assert st["peer_answered"] + st["peer_fallbacks"] * MB >= size, st
+        assert st["peer_answered"] + st["peer_fallbacks"] * MB + st["peer_skipped"] >= size, st
     ds = daemon_status(pod.daemon)
     assert ds["peer_records"] <= 2 * 5, ds
     assert ds["peer_peers"] == 2
