@@ -26,11 +26,6 @@
 
 #define WATCH_BUF 65536
 #define WATCH_DEDUP 64 /* pushes remembered per read to drop repeats */
-/* After reading events, fanotify is not polled again for this long: the
- * events of a storm of podfsd's own changes (several per request, each
- * a wakeup of the loop and two reads) are read in batches. A change
- * beside podfs is pushed up to this much later. */
-#define WATCH_PAUSE_MS 1
 
 /* inotify fallback: one watch per directory a client was handed. */
 struct iwatch {
@@ -42,11 +37,10 @@ struct iwatch {
 struct watch {
 	struct pfsd *d;
 	uv_poll_t poll;
-	uv_timer_t pause;    /* fanotify: polling again after WATCH_PAUSE_MS */
 	int fd;
 	bool inotify;
 	bool full;           /* inotify: out of watches (logged once) */
-	bool stopped;        /* poll and timer handles closed */
+	bool stopped;        /* poll handle closed */
 	pthread_mutex_t mu;  /* inotify: wds (workers add, the loop reads) */
 	struct htab wds;
 	pid_t self;
@@ -181,15 +175,6 @@ next:
 }
 
 static void inotify_read(struct watch *w);
-static void poll_cb(uv_poll_t *h, int status, int events);
-
-static void resume_cb(uv_timer_t *t)
-{
-	struct watch *w = t->data;
-
-	if (!w->stopped)
-		uv_poll_start(&w->poll, UV_READABLE, poll_cb);
-}
 
 static void poll_cb(uv_poll_t *h, int status, int events)
 {
@@ -216,10 +201,10 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 		if (n < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				pfs_warn("fanotify read: %s", strerror(errno));
-			break;
+			return;
 		}
 		if (n == 0)
-			break;
+			return;
 		/* Events are not 8-byte aligned: copy each header out. */
 		for (size_t off = 0; (size_t)n - off >= FAN_EVENT_METADATA_LEN;) {
 			struct fanotify_event_metadata m;
@@ -241,13 +226,6 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 				continue; /* our own change: pushed as it completes */
 			on_event(w, ev, &m);
 		}
-		/* Far from full: the queue was empty a moment ago. */
-		if ((size_t)n < WATCH_BUF / 2)
-			break;
-	}
-	if (!w->stopped) {
-		uv_poll_stop(h);
-		uv_timer_start(&w->pause, resume_cb, WATCH_PAUSE_MS, 0);
 	}
 }
 
@@ -464,8 +442,6 @@ void watch_start(struct pfsd *d)
 		return;
 	}
 	w->poll.data = w;
-	uv_timer_init(&d->loop, &w->pause);
-	w->pause.data = w;
 	uv_poll_start(&w->poll, UV_READABLE, poll_cb);
 	d->watch = w;
 	if (!ino)
@@ -504,5 +480,4 @@ void watch_stop(struct pfsd *d)
 		return;
 	w->stopped = true;
 	uv_close((uv_handle_t *)&w->poll, close_cb);
-	uv_close((uv_handle_t *)&w->pause, close_cb);
 }

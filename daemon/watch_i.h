@@ -7,10 +7,7 @@
  * map to interest keys (handles_key_kernel) without any lookup. Events made
  * by podfsd itself are skipped: its own operations are pushed precisely
  * as they complete (server.c, push.c). Events on objects nobody caches
- * cost one hash and one table probe. Events are read in batches: after a
- * read, fanotify is polled again 1 ms later (WATCH_PAUSE_MS), so a storm
- * of podfsd's own changes costs the loop one wakeup per millisecond, not
- * one or two per change. The queue is unlimited; should
+ * cost one hash and one table probe. The queue is unlimited; should
  * events still be lost (FAN_Q_OVERFLOW), every client reconnects and
  * revalidates.
  *
