@@ -209,6 +209,8 @@ static const struct {
 	  "Chunk fetches from peers that failed otherwise (timeout, gone, not held)" },
 	{ "peer_fallbacks", "podfs_peer_fallbacks_total", "counter",
 	  "READs of large files sent without chunks after all" },
+	{ "peer_skipped", "podfs_peer_skipped_bytes_total", "counter",
+	  "Bytes of READs of large files sent without chunks (no CHUNK connection, version unknown)" },
 	{ "peer_store_bytes", "podfs_peer_store_bytes", "gauge", "Bytes of chunks held in memory" },
 	{ "peer_served_bytes", "podfs_peer_served_bytes_total", "counter",
 	  "Chunk bytes served to peers" },
