@@ -78,7 +78,9 @@ struct piece {
 struct rctx {
 	struct peer *p;
 	struct client *c;
-	struct ofile *of;
+	/* The open file's flags, copied: once the kernel has its answer
+	 * (finish, after it), the open file may be released and freed. */
+	uint32_t flags;
 	struct pfs_creds cr;
 	struct pfs_fh fh;
 	uint64_t fid, fkey;
@@ -214,7 +216,7 @@ static int read_slot(struct rctx *r, struct piece *pc, unsigned slot, unsigned s
 	struct chunk *ch = pc->ch;
 	uint32_t at = slot * CSTORE_SLOT;
 	uint32_t want = ch->len - at < CSTORE_SLOT ? ch->len - at : CSTORE_SLOT;
-	struct pfs_read_req m = { .cr = r->cr, .fh = r->fh, .fid = r->fid, .flags = r->of->flags,
+	struct pfs_read_req m = { .cr = r->cr, .fh = r->fh, .fid = r->fid, .flags = r->flags,
 				  .offset = (pc->index << shift) + at, .size = want };
 	struct rpc_reply rep = { 0 };
 	struct pfs_read_rep rr;
@@ -362,7 +364,7 @@ static int acquire_ask(struct rctx *r, struct piece *pc, uint64_t index, unsigne
 	bool lost = false, avoided = false;
 	uint64_t seq;
 again:;
-	struct pfs_chunk_req m = { .cr = r->cr, .fh = r->fh, .fid = r->fid, .flags = r->of->flags,
+	struct pfs_chunk_req m = { .cr = r->cr, .fh = r->fh, .fid = r->fid, .flags = r->flags,
 				   .index = index, .want = lost ? PFS_CK_LOST : 0 };
 	struct rpc_reply rep = { 0 };
 	struct pfs_chunk_rep cr;
@@ -559,7 +561,7 @@ bool peer_read(fuse_req_t req, struct ofile *of, size_t size, off_t off)
 			atomic_fetch_add_explicit(&p->skipped, size, memory_order_relaxed);
 		return false;
 	}
-	r = (struct rctx){ .p = p, .c = c, .of = of };
+	r = (struct rctx){ .p = p, .c = c, .flags = of->flags };
 	ops_file_req(req, of, &r.cr, &r.fh, &r.fid);
 	r.fkey = pfs_hash_bytes(r.fh.data, r.fh.len, 0);
 	if (nochunk_seen(p, r.fkey, &v))

@@ -273,9 +273,11 @@ def test_a_peer_that_lies_stalls_or_vanishes_costs_only_a_detour(env, mode):
     assert fake.gets >= 1
     # Every read by chunks, but for those made while the file's version
     # was not known current or the connection was being made again
-    # (peer_skipped: a loaded machine), which went the usual way.
-    assert st["peer_answered"] + st["peer_skipped"] == size, st
-    assert st["peer_answered"] >= size // 2, st
+    # (peer_skipped: a loaded machine), and for a READ that joined a
+    # chunk whose fetch failed as the peer went (peer_fallbacks, 1 MiB
+    # each at most): those went the usual way.
+    assert st["peer_answered"] + st["peer_skipped"] + st["peer_fallbacks"] * MB >= size, st
+    assert st["peer_fallbacks"] <= 4 and st["peer_answered"] >= size // 2, st
     assert st["peer_read_peers"] == 0
     assert st["peer_read_coord"] == size
     if mode == "corrupt":
