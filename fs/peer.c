@@ -554,10 +554,12 @@ bool peer_read(fuse_req_t req, struct ofile *of, size_t size, off_t off)
 	if (known && (v.size < c->peer_min || (uint64_t)off >= v.size))
 		return false;
 	if (!known || !transport_peer_ok(c->tr)) {
-		pthread_mutex_lock(&of->ip->lock);
-		uint64_t last_size = of->ip->attr.size; /* when last seen */
-		pthread_mutex_unlock(&of->ip->lock);
-		if (known || last_size >= c->peer_min)
+		if (!known) { /* its size when last seen */
+			pthread_mutex_lock(&of->ip->lock);
+			v.size = of->ip->attr.size;
+			pthread_mutex_unlock(&of->ip->lock);
+		}
+		if (v.size >= c->peer_min)
 			atomic_fetch_add_explicit(&p->skipped, size, memory_order_relaxed);
 		return false;
 	}

@@ -8,7 +8,7 @@ import json
 import os
 import statistics
 
-from .common import NO_JOURNAL_WARNING, ext4_without_journal, fmt_size, log, run
+from .common import fmt_size, log, run
 from .spec import AB_TARGET, META_WORKLOADS, PCACHE_SIZE, PLAIN_TARGET, PODFS_TARGETS, ROWS, SMALL_MAX
 
 
@@ -57,9 +57,8 @@ class Report:
                    % (host.nodename, host.release, os.cpu_count(), b.scratch.export,
                       run(["findmnt", "-n", "-o", "FSTYPE", "-T", b.scratch.export],
                           check=False).stdout.decode().strip()))
-        nojournal = ext4_without_journal(b.scratch.export)
-        if nojournal and set(a.only) & ({"create"} | set(META_WORKLOADS)):
-            out.append("- **warning**: " + NO_JOURNAL_WARNING % nojournal)
+        if b.fs_warning:
+            out.append("- **warning**: " + b.fs_warning)
         out.append("- podfs: %s; build %s %s" % (b.rev, tg.build, tg.by_name["podfs"].info if "podfs" in tg.by_name
                                                  else ""))
         if AB_TARGET in tg.by_name:

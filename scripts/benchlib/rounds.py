@@ -26,6 +26,7 @@ class Bench:
         self.rtt_sfx = rtt_suffix(args.rtt_us)
         self.rev = source_rev(REPO)
         self.rev_b = None    # --ab-build: the revision podfs-b was built from
+        self.fs_warning = None  # what is wrong with the export's filesystem (cli)
         if self.targets.build_b:
             src = build_source(self.targets.build_b)
             self.rev_b = source_rev(src) if src and os.path.isdir(src) else "unknown source"
