@@ -338,8 +338,11 @@ def test_a_peer_that_dies_mid_read_leaves_the_others_exact(env):
     assert not errs, errs
     assert out == [digest, digest]
     st = [podfs_stats(m) for m in pod.mounts[1:]]
-    assert all(s["peer_answered"] + s["peer_skipped"] == size for s in st), st
-    assert all(s["peer_answered"] >= size // 2 for s in st), st
+    # By chunks, but for READs made while the version was not known
+    # (peer_skipped) and READs that joined a chunk whose fetch from the
+    # killed host failed (peer_fallbacks, 1 MiB each at most).
+    got = [(s["peer_answered"], s["peer_skipped"], s["peer_fallbacks"]) for s in st]
+    assert all(a + k + f * MB >= size and f <= 8 and a >= size // 2 for a, k, f in got), got
     assert all(s["peer_bad"] == 0 for s in st), st
 
 
