@@ -99,6 +99,37 @@ out:
 	return ok;
 }
 
+bool deleg_grant_dir(struct deleg *t, uint64_t owner, uint64_t dir, uint64_t parent, bool *fresh)
+{
+	*fresh = false;
+	pthread_mutex_lock(&t->mu);
+	struct dent *e = find(t, owner, dir);
+	bool held = e && e->fid == DELEG_FID_DIR && !e->revoked && e->parent == parent;
+	/* A revoked one (or one under a parent the directory left) only
+	 * stands in the way: nothing is checked against it. */
+	if (e && e->fid == DELEG_FID_DIR && !held)
+		drop(t, e);
+	pthread_mutex_unlock(&t->mu);
+	if (held)
+		return true;
+	*fresh = deleg_grant(t, owner, dir, parent, DELEG_FID_DIR);
+	return *fresh;
+}
+
+void deleg_drop_dir(struct deleg *t, uint64_t owner, uint64_t dir)
+{
+	struct hnode *h, *next;
+
+	pthread_mutex_lock(&t->mu);
+	for (h = htab_first(&t->files, dir); h; h = next) {
+		struct dent *e = container_of(h, struct dent, by_file);
+		next = htab_next(h, dir);
+		if (e->file == dir && e->fid == DELEG_FID_DIR && (!owner || e->owner == owner))
+			drop(t, e);
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
 void deleg_ungrant(struct deleg *t, uint64_t owner, uint64_t file)
 {
 	pthread_mutex_lock(&t->mu);

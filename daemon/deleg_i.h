@@ -16,6 +16,11 @@
  * ends. Bounded: at most `max` delegations in all and `per_owner` per
  * session; past either, nothing more is granted.
  *
+ * A directory delegation (DELEG_DIR, deleg_grant_dir) is an entry of
+ * the same table whose file is the directory and whose "directory" is
+ * the directory's parent, with fid DELEG_FID_DIR: a request naming
+ * either recalls it, with the same machinery.
+ *
  * A leaf: no I/O, no sessions; any thread (one mutex).
  */
 #ifndef PODFSD_DELEG_I_H
@@ -27,6 +32,7 @@
 
 #define DELEG_MAX 16384      /* delegations, all sessions */
 #define DELEG_PER_OWNER 1024 /* delegations per session */
+#define DELEG_FID_DIR UINT64_MAX /* the fid of a directory delegation */
 
 struct deleg;
 
@@ -37,6 +43,14 @@ void deleg_free(struct deleg *t);
  * as fid). Returns false (nothing recorded) if a limit is reached or
  * file already has one. */
 bool deleg_grant(struct deleg *t, uint64_t owner, uint64_t file, uint64_t parent, uint64_t fid);
+/* Records owner's delegation on directory dir (whose parent is parent;
+ * the export root is its own). Returns true if recorded now (*fresh) or
+ * already held by owner (!*fresh), false if a limit is reached or
+ * another session has one on dir. */
+bool deleg_grant_dir(struct deleg *t, uint64_t owner, uint64_t dir, uint64_t parent, bool *fresh);
+/* owner's delegation on directory dir ends (returned; owner 0: anyone's,
+ * the directory is gone). */
+void deleg_drop_dir(struct deleg *t, uint64_t owner, uint64_t dir);
 /* Undoes a grant that was not handed out (deleg_grant returned true). */
 void deleg_ungrant(struct deleg *t, uint64_t owner, uint64_t file);
 

@@ -104,6 +104,8 @@ static const struct handler handlers[PFS_OP_MAX] = {
 	[PFS_OP_LSEEK]        = { op_lseek, AS_CALLER(LSEEK, fh) },
 	[PFS_OP_REVALIDATE]   = { op_revalidate, PLAIN(REVALIDATE) },
 	[PFS_OP_LOOKUP_DATA]  = { op_lookup_data, AS_CALLER(LOOKUP_DATA, parent), .note = true },
+	[PFS_OP_DELEG_DIR]    = { op_deleg_dir, AS_CALLER(DELEG_DIR, fh) },
+	[PFS_OP_DELEG_RETURN] = { op_deleg_return, PLAIN(DELEG_RETURN) },
 	[PFS_OP_RECLAIM]      = { op_reclaim, PLAIN(RECLAIM) },
 	[PFS_OP_RECLAIM_DONE] = { op_reclaim_done, PLAIN(RECLAIM_DONE) },
 	[PFS_OP_LISTDIR]      = { op_listdir, AS_CALLER(LISTDIR, fh), .note = true },

@@ -121,6 +121,9 @@ static int unlink_name(struct op *o, bool dir)
 		return ret;
 	op_inval_dirent(o, &m->parent, &m->name);
 	op_inval_inode(o, &victim, -1, 0);
+	/* A directory delegation of what is gone ends with it. */
+	if (dir && victim.len && o->d->deleg)
+		deleg_drop_dir(o->d->deleg, 0, handles_key(o->d->hs, &victim));
 	return dir_attr(o, o->obj, &rep.dir) ? OP_ENCODE(o, dir_rep, &rep) : 0;
 }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "caps_i.h"
 #include "chunks_i.h"
@@ -190,4 +191,52 @@ bool op_deleg_grant(struct op *o, const struct pfs_fh *parent, const struct pfs_
 		return false;
 	}
 	return true;
+}
+
+int op_deleg_return(struct op *o)
+{
+	if (o->d->deleg && o->r->s)
+		deleg_drop_dir(o->d->deleg, o->r->s->client_id,
+			       handles_key(o->d->hs, &o->m.getattr_req.fh));
+	return 0;
+}
+
+int op_deleg_dir(struct op *o)
+{
+	struct deleg *t = o->d->deleg;
+	struct session *s = o->r->s;
+	const struct pfs_fh *fh = &o->m.getattr_req.fh;
+	struct pfs_fh pfh;
+	struct pfs_attr a;
+	bool fresh;
+
+	if (!t || !s || !o->r->deleg)
+		return -ENOSYS;
+	int ret = export_getattr(o->obj->fd, &a);
+	if (ret < 0)
+		return ret;
+	if (!S_ISDIR(a.mode))
+		return -ENOTDIR;
+	/* As for a file's (op_deleg_grant): ids that reach the kernel as
+	 * they are, a daemon that can act as any of them. */
+	if (s->islot < 0 || o->r->rule.squash != EXPORT_SQUASH_NONE || !caps_can_switch())
+		return -EAGAIN;
+	uint64_t dkey = handles_key(o->d->hs, fh), pkey = dkey;
+	/* A request naming the parent (a lookup of the directory, a listing
+	 * that carries its attributes) recalls it too. */
+	if (!pfs_fh_equal(fh, handles_root(o->d->hs))) {
+		if (handles_encode_at(o->d->hs, o->obj->fd, "..", &pfh) < 0)
+			return -EAGAIN;
+		pkey = handles_key(o->d->hs, &pfh);
+	}
+	if (!deleg_grant_dir(t, s->client_id, dkey, pkey, &fresh))
+		return -EAGAIN;
+	/* The ladder made this session cache the directory; the others
+	 * must not (op_recall_check registers, then checks the table). */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (others_cache(o->d->it, dkey, s->islot)) {
+		deleg_ungrant(t, s->client_id, dkey);
+		return -EAGAIN;
+	}
+	return 0;
 }

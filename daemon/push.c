@@ -215,17 +215,24 @@ bool push_acks_acked(const struct acks *a, uint64_t client_id)
 	return false;
 }
 
-bool push_to_self(const struct session *s, const struct inflight *fl)
+bool push_to_self(const struct session *s, const struct inflight *fl, uint64_t key)
 {
-	return s->nmeta > (fl->ordered && fl->meta ? 1u : 0u);
+	if (s->nmeta <= (fl->ordered && fl->meta ? 1u : 0u))
+		return false;
+	const struct inflight *o;
+	TAILQ_FOREACH(o, &s->inflight, link)
+		if (o != fl && o->meta && (o->key == 0 || o->key == key))
+			return true;
+	return false;
 }
 
-void push_ordered_add(struct session *s, struct inflight *fl, uint16_t op)
+void push_ordered_add(struct session *s, struct inflight *fl, uint16_t op, uint64_t key)
 {
 	if (!(pfs_op_flags(op) & PFS_OPF_ORDERED))
 		return;
 	fl->ordered = true;
 	fl->meta = (pfs_op_flags(op) & PFS_OPF_META) != 0;
+	fl->key = op == PFS_OP_GETATTR ? key : 0;
 	fl->seq = s->seq_next++;
 	TAILQ_INSERT_TAIL(&s->inflight, fl, link);
 	if (fl->meta)

@@ -55,6 +55,8 @@ struct inflight {
 	uint64_t seq;      /* position in the session's list */
 	bool ordered;      /* in the list */
 	bool meta;         /* hands out metadata (wire.h: meta) */
+	uint64_t key;      /* a GETATTR: its object's key, the one object its
+			    * reply tells about; 0: any object */
 };
 
 /* The clients whose acknowledgement a change's reply waits for: each a
@@ -80,11 +82,12 @@ struct acks {
  * of `from`'s change must wait for. A no-op while the daemon stops. */
 void push_inval(struct pfsd *d, struct session *from, bool self, const struct inval *iv,
 		uint64_t key, struct acks *acks);
-/* Whether the author s of a change gets its own pushes too: only while
- * another of its metadata requests is in flight (fl: the change's own
- * entry, which does not count), whose reply may be older than the
- * change. */
-bool push_to_self(const struct session *s, const struct inflight *fl);
+/* Whether the author s of a change gets its own push about the object of
+ * key too: only while another of its metadata requests is in flight (fl:
+ * the change's own entry, which does not count) whose reply may be older
+ * than the change and tell about that object (a GETATTR of another
+ * object does not). */
+bool push_to_self(const struct session *s, const struct inflight *fl, uint64_t key);
 /* Pushes one frame (op, p[len]) to s without waiting for its replies in
  * flight (LOCK_WAKE: a wake-up only makes the client retry, the sooner
  * the better): at once, or, if pushes wait in s's FIFO, right after
@@ -107,8 +110,8 @@ bool push_acks_acked(const struct acks *a, uint64_t client_id);
 
 /* A request of s of opcode op was queued: if op is ordered (wire.h), fl
  * joins s's requests in flight, so that pushes to s made from now on
- * wait for its reply. */
-void push_ordered_add(struct session *s, struct inflight *fl, uint16_t op);
+ * wait for its reply. key: a GETATTR's object's key, else 0. */
+void push_ordered_add(struct session *s, struct inflight *fl, uint16_t op, uint64_t key);
 /* The reply of fl's request is queued (or it ends without one): fl leaves
  * the list (a no-op if it is not in it). Call push_flush after. */
 void push_ordered_del(struct session *s, struct inflight *fl);

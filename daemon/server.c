@@ -202,6 +202,17 @@ static void note_hits(struct session *s, struct conn *c)
 			 l->fd_budget, l->fd_reserve, l->nofile);
 }
 
+/* The key of the object a GETATTR names (push_ordered_add), else 0. */
+static uint64_t getattr_key(const struct req *r)
+{
+	struct pfs_getattr_req m;
+
+	if (r->h.op != PFS_OP_GETATTR || (r->h.flags & PFS_FF_CODED) ||
+	    pfs_dec_getattr_req(r->in, r->h.wire_len, &m) < 0)
+		return 0;
+	return handles_key(r->d->hs, &m.fh);
+}
+
 static void after_work_cb(uv_work_t *work, int status);
 static void drained_cb(struct conn *c);
 
@@ -291,7 +302,7 @@ static void recall_done(struct req *r, bool drop)
 		req_done(r);
 		return;
 	}
-	push_ordered_add(s, &r->fl, r->h.op);
+	push_ordered_add(s, &r->fl, r->h.op, getattr_key(r));
 	ret = submit(r);
 	if (ret < 0) {
 		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id,
@@ -333,17 +344,18 @@ static void after_work_cb(uv_work_t *work, int status)
 	free(r->keys.v);
 	/* Pushes to others go out before this reply; one to ourselves only
 	 * when our other metadata replies in flight may be older. */
-	if (s)
-		self = push_to_self(s, &r->fl);
 	while ((iv = r->invals)) {
 		r->invals = iv->next;
+		uint64_t key = handles_key(d->hs, &iv->fh);
+		if (s)
+			self = push_to_self(s, &r->fl, key);
 		/* A change, pushed or not: kept listings go (lscache_i.h). */
 		if (iv->op != PFS_OP_LOCK_WAKE && d->lc)
 			lscache_bump(d->lc);
 		if (!r->violation && s && !d->stopping && iv->op == PFS_OP_LOCK_WAKE)
 			session_lock_wake(d, &iv->fh);
 		else if (!r->violation && s && !d->stopping)
-			push_inval(d, s, self, iv, handles_key(d->hs, &iv->fh), &r->acks);
+			push_inval(d, s, self, iv, key, &r->acks);
 		free(iv);
 	}
 	if (r->violation && !c->closing)
@@ -417,7 +429,7 @@ static void start_req(struct req *r)
 	int ret;
 
 	if (r->s)
-		push_ordered_add(r->s, &r->fl, r->h.op);
+		push_ordered_add(r->s, &r->fl, r->h.op, getattr_key(r));
 	pace_start(r);
 	ret = submit(r);
 	if (ret == 0)

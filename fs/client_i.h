@@ -28,6 +28,8 @@
  *    listings of the subdirectories a walk opens next;
  *  - the write-behind writers (wb.c): wb_threads of them (default 4),
  *    each sending queued WRITEs and background commits;
+ *  - with -o delegate, the senders of unlinks answered under a directory
+ *    delegation (dirdeleg.c, DD_SENDERS of them);
  *  - with cache_dir: the persistent cache's worker (pcache.c: stores
  *    entries, runs fetches, evicts) and its start-up scan thread
  *    (pcache_disk.c, ends after the scan);
@@ -74,6 +76,7 @@ struct wb;
 struct locks;
 struct lsfetch;
 struct peer;
+struct dirdeleg;
 
 struct client {
 	/* Options (read-only once the session runs). */
@@ -136,6 +139,7 @@ struct client {
 	struct ctl *ctl;         /* the status socket (ctl.c), or NULL */
 	struct peer *peer;       /* peer-assisted reads (peer.c), or NULL */
 	struct deleg *dl;        /* delegations held (deleg.c), or NULL: -o delegate off */
+	struct dirdeleg *dd;     /* directory delegations (dirdeleg.c), or NULL: off */
 
 	atomic_uint_fast64_t next_fid; /* client-chosen open-file ids */
 	/* Files the kernel opened and has not released yet (ofile.c). An

@@ -160,6 +160,16 @@ void inode_hold(struct inode_table *t, struct inode *ip)
 	pthread_mutex_unlock(&t->lock);
 }
 
+struct inode *inode_hold_fh(struct inode_table *t, const struct pfs_fh *fh)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode *ip = find(t, fh);
+	if (ip)
+		ip->nlookup++;
+	pthread_mutex_unlock(&t->lock);
+	return ip;
+}
+
 struct unlist {
 	uint64_t nh;
 	const struct pfs_fh *fh;

@@ -50,6 +50,7 @@ struct inode {
 	struct hnode hn;      /* the table (lock: table); hn.hash: the fh hash, immutable */
 	uint64_t nlookup;     /* table lock */
 	fuse_ino_t nodeid;
+	_Atomic unsigned dd_unlinks; /* its unlinks answered here not sent yet (dirdeleg.c) */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	struct pfs_attr attr; /* last attributes seen */
@@ -204,6 +205,10 @@ struct inode *inode_hold_entry(struct inode_table *t, const struct pfs_entry *e)
  * outlast the kernel's (lsfetch.c). Given back with inode_forget(t, ip,
  * 1). */
 void inode_hold(struct inode_table *t, struct inode *ip);
+
+/* The inode of fh with one lookup added (as inode_hold), or NULL if the
+ * table does not hold fh. Given back with inode_forget(t, ip, 1). */
+struct inode *inode_hold_fh(struct inode_table *t, const struct pfs_fh *fh);
 
 /* Subtracts n lookups (at most as many as it has); at 0, except for the
  * root, removes the inode, passes its handle to the forget callback and

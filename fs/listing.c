@@ -72,13 +72,28 @@ static void index_add(struct listing *ls, const char *name, size_t nl, uint32_t 
 	htab_insert(&ls->index, &it->hn, name_hash(name, nl));
 }
 
-/* Builds the index again, after the items moved (each keeps its hash). */
+/* Whether the item at off was removed by this client (INODE_LS_GONE). */
+static bool item_gone(const struct listing *ls, uint32_t off)
+{
+	struct pfs_rd rd;
+	struct pfs_name n;
+	struct pfs_entry e;
+	struct pfs_bytes d;
+	uint32_t fl;
+
+	pfs_rd_init(&rd, ls->buf + off, ls->len - off);
+	return listing_item(&rd, &n, &e, &fl, &d) == 1 && (fl & INODE_LS_GONE);
+}
+
+/* Builds the index again, after the items moved (each keeps its hash;
+ * removed items stay out). */
 static void index_rebuild(struct listing *ls)
 {
 	htab_fini(&ls->index);
 	htab_init(&ls->index);
 	for (size_t i = 0; i < ls->n; i++)
-		htab_insert(&ls->index, &ls->items[i].hn, ls->items[i].hn.hash);
+		if (!item_gone(ls, ls->items[i].off))
+			htab_insert(&ls->index, &ls->items[i].hn, ls->items[i].hn.hash);
 }
 
 /* Puts the items of ls->buf from offset 4 up to end into the index. */
@@ -276,6 +291,50 @@ out:
 	return ret;
 }
 
+void listing_changing(struct inode *dir)
+{
+	pthread_mutex_lock(&dir->lock);
+	dir->ls_gen++;
+	pthread_mutex_unlock(&dir->lock);
+}
+
+int listing_remove(struct inode *dir, const char *name)
+{
+	size_t nl = strlen(name);
+	uint64_t h = name_hash(name, nl);
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	dir->ls_gen++; /* a listing asked for before the change is not kept */
+	if (!ls)
+		goto out;
+	for (struct hnode *hn = htab_first(&ls->index, h); hn; hn = htab_next(hn, h)) {
+		struct litem *it = container_of(hn, struct litem, hn);
+		struct pfs_rd rd;
+		struct pfs_name n;
+		struct pfs_entry e;
+		uint32_t fl;
+		pfs_rd_init(&rd, ls->buf + it->off, ls->len - it->off);
+		if (!pfs_get_NAME(&rd, &n) || n.len != nl || memcmp(n.s, name, nl) != 0 ||
+		    !pfs_get_ENTRY(&rd, &e))
+			continue;
+		size_t foff = (size_t)(rd.p - ls->buf);
+		struct pfs_wr w;
+		if (!pfs_get_U32(&rd, &fl))
+			continue;
+		fl |= INODE_LS_GONE;
+		pfs_wr_init(&w, ls->buf + foff, 4);
+		(void)pfs_put_U32(&w, &fl);
+		htab_remove(&ls->index, &it->hn);
+		ret = 0;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&dir->lock);
+	return ret;
+}
+
 void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh)
 {
 	struct listing *ls = dir->listing;
@@ -360,7 +419,7 @@ size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *o
 		pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
 		while (n < max && listing_item(&rd, &name, &out[n], &fl, &data) == 1)
 			if (S_ISDIR(out[n].attr.mode) && out[n].attr.size <= max_size &&
-			    !(fl & INODE_LS_STALE))
+			    !(fl & (INODE_LS_STALE | INODE_LS_GONE)))
 				n++;
 	}
 	pthread_mutex_unlock(&dir->lock);
@@ -483,8 +542,12 @@ int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, siz
 		goto out_free;
 	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
 	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1) {
-		if (i >= ls->n ||
-		    put_dirent(&w, name.s, name.len, ++cookie, (fl & INODE_LS_STALE) ? NULL : &e,
+		if (i >= ls->n)
+			goto out_free;
+		/* A name this client removed keeps its cookie, unused. */
+		++cookie;
+		if (!(fl & INODE_LS_GONE) &&
+		    put_dirent(&w, name.s, name.len, cookie, (fl & INODE_LS_STALE) ? NULL : &e,
 			       e.attr.ino, e.attr.mode) < 0)
 			goto out_free;
 		if (fls)

@@ -38,6 +38,7 @@ struct listing_info {
 enum { LS_NONE, LS_ABSENT, LS_PRESENT };
 
 #define INODE_LS_STALE (1u << 31) /* item flag, local: changed by this client */
+#define INODE_LS_GONE (1u << 30)  /* item flag, local: removed by this client */
 #define LISTING_QUIET_NS (2 * 1000000000LL)
 #define LISTING_TOTAL_MAX (64ll << 20)
 
@@ -67,6 +68,18 @@ int listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8
  * it was (-ENOENT: none, -EEXIST: the name is in it, -ENAMETOOLONG,
  * -ENOMEM, -EINVAL): the caller then drops it (listing_touch). */
 int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e);
+
+/* This client is about to remove a name of dir, and will tell with
+ * listing_remove (or listing_touch): a listing asked for before is not
+ * kept; dir's stays. */
+void listing_changing(struct inode *dir);
+/* This client's own unlink of name in dir, answered under a directory
+ * delegation (dirdeleg_i.h, which no other host changes meanwhile): the
+ * item goes from dir's listing (INODE_LS_GONE: lookups find no such name,
+ * READDIR skips it, the others keep their cookies), which stays
+ * complete; a listing asked for before is not kept. Returns 0, or
+ * -ENOENT (no listing, or the name is not in it). */
+int listing_remove(struct inode *dir, const char *name);
 
 /* Drops dir's listing for good (it was incomplete): lookups there go
  * name by name. */

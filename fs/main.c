@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "deleg_i.h"
+#include "dirdeleg_i.h"
 #include "cache_i.h"
 #include "client_i.h"
 #include "creds_i.h"
@@ -163,6 +164,8 @@ static void tr_up_cb(void *arg, const struct transport_up *u)
 	/* A delegation does not survive a reconnect (deleg_i.h). */
 	if (u->chan == 0 && u->again && c->dl)
 		deleg_reconnected(c->dl);
+	if (u->chan == 0 && u->again && c->dd)
+		dirdeleg_reconnected(c->dd);
 }
 
 static void tr_down_cb(void *arg, unsigned chan)
@@ -180,6 +183,8 @@ static void tr_down_cb(void *arg, unsigned chan)
 	/* Nor is anything answered under a delegation any more (deleg_i.h). */
 	if (chan == 0 && c->dl)
 		deleg_reconnected(c->dl);
+	if (chan == 0 && c->dd)
+		dirdeleg_reconnected(c->dd);
 }
 
 static void tr_reply_cb(void *arg, const struct pfs_frame_hdr *h, uint8_t *payload,
@@ -336,6 +341,8 @@ static void client_free(struct client *c)
 	wb_free(c->wb);
 	deleg_free(c->dl);
 	c->dl = NULL;
+	dirdeleg_free(c->dd);
+	c->dd = NULL;
 	pcache_free(c->pc);
 	peer_free(c);
 	ofile_free_all(c);
@@ -392,7 +399,7 @@ static int prepare(struct client *c)
 	    creds_cache_new(&c->cc) < 0 || gate_new(&c->gate) < 0 || cache_new(c, &c->cache) < 0 ||
 	    locks_new(c, &c->lk) < 0 || wb_new(c, c->wb_threads, c->wb_max, &c->wb) < 0 ||
 	    lsfetch_new(c, &c->lf) < 0 || peer_new(c) < 0 ||
-	    (c->delegate && deleg_new(c, &c->dl) < 0)) {
+	    (c->delegate && (deleg_new(c, &c->dl) < 0 || dirdeleg_new(c, &c->dd) < 0))) {
 		fputs("podfs: out of memory\n", stderr);
 		return 1;
 	}
@@ -575,7 +582,9 @@ static void finish(struct client *c)
 	wb_commit_all(c->wb);
 	wb_free(c->wb);
 	c->wb = NULL;
-	finish_step("committing held writes", &t);
+	/* And the unlinks answered under a directory delegation. */
+	dirdeleg_stop(c->dd);
+	finish_step("committing held writes and unlinks", &t);
 	/* Their threads may wait in a call: stop them before the connection
 	 * (the listings' first: what they queued holds lookups). */
 	lsfetch_stop(c->lf);

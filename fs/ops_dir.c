@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cache_i.h"
+#include "dirdeleg_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
 #include "lsfetch_i.h"
@@ -384,9 +385,12 @@ void ops_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	(void)ino;
+	struct client *c = CL(req);
+
 	(void)datasync;
 	(void)fi;
-	/* Directory operations are synchronous on the server. */
-	fuse_reply_err(req, 0);
+	/* Directory operations are synchronous on the server, once sent:
+	 * the unlinks answered under a directory delegation are sent first,
+	 * and an error of one here is reported now. */
+	fuse_reply_err(req, c->dd ? -dirdeleg_error(c->dd, IP(req, ino)) : 0);
 }

@@ -10,6 +10,7 @@
 
 #include "cache_i.h"
 #include "deleg_i.h"
+#include "dirdeleg_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
 #include "lsfetch_i.h"
@@ -390,6 +391,10 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EINTR);
 		return;
 	}
+	/* A directory, or a file, whose unlink answered here is not sent
+	 * yet: after it (other objects need not wait: dirdeleg_i.h). */
+	if (c->dd)
+		dirdeleg_wait_for(c->dd, ip);
 	fill_creds(req, &m.cr, false);
 	m.fh = ip->fh;
 	uint64_t ns, any = inode_own_snap(c->it, &ns);
@@ -587,14 +592,38 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	m.parent = IP(req, parent)->fh;
 	if (op == PFS_OP_UNLINK)
 		ofile_attach_lazy(c, IP(req, parent), NULL, 0);
+	if (c->dd) {
+		/* Answered here under a directory delegation, or an error
+		 * of one answered before reported now (dirdeleg_i.h). */
+		int err;
+		if (op == PFS_OP_UNLINK ? dirdeleg_unlink(c->dd, IP(req, parent), name, &m.cr, &err)
+					: (err = -dirdeleg_error(c->dd, IP(req, parent))) != 0) {
+			fuse_reply_err(req, err);
+			return;
+		}
+	}
 	/* The object removed is not named (FUSE gives the name): its link
-	 * count and ctime move unannounced, so the namespace count does. */
-	struct ops_own o = ops_own_change(c, IP(req, parent), true);
-	listing_touch(IP(req, parent));
+	 * count and ctime move unannounced, so the namespace count does;
+	 * unless this client knows it, with one link (dirdeleg_victim). */
+	struct inode *victim = c->dd && op == PFS_OP_UNLINK ? dirdeleg_victim(c->dd, IP(req, parent), name)
+							    : NULL;
+	struct ops_own o = ops_own_change(c, IP(req, parent), victim == NULL);
+	uint64_t victim_at = victim ? inode_own_also(c->it, victim) : 0;
+	/* With directory delegations, an unlink keeps the directory's
+	 * listing (without the name, once it is gone): the unlinks answered
+	 * under one find their files there. The kernel holds the
+	 * directory's lock meanwhile: no lookup or READDIR of ours uses it. */
+	bool keep = c->dd && op == PFS_OP_UNLINK;
+	if (keep)
+		listing_changing(IP(req, parent));
+	else
+		listing_touch(IP(req, parent));
 	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
+	if (keep && (rc < 0 || listing_remove(IP(req, parent), name) < 0))
+		listing_touch(IP(req, parent));
 	ops_own_done(c, &o);
 	struct pfs_dir_rep dr;
 	bool have_da = false;
@@ -605,7 +634,15 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 			have_da = true;
 	}
 	ops_own_dir_attr(c, IP(req, parent), have_da ? &dr.dir : NULL, &o, o.at);
+	if (victim) {
+		inode_own_end(c->it, victim, NULL, o.seq, victim_at, o.ns_trust);
+		inode_forget(c->it, victim, 1);
+	}
 	rpc_reply_free(&rep);
+	/* A burst of unlinks here may ask for the directory (while the
+	 * kernel still holds it for us). */
+	if (c->dd && rc == 0 && op == PFS_OP_UNLINK)
+		dirdeleg_unlinked(c->dd, IP(req, parent), &m.cr);
 	fuse_reply_err(req, -rc);
 }
 

@@ -5,6 +5,7 @@
 
 #include "client_i.h"
 #include "deleg_i.h"
+#include "dirdeleg_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
 #include "ofile_i.h"
@@ -68,6 +69,8 @@ static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t 
 		 * then has what the delegations answered. */
 		if (c->dl)
 			deleg_recall(c->dl, &m.fh);
+		if (c->dd)
+			dirdeleg_recall(c->dd);
 		return;
 	}
 	default:

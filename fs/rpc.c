@@ -52,6 +52,8 @@ struct rpc {
 	bool dead;
 	uint64_t abandoned; /* calls given up for a killed process */
 	int64_t hold_until; /* CLOCK_MONOTONIC ms: rpc_hold, 0: none */
+	void (*barrier)(void *arg, uint16_t op); /* rpc_set_barrier */
+	void *barrier_arg;
 };
 
 /* The thread finding objects again after the server's handle secret
@@ -144,6 +146,8 @@ static bool changes_nothing(uint16_t op)
 	case PFS_OP_READDIR: case PFS_OP_STATFS: case PFS_OP_GETXATTR: case PFS_OP_LISTXATTR:
 	case PFS_OP_GETLK: case PFS_OP_LSEEK: case PFS_OP_REVALIDATE: case PFS_OP_LOOKUP_DATA:
 	case PFS_OP_LISTDIR: case PFS_OP_LISTDIR_PAGE: case PFS_OP_PING:
+	case PFS_OP_DELEG_DIR: /* a grant this host does not know of is recalled like any */
+	case PFS_OP_DELEG_RETURN:
 		return true;
 	default:
 		return false;
@@ -188,6 +192,8 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	rep->buf = NULL;
 	rep->len = 0;
 	rep->verf = 0;
+	if (rpc->barrier && !hold_exempt)
+		rpc->barrier(rpc->barrier_arg, op);
 	if (op < PFS_OP_MAX)
 		atomic_fetch_add_explicit(&rpc->c->st_req[op], 1, memory_order_relaxed);
 	pfs_cond_init_mono(&r.cond);
@@ -342,6 +348,12 @@ void rpc_release(struct rpc *rpc)
 	rpc->hold_until = 0;
 	wake_all(rpc);
 	pthread_mutex_unlock(&rpc->lock);
+}
+
+void rpc_set_barrier(struct rpc *rpc, void (*fn)(void *arg, uint16_t op), void *arg)
+{
+	rpc->barrier = fn;
+	rpc->barrier_arg = arg;
 }
 
 void rpc_hold_exempt(bool on)

@@ -77,6 +77,12 @@ void rpc_hold(struct rpc *rpc, int ms);
 void rpc_release(struct rpc *rpc);
 void rpc_hold_exempt(bool on);
 
+/* fn(arg, op) is called first in every call of op, on the caller's
+ * thread (not in a thread exempt from holds, see rpc_hold_exempt): it may
+ * block until op may be sent (dirdeleg.c: the unlinks answered under a
+ * directory delegation go first). Start-up thread, before any call. */
+void rpc_set_barrier(struct rpc *rpc, void (*fn)(void *arg, uint16_t op), void *arg);
+
 /* Connection thread of connection chan (0: main, 1..conns-1: bulk, which
  * carry READ and WRITE only): a new authenticated connection of
  * generation gen (unique across all connections) is up; waiting callers

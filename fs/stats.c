@@ -1,5 +1,6 @@
 /* stats.c: the mount's figures as text (see stats_i.h). */
 #include "deleg_i.h"
+#include "dirdeleg_i.h"
 #include "stats_i.h"
 
 #include <errno.h>
@@ -117,6 +118,16 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			      (unsigned long long)ds.granted, (unsigned long long)ds.local,
 			      (unsigned long long)ds.sent, (unsigned long long)ds.recalls,
 			      (unsigned long long)ds.errors);
+	}
+	if (c->dd && n > 0 && (size_t)n < cap) {
+		struct dirdeleg_stats dd;
+		dirdeleg_get_stats(c->dd, &dd);
+		n += snprintf(buf + n, cap - (size_t)n,
+			      "dirdeleg_asked %llu\ndirdeleg_granted %llu\ndirdeleg_unlinks %llu\n"
+			      "dirdeleg_recalls %llu\ndirdeleg_errors %llu\ndirdeleg_waits %llu\n",
+			      (unsigned long long)dd.asked, (unsigned long long)dd.granted,
+			      (unsigned long long)dd.local, (unsigned long long)dd.recalls,
+			      (unsigned long long)dd.errors, (unsigned long long)dd.waits);
 	}
 	/* All answered requests together, one "UPPER_US:COUNT" word per
 	 * non-empty lathist bucket (UPPER_US is its lathist_upper, "inf" for

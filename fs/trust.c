@@ -40,6 +40,29 @@ uint64_t inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
 	return ip ? own_mark(t, ip) : 0;
 }
 
+uint64_t inode_own_local(struct inode_table *t, struct inode *ip, int64_t sec, uint32_t nsec)
+{
+	uint64_t ns, seq;
+	(void)own_clock_read(&t->clk, &ns);
+	uint64_t at = own_clock_stamp(&t->clk), end = 0;
+	pthread_mutex_lock(&ip->lock);
+	bool ok = attr_trust_ok(&ip->tr, ns, &seq);
+	attr_trust_touch(&ip->tr, at);
+	if (ok) {
+		struct pfs_attr a = ip->attr;
+		a.mtime_s = a.ctime_s = sec;
+		a.mtime_ns = a.ctime_ns = nsec;
+		inode_own_change_locked(ip, &a);
+		end = own_clock_stamp(&t->clk);
+		if (!attr_trust_end(&ip->tr, at, end, true, seq, ns))
+			end = 0;
+	}
+	struct inode_listed where = inode_listed_at_locked(ip);
+	pthread_mutex_unlock(&ip->lock);
+	inode_unlist(t, &ip->fh, &where);
+	return end;
+}
+
 uint64_t inode_own_also(struct inode_table *t, struct inode *ip)
 {
 	return own_mark(t, ip);

@@ -67,6 +67,16 @@ uint64_t inode_own_snap(struct inode_table *t, uint64_t *ns);
  * ip's stamp (0 for NULL), for inode_own_end. */
 uint64_t inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
 
+/* A change by this client of the directory ip answered here (an unlink
+ * under a directory delegation, dirdeleg_i.h) moved its mtime and ctime
+ * to (sec, nsec), this host's clock: if its attributes were trusted, they
+ * stay trusted with those times, and the stamp of the change's end is
+ * returned (the daemon's attributes after it are recorded with
+ * inode_own_end at that stamp: trusted if nothing else of ours happened
+ * to ip since); else 0 and its trust goes. Its item in its parent's
+ * listing goes stale either way. */
+uint64_t inode_own_local(struct inode_table *t, struct inode *ip, int64_t sec, uint32_t nsec);
+
 /* A second object the change just announced moves (the other directory
  * of a link or rename): the same for ip. Returns its stamp. */
 uint64_t inode_own_also(struct inode_table *t, struct inode *ip);

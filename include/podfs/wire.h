@@ -251,6 +251,8 @@ enum {
 	X(FORGET,       40, forget_req,       none,             0,  0,   0,  0,   0,   0)   \
 	X(REVALIDATE,   41, revalidate_req,   revalidate_rep,   0,  0,   0,  0,   1,   1)   \
 	X(LOOKUP_DATA,  42, lookup_data_req,  lookup_data_rep,  0,  0,   0,  0,   1,   1)   \
+	X(DELEG_DIR,    43, getattr_req,      none,             0,  0,   0,  0,   0,   0)   \
+	X(DELEG_RETURN, 44, getattr_req,      none,             0,  0,   0,  0,   0,   0)   \
 	X(RECLAIM,      58, lock_req,         none,             0,  1,   0,  0,   0,   0)   \
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
@@ -397,6 +399,9 @@ enum pfs_op {
  * Caching (see above): FORGET (replies: none; E2BIG over PFS_BATCH_MAX
  * handles), REVALIDATE (replies: revalidate_rep; E2BIG), LOOKUP_DATA
  * (replies: lookup_data_rep; as LOOKUP). PUSH_ACK is one-way: no reply.
+ * DELEG_DIR (replies: none, the directory delegation of fh is granted;
+ * EAGAIN: not now; ENOTDIR; see "Delegations" below), DELEG_RETURN
+ * (replies: none; the session no longer holds fh's, if it did).
  *
  * Peer-assisted reads (see below): CHUNK (replies: chunk_rep;
  * EOPNOTSUPP: the file is not served by chunks, ERANGE: past its end,
@@ -686,7 +691,19 @@ enum {
  *   only once their replies came: the push is applied then. The request
  *   runs once every holder acknowledged, or was found stalled or
  *   disconnected (the deadlines of PUSH_ACK): such a holder's delegation
- *   is revoked, and its SETATTRs under it fail with EIO from then on. */
+ *   is revoked, and its SETATTRs under it fail with EIO from then on.
+ * Directory delegations. DELEG_DIR asks for one on directory fh; the
+ *   server grants it (reply 0) on the same conditions as above (ids not
+ *   squashed, no other session caches the directory), else EAGAIN. While
+ *   the client holds one, it may answer the unlink of a name there
+ *   itself (a file with one link, not a directory, which it knows from
+ *   the directory's listing and from attributes it trusts) and send the
+ *   UNLINK in the background. A request of another session that names
+ *   the directory or its parent recalls it as above (RECALL of that fh):
+ *   the holder sends every UNLINK it answered and waits for their
+ *   replies before it acknowledges. It lasts until recalled, returned
+ *   (DELEG_RETURN, once nothing is pending there), the directory is
+ *   removed, the session ends or, on the client, until a reconnect. */
 
 /* Peer-assisted reads (opcodes 64-65 with the server, 70-79 between
  * clients; only in a session that negotiated PFS_CAP_PEER).

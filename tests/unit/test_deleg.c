@@ -4,7 +4,9 @@
  * (on the file and on files made in a directory, never the holder's own,
  * each holder once), recall (acknowledged: gone; not: revoked, and a
  * change under it refused), the end at the release of the CREATE's fid,
- * a rename into another directory, a session's end.
+ * a rename into another directory, a session's end; directory
+ * delegations (recalled by a request naming the directory or its parent,
+ * granted again after a revocation).
  */
 #include <errno.h>
 
@@ -118,8 +120,61 @@ static void test_moved_and_dropped(void)
 	deleg_free(t);
 }
 
+static void test_directory(void)
+{
+	enum { ROOT = 1, SUB = 2, FILE_IN_SUB = 3 };
+	struct deleg *t = deleg_new(16, 16);
+	uint64_t out[8];
+	bool fresh;
+
+	CHECK(deleg_grant_dir(t, A, SUB, ROOT, &fresh));
+	CHECK(fresh);
+	CHECK(deleg_grant_dir(t, A, SUB, ROOT, &fresh)); /* held already */
+	CHECK(!fresh);
+	CHECK(!deleg_grant_dir(t, B, SUB, ROOT, &fresh)); /* one holder */
+	/* Named by another session: the directory, or its parent. */
+	CHECK_EQ(deleg_conflicts(t, B, SUB, out, 8), 1);
+	CHECK_EQ(out[0], A);
+	CHECK_EQ(deleg_conflicts(t, B, ROOT, out, 8), 1);
+	CHECK_EQ(deleg_conflicts(t, A, ROOT, out, 8), 0); /* never the holder's own */
+	CHECK_EQ(deleg_conflicts(t, B, FILE_IN_SUB, out, 8), 0);
+	/* Recalled through the parent without an answer: revoked; asked
+	 * again, granted again. */
+	CHECK_EQ(deleg_recalled(t, A, ROOT, false), 1);
+	CHECK_EQ(deleg_conflicts(t, B, SUB, out, 8), 0);
+	CHECK(deleg_grant_dir(t, A, SUB, ROOT, &fresh));
+	CHECK(fresh);
+	/* Acknowledged: gone. */
+	CHECK_EQ(deleg_recalled(t, A, SUB, true), 1);
+	CHECK(!deleg_any(t));
+	/* Returned by its holder (not by another session), or the
+	 * directory removed (anyone's). */
+	CHECK(deleg_grant_dir(t, A, SUB, ROOT, &fresh));
+	CHECK(deleg_grant(t, A, FILE_IN_SUB, SUB, 9));
+	deleg_drop_dir(t, B, SUB);
+	CHECK_EQ(deleg_conflicts(t, B, ROOT, out, 8), 1);
+	deleg_drop_dir(t, A, SUB);
+	CHECK_EQ(deleg_conflicts(t, B, ROOT, out, 8), 0);
+	CHECK_EQ(deleg_conflicts(t, B, SUB, out, 8), 1); /* the file's stays */
+	deleg_drop_dir(t, A, FILE_IN_SUB);              /* not a directory's */
+	CHECK_EQ(deleg_conflicts(t, B, FILE_IN_SUB, out, 8), 1);
+	deleg_release(t, A, 9);
+	CHECK(deleg_grant_dir(t, A, SUB, ROOT, &fresh));
+	deleg_drop_dir(t, 0, SUB);
+	CHECK(!deleg_any(t));
+	/* The export root is its own parent. */
+	CHECK(deleg_grant_dir(t, B, ROOT, ROOT, &fresh));
+	CHECK_EQ(deleg_conflicts(t, A, ROOT, out, 8), 1);
+	deleg_release(t, B, 7); /* another fid: no effect */
+	CHECK(deleg_any(t));
+	deleg_drop_owner(t, B);
+	CHECK(!deleg_any(t));
+	deleg_free(t);
+}
+
 int main(void)
 {
+	test_directory();
 	test_grant_and_conflicts();
 	test_limits();
 	test_recall();

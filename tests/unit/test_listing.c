@@ -6,7 +6,9 @@
  * asked for before an own change not kept, stale and dropped listings,
  * the quiet period, own changes marking an item stale, READDIR made from
  * a listing (dots, cookies, stale items without entries, an unknown
- * parent), and the cap on all listings' bytes.
+ * parent), names removed by our own unlinks (gone from lookups and
+ * READDIR, cookies kept, kept out of the rebuilt index), and the cap on
+ * all listings' bytes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -226,6 +228,65 @@ static void test_add(void)
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = 0;
 	CHECK_EQ(listing_add(f.dir, big, &ne), -ENAMETOOLONG);
+	teardown(&f);
+}
+
+static void test_remove(void)
+{
+	struct fixture f;
+	struct listing_info got;
+	uint64_t pseq;
+	uint8_t *out;
+	size_t olen;
+
+	setup(&f);
+	uint64_t gen = listing_gen(f.dir);
+	CHECK_EQ(listing_remove(f.dir, "f1"), -ENOENT); /* no listing */
+	CHECK(listing_gen(f.dir) > gen);
+	CHECK_EQ(list(&f, 4), 0);
+	gen = listing_gen(f.dir);
+	listing_changing(f.dir);
+	CHECK(listing_gen(f.dir) > gen); /* a listing asked for before is not kept */
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_PRESENT); /* this one is */
+	CHECK_EQ(listing_remove(f.dir, "f1"), 0);
+	CHECK_EQ(find(f.dir, "f1", NULL), LS_ABSENT);
+	CHECK_EQ(listing_remove(f.dir, "f1"), -ENOENT);
+	CHECK_EQ(listing_remove(f.dir, "nope"), -ENOENT);
+	CHECK_EQ(find(f.dir, "f2", NULL), LS_PRESENT);
+	/* READDIR leaves it out; the others keep their cookies. */
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), 0);
+	struct pfs_rd rd;
+	uint8_t eof = 0;
+	pfs_rd_init(&rd, out, olen);
+	CHECK(pfs_get_U8(&rd, &eof) && eof == 1);
+	const char *names[] = { ".", "..", "f0", "f2", "f3" };
+	const uint64_t offs[] = { 1, 2, 3, 5, 6 };
+	for (unsigned i = 0; i < 5; i++) {
+		struct pfs_dirent de;
+		CHECK_EQ(pfs_dec_dirent(&rd, &de), 1);
+		CHECK_STR(de.name.s, names[i]);
+		CHECK_EQ(de.next_off, offs[i]);
+	}
+	struct pfs_dirent de;
+	CHECK_EQ(pfs_dec_dirent(&rd, &de), 0);
+	free(out);
+	/* The name made again by a create joins it; the index is rebuilt as
+	 * it grows, and the removed item stays out of it. */
+	struct pfs_entry ne = entry(7000, S_IFREG | 0600, 0);
+	CHECK_EQ(listing_add(f.dir, "f1", &ne), 0);
+	CHECK_EQ(listing_remove(f.dir, "f3"), 0);
+	for (unsigned i = 0; i < 40; i++) {
+		char name[16];
+		struct pfs_entry x = entry(8000 + i, S_IFREG | 0600, 0);
+		snprintf(name, sizeof(name), "n%u", i);
+		CHECK_EQ(listing_add(f.dir, name, &x), 0);
+	}
+	CHECK_EQ(find(f.dir, "f3", NULL), LS_ABSENT);
+	struct pfs_entry e;
+	uint8_t *data;
+	uint32_t dlen, fl;
+	CHECK_EQ(listing_find(f.dir, "f1", &e, &data, &dlen, &fl, &got), LS_PRESENT);
+	CHECK(pfs_fh_equal(&e.fh, &ne.fh));
 	teardown(&f);
 }
 
@@ -456,6 +517,7 @@ static void test_fetch_begin(void)
 
 int main(void)
 {
+	test_remove();
 	test_malformed();
 	test_find();
 	test_add();

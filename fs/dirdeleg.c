@@ -1,0 +1,569 @@
+/* dirdeleg.c: directory delegations and the unlinks answered under them
+ * (see dirdeleg_i.h). */
+#include "dirdeleg_i.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "bg_i.h"
+#include "client_i.h"
+#include "deleg_i.h"
+#include "gate_i.h"
+#include "inode_i.h"
+#include "listing_i.h"
+#include "podfs/clock.h"
+#include "podfs/log.h"
+#include "rpc_i.h"
+#include "trust_i.h"
+
+/* A directory this client asked for, holds, or has an error to report in. */
+struct ddir {
+	struct ddir *next;
+	struct pfs_fh fh;
+	bool held;          /* unlinks there are answered here */
+	unsigned syncs;     /* unlinks sent the usual way since the last ask */
+	int64_t retry_ns;   /* no ask before (a refusal, a recall) */
+	int err;            /* an unlink answered here failed; not reported yet */
+	unsigned pending;   /* unlinks answered here, not answered by the daemon yet */
+	uint64_t at;        /* the directory's stamp after the last one (0: not trusted) */
+	int64_t used_ns;    /* for the choice of the one to forget */
+};
+
+/* An unlink answered here, to send. */
+struct ditem {
+	struct ditem *next;
+	struct inode *dir, *file;  /* one lookup each held (inode_hold) */
+	struct pfs_unlink_req m;
+	uint64_t seq, ns;          /* push number, namespace count: when it was answered */
+	uint64_t at_file;          /* the stamp it gave the file (trust_i.h) */
+};
+
+struct dirdeleg {
+	struct client *c;
+	struct bg bg;               /* lock: all below; cond: the senders' work */
+	pthread_cond_t idle;        /* an unlink was answered by the daemon */
+	pthread_mutex_t ask;        /* held across DELEG_DIR and DELEG_RETURN: a
+				     * return never overtakes a later grant */
+	struct ddir *dirs;
+	unsigned ndirs;
+	struct ditem *head, **tail;
+	unsigned queued, inflight;
+	_Atomic unsigned pending;   /* queued + inflight, read without the lock */
+	uint64_t ended;             /* end_all calls: a grant asked for before one is not held */
+	bool off;                   /* the daemon does not grant them (ENOSYS) */
+	bool started;
+	struct dirdeleg_stats st;
+};
+
+static __thread bool in_sender;
+
+/* --- the directories --- */
+
+static struct ddir *find(struct dirdeleg *d, const struct pfs_fh *fh)
+{
+	for (struct ddir *e = d->dirs; e; e = e->next)
+		if (pfs_fh_equal(&e->fh, fh))
+			return e;
+	return NULL;
+}
+
+/* fh's entry, made if needed: when DD_DIRS are tracked, the least
+ * recently used one without an error to report or unlinks pending goes,
+ * one not held first; if it was held, its handle is put in *ret (the
+ * caller returns it to the daemon, DELEG_RETURN) and *has_ret set. NULL:
+ * ENOMEM, or none can go. bg.lock held. */
+static struct ddir *find_or_add(struct dirdeleg *d, const struct pfs_fh *fh, struct pfs_fh *ret,
+				bool *has_ret)
+{
+	struct ddir *e = find(d, fh);
+
+	*has_ret = false;
+	if (e)
+		return e;
+	if (d->ndirs >= DD_DIRS) {
+		struct ddir **victim = NULL;
+		for (struct ddir **pp = &d->dirs; *pp; pp = &(*pp)->next) {
+			struct ddir *x = *pp;
+			if (x->err || x->pending)
+				continue;
+			if (!victim || (x->held == (*victim)->held ? x->used_ns < (*victim)->used_ns
+								    : !x->held))
+				victim = pp;
+		}
+		if (!victim)
+			return NULL;
+		struct ddir *gone = *victim;
+		*victim = gone->next;
+		if (gone->held) {
+			*ret = gone->fh;
+			*has_ret = true;
+		}
+		free(gone);
+		d->ndirs--;
+	}
+	if (!(e = calloc(1, sizeof(*e))))
+		return NULL;
+	e->fh = *fh;
+	e->next = d->dirs;
+	d->dirs = e;
+	d->ndirs++;
+	return e;
+}
+
+/* Every delegation ends (bg.lock held). */
+static void end_all(struct dirdeleg *d)
+{
+	int64_t now = pfs_mono_ns();
+
+	d->ended++;
+	for (struct ddir *e = d->dirs; e; e = e->next) {
+		if (e->held) {
+			e->held = false;
+			d->st.recalls++;
+		}
+		e->syncs = 0;
+		e->retry_ns = now + DD_RETRY_NS;
+	}
+}
+
+/* Waits until nothing is queued or in flight (bg.lock held). */
+static void wait_empty(struct dirdeleg *d)
+{
+	if (d->queued || d->inflight)
+		d->st.waits++;
+	while (d->queued || d->inflight)
+		pthread_cond_wait(&d->idle, &d->bg.lock);
+}
+
+/* --- the senders --- */
+
+static void send_one(struct dirdeleg *d, struct ditem *it)
+{
+	struct client *c = d->c;
+	struct rpc_reply rep = { 0 };
+	struct pfs_dir_rep dr;
+	bool have_da = false;
+
+	int rc = rpc_msg(c->rpc, PFS_OP_UNLINK, unlink_req, &it->m, &rep);
+	if (rc == 0 && rep.len > 0) {
+		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
+			rc = -EIO;
+		else
+			have_da = true;
+	}
+	rpc_reply_free(&rep);
+	/* The file's attributes are not known: asked for again. */
+	inode_own_end(c->it, it->file, NULL, it->seq, it->at_file, it->ns);
+	/* Refused: the name is still there; the listing that says it is
+	 * not goes. */
+	if (rc < 0 && rc != -ENOENT)
+		listing_touch(it->dir);
+	atomic_fetch_sub(&it->file->dd_unlinks, 1);
+	pthread_mutex_lock(&d->bg.lock);
+	struct ddir *de = find(d, &it->m.parent);
+	/* After the directory's last one, its attributes are the daemon's
+	 * (its clock), if nothing else of ours happened to it since: a
+	 * request about it waits for the queue (dirdeleg_drain). */
+	if (de && de->pending && --de->pending == 0 && de->at)
+		inode_own_end(c->it, it->dir, have_da ? &dr.dir : NULL, it->seq, de->at, it->ns);
+	/* ENOENT: the name is gone either way (another host removed it
+	 * before the grant, and the kernel here still had it). */
+	if (rc < 0 && rc != -ENOENT) {
+		d->st.errors++;
+		if (de) { /* there: its unlinks pending kept it */
+			de->held = false; /* the rest goes the usual way */
+			if (!de->err)
+				de->err = rc;
+		}
+		pfs_warn("an unlink answered under a directory delegation failed: %s: %s",
+			 it->m.name.s, strerror(-rc));
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	inode_forget(c->it, it->file, 1);
+	inode_forget(c->it, it->dir, 1);
+	free(it);
+}
+
+static void *sender_main(void *arg)
+{
+	struct dirdeleg *d = arg;
+
+	in_sender = true;
+	pthread_mutex_lock(&d->bg.lock);
+	for (;;) {
+		struct ditem *it = d->head;
+		if (it) {
+			d->head = it->next;
+			if (!d->head)
+				d->tail = &d->head;
+			d->queued--;
+			d->inflight++;
+			pthread_mutex_unlock(&d->bg.lock);
+			send_one(d, it);
+			pthread_mutex_lock(&d->bg.lock);
+			d->inflight--;
+			atomic_fetch_sub(&d->pending, 1);
+			pthread_cond_broadcast(&d->idle);
+			continue;
+		}
+		if (d->bg.stop)
+			break;
+		bg_wait(&d->bg);
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	return NULL;
+}
+
+/* Requests that neither read nor change what a queued unlink changes
+ * (names, the attributes of the directory and of the file) go at once;
+ * the others wait until the queue is sent. READ and WRITE go too: the
+ * removed file, if open here, is the same file either way. */
+static bool must_wait(uint16_t op)
+{
+	switch (op) {
+	case PFS_OP_HELLO: case PFS_OP_AUTH: case PFS_OP_GOODBYE: case PFS_OP_PING:
+	case PFS_OP_READ: case PFS_OP_WRITE: case PFS_OP_RELEASE: case PFS_OP_RELEASEDIR:
+	case PFS_OP_FSYNC: case PFS_OP_GETLK: case PFS_OP_SETLK: case PFS_OP_UNLOCK_OWNER:
+	case PFS_OP_LSEEK: case PFS_OP_FORGET: case PFS_OP_RECLAIM: case PFS_OP_RECLAIM_DONE:
+	case PFS_OP_PUSH_ACK: case PFS_OP_CHUNK: case PFS_OP_CHUNK_REPORT: case PFS_OP_DELEG_DIR:
+	case PFS_OP_DELEG_RETURN:
+	case PFS_OP_GETATTR: /* dirdeleg_wait_for: only its own object's unlinks */
+		return false;
+	default:
+		return true;
+	}
+}
+
+static void barrier(void *arg, uint16_t op)
+{
+	struct dirdeleg *d = arg;
+
+	if (must_wait(op))
+		dirdeleg_drain(d);
+}
+
+int dirdeleg_new(struct client *c, struct dirdeleg **out)
+{
+	struct dirdeleg *d = calloc(1, sizeof(*d));
+	int rc;
+
+	if (!d)
+		return -ENOMEM;
+	d->c = c;
+	d->tail = &d->head;
+	if ((rc = bg_init(&d->bg)) < 0) {
+		free(d);
+		return rc;
+	}
+	pthread_cond_init(&d->idle, NULL);
+	pthread_mutex_init(&d->ask, NULL);
+	for (unsigned i = 0; i < DD_SENDERS; i++)
+		if ((rc = bg_start(&d->bg, sender_main, d)) < 0) {
+			dirdeleg_stop(d);
+			dirdeleg_free(d);
+			return rc;
+		}
+	d->started = true;
+	rpc_set_barrier(c->rpc, barrier, d);
+	*out = d;
+	return 0;
+}
+
+void dirdeleg_stop(struct dirdeleg *d)
+{
+	if (!d)
+		return;
+	/* The senders send what is queued before they see stop. */
+	bg_stop(&d->bg);
+}
+
+void dirdeleg_free(struct dirdeleg *d)
+{
+	if (!d)
+		return;
+	bg_stop(&d->bg);
+	while (d->dirs) {
+		struct ddir *e = d->dirs;
+		d->dirs = e->next;
+		free(e);
+	}
+	pthread_cond_destroy(&d->idle);
+	pthread_mutex_destroy(&d->ask);
+	bg_fini(&d->bg);
+	free(d);
+}
+
+/* --- answering --- */
+
+/* The file named name in dir, held, if dir's listing knows it and this
+ * client trusts the file's attributes (*a), current as of now. NULL: not
+ * known here. The listing only names the file: its item may be marked
+ * stale (this client wrote the file since: the inode has its
+ * attributes), and a push about the directory since it was fetched does
+ * not matter. Under a delegation no other session changes the directory
+ * without a recall first, and the listing was coherent at the grant
+ * (grant_listing): such a push is this client's own change coming back
+ * (the daemon sends one to its author when other requests of it were in
+ * flight). Otherwise (dirdeleg_victim) the kernel's own entry, which the
+ * caller is removing, is the name's file: the listing is only asked which
+ * one that is. */
+static struct inode *known_file(struct client *c, struct inode *dir, const char *name,
+				struct pfs_attr *a)
+{
+	struct pfs_entry pe;
+	struct listing_info li;
+	uint8_t *data;
+	uint32_t dlen, lflags;
+	uint64_t aseq;
+
+	if (listing_find(dir, name, &pe, &data, &dlen, &lflags, &li) != LS_PRESENT)
+		return NULL;
+	free(data);
+	struct inode *ip = inode_hold_fh(c->it, &pe.fh);
+	if (!ip)
+		return NULL;
+	gate_enter(c->gate);
+	bool ok = inode_attr_trusted(c->it, ip, a, &aseq) && !gate_pushed_since(c->gate, aseq, &ip->fh);
+	gate_leave(c->gate);
+	/* One link and not a directory: no other name of it elsewhere that
+	 * another host could reach without a recall, and no other object's
+	 * attributes move with its removal. Nothing pending on it under an
+	 * attribute delegation. */
+	if (ok && (a->nlink != 1 || S_ISDIR(a->mode) || (c->dl && deleg_has(c->dl, ip))))
+		ok = false;
+	if (!ok) {
+		inode_forget(c->it, ip, 1);
+		return NULL;
+	}
+	return ip;
+}
+
+struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name)
+{
+	struct pfs_attr a;
+
+	return known_file(d->c, dir, name, &a);
+}
+
+/* A grant of dir arrived: a listing of it fetched before, that a push
+ * about it since may have made stale, is dropped (the one fetched next
+ * is coherent: nobody else changes dir any more). */
+static void grant_listing(struct client *c, struct inode *dir)
+{
+	struct pfs_entry pe;
+	struct listing_info li;
+	uint8_t *data;
+	uint32_t dlen, lflags;
+
+	if (listing_find(dir, "", &pe, &data, &dlen, &lflags, &li) == LS_NONE)
+		return;
+	free(data);
+	gate_enter(c->gate);
+	bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
+	gate_leave(c->gate);
+	if (stale)
+		listing_stale(dir);
+}
+
+bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
+		     const struct pfs_creds *cr, int *err)
+{
+	struct client *c = d->c;
+	struct pfs_attr a;
+
+	*err = 0;
+	pthread_mutex_lock(&d->bg.lock);
+	struct ddir *e = find(d, &dir->fh);
+	if (e && e->err) {
+		*err = -e->err;
+		e->err = 0;
+		pthread_mutex_unlock(&d->bg.lock);
+		return true;
+	}
+	bool held = e && e->held && !d->bg.stop;
+	if (held)
+		e->used_ns = pfs_mono_ns();
+	pthread_mutex_unlock(&d->bg.lock);
+	if (!held || strlen(name) > PFS_NAME_MAX)
+		return false;
+	struct inode *file = known_file(c, dir, name, &a);
+	if (!file)
+		return false;
+	struct ditem *it = calloc(1, sizeof(*it));
+	if (!it) {
+		inode_forget(c->it, file, 1);
+		return false;
+	}
+	it->m.cr = *cr;
+	it->m.parent = dir->fh;
+	it->m.name.len = (uint16_t)strlen(name);
+	memcpy(it->m.name.s, name, it->m.name.len + 1);
+	inode_hold(c->it, dir);
+	it->dir = dir;
+	it->file = file;
+
+	pthread_mutex_lock(&d->bg.lock);
+	while (d->queued + d->inflight >= DD_QUEUE_MAX)
+		pthread_cond_wait(&d->idle, &d->bg.lock);
+	/* Recalled meanwhile: the usual way. */
+	if (!(e = find(d, &dir->fh)) || !e->held || e->err) {
+		pthread_mutex_unlock(&d->bg.lock);
+		inode_forget(c->it, file, 1);
+		inode_forget(c->it, dir, 1);
+		free(it);
+		return false;
+	}
+	/* Answered: the name leaves the listing; the directory and the file
+	 * changed by us (their attributes are asked for again, once the
+	 * queue is sent); no other object moves (one link): the namespace
+	 * count stays. Under the lock, so that a recall either sees it
+	 * queued or ends the delegation first. */
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	(void)listing_remove(dir, name);
+	(void)inode_own_snap(c->it, &it->ns);
+	it->seq = gate_seq(c->gate);
+	e->at = inode_own_local(c->it, dir, now.tv_sec, (uint32_t)now.tv_nsec);
+	e->pending++;
+	atomic_fetch_add(&file->dd_unlinks, 1);
+	it->at_file = inode_own_also(c->it, file);
+	*d->tail = it;
+	d->tail = &it->next;
+	d->queued++;
+	atomic_fetch_add(&d->pending, 1);
+	d->st.local++;
+	bg_wake(&d->bg);
+	pthread_mutex_unlock(&d->bg.lock);
+	return true;
+}
+
+/* Tells the daemon this client no longer holds directory fh (nothing is
+ * pending there). d->ask held. */
+static void give_back(struct dirdeleg *d, const struct pfs_fh *fh)
+{
+	struct pfs_getattr_req m = { .fh = *fh };
+	struct rpc_reply rep = { 0 };
+
+	(void)rpc_msg(d->c->rpc, PFS_OP_DELEG_RETURN, getattr_req, &m, &rep);
+	rpc_reply_free(&rep);
+}
+
+void dirdeleg_unlinked(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr)
+{
+	struct client *c = d->c;
+	int64_t now = pfs_mono_ns();
+
+	struct pfs_fh ret;
+	bool has_ret = false;
+
+	pthread_mutex_lock(&d->bg.lock);
+	struct ddir *e = d->off ? NULL : find_or_add(d, &dir->fh, &ret, &has_ret);
+	bool ask = e && !e->held && ++e->syncs >= DD_ASK_AFTER && now >= e->retry_ns;
+	if (e)
+		e->used_ns = now;
+	if (ask)
+		d->st.asked++;
+	pthread_mutex_unlock(&d->bg.lock);
+	if (!has_ret && !ask)
+		return;
+	pthread_mutex_lock(&d->ask);
+	if (has_ret)
+		give_back(d, &ret);
+	if (!ask) {
+		pthread_mutex_unlock(&d->ask);
+		return;
+	}
+	pthread_mutex_lock(&d->bg.lock);
+	uint64_t ended = d->ended;
+	pthread_mutex_unlock(&d->bg.lock);
+	struct pfs_getattr_req m = { .cr = *cr, .fh = dir->fh };
+	struct rpc_reply rep = { 0 };
+	int rc = rpc_msg(c->rpc, PFS_OP_DELEG_DIR, getattr_req, &m, &rep);
+	rpc_reply_free(&rep);
+	if (rc == 0)
+		grant_listing(c, dir);
+	pthread_mutex_lock(&d->bg.lock);
+	if (rc == -ENOSYS)
+		d->off = true;
+	/* Looked up again: it may have been forgotten meanwhile. After a
+	 * recall or a reconnect meanwhile (one may have raced with the
+	 * grant), it is not held; neither is it without an entry: then the
+	 * daemon may still count it, and gets it back. */
+	bool held = false;
+	if ((e = find(d, &dir->fh))) {
+		e->syncs = 0;
+		if (rc == 0 && d->ended == ended) {
+			e->held = held = true;
+			d->st.granted++;
+		} else {
+			e->retry_ns = now + DD_RETRY_NS;
+		}
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	if (rc == 0 && !held)
+		give_back(d, &dir->fh);
+	pthread_mutex_unlock(&d->ask);
+}
+
+int dirdeleg_error(struct dirdeleg *d, struct inode *dir)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&d->bg.lock);
+	wait_empty(d);
+	struct ddir *e = find(d, &dir->fh);
+	if (e && e->err) {
+		err = e->err;
+		e->err = 0;
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	return err;
+}
+
+void dirdeleg_wait_for(struct dirdeleg *d, struct inode *ip)
+{
+	if (in_sender || atomic_load(&d->pending) == 0)
+		return;
+	/* A directory may be one with unlinks queued; a file, one removed. */
+	pthread_mutex_lock(&ip->lock);
+	bool dir = S_ISDIR(ip->attr.mode);
+	pthread_mutex_unlock(&ip->lock);
+	if (!dir && atomic_load(&ip->dd_unlinks) == 0)
+		return;
+	dirdeleg_drain(d);
+}
+
+void dirdeleg_drain(struct dirdeleg *d)
+{
+	if (in_sender || atomic_load(&d->pending) == 0)
+		return;
+	pthread_mutex_lock(&d->bg.lock);
+	wait_empty(d);
+	pthread_mutex_unlock(&d->bg.lock);
+}
+
+void dirdeleg_recall(struct dirdeleg *d)
+{
+	pthread_mutex_lock(&d->bg.lock);
+	end_all(d);
+	wait_empty(d);
+	pthread_mutex_unlock(&d->bg.lock);
+}
+
+void dirdeleg_reconnected(struct dirdeleg *d)
+{
+	pthread_mutex_lock(&d->bg.lock);
+	end_all(d);
+	pthread_mutex_unlock(&d->bg.lock);
+}
+
+void dirdeleg_get_stats(struct dirdeleg *d, struct dirdeleg_stats *st)
+{
+	pthread_mutex_lock(&d->bg.lock);
+	*st = d->st;
+	pthread_mutex_unlock(&d->bg.lock);
+}

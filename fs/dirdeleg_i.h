@@ -1,0 +1,110 @@
+/* dirdeleg_i.h: directory delegations held by this client, and the
+ * unlinks answered under them (-o delegate; wire.h "Delegations",
+ * docs/delegation.md).
+ *
+ * After a few unlinks in one directory (DD_ASK_AFTER), the client asks
+ * the daemon for the directory (DELEG_DIR). The daemon grants it while no
+ * other session caches the directory; a request of another session that
+ * names the directory or its parent recalls it (RECALL push).
+ *
+ * While the client holds it, ops_unlink asks dirdeleg_unlink first: the
+ * unlink of a name that the directory's listing knows, whose file this
+ * client trusts the attributes of, with one link and not a directory, is
+ * answered here. The name leaves the listing (listing_remove), the
+ * directory and the file are stamped as changed by this client (their
+ * attributes are asked for again), and the UNLINK is queued; DD_SENDERS
+ * threads send the queue, several in flight at once (removals of
+ * different names do not depend on each other).
+ *
+ * Order: every other request of this client that touches names or
+ * attributes (rpc.c calls the barrier set with rpc_set_barrier first)
+ * waits until nothing is queued or in flight; a GETATTR only if its
+ * object is a directory or a file removed here (dirdeleg_wait_for). So
+ * the daemon sees this client's requests in the order the application
+ * made them, as if each unlink had waited for its reply; only the
+ * unlinks themselves overlap. The directory's attributes stay known
+ * meanwhile, its mtime and ctime of this host's clock (inode_own_local),
+ * until its last unlink's reply brings the daemon's.
+ *
+ * A recall ends every delegation of this client and waits for the queue
+ * (push thread: the push is acknowledged only after, so the daemon runs
+ * the other host's request after every UNLINK answered here). A reconnect
+ * ends them too, without waiting (what is queued is still sent, and
+ * retried like any request). An UNLINK that fails (not ENOENT: the name
+ * is gone either way) is reported by the next unlink or rmdir in that
+ * directory, or its fsync, as a write behind's error is reported later.
+ *
+ * Bounded: at most DD_QUEUE_MAX unlinks queued or in flight (past that,
+ * an unlink waits for room), DD_DIRS directories tracked.
+ *
+ * Any thread; one mutex, never held across a call to the daemon.
+ */
+#ifndef PODFS_DIRDELEG_I_H
+#define PODFS_DIRDELEG_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "podfs/codec.h"
+
+struct client;
+struct inode;
+struct dirdeleg;
+
+#define DD_ASK_AFTER 2     /* unlinks in a directory sent the usual way before asking */
+#define DD_RETRY_NS 1000000000LL /* no new ask for a directory that was refused or recalled */
+#define DD_QUEUE_MAX 1024  /* unlinks queued or in flight */
+#define DD_SENDERS 4       /* threads sending them */
+#define DD_DIRS 64         /* directories tracked */
+
+struct dirdeleg_stats {
+	uint64_t asked;    /* DELEG_DIR sent */
+	uint64_t granted;  /* of them granted */
+	uint64_t local;    /* unlinks answered here */
+	uint64_t recalls;  /* delegations recalled (or ended by a reconnect) */
+	uint64_t errors;   /* unlinks answered here that the daemon refused */
+	uint64_t waits;    /* requests that waited for the queue */
+};
+
+/* Starts the sender threads. Returns 0 or -errno. */
+int dirdeleg_new(struct client *c, struct dirdeleg **out);
+/* Sends what is queued, stops the threads (before the connection
+ * closes). Safe on NULL and twice. */
+void dirdeleg_stop(struct dirdeleg *d);
+void dirdeleg_free(struct dirdeleg *d);
+
+/* The unlink of name in dir by cr (FUSE thread; the kernel holds dir's
+ * lock and the file). Returns true if it was answered here: *err is 0
+ * (queued), or an earlier unlink's error being reported now. False: the
+ * caller sends it as usual, then calls dirdeleg_unlinked. */
+bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
+		     const struct pfs_creds *cr, int *err);
+/* The file the unlink of name in dir removes, if this client knows it
+ * (dir's listing names it) and knows it has one link and is not a
+ * directory (attributes it trusts): held (inode_forget(it, ip, 1) gives
+ * it back). The unlink then moves no other object (an unlink that does
+ * not name it moves the namespace count, trust_i.h). NULL: not known. */
+struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name);
+/* An unlink in dir was sent the usual way and succeeded: after
+ * DD_ASK_AFTER of them, asks for the directory (one DELEG_DIR). */
+void dirdeleg_unlinked(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr);
+/* The first error (-errno) of an unlink answered here in dir not reported
+ * yet, forgotten now (0: none), after waiting for the queue: rmdir,
+ * fsync. */
+int dirdeleg_error(struct dirdeleg *d, struct inode *dir);
+/* Before a GETATTR of ip: waits for the queue if ip is a directory or a
+ * file removed by an unlink answered here (a GETATTR of another object
+ * goes at once: the barrier lets GETATTR through). */
+void dirdeleg_wait_for(struct dirdeleg *d, struct inode *ip);
+/* Waits until no unlink is queued or in flight. A no-op in a sender
+ * thread. */
+void dirdeleg_drain(struct dirdeleg *d);
+/* RECALL push (push thread): every delegation ends; returns once the
+ * queue is empty. */
+void dirdeleg_recall(struct dirdeleg *d);
+/* The connection went down or came back: every delegation ends (no
+ * wait: connection thread). */
+void dirdeleg_reconnected(struct dirdeleg *d);
+void dirdeleg_get_stats(struct dirdeleg *d, struct dirdeleg_stats *st);
+
+#endif /* PODFS_DIRDELEG_I_H */

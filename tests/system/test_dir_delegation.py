@@ -1,0 +1,203 @@
+"""test_dir_delegation.py: directory delegations (podfs -o delegate,
+podfsd --delegate; docs/delegation.md).
+
+Host A removes files from a directory that no other host looks at: after
+a couple of unlinks it holds the directory, and the next unlinks return
+at once and go to the coordinator in the background. Whatever B then does
+in that directory (or in its parent) first recalls A's delegation, so B
+sees exactly what A's calls returned, right after they returned: never
+polled. A's fsync of the directory returns once the coordinator has them.
+"""
+
+import errno
+import os
+import subprocess
+import time
+
+import pytest
+
+from harness.pod import Pod
+from helpers import podfs_stats, wait_for
+
+pytestmark = pytest.mark.netns
+
+OPTS = "delegate"
+EXTRA = ["--delegate"]
+N = 40
+
+
+@pytest.fixture
+def dpod(env):
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("multi-host tests start their own daemon")
+    return Pod(env, opts=OPTS, extra=EXTRA)
+
+
+def make_files(root, d="d", n=N):
+    """d with n small files f0..f{n-1}, made on root (a mount)."""
+    os.mkdir(root / d)
+    for i in range(n):
+        with open(root / d / f"f{i}", "wb") as f:
+            f.write(b"x%d" % i)
+    return d
+
+
+def remove_on_a(pod, d, names):
+    """Unlinks names in d on A; returns how many A answered itself."""
+    before = podfs_stats(pod.a)["dirdeleg_unlinks"]
+    for name in names:
+        os.unlink(pod.a / d / name)
+    return podfs_stats(pod.a)["dirdeleg_unlinks"] - before
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def test_unlinks_answered_locally(dpod):
+    """All but the first few unlinks are answered by A; A's own view, and
+    the export once A's fsync of the directory returned, lack exactly the
+    removed names."""
+    d = make_files(dpod.a)
+    gone = [f"f{i}" for i in range(N - 5)]
+    assert remove_on_a(dpod, d, gone) >= N - 10
+    left = sorted(set(f"f{i}" for i in range(N)) - set(gone))
+    assert sorted(os.listdir(dpod.a / d)) == left
+    fsync_dir(dpod.a / d)
+    assert sorted(os.listdir(dpod.export / d)) == left
+    s = podfs_stats(dpod.a)
+    assert s["dirdeleg_granted"] >= 1 and s["dirdeleg_errors"] == 0, s
+
+
+def test_recall_by_listing(dpod):
+    """B lists the directory right after A's unlinks returned (A has not
+    synced it): B's listing is A's."""
+    d = make_files(dpod.a)
+    gone = [f"f{i}" for i in range(0, N, 2)]
+    assert remove_on_a(dpod, d, gone) > 0
+    left = sorted(set(f"f{i}" for i in range(N)) - set(gone))
+    assert sorted(os.listdir(dpod.b / d)) == left
+    assert sorted(os.listdir(dpod.export / d)) == left
+    assert podfs_stats(dpod.a)["dirdeleg_recalls"] >= 1
+
+
+def test_recall_by_lookup_and_open(dpod):
+    """B looks names up one by one (stat, open by name): the removed ones
+    are gone, the others are there with their content."""
+    d = make_files(dpod.a)
+    gone = [f"f{i}" for i in range(N // 2)]
+    assert remove_on_a(dpod, d, gone) > 0
+    for name in gone:
+        with pytest.raises(FileNotFoundError):
+            os.stat(dpod.b / d / name)
+    for i in range(N // 2, N):
+        with open(dpod.b / d / f"f{i}", "rb") as f:
+            assert f.read() == b"x%d" % i
+
+
+def test_recall_by_lookup_of_the_directory(dpod):
+    """B's stat of the directory itself (a lookup in its parent) sees its
+    state after A's unlinks: B then lists it."""
+    d = make_files(dpod.a)
+    assert remove_on_a(dpod, d, [f"f{i}" for i in range(N)]) > 0
+    os.stat(dpod.b / d)
+    assert podfs_stats(dpod.a)["dirdeleg_recalls"] >= 1
+    assert os.listdir(dpod.b / d) == []
+
+
+def test_recall_by_create_of_a_removed_name(dpod):
+    """B creates a name A just removed: B's create runs after A's unlink
+    reached the coordinator, never before (B's file survives)."""
+    d = make_files(dpod.a)
+    gone = [f"f{i}" for i in range(N)]
+    assert remove_on_a(dpod, d, gone) > 0
+    last = gone[-1]
+    with open(dpod.b / d / last, "xb") as f:
+        f.write(b"from b")
+    fsync_dir(dpod.a / d)
+    with open(dpod.export / d / last, "rb") as f:
+        assert f.read() == b"from b"
+    assert os.listdir(dpod.a / d) == [last]
+
+
+def test_rm_r_of_a_tree(dpod):
+    """rm -r of a tree on A: subdirectories' unlinks answered locally,
+    their rmdir after them; nothing left anywhere."""
+    os.mkdir(dpod.a / "t")
+    for sub in ("s1", "s2"):
+        make_files(dpod.a / "t", sub, 20)
+    subprocess.run(["rm", "-r", str(dpod.a / "t")], check=True, timeout=60)
+    assert not os.path.exists(dpod.a / "t")
+    assert not os.path.exists(dpod.b / "t")
+    assert not os.path.exists(dpod.export / "t")
+    assert podfs_stats(dpod.a)["dirdeleg_unlinks"] > 0
+
+
+def test_unlink_refused_by_the_coordinator_is_reported(dpod):
+    """An unlink A answered that the coordinator then refuses (the file
+    is immutable there) is reported by A's fsync of the directory, and
+    the file is still there for everyone."""
+    d = make_files(dpod.a)
+    victim = dpod.export / d / f"f{N - 1}"
+    if subprocess.run(["chattr", "+i", str(victim)], capture_output=True).returncode != 0:
+        pytest.skip("the export's filesystem has no immutable flag")
+    try:
+        remove_on_a(dpod, d, [f"f{i}" for i in range(N - 1)])
+        assert podfs_stats(dpod.a)["dirdeleg_granted"] >= 1
+        os.unlink(dpod.a / d / f"f{N - 1}")  # answered by A
+        with pytest.raises(OSError) as e:
+            fsync_dir(dpod.a / d)
+        assert e.value.errno == errno.EPERM
+        assert podfs_stats(dpod.a)["dirdeleg_errors"] == 1
+        assert os.listdir(dpod.b / d) == [f"f{N - 1}"]
+        assert os.listdir(dpod.a / d) == [f"f{N - 1}"]
+        fsync_dir(dpod.a / d)  # reported once
+    finally:
+        subprocess.run(["chattr", "-i", str(victim)], check=True)
+
+
+def test_holder_killed(dpod):
+    """A dies with unlinks it answered: what it synced (fsync of the
+    directory) is gone on B, what it did not may be gone or not (as
+    unsynced data), nothing else is touched, and B is not held long."""
+    d = make_files(dpod.a)
+    synced = [f"f{i}" for i in range(20)]
+    remove_on_a(dpod, d, synced)
+    fsync_dir(dpod.a / d)
+    maybe = [f"f{i}" for i in range(20, 30)]
+    remove_on_a(dpod, d, maybe)
+    dpod.a.kill9()
+    t0 = time.monotonic()
+    names = set(os.listdir(dpod.b / d))
+    assert time.monotonic() - t0 < 5
+    kept = set(f"f{i}" for i in range(30, N))
+    assert kept <= names
+    assert not names & set(synced)
+    assert names <= kept | set(maybe)
+
+
+@pytest.mark.timeout(240)
+def test_coordinator_restart_mid_flush(env, mount):
+    """The coordinator dies while A's unlinks are on their way: after the
+    restart, A's fsync of the directory returns with every one applied
+    once (none fails), and every other file is there."""
+    daemon = env.start_daemon(extra=EXTRA)
+    a = mount(daemon, opts=OPTS)
+    n = 200
+    make_files(a, "d", n)
+    for i in range(n - 10):
+        os.unlink(a / "d" / f"f{i}")
+    daemon.kill9()
+    daemon.start()
+    wait_for(lambda: podfs_stats(a)["reconnects"] >= 1 and podfs_stats(a)["down_since"] == 0,
+             timeout=60, what="the mount reconnected")
+    fsync_dir(a / "d")
+    left = sorted(f"f{i}" for i in range(n - 10, n))
+    assert sorted(os.listdir(env.export / "d")) == left
+    assert sorted(os.listdir(a / "d")) == left
+    s = podfs_stats(a)
+    assert s["dirdeleg_unlinks"] > 0 and s["dirdeleg_errors"] == 0, s
