@@ -113,6 +113,7 @@ static const struct handler handlers[PFS_OP_MAX] = {
 	[PFS_OP_CHUNK_REPORT] = { op_chunk_report, AS_ROOT(CHUNK_REPORT, fh) },
 	[PFS_OP_LISTDIR_PAGE] = { op_listdir_page, AS_CALLER(LISTDIR_PAGE, fh), .note = true },
 	[PFS_OP_LISTDIRS]     = { op_listdirs, PLAIN(LISTDIRS) },
+	[PFS_OP_UNLINKS]      = { op_unlinks, AS_CALLER(UNLINKS, parent) },
 };
 
 /* The ladder every request climbs: decode, resolve and switch as its row

@@ -3,6 +3,7 @@
  * CREATE): the export call, the invalidations its change makes for other
  * clients, the reply. Worker threads (see op_i.h). */
 #include <errno.h>
+#include "podfs/le.h"
 #include <stdlib.h>
 
 #include "deleg_i.h"
@@ -125,6 +126,46 @@ static int unlink_name(struct op *o, bool dir)
 	if (dir && victim.len && o->d->deleg)
 		deleg_drop_dir(o->d->deleg, 0, handles_key(o->d->hs, &victim));
 	return dir_attr(o, o->obj, &rep.dir) ? OP_ENCODE(o, dir_rep, &rep) : 0;
+}
+
+int op_unlinks(struct op *o)
+{
+	const struct pfs_unlinks_req *m = &o->m.unlinks_req;
+	struct pfs_unlinks_rep rep = { 0 };
+	struct pfs_name name;
+	struct pfs_fh victim;
+	struct pfs_rd rd;
+	uint8_t status[PFS_UNLINKS_MAX * 4];
+	size_t n = 0;
+
+	/* The whole list is checked before any name is removed. */
+	pfs_rd_init(&rd, m->names.p, m->names.len);
+	while (rd.left > 0) {
+		if (n == PFS_UNLINKS_MAX)
+			return -E2BIG;
+		if (!pfs_get_NAME(&rd, &name))
+			return -EINVAL;
+		n++;
+	}
+	if (n == 0)
+		return -EINVAL;
+	pfs_rd_init(&rd, m->names.p, m->names.len);
+	for (size_t i = 0; i < n; i++) {
+		(void)pfs_get_NAME(&rd, &name);
+		int ret = export_unlink(&o->x, o->obj->fd, name.s, false, &victim);
+		pfs_store_le32(status + 4 * i, ret < 0 ? (uint32_t)-ret : 0);
+		if (ret < 0)
+			continue;
+		op_inval_entry(o, &m->parent, &name);
+		op_inval_inode(o, &victim, -1, 0);
+	}
+	op_inval_inode(o, &m->parent, 0, 0);
+	if (export_getattr(o->obj->fd, &rep.dir) == 0)
+		rep.flags = PFS_UL_DIR_ATTR;
+	rep.status.p = status;
+	rep.status.len = (uint32_t)(4 * n);
+	op_reply_alloc(o, 1024);
+	return OP_ENCODE(o, unlinks_rep, &rep);
 }
 
 int op_unlink(struct op *o)

@@ -16,6 +16,7 @@
 #include "inode_i.h"
 #include "listing_i.h"
 #include "podfs/clock.h"
+#include "podfs/le.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
 #include "trust_i.h"
@@ -55,6 +56,7 @@ struct dirdeleg {
 	_Atomic unsigned pending;   /* queued + inflight, read without the lock */
 	uint64_t ended;             /* end_all calls: a grant asked for before one is not held */
 	bool off;                   /* the daemon does not grant them (ENOSYS) */
+	bool no_batch;              /* the daemon does not know UNLINKS (ENOSYS) */
 	bool started;
 	struct dirdeleg_stats st;
 };
@@ -141,21 +143,12 @@ static void wait_empty(struct dirdeleg *d)
 
 /* --- the senders --- */
 
-static void send_one(struct dirdeleg *d, struct ditem *it)
+/* it was answered by the daemon: rc (0, or -errno); da: the directory's
+ * attributes after it, if the reply had them. */
+static void unlink_done(struct dirdeleg *d, struct ditem *it, int rc, const struct pfs_attr *da)
 {
 	struct client *c = d->c;
-	struct rpc_reply rep = { 0 };
-	struct pfs_dir_rep dr;
-	bool have_da = false;
 
-	int rc = rpc_msg(c->rpc, PFS_OP_UNLINK, unlink_req, &it->m, &rep);
-	if (rc == 0 && rep.len > 0) {
-		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
-			rc = -EIO;
-		else
-			have_da = true;
-	}
-	rpc_reply_free(&rep);
 	/* The file's attributes are not known: asked for again. */
 	inode_own_end(c->it, it->file, NULL, it->seq, it->at_file, it->ns);
 	/* Refused: the name is still there; the listing that says it is
@@ -169,7 +162,7 @@ static void send_one(struct dirdeleg *d, struct ditem *it)
 	 * (its clock), if nothing else of ours happened to it since: a
 	 * request about it waits for the queue (dirdeleg_drain). */
 	if (de && de->pending && --de->pending == 0 && de->at)
-		inode_own_end(c->it, it->dir, have_da ? &dr.dir : NULL, it->seq, de->at, it->ns);
+		inode_own_end(c->it, it->dir, da, it->seq, de->at, it->ns);
 	/* ENOENT: the name is gone either way (another host removed it
 	 * before the grant, and the kernel here still had it). */
 	if (rc < 0 && rc != -ENOENT) {
@@ -188,25 +181,101 @@ static void send_one(struct dirdeleg *d, struct ditem *it)
 	free(it);
 }
 
+static void send_one(struct dirdeleg *d, struct ditem *it)
+{
+	struct rpc_reply rep = { 0 };
+	struct pfs_dir_rep dr;
+	bool have_da = false;
+
+	int rc = rpc_msg(d->c->rpc, PFS_OP_UNLINK, unlink_req, &it->m, &rep);
+	if (rc == 0 && rep.len > 0) {
+		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
+			rc = -EIO;
+		else
+			have_da = true;
+	}
+	rpc_reply_free(&rep);
+	unlink_done(d, it, rc, have_da ? &dr.dir : NULL);
+}
+
+/* Sends items v[n] (n > 1: one directory, one caller) in one UNLINKS. */
+static void send_batch(struct dirdeleg *d, struct ditem **v, size_t n)
+{
+	struct pfs_unlinks_req m = { .cr = v[0]->m.cr, .parent = v[0]->m.parent };
+	struct pfs_unlinks_rep ur;
+	struct rpc_reply rep = { 0 };
+	size_t cap = n * (2 + PFS_NAME_MAX);
+	uint8_t *names = malloc(cap);
+	struct pfs_wr w;
+	int rc = -ENOMEM;
+
+	if (names) {
+		pfs_wr_init(&w, names, cap);
+		for (size_t i = 0; i < n; i++)
+			(void)pfs_put_NAME(&w, &v[i]->m.name);
+		m.names.p = names;
+		m.names.len = (uint32_t)w.len;
+		rc = rpc_msg_heap(d->c->rpc, PFS_OP_UNLINKS, unlinks_req, &m, w.len + 1024, &rep);
+		free(names);
+	}
+	if (rc == 0 && (pfs_dec_unlinks_rep(rep.buf, rep.len, &ur) < 0 || ur.status.len != 4 * n))
+		rc = -EIO;
+	if (rc == -ENOSYS || rc == -ENOMEM) { /* an older daemon; or one by one */
+		rpc_reply_free(&rep);
+		if (rc == -ENOSYS)
+			d->no_batch = true;
+		for (size_t i = 0; i < n; i++)
+			send_one(d, v[i]);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int r = rc < 0 ? rc : -(int)pfs_load_le32(ur.status.p + 4 * i);
+		/* The directory's attributes are those after the last. */
+		bool da = rc == 0 && i == n - 1 && (ur.flags & PFS_UL_DIR_ATTR);
+		unlink_done(d, v[i], r, da ? &ur.dir : NULL);
+	}
+	rpc_reply_free(&rep);
+}
+
+/* Whether b may go in the UNLINKS of a: the same directory and caller. */
+static bool same_batch(const struct ditem *a, const struct ditem *b)
+{
+	const struct pfs_creds *x = &a->m.cr, *y = &b->m.cr;
+
+	return pfs_fh_equal(&a->m.parent, &b->m.parent) && x->uid == y->uid && x->gid == y->gid &&
+	       x->ngroups == y->ngroups &&
+	       memcmp(x->groups, y->groups, x->ngroups * sizeof(x->groups[0])) == 0;
+}
+
 static void *sender_main(void *arg)
 {
 	struct dirdeleg *d = arg;
+	struct ditem *v[PFS_UNLINKS_MAX];
 
 	in_sender = true;
 	pthread_mutex_lock(&d->bg.lock);
 	for (;;) {
-		struct ditem *it = d->head;
-		if (it) {
-			d->head = it->next;
+		if (d->head) {
+			/* The unlinks at the head of the queue in one directory
+			 * by one caller go together, up to PFS_UNLINKS_MAX. */
+			size_t n = 0, max = d->no_batch ? 1 : PFS_UNLINKS_MAX;
+			while (d->head && n < max && (n == 0 || same_batch(v[0], d->head))) {
+				v[n++] = d->head;
+				d->head = d->head->next;
+			}
 			if (!d->head)
 				d->tail = &d->head;
-			d->queued--;
-			d->inflight++;
+			d->queued -= (unsigned)n;
+			d->inflight += (unsigned)n;
+			d->st.sent++;
 			pthread_mutex_unlock(&d->bg.lock);
-			send_one(d, it);
+			if (n == 1)
+				send_one(d, v[0]);
+			else
+				send_batch(d, v, n);
 			pthread_mutex_lock(&d->bg.lock);
-			d->inflight--;
-			atomic_fetch_sub(&d->pending, 1);
+			d->inflight -= (unsigned)n;
+			atomic_fetch_sub(&d->pending, (unsigned)n);
 			pthread_cond_broadcast(&d->idle);
 			continue;
 		}

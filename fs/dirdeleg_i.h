@@ -13,8 +13,10 @@
  * answered here. The name leaves the listing (listing_remove), the
  * directory and the file are stamped as changed by this client (their
  * attributes are asked for again), and the UNLINK is queued; DD_SENDERS
- * threads send the queue, several in flight at once (removals of
- * different names do not depend on each other).
+ * threads send the queue, several requests in flight at once (removals of
+ * different names do not depend on each other), each carrying the
+ * unlinks at the head of the queue in one directory by one caller (up to
+ * PFS_UNLINKS_MAX in one UNLINKS).
  *
  * Order: every other request of this client that touches names or
  * attributes (rpc.c calls the barrier set with rpc_set_barrier first)
@@ -61,6 +63,7 @@ struct dirdeleg_stats {
 	uint64_t asked;    /* DELEG_DIR sent */
 	uint64_t granted;  /* of them granted */
 	uint64_t local;    /* unlinks answered here */
+	uint64_t sent;     /* requests that carried them (UNLINK, or UNLINKS with several) */
 	uint64_t recalls;  /* delegations recalled (or ended by a reconnect) */
 	uint64_t errors;   /* unlinks answered here that the daemon refused */
 	uint64_t waits;    /* requests that waited for the queue */

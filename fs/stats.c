@@ -124,9 +124,11 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 		dirdeleg_get_stats(c->dd, &dd);
 		n += snprintf(buf + n, cap - (size_t)n,
 			      "dirdeleg_asked %llu\ndirdeleg_granted %llu\ndirdeleg_unlinks %llu\n"
-			      "dirdeleg_recalls %llu\ndirdeleg_errors %llu\ndirdeleg_waits %llu\n",
+			      "dirdeleg_sent %llu\ndirdeleg_recalls %llu\ndirdeleg_errors %llu\n"
+			      "dirdeleg_waits %llu\n",
 			      (unsigned long long)dd.asked, (unsigned long long)dd.granted,
-			      (unsigned long long)dd.local, (unsigned long long)dd.recalls,
+			      (unsigned long long)dd.local, (unsigned long long)dd.sent,
+			      (unsigned long long)dd.recalls,
 			      (unsigned long long)dd.errors, (unsigned long long)dd.waits);
 	}
 	/* All answered requests together, one "UPPER_US:COUNT" word per

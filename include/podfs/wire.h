@@ -259,6 +259,7 @@ enum {
 	X(LISTDIR,      61, listdir_req,      listing,          0,  0,   0,  0,   1,   1)   \
 	X(LISTDIR_PAGE, 62, listdir_page_req, listing_page,     0,  0,   0,  0,   1,   1)   \
 	X(LISTDIRS,     63, listdirs_req,     listings,         0,  0,   0,  0,   1,   1)   \
+	X(UNLINKS,      66, unlinks_req,      unlinks_rep,      1,  1,   1,  0,   0,   1)   \
 	X(CHUNK,        64, chunk_req,        chunk_rep,        0,  0,   0,  0,   0,   1)   \
 	X(CHUNK_REPORT, 65, chunk_report_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PEER_HELLO,   70, peer_hello_req,   peer_hello_rep,   0,  0,   0,  0,   0,   0)   \
@@ -399,6 +400,13 @@ enum pfs_op {
  * Caching (see above): FORGET (replies: none; E2BIG over PFS_BATCH_MAX
  * handles), REVALIDATE (replies: revalidate_rep; E2BIG), LOOKUP_DATA
  * (replies: lookup_data_rep; as LOOKUP). PUSH_ACK is one-way: no reply.
+ * UNLINKS (request economy): the unlinks of names (packed NAME items, at
+ * most PFS_UNLINKS_MAX) in parent, one after the other, each as an
+ * UNLINK. Replies: unlinks_rep: the directory's attributes after them
+ * (if flags has PFS_UL_DIR_ATTR) and, per name in order, a u32 (little
+ * endian): 0, or the positive errno of its unlink; EINVAL (a malformed
+ * list, or none), E2BIG (too many). podfs sends it only for unlinks it
+ * answered under a directory delegation.
  * DELEG_DIR (replies: none, the directory delegation of fh is granted;
  * EAGAIN: not now; ENOTDIR; see "Delegations" below), DELEG_RETURN
  * (replies: none; the session no longer holds fh's, if it did).
@@ -661,7 +669,9 @@ enum {
 enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
 	PFS_CR_DELEG = 1u << 1, /* CREATE's mkdir_rep: see "Delegations" */
+	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
 };
+#define PFS_UNLINKS_MAX 64 /* names in one UNLINKS */
 
 /* Delegations (PFS_CAP_DELEG): attributes of a new file answered by the
  * client that made it, in the spirit of NFSv4's delegations and CephFS's

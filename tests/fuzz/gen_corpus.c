@@ -428,6 +428,15 @@ static int gen_handlers(const char *dir)
 	pfs_enc_reval_item(&w, &it);
 	REC(&st, REVALIDATE, revalidate_req, .cr = USER, .items = { .p = fhs, .len = w.len });
 	SEED("revalidate");
+	pfs_wr_init(&w, fhs, sizeof fhs);
+	struct pfs_name n1 = NM("a"), n2 = NM("missing");
+	pfs_put_NAME(&w, &n1);
+	pfs_put_NAME(&w, &n2);
+	REC(&st, DELEG_DIR, getattr_req, .cr = USER, .fh = FH(S_D));
+	REC(&st, UNLINKS, unlinks_req, .cr = USER, .parent = FH(S_ROOT),
+	    .names = { .p = fhs, .len = w.len });
+	REC(&st, DELEG_RETURN, getattr_req, .cr = USER, .fh = FH(S_D));
+	SEED("deleg_dir_unlinks");
 	REC(&st, LOOKUP_DATA, lookup_data_req, .cr = USER, .parent = FH(S_ROOT), .name = NM("a"),
 	    .max_inline = 4096);
 	SEED("lookup_data");

@@ -52,7 +52,7 @@ static void test_op_table(void)
 	const unsigned drc_ops[] = { PFS_OP_SETATTR, PFS_OP_MKNOD, PFS_OP_MKDIR,
 				     PFS_OP_SYMLINK, PFS_OP_UNLINK, PFS_OP_RMDIR,
 				     PFS_OP_RENAME, PFS_OP_LINK, PFS_OP_CREATE,
-				     PFS_OP_SETXATTR, PFS_OP_REMOVEXATTR };
+				     PFS_OP_SETXATTR, PFS_OP_REMOVEXATTR, PFS_OP_UNLINKS };
 	unsigned ndrc = 0, nmodify = 0;
 
 	for (unsigned op = 0; op < PFS_OP_MAX; op++) {
