@@ -218,8 +218,10 @@ int op_deleg_dir(struct op *o)
 	if (!S_ISDIR(a.mode))
 		return -ENOTDIR;
 	/* As for a file's (op_deleg_grant): ids that reach the kernel as
-	 * they are, a daemon that can act as any of them. */
-	if (s->islot < 0 || o->r->rule.squash != EXPORT_SQUASH_NONE || !caps_can_switch())
+	 * they are, a daemon that can act as any of them; and an export the
+	 * caller may change (its unlinks would fail only later). */
+	if (s->islot < 0 || o->r->rule.squash != EXPORT_SQUASH_NONE || !caps_can_switch() ||
+	    o->x.ro)
 		return -EAGAIN;
 	uint64_t dkey = handles_key(o->d->hs, fh), pkey = dkey;
 	/* A request naming the parent (a lookup of the directory, a listing

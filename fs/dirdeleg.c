@@ -377,11 +377,10 @@ void dirdeleg_free(struct dirdeleg *d)
  * without a recall first, and the listing was coherent at the grant
  * (grant_listing): such a push is this client's own change coming back
  * (the daemon sends one to its author when other requests of it were in
- * flight). Otherwise (dirdeleg_victim) the kernel's own entry, which the
- * caller is removing, is the name's file: the listing is only asked which
- * one that is. */
+ * flight). Otherwise (!held: dirdeleg_victim) the listing must be
+ * coherent: no push about dir since it was fetched. */
 static struct inode *known_file(struct client *c, struct inode *dir, const char *name,
-				struct pfs_attr *a)
+				bool held, struct pfs_attr *a)
 {
 	struct pfs_entry pe;
 	struct listing_info li;
@@ -396,7 +395,8 @@ static struct inode *known_file(struct client *c, struct inode *dir, const char 
 	if (!ip)
 		return NULL;
 	gate_enter(c->gate);
-	bool ok = inode_attr_trusted(c->it, ip, a, &aseq) && !gate_pushed_since(c->gate, aseq, &ip->fh);
+	bool ok = inode_attr_trusted(c->it, ip, a, &aseq) && !gate_pushed_since(c->gate, aseq, &ip->fh) &&
+		  (held || !gate_pushed_since(c->gate, li.seq, &dir->fh));
 	gate_leave(c->gate);
 	/* One link and not a directory: no other name of it elsewhere that
 	 * another host could reach without a recall, and no other object's
@@ -415,7 +415,7 @@ struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char 
 {
 	struct pfs_attr a;
 
-	return known_file(d->c, dir, name, &a);
+	return known_file(d->c, dir, name, false, &a);
 }
 
 /* A grant of dir arrived: a listing of it fetched before, that a push
@@ -459,7 +459,7 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 	pthread_mutex_unlock(&d->bg.lock);
 	if (!held || strlen(name) > PFS_NAME_MAX)
 		return false;
-	struct inode *file = known_file(c, dir, name, &a);
+	struct inode *file = known_file(c, dir, name, true, &a);
 	if (!file)
 		return false;
 	struct ditem *it = calloc(1, sizeof(*it));
