@@ -52,6 +52,8 @@ CAP_PUSH_ACK = 1 << 3  # the client acknowledges pushes (wire.h)
 CAP_BULK = 1 << 4  # a bulk connection of an existing session (wire.h)
 CAP_LIST_XATTR = 1 << 8  # listing items say which asked-for xattrs are absent
 CAP_PEER = 1 << 9  # peer-assisted reads: CHUNK, CHUNK_REPORT (wire.h)
+CAP_DIR_ATTR = 1 << 5  # directory attributes in the replies to changes
+CAP_DELEG = 1 << 10  # delegations (wire.h "Delegations")
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
@@ -91,10 +93,14 @@ OP_LSEEK = 39
 OP_FORGET = 40
 OP_REVALIDATE = 41
 OP_LOOKUP_DATA = 42
+OP_DELEG_DIR = 43
+OP_DELEG_RETURN = 44
 OP_LISTDIR = 61
 OP_LISTDIRS = 63
 OP_LISTDIR_PAGE = 62
 OP_CHUNK = 64
+OP_UNLINKS = 66
+UNLINKS_MAX = 64
 OP_CHUNK_REPORT = 65
 OP_RECLAIM = 58
 OP_RECLAIM_DONE = 59

@@ -201,3 +201,67 @@ def test_coordinator_restart_mid_flush(env, mount):
     assert sorted(os.listdir(a / "d")) == left
     s = podfs_stats(a)
     assert s["dirdeleg_unlinks"] > 0 and s["dirdeleg_errors"] == 0, s
+
+
+def _deleg_conn(daemon):
+    import pfsproto as P
+    caps = P.CAP_PUSH | P.CAP_PUSH_ACK | P.CAP_DIR_ATTR | P.CAP_DELEG
+    return P.connect(daemon.host, daemon.port, P.load_key(daemon.env.key), caps=caps)
+
+
+@pytest.mark.plaintext
+def test_protocol_deleg_dir_and_unlinks(env):
+    """DELEG_DIR and UNLINKS as a client could send them, right or wrong:
+    a grant for a directory, EAGAIN on a read-only export, ENOTDIR, ENOSYS
+    without the capability; UNLINKS removes what it can and says, name by
+    name, what it could not; a bad or too long list removes nothing."""
+    import struct
+    import pfsproto as P
+    daemon = env.start_daemon(extra=EXTRA)
+    os.mkdir(env.export / "d")
+    for i in range(5):
+        (env.export / "d" / f"f{i}").write_bytes(b"x")
+    with _deleg_conn(daemon) as c:
+        d, _ = P.Reader(c.call(P.OP_LOOKUP, P.ROOT + P.fh(c.root) + P.name("d"))).entry()
+        f0, _ = P.Reader(c.call(P.OP_LOOKUP, P.ROOT + P.fh(d) + P.name("f0"))).entry()
+        c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(d))
+        c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(d))  # held already: granted again
+        with pytest.raises(P.PfsError) as e:
+            c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(f0))
+        assert e.value.status == errno.ENOTDIR
+
+        def unlinks(names, raw=None):
+            packed = raw if raw is not None else b"".join(P.name(n) for n in names)
+            return c.call(P.OP_UNLINKS, P.ROOT + P.fh(d) + P.blob(packed))
+
+        with pytest.raises(P.PfsError) as e:
+            unlinks([], raw=P.name("f1") + b"\x05\x00ab")  # a truncated name
+        assert e.value.status == errno.EINVAL
+        with pytest.raises(P.PfsError) as e:
+            unlinks([f"f{i % 5}" for i in range(P.UNLINKS_MAX + 1)])
+        assert e.value.status == errno.E2BIG
+        with pytest.raises(P.PfsError) as e:
+            unlinks(["f1", "../f2"])
+        assert e.value.status == errno.EINVAL
+        assert len(os.listdir(env.export / "d")) == 5  # none of them removed
+        r = P.Reader(unlinks(["f1", "nope", "f2"]))
+        flags = r.u32()
+        r.attr()
+        status = r.bytes()
+        r.done()
+        assert flags & 1
+        assert list(struct.unpack("<3I", status)) == [0, errno.ENOENT, 0]
+        assert sorted(os.listdir(env.export / "d")) == ["f0", "f3", "f4"]
+        c.call(P.OP_DELEG_RETURN, P.ROOT + P.fh(d))
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+        d, _ = P.Reader(c.call(P.OP_LOOKUP, P.ROOT + P.fh(c.root) + P.name("d"))).entry()
+        with pytest.raises(P.PfsError) as e:
+            c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(d))
+        assert e.value.status == errno.ENOSYS
+    daemon.stop()
+    ro = env.start_daemon(extra=EXTRA + ["--ro"])
+    with _deleg_conn(ro) as c:
+        d, _ = P.Reader(c.call(P.OP_LOOKUP, P.ROOT + P.fh(c.root) + P.name("d"))).entry()
+        with pytest.raises(P.PfsError) as e:
+            c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(d))
+        assert e.value.status == errno.EAGAIN
