@@ -265,3 +265,56 @@ def test_protocol_deleg_dir_and_unlinks(env):
         with pytest.raises(P.PfsError) as e:
             c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(d))
         assert e.value.status == errno.EAGAIN
+
+
+def test_unlinks_never_seen_late_by_another_host(dpod):
+    """A removes files one by one while B keeps listing the directory and
+    looking names up, at random moments: whatever B starts after one of
+    A's unlink() calls returned never shows that name, whether A answered
+    it itself (held) or not (recalled by B a moment before)."""
+    import random
+    import threading
+    rounds, n = 12, 30
+    rnd = random.Random(18)
+    for r in range(rounds):
+        d = make_files(dpod.a, f"r{r}", n)
+        gone_at = {}  # name -> monotonic time its unlink returned on A
+        stop, go = threading.Event(), threading.Event()
+        bad = []
+        start_after = rnd.randrange(n // 2)  # B looks only then: A may hold d by then
+
+        def watch():
+            go.wait(timeout=60)
+            while not stop.is_set():
+                t0 = time.monotonic()
+                if rnd.random() < 0.5:
+                    try:
+                        seen = os.listdir(dpod.b / d)
+                    except FileNotFoundError:
+                        seen = []
+                else:
+                    name = f"f{rnd.randrange(n)}"
+                    seen = [name] if os.path.lexists(dpod.b / d / name) else []
+                bad.extend((nm, t0 - gone_at[nm]) for nm in seen
+                           if nm in gone_at and gone_at[nm] < t0)
+                time.sleep(rnd.random() * 0.01)
+
+        b = threading.Thread(target=watch)
+        b.start()
+        try:
+            for i in range(n):
+                if i == start_after:
+                    go.set()
+                os.unlink(dpod.a / d / f"f{i}")
+                gone_at[f"f{i}"] = time.monotonic()
+                if rnd.random() < 0.3:
+                    time.sleep(rnd.random() * 0.005)
+        finally:
+            go.set()
+            stop.set()
+            b.join(timeout=30)
+        assert not b.is_alive()
+        assert not bad, f"round {r}: B saw names A had removed: {bad[:5]}"
+        assert os.listdir(dpod.b / d) == []
+    s = podfs_stats(dpod.a)
+    assert s["dirdeleg_unlinks"] > 0 and s["dirdeleg_recalls"] > 0, s
