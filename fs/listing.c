@@ -298,6 +298,31 @@ void listing_changing(struct inode *dir)
 	pthread_mutex_unlock(&dir->lock);
 }
 
+/* Ors flag into the flags of ls's item it, if it is named name[nl] (name
+ * NULL: any name) and has the handle fh (NULL: any). Returns whether it
+ * did. */
+static bool item_flag(struct listing *ls, const struct litem *it, const char *name, size_t nl,
+		      const struct pfs_fh *fh, uint32_t flag)
+{
+	struct pfs_rd rd;
+	struct pfs_name n;
+	struct pfs_entry e;
+	struct pfs_wr w;
+	uint32_t fl;
+
+	pfs_rd_init(&rd, ls->buf + it->off, ls->len - it->off);
+	if (!pfs_get_NAME(&rd, &n) || (name && (n.len != nl || memcmp(n.s, name, nl) != 0)) ||
+	    !pfs_get_ENTRY(&rd, &e) || (fh && !pfs_fh_equal(&e.fh, fh)))
+		return false;
+	size_t foff = (size_t)(rd.p - ls->buf);
+	if (!pfs_get_U32(&rd, &fl))
+		return false;
+	fl |= flag;
+	pfs_wr_init(&w, ls->buf + foff, 4);
+	(void)pfs_put_U32(&w, &fl);
+	return true;
+}
+
 int listing_remove(struct inode *dir, const char *name)
 {
 	size_t nl = strlen(name);
@@ -311,24 +336,11 @@ int listing_remove(struct inode *dir, const char *name)
 		goto out;
 	for (struct hnode *hn = htab_first(&ls->index, h); hn; hn = htab_next(hn, h)) {
 		struct litem *it = container_of(hn, struct litem, hn);
-		struct pfs_rd rd;
-		struct pfs_name n;
-		struct pfs_entry e;
-		uint32_t fl;
-		pfs_rd_init(&rd, ls->buf + it->off, ls->len - it->off);
-		if (!pfs_get_NAME(&rd, &n) || n.len != nl || memcmp(n.s, name, nl) != 0 ||
-		    !pfs_get_ENTRY(&rd, &e))
-			continue;
-		size_t foff = (size_t)(rd.p - ls->buf);
-		struct pfs_wr w;
-		if (!pfs_get_U32(&rd, &fl))
-			continue;
-		fl |= INODE_LS_GONE;
-		pfs_wr_init(&w, ls->buf + foff, 4);
-		(void)pfs_put_U32(&w, &fl);
-		htab_remove(&ls->index, &it->hn);
-		ret = 0;
-		break;
+		if (item_flag(ls, it, name, nl, NULL, INODE_LS_GONE)) {
+			htab_remove(&ls->index, &it->hn);
+			ret = 0;
+			break;
+		}
 	}
 out:
 	pthread_mutex_unlock(&dir->lock);
@@ -345,23 +357,8 @@ void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh)
 		dir->list_after = after;
 	if (!ls)
 		return;
-	for (struct hnode *hn = htab_first(&ls->index, nh); hn; hn = htab_next(hn, nh)) {
-		const struct litem *it = container_of(hn, struct litem, hn);
-		struct pfs_rd rd;
-		struct pfs_name n;
-		struct pfs_entry e;
-		uint32_t fl;
-		pfs_rd_init(&rd, ls->buf + it->off, ls->len - it->off);
-		if (!pfs_get_NAME(&rd, &n) || !pfs_get_ENTRY(&rd, &e) || !pfs_fh_equal(&e.fh, fh))
-			continue;
-		size_t foff = (size_t)(rd.p - ls->buf);
-		struct pfs_wr w;
-		if (!pfs_get_U32(&rd, &fl))
-			continue;
-		fl |= INODE_LS_STALE;
-		pfs_wr_init(&w, ls->buf + foff, 4);
-		(void)pfs_put_U32(&w, &fl);
-	}
+	for (struct hnode *hn = htab_first(&ls->index, nh); hn; hn = htab_next(hn, nh))
+		(void)item_flag(ls, container_of(hn, struct litem, hn), NULL, 0, fh, INODE_LS_STALE);
 }
 
 /* Takes dir's listing away (and frees it): with no_list, for good; with
