@@ -318,3 +318,54 @@ def test_unlinks_never_seen_late_by_another_host(dpod):
         assert os.listdir(dpod.b / d) == []
     s = podfs_stats(dpod.a)
     assert s["dirdeleg_unlinks"] > 0 and s["dirdeleg_recalls"] > 0, s
+
+
+def test_bursts_alone_then_seen_by_another_host(dpod):
+    """A works alone in a directory (creates, unlinks answered itself or
+    not, renames over names, hard links, rewrites), then B looks: B's
+    listing, every file's content and link count are exactly A's model,
+    as on the export once A synced the directory."""
+    import random
+    rnd = random.Random(1818)
+    names = [f"n{i}" for i in range(8)]
+    for r in range(6):
+        d = f"b{r}"
+        os.mkdir(dpod.a / d)
+        model = {}  # name -> content (hard links share one bytes object by name group)
+        links = {}  # name -> group id
+        next_group = 0
+        for step in range(80):
+            op = rnd.random()
+            a, b = rnd.choice(names), rnd.choice(names)
+            pa, pb = dpod.a / d / a, dpod.a / d / b
+            if op < 0.35 or a not in model:
+                data = os.urandom(rnd.randrange(1, 64))
+                with open(pa, "wb") as f:
+                    f.write(data)
+                if a in model:  # rewritten in place: every link of it sees it
+                    for n, g in links.items():
+                        if g == links[a]:
+                            model[n] = data
+                else:
+                    model[a] = data
+                    links[a] = next_group
+                    next_group += 1
+            elif op < 0.65:
+                os.unlink(pa)
+                del model[a], links[a]
+            elif op < 0.85 and a != b:
+                os.rename(pa, pb)
+                model[b], links[b] = model.pop(a), links.pop(a)
+            elif b not in model:
+                os.link(pa, pb)
+                model[b], links[b] = model[a], links[a]
+        seen = sorted(os.listdir(dpod.b / d))
+        assert seen == sorted(model), (r, seen, sorted(model))
+        for n, data in model.items():
+            st = os.stat(dpod.b / d / n)
+            assert st.st_nlink == sum(1 for g in links.values() if g == links[n]), (r, n)
+            with open(dpod.b / d / n, "rb") as f:
+                assert f.read() == data, (r, n)
+        fsync_dir(dpod.a / d)
+        assert sorted(os.listdir(dpod.export / d)) == sorted(model)
+    assert podfs_stats(dpod.a)["dirdeleg_unlinks"] > 0
