@@ -32,6 +32,17 @@ struct ddir {
 	unsigned pending;   /* unlinks answered here, not answered by the daemon yet */
 	uint64_t at;        /* the directory's stamp after the last one (0: not trusted) */
 	int64_t used_ns;    /* for the choice of the one to forget */
+	bool asking;        /* a DELEG_DIR for it is queued or in flight */
+};
+
+/* Work for the senders besides unlinks: a DELEG_DIR to send (dir, held
+ * with inode_hold, and cr), a directory to give back (ret), or both. */
+struct dask {
+	struct dask *next;
+	struct inode *dir;
+	struct pfs_creds cr;
+	bool has_ret;
+	struct pfs_fh ret;
 };
 
 /* An unlink answered here, to send. */
@@ -52,6 +63,7 @@ struct dirdeleg {
 	struct ddir *dirs;
 	unsigned ndirs;
 	struct ditem *head, **tail;
+	struct dask *asks;          /* LIFO: their order does not matter */
 	unsigned queued, inflight;
 	_Atomic unsigned pending;   /* queued + inflight, read without the lock */
 	uint64_t ended;             /* end_all calls: a grant asked for before one is not held */
@@ -247,6 +259,56 @@ static bool same_batch(const struct ditem *a, const struct ditem *b)
 	       memcmp(x->groups, y->groups, x->ngroups * sizeof(x->groups[0])) == 0;
 }
 
+static void give_back(struct dirdeleg *d, const struct pfs_fh *fh);
+static void grant_listing(struct client *c, struct inode *dir);
+
+/* A sender's DELEG_DIR and DELEG_RETURN (dirdeleg_unlinked). */
+static void do_ask(struct dirdeleg *d, struct dask *a)
+{
+	struct client *c = d->c;
+
+	pthread_mutex_lock(&d->ask);
+	if (a->has_ret)
+		give_back(d, &a->ret);
+	if (!a->dir)
+		goto out;
+	pthread_mutex_lock(&d->bg.lock);
+	uint64_t ended = d->ended;
+	pthread_mutex_unlock(&d->bg.lock);
+	struct pfs_getattr_req m = { .cr = a->cr, .fh = a->dir->fh };
+	struct rpc_reply rep = { 0 };
+	int rc = rpc_msg(c->rpc, PFS_OP_DELEG_DIR, getattr_req, &m, &rep);
+	rpc_reply_free(&rep);
+	if (rc == 0)
+		grant_listing(c, a->dir);
+	pthread_mutex_lock(&d->bg.lock);
+	if (rc == -ENOSYS)
+		d->off = true;
+	/* Looked up again: it may have been forgotten meanwhile. After a
+	 * recall or a reconnect meanwhile (one may have raced with the
+	 * grant), it is not held; neither is it without an entry: then the
+	 * daemon may still count it, and gets it back. */
+	bool held = false;
+	struct ddir *e = find(d, &a->dir->fh);
+	if (e) {
+		e->asking = false;
+		e->syncs = 0;
+		if (rc == 0 && d->ended == ended) {
+			e->held = held = true;
+			d->st.granted++;
+		} else {
+			e->retry_ns = pfs_mono_ns() + DD_RETRY_NS;
+		}
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	if (rc == 0 && !held)
+		give_back(d, &a->dir->fh);
+	inode_forget(c->it, a->dir, 1);
+out:
+	pthread_mutex_unlock(&d->ask);
+	free(a);
+}
+
 static void *sender_main(void *arg)
 {
 	struct dirdeleg *d = arg;
@@ -255,6 +317,14 @@ static void *sender_main(void *arg)
 	in_sender = true;
 	pthread_mutex_lock(&d->bg.lock);
 	for (;;) {
+		if (d->asks) {
+			struct dask *a = d->asks;
+			d->asks = a->next;
+			pthread_mutex_unlock(&d->bg.lock);
+			do_ask(d, a);
+			pthread_mutex_lock(&d->bg.lock);
+			continue;
+		}
 		if (d->head) {
 			/* The unlinks at the head of the queue in one directory
 			 * by one caller go together, up to PFS_UNLINKS_MAX. */
@@ -380,7 +450,7 @@ void dirdeleg_free(struct dirdeleg *d)
  * flight). Otherwise (!held: dirdeleg_victim) the listing must be
  * coherent: no push about dir since it was fetched. */
 static struct inode *known_file(struct client *c, struct inode *dir, const char *name,
-				bool held, struct pfs_attr *a)
+				bool held, bool isdir, struct pfs_attr *a)
 {
 	struct pfs_entry pe;
 	struct listing_info li;
@@ -401,8 +471,10 @@ static struct inode *known_file(struct client *c, struct inode *dir, const char 
 	/* One link and not a directory: no other name of it elsewhere that
 	 * another host could reach without a recall, and no other object's
 	 * attributes move with its removal. Nothing pending on it under an
-	 * attribute delegation. */
-	if (ok && (a->nlink != 1 || S_ISDIR(a->mode) || (c->dl && deleg_has(c->dl, ip))))
+	 * attribute delegation. A directory (rmdir: empty) moves only its
+	 * parent's. */
+	if (ok && (isdir ? !S_ISDIR(a->mode)
+			 : a->nlink != 1 || S_ISDIR(a->mode) || (c->dl && deleg_has(c->dl, ip))))
 		ok = false;
 	if (!ok) {
 		inode_forget(c->it, ip, 1);
@@ -411,11 +483,11 @@ static struct inode *known_file(struct client *c, struct inode *dir, const char 
 	return ip;
 }
 
-struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name)
+struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name, bool isdir)
 {
 	struct pfs_attr a;
 
-	return known_file(d->c, dir, name, false, &a);
+	return known_file(d->c, dir, name, false, isdir, &a);
 }
 
 /* A grant of dir arrived: a listing of it fetched before, that a push
@@ -459,7 +531,7 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 	pthread_mutex_unlock(&d->bg.lock);
 	if (!held || strlen(name) > PFS_NAME_MAX)
 		return false;
-	struct inode *file = known_file(c, dir, name, true, &a);
+	struct inode *file = known_file(c, dir, name, true, false, &a);
 	if (!file)
 		return false;
 	struct ditem *it = calloc(1, sizeof(*it));
@@ -523,59 +595,32 @@ static void give_back(struct dirdeleg *d, const struct pfs_fh *fh)
 
 void dirdeleg_unlinked(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr)
 {
-	struct client *c = d->c;
 	int64_t now = pfs_mono_ns();
+	struct dask *a = calloc(1, sizeof(*a));
 
-	struct pfs_fh ret;
-	bool has_ret = false;
-
+	if (!a)
+		return;
 	pthread_mutex_lock(&d->bg.lock);
-	struct ddir *e = d->off ? NULL : find_or_add(d, &dir->fh, &ret, &has_ret);
-	bool ask = e && !e->held && ++e->syncs >= DD_ASK_AFTER && now >= e->retry_ns;
+	struct ddir *e = d->off || d->bg.stop ? NULL : find_or_add(d, &dir->fh, &a->ret, &a->has_ret);
+	bool ask = e && !e->held && !e->asking && ++e->syncs >= DD_ASK_AFTER && now >= e->retry_ns;
 	if (e)
 		e->used_ns = now;
-	if (ask)
+	if (ask) {
+		/* Asked by a sender: this unlink's reply does not wait for it. */
+		e->asking = true;
 		d->st.asked++;
-	pthread_mutex_unlock(&d->bg.lock);
-	if (!has_ret && !ask)
-		return;
-	pthread_mutex_lock(&d->ask);
-	if (has_ret)
-		give_back(d, &ret);
-	if (!ask) {
-		pthread_mutex_unlock(&d->ask);
-		return;
+		inode_hold(d->c->it, dir);
+		a->dir = dir;
+		a->cr = *cr;
 	}
-	pthread_mutex_lock(&d->bg.lock);
-	uint64_t ended = d->ended;
-	pthread_mutex_unlock(&d->bg.lock);
-	struct pfs_getattr_req m = { .cr = *cr, .fh = dir->fh };
-	struct rpc_reply rep = { 0 };
-	int rc = rpc_msg(c->rpc, PFS_OP_DELEG_DIR, getattr_req, &m, &rep);
-	rpc_reply_free(&rep);
-	if (rc == 0)
-		grant_listing(c, dir);
-	pthread_mutex_lock(&d->bg.lock);
-	if (rc == -ENOSYS)
-		d->off = true;
-	/* Looked up again: it may have been forgotten meanwhile. After a
-	 * recall or a reconnect meanwhile (one may have raced with the
-	 * grant), it is not held; neither is it without an entry: then the
-	 * daemon may still count it, and gets it back. */
-	bool held = false;
-	if ((e = find(d, &dir->fh))) {
-		e->syncs = 0;
-		if (rc == 0 && d->ended == ended) {
-			e->held = held = true;
-			d->st.granted++;
-		} else {
-			e->retry_ns = now + DD_RETRY_NS;
-		}
+	if (ask || a->has_ret) {
+		a->next = d->asks;
+		d->asks = a;
+		bg_wake(&d->bg);
+		a = NULL;
 	}
 	pthread_mutex_unlock(&d->bg.lock);
-	if (rc == 0 && !held)
-		give_back(d, &dir->fh);
-	pthread_mutex_unlock(&d->ask);
+	free(a);
 }
 
 int dirdeleg_error(struct dirdeleg *d, struct inode *dir)

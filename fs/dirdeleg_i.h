@@ -82,14 +82,17 @@ void dirdeleg_free(struct dirdeleg *d);
  * caller sends it as usual, then calls dirdeleg_unlinked. */
 bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 		     const struct pfs_creds *cr, int *err);
-/* The file the unlink of name in dir removes, if this client knows it
- * (dir's listing names it) and knows it has one link and is not a
- * directory (attributes it trusts): held (inode_forget(it, ip, 1) gives
- * it back). The unlink then moves no other object (an unlink that does
- * not name it moves the namespace count, trust_i.h). NULL: not known. */
-struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name);
+/* The object the unlink (or with isdir, the rmdir) of name in dir
+ * removes, if this client knows it (dir's listing names it, coherent)
+ * and knows from attributes it trusts that it has one link and is not a
+ * directory (isdir: that it is a directory): held (inode_forget(it, ip,
+ * 1) gives it back). The change then moves no object but dir and it (an
+ * unlink or rmdir that does not name it moves the namespace count,
+ * trust_i.h). NULL: not known. */
+struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name, bool isdir);
 /* An unlink in dir was sent the usual way and succeeded: after
- * DD_ASK_AFTER of them, asks for the directory (one DELEG_DIR). */
+ * DD_ASK_AFTER of them, asks for the directory (one DELEG_DIR, which a
+ * sender thread sends: the unlink's reply does not wait for it). */
 void dirdeleg_unlinked(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr);
 /* The first error (-errno) of an unlink answered here in dir not reported
  * yet, forgotten now (0: none), after waiting for the queue: rmdir,

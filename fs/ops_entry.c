@@ -604,16 +604,17 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	}
 	/* The object removed is not named (FUSE gives the name): its link
 	 * count and ctime move unannounced, so the namespace count does;
-	 * unless this client knows it, with one link (dirdeleg_victim). */
-	struct inode *victim = c->dd && op == PFS_OP_UNLINK ? dirdeleg_victim(c->dd, IP(req, parent), name)
-							    : NULL;
+	 * unless this client knows it: a file with one link, an (empty)
+	 * directory (dirdeleg_victim). */
+	struct inode *victim = c->dd ? dirdeleg_victim(c->dd, IP(req, parent), name, op == PFS_OP_RMDIR)
+				     : NULL;
 	struct ops_own o = ops_own_change(c, IP(req, parent), victim == NULL);
 	uint64_t victim_at = victim ? inode_own_also(c->it, victim) : 0;
-	/* With directory delegations, an unlink keeps the directory's
-	 * listing (without the name, once it is gone): the unlinks answered
-	 * under one find their files there. The kernel holds the
+	/* With directory delegations, an unlink or rmdir keeps the
+	 * directory's listing (without the name, once it is gone): the
+	 * unlinks answered under one find their files there. The kernel holds the
 	 * directory's lock meanwhile: no lookup or READDIR of ours uses it. */
-	bool keep = c->dd && op == PFS_OP_UNLINK;
+	bool keep = c->dd != NULL;
 	if (keep)
 		listing_changing(IP(req, parent));
 	else
