@@ -3,8 +3,10 @@
  * CREATE): the export call, the invalidations its change makes for other
  * clients, the reply. Worker threads (see op_i.h). */
 #include <errno.h>
-#include "podfs/le.h"
 #include <stdlib.h>
+
+#include "podfs/le.h"
+#include "podfs/log.h"
 
 #include "deleg_i.h"
 #include "handles_i.h"
@@ -149,6 +151,17 @@ int op_unlinks(struct op *o)
 	}
 	if (n == 0)
 		return -EINVAL;
+	/* Answered by the client under its directory delegation: refused
+	 * if it was revoked meanwhile (another client saw the names before
+	 * them; wire.h "Delegations"). One the table does not know (ended
+	 * at a recall the holder acknowledged, or a restart) does not
+	 * refuse them. */
+	if (o->d->deleg && o->r->s &&
+	    deleg_check(o->d->deleg, o->r->s->client_id, handles_key(o->d->hs, &m->parent)) < 0) {
+		pfs_info("session %016llx: unlinks under a revoked directory delegation refused",
+			 (unsigned long long)o->r->s->client_id);
+		return -EIO;
+	}
 	pfs_rd_init(&rd, m->names.p, m->names.len);
 	for (size_t i = 0; i < n; i++) {
 		(void)pfs_get_NAME(&rd, &name);

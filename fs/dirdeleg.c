@@ -210,7 +210,8 @@ static void send_one(struct dirdeleg *d, struct ditem *it)
 	unlink_done(d, it, rc, have_da ? &dr.dir : NULL);
 }
 
-/* Sends items v[n] (n > 1: one directory, one caller) in one UNLINKS. */
+/* Sends items v[n] (one directory, one caller) in one UNLINKS: the daemon
+ * refuses it (EIO) if it revoked the delegation meanwhile. */
 static void send_batch(struct dirdeleg *d, struct ditem **v, size_t n)
 {
 	struct pfs_unlinks_req m = { .cr = v[0]->m.cr, .parent = v[0]->m.parent };
@@ -339,7 +340,7 @@ static void *sender_main(void *arg)
 			d->inflight += (unsigned)n;
 			d->st.sent++;
 			pthread_mutex_unlock(&d->bg.lock);
-			if (n == 1)
+			if (d->no_batch)
 				send_one(d, v[0]);
 			else
 				send_batch(d, v, n);

@@ -405,8 +405,9 @@ enum pfs_op {
  * UNLINK. Replies: unlinks_rep: the directory's attributes after them
  * (if flags has PFS_UL_DIR_ATTR) and, per name in order, a u32 (little
  * endian): 0, or the positive errno of its unlink; EINVAL (a malformed
- * list, or none), E2BIG (too many). podfs sends it only for unlinks it
- * answered under a directory delegation.
+ * list, or none), E2BIG (too many); EIO (nothing removed) if the
+ * session's delegation of parent was revoked. podfs sends it only for
+ * unlinks it answered under a directory delegation.
  * DELEG_DIR (replies: none, the directory delegation of fh is granted;
  * EAGAIN: not now; ENOTDIR; see "Delegations" below), DELEG_RETURN
  * (replies: none; the session no longer holds fh's, if it did).

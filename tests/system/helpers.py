@@ -321,12 +321,17 @@ def _background(fn, *a):
 class DelayRelay:
     """A TCP relay on 127.0.0.1 to target (host, port) that holds every
     chunk from the server to the client for `delay` seconds (the client's
-    requests pass at once): a client whose pushes arrive late. close()
-    ends it; each connection ends when either side closes."""
+    requests pass at once): a client whose pushes arrive late. hold_up()
+    holds the client's bytes to the server from then on until
+    release_up() (at most 30 s). close() ends it; each connection ends
+    when either side closes."""
 
     def __init__(self, target, delay):
         import socket
+        import threading
         self.target, self.delay = target, delay
+        self.up_open = threading.Event()
+        self.up_open.set()
         self.ls = socket.socket()
         self.ls.bind(("127.0.0.1", 0))
         self.ls.listen(8)
@@ -345,10 +350,16 @@ class DelayRelay:
             t = socket.create_connection(self.target, timeout=10)
             t.settimeout(None)
             self.socks += [c, t]
-            _background(self._pump, c, t, 0)
+            _background(self._pump, c, t, 0, self.up_open)
             _background(self._pump, t, c, self.delay)
 
-    def _pump(self, src, dst, delay):
+    def hold_up(self):
+        self.up_open.clear()
+
+    def release_up(self):
+        self.up_open.set()
+
+    def _pump(self, src, dst, delay, gate=None):
         try:
             while True:
                 data = src.recv(1 << 16)
@@ -356,6 +367,8 @@ class DelayRelay:
                     break
                 if delay:
                     time.sleep(delay)
+                if gate is not None:
+                    gate.wait(timeout=30)
                 dst.sendall(data)
         except OSError:
             pass

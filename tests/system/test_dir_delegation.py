@@ -17,7 +17,7 @@ import time
 import pytest
 
 from harness.pod import Pod
-from helpers import podfs_stats, wait_for
+from helpers import DelayRelay, podfs_stats, wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -372,3 +372,56 @@ def test_bursts_alone_then_seen_by_another_host(dpod):
         fsync_dir(dpod.a / d)
         assert sorted(os.listdir(dpod.export / d)) == sorted(model)
     assert podfs_stats(dpod.a)["dirdeleg_unlinks"] > 0
+
+
+def test_stalled_holder_revoked(env, mount):
+    """A stops (SIGSTOP) right after unlinks it answered itself, whose
+    UNLINKS a relay holds on their way: B waits only for A's
+    acknowledgement deadline (--ack-timeout, 30 ms for a quick host),
+    then sees the names as the coordinator has them. A's delegation is
+    revoked, so its UNLINKS, let through after that, is refused and never
+    applied, and A's fsync of the directory reports it (EIO); the names
+    are there for everyone."""
+    import signal
+    daemon = env.start_daemon(extra=EXTRA)
+    relay = DelayRelay((daemon.host, daemon.port), 0)
+
+    class Via:
+        host, port, key = "127.0.0.1", relay.port, daemon.key
+    a = None
+    try:
+        a = mount(Via, opts=OPTS)
+        b = mount(daemon, path=env.root / "mnt-b")
+        make_files(a, "d", 12)
+        for i in range(4):  # the usual way, until A holds the directory
+            os.unlink(a / "d" / f"f{i}")
+        wait_for(lambda: podfs_stats(a)["dirdeleg_granted"] >= 1, timeout=10,
+                 what="A holds the directory")
+        relay.hold_up()
+        before = podfs_stats(a)["dirdeleg_unlinks"]
+        for i in range(4, 8):
+            os.unlink(a / "d" / f"f{i}")
+        assert podfs_stats(a)["dirdeleg_unlinks"] - before == 4
+        a.proc.send(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            names = sorted(os.listdir(b / "d"))
+            took = time.monotonic() - t0
+        finally:
+            relay.release_up()
+            a.proc.send(signal.SIGCONT)
+        kept = sorted(f"f{i}" for i in range(4, 12))
+        assert names == kept
+        assert took < 1.0, took
+        with pytest.raises(OSError) as e:
+            fsync_dir(a / "d")
+        assert e.value.errno == errno.EIO
+        assert sorted(os.listdir(b / "d")) == kept
+        assert sorted(os.listdir(env.export / "d")) == kept
+        assert sorted(os.listdir(a / "d")) == kept
+        assert podfs_stats(a)["dirdeleg_errors"] >= 1
+    finally:
+        relay.release_up()
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay.close()
