@@ -2,17 +2,17 @@
  * unlinks answered under them (-o delegate; wire.h "Delegations",
  * docs/delegation.md).
  *
- * After a few unlinks in one directory (DD_ASK_AFTER), the client asks
- * the daemon for the directory (DELEG_DIR). The daemon grants it while no
+ * After a few unlinks in one directory (DD_ASK_AFTER), a sender thread
+ * asks the daemon for the directory (DELEG_DIR). The daemon grants it while no
  * other session caches the directory; a request of another session that
  * names the directory or its parent recalls it (RECALL push).
  *
  * While the client holds it, ops_unlink asks dirdeleg_unlink first: the
  * unlink of a name that the directory's listing knows, whose file this
  * client trusts the attributes of, with one link and not a directory, is
- * answered here. The name leaves the listing (listing_remove), the
- * directory and the file are stamped as changed by this client (their
- * attributes are asked for again), and the UNLINK is queued; DD_SENDERS
+ * answered here. The name leaves the listing (listing_remove), the file
+ * is stamped as changed by this client (its attributes are asked for
+ * again), and the UNLINK is queued; DD_SENDERS
  * threads send the queue, several requests in flight at once (removals of
  * different names do not depend on each other), each carrying the
  * unlinks at the head of the queue in one directory by one caller (up to
@@ -33,13 +33,17 @@
  * the other host's request after every UNLINK answered here). A reconnect
  * ends them too, without waiting (what is queued is still sent, and
  * retried like any request). An UNLINK that fails (not ENOENT: the name
- * is gone either way) is reported by the next unlink or rmdir in that
- * directory, or its fsync, as a write behind's error is reported later.
+ * is gone either way; EIO for all of them once the daemon revoked the
+ * delegation of a holder that stalled) is reported by the next unlink
+ * or rmdir in that directory, or its fsync, as a write behind's error
+ * is reported later.
  *
  * Bounded: at most DD_QUEUE_MAX unlinks queued or in flight (past that,
  * an unlink waits for room), DD_DIRS directories tracked.
  *
- * Any thread; one mutex, never held across a call to the daemon.
+ * Any thread. One mutex (bg.lock) guards the state and is never held
+ * across a call to the daemon; another (ask) is held across DELEG_DIR
+ * and DELEG_RETURN only, so that a return never overtakes a later grant.
  */
 #ifndef PODFS_DIRDELEG_I_H
 #define PODFS_DIRDELEG_I_H
