@@ -69,7 +69,7 @@ struct dirdeleg {
 	uint64_t ended;             /* end_all calls: a grant asked for before one is not held */
 	bool off;                   /* the daemon does not grant them (ENOSYS) */
 	bool no_batch;              /* the daemon does not know UNLINKS (ENOSYS) */
-	bool started;
+	bool started;               /* the senders run (dirdeleg_start) */
 	struct dirdeleg_stats st;
 };
 
@@ -401,15 +401,23 @@ int dirdeleg_new(struct client *c, struct dirdeleg **out)
 	}
 	pthread_cond_init(&d->idle, NULL);
 	pthread_mutex_init(&d->ask, NULL);
-	for (unsigned i = 0; i < DD_SENDERS; i++)
-		if ((rc = bg_start(&d->bg, sender_main, d)) < 0) {
-			dirdeleg_stop(d);
-			dirdeleg_free(d);
-			return rc;
-		}
-	d->started = true;
-	rpc_set_barrier(c->rpc, barrier, d);
 	*out = d;
+	return 0;
+}
+
+int dirdeleg_start(struct dirdeleg *d)
+{
+	int rc;
+
+	for (unsigned i = 0; i < DD_SENDERS; i++)
+		if ((rc = bg_start(&d->bg, sender_main, d)) < 0)
+			return rc; /* dirdeleg_stop stops those started */
+	/* Only now: an unlink is answered here only once a grant came,
+	 * which a sender asks for. */
+	pthread_mutex_lock(&d->bg.lock);
+	d->started = true;
+	pthread_mutex_unlock(&d->bg.lock);
+	rpc_set_barrier(d->c->rpc, barrier, d);
 	return 0;
 }
 
@@ -602,7 +610,8 @@ void dirdeleg_unlinked(struct dirdeleg *d, struct inode *dir, const struct pfs_c
 	if (!a)
 		return;
 	pthread_mutex_lock(&d->bg.lock);
-	struct ddir *e = d->off || d->bg.stop ? NULL : find_or_add(d, &dir->fh, &a->ret, &a->has_ret);
+	struct ddir *e = d->off || d->bg.stop || !d->started ? NULL
+							     : find_or_add(d, &dir->fh, &a->ret, &a->has_ret);
 	bool ask = e && !e->held && !e->asking && ++e->syncs >= DD_ASK_AFTER && now >= e->retry_ns;
 	if (e)
 		e->used_ns = now;

@@ -73,8 +73,12 @@ struct dirdeleg_stats {
 	uint64_t waits;    /* requests that waited for the queue */
 };
 
-/* Starts the sender threads. Returns 0 or -errno. */
+/* Creates the state; no thread yet. Returns 0 or -errno. */
 int dirdeleg_new(struct client *c, struct dirdeleg **out);
+/* Starts the sender threads, after the process has daemonized (fork
+ * keeps no thread), and installs the barrier. Returns 0 or -errno (the
+ * threads started are stopped by dirdeleg_stop). The main thread, once. */
+int dirdeleg_start(struct dirdeleg *d);
 /* Sends what is queued, stops the threads (before the connection
  * closes). Safe on NULL and twice. */
 void dirdeleg_stop(struct dirdeleg *d);

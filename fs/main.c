@@ -517,7 +517,8 @@ static int start_threads(struct client *c, struct sigctl *sc)
 
 	if ((rc = cache_start(c->cache)) < 0 || (rc = wb_start(c->wb)) < 0 ||
 	    (rc = locks_start(c->lk)) < 0 || (rc = lsfetch_start(c->lf)) < 0 ||
-	    (c->pc && (rc = pcache_start(c->pc, c)) < 0)) {
+	    (c->pc && (rc = pcache_start(c->pc, c)) < 0) ||
+	    (c->dd && (rc = dirdeleg_start(c->dd)) < 0)) {
 		pfs_err("cannot start threads: %s", strerror(-rc));
 		return -1;
 	}

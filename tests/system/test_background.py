@@ -98,3 +98,39 @@ def test_podfs_background_mount_ends_cleanly(env, reaper, daemon):
     assert running == [], "podfs did not exit after the unmount"
     assert list(ended.values()) == [0], f"podfs exit status: {ended}"
     wait_for(lambda: not is_mounted(mnt), 5, what="the mount to go")
+
+
+@pytest.mark.timeout(120)
+def test_podfs_background_mount_with_delegations(env, reaper):
+    """The same with -o delegate (and podfsd --delegate): the threads
+    that send the unlinks answered under a directory delegation run in
+    the background process (they start after it forked), so unlinks are
+    answered there and reach the coordinator, and the unmount still ends
+    the process."""
+    from helpers import podfs_stats
+    daemon = env.start_daemon(extra=["--delegate"])
+    mnt = env.root / "bg"
+    mnt.mkdir()
+    rc, out, err = reaper.run([PODFS, daemon.addr, mnt, "-o", f"key={env.key},delegate"],
+                              timeout=60)
+    try:
+        assert rc == 0, err
+        os.mkdir(mnt / "d")
+        for i in range(20):
+            write_file(mnt / "d" / f"f{i}", b"x")
+        for i in range(20):
+            os.unlink(mnt / "d" / f"f{i}")
+        fd = os.open(mnt / "d", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        assert os.listdir(env.export / "d") == []
+        assert podfs_stats(types.SimpleNamespace(path=mnt))["dirdeleg_unlinks"] > 0
+    finally:
+        reaper.run(["fusermount3", "-u", mnt], timeout=30)
+        if is_mounted(mnt):
+            reaper.run(["fusermount3", "-uz", mnt], timeout=30)
+    ended, running = reaper.left_behind(20)
+    assert running == [], "podfs did not exit after the unmount"
+    assert list(ended.values()) == [0], f"podfs exit status: {ended}"
