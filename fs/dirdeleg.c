@@ -219,10 +219,11 @@ static void send_batch(struct dirdeleg *d, struct ditem **v, size_t n)
 	struct rpc_reply rep = { 0 };
 	size_t cap = n * (2 + PFS_NAME_MAX);
 	uint8_t *names = malloc(cap);
+	bool listed = names != NULL;
 	struct pfs_wr w;
 	int rc = -ENOMEM;
 
-	if (names) {
+	if (listed) {
 		pfs_wr_init(&w, names, cap);
 		for (size_t i = 0; i < n; i++)
 			(void)pfs_put_NAME(&w, &v[i]->m.name);
@@ -233,7 +234,10 @@ static void send_batch(struct dirdeleg *d, struct ditem **v, size_t n)
 	}
 	if (rc == 0 && (pfs_dec_unlinks_rep(rep.buf, rep.len, &ur) < 0 || ur.status.len != 4 * n))
 		rc = -EIO;
-	if (rc == -ENOSYS || rc == -ENOMEM) { /* an older daemon; or one by one */
+	/* A daemon without UNLINKS, or no memory here for the list: one by
+	 * one. (The daemon's own ENOMEM is its answer: a plain UNLINK would
+	 * not be refused under a revoked delegation.) */
+	if (rc == -ENOSYS || !listed) {
 		rpc_reply_free(&rep);
 		if (rc == -ENOSYS)
 			d->no_batch = true;
