@@ -1,6 +1,6 @@
-/* chunks_i.h: peer-assisted reads on the coordinator's side (wire.h
- * "Peer-assisted reads"): the digests of large files' chunks, which
- * clients hold which chunk, and the choice of where a client should get
+/* chunks_i.h: peer-assisted reads on the coordinator's side
+ * (wire_peer.h): the digests of large files' chunks, which clients hold
+ * which chunk, and the choice of where a client should get
  * a chunk from.
  *
  * Digests. For each file (by its interest key, handles_key) at one

@@ -1,5 +1,5 @@
 /* dispatch_chunks.c: the handlers of peer-assisted reads (CHUNK,
- * CHUNK_REPORT; wire.h "Peer-assisted reads"): a chunk's digest, taken
+ * CHUNK_REPORT; wire_peer.h): a chunk's digest, taken
  * through the caller's open file, and where the client should get the
  * chunk (chunks_i.h). Worker threads (see op_i.h). */
 #include <arpa/inet.h>

@@ -1,5 +1,5 @@
 /* chunkstore_i.h: the chunks a mount holds for peer-assisted reads
- * (wire.h "Peer-assisted reads"), in memory, by content.
+ * (wire_peer.h), in memory, by content.
  *
  * A chunk is named by its SHA-256 (the digest podfsd gave): the store
  * holds at most one chunk per digest, so two files (or two places of

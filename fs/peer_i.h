@@ -1,5 +1,5 @@
-/* peer_i.h: peer-assisted reads on a mount (-o peers; wire.h
- * "Peer-assisted reads", docs/peers.md).
+/* peer_i.h: peer-assisted reads on a mount (-o peers; wire_peer.h,
+ * docs/peers.md).
  *
  * A READ of a large regular file (at least peer_min bytes) goes by
  * chunks: for the chunk it falls in, CHUNK asks the coordinator for its

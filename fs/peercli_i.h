@@ -1,6 +1,6 @@
-/* peercli_i.h: a mount fetching chunks from its peers (wire.h
- * "Peer-assisted reads"): connections to other clients (peernet.c),
- * kept for the next chunk, and the peers that failed lately.
+/* peercli_i.h: a mount fetching chunks from its peers (wire_peer.h):
+ * connections to other clients (peernet.c), kept for the next chunk,
+ * and the peers that failed lately.
  *
  * A fetch asks for the whole chunk (PEER_GETs of PFS_MAX_IO bytes, sent
  * at once) and checks it against its digest (SHA-256) before it says it

@@ -1,5 +1,5 @@
 /* peernet_i.h: a connection between two podfs clients for peer-assisted
- * reads (wire.h "Peer-assisted reads"): TCP, TLS with the pod key's PSK
+ * reads (wire_peer.h): TCP, TLS with the pod key's PSK
  * (tls.h) unless the mount says tls=off, and frames on it; both sides
  * (peersrv.c serves, peercli.c asks).
  *

@@ -1,5 +1,5 @@
 /* peerproto_i.h: what a client serving its peers answers to each frame
- * another client sends it (wire.h "Peer-assisted reads": PEER_HELLO,
+ * another client sends it (wire_peer.h: PEER_HELLO,
  * PEER_AUTH, then PEER_GET), as a state machine with no I/O, so that
  * every byte a peer can send goes through one function the fuzzer drives
  * (tests/fuzz/fuzz_peerproto.c). peersrv.c does the I/O: it reads a

@@ -1,5 +1,5 @@
 /* peersrv_i.h: a mount serving the chunks it holds to its peers
- * (wire.h "Peer-assisted reads"; -o peers).
+ * (wire_peer.h; -o peers).
  *
  * A TCP listener on the address this host reaches the coordinator from
  * (an ephemeral port unless peer_port= says), which podfsd tells other
