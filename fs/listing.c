@@ -25,6 +25,7 @@ struct listing {
 	struct litem *items;      /* n of cap, in payload order */
 	size_t n, cap;
 	struct htab index;        /* items by name */
+	size_t ngone;             /* items removed by listing_remove */
 	_Atomic int64_t *total;   /* the table's listing_total */
 	int64_t bytes;            /* counted in *total */
 };
@@ -92,7 +93,7 @@ static void index_rebuild(struct listing *ls)
 	htab_fini(&ls->index);
 	htab_init(&ls->index);
 	for (size_t i = 0; i < ls->n; i++)
-		if (!item_gone(ls, ls->items[i].off))
+		if (!ls->ngone || !item_gone(ls, ls->items[i].off))
 			htab_insert(&ls->index, &ls->items[i].hn, ls->items[i].hn.hash);
 }
 
@@ -338,6 +339,7 @@ int listing_remove(struct inode *dir, const char *name)
 		struct litem *it = container_of(hn, struct litem, hn);
 		if (item_flag(ls, it, name, nl, NULL, INODE_LS_GONE)) {
 			htab_remove(&ls->index, &it->hn);
+			ls->ngone++;
 			ret = 0;
 			break;
 		}

@@ -76,6 +76,19 @@ def test_podfsd_daemon_start_error_reported_in_foreground(env, reaper, daemon):
     assert running == [], f"a failed podfsd --daemon left {running} running"
 
 
+def unmount(reaper, mnt):
+    reaper.run(["fusermount3", "-u", mnt], timeout=30)
+    if is_mounted(mnt):
+        reaper.run(["fusermount3", "-uz", mnt], timeout=30)
+
+
+def assert_podfs_ended(reaper):
+    """The background podfs ended, with status 0, after its unmount."""
+    ended, running = reaper.left_behind(20)
+    assert running == [], "podfs did not exit after the unmount"
+    assert list(ended.values()) == [0], f"podfs exit status: {ended}"
+
+
 @pytest.mark.timeout(120)
 def test_podfs_background_mount_ends_cleanly(env, reaper, daemon):
     """podfs without -f returns once the mount is there, serves it from
@@ -91,12 +104,8 @@ def test_podfs_background_mount_ends_cleanly(env, reaper, daemon):
         write_file(mnt / "f", b"x" * 100000)
         assert read_file(env.export / "f") == b"x" * 100000
     finally:
-        reaper.run(["fusermount3", "-u", mnt], timeout=30)
-        if is_mounted(mnt):
-            reaper.run(["fusermount3", "-uz", mnt], timeout=30)
-    ended, running = reaper.left_behind(20)
-    assert running == [], "podfs did not exit after the unmount"
-    assert list(ended.values()) == [0], f"podfs exit status: {ended}"
+        unmount(reaper, mnt)
+    assert_podfs_ended(reaper)
     wait_for(lambda: not is_mounted(mnt), 5, what="the mount to go")
 
 
@@ -128,9 +137,5 @@ def test_podfs_background_mount_with_delegations(env, reaper):
         assert os.listdir(env.export / "d") == []
         assert podfs_stats(types.SimpleNamespace(path=mnt))["dirdeleg_unlinks"] > 0
     finally:
-        reaper.run(["fusermount3", "-u", mnt], timeout=30)
-        if is_mounted(mnt):
-            reaper.run(["fusermount3", "-uz", mnt], timeout=30)
-    ended, running = reaper.left_behind(20)
-    assert running == [], "podfs did not exit after the unmount"
-    assert list(ended.values()) == [0], f"podfs exit status: {ended}"
+        unmount(reaper, mnt)
+    assert_podfs_ended(reaper)
