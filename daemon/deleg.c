@@ -222,6 +222,15 @@ int deleg_check(struct deleg *t, uint64_t owner, uint64_t file)
 	return ret;
 }
 
+bool deleg_holds(struct deleg *t, uint64_t owner, uint64_t file)
+{
+	pthread_mutex_lock(&t->mu);
+	struct dent *e = find(t, owner, file);
+	bool held = e && !e->revoked;
+	pthread_mutex_unlock(&t->mu);
+	return held;
+}
+
 void deleg_release(struct deleg *t, uint64_t owner, uint64_t fid)
 {
 	struct hnode *h, *next;

@@ -68,6 +68,8 @@ size_t deleg_recalled(struct deleg *t, uint64_t owner, uint64_t key, bool acked)
  * may be applied (held, or unknown here: after a restart, or one that
  * ended normally), -EIO if it was revoked. */
 int deleg_check(struct deleg *t, uint64_t owner, uint64_t file);
+/* Whether owner holds a delegation on file (or directory), not revoked. */
+bool deleg_holds(struct deleg *t, uint64_t owner, uint64_t file);
 /* owner closed fid: the delegation it opened ends (held or revoked). */
 void deleg_release(struct deleg *t, uint64_t owner, uint64_t fid);
 /* owner renamed file (one it holds) into directory newparent. */

@@ -114,6 +114,8 @@ static const struct handler handlers[PFS_OP_MAX] = {
 	[PFS_OP_LISTDIR_PAGE] = { op_listdir_page, AS_CALLER(LISTDIR_PAGE, fh), .note = true },
 	[PFS_OP_LISTDIRS]     = { op_listdirs, PLAIN(LISTDIRS) },
 	[PFS_OP_UNLINKS]      = { op_unlinks, AS_CALLER(UNLINKS, parent) },
+	[PFS_OP_SLOTS]        = { op_slots, AS_CALLER(SLOTS, dir) },
+	[PFS_OP_CREATES]      = { op_creates, AS_CALLER(CREATES, parent) },
 };
 
 /* The ladder every request climbs: decode, resolve and switch as its row

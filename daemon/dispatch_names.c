@@ -13,6 +13,7 @@
 #include "op_i.h"
 #include "pfsd_i.h"
 #include "session_i.h"
+#include "slots_i.h"
 
 /* The attributes of dir after a change in it, if the session takes them
  * (PFS_CAP_DIR_ATTR): the client then knows them without a GETATTR. */
@@ -179,6 +180,135 @@ int op_unlinks(struct op *o)
 	rep.status.len = (uint32_t)(4 * n);
 	op_reply_alloc(o, 1024);
 	return OP_ENCODE(o, unlinks_rep, &rep);
+}
+
+int op_slots(struct op *o)
+{
+	const struct pfs_slots_req *m = &o->m.slots_req;
+	struct deleg *t = o->d->deleg;
+	struct session *s = o->r->s;
+	struct pfs_slots_rep rep = { 0 };
+	struct pfs_entry e;
+	struct pfs_wr w;
+	unsigned n = 0;
+	int ret = 0;
+
+	if (!t || !s || !o->r->deleg)
+		return -ENOSYS;
+	/* The client answers creates with these as the caller would make
+	 * them: ids that reach the kernel as they are (op_deleg_dir). */
+	if (o->r->rule.squash != EXPORT_SQUASH_NONE || o->x.squashed)
+		return -EPERM;
+	uint64_t dkey = handles_key(o->d->hs, &m->dir);
+	if (!deleg_holds(t, s->client_id, dkey))
+		return -EAGAIN;
+	unsigned want = m->count < PFS_SLOTS_MAX ? m->count : PFS_SLOTS_MAX;
+	want = slots_room(s, t, want);
+	size_t cap = 64 + (size_t)want * (2 + PFS_FH_MAX + PFS_ATTR_WIRE_SIZE);
+	uint8_t *buf = xmalloc(cap);
+	pfs_wr_init(&w, buf, cap);
+	for (; n < want; n++) {
+		int fd;
+		if ((ret = session_fid_reserve(s)) < 0)
+			break;
+		if ((ret = export_slot_make(&o->x, o->obj->fd, &fd, &e)) < 0) {
+			session_fid_unreserve(s);
+			break;
+		}
+		if (pfs_put_ENTRY(&w, &e) < 0 || !slots_add(s, fd, &e.fh, dkey, o->x.cr->uid)) {
+			close(fd);
+			session_fid_unreserve(s);
+			ret = -ENOMEM;
+			break;
+		}
+	}
+	/* Fewer than asked is an answer; none, the reason. */
+	if (n == 0 && want > 0) {
+		free(buf);
+		return ret < 0 ? ret : -EAGAIN;
+	}
+	rep.entries.p = buf;
+	rep.entries.len = (uint32_t)w.len;
+	op_reply_alloc(o, cap + 64);
+	ret = OP_ENCODE(o, slots_rep, &rep);
+	free(buf);
+	return ret;
+}
+
+/* One item of a CREATES: FH slot, U64 fid, U32 flags, U32 mode, NAME. */
+struct create_item {
+	struct pfs_fh fh;
+	uint64_t fid;
+	uint32_t flags, mode;
+	struct pfs_name name;
+};
+
+static bool get_create_item(struct pfs_rd *rd, struct create_item *ci)
+{
+	return pfs_get_FH(rd, &ci->fh) && pfs_get_U64(rd, &ci->fid) && pfs_get_U32(rd, &ci->flags) &&
+	       pfs_get_U32(rd, &ci->mode) && pfs_get_NAME(rd, &ci->name) && !(ci->mode & ~0777u);
+}
+
+int op_creates(struct op *o)
+{
+	const struct pfs_creates_req *m = &o->m.creates_req;
+	struct session *s = o->r->s;
+	struct pfs_creates_rep rep = { 0 };
+	struct create_item ci;
+	struct pfs_entry e;
+	struct pfs_rd rd;
+	struct pfs_wr w;
+	uint8_t status[PFS_CREATES_MAX * 4];
+	uint8_t attrs[PFS_CREATES_MAX * PFS_ATTR_WIRE_SIZE];
+	size_t n = 0;
+
+	if (!o->d->deleg || !s)
+		return -ENOSYS;
+	/* The whole list is checked before anything is named. */
+	pfs_rd_init(&rd, m->items.p, m->items.len);
+	while (rd.left > 0) {
+		if (n == PFS_CREATES_MAX)
+			return -E2BIG;
+		if (!get_create_item(&rd, &ci))
+			return -EINVAL;
+		n++;
+	}
+	if (n == 0)
+		return -EINVAL;
+	uint64_t dkey = handles_key(o->d->hs, &m->parent);
+	/* As UNLINKS: refused if the delegation was revoked meanwhile. */
+	if (deleg_check(o->d->deleg, s->client_id, dkey) < 0) {
+		pfs_info("session %016llx: creates under a revoked directory delegation refused",
+			 (unsigned long long)s->client_id);
+		return -EIO;
+	}
+	pfs_rd_init(&rd, m->items.p, m->items.len);
+	pfs_wr_init(&w, attrs, sizeof attrs);
+	for (size_t i = 0; i < n; i++) {
+		(void)get_create_item(&rd, &ci);
+		int ret = slots_take(s, &ci.fh, dkey, o->x.cr ? o->x.cr->uid : 0);
+		if (ret >= 0) {
+			int fd = ret;
+			ret = export_slot_name(&o->x, fd, o->obj->fd, ci.name.s, ci.mode, ci.fid,
+					       ci.flags, &e);
+			close(fd);
+			session_fid_unreserve(s);
+		}
+		pfs_store_le32(status + 4 * i, ret < 0 ? (uint32_t)-ret : 0);
+		if (ret < 0)
+			continue;
+		(void)pfs_put_ATTR(&w, &e.attr);
+		op_inval_entry(o, &m->parent, &ci.name);
+	}
+	op_inval_inode(o, &m->parent, 0, 0);
+	if (export_getattr(o->obj->fd, &rep.dir) == 0)
+		rep.flags = PFS_UL_DIR_ATTR;
+	rep.status.p = status;
+	rep.status.len = (uint32_t)(4 * n);
+	rep.attrs.p = attrs;
+	rep.attrs.len = (uint32_t)w.len;
+	op_reply_alloc(o, 1024 + w.len);
+	return OP_ENCODE(o, creates_rep, &rep);
 }
 
 int op_unlink(struct op *o)

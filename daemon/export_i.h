@@ -128,6 +128,20 @@ int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 /* Makes newname in newdir a hard link to the object of O_PATH fd fd (not
  * a directory: -EPERM). Returns 0 (e filled) or -errno. */
 int export_link(struct xop *x, int fd, int newdir, const char *newname, struct pfs_entry *e);
+/* Slots (wire.h "Delegations"). export_slot_make makes a regular file in
+ * directory dirfd that no name reaches yet (O_TMPFILE, as the caller:
+ * the caller's write permission on dirfd is checked, and the group
+ * follows a set-group-ID directory): returns its fd (O_RDWR; the caller
+ * owns it) and fills e, or -errno; -EAGAIN if dirfd has a default ACL,
+ * which would give the file an ACL that its later mode must not undo.
+ * export_slot_name opens slot fd as the session's fid with open flags
+ * flags (the open of the create the client answered; fid 0: none, and a
+ * fid already open stays), gives it the permission bits mode (nothing
+ * above 0777) and the current times, and links it as name in dirfd
+ * (-EEXIST if the name is taken): 0 (e filled) or -errno. */
+int export_slot_make(struct xop *x, int dirfd, int *fd, struct pfs_entry *e);
+int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_t mode,
+		     uint64_t fid, uint32_t flags, struct pfs_entry *e);
 /* Creates and opens name in dirfd (O_CREAT | O_EXCL, never following a
  * symlink), or, without O_EXCL in flags, opens the existing regular file
  * or directory; registers the open file as the session's fid. Returns 0

@@ -328,6 +328,68 @@ int export_link(struct xop *x, int fd, int newdir, const char *newname, struct p
 	return export_entry_at(x, newdir, newname, e);
 }
 
+int export_slot_make(struct xop *x, int dirfd, int *out, struct pfs_entry *e)
+{
+	char p[EXPORT_PROCPATH_LEN];
+	struct stat st;
+	int fd, ret;
+
+	/* The file's mode comes later (export_slot_name); a default ACL
+	 * would have set its access ACL from the mode given now. */
+	export_procpath(p, dirfd);
+	if (getxattr(p, "system.posix_acl_default", NULL, 0) >= 0)
+		return -EAGAIN;
+	fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno == EISDIR || errno == EOPNOTSUPP ? -EAGAIN : -errno;
+	if ((ret = handles_encode(x->hs, fd, &e->fh)) < 0 || (ret = export_fstat(fd, &st)) < 0) {
+		close(fd);
+		return ret == -EXDEV ? -EACCES : ret;
+	}
+	export_note(x, &e->fh);
+	export_attr(&st, &e->attr);
+	*out = fd;
+	return 0;
+}
+
+/* The open of a create answered by the client is the slot's, opened as
+ * the client opened it, before its mode is set: a mode without write
+ * permission does not stop the writes that follow. One already open (a
+ * WRITE came first and opened the slot by handle) stays. Errors are left
+ * to the first request that carries the fid. */
+static void slot_open_fid(struct xop *x, int fd, uint64_t fid, uint32_t flags)
+{
+	struct fid *f;
+
+	if (!fid || !x->s)
+		return;
+	if ((f = session_fid_get(x->s, fid))) {
+		session_fid_put(x->s, f);
+		return;
+	}
+	if (session_fid_reserve(x->s) < 0)
+		return;
+	int fl = export_open_flags(flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC));
+	int ofd = export_reopen(fd, fl);
+	if (ofd < 0) {
+		session_fid_unreserve(x->s);
+		return;
+	}
+	session_fid_put(x->s, session_fid_install(x->s, fid, ofd, NULL, fl, false));
+}
+
+int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_t mode,
+		     uint64_t fid, uint32_t flags, struct pfs_entry *e)
+{
+	if (mode & ~0777u)
+		return -EINVAL;
+	slot_open_fid(x, fd, fid, flags);
+	/* As a create would: its mode, and every time now. */
+	if (fchmod(fd, (mode_t)mode) < 0 || futimens(fd, NULL) < 0)
+		return -errno;
+	return export_link(x, fd, dirfd, name, e);
+}
+
 int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint32_t flags,
 		  uint32_t mode, uint32_t umask, struct pfs_entry *e, bool *fresh)
 {

@@ -15,6 +15,7 @@
 #include "pfsd_i.h"
 #include "req_i.h"
 #include "session_i.h"
+#include "slots_i.h"
 
 void op_note_stale(struct op *o, const struct pfs_fh *fh)
 {
@@ -195,9 +196,11 @@ bool op_deleg_grant(struct op *o, const struct pfs_fh *parent, const struct pfs_
 
 int op_deleg_return(struct op *o)
 {
-	if (o->d->deleg && o->r->s)
-		deleg_drop_dir(o->d->deleg, o->r->s->client_id,
-			       handles_key(o->d->hs, &o->m.getattr_req.fh));
+	if (o->d->deleg && o->r->s) {
+		uint64_t key = handles_key(o->d->hs, &o->m.getattr_req.fh);
+		deleg_drop_dir(o->d->deleg, o->r->s->client_id, key);
+		slots_drop(o->r->s, key);
+	}
 	return 0;
 }
 

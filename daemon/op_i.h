@@ -151,6 +151,8 @@ int op_listdir_page(struct op *o); /* LISTDIR_PAGE: a page of it */
 int op_listdirs(struct op *o);     /* LISTDIRS: the listings */
 int op_revalidate(struct op *o);   /* REVALIDATE: revalidate_rep (as root) */
 int op_unlinks(struct op *o);      /* UNLINKS: unlinks_rep */
+int op_slots(struct op *o);        /* SLOTS: slots_rep */
+int op_creates(struct op *o);      /* CREATES: creates_rep */
 int op_deleg_dir(struct op *o);    /* DELEG_DIR: nothing (granted), or EAGAIN */
 int op_deleg_return(struct op *o); /* DELEG_RETURN: nothing */
 int op_auth(struct op *o);         /* AUTH, once the loop accepted it: auth_rep */

@@ -18,6 +18,7 @@
 #include "lscache_i.h"
 #include "push_i.h"
 #include "session_i.h"
+#include "slots_i.h"
 
 /* --- table, lifetime (loop thread) --- */
 
@@ -75,6 +76,7 @@ static void free_cb(uv_handle_t *h)
 
 	if (--s->open_timers)
 		return;
+	slots_drop(s, 0);
 	while ((n = htab_pop(&s->fids))) {
 		fid_close(container_of(n, struct fid, hn));
 		lim_fd_give(&s->d->fds);

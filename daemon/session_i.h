@@ -86,10 +86,12 @@ struct session {
 	unsigned running;
 	STAILQ_HEAD(, req) waitq;
 
-	pthread_mutex_t mu; /* fids, and peer_dead */
+	pthread_mutex_t mu; /* fids, slots, and peer_dead */
 	bool peer_dead;     /* ended: never offered to peers again (dispatch_chunks.c) */
 	struct htab fids;
-	unsigned nfids;     /* in the table, or reserved (session_fid_reserve) */
+	unsigned nfids;     /* in the table, slots, or reserved (session_fid_reserve) */
+	struct slot *slots; /* files made for its CREATES (slots_i.h) */
+	unsigned nslots;
 	pthread_mutex_t lk_mu; /* locks */
 	struct htab locks;
 	unsigned nlocks;    /* lock fds, or reserved (session_lock_reserve) */

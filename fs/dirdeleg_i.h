@@ -62,14 +62,20 @@ struct dirdeleg;
 #define DD_QUEUE_MAX 1024  /* unlinks queued or in flight */
 #define DD_SENDERS 4       /* threads sending them */
 #define DD_DIRS 64         /* directories tracked */
+#define DD_SLOTS 32        /* slots asked for at once */
+#define DD_SLOTS_LOW 8     /* more are asked for when this few are left */
+#define DD_SLOTS_MAX 64    /* slots kept per directory */
+#define DD_MADE_MAX 8192   /* files made under one grant whose close need not wait */
 
 struct dirdeleg_stats {
 	uint64_t asked;    /* DELEG_DIR sent */
 	uint64_t granted;  /* of them granted */
 	uint64_t local;    /* unlinks answered here */
-	uint64_t sent;     /* requests that carried them (UNLINK, or UNLINKS with several) */
+	uint64_t creates;  /* creates answered here */
+	uint64_t slots;    /* slots received */
+	uint64_t sent;     /* requests that carried them (UNLINK, UNLINKS, CREATES) */
 	uint64_t recalls;  /* delegations recalled (or ended by a reconnect) */
-	uint64_t errors;   /* unlinks answered here that the daemon refused */
+	uint64_t errors;   /* unlinks and creates answered here that the daemon refused */
 	uint64_t waits;    /* requests that waited for the queue */
 };
 
@@ -98,10 +104,40 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
  * unlink or rmdir that does not name it moves the namespace count,
  * trust_i.h). NULL: not known. */
 struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name, bool isdir);
-/* An unlink in dir was sent the usual way and succeeded: after
- * DD_ASK_AFTER of them, asks for the directory (one DELEG_DIR, which a
- * sender thread sends: the unlink's reply does not wait for it). */
-void dirdeleg_unlinked(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr);
+/* An unlink or (create) a create in dir was sent the usual way and
+ * succeeded: after DD_ASK_AFTER of them, asks for the directory (one
+ * DELEG_DIR, which a sender thread sends: the reply does not wait for it),
+ * and after creates for slots there too. */
+void dirdeleg_synced(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr, bool create);
+/* The create (FUSE's CREATE: open with O_CREAT of a name the kernel
+ * believes absent) of a regular file name in dir with permission bits
+ * perm (umask applied) by cr, opened as fid with open flags flags (the
+ * daemon opens the file so when it names it: ofile_fid). Answered here if dir is held, a slot made
+ * for cr's ids is left, the listing says the name is absent and perm has
+ * nothing above 0777: true, with *pe the new file's entry (the slot's
+ * handle; attributes as the daemon will make them, times of this host's
+ * clock) and *out its inode with one lookup for the kernel; the CREATES
+ * is queued. True with *err set and *out NULL: an earlier item's error,
+ * reported now. False: the caller sends CREATE as usual (and then calls
+ * dirdeleg_synced). */
+bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, uint32_t perm,
+		     const struct pfs_creds *cr, uint64_t fid, uint32_t flags, struct pfs_entry *pe,
+		     struct inode **out, int *err);
+/* Before this client changes dir's own attributes or extended
+ * attributes (its mode, owner, ACL: the rights its slots were made
+ * under): its delegation, if held, is given back, once what is queued
+ * was sent. */
+void dirdeleg_dir_changed(struct dirdeleg *d, struct inode *dir);
+/* Whether ip was made here under a delegation this client still holds:
+ * a close of it need not wait for its writes (no other host reaches the
+ * file without a recall, and a recall waits for them). */
+bool dirdeleg_covers(struct dirdeleg *d, struct inode *ip);
+/* Waits for the writes of every file made under a delegation held now
+ * (before a rename or link may name one where no recall guards it). */
+void dirdeleg_settle_all(struct dirdeleg *d);
+/* Whether this client holds dir's delegation now: a push about dir is
+ * then its own change coming back, which dir's listing has. */
+bool dirdeleg_holds(struct dirdeleg *d, const struct inode *dir);
 /* The first error (-errno) of an unlink answered here in dir not reported
  * yet, forgotten now (0: none), after waiting for the queue: rmdir,
  * fsync. */
@@ -110,6 +146,9 @@ int dirdeleg_error(struct dirdeleg *d, struct inode *dir);
  * file removed by an unlink answered here (a GETATTR of another object
  * goes at once: the barrier lets GETATTR through). */
 void dirdeleg_wait_for(struct dirdeleg *d, struct inode *ip);
+/* Waits until the unlink or create answered here of file ip, if any, was
+ * answered by the daemon (a WRITE of a file made here goes after). */
+void dirdeleg_wait_made(struct dirdeleg *d, struct inode *ip);
 /* Waits until no unlink is queued or in flight. A no-op in a sender
  * thread. */
 void dirdeleg_drain(struct dirdeleg *d);

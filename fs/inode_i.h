@@ -50,7 +50,8 @@ struct inode {
 	struct hnode hn;      /* the table (lock: table); hn.hash: the fh hash, immutable */
 	uint64_t nlookup;     /* table lock */
 	fuse_ino_t nodeid;
-	_Atomic unsigned dd_unlinks; /* its unlinks answered here not sent yet (dirdeleg.c) */
+	_Atomic unsigned dd_pending; /* its unlink or create answered here, not done yet (dirdeleg.c) */
+	_Atomic uint64_t dd_cover;   /* made under this directory delegation grant (dirdeleg.c) */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	struct pfs_attr attr; /* last attributes seen */

@@ -212,6 +212,11 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	if (own_stale || (lflags & INODE_LS_STALE))
 		entry_stale = true;
 	gate_leave(c->gate);
+	/* Under a directory delegation, a push about dir is one of this
+	 * client's own changes coming back (dirdeleg_i.h), which the
+	 * listing already has. */
+	if (stale && c->dd && dirdeleg_holds(c->dd, dir))
+		stale = false;
 	if (stale)
 		listing_stale(dir);
 	if (stale || entry_stale) {
@@ -429,6 +434,9 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		fuse_reply_err(req, EINTR);
 		return;
 	}
+	/* A directory's rights are those its slots were made under. */
+	if (c->dd && (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		dirdeleg_dir_changed(c->dd, ip);
 	/* Under a delegation, a change answered here carries the file's other
 	 * attributes (its size...): only if they are known current
 	 * (trust_i.h; e.g. not while the replies of writes that were in
@@ -643,7 +651,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	/* A burst of unlinks here may ask for the directory (while the
 	 * kernel still holds it for us). */
 	if (c->dd && rc == 0 && op == PFS_OP_UNLINK)
-		dirdeleg_unlinked(c->dd, IP(req, parent), &m.cr);
+		dirdeleg_synced(c->dd, IP(req, parent), &m.cr, false);
 	fuse_reply_err(req, -rc);
 }
 

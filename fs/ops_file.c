@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "deleg_i.h"
+#include "dirdeleg_i.h"
 #include "estale_i.h"
 #include "gate_i.h"
 #include "locks_i.h"
@@ -157,6 +158,40 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 }
 
+/* ops_create's answer to a create that dirdeleg_create answered here
+ * (pe: the new file's entry, ip its inode with a lookup for the kernel;
+ * err: an earlier error reported instead). */
+static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
+			    struct ofile *of, struct inode *ip, const struct pfs_entry *pe,
+			    struct fuse_file_info *fi, int err)
+{
+	struct client *c = CL(req);
+	struct fuse_entry_param e;
+
+	if (err) {
+		ofile_free(of);
+		fuse_reply_err(req, -err);
+		return;
+	}
+	of->ip = ip;
+	inode_set_parent(c->it, ip, dir, gate_seq(c->gate), name);
+	memset(&e, 0, sizeof(e));
+	e.ino = ip->nodeid;
+	attr_to_stat(&pe->attr, &e.attr);
+	e.attr_timeout = c->attr_timeout;
+	e.entry_timeout = c->entry_timeout;
+	bool attrs_stale;
+	inode_open_version(ip, &pe->attr, &attrs_stale);
+	inode_set_nocaps(ip, c->attr_timeout);
+	inode_note_name(dir, name);
+	fi->fh = (uint64_t)(uintptr_t)of;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		ofile_release(of, req, PFS_OP_RELEASE);
+		ofile_free(of);
+		inode_forget(c->it, ip, 1);
+	}
+}
+
 void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		struct fuse_file_info *fi)
 {
@@ -172,6 +207,23 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	if (!(of = ofile_new(c, NULL, fi->flags))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
+	}
+	/* Under a directory delegation: answered here (dirdeleg_i.h). The
+	 * daemon opens the file as this fid when it names it. */
+	if (c->dd && (S_ISREG(mode) || (mode & S_IFMT) == 0)) {
+		struct pfs_creds cr;
+		struct pfs_entry pe;
+		struct inode *nip;
+		int err;
+		uint32_t perm = (uint32_t)(mode & ~fuse_req_ctx(req)->umask & 07777);
+		fill_creds(req, &cr, true);
+		if (dirdeleg_create(c->dd, IP(req, parent), name, perm, &cr, of->fid,
+				    (uint32_t)fi->flags, &pe, &nip, &err)) {
+			if (!err)
+				(void)ofile_fid(of); /* the daemon knows it from now on */
+			create_answered(req, IP(req, parent), name, of, nip, &pe, fi, err);
+			return;
+		}
 	}
 	struct ops_own o = ops_own_change(c, IP(req, parent), false);
 	uint64_t seq = o.seq;
@@ -225,6 +277,9 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	/* A delegation on the new file (deleg_i.h). */
 	if (c->dl && (mkflags & PFS_CR_DELEG) && made && S_ISREG(er.e.attr.mode))
 		deleg_granted(c->dl, ip, &IP(req, parent)->fh, ofile_fid(of), &er.e.attr);
+	/* Creates there may be answered here next (dirdeleg_i.h). */
+	if (c->dd && made)
+		dirdeleg_synced(c->dd, IP(req, parent), &m.cr, true);
 	bool attrs_stale;
 	inode_open_version(ip, &er.e.attr, &attrs_stale);
 	/* A new file has no capabilities (they are never inherited). */
@@ -367,7 +422,9 @@ void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(2): the file's writes are on the daemon (close-to-open),
 	 * and their errors (ENOSPC, EDQUOT, EIO) are reported, as NFS does;
 	 * the commit follows at release (wb_i.h). */
-	int err = wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
+	int err = c->dd && dirdeleg_covers(c->dd, ip)
+			  ? wb_flush_nowait(c->wb, ip) /* the delegation's end waits */
+			  : wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
 	struct early_answer ea = { .req = req };
 
 	/* Then the attributes a delegation answered (after the writes: an
@@ -427,6 +484,10 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		m.flags = PFS_LKF_FLOCK;
 		(void)locks_setlk(c->lk, NULL, &m, false, ino);
 	}
+	/* A create answered here opened the file as this fid when the
+	 * daemon names it (dirdeleg_i.h): the RELEASE goes after. */
+	if (c->dd)
+		dirdeleg_wait_for(c->dd, of->ip);
 	ofile_release(of, req, PFS_OP_RELEASE);
 	ofile_free(of);
 	fuse_reply_err(req, 0);
@@ -442,6 +503,10 @@ void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_in
 	/* Returns once the daemon's fsync covered every write, re-sending
 	 * what a restarted daemon may have lost (wb.c). */
 	fill_creds(req, &cr, false);
+	/* A create answered here is committed with the file's data: its
+	 * name reaches the daemon first (dirdeleg_i.h). */
+	if (c->dd)
+		dirdeleg_wait_for(c->dd, of->ip);
 	int drc = c->dl ? deleg_flush(c->dl, of->ip, true) : 0;
 	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, ofile_fid(of), datasync != 0, true);
 	fuse_reply_err(req, rc < 0 ? -rc : -drc);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "deleg_i.h"
+#include "dirdeleg_i.h"
 #include "gate_i.h"
 #include "ops_i.h"
 #include "pcache_i.h"
@@ -37,6 +38,9 @@ static uint64_t own_xattr_change(fuse_req_t req, fuse_ino_t ino, struct pfs_cred
 	/* An ACL changes what chmod means: no delegation past it. */
 	if (CL(req)->dl)
 		deleg_end(CL(req)->dl, ip);
+	/* And what a create answered here would make. */
+	if (CL(req)->dd)
+		dirdeleg_dir_changed(CL(req)->dd, ip);
 	uint64_t at = inode_own_touch(CL(req)->it, ip, false);
 	inode_clear_nocaps(ip);
 	fill_creds(req, cr, true);

@@ -19,6 +19,7 @@
 #include "podfs/hash.h"
 #include "podfs/htab.h"
 #include "podfs/log.h"
+#include "dirdeleg_i.h"
 #include "gate_i.h"
 #include "rpc_i.h"
 #include "trust_i.h"
@@ -167,6 +168,11 @@ static int send_parts(struct wb *wb, struct wbe *e, uint64_t *verf, struct wrote
 	size_t reqlen = e->reqlen;
 	int rc;
 
+	/* A file made under a directory delegation is written once the
+	 * daemon named it: the reply's attributes are then the file's as
+	 * it stays (dirdeleg_i.h). Its close did not wait for this. */
+	if (wb->c->dd)
+		dirdeleg_wait_made(wb->c->dd, e->wi->ip);
 	for (;;) {
 		struct rpc_reply rep = { 0 };
 		struct pfs_write_rep r;
@@ -669,6 +675,17 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 		rc = wbf_take_err(&w->f);
 	w->users--;
 	wbi_maybe_free(wb, w);
+	pthread_mutex_unlock(&wb->bg.lock);
+	return rc;
+}
+
+int wb_flush_nowait(struct wb *wb, struct inode *ip)
+{
+	pthread_mutex_lock(&wb->bg.lock);
+	struct wbi *w = wbi_find(wb, ip);
+	int rc = w ? wbf_take_err(&w->f) : 0;
+	if (w)
+		wbi_maybe_free(wb, w);
 	pthread_mutex_unlock(&wb->bg.lock);
 	return rc;
 }

@@ -100,6 +100,10 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
  * once, as said above, for a thread tid that never wrote ip while the
  * daemon is unreachable. */
 int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid);
+/* flush of a file no other host can reach before its writes are done (a
+ * file made under a directory delegation, dirdeleg_covers): the first
+ * error of a write already answered (then forgotten), or 0; no wait. */
+int wb_flush_nowait(struct wb *wb, struct inode *ip);
 
 /* An open file of ip ends (RELEASE): waits for the pending writes of ip,
  * commits, and, if no other user remains, forgets what is left (logging

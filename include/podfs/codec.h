@@ -184,6 +184,12 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	F(BYTES, fhs) /* packed fh list (pfs_dec_fh_item), LISTDIRS */
 #define PFS_MSG_unlinks_req(F) F(CREDS, cr) F(FH, parent) F(BYTES, names) /* packed NAMEs */
 #define PFS_MSG_unlinks_rep(F) F(U32, flags) F(ATTR, dir) F(BYTES, status) /* u32 per name */
+#define PFS_MSG_slots_req(F) F(CREDS, cr) F(FH, dir) F(U32, count)
+#define PFS_MSG_slots_rep(F) F(BYTES, entries) /* packed ENTRYs */
+#define PFS_MSG_creates_req(F) F(CREDS, cr) F(FH, parent) \
+	F(BYTES, items) /* packed: FH slot, U64 fid, U32 flags, U32 mode, NAME */
+#define PFS_MSG_creates_rep(F) F(U32, flags) F(ATTR, dir) F(BYTES, status) /* u32 per item */ \
+	F(BYTES, attrs) /* packed ATTR per item made */
 
 #define PFS_MESSAGES(M) \
 	M(hello_req) M(hello_rep) M(auth_req) M(auth_rep) M(ping_req) M(ping_rep) \
@@ -196,7 +202,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
 	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
 	M(reclaim_done_req) M(lock_wake_push) M(recall_push) M(push_ack) M(listdir_req) M(listdir_page_req) \
-	M(listdirs_req) M(unlinks_req) M(unlinks_rep) \
+	M(listdirs_req) M(unlinks_req) M(unlinks_rep) M(slots_req) M(slots_rep) M(creates_req) \
+	M(creates_rep) \
 	M(chunk_req) M(chunk_rep) M(chunk_report_req) M(peer_hello_req) M(peer_hello_rep) \
 	M(peer_auth_req) M(peer_get_req) M(peer_get_rep)
 

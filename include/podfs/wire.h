@@ -253,6 +253,7 @@ enum {
 	X(LOOKUP_DATA,  42, lookup_data_req,  lookup_data_rep,  0,  0,   0,  0,   1,   1)   \
 	X(DELEG_DIR,    43, getattr_req,      none,             0,  0,   0,  0,   0,   0)   \
 	X(DELEG_RETURN, 44, getattr_req,      none,             0,  0,   0,  0,   0,   0)   \
+	X(SLOTS,        45, slots_req,        slots_rep,        0,  0,   1,  0,   0,   1)   \
 	X(RECLAIM,      58, lock_req,         none,             0,  1,   0,  0,   0,   0)   \
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
@@ -260,6 +261,7 @@ enum {
 	X(LISTDIR_PAGE, 62, listdir_page_req, listing_page,     0,  0,   0,  0,   1,   1)   \
 	X(LISTDIRS,     63, listdirs_req,     listings,         0,  0,   0,  0,   1,   1)   \
 	X(UNLINKS,      66, unlinks_req,      unlinks_rep,      1,  1,   1,  0,   0,   1)   \
+	X(CREATES,      67, creates_req,      creates_rep,      1,  1,   1,  0,   0,   1)   \
 	X(CHUNK,        64, chunk_req,        chunk_rep,        0,  0,   0,  0,   0,   1)   \
 	X(CHUNK_REPORT, 65, chunk_report_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PEER_HELLO,   70, peer_hello_req,   peer_hello_rep,   0,  0,   0,  0,   0,   0)   \
@@ -410,7 +412,26 @@ enum pfs_op {
  * unlinks it answered under a directory delegation.
  * DELEG_DIR (replies: none, the directory delegation of fh is granted;
  * EAGAIN: not now; ENOTDIR; see "Delegations" below), DELEG_RETURN
- * (replies: none; the session no longer holds fh's, if it did).
+ * (replies: none; the session no longer holds fh's, if it did; its
+ * slots there are dropped).
+ * SLOTS: up to count (at most PFS_SLOTS_MAX) new files in directory dir,
+ * made now but not named yet, for the caller to name later with CREATES
+ * ("Delegations" below). Replies: slots_rep: packed ENTRYs (handle and
+ * attributes of each), possibly fewer than asked (the session's limit,
+ * PFS_SLOTS_PER_SESSION, or its open files); EAGAIN (the session does
+ * not hold dir's directory delegation, or the directory has a default
+ * ACL), EPERM (the caller's ids are squashed).
+ * CREATES (request economy): names slots of parent, one after the other.
+ * items: packed (FH slot, U64 fid, U32 flags, U32 mode, NAME), at most
+ * PFS_CREATES_MAX; mode is the permission bits only (umask applied,
+ * nothing above 0777). Each opens the slot as fid with open flags flags
+ * (as CREATE would have; fid 0: none, and a fid already open stays),
+ * sets its mode and times (now) and links it as name, like a CREATE
+ * with O_EXCL. Replies: creates_rep: the directory's attributes
+ * after them (if flags has PFS_UL_DIR_ATTR), per item a u32 status (0 or
+ * the positive errno: EEXIST, ESTALE: no such slot, EPERM: the slot was
+ * made for another uid) and, for each item made, its ATTR, in order;
+ * EINVAL, E2BIG, or EIO (nothing made) as UNLINKS.
  *
  * Peer-assisted reads (see below): CHUNK (replies: chunk_rep;
  * EOPNOTSUPP: the file is not served by chunks, ERANGE: past its end,
@@ -673,6 +694,9 @@ enum {
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
 };
 #define PFS_UNLINKS_MAX 64 /* names in one UNLINKS */
+#define PFS_CREATES_MAX 64 /* items in one CREATES */
+#define PFS_SLOTS_MAX 64   /* slots asked for in one SLOTS */
+#define PFS_SLOTS_PER_SESSION 128 /* slots a session holds at most */
 
 /* Delegations (PFS_CAP_DELEG): attributes of a new file answered by the
  * client that made it, in the spirit of NFSv4's delegations and CephFS's
@@ -714,7 +738,20 @@ enum {
  *   the holder sends every UNLINK it answered and waits for their
  *   replies before it acknowledges. It lasts until recalled, returned
  *   (DELEG_RETURN, once nothing is pending there), the directory is
- *   removed, the session ends or, on the client, until a reconnect. */
+ *   removed, the session ends or, on the client, until a reconnect.
+ * Creates under a directory delegation. The holder may also ask for
+ *   slots in the directory (SLOTS): files the server makes at once
+ *   (O_TMPFILE, as the caller, so the caller's write permission on the
+ *   directory is checked and the group follows a set-group-ID
+ *   directory) but names nowhere yet. Each has its final handle and inode
+ *   number. The client then answers the create of a regular file there
+ *   itself, with a slot's handle, and names it in the background
+ *   (CREATES), before any other request of its own that depends on the
+ *   name, before its fsync, and before acknowledging a recall. Writes
+ *   to the file by handle may come before: they reach the slot. Slots
+ *   end with the delegation's return, with the session, and with the
+ *   server: after a restart a slot's handle is stale, and a CREATES of
+ *   it fails (ESTALE) as unsynced data is lost. */
 
 /* Peer-assisted reads (CHUNK, CHUNK_REPORT; PEER_* between clients):
  * wire_peer.h. */

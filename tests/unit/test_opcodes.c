@@ -52,7 +52,8 @@ static void test_op_table(void)
 	const unsigned drc_ops[] = { PFS_OP_SETATTR, PFS_OP_MKNOD, PFS_OP_MKDIR,
 				     PFS_OP_SYMLINK, PFS_OP_UNLINK, PFS_OP_RMDIR,
 				     PFS_OP_RENAME, PFS_OP_LINK, PFS_OP_CREATE,
-				     PFS_OP_SETXATTR, PFS_OP_REMOVEXATTR, PFS_OP_UNLINKS };
+				     PFS_OP_SETXATTR, PFS_OP_REMOVEXATTR, PFS_OP_UNLINKS,
+				     PFS_OP_CREATES };
 	unsigned ndrc = 0, nmodify = 0;
 
 	for (unsigned op = 0; op < PFS_OP_MAX; op++) {
@@ -82,7 +83,7 @@ static void test_op_table(void)
 		if (!CHECK(pfs_op_flags(drc_ops[i]) & PFS_OPF_DRC))
 			fprintf(stderr, "  %s\n", pfs_op_name(drc_ops[i]));
 	CHECK_EQ(ndrc, sizeof drc_ops / sizeof drc_ops[0]);
-	CHECK_EQ(nmodify, ndrc + 2); /* + WRITE, FALLOCATE */
+	CHECK_EQ(nmodify, ndrc + 3); /* + WRITE, FALLOCATE, SLOTS (files not named yet) */
 	CHECK(pfs_op_flags(PFS_OP_WRITE) & PFS_OPF_ONCE);
 	CHECK(!(pfs_op_flags(PFS_OP_WRITE) & PFS_OPF_DRC));
 	/* A late copy of a lock request must not overtake the owner's next. */
