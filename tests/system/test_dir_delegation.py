@@ -397,6 +397,7 @@ def test_stalled_holder_revoked(env, mount):
             os.unlink(a / "d" / f"f{i}")
         wait_for(lambda: podfs_stats(a)["dirdeleg_granted"] >= 1, timeout=10,
                  what="A holds the directory")
+        fsync_dir(a / "d")  # what A answered so far (creates too) is applied
         relay.hold_up()
         before = podfs_stats(a)["dirdeleg_unlinks"]
         for i in range(4, 8):

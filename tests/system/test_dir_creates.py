@@ -1,0 +1,317 @@
+"""test_dir_creates.py: creates answered under a directory delegation
+(podfs -o delegate, podfsd --delegate; docs/delegation.md, "Creates").
+
+Host A creates files in a directory no other host looks at: after a couple
+of creates it holds the directory and slots there (files the coordinator
+made, not named yet), and the next creates return at once: the file has
+its final handle and inode number, the name is sent in the background,
+and a close does not wait for the writes. Whatever B then does there
+first recalls A's delegation, which sends the names and waits for the
+writes: B sees exactly what A's calls returned. A's fsync of a file
+returns once the coordinator has its name and data.
+"""
+
+import errno
+import os
+import stat
+import struct
+import subprocess
+import time
+
+import pytest
+
+from harness.pod import Pod
+from helpers import podfs_stats, wait_for
+
+pytestmark = pytest.mark.netns
+
+OPTS = "delegate"
+EXTRA = ["--delegate"]
+
+
+@pytest.fixture
+def dpod(env):
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("multi-host tests start their own daemon")
+    return Pod(env, opts=OPTS, extra=EXTRA)
+
+
+def creates_on(root):
+    return podfs_stats(root)["dirdeleg_creates"]
+
+
+def create(path, data, mode=0o644):
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def hold(root, d, prefix="w", timeout=10.0):
+    """Creates files prefix0, prefix1... in d on root until one is
+    answered by root itself (the grant and its slots come in the
+    background); returns how many it made."""
+    before = creates_on(root)
+    deadline = time.monotonic() + timeout
+    i = 0
+    while creates_on(root) == before:
+        assert time.monotonic() < deadline, "no create was answered locally"
+        create(root / d / f"{prefix}{i}", b"w")
+        i += 1
+        time.sleep(0.01)
+    return i
+
+
+def test_creates_answered_locally_seen_by_another_host(dpod):
+    """A's creates (most answered by A itself) are what B lists and reads
+    right after, with the same inode numbers, modes, owners and sizes as
+    the export has; nothing extra appears."""
+    os.umask(0o022)
+    os.mkdir(dpod.a / "d")
+    modes = [0o644, 0o600, 0o444, 0o640, 0o755]
+    n = 60
+    warm = hold(dpod.a, "d")
+    before = creates_on(dpod.a)
+    for i in range(n):
+        create(dpod.a / "d" / f"f{i}", b"%d" % i * (i + 1), modes[i % len(modes)])
+    # Slots come in batches: a create that finds none goes the usual way.
+    assert creates_on(dpod.a) - before >= n // 2
+    seen_a = {f"f{i}": os.stat(dpod.a / "d" / f"f{i}") for i in range(n)}
+    names = sorted(list(seen_a) + [f"w{i}" for i in range(warm)])
+    assert sorted(os.listdir(dpod.b / "d")) == names
+    for name, sa in seen_a.items():
+        i = int(name[1:])
+        sb = os.stat(dpod.b / "d" / name)
+        se = os.stat(dpod.export / "d" / name)
+        for s in (sa, sb, se):
+            assert stat.S_IMODE(s.st_mode) == modes[i % len(modes)], name
+            assert stat.S_ISREG(s.st_mode) and s.st_nlink == 1, name
+            assert s.st_size == len(b"%d" % i * (i + 1)), name
+        assert sa.st_ino == sb.st_ino == se.st_ino, name
+        assert (sa.st_uid, sa.st_gid) == (se.st_uid, se.st_gid), name
+        assert (dpod.b / "d" / name).read_bytes() == b"%d" % i * (i + 1)
+    assert sorted(os.listdir(dpod.export / "d")) == names
+    s = podfs_stats(dpod.a)
+    assert s["dirdeleg_errors"] == 0 and s["dirdeleg_recalls"] >= 1, s
+
+
+def test_fsync_of_a_created_file_is_on_the_coordinator(dpod):
+    """A file A created itself and fsynced is named on the export, with
+    its data, when fsync returns (no other host asked)."""
+    os.mkdir(dpod.a / "d")
+    hold(dpod.a, "d")
+    before = creates_on(dpod.a)
+    for i in range(5):
+        p = dpod.a / "d" / f"s{i}"
+        fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.write(fd, b"synced %d" % i)
+        os.fsync(fd)
+        assert (dpod.export / "d" / f"s{i}").read_bytes() == b"synced %d" % i
+        os.close(fd)
+    assert creates_on(dpod.a) - before >= 4
+
+
+def test_close_does_not_wait_but_another_host_sees_the_data(dpod):
+    """Files A made and closed (its close did not wait for the writes)
+    read in full on B at once: B's lookup recalls the delegation, which
+    waits for them. (B then caches the directory: A gets no new grant
+    there, so each size has its own.)"""
+    sizes = [1, 4096, 70000, 1 << 20, 3 << 20]
+    for k, size in enumerate(sizes):
+        d = f"d{k}"
+        os.mkdir(dpod.a / d)
+        hold(dpod.a, d)
+        before = creates_on(dpod.a)
+        data = os.urandom(size)
+        create(dpod.a / d / "big", data)
+        assert creates_on(dpod.a) == before + 1  # answered by A
+        assert (dpod.b / d / "big").read_bytes() == data
+    s = podfs_stats(dpod.a)
+    assert s["dirdeleg_recalls"] >= len(sizes) and s["dirdeleg_errors"] == 0, s
+
+
+def test_create_unlink_create_of_one_name(dpod):
+    """A makes, removes and makes again the same names: the coordinator
+    applies them in A's order."""
+    os.mkdir(dpod.a / "d")
+    warm = hold(dpod.a, "d")
+    for r in range(6):
+        for i in range(8):
+            p = dpod.a / "d" / f"x{i}"
+            if r:
+                os.unlink(p)
+            create(p, b"round %d %d" % (r, i))
+    assert creates_on(dpod.a) >= 30
+    for i in range(8):
+        assert (dpod.b / "d" / f"x{i}").read_bytes() == b"round 5 %d" % i
+    assert sorted(os.listdir(dpod.export / "d")) == sorted(
+        [f"w{i}" for i in range(warm)] + [f"x{i}" for i in range(8)])
+
+
+def _as_user(uid, gid, fn):
+    """Runs fn() in a child with ids uid/gid; returns its errno (0: ok)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            fn()
+        except OSError as e:
+            code = e.errno or 1
+        except BaseException:
+            code = 255
+        os._exit(code)
+    _, st = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(st)
+
+
+def test_creates_keep_the_callers_rights(dpod):
+    """Slots are made as the caller: another user cannot create in a
+    directory it may not write to, even where root's creates are answered
+    locally; in its own directory its files are its own, and a set-group-ID
+    directory gives them its group."""
+    os.mkdir(dpod.a / "d", 0o755)
+    hold(dpod.a, "d")  # root's creates there are answered by A
+    rc = _as_user(1000, 1000, lambda: create(dpod.a / "d" / "intruder", b"x"))
+    assert rc == errno.EACCES
+    assert not (dpod.export / "d" / "intruder").exists()
+    os.mkdir(dpod.a / "u")
+    os.chown(dpod.a / "u", 1000, 1234)
+    os.chmod(dpod.a / "u", 0o2775)  # mkdir(2) drops the set-group-ID bit
+    before = creates_on(dpod.a)
+
+    def user_creates():
+        for i in range(30):
+            create(dpod.a / "u" / f"f{i}", b"u%d" % i)
+            time.sleep(0.01)  # the grant and its slots come meanwhile
+    assert _as_user(1000, 1000, user_creates) == 0
+    assert creates_on(dpod.a) - before >= 4
+    for i in range(30):
+        for root in (dpod.a, dpod.b, dpod.export):
+            s = os.stat(root / "u" / f"f{i}")
+            assert (s.st_uid, s.st_gid) == (1000, 1234), (root, i)
+            assert not s.st_mode & stat.S_ISGID
+
+
+def test_coordinator_restart_keeps_what_was_synced(env, mount):
+    """The coordinator dies while A's creates are on their way: after the
+    restart, every file A fsynced is there with its data, once."""
+    daemon = env.start_daemon(extra=EXTRA)
+    a = mount(daemon, opts=OPTS)
+    os.mkdir(a / "d")
+    hold(a, "d")
+    synced = []
+    for i in range(40):
+        p = a / "d" / f"f{i}"
+        fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        os.write(fd, b"data %d" % i)
+        if i % 4 == 0:
+            os.fsync(fd)
+            synced.append(i)
+        os.close(fd)
+    daemon.kill9()
+    daemon.start()
+    wait_for(lambda: podfs_stats(a)["reconnects"] >= 1 and podfs_stats(a)["down_since"] == 0,
+             timeout=60, what="the mount reconnected")
+    try:
+        fd = os.open(a / "d", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)  # may report a create the restart lost
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    names = os.listdir(env.export / "d")
+    assert len(names) == len(set(names))
+    for i in synced:
+        assert (env.export / "d" / f"f{i}").read_bytes() == b"data %d" % i
+
+
+def _deleg_conn(daemon):
+    import pfsproto as P
+    caps = P.CAP_PUSH | P.CAP_PUSH_ACK | P.CAP_DIR_ATTR | P.CAP_DELEG
+    return P.connect(daemon.host, daemon.port, P.load_key(daemon.env.key), caps=caps)
+
+
+@pytest.mark.plaintext
+def test_protocol_slots_and_creates(env):
+    """SLOTS and CREATES as a client could send them, right or wrong:
+    slots only under the session's own delegation, invisible until named,
+    bounded per session, gone with the return; CREATES names what it can
+    and says, item by item, what it could not; a malformed list names
+    nothing."""
+    import pfsproto as P
+    daemon = env.start_daemon(extra=EXTRA)
+    os.mkdir(env.export / "d")
+    (env.export / "d" / "taken").write_bytes(b"t")
+
+    def slots(c, d, count):
+        r = P.Reader(c.call(P.OP_SLOTS, P.ROOT + P.fh(d) + P.u32(count)))
+        packed = P.Reader(r.bytes())
+        r.done()
+        out = []
+        while packed.left():
+            out.append(packed.entry())
+        return out
+
+    def creates(c, d, items, raw=None):
+        packed = raw if raw is not None else b"".join(
+            P.fh(h) + P.u64(0) + P.u32(os.O_WRONLY) + P.u32(mode) + P.name(n)
+            for h, mode, n in items)
+        r = P.Reader(c.call(P.OP_CREATES, P.ROOT + P.fh(d) + P.blob(packed)))
+        flags = r.u32()
+        r.attr()
+        status = r.bytes()
+        r.bytes()
+        r.done()
+        assert flags & 1
+        return list(struct.unpack("<%dI" % (len(status) // 4), status))
+
+    with _deleg_conn(daemon) as c:
+        d, _ = P.Reader(c.call(P.OP_LOOKUP, P.ROOT + P.fh(c.root) + P.name("d"))).entry()
+        with pytest.raises(P.PfsError) as e:
+            slots(c, d, 4)  # not held
+        assert e.value.status == errno.EAGAIN
+        c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(d))
+        got = slots(c, d, 4)
+        assert len(got) == 4 and all(stat.S_ISREG(a["mode"]) for _, a in got)
+        assert os.listdir(env.export / "d") == ["taken"]  # not named yet
+        h = [fh for fh, _ in got]
+        with pytest.raises(P.PfsError) as e:
+            creates(c, d, [(h[0], 0o4755, "suid")])  # set-id bits: no
+        assert e.value.status == errno.EINVAL
+        with pytest.raises(P.PfsError) as e:
+            creates(c, d, [], raw=P.fh(h[0]) + P.u64(0))  # truncated item
+        assert e.value.status == errno.EINVAL
+        with pytest.raises(P.PfsError) as e:
+            creates(c, d, [(h[0], 0o644, "f%d" % i) for i in range(P.CREATES_MAX + 1)])
+        assert e.value.status == errno.E2BIG
+        assert os.listdir(env.export / "d") == ["taken"]
+        assert creates(c, d, [(h[0], 0o640, "a"), (h[1], 0o644, "taken"),
+                              (h[1], 0o644, "b"), (h[0], 0o644, "again")]) == \
+            [0, errno.EEXIST, errno.ESTALE, errno.ESTALE]
+        s = os.stat(env.export / "d" / "a")
+        assert stat.S_IMODE(s.st_mode) == 0o640 and s.st_nlink == 1
+        assert s.st_ino == got[0][1]["ino"]  # the number it had as a slot
+        assert sorted(os.listdir(env.export / "d")) == ["a", "taken"]
+        c.call(P.OP_DELEG_RETURN, P.ROOT + P.fh(d))
+        assert creates(c, d, [(h[2], 0o644, "late")]) == [errno.ESTALE]
+        with pytest.raises(P.PfsError) as e:
+            slots(c, d, 1)
+        assert e.value.status == errno.EAGAIN
+        # Bounded per session.
+        os.mkdir(env.export / "e")
+        e_, _ = P.Reader(c.call(P.OP_LOOKUP, P.ROOT + P.fh(c.root) + P.name("e"))).entry()
+        c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(e_))
+        total = sum(len(slots(c, e_, P.SLOTS_MAX)) for _ in range(3))
+        assert total == P.SLOTS_PER_SESSION
+        assert os.listdir(env.export / "e") == []
+    # Without the capability: no slots.
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+        d, _ = P.Reader(c.call(P.OP_LOOKUP, P.ROOT + P.fh(c.root) + P.name("d"))).entry()
+        with pytest.raises(P.PfsError) as e:
+            c.call(P.OP_SLOTS, P.ROOT + P.fh(d) + P.u32(1))
+        assert e.value.status == errno.ENOSYS
