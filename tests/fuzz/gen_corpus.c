@@ -437,6 +437,25 @@ static int gen_handlers(const char *dir)
 	    .names = { .p = fhs, .len = w.len });
 	REC(&st, DELEG_RETURN, getattr_req, .cr = USER, .fh = FH(S_D));
 	SEED("deleg_dir_unlinks");
+	{
+		/* A slot handle the daemon never made: ESTALE for that item. */
+		struct pfs_fh sf = FH(S_A);
+		struct pfs_name cn = NM("made");
+		uint64_t fid = 7;
+		uint32_t fl = O_WRONLY, mode = 0644;
+		pfs_wr_init(&w, fhs, sizeof fhs);
+		pfs_put_FH(&w, &sf);
+		pfs_put_U64(&w, &fid);
+		pfs_put_U32(&w, &fl);
+		pfs_put_U32(&w, &mode);
+		pfs_put_NAME(&w, &cn);
+	}
+	REC(&st, DELEG_DIR, getattr_req, .cr = USER, .fh = FH(S_D));
+	REC(&st, SLOTS, slots_req, .cr = USER, .dir = FH(S_D), .count = 2);
+	REC(&st, CREATES, creates_req, .cr = USER, .parent = FH(S_D),
+	    .items = { .p = fhs, .len = w.len });
+	REC(&st, DELEG_RETURN, getattr_req, .cr = USER, .fh = FH(S_D));
+	SEED("deleg_dir_creates");
 	REC(&st, LOOKUP_DATA, lookup_data_req, .cr = USER, .parent = FH(S_ROOT), .name = NM("a"),
 	    .max_inline = 4096);
 	SEED("lookup_data");
