@@ -40,6 +40,8 @@ struct ddir {
 	unsigned nslots;
 	struct pfs_creds scr;
 	bool slots_asking;
+	int64_t slots_retry_ns; /* no SLOTS before (one brought none) */
+	unsigned slot_batches;  /* SLOTS answered: the next asks for more */
 	/* Files made here under the grant (one lookup held each, dd_cover
 	 * = grant): their close does not wait for their writes, which the
 	 * end of the delegation does (settle). */
@@ -144,8 +146,13 @@ static void take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv)
 static void settle(struct dirdeleg *d, struct madev *mv, bool wait)
 {
 	for (size_t i = 0; i < mv->n; i++) {
-		if (wait)
+		/* Its data, then what was answered of its attributes (an mtime
+		 * set after the writes stays). */
+		if (wait) {
 			(void)wb_wait(d->c->wb, mv->v[i]);
+			if (d->c->dl)
+				(void)deleg_flush(d->c->dl, mv->v[i], false);
+		}
 		inode_forget(d->c->it, mv->v[i], 1);
 	}
 	free(mv->v);
@@ -451,6 +458,7 @@ static void do_ask(struct dirdeleg *d, struct dask *a)
 	if (e) {
 		e->asking = false;
 		e->syncs = 0;
+		e->slots_asking = false; /* asked next, if held (get_slots) */
 		if (rc == 0 && d->ended == ended) {
 			e->held = held = true;
 			e->grant = ++d->grants;
@@ -462,8 +470,13 @@ static void do_ask(struct dirdeleg *d, struct dask *a)
 	pthread_mutex_unlock(&d->bg.lock);
 	if (rc == 0 && !held)
 		give_back(d, &a->dir->fh);
-	if (held && a->slots)
+	if (held && a->slots) {
+		pthread_mutex_lock(&d->bg.lock);
+		if ((e = find(d, &a->dir->fh)))
+			e->slots_asking = true;
+		pthread_mutex_unlock(&d->bg.lock);
 		get_slots(d, a->dir, &a->cr, ended);
+	}
 	inode_forget(c->it, a->dir, 1);
 out:
 	pthread_mutex_unlock(&d->ask);
@@ -477,11 +490,20 @@ static void get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_cr
 		      uint64_t ended)
 {
 	struct client *c = d->c;
-	struct pfs_slots_req m = { .cr = *cr, .dir = dir->fh, .count = DD_SLOTS };
+	struct pfs_slots_req m = { .cr = *cr, .dir = dir->fh, .count = DD_SLOTS_FIRST };
 	struct pfs_slots_rep sr;
 	struct rpc_reply rep = { 0 };
 	struct pfs_entry got[DD_SLOTS];
 	unsigned n = 0;
+
+	/* Few at first (a directory may see one create), more each time. */
+	pthread_mutex_lock(&d->bg.lock);
+	struct ddir *e = find(d, &dir->fh);
+	if (e && e->slot_batches)
+		m.count = DD_SLOTS_FIRST << (e->slot_batches < 3 ? e->slot_batches : 3);
+	if (m.count > DD_SLOTS)
+		m.count = DD_SLOTS;
+	pthread_mutex_unlock(&d->bg.lock);
 
 	int rc = rpc_msg(c->rpc, PFS_OP_SLOTS, slots_req, &m, &rep);
 	if (rc == 0 && pfs_dec_slots_rep(rep.buf, rep.len, &sr) == 0) {
@@ -495,9 +517,14 @@ static void get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_cr
 	pthread_mutex_lock(&d->bg.lock);
 	if (rc == -ENOSYS)
 		d->no_slots = true;
-	struct ddir *e = find(d, &dir->fh);
+	e = find(d, &dir->fh);
 	if (e) {
 		e->slots_asking = false;
+		e->slot_batches++;
+		/* None (a default ACL there, the session's limit): not asked
+		 * again for a while. */
+		if (n == 0)
+			e->slots_retry_ns = pfs_mono_ns() + DD_RETRY_NS;
 		if (!e->held || d->ended != ended || (e->nslots && !same_creds(&e->scr, cr)))
 			n = 0; /* the daemon frees them once it sees them unused */
 		if (n && !e->slots && !(e->slots = malloc(DD_SLOTS_MAX * sizeof(*e->slots))))
@@ -694,8 +721,13 @@ static struct inode *known_file(struct client *c, struct inode *dir, const char 
 	struct inode *ip = inode_hold_fh(c->it, &pe.fh);
 	if (!ip)
 		return NULL;
+	/* A file made here under the delegation held is reached by no other
+	 * host: a push about it is its own change coming back (a write's,
+	 * while another request of this client was in flight). */
+	bool mine = held && dirdeleg_covers(c->dd, ip);
 	gate_enter(c->gate);
-	bool ok = inode_attr_trusted(c->it, ip, a, &aseq) && !gate_pushed_since(c->gate, aseq, &ip->fh) &&
+	bool ok = inode_attr_trusted(c->it, ip, a, &aseq) &&
+		  (mine || !gate_pushed_since(c->gate, aseq, &ip->fh)) &&
 		  (held || !gate_pushed_since(c->gate, li.seq, &dir->fh));
 	gate_leave(c->gate);
 	/* One link and not a directory: no other name of it elsewhere that
@@ -850,7 +882,9 @@ static void give_back(struct dirdeleg *d, const struct pfs_fh *fh)
 	rpc_reply_free(&rep);
 }
 
-void dirdeleg_synced(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr, bool create)
+/* dirdeleg_synced, counting as weight of them. */
+static void synced(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr, bool create,
+		   unsigned weight)
 {
 	int64_t now = pfs_mono_ns();
 	struct dask *a = calloc(1, sizeof(*a));
@@ -860,6 +894,8 @@ void dirdeleg_synced(struct dirdeleg *d, struct inode *dir, const struct pfs_cre
 	pthread_mutex_lock(&d->bg.lock);
 	struct ddir *e = d->off || d->bg.stop || !d->started ? NULL
 							     : find_or_add(d, &dir->fh, &a->ret, &a->has_ret);
+	if (e)
+		e->syncs += weight - 1;
 	bool ask = e && !e->held && !e->asking && ++e->syncs >= DD_ASK_AFTER && now >= e->retry_ns;
 	if (e)
 		e->used_ns = now;
@@ -884,12 +920,22 @@ void dirdeleg_synced(struct dirdeleg *d, struct inode *dir, const struct pfs_cre
 	free(a);
 }
 
+void dirdeleg_synced(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr, bool create)
+{
+	synced(d, dir, cr, create, 1);
+}
+
+void dirdeleg_new_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr)
+{
+	synced(d, dir, cr, false, DD_ASK_AFTER);
+}
+
 /* Queues a SLOTS for e (held, dir) by cr, unless one is on its way
  * (bg.lock held). */
 static void want_slots(struct dirdeleg *d, struct ddir *e, struct inode *dir,
 		       const struct pfs_creds *cr)
 {
-	if (e->slots_asking || d->no_slots || d->bg.stop)
+	if (e->slots_asking || d->no_slots || d->bg.stop || pfs_mono_ns() < e->slots_retry_ns)
 		return;
 	struct dask *a = calloc(1, sizeof(*a));
 	if (!a)
@@ -936,7 +982,13 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 	pthread_mutex_unlock(&d->bg.lock);
 	/* The name must be known absent: the listing (coherent under the
 	 * delegation: grant_listing) does not have it. */
-	if (!ok || listing_find(dir, name, &pe0, &data, &dlen, &lflags, &li) != LS_ABSENT)
+	if (!ok)
+		return false;
+	data = NULL;
+	int r = listing_find(dir, name, &pe0, &data, &dlen, &lflags, &li);
+	if (r == LS_PRESENT)
+		free(data);
+	if (r != LS_ABSENT)
 		return false;
 
 	struct ditem *it = calloc(1, sizeof(*it));
@@ -1043,7 +1095,7 @@ void dirdeleg_dir_changed(struct dirdeleg *d, struct inode *dir)
 		e->held = false;
 		e->nslots = 0;
 		e->syncs = 0;
-		e->retry_ns = pfs_mono_ns() + DD_RETRY_NS;
+		e->retry_ns = 0; /* our own change: asked again as usual */
 		take_made(d, e, &mv);
 		wait_empty(d);
 	}

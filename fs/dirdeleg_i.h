@@ -1,49 +1,63 @@
 /* dirdeleg_i.h: directory delegations held by this client, and the
- * unlinks answered under them (-o delegate; wire.h "Delegations",
- * docs/delegation.md).
+ * unlinks and creates answered under them (-o delegate; wire.h
+ * "Delegations", docs/delegation.md).
  *
- * After a few unlinks in one directory (DD_ASK_AFTER), a sender thread
- * asks the daemon for the directory (DELEG_DIR). The daemon grants it while no
- * other session caches the directory; a request of another session that
- * names the directory or its parent recalls it (RECALL push).
+ * After a few unlinks or creates in one directory (DD_ASK_AFTER), a
+ * sender thread asks the daemon for the directory (DELEG_DIR), and after
+ * creates for slots there (SLOTS: files the daemon made as the caller,
+ * not named yet). The daemon grants it while no other session caches
+ * the directory; a request of another session that names the directory
+ * or its parent recalls it (RECALL push).
  *
  * While the client holds it, ops_unlink asks dirdeleg_unlink first: the
  * unlink of a name that the directory's listing knows, whose file this
  * client trusts the attributes of, with one link and not a directory, is
  * answered here. The name leaves the listing (listing_remove), the file
  * is stamped as changed by this client (its attributes are asked for
- * again), and the UNLINK is queued; DD_SENDERS
- * threads send the queue, several requests in flight at once (removals of
- * different names do not depend on each other), each carrying the
- * unlinks at the head of the queue in one directory by one caller (up to
- * PFS_UNLINKS_MAX in one UNLINKS).
+ * again), and the UNLINK is queued. ops_create asks dirdeleg_create: the
+ * create of a regular file under a name the listing does not have, by
+ * the ids the slots were made for, is answered with a slot (its handle
+ * and inode number are final); the name joins the listing and the
+ * CREATES item is queued. DD_SENDERS threads send the queue, several
+ * requests in flight at once, each carrying the items at the head of the
+ * queue of one kind, in one directory by one caller (up to
+ * PFS_UNLINKS_MAX); unlinks and creates are never in flight together.
  *
  * Order: every other request of this client that touches names or
  * attributes (rpc.c calls the barrier set with rpc_set_barrier first)
- * waits until nothing is queued or in flight; a GETATTR only if its
- * object is a directory or a file removed here (dirdeleg_wait_for). So
+ * waits until nothing is queued or in flight; a GETATTR, RELEASE or
+ * FSYNC of a file only for its own item (dirdeleg_wait_for), and a WRITE
+ * of a file made here goes once it is named (dirdeleg_wait_made). So
  * the daemon sees this client's requests in the order the application
- * made them, as if each unlink had waited for its reply; only the
- * unlinks themselves overlap. The directory's attributes stay known
- * meanwhile, its mtime and ctime of this host's clock (inode_own_local),
- * until its last unlink's reply brings the daemon's.
+ * made them, as if each had waited for its reply. The directory's
+ * attributes stay known meanwhile, its mtime and ctime of this host's
+ * clock (inode_own_local), until its last item's reply brings the
+ * daemon's.
+ *
+ * Files made here are covered (dirdeleg_covers): no other host reaches
+ * them without a recall, so their close does not wait for their writes;
+ * every end of the delegation (recall, return, dirdeleg_dir_changed)
+ * waits for them first, and so does a rename or link by this client.
  *
  * A recall ends every delegation of this client and waits for the queue
- * (push thread: the push is acknowledged only after, so the daemon runs
- * the other host's request after every UNLINK answered here). A reconnect
- * ends them too, without waiting (what is queued is still sent, and
- * retried like any request). An UNLINK that fails (not ENOENT: the name
- * is gone either way; EIO for all of them once the daemon revoked the
- * delegation of a holder that stalled) is reported by the next unlink
- * or rmdir in that directory, or its fsync, as a write behind's error
- * is reported later.
+ * and those writes (push thread: the push is acknowledged only after,
+ * so the daemon runs the other host's request after everything answered
+ * here). A reconnect ends them too, without waiting (what is queued is
+ * still sent, and retried like any request). An item that fails (not an
+ * unlink's ENOENT: the name is gone either way; EIO for all of them once
+ * the daemon revoked the delegation of a holder that stalled; ESTALE for
+ * a create whose slot a restarted daemon no longer has) is reported by
+ * the next unlink, create or rmdir in that directory, or its fsync, as a
+ * write behind's error is reported later.
  *
- * Bounded: at most DD_QUEUE_MAX unlinks queued or in flight (past that,
- * an unlink waits for room), DD_DIRS directories tracked.
+ * Bounded: at most DD_QUEUE_MAX items queued or in flight (past that, an
+ * unlink or create waits for room), DD_DIRS directories tracked,
+ * DD_SLOTS_MAX slots and DD_MADE_MAX covered files per directory.
  *
  * Any thread. One mutex (bg.lock) guards the state and is never held
- * across a call to the daemon; another (ask) is held across DELEG_DIR
- * and DELEG_RETURN only, so that a return never overtakes a later grant.
+ * across a call to the daemon; another (ask) is held across DELEG_DIR,
+ * SLOTS and DELEG_RETURN only, so that a return never overtakes a later
+ * grant.
  */
 #ifndef PODFS_DIRDELEG_I_H
 #define PODFS_DIRDELEG_I_H
@@ -62,7 +76,8 @@ struct dirdeleg;
 #define DD_QUEUE_MAX 1024  /* unlinks queued or in flight */
 #define DD_SENDERS 4       /* threads sending them */
 #define DD_DIRS 64         /* directories tracked */
-#define DD_SLOTS 32        /* slots asked for at once */
+#define DD_SLOTS 32        /* slots asked for at once, at most */
+#define DD_SLOTS_FIRST 4   /* the first time (doubling each time after) */
 #define DD_SLOTS_LOW 8     /* more are asked for when this few are left */
 #define DD_SLOTS_MAX 64    /* slots kept per directory */
 #define DD_MADE_MAX 8192   /* files made under one grant whose close need not wait */
@@ -109,6 +124,9 @@ struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char 
  * DELEG_DIR, which a sender thread sends: the reply does not wait for it),
  * and after creates for slots there too. */
 void dirdeleg_synced(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr, bool create);
+/* dir was just made by this client (mkdir, known empty): nobody else
+ * knows it, it is asked for at once (with slots). */
+void dirdeleg_new_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr);
 /* The create (FUSE's CREATE: open with O_CREAT of a name the kernel
  * believes absent) of a regular file name in dir with permission bits
  * perm (umask applied) by cr, opened as fid with open flags flags (the

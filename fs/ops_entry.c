@@ -83,8 +83,15 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 		inode_trust_attr(c->it, ip, seq, o->any, o->ns_trust);
 	else
 		inode_own_end(c->it, ip, &er.e.attr, seq, obj_at, o->ns_trust);
-	if ((mkflags & PFS_MK_EMPTY) && S_ISDIR(er.e.attr.mode))
+	if ((mkflags & PFS_MK_EMPTY) && S_ISDIR(er.e.attr.mode)) {
 		new_dir_listing(req, ip, o);
+		/* Files are made in a new directory next, mostly. */
+		if (c->dd) {
+			struct pfs_creds cr;
+			fill_creds(req, &cr, true);
+			dirdeleg_new_dir(c->dd, ip, &cr);
+		}
+	}
 	ops_reply_entry(req, dir, name, ip, &e, seq);
 }
 

@@ -184,6 +184,12 @@ static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 	inode_open_version(ip, &pe->attr, &attrs_stale);
 	inode_set_nocaps(ip, c->attr_timeout);
 	inode_note_name(dir, name);
+	/* Its mode, owner and explicit times are answered here too while it
+	 * is open (deleg_i.h): no other host reaches it before a recall of
+	 * the directory, which sends them (the daemon's table has no entry
+	 * for it: nothing to revoke but the directory's). */
+	if (c->dl)
+		deleg_granted(c->dl, ip, &dir->fh, of->fid, &pe->attr);
 	fi->fh = (uint64_t)(uintptr_t)of;
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		ofile_release(of, req, PFS_OP_RELEASE);
@@ -422,18 +428,19 @@ void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* close(2): the file's writes are on the daemon (close-to-open),
 	 * and their errors (ENOSPC, EDQUOT, EIO) are reported, as NFS does;
 	 * the commit follows at release (wb_i.h). */
-	int err = c->dd && dirdeleg_covers(c->dd, ip)
-			  ? wb_flush_nowait(c->wb, ip) /* the delegation's end waits */
+	bool covered = c->dd && dirdeleg_covers(c->dd, ip);
+	int err = covered ? wb_flush_nowait(c->wb, ip) /* the delegation's end waits */
 			  : wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
 	struct early_answer ea = { .req = req };
 
 	/* Then the attributes a delegation answered (after the writes: an
-	 * mtime set explicitly stays), their error if none came before. */
+	 * mtime set explicitly stays), their error if none came before; for
+	 * a file made under a directory delegation, when it ends. */
 	if (c->dl) {
 		/* A close of the file its CREATE opened ends the delegation
 		 * (the release that follows comes when the kernel sends it). */
 		deleg_closed(c->dl, ip, OF(fi)->fid);
-		int derr = deleg_flush(c->dl, ip, true);
+		int derr = covered ? 0 : deleg_flush(c->dl, ip, true);
 		if (err == 0)
 			err = derr;
 	}

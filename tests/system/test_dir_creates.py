@@ -131,6 +131,33 @@ def test_close_does_not_wait_but_another_host_sees_the_data(dpod):
     assert s["dirdeleg_recalls"] >= len(sizes) and s["dirdeleg_errors"] == 0, s
 
 
+def test_attributes_set_before_close_seen_by_another_host(dpod):
+    """As tar extracts a file: create 0600, write, set its mtime, owner
+    and mode through the descriptor, close; A answers all of it. B sees
+    the data, the mtime, the owner and the mode, and so does the export
+    once B looked."""
+    os.mkdir(dpod.a / "d")
+    hold(dpod.a, "d")
+    before = podfs_stats(dpod.a)
+    for i in range(10):
+        fd = os.open(dpod.a / "d" / f"t{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.write(fd, b"tar %d" % i)
+        os.utime(fd, ns=(1_000_000_000 + i, 1_500_000_000_000_000_000 + i))
+        os.fchown(fd, 1000, 1000)
+        os.fchmod(fd, 0o640)
+        os.close(fd)
+    after = podfs_stats(dpod.a)
+    assert after["dirdeleg_creates"] - before["dirdeleg_creates"] >= 5
+    assert after["deleg_local"] - before["deleg_local"] >= 15  # answered by A
+    for i in range(10):
+        for root in (dpod.b, dpod.export):
+            st = os.stat(root / "d" / f"t{i}")
+            assert st.st_mtime_ns == 1_500_000_000_000_000_000 + i, (root, i)
+            assert stat.S_IMODE(st.st_mode) == 0o640, (root, i)
+            assert (st.st_uid, st.st_gid) == (1000, 1000), (root, i)
+            assert (root / "d" / f"t{i}").read_bytes() == b"tar %d" % i
+
+
 def test_create_unlink_create_of_one_name(dpod):
     """A makes, removes and makes again the same names: the coordinator
     applies them in A's order."""

@@ -141,17 +141,21 @@ def test_rm_r_of_a_tree(dpod):
 
 
 def test_unlink_refused_by_the_coordinator_is_reported(dpod):
-    """An unlink A answered that the coordinator then refuses (the file
-    is immutable there) is reported by A's fsync of the directory, and
-    the file is still there for everyone."""
+    """An unlink A answered that the coordinator then refuses (the
+    directory is append-only there: a change A's delegation does not
+    see) is reported by A's fsync of the directory, and the file is still
+    there for everyone."""
     d = make_files(dpod.a)
-    victim = dpod.export / d / f"f{N - 1}"
-    if subprocess.run(["chattr", "+i", str(victim)], capture_output=True).returncode != 0:
-        pytest.skip("the export's filesystem has no immutable flag")
+    remove_on_a(dpod, d, [f"f{i}" for i in range(N - 1)])
+    assert podfs_stats(dpod.a)["dirdeleg_granted"] >= 1
+    fsync_dir(dpod.a / d)
+    where = dpod.export / d
+    if subprocess.run(["chattr", "+a", str(where)], capture_output=True).returncode != 0:
+        pytest.skip("the export's filesystem has no append-only flag")
     try:
-        remove_on_a(dpod, d, [f"f{i}" for i in range(N - 1)])
-        assert podfs_stats(dpod.a)["dirdeleg_granted"] >= 1
-        os.unlink(dpod.a / d / f"f{N - 1}")  # answered by A
+        before = podfs_stats(dpod.a)["dirdeleg_unlinks"]
+        os.unlink(dpod.a / d / f"f{N - 1}")
+        assert podfs_stats(dpod.a)["dirdeleg_unlinks"] == before + 1  # answered by A
         with pytest.raises(OSError) as e:
             fsync_dir(dpod.a / d)
         assert e.value.errno == errno.EPERM
@@ -160,7 +164,7 @@ def test_unlink_refused_by_the_coordinator_is_reported(dpod):
         assert os.listdir(dpod.a / d) == [f"f{N - 1}"]
         fsync_dir(dpod.a / d)  # reported once
     finally:
-        subprocess.run(["chattr", "-i", str(victim)], check=True)
+        subprocess.run(["chattr", "-a", str(where)], check=True)
 
 
 def test_holder_killed(dpod):
