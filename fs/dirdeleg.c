@@ -160,8 +160,9 @@ static void settle(struct dirdeleg *d, struct madev *mv, bool wait)
 	mv->n = mv->cap = 0;
 }
 
-/* Drops from e's made files those write-behind holds nothing for: a
- * close of them waits for its writes again (bg.lock held). */
+/* Drops from e's made files those write-behind and the attribute
+ * delegations hold nothing for: a close of them waits for its writes
+ * again (bg.lock held). */
 static void prune_made(struct dirdeleg *d, struct ddir *e)
 {
 	unsigned k = 0;
@@ -169,7 +170,8 @@ static void prune_made(struct dirdeleg *d, struct ddir *e)
 	for (unsigned i = 0; i < e->nmade; i++) {
 		struct inode *ip = e->made[i];
 		atomic_store(&ip->dd_cover, 0);
-		if (wb_holds(d->c->wb, ip)) { /* still writing: covered */
+		/* Still writing, or attributes answered here not sent: covered. */
+		if (wb_holds(d->c->wb, ip) || (d->c->dl && deleg_has(d->c->dl, ip))) {
 			atomic_store(&ip->dd_cover, e->grant);
 			e->made[k++] = ip;
 			continue;
