@@ -799,25 +799,38 @@ static bool writes_settled(struct dirdeleg *d, struct inode *dir, const char *na
 	return made;
 }
 
+/* dir's entry, with bg.lock held, and in *held whether dir is held now
+ * (its use noted). An earlier item's error not reported yet is taken
+ * into *err (a positive errno; else 0): the caller answers with it. */
+static struct ddir *enter_dir(struct dirdeleg *d, struct inode *dir, int *err, bool *held)
+{
+	struct ddir *e = find(d, &dir->fh);
+
+	*err = 0;
+	*held = false;
+	if (e && e->err) {
+		*err = -e->err;
+		e->err = 0;
+		return e;
+	}
+	*held = e && e->held && !d->bg.stop;
+	if (*held)
+		e->used_ns = pfs_mono_ns();
+	return e;
+}
+
 bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 		     const struct pfs_creds *cr, int *err)
 {
 	struct client *c = d->c;
 	struct pfs_attr a;
 
-	*err = 0;
+	bool held;
 	pthread_mutex_lock(&d->bg.lock);
-	struct ddir *e = find(d, &dir->fh);
-	if (e && e->err) {
-		*err = -e->err;
-		e->err = 0;
-		pthread_mutex_unlock(&d->bg.lock);
-		return true;
-	}
-	bool held = e && e->held && !d->bg.stop;
-	if (held)
-		e->used_ns = pfs_mono_ns();
+	struct ddir *e = enter_dir(d, dir, err, &held);
 	pthread_mutex_unlock(&d->bg.lock);
+	if (*err)
+		return true;
 	if (!held || strlen(name) > PFS_NAME_MAX)
 		return false;
 	struct inode *file = known_file(c, dir, name, true, false, &a);
@@ -962,19 +975,14 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 	uint8_t *data;
 	uint32_t dlen, lflags;
 
-	*err = 0;
+	bool held;
 	*out = NULL;
 	pthread_mutex_lock(&d->bg.lock);
-	struct ddir *e = find(d, &dir->fh);
-	if (e && e->err) {
-		*err = -e->err;
-		e->err = 0;
+	struct ddir *e = enter_dir(d, dir, err, &held);
+	if (*err) {
 		pthread_mutex_unlock(&d->bg.lock);
 		return true;
 	}
-	bool held = e && e->held && !d->bg.stop;
-	if (held)
-		e->used_ns = pfs_mono_ns();
 	/* Another caller's ids than the slots' are another caller's rights:
 	 * the usual way. Too few left: more are asked for. */
 	bool mine = held && (!e->nslots || same_creds(&e->scr, cr));

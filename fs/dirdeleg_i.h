@@ -107,8 +107,8 @@ void dirdeleg_free(struct dirdeleg *d);
 
 /* The unlink of name in dir by cr (FUSE thread; the kernel holds dir's
  * lock and the file). Returns true if it was answered here: *err is 0
- * (queued), or an earlier unlink's error being reported now. False: the
- * caller sends it as usual, then calls dirdeleg_unlinked. */
+ * (queued), or an earlier item's error (a positive errno) being reported
+ * now. False: the caller sends it as usual, then calls dirdeleg_synced. */
 bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 		     const struct pfs_creds *cr, int *err);
 /* The object the unlink (or with isdir, the rmdir) of name in dir
@@ -135,8 +135,8 @@ void dirdeleg_new_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_cr
  * nothing above 0777: true, with *pe the new file's entry (the slot's
  * handle; attributes as the daemon will make them, times of this host's
  * clock) and *out its inode with one lookup for the kernel; the CREATES
- * is queued. True with *err set and *out NULL: an earlier item's error,
- * reported now. False: the caller sends CREATE as usual (and then calls
+ * is queued. True with *err set (a positive errno) and *out NULL: an
+ * earlier item's error, reported now. False: the caller sends CREATE as usual (and then calls
  * dirdeleg_synced). */
 bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, uint32_t perm,
 		     const struct pfs_creds *cr, uint64_t fid, uint32_t flags, struct pfs_entry *pe,

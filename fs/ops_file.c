@@ -160,7 +160,7 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 /* ops_create's answer to a create that dirdeleg_create answered here
  * (pe: the new file's entry, ip its inode with a lookup for the kernel;
- * err: an earlier error reported instead). */
+ * err: an earlier error, a positive errno, reported instead). */
 static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 			    struct ofile *of, struct inode *ip, const struct pfs_entry *pe,
 			    struct fuse_file_info *fi, int err)
@@ -170,7 +170,7 @@ static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 
 	if (err) {
 		ofile_free(of);
-		fuse_reply_err(req, -err);
+		fuse_reply_err(req, err);
 		return;
 	}
 	of->ip = ip;

@@ -176,6 +176,40 @@ def test_create_unlink_create_of_one_name(dpod):
         [f"w{i}" for i in range(warm)] + [f"x{i}" for i in range(8)])
 
 
+def test_create_refused_by_the_coordinator_is_reported(dpod):
+    """A program on the coordinator's host takes a name (nothing recalls
+    A's delegation for that): A's create of it, answered by A, is refused
+    there, and the next create in the directory reports it (EEXIST); the
+    file is the program's, for everyone."""
+    os.mkdir(dpod.a / "d")
+    hold(dpod.a, "d")
+    fsync_dir(dpod.a / "d")
+    (dpod.export / "d" / "clash").write_bytes(b"theirs")
+    before = creates_on(dpod.a)
+    create(dpod.a / "d" / "clash", b"ours")
+    assert creates_on(dpod.a) == before + 1  # answered by A
+    deadline = time.monotonic() + 10
+    while True:  # reported by the next create there, once it came back
+        try:
+            create(dpod.a / "d" / f"next{time.monotonic_ns()}", b"n")
+        except OSError as e:
+            assert e.errno == errno.EEXIST
+            break
+        assert time.monotonic() < deadline, "the refused create was never reported"
+        time.sleep(0.05)
+    assert podfs_stats(dpod.a)["dirdeleg_errors"] == 1
+    assert (dpod.b / "d" / "clash").read_bytes() == b"theirs"
+    assert (dpod.export / "d" / "clash").read_bytes() == b"theirs"
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _as_user(uid, gid, fn):
     """Runs fn() in a child with ids uid/gid; returns its errno (0: ok)."""
     pid = os.fork()
