@@ -183,6 +183,7 @@ def test_errors_stay_synchronous(dpod):
         # Root may; a user other than the owner may not.
         r = file_errno(f"os.chmod({str(dpod.a / d / 'f')!r}, 0o600)\n")
         assert r == "EPERM"
+        os.fsync(fd)  # the chown answered here is sent (it may be pending still)
         before = requests_sent(dpod.a)
         os.ftruncate(fd, 10)
         os.utime(fd)  # UTIME_NOW: the daemon's clock
