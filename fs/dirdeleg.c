@@ -147,11 +147,13 @@ static void settle(struct dirdeleg *d, struct madev *mv, bool wait)
 {
 	for (size_t i = 0; i < mv->n; i++) {
 		/* Its data, then what was answered of its attributes (an mtime
-		 * set after the writes stays). */
+		 * set after the writes stays); nothing more is answered here:
+		 * no recall of the directory covers it any more, and the
+		 * daemon has no entry of it to recall. */
 		if (wait) {
 			(void)wb_wait(d->c->wb, mv->v[i]);
 			if (d->c->dl)
-				(void)deleg_flush(d->c->dl, mv->v[i], false);
+				deleg_end(d->c->dl, mv->v[i]);
 		}
 		inode_forget(d->c->it, mv->v[i], 1);
 	}

@@ -158,6 +158,33 @@ def test_attributes_set_before_close_seen_by_another_host(dpod):
             assert (root / "d" / f"t{i}").read_bytes() == b"tar %d" % i
 
 
+def test_renamed_out_of_the_directory_stays_coherent(dpod):
+    """A file A made and still holds open, with a mode A answered itself,
+    renamed into a directory B caches (no recall guards it there): B
+    sees its data and mode, and A's later chmod goes to the coordinator,
+    so B sees that too."""
+    os.mkdir(dpod.a / "e")
+    os.listdir(dpod.b / "e")  # B caches e: A never holds it
+    os.mkdir(dpod.a / "d")  # after: B's listing of the root did not hand it out
+    hold(dpod.a, "d")
+    before = creates_on(dpod.a)
+    fd = os.open(dpod.a / "d" / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        assert creates_on(dpod.a) == before + 1  # answered by A
+        os.write(fd, b"moved")
+        os.fchmod(fd, 0o600)
+        os.rename(dpod.a / "d" / "f", dpod.a / "e" / "f")
+        st = os.stat(dpod.b / "e" / "f")
+        assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_size == 5
+        assert (dpod.b / "e" / "f").read_bytes() == b"moved"
+        os.fstat(fd)  # A knows the file's attributes again
+        os.fchmod(fd, 0o640)
+        wait_for(lambda: stat.S_IMODE(os.stat(dpod.b / "e" / "f").st_mode) == 0o640,
+                 timeout=5, what="B sees A's chmod after the rename")
+    finally:
+        os.close(fd)
+
+
 def test_create_unlink_create_of_one_name(dpod):
     """A makes, removes and makes again the same names: the coordinator
     applies them in A's order."""
