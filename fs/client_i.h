@@ -29,7 +29,7 @@
  *  - the write-behind writers (wb.c): wb_threads of them (default 4),
  *    each sending queued WRITEs and background commits;
  *  - with -o delegate, the senders of unlinks answered under a directory
- *    delegation (dirdeleg.c, DD_SENDERS of them);
+ *    delegation (dirdeleg_send.c, DD_SENDERS of them);
  *  - with cache_dir: the persistent cache's worker (pcache.c: stores
  *    entries, runs fetches, evicts) and its start-up scan thread
  *    (pcache_disk.c, ends after the scan);

@@ -51,7 +51,7 @@ struct inode {
 	uint64_t nlookup;     /* table lock */
 	fuse_ino_t nodeid;
 	_Atomic unsigned dd_pending; /* its unlink or create answered here, not done yet (dirdeleg.c) */
-	_Atomic uint64_t dd_cover;   /* made under this directory delegation grant (dirdeleg.c) */
+	_Atomic uint64_t dd_cover;   /* made under this directory delegation grant (dirdeleg_make.c) */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	struct pfs_attr attr; /* last attributes seen */

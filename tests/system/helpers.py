@@ -75,6 +75,15 @@ def run(argv, timeout=60, check=True, **kw):
     return r
 
 
+def fsync_dir(path):
+    """fsync(2) of directory path."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def podfs_stats(mnt):
     """A mount's counters: the user.podfs.stats xattr of its root, as
     {name: int} (byte counters, req_OP request counts, pcache_*...)."""

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from harness.pod import Pod
-from helpers import podfs_stats, wait_for
+from helpers import fsync_dir, podfs_stats, wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -227,14 +227,6 @@ def test_create_refused_by_the_coordinator_is_reported(dpod):
     assert podfs_stats(dpod.a)["dirdeleg_errors"] == 1
     assert (dpod.b / "d" / "clash").read_bytes() == b"theirs"
     assert (dpod.export / "d" / "clash").read_bytes() == b"theirs"
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _as_user(uid, gid, fn):

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from harness.pod import Pod
-from helpers import DelayRelay, podfs_stats, wait_for
+from helpers import DelayRelay, fsync_dir, podfs_stats, wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -48,14 +48,6 @@ def remove_on_a(pod, d, names):
     for name in names:
         os.unlink(pod.a / d / name)
     return podfs_stats(pod.a)["dirdeleg_unlinks"] - before
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def test_unlinks_answered_locally(dpod):

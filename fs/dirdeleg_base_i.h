@@ -1,0 +1,152 @@
+/* dirdeleg_base_i.h: what dirdeleg*.c share (for them only; the module's
+ * interface is dirdeleg_i.h): the state of the directory delegations
+ * this client holds, and the functions the three files call in each
+ * other.
+ *
+ *   dirdeleg.c       the directories, asking and giving back, the
+ *                    barrier, unlinks answered here, recalls, waits
+ *   dirdeleg_send.c  the sender threads: the queue sent in batches
+ *                    (UNLINK, UNLINKS, CREATES), each item's end
+ *   dirdeleg_make.c  creates answered here: slots, the files made
+ *                    under a grant (covered: their close does not wait)
+ *
+ * Locks as dirdeleg_i.h says: bg.lock guards everything below; ask is
+ * held across DELEG_DIR, SLOTS and DELEG_RETURN.
+ */
+#ifndef PODFS_DIRDELEG_BASE_I_H
+#define PODFS_DIRDELEG_BASE_I_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bg_i.h"
+#include "dirdeleg_i.h"
+#include "podfs/codec.h"
+
+struct client;
+struct inode;
+
+/* A directory this client asked for, holds, or has an error to report in. */
+struct ddir {
+	struct ddir *next;
+	struct pfs_fh fh;
+	bool held;          /* unlinks there are answered here */
+	unsigned syncs;     /* unlinks sent the usual way since the last ask */
+	int64_t retry_ns;   /* no ask before (a refusal, a recall) */
+	int err;            /* an unlink answered here failed; not reported yet */
+	unsigned pending;   /* unlinks answered here, not answered by the daemon yet */
+	uint64_t at;        /* the directory's stamp after the last one (0: not trusted) */
+	int64_t used_ns;    /* for the choice of the one to forget */
+	bool asking;        /* a DELEG_DIR for it is queued or in flight */
+	/* Slots (SLOTS): files the daemon made there for creates answered
+	 * here, for callers with ids scr; a SLOTS is queued or in flight. */
+	struct pfs_entry *slots;
+	unsigned nslots;
+	struct pfs_creds scr;
+	bool slots_asking;
+	int64_t slots_retry_ns; /* no SLOTS before (one brought none) */
+	unsigned slot_batches;  /* SLOTS answered: the next asks for more */
+	/* Files made here under the grant (one lookup held each, dd_cover
+	 * = grant): their close does not wait for their writes, which the
+	 * end of the delegation does (settle). */
+	uint64_t grant;     /* while held: this grant's number */
+	struct inode **made;
+	unsigned nmade, made_cap;
+};
+
+/* Files whose writes the end of a delegation waits for. */
+struct madev {
+	struct inode **v;
+	size_t n, cap;
+};
+
+/* Work for the senders besides the queue: a DELEG_DIR to send (dir, held
+ * with inode_hold, and cr) or with slots, a SLOTS for dir; a directory to
+ * give back (ret); or both. */
+struct dask {
+	struct dask *next;
+	struct inode *dir;
+	struct pfs_creds cr;
+	bool has_ask;   /* DELEG_DIR (else: only SLOTS, or only the return) */
+	bool slots;     /* SLOTS after it (creates were asking) */
+	bool has_ret;
+	struct pfs_fh ret;
+};
+
+/* An unlink or (create) a create answered here, to send. */
+struct ditem {
+	struct ditem *next;
+	struct inode *dir, *file;  /* one lookup each held (inode_hold) */
+	struct pfs_unlink_req m;   /* ids, directory, name */
+	bool create;
+	uint32_t mode;             /* create: its permission bits */
+	uint64_t fid;              /* create: the open it made, and its flags */
+	uint32_t flags;
+	struct pfs_fh slot;        /* create: the slot it names */
+	uint64_t seq, ns;          /* push number, namespace count: when it was answered */
+	uint64_t at_file;          /* the stamp it gave the file (trust_i.h) */
+};
+
+struct dirdeleg {
+	struct client *c;
+	struct bg bg;               /* lock: all below; cond: the senders' work */
+	pthread_cond_t idle;        /* an unlink was answered by the daemon */
+	pthread_mutex_t ask;        /* held across DELEG_DIR and DELEG_RETURN: a
+				     * return never overtakes a later grant */
+	struct ddir *dirs;
+	unsigned ndirs;
+	struct ditem *head, **tail;
+	struct dask *asks;          /* LIFO: their order does not matter */
+	unsigned queued, inflight;
+	unsigned inflight_kind[2];  /* of them unlinks [0], creates [1] */
+	_Atomic unsigned pending;   /* queued + inflight, read without the lock */
+	uint64_t ended;             /* end_all calls: a grant asked for before one is not held */
+	uint64_t grants;            /* grants numbered so far */
+	bool off;                   /* the daemon does not grant them (ENOSYS) */
+	bool no_batch;              /* the daemon does not know UNLINKS (ENOSYS) */
+	bool no_slots;              /* nor SLOTS (ENOSYS) */
+	bool started;               /* the senders run (dirdeleg_start) */
+	struct dirdeleg_stats st;
+};
+
+/* True in a sender thread (it never waits for the queue it sends). */
+extern __thread bool dd_in_sender;
+
+/* dirdeleg.c. */
+/* fh's entry, or NULL (bg.lock held). */
+struct ddir *dd_find(struct dirdeleg *d, const struct pfs_fh *fh);
+/* Whether two callers' ids are the same (the same rights). */
+bool dd_same_creds(const struct pfs_creds *x, const struct pfs_creds *y);
+/* dir's entry, with bg.lock held, and in *held whether dir is held now
+ * (its use noted). An earlier item's error not reported yet is taken
+ * into *err (a positive errno; else 0): the caller answers with it. */
+struct ddir *dd_enter_dir(struct dirdeleg *d, struct inode *dir, int *err, bool *held);
+/* A sender's DELEG_DIR, SLOTS and DELEG_RETURN of a (freed). */
+void dd_do_ask(struct dirdeleg *d, struct dask *a);
+
+/* dirdeleg_send.c. */
+/* A sender thread (bg_start's). */
+void *dd_sender_main(void *arg);
+
+/* dirdeleg_make.c. */
+/* Moves e's made files to mv (bg.lock held); they are no longer
+ * covered. On ENOMEM they are waited for at once, lock held. */
+void dd_take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv);
+/* The end of a delegation for the files in mv (bg.lock not held): waits
+ * for their writes and ends their attribute delegations (wait; not after
+ * a reconnect, where they are sent again anyway), and lets them go. */
+void dd_settle(struct dirdeleg *d, struct madev *mv, bool wait);
+/* Drops from e's made files those write-behind and the attribute
+ * delegations hold nothing for (bg.lock held). */
+void dd_prune_made(struct dirdeleg *d, struct ddir *e);
+/* A SLOTS for dir (held) by cr, kept if dir is still held as of ended
+ * (end_all calls). d->ask held. */
+void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr,
+		  uint64_t ended);
+/* If name in dir is a file made here whose writes are on their way,
+ * waits for them; returns whether it waited. */
+bool dd_writes_settled(struct dirdeleg *d, struct inode *dir, const char *name);
+
+#endif /* PODFS_DIRDELEG_BASE_I_H */

@@ -1,0 +1,240 @@
+/* dirdeleg_send.c: the sender threads of directory delegations: the
+ * queue of unlinks and creates answered here, sent in batches, and each
+ * item's end (see dirdeleg_i.h, dirdeleg_base_i.h). */
+#include "dirdeleg_i.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "bg_i.h"
+#include "client_i.h"
+#include "deleg_i.h"
+#include "dirdeleg_base_i.h"
+#include "gate_i.h"
+#include "inode_i.h"
+#include "listing_i.h"
+#include "podfs/clock.h"
+#include "podfs/le.h"
+#include "podfs/log.h"
+#include "rpc_i.h"
+#include "trust_i.h"
+#include "wb_i.h"
+
+/* it was answered by the daemon: rc (0, or -errno); fa: a created file's
+ * attributes after it, da: the directory's, if the reply had them. */
+static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct pfs_attr *fa,
+		      const struct pfs_attr *da)
+{
+	struct client *c = d->c;
+
+	/* A removed file's attributes are not known: asked for again; a
+	 * created one's are the daemon's. */
+	inode_own_end(c->it, it->file, rc == 0 ? fa : NULL, it->seq, it->at_file, it->ns);
+	/* Refused: an unlinked name is still there, a created one is not;
+	 * the listing that says otherwise goes. ENOENT of an unlink: the
+	 * name is gone either way (another host removed it before the
+	 * grant, and the kernel here still had it). */
+	if (it->create)
+		rc = rc == -ENOENT ? -EIO : rc;
+	else if (rc == -ENOENT)
+		rc = 0;
+	if (rc < 0)
+		listing_touch(it->dir);
+	atomic_fetch_sub(&it->file->dd_pending, 1);
+	pthread_mutex_lock(&d->bg.lock);
+	struct ddir *de = dd_find(d, &it->m.parent);
+	/* After the directory's last one, its attributes are the daemon's
+	 * (its clock), if nothing else of ours happened to it since: a
+	 * request about it waits for the queue (dirdeleg_drain). */
+	if (de && de->pending && --de->pending == 0 && de->at)
+		inode_own_end(c->it, it->dir, da, it->seq, de->at, it->ns);
+	if (rc < 0) {
+		d->st.errors++;
+		if (de) { /* there: its items pending kept it */
+			de->held = false; /* the rest goes the usual way */
+			de->nslots = 0;
+			if (!de->err)
+				de->err = rc;
+		}
+		pfs_warn("%s answered under a directory delegation failed: %s: %s",
+			 it->create ? "a create" : "an unlink", it->m.name.s, strerror(-rc));
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	inode_forget(c->it, it->file, 1);
+	inode_forget(c->it, it->dir, 1);
+	free(it);
+}
+
+static void send_one(struct dirdeleg *d, struct ditem *it)
+{
+	struct rpc_reply rep = { 0 };
+	struct pfs_dir_rep dr;
+	bool have_da = false;
+
+	int rc = rpc_msg(d->c->rpc, PFS_OP_UNLINK, unlink_req, &it->m, &rep);
+	if (rc == 0 && rep.len > 0) {
+		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
+			rc = -EIO;
+		else
+			have_da = true;
+	}
+	rpc_reply_free(&rep);
+	item_done(d, it, rc, NULL, have_da ? &dr.dir : NULL);
+}
+
+/* Sends items v[n] (one directory, one caller) in one UNLINKS: the daemon
+ * refuses it (EIO) if it revoked the delegation meanwhile. */
+static void send_batch(struct dirdeleg *d, struct ditem **v, size_t n)
+{
+	struct pfs_unlinks_req m = { .cr = v[0]->m.cr, .parent = v[0]->m.parent };
+	struct pfs_unlinks_rep ur;
+	struct rpc_reply rep = { 0 };
+	size_t cap = n * (2 + PFS_NAME_MAX);
+	uint8_t *names = malloc(cap);
+	bool listed = names != NULL;
+	struct pfs_wr w;
+	int rc = -ENOMEM;
+
+	if (listed) {
+		pfs_wr_init(&w, names, cap);
+		for (size_t i = 0; i < n; i++)
+			(void)pfs_put_NAME(&w, &v[i]->m.name);
+		m.names.p = names;
+		m.names.len = (uint32_t)w.len;
+		rc = rpc_msg_heap(d->c->rpc, PFS_OP_UNLINKS, unlinks_req, &m, w.len + 1024, &rep);
+		free(names);
+	}
+	if (rc == 0 && (pfs_dec_unlinks_rep(rep.buf, rep.len, &ur) < 0 || ur.status.len != 4 * n))
+		rc = -EIO;
+	/* A daemon without UNLINKS, or no memory here for the list: one by
+	 * one. (The daemon's own ENOMEM is its answer: a plain UNLINK would
+	 * not be refused under a revoked delegation.) */
+	if (rc == -ENOSYS || !listed) {
+		rpc_reply_free(&rep);
+		if (rc == -ENOSYS)
+			d->no_batch = true;
+		for (size_t i = 0; i < n; i++)
+			send_one(d, v[i]);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int r = rc < 0 ? rc : -(int)pfs_load_le32(ur.status.p + 4 * i);
+		/* The directory's attributes are those after the last. */
+		bool da = rc == 0 && i == n - 1 && (ur.flags & PFS_UL_DIR_ATTR);
+		item_done(d, v[i], r, NULL, da ? &ur.dir : NULL);
+	}
+	rpc_reply_free(&rep);
+}
+
+/* Sends creates v[n] (one directory, one caller) in one CREATES. */
+static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
+{
+	struct pfs_creates_req m = { .cr = v[0]->m.cr, .parent = v[0]->m.parent };
+	struct pfs_creates_rep cr;
+	struct rpc_reply rep = { 0 };
+	size_t cap = n * (2 + PFS_FH_MAX + 8 + 4 + 4 + 2 + PFS_NAME_MAX);
+	uint8_t *items = malloc(cap);
+	struct pfs_wr w;
+	struct pfs_rd ar;
+	int rc = -ENOMEM;
+
+	if (items) {
+		pfs_wr_init(&w, items, cap);
+		for (size_t i = 0; i < n; i++)
+			if (pfs_put_FH(&w, &v[i]->slot) < 0 || pfs_put_U64(&w, &v[i]->fid) < 0 ||
+			    pfs_put_U32(&w, &v[i]->flags) < 0 || pfs_put_U32(&w, &v[i]->mode) < 0 ||
+			    pfs_put_NAME(&w, &v[i]->m.name) < 0)
+				break;
+		m.items.p = items;
+		m.items.len = (uint32_t)w.len;
+		rc = rpc_msg_heap(d->c->rpc, PFS_OP_CREATES, creates_req, &m, w.len + 1024, &rep);
+		free(items);
+	}
+	if (rc == 0 && (pfs_dec_creates_rep(rep.buf, rep.len, &cr) < 0 || cr.status.len != 4 * n))
+		rc = -EIO;
+	if (rc == 0)
+		pfs_rd_init(&ar, cr.attrs.p, cr.attrs.len);
+	for (size_t i = 0; i < n; i++) {
+		int r = rc < 0 ? rc : -(int)pfs_load_le32(cr.status.p + 4 * i);
+		struct pfs_attr fa = { 0 };
+		if (r == 0 && !pfs_get_ATTR(&ar, &fa))
+			r = -EIO;
+		bool da = rc == 0 && i == n - 1 && (cr.flags & PFS_UL_DIR_ATTR);
+		item_done(d, v[i], r, &fa, da ? &cr.dir : NULL);
+	}
+	rpc_reply_free(&rep);
+}
+
+/* Whether b may go in the UNLINKS or CREATES of a: the same kind, the
+ * same directory and caller. */
+static bool same_batch(const struct ditem *a, const struct ditem *b)
+{
+	const struct pfs_creds *x = &a->m.cr, *y = &b->m.cr;
+
+	return a->create == b->create && pfs_fh_equal(&a->m.parent, &b->m.parent) &&
+	       dd_same_creds(x, y);
+}
+
+void *dd_sender_main(void *arg)
+{
+	struct dirdeleg *d = arg;
+	struct ditem *v[PFS_UNLINKS_MAX];
+
+	dd_in_sender = true;
+	pthread_mutex_lock(&d->bg.lock);
+	for (;;) {
+		if (d->asks) {
+			struct dask *a = d->asks;
+			d->asks = a->next;
+			pthread_mutex_unlock(&d->bg.lock);
+			dd_do_ask(d, a);
+			pthread_mutex_lock(&d->bg.lock);
+			continue;
+		}
+		/* Creates and unlinks are never in flight together: one may
+		 * name what the other made or removed (a file made here and
+		 * removed again); creates of different names, or unlinks,
+		 * do not depend on each other. */
+		if (d->head && d->inflight_kind[!d->head->create] == 0) {
+			/* The items at the head of the queue of one kind, in one
+			 * directory by one caller go together, up to
+			 * PFS_UNLINKS_MAX. */
+			size_t n = 0, max = d->no_batch && !d->head->create ? 1 : PFS_UNLINKS_MAX;
+			while (d->head && n < max && (n == 0 || same_batch(v[0], d->head))) {
+				v[n++] = d->head;
+				d->head = d->head->next;
+			}
+			if (!d->head)
+				d->tail = &d->head;
+			bool create = v[0]->create;
+			d->queued -= (unsigned)n;
+			d->inflight += (unsigned)n;
+			d->inflight_kind[create] += (unsigned)n;
+			d->st.sent++;
+			pthread_mutex_unlock(&d->bg.lock);
+			if (v[0]->create)
+				send_creates(d, v, n);
+			else if (d->no_batch)
+				send_one(d, v[0]);
+			else
+				send_batch(d, v, n);
+			pthread_mutex_lock(&d->bg.lock);
+			d->inflight -= (unsigned)n;
+			d->inflight_kind[create] -= (unsigned)n;
+			atomic_fetch_sub(&d->pending, (unsigned)n);
+			pthread_cond_broadcast(&d->idle);
+			if (d->head)
+				bg_wake(&d->bg); /* a sender may have waited for this kind */
+			continue;
+		}
+		if (d->bg.stop)
+			break;
+		bg_wait(&d->bg);
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	return NULL;
+}
