@@ -3,7 +3,9 @@
  * CREATE): the export call, the invalidations its change makes for other
  * clients, the reply. Worker threads (see op_i.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "podfs/le.h"
 #include "podfs/log.h"
@@ -235,18 +237,41 @@ int op_slots(struct op *o)
 	return ret;
 }
 
-/* One item of a CREATES: FH slot, U64 fid, U32 flags, U32 mode, NAME. */
+/* One item of a CREATES: FH slot, U64 fid, U32 flags, U32 mode, NAME,
+ * U32 how (PFS_CI_*), BYTES data (wire.h). */
 struct create_item {
 	struct pfs_fh fh;
 	uint64_t fid;
-	uint32_t flags, mode;
+	uint32_t flags, mode, how;
 	struct pfs_name name;
+	pfs_t_BYTES data;
 };
 
 static bool get_create_item(struct pfs_rd *rd, struct create_item *ci)
 {
 	return pfs_get_FH(rd, &ci->fh) && pfs_get_U64(rd, &ci->fid) && pfs_get_U32(rd, &ci->flags) &&
-	       pfs_get_U32(rd, &ci->mode) && pfs_get_NAME(rd, &ci->name) && !(ci->mode & ~0777u);
+	       pfs_get_U32(rd, &ci->mode) && pfs_get_NAME(rd, &ci->name) &&
+	       pfs_get_U32(rd, &ci->how) && pfs_get_BYTES(rd, &ci->data) && !(ci->mode & ~0777u) &&
+	       !(ci->how & ~(uint32_t)(PFS_CI_CLOSE | PFS_CI_SYNC));
+}
+
+/* Names the slot fd as ci says, its data written first (so the name
+ * never shows the file without it). Returns 0 with *e, or -errno. */
+static int name_slot(struct op *o, int fd, const struct create_item *ci, struct pfs_entry *e)
+{
+	size_t done = 0;
+
+	while (done < ci->data.len) {
+		ssize_t n = pwrite(fd, ci->data.p + done, ci->data.len - done, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	/* Closed by the client already: no open file of it is made. */
+	uint64_t fid = ci->how & PFS_CI_CLOSE ? 0 : ci->fid;
+	return export_slot_name(&o->x, fd, o->obj->fd, ci->name.s, ci->mode, fid, ci->flags, e);
 }
 
 int op_creates(struct op *o)
@@ -255,12 +280,13 @@ int op_creates(struct op *o)
 	struct session *s = o->r->s;
 	struct pfs_creates_rep rep = { 0 };
 	struct create_item ci;
-	struct pfs_entry e;
 	struct pfs_rd rd;
 	struct pfs_wr w;
 	uint8_t status[PFS_CREATES_MAX * 4];
 	uint8_t attrs[PFS_CREATES_MAX * PFS_ATTR_WIRE_SIZE];
-	size_t n = 0;
+	struct pfs_entry made[PFS_CREATES_MAX];
+	int err[PFS_CREATES_MAX], sync_fd[PFS_CREATES_MAX];
+	size_t sync_at[PFS_CREATES_MAX], n = 0, nsync = 0;
 
 	if (!o->d->deleg || !s)
 		return -ENOSYS;
@@ -283,22 +309,41 @@ int op_creates(struct op *o)
 		return -EIO;
 	}
 	pfs_rd_init(&rd, m->items.p, m->items.len);
-	pfs_wr_init(&w, attrs, sizeof attrs);
 	for (size_t i = 0; i < n; i++) {
 		(void)get_create_item(&rd, &ci);
 		int ret = slots_take(s, &ci.fh, dkey, o->x.cr ? o->x.cr->uid : 0);
 		if (ret >= 0) {
 			int fd = ret;
-			ret = export_slot_name(&o->x, fd, o->obj->fd, ci.name.s, ci.mode, ci.fid,
-					       ci.flags, &e);
-			close(fd);
-			session_fid_unreserve(s);
+			ret = name_slot(o, fd, &ci, &made[i]);
+			/* Synced below, all at once: their writeback starts
+			 * now, and the first commit of the journal carries
+			 * the others. */
+			if (ret == 0 && (ci.how & PFS_CI_SYNC)) {
+				(void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+				sync_fd[nsync] = fd;
+				sync_at[nsync++] = i;
+			} else {
+				close(fd);
+				session_fid_unreserve(s);
+			}
 		}
-		pfs_store_le32(status + 4 * i, ret < 0 ? (uint32_t)-ret : 0);
-		if (ret < 0)
-			continue;
-		(void)pfs_put_ATTR(&w, &e.attr);
-		op_inval_entry(o, &m->parent, &ci.name);
+		err[i] = ret;
+		if (ret == 0)
+			op_inval_entry(o, &m->parent, &ci.name);
+	}
+	for (size_t k = 0; k < nsync; k++) {
+		/* Named but not durable: the client holds nothing to send
+		 * again, so it hears of it. */
+		if (fdatasync(sync_fd[k]) < 0)
+			err[sync_at[k]] = -errno;
+		close(sync_fd[k]);
+		session_fid_unreserve(s);
+	}
+	pfs_wr_init(&w, attrs, sizeof attrs);
+	for (size_t i = 0; i < n; i++) {
+		pfs_store_le32(status + 4 * i, err[i] < 0 ? (uint32_t)-err[i] : 0);
+		if (err[i] == 0)
+			(void)pfs_put_ATTR(&w, &made[i].attr);
 	}
 	op_inval_inode(o, &m->parent, 0, 0);
 	if (export_getattr(o->obj->fd, &rep.dir) == 0)

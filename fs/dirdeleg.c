@@ -106,13 +106,27 @@ static void end_all(struct dirdeleg *d, struct madev *mv)
 	}
 }
 
+void dd_hurry(struct dirdeleg *d)
+{
+	if (d->hurry++ == 0)
+		bg_wake_all(&d->bg);
+}
+
+void dd_hurry_end(struct dirdeleg *d)
+{
+	d->hurry--;
+}
+
 /* Waits until nothing is queued or in flight (bg.lock held). */
 static void wait_empty(struct dirdeleg *d)
 {
-	if (d->queued || d->inflight)
-		d->st.waits++;
+	if (!d->queued && !d->inflight)
+		return;
+	d->st.waits++;
+	dd_hurry(d);
 	while (d->queued || d->inflight)
 		pthread_cond_wait(&d->idle, &d->bg.lock);
+	dd_hurry_end(d);
 }
 
 bool dd_same_creds(const struct pfs_creds *x, const struct pfs_creds *y)
@@ -583,8 +597,10 @@ void dirdeleg_wait_made(struct dirdeleg *d, struct inode *ip)
 		return;
 	pthread_mutex_lock(&d->bg.lock);
 	d->st.waits++;
+	dd_hurry(d);
 	while (atomic_load(&ip->dd_pending) > 0)
 		pthread_cond_wait(&d->idle, &d->bg.lock);
+	dd_hurry_end(d);
 	pthread_mutex_unlock(&d->bg.lock);
 }
 

@@ -87,6 +87,14 @@ struct ditem {
 	struct pfs_fh slot;        /* create: the slot it names */
 	uint64_t seq, ns;          /* push number, namespace count: when it was answered */
 	uint64_t at_file;          /* the stamp it gave the file (trust_i.h) */
+	/* create: the file's first writes, sent with it (at offset 0), while
+	 * it is queued and the open it made writes nothing elsewhere
+	 * (dirdeleg_write); closed: that open ended, the item ends it
+	 * (dirdeleg_release); no_inline: a write went the usual way. */
+	uint8_t *data;
+	uint32_t dlen, dcap;
+	bool closed, no_inline;
+	int64_t queued_ns;
 };
 
 struct dirdeleg {
@@ -101,6 +109,8 @@ struct dirdeleg {
 	struct dask *asks;          /* LIFO: their order does not matter */
 	unsigned queued, inflight;
 	unsigned inflight_kind[2];  /* of them unlinks [0], creates [1] */
+	unsigned hurry;             /* threads waiting for the queue: nothing is held back */
+	size_t inline_held;         /* bytes of data in items (DD_INLINE_HELD at most) */
 	_Atomic unsigned pending;   /* queued + inflight, read without the lock */
 	uint64_t ended;             /* end_all calls: a grant asked for before one is not held */
 	uint64_t grants;            /* grants numbered so far */
@@ -125,6 +135,11 @@ bool dd_same_creds(const struct pfs_creds *x, const struct pfs_creds *y);
 struct ddir *dd_enter_dir(struct dirdeleg *d, struct inode *dir, int *err, bool *held);
 /* A sender's DELEG_DIR, SLOTS and DELEG_RETURN of a (freed). */
 void dd_do_ask(struct dirdeleg *d, struct dask *a);
+
+/* dirdeleg.c: the queue is wanted now (hurry; bg.lock held, as is the
+ * end). */
+void dd_hurry(struct dirdeleg *d);
+void dd_hurry_end(struct dirdeleg *d);
 
 /* dirdeleg_send.c. */
 /* A sender thread (bg_start's). */

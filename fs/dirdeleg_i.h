@@ -23,6 +23,14 @@
  * queue of one kind, in one directory by one caller (up to
  * PFS_UNLINKS_MAX); unlinks and creates are never in flight together.
  *
+ * The first writes of a file made here, by the open its create made,
+ * travel in its CREATES item while it is queued (dirdeleg_write), and
+ * its close too if it comes first (dirdeleg_release): a small file
+ * costs one item, no WRITE, FSYNC or RELEASE. A sender holds back a
+ * create whose file is still open, up to DD_HOLD_NS, and one at the head
+ * of the queue up to DD_LINGER_NS for more to go with it, unless a
+ * thread waits for the queue (hurry) or a full batch is queued.
+ *
  * Order: every other request of this client that touches names or
  * attributes (rpc.c calls the barrier set with rpc_set_barrier first)
  * waits until nothing is queued or in flight; a GETATTR, RELEASE or
@@ -81,6 +89,11 @@ struct dirdeleg;
 #define DD_SLOTS_LOW 8     /* more are asked for when this few are left */
 #define DD_SLOTS_MAX 64    /* slots kept per directory */
 #define DD_MADE_MAX 8192   /* files made under one grant whose close need not wait */
+#define DD_INLINE_MAX (64u << 10)  /* a made file's first bytes sent with its create */
+#define DD_INLINE_HELD (8u << 20)  /* such bytes held in all, at most */
+#define DD_INLINE_BATCH (512u << 10) /* such bytes in one CREATES, at most */
+#define DD_HOLD_NS 5000000LL /* a create whose file is open waits this long for its close */
+#define DD_LINGER_NS 2000000LL /* a create waits this long for others to go with */
 
 struct dirdeleg_stats {
 	uint64_t asked;    /* DELEG_DIR sent */
@@ -92,6 +105,8 @@ struct dirdeleg_stats {
 	uint64_t recalls;  /* delegations recalled (or ended by a reconnect) */
 	uint64_t errors;   /* unlinks and creates answered here that the daemon refused */
 	uint64_t waits;    /* requests that waited for the queue */
+	uint64_t inlined;  /* creates that carried their file's data */
+	uint64_t closed;   /* creates that carried their file's close */
 };
 
 /* Creates the state; no thread yet. Returns 0 or -errno. */
@@ -141,6 +156,19 @@ void dirdeleg_new_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_cr
 bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, uint32_t perm,
 		     const struct pfs_creds *cr, uint64_t fid, uint32_t flags, struct pfs_entry *pe,
 		     struct inode **out, int *err);
+/* A write of buf[size] at off through fid to ip: if ip's create is
+ * queued still, fid is the open it made, the write continues what the
+ * item carries and the bounds allow, the data joins the item (sent with
+ * it, written before the file is named) and true is returned, at being
+ * the write's stamp (inode_own_touch). Else false (the caller writes the
+ * usual way; later writes of ip never join). */
+bool dirdeleg_write(struct dirdeleg *d, struct inode *ip, uint64_t fid, uint64_t off,
+		    const void *buf, size_t size, uint64_t at);
+/* The release of open fid of ip, which write-behind holds nothing for:
+ * if ip's create is queued still and made fid, the item ends that open
+ * (the daemon then never makes it) and syncs the data it carries, and
+ * true is returned: no RELEASE and no commit follow. Else false. */
+bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid);
 /* Before this client changes dir's own attributes or extended
  * attributes (its mode, owner, ACL: the rights its slots were made
  * under): its delegation, if held, is given back, once what is queued

@@ -108,9 +108,12 @@ bool dd_writes_settled(struct dirdeleg *d, struct inode *dir, const char *name)
 	struct inode *ip = inode_hold_fh(c->it, &pe.fh);
 	if (!ip)
 		return false;
-	bool made = atomic_load(&ip->dd_cover) != 0 && wb_holds(c->wb, ip);
-	if (made)
+	bool made = atomic_load(&ip->dd_cover) != 0 &&
+		    (atomic_load(&ip->dd_pending) > 0 || wb_holds(c->wb, ip));
+	if (made) {
+		dirdeleg_wait_made(d, ip); /* its first bytes may ride with it */
 		(void)wb_wait(c->wb, ip);
+	}
 	inode_forget(c->it, ip, 1);
 	return made;
 }
@@ -302,6 +305,8 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 		e->made[e->nmade++] = file;
 		atomic_store(&file->dd_cover, e->grant);
 	}
+	it->queued_ns = pfs_mono_ns();
+	file->dd_item = it;
 	*d->tail = it;
 	d->tail = &it->next;
 	d->queued++;
@@ -353,4 +358,55 @@ void dirdeleg_settle_all(struct dirdeleg *d)
 	}
 	pthread_mutex_unlock(&d->bg.lock);
 	dd_settle(d, &mv, true);
+}
+
+bool dirdeleg_write(struct dirdeleg *d, struct inode *ip, uint64_t fid, uint64_t off,
+		    const void *buf, size_t size, uint64_t at)
+{
+	if (atomic_load(&ip->dd_pending) == 0)
+		return false;
+	pthread_mutex_lock(&d->bg.lock);
+	struct ditem *it = ip->dd_item;
+	bool ok = it && !it->no_inline && !it->closed && it->fid == fid && off == it->dlen &&
+		  size <= DD_INLINE_MAX - it->dlen && d->inline_held + size <= DD_INLINE_HELD;
+	if (ok && it->dlen + size > it->dcap) {
+		uint32_t cap = it->dcap ? it->dcap : 4096;
+		while (cap < it->dlen + size)
+			cap *= 2;
+		uint8_t *p = realloc(it->data, cap);
+		if (p) {
+			it->data = p;
+			it->dcap = cap;
+		} else {
+			ok = false;
+		}
+	}
+	if (ok) {
+		memcpy(it->data + it->dlen, buf, size);
+		it->dlen += (uint32_t)size;
+		d->inline_held += size;
+		it->at_file = at; /* its reply's attributes are the file's after this */
+	} else if (it) {
+		/* This write goes the usual way, once the file is named:
+		 * the later ones after it. */
+		it->no_inline = true;
+		bg_wake(&d->bg);
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	return ok;
+}
+
+bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid)
+{
+	if (atomic_load(&ip->dd_pending) == 0)
+		return false;
+	pthread_mutex_lock(&d->bg.lock);
+	struct ditem *it = ip->dd_item;
+	bool ok = it && !it->closed && it->fid == fid;
+	if (ok) {
+		it->closed = true;
+		bg_wake(&d->bg);
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	return ok;
 }

@@ -46,6 +46,7 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 		listing_touch(it->dir);
 	atomic_fetch_sub(&it->file->dd_pending, 1);
 	pthread_mutex_lock(&d->bg.lock);
+	d->inline_held -= it->dlen;
 	struct ddir *de = dd_find(d, &it->m.parent);
 	/* After the directory's last one, its attributes are the daemon's
 	 * (its clock), if nothing else of ours happened to it since: a
@@ -66,6 +67,7 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 	pthread_mutex_unlock(&d->bg.lock);
 	inode_forget(c->it, it->file, 1);
 	inode_forget(c->it, it->dir, 1);
+	free(it->data);
 	free(it);
 }
 
@@ -136,7 +138,9 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 	struct pfs_creates_req m = { .cr = v[0]->m.cr, .parent = v[0]->m.parent };
 	struct pfs_creates_rep cr;
 	struct rpc_reply rep = { 0 };
-	size_t cap = n * (2 + PFS_FH_MAX + 8 + 4 + 4 + 2 + PFS_NAME_MAX);
+	size_t cap = n * (2 + PFS_FH_MAX + 8 + 4 + 4 + 2 + PFS_NAME_MAX + 4 + 4);
+	for (size_t i = 0; i < n; i++)
+		cap += v[i]->dlen;
 	uint8_t *items = malloc(cap);
 	struct pfs_wr w;
 	struct pfs_rd ar;
@@ -144,11 +148,18 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 
 	if (items) {
 		pfs_wr_init(&w, items, cap);
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
+			/* Data that is not synced with it would have no commit:
+			 * the client holds no copy to send again. */
+			uint32_t how = (v[i]->closed ? PFS_CI_CLOSE : 0) |
+				       (v[i]->dlen ? PFS_CI_SYNC : 0);
+			pfs_t_BYTES data = { .p = v[i]->data, .len = v[i]->dlen };
 			if (pfs_put_FH(&w, &v[i]->slot) < 0 || pfs_put_U64(&w, &v[i]->fid) < 0 ||
 			    pfs_put_U32(&w, &v[i]->flags) < 0 || pfs_put_U32(&w, &v[i]->mode) < 0 ||
-			    pfs_put_NAME(&w, &v[i]->m.name) < 0)
+			    pfs_put_NAME(&w, &v[i]->m.name) < 0 || pfs_put_U32(&w, &how) < 0 ||
+			    pfs_put_BYTES(&w, &data) < 0)
 				break;
+		}
 		m.items.p = items;
 		m.items.len = (uint32_t)w.len;
 		rc = rpc_msg_heap(d->c->rpc, PFS_OP_CREATES, creates_req, &m, w.len + 1024, &rep);
@@ -167,6 +178,22 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 		item_done(d, v[i], r, &fa, da ? &cr.dir : NULL);
 	}
 	rpc_reply_free(&rep);
+}
+
+/* How long a sender holds back create it at now (bg.lock held), 0: not.
+ * Its file is open still: for its data and close, up to DD_HOLD_NS
+ * (dirdeleg_i.h). At the head of the queue (head), also for more creates
+ * to join its CREATES, up to DD_LINGER_NS: nothing waits for them (a
+ * thread that does hurries them, as a recall does). */
+static int64_t hold_ns(const struct dirdeleg *d, const struct ditem *it, int64_t now, bool head)
+{
+	if (!it->create || d->hurry || d->bg.stop || d->queued >= PFS_CREATES_MAX)
+		return 0;
+	bool open = !it->closed && !it->no_inline && it->file->dd_item == it;
+	if (!open && !head)
+		return 0;
+	int64_t left = it->queued_ns + (open ? DD_HOLD_NS : DD_LINGER_NS) - now;
+	return left > 0 ? left : 0;
 }
 
 /* Whether b may go in the UNLINKS or CREATES of a: the same kind, the
@@ -200,13 +227,29 @@ void *dd_sender_main(void *arg)
 		 * removed again); creates of different names, or unlinks,
 		 * do not depend on each other. */
 		if (d->head && d->inflight_kind[!d->head->create] == 0) {
+			int64_t now = pfs_mono_ns(), hold = hold_ns(d, d->head, now, true);
+			if (hold > 0) {
+				bg_wait_ns(&d->bg, hold);
+				continue;
+			}
 			/* The items at the head of the queue of one kind, in one
 			 * directory by one caller go together, up to
-			 * PFS_UNLINKS_MAX. */
+			 * PFS_UNLINKS_MAX, and up to a create held back, or
+			 * DD_INLINE_BATCH bytes of data. */
 			size_t n = 0, max = d->no_batch && !d->head->create ? 1 : PFS_UNLINKS_MAX;
+			size_t bytes = 0;
 			while (d->head && n < max && (n == 0 || same_batch(v[0], d->head))) {
-				v[n++] = d->head;
-				d->head = d->head->next;
+				struct ditem *it = d->head;
+				if (n > 0 && (hold_ns(d, it, now, false) > 0 ||
+					      bytes + it->dlen > DD_INLINE_BATCH))
+					break;
+				bytes += it->dlen;
+				if (it->create && it->file->dd_item == it)
+					it->file->dd_item = NULL; /* nothing joins it now */
+				d->st.inlined += it->dlen > 0;
+				d->st.closed += it->closed;
+				v[n++] = it;
+				d->head = it->next;
 			}
 			if (!d->head)
 				d->tail = &d->head;

@@ -52,6 +52,7 @@ struct inode {
 	fuse_ino_t nodeid;
 	_Atomic unsigned dd_pending; /* its unlink or create answered here, not done yet (dirdeleg.c) */
 	_Atomic uint64_t dd_cover;   /* made under this directory delegation grant (dirdeleg_make.c) */
+	void *dd_item;        /* its create's item while queued, unsent (dirdeleg's lock) */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	struct pfs_attr attr; /* last attributes seen */

@@ -399,7 +399,7 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		gate_leave(c->gate);
 	}
-	if (wb_wait(c->wb, ip) < 0) { /* the size includes our pending writes */
+	if (wb_wait_data(c->wb, ip) < 0) { /* the size includes our pending writes */
 		fuse_reply_err(req, EINTR);
 		return;
 	}
@@ -437,7 +437,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	struct pfs_setattr_req m;
 	struct rpc_reply rep = { 0 };
 
-	if (wb_wait(c->wb, ip) < 0) { /* a truncate comes after our pending writes */
+	if (wb_wait_data(c->wb, ip) < 0) { /* a truncate comes after our pending writes */
 		fuse_reply_err(req, EINTR);
 		return;
 	}

@@ -343,7 +343,7 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct rpc_reply rep = { 0 };
 	(void)ino;
 
-	if (wb_wait(c->wb, of->ip) < 0) { /* see our own writes */
+	if (wb_wait_data(c->wb, of->ip) < 0) { /* see our own writes */
 		fuse_reply_err(req, EINTR);
 		return;
 	}
@@ -406,8 +406,15 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 	 * clear set-id bits, and moves the mtime (deleg_i.h). */
 	if (c->dl)
 		(void)deleg_flush(c->dl, of->ip, false);
-	inode_own_touch(c->it, of->ip, false); /* wb.c ends it (inode_write_done) */
+	/* wb.c ends it (inode_write_done), or the create it joins. */
+	uint64_t at = inode_own_touch(c->it, of->ip, false);
 	inode_drop_inline(of->ip); /* our own writes are never pushed back to us */
+	/* The first bytes of a file made here travel with its create while
+	 * it is queued (dirdeleg_i.h). */
+	if (c->dd && dirdeleg_write(c->dd, of->ip, of->fid, (uint64_t)off, buf, size, at)) {
+		fuse_reply_write(req, size);
+		return;
+	}
 	/* Write-behind (wb.c): the data is copied and sent by a writer
 	 * thread; its errors come back at the next write, flush or fsync. */
 	fill_creds(req, &cr, false);
@@ -472,10 +479,19 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ofile *of = OF(fi);
 	struct pfs_creds cr;
 
+	/* A file made here whose create is queued still: the item ends
+	 * this open, and syncs the data it carries (dirdeleg_i.h). */
+	bool handed = c->dd && !fi->flock_release && !wb_holds(c->wb, of->ip) &&
+		      dirdeleg_release(c->dd, of->ip, of->fid);
 	/* A delegation its CREATE brought ends, what it answered sent,
 	 * before the commit. */
 	if (c->dl)
 		deleg_release(c->dl, of->ip, of->fid);
+	if (handed) {
+		ofile_free(of);
+		fuse_reply_err(req, 0);
+		return;
+	}
 	/* Writes of mmap'ed pages may come after the last flush. */
 	fill_creds(req, &cr, false);
 	uint64_t fid = wb_holds(c->wb, of->ip) ? ofile_fid(of) : of->fid;
@@ -530,7 +546,7 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
 
 	inode_drop_inline(of->ip);
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
-	if (wb_wait(c->wb, of->ip) < 0) {
+	if (wb_wait_data(c->wb, of->ip) < 0) {
 		fuse_reply_err(req, EINTR);
 		return;
 	}
@@ -571,7 +587,7 @@ void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
 	m.offset = (uint64_t)off;
 	m.whence = (uint32_t)whence;
-	if (wb_wait(c->wb, of->ip) < 0) {
+	if (wb_wait_data(c->wb, of->ip) < 0) {
 		fuse_reply_err(req, EINTR);
 		return;
 	}

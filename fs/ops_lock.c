@@ -28,7 +28,7 @@ static int lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
 	m->pid = (uint32_t)lk->l_pid;
 	m->flags = 0;
 	/* Writes made under a lock reach the server before it changes. */
-	return wb_wait(wb, of->ip) < 0 ? -EINTR : 0;
+	return wb_wait_data(wb, of->ip) < 0 ? -EINTR : 0;
 }
 
 /* A lock was granted: what another host wrote before releasing it must
@@ -139,7 +139,7 @@ void ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op
 	m.flags = PFS_LKF_FLOCK;
 	if (m.type == PFS_LK_UN)
 		killable_finish_after(answer_early, &ea); /* as for F_UNLCK above */
-	if (wb_wait(wb, of->ip) < 0) {
+	if (wb_wait_data(wb, of->ip) < 0) {
 		fuse_reply_err(req, EINTR);
 		return;
 	}

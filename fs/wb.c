@@ -647,6 +647,13 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	return rc;
 }
 
+int wb_wait_data(struct wb *wb, struct inode *ip)
+{
+	if (wb->c->dd)
+		dirdeleg_wait_made(wb->c->dd, ip);
+	return wb_wait(wb, ip);
+}
+
 int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 {
 	pthread_mutex_lock(&wb->bg.lock);

@@ -83,6 +83,12 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
  * (killable_i.h; the writes stay queued). */
 int wb_wait(struct wb *wb, struct inode *ip);
 
+/* wb_wait, after the create of a file made under a directory
+ * delegation, whose first bytes may travel with it (dirdeleg_i.h): all
+ * of ip's data written so far is on the daemon after. Returns as
+ * wb_wait. */
+int wb_wait_data(struct wb *wb, struct inode *ip);
+
 /* True if write-behind holds state for ip (writes pending, uncommitted
  * or an error to report): a flush or release of ip then talks to the
  * daemon. */

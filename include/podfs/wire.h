@@ -422,12 +422,15 @@ enum pfs_op {
  * not hold dir's directory delegation, or the directory has a default
  * ACL), EPERM (the caller's ids are squashed).
  * CREATES (request economy): names slots of parent, one after the other.
- * items: packed (FH slot, U64 fid, U32 flags, U32 mode, NAME), at most
- * PFS_CREATES_MAX; mode is the permission bits only (umask applied,
- * nothing above 0777). Each opens the slot as fid with open flags flags
- * (as CREATE would have; fid 0: none, and a fid already open stays),
- * sets its mode and times (now) and links it as name, like a CREATE
- * with O_EXCL. Replies: creates_rep: the directory's attributes
+ * items: packed (FH slot, U64 fid, U32 flags, U32 mode, NAME, U32 how,
+ * BYTES data), at most PFS_CREATES_MAX; mode is the permission bits only
+ * (umask applied, nothing above 0777). Each writes data at offset 0 of
+ * the slot, opens it as fid with open flags flags (as CREATE would have;
+ * fid 0: none, and a fid already open stays; none with PFS_CI_CLOSE: the
+ * client closed it already), sets its mode and times (now) and links it
+ * as name, like a CREATE with O_EXCL. With PFS_CI_SYNC its data is
+ * synced (fdatasync, after the whole list is named) before the reply: a
+ * failed sync is that item's error. Replies: creates_rep: the directory's attributes
  * after them (if flags has PFS_UL_DIR_ATTR), per item a u32 status (0 or
  * the positive errno: EEXIST, ESTALE: no such slot, EPERM: the slot was
  * made for another uid) and, for each item made, its ATTR, in order;
@@ -692,6 +695,8 @@ enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
 	PFS_CR_DELEG = 1u << 1, /* CREATE's mkdir_rep: see "Delegations" */
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
+	PFS_CI_CLOSE = 1u << 0, /* a CREATES item's how: no open file is made */
+	PFS_CI_SYNC = 1u << 1,  /* a CREATES item's how: its data synced */
 };
 #define PFS_UNLINKS_MAX 64 /* names in one UNLINKS */
 #define PFS_CREATES_MAX 64 /* items in one CREATES */

@@ -442,13 +442,16 @@ static int gen_handlers(const char *dir)
 		struct pfs_fh sf = FH(S_A);
 		struct pfs_name cn = NM("made");
 		uint64_t fid = 7;
-		uint32_t fl = O_WRONLY, mode = 0644;
+		uint32_t fl = O_WRONLY, mode = 0644, how = PFS_CI_CLOSE | PFS_CI_SYNC;
+		pfs_t_BYTES data = { .p = (const uint8_t *)"first bytes", .len = 11 };
 		pfs_wr_init(&w, fhs, sizeof fhs);
 		pfs_put_FH(&w, &sf);
 		pfs_put_U64(&w, &fid);
 		pfs_put_U32(&w, &fl);
 		pfs_put_U32(&w, &mode);
 		pfs_put_NAME(&w, &cn);
+		pfs_put_U32(&w, &how);
+		pfs_put_BYTES(&w, &data);
 	}
 	REC(&st, DELEG_DIR, getattr_req, .cr = USER, .fh = FH(S_D));
 	REC(&st, SLOTS, slots_req, .cr = USER, .dir = FH(S_D), .count = 2);

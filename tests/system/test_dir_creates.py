@@ -131,6 +131,60 @@ def test_close_does_not_wait_but_another_host_sees_the_data(dpod):
     assert s["dirdeleg_recalls"] >= len(sizes) and s["dirdeleg_errors"] == 0, s
 
 
+def test_first_bytes_and_close_travel_with_the_create(dpod):
+    """A small file A makes, writes and closes costs one CREATES item: no
+    WRITE, FSYNC or RELEASE of its own. Bytes read back through the open
+    file, a file written in pieces, with a hole, or past what an item
+    carries (the rest goes as usual writes) all end up exactly as
+    written, on the export after A's fsync of the directory and on B."""
+    os.mkdir(dpod.a / "d")
+    hold(dpod.a, "d")
+    before = podfs_stats(dpod.a)
+    small = {f"s{i}": os.urandom(100 + 37 * i) for i in range(20)}
+    for name, data in small.items():
+        create(dpod.a / "d" / name, data)
+    fsync_dir(dpod.a / "d")
+    after = podfs_stats(dpod.a)
+    made = after["dirdeleg_creates"] - before["dirdeleg_creates"]
+    assert made >= 10
+    assert after["dirdeleg_inlined"] - before["dirdeleg_inlined"] == made
+    assert after["dirdeleg_closed"] - before["dirdeleg_closed"] == made
+    for op in ("WRITE", "FSYNC", "RELEASE"):
+        sent = after.get("req_" + op, 0) - before.get("req_" + op, 0)
+        assert sent <= len(small) - made, (op, after)
+    for name, data in small.items():
+        assert (dpod.export / "d" / name).read_bytes() == data, name
+
+    expect = {}
+    # Read back, and stat'ed, while open: the item goes first.
+    fd = os.open(dpod.a / "d" / "rw", os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    os.write(fd, b"abc")
+    os.write(fd, b"def")
+    assert os.pread(fd, 6, 0) == b"abcdef"
+    assert os.fstat(fd).st_size == 6
+    os.write(fd, b"g")
+    os.close(fd)
+    expect["rw"] = b"abcdefg"
+    # A hole: the write past the end goes as usual, after the item.
+    fd = os.open(dpod.a / "d" / "hole", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    os.write(fd, b"head")
+    os.pwrite(fd, b"tail", 10000)
+    os.close(fd)
+    expect["hole"] = b"head" + bytes(10000 - 4) + b"tail"
+    # More than an item carries, in pieces.
+    big = os.urandom(200 * 1024)
+    fd = os.open(dpod.a / "d" / "big", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    for off in range(0, len(big), 8192):
+        os.write(fd, big[off:off + 8192])
+    os.close(fd)
+    expect["big"] = big
+    for name, data in expect.items():
+        assert (dpod.a / "d" / name).read_bytes() == data, name
+        assert (dpod.b / "d" / name).read_bytes() == data, name
+        assert (dpod.export / "d" / name).read_bytes() == data, name
+    assert podfs_stats(dpod.a)["dirdeleg_errors"] == 0
+
+
 def test_attributes_set_before_close_seen_by_another_host(dpod):
     """As tar extracts a file: create 0600, write, set its mtime, owner
     and mode through the descriptor, close; A answers all of it. B sees
@@ -338,9 +392,11 @@ def test_protocol_slots_and_creates(env):
         return out
 
     def creates(c, d, items, raw=None):
+        # (slot, mode, name[, how, data]).
         packed = raw if raw is not None else b"".join(
-            P.fh(h) + P.u64(0) + P.u32(os.O_WRONLY) + P.u32(mode) + P.name(n)
-            for h, mode, n in items)
+            P.fh(i[0]) + P.u64(0) + P.u32(os.O_WRONLY) + P.u32(i[1]) + P.name(i[2]) +
+            P.u32(i[3] if len(i) > 3 else 0) + P.blob(i[4] if len(i) > 4 else b"")
+            for i in items)
         r = P.Reader(c.call(P.OP_CREATES, P.ROOT + P.fh(d) + P.blob(packed)))
         flags = r.u32()
         r.attr()
@@ -377,6 +433,17 @@ def test_protocol_slots_and_creates(env):
         assert stat.S_IMODE(s.st_mode) == 0o640 and s.st_nlink == 1
         assert s.st_ino == got[0][1]["ino"]  # the number it had as a slot
         assert sorted(os.listdir(env.export / "d")) == ["a", "taken"]
+        # An item may carry the file's first bytes, written before it is
+        # named, and its close and sync; unknown bits of how are refused.
+        with pytest.raises(P.PfsError) as e:
+            creates(c, d, [(h[2], 0o644, "x", 4, b"")])
+        assert e.value.status == errno.EINVAL
+        data = os.urandom(70000)
+        assert creates(c, d, [(h[2], 0o444, "data", P.CI_CLOSE | P.CI_SYNC, data),
+                              (h[3], 0o600, "empty", P.CI_CLOSE, b"")]) == [0, 0]
+        assert (env.export / "d" / "data").read_bytes() == data
+        assert stat.S_IMODE(os.stat(env.export / "d" / "data").st_mode) == 0o444
+        assert os.stat(env.export / "d" / "empty").st_size == 0
         c.call(P.OP_DELEG_RETURN, P.ROOT + P.fh(d))
         assert creates(c, d, [(h[2], 0o644, "late")]) == [errno.ESTALE]
         with pytest.raises(P.PfsError) as e:
