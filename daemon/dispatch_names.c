@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "podfs/le.h"
@@ -238,21 +239,38 @@ int op_slots(struct op *o)
 }
 
 /* One item of a CREATES: FH slot, U64 fid, U32 flags, U32 mode, NAME,
- * U32 how (PFS_CI_*), BYTES data (wire.h). */
+ * U32 how (PFS_CI_*), BYTES data, and with PFS_CI_ATTRS a change of
+ * attributes: U32 valid, U32 mode, U32 uid, U32 gid, I64 atime_s, U32
+ * atime_ns, I64 mtime_s, U32 mtime_ns (wire.h). */
 struct create_item {
 	struct pfs_fh fh;
 	uint64_t fid;
 	uint32_t flags, mode, how;
 	struct pfs_name name;
 	pfs_t_BYTES data;
+	struct pfs_setattr_req sa;
 };
 
 static bool get_create_item(struct pfs_rd *rd, struct create_item *ci)
 {
-	return pfs_get_FH(rd, &ci->fh) && pfs_get_U64(rd, &ci->fid) && pfs_get_U32(rd, &ci->flags) &&
-	       pfs_get_U32(rd, &ci->mode) && pfs_get_NAME(rd, &ci->name) &&
-	       pfs_get_U32(rd, &ci->how) && pfs_get_BYTES(rd, &ci->data) && !(ci->mode & ~0777u) &&
-	       !(ci->how & ~(uint32_t)(PFS_CI_CLOSE | PFS_CI_SYNC));
+	struct pfs_setattr_req *sa = &ci->sa;
+
+	if (!(pfs_get_FH(rd, &ci->fh) && pfs_get_U64(rd, &ci->fid) && pfs_get_U32(rd, &ci->flags) &&
+	      pfs_get_U32(rd, &ci->mode) && pfs_get_NAME(rd, &ci->name) &&
+	      pfs_get_U32(rd, &ci->how) && pfs_get_BYTES(rd, &ci->data)) ||
+	    (ci->mode & ~0777u) || (ci->how & ~(uint32_t)(PFS_CI_CLOSE | PFS_CI_SYNC | PFS_CI_ATTRS)))
+		return false;
+	memset(sa, 0, sizeof(*sa));
+	if (!(ci->how & PFS_CI_ATTRS))
+		return true;
+	/* Only what a client may answer under a delegation (no size, no
+	 * "now"); export_setattr checks the rest as for a SETATTR. */
+	return pfs_get_U32(rd, &sa->valid) && pfs_get_U32(rd, &sa->mode) &&
+	       pfs_get_U32(rd, &sa->uid) && pfs_get_U32(rd, &sa->gid) &&
+	       pfs_get_I64(rd, &sa->atime_s) && pfs_get_U32(rd, &sa->atime_ns) &&
+	       pfs_get_I64(rd, &sa->mtime_s) && pfs_get_U32(rd, &sa->mtime_ns) &&
+	       sa->valid && !(sa->valid & ~(uint32_t)(PFS_SET_MODE | PFS_SET_UID | PFS_SET_GID |
+						      PFS_SET_ATIME | PFS_SET_MTIME | PFS_SET_CTIME));
 }
 
 /* Names the slot fd as ci says, its data written first (so the name
@@ -271,7 +289,8 @@ static int name_slot(struct op *o, int fd, const struct create_item *ci, struct 
 	}
 	/* Closed by the client already: no open file of it is made. */
 	uint64_t fid = ci->how & PFS_CI_CLOSE ? 0 : ci->fid;
-	return export_slot_name(&o->x, fd, o->obj->fd, ci->name.s, ci->mode, fid, ci->flags, e);
+	return export_slot_name(&o->x, fd, o->obj->fd, ci->name.s, ci->mode, fid, ci->flags,
+				(ci->how & PFS_CI_ATTRS) ? &ci->sa : NULL, e);
 }
 
 int op_creates(struct op *o)

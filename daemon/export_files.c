@@ -99,18 +99,23 @@ static int kill_privs(struct xop *x, int fd, const char *path, uint32_t mode)
 int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req *m,
 		   struct pfs_attr *a)
 {
+	return export_setattr_fd(x, obj->fd, m, a);
+}
+
+int export_setattr_fd(struct xop *x, int fd, const struct pfs_setattr_req *m, struct pfs_attr *a)
+{
 	char p[EXPORT_PROCPATH_LEN];
 	struct stat st;
 	uint32_t v = m->valid;
 
 	if (v & ~PFS_SET_KNOWN)
 		return -EINVAL;
-	if (fstat(obj->fd, &st) < 0)
+	if (fstat(fd, &st) < 0)
 		return -errno;
-	export_procpath(p, obj->fd);
+	export_procpath(p, fd);
 	if (!(v & ~PFS_SET_CTIME)) {
 		/* Nothing but "change the ctime" (chown(f, -1, -1)). */
-		if (fchownat(obj->fd, "", (uid_t)-1, (gid_t)-1, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		if (fchownat(fd, "", (uid_t)-1, (gid_t)-1, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 	}
 	if (v & PFS_SET_MODE) {
@@ -128,18 +133,18 @@ int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req
 			if (v & ~PFS_SET_MODE) {
 				struct pfs_setattr_req rest = *m;
 				rest.valid &= ~PFS_SET_MODE;
-				if ((ret = export_setattr(x, obj, &rest, a)) < 0)
+				if ((ret = export_setattr_fd(x, fd, &rest, a)) < 0)
 					return ret;
 			}
-			if ((ret = kill_privs(x, obj->fd, p, m->mode)) < 0)
+			if ((ret = kill_privs(x, fd, p, m->mode)) < 0)
 				return ret;
-			return export_getattr(obj->fd, a);
+			return export_getattr(fd, a);
 		}
 	}
 	if (v & (PFS_SET_UID | PFS_SET_GID)) {
 		uid_t uid = (v & PFS_SET_UID) ? m->uid : (uid_t)-1;
 		gid_t gid = (v & PFS_SET_GID) ? m->gid : (gid_t)-1;
-		if (fchownat(obj->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 	}
 	if (v & PFS_SET_SIZE) {
@@ -179,10 +184,10 @@ int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req
 		if (((v & PFS_SET_ATIME) && !(v & PFS_SET_ATIME_NOW) && m->atime_ns > 999999999) ||
 		    ((v & PFS_SET_MTIME) && !(v & PFS_SET_MTIME_NOW) && m->mtime_ns > 999999999))
 			return -EINVAL;
-		if (utimensat(obj->fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		if (utimensat(fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
 	}
-	return export_getattr(obj->fd, a);
+	return export_getattr(fd, a);
 }
 
 int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, struct pfs_attr *a)

@@ -137,11 +137,13 @@ int export_link(struct xop *x, int fd, int newdir, const char *newname, struct p
  * export_slot_name opens slot fd as the session's fid with open flags
  * flags (the open of the create the client answered; fid 0: none, and a
  * fid already open stays), gives it the permission bits mode (nothing
- * above 0777) and the current times, and links it as name in dirfd
- * (-EEXIST if the name is taken): 0 (e filled) or -errno. */
+ * above 0777) and the current times, then makes the change sa (NULL:
+ * none; export_setattr's) and links it as name in dirfd (-EEXIST if the
+ * name is taken): 0 (e filled) or -errno (of sa's change: not linked). */
 int export_slot_make(struct xop *x, int dirfd, int *fd, struct pfs_entry *e);
 int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_t mode,
-		     uint64_t fid, uint32_t flags, struct pfs_entry *e);
+		     uint64_t fid, uint32_t flags, const struct pfs_setattr_req *sa,
+		     struct pfs_entry *e);
 /* Creates and opens name in dirfd (O_CREAT | O_EXCL, never following a
  * symlink), or, without O_EXCL in flags, opens the existing regular file
  * or directory; registers the open file as the session's fid. Returns 0
@@ -160,6 +162,8 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
  * times), -EOPNOTSUPP (mode of a symlink), -EISDIR, -EFBIG, or -errno. */
 int export_setattr(struct xop *x, struct hent *obj, const struct pfs_setattr_req *m,
 		   struct pfs_attr *a);
+/* The same of the object open as fd (any fd of it, O_PATH too). */
+int export_setattr_fd(struct xop *x, int fd, const struct pfs_setattr_req *m, struct pfs_attr *a);
 /* Opens obj (a regular file or directory) with the client's flags and
  * registers it as the session's fid (replacing one of that id); *a: its
  * attributes. Returns 0, -EROFS (writing on a read-only export), or

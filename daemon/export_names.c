@@ -379,7 +379,8 @@ static void slot_open_fid(struct xop *x, int fd, uint64_t fid, uint32_t flags)
 }
 
 int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_t mode,
-		     uint64_t fid, uint32_t flags, struct pfs_entry *e)
+		     uint64_t fid, uint32_t flags, const struct pfs_setattr_req *sa,
+		     struct pfs_entry *e)
 {
 	if (mode & ~0777u)
 		return -EINVAL;
@@ -387,6 +388,11 @@ int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_
 	/* As a create would: its mode, and every time now. */
 	if (fchmod(fd, (mode_t)mode) < 0 || futimens(fd, NULL) < 0)
 		return -errno;
+	if (sa) {
+		int ret = export_setattr_fd(x, fd, sa, &e->attr);
+		if (ret < 0)
+			return ret;
+	}
 	return export_link(x, fd, dirfd, name, e);
 }
 

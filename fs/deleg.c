@@ -274,6 +274,34 @@ void deleg_closed(struct deleg *d, struct inode *ip, uint64_t fid)
 	pthread_mutex_unlock(&d->mu);
 }
 
+bool deleg_take(struct deleg *d, struct inode *ip, uint64_t fid, const struct pfs_creds *cr,
+		struct pfs_setattr_req *m)
+{
+	bool ok = false;
+
+	pthread_mutex_lock(&d->mu);
+	struct dent *e = find(d, ip);
+	if (e && e->fid == fid && e->pending && !e->flushing && dl_creds_equal(&e->cr, cr)) {
+		memset(m, 0, sizeof(*m));
+		m->cr = e->cr;
+		m->fh = e->fh;
+		m->valid = e->valid;
+		m->mode = e->cur.mode;
+		m->uid = e->cur.uid;
+		m->gid = e->cur.gid;
+		m->atime_s = e->cur.atime_s;
+		m->atime_ns = e->cur.atime_ns;
+		m->mtime_s = e->cur.mtime_s;
+		m->mtime_ns = e->cur.mtime_ns;
+		e->pending = false;
+		e->valid = 0;
+		d->st.sent++;
+		ok = true;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return ok;
+}
+
 void deleg_release(struct deleg *d, struct inode *ip, uint64_t fid)
 {
 	pthread_mutex_lock(&d->mu);

@@ -79,6 +79,12 @@ void deleg_closed(struct deleg *d, struct inode *ip, uint64_t fid);
 /* The fid of ip is released: if its CREATE brought the delegation, it
  * ends (flushed first) and its entry goes. */
 void deleg_release(struct deleg *d, struct inode *ip, uint64_t fid);
+/* The change answered here for ip under the delegation of open fid, not
+ * sent yet, made by cr: moved to *m (valid, mode, uid, gid, times; the
+ * caller sends it another way: a create's item, dirdeleg_i.h) and true;
+ * false if there is none (or another caller's, or one on its way). */
+bool deleg_take(struct deleg *d, struct inode *ip, uint64_t fid, const struct pfs_creds *cr,
+		struct pfs_setattr_req *m);
 /* RECALL push (push thread) of fh: the delegations of this client end,
  * what is pending for them sent and answered (all of them: the daemon
  * may name the directory a file of ours was renamed into). */

@@ -95,6 +95,13 @@ struct ditem {
 	uint32_t dlen, dcap;
 	bool closed, no_inline;
 	int64_t queued_ns;
+	/* create: the file's attributes as answered here while it is queued
+	 * (dirdeleg_attr); has_sa: the change of attributes answered under
+	 * its attribute delegation, taken at its close, made before the
+	 * name (deleg_take). */
+	struct pfs_attr attr;
+	bool has_sa;
+	struct pfs_setattr_req sa;
 };
 
 struct dirdeleg {

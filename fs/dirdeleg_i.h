@@ -76,6 +76,7 @@
 #include "podfs/codec.h"
 
 struct client;
+struct deleg;
 struct inode;
 struct dirdeleg;
 
@@ -166,9 +167,16 @@ bool dirdeleg_write(struct dirdeleg *d, struct inode *ip, uint64_t fid, uint64_t
 		    const void *buf, size_t size, uint64_t at);
 /* The release of open fid of ip, which write-behind holds nothing for:
  * if ip's create is queued still and made fid, the item ends that open
- * (the daemon then never makes it) and syncs the data it carries, and
- * true is returned: no RELEASE and no commit follow. Else false. */
-bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid);
+ * (the daemon then never makes it), syncs the data it carries and makes
+ * the change of attributes answered under fid's attribute delegation
+ * (dl, if not NULL: deleg_take), and true is returned: no RELEASE, no
+ * commit and no SETATTR follow. Else false. */
+bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid, struct deleg *dl);
+/* If ip's create is queued still and every byte written to it so far
+ * went with it: its attributes as they are (size, times of the writes)
+ * in *a, and true (a change of its mode, owner or times may then be
+ * answered here without waiting for it). Else false. */
+bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a);
 /* Before this client changes dir's own attributes or extended
  * attributes (its mode, owner, ACL: the rights its slots were made
  * under): its delegation, if held, is given back, once what is queued

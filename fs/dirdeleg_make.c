@@ -306,6 +306,7 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 		atomic_store(&file->dd_cover, e->grant);
 	}
 	it->queued_ns = pfs_mono_ns();
+	it->attr = pe->attr;
 	file->dd_item = it;
 	*d->tail = it;
 	d->tail = &it->next;
@@ -382,10 +383,17 @@ bool dirdeleg_write(struct dirdeleg *d, struct inode *ip, uint64_t fid, uint64_t
 		}
 	}
 	if (ok) {
+		struct timespec now;
 		memcpy(it->data + it->dlen, buf, size);
 		it->dlen += (uint32_t)size;
 		d->inline_held += size;
 		it->at_file = at; /* its reply's attributes are the file's after this */
+		/* As the daemon's write will leave them, its clock aside. */
+		clock_gettime(CLOCK_REALTIME, &now);
+		it->attr.size = it->dlen;
+		it->attr.blocks = (it->dlen + 511) / 512;
+		it->attr.mtime_s = it->attr.ctime_s = now.tv_sec;
+		it->attr.mtime_ns = it->attr.ctime_ns = (uint32_t)now.tv_nsec;
 	} else if (it) {
 		/* This write goes the usual way, once the file is named:
 		 * the later ones after it. */
@@ -396,7 +404,7 @@ bool dirdeleg_write(struct dirdeleg *d, struct inode *ip, uint64_t fid, uint64_t
 	return ok;
 }
 
-bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid)
+bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid, struct deleg *dl)
 {
 	if (atomic_load(&ip->dd_pending) == 0)
 		return false;
@@ -405,8 +413,28 @@ bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid)
 	bool ok = it && !it->closed && it->fid == fid;
 	if (ok) {
 		it->closed = true;
+		/* What tar does before its close (the mtime, the owner, the
+		 * mode): made before the name; the reply's attributes are the
+		 * file's after it. */
+		if (dl && deleg_take(dl, ip, fid, &it->m.cr, &it->sa)) {
+			it->has_sa = true;
+			it->at_file = inode_own_touch(d->c->it, ip, false);
+		}
 		bg_wake(&d->bg);
 	}
+	pthread_mutex_unlock(&d->bg.lock);
+	return ok;
+}
+
+bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
+{
+	if (atomic_load(&ip->dd_pending) == 0)
+		return false;
+	pthread_mutex_lock(&d->bg.lock);
+	struct ditem *it = ip->dd_item;
+	bool ok = it && !it->no_inline && !it->closed;
+	if (ok)
+		*a = it->attr;
 	pthread_mutex_unlock(&d->bg.lock);
 	return ok;
 }

@@ -138,7 +138,7 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 	struct pfs_creates_req m = { .cr = v[0]->m.cr, .parent = v[0]->m.parent };
 	struct pfs_creates_rep cr;
 	struct rpc_reply rep = { 0 };
-	size_t cap = n * (2 + PFS_FH_MAX + 8 + 4 + 4 + 2 + PFS_NAME_MAX + 4 + 4);
+	size_t cap = n * (2 + PFS_FH_MAX + 8 + 4 + 4 + 2 + PFS_NAME_MAX + 4 + 4 + 48);
 	for (size_t i = 0; i < n; i++)
 		cap += v[i]->dlen;
 	uint8_t *items = malloc(cap);
@@ -152,12 +152,19 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 			/* Data that is not synced with it would have no commit:
 			 * the client holds no copy to send again. */
 			uint32_t how = (v[i]->closed ? PFS_CI_CLOSE : 0) |
-				       (v[i]->dlen ? PFS_CI_SYNC : 0);
+				       (v[i]->dlen ? PFS_CI_SYNC : 0) | (v[i]->has_sa ? PFS_CI_ATTRS : 0);
 			pfs_t_BYTES data = { .p = v[i]->data, .len = v[i]->dlen };
+			const struct pfs_setattr_req *sa = &v[i]->sa;
 			if (pfs_put_FH(&w, &v[i]->slot) < 0 || pfs_put_U64(&w, &v[i]->fid) < 0 ||
 			    pfs_put_U32(&w, &v[i]->flags) < 0 || pfs_put_U32(&w, &v[i]->mode) < 0 ||
 			    pfs_put_NAME(&w, &v[i]->m.name) < 0 || pfs_put_U32(&w, &how) < 0 ||
 			    pfs_put_BYTES(&w, &data) < 0)
+				break;
+			if (v[i]->has_sa &&
+			    (pfs_put_U32(&w, &sa->valid) < 0 || pfs_put_U32(&w, &sa->mode) < 0 ||
+			     pfs_put_U32(&w, &sa->uid) < 0 || pfs_put_U32(&w, &sa->gid) < 0 ||
+			     pfs_put_I64(&w, &sa->atime_s) < 0 || pfs_put_U32(&w, &sa->atime_ns) < 0 ||
+			     pfs_put_I64(&w, &sa->mtime_s) < 0 || pfs_put_U32(&w, &sa->mtime_ns) < 0))
 				break;
 		}
 		m.items.p = items;

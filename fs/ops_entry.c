@@ -437,7 +437,15 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	struct pfs_setattr_req m;
 	struct rpc_reply rep = { 0 };
 
-	if (wb_wait_data(c->wb, ip) < 0) { /* a truncate comes after our pending writes */
+	/* A file made here whose create is queued still, with every byte
+	 * written: its attributes are known without it (dirdeleg_attr), and
+	 * a change of its mode, owner or times answered here goes with it
+	 * (dirdeleg_release), as tar makes them before the close. */
+	struct pfs_attr base;
+	bool queued = c->dd && c->dl && !(to_set & FUSE_SET_ATTR_SIZE) && deleg_has(c->dl, ip) &&
+		      dirdeleg_attr(c->dd, ip, &base);
+	/* A truncate comes after our pending writes. */
+	if ((queued ? wb_wait(c->wb, ip) : wb_wait_data(c->wb, ip)) < 0) {
 		fuse_reply_err(req, EINTR);
 		return;
 	}
@@ -449,8 +457,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	 * (trust_i.h; e.g. not while the replies of writes that were in
 	 * flight together may have come in any order). Taken before this
 	 * change stamps ip. */
-	struct pfs_attr base;
-	bool local = c->dl && deleg_has(c->dl, ip) && current_attr(c, ip, &base);
+	bool local = c->dl && deleg_has(c->dl, ip) && (queued || current_attr(c, ip, &base));
 	uint64_t ns;
 	(void)inode_own_snap(c->it, &ns);
 	uint64_t at = inode_own_touch(c->it, ip, false);

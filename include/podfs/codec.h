@@ -187,7 +187,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_slots_req(F) F(CREDS, cr) F(FH, dir) F(U32, count)
 #define PFS_MSG_slots_rep(F) F(BYTES, entries) /* packed ENTRYs */
 #define PFS_MSG_creates_req(F) F(CREDS, cr) F(FH, parent) \
-	F(BYTES, items) /* packed: FH slot, U64 fid, U32 flags, U32 mode, NAME, U32 how, BYTES data */
+	F(BYTES, items) /* packed: FH slot, U64 fid, U32 flags, U32 mode, NAME, U32 how, BYTES data[, attrs] */
 #define PFS_MSG_creates_rep(F) F(U32, flags) F(ATTR, dir) F(BYTES, status) /* u32 per item */ \
 	F(BYTES, attrs) /* packed ATTR per item made */
 

@@ -428,9 +428,14 @@ enum pfs_op {
  * the slot, opens it as fid with open flags flags (as CREATE would have;
  * fid 0: none, and a fid already open stays; none with PFS_CI_CLOSE: the
  * client closed it already), sets its mode and times (now) and links it
- * as name, like a CREATE with O_EXCL. With PFS_CI_SYNC its data is
- * synced (fdatasync, after the whole list is named) before the reply: a
- * failed sync is that item's error. Replies: creates_rep: the directory's attributes
+ * as name, like a CREATE with O_EXCL. With PFS_CI_ATTRS the item ends
+ * with a change of attributes (U32 valid: PFS_SET_MODE, _UID, _GID,
+ * _ATIME, _MTIME, _CTIME only; U32 mode, U32 uid, U32 gid, I64 atime_s,
+ * U32 atime_ns, I64 mtime_s, U32 mtime_ns), made as a SETATTR would,
+ * after the data and before the link (refused: the item's error, nothing
+ * named). With PFS_CI_SYNC its data is synced (fdatasync, after the
+ * whole list is named) before the reply: a failed sync is that item's
+ * error. Replies: creates_rep: the directory's attributes
  * after them (if flags has PFS_UL_DIR_ATTR), per item a u32 status (0 or
  * the positive errno: EEXIST, ESTALE: no such slot, EPERM: the slot was
  * made for another uid) and, for each item made, its ATTR, in order;
@@ -697,6 +702,7 @@ enum {
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
 	PFS_CI_CLOSE = 1u << 0, /* a CREATES item's how: no open file is made */
 	PFS_CI_SYNC = 1u << 1,  /* a CREATES item's how: its data synced */
+	PFS_CI_ATTRS = 1u << 2, /* a CREATES item's how: a change of attributes follows */
 };
 #define PFS_UNLINKS_MAX 64 /* names in one UNLINKS */
 #define PFS_CREATES_MAX 64 /* items in one CREATES */
