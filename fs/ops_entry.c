@@ -385,10 +385,15 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* The kernel asks again after every read (atime) and after its
 	 * attribute timeout: answer from attributes known to be current
 	 * (see inode_attr_trusted), with no round trip, once every frame
-	 * the server sent was handled (transport_quiet). */
+	 * the server sent was handled (transport_quiet); for a directory
+	 * this host holds, at once: no other host changes it before a
+	 * recall, and what is in flight is this host's own (as the kernel
+	 * asks after each create there, this keeps the queue of creates
+	 * from being hurried: dirdeleg_i.h). */
 	struct pfs_attr a;
 	uint64_t aseq;
-	if (inode_attr_trusted(c->it, ip, &a, &aseq) && transport_quiet(c->tr)) {
+	if (inode_attr_trusted(c->it, ip, &a, &aseq) &&
+	    (transport_quiet(c->tr) || (c->dd && dirdeleg_holds(c->dd, ip)))) {
 		gate_enter(c->gate);
 		if (!gate_pushed_since(c->gate, aseq, &ip->fh)) {
 			struct stat st;
