@@ -62,6 +62,20 @@ bool dl_setattr(const struct dl_attr *cur, const struct pfs_creds *cr,
 	return true;
 }
 
+bool dl_setattr_dir(const struct dl_attr *cur, const struct pfs_creds *cr,
+		    const struct pfs_setattr_req *m, struct dl_attr *out)
+{
+	struct dl_attr as_file = *cur;
+
+	if (!S_ISDIR(cur->mode))
+		return false;
+	as_file.mode = S_IFREG | (cur->mode & 07777);
+	if (!dl_setattr(&as_file, cr, m, out))
+		return false;
+	out->mode = S_IFDIR | (out->mode & 07777);
+	return true;
+}
+
 bool dl_creds_equal(const struct pfs_creds *a, const struct pfs_creds *b)
 {
 	return a->uid == b->uid && a->gid == b->gid && a->ngroups == b->ngroups &&

@@ -44,6 +44,13 @@ struct dl_attr {
 bool dl_setattr(const struct dl_attr *cur, const struct pfs_creds *cr,
 		const struct pfs_setattr_req *m, struct dl_attr *out);
 
+/* The same for a directory cur (whose directory delegation this client
+ * holds, dirdeleg_i.h): within these bounds the server's kernel treats
+ * a directory's mode, owner and times as a regular file's. False if cur
+ * is not a directory. */
+bool dl_setattr_dir(const struct dl_attr *cur, const struct pfs_creds *cr,
+		    const struct pfs_setattr_req *m, struct dl_attr *out);
+
 /* Whether the two credentials are the same (uid, gid and groups). */
 bool dl_creds_equal(const struct pfs_creds *a, const struct pfs_creds *b);
 

@@ -174,6 +174,7 @@ void dd_do_ask(struct dirdeleg *d, struct dask *a)
 		e->slots_asking = false; /* asked next, if held (dd_get_slots) */
 		if (rc == 0 && d->ended == ended) {
 			e->held = held = true;
+			e->rights_moved = false;
 			e->grant = ++d->grants;
 			d->st.granted++;
 		} else {
@@ -550,6 +551,54 @@ void dirdeleg_dir_changed(struct dirdeleg *d, struct inode *dir)
 		give_back(d, &dir->fh);
 		pthread_mutex_unlock(&d->ask);
 	}
+}
+
+bool dirdeleg_dir_setattr(struct dirdeleg *d, struct inode *dir, const struct pfs_setattr_req *m,
+			  const struct pfs_attr *na)
+{
+	struct ditem *it = calloc(1, sizeof(*it));
+
+	if (!it)
+		return false;
+	it->setattr = true;
+	it->sa = *m;
+	it->sa.valid |= PFS_SET_DELEG; /* refused if the grant was revoked meanwhile */
+	it->m.cr = m->cr;
+	it->m.parent = dir->fh;
+	pthread_mutex_lock(&d->bg.lock);
+	struct ddir *e = dd_find(d, &dir->fh);
+	if (!e || !e->held || e->err || d->queued + d->inflight >= DD_QUEUE_MAX) {
+		pthread_mutex_unlock(&d->bg.lock);
+		free(it);
+		return false;
+	}
+	/* Slots were made under the old rights: none are used after. */
+	if (m->valid & (PFS_SET_MODE | PFS_SET_UID | PFS_SET_GID)) {
+		e->nslots = 0;
+		e->rights_moved = true;
+	}
+	e->used_ns = pfs_mono_ns();
+	/* Answered: its attributes are na, trusted (under the lock: a
+	 * recall sees the item queued, or ended the delegation first), and
+	 * the daemon's after the item's reply if nothing else of ours
+	 * happened to it since. */
+	(void)inode_own_snap(d->c->it, &it->ns);
+	it->seq = gate_seq(d->c->gate);
+	it->at_file = inode_own_local_attr(d->c->it, dir, na);
+	e->at = it->at_file; /* the daemon's after the last item there (item_done) */
+	e->pending++;
+	atomic_fetch_add(&dir->dd_pending, 1);
+	inode_hold(d->c->it, dir);
+	inode_hold(d->c->it, dir);
+	it->dir = it->file = dir;
+	*d->tail = it;
+	d->tail = &it->next;
+	d->queued++;
+	atomic_fetch_add(&d->pending, 1);
+	d->st.dir_attrs++;
+	bg_wake(&d->bg);
+	pthread_mutex_unlock(&d->bg.lock);
+	return true;
 }
 
 bool dirdeleg_holds(struct dirdeleg *d, const struct inode *dir)

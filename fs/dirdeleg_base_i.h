@@ -46,6 +46,7 @@ struct ddir {
 	unsigned nslots;
 	struct pfs_creds scr;
 	bool slots_asking;
+	bool rights_moved;  /* its mode or owner changed under this grant: no slots */
 	int64_t slots_retry_ns; /* no SLOTS before (one brought none) */
 	unsigned slot_batches;  /* SLOTS answered: the next asks for more */
 	/* Files made here under the grant (one lookup held each, dd_cover
@@ -81,6 +82,7 @@ struct ditem {
 	struct inode *dir, *file;  /* one lookup each held (inode_hold) */
 	struct pfs_unlink_req m;   /* ids, directory, name */
 	bool create;
+	bool setattr;              /* a change of the directory's attributes (sa; file = dir) */
 	uint32_t mode;             /* create: its permission bits */
 	uint64_t fid;              /* create: the open it made, and its flags */
 	uint32_t flags;
@@ -115,7 +117,7 @@ struct dirdeleg {
 	struct ditem *head, **tail;
 	struct dask *asks;          /* LIFO: their order does not matter */
 	unsigned queued, inflight;
-	unsigned inflight_kind[2];  /* of them unlinks [0], creates [1] */
+	unsigned inflight_kind[3];  /* of them unlinks [0], creates [1], changes of attributes [2] */
 	unsigned hurry;             /* threads waiting for the queue: nothing is held back */
 	size_t inline_held;         /* bytes of data in items (DD_INLINE_HELD at most) */
 	_Atomic unsigned pending;   /* queued + inflight, read without the lock */

@@ -108,6 +108,7 @@ struct dirdeleg_stats {
 	uint64_t waits;    /* requests that waited for the queue */
 	uint64_t inlined;  /* creates that carried their file's data */
 	uint64_t closed;   /* creates that carried their file's close */
+	uint64_t dir_attrs; /* changes of held directories' attributes answered here */
 };
 
 /* Creates the state; no thread yet. Returns 0 or -errno. */
@@ -177,6 +178,17 @@ bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid, struct
  * in *a, and true (a change of its mode, owner or times may then be
  * answered here without waiting for it). Else false. */
 bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a);
+/* A change m of directory dir this client holds (its mode, owner or
+ * explicit times, that the caller may make: deleg_rules_i.h), leaving
+ * it with attributes na: queued behind what is queued there (the
+ * SETATTR goes once they are answered, and is refused if the grant was
+ * revoked meanwhile), dir's attributes become na, and true: the caller
+ * answers it (as tar sets each directory's times, owner and mode at its
+ * end). A change of its mode or owner ends the slots there (made under
+ * the rights before). False: not held; the caller goes on as usual
+ * (dirdeleg_dir_changed first). */
+bool dirdeleg_dir_setattr(struct dirdeleg *d, struct inode *dir, const struct pfs_setattr_req *m,
+			  const struct pfs_attr *na);
 /* Before this client changes dir's own attributes or extended
  * attributes (its mode, owner, ACL: the rights its slots were made
  * under): its delegation, if held, is given back, once what is queued

@@ -160,7 +160,8 @@ void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds 
 		 * again for a while. */
 		if (n == 0)
 			e->slots_retry_ns = pfs_mono_ns() + DD_RETRY_NS;
-		if (!e->held || d->ended != ended || (e->nslots && !dd_same_creds(&e->scr, cr)))
+		if (!e->held || d->ended != ended || e->rights_moved ||
+		    (e->nslots && !dd_same_creds(&e->scr, cr)))
 			n = 0; /* the daemon frees them once it sees them unused */
 		if (n && !e->slots && !(e->slots = malloc(DD_SLOTS_MAX * sizeof(*e->slots))))
 			n = 0;
@@ -178,7 +179,8 @@ void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds 
 static void want_slots(struct dirdeleg *d, struct ddir *e, struct inode *dir,
 		       const struct pfs_creds *cr)
 {
-	if (e->slots_asking || d->no_slots || d->bg.stop || pfs_mono_ns() < e->slots_retry_ns)
+	if (e->slots_asking || d->no_slots || d->bg.stop || e->rights_moved ||
+	    pfs_mono_ns() < e->slots_retry_ns)
 		return;
 	struct dask *a = calloc(1, sizeof(*a));
 	if (!a)

@@ -32,15 +32,16 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 	struct client *c = d->c;
 
 	/* A removed file's attributes are not known: asked for again; a
-	 * created one's are the daemon's. */
-	inode_own_end(c->it, it->file, rc == 0 ? fa : NULL, it->seq, it->at_file, it->ns);
+	 * created one's are the daemon's. (A changed directory's: below.) */
+	if (!it->setattr)
+		inode_own_end(c->it, it->file, rc == 0 ? fa : NULL, it->seq, it->at_file, it->ns);
 	/* Refused: an unlinked name is still there, a created one is not;
 	 * the listing that says otherwise goes. ENOENT of an unlink: the
 	 * name is gone either way (another host removed it before the
 	 * grant, and the kernel here still had it). */
 	if (it->create)
 		rc = rc == -ENOENT ? -EIO : rc;
-	else if (rc == -ENOENT)
+	else if (rc == -ENOENT && !it->setattr)
 		rc = 0;
 	if (rc < 0)
 		listing_touch(it->dir);
@@ -62,7 +63,9 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 				de->err = rc;
 		}
 		pfs_warn("%s answered under a directory delegation failed: %s: %s",
-			 it->create ? "a create" : "an unlink", it->m.name.s, strerror(-rc));
+			 it->create ? "a create" : it->setattr ? "a change of a directory's attributes"
+							       : "an unlink",
+			 it->m.name.s, strerror(-rc));
 	}
 	pthread_mutex_unlock(&d->bg.lock);
 	inode_forget(c->it, it->file, 1);
@@ -86,6 +89,22 @@ static void send_one(struct dirdeleg *d, struct ditem *it)
 	}
 	rpc_reply_free(&rep);
 	item_done(d, it, rc, NULL, have_da ? &dr.dir : NULL);
+}
+
+/* Sends a change of a directory's attributes (a SETATTR that the daemon
+ * refuses if it revoked the delegation meanwhile). */
+static void send_setattr(struct dirdeleg *d, struct ditem *it)
+{
+	struct rpc_reply rep = { 0 };
+	struct pfs_attr_rep ar;
+
+	int rc = rpc_msg(d->c->rpc, PFS_OP_SETATTR, setattr_req, &it->sa, &rep);
+	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
+		rc = -EIO;
+	rpc_reply_free(&rep);
+	/* The directory's attributes after it are the daemon's, after the
+	 * last item there, if nothing else of ours happened to it since. */
+	item_done(d, it, rc, NULL, rc == 0 ? &ar.attr : NULL);
 }
 
 /* Sends items v[n] (one directory, one caller) in one UNLINKS: the daemon
@@ -203,13 +222,34 @@ static int64_t hold_ns(const struct dirdeleg *d, const struct ditem *it, int64_t
 	return left > 0 ? left : 0;
 }
 
+/* An item's kind: unlink 0, create 1, change of attributes 2. */
+static unsigned kind(const struct ditem *it)
+{
+	return it->setattr ? 2 : it->create ? 1 : 0;
+}
+
+/* Whether it may go now: creates and unlinks are never in flight
+ * together (one may name what the other made or removed; those of one
+ * kind do not depend on each other), and a change of a directory's
+ * attributes goes alone (its rights decide whether the names before it
+ * could be made, and those after it). */
+static bool may_go(const struct dirdeleg *d, const struct ditem *it)
+{
+	unsigned k = kind(it);
+
+	for (unsigned j = 0; j < 3; j++)
+		if (d->inflight_kind[j] && (j != k || k == 2))
+			return false;
+	return true;
+}
+
 /* Whether b may go in the UNLINKS or CREATES of a: the same kind, the
  * same directory and caller. */
 static bool same_batch(const struct ditem *a, const struct ditem *b)
 {
 	const struct pfs_creds *x = &a->m.cr, *y = &b->m.cr;
 
-	return a->create == b->create && pfs_fh_equal(&a->m.parent, &b->m.parent) &&
+	return !a->setattr && kind(a) == kind(b) && pfs_fh_equal(&a->m.parent, &b->m.parent) &&
 	       dd_same_creds(x, y);
 }
 
@@ -229,11 +269,7 @@ void *dd_sender_main(void *arg)
 			pthread_mutex_lock(&d->bg.lock);
 			continue;
 		}
-		/* Creates and unlinks are never in flight together: one may
-		 * name what the other made or removed (a file made here and
-		 * removed again); creates of different names, or unlinks,
-		 * do not depend on each other. */
-		if (d->head && d->inflight_kind[!d->head->create] == 0) {
+		if (d->head && may_go(d, d->head)) {
 			int64_t now = pfs_mono_ns(), hold = hold_ns(d, d->head, now, true);
 			if (hold > 0) {
 				bg_wait_ns(&d->bg, hold);
@@ -260,13 +296,15 @@ void *dd_sender_main(void *arg)
 			}
 			if (!d->head)
 				d->tail = &d->head;
-			bool create = v[0]->create;
+			unsigned k = kind(v[0]);
 			d->queued -= (unsigned)n;
 			d->inflight += (unsigned)n;
-			d->inflight_kind[create] += (unsigned)n;
+			d->inflight_kind[k] += (unsigned)n;
 			d->st.sent++;
 			pthread_mutex_unlock(&d->bg.lock);
-			if (v[0]->create)
+			if (v[0]->setattr)
+				send_setattr(d, v[0]);
+			else if (v[0]->create)
 				send_creates(d, v, n);
 			else if (d->no_batch)
 				send_one(d, v[0]);
@@ -274,7 +312,7 @@ void *dd_sender_main(void *arg)
 				send_batch(d, v, n);
 			pthread_mutex_lock(&d->bg.lock);
 			d->inflight -= (unsigned)n;
-			d->inflight_kind[create] -= (unsigned)n;
+			d->inflight_kind[k] -= (unsigned)n;
 			atomic_fetch_sub(&d->pending, (unsigned)n);
 			pthread_cond_broadcast(&d->idle);
 			if (d->head)

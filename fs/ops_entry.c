@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cache_i.h"
 #include "deleg_i.h"
+#include "deleg_rules_i.h"
 #include "dirdeleg_i.h"
 #include "gate_i.h"
 #include "listing_i.h"
@@ -434,6 +436,87 @@ static bool current_attr(struct client *c, struct inode *ip, struct pfs_attr *a)
 	return !pushed;
 }
 
+/* The SETATTR of what the kernel asks (fid not set). */
+static void setattr_of(fuse_req_t req, struct inode *ip, const struct stat *attr, int to_set,
+		       struct pfs_setattr_req *m)
+{
+	memset(m, 0, sizeof(*m));
+	fill_creds(req, &m->cr, true);
+	m->fh = ip->fh;
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		m->valid |= PFS_SET_MODE;
+		m->mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		m->valid |= PFS_SET_UID;
+		m->uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		m->valid |= PFS_SET_GID;
+		m->gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		m->valid |= PFS_SET_SIZE;
+		m->size = (uint64_t)attr->st_size;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		m->valid |= PFS_SET_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		m->valid |= PFS_SET_ATIME;
+		m->atime_s = attr->st_atim.tv_sec;
+		m->atime_ns = (uint32_t)attr->st_atim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		m->valid |= PFS_SET_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		m->valid |= PFS_SET_MTIME;
+		m->mtime_s = attr->st_mtim.tv_sec;
+		m->mtime_ns = (uint32_t)attr->st_mtim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		m->valid |= PFS_SET_CTIME;
+}
+
+/* A change of a directory this host holds, that the caller may make
+ * (its mode, owner or explicit times: deleg_rules_i.h), while its
+ * attributes are known current: answered here, the SETATTR queued behind
+ * what is queued there (dirdeleg_dir_setattr). Returns whether it was. */
+static bool held_dir_setattr(struct client *c, fuse_req_t req, struct inode *ip,
+			     const struct pfs_setattr_req *m)
+{
+	struct pfs_attr base, na;
+	struct dl_attr out;
+	struct timespec now;
+	struct stat st;
+
+	if (!c->dd || (m->valid & ~(uint32_t)DL_LOCAL_BITS) || !current_attr(c, ip, &base) ||
+	    !S_ISDIR(base.mode) || !dirdeleg_holds(c->dd, ip))
+		return false;
+	struct dl_attr cur = { .mode = base.mode, .uid = base.uid, .gid = base.gid,
+			       .atime_s = base.atime_s, .atime_ns = base.atime_ns,
+			       .mtime_s = base.mtime_s, .mtime_ns = base.mtime_ns };
+	if (!dl_setattr_dir(&cur, &m->cr, m, &out))
+		return false;
+	na = base;
+	na.mode = out.mode;
+	na.uid = out.uid;
+	na.gid = out.gid;
+	na.atime_s = out.atime_s;
+	na.atime_ns = out.atime_ns;
+	na.mtime_s = out.mtime_s;
+	na.mtime_ns = out.mtime_ns;
+	/* Its ctime is the daemon's clock when it makes the change: this
+	 * host's until then. */
+	clock_gettime(CLOCK_REALTIME, &now);
+	na.ctime_s = now.tv_sec;
+	na.ctime_ns = (uint32_t)now.tv_nsec;
+	if (!dirdeleg_dir_setattr(c->dd, ip, m, &na))
+		return false;
+	attr_to_stat(&na, &st);
+	fuse_reply_attr(req, &st, c->attr_timeout);
+	return true;
+}
+
 void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		 struct fuse_file_info *fi)
 {
@@ -442,6 +525,11 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	struct pfs_setattr_req m;
 	struct rpc_reply rep = { 0 };
 
+	setattr_of(req, ip, attr, to_set, &m);
+	/* A directory this host holds: after what is queued there, and
+	 * nothing to wait for. */
+	if (held_dir_setattr(c, req, ip, &m))
+		return;
 	/* A file made here whose create is queued still, with every byte
 	 * written: its attributes are known without it (dirdeleg_attr), and
 	 * a change of its mode, owner or times answered here goes with it
@@ -467,42 +555,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	(void)inode_own_snap(c->it, &ns);
 	uint64_t at = inode_own_touch(c->it, ip, false);
 	inode_drop_inline(ip); /* our own changes are never pushed back to us */
-	memset(&m, 0, sizeof(m));
-	fill_creds(req, &m.cr, true);
-	m.fh = ip->fh;
 	m.fid = fi && fi->fh ? ofile_fid(OF(fi)) : 0;
-	if (to_set & FUSE_SET_ATTR_MODE) {
-		m.valid |= PFS_SET_MODE;
-		m.mode = attr->st_mode;
-	}
-	if (to_set & FUSE_SET_ATTR_UID) {
-		m.valid |= PFS_SET_UID;
-		m.uid = attr->st_uid;
-	}
-	if (to_set & FUSE_SET_ATTR_GID) {
-		m.valid |= PFS_SET_GID;
-		m.gid = attr->st_gid;
-	}
-	if (to_set & FUSE_SET_ATTR_SIZE) {
-		m.valid |= PFS_SET_SIZE;
-		m.size = (uint64_t)attr->st_size;
-	}
-	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
-		m.valid |= PFS_SET_ATIME_NOW;
-	} else if (to_set & FUSE_SET_ATTR_ATIME) {
-		m.valid |= PFS_SET_ATIME;
-		m.atime_s = attr->st_atim.tv_sec;
-		m.atime_ns = (uint32_t)attr->st_atim.tv_nsec;
-	}
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
-		m.valid |= PFS_SET_MTIME_NOW;
-	} else if (to_set & FUSE_SET_ATTR_MTIME) {
-		m.valid |= PFS_SET_MTIME;
-		m.mtime_s = attr->st_mtim.tv_sec;
-		m.mtime_ns = (uint32_t)attr->st_mtim.tv_nsec;
-	}
-	if (to_set & FUSE_SET_ATTR_CTIME)
-		m.valid |= PFS_SET_CTIME;
 	uint64_t seq = gate_seq(c->gate);
 	/* Under a delegation: answered here if it can be (deleg_i.h), else
 	 * sent after what was. */

@@ -40,7 +40,9 @@ uint64_t inode_own_touch(struct inode_table *t, struct inode *ip, bool ns)
 	return ip ? own_mark(t, ip) : 0;
 }
 
-uint64_t inode_own_local(struct inode_table *t, struct inode *ip, int64_t sec, uint32_t nsec)
+/* inode_own_local, or with set: ip's attributes become *set. */
+static uint64_t own_local(struct inode_table *t, struct inode *ip, const struct pfs_attr *set,
+			  int64_t sec, uint32_t nsec)
 {
 	uint64_t ns, seq;
 	(void)own_clock_read(&t->clk, &ns);
@@ -49,9 +51,11 @@ uint64_t inode_own_local(struct inode_table *t, struct inode *ip, int64_t sec, u
 	bool ok = attr_trust_ok(&ip->tr, ns, &seq);
 	attr_trust_touch(&ip->tr, at);
 	if (ok) {
-		struct pfs_attr a = ip->attr;
-		a.mtime_s = a.ctime_s = sec;
-		a.mtime_ns = a.ctime_ns = nsec;
+		struct pfs_attr a = set ? *set : ip->attr;
+		if (!set) {
+			a.mtime_s = a.ctime_s = sec;
+			a.mtime_ns = a.ctime_ns = nsec;
+		}
 		inode_own_change_locked(ip, &a);
 		end = own_clock_stamp(&t->clk);
 		if (!attr_trust_end(&ip->tr, at, end, true, seq, ns))
@@ -61,6 +65,16 @@ uint64_t inode_own_local(struct inode_table *t, struct inode *ip, int64_t sec, u
 	pthread_mutex_unlock(&ip->lock);
 	inode_unlist(t, &ip->fh, &where);
 	return end;
+}
+
+uint64_t inode_own_local(struct inode_table *t, struct inode *ip, int64_t sec, uint32_t nsec)
+{
+	return own_local(t, ip, NULL, sec, nsec);
+}
+
+uint64_t inode_own_local_attr(struct inode_table *t, struct inode *ip, const struct pfs_attr *a)
+{
+	return own_local(t, ip, a, 0, 0);
 }
 
 uint64_t inode_own_also(struct inode_table *t, struct inode *ip)

@@ -76,6 +76,9 @@ uint64_t inode_own_touch(struct inode_table *t, struct inode *ip, bool ns);
  * to ip since); else 0 and its trust goes. Its item in its parent's
  * listing goes stale either way. */
 uint64_t inode_own_local(struct inode_table *t, struct inode *ip, int64_t sec, uint32_t nsec);
+/* The same for a change answered here that leaves ip with attributes a
+ * (a change of a held directory's mode, owner or times). */
+uint64_t inode_own_local_attr(struct inode_table *t, struct inode *ip, const struct pfs_attr *a);
 
 /* A second object the change just announced moves (the other directory
  * of a link or rename): the same for ip. Returns its stamp. */

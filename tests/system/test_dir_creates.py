@@ -207,10 +207,13 @@ def test_attributes_set_before_close_seen_by_another_host(dpod):
     after = podfs_stats(dpod.a)
     assert after["dirdeleg_creates"] - before["dirdeleg_creates"] >= 5
     assert after["deleg_local"] - before["deleg_local"] >= 15  # answered by A
-    # A file made here takes its changes to the coordinator in its
-    # create's item: one SETATTR only for each file made the usual way.
-    made = after["dirdeleg_creates"] - before["dirdeleg_creates"]
-    assert after.get("req_SETATTR", 0) - before.get("req_SETATTR", 0) <= 10 - made, after
+    # A file made here whose create's item carried its close takes its
+    # changes to the coordinator in that item: one SETATTR only for each
+    # of the others (made the usual way, or whose item a request that
+    # waited for the queue sent before the close).
+    closed = after["dirdeleg_closed"] - before["dirdeleg_closed"]
+    assert closed >= 1, after
+    assert after.get("req_SETATTR", 0) - before.get("req_SETATTR", 0) <= 10 - closed, after
     for i in range(10):
         st = os.stat(dpod.a / "d" / f"t{i}")
         assert st.st_mtime_ns == 1_500_000_000_000_000_000 + i, i
@@ -313,6 +316,39 @@ def _as_user(uid, gid, fn):
         os._exit(code)
     _, st = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(st)
+
+
+def test_changes_of_a_held_directory_answered_here(dpod):
+    """As tar ends a directory: its mtime, owner and mode, answered by A
+    (which holds it), reach the coordinator behind the creates there;
+    B and the export see them. The slots made under the old rights are
+    not used after: a mode that refuses the owner a create refuses it."""
+    os.mkdir(dpod.a / "d")
+    hold(dpod.a, "d")
+    before = podfs_stats(dpod.a)
+    for i in range(5):
+        create(dpod.a / "d" / f"f{i}", b"%d" % i)
+    os.utime(dpod.a / "d", ns=(1_000_000_007, 1_600_000_000_000_000_009))
+    os.chown(dpod.a / "d", 1000, 1000)
+    os.chmod(dpod.a / "d", 0o555)
+    after = podfs_stats(dpod.a)
+    # (One waits for the daemon if the directory's attributes were not
+    # known current at that moment: a reply of A's own in flight.)
+    assert after["dirdeleg_dir_attrs"] - before["dirdeleg_dir_attrs"] >= 1, after
+    st = os.stat(dpod.a / "d")
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o555, 1000, 1000)
+    assert st.st_mtime_ns == 1_600_000_000_000_000_009
+    # No write permission for the owner now: its create is refused.
+    assert _as_user(1000, 1000, lambda: create(dpod.a / "d" / "late", b"x")) == errno.EACCES
+    os.chmod(dpod.a / "d", 0o755)
+    assert _as_user(1000, 1000, lambda: create(dpod.a / "d" / "ok", b"y")) == 0
+    for root in (dpod.b, dpod.export):
+        st = os.stat(root / "d")
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o755, 1000, 1000), root
+        names = sorted(os.listdir(root / "d"))
+        assert "ok" in names and "late" not in names and "f4" in names, (root, names)
+        assert (root / "d" / "ok").read_bytes() == b"y"
+    assert podfs_stats(dpod.a)["dirdeleg_errors"] == 0
 
 
 def test_creates_keep_the_callers_rights(dpod):

@@ -96,6 +96,16 @@ static void test_others_go_to_the_server(void)
 	/* Not a regular file. */
 	dir.mode = S_IFDIR | 0755;
 	CHECK(!run(&dir, &root, PFS_SET_MODE, 0700, 0, 0, &o));
+	/* A held directory: the same rules, its type kept. */
+	struct pfs_setattr_req dm = { .valid = PFS_SET_MODE | PFS_SET_MTIME, .mode = 0700,
+				      .mtime_s = 9 };
+	CHECK(dl_setattr_dir(&dir, &root, &dm, &o));
+	CHECK_EQ(o.mode, S_IFDIR | 0700);
+	CHECK_EQ(o.mtime_s, 9);
+	dm.mode = 02755; /* set-group-ID: the server decides */
+	CHECK(!dl_setattr_dir(&dir, &root, &dm, &o));
+	dm.mode = 0700;
+	CHECK(!dl_setattr_dir(&file, &root, &dm, &o));
 	/* -1 is "unchanged" to chown, not an id. */
 	CHECK(!run(&file, &root, PFS_SET_UID, 0, UINT32_MAX, 0, &o));
 	CHECK(!run(&file, &root, PFS_SET_GID, 0, 0, UINT32_MAX, &o));
