@@ -4,6 +4,7 @@
  * threads (see op_i.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include "podfs/frame.h"
 #include "podfs/log.h"
@@ -11,6 +12,7 @@
 #include "handles_i.h"
 #include "op_i.h"
 #include "session_i.h"
+#include "slots_i.h"
 #include "pfsd_i.h"
 
 int op_ping(struct op *o)
@@ -55,6 +57,11 @@ int op_setattr(struct op *o)
 
 	if (ret < 0)
 		return ret;
+	/* The session's slots in a directory were made under its rights
+	 * before: a change of them ends them (the client uses them no
+	 * more), which frees the session's room for others. */
+	if (o->r->s && S_ISDIR(rep.attr.mode) && (m->valid & (PFS_SET_MODE | PFS_SET_UID | PFS_SET_GID)))
+		slots_drop(o->r->s, handles_key(o->d->hs, &m->fh));
 	op_inval_inode(o, &m->fh, (m->valid & PFS_SET_SIZE) ? 0 : -1, 0);
 	return OP_ENCODE(o, attr_rep, &rep);
 }

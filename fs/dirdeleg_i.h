@@ -26,7 +26,10 @@
  * The first writes of a file made here, by the open its create made,
  * travel in its CREATES item while it is queued (dirdeleg_write), and
  * its close too if it comes first (dirdeleg_release): a small file
- * costs one item, no WRITE, FSYNC or RELEASE. A sender holds back a
+ * costs one item, no WRITE, FSYNC or RELEASE; the changes of its mode,
+ * owner and times answered before its close go in the item too. A
+ * change of the held directory's own mode, owner or times is answered
+ * here and queued as a SETATTR (dirdeleg_dir_setattr). A sender holds back a
  * create whose file is still open, up to DD_HOLD_NS, and one at the head
  * of the queue up to DD_LINGER_NS for more to go with it, unless a
  * thread waits for the queue (hurry) or a full batch is queued.

@@ -760,9 +760,11 @@ enum {
  *   (CREATES), before any other request of its own that depends on the
  *   name, before its fsync, and before acknowledging a recall. Writes
  *   to the file by handle may come before: they reach the slot. Slots
- *   end with the delegation's return, with the session, and with the
- *   server: after a restart a slot's handle is stale, and a CREATES of
- *   it fails (ESTALE) as unsynced data is lost. */
+ *   end with the delegation's return, with the session, with a change
+ *   of the directory's mode or owner by the session (SETATTR: they were
+ *   made under its rights before), and with the server: after a
+ *   restart a slot's handle is stale, and a CREATES of it fails
+ *   (ESTALE) as unsynced data is lost. */
 
 /* Peer-assisted reads (CHUNK, CHUNK_REPORT; PEER_* between clients):
  * wire_peer.h. */

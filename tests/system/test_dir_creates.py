@@ -511,6 +511,11 @@ def test_protocol_slots_and_creates(env):
         s = os.stat(env.export / "d" / "tarred")
         assert stat.S_IMODE(s.st_mode) == 0o640 and s.st_uid == 1000
         assert s.st_mtime_ns == 1234567890 * 10**9 + 5
+        # A change of the directory's mode ends the slots made under the
+        # rights before.
+        c.call(P.OP_SETATTR, P.ROOT + P.fh(d) + P.u64(0) + P.u32(P.SET_MODE) + P.u32(0o755) +
+               P.u32(0) * 2 + P.u64(0) + P.i64(0) + P.u32(0) + P.i64(0) + P.u32(0))
+        assert creates(c, d, [(more[1], 0o644, "after-chmod")]) == [errno.ESTALE]
         c.call(P.OP_DELEG_RETURN, P.ROOT + P.fh(d))
         assert creates(c, d, [(h[2], 0o644, "late")]) == [errno.ESTALE]
         with pytest.raises(P.PfsError) as e:
