@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "client_i.h"
 #include "deleg_rules_i.h"
@@ -73,15 +72,23 @@ static struct dent *find(struct deleg *d, struct inode *ip)
 	return NULL;
 }
 
-static void dl_of(const struct pfs_attr *a, struct dl_attr *o)
+/* e's pending change as a SETATTR (valid without PFS_SET_DELEG); e no
+ * longer has it (mu held). */
+static void take_pending(struct dent *e, struct pfs_setattr_req *m)
 {
-	o->mode = a->mode;
-	o->uid = a->uid;
-	o->gid = a->gid;
-	o->atime_s = a->atime_s;
-	o->atime_ns = a->atime_ns;
-	o->mtime_s = a->mtime_s;
-	o->mtime_ns = a->mtime_ns;
+	memset(m, 0, sizeof(*m));
+	m->cr = e->cr;
+	m->fh = e->fh;
+	m->valid = e->valid;
+	m->mode = e->cur.mode;
+	m->uid = e->cur.uid;
+	m->gid = e->cur.gid;
+	m->atime_s = e->cur.atime_s;
+	m->atime_ns = e->cur.atime_ns;
+	m->mtime_s = e->cur.mtime_s;
+	m->mtime_ns = e->cur.mtime_ns;
+	e->pending = false;
+	e->valid = 0;
 }
 
 void deleg_granted(struct deleg *d, struct inode *ip, const struct pfs_fh *parent, uint64_t fid,
@@ -96,7 +103,7 @@ void deleg_granted(struct deleg *d, struct inode *ip, const struct pfs_fh *paren
 	e->parent = *parent;
 	e->fid = fid;
 	e->active = true;
-	dl_of(a, &e->cur);
+	dl_attr_of(a, &e->cur);
 	pthread_mutex_lock(&d->mu);
 	e->next = d->head;
 	d->head = e;
@@ -116,7 +123,6 @@ bool deleg_setattr(struct deleg *d, struct inode *ip, const struct pfs_creds *cr
 		   const struct pfs_setattr_req *m, const struct pfs_attr *base, struct pfs_attr *a)
 {
 	struct dl_attr out;
-	struct timespec now;
 	bool ok = false;
 
 	pthread_mutex_lock(&d->mu);
@@ -142,19 +148,7 @@ bool deleg_setattr(struct deleg *d, struct inode *ip, const struct pfs_creds *cr
 	e->valid |= m->valid & (PFS_SET_MODE | PFS_SET_UID | PFS_SET_GID | PFS_SET_ATIME |
 				PFS_SET_MTIME);
 	d->st.local++;
-	*a = *base;
-	a->mode = out.mode;
-	a->uid = out.uid;
-	a->gid = out.gid;
-	a->atime_s = out.atime_s;
-	a->atime_ns = out.atime_ns;
-	a->mtime_s = out.mtime_s;
-	a->mtime_ns = out.mtime_ns;
-	/* The change's ctime is the daemon's clock when it applies it: this
-	 * host's clock until then. */
-	clock_gettime(CLOCK_REALTIME, &now);
-	a->ctime_s = now.tv_sec;
-	a->ctime_ns = (uint32_t)now.tv_nsec;
+	dl_answer(base, &out, a);
 	inode_overlay_set(ip, a);
 	ok = true;
 out:
@@ -179,19 +173,8 @@ static int send_pending(struct deleg *d, struct dent *e)
 		pthread_cond_broadcast(&d->cond);
 		return 0;
 	}
-	memset(&m, 0, sizeof(m));
-	m.cr = e->cr;
-	m.fh = e->fh;
-	m.valid = e->valid | PFS_SET_DELEG;
-	m.mode = e->cur.mode;
-	m.uid = e->cur.uid;
-	m.gid = e->cur.gid;
-	m.atime_s = e->cur.atime_s;
-	m.atime_ns = e->cur.atime_ns;
-	m.mtime_s = e->cur.mtime_s;
-	m.mtime_ns = e->cur.mtime_ns;
-	e->pending = false;
-	e->valid = 0;
+	take_pending(e, &m);
+	m.valid |= PFS_SET_DELEG;
 	e->flushing = true;
 	d->st.sent++;
 	pthread_mutex_unlock(&d->mu);
@@ -248,7 +231,7 @@ void deleg_note_attr(struct deleg *d, struct inode *ip, const struct pfs_attr *a
 	pthread_mutex_lock(&d->mu);
 	struct dent *e = find(d, ip);
 	if (e && !e->pending && !e->flushing)
-		dl_of(a, &e->cur);
+		dl_attr_of(a, &e->cur);
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -282,19 +265,7 @@ bool deleg_take(struct deleg *d, struct inode *ip, uint64_t fid, const struct pf
 	pthread_mutex_lock(&d->mu);
 	struct dent *e = find(d, ip);
 	if (e && e->fid == fid && e->pending && !e->flushing && dl_creds_equal(&e->cr, cr)) {
-		memset(m, 0, sizeof(*m));
-		m->cr = e->cr;
-		m->fh = e->fh;
-		m->valid = e->valid;
-		m->mode = e->cur.mode;
-		m->uid = e->cur.uid;
-		m->gid = e->cur.gid;
-		m->atime_s = e->cur.atime_s;
-		m->atime_ns = e->cur.atime_ns;
-		m->mtime_s = e->cur.mtime_s;
-		m->mtime_ns = e->cur.mtime_ns;
-		e->pending = false;
-		e->valid = 0;
+		take_pending(e, m);
 		d->st.sent++;
 		ok = true;
 	}

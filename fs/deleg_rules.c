@@ -4,6 +4,7 @@
 
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 static bool in_group(const struct pfs_creds *cr, uint32_t gid)
 {
@@ -74,6 +75,34 @@ bool dl_setattr_dir(const struct dl_attr *cur, const struct pfs_creds *cr,
 		return false;
 	out->mode = S_IFDIR | (out->mode & 07777);
 	return true;
+}
+
+void dl_attr_of(const struct pfs_attr *a, struct dl_attr *o)
+{
+	o->mode = a->mode;
+	o->uid = a->uid;
+	o->gid = a->gid;
+	o->atime_s = a->atime_s;
+	o->atime_ns = a->atime_ns;
+	o->mtime_s = a->mtime_s;
+	o->mtime_ns = a->mtime_ns;
+}
+
+void dl_answer(const struct pfs_attr *base, const struct dl_attr *o, struct pfs_attr *a)
+{
+	struct timespec now;
+
+	*a = *base;
+	a->mode = o->mode;
+	a->uid = o->uid;
+	a->gid = o->gid;
+	a->atime_s = o->atime_s;
+	a->atime_ns = o->atime_ns;
+	a->mtime_s = o->mtime_s;
+	a->mtime_ns = o->mtime_ns;
+	clock_gettime(CLOCK_REALTIME, &now);
+	a->ctime_s = now.tv_sec;
+	a->ctime_ns = (uint32_t)now.tv_nsec;
 }
 
 bool dl_creds_equal(const struct pfs_creds *a, const struct pfs_creds *b)

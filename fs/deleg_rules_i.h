@@ -51,6 +51,13 @@ bool dl_setattr(const struct dl_attr *cur, const struct pfs_creds *cr,
 bool dl_setattr_dir(const struct dl_attr *cur, const struct pfs_creds *cr,
 		    const struct pfs_setattr_req *m, struct dl_attr *out);
 
+/* The attributes a delegation answers for, of a. */
+void dl_attr_of(const struct pfs_attr *a, struct dl_attr *o);
+/* The answer to a change answered here: base with o's mode, owner,
+ * group and times, and this host's clock for the ctime (the server's
+ * when it makes the change). */
+void dl_answer(const struct pfs_attr *base, const struct dl_attr *o, struct pfs_attr *a);
+
 /* Whether the two credentials are the same (uid, gid and groups). */
 bool dl_creds_equal(const struct pfs_creds *a, const struct pfs_creds *b);
 

@@ -106,6 +106,16 @@ static void end_all(struct dirdeleg *d, struct madev *mv)
 	}
 }
 
+void dd_enqueue(struct dirdeleg *d, struct ditem *it)
+{
+	it->next = NULL;
+	*d->tail = it;
+	d->tail = &it->next;
+	d->queued++;
+	atomic_fetch_add(&d->pending, 1);
+	bg_wake(&d->bg);
+}
+
 void dd_hurry(struct dirdeleg *d)
 {
 	if (d->hurry++ == 0)
@@ -449,12 +459,8 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 	e->pending++;
 	atomic_fetch_add(&file->dd_pending, 1);
 	it->at_file = inode_own_also(c->it, file);
-	*d->tail = it;
-	d->tail = &it->next;
-	d->queued++;
-	atomic_fetch_add(&d->pending, 1);
+	dd_enqueue(d, it);
 	d->st.local++;
-	bg_wake(&d->bg);
 	pthread_mutex_unlock(&d->bg.lock);
 	return true;
 }
@@ -591,12 +597,8 @@ bool dirdeleg_dir_setattr(struct dirdeleg *d, struct inode *dir, const struct pf
 	inode_hold(d->c->it, dir);
 	inode_hold(d->c->it, dir);
 	it->dir = it->file = dir;
-	*d->tail = it;
-	d->tail = &it->next;
-	d->queued++;
-	atomic_fetch_add(&d->pending, 1);
+	dd_enqueue(d, it);
 	d->st.dir_attrs++;
-	bg_wake(&d->bg);
 	pthread_mutex_unlock(&d->bg.lock);
 	return true;
 }

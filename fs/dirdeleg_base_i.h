@@ -145,8 +145,9 @@ struct ddir *dd_enter_dir(struct dirdeleg *d, struct inode *dir, int *err, bool 
 /* A sender's DELEG_DIR, SLOTS and DELEG_RETURN of a (freed). */
 void dd_do_ask(struct dirdeleg *d, struct dask *a);
 
-/* dirdeleg.c: the queue is wanted now (hurry; bg.lock held, as is the
- * end). */
+/* dirdeleg.c: it joins the queue, a sender is woken (bg.lock held). */
+void dd_enqueue(struct dirdeleg *d, struct ditem *it);
+/* The queue is wanted now (hurry; bg.lock held, as is the end). */
 void dd_hurry(struct dirdeleg *d);
 void dd_hurry_end(struct dirdeleg *d);
 

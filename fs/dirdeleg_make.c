@@ -310,12 +310,8 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 	it->queued_ns = pfs_mono_ns();
 	it->attr = pe->attr;
 	file->dd_item = it;
-	*d->tail = it;
-	d->tail = &it->next;
-	d->queued++;
-	atomic_fetch_add(&d->pending, 1);
+	dd_enqueue(d, it);
 	d->st.creates++;
-	bg_wake(&d->bg);
 	pthread_mutex_unlock(&d->bg.lock);
 	*out = file; /* with the lookup of inode_ref, for the kernel */
 	return true;

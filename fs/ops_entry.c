@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cache_i.h"
 #include "deleg_i.h"
@@ -485,31 +484,16 @@ static bool held_dir_setattr(struct client *c, fuse_req_t req, struct inode *ip,
 			     const struct pfs_setattr_req *m)
 {
 	struct pfs_attr base, na;
-	struct dl_attr out;
-	struct timespec now;
+	struct dl_attr cur, out;
 	struct stat st;
 
 	if (!c->dd || (m->valid & ~(uint32_t)DL_LOCAL_BITS) || !current_attr(c, ip, &base) ||
 	    !S_ISDIR(base.mode) || !dirdeleg_holds(c->dd, ip))
 		return false;
-	struct dl_attr cur = { .mode = base.mode, .uid = base.uid, .gid = base.gid,
-			       .atime_s = base.atime_s, .atime_ns = base.atime_ns,
-			       .mtime_s = base.mtime_s, .mtime_ns = base.mtime_ns };
+	dl_attr_of(&base, &cur);
 	if (!dl_setattr_dir(&cur, &m->cr, m, &out))
 		return false;
-	na = base;
-	na.mode = out.mode;
-	na.uid = out.uid;
-	na.gid = out.gid;
-	na.atime_s = out.atime_s;
-	na.atime_ns = out.atime_ns;
-	na.mtime_s = out.mtime_s;
-	na.mtime_ns = out.mtime_ns;
-	/* Its ctime is the daemon's clock when it makes the change: this
-	 * host's until then. */
-	clock_gettime(CLOCK_REALTIME, &now);
-	na.ctime_s = now.tv_sec;
-	na.ctime_ns = (uint32_t)now.tv_nsec;
+	dl_answer(&base, &out, &na);
 	if (!dirdeleg_dir_setattr(c->dd, ip, m, &na))
 		return false;
 	attr_to_stat(&na, &st);
