@@ -157,7 +157,7 @@ void *dd_sender_main(void *arg);
 
 /* dirdeleg_make.c. */
 /* Moves e's made files to mv (bg.lock held); they are no longer
- * covered. On ENOMEM they are waited for at once, lock held. */
+ * covered. On ENOMEM the rest are let go unwaited (logged). */
 void dd_take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv);
 /* The end of a delegation for the files in mv (bg.lock not held): waits
  * for their writes and ends their attribute delegations (wait; not after

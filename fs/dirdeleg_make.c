@@ -26,9 +26,13 @@
 #include "wb_i.h"
 
 /* Moves e's made files to mv (bg.lock held); they are no longer
- * covered. On ENOMEM they are waited for at once, lock held. */
+ * covered. On ENOMEM the rest are let go unwaited, with a warning: a
+ * wait here, lock held, would deadlock with a write waiting for its
+ * file's item. */
 void dd_take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv)
 {
+	unsigned lost = 0;
+
 	for (unsigned i = 0; i < e->nmade; i++) {
 		struct inode *ip = e->made[i];
 		atomic_store(&ip->dd_cover, 0);
@@ -36,8 +40,8 @@ void dd_take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv)
 			size_t cap = mv->cap ? 2 * mv->cap : 64;
 			struct inode **v = realloc(mv->v, cap * sizeof(*v));
 			if (!v) {
-				(void)wb_wait(d->c->wb, ip);
 				inode_forget(d->c->it, ip, 1);
+				lost++;
 				continue;
 			}
 			mv->v = v;
@@ -46,6 +50,10 @@ void dd_take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv)
 		mv->v[mv->n++] = ip;
 	}
 	e->nmade = 0;
+	if (lost)
+		pfs_warn("out of memory: the end of a directory delegation does not wait for the "
+			 "writes of %u files made there",
+			 lost);
 }
 
 /* The end of a delegation: waits for the writes of the files made under
