@@ -265,12 +265,9 @@ static bool get_create_item(struct pfs_rd *rd, struct create_item *ci)
 		return true;
 	/* Only what a client may answer under a delegation (no size, no
 	 * "now"); export_setattr checks the rest as for a SETATTR. */
-	return pfs_get_U32(rd, &sa->valid) && pfs_get_U32(rd, &sa->mode) &&
-	       pfs_get_U32(rd, &sa->uid) && pfs_get_U32(rd, &sa->gid) &&
-	       pfs_get_I64(rd, &sa->atime_s) && pfs_get_U32(rd, &sa->atime_ns) &&
-	       pfs_get_I64(rd, &sa->mtime_s) && pfs_get_U32(rd, &sa->mtime_ns) &&
-	       sa->valid && !(sa->valid & ~(uint32_t)(PFS_SET_MODE | PFS_SET_UID | PFS_SET_GID |
-						      PFS_SET_ATIME | PFS_SET_MTIME | PFS_SET_CTIME));
+	return pfs_get_deleg_attrs(rd, sa) && sa->valid &&
+	       !(sa->valid & ~(uint32_t)(PFS_SET_MODE | PFS_SET_UID | PFS_SET_GID | PFS_SET_ATIME |
+					 PFS_SET_MTIME | PFS_SET_CTIME));
 }
 
 /* Names the slot fd as ci says, its data written first (so the name

@@ -169,8 +169,8 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
  * usual way; later writes of ip never join). */
 bool dirdeleg_write(struct dirdeleg *d, struct inode *ip, uint64_t fid, uint64_t off,
 		    const void *buf, size_t size, uint64_t at);
-/* The release of open fid of ip, which write-behind holds nothing for:
- * if ip's create is queued still and made fid, the item ends that open
+/* The release of open fid of ip: if write-behind holds nothing for ip,
+ * and ip's create is queued still and made fid, the item ends that open
  * (the daemon then never makes it), syncs the data it carries and makes
  * the change of attributes answered under fid's attribute delegation
  * (dl, if not NULL: deleg_take), and true is returned: no RELEASE, no

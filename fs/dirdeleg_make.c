@@ -412,7 +412,8 @@ bool dirdeleg_write(struct dirdeleg *d, struct inode *ip, uint64_t fid, uint64_t
 
 bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid, struct deleg *dl)
 {
-	if (atomic_load(&ip->dd_pending) == 0)
+	/* Writes the usual way are committed by the release itself. */
+	if (atomic_load(&ip->dd_pending) == 0 || wb_holds(d->c->wb, ip))
 		return false;
 	pthread_mutex_lock(&d->bg.lock);
 	struct ditem *it = ip->dd_item;

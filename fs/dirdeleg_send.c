@@ -157,7 +157,7 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 	struct pfs_creates_req m = { .cr = v[0]->m.cr, .parent = v[0]->m.parent };
 	struct pfs_creates_rep cr;
 	struct rpc_reply rep = { 0 };
-	size_t cap = n * (2 + PFS_FH_MAX + 8 + 4 + 4 + 2 + PFS_NAME_MAX + 4 + 4 + 48);
+	size_t cap = n * (2 + PFS_FH_MAX + 8 + 4 + 4 + 2 + PFS_NAME_MAX + 4 + 4 + PFS_DELEG_ATTRS_SIZE);
 	for (size_t i = 0; i < n; i++)
 		cap += v[i]->dlen;
 	uint8_t *items = malloc(cap);
@@ -173,17 +173,12 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 			uint32_t how = (v[i]->closed ? PFS_CI_CLOSE : 0) |
 				       (v[i]->dlen ? PFS_CI_SYNC : 0) | (v[i]->has_sa ? PFS_CI_ATTRS : 0);
 			pfs_t_BYTES data = { .p = v[i]->data, .len = v[i]->dlen };
-			const struct pfs_setattr_req *sa = &v[i]->sa;
 			if (pfs_put_FH(&w, &v[i]->slot) < 0 || pfs_put_U64(&w, &v[i]->fid) < 0 ||
 			    pfs_put_U32(&w, &v[i]->flags) < 0 || pfs_put_U32(&w, &v[i]->mode) < 0 ||
 			    pfs_put_NAME(&w, &v[i]->m.name) < 0 || pfs_put_U32(&w, &how) < 0 ||
 			    pfs_put_BYTES(&w, &data) < 0)
 				break;
-			if (v[i]->has_sa &&
-			    (pfs_put_U32(&w, &sa->valid) < 0 || pfs_put_U32(&w, &sa->mode) < 0 ||
-			     pfs_put_U32(&w, &sa->uid) < 0 || pfs_put_U32(&w, &sa->gid) < 0 ||
-			     pfs_put_I64(&w, &sa->atime_s) < 0 || pfs_put_U32(&w, &sa->atime_ns) < 0 ||
-			     pfs_put_I64(&w, &sa->mtime_s) < 0 || pfs_put_U32(&w, &sa->mtime_ns) < 0))
+			if (v[i]->has_sa && pfs_put_deleg_attrs(&w, &v[i]->sa) < 0)
 				break;
 		}
 		m.items.p = items;
@@ -215,7 +210,7 @@ static int64_t hold_ns(const struct dirdeleg *d, const struct ditem *it, int64_t
 {
 	if (!it->create || d->hurry || d->bg.stop || d->queued >= PFS_CREATES_MAX)
 		return 0;
-	bool open = !it->closed && !it->no_inline && it->file->dd_item == it;
+	bool open = !it->closed && !it->no_inline; /* queued: the file's dd_item */
 	if (!open && !head)
 		return 0;
 	int64_t left = it->queued_ns + (open ? DD_HOLD_NS : DD_LINGER_NS) - now;
@@ -287,7 +282,7 @@ void *dd_sender_main(void *arg)
 					      bytes + it->dlen > DD_INLINE_BATCH))
 					break;
 				bytes += it->dlen;
-				if (it->create && it->file->dd_item == it)
+				if (it->create)
 					it->file->dd_item = NULL; /* nothing joins it now */
 				d->st.inlined += it->dlen > 0;
 				d->st.closed += it->closed;

@@ -481,7 +481,7 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	/* A file made here whose create is queued still: the item ends
 	 * this open, and syncs the data it carries (dirdeleg_i.h). */
-	bool handed = c->dd && !fi->flock_release && !wb_holds(c->wb, of->ip) &&
+	bool handed = c->dd && !fi->flock_release &&
 		      dirdeleg_release(c->dd, of->ip, of->fid, c->dl);
 	/* A delegation its CREATE brought ends, what it answered sent,
 	 * before the commit. */

@@ -199,6 +199,20 @@ int pfs_put_BYTES_head(struct pfs_wr *w, size_t len)
 	return put_le(w, len, 4);
 }
 
+int pfs_put_deleg_attrs(struct pfs_wr *w, const struct pfs_setattr_req *m)
+{
+	size_t len = w->len;
+
+	if (pfs_put_U32(w, &m->valid) < 0 || pfs_put_U32(w, &m->mode) < 0 ||
+	    pfs_put_U32(w, &m->uid) < 0 || pfs_put_U32(w, &m->gid) < 0 ||
+	    pfs_put_I64(w, &m->atime_s) < 0 || pfs_put_U32(w, &m->atime_ns) < 0 ||
+	    pfs_put_I64(w, &m->mtime_s) < 0 || pfs_put_U32(w, &m->mtime_ns) < 0) {
+		w->len = len;
+		return -ENOBUFS;
+	}
+	return 0;
+}
+
 /* ---- input ---- */
 
 static const uint8_t *need(struct pfs_rd *r, size_t n)
@@ -572,4 +586,12 @@ const struct pfs_op_info *pfs_op_info(unsigned op)
 const char *pfs_op_name(unsigned op)
 {
 	return pfs_op_info(op)->name;
+}
+
+bool pfs_get_deleg_attrs(struct pfs_rd *r, struct pfs_setattr_req *m)
+{
+	return pfs_get_U32(r, &m->valid) && pfs_get_U32(r, &m->mode) && pfs_get_U32(r, &m->uid) &&
+	       pfs_get_U32(r, &m->gid) && pfs_get_I64(r, &m->atime_s) &&
+	       pfs_get_U32(r, &m->atime_ns) && pfs_get_I64(r, &m->mtime_s) &&
+	       pfs_get_U32(r, &m->mtime_ns);
 }

@@ -287,6 +287,15 @@ int pfs_bytes_open(struct pfs_wr *w, size_t *at);
 int pfs_bytes_close(struct pfs_wr *w, size_t at);
 int pfs_put_BYTES_head(struct pfs_wr *w, size_t len);
 
+/* The change of attributes a CREATES item carries with PFS_CI_ATTRS
+ * (wire.h): m's valid, mode, uid, gid, atime and mtime, in
+ * PFS_DELEG_ATTRS_SIZE bytes. pfs_put_deleg_attrs returns 0 or -ENOBUFS
+ * (w unchanged); pfs_get_deleg_attrs sets those fields of m (the others
+ * are left) and returns false on a short input (r->bad set). */
+#define PFS_DELEG_ATTRS_SIZE 40
+int pfs_put_deleg_attrs(struct pfs_wr *w, const struct pfs_setattr_req *m);
+bool pfs_get_deleg_attrs(struct pfs_rd *r, struct pfs_setattr_req *m);
+
 /* READDIR reply: u8 eof, then entries until the end of the payload:
  *   name, u64 next_off (cookie to continue after this entry), u64 ino,
  *   u32 mode (file type bits only unless PFS_DE_HAS_ENTRY), u8 flags,

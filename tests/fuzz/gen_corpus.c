@@ -443,8 +443,8 @@ static int gen_handlers(const char *dir)
 		struct pfs_name cn = NM("made");
 		uint64_t fid = 7;
 		uint32_t fl = O_WRONLY, mode = 0644, how = PFS_CI_CLOSE | PFS_CI_SYNC | PFS_CI_ATTRS;
-		uint32_t valid = PFS_SET_MODE | PFS_SET_MTIME, amode = 0640, ids = 0, ans = 0;
-		int64_t t = 1234567890;
+		struct pfs_setattr_req sa = { .valid = PFS_SET_MODE | PFS_SET_MTIME, .mode = 0640,
+					      .mtime_s = 1234567890 };
 		pfs_t_BYTES data = { .p = (const uint8_t *)"first bytes", .len = 11 };
 		pfs_wr_init(&w, fhs, sizeof fhs);
 		pfs_put_FH(&w, &sf);
@@ -454,14 +454,7 @@ static int gen_handlers(const char *dir)
 		pfs_put_NAME(&w, &cn);
 		pfs_put_U32(&w, &how);
 		pfs_put_BYTES(&w, &data);
-		pfs_put_U32(&w, &valid);
-		pfs_put_U32(&w, &amode);
-		pfs_put_U32(&w, &ids);
-		pfs_put_U32(&w, &ids);
-		pfs_put_I64(&w, &t);
-		pfs_put_U32(&w, &ans);
-		pfs_put_I64(&w, &t);
-		pfs_put_U32(&w, &ans);
+		pfs_put_deleg_attrs(&w, &sa);
 	}
 	REC(&st, DELEG_DIR, getattr_req, .cr = USER, .fh = FH(S_D));
 	REC(&st, SLOTS, slots_req, .cr = USER, .dir = FH(S_D), .count = 2);

@@ -155,11 +155,21 @@ def m(mount):
     return mount()
 
 
-@pytest.fixture
-def pod(env):
+def _pod(env, **kw):
     if os.environ.get("PODFS_TEST_DAEMON"):
         pytest.skip("multi-host tests start their own daemon")
-    return Pod(env)
+    return Pod(env, **kw)
+
+
+@pytest.fixture
+def pod(env):
+    return _pod(env)
+
+
+@pytest.fixture
+def dpod(env):
+    """Two hosts with delegations on (podfsd --delegate, -o delegate)."""
+    return _pod(env, opts="delegate", extra=["--delegate"])
 
 
 @pytest.fixture

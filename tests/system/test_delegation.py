@@ -27,13 +27,6 @@ OPTS = "delegate"
 EXTRA = ["--delegate"]
 
 
-@pytest.fixture
-def dpod(env):
-    if os.environ.get("PODFS_TEST_DAEMON"):
-        pytest.skip("multi-host tests start their own daemon")
-    return Pod(env, opts=OPTS, extra=EXTRA)
-
-
 def fresh_dir(pod, name="d"):
     """A directory made on A that B has never seen (no grant in a
     directory another host caches)."""

@@ -20,20 +20,12 @@ import time
 
 import pytest
 
-from harness.pod import Pod
 from helpers import fsync_dir, podfs_stats, wait_for
 
 pytestmark = pytest.mark.netns
 
 OPTS = "delegate"
 EXTRA = ["--delegate"]
-
-
-@pytest.fixture
-def dpod(env):
-    if os.environ.get("PODFS_TEST_DAEMON"):
-        pytest.skip("multi-host tests start their own daemon")
-    return Pod(env, opts=OPTS, extra=EXTRA)
 
 
 def creates_on(root):

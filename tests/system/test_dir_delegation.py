@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-from harness.pod import Pod
 from helpers import DelayRelay, fsync_dir, podfs_stats, wait_for
 
 pytestmark = pytest.mark.netns
@@ -24,13 +23,6 @@ pytestmark = pytest.mark.netns
 OPTS = "delegate"
 EXTRA = ["--delegate"]
 N = 40
-
-
-@pytest.fixture
-def dpod(env):
-    if os.environ.get("PODFS_TEST_DAEMON"):
-        pytest.skip("multi-host tests start their own daemon")
-    return Pod(env, opts=OPTS, extra=EXTRA)
 
 
 def make_files(root, d="d", n=N):

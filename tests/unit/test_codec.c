@@ -528,6 +528,36 @@ static void test_reader(void)
 	CHECK(r.bad);
 }
 
+/* The change of attributes a CREATES item carries: its size, a round
+ * trip, no partial write into a buffer too small, a short input. */
+static void test_deleg_attrs(void)
+{
+	struct pfs_setattr_req m = { .valid = 0x31, .mode = 0640, .uid = 7, .gid = 8,
+				     .atime_s = -5, .atime_ns = 6, .mtime_s = 1234567890,
+				     .mtime_ns = 999999999 };
+	struct pfs_setattr_req got;
+	uint8_t b[PFS_DELEG_ATTRS_SIZE];
+	struct pfs_wr w;
+	struct pfs_rd r;
+
+	pfs_wr_init(&w, b, sizeof b - 1);
+	CHECK_EQ(pfs_put_deleg_attrs(&w, &m), -ENOBUFS);
+	CHECK_EQ(w.len, 0);
+	pfs_wr_init(&w, b, sizeof b);
+	CHECK_EQ(pfs_put_deleg_attrs(&w, &m), 0);
+	CHECK_EQ(w.len, PFS_DELEG_ATTRS_SIZE);
+	memset(&got, 0, sizeof got);
+	pfs_rd_init(&r, b, w.len);
+	CHECK(pfs_get_deleg_attrs(&r, &got));
+	CHECK_EQ(r.left, 0);
+	CHECK(got.valid == m.valid && got.mode == m.mode && got.uid == m.uid && got.gid == m.gid);
+	CHECK(got.atime_s == m.atime_s && got.atime_ns == m.atime_ns);
+	CHECK(got.mtime_s == m.mtime_s && got.mtime_ns == m.mtime_ns);
+	pfs_rd_init(&r, b, w.len - 1);
+	CHECK(!pfs_get_deleg_attrs(&r, &got));
+	CHECK(r.bad);
+}
+
 /* ------------------------------------------------------------------ */
 /* READDIR entries                                                    */
 
@@ -703,6 +733,7 @@ int main(void)
 	test_golden_bytes();
 	test_encoder_rewind();
 	test_reader();
+	test_deleg_attrs();
 	test_dirents();
 	return check_done("test_codec");
 }
