@@ -200,12 +200,13 @@ def test_attributes_set_before_close_seen_by_another_host(dpod):
     assert after["dirdeleg_creates"] - before["dirdeleg_creates"] >= 5
     assert after["deleg_local"] - before["deleg_local"] >= 15  # answered by A
     # A file made here whose create's item carried its close takes its
-    # changes to the coordinator in that item: one SETATTR only for each
-    # of the others (made the usual way, or whose item a request that
-    # waited for the queue sent before the close).
+    # changes to the coordinator in that item: SETATTRs only for the
+    # others (made the usual way, or whose item a request that waited
+    # for the queue sent before the close), at most one per change each
+    # (one that found the attributes not known current goes at once).
     closed = after["dirdeleg_closed"] - before["dirdeleg_closed"]
     assert closed >= 1, after
-    assert after.get("req_SETATTR", 0) - before.get("req_SETATTR", 0) <= 10 - closed, after
+    assert after.get("req_SETATTR", 0) - before.get("req_SETATTR", 0) <= 3 * (10 - closed), after
     for i in range(10):
         st = os.stat(dpod.a / "d" / f"t{i}")
         assert st.st_mtime_ns == 1_500_000_000_000_000_000 + i, i
