@@ -216,42 +216,79 @@ static uint64_t getattr_key(const struct req *r)
 static void after_work_cb(uv_work_t *work, int status);
 static void drained_cb(struct conn *c);
 
-/* Hands r to the thread pool, or, while its session has its share of
- * the workers (limit "workers"), queues it behind the session's others:
- * a client with a deep queue then never makes the others' requests wait
- * behind all of it. Returns 0 or a libuv error (r not queued). */
-static int submit(struct req *r)
+/* Whether a request of s may go to the thread pool now (sync: it waits
+ * for the disk). Up to the session's share of the workers (limit
+ * "workers"); and when syncs hold the whole share (the commits of a
+ * client's closes and creates, each a journal commit), one request that
+ * does not sync still goes: otherwise the mkdir, create or lookup its
+ * application waits for would wait behind the commits. */
+static bool may_run(const struct session *s, bool sync, unsigned workers)
+{
+	return s->running < workers || (!sync && s->running == s->running_sync);
+}
+
+static int start(struct req *r)
 {
 	struct session *s = r->s;
-	int ret;
+	int ret = uv_queue_work(&r->d->loop, &r->work, dispatch_work_cb, after_work_cb);
 
-	if (s && s->running >= r->d->lim.workers) {
-		STAILQ_INSERT_TAIL(&s->waitq, r, wlink);
-		return 0;
-	}
-	ret = uv_queue_work(&r->d->loop, &r->work, dispatch_work_cb, after_work_cb);
 	if (ret == 0 && s) {
 		s->running++;
+		s->running_sync += r->sync;
 		r->pooled = true;
 	}
 	return ret;
 }
 
-/* One of s's requests left the pool: the next waiting one goes. */
-static void submit_next(struct session *s)
+static void start_failed(struct req *r, int ret)
 {
-	struct req *r = STAILQ_FIRST(&s->waitq);
-	int ret;
+	pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id, uv_strerror(ret));
+	after_work_cb(&r->work, ret); /* as if cancelled: its conn closes */
+}
+
+/* Hands r to the thread pool, or, when its session may not run it now
+ * (may_run), queues it behind the session's others of its kind: a client
+ * with a deep queue then never makes the others' requests wait behind
+ * all of it. Returns 0 or a libuv error (r not queued). */
+static int submit(struct req *r)
+{
+	struct session *s = r->s;
+
+	r->sync = r->h.op == PFS_OP_FSYNC || r->h.op == PFS_OP_CREATES;
+	if (s) {
+		struct reqq *q = r->sync ? &s->waitq_sync : &s->waitq;
+		if (!STAILQ_EMPTY(q) || !may_run(s, r->sync, r->d->lim.workers)) {
+			STAILQ_INSERT_TAIL(q, r, wlink);
+			return 0;
+		}
+	}
+	return start(r);
+}
+
+/* done, one of s's requests, left the pool: the waiting ones that may
+ * run now go, the one queued first first. */
+static void submit_next(struct session *s, const struct req *done)
+{
+	unsigned workers = done->d->lim.workers;
 
 	s->running--;
-	if (!r)
-		return;
-	STAILQ_REMOVE_HEAD(&s->waitq, wlink);
-	ret = submit(r);
-	if (ret < 0) {
-		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id,
-			uv_strerror(ret));
-		after_work_cb(&r->work, ret); /* as if cancelled: its conn closes */
+	s->running_sync -= done->sync;
+	for (;;) {
+		struct req *a = STAILQ_FIRST(&s->waitq), *b = STAILQ_FIRST(&s->waitq_sync);
+		if (a && !may_run(s, false, workers))
+			a = NULL;
+		if (b && !may_run(s, true, workers))
+			b = NULL;
+		struct req *r = a && b ? (b->t0 < a->t0 ? b : a) : a ? a : b;
+		if (!r)
+			return;
+		if (r == a)
+			STAILQ_REMOVE_HEAD(&s->waitq, wlink);
+		else
+			STAILQ_REMOVE_HEAD(&s->waitq_sync, wlink);
+		int ret = start(r);
+		if (ret < 0)
+			start_failed(r, ret);
 	}
 }
 
@@ -304,11 +341,8 @@ static void recall_done(struct req *r, bool drop)
 	}
 	push_ordered_add(s, &r->fl, r->h.op, getattr_key(r));
 	ret = submit(r);
-	if (ret < 0) {
-		pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id,
-			uv_strerror(ret));
-		after_work_cb(&r->work, ret); /* as if cancelled: its conn closes */
-	}
+	if (ret < 0)
+		start_failed(r, ret);
 }
 
 static void after_work_cb(uv_work_t *work, int status)
@@ -320,8 +354,10 @@ static void after_work_cb(uv_work_t *work, int status)
 	struct inval *iv;
 	bool self = false;
 
-	if (s && r->pooled)
-		submit_next(s);
+	if (s && r->pooled) {
+		r->pooled = false;
+		submit_next(s, r);
+	}
 	if (r->recall && s && status == 0 && !r->violation && !d->stopping) {
 		recall_hold(r);
 		return;
