@@ -184,7 +184,7 @@ static int send_pending(struct deleg *d, struct dent *e)
 	(void)inode_own_snap(d->c->it, &ns);
 	uint64_t at = inode_own_touch(d->c->it, e->ip, false);
 	uint64_t seq = gate_seq(d->c->gate);
-	rc = rpc_msg(d->c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
+	rc = rpc_msg_in(d->c->rpc, e->ip, PFS_OP_SETATTR, setattr_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = -EIO;
 	rpc_reply_free(&rep);

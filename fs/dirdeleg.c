@@ -227,12 +227,16 @@ static bool must_wait(uint16_t op)
 	}
 }
 
-static void barrier(void *arg, uint16_t op)
+static void barrier(void *arg, uint16_t op, struct inode *in)
 {
 	struct dirdeleg *d = arg;
 
-	if (must_wait(op))
-		dirdeleg_drain(d);
+	if (must_wait(op)) {
+		if (in)
+			dirdeleg_wait_in(d, in);
+		else
+			dirdeleg_drain(d);
+	}
 	/* A made file given a name elsewhere is reachable without a
 	 * recall: its writes are on the daemon first. */
 	if (op == PFS_OP_RENAME || op == PFS_OP_LINK)
@@ -640,6 +644,29 @@ void dirdeleg_wait_for(struct dirdeleg *d, struct inode *ip)
 		dirdeleg_drain(d);
 	else
 		dirdeleg_wait_made(d, ip);
+}
+
+void dirdeleg_wait_in(struct dirdeleg *d, struct inode *ip)
+{
+	if (dd_in_sender || atomic_load(&d->pending) == 0)
+		return;
+	pthread_mutex_lock(&ip->lock);
+	bool dir = S_ISDIR(ip->attr.mode);
+	pthread_mutex_unlock(&ip->lock);
+	if (!dir) {
+		dirdeleg_wait_made(d, ip);
+		return;
+	}
+	pthread_mutex_lock(&d->bg.lock);
+	struct ddir *e = dd_find(d, &ip->fh);
+	if (e && e->pending) {
+		d->st.waits++;
+		dd_hurry(d);
+		while ((e = dd_find(d, &ip->fh)) && e->pending)
+			pthread_cond_wait(&d->idle, &d->bg.lock);
+		dd_hurry_end(d);
+	}
+	pthread_mutex_unlock(&d->bg.lock);
 }
 
 void dirdeleg_wait_made(struct dirdeleg *d, struct inode *ip)

@@ -40,7 +40,13 @@
  * FSYNC of a file only for its own item (dirdeleg_wait_for), and a WRITE
  * of a file made here goes once it is named (dirdeleg_wait_made). So
  * the daemon sees this client's requests in the order the application
- * made them, as if each had waited for its reply. The directory's
+ * made them, as if each had waited for its reply. A MKDIR, MKNOD,
+ * SYMLINK or CREATE made the usual way, and a SETATTR, wait only for the
+ * items of the directory they make a name in or change, or of the file
+ * they change (rpc_call_in, dirdeleg_wait_in): no other item can change
+ * their outcome, and no other host sees what the items change before
+ * they are answered (a host that looks there recalls the delegation,
+ * which sends the queue first). The directory's
  * attributes stay known meanwhile, its mtime and ctime of this host's
  * clock (inode_own_local), until its last item's reply brings the
  * daemon's.
@@ -218,6 +224,10 @@ void dirdeleg_wait_for(struct dirdeleg *d, struct inode *ip);
 /* Waits until the unlink or create answered here of file ip, if any, was
  * answered by the daemon (a WRITE of a file made here goes after). */
 void dirdeleg_wait_made(struct dirdeleg *d, struct inode *ip);
+/* Before a request that makes a name in directory ip or changes the
+ * attributes of ip: waits until the items there (a directory) or its own
+ * (a file) were answered by the daemon. A no-op in a sender thread. */
+void dirdeleg_wait_in(struct dirdeleg *d, struct inode *ip);
 /* Waits until no unlink is queued or in flight. A no-op in a sender
  * thread. */
 void dirdeleg_drain(struct dirdeleg *d);

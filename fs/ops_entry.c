@@ -555,7 +555,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		(void)deleg_flush(c->dl, ip, false);
 	}
 	ops_dir_busy(c, ip, 1); /* the kernel holds ip's lock: a directory's too */
-	int rc = rpc_msg(c->rpc, PFS_OP_SETATTR, setattr_req, &m, &rep);
+	int rc = rpc_msg_in(c->rpc, ip, PFS_OP_SETATTR, setattr_req, &m, &rep);
 	ops_dir_busy(c, ip, -1);
 	finish_attr(req, ip, rc, &rep, at, seq, 0, ns);
 }
@@ -595,7 +595,7 @@ void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct ops_own o = ops_own_change(c, IP(req, parent), false);
 	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
-		rc = rpc_msg(c->rpc, PFS_OP_MKNOD, mknod_req, &m, &rep);
+		rc = rpc_msg_in(c->rpc, IP(req, parent), PFS_OP_MKNOD, mknod_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
 	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);
 }
@@ -614,7 +614,7 @@ void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	struct ops_own o = ops_own_change(c, IP(req, parent), false);
 	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
-		rc = rpc_msg(c->rpc, PFS_OP_MKDIR, mkdir_req, &m, &rep);
+		rc = rpc_msg_in(c->rpc, IP(req, parent), PFS_OP_MKDIR, mkdir_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
 	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);
 }
@@ -639,7 +639,8 @@ void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char
 		memcpy(m.target.s, link, tlen + 1);
 		ops_dir_busy(c, IP(req, parent), 1);
 		if ((rc = ops_set_name(&m.name, name)) == 0)
-			rc = rpc_msg(c->rpc, PFS_OP_SYMLINK, symlink_req, &m, &rep);
+			rc = rpc_msg_in(c->rpc, IP(req, parent), PFS_OP_SYMLINK, symlink_req, &m,
+					&rep);
 		ops_dir_busy(c, IP(req, parent), -1);
 	}
 	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);

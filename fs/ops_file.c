@@ -241,7 +241,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	m.umask = fuse_req_ctx(req)->umask;
 	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
-		rc = rpc_msg(c->rpc, PFS_OP_CREATE, create_req, &m, &rep);
+		rc = rpc_msg_in(c->rpc, IP(req, parent), PFS_OP_CREATE, create_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
 	/* The kernel sent CREATE for a name it believed absent (a cached
 	 * negative entry), but another host made it a symlink, which the

@@ -52,7 +52,7 @@ struct rpc {
 	bool dead;
 	uint64_t abandoned; /* calls given up for a killed process */
 	int64_t hold_until; /* CLOCK_MONOTONIC ms: rpc_hold, 0: none */
-	void (*barrier)(void *arg, uint16_t op); /* rpc_set_barrier */
+	void (*barrier)(void *arg, uint16_t op, struct inode *in); /* rpc_set_barrier */
 	void *barrier_arg;
 };
 
@@ -179,7 +179,7 @@ static void abandon(struct rpc *rpc, struct rpc_req *r)
 		transport_drop(rpc->c->tr, gen);
 }
 
-static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
+static int call(struct rpc *rpc, struct inode *in, uint16_t op, const void *req, size_t len,
 		struct rpc_reply *rep, int timeout_ms)
 {
 	struct rpc_req r = { .id = transport_next_id(rpc->c->tr), .op = op };
@@ -193,7 +193,7 @@ static int call(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 	rep->len = 0;
 	rep->verf = 0;
 	if (rpc->barrier && !hold_exempt)
-		rpc->barrier(rpc->barrier_arg, op);
+		rpc->barrier(rpc->barrier_arg, op, in);
 	if (op < PFS_OP_MAX)
 		atomic_fetch_add_explicit(&rpc->c->st_req[op], 1, memory_order_relaxed);
 	pfs_cond_init_mono(&r.cond);
@@ -326,13 +326,19 @@ out_cond:
 
 int rpc_call(struct rpc *rpc, uint16_t op, const void *req, size_t len, struct rpc_reply *rep)
 {
-	return call(rpc, op, req, len, rep, 0);
+	return call(rpc, NULL, op, req, len, rep, 0);
+}
+
+int rpc_call_in(struct rpc *rpc, struct inode *in, uint16_t op, const void *req, size_t len,
+		struct rpc_reply *rep)
+{
+	return call(rpc, in, op, req, len, rep, 0);
 }
 
 int rpc_call_timeout(struct rpc *rpc, uint16_t op, const void *req, size_t len,
 		     struct rpc_reply *rep, int timeout_ms)
 {
-	return call(rpc, op, req, len, rep, timeout_ms > 0 ? timeout_ms : 1);
+	return call(rpc, NULL, op, req, len, rep, timeout_ms > 0 ? timeout_ms : 1);
 }
 
 void rpc_hold(struct rpc *rpc, int ms)
@@ -350,7 +356,8 @@ void rpc_release(struct rpc *rpc)
 	pthread_mutex_unlock(&rpc->lock);
 }
 
-void rpc_set_barrier(struct rpc *rpc, void (*fn)(void *arg, uint16_t op), void *arg)
+void rpc_set_barrier(struct rpc *rpc, void (*fn)(void *arg, uint16_t op, struct inode *in),
+		     void *arg)
 {
 	rpc->barrier = fn;
 	rpc->barrier_arg = arg;

@@ -24,6 +24,7 @@
 #include "podfs/frame.h"
 
 struct client;
+struct inode;
 struct rpc;
 
 /* A successful reply's payload: buf is malloc'd (NULL when len == 0) and
@@ -61,6 +62,12 @@ void rpc_free(struct rpc *rpc);
  * empty. req is only borrowed, for the duration of the call. Any thread
  * but a connection thread (which delivers the replies). */
 int rpc_call(struct rpc *rpc, uint16_t op, const void *req, size_t len, struct rpc_reply *rep);
+/* As rpc_call, for a request whose order matters only against what this
+ * host did to one object, in: a directory whose names it makes or
+ * changes (MKDIR, CREATE), or the object whose attributes it changes
+ * (SETATTR). The barrier then waits only for that (rpc_set_barrier). */
+int rpc_call_in(struct rpc *rpc, struct inode *in, uint16_t op, const void *req, size_t len,
+		struct rpc_reply *rep);
 
 /* As rpc_call, but gives up after timeout_ms (> 0) with -ETIMEDOUT, and
  * fails at once with -ENOTCONN when not connected (for GOODBYE). */
@@ -77,11 +84,13 @@ void rpc_hold(struct rpc *rpc, int ms);
 void rpc_release(struct rpc *rpc);
 void rpc_hold_exempt(bool on);
 
-/* fn(arg, op) is called first in every call of op, on the caller's
- * thread (not in a thread exempt from holds, see rpc_hold_exempt): it may
- * block until op may be sent (dirdeleg.c: the unlinks answered under a
- * directory delegation go first). Start-up thread, before any call. */
-void rpc_set_barrier(struct rpc *rpc, void (*fn)(void *arg, uint16_t op), void *arg);
+/* fn(arg, op, in) is called first in every call of op, on the caller's
+ * thread (not in a thread exempt from holds, see rpc_hold_exempt), with
+ * the object of rpc_call_in or NULL: it may block until op may be sent
+ * (dirdeleg.c: the unlinks and creates answered under a directory
+ * delegation go first). Start-up thread, before any call. */
+void rpc_set_barrier(struct rpc *rpc, void (*fn)(void *arg, uint16_t op, struct inode *in),
+		     void *arg);
 
 /* Connection thread of connection chan (0: main, 1..conns-1: bulk, which
  * carry READ and WRITE only): a new authenticated connection of
@@ -134,6 +143,18 @@ unsigned rpc_conns_up(struct rpc *rpc);
 		pfs_enc_##name(&rpc_w_, (m)) < 0                               \
 			? -EINVAL                                              \
 			: rpc_call((rpc), (op), rpc_b_, rpc_w_.len, (rep));    \
+	})
+
+/* rpc_msg through rpc_call_in. */
+#define rpc_msg_in(rpc, in, op, name, m, rep)                                  \
+	({                                                                     \
+		uint8_t rpc_b_[RPC_SMALL];                                     \
+		struct pfs_wr rpc_w_;                                          \
+		pfs_wr_init(&rpc_w_, rpc_b_, sizeof(rpc_b_));                  \
+		pfs_enc_##name(&rpc_w_, (m)) < 0                               \
+			? -EINVAL                                              \
+			: rpc_call_in((rpc), (in), (op), rpc_b_, rpc_w_.len,   \
+				      (rep));                                  \
 	})
 
 /* As rpc_msg with a malloc'd buffer of cap bytes (WRITE, SETXATTR);
