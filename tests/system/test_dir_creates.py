@@ -266,6 +266,36 @@ def test_create_unlink_create_of_one_name(dpod):
         [f"w{i}" for i in range(warm)] + [f"x{i}" for i in range(8)])
 
 
+def test_names_made_the_usual_way_come_after_their_directorys_items(dpod):
+    """A mkdir or symlink of a name A just removed under its delegation
+    (queued behind creates, which are synced) waits for that unlink, the
+    items of its own directory, while a mkdir in another directory goes
+    at once: none fails with EEXIST, and B sees A's order."""
+    os.mkdir(dpod.a / "d")
+    hold(dpod.a, "d")
+    os.mkdir(dpod.a / "e")
+    for i in range(10):
+        create(dpod.a / "d" / f"f{i}", b"x")
+    fsync_dir(dpod.a / "d")
+    before = podfs_stats(dpod.a)["dirdeleg_unlinks"]
+    for i in range(10):
+        for k in range(4):
+            create(dpod.a / "d" / f"n{i}.{k}", b"y" * 100)
+        os.unlink(dpod.a / "d" / f"f{i}")
+        if i % 2:
+            os.mkdir(dpod.a / "d" / f"f{i}")
+        else:
+            os.symlink("t", dpod.a / "d" / f"f{i}")
+        os.mkdir(dpod.a / "e" / f"g{i}")
+    assert podfs_stats(dpod.a)["dirdeleg_unlinks"] - before >= 5
+    for i in range(10):
+        st = os.lstat(dpod.b / "d" / f"f{i}")
+        assert (stat.S_ISDIR if i % 2 else stat.S_ISLNK)(st.st_mode), (i, oct(st.st_mode))
+        for k in range(4):
+            assert (dpod.b / "d" / f"n{i}.{k}").read_bytes() == b"y" * 100
+    assert sorted(os.listdir(dpod.b / "e")) == sorted(f"g{i}" for i in range(10))
+
+
 def test_create_refused_by_the_coordinator_is_reported(dpod):
     """A program on the coordinator's host takes a name (nothing recalls
     A's delegation for that): A's create of it, answered by A, is refused
