@@ -86,6 +86,9 @@ int op_mknod(struct op *o)
 	return reply_entry_in(o, &e, o->obj);
 }
 
+static int make_slots(struct op *o, int dirfd, uint64_t dkey, unsigned want, struct pfs_wr *w,
+		      unsigned *made);
+
 int op_mkdir(struct op *o)
 {
 	const struct pfs_mkdir_req *m = &o->m.mkdir_req;
@@ -101,7 +104,29 @@ int op_mkdir(struct op *o)
 	if (!have_da || !o->r->new_dir)
 		return reply_entry(o, &rep.e, have_da ? &rep.dir : NULL);
 	rep.flags = empty ? PFS_MK_EMPTY : 0;
-	return OP_ENCODE(o, mkdir_rep, &rep);
+	/* Asked for: the new directory's delegation, and slots there, so
+	 * that the first creates in it are answered by the client too. */
+	uint64_t dkey = handles_key(o->d->hs, &rep.e.fh);
+	struct hent *h = NULL;
+	if (m->slots && empty && !o->x.squashed &&
+	    op_grant_dir(o, dkey, handles_key(o->d->hs, &m->parent))) {
+		rep.flags |= PFS_MK_DELEG;
+		unsigned want = m->slots < PFS_SLOTS_MAX ? m->slots : PFS_SLOTS_MAX, n;
+		size_t cap = 64 + (size_t)want * (2 + PFS_FH_MAX + PFS_ATTR_WIRE_SIZE);
+		struct pfs_wr w;
+		uint8_t *buf = xmalloc(cap);
+		pfs_wr_init(&w, buf, cap);
+		/* Its fd was kept by export_mkdir (handles_adopt). */
+		if (handles_get(o->d->hs, &rep.e.fh, &h) == 0)
+			(void)make_slots(o, h->fd, dkey, want, &w, &n);
+		handles_put(o->d->hs, h);
+		rep.slots.p = buf;
+		rep.slots.len = (uint32_t)w.len;
+		op_reply_alloc(o, 1024 + cap);
+	}
+	ret = OP_ENCODE(o, mkdir_rep, &rep);
+	free((void *)rep.slots.p);
+	return ret;
 }
 
 int op_symlink(struct op *o)
@@ -185,13 +210,43 @@ int op_unlinks(struct op *o)
 	return OP_ENCODE(o, unlinks_rep, &rep);
 }
 
+/* Makes up to want slots of the session in directory dirfd (handle key
+ * dkey), as many as its room allows, their entries put in w; *made says
+ * how many. Returns 0, or the error that stopped it. */
+static int make_slots(struct op *o, int dirfd, uint64_t dkey, unsigned want, struct pfs_wr *w,
+		      unsigned *made)
+{
+	struct session *s = o->r->s;
+	struct pfs_entry e;
+	unsigned n = 0;
+	int ret = 0;
+
+	want = slots_room(s, o->d->deleg, want);
+	for (; n < want; n++) {
+		int fd;
+		if ((ret = session_fid_reserve(s)) < 0)
+			break;
+		if ((ret = export_slot_make(&o->x, dirfd, &fd, &e)) < 0) {
+			session_fid_unreserve(s);
+			break;
+		}
+		if (pfs_put_ENTRY(w, &e) < 0 || !slots_add(s, fd, &e.fh, dkey, o->x.cr->uid)) {
+			close(fd);
+			session_fid_unreserve(s);
+			ret = -ENOMEM;
+			break;
+		}
+	}
+	*made = n;
+	return ret;
+}
+
 int op_slots(struct op *o)
 {
 	const struct pfs_slots_req *m = &o->m.slots_req;
 	struct deleg *t = o->d->deleg;
 	struct session *s = o->r->s;
 	struct pfs_slots_rep rep = { 0 };
-	struct pfs_entry e;
 	struct pfs_wr w;
 	unsigned n = 0;
 	int ret = 0;
@@ -206,25 +261,10 @@ int op_slots(struct op *o)
 	if (!deleg_holds(t, s->client_id, dkey))
 		return -EAGAIN;
 	unsigned want = m->count < PFS_SLOTS_MAX ? m->count : PFS_SLOTS_MAX;
-	want = slots_room(s, t, want);
 	size_t cap = 64 + (size_t)want * (2 + PFS_FH_MAX + PFS_ATTR_WIRE_SIZE);
 	uint8_t *buf = xmalloc(cap);
 	pfs_wr_init(&w, buf, cap);
-	for (; n < want; n++) {
-		int fd;
-		if ((ret = session_fid_reserve(s)) < 0)
-			break;
-		if ((ret = export_slot_make(&o->x, o->obj->fd, &fd, &e)) < 0) {
-			session_fid_unreserve(s);
-			break;
-		}
-		if (pfs_put_ENTRY(&w, &e) < 0 || !slots_add(s, fd, &e.fh, dkey, o->x.cr->uid)) {
-			close(fd);
-			session_fid_unreserve(s);
-			ret = -ENOMEM;
-			break;
-		}
-	}
+	ret = make_slots(o, o->obj->fd, dkey, want, &w, &n);
 	/* Fewer than asked is an answer; none, the reason. */
 	if (n == 0 && want > 0) {
 		free(buf);

@@ -204,27 +204,47 @@ int op_deleg_return(struct op *o)
 	return 0;
 }
 
-int op_deleg_dir(struct op *o)
+/* As for a file's (op_deleg_grant): ids that reach the kernel as they
+ * are, a daemon that can act as any of them; and an export the caller
+ * may change (its unlinks would fail only later). */
+static bool may_grant_dir(const struct op *o)
+{
+	return o->d->deleg && o->r->s && o->r->deleg && o->r->s->islot >= 0 &&
+	       o->r->rule.squash == EXPORT_SQUASH_NONE && caps_can_switch() && !o->x.ro;
+}
+
+bool op_grant_dir(struct op *o, uint64_t dkey, uint64_t pkey)
 {
 	struct deleg *t = o->d->deleg;
 	struct session *s = o->r->s;
+	bool fresh;
+
+	if (!may_grant_dir(o) || !deleg_grant_dir(t, s->client_id, dkey, pkey, &fresh))
+		return false;
+	/* The ladder made this session cache the directory; the others
+	 * must not (op_recall_check registers, then checks the table). */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (others_cache(o->d->it, dkey, s->islot)) {
+		deleg_ungrant(t, s->client_id, dkey);
+		return false;
+	}
+	return true;
+}
+
+int op_deleg_dir(struct op *o)
+{
 	const struct pfs_fh *fh = &o->m.getattr_req.fh;
 	struct pfs_fh pfh;
 	struct pfs_attr a;
-	bool fresh;
 
-	if (!t || !s || !o->r->deleg)
+	if (!o->d->deleg || !o->r->s || !o->r->deleg)
 		return -ENOSYS;
 	int ret = export_getattr(o->obj->fd, &a);
 	if (ret < 0)
 		return ret;
 	if (!S_ISDIR(a.mode))
 		return -ENOTDIR;
-	/* As for a file's (op_deleg_grant): ids that reach the kernel as
-	 * they are, a daemon that can act as any of them; and an export the
-	 * caller may change (its unlinks would fail only later). */
-	if (s->islot < 0 || o->r->rule.squash != EXPORT_SQUASH_NONE || !caps_can_switch() ||
-	    o->x.ro)
+	if (!may_grant_dir(o))
 		return -EAGAIN;
 	uint64_t dkey = handles_key(o->d->hs, fh), pkey = dkey;
 	/* A request naming the parent (a lookup of the directory, a listing
@@ -234,14 +254,5 @@ int op_deleg_dir(struct op *o)
 			return -EAGAIN;
 		pkey = handles_key(o->d->hs, &pfh);
 	}
-	if (!deleg_grant_dir(t, s->client_id, dkey, pkey, &fresh))
-		return -EAGAIN;
-	/* The ladder made this session cache the directory; the others
-	 * must not (op_recall_check registers, then checks the table). */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (others_cache(o->d->it, dkey, s->islot)) {
-		deleg_ungrant(t, s->client_id, dkey);
-		return -EAGAIN;
-	}
-	return 0;
+	return op_grant_dir(o, dkey, pkey) ? 0 : -EAGAIN;
 }

@@ -82,6 +82,10 @@ int op_recall_check(struct op *o, const struct pfs_fh *fh);
  * on it if that is safe (wire.h, "Delegations"). Returns whether it did. */
 bool op_deleg_grant(struct op *o, const struct pfs_fh *parent, const struct pfs_fh *file,
 		    uint64_t fid);
+/* Grants the session the delegation of the directory whose handle key is
+ * dkey (its parent's: pkey) if that is safe (DELEG_DIR's conditions,
+ * wire.h "Delegations"). Returns whether it did. */
+bool op_grant_dir(struct op *o, uint64_t dkey, uint64_t pkey);
 
 /* Gives o->w a buffer of cap bytes for the reply (a handler whose reply
  * can be big calls it before encoding). */

@@ -170,6 +170,10 @@ void dd_prune_made(struct dirdeleg *d, struct ddir *e);
  * (end_all calls). d->ask held. */
 void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr,
 		  uint64_t ended);
+/* Adds the n slots got, for callers with ids cr, to e's (bg.lock held);
+ * none if e keeps slots for other ids. */
+void dd_add_slots(struct dirdeleg *d, struct ddir *e, const struct pfs_entry *got, unsigned n,
+		  const struct pfs_creds *cr);
 /* If name in dir is a file made here whose writes are on their way,
  * waits for them; returns whether it waited. */
 bool dd_writes_settled(struct dirdeleg *d, struct inode *dir, const char *name);

@@ -98,6 +98,7 @@ struct dirdeleg;
 #define DD_SLOTS_FIRST 4   /* the first time (doubling each time after) */
 #define DD_SLOTS_LOW 8     /* more are asked for when this few are left */
 #define DD_SLOTS_MAX 64    /* slots kept per directory */
+#define DD_SLOTS_NEW_DIR 4 /* slots asked for with a directory's MKDIR */
 #define DD_MADE_MAX 8192   /* files made under one grant whose close need not wait */
 #define DD_INLINE_MAX (64u << 10)  /* a made file's first bytes sent with its create */
 #define DD_INLINE_HELD (8u << 20)  /* such bytes held in all, at most */
@@ -150,9 +151,21 @@ struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char 
  * DELEG_DIR, which a sender thread sends: the reply does not wait for it),
  * and after creates for slots there too. */
 void dirdeleg_synced(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr, bool create);
-/* dir was just made by this client (mkdir, known empty): nobody else
- * knows it, it is asked for at once (with slots). */
+/* dir was just made by this client (mkdir, known empty) by a MKDIR that
+ * did not ask for it (dirdeleg_mkdir_ask): nobody else knows it, it is
+ * asked for at once. */
 void dirdeleg_new_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr);
+/* What a MKDIR asks for with the directory it makes (its slots: 0,
+ * nothing; else its delegation and that many slots, DD_SLOTS_NEW_DIR),
+ * and in *ended what dirdeleg_made_dir needs. */
+uint32_t dirdeleg_mkdir_ask(struct dirdeleg *d, uint64_t *ended);
+/* The reply to a MKDIR that asked (dirdeleg_mkdir_ask, ended) granted the
+ * directory it made, dir (known empty), with the slots in the n bytes at
+ * p (packed ENTRYs) for callers with ids cr: it is held from now on, and
+ * its first creates are answered here. Given back if a delegation ended
+ * meanwhile (a recall may have crossed the reply). */
+void dirdeleg_made_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr,
+		       uint64_t ended, const uint8_t *p, size_t n);
 /* The create (FUSE's CREATE: open with O_CREAT of a name the kernel
  * believes absent) of a regular file name in dir with permission bits
  * perm (umask applied) by cr, opened as fid with open flags flags (the

@@ -168,18 +168,25 @@ void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds 
 		 * again for a while. */
 		if (n == 0)
 			e->slots_retry_ns = pfs_mono_ns() + DD_RETRY_NS;
-		if (!e->held || d->ended != ended || e->rights_moved ||
-		    (e->nslots && !dd_same_creds(&e->scr, cr)))
+		if (!e->held || d->ended != ended || e->rights_moved)
 			n = 0; /* the daemon frees them once it sees them unused */
-		if (n && !e->slots && !(e->slots = malloc(DD_SLOTS_MAX * sizeof(*e->slots))))
-			n = 0;
-		for (unsigned i = 0; i < n && e->nslots < DD_SLOTS_MAX; i++)
-			e->slots[e->nslots++] = got[i];
-		if (n)
-			e->scr = *cr;
-		d->st.slots += n;
+		dd_add_slots(d, e, got, n, cr);
 	}
 	pthread_mutex_unlock(&d->bg.lock);
+}
+
+void dd_add_slots(struct dirdeleg *d, struct ddir *e, const struct pfs_entry *got, unsigned n,
+		  const struct pfs_creds *cr)
+{
+	if (n && e->nslots && !dd_same_creds(&e->scr, cr))
+		n = 0; /* the daemon frees them once it sees them unused */
+	if (n && !e->slots && !(e->slots = malloc(DD_SLOTS_MAX * sizeof(*e->slots))))
+		n = 0;
+	for (unsigned i = 0; i < n && e->nslots < DD_SLOTS_MAX; i++)
+		e->slots[e->nslots++] = got[i];
+	if (n)
+		e->scr = *cr;
+	d->st.slots += n;
 }
 
 /* Queues a SLOTS for e (held, dir) by cr, unless one is on its way

@@ -50,7 +50,8 @@ static void new_dir_listing(fuse_req_t req, struct inode *ip, const struct ops_o
  * with dir_at; obj_at: the stamp it gave the object the reply names (a
  * LINK's file), 0 for a new one. */
 static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct inode *dir,
-			 uint64_t dir_at, const char *name, struct ops_own *o, uint64_t obj_at)
+			 uint64_t dir_at, const char *name, struct ops_own *o, uint64_t obj_at,
+			 const uint64_t *dd_ended)
 {
 	struct client *c = CL(req);
 	struct pfs_entry_rep er;
@@ -63,15 +64,16 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 
 	if (rc == 0 && ops_dec_entry(rep, &er, &da, &have_da, &mkflags) < 0)
 		rc = ops_bad_reply(req, "entry");
-	rpc_reply_free(rep);
 	ops_own_listing(dir, name, rc == 0 ? &er.e : NULL);
 	ops_own_done(c, o);
 	ops_own_dir_attr(c, dir, rc == 0 && have_da ? &da : NULL, o, dir_at);
 	if (rc < 0) {
+		rpc_reply_free(rep);
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	if (!(ip = ops_entry_param(c, dir, name, seq, &er.e, &e, &made))) {
+		rpc_reply_free(rep);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -86,13 +88,21 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 		inode_own_end(c->it, ip, &er.e.attr, seq, obj_at, o->ns_trust);
 	if ((mkflags & PFS_MK_EMPTY) && S_ISDIR(er.e.attr.mode)) {
 		new_dir_listing(req, ip, o);
-		/* Files are made in a new directory next, mostly. */
+		/* Files are made in a new directory next, mostly: held from
+		 * its MKDIR's reply on (before the kernel hears of it), else
+		 * asked for now. */
+		struct pfs_mkdir_rep mr;
 		if (c->dd) {
 			struct pfs_creds cr;
 			fill_creds(req, &cr, true);
-			dirdeleg_new_dir(c->dd, ip, &cr);
+			if (dd_ended && (mkflags & PFS_MK_DELEG) &&
+			    pfs_dec_mkdir_rep(rep->buf, rep->len, &mr) == 0)
+				dirdeleg_made_dir(c->dd, ip, &cr, *dd_ended, mr.slots.p, mr.slots.len);
+			else if (!dd_ended)
+				dirdeleg_new_dir(c->dd, ip, &cr);
 		}
 	}
+	rpc_reply_free(rep);
 	ops_reply_entry(req, dir, name, ip, &e, seq);
 }
 
@@ -597,7 +607,7 @@ void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg_in(c->rpc, IP(req, parent), PFS_OP_MKNOD, mknod_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
-	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);
+	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0, NULL);
 }
 
 void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -611,12 +621,14 @@ void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	m.parent = IP(req, parent)->fh;
 	m.mode = mode;
 	m.umask = fuse_req_ctx(req)->umask;
+	uint64_t ended = 0;
+	m.slots = c->dd ? dirdeleg_mkdir_ask(c->dd, &ended) : 0;
 	struct ops_own o = ops_own_change(c, IP(req, parent), false);
 	ops_dir_busy(c, IP(req, parent), 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg_in(c->rpc, IP(req, parent), PFS_OP_MKDIR, mkdir_req, &m, &rep);
 	ops_dir_busy(c, IP(req, parent), -1);
-	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);
+	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0, m.slots ? &ended : NULL);
 }
 
 void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
@@ -643,7 +655,7 @@ void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char
 					&rep);
 		ops_dir_busy(c, IP(req, parent), -1);
 	}
-	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0);
+	finish_entry(req, rc, &rep, IP(req, parent), o.at, name, &o, 0, NULL);
 }
 
 static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, uint16_t op)
@@ -778,5 +790,5 @@ void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *
 	ops_dir_busy(c, IP(req, newparent), -1);
 	if (rc < 0) /* the file was announced too */
 		inode_own_end(c->it, IP(req, ino), NULL, o.seq, o.at, o.ns);
-	finish_entry(req, rc, &rep, IP(req, newparent), o.at2, newname, &o, o.at);
+	finish_entry(req, rc, &rep, IP(req, newparent), o.at2, newname, &o, o.at, NULL);
 }

@@ -109,7 +109,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_lookup_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name)
 #define PFS_MSG_entry_rep(F) F(ENTRY, e) /* LOOKUP MKNOD MKDIR SYMLINK LINK CREATE */
 #define PFS_MSG_entry_dir_rep(F) F(ENTRY, e) F(ATTR, dir) /* the same, PFS_CAP_DIR_ATTR */
-#define PFS_MSG_mkdir_rep(F) F(ENTRY, e) F(ATTR, dir) F(U32, flags) /* MKDIR, PFS_CAP_NEW_DIR */
+#define PFS_MSG_mkdir_rep(F) F(ENTRY, e) F(ATTR, dir) F(U32, flags) F(BYTES, slots) /* MKDIR, PFS_CAP_NEW_DIR */
 #define PFS_MSG_dir_rep(F) F(ATTR, dir) /* UNLINK RMDIR with PFS_CAP_DIR_ATTR */
 #define PFS_MSG_getattr_req(F) F(CREDS, cr) F(FH, fh)
 #define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR; FALLOCATE, PFS_CAP_POST_ATTR */
@@ -120,7 +120,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_readlink_rep(F) F(PATH, target)
 #define PFS_MSG_mknod_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U32, mode) \
 	F(U32, rdev) F(U32, umask)
-#define PFS_MSG_mkdir_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U32, mode) F(U32, umask)
+#define PFS_MSG_mkdir_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U32, mode) F(U32, umask) F(U32, slots)
 #define PFS_MSG_symlink_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(PATH, target)
 #define PFS_MSG_unlink_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) /* UNLINK RMDIR */
 #define PFS_MSG_rename_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(FH, newparent) \

@@ -328,6 +328,12 @@ enum pfs_op {
  *              masked by umask on the server. Replies: entry_rep, or
  *              entry_dir_rep with PFS_CAP_DIR_ATTR, or (MKDIR) mkdir_rep
  *              with PFS_CAP_NEW_DIR; EEXIST, ENOENT, ENOTDIR, EMLINK.
+ *              MKDIR's slots, when not 0, asks for the new directory's
+ *              delegation and up to that many slots in it (at most
+ *              PFS_SLOTS_MAX; "Delegations" below): mkdir_rep's flag
+ *              PFS_MK_DELEG says it was granted, and its slots are
+ *              packed ENTRYs as SLOTS answers them (none is an answer).
+ *              A refusal is no error: the directory is made either way.
  * UNLINK, RMDIR
  *              Remove name from parent. Replies: none, or dir_rep with
  *              PFS_CAP_DIR_ATTR; ENOENT, EISDIR/ENOTDIR, ENOTEMPTY, EBUSY.
@@ -699,6 +705,7 @@ enum {
 enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
 	PFS_CR_DELEG = 1u << 1, /* CREATE's mkdir_rep: see "Delegations" */
+	PFS_MK_DELEG = 1u << 2, /* MKDIR's mkdir_rep: the new directory's delegation, "Delegations" */
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
 	PFS_CI_CLOSE = 1u << 0, /* a CREATES item's how: no open file is made */
 	PFS_CI_SYNC = 1u << 1,  /* a CREATES item's how: its data synced */
@@ -707,7 +714,7 @@ enum {
 #define PFS_UNLINKS_MAX 64 /* names in one UNLINKS */
 #define PFS_CREATES_MAX 64 /* items in one CREATES */
 #define PFS_SLOTS_MAX 64   /* slots asked for in one SLOTS */
-#define PFS_SLOTS_PER_SESSION 128 /* slots a session holds at most */
+#define PFS_SLOTS_PER_SESSION 256 /* slots a session holds at most */
 
 /* Delegations (PFS_CAP_DELEG): attributes of a new file answered by the
  * client that made it, in the spirit of NFSv4's delegations and CephFS's
@@ -754,7 +761,9 @@ enum {
  *   slots in the directory (SLOTS): files the server makes at once
  *   (O_TMPFILE, as the caller, so the caller's write permission on the
  *   directory is checked and the group follows a set-group-ID
- *   directory) but names nowhere yet. Each has its final handle and inode
+ *   directory) but names nowhere yet, or with the grant itself in the
+ *   reply to the MKDIR that made the directory (MKDIR's slots). Each
+ *   has its final handle and inode
  *   number. The client then answers the create of a regular file there
  *   itself, with a slot's handle, and names it in the background
  *   (CREATES), before any other request of its own that depends on the

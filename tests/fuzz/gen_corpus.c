@@ -461,6 +461,9 @@ static int gen_handlers(const char *dir)
 	REC(&st, CREATES, creates_req, .cr = USER, .parent = FH(S_D),
 	    .items = { .p = fhs, .len = w.len });
 	REC(&st, DELEG_RETURN, getattr_req, .cr = USER, .fh = FH(S_D));
+	/* A MKDIR that asks for the new directory's delegation and slots. */
+	REC(&st, MKDIR, mkdir_req, .cr = USER, .parent = FH(S_D), .name = NM("held"), .mode = 0755,
+	    .slots = 3);
 	SEED("deleg_dir_creates");
 	REC(&st, LOOKUP_DATA, lookup_data_req, .cr = USER, .parent = FH(S_ROOT), .name = NM("a"),
 	    .max_inline = 4096);

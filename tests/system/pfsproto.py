@@ -53,6 +53,7 @@ CAP_BULK = 1 << 4  # a bulk connection of an existing session (wire.h)
 CAP_LIST_XATTR = 1 << 8  # listing items say which asked-for xattrs are absent
 CAP_PEER = 1 << 9  # peer-assisted reads: CHUNK, CHUNK_REPORT (wire.h)
 CAP_DIR_ATTR = 1 << 5  # directory attributes in the replies to changes
+CAP_NEW_DIR = 1 << 6  # MKDIR's reply is mkdir_rep (wire.h)
 CAP_DELEG = 1 << 10  # delegations (wire.h "Delegations")
 
 # Opcodes (wire.h PFS_OPS).
@@ -105,9 +106,10 @@ UNLINKS_MAX = 64
 OP_CREATES = 67
 CREATES_MAX = 64
 CI_CLOSE, CI_SYNC, CI_ATTRS = 1, 2, 4  # a CREATES item's how
+MK_EMPTY, MK_DELEG = 1, 4  # mkdir_rep's flags
 SET_MODE, SET_UID, SET_GID, SET_SIZE, SET_ATIME, SET_MTIME = 1, 2, 4, 8, 16, 32
 SLOTS_MAX = 64
-SLOTS_PER_SESSION = 128
+SLOTS_PER_SESSION = 256
 OP_CHUNK_REPORT = 65
 OP_RECLAIM = 58
 OP_RECLAIM_DONE = 59

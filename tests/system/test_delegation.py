@@ -28,9 +28,11 @@ EXTRA = ["--delegate"]
 
 
 def fresh_dir(pod, name="d"):
-    """A directory made on A that B has never seen (no grant in a
-    directory another host caches)."""
-    os.mkdir(pod.a / name)
+    """A directory that neither host has seen (no grant in a directory
+    another host caches), made on the coordinator: one A made would be
+    A's from its MKDIR on, and files made there would be answered under
+    that directory delegation (test_dir_creates.py), not made by CREATE."""
+    os.mkdir(pod.export / name)
     return name
 
 
@@ -271,7 +273,7 @@ def test_changes_resent_after_coordinator_restart(env, mount):
     coordinator, which applies them; A answers nothing more itself."""
     daemon = env.start_daemon(extra=EXTRA)
     a = mount(daemon, opts=OPTS)
-    os.mkdir(a / "d")
+    os.mkdir(env.export / "d")  # not A's: f is made by CREATE (fresh_dir)
     fd = os.open(a / "d" / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     try:
         os.write(fd, b"data")

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from helpers import fsync_dir, podfs_stats, wait_for
+from helpers import fsync_dir, podfs_stats, requests_sent, requests_since, wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -296,6 +296,24 @@ def test_names_made_the_usual_way_come_after_their_directorys_items(dpod):
     assert sorted(os.listdir(dpod.b / "e")) == sorted(f"g{i}" for i in range(10))
 
 
+def test_a_directory_made_here_is_held_from_its_mkdir(dpod):
+    """The reply to A's mkdir brings the new directory's delegation and
+    slots there: the first creates in it are answered by A too (A sends
+    no CREATE), and B, looking there, recalls it and finds them."""
+    before, sent = creates_on(dpod.a), requests_sent(dpod.a)
+    os.mkdir(dpod.a / "n")
+    os.mkdir(dpod.a / "n" / "m")
+    for d in ("n", "n/m"):
+        for i in range(3):
+            create(dpod.a / d / f"f{i}", b"%s %d" % (d.encode(), i))
+    assert creates_on(dpod.a) - before == 6
+    assert requests_since(dpod.a, sent).get("CREATE", 0) == 0
+    for d in ("n", "n/m"):
+        for i in range(3):
+            assert (dpod.b / d / f"f{i}").read_bytes() == b"%s %d" % (d.encode(), i)
+    assert sorted(os.listdir(dpod.export / "n")) == ["f0", "f1", "f2", "m"]
+
+
 def test_create_refused_by_the_coordinator_is_reported(dpod):
     """A program on the coordinator's host takes a name (nothing recalls
     A's delegation for that): A's create of it, answered by A, is refused
@@ -436,10 +454,56 @@ def test_coordinator_restart_keeps_what_was_synced(env, mount):
         assert (env.export / "d" / f"f{i}").read_bytes() == b"data %d" % i
 
 
-def _deleg_conn(daemon):
+def _deleg_conn(daemon, more=0):
     import pfsproto as P
-    caps = P.CAP_PUSH | P.CAP_PUSH_ACK | P.CAP_DIR_ATTR | P.CAP_DELEG
+    caps = P.CAP_PUSH | P.CAP_PUSH_ACK | P.CAP_DIR_ATTR | P.CAP_DELEG | more
     return P.connect(daemon.host, daemon.port, P.load_key(daemon.env.key), caps=caps)
+
+
+@pytest.mark.plaintext
+def test_protocol_mkdir_with_its_delegation(env):
+    """A MKDIR that asks (its slots) gets the new directory's delegation
+    and up to that many slots there, which CREATES names; one that does
+    not ask, or a session without delegations, gets neither, and the
+    directory either way."""
+    import pfsproto as P
+    daemon = env.start_daemon(extra=EXTRA)
+
+    def mkdir(c, name, slots):
+        r = P.Reader(c.call(P.OP_MKDIR, P.ROOT + P.fh(c.root) + P.name(name) +
+                            P.u32(0o755) + P.u32(0o022) + P.u32(slots)))
+        fh, a = r.entry()
+        r.attr()
+        flags = r.u32()
+        packed = P.Reader(r.bytes())
+        r.done()
+        got = []
+        while packed.left():
+            got.append(packed.entry())
+        assert stat.S_ISDIR(a["mode"]) and flags & P.MK_EMPTY
+        return fh, flags, got
+
+    with _deleg_conn(daemon, P.CAP_NEW_DIR) as c:
+        d, flags, got = mkdir(c, "asked", 3)
+        assert flags & P.MK_DELEG and len(got) == 3
+        assert all(stat.S_ISREG(a["mode"]) for _, a in got)
+        assert os.listdir(env.export / "asked") == []
+        packed = P.fh(got[0][0]) + P.u64(0) + P.u32(os.O_WRONLY) + P.u32(0o644) + \
+            P.name("f") + P.u32(P.CI_CLOSE | P.CI_SYNC) + P.blob(b"first")
+        r = P.Reader(c.call(P.OP_CREATES, P.ROOT + P.fh(d) + P.blob(packed)))
+        r.u32()
+        r.attr()
+        assert r.bytes() == P.u32(0)
+        assert (env.export / "asked" / "f").read_bytes() == b"first"
+        _, flags, got = mkdir(c, "plain", 0)
+        assert not flags & P.MK_DELEG and got == []
+        _, flags, got = mkdir(c, "many", 10_000)  # at most PFS_SLOTS_MAX
+        assert flags & P.MK_DELEG and len(got) == P.SLOTS_MAX
+    caps = P.CAP_PUSH | P.CAP_PUSH_ACK | P.CAP_DIR_ATTR | P.CAP_NEW_DIR
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key), caps=caps) as c:
+        _, flags, got = mkdir(c, "nocap", 3)
+        assert not flags & P.MK_DELEG and got == []
+    assert sorted(os.listdir(env.export)) == ["asked", "many", "nocap", "plain"]
 
 
 @pytest.mark.plaintext
@@ -548,8 +612,12 @@ def test_protocol_slots_and_creates(env):
         os.mkdir(env.export / "e")
         e_, _ = P.Reader(c.call(P.OP_LOOKUP, P.ROOT + P.fh(c.root) + P.name("e"))).entry()
         c.call(P.OP_DELEG_DIR, P.ROOT + P.fh(e_))
-        total = sum(len(slots(c, e_, P.SLOTS_MAX)) for _ in range(3))
+        total = sum(len(slots(c, e_, P.SLOTS_MAX))
+                    for _ in range(P.SLOTS_PER_SESSION // P.SLOTS_MAX))
         assert total == P.SLOTS_PER_SESSION
+        with pytest.raises(P.PfsError) as e:
+            slots(c, e_, 1)
+        assert e.value.status == errno.EAGAIN
         assert os.listdir(env.export / "e") == []
     # Without the capability: no slots.
     with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
