@@ -29,6 +29,7 @@
 #include "server_i.h"
 #include "session_i.h"
 #include "watch_i.h"
+#include "workers_i.h"
 
 int server_parse_addr(const char *s, struct sockaddr_storage *out)
 {
@@ -216,82 +217,6 @@ static uint64_t getattr_key(const struct req *r)
 static void after_work_cb(uv_work_t *work, int status);
 static void drained_cb(struct conn *c);
 
-/* Whether a request of s may go to the thread pool now (sync: it waits
- * for the disk). Up to the session's share of the workers (limit
- * "workers"); and when syncs hold the whole share (the commits of a
- * client's closes and creates, each a journal commit), one request that
- * does not sync still goes: otherwise the mkdir, create or lookup its
- * application waits for would wait behind the commits. */
-static bool may_run(const struct session *s, bool sync, unsigned workers)
-{
-	return s->running < workers || (!sync && s->running == s->running_sync);
-}
-
-static int start(struct req *r)
-{
-	struct session *s = r->s;
-	int ret = uv_queue_work(&r->d->loop, &r->work, dispatch_work_cb, after_work_cb);
-
-	if (ret == 0 && s) {
-		s->running++;
-		s->running_sync += r->sync;
-		r->pooled = true;
-	}
-	return ret;
-}
-
-static void start_failed(struct req *r, int ret)
-{
-	pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)r->c->id, uv_strerror(ret));
-	after_work_cb(&r->work, ret); /* as if cancelled: its conn closes */
-}
-
-/* Hands r to the thread pool, or, when its session may not run it now
- * (may_run), queues it behind the session's others of its kind: a client
- * with a deep queue then never makes the others' requests wait behind
- * all of it. Returns 0 or a libuv error (r not queued). */
-static int submit(struct req *r)
-{
-	struct session *s = r->s;
-
-	r->sync = r->h.op == PFS_OP_FSYNC || r->h.op == PFS_OP_CREATES;
-	if (s) {
-		struct reqq *q = r->sync ? &s->waitq_sync : &s->waitq;
-		if (!STAILQ_EMPTY(q) || !may_run(s, r->sync, r->d->lim.workers)) {
-			STAILQ_INSERT_TAIL(q, r, wlink);
-			return 0;
-		}
-	}
-	return start(r);
-}
-
-/* done, one of s's requests, left the pool: the waiting ones that may
- * run now go, the one queued first first. */
-static void submit_next(struct session *s, const struct req *done)
-{
-	unsigned workers = done->d->lim.workers;
-
-	s->running--;
-	s->running_sync -= done->sync;
-	for (;;) {
-		struct req *a = STAILQ_FIRST(&s->waitq), *b = STAILQ_FIRST(&s->waitq_sync);
-		if (a && !may_run(s, false, workers))
-			a = NULL;
-		if (b && !may_run(s, true, workers))
-			b = NULL;
-		struct req *r = a && b ? (b->t0 < a->t0 ? b : a) : a ? a : b;
-		if (!r)
-			return;
-		if (r == a)
-			STAILQ_REMOVE_HEAD(&s->waitq, wlink);
-		else
-			STAILQ_REMOVE_HEAD(&s->waitq_sync, wlink);
-		int ret = start(r);
-		if (ret < 0)
-			start_failed(r, ret);
-	}
-}
-
 /* --- requests held back for a recall (recall_i.h) --- */
 
 /* The worker found that r names something other sessions hold
@@ -340,9 +265,9 @@ static void recall_done(struct req *r, bool drop)
 		return;
 	}
 	push_ordered_add(s, &r->fl, r->h.op, getattr_key(r));
-	ret = submit(r);
+	ret = workers_submit(r, after_work_cb);
 	if (ret < 0)
-		start_failed(r, ret);
+		workers_failed(r, ret, after_work_cb);
 }
 
 static void after_work_cb(uv_work_t *work, int status)
@@ -356,7 +281,7 @@ static void after_work_cb(uv_work_t *work, int status)
 
 	if (s && r->pooled) {
 		r->pooled = false;
-		submit_next(s, r);
+		workers_left(s, r, after_work_cb);
 	}
 	if (r->recall && s && status == 0 && !r->violation && !d->stopping) {
 		recall_hold(r);
@@ -467,7 +392,7 @@ static void start_req(struct req *r)
 	if (r->s)
 		push_ordered_add(r->s, &r->fl, r->h.op, getattr_key(r));
 	pace_start(r);
-	ret = submit(r);
+	ret = workers_submit(r, after_work_cb);
 	if (ret == 0)
 		return;
 	pfs_err("conn %llu: cannot queue work: %s", (unsigned long long)c->id, uv_strerror(ret));
