@@ -28,7 +28,6 @@
 __thread bool dd_in_sender;
 
 static void give_back(struct dirdeleg *d, const struct pfs_fh *fh);
-static void grant_listing(struct client *c, struct inode *dir);
 
 /* --- the directories --- */
 
@@ -40,13 +39,8 @@ struct ddir *dd_find(struct dirdeleg *d, const struct pfs_fh *fh)
 	return NULL;
 }
 
-/* fh's entry, made if needed: when DD_DIRS are tracked, the least
- * recently used one without an error to report or unlinks pending goes,
- * one not held first; if it was held, its handle is put in *ret (the
- * caller returns it to the daemon, DELEG_RETURN) and *has_ret set. NULL:
- * ENOMEM, or none can go. bg.lock held. */
-static struct ddir *find_or_add(struct dirdeleg *d, const struct pfs_fh *fh, struct pfs_fh *ret,
-				bool *has_ret)
+struct ddir *dd_find_or_add(struct dirdeleg *d, const struct pfs_fh *fh, struct pfs_fh *ret,
+			    bool *has_ret)
 {
 	struct ddir *e = dd_find(d, fh);
 
@@ -168,7 +162,7 @@ void dd_do_ask(struct dirdeleg *d, struct dask *a)
 	int rc = rpc_msg(c->rpc, PFS_OP_DELEG_DIR, getattr_req, &m, &rep);
 	rpc_reply_free(&rep);
 	if (rc == 0)
-		grant_listing(c, a->dir);
+		dd_grant_listing(c, a->dir);
 	pthread_mutex_lock(&d->bg.lock);
 	if (rc == -ENOSYS)
 		d->off = true;
@@ -238,8 +232,9 @@ static void barrier(void *arg, uint16_t op, struct inode *in)
 			dirdeleg_drain(d);
 	}
 	/* A made file given a name elsewhere is reachable without a
-	 * recall: its writes are on the daemon first. */
-	if (op == PFS_OP_RENAME || op == PFS_OP_LINK)
+	 * recall: its writes are on the daemon first. (A rename within a
+	 * held directory, in, gives none.) */
+	if ((op == PFS_OP_RENAME || op == PFS_OP_LINK) && !in)
 		dirdeleg_settle_all(d);
 }
 
@@ -308,6 +303,14 @@ void dirdeleg_free(struct dirdeleg *d)
 
 /* --- answering --- */
 
+/* What known_file looks for. */
+enum {
+	KF_HELD = 1,   /* dir is held */
+	KF_DIR = 2,    /* a directory (else a file with one link) */
+	KF_ANSWER = 4, /* for a change answered here (an unlink) */
+	KF_ANY = 8,    /* either */
+};
+
 /* The file named name in dir, held, if dir's listing knows it and this
  * client trusts the file's attributes (*a), current as of now. NULL: not
  * known here. The listing only names the file: its item may be marked
@@ -315,13 +318,16 @@ void dirdeleg_free(struct dirdeleg *d)
  * attributes), and a push about the directory since it was fetched does
  * not matter. Under a delegation no other session changes the directory
  * without a recall first, and the listing was coherent at the grant
- * (grant_listing): such a push is this client's own change coming back
+ * (dd_grant_listing): such a push is this client's own change coming back
  * (the daemon sends one to its author when other requests of it were in
  * flight). Otherwise (!held: dirdeleg_victim) the listing must be
- * coherent: no push about dir since it was fetched. */
+ * coherent: no push about dir since it was fetched. A file has one link
+ * and, for a change answered here, no attribute change pending under a
+ * delegation. */
 static struct inode *known_file(struct client *c, struct inode *dir, const char *name,
-				bool held, bool isdir, struct pfs_attr *a)
+				unsigned how, struct pfs_attr *a)
 {
+	bool held = how & KF_HELD;
 	struct pfs_entry pe;
 	struct listing_info li;
 	uint8_t *data;
@@ -348,9 +354,12 @@ static struct inode *known_file(struct client *c, struct inode *dir, const char 
 	 * attributes move with its removal. Answered here (held): nothing
 	 * pending on it under an attribute delegation. A directory (rmdir:
 	 * empty) moves only its parent's. */
-	if (ok && (isdir ? !S_ISDIR(a->mode)
-			 : a->nlink != 1 || S_ISDIR(a->mode) ||
-				   (held && c->dl && deleg_has(c->dl, ip))))
+	bool isdir = ok && S_ISDIR(a->mode);
+	if ((how & KF_ANY) && !(how & KF_DIR))
+		how |= isdir ? KF_DIR : 0;
+	if (ok && ((how & KF_DIR) ? !isdir
+				  : a->nlink != 1 || isdir ||
+					    ((how & KF_ANSWER) && c->dl && deleg_has(c->dl, ip))))
 		ok = false;
 	if (!ok) {
 		inode_forget(c->it, ip, 1);
@@ -363,13 +372,46 @@ struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char 
 {
 	struct pfs_attr a;
 
-	return known_file(d->c, dir, name, false, isdir, &a);
+	return known_file(d->c, dir, name, isdir ? KF_DIR : 0, &a);
 }
 
-/* A grant of dir arrived: a listing of it fetched before, that a push
- * about it since may have made stale, is dropped (the one fetched next
- * is coherent: nobody else changes dir any more). */
-static void grant_listing(struct client *c, struct inode *dir)
+bool dirdeleg_renaming(struct dirdeleg *d, struct inode *dir, const char *name,
+		       const char *newname, struct dd_rename *rn)
+{
+	struct client *c = d->c;
+	struct pfs_entry pe;
+	struct listing_info li;
+	struct pfs_attr a;
+	uint8_t *data = NULL;
+	uint32_t dlen, lflags;
+
+	memset(rn, 0, sizeof(*rn));
+	if (!dirdeleg_holds(d, dir))
+		return false;
+	/* What is queued there goes first (the RENAME then waits for
+	 * nothing else: rpc_call_in): the attributes of a file made here
+	 * are then known. */
+	dirdeleg_wait_in(d, dir);
+	if (!(rn->moved = known_file(c, dir, name, KF_HELD | KF_ANY, &a)))
+		return false;
+	unsigned kind = S_ISDIR(a.mode) ? KF_DIR : 0;
+	int r = listing_find(dir, name, &rn->e, &data, &dlen, &lflags, &li);
+	free(data);
+	data = NULL;
+	if (r == LS_PRESENT && pfs_fh_equal(&rn->e.fh, &rn->moved->fh)) {
+		r = listing_find(dir, newname, &pe, &data, &dlen, &lflags, &li);
+		free(data);
+		if (r == LS_ABSENT)
+			return true;
+		if (r == LS_PRESENT && (rn->victim = known_file(c, dir, newname, KF_HELD | kind, &a)))
+			return true;
+	}
+	inode_forget(c->it, rn->moved, 1);
+	rn->moved = NULL;
+	return false;
+}
+
+void dd_grant_listing(struct client *c, struct inode *dir)
 {
 	struct pfs_entry pe;
 	struct listing_info li;
@@ -420,9 +462,9 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 		return true;
 	if (!held || strlen(name) > PFS_NAME_MAX)
 		return false;
-	struct inode *file = known_file(c, dir, name, true, false, &a);
+	struct inode *file = known_file(c, dir, name, KF_HELD | KF_ANSWER, &a);
 	if (!file && dd_writes_settled(d, dir, name))
-		file = known_file(c, dir, name, true, false, &a);
+		file = known_file(c, dir, name, KF_HELD | KF_ANSWER, &a);
 	if (!file)
 		return false;
 	struct ditem *it = calloc(1, sizeof(*it));
@@ -491,7 +533,7 @@ static void synced(struct dirdeleg *d, struct inode *dir, const struct pfs_creds
 		return;
 	pthread_mutex_lock(&d->bg.lock);
 	struct ddir *e = d->off || d->bg.stop || !d->started ? NULL
-							     : find_or_add(d, &dir->fh, &a->ret, &a->has_ret);
+							     : dd_find_or_add(d, &dir->fh, &a->ret, &a->has_ret);
 	if (e)
 		e->syncs += weight - 1;
 	bool ask = e && !e->held && !e->asking && ++e->syncs >= DD_ASK_AFTER && now >= e->retry_ns;
@@ -531,58 +573,6 @@ void dirdeleg_new_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_cr
 	 * (its SETATTRs wait), and the slots of directories that get no
 	 * file cost the coordinator's CPU. */
 	synced(d, dir, cr, false, DD_ASK_AFTER);
-}
-
-uint32_t dirdeleg_mkdir_ask(struct dirdeleg *d, uint64_t *ended)
-{
-	pthread_mutex_lock(&d->bg.lock);
-	bool ask = d->started && !d->off && !d->bg.stop;
-	*ended = d->ended;
-	pthread_mutex_unlock(&d->bg.lock);
-	return ask ? DD_SLOTS_NEW_DIR : 0;
-}
-
-void dirdeleg_made_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr,
-		       uint64_t ended, const uint8_t *p, size_t len)
-{
-	struct pfs_entry got[DD_SLOTS_NEW_DIR];
-	unsigned n = 0;
-	struct pfs_rd rd;
-	struct dask *a = calloc(1, sizeof(*a));
-
-	pfs_rd_init(&rd, p, len);
-	while (rd.left > 0 && n < DD_SLOTS_NEW_DIR && pfs_get_ENTRY(&rd, &got[n]) &&
-	       S_ISREG(got[n].attr.mode))
-		n++;
-	grant_listing(d->c, dir);
-	pthread_mutex_lock(&d->bg.lock);
-	struct ddir *e = NULL;
-	if (a && d->started && !d->off && !d->bg.stop && d->ended == ended)
-		e = find_or_add(d, &dir->fh, &a->ret, &a->has_ret);
-	if (e && !e->held) {
-		e->held = true;
-		e->asking = false;
-		e->syncs = 0;
-		e->rights_moved = false;
-		e->grant = ++d->grants;
-		e->used_ns = pfs_mono_ns();
-		e->slot_batches = 1; /* the next SLOTS asks for more */
-		d->st.asked++;
-		d->st.granted++;
-		dd_add_slots(d, e, got, n, cr);
-	} else if (!e && a && !a->has_ret) {
-		/* Not held here: the daemon gets it back. */
-		a->ret = dir->fh;
-		a->has_ret = true;
-	}
-	if (a && a->has_ret) {
-		a->next = d->asks;
-		d->asks = a;
-		bg_wake(&d->bg);
-		a = NULL;
-	}
-	pthread_mutex_unlock(&d->bg.lock);
-	free(a);
 }
 
 void dirdeleg_dir_changed(struct dirdeleg *d, struct inode *dir)

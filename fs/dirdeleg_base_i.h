@@ -170,6 +170,17 @@ void dd_prune_made(struct dirdeleg *d, struct ddir *e);
  * (end_all calls). d->ask held. */
 void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr,
 		  uint64_t ended);
+/* fh's entry, made if needed: when DD_DIRS are tracked, the least
+ * recently used one without an error to report or unlinks pending goes,
+ * one not held first; if it was held, its handle is put in *ret (the
+ * caller returns it to the daemon, DELEG_RETURN) and *has_ret set. NULL:
+ * ENOMEM, or none can go. bg.lock held. */
+struct ddir *dd_find_or_add(struct dirdeleg *d, const struct pfs_fh *fh, struct pfs_fh *ret,
+			    bool *has_ret);
+/* A grant of dir arrived: a listing of it fetched before, that a push
+ * about it since may have made stale, is dropped (the one fetched next
+ * is coherent: nobody else changes dir any more). */
+void dd_grant_listing(struct client *c, struct inode *dir);
 /* Adds the n slots got, for callers with ids cr, to e's (bg.lock held);
  * none if e keeps slots for other ids. */
 void dd_add_slots(struct dirdeleg *d, struct ddir *e, const struct pfs_entry *got, unsigned n,

@@ -146,6 +146,22 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
  * unlink or rmdir that does not name it moves the namespace count,
  * trust_i.h). NULL: not known. */
 struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name, bool isdir);
+/* A rename of name to newname, both in dir, which this client holds. */
+struct dd_rename {
+	struct inode *moved;  /* the object moved (held: inode_forget) */
+	struct inode *victim; /* the one newname named, replaced (held), or NULL */
+	struct pfs_entry e;   /* moved's item in dir's listing */
+};
+/* Before a rename of name to newname within dir: if dir is held and its
+ * listing and trusted attributes tell what moves (a directory, or a file
+ * with one link) and what it replaces (the same, or nothing), fills *rn
+ * and returns true, after dir's items were answered (the RENAME, sent
+ * with rpc_call_in(dir), waits for nothing else). The change then moves
+ * those objects and dir only, and dir's listing stays, with the name
+ * moved (a rename that cannot name them moves the namespace count and
+ * drops the listings, trust_i.h). */
+bool dirdeleg_renaming(struct dirdeleg *d, struct inode *dir, const char *name,
+		       const char *newname, struct dd_rename *rn);
 /* An unlink or (create) a create in dir was sent the usual way and
  * succeeded: after DD_ASK_AFTER of them, asks for the directory (one
  * DELEG_DIR, which a sender thread sends: the reply does not wait for it),

@@ -236,7 +236,7 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 	bool ok = mine && e->nslots > 0 && !(perm & ~0777u) && strlen(name) <= PFS_NAME_MAX;
 	pthread_mutex_unlock(&d->bg.lock);
 	/* The name must be known absent: the listing (coherent under the
-	 * delegation: grant_listing) does not have it. */
+	 * delegation: dd_grant_listing) does not have it. */
 	if (!ok)
 		return false;
 	data = NULL;
@@ -451,4 +451,56 @@ bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
 		*a = it->attr;
 	pthread_mutex_unlock(&d->bg.lock);
 	return ok;
+}
+
+uint32_t dirdeleg_mkdir_ask(struct dirdeleg *d, uint64_t *ended)
+{
+	pthread_mutex_lock(&d->bg.lock);
+	bool ask = d->started && !d->off && !d->bg.stop;
+	*ended = d->ended;
+	pthread_mutex_unlock(&d->bg.lock);
+	return ask ? DD_SLOTS_NEW_DIR : 0;
+}
+
+void dirdeleg_made_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr,
+		       uint64_t ended, const uint8_t *p, size_t len)
+{
+	struct pfs_entry got[DD_SLOTS_NEW_DIR];
+	unsigned n = 0;
+	struct pfs_rd rd;
+	struct dask *a = calloc(1, sizeof(*a));
+
+	pfs_rd_init(&rd, p, len);
+	while (rd.left > 0 && n < DD_SLOTS_NEW_DIR && pfs_get_ENTRY(&rd, &got[n]) &&
+	       S_ISREG(got[n].attr.mode))
+		n++;
+	dd_grant_listing(d->c, dir);
+	pthread_mutex_lock(&d->bg.lock);
+	struct ddir *e = NULL;
+	if (a && d->started && !d->off && !d->bg.stop && d->ended == ended)
+		e = dd_find_or_add(d, &dir->fh, &a->ret, &a->has_ret);
+	if (e && !e->held) {
+		e->held = true;
+		e->asking = false;
+		e->syncs = 0;
+		e->rights_moved = false;
+		e->grant = ++d->grants;
+		e->used_ns = pfs_mono_ns();
+		e->slot_batches = 1; /* the next SLOTS asks for more */
+		d->st.asked++;
+		d->st.granted++;
+		dd_add_slots(d, e, got, n, cr);
+	} else if (!e && a && !a->has_ret) {
+		/* Not held here: the daemon gets it back. */
+		a->ret = dir->fh;
+		a->has_ret = true;
+	}
+	if (a && a->has_ret) {
+		a->next = d->asks;
+		d->asks = a;
+		bg_wake(&d->bg);
+		a = NULL;
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	free(a);
 }

@@ -314,6 +314,37 @@ def test_a_directory_made_here_is_held_from_its_mkdir(dpod):
     assert sorted(os.listdir(dpod.export / "n")) == ["f0", "f1", "f2", "m"]
 
 
+def test_renames_within_a_held_directory_keep_it_answered_here(dpod):
+    """Renames within a directory A holds, of files and directories it
+    knows, over nothing or over a file: A keeps answering the creates
+    there (as pip's compiled files: written under a temporary name, then
+    renamed over the last one), A reads what it renamed, and B sees
+    exactly A's result."""
+    os.mkdir(dpod.a / "d")
+    os.mkdir(dpod.a / "d" / "sub")
+    for i in range(3):
+        create(dpod.a / "d" / f"f{i}", b"file %d" % i)
+    before, sent = creates_on(dpod.a), requests_sent(dpod.a)
+    os.rename(dpod.a / "d" / "f0", dpod.a / "d" / "g0")
+    os.rename(dpod.a / "d" / "f1", dpod.a / "d" / "f2")  # replaces f2
+    os.rename(dpod.a / "d" / "sub", dpod.a / "d" / "sub2")
+    for i in range(5):
+        create(dpod.a / "d" / f"x.pyc.{i}", b"pyc %d" % i)
+        os.replace(dpod.a / "d" / f"x.pyc.{i}", dpod.a / "d" / "x.pyc")
+    assert creates_on(dpod.a) - before == 5
+    assert requests_since(dpod.a, sent).get("CREATE", 0) == 0
+    assert (dpod.a / "d" / "g0").read_bytes() == b"file 0"
+    assert (dpod.a / "d" / "f2").read_bytes() == b"file 1"
+    assert not os.path.exists(dpod.a / "d" / "f0")
+    want = ["f2", "g0", "sub2", "x.pyc"]
+    assert sorted(os.listdir(dpod.a / "d")) == want
+    assert sorted(os.listdir(dpod.b / "d")) == want
+    assert (dpod.b / "d" / "x.pyc").read_bytes() == b"pyc 4"
+    assert (dpod.b / "d" / "f2").read_bytes() == b"file 1"
+    assert os.path.isdir(dpod.b / "d" / "sub2")
+    assert os.stat(dpod.b / "d" / "g0").st_ino == os.stat(dpod.a / "d" / "g0").st_ino
+
+
 def test_create_refused_by_the_coordinator_is_reported(dpod):
     """A program on the coordinator's host takes a name (nothing recalls
     A's delegation for that): A's create of it, answered by A, is refused
