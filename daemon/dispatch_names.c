@@ -426,7 +426,21 @@ int op_rename(struct op *o)
 {
 	const struct pfs_rename_req *m = &o->m.rename_req;
 	struct pfs_fh victim, moved;
-	int ret = export_rename(&o->x, o->obj->fd, m->name.s, o->obj2->fd, m->newname.s, m->flags,
+	uint32_t flags = m->flags & ~(uint32_t)PFS_RN_DELEG;
+
+	/* Answered by the client under its directory delegation: as
+	 * UNLINKS, refused if it was revoked meanwhile. */
+	if (m->flags & PFS_RN_DELEG) {
+		if (!o->d->deleg || !o->r->s || !pfs_fh_equal(&m->parent, &m->newparent))
+			return -EINVAL;
+		if (deleg_check(o->d->deleg, o->r->s->client_id,
+				handles_key(o->d->hs, &m->parent)) < 0) {
+			pfs_info("session %016llx: a rename under a revoked directory delegation refused",
+				 (unsigned long long)o->r->s->client_id);
+			return -EIO;
+		}
+	}
+	int ret = export_rename(&o->x, o->obj->fd, m->name.s, o->obj2->fd, m->newname.s, flags,
 				&victim, &moved);
 
 	if (ret < 0)

@@ -303,29 +303,8 @@ void dirdeleg_free(struct dirdeleg *d)
 
 /* --- answering --- */
 
-/* What known_file looks for. */
-enum {
-	KF_HELD = 1,   /* dir is held */
-	KF_DIR = 2,    /* a directory (else a file with one link) */
-	KF_ANSWER = 4, /* for a change answered here (an unlink) */
-	KF_ANY = 8,    /* either */
-};
-
-/* The file named name in dir, held, if dir's listing knows it and this
- * client trusts the file's attributes (*a), current as of now. NULL: not
- * known here. The listing only names the file: its item may be marked
- * stale (this client wrote the file since: the inode has its
- * attributes), and a push about the directory since it was fetched does
- * not matter. Under a delegation no other session changes the directory
- * without a recall first, and the listing was coherent at the grant
- * (dd_grant_listing): such a push is this client's own change coming back
- * (the daemon sends one to its author when other requests of it were in
- * flight). Otherwise (!held: dirdeleg_victim) the listing must be
- * coherent: no push about dir since it was fetched. A file has one link
- * and, for a change answered here, no attribute change pending under a
- * delegation. */
-static struct inode *known_file(struct client *c, struct inode *dir, const char *name,
-				unsigned how, struct pfs_attr *a)
+struct inode *dd_known_file(struct client *c, struct inode *dir, const char *name, unsigned how,
+			    struct pfs_attr *a)
 {
 	bool held = how & KF_HELD;
 	struct pfs_entry pe;
@@ -372,43 +351,7 @@ struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char 
 {
 	struct pfs_attr a;
 
-	return known_file(d->c, dir, name, isdir ? KF_DIR : 0, &a);
-}
-
-bool dirdeleg_renaming(struct dirdeleg *d, struct inode *dir, const char *name,
-		       const char *newname, struct dd_rename *rn)
-{
-	struct client *c = d->c;
-	struct pfs_entry pe;
-	struct listing_info li;
-	struct pfs_attr a;
-	uint8_t *data = NULL;
-	uint32_t dlen, lflags;
-
-	memset(rn, 0, sizeof(*rn));
-	if (!dirdeleg_holds(d, dir))
-		return false;
-	/* What is queued there goes first (the RENAME then waits for
-	 * nothing else: rpc_call_in): the attributes of a file made here
-	 * are then known. */
-	dirdeleg_wait_in(d, dir);
-	if (!(rn->moved = known_file(c, dir, name, KF_HELD | KF_ANY, &a)))
-		return false;
-	unsigned kind = S_ISDIR(a.mode) ? KF_DIR : 0;
-	int r = listing_find(dir, name, &rn->e, &data, &dlen, &lflags, &li);
-	free(data);
-	data = NULL;
-	if (r == LS_PRESENT && pfs_fh_equal(&rn->e.fh, &rn->moved->fh)) {
-		r = listing_find(dir, newname, &pe, &data, &dlen, &lflags, &li);
-		free(data);
-		if (r == LS_ABSENT)
-			return true;
-		if (r == LS_PRESENT && (rn->victim = known_file(c, dir, newname, KF_HELD | kind, &a)))
-			return true;
-	}
-	inode_forget(c->it, rn->moved, 1);
-	rn->moved = NULL;
-	return false;
+	return dd_known_file(d->c, dir, name, isdir ? KF_DIR : 0, &a);
 }
 
 void dd_grant_listing(struct client *c, struct inode *dir)
@@ -462,9 +405,9 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 		return true;
 	if (!held || strlen(name) > PFS_NAME_MAX)
 		return false;
-	struct inode *file = known_file(c, dir, name, KF_HELD | KF_ANSWER, &a);
+	struct inode *file = dd_known_file(c, dir, name, KF_HELD | KF_ANSWER, &a);
 	if (!file && dd_writes_settled(d, dir, name))
-		file = known_file(c, dir, name, KF_HELD | KF_ANSWER, &a);
+		file = dd_known_file(c, dir, name, KF_HELD | KF_ANSWER, &a);
 	if (!file)
 		return false;
 	struct ditem *it = calloc(1, sizeof(*it));

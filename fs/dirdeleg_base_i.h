@@ -83,6 +83,13 @@ struct ditem {
 	struct pfs_unlink_req m;   /* ids, directory, name */
 	bool create;
 	bool setattr;              /* a change of the directory's attributes (sa; file = dir) */
+	/* A rename of name (file: what it names) to newname (victim: the
+	 * file it replaced, held, or NULL), flags rflags, in dir. */
+	bool rename;
+	struct pfs_name newname;
+	uint32_t rflags;
+	struct inode *victim;
+	uint64_t at_victim;
 	uint32_t mode;             /* create: its permission bits */
 	uint64_t fid;              /* create: the open it made, and its flags */
 	uint32_t flags;
@@ -117,7 +124,8 @@ struct dirdeleg {
 	struct ditem *head, **tail;
 	struct dask *asks;          /* LIFO: their order does not matter */
 	unsigned queued, inflight;
-	unsigned inflight_kind[3];  /* of them unlinks [0], creates [1], changes of attributes [2] */
+	unsigned inflight_kind[4];  /* of them unlinks [0], creates [1], changes of attributes [2],
+				     * renames [3] */
 	unsigned hurry;             /* threads waiting for the queue: nothing is held back */
 	size_t inline_held;         /* bytes of data in items (DD_INLINE_HELD at most) */
 	_Atomic unsigned pending;   /* queued + inflight, read without the lock */
@@ -181,6 +189,36 @@ struct ddir *dd_find_or_add(struct dirdeleg *d, const struct pfs_fh *fh, struct 
  * about it since may have made stale, is dropped (the one fetched next
  * is coherent: nobody else changes dir any more). */
 void dd_grant_listing(struct client *c, struct inode *dir);
+/* What dd_known_file looks for. */
+enum {
+	KF_HELD = 1,   /* dir is held */
+	KF_DIR = 2,    /* a directory (else a file with one link) */
+	KF_ANSWER = 4, /* for a change answered here (an unlink) */
+	KF_ANY = 8,    /* either */
+};
+
+/* The file named name in dir, held, if dir's listing knows it and this
+ * client trusts the file's attributes (*a), current as of now. NULL: not
+ * known here. The listing only names the file: its item may be marked
+ * stale (this client wrote the file since: the inode has its
+ * attributes), and a push about the directory since it was fetched does
+ * not matter. Under a delegation no other session changes the directory
+ * without a recall first, and the listing was coherent at the grant
+ * (dd_grant_listing): such a push is this client's own change coming back
+ * (the daemon sends one to its author when other requests of it were in
+ * flight). Otherwise (!held: dirdeleg_victim) the listing must be
+ * coherent: no push about dir since it was fetched. A file has one link
+ * and, for a change answered here, no attribute change pending under a
+ * delegation. */
+struct inode *dd_known_file(struct client *c, struct inode *dir, const char *name, unsigned how,
+			    struct pfs_attr *a);
+/* If this client holds more than DD_SLOTS_HELD slots with more to come:
+ * forgets the least recently used directory other than keep that is held
+ * with slots, nothing pending and no file made there waiting, and puts
+ * its handle in *ret for the caller to give back (DELEG_RETURN, which
+ * frees its slots on the daemon). Returns whether it did. bg.lock held. */
+bool dd_spare_slots(struct dirdeleg *d, const struct ddir *keep, unsigned more,
+		    struct pfs_fh *ret);
 /* Adds the n slots got, for callers with ids cr, to e's (bg.lock held);
  * none if e keeps slots for other ids. */
 void dd_add_slots(struct dirdeleg *d, struct ddir *e, const struct pfs_entry *got, unsigned n,

@@ -41,7 +41,8 @@
  * of a file made here goes once it is named (dirdeleg_wait_made). So
  * the daemon sees this client's requests in the order the application
  * made them, as if each had waited for its reply. A MKDIR, MKNOD,
- * SYMLINK or CREATE made the usual way, and a SETATTR, wait only for the
+ * SYMLINK or CREATE made the usual way, a SETATTR or an OPEN, and a
+ * rename within a held directory (dirdeleg_renaming), wait only for the
  * items of the directory they make a name in or change, or of the file
  * they change (rpc_call_in, dirdeleg_wait_in): no other item can change
  * their outcome, and no other host sees what the items change before
@@ -99,6 +100,7 @@ struct dirdeleg;
 #define DD_SLOTS_LOW 8     /* more are asked for when this few are left */
 #define DD_SLOTS_MAX 64    /* slots kept per directory */
 #define DD_SLOTS_NEW_DIR 4 /* slots asked for with a directory's MKDIR */
+#define DD_SLOTS_HELD 192  /* slots held in all, at most (podfsd's limit: 256) */
 #define DD_MADE_MAX 8192   /* files made under one grant whose close need not wait */
 #define DD_INLINE_MAX (64u << 10)  /* a made file's first bytes sent with its create */
 #define DD_INLINE_HELD (8u << 20)  /* such bytes held in all, at most */
@@ -119,6 +121,7 @@ struct dirdeleg_stats {
 	uint64_t inlined;  /* creates that carried their file's data */
 	uint64_t closed;   /* creates that carried their file's close */
 	uint64_t dir_attrs; /* changes of held directories' attributes answered here */
+	uint64_t renames;  /* renames answered here */
 };
 
 /* Creates the state; no thread yet. Returns 0 or -errno. */
@@ -162,6 +165,14 @@ struct dd_rename {
  * drops the listings, trust_i.h). */
 bool dirdeleg_renaming(struct dirdeleg *d, struct inode *dir, const char *name,
 		       const char *newname, struct dd_rename *rn);
+/* A rename of name to newname within dir (flags: 0 or RENAME_NOREPLACE)
+ * by cr: answered here if dir is held and name is a file with one link,
+ * made here or known, and newname is absent or such a file with no change
+ * of attributes pending (*err: 0, EEXIST, or an earlier item's error
+ * there, positive), and queued: the RENAME (PFS_RN_DELEG) goes alone, after the
+ * items before it. Returns whether it was answered. */
+bool dirdeleg_rename(struct dirdeleg *d, struct inode *dir, const char *name, const char *newname,
+		     uint32_t flags, const struct pfs_creds *cr, int *err);
 /* An unlink or (create) a create in dir was sent the usual way and
  * succeeded: after DD_ASK_AFTER of them, asks for the directory (one
  * DELEG_DIR, which a sender thread sends: the reply does not wait for it),

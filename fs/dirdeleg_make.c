@@ -189,8 +189,39 @@ void dd_add_slots(struct dirdeleg *d, struct ddir *e, const struct pfs_entry *go
 	d->st.slots += n;
 }
 
+bool dd_spare_slots(struct dirdeleg *d, const struct ddir *keep, unsigned more,
+		    struct pfs_fh *ret)
+{
+	unsigned held = 0;
+	struct ddir **victim = NULL;
+
+	for (struct ddir **pp = &d->dirs; *pp; pp = &(*pp)->next) {
+		struct ddir *x = *pp;
+		held += x->nslots;
+		if (x == keep || !x->held || !x->nslots)
+			continue;
+		if (x->nmade)
+			dd_prune_made(d, x);
+		if (x->err || x->pending || x->nmade)
+			continue;
+		if (!victim || x->used_ns < (*victim)->used_ns)
+			victim = pp;
+	}
+	if (held + more <= DD_SLOTS_HELD || !victim)
+		return false;
+	struct ddir *gone = *victim;
+	*victim = gone->next;
+	*ret = gone->fh;
+	free(gone->slots);
+	free(gone->made);
+	free(gone);
+	d->ndirs--;
+	return true;
+}
+
 /* Queues a SLOTS for e (held, dir) by cr, unless one is on its way
- * (bg.lock held). */
+ * (bg.lock held); first the return of a directory whose slots lie idle,
+ * if this client holds too many (dd_spare_slots). */
 static void want_slots(struct dirdeleg *d, struct ddir *e, struct inode *dir,
 		       const struct pfs_creds *cr)
 {
@@ -200,6 +231,7 @@ static void want_slots(struct dirdeleg *d, struct ddir *e, struct inode *dir,
 	struct dask *a = calloc(1, sizeof(*a));
 	if (!a)
 		return;
+	a->has_ret = dd_spare_slots(d, e, DD_SLOTS, &a->ret);
 	e->slots_asking = true;
 	inode_hold(d->c->it, dir);
 	a->dir = dir;
@@ -490,6 +522,8 @@ void dirdeleg_made_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_c
 		d->st.asked++;
 		d->st.granted++;
 		dd_add_slots(d, e, got, n, cr);
+		if (!a->has_ret)
+			a->has_ret = dd_spare_slots(d, e, 0, &a->ret);
 	} else if (!e && a && !a->has_ret) {
 		/* Not held here: the daemon gets it back. */
 		a->ret = dir->fh;

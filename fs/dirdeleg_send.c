@@ -35,17 +35,21 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 	 * created one's are the daemon's. (A changed directory's: below.) */
 	if (!it->setattr)
 		inode_own_end(c->it, it->file, rc == 0 ? fa : NULL, it->seq, it->at_file, it->ns);
+	if (it->victim)
+		inode_own_end(c->it, it->victim, NULL, it->seq, it->at_victim, it->ns);
 	/* Refused: an unlinked name is still there, a created one is not;
 	 * the listing that says otherwise goes. ENOENT of an unlink: the
 	 * name is gone either way (another host removed it before the
 	 * grant, and the kernel here still had it). */
 	if (it->create)
 		rc = rc == -ENOENT ? -EIO : rc;
-	else if (rc == -ENOENT && !it->setattr)
+	else if (rc == -ENOENT && !it->setattr && !it->rename)
 		rc = 0;
 	if (rc < 0)
 		listing_touch(it->dir);
 	atomic_fetch_sub(&it->file->dd_pending, 1);
+	if (it->victim)
+		atomic_fetch_sub(&it->victim->dd_pending, 1);
 	pthread_mutex_lock(&d->bg.lock);
 	d->inline_held -= it->dlen;
 	struct ddir *de = dd_find(d, &it->m.parent);
@@ -63,15 +67,33 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 				de->err = rc;
 		}
 		pfs_warn("%s answered under a directory delegation failed: %s: %s",
-			 it->create ? "a create" : it->setattr ? "a change of a directory's attributes"
-							       : "an unlink",
+			 it->create    ? "a create"
+			 : it->setattr ? "a change of a directory's attributes"
+			 : it->rename  ? "a rename"
+				       : "an unlink",
 			 it->m.name.s, strerror(-rc));
 	}
 	pthread_mutex_unlock(&d->bg.lock);
 	inode_forget(c->it, it->file, 1);
 	inode_forget(c->it, it->dir, 1);
+	if (it->victim)
+		inode_forget(c->it, it->victim, 1);
 	free(it->data);
 	free(it);
+}
+
+/* Sends a rename answered here (a RENAME that the daemon refuses if it
+ * revoked the delegation meanwhile). */
+static void send_rename(struct dirdeleg *d, struct ditem *it)
+{
+	struct pfs_rename_req m = { .cr = it->m.cr, .parent = it->m.parent, .name = it->m.name,
+				    .newparent = it->m.parent, .newname = it->newname,
+				    .flags = it->rflags | PFS_RN_DELEG };
+	struct rpc_reply rep = { 0 };
+	int rc = rpc_msg(d->c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
+
+	rpc_reply_free(&rep);
+	item_done(d, it, rc, NULL, NULL);
 }
 
 static void send_one(struct dirdeleg *d, struct ditem *it)
@@ -217,23 +239,24 @@ static int64_t hold_ns(const struct dirdeleg *d, const struct ditem *it, int64_t
 	return left > 0 ? left : 0;
 }
 
-/* An item's kind: unlink 0, create 1, change of attributes 2. */
+/* An item's kind: unlink 0, create 1, change of attributes 2, rename 3. */
 static unsigned kind(const struct ditem *it)
 {
-	return it->setattr ? 2 : it->create ? 1 : 0;
+	return it->rename ? 3 : it->setattr ? 2 : it->create ? 1 : 0;
 }
 
 /* Whether it may go now: creates and unlinks are never in flight
  * together (one may name what the other made or removed; those of one
  * kind do not depend on each other), and a change of a directory's
  * attributes goes alone (its rights decide whether the names before it
- * could be made, and those after it). */
+ * could be made, and those after it), as a rename does (it names what
+ * the others made or remove). */
 static bool may_go(const struct dirdeleg *d, const struct ditem *it)
 {
 	unsigned k = kind(it);
 
-	for (unsigned j = 0; j < 3; j++)
-		if (d->inflight_kind[j] && (j != k || k == 2))
+	for (unsigned j = 0; j < 4; j++)
+		if (d->inflight_kind[j] && (j != k || k >= 2))
 			return false;
 	return true;
 }
@@ -244,7 +267,8 @@ static bool same_batch(const struct ditem *a, const struct ditem *b)
 {
 	const struct pfs_creds *x = &a->m.cr, *y = &b->m.cr;
 
-	return !a->setattr && kind(a) == kind(b) && pfs_fh_equal(&a->m.parent, &b->m.parent) &&
+	return !a->setattr && !a->rename && kind(a) == kind(b) &&
+	       pfs_fh_equal(&a->m.parent, &b->m.parent) &&
 	       dd_same_creds(x, y);
 }
 
@@ -299,6 +323,8 @@ void *dd_sender_main(void *arg)
 			pthread_mutex_unlock(&d->bg.lock);
 			if (v[0]->setattr)
 				send_setattr(d, v[0]);
+			else if (v[0]->rename)
+				send_rename(d, v[0]);
 			else if (v[0]->create)
 				send_creates(d, v, n);
 			else if (d->no_batch)

@@ -341,7 +341,9 @@ int ops_open_remote(fuse_req_t req, struct ofile *of, struct fuse_file_info *fi,
 	o->any = inode_own_snap(c->it, &o->ns);
 	o->seq = gate_seq(c->gate);
 	o->applied = gate_applied(c->gate);
-	int rc = rpc_msg(c->rpc, op, open_req, &m, &rep);
+	/* After what this client answered of the object only (its create,
+	 * its unlink; a directory's items): the daemon opens it by handle. */
+	int rc = rpc_msg_in(c->rpc, of->ip, op, open_req, &m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = ops_bad_reply(req, pfs_op_name(op));
 	rpc_reply_free(&rep);

@@ -526,6 +526,13 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	m.flags = flags;
 	if (!(flags & RENAME_EXCHANGE))
 		ofile_attach_lazy(c, IP(req, newparent), NULL, 0);
+	/* Within a directory this client holds: answered here (dirdeleg_i.h). */
+	int err;
+	if (c->dd && parent == newparent &&
+	    dirdeleg_rename(c->dd, IP(req, parent), name, newname, flags, &m.cr, &err)) {
+		fuse_reply_err(req, err);
+		return;
+	}
 	/* The objects moved and replaced are not named (FUSE gives the
 	 * names): the namespace count moves; unless, within a directory
 	 * this client holds, it knows them (dirdeleg_renaming): then they

@@ -338,7 +338,10 @@ enum pfs_op {
  *              Remove name from parent. Replies: none, or dir_rep with
  *              PFS_CAP_DIR_ATTR; ENOENT, EISDIR/ENOTDIR, ENOTEMPTY, EBUSY.
  * RENAME       name in parent to newname in newparent; flags are
- *              renameat2's (RENAME_NOREPLACE, RENAME_EXCHANGE).
+ *              renameat2's (RENAME_NOREPLACE, RENAME_EXCHANGE), and
+ *              PFS_RN_DELEG: a rename the client answered under its
+ *              delegation of parent (newparent the same), refused (EIO)
+ *              if that was revoked meanwhile.
  *              Replies: none; ENOENT, EEXIST, ENOTEMPTY, EXDEV, EINVAL.
  *
  * Files (fid: an open-file id the client chooses, unique in its session):
@@ -706,6 +709,7 @@ enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
 	PFS_CR_DELEG = 1u << 1, /* CREATE's mkdir_rep: see "Delegations" */
 	PFS_MK_DELEG = 1u << 2, /* MKDIR's mkdir_rep: the new directory's delegation, "Delegations" */
+	PFS_RN_DELEG = 1u << 30, /* RENAME's flags: answered under a directory delegation */
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
 	PFS_CI_CLOSE = 1u << 0, /* a CREATES item's how: no open file is made */
 	PFS_CI_SYNC = 1u << 1,  /* a CREATES item's how: its data synced */

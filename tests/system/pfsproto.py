@@ -107,6 +107,7 @@ OP_CREATES = 67
 CREATES_MAX = 64
 CI_CLOSE, CI_SYNC, CI_ATTRS = 1, 2, 4  # a CREATES item's how
 MK_EMPTY, MK_DELEG = 1, 4  # mkdir_rep's flags
+RN_DELEG = 1 << 30  # RENAME's flags: answered under a directory delegation
 SET_MODE, SET_UID, SET_GID, SET_SIZE, SET_ATIME, SET_MTIME = 1, 2, 4, 8, 16, 32
 SLOTS_MAX = 64
 SLOTS_PER_SESSION = 256
