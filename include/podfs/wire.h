@@ -761,6 +761,8 @@ enum {
  *   replies before it acknowledges. It lasts until recalled, returned
  *   (DELEG_RETURN, once nothing is pending there), the directory is
  *   removed, the session ends or, on the client, until a reconnect.
+ *   The holder may answer a rename within the directory too, and send
+ *   it in the background as a RENAME with PFS_RN_DELEG.
  * Creates under a directory delegation. The holder may also ask for
  *   slots in the directory (SLOTS): files the server makes at once
  *   (O_TMPFILE, as the caller, so the caller's write permission on the

@@ -461,9 +461,12 @@ static int gen_handlers(const char *dir)
 	REC(&st, CREATES, creates_req, .cr = USER, .parent = FH(S_D),
 	    .items = { .p = fhs, .len = w.len });
 	REC(&st, DELEG_RETURN, getattr_req, .cr = USER, .fh = FH(S_D));
-	/* A MKDIR that asks for the new directory's delegation and slots. */
+	/* A MKDIR that asks for the new directory's delegation and slots;
+	 * a rename answered under a delegation. */
 	REC(&st, MKDIR, mkdir_req, .cr = USER, .parent = FH(S_D), .name = NM("held"), .mode = 0755,
 	    .slots = 3);
+	REC(&st, RENAME, rename_req, .cr = USER, .parent = FH(S_D), .name = NM("made"),
+	    .newparent = FH(S_D), .newname = NM("moved"), .flags = PFS_RN_DELEG);
 	SEED("deleg_dir_creates");
 	REC(&st, LOOKUP_DATA, lookup_data_req, .cr = USER, .parent = FH(S_ROOT), .name = NM("a"),
 	    .max_inline = 4096);
