@@ -37,6 +37,11 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 		inode_own_end(c->it, it->file, rc == 0 ? fa : NULL, it->seq, it->at_file, it->ns);
 	if (it->victim)
 		inode_own_end(c->it, it->victim, NULL, it->seq, it->at_victim, it->ns);
+	/* The kernel holds the attributes answered here (a create's, its
+	 * ctime this host's clock; a renamed file's, before its ctime
+	 * moved): it asks again, and gets the daemon's. */
+	if (!it->setattr)
+		fuse_lowlevel_notify_inval_inode(c->se, it->file->nodeid, -1, 0);
 	/* Refused: an unlinked name is still there, a created one is not;
 	 * the listing that says otherwise goes. ENOENT of an unlink: the
 	 * name is gone either way (another host removed it before the
@@ -173,6 +178,34 @@ static void send_batch(struct dirdeleg *d, struct ditem **v, size_t n)
 	rpc_reply_free(&rep);
 }
 
+/* The change of attributes create item it carries into *sa, if any: the
+ * one answered under the file's delegation (has_sa), and the file's
+ * access and modification times as this client answered them (its
+ * clock, at the create and at the writes that went with it), unless set
+ * there: podfsd keeps them, so that every host sees the times this one
+ * showed. Not when a write went the usual way (podfsd's own time then
+ * stands, as its reply told). */
+static bool item_times(const struct ditem *it, struct pfs_setattr_req *sa)
+{
+	if (it->has_sa)
+		*sa = it->sa;
+	else
+		memset(sa, 0, sizeof(*sa));
+	if (it->no_inline)
+		return it->has_sa;
+	if (!(sa->valid & (PFS_SET_ATIME | PFS_SET_ATIME_NOW))) {
+		sa->valid |= PFS_SET_ATIME;
+		sa->atime_s = it->attr.atime_s;
+		sa->atime_ns = it->attr.atime_ns;
+	}
+	if (!(sa->valid & (PFS_SET_MTIME | PFS_SET_MTIME_NOW))) {
+		sa->valid |= PFS_SET_MTIME;
+		sa->mtime_s = it->attr.mtime_s;
+		sa->mtime_ns = it->attr.mtime_ns;
+	}
+	return true;
+}
+
 /* Sends creates v[n] (one directory, one caller) in one CREATES. */
 static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 {
@@ -190,17 +223,19 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 	if (items) {
 		pfs_wr_init(&w, items, cap);
 		for (size_t i = 0; i < n; i++) {
+			struct pfs_setattr_req sa;
+			bool has_sa = item_times(v[i], &sa);
 			/* Data that is not synced with it would have no commit:
 			 * the client holds no copy to send again. */
 			uint32_t how = (v[i]->closed ? PFS_CI_CLOSE : 0) |
-				       (v[i]->dlen ? PFS_CI_SYNC : 0) | (v[i]->has_sa ? PFS_CI_ATTRS : 0);
+				       (v[i]->dlen ? PFS_CI_SYNC : 0) | (has_sa ? PFS_CI_ATTRS : 0);
 			pfs_t_BYTES data = { .p = v[i]->data, .len = v[i]->dlen };
 			if (pfs_put_FH(&w, &v[i]->slot) < 0 || pfs_put_U64(&w, &v[i]->fid) < 0 ||
 			    pfs_put_U32(&w, &v[i]->flags) < 0 || pfs_put_U32(&w, &v[i]->mode) < 0 ||
 			    pfs_put_NAME(&w, &v[i]->m.name) < 0 || pfs_put_U32(&w, &how) < 0 ||
 			    pfs_put_BYTES(&w, &data) < 0)
 				break;
-			if (v[i]->has_sa && pfs_put_deleg_attrs(&w, &v[i]->sa) < 0)
+			if (has_sa && pfs_put_deleg_attrs(&w, &sa) < 0)
 				break;
 		}
 		m.items.p = items;
