@@ -385,10 +385,18 @@ int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_
 	if (mode & ~0777u)
 		return -EINVAL;
 	slot_open_fid(x, fd, fid, flags);
-	/* As a create would: its mode, and every time now. */
-	if (fchmod(fd, (mode_t)mode) < 0 || futimens(fd, NULL) < 0)
+	/* As a create would: its mode, and every time now; or the access and
+	 * modification times the client answered, when it sends them. */
+	const uint32_t times = PFS_SET_ATIME | PFS_SET_MTIME;
+	struct timespec ts[2];
+	bool own = sa && (sa->valid & times) == times;
+	if (own) {
+		ts[0] = (struct timespec){ .tv_sec = sa->atime_s, .tv_nsec = sa->atime_ns };
+		ts[1] = (struct timespec){ .tv_sec = sa->mtime_s, .tv_nsec = sa->mtime_ns };
+	}
+	if (fchmod(fd, (mode_t)mode) < 0 || futimens(fd, own ? ts : NULL) < 0)
 		return -errno;
-	if (sa) {
+	if (sa && (sa->valid & ~times)) {
 		int ret = export_setattr_fd(x, fd, sa, &e->attr);
 		if (ret < 0)
 			return ret;

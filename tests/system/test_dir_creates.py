@@ -57,8 +57,8 @@ def hold(root, d, prefix="w", timeout=10.0):
 
 def test_creates_answered_locally_seen_by_another_host(dpod):
     """A's creates (most answered by A itself) are what B lists and reads
-    right after, with the same inode numbers, modes, owners and sizes as
-    the export has; nothing extra appears."""
+    right after, with the same inode numbers, modes, owners, sizes and
+    modification times as the export has; nothing extra appears."""
     os.umask(0o022)
     os.mkdir(dpod.a / "d")
     modes = [0o644, 0o600, 0o444, 0o640, 0o755]
@@ -82,6 +82,8 @@ def test_creates_answered_locally_seen_by_another_host(dpod):
             assert s.st_size == len(b"%d" % i * (i + 1)), name
         assert sa.st_ino == sb.st_ino == se.st_ino, name
         assert (sa.st_uid, sa.st_gid) == (se.st_uid, se.st_gid), name
+        # The times A answered are the ones the coordinator keeps.
+        assert sa.st_mtime_ns == sb.st_mtime_ns == se.st_mtime_ns, name
         assert (dpod.b / "d" / name).read_bytes() == b"%d" % i * (i + 1)
     assert sorted(os.listdir(dpod.export / "d")) == names
     s = podfs_stats(dpod.a)
