@@ -100,6 +100,44 @@ static void end_all(struct dirdeleg *d, struct madev *mv)
 	}
 }
 
+struct ditem *dd_item_new(const struct pfs_creds *cr, const struct inode *dir, const char *name)
+{
+	struct ditem *it = calloc(1, sizeof(*it));
+
+	if (!it)
+		return NULL;
+	it->m.cr = *cr;
+	it->m.parent = dir->fh;
+	it->m.name.len = (uint16_t)strlen(name);
+	memcpy(it->m.name.s, name, it->m.name.len + 1);
+	return it;
+}
+
+void dd_answered(struct dirdeleg *d, struct ddir *e, struct ditem *it, struct inode *dir,
+		 struct inode *file)
+{
+	struct client *c = d->c;
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	(void)inode_own_snap(c->it, &it->ns);
+	it->seq = gate_seq(c->gate);
+	e->at = inode_own_local(c->it, dir, now.tv_sec, (uint32_t)now.tv_nsec);
+	e->pending++;
+	it->dir = dir;
+	it->file = file;
+	atomic_fetch_add(&file->dd_pending, 1);
+	it->at_file = inode_own_also(c->it, file);
+	dd_enqueue(d, it);
+}
+
+void dd_ask(struct dirdeleg *d, struct dask *a)
+{
+	a->next = d->asks;
+	d->asks = a;
+	bg_wake(&d->bg);
+}
+
 void dd_enqueue(struct dirdeleg *d, struct ditem *it)
 {
 	it->next = NULL;
@@ -410,18 +448,12 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 		file = dd_known_file(c, dir, name, KF_HELD | KF_ANSWER, &a);
 	if (!file)
 		return false;
-	struct ditem *it = calloc(1, sizeof(*it));
+	struct ditem *it = dd_item_new(cr, dir, name);
 	if (!it) {
 		inode_forget(c->it, file, 1);
 		return false;
 	}
-	it->m.cr = *cr;
-	it->m.parent = dir->fh;
-	it->m.name.len = (uint16_t)strlen(name);
-	memcpy(it->m.name.s, name, it->m.name.len + 1);
 	inode_hold(c->it, dir);
-	it->dir = dir;
-	it->file = file;
 
 	pthread_mutex_lock(&d->bg.lock);
 	while (d->queued + d->inflight >= DD_QUEUE_MAX)
@@ -439,16 +471,8 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 	 * queue is sent); no other object moves (one link): the namespace
 	 * count stays. Under the lock, so that a recall either sees it
 	 * queued or ends the delegation first. */
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
 	(void)listing_remove(dir, name);
-	(void)inode_own_snap(c->it, &it->ns);
-	it->seq = gate_seq(c->gate);
-	e->at = inode_own_local(c->it, dir, now.tv_sec, (uint32_t)now.tv_nsec);
-	e->pending++;
-	atomic_fetch_add(&file->dd_pending, 1);
-	it->at_file = inode_own_also(c->it, file);
-	dd_enqueue(d, it);
+	dd_answered(d, e, it, dir, file);
 	d->st.local++;
 	pthread_mutex_unlock(&d->bg.lock);
 	return true;
@@ -494,9 +518,7 @@ static void synced(struct dirdeleg *d, struct inode *dir, const struct pfs_creds
 		e->slots_asking = a->slots;
 	}
 	if (ask || a->has_ret) {
-		a->next = d->asks;
-		d->asks = a;
-		bg_wake(&d->bg);
+		dd_ask(d, a);
 		a = NULL;
 	}
 	pthread_mutex_unlock(&d->bg.lock);

@@ -212,6 +212,16 @@ enum {
  * delegation. */
 struct inode *dd_known_file(struct client *c, struct inode *dir, const char *name, unsigned how,
 			    struct pfs_attr *a);
+/* A new item by cr about name in dir (ids, directory, name set), or NULL. */
+struct ditem *dd_item_new(const struct pfs_creds *cr, const struct inode *dir, const char *name);
+/* Item it, about file in dir (e: dir's entry; one lookup of each held
+ * for it), was answered here: the directory's times are this host's
+ * clock, the file is stamped, and it is queued. bg.lock held, under
+ * which a recall either sees it queued or ended the delegation first. */
+void dd_answered(struct dirdeleg *d, struct ddir *e, struct ditem *it, struct inode *dir,
+		 struct inode *file);
+/* Queues a for the senders (bg.lock held). */
+void dd_ask(struct dirdeleg *d, struct dask *a);
 /* If this client holds more than DD_SLOTS_HELD slots with more to come:
  * forgets the least recently used directory other than keep that is held
  * with slots, nothing pending and no file made there waiting, and puts

@@ -237,9 +237,7 @@ static void want_slots(struct dirdeleg *d, struct ddir *e, struct inode *dir,
 	a->dir = dir;
 	a->cr = *cr;
 	a->slots = true;
-	a->next = d->asks;
-	d->asks = a;
-	bg_wake(&d->bg);
+	dd_ask(d, a);
 }
 
 bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, uint32_t perm,
@@ -278,17 +276,13 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 	if (r != LS_ABSENT)
 		return false;
 
-	struct ditem *it = calloc(1, sizeof(*it));
+	struct ditem *it = dd_item_new(cr, dir, name);
 	if (!it)
 		return false;
 	it->create = true;
 	it->mode = perm;
 	it->fid = fid;
 	it->flags = flags;
-	it->m.cr = *cr;
-	it->m.parent = dir->fh;
-	it->m.name.len = (uint16_t)strlen(name);
-	memcpy(it->m.name.s, name, it->m.name.len + 1);
 
 	pthread_mutex_lock(&d->bg.lock);
 	while (d->queued + d->inflight >= DD_QUEUE_MAX)
@@ -530,9 +524,7 @@ void dirdeleg_made_dir(struct dirdeleg *d, struct inode *dir, const struct pfs_c
 		a->has_ret = true;
 	}
 	if (a && a->has_ret) {
-		a->next = d->asks;
-		d->asks = a;
-		bg_wake(&d->bg);
+		dd_ask(d, a);
 		a = NULL;
 	}
 	pthread_mutex_unlock(&d->bg.lock);

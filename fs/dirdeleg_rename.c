@@ -121,15 +121,11 @@ bool dirdeleg_rename(struct dirdeleg *d, struct inode *dir, const char *name, co
 		inode_forget(c->it, moved, 1);
 		return false;
 	}
-	struct ditem *it = calloc(1, sizeof(*it));
+	struct ditem *it = dd_item_new(cr, dir, name);
 	if (!it)
 		goto no;
 	it->rename = true;
 	it->rflags = flags;
-	it->m.cr = *cr;
-	it->m.parent = dir->fh;
-	it->m.name.len = (uint16_t)strlen(name);
-	memcpy(it->m.name.s, name, it->m.name.len + 1);
 	it->newname.len = (uint16_t)strlen(newname);
 	memcpy(it->newname.s, newname, it->newname.len + 1);
 
@@ -155,22 +151,12 @@ bool dirdeleg_rename(struct dirdeleg *d, struct inode *dir, const char *name, co
 	} else {
 		listing_touch(dir);
 	}
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	(void)inode_own_snap(c->it, &it->ns);
-	it->seq = gate_seq(c->gate);
-	e->at = inode_own_local(c->it, dir, now.tv_sec, (uint32_t)now.tv_nsec);
-	e->pending++;
 	inode_hold(c->it, dir);
-	it->dir = dir;
-	it->file = moved;
-	atomic_fetch_add(&moved->dd_pending, 1);
-	it->at_file = inode_own_also(c->it, moved);
 	if ((it->victim = victim)) {
 		atomic_fetch_add(&victim->dd_pending, 1);
 		it->at_victim = inode_own_also(c->it, victim);
 	}
-	dd_enqueue(d, it);
+	dd_answered(d, e, it, dir, moved);
 	d->st.renames++;
 	pthread_mutex_unlock(&d->bg.lock);
 	*err = 0;

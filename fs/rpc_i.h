@@ -135,15 +135,7 @@ unsigned rpc_conns_up(struct rpc *rpc);
  * cap bytes and calls rpc_call with it. Evaluates to 0 or -errno; an
  * unencodable message (bad name, too long) gives -EINVAL. */
 #define RPC_SMALL 8192
-#define rpc_msg(rpc, op, name, m, rep)                                         \
-	({                                                                     \
-		uint8_t rpc_b_[RPC_SMALL];                                     \
-		struct pfs_wr rpc_w_;                                          \
-		pfs_wr_init(&rpc_w_, rpc_b_, sizeof(rpc_b_));                  \
-		pfs_enc_##name(&rpc_w_, (m)) < 0                               \
-			? -EINVAL                                              \
-			: rpc_call((rpc), (op), rpc_b_, rpc_w_.len, (rep));    \
-	})
+#define rpc_msg(rpc, op, name, m, rep) rpc_msg_in(rpc, NULL, op, name, m, rep)
 
 /* rpc_msg through rpc_call_in. */
 #define rpc_msg_in(rpc, in, op, name, m, rep)                                  \
