@@ -50,14 +50,13 @@ struct req {
 	struct inflight fl;    /* its place in s's ordered requests (push.c) */
 	uint64_t epoch;        /* s->forget_epoch when queued */
 	struct keyvec keys;    /* interest keys the worker registered */
-	/* s->waitq or waitq_sync: waiting for a worker (server.c); or c->paceq: a READ
+	/* s->waitq: waiting for a worker (workers.c); or c->paceq: a READ
 	 * waiting for its connection's replies to drain (pace.c). */
 	STAILQ_ENTRY(req) wlink;
 	size_t pace;           /* a READ's reply bound (lim_reply_bound) */
 	bool paced;            /* on c->paceq; its reply bound not in acct yet */
 	bool pacing;           /* pace counted in c->pace_busy (pace.c) */
 	bool pooled;           /* on the thread pool (counted in s->running) */
-	bool sync;             /* waits for the disk (counted in s->running_sync) */
 	uint64_t t0;           /* uv_hrtime() when it was queued (its latency) */
 
 	/* Filled by the worker. */

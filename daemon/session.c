@@ -47,7 +47,6 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	drc_init(&s->drc, PFSD_DRC_MAX);
 	TAILQ_INIT(&s->inflight);
 	STAILQ_INIT(&s->waitq);
-	STAILQ_INIT(&s->waitq_sync);
 	STAILQ_INIT(&s->deferred);
 	idtab_insert(&d->sessions, &s->hn, client_id);
 	s->islot = interest_slot_alloc(d->it);

@@ -81,13 +81,10 @@ struct session {
 	 * (workers set, the loop logs it once: server.c). */
 	atomic_bool foreign_fh;
 	bool foreign_logged;
-	/* Its requests on the thread pool (running_sync of them wait for
-	 * the disk: FSYNC, CREATES), and those waiting for its share of the
-	 * workers (limit "workers"), in two queues: a request that does not
-	 * wait for the disk never waits behind those that do (loop,
-	 * server.c). */
-	unsigned running, running_sync;
-	STAILQ_HEAD(reqq, req) waitq, waitq_sync;
+	/* Its requests on the thread pool, and those waiting for its share
+	 * of the workers (limit "workers"; loop, workers.c). */
+	unsigned running;
+	STAILQ_HEAD(, req) waitq;
 
 	pthread_mutex_t mu; /* fids, slots, and peer_dead */
 	bool peer_dead;     /* ended: never offered to peers again (dispatch_chunks.c) */

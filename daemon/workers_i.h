@@ -1,8 +1,6 @@
 /* workers_i.h: a session's share of the thread pool (limit "workers",
- * limits_i.h). Its requests beyond the share wait in the session's
- * queues, those that wait for the disk (FSYNC, CREATES: a journal commit
- * each) apart from the others, so that a client's mkdir or lookup never
- * waits behind its own commits. Loop thread only. */
+ * limits_i.h). Its requests beyond the share wait in the session's queue,
+ * in order. Loop thread only. */
 #ifndef PODFSD_WORKERS_I_H
 #define PODFSD_WORKERS_I_H
 
@@ -12,11 +10,10 @@ struct req;
 struct session;
 
 /* Hands r to the thread pool (dispatch_work_cb, then after), or queues it
- * behind its session's others of its kind when the session may not run
- * it now. Returns 0 or a libuv error (r not queued: workers_failed). */
+ * behind its session's others when the session has its share running.
+ * Returns 0 or a libuv error (r not queued: workers_failed). */
 int workers_submit(struct req *r, uv_after_work_cb after);
-/* done, one of s's requests, left the pool: the waiting ones that may
- * run now go, the one queued first first. */
+/* done, one of s's requests, left the pool: the next waiting ones go. */
 void workers_left(struct session *s, const struct req *done, uv_after_work_cb after);
 /* r could not be queued (ret): logged, and finished as cancelled (its
  * connection closes). */
