@@ -612,12 +612,14 @@ bool peer_read(fuse_req_t req, struct ofile *of, size_t size, off_t off)
 	}
 	if (rc == 0 && npc > 0) {
 		size_t n = niov ? iov[0].iov_len + (niov > 1 ? iov[1].iov_len : 0) : 0;
+		/* Counted before the kernel has it: once the reader has its
+		 * bytes, the stats include them. */
+		atomic_fetch_add_explicit(&p->local_bytes, n, memory_order_relaxed);
 		if (niov)
 			fuse_reply_iov(req, iov, (int)niov);
 		else
 			fuse_reply_buf(req, NULL, 0); /* past the end of the chunks */
 		answered = true;
-		atomic_fetch_add_explicit(&p->local_bytes, n, memory_order_relaxed);
 		/* The kernel has its answer: what follows is this mount's
 		 * own work, which must not stop if the caller dies. */
 		killable_leave();
