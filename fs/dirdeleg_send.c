@@ -35,6 +35,8 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 	 * created one's are the daemon's. (A changed directory's: below.) */
 	if (!it->setattr)
 		inode_own_end(c->it, it->file, rc == 0 ? fa : NULL, it->seq, it->at_file, it->ns);
+	if (rc != 0) /* the content written with it is not the daemon's */
+		inode_drop_inline(it->file);
 	if (it->victim)
 		inode_own_end(c->it, it->victim, NULL, it->seq, it->at_victim, it->ns);
 	/* The kernel holds the attributes answered here (a create's, its

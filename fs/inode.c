@@ -360,6 +360,7 @@ void inode_set_inline(struct inode *ip, const struct pfs_attr *a, const void *da
 	ip->inline_data = copy;
 	ip->inline_len = len;
 	ip->inline_ver = dver_of(a);
+	ip->inline_own = false;
 	pthread_mutex_unlock(&ip->lock);
 }
 
@@ -401,7 +402,7 @@ uint8_t *inode_inline_copy(struct inode *ip, uint32_t *len)
 {
 	uint8_t *copy = NULL;
 	pthread_mutex_lock(&ip->lock);
-	if (ip->inline_data && inline_current(ip) &&
+	if (ip->inline_data && !ip->inline_own && inline_current(ip) &&
 	    (copy = malloc(ip->inline_len ? ip->inline_len : 1))) {
 		memcpy(copy, ip->inline_data, ip->inline_len);
 		*len = ip->inline_len;
@@ -414,6 +415,35 @@ void inode_drop_inline(struct inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);
 	inline_free(ip);
+	pthread_mutex_unlock(&ip->lock);
+}
+
+void inode_write_inline(struct inode *ip, uint64_t off, const void *data, size_t size,
+			uint32_t max)
+{
+	pthread_mutex_lock(&ip->lock);
+	if (!ip->inline_data)
+		goto out;
+	if (off > ip->inline_len || size > max || off > max - size) {
+		inline_free(ip);
+		goto out;
+	}
+	uint32_t len = off + size > ip->inline_len ? (uint32_t)(off + size) : ip->inline_len;
+	int64_t grow = (int64_t)len - (int64_t)ip->inline_len;
+	uint8_t *nd = NULL;
+	/* Half the budget at most: the rest stays for copies that came with
+	 * lookups, which a big install here must not crowd out. */
+	if (atomic_fetch_add(ip->inline_total, grow) + grow > INODE_INLINE_TOTAL_MAX / 2 ||
+	    !(nd = realloc(ip->inline_data, len ? len : 1))) {
+		atomic_fetch_sub(ip->inline_total, grow);
+		inline_free(ip);
+		goto out;
+	}
+	memcpy(nd + off, data, size);
+	ip->inline_data = nd;
+	ip->inline_len = len;
+	ip->inline_own = true;
+out:
 	pthread_mutex_unlock(&ip->lock);
 }
 
@@ -615,6 +645,8 @@ void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 
 	if (ip->cached_valid && dver_eq(&ip->cached, &before))
 		ip->cached = after;
+	if (ip->inline_data && dver_eq(&ip->inline_ver, &before))
+		ip->inline_ver = after;
 	ip->attr = na;
 	ip->ver_unknown = false;
 }

@@ -68,6 +68,7 @@ struct inode {
 	uint32_t inline_len;
 	_Atomic int64_t *inline_total; /* the table's count of inline bytes */
 	struct dver inline_ver; /* version inline_data belongs to */
+	bool inline_own; /* this host's writes made it (inode_write_inline) */
 	bool ver_unknown;     /* a push invalidated the data after attr was seen */
 	/* Local GETATTR (see trust_i.h): whether attr is trusted, from
 	 * which push number, and this client's own changes of the object
@@ -314,9 +315,21 @@ bool inode_read_inline(struct inode *ip, uint64_t off, size_t size, void *buf, s
 /* Frees the inline content, if any. */
 void inode_drop_inline(struct inode *ip);
 
+/* This host's write(2) of data[size] at off (not a page writeback: the
+ * kernel serializes those calls, so they reach here in the order the
+ * daemon gets them): the inline content, if any, becomes what the file
+ * holds after it, while it stays within max bytes; else it is freed. Its
+ * version moves with the write's own change (inode_own_change_locked),
+ * so a file this host made and wrote is read back from here, while no
+ * other host changed it (their pushes free it). */
+void inode_write_inline(struct inode *ip, uint64_t off, const void *data, size_t size,
+			uint32_t max);
+
 /* A copy (malloc'd, *len bytes; the caller frees it) of the whole
  * content if it is at hand and belongs to the attributes last seen, else
- * NULL (also on ENOMEM). */
+ * NULL (also on ENOMEM). Not one this host's writes made: the kernel's
+ * attributes predate them, and its first refresh of them (auto_inval
+ * _data) would drop pages stored now; READ is answered from it instead. */
 uint8_t *inode_inline_copy(struct inode *ip, uint32_t *len);
 
 /* True if the absence of the xattr of NOX_* bit is known (and its time
@@ -350,7 +363,9 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 
 /* A change this client made (WRITE, SETATTR...) moved the object from
  * the last known attributes to a: if the cached pages were current
- * before, they still are (the kernel updated them itself). Records a.
+ * before, they still are (the kernel updated them itself), and so is the
+ * inline content (a write updated it, inode_write_inline; a change of
+ * the content that does not frees it). Records a.
  * Called with ip->lock held (trust.c, which decides their trust at the
  * same time). */
 void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a);

@@ -78,6 +78,8 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		(void)deleg_flush(c->dl, ip, false);
 	/* A truncating open is our own change of the file. */
 	uint64_t trunc_at = (fi->flags & O_TRUNC) ? inode_own_touch(c->it, ip, false) : 0;
+	if (trunc_at)
+		inode_drop_inline(ip);
 	uint64_t before = gate_seq(c->gate);
 	if (ops_open_locally(req, ip, fi, false)) {
 		struct pfs_creds cr;
@@ -145,9 +147,10 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	gate_leave(c->gate);
 	/* A truncating open's attributes are those after it (nlink 0 aside,
 	 * see above). */
-	if (trunc_at)
-		inode_own_end(c->it, ip, &o.attr, o.seq, trunc_at, o.ns);
-	else
+	if (trunc_at && inode_own_end(c->it, ip, &o.attr, o.seq, trunc_at, o.ns) &&
+	    o.attr.size == 0 && c->max_inline)
+		inode_set_inline(ip, &o.attr, "", 0); /* what it holds: what we write */
+	else if (!trunc_at)
 		inode_trust_attr(c->it, ip, o.seq, o.any, o.ns);
 	if (attrs_stale)
 		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
@@ -161,9 +164,28 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* ops_create's answer to a create that dirdeleg_create answered here
  * (pe: the new file's entry, ip its inode with a lookup for the kernel;
  * err: an earlier error, a positive errno, reported instead). */
+/* ip was made here by the caller of creds cr, with attributes a. That
+ * caller may read it while its owner may: the daemon made it under cr's
+ * identity (mapped as every request of cr's is), so that identity owns
+ * it and the mode's owner bits decide. Its opens for reading are then
+ * answered here (ops_open_locally), as after an OPEN the daemon let
+ * through, and what it reads back of what it wrote comes from the
+ * inline copy its writes keep. */
+static void made_here(struct client *c, struct inode *ip, const struct pfs_attr *a,
+		      const struct pfs_creds *cr)
+{
+	if (!S_ISREG(a->mode))
+		return;
+	if (a->mode & S_IRUSR)
+		inode_note_reader(ip, cr->uid, cr->gid);
+	/* Its content is what this host writes (inode_write_inline). */
+	if (a->size == 0 && c->max_inline)
+		inode_set_inline(ip, a, "", 0);
+}
+
 static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 			    struct ofile *of, struct inode *ip, const struct pfs_entry *pe,
-			    struct fuse_file_info *fi, int err)
+			    const struct pfs_creds *cr, struct fuse_file_info *fi, int err)
 {
 	struct client *c = CL(req);
 	struct fuse_entry_param e;
@@ -184,6 +206,7 @@ static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 	inode_open_version(ip, &pe->attr, &attrs_stale);
 	inode_set_nocaps(ip, c->attr_timeout);
 	inode_note_name(dir, name);
+	made_here(c, ip, &pe->attr, cr);
 	/* Its mode, owner and explicit times are answered here too while it
 	 * is open (deleg_i.h): no other host reaches it before a recall of
 	 * the directory, which sends them (the daemon's table has no entry
@@ -227,7 +250,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 				    (uint32_t)fi->flags, &pe, &nip, &err)) {
 			if (!err)
 				(void)ofile_fid(of); /* the daemon knows it from now on */
-			create_answered(req, IP(req, parent), name, of, nip, &pe, fi, err);
+			create_answered(req, IP(req, parent), name, of, nip, &pe, &cr, fi, err);
 			return;
 		}
 	}
@@ -275,9 +298,10 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	 * it). A file that existed (opened without O_EXCL, maybe truncated)
 	 * is left to GETATTR, and stamped: what was read of it meanwhile
 	 * goes. */
-	if (made)
+	if (made) {
 		inode_trust_attr(c->it, ip, seq, o.any, o.ns_trust);
-	else
+		made_here(c, ip, &er.e.attr, &m.cr);
+	} else
 		inode_own_end(c->it, ip, &er.e.attr, seq, 0, o.ns_trust);
 	inode_set_parent(c->it, ip, IP(req, parent), seq, name);
 	/* A delegation on the new file (deleg_i.h). */
@@ -408,7 +432,12 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 		(void)deleg_flush(c->dl, of->ip, false);
 	/* wb.c ends it (inode_write_done), or the create it joins. */
 	uint64_t at = inode_own_touch(c->it, of->ip, false);
-	inode_drop_inline(of->ip); /* our own writes are never pushed back to us */
+	/* Our own writes are never pushed back to us: the inline copy (of a
+	 * file made here, say) follows them (inode_i.h). */
+	if (fi->writepage || (of->flags & O_DIRECT))
+		inode_drop_inline(of->ip);
+	else
+		inode_write_inline(of->ip, (uint64_t)off, buf, size, c->max_inline);
 	/* The first bytes of a file made here travel with its create while
 	 * it is queued (dirdeleg_i.h). */
 	if (c->dd && dirdeleg_write(c->dd, of->ip, of->fid, (uint64_t)off, buf, size, at)) {

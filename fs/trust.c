@@ -119,6 +119,8 @@ bool inode_write_done(struct inode_table *t, struct inode *ip, uint64_t at,
 		      const struct pfs_attr *a, uint64_t seq, uint64_t ns)
 {
 	uint64_t stamp = own_clock_stamp(&t->clk);
+	if (!a) /* failed, or its result is not known: the copy may differ */
+		inode_drop_inline(ip);
 	pthread_mutex_lock(&ip->lock);
 	if (a)
 		inode_own_change_locked(ip, a);

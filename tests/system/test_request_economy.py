@@ -9,6 +9,7 @@ a test that finds none sent also shows one it makes on purpose counted.
 Listings (LISTDIR) and what they spare are in test_listings.py.
 """
 
+import mmap
 import os
 import subprocess
 import time
@@ -274,3 +275,79 @@ def test_stat_after_own_changes_costs_no_request(env, daemon, mount):
     os.setxattr(sub / "f0", "user.k", b"v")
     assert full_fields(os.stat(sub / "f0")) == full_fields(export_stat(exp / "f0"))
     assert requests_since(m, before).get("GETATTR", 0) == 1
+
+
+def test_what_this_host_wrote_is_read_back_without_a_request(env):
+    """A file this host made and wrote is read back from what it wrote:
+    no OPEN and no READ, every byte exact after appends, an overwrite, a
+    write past a hole, a truncation and a rewrite through O_TRUNC. Another
+    host reads the same bytes, and once it changes the file this host
+    reads its bytes (the READ that costs is counted)."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    os.mkdir(a / "d")
+    os.listdir(a / "d")
+    want = {}
+
+    def same_everywhere(name):
+        for m in (a, b, pod.export):
+            assert read_file(m / "d" / name) == want[name], (m, name)
+
+    # Made here, in pieces, with an overwrite; read back with no request.
+    for i in range(6):
+        name = f"m{i}.py"
+        with open(a / "d" / name, "wb") as f:
+            for k in range(5):
+                f.write(b"line %d of %d\n" % (k, i) * (40 + i))
+            f.seek(3)
+            f.write(b"OVER")
+        want[name] = read_file(pod.export / "d" / name)
+        assert want[name][3:7] == b"OVER"
+    kernel_settled(a)
+    before = requests_sent(a)
+    for name in sorted(want):
+        assert read_file(a / "d" / name) == want[name]
+    sent = requests_since(a, before, settle=True)
+    assert "READ" not in sent and "OPEN" not in sent, sent
+    for name in sorted(want):
+        same_everywhere(name)
+
+    # Past a hole, truncated, rewritten through O_TRUNC, appended to:
+    # what is read back is the file's content every time.
+    p = a / "d" / "edits"
+    with open(p, "wb") as f:
+        f.write(b"a" * 5000)
+        f.seek(9000)
+        f.write(b"b" * 10)
+    want["edits"] = b"a" * 5000 + b"\0" * 4000 + b"b" * 10
+    same_everywhere("edits")
+    os.truncate(p, 4000)
+    want["edits"] = b"a" * 4000
+    same_everywhere("edits")
+    write_file(p, b"fresh\n" * 300)
+    with open(p, "ab") as f:
+        f.write(b"tail")
+    want["edits"] = b"fresh\n" * 300 + b"tail"
+    same_everywhere("edits")
+    # Written through a shared mapping (the kernel's page writeback).
+    write_file(a / "d" / "mapped", b"z" * 9000)
+    with open(a / "d" / "mapped", "r+b") as f:
+        mm = mmap.mmap(f.fileno(), 9000)
+        mm[100:104] = b"MMAP"
+        mm.flush()
+        mm.close()
+    want["mapped"] = b"z" * 100 + b"MMAP" + b"z" * 8896
+    same_everywhere("mapped")
+
+    # Another host's change: this host reads it, from the daemon.
+    with open(b / "d" / "m1.py", "r+b") as f:
+        f.seek(10)
+        f.write(b"FROM-B")
+    want["m1.py"] = want["m1.py"][:10] + b"FROM-B" + want["m1.py"][16:]
+    before = requests_sent(a)
+    same_everywhere("m1.py")
+    assert requests_since(a, before).get("READ", 0) >= 1
+    with open(b / "d" / "m2.py", "ab") as f:
+        f.write(b"# appended on b\n")
+    want["m2.py"] += b"# appended on b\n"
+    same_everywhere("m2.py")

@@ -4,7 +4,8 @@
  * payloads, lookups (present, absent, no listing, inline content), our
  * own creates joining the listing (and its index growing), a listing
  * asked for before an own change not kept, stale and dropped listings,
- * the quiet period, own changes marking an item stale, READDIR made from
+ * the quiet period, own changes marking an item stale, the copy of a
+ * file made here that follows this host's writes, READDIR made from
  * a listing (dots, cookies, stale items without entries, an unknown
  * parent), names removed by our own unlinks (gone from lookups and
  * READDIR, cookies kept, kept out of the rebuilt index), and the cap on
@@ -351,6 +352,86 @@ static void test_own_change_marks(void)
 	teardown(&f);
 }
 
+/* A write of this host's, sent and answered with attributes a. */
+static void own_write(struct fixture *f, struct inode *ip, const struct pfs_attr *a)
+{
+	uint64_t ns;
+	(void)inode_own_snap(f->t, &ns);
+	inode_write_queued(ip);
+	uint64_t at = inode_write_sent(f->t, ip);
+	inode_write_done(f->t, ip, at, a, 5, ns);
+}
+
+/* What inode_read_inline gives of ip from 0 (at most 64 bytes), as a
+ * string; "-" if it answers nothing. */
+static const char *read_back(struct inode *ip)
+{
+	static char buf[65];
+	size_t got;
+	if (!inode_read_inline(ip, 0, 64, buf, &got))
+		return "-";
+	buf[got] = 0;
+	return buf;
+}
+
+/* The copy a file made here keeps of this host's writes (inode_write
+ * _inline): it follows appends and overwrites as their own changes come
+ * back, and goes at a hole, past max, at a write of unknown outcome and
+ * at a push; it is never handed out for the kernel's page cache. */
+static void test_own_inline(void)
+{
+	struct fixture f;
+	uint32_t len;
+
+	setup(&f);
+	struct pfs_entry fe = entry(7, S_IFREG | 0644, 0);
+	struct inode *ip = inode_ref(f.t, &fe, NULL);
+	inode_set_inline(ip, &fe.attr, "", 0);
+	inode_write_inline(ip, 0, "hello", 5, 64);
+	struct pfs_attr a = fe.attr;
+	a.size = 5;
+	a.mtime_s++;
+	own_write(&f, ip, &a);
+	CHECK(inode_inline_copy(ip, &len) == NULL); /* own: not for the kernel's pages */
+	inode_write_inline(ip, 1, "EY", 2, 64);
+	inode_write_inline(ip, 5, "!", 1, 64);
+	a.size = 6;
+	a.mtime_ns++;
+	own_write(&f, ip, &a);
+	CHECK_STR(read_back(ip), "hEYlo!");
+	/* Read to the end: freed (the kernel's pages hold it). */
+	CHECK_STR(read_back(ip), "-");
+
+	/* An answer that is not this host's own change: not current. */
+	inode_set_inline(ip, &a, "hEYlo!", 6);
+	inode_write_inline(ip, 6, "?", 1, 64);
+	struct pfs_attr other = a;
+	other.size = 7;
+	other.mtime_s += 5;
+	inode_set_attr(ip, &other);
+	CHECK_STR(read_back(ip), "-");
+
+	/* A hole, past max, a write of unknown outcome, a push: freed. */
+	const struct {
+		uint64_t off;
+		size_t size;
+		bool unknown;
+	} drops[] = { { 7, 1, false }, { 0, 65, false }, { 60, 5, false }, { 0, 3, true } };
+	for (size_t i = 0; i < sizeof(drops) / sizeof(drops[0]); i++) {
+		inode_set_inline(ip, &other, "abcdefg", 7);
+		inode_write_inline(ip, drops[i].off, "0123456789012345678901234567890123456789"
+				   "0123456789012345678901234", drops[i].size, 64);
+		if (drops[i].unknown)
+			own_write(&f, ip, NULL);
+		CHECK_STR(read_back(ip), "-");
+	}
+	inode_set_inline(ip, &other, "abcdefg", 7);
+	fuse_ino_t nodeid;
+	CHECK(inode_find(f.t, &fe.fh, true, &nodeid, NULL));
+	CHECK_STR(read_back(ip), "-");
+	teardown(&f);
+}
+
 static void test_readdir(void)
 {
 	struct fixture f;
@@ -523,6 +604,7 @@ int main(void)
 	test_add();
 	test_stale_and_gen();
 	test_own_change_marks();
+	test_own_inline();
 	test_readdir();
 	test_item_flags_and_subdirs();
 	test_total_cap();
