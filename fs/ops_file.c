@@ -449,10 +449,12 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 	fill_creds(req, &cr, false);
 	int rc = wb_write(c->wb, of->ip, &cr, &of->ip->fh, ofile_fid(of), of->flags, (uint64_t)off,
 			  buf, size, (uint32_t)fuse_req_ctx(req)->pid);
-	if (rc < 0)
+	if (rc < 0) {
+		inode_drop_inline(of->ip); /* it holds what was not written */
 		fuse_reply_err(req, -rc);
-	else
+	} else {
 		fuse_reply_write(req, size);
+	}
 }
 
 void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
