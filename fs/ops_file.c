@@ -301,8 +301,11 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	if (made) {
 		inode_trust_attr(c->it, ip, seq, o.any, o.ns_trust);
 		made_here(c, ip, &er.e.attr, &m.cr);
-	} else
+	} else {
+		if (fi->flags & O_TRUNC) /* it held the bytes before */
+			inode_drop_inline(ip);
 		inode_own_end(c->it, ip, &er.e.attr, seq, 0, o.ns_trust);
+	}
 	inode_set_parent(c->it, ip, IP(req, parent), seq, name);
 	/* A delegation on the new file (deleg_i.h). */
 	if (c->dl && (mkflags & PFS_CR_DELEG) && made && S_ISREG(er.e.attr.mode))
