@@ -13,13 +13,19 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	(void)userdata;
 	unsigned want = FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_DONT_MASK |
 			FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_ATOMIC_O_TRUNC |
-			FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS |
-			FUSE_CAP_AUTO_INVAL_DATA;
+			FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
 
 	conn->want |= want & conn->capable;
 	/* No writeback cache yet: sizes must stay coherent across hosts.
-	 * No export support: nodeids are not persistent. */
-	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_EXPORT_SUPPORT);
+	 * No export support: nodeids are not persistent. No automatic
+	 * invalidation of a file's pages when the kernel sees its mtime
+	 * move: podfs says which pages go (a push names the range another
+	 * host changed, an open whose version moved drops them all; see
+	 * coherence.md), and this host's own writes, which the kernel's
+	 * pages already hold, move the mtime too: with it, a file written
+	 * here was read back whole from the coordinator. */
+	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_EXPORT_SUPPORT |
+				  FUSE_CAP_AUTO_INVAL_DATA);
 	/* Over 128 KiB makes libfuse ask for max_pages: 1 MiB requests. */
 	conn->max_write = PFS_MAX_IO;
 	conn->max_readahead = PFS_MAX_IO;

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from harness import Pod
-from helpers import (PODFS, check_open_counted, export_stat, forgotten, kernel_settled,
+from helpers import (MiB, PODFS, check_open_counted, export_stat, forgotten, kernel_settled,
                      podfs_stats, read_file, requests_sent, requests_since, stat_fields,
                      wait_for, write_file)
 from syscalls import fallocate
@@ -351,3 +351,47 @@ def test_what_this_host_wrote_is_read_back_without_a_request(env):
         f.write(b"# appended on b\n")
     want["m2.py"] += b"# appended on b\n"
     same_everywhere("m2.py")
+
+
+def test_a_large_file_written_here_keeps_its_pages(env):
+    """What this host wrote of a file too large for a copy stays in its
+    kernel's page cache: read back (twice) with no READ. Another host's
+    write in the middle, its append, and its write while this host has
+    the file mapped each show here at once."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    data = bytearray(os.urandom(8 * MiB))
+    with open(a / "big", "wb") as f:
+        for off in range(0, len(data), MiB):
+            f.write(data[off:off + MiB])
+    kernel_settled(a)
+    before = requests_sent(a)
+    for _ in range(2):
+        assert read_file(a / "big") == data
+    sent = requests_since(a, before, settle=True)
+    # (An OPEN, once: the replies of writes in flight together may come
+    # in any order, so the file's attributes were asked again.)
+    assert "READ" not in sent and sent.get("OPEN", 0) <= 1, sent
+    assert read_file(b / "big") == data
+
+    with open(b / "big", "r+b") as f:
+        f.seek(3 * MiB + 100)
+        f.write(b"from b" * 1000)
+    data[3 * MiB + 100:3 * MiB + 6100] = b"from b" * 1000
+    # A's open sees the new version: its pages go (close-to-open), and
+    # the file is read again.
+    before = requests_sent(a)
+    assert read_file(a / "big") == data
+    assert requests_since(a, before).get("READ", 0) >= 1
+    with open(b / "big", "ab") as f:
+        f.write(b"tail from b")
+    data += b"tail from b"
+    assert read_file(a / "big") == data
+    with open(a / "big", "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        with open(b / "big", "r+b") as g:
+            g.write(b"HEAD")
+        data[:4] = b"HEAD"
+        wait_for(lambda: mm[:4] == b"HEAD", 10, what="b's write in a's mapping")
+        assert mm[:] == data
+        mm.close()
