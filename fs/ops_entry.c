@@ -136,6 +136,46 @@ static int lookup_data(fuse_req_t req, struct pfs_lookup_req *lm, struct pfs_ent
 	return 0;
 }
 
+/* A lookup of name in dir whose listing names fh, current but for what
+ * this client itself changed of the object since (its attributes: a
+ * create in a subdirectory moves its mtime; the listing keeps up with
+ * this client's own renames and unlinks, or is dropped). Answered with
+ * the object's own attributes if they are known current (as a GETATTR
+ * is answered here): `mkdir -p` of a directory made here, whose lookup
+ * the kernel always sends (LOOKUP_EXCL), costs no round trip. Listing
+ * asked for at push number seq. Returns true if it replied. */
+static bool lookup_known(fuse_req_t req, struct inode *dir, const char *name,
+			 const struct pfs_fh *fh, uint64_t seq)
+{
+	struct client *c = CL(req);
+	struct fuse_entry_param e;
+	struct pfs_attr a;
+	uint64_t aseq;
+	struct inode *ip = inode_hold_fh(c->it, fh);
+
+	if (!ip)
+		return false;
+	bool ok = inode_attr_trusted(c->it, ip, &a, &aseq);
+	if (ok) {
+		gate_enter(c->gate);
+		ok = !gate_pushed_since(c->gate, aseq, fh);
+		gate_leave(c->gate);
+	}
+	if (!ok) {
+		inode_forget(c->it, ip, 1);
+		return false;
+	}
+	inode_set_parent(c->it, ip, dir, seq, name);
+	memset(&e, 0, sizeof(e));
+	e.ino = ip->nodeid;
+	attr_to_stat(&a, &e.attr);
+	e.attr_timeout = c->attr_timeout;
+	e.entry_timeout = c->entry_timeout;
+	/* Timeout 0 if a push about dir or the object came since either. */
+	ops_reply_entry(req, dir, name, ip, &e, aseq < seq ? aseq : seq);
+	return true;
+}
+
 /* Cold start: answers a lookup in dir from the directory's complete
  * listing (fetched here at the first lookup in a small directory) while
  * it is coherent: no push about the directory since it was fetched (a
@@ -190,6 +230,8 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	if (r == LS_PRESENT && !readable && S_ISREG(pe.attr.mode) && pe.attr.size > 0 &&
 	    pe.attr.size <= c->max_inline)
 		entry_stale = true;
+	/* Only its attributes are stale, and only by our own doing. */
+	bool own_only = !entry_stale && (own_stale || (lflags & INODE_LS_STALE));
 	if (own_stale || (lflags & INODE_LS_STALE))
 		entry_stale = true;
 	gate_leave(c->gate);
@@ -200,6 +242,10 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 		stale = false;
 	if (stale)
 		listing_stale(dir);
+	if (!stale && own_only && lookup_known(req, dir, name, &pe.fh, li.seq)) {
+		free(data);
+		return true;
+	}
 	if (stale || entry_stale) {
 		free(data);
 		return false;

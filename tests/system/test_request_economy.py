@@ -395,3 +395,35 @@ def test_a_large_file_written_here_keeps_its_pages(env):
         wait_for(lambda: mm[:4] == b"HEAD", 10, what="b's write in a's mapping")
         assert mm[:] == data
         mm.close()
+
+
+def test_mkdir_p_of_directories_made_here_costs_no_round_trip(env):
+    """`mkdir -p` of a directory this host made and then filled (its
+    mtime moved by its own creates): the kernel always asks for the name
+    (LOOKUP_EXCL), and it is answered here, with the attributes the
+    export has. Another host's rename of one of them shows at once."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    os.mkdir(a / "top")
+    for i in range(5):
+        os.mkdir(a / "top" / f"d{i}")
+        write_file(a / "top" / f"d{i}" / "f", b"x")
+    kernel_settled(a)
+    before = requests_sent(a)
+    for i in range(5):
+        os.makedirs(a / "top" / f"d{i}", exist_ok=True)
+    sent = requests_since(a, before, settle=True)
+    assert "LOOKUP_DATA" not in sent and "LOOKUP" not in sent, sent
+    for i in range(5):
+        assert stat_fields(os.stat(a / "top" / f"d{i}")) == \
+            stat_fields(os.stat(pod.export / "top" / f"d{i}"))
+    before = requests_sent(a)
+    os.makedirs(a / "top" / "new", exist_ok=True)
+    assert requests_since(a, before).get("MKDIR", 0) == 1
+
+    os.rename(b / "top" / "d0", b / "top" / "moved")
+    assert not os.path.exists(a / "top" / "d0")
+    assert os.path.isdir(a / "top" / "moved")
+    os.makedirs(a / "top" / "d0", exist_ok=True)
+    assert os.listdir(pod.export / "top" / "d0") == []
+    assert os.listdir(a / "top" / "moved") == ["f"]
