@@ -227,6 +227,12 @@ bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid, struct
  * in *a, and true (a change of its mode, owner or times may then be
  * answered here without waiting for it). Else false. */
 bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a);
+/* The same for a stat, also once the file is closed (and renamed: its
+ * ctime then the rename's): while its create is queued, no other host
+ * knows the file, and every change of it went with the item or waits
+ * for it. False if a change of its mode, owner or times answered here
+ * went with the item (the daemon's attributes are asked for). */
+bool dirdeleg_stat(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a);
 /* A change m of directory dir this client holds (its mode, owner or
  * explicit times, that the caller may make: deleg_rules_i.h), leaving
  * it with attributes na: queued behind what is queued there (the

@@ -479,6 +479,19 @@ bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
 	return ok;
 }
 
+bool dirdeleg_stat(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
+{
+	if (atomic_load(&ip->dd_pending) == 0)
+		return false;
+	pthread_mutex_lock(&d->bg.lock);
+	struct ditem *it = ip->dd_item;
+	bool ok = it && !it->no_inline && !it->has_sa;
+	if (ok)
+		*a = it->attr;
+	pthread_mutex_unlock(&d->bg.lock);
+	return ok;
+}
+
 uint32_t dirdeleg_mkdir_ask(struct dirdeleg *d, uint64_t *ended)
 {
 	pthread_mutex_lock(&d->bg.lock);

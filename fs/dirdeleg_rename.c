@@ -157,6 +157,13 @@ bool dirdeleg_rename(struct dirdeleg *d, struct inode *dir, const char *name, co
 		it->at_victim = inode_own_also(c->it, victim);
 	}
 	dd_answered(d, e, it, dir, moved);
+	struct ditem *made = moved->dd_item;
+	if (made) { /* its create still queued: a stat shows the rename's ctime */
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		made->attr.ctime_s = now.tv_sec;
+		made->attr.ctime_ns = (uint32_t)now.tv_nsec;
+	}
 	d->st.renames++;
 	pthread_mutex_unlock(&d->bg.lock);
 	*err = 0;

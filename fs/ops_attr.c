@@ -85,6 +85,16 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		gate_leave(c->gate);
 	}
+	/* A file made here whose create is queued still, with every byte
+	 * written: its attributes are the item's (pip stats each compiled
+	 * file it renamed into place), not the daemon's after the queue. */
+	if (c->dd && dirdeleg_stat(c->dd, ip, &a)) {
+		struct stat st;
+		inode_overlay(ip, &a); /* what a delegation answered (deleg_i.h) */
+		attr_to_stat(&a, &st);
+		fuse_reply_attr(req, &st, c->attr_timeout);
+		return;
+	}
 	if (wb_wait_data(c->wb, ip) < 0) { /* the size includes our pending writes */
 		fuse_reply_err(req, EINTR);
 		return;

@@ -349,6 +349,40 @@ def test_renames_within_a_held_directory_answered_here(dpod):
     assert os.stat(dpod.b / "d" / "g0").st_ino == os.stat(dpod.a / "d" / "g0").st_ino
 
 
+def test_stat_of_a_file_renamed_into_place_while_its_create_is_queued(dpod):
+    """pip's compiled files: written under a temporary name, closed,
+    renamed into place, then stat'ed. While the create is queued, the stat
+    is answered from it (size, mode, owner, link count exact, the
+    rename's ctime), not after the queue from the coordinator; once sent,
+    every attribute but the ctime is the export's."""
+    os.mkdir(dpod.a / "pc")
+    hold(dpod.a, "pc")
+    before = requests_sent(dpod.a)
+    n = 20
+    for i in range(n):
+        tmp = dpod.a / "pc" / f"m{i}.pyc.{i}"
+        create(tmp, b"compiled %d" % i * (i + 1), 0o644)
+        t0 = time.time()
+        os.replace(tmp, dpod.a / "pc" / f"m{i}.pyc")
+        st = os.stat(dpod.a / "pc" / f"m{i}.pyc")
+        assert st.st_size == len(b"compiled %d" % i) * (i + 1)
+        assert stat.S_IMODE(st.st_mode) == 0o644 and st.st_nlink == 1
+        assert st.st_uid == os.getuid()
+        assert st.st_ctime >= t0 - 1 and st.st_ctime >= st.st_mtime
+    sent = requests_since(dpod.a, before)
+    # Most were answered while their create was queued (a few may have
+    # been sent already, and their rename's answer asked for again).
+    assert sent.get("GETATTR", 0) <= n // 2, sent
+    fsync_dir(dpod.a / "pc")
+    exp = dpod.export / "pc"
+    for i in range(n):
+        a = os.stat(dpod.a / "pc" / f"m{i}.pyc")
+        e = os.stat(exp / f"m{i}.pyc")
+        assert (a.st_size, a.st_mode, a.st_nlink, a.st_ino, a.st_mtime_ns) == \
+            (e.st_size, e.st_mode, e.st_nlink, e.st_ino, e.st_mtime_ns), i
+        assert (dpod.b / "pc" / f"m{i}.pyc").read_bytes() == b"compiled %d" % i * (i + 1)
+
+
 def test_create_refused_by_the_coordinator_is_reported(dpod):
     """A program on the coordinator's host takes a name (nothing recalls
     A's delegation for that): A's create of it, answered by A, is refused
