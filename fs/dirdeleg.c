@@ -472,6 +472,9 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 	 * count stays. Under the lock, so that a recall either sees it
 	 * queued or ends the delegation first. */
 	(void)listing_remove(dir, name);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	dd_made_unlinked(file, &now);
 	dd_answered(d, e, it, dir, file);
 	d->st.local++;
 	pthread_mutex_unlock(&d->bg.lock);

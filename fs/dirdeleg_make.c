@@ -479,6 +479,17 @@ bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
 	return ok;
 }
 
+void dd_made_unlinked(struct inode *ip, const struct timespec *now)
+{
+	struct ditem *made = ip->dd_item;
+
+	if (made) {
+		made->attr.nlink = 0;
+		made->attr.ctime_s = now->tv_sec;
+		made->attr.ctime_ns = (uint32_t)now->tv_nsec;
+	}
+}
+
 bool dirdeleg_stat(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
 {
 	if (atomic_load(&ip->dd_pending) == 0)

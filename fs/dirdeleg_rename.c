@@ -153,6 +153,9 @@ bool dirdeleg_rename(struct dirdeleg *d, struct inode *dir, const char *name, co
 	}
 	inode_hold(c->it, dir);
 	if ((it->victim = victim)) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		dd_made_unlinked(victim, &now);
 		atomic_fetch_add(&victim->dd_pending, 1);
 		it->at_victim = inode_own_also(c->it, victim);
 	}

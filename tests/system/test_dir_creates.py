@@ -373,6 +373,22 @@ def test_stat_of_a_file_renamed_into_place_while_its_create_is_queued(dpod):
     # Most were answered while their create was queued (a few may have
     # been sent already, and their rename's answer asked for again).
     assert sent.get("GETATTR", 0) <= n // 2, sent
+    # Removed, or replaced by a rename, while its create may be queued:
+    # an open descriptor shows it has no name left.
+    for how in ("unlink", "replace"):
+        fd = os.open(dpod.a / "pc" / how, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+        try:
+            os.write(fd, b"still open")
+            if how == "unlink":
+                os.unlink(dpod.a / "pc" / how)
+            else:
+                create(dpod.a / "pc" / "new.tmp", b"new")
+                os.replace(dpod.a / "pc" / "new.tmp", dpod.a / "pc" / how)
+            st = os.fstat(fd)
+            assert st.st_nlink == 0 and st.st_size == 10, (how, st)
+            assert os.pread(fd, 100, 0) == b"still open"
+        finally:
+            os.close(fd)
     fsync_dir(dpod.a / "pc")
     exp = dpod.export / "pc"
     for i in range(n):
