@@ -366,12 +366,15 @@ def test_a_large_file_written_here_keeps_its_pages(env):
             f.write(data[off:off + MiB])
     kernel_settled(a)
     before = requests_sent(a)
+    read0 = podfs_stats(a)["file_read"]
     for _ in range(2):
         assert read_file(a / "big") == data
     sent = requests_since(a, before, settle=True)
     # (An OPEN, once: the replies of writes in flight together may come
-    # in any order, so the file's attributes were asked again.)
-    assert "READ" not in sent and sent.get("OPEN", 0) <= 1, sent
+    # in any order, so the file's attributes were asked again. A READ or
+    # two: on a loaded machine the kernel may reclaim a few pages.)
+    assert sent.get("OPEN", 0) <= 1, sent
+    assert podfs_stats(a)["file_read"] - read0 <= 2 * MiB, sent
     assert read_file(b / "big") == data
 
     with open(b / "big", "r+b") as f:
