@@ -466,17 +466,25 @@ bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid, struct
 	return ok;
 }
 
-bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
+/* ip's queued create's attributes into *a, if every byte went with it
+ * and, for a change (setattr), it is still open; for a stat, if no change
+ * answered here went with it. */
+static bool item_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a, bool stat)
 {
 	if (atomic_load(&ip->dd_pending) == 0)
 		return false;
 	pthread_mutex_lock(&d->bg.lock);
 	struct ditem *it = ip->dd_item;
-	bool ok = it && !it->no_inline && !it->closed;
+	bool ok = it && !it->no_inline && !(stat ? it->has_sa : it->closed);
 	if (ok)
 		*a = it->attr;
 	pthread_mutex_unlock(&d->bg.lock);
 	return ok;
+}
+
+bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
+{
+	return item_attr(d, ip, a, false);
 }
 
 void dd_made_unlinked(struct inode *ip, const struct timespec *now)
@@ -492,15 +500,7 @@ void dd_made_unlinked(struct inode *ip, const struct timespec *now)
 
 bool dirdeleg_stat(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
 {
-	if (atomic_load(&ip->dd_pending) == 0)
-		return false;
-	pthread_mutex_lock(&d->bg.lock);
-	struct ditem *it = ip->dd_item;
-	bool ok = it && !it->no_inline && !it->has_sa;
-	if (ok)
-		*a = it->attr;
-	pthread_mutex_unlock(&d->bg.lock);
-	return ok;
+	return item_attr(d, ip, a, true);
 }
 
 uint32_t dirdeleg_mkdir_ask(struct dirdeleg *d, uint64_t *ended)
