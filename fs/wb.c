@@ -36,6 +36,7 @@ struct wbi {
 	struct inode *ip;
 	struct wbf f;            /* its writes (wb_file_i.h) */
 	unsigned users;          /* threads inside a wait or a commit */
+	unsigned dropping;       /* failed writes whose pages the kernel is dropping */
 	bool bg_commit;          /* a background commit was asked for */
 	bool final_done;         /* wb_commit_all tried it */
 	struct pfs_creds cr;     /* of the last write, for commits */
@@ -242,6 +243,11 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 	bool have = rc == 0 && !gate_pushed_since(wb->c->gate, w.seq, &e->wi->ip->fh);
 	inode_write_done(wb->c->it, e->wi->ip, w.at, have ? &w.attr : NULL, w.seq, w.ns);
 	gate_leave(wb->c->gate);
+	/* After a failure the kernel's pages are not the file's: the next
+	 * open does not keep them (as NFS drops a mapping after a failed
+	 * write); writer_main drops the range's pages now. */
+	if (rc < 0)
+		inode_drop_cached(e->wi->ip);
 	return rc;
 }
 
@@ -317,6 +323,12 @@ static void *writer_main(void *arg)
 		int rc = send_write(wb, e, &verf);
 		pthread_mutex_lock(&wb->bg.lock);
 		struct wbi *w = e->wi;
+		fuse_ino_t nodeid = w->ip->nodeid;
+		off_t off = (off_t)e->off, len = e->len;
+		if (rc < 0 && wb->c->se) {
+			w->users++;
+			w->dropping++;
+		}
 		sent(wb, e, rc, verf);
 		if (w->bg_commit && !w->f.committing) {
 			/* Too much uncommitted data held for this file: commit
@@ -325,6 +337,23 @@ static void *writer_main(void *arg)
 			int crc = commit_unasked(wb, w, false);
 			if (crc < 0)
 				pfs_debug("background commit: %s", strerror(-crc));
+		}
+		if (rc < 0 && wb->c->se) {
+			/* The kernel took the bytes into its pages when the
+			 * WRITE was answered, before it was sent: they are not
+			 * the file's. The range's pages go before a flush or
+			 * fsync reports the error (wait_idle); not under the
+			 * lock, and not before the entry stopped being pending:
+			 * the kernel may wait for the page of a read or a write
+			 * that waits here for it. (The kernel ignores a nodeid
+			 * it no longer knows.) */
+			pthread_mutex_unlock(&wb->bg.lock);
+			fuse_lowlevel_notify_inval_inode(wb->c->se, nodeid, off, len);
+			pthread_mutex_lock(&wb->bg.lock);
+			w->dropping--;
+			w->users--;
+			pthread_cond_broadcast(&w->cond);
+			wbi_maybe_free(wb, w);
 		}
 	}
 	pthread_mutex_unlock(&wb->bg.lock);
@@ -519,11 +548,12 @@ out_free:
 	return rc;
 }
 
-/* Waits for w's pending writes (and a commit in progress). wb->bg.lock
+/* Waits for w's pending writes (and a commit in progress, and the
+ * kernel's dropping of the pages of a failed write). wb->bg.lock
  * held. Returns 0, or -EINTR (wait_killable). */
 static int wait_idle(struct wb *wb, struct wbi *w)
 {
-	while (w->f.npending || w->f.committing)
+	while (w->f.npending || w->f.committing || w->dropping)
 		if (wait_killable(wb, &w->cond) < 0)
 			return -EINTR;
 	return 0;

@@ -391,6 +391,38 @@ def test_enospc_reported_by_fsync(env, small_fs):
     assert close_err in (None, errno.ENOSPC), close_err
 
 
+@pytest.mark.timeout(120)
+def test_a_failed_write_is_not_read_back(env, small_fs):
+    """A file made 12 MiB long (a hole) on an 8 MiB export, then filled:
+    the writes past the space fail, and the file keeps its size. What
+    this host reads after (the same descriptor, and a new open) is what
+    the coordinator's disk holds, not the bytes it failed to write."""
+    d = env.start_daemon(export=small_fs, tag="podfsd-small")
+    mm = env.mount(d, path=env.root / "mnt-small", tag="podfs-small")
+    size = 12 * MiB
+    fd = os.open(mm / "big", os.O_CREAT | os.O_RDWR, 0o644)
+    err = None
+    try:
+        os.ftruncate(fd, size)
+        try:
+            for i in range(12):
+                os.pwrite(fd, bytes([i + 1]) * MiB, i * MiB)
+            os.fsync(fd)
+        except OSError as e:
+            err = e.errno
+        assert err == errno.ENOSPC, f"write or fsync reported {err}"
+        same = os.pread(fd, size, 0)
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    disk = read_file(small_fs / "big")
+    assert len(disk) == size
+    assert same == disk, "the descriptor that wrote reads bytes the coordinator does not have"
+    assert read_file(mm / "big") == disk, "a new open reads bytes the coordinator does not have"
+
+
 # --- atomic publish --------------------------------------------------------------
 
 @pytest.mark.timeout(120)
