@@ -423,6 +423,7 @@ def test_create_refused_by_the_coordinator_is_reported(dpod):
     assert podfs_stats(dpod.a)["dirdeleg_errors"] == 1
     assert (dpod.b / "d" / "clash").read_bytes() == b"theirs"
     assert (dpod.export / "d" / "clash").read_bytes() == b"theirs"
+    assert (dpod.a / "d" / "clash").read_bytes() == b"theirs"
 
 
 def _as_user(uid, gid, fn):
