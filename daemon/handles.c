@@ -247,16 +247,26 @@ static void drop(struct handles *h, struct hent *e)
 	}
 }
 
+/* Closes the least recently used fds while the cache holds more than
+ * its bound. An entry in use (a request's, or a deleted file's kept for
+ * the push about it: handles_orphan) stays, moved to the front as if
+ * used now: those were 1,024 at the tail once a client removed a tree
+ * other hosts had cached, and a search that gave up after a few of them
+ * let the cache grow by every fd added for the next 5 s, a cold walk's
+ * tens of thousands (found by fuzz_handlers: its orphans never expire).
+ * Each entry is looked at once at most. Caller holds h->mu. */
 static void evict(struct handles *h)
 {
-	struct hent *e = h->lru.prev;
-
-	/* Entries in use stay; look a bounded distance past them. */
-	for (int scanned = 0; h->n > h->max && e != &h->lru && scanned < 64; scanned++) {
-		struct hent *prev = e->prev;
-		if (e->refs == 0)
+	for (size_t seen = 0, n = h->n; h->n > h->max && seen < n; seen++) {
+		struct hent *e = h->lru.prev;
+		if (e == &h->lru)
+			break;
+		if (e->refs == 0) {
 			drop(h, e);
-		e = prev;
+		} else {
+			lru_unlink(e);
+			lru_push_front(h, e);
+		}
 	}
 }
 

@@ -35,7 +35,10 @@
  * Properties: no sanitizer report; the sentinel and the directory that
  * holds the export never change; every handle a reply hands out names
  * an object inside the export; the thread is root again after each
- * request.
+ * request; once the sessions ended and the handle cache was emptied,
+ * the process holds the descriptors it held before the input. (Run the
+ * libFuzzer binary with -print_funcs=0: the symbolizer it starts to
+ * name new functions keeps pipes open.)
  */
 #include <dirent.h>
 #include <errno.h>
@@ -86,6 +89,8 @@ static struct conn *fc;
 static char top[64], exp_dir[96], state_dir[96], sentinel[96];
 static struct stat top_st, sent_st;
 static int export_fd = -1;
+static uint8_t hkey[PFSD_HKEY_LEN];
+static int fds_between; /* open fds before an input (and after it) */
 static struct pfs_fh slots[MAX_SLOTS];
 static unsigned nslots;
 static uint64_t next_client = 1;
@@ -187,7 +192,6 @@ static void cleanup(void)
 
 static void setup(void)
 {
-	uint8_t hkey[PFSD_HKEY_LEN];
 	char err[256];
 	bool ns = false;
 
@@ -441,6 +445,18 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	free(r.keys.v);
 }
 
+static int count_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	int n = 0;
+
+	FUZZ_ASSERT(dir != NULL);
+	while (readdir(dir))
+		n++;
+	closedir(dir);
+	return n;
+}
+
 static uint32_t get_le(const uint8_t *p, size_t n)
 {
 	uint32_t v = 0;
@@ -455,8 +471,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct session *s, *s2;
 	unsigned count = 0;
 
-	if (!d)
+	if (!d) {
 		setup();
+		fds_between = count_fds();
+	}
 	populate();
 	s = session_new(d, next_client++);
 	snprintf(s->host, sizeof s->host, "fuzzhost");
@@ -498,5 +516,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	d->chunks = chunks_new(&chunk_conf);
 	deleg_free(d->deleg);
 	d->deleg = deleg_new(DELEG_MAX, DELEG_PER_OWNER);
+	/* A fresh handle cache too (it closes the fds it held, the export's
+	 * included): what is open now is what the process held before the
+	 * input, or a request leaked a descriptor. */
+	char err[256];
+	handles_free(d->hs);
+	export_fd = open(exp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	FUZZ_ASSERT(export_fd >= 0);
+	FUZZ_ASSERT(handles_new(&d->hs, export_fd, hkey, 256, err, sizeof err) == 0);
+	FUZZ_ASSERT(count_fds() == fds_between);
 	return 0;
 }
