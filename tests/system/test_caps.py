@@ -163,6 +163,9 @@ def test_podfsd_run_by_a_user_serves_that_user(env):
         return int(portfile.read_text().strip() or 0)
     shim = SimpleNamespace(host="127.0.0.1", port=wait_for(port, 10, what="the port file"),
                            key=key)
+    # The port file is written once it listens; the capabilities go
+    # after, before its loop starts and it logs that it serves.
+    wait_for(lambda: "serving " in d.output(), 10, what="podfsd's 'serving' notice")
     st = status(f"/proc/{d.pid}/status")
     assert st["CapEff"] == st["CapPrm"] == 1 << CAP_DAC_READ_SEARCH
     assert st["NoNewPrivs"] == 1
