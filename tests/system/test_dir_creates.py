@@ -370,9 +370,14 @@ def test_stat_of_a_file_renamed_into_place_while_its_create_is_queued(dpod):
         assert st.st_uid == os.getuid()
         assert st.st_ctime >= t0 - 1 and st.st_ctime >= st.st_mtime
     sent = requests_since(dpod.a, before)
-    # Most were answered while their create was queued (a few may have
-    # been sent already, and their rename's answer asked for again).
-    assert sent.get("GETATTR", 0) <= n // 2, sent
+    # A stat whose create was still queued is answered from it; one
+    # whose create went out already asks once for the rename's ctime.
+    # Which it is depends on how soon the sender took the create: on an
+    # idle machine it can win every time (18 GETATTRs for 20 files in
+    # one CI run), on a loaded one it rarely does. Without the answers
+    # from the queue, each stat waited for the queue and asked twice
+    # (39 for 20 files).
+    assert sent.get("GETATTR", 0) <= n, sent
     # Removed, or replaced by a rename, while its create may be queued:
     # an open descriptor shows it has no name left.
     for how in ("unlink", "replace"):
