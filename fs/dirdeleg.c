@@ -474,7 +474,7 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
 	(void)listing_remove(dir, name);
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	dd_made_unlinked(file, &now);
+	dd_made_changed(file, &now, true);
 	dd_answered(d, e, it, dir, file);
 	d->st.local++;
 	pthread_mutex_unlock(&d->bg.lock);

@@ -221,10 +221,11 @@ struct ditem *dd_item_new(const struct pfs_creds *cr, const struct inode *dir, c
  * which a recall either sees it queued or ended the delegation first. */
 void dd_answered(struct dirdeleg *d, struct ddir *e, struct ditem *it, struct inode *dir,
 		 struct inode *file);
-/* ip (a file made here) lost its name by a change answered here at now:
- * if its create is still queued, what dirdeleg_stat answers shows it
- * (link count 0, ctime now). bg.lock held. */
-void dd_made_unlinked(struct inode *ip, const struct timespec *now);
+/* ip (a file made here) was renamed, or lost its name (unlinked), by a
+ * change answered here at now: if its create is still queued, what
+ * dirdeleg_stat answers shows it (ctime now; link count 0). bg.lock
+ * held. */
+void dd_made_changed(struct inode *ip, const struct timespec *now, bool unlinked);
 /* Queues a for the senders (bg.lock held). */
 void dd_ask(struct dirdeleg *d, struct dask *a);
 /* If this client holds more than DD_SLOTS_HELD slots with more to come:

@@ -487,12 +487,13 @@ bool dirdeleg_attr(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a)
 	return item_attr(d, ip, a, false);
 }
 
-void dd_made_unlinked(struct inode *ip, const struct timespec *now)
+void dd_made_changed(struct inode *ip, const struct timespec *now, bool unlinked)
 {
 	struct ditem *made = ip->dd_item;
 
 	if (made) {
-		made->attr.nlink = 0;
+		if (unlinked)
+			made->attr.nlink = 0;
 		made->attr.ctime_s = now->tv_sec;
 		made->attr.ctime_ns = (uint32_t)now->tv_nsec;
 	}

@@ -152,21 +152,15 @@ bool dirdeleg_rename(struct dirdeleg *d, struct inode *dir, const char *name, co
 		listing_touch(dir);
 	}
 	inode_hold(c->it, dir);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 	if ((it->victim = victim)) {
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		dd_made_unlinked(victim, &now);
+		dd_made_changed(victim, &now, true);
 		atomic_fetch_add(&victim->dd_pending, 1);
 		it->at_victim = inode_own_also(c->it, victim);
 	}
 	dd_answered(d, e, it, dir, moved);
-	struct ditem *made = moved->dd_item;
-	if (made) { /* its create still queued: a stat shows the rename's ctime */
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		made->attr.ctime_s = now.tv_sec;
-		made->attr.ctime_ns = (uint32_t)now.tv_nsec;
-	}
+	dd_made_changed(moved, &now, false);
 	d->st.renames++;
 	pthread_mutex_unlock(&d->bg.lock);
 	*err = 0;

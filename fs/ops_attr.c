@@ -111,20 +111,6 @@ void ops_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	finish_attr(req, ip, rc, &rep, 0, seq, any, ns);
 }
 
-/* ip's attributes into *a if they are known current: trusted, and no
- * push about ip came since (as ops_getattr answers them). */
-static bool current_attr(struct client *c, struct inode *ip, struct pfs_attr *a)
-{
-	uint64_t aseq;
-
-	if (!inode_attr_trusted(c->it, ip, a, &aseq))
-		return false;
-	gate_enter(c->gate);
-	bool pushed = gate_pushed_since(c->gate, aseq, &ip->fh);
-	gate_leave(c->gate);
-	return !pushed;
-}
-
 /* The SETATTR of what the kernel asks (fid not set). */
 static void setattr_of(fuse_req_t req, struct inode *ip, const struct stat *attr, int to_set,
 		       struct pfs_setattr_req *m)
@@ -177,7 +163,7 @@ static bool held_dir_setattr(struct client *c, fuse_req_t req, struct inode *ip,
 	struct dl_attr cur, out;
 	struct stat st;
 
-	if (!c->dd || (m->valid & ~(uint32_t)DL_LOCAL_BITS) || !current_attr(c, ip, &base) ||
+	if (!c->dd || (m->valid & ~(uint32_t)DL_LOCAL_BITS) || !ops_current_attr(c, ip, &base, NULL) ||
 	    !S_ISDIR(base.mode) || !dirdeleg_holds(c->dd, ip))
 		return false;
 	dl_attr_of(&base, &cur);
@@ -224,7 +210,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	 * (trust_i.h; e.g. not while the replies of writes that were in
 	 * flight together may have come in any order). Taken before this
 	 * change stamps ip. */
-	bool local = c->dl && deleg_has(c->dl, ip) && (queued || current_attr(c, ip, &base));
+	bool local = c->dl && deleg_has(c->dl, ip) && (queued || ops_current_attr(c, ip, &base, NULL));
 	uint64_t ns;
 	(void)inode_own_snap(c->it, &ns);
 	uint64_t at = inode_own_touch(c->it, ip, false);

@@ -286,6 +286,20 @@ void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs
 	}
 }
 
+bool ops_current_attr(struct client *c, struct inode *ip, struct pfs_attr *a, uint64_t *seq)
+{
+	uint64_t aseq;
+
+	if (!inode_attr_trusted(c->it, ip, a, &aseq))
+		return false;
+	gate_enter(c->gate);
+	bool pushed = gate_pushed_since(c->gate, aseq, &ip->fh);
+	gate_leave(c->gate);
+	if (seq)
+		*seq = aseq;
+	return !pushed;
+}
+
 /* Close-to-open without a round trip. A read-only open is answered
  * locally when the file's attributes are known current (see
  * inode_attr_trusted: connected, no push about it since they came, no

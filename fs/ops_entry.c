@@ -155,13 +155,7 @@ static bool lookup_known(fuse_req_t req, struct inode *dir, const char *name,
 
 	if (!ip)
 		return false;
-	bool ok = inode_attr_trusted(c->it, ip, &a, &aseq);
-	if (ok) {
-		gate_enter(c->gate);
-		ok = !gate_pushed_since(c->gate, aseq, fh);
-		gate_leave(c->gate);
-	}
-	if (!ok) {
+	if (!ops_current_attr(c, ip, &a, &aseq)) {
 		inode_forget(c->it, ip, 1);
 		return false;
 	}

@@ -202,6 +202,11 @@ void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs
  * (then fi->keep_cache is set for a file), false to ask the daemon. See
  * ops_common.c. */
 bool ops_open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info *fi, bool dir);
+/* ip's attributes into *a if they are known current: trusted
+ * (inode_attr_trusted), and no push about ip came since (as ops_getattr
+ * answers them); *seq (if not NULL): the push number they are current
+ * at. */
+bool ops_current_attr(struct client *c, struct inode *ip, struct pfs_attr *a, uint64_t *seq);
 
 /* What an OPEN or OPENDIR sent to the daemon brought back. */
 struct ops_opened {
