@@ -29,7 +29,8 @@
 /* A pool thread's place in the loop: its state tells the thread that
  * ends the loop which threads may be asleep in read() (see kick_readers). */
 enum { W_FREE, W_BUSY, W_READING, W_KICKED };
-#define EXIT_LOG_S 5 /* exiting for longer: log what the threads do, every so often */
+#define KICK_AGAIN_S 1 /* exiting for longer: kick the readers again, every second */
+#define EXIT_LOG_S 5	/* and log what the threads do, every so often */
 struct worker {
 	struct loop *l;
 	pthread_t thr;	   /* set under the loop's lock */
@@ -48,6 +49,7 @@ struct loop {
 	pthread_cond_t wakeup; /* the keeper waits here for activity */
 	pthread_cond_t ended;  /* loop_run waits here for nthreads == 0 */
 	unsigned nthreads; /* threads alive, the keeper included */
+	bool keeper_alive;
 	int error;	   /* first device error, -errno */
 	struct worker *workers; /* max_threads slots */
 
@@ -213,13 +215,17 @@ static void note_active(struct loop *l)
  * A thread marks itself W_READING before it looks at the exit flag and
  * reads, and W_BUSY after: the signal goes only to a W_READING thread,
  * which loop_run's thread marks W_KICKED first. A thread that finds
- * itself W_KICKED after its read() waits until the handler has run, so
- * that the signal never interrupts a call made while processing a
- * request. */
+ * itself W_KICKED after its read() waits until the handler has run and
+ * then blocks the signal, so that the signal never interrupts a call
+ * made while processing a request. A thread still W_READING or W_KICKED
+ * a second later is kicked again, and the log says every few seconds
+ * what each thread does (once, under ThreadSanitizer, one thread did
+ * not end after a SIGTERM, and the log could not say which). */
 
 #define KICK_SIGNAL (SIGRTMIN + 2)
 
 static __thread volatile sig_atomic_t kick_seen;
+static sigset_t kick_set; /* KICK_SIGNAL alone (set by loop_run) */
 
 static void kick_handler(int sig)
 {
@@ -247,6 +253,10 @@ static int read_next(struct loop *l, struct worker *w, struct fuse_buf *buf)
 				struct timespec ts = { 0, 10 * 1000 };
 				nanosleep(&ts, NULL);
 			}
+			/* loop_run repeats the kick to a thread that stays
+			 * W_KICKED: a repeat that comes from now on stays
+			 * pending, and never interrupts a request's call. */
+			pthread_sigmask(SIG_BLOCK, &kick_set, NULL);
 			atomic_store(&w->state, W_BUSY);
 		}
 		if (res > 0)
@@ -257,15 +267,24 @@ static int read_next(struct loop *l, struct worker *w, struct fuse_buf *buf)
 }
 
 /* Sends KICK_SIGNAL to the threads that may sleep in read() (lock held,
- * exiting set, the fd non-blocking). */
-static void kick_readers(struct loop *l)
+ * exiting set, the fd non-blocking); with again, also once more to those
+ * kicked before and still W_KICKED, in case a signal went astray (a
+ * thread that saw its kick blocks the signal first: see read_next).
+ * Returns how many were sent. */
+static unsigned kick_readers(struct loop *l, bool again)
 {
+	unsigned sent = 0;
+
 	for (unsigned i = 0; i < l->max_threads; i++) {
 		struct worker *w = &l->workers[i];
 		int st = W_READING;
-		if (atomic_compare_exchange_strong(&w->state, &st, W_KICKED))
+		if (atomic_compare_exchange_strong(&w->state, &st, W_KICKED) ||
+		    (again && st == W_KICKED)) {
 			pthread_kill(w->thr, KICK_SIGNAL);
+			sent++;
+		}
 	}
+	return sent;
 }
 
 static void *pool_main(void *arg);
@@ -334,26 +353,35 @@ static void avoid_keeper(struct loop *l, unsigned *seen)
 	(void)sched_setaffinity(0, sizeof(set), &set);
 }
 
-/* Exiting takes long: says what the request threads still do (lock
- * held). */
-static void log_busy(struct loop *l)
+/* Exiting takes long: says what the threads still do (lock held), and
+ * how many kicks were repeated. */
+static void log_busy(struct loop *l, unsigned rekicked)
 {
 	char ops[256];
 	size_t n = 0;
-	unsigned busy = 0;
+	unsigned busy = 0, reading = 0, kicked = 0, between = 0;
 
 	ops[0] = 0;
 	for (unsigned i = 0; i < l->max_threads; i++) {
 		int st = atomic_load(&l->workers[i].state);
 		uint32_t op = atomic_load(&l->workers[i].op);
-		if (st == W_FREE || op == 0)
-			continue;
-		busy++;
-		if (n < sizeof(ops) - 16)
-			n += (size_t)snprintf(ops + n, sizeof(ops) - n, " %u", (unsigned)op);
+		if (st == W_READING) {
+			reading++;
+		} else if (st == W_KICKED) {
+			kicked++;
+		} else if (st == W_BUSY && op == 0) {
+			between++;
+		} else if (st == W_BUSY) {
+			busy++;
+			if (n < sizeof(ops) - 16)
+				n += (size_t)snprintf(ops + n, sizeof(ops) - n, " %u", (unsigned)op);
+		}
 	}
-	pfs_notice("exiting: still waiting for %u thread(s), %u processing a request "
-		   "(FUSE opcodes:%s)", l->nthreads, busy, busy ? ops : " none");
+	pfs_notice("exiting: still waiting for %u thread(s): %u processing a request "
+		   "(FUSE opcodes:%s), %u reading, %u kicked, %u between requests, "
+		   "keeper %s; %u kick(s) repeated",
+		   l->nthreads, busy, busy ? ops : " none", reading, kicked, between,
+		   l->keeper_alive ? "running" : "ended", rekicked);
 }
 
 static void *pool_main(void *arg)
@@ -362,11 +390,8 @@ static void *pool_main(void *arg)
 	struct loop *l = w->l;
 	struct fuse_buf buf = { 0 };
 	unsigned seen_gen = 0;
-	sigset_t kick;
 
-	sigemptyset(&kick);
-	sigaddset(&kick, KICK_SIGNAL);
-	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
+	pthread_sigmask(SIG_UNBLOCK, &kick_set, NULL);
 	for (;;) {
 		int res = read_next(l, w, &buf);
 		if (res <= 0) {
@@ -572,6 +597,7 @@ static void *keeper_main(void *arg)
 		pthread_mutex_lock(&l->lock);
 	}
 	keeper_gone(l);
+	l->keeper_alive = false;
 	thread_done(l);
 	pthread_mutex_unlock(&l->lock);
 	return NULL;
@@ -690,10 +716,10 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	struct sigaction sa = { .sa_handler = kick_handler }, old_sa;
 	sigemptyset(&sa.sa_mask);
 	sigaction(KICK_SIGNAL, &sa, &old_sa);
-	sigset_t kick, old_mask;
-	sigemptyset(&kick);
-	sigaddset(&kick, KICK_SIGNAL);
-	pthread_sigmask(SIG_BLOCK, &kick, &old_mask);
+	sigset_t old_mask;
+	sigemptyset(&kick_set);
+	sigaddset(&kick_set, KICK_SIGNAL);
+	pthread_sigmask(SIG_BLOCK, &kick_set, &old_mask);
 	pthread_mutex_init(&l.lock, NULL);
 	pthread_cond_init(&l.wakeup, NULL);
 	pthread_cond_init(&l.ended, NULL);
@@ -713,12 +739,13 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	if (!start_worker(&l))
 		ret = -EAGAIN;
 	else if (l.spin_ns > 0)
-		start_thread(&l, keeper_main, &l, &keeper);
+		l.keeper_alive = start_thread(&l, keeper_main, &l, &keeper);
 	/* Wait for the end: the device goes quiet or fails (a pool thread
 	 * calls finish_exit), or the session is exited and loop_wake()
 	 * called. Then end the threads asleep in read() (see the pool). */
 	bool ending = false;
 	struct timespec slow = { 0 };
+	unsigned rekicked = 0, waited_s = 0;
 	while (l.nthreads > 0) {
 		if (!ending && (atomic_load(&l.exiting) || fuse_session_exited(se))) {
 			finish_exit(&l, 0);
@@ -727,14 +754,19 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 			 * (the kernel answers nobody any more); kick the
 			 * threads asleep in read(). */
 			killable_end();
-			kick_readers(&l);
+			kick_readers(&l, false);
 			ending = true;
 			clock_gettime(CLOCK_REALTIME, &slow);
-			slow.tv_sec += EXIT_LOG_S;
+			slow.tv_sec += KICK_AGAIN_S;
 		} else if (ending) {
 			if (pthread_cond_timedwait(&l.ended, &l.lock, &slow) == ETIMEDOUT) {
-				log_busy(&l);
-				slow.tv_sec += EXIT_LOG_S;
+				/* A thread still reading is kicked again; now
+				 * and then, the log says what the others do. */
+				rekicked += kick_readers(&l, true);
+				waited_s += KICK_AGAIN_S;
+				if (waited_s % EXIT_LOG_S == 0)
+					log_busy(&l, rekicked);
+				slow.tv_sec += KICK_AGAIN_S;
 			}
 		} else {
 			pthread_mutex_unlock(&l.lock);
