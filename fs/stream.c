@@ -284,9 +284,21 @@ void stream_frame_done(struct stream *st, uint64_t frame_bytes)
 	}
 	if (st->rstart != st->rend)
 		return;
+	/* Between frames, with no plaintext or partial record left in
+	 * OpenSSL: every byte it took from the read BIO was handled. What
+	 * the BIO still queues (the next record's header, read with the
+	 * last body) was not: done stops short of it, rather than waiting
+	 * for an empty BIO, which replies coming back to back rarely leave.
+	 * The counts move under tls_lock (the BIO adds to bytes_read
+	 * there); done never goes back. */
 	pthread_mutex_lock(&st->tls_lock);
-	idle = BIO_ctrl_pending(st->rbio) == 0 && !SSL_has_pending(st->ssl);
+	idle = !SSL_has_pending(st->ssl);
+	uint64_t queued = (uint64_t)BIO_ctrl_pending(st->rbio);
+	uint64_t read = atomic_load(&st->bytes_read);
 	pthread_mutex_unlock(&st->tls_lock);
-	if (idle)
-		atomic_store(&st->bytes_done, atomic_load(&st->bytes_read));
+	if (!idle || queued > read)
+		return;
+	uint64_t done = read - queued, cur = atomic_load(&st->bytes_done);
+	while (cur < done && !atomic_compare_exchange_weak(&st->bytes_done, &cur, done)) {
+	}
 }

@@ -286,6 +286,7 @@ static int send_chan(struct chan *ch, uint64_t gen, uint64_t id, uint16_t op, ui
  * reply to a round trip would come behind those very bytes). */
 #define QUIET_NET_NS 20000000L  /* 20 ms */
 #define QUIET_MAX_NS 500000000L /* 500 ms */
+#define QUIET_TRIES 8 /* readings of the socket's unread bytes */
 
 bool transport_quiet(struct transport *t)
 {
@@ -293,15 +294,25 @@ bool transport_quiet(struct transport *t)
 	uint64_t gen, target;
 	int inq = 0;
 
-	/* Unread bytes first, then the count read: a recv in between is
-	 * counted twice (a longer wait), never missed. */
+	/* The socket's unread bytes, between two readings of the count
+	 * read. A recv counted between them would count its bytes twice
+	 * (in both), and the target would wait for bytes that never come
+	 * (the stream quiet after them): a cold walk's 500 ms stalls. So
+	 * the two must agree (a few tries; then the target may be too far,
+	 * a longer wait, never too near). */
 	pthread_mutex_lock(&ch->fd_lock);
-	if (ch->fd < 0 || ioctl(ch->fd, SIOCINQ, &inq) < 0 || inq < 0) {
-		pthread_mutex_unlock(&ch->fd_lock);
-		return false;
+	for (int i = 0;; i++) {
+		uint64_t before = stream_bytes_read(&ch->st);
+		if (ch->fd < 0 || ioctl(ch->fd, SIOCINQ, &inq) < 0 || inq < 0) {
+			pthread_mutex_unlock(&ch->fd_lock);
+			return false;
+		}
+		target = stream_bytes_read(&ch->st);
+		if (target == before || i == QUIET_TRIES)
+			break;
 	}
 	gen = ch->gen;
-	target = stream_bytes_read(&ch->st) + (uint64_t)inq;
+	target += (uint64_t)inq;
 	pthread_mutex_unlock(&ch->fd_lock);
 	/* Under TLS, the bytes read are ciphertext, and the bytes done catch
 	 * up with them whenever the connection thread stands between frames
