@@ -26,6 +26,7 @@ struct listing {
 	size_t n, cap;
 	struct htab index;        /* items by name */
 	size_t ngone;             /* items removed by listing_remove */
+	size_t next_upto;         /* items looked at by listing_subdirs_next */
 	_Atomic int64_t *total;   /* the table's listing_total */
 	int64_t bytes;            /* counted in *total */
 };
@@ -420,6 +421,54 @@ size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *o
 			if (S_ISDIR(out[n].attr.mode) && out[n].attr.size <= max_size &&
 			    !(fl & (INODE_LS_STALE | INODE_LS_GONE)))
 				n++;
+	}
+	pthread_mutex_unlock(&dir->lock);
+	return n;
+}
+
+/* The index in ls->items of the item named name[nl], or -1. */
+static ssize_t item_index(const struct listing *ls, const char *name, size_t nl)
+{
+	uint64_t h = name_hash(name, nl);
+
+	for (struct hnode *hn = htab_first(&ls->index, h); hn; hn = htab_next(hn, h)) {
+		const struct litem *it = container_of(hn, struct litem, hn);
+		const uint8_t *p = ls->buf + it->off;
+		size_t left = ls->len - it->off;
+		if (left >= 2 && pfs_load_le16(p) == nl && left - 2 >= nl &&
+		    memcmp(p + 2, name, nl) == 0)
+			return it - ls->items;
+	}
+	return -1;
+}
+
+size_t listing_subdirs_next(struct inode *dir, const char *name, size_t span, uint64_t max_size,
+			    struct pfs_entry *out, size_t max)
+{
+	struct pfs_name pn;
+	struct pfs_bytes data;
+	struct pfs_rd rd;
+	uint32_t fl;
+	size_t n = 0;
+
+	pthread_mutex_lock(&dir->lock);
+	struct listing *ls = dir->listing;
+	ssize_t at = ls ? item_index(ls, name, strlen(name)) : -1;
+	if (at >= 0) {
+		size_t from = (size_t)at + 1, end = from + span;
+		if (from < ls->next_upto)
+			from = ls->next_upto;
+		if (end > ls->n)
+			end = ls->n;
+		for (size_t i = from; i < end && n < max; i++) {
+			uint32_t off = ls->items[i].off;
+			pfs_rd_init(&rd, ls->buf + off, ls->len - off);
+			if (listing_item(&rd, &pn, &out[n], &fl, &data) == 1 &&
+			    S_ISDIR(out[n].attr.mode) && out[n].attr.size <= max_size &&
+			    !(fl & (INODE_LS_STALE | INODE_LS_GONE)))
+				n++;
+			ls->next_upto = i + 1;
+		}
 	}
 	pthread_mutex_unlock(&dir->lock);
 	return n;

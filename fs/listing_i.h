@@ -141,6 +141,13 @@ int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, siz
  * items marked stale excepted. Returns how many (0 without a listing). */
 size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *out, size_t max);
 
+/* As listing_subdirs, among the span entries that follow name in dir's
+ * listing, past those an earlier call looked at (the listing keeps how
+ * far they went: each entry is looked at once per listing). Returns how
+ * many (0 without a listing, or without name in it). */
+size_t listing_subdirs_next(struct inode *dir, const char *name, size_t span, uint64_t max_size,
+			    struct pfs_entry *out, size_t max);
+
 /* The bytes all listings of t take now (counted against
  * LISTING_TOTAL_MAX). */
 int64_t listing_bytes(struct inode_table *t);

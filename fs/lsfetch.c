@@ -13,6 +13,7 @@
 #include "gate_i.h"
 #include "killable_i.h"
 #include "listing_i.h"
+#include "lsqueue_i.h"
 #include "podfs/clock.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
@@ -26,17 +27,6 @@ enum { AHEAD_NONE, AHEAD_QUEUED, AHEAD_FETCHING };
  * below the ops, cannot include). */
 #define LSF_DIR_MAX (64u * 1024)
 
-/* A directory queued: its inode (one lookup held), or, for one met in a
- * listing fetched ahead, its entry (the inode is made when it is
- * fetched: one made for each item queued would mostly be forgotten
- * again, and a FORGET racing with the walk's own lookup of it makes its
- * listing stale). */
-struct qitem {
-	struct inode *ip;    /* NULL: e names it */
-	struct pfs_entry e;
-	int64_t at;          /* CLOCK_MONOTONIC ns, when queued */
-	struct pfs_creds cr;
-};
 
 /* A directory whose listing was fetched ahead, kept for the walk. */
 struct parked {
@@ -45,7 +35,7 @@ struct parked {
 };
 
 /* Subdirectories of one listing fetched ahead that are queued in turn,
- * at most (the queue keeps the newest anyway). */
+ * at most (the queue keeps those the walk meets first anyway). */
 #define LSF_SUBDIRS 64
 /* Directories asked for in one LISTDIRS, at most, and listings it may
  * bring with their subdirectories'. */
@@ -60,8 +50,7 @@ struct lsfetch {
 	struct client *c;
 	struct bg bg;           /* lock: everything below, and every ls_ahead */
 	pthread_cond_t done;    /* a fetch ahead ended (CLOCK_MONOTONIC) */
-	struct qitem q[LSF_QUEUE_MAX]; /* a ring: head is the newest */
-	size_t head, n;
+	struct lsqueue q;       /* the directories queued (lsqueue_i.h) */
 	struct parked park[LSF_PARK_MAX]; /* a ring, oldest at ptail */
 	size_t ptail, np;
 	unsigned credit;        /* fetches ahead the walk's pace allows now */
@@ -343,32 +332,15 @@ void lsfetch_walked(struct lsfetch *lf)
 	lf->credit += LSF_CREDIT_STEP;
 	if (lf->credit > LSF_CREDIT_MAX)
 		lf->credit = LSF_CREDIT_MAX;
-	if (lf->n && lf->credit >= LSF_CREDIT_RESUME)
+	if (lf->q.n && lf->credit >= LSF_CREDIT_RESUME)
 		bg_wake(&lf->bg);
 	pthread_mutex_unlock(&lf->bg.lock);
-}
-
-/* Takes the newest item off the ring (bg.lock held; n > 0). */
-static struct qitem pop_newest(struct lsfetch *lf)
-{
-	struct qitem it = lf->q[lf->head];
-
-	lf->head = (lf->head + 1) % LSF_QUEUE_MAX;
-	lf->n--;
-	return it;
-}
-
-/* Takes the oldest item off the ring (bg.lock held; n > 0). */
-static struct qitem pop_oldest(struct lsfetch *lf)
-{
-	lf->n--;
-	return lf->q[(lf->head + lf->n) % LSF_QUEUE_MAX];
 }
 
 /* An item leaves the ring unfetched: its inode is no longer queued
  * (unless another item queued it again: then that one's state is left
  * alone, see lsfetch_ahead). bg.lock held. */
-static void unqueue(struct lsfetch *lf, const struct qitem *it)
+static void unqueue(struct lsfetch *lf, const struct lsq_item *it)
 {
 	if (!it->ip) {
 		lf->st.dropped++;
@@ -388,35 +360,50 @@ static bool may_queue(struct lsfetch *lf)
 	       listing_bytes(c->it) < LISTING_TOTAL_MAX / LSF_LISTING_SHARE;
 }
 
-/* Puts *it on top of the ring (bg.lock held); the oldest item makes room
- * if it is full, and is returned in *old (its lookup, if any, to give
- * back). Returns true if there was an old one. */
-static bool push_locked(struct lsfetch *lf, const struct qitem *it, struct qitem *old)
+/* Puts *it on the queue by its key (bg.lock held; lsq_push): if the
+ * queue was full, the item of the lowest key made room (it, if its key is
+ * the lowest), and is returned in *old (its lookup, if any, to give back).
+ * Returns true if there was an old one. */
+static bool push_locked(struct lsfetch *lf, const struct lsq_item *it, struct lsq_item *old)
 {
-	bool full = lf->n == LSF_QUEUE_MAX;
+	enum lsq_pushed r = lsq_push(&lf->q, it, old);
 
-	if (full) {
-		/* The oldest go first: a walk wants the newest. */
-		*old = pop_oldest(lf);
-		unqueue(lf, old);
+	if (r == LSQ_REFUSED) {
+		lf->st.dropped++;
+		return true;
 	}
-	lf->head = (lf->head + LSF_QUEUE_MAX - 1) % LSF_QUEUE_MAX;
-	lf->n++;
-	lf->q[lf->head] = *it;
+	if (r == LSQ_PUSHED_OUT)
+		unqueue(lf, old);
 	if (it->ip)
 		it->ip->ls_ahead = AHEAD_QUEUED;
 	if (lf->credit >= LSF_CREDIT_RESUME)
 		bg_wake(&lf->bg);
-	return full;
+	return r == LSQ_PUSHED_OUT;
 }
 
-void lsfetch_ahead(struct lsfetch *lf, struct inode **ips, size_t n, const struct pfs_creds *cr)
+void lsfetch_ahead(struct lsfetch *lf, struct inode **ips, size_t n, const struct pfs_creds *cr,
+		   struct lsfetch_order *ord)
 {
 	struct client *c = lf->c;
 	bool room = may_queue(lf);
-	struct qitem it = { .at = pfs_mono_ns(), .cr = *cr }, old;
+	struct lsq_item it = { .at = pfs_mono_ns(), .cr = *cr }, old;
+	struct lsfetch_order one = { 0, 0 };
+	uint64_t base;
+	uint32_t first;
 
-	/* The last one first, so that the first is on top. */
+	if (!ord)
+		ord = &one;
+	pthread_mutex_lock(&lf->bg.lock);
+	if (ord->base == 0 || ord->next + n >= LSQ_STRIDE) {
+		ord->base = lsq_new_base(&lf->q);
+		ord->next = 0;
+	}
+	base = ord->base;
+	first = ord->next;
+	ord->next += (uint32_t)n;
+	pthread_mutex_unlock(&lf->bg.lock);
+	/* The last one first: the first ends on top, also when they are
+	 * the batch's first. */
 	for (size_t i = n; i-- > 0;) {
 		bool want = room && listing_may_fetch(ips[i], LSF_DIR_MAX);
 		bool full = false;
@@ -424,6 +411,7 @@ void lsfetch_ahead(struct lsfetch *lf, struct inode **ips, size_t n, const struc
 		pthread_mutex_lock(&lf->bg.lock);
 		if (want && !lf->bg.stop && ips[i]->ls_ahead == AHEAD_NONE) {
 			it.ip = ips[i];
+			it.key = lsq_key(base, first + (uint32_t)i);
 			full = push_locked(lf, &it, &old);
 			want = true;
 		} else {
@@ -448,29 +436,63 @@ static void need_cb(void *arg, struct inode *ip)
 	nd->no = !listing_may_fetch(ip, LSF_DIR_MAX);
 }
 
-/* dir's listing was fetched ahead: its subdirectories are queued in
- * turn, and dir is parked, its lookup held for the walk. */
-static void fetched_ahead(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr)
+/* Queues the directories of entries e[n] that need a listing, the i-th
+ * with the key of index first + i of the batch of base. */
+static void queue_entries(struct lsfetch *lf, const struct pfs_entry *e, size_t n,
+			  const struct pfs_creds *cr, uint64_t base, uint32_t first)
 {
 	struct client *c = lf->c;
-	struct pfs_entry *e = malloc(LSF_SUBDIRS * sizeof(*e));
-	struct qitem it = { .ip = NULL, .at = pfs_mono_ns(), .cr = *cr }, old;
-	size_t n = 0;
+	struct lsq_item it = { .ip = NULL, .at = pfs_mono_ns(), .cr = *cr }, old;
 
-	if (e && may_queue(lf))
-		n = listing_subdirs(dir, LSF_DIR_MAX, e, LSF_SUBDIRS);
 	for (size_t i = n; i-- > 0;) {
 		struct need nd = { false };
 		(void)inode_with(c->it, &e[i].fh, need_cb, &nd);
 		if (nd.no)
 			continue;
 		it.e = e[i];
+		it.key = lsq_key(base, first + (uint32_t)i);
 		pthread_mutex_lock(&lf->bg.lock);
 		bool full = !lf->bg.stop && push_locked(lf, &it, &old);
 		pthread_mutex_unlock(&lf->bg.lock);
 		if (full && old.ip)
 			inode_forget(c->it, old.ip, 1);
 	}
+}
+
+/* A new batch's base. */
+static uint64_t new_base(struct lsfetch *lf)
+{
+	pthread_mutex_lock(&lf->bg.lock);
+	uint64_t base = lsq_new_base(&lf->q);
+	pthread_mutex_unlock(&lf->bg.lock);
+	return base;
+}
+
+void lsfetch_walk_on(struct lsfetch *lf, struct inode *dir, struct inode *ip, const char *name,
+		     const struct pfs_creds *cr)
+{
+	struct lsfetch_order ord = { new_base(lf), 0 };
+	struct pfs_entry *e = malloc(LSF_WALK_ON * sizeof(*e));
+	size_t n = 0;
+
+	lsfetch_ahead(lf, &ip, 1, cr, &ord);
+	if (e && may_queue(lf))
+		n = listing_subdirs_next(dir, name, LSF_WALK_ON, LSF_DIR_MAX, e, LSF_WALK_ON);
+	queue_entries(lf, e, n, cr, ord.base, 1);
+	free(e);
+}
+
+/* dir's listing was fetched ahead: its subdirectories are queued in
+ * turn, and dir is parked, its lookup held for the walk. */
+static void fetched_ahead(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr)
+{
+	struct client *c = lf->c;
+	struct pfs_entry *e = malloc(LSF_SUBDIRS * sizeof(*e));
+	size_t n = 0;
+
+	if (e && may_queue(lf))
+		n = listing_subdirs(dir, LSF_DIR_MAX, e, LSF_SUBDIRS);
+	queue_entries(lf, e, n, cr, new_base(lf), 0);
 	free(e);
 
 	struct inode *gone = NULL;
@@ -524,20 +546,19 @@ static void refund_locked(struct lsfetch *lf, unsigned k)
  * meanwhile, and a credit checked before it was released may be gone
  * after (the unsigned count went below zero, and every queued listing
  * was fetched ahead). */
-static bool take_locked(struct lsfetch *lf, const struct pfs_creds *cr, struct qitem *it,
+static bool take_locked(struct lsfetch *lf, const struct pfs_creds *cr, struct lsq_item *it,
 			bool *stop)
 {
 	struct client *c = lf->c;
 
 	*stop = false;
-	if (cr && (lf->q[lf->head].cr.uid != cr->uid || lf->q[lf->head].cr.gid != cr->gid ||
-		   lf->q[lf->head].cr.ngroups != cr->ngroups ||
-		   memcmp(lf->q[lf->head].cr.groups, cr->groups,
-			  cr->ngroups * sizeof(cr->groups[0])) != 0)) {
+	const struct pfs_creds *top = &lsq_top(&lf->q)->cr;
+	if (cr && (top->uid != cr->uid || top->gid != cr->gid || top->ngroups != cr->ngroups ||
+		   memcmp(top->groups, cr->groups, cr->ngroups * sizeof(cr->groups[0])) != 0)) {
 		*stop = true;
 		return false;
 	}
-	*it = pop_newest(lf);
+	*it = lsq_pop_top(&lf->q);
 	bool go = !it->ip || it->ip->ls_ahead == AHEAD_QUEUED;
 	if (go && pfs_mono_ns() - it->at > LSF_MAX_AGE_NS) {
 		unqueue(lf, it);
@@ -571,12 +592,12 @@ static void *ahead_main(void *arg)
 {
 	struct lsfetch *lf = arg;
 	struct client *c = lf->c;
-	struct qitem *b = malloc(LSF_BATCH * sizeof(*b));
+	struct lsq_item *b = malloc(LSF_BATCH * sizeof(*b));
 
 	pthread_mutex_lock(&lf->bg.lock);
 	while (b && !lf->bg.stop) {
 		int64_t due = unpark_locked(lf, false);
-		if (lf->n == 0 || lf->credit < LSF_CREDIT_RESUME) {
+		if (lf->q.n == 0 || lf->credit < LSF_CREDIT_RESUME) {
 			if (due > 0)
 				bg_wait_ns(&lf->bg, due);
 			else
@@ -589,7 +610,7 @@ static void *ahead_main(void *arg)
 		 * the walk's pace allows. */
 		size_t nb = 0, max = cache_nosys(c->cache, PFS_OP_LISTDIRS) ? 1 : LSF_BATCH;
 		bool stop = false;
-		while (nb < max && lf->n > 0 && lf->credit > 0 && !stop && !lf->bg.stop)
+		while (nb < max && lf->q.n > 0 && lf->credit > 0 && !stop && !lf->bg.stop)
 			if (take_locked(lf, nb ? &b[0].cr : NULL, &b[nb], &stop))
 				nb++;
 		if (nb == 0)
@@ -645,7 +666,7 @@ static void *ahead_main(void *arg)
 		pthread_cond_broadcast(&lf->done);
 		/* Those the daemon had no room for go back on top. */
 		for (size_t i = nb; i-- > 0;) {
-			struct qitem old;
+			struct lsq_item old;
 			if (done[i])
 				continue;
 			refund_locked(lf, 1);
@@ -697,8 +718,8 @@ void lsfetch_stop(struct lsfetch *lf)
 	atomic_store(&lf->started, false);
 	bg_stop(&lf->bg);
 	pthread_mutex_lock(&lf->bg.lock);
-	while (lf->n) {
-		struct qitem it = pop_oldest(lf);
+	while (lf->q.n) {
+		struct lsq_item it = lsq_pop_bottom(&lf->q);
 		unqueue(lf, &it);
 		if (!it.ip)
 			continue;

@@ -7,11 +7,14 @@
  * the directory is only known once a listing came). So when READDIRPLUS
  * hands the kernel a directory's subdirectories, the client queues them
  * (lsfetch_ahead), and LSF_THREADS background threads fetch their
- * listings, several at once and most recently queued first (a walk goes
- * depth first); each listing fetched ahead queues its own subdirectories
+ * listings, several at once, in the order a depth-first walk meets them
+ * (lsqueue_i.h); each listing fetched ahead queues its own subdirectories
  * in turn (their inodes made for it, held by the client alone until the
- * kernel is handed them). By the time the walk gets there, its OPENDIR
- * and READDIR are answered locally.
+ * kernel is handed them). In a directory too big to be listed whole at
+ * once (listed in pages, once a walk's lookups there keep coming), each
+ * lookup of a subdirectory queues it and the next ones of the listing
+ * (lsfetch_walk_on). By the time the walk gets there, its OPENDIR and
+ * READDIR are answered locally.
  *
  * A listing fetched ahead is an ordinary listing (listing_set): it was
  * asked for with the credentials of the caller whose READDIR queued it,
@@ -27,8 +30,9 @@
  * from a listing (lsfetch_walked) gives LSF_CREDIT_STEP fetches, at most
  * LSF_CREDIT_MAX banked, so a walk that stops leaves at most that much
  * work, and a lone `ls` little; a fetch starts with at least
- * LSF_CREDIT_RESUME of them (batches, not a request per credit). At most LSF_QUEUE_MAX directories are
- * queued (the oldest dropped first), none older than LSF_MAX_AGE_NS is
+ * LSF_CREDIT_RESUME of them (batches, not a request per credit). At
+ * most LSQ_MAX directories are queued (those the walk meets last dropped
+ * first), none older than LSF_MAX_AGE_NS is
  * fetched, LSF_THREADS fetches run at once, and none is queued while the
  * listings of the table take more than 1/LSF_LISTING_SHARE of
  * LISTING_TOTAL_MAX (demand fetches keep their room). Each directory
@@ -56,16 +60,18 @@
 struct client;
 struct lsfetch;
 
-#define LSF_THREADS 4
-#define LSF_QUEUE_MAX 512
+/* One under podfsd's default workers per session (4): the walk's own
+ * requests need not wait behind the listings fetched ahead. */
+#define LSF_THREADS 3
 #define LSF_MAX_AGE_NS (2 * 1000000000LL)
 #define LSF_LISTING_SHARE 2 /* queue nothing past 1/2 of LISTING_TOTAL_MAX */
-#define LSF_CREDIT_STEP 1   /* fetches ahead per READDIR answered from a listing */
+#define LSF_CREDIT_STEP 4   /* fetches ahead per READDIR answered from a listing */
 #define LSF_CREDIT_MAX 256
 /* Once the credit ran low, fetching resumes only when this much is back:
  * a walk slower than the fetching then gets listings in batches (one
  * LISTDIRS with its subdirectories), not one request per READDIR. */
 #define LSF_CREDIT_RESUME 32
+#define LSF_WALK_ON 32 /* entries looked at after a walk's lookup (lsfetch_walk_on) */
 #define LSF_PARK_MAX 8192
 #define LSF_PARK_NS (10 * 1000000000LL)
 
@@ -102,13 +108,35 @@ bool lsfetch_pending(struct inode *dir);
  * be answered locally. A FUSE thread. */
 void lsfetch_settle(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr);
 
+/* Where the directories one reading of a directory queues stand in the
+ * queue (see lsfetch_ahead): zeroed when that reading starts (offset 0),
+ * kept with it (the open directory's) across its replies. */
+struct lsfetch_order {
+	uint64_t base; /* 0: none yet */
+	uint32_t next; /* directories queued so far by this reading */
+};
+
 /* The kernel was handed the n directories ips[] (in the order a walk
  * meets them) by a READDIRPLUS of a caller with credentials cr: queues
- * those whose listing may be fetched, the first of them on top. Takes
+ * those whose listing may be fetched, the first of them on top. With
+ * ord (the reading they came from), they go below those an earlier
+ * reply of the same reading queued and still queued, and above all
+ * queued before it: a walk, depth first, opens a directory's
+ * subdirectories in its order, and the kernel reads a big directory in
+ * several replies, the last of which would otherwise end on top. Takes
  * over one lookup of each (inode_hold before: their kernel lookups may
  * be forgotten meanwhile), given back once fetched or dropped. A FUSE
  * thread, without locks held. */
-void lsfetch_ahead(struct lsfetch *lf, struct inode **ips, size_t n, const struct pfs_creds *cr);
+void lsfetch_ahead(struct lsfetch *lf, struct inode **ips, size_t n, const struct pfs_creds *cr,
+		   struct lsfetch_order *ord);
+
+/* A walk looked up subdirectory ip (a lookup held, taken over) named
+ * name in dir, a directory listed in pages: queues ip, and below it the
+ * subdirectories that follow name in dir's listing, LSF_WALK_ON entries
+ * ahead, that no earlier lookup queued (listing_subdirs_next). A FUSE
+ * thread, without locks held. */
+void lsfetch_walk_on(struct lsfetch *lf, struct inode *dir, struct inode *ip, const char *name,
+		     const struct pfs_creds *cr);
 
 /* A READDIR was answered from a listing: the walk moved on, and may be
  * met LSF_CREDIT_STEP directories further ahead. Any thread. */

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lsfetch_i.h"
 #include "podfs/codec.h"
 #include "rpc_i.h"
 
@@ -66,6 +67,7 @@ struct ofile {
 	uint64_t rd_seq;  /* push number when the chunk was requested */
 	uint64_t rd_any, rd_ns; /* inode_own_snap then */
 	uint32_t *rd_iflags; /* rd_synth: the listing's item flags (listing_readdir), or NULL */
+	struct lsfetch_order rd_order; /* this reading's subdirectories queued ahead */
 };
 
 /* The ofile of a FUSE request's file info. */

@@ -19,7 +19,8 @@
 #define READDIR_BYTES (128u * 1024)
 
 /* Subdirectories of one READDIRPLUS reply whose listings are fetched
- * ahead (lsfetch_ahead), at most: the queue keeps the newest anyway. */
+ * ahead (lsfetch_ahead), at most: the queue keeps those a walk meets
+ * first anyway. */
 #define AHEAD_BATCH 256
 
 void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -223,6 +224,8 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		return;
 	}
 	pthread_mutex_lock(&of->lock);
+	if (off == 0) /* a reading starts (again) */
+		of->rd_order = (struct lsfetch_order){ 0, 0 };
 	/* A plain READDIR can use a READDIRPLUS chunk (the kernel asks
 	 * with plus only at offset 0 under READDIRPLUS_AUTO). */
 	if (of->rd_synth && off != 0) {
@@ -245,10 +248,11 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	 * with plus only for a directory's first chunk, and a walk then
 	 * looks up and opens the subdirectories of the rest. In a directory
 	 * too big to be listed whole (inode_walked: the walk's lookups there
-	 * queue the subdirectories it opens, in its order), only those of
-	 * the first reply: the queue keeps the newest, so the rest would
-	 * have queued the end of the directory, fetched long before the walk
-	 * got there and given back unused (LSF_PARK_NS), then fetched again. */
+	 * queue the subdirectories it opens and the next ones, in its
+	 * order: lsfetch_walk_on), only those of the first reply: the rest
+	 * would queue thousands at once, most dropped from the queue or
+	 * fetched long before the walk got there and given back unused
+	 * (LSF_PARK_NS), then fetched again. */
 	bool ahead_ok = c->max_inline && (plus || of->rd_synth) &&
 			(off == 0 || !inode_walked(of->ip, WALK_LOOKUP_NS));
 	if (ahead_ok)
@@ -350,7 +354,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	/* Queued before the reply: the walk's OPENDIR of one of them may
 	 * follow at once, on another thread, and must find it queued. */
 	if (nahead)
-		lsfetch_ahead(c->lf, ahead, nahead, &cr);
+		lsfetch_ahead(c->lf, ahead, nahead, &cr, &of->rd_order);
 	if (rc < 0 && pos == 0)
 		fuse_reply_err(req, -rc);
 	else

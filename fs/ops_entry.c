@@ -279,11 +279,12 @@ static bool lookup_listed(fuse_req_t req, struct inode *dir, const char *name,
 	/* A subdirectory of a large directory a walk reads (listed in
 	 * pages, see readdir_listed): the walk opens it next, its listing
 	 * is fetched ahead (held here: the kernel may forget it once
-	 * replied), queued before the reply as in ops_lookup. */
+	 * replied), queued before the reply as in ops_lookup, and so are
+	 * those of the next subdirectories, which the walk opens after. */
 	if (S_ISDIR(pe.attr.mode) && c->max_inline && inode_walked(dir, WALK_LOOKUP_NS)) {
 		inode_hold(c->it, ip);
 		inode_note_walk(dir); /* the walk goes on */
-		lsfetch_ahead(c->lf, &ip, 1, cr);
+		lsfetch_walk_on(c->lf, dir, ip, name, cr);
 	}
 	ops_reply_entry(req, dir, name, ip, &e, li.seq);
 	return true;
@@ -363,7 +364,7 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* Queued before the reply: the walk's OPENDIR of it may follow at
 	 * once, on another thread, and must find it queued. */
 	if (ahead)
-		lsfetch_ahead(c->lf, &ip, 1, &m.cr);
+		lsfetch_ahead(c->lf, &ip, 1, &m.cr, NULL);
 	ops_reply_entry(req, dir, name, ip, &e, seq);
 	return;
 out_err:

@@ -542,6 +542,70 @@ static void test_item_flags_and_subdirs(void)
 	teardown(&f);
 }
 
+/* The listing of test_subdirs_next: d0 f1 d2 d3 f4 d5 d6 (d: small
+ * directories, but d6 too big to fetch ahead), entries in es[7]. */
+static uint8_t *subdirs_payload(struct pfs_entry *es, size_t *len)
+{
+	static const char *names[7] = { "d0", "f1", "d2", "d3", "f4", "d5", "d6" };
+	size_t cap = 4096;
+	uint8_t *buf = malloc(cap);
+	uint32_t complete = PFS_LS_COMPLETE, none = 0;
+	struct pfs_wr w;
+
+	pfs_wr_init(&w, buf, cap);
+	CHECK_EQ(pfs_put_U32(&w, &complete), 0);
+	for (unsigned i = 0; i < 7; i++) {
+		struct pfs_name nm;
+		struct pfs_bytes d = { 0 };
+		bool dir = names[i][0] == 'd';
+		es[i] = entry(i, dir ? S_IFDIR | 0755 : S_IFREG | 0644, i == 6 ? 1 << 20 : 4096);
+		nm.len = (uint16_t)snprintf(nm.s, sizeof(nm.s), "%s", names[i]);
+		CHECK(pfs_put_NAME(&w, &nm) == 0 && pfs_put_ENTRY(&w, &es[i]) == 0 &&
+		      pfs_put_U32(&w, &none) == 0 && pfs_put_BYTES(&w, &d) == 0);
+	}
+	*len = w.len;
+	return buf;
+}
+
+/* listing_subdirs_next: the subdirectories after a name, in order, each
+ * entry looked at once per listing. */
+static void test_subdirs_next(void)
+{
+	struct fixture f;
+	struct pfs_entry es[7], out[8];
+	struct listing_info li;
+	size_t len;
+
+	setup(&f);
+	/* No listing yet: nothing. */
+	CHECK_EQ(listing_subdirs_next(f.dir, "d0", 4, 64 * 1024, out, 8), 0);
+	uint8_t *buf = subdirs_payload(es, &len);
+	li = info(&f);
+	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
+	/* A name not listed: nothing, and nothing counted as looked at. */
+	CHECK_EQ(listing_subdirs_next(f.dir, "zz", 4, 64 * 1024, out, 8), 0);
+	/* After d0, within 3 entries (f1 d2 d3): d2 and d3, in order. */
+	CHECK_EQ(listing_subdirs_next(f.dir, "d0", 3, 64 * 1024, out, 8), 2);
+	CHECK(pfs_fh_equal(&out[0].fh, &es[2].fh) && pfs_fh_equal(&out[1].fh, &es[3].fh));
+	/* After d2, within 3 (d3 f4 d5): d3 was looked at already: d5. */
+	CHECK_EQ(listing_subdirs_next(f.dir, "d2", 3, 64 * 1024, out, 8), 1);
+	CHECK(pfs_fh_equal(&out[0].fh, &es[5].fh));
+	/* After d3: the rest looked at already, or too big (d6). */
+	CHECK_EQ(listing_subdirs_next(f.dir, "d3", 8, 64 * 1024, out, 8), 0);
+	CHECK_EQ(listing_subdirs_next(f.dir, "d0", 8, 64 * 1024, out, 8), 0);
+
+	/* A new listing is looked at again; max bounds the result, and
+	 * what was not returned stays to come. */
+	buf = subdirs_payload(es, &len);
+	li = info(&f);
+	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
+	CHECK_EQ(listing_subdirs_next(f.dir, "d0", 8, 64 * 1024, out, 1), 1);
+	CHECK(pfs_fh_equal(&out[0].fh, &es[2].fh));
+	CHECK_EQ(listing_subdirs_next(f.dir, "d0", 8, 64 * 1024, out, 8), 2);
+	CHECK(pfs_fh_equal(&out[0].fh, &es[3].fh) && pfs_fh_equal(&out[1].fh, &es[5].fh));
+	teardown(&f);
+}
+
 static void test_total_cap(void)
 {
 	struct fixture f;
@@ -607,6 +671,7 @@ int main(void)
 	test_own_inline();
 	test_readdir();
 	test_item_flags_and_subdirs();
+	test_subdirs_next();
 	test_total_cap();
 	test_fetch_begin();
 	return check_done("test_listing");
