@@ -27,7 +27,6 @@ enum { AHEAD_NONE, AHEAD_QUEUED, AHEAD_FETCHING };
  * below the ops, cannot include). */
 #define LSF_DIR_MAX (64u * 1024)
 
-
 /* A directory whose listing was fetched ahead, kept for the walk. */
 struct parked {
 	struct inode *ip; /* one lookup held */
