@@ -115,12 +115,10 @@ static void index_fill(struct listing *ls, size_t end)
 	}
 }
 
-/* The item named name in ls: 1 (fills the out-parameters), or 0. An
- * item starts with its name (a 16-bit length, then the bytes), checked
- * when the item was indexed: compared here as it lies, and only the rest
- * of the item that matches is decoded. */
-static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
-			  struct pfs_entry *e, uint32_t *flags, struct pfs_bytes *data)
+/* The item named name[nl] in ls, or NULL. An item starts with its name
+ * (a 16-bit length, then the bytes), checked when the item was indexed:
+ * compared here as it lies. */
+static const struct litem *item_named(const struct listing *ls, const char *name, size_t nl)
 {
 	uint64_t h = name_hash(name, nl);
 
@@ -128,15 +126,25 @@ static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
 		const struct litem *it = container_of(hn, struct litem, hn);
 		const uint8_t *p = ls->buf + it->off;
 		size_t left = ls->len - it->off;
-		if (left < 2 || pfs_load_le16(p) != nl || left - 2 < nl ||
-		    memcmp(p + 2, name, nl) != 0)
-			continue;
-		struct pfs_rd rd;
-		pfs_rd_init(&rd, p + 2 + nl, left - 2 - nl);
-		if (pfs_get_ENTRY(&rd, e) && pfs_get_U32(&rd, flags) && pfs_get_BYTES(&rd, data))
-			return 1;
+		if (left >= 2 && pfs_load_le16(p) == nl && left - 2 >= nl &&
+		    memcmp(p + 2, name, nl) == 0)
+			return it;
 	}
-	return 0;
+	return NULL;
+}
+
+/* The item named name in ls: 1 (fills the out-parameters), or 0. Only
+ * the rest of the item that matches is decoded. */
+static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
+			  struct pfs_entry *e, uint32_t *flags, struct pfs_bytes *data)
+{
+	const struct litem *it = item_named(ls, name, nl);
+	struct pfs_rd rd;
+
+	if (!it)
+		return 0;
+	pfs_rd_init(&rd, ls->buf + it->off + 2 + nl, ls->len - it->off - 2 - nl);
+	return pfs_get_ENTRY(&rd, e) && pfs_get_U32(&rd, flags) && pfs_get_BYTES(&rd, data);
 }
 
 int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
@@ -405,57 +413,49 @@ uint64_t listing_gen(struct inode *dir)
 	return g;
 }
 
-size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *out, size_t max)
+/* Reads the item at rd into *e: 1 if it is a subdirectory to fetch
+ * ahead (at most max_size bytes, not marked by an own change), 0 if not,
+ * -1 at the end (or a malformed item). */
+static int subdir_item(struct pfs_rd *rd, uint64_t max_size, struct pfs_entry *e)
 {
 	struct pfs_name name;
 	struct pfs_bytes data;
-	struct pfs_rd rd;
 	uint32_t fl;
+
+	if (listing_item(rd, &name, e, &fl, &data) != 1)
+		return -1;
+	return S_ISDIR(e->attr.mode) && e->attr.size <= max_size &&
+	       !(fl & (INODE_LS_STALE | INODE_LS_GONE));
+}
+
+size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *out, size_t max)
+{
+	struct pfs_rd rd;
 	size_t n = 0;
 
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
 	if (ls) {
 		pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
-		while (n < max && listing_item(&rd, &name, &out[n], &fl, &data) == 1)
-			if (S_ISDIR(out[n].attr.mode) && out[n].attr.size <= max_size &&
-			    !(fl & (INODE_LS_STALE | INODE_LS_GONE)))
-				n++;
+		int r;
+		while (n < max && (r = subdir_item(&rd, max_size, &out[n])) >= 0)
+			n += (size_t)r;
 	}
 	pthread_mutex_unlock(&dir->lock);
 	return n;
 }
 
-/* The index in ls->items of the item named name[nl], or -1. */
-static ssize_t item_index(const struct listing *ls, const char *name, size_t nl)
-{
-	uint64_t h = name_hash(name, nl);
-
-	for (struct hnode *hn = htab_first(&ls->index, h); hn; hn = htab_next(hn, h)) {
-		const struct litem *it = container_of(hn, struct litem, hn);
-		const uint8_t *p = ls->buf + it->off;
-		size_t left = ls->len - it->off;
-		if (left >= 2 && pfs_load_le16(p) == nl && left - 2 >= nl &&
-		    memcmp(p + 2, name, nl) == 0)
-			return it - ls->items;
-	}
-	return -1;
-}
-
 size_t listing_subdirs_next(struct inode *dir, const char *name, size_t span, uint64_t max_size,
 			    struct pfs_entry *out, size_t max)
 {
-	struct pfs_name pn;
-	struct pfs_bytes data;
 	struct pfs_rd rd;
-	uint32_t fl;
 	size_t n = 0;
 
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
-	ssize_t at = ls ? item_index(ls, name, strlen(name)) : -1;
-	if (at >= 0) {
-		size_t from = (size_t)at + 1, end = from + span;
+	const struct litem *at = ls ? item_named(ls, name, strlen(name)) : NULL;
+	if (at) {
+		size_t from = (size_t)(at - ls->items) + 1, end = from + span;
 		if (from < ls->next_upto)
 			from = ls->next_upto;
 		if (end > ls->n)
@@ -463,9 +463,7 @@ size_t listing_subdirs_next(struct inode *dir, const char *name, size_t span, ui
 		for (size_t i = from; i < end && n < max; i++) {
 			uint32_t off = ls->items[i].off;
 			pfs_rd_init(&rd, ls->buf + off, ls->len - off);
-			if (listing_item(&rd, &pn, &out[n], &fl, &data) == 1 &&
-			    S_ISDIR(out[n].attr.mode) && out[n].attr.size <= max_size &&
-			    !(fl & (INODE_LS_STALE | INODE_LS_GONE)))
+			if (subdir_item(&rd, max_size, &out[n]) > 0)
 				n++;
 			ls->next_upto = i + 1;
 		}
