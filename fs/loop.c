@@ -762,7 +762,14 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 			if (pthread_cond_timedwait(&l.ended, &l.lock, &slow) == ETIMEDOUT) {
 				/* A thread still reading is kicked again; now
 				 * and then, the log says what the others do. */
-				rekicked += kick_readers(&l, true);
+				unsigned again = kick_readers(&l, true);
+				/* Said once: a read a kick did not end is
+				 * what held an exit before (see the pool). */
+				if (again && !rekicked)
+					pfs_notice("exiting: %u thread(s) still reading %u s after "
+						   "their kick: kicked again",
+						   again, KICK_AGAIN_S);
+				rekicked += again;
 				waited_s += KICK_AGAIN_S;
 				if (waited_s % EXIT_LOG_S == 0)
 					log_busy(&l, rekicked);
