@@ -61,10 +61,6 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
  * the process may run on one CPU only or a call failed. */
 int64_t loop_wake_latency_ns(void);
 
-/* True if this process runs in a cgroup (or below one) with a CPU quota
- * (cgroup v2 cpu.max, v1 cpu.cfs_quota_us): a keeper would spend it. */
-bool loop_cpu_limited(void);
-
 /* Writes to an eventfd (wake_fd above); any thread. */
 void loop_wake(int wake_fd);
 

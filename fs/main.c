@@ -38,6 +38,7 @@
 #include "inode_i.h"
 #include "locks_i.h"
 #include "lsfetch_i.h"
+#include "cpuquota_i.h"
 #include "loop_i.h"
 #include "mountwait_i.h"
 #include "ofile_i.h"
@@ -544,7 +545,7 @@ static int start_threads(struct client *c, struct sigctl *sc)
  * woken thread is slow to run (loop_i.h). */
 static void choose_spin(struct client *c)
 {
-	if (c->spin_us < 0 && loop_cpu_limited()) {
+	if (c->spin_us < 0 && cpuquota_applies()) {
 		c->spin_us = 0;
 		pfs_notice("a CPU quota applies (cgroup): no keeper thread (spin=US forces one)");
 	}
