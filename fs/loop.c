@@ -49,7 +49,6 @@ struct loop {
 	pthread_cond_t wakeup; /* the keeper waits here for activity */
 	pthread_cond_t ended;  /* loop_run waits here for nthreads == 0 */
 	unsigned nthreads; /* threads alive, the keeper included */
-	bool keeper_alive;
 	int error;	   /* first device error, -errno */
 	struct worker *workers; /* max_threads slots */
 
@@ -354,17 +353,19 @@ static void avoid_keeper(struct loop *l, unsigned *seen)
 }
 
 /* Exiting takes long: says what the threads still do (lock held), and
- * how many kicks were repeated. */
+ * how many kicks were repeated. A slot not W_FREE is a pool thread alive
+ * (both change under the lock): any other thread counted is the keeper. */
 static void log_busy(struct loop *l, unsigned rekicked)
 {
 	char ops[256];
 	size_t n = 0;
-	unsigned busy = 0, reading = 0, kicked = 0, between = 0;
+	unsigned busy = 0, reading = 0, kicked = 0, between = 0, pool = 0;
 
 	ops[0] = 0;
 	for (unsigned i = 0; i < l->max_threads; i++) {
 		int st = atomic_load(&l->workers[i].state);
 		uint32_t op = atomic_load(&l->workers[i].op);
+		pool += st != W_FREE;
 		if (st == W_READING) {
 			reading++;
 		} else if (st == W_KICKED) {
@@ -381,7 +382,7 @@ static void log_busy(struct loop *l, unsigned rekicked)
 		   "(FUSE opcodes:%s), %u reading, %u kicked, %u between requests, "
 		   "keeper %s; %u kick(s) repeated",
 		   l->nthreads, busy, busy ? ops : " none", reading, kicked, between,
-		   l->keeper_alive ? "running" : "ended", rekicked);
+		   l->nthreads > pool ? "running" : "ended", rekicked);
 }
 
 static void *pool_main(void *arg)
@@ -597,7 +598,6 @@ static void *keeper_main(void *arg)
 		pthread_mutex_lock(&l->lock);
 	}
 	keeper_gone(l);
-	l->keeper_alive = false;
 	thread_done(l);
 	pthread_mutex_unlock(&l->lock);
 	return NULL;
@@ -668,7 +668,7 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	if (!start_worker(&l))
 		ret = -EAGAIN;
 	else if (l.spin_ns > 0)
-		l.keeper_alive = start_thread(&l, keeper_main, &l, &keeper);
+		start_thread(&l, keeper_main, &l, &keeper);
 	/* Wait for the end: the device goes quiet or fails (a pool thread
 	 * calls finish_exit), or the session is exited and loop_wake()
 	 * called. Then end the threads asleep in read() (see the pool). */
