@@ -289,6 +289,12 @@ int dirdeleg_new(struct client *c, struct dirdeleg **out)
 		free(d);
 		return rc;
 	}
+	/* slots_came: its waits are timed (dirdeleg_make.c's wait_slots). */
+	if ((rc = pfs_cond_init_mono(&d->slots_came)) != 0) {
+		bg_fini(&d->bg);
+		free(d);
+		return -rc;
+	}
 	pthread_cond_init(&d->idle, NULL);
 	pthread_mutex_init(&d->ask, NULL);
 	*out = d;
@@ -334,6 +340,7 @@ void dirdeleg_free(struct dirdeleg *d)
 		free(e);
 	}
 	pthread_cond_destroy(&d->idle);
+	pthread_cond_destroy(&d->slots_came);
 	pthread_mutex_destroy(&d->ask);
 	bg_fini(&d->bg);
 	free(d);

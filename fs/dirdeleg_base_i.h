@@ -104,7 +104,7 @@ struct ditem {
 	uint8_t *data;
 	uint32_t dlen, dcap;
 	bool closed, no_inline;
-	int64_t queued_ns;
+	int64_t since_ns; /* queued at, then closed at (hold_ns) */
 	/* create: the file's attributes as answered here while it is queued
 	 * (dirdeleg_attr); has_sa: the change of attributes answered under
 	 * its attribute delegation, taken at its close, made before the
@@ -118,6 +118,7 @@ struct dirdeleg {
 	struct client *c;
 	struct bg bg;               /* lock: all below; cond: the senders' work */
 	pthread_cond_t idle;        /* an unlink was answered by the daemon */
+	pthread_cond_t slots_came;  /* a SLOTS was answered (dd_get_slots) */
 	pthread_mutex_t ask;        /* held across DELEG_DIR and DELEG_RETURN: a
 				     * return never overtakes a later grant */
 	struct ddir *dirs;

@@ -31,7 +31,8 @@
  * change of the held directory's own mode, owner or times is answered
  * here and queued as a SETATTR (dirdeleg_dir_setattr). A sender holds back a
  * create whose file is still open, up to DD_HOLD_NS, and one at the head
- * of the queue up to DD_LINGER_NS for more to go with it, unless a
+ * of the queue up to DD_LINGER_NS after its close for more to go with it
+ * (its rename into place, the next files' creates), unless a
  * thread waits for the queue (hurry) or a full batch is queued.
  *
  * Order: every other request of this client that touches names or
@@ -97,7 +98,8 @@ struct dirdeleg;
 #define DD_DIRS 64         /* directories tracked */
 #define DD_SLOTS 32        /* slots asked for at once, at most */
 #define DD_SLOTS_FIRST 4   /* the first time (doubling each time after) */
-#define DD_SLOTS_LOW 8     /* more are asked for when this few are left */
+#define DD_SLOTS_LOW 16    /* more are asked for when this few are left */
+#define DD_SLOTS_WAIT_NS 100000000LL /* a create waits this long, at most, for slots asked for */
 #define DD_SLOTS_MAX 64    /* slots kept per directory */
 #define DD_SLOTS_NEW_DIR 4 /* slots asked for with a directory's MKDIR */
 #define DD_SLOTS_HELD 192  /* slots held in all, at most (podfsd's limit: 256) */
@@ -106,7 +108,7 @@ struct dirdeleg;
 #define DD_INLINE_HELD (8u << 20)  /* such bytes held in all, at most */
 #define DD_INLINE_BATCH (512u << 10) /* such bytes in one CREATES, at most */
 #define DD_HOLD_NS 5000000LL /* a create whose file is open waits this long for its close */
-#define DD_LINGER_NS 2000000LL /* a create waits this long for others to go with */
+#define DD_LINGER_NS 2000000LL /* a closed create waits this long for others to go with */
 
 struct dirdeleg_stats {
 	uint64_t asked;    /* DELEG_DIR sent */
@@ -114,6 +116,8 @@ struct dirdeleg_stats {
 	uint64_t local;    /* unlinks answered here */
 	uint64_t creates;  /* creates answered here */
 	uint64_t slots;    /* slots received */
+	uint64_t slot_waits; /* creates that waited for slots asked for */
+	uint64_t slot_timeouts; /* of them, waited DD_SLOTS_WAIT_NS in vain */
 	uint64_t sent;     /* requests that carried them (UNLINK, UNLINKS, CREATES) */
 	uint64_t recalls;  /* delegations recalled (or ended by a reconnect) */
 	uint64_t errors;   /* unlinks and creates answered here that the daemon refused */

@@ -172,6 +172,7 @@ void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds 
 			n = 0; /* the daemon frees them once it sees them unused */
 		dd_add_slots(d, e, got, n, cr);
 	}
+	pthread_cond_broadcast(&d->slots_came);
 	pthread_mutex_unlock(&d->bg.lock);
 }
 
@@ -240,6 +241,25 @@ static void want_slots(struct dirdeleg *d, struct ddir *e, struct inode *dir,
 	dd_ask(d, a);
 }
 
+/* None left in dir, more asked for: waits for them (bg.lock held,
+ * dropped meanwhile), DD_SLOTS_WAIT_NS at most. The create the usual way
+ * instead would queue at the daemon behind the creates already sent, and
+ * its close would wait for a sync there. Returns dir's entry, if any. */
+static struct ddir *wait_slots(struct dirdeleg *d, struct inode *dir)
+{
+	struct timespec ts = pfs_deadline_ns(DD_SLOTS_WAIT_NS);
+	struct ddir *e;
+
+	d->st.slot_waits++;
+	while ((e = dd_find(d, &dir->fh)) && e->held && !e->nslots && e->slots_asking &&
+	       !d->bg.stop)
+		if (pthread_cond_timedwait(&d->slots_came, &d->bg.lock, &ts) == ETIMEDOUT) {
+			d->st.slot_timeouts++;
+			break;
+		}
+	return e;
+}
+
 bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, uint32_t perm,
 		     const struct pfs_creds *cr, uint64_t fid, uint32_t flags, struct pfs_entry *pe,
 		     struct inode **out, int *err)
@@ -263,6 +283,10 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 	bool mine = held && (!e->nslots || dd_same_creds(&e->scr, cr));
 	if (mine && e->nslots <= DD_SLOTS_LOW)
 		want_slots(d, e, dir, cr);
+	if (mine && !e->nslots && e->slots_asking) {
+		e = wait_slots(d, dir);
+		mine = e && e->held && e->nslots && dd_same_creds(&e->scr, cr);
+	}
 	bool ok = mine && e->nslots > 0 && !(perm & ~0777u) && strlen(name) <= PFS_NAME_MAX;
 	pthread_mutex_unlock(&d->bg.lock);
 	/* The name must be known absent: the listing (coherent under the
@@ -348,7 +372,7 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 		e->made[e->nmade++] = file;
 		atomic_store(&file->dd_cover, e->grant);
 	}
-	it->queued_ns = pfs_mono_ns();
+	it->since_ns = pfs_mono_ns();
 	it->attr = pe->attr;
 	file->dd_item = it;
 	dd_enqueue(d, it);
@@ -453,6 +477,9 @@ bool dirdeleg_release(struct dirdeleg *d, struct inode *ip, uint64_t fid, struct
 	bool ok = it && !it->closed && it->fid == fid;
 	if (ok) {
 		it->closed = true;
+		/* What comes right after a close (a rename into place, the
+		 * next file's create) has DD_LINGER_NS from now to join it. */
+		it->since_ns = pfs_mono_ns();
 		/* What tar does before its close (the mtime, the owner, the
 		 * mode): made before the name; the reply's attributes are the
 		 * file's after it. */

@@ -263,8 +263,8 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 /* How long a sender holds back create it at now (bg.lock held), 0: not.
  * Its file is open still: for its data and close, up to DD_HOLD_NS
  * (dirdeleg_i.h). At the head of the queue (head), also for more creates
- * to join its CREATES, up to DD_LINGER_NS: nothing waits for them (a
- * thread that does hurries them, as a recall does). */
+ * to join its CREATES, up to DD_LINGER_NS after its close: nothing waits
+ * for them (a thread that does hurries them, as a recall does). */
 static int64_t hold_ns(const struct dirdeleg *d, const struct ditem *it, int64_t now, bool head)
 {
 	if (!it->create || d->hurry || d->bg.stop || d->queued >= PFS_CREATES_MAX)
@@ -272,7 +272,7 @@ static int64_t hold_ns(const struct dirdeleg *d, const struct ditem *it, int64_t
 	bool open = !it->closed && !it->no_inline; /* queued: the file's dd_item */
 	if (!open && !head)
 		return 0;
-	int64_t left = it->queued_ns + (open ? DD_HOLD_NS : DD_LINGER_NS) - now;
+	int64_t left = it->since_ns + (open ? DD_HOLD_NS : DD_LINGER_NS) - now;
 	return left > 0 ? left : 0;
 }
 
