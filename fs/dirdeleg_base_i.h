@@ -50,6 +50,7 @@ struct ddir {
 	bool rights_moved;  /* its mode or owner changed under this grant: no slots */
 	int64_t slots_retry_ns; /* no SLOTS before (one brought none) */
 	unsigned slot_batches;  /* SLOTS answered: the next asks for more */
+	unsigned slots_low;     /* more are asked for when this few are left: half the last batch */
 	/* Files made here under the grant (one lookup held each, dd_cover
 	 * = grant): their close does not wait for their writes, which the
 	 * end of the delegation does (settle). */

@@ -98,7 +98,6 @@ struct dirdeleg;
 #define DD_DIRS 64         /* directories tracked */
 #define DD_SLOTS 32        /* slots asked for at once, at most */
 #define DD_SLOTS_FIRST 4   /* the first time (doubling each time after) */
-#define DD_SLOTS_LOW 16    /* more are asked for when this few are left */
 #define DD_SLOTS_WAIT_NS 100000000LL /* a create waits this long, at most, for slots asked for */
 #define DD_SLOTS_MAX 64    /* slots kept per directory */
 #define DD_SLOTS_NEW_DIR 4 /* slots asked for with a directory's MKDIR */
