@@ -98,6 +98,7 @@ static void end_all(struct dirdeleg *d, struct madev *mv)
 		e->syncs = 0;
 		e->retry_ns = now + DD_RETRY_NS;
 	}
+	pthread_cond_broadcast(&d->slots_came); /* a create waiting for slots goes the usual way */
 }
 
 struct ditem *dd_item_new(const struct pfs_creds *cr, const struct inode *dir, const char *name)
@@ -568,6 +569,7 @@ void dirdeleg_dir_changed(struct dirdeleg *d, struct inode *dir)
 		e->nslots = 0;
 		e->syncs = 0;
 		e->retry_ns = 0; /* our own change: asked again as usual */
+		pthread_cond_broadcast(&d->slots_came);
 		dd_take_made(d, e, &mv);
 		wait_empty(d);
 	}

@@ -70,6 +70,7 @@ static void item_done(struct dirdeleg *d, struct ditem *it, int rc, const struct
 		if (de) { /* there: its items pending kept it */
 			de->held = false; /* the rest goes the usual way */
 			de->nslots = 0;
+			pthread_cond_broadcast(&d->slots_came);
 			if (!de->err)
 				de->err = rc;
 		}
