@@ -124,6 +124,7 @@ struct dirdeleg_stats {
 	uint64_t inlined;  /* creates that carried their file's data */
 	uint64_t closed;   /* creates that carried their file's close */
 	uint64_t dir_attrs; /* changes of held directories' attributes answered here */
+	uint64_t dir_attrs_joined; /* of them, sent with the one queued before */
 	uint64_t renames;  /* renames answered here */
 };
 

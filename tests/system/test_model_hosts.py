@@ -3,12 +3,13 @@ hosts (and from three), each checked at once on every host and on the
 export.
 
 A seeded random sequence of operations (create, rewrite, append, pwrite,
-truncate, chmod, utime, rename, link, symlink, unlink, mkdir, rmdir), each
-run on a host picked at random, over a few names in two directories. As
-soon as an operation returns, what it touched is looked at from both hosts
-and straight in the export: the type, mode, size, link count, owner and
-times of lstat, the content of files, the target of symlinks and the names
-of directories must agree with a model of the tree, and the views with
+truncate, chmod, utime, rename, link, symlink, unlink, mkdir, rmdir, and a
+directory's times, owner and mode as tar sets them), each run on a host
+picked at random, over a few names in two directories. As soon as an
+operation returns, what it touched is looked at from both hosts and
+straight in the export: the type, mode, size, link count, owner and times
+of lstat, the content of files, the target of symlinks, the mode, owner
+and names of directories must agree with a model of the tree, and the views with
 each other. That is the promise of docs/coherence.md: a change is
 seen by every host once the call that made it returned (data once the
 file is closed). Any divergence fails with the last 40 operations (and
@@ -87,7 +88,7 @@ def view(root, path):
     if os.path.islink(p):
         return ("link", stat_key(st), os.readlink(p))
     if os.path.isdir(p):
-        return ("dir", stat_key(st)[:1], sorted(os.listdir(p)))
+        return ("dir", (st.st_mode, st.st_uid, st.st_gid), sorted(os.listdir(p)))
     with open(p, "rb") as f:
         data = f.read()
     return ("file", stat_key(st), data, os.getxattr(p, "user.m") if "user.m" in os.listxattr(p)
@@ -140,7 +141,7 @@ def step(model, rnd, root, label, log):  # noqa: C901 - one branch per operation
     op = rnd.choices(["create", "append", "pwrite", "truncate", "chmod", "utime", "rename",
                       "link", "symlink", "unlink", "rmdir_mkdir"],
                      [14, 8, 8, 8, 8, 6, 14, 8, 5, 10, 3])[0] if rnd.random() < 0.9 else \
-        rnd.choice(["setxattr", "rmxattr", "dirswap"])
+        rnd.choice(["setxattr", "rmxattr", "dirswap", "dirattrs"])
     touched = [path, os.path.dirname(path)]
     if op == "create" and (node is None or node[0] == "file"):
         data = rnd.randbytes(rnd.choice([0, 1, 100, 5000, 70000]))
@@ -254,6 +255,20 @@ def step(model, rnd, root, label, log):  # noqa: C901 - one branch per operation
             swapped[q] = n
         model.tree = swapped
         return list(model.tree) + NAMES
+    elif op == "dirattrs":
+        # As tar ends a directory: its times, owner and mode, one after
+        # the other (a host holding it answers them and sends them
+        # together).
+        d = rnd.choice(DIRS)
+        q = os.path.join(root, d)
+        t = rnd.randrange(10**9, 2 * 10**9) * 10**9 + rnd.randrange(0, 10**9)
+        ids = rnd.choice([(0, 0), (1000, 1000), (1000, 1001)])
+        mode = rnd.choice([0o755, 0o750, 0o711, 0o700, 0o775])
+        log.append(f"{label} utime {t}, chown {ids}, chmod {oct(mode)} of {d}")
+        os.utime(q, ns=(t, t))
+        os.chown(q, *ids)
+        os.chmod(q, mode)
+        return [d]
     elif op == "rmdir_mkdir":
         d = rnd.choice(DIRS)
         q = os.path.join(root, d)
