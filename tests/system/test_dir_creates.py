@@ -455,6 +455,16 @@ def _as_user(uid, gid, fn):
     return os.waitstatus_to_exitcode(st)
 
 
+def tar_ends(d, n, mtime_ns, ids, mode):
+    """As tar fills a directory d and ends it: n files f0.. made there,
+    then its times, owner and mode, one after the other."""
+    for i in range(n):
+        create(d / f"f{i}", b"%d" % i)
+    os.utime(d, ns=(1_000_000_007, mtime_ns))
+    os.chown(d, *ids)
+    os.chmod(d, mode)
+
+
 def test_changes_of_a_held_directory_answered_here(dpod):
     """As tar ends a directory: its mtime, owner and mode, answered by A
     (which holds it), reach the coordinator behind the creates there;
@@ -463,11 +473,7 @@ def test_changes_of_a_held_directory_answered_here(dpod):
     os.mkdir(dpod.a / "d")
     hold(dpod.a, "d")
     before = podfs_stats(dpod.a)
-    for i in range(5):
-        create(dpod.a / "d" / f"f{i}", b"%d" % i)
-    os.utime(dpod.a / "d", ns=(1_000_000_007, 1_600_000_000_000_000_009))
-    os.chown(dpod.a / "d", 1000, 1000)
-    os.chmod(dpod.a / "d", 0o555)
+    tar_ends(dpod.a / "d", 5, 1_600_000_000_000_000_009, (1000, 1000), 0o555)
     after = podfs_stats(dpod.a)
     # (One waits for the daemon if the directory's attributes were not
     # known current at that moment: a reply of A's own in flight.)
@@ -497,11 +503,7 @@ def test_changes_of_a_held_directory_go_in_one_setattr(dpod):
     fsync_dir(dpod.a / "d")
     before = podfs_stats(dpod.a)
     sent0 = requests_sent(dpod.a)
-    for i in range(3):
-        create(dpod.a / "d" / f"f{i}", b"%d" % i)
-    os.utime(dpod.a / "d", ns=(1_000_000_007, 1_500_000_000_000_000_003))
-    os.chown(dpod.a / "d", 1000, 1001)
-    os.chmod(dpod.a / "d", 0o751)
+    tar_ends(dpod.a / "d", 3, 1_500_000_000_000_000_003, (1000, 1001), 0o751)
     fsync_dir(dpod.a / "d")
     after = podfs_stats(dpod.a)
     sent = requests_since(dpod.a, sent0)
