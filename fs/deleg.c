@@ -128,7 +128,7 @@ bool deleg_setattr(struct deleg *d, struct inode *ip, const struct pfs_creds *cr
 	pthread_mutex_lock(&d->mu);
 	struct dent *e = find(d, ip);
 	/* One pending change per caller: another caller's waits for it. */
-	if (!e || !e->active || (e->pending && !dl_creds_equal(&e->cr, cr)))
+	if (!e || !e->active || (e->pending && !pfs_creds_equal(&e->cr, cr)))
 		goto out;
 	/* Times not set here move with reads and writes: the latest known. */
 	if (!(e->valid & PFS_SET_ATIME)) {
@@ -264,7 +264,7 @@ bool deleg_take(struct deleg *d, struct inode *ip, uint64_t fid, const struct pf
 
 	pthread_mutex_lock(&d->mu);
 	struct dent *e = find(d, ip);
-	if (e && e->fid == fid && e->pending && !e->flushing && dl_creds_equal(&e->cr, cr)) {
+	if (e && e->fid == fid && e->pending && !e->flushing && pfs_creds_equal(&e->cr, cr)) {
 		take_pending(e, m);
 		d->st.sent++;
 		ok = true;

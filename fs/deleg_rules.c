@@ -105,9 +105,3 @@ void dl_answer(const struct pfs_attr *base, const struct dl_attr *o, struct pfs_
 	a->ctime_ns = (uint32_t)now.tv_nsec;
 }
 
-bool dl_creds_equal(const struct pfs_creds *a, const struct pfs_creds *b)
-{
-	return a->uid == b->uid && a->gid == b->gid && a->ngroups == b->ngroups &&
-	       a->ngroups <= PFS_GROUPS_MAX &&
-	       memcmp(a->groups, b->groups, a->ngroups * sizeof(a->groups[0])) == 0;
-}

@@ -58,7 +58,5 @@ void dl_attr_of(const struct pfs_attr *a, struct dl_attr *o);
  * when it makes the change). */
 void dl_answer(const struct pfs_attr *base, const struct dl_attr *o, struct pfs_attr *a);
 
-/* Whether the two credentials are the same (uid, gid and groups). */
-bool dl_creds_equal(const struct pfs_creds *a, const struct pfs_creds *b);
 
 #endif /* PODFS_DELEG_RULES_I_H */

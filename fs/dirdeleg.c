@@ -172,12 +172,6 @@ static void wait_empty(struct dirdeleg *d)
 	dd_hurry_end(d);
 }
 
-bool dd_same_creds(const struct pfs_creds *x, const struct pfs_creds *y)
-{
-	return x->uid == y->uid && x->gid == y->gid && x->ngroups == y->ngroups &&
-	       memcmp(x->groups, y->groups, x->ngroups * sizeof(x->groups[0])) == 0;
-}
-
 /* A sender's DELEG_DIR and DELEG_RETURN (dirdeleg_unlinked). */
 void dd_do_ask(struct dirdeleg *d, struct dask *a)
 {

@@ -147,8 +147,6 @@ extern __thread bool dd_in_sender;
 /* dirdeleg.c. */
 /* fh's entry, or NULL (bg.lock held). */
 struct ddir *dd_find(struct dirdeleg *d, const struct pfs_fh *fh);
-/* Whether two callers' ids are the same (the same rights). */
-bool dd_same_creds(const struct pfs_creds *x, const struct pfs_creds *y);
 /* dir's entry, with bg.lock held, and in *held whether dir is held now
  * (its use noted). An earlier item's error not reported yet is taken
  * into *err (a positive errno; else 0): the caller answers with it. */

@@ -6,7 +6,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include "client_i.h"
-#include "deleg_rules_i.h"
 #include "dirdeleg_base_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
@@ -25,12 +24,12 @@ static struct ditem *setattr_to_join(struct dirdeleg *d, const struct inode *dir
 	if (d->tail == &d->head)
 		return NULL;
 	struct ditem *last = (struct ditem *)((char *)d->tail - offsetof(struct ditem, next));
-	if (!last->setattr || last->dir != dir || !dd_same_creds(&last->m.cr, &m->cr) ||
-	    last->sa.fid != m->fid || (m->valid & ~(uint32_t)DL_LOCAL_BITS))
-		return NULL; /* join_setattr knows the changes answered here only */
+	if (!last->setattr || last->dir != dir || !pfs_creds_equal(&last->m.cr, &m->cr))
+		return NULL;
 	return last;
 }
 
+/* m: the changes answered here only (dirdeleg_dir_setattr). */
 static void join_setattr(struct pfs_setattr_req *to, const struct pfs_setattr_req *m)
 {
 	if (m->valid & PFS_SET_MODE)

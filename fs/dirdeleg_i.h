@@ -243,9 +243,10 @@ bool dirdeleg_stat(struct dirdeleg *d, struct inode *ip, struct pfs_attr *a);
  * SETATTR goes once they are answered, and is refused if the grant was
  * revoked meanwhile), dir's attributes become na, and true: the caller
  * answers it (as tar sets each directory's times, owner and mode at its
- * end). A change of its mode or owner ends the slots there (made under
- * the rights before). False: not held; the caller goes on as usual
- * (dirdeleg_dir_changed first). */
+ * end); one that follows another of dir by the same caller, still the
+ * last queued, goes in its SETATTR. A change of its mode or owner ends
+ * the slots there (made under the rights before). False: not held; the
+ * caller goes on as usual (dirdeleg_dir_changed first). */
 bool dirdeleg_dir_setattr(struct dirdeleg *d, struct inode *dir, const struct pfs_setattr_req *m,
 			  const struct pfs_attr *na);
 /* Before this client changes dir's own attributes or extended

@@ -179,7 +179,7 @@ void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds 
 void dd_add_slots(struct dirdeleg *d, struct ddir *e, const struct pfs_entry *got, unsigned n,
 		  const struct pfs_creds *cr)
 {
-	if (n && e->nslots && !dd_same_creds(&e->scr, cr))
+	if (n && e->nslots && !pfs_creds_equal(&e->scr, cr))
 		n = 0; /* the daemon frees them once it sees them unused */
 	if (n && !e->slots && !(e->slots = malloc(DD_SLOTS_MAX * sizeof(*e->slots))))
 		n = 0;
@@ -286,12 +286,12 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 	}
 	/* Another caller's ids than the slots' are another caller's rights:
 	 * the usual way. Too few left: more are asked for. */
-	bool mine = held && (!e->nslots || dd_same_creds(&e->scr, cr));
+	bool mine = held && (!e->nslots || pfs_creds_equal(&e->scr, cr));
 	if (mine && e->nslots <= e->slots_low)
 		want_slots(d, e, dir, cr);
 	if (mine && !e->nslots && e->slots_asking) {
 		e = wait_slots(d, dir);
-		mine = e && e->held && e->nslots && dd_same_creds(&e->scr, cr);
+		mine = e && e->held && e->nslots && pfs_creds_equal(&e->scr, cr);
 	}
 	bool ok = mine && e->nslots > 0 && !(perm & ~0777u) && strlen(name) <= PFS_NAME_MAX;
 	pthread_mutex_unlock(&d->bg.lock);
@@ -319,7 +319,7 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 		pthread_cond_wait(&d->idle, &d->bg.lock);
 	/* Recalled meanwhile, or the slots went: the usual way. */
 	if (!(e = dd_find(d, &dir->fh)) || !e->held || e->err || !e->nslots ||
-	    !dd_same_creds(&e->scr, cr)) {
+	    !pfs_creds_equal(&e->scr, cr)) {
 		pthread_mutex_unlock(&d->bg.lock);
 		free(it);
 		return false;

@@ -307,7 +307,7 @@ static bool same_batch(const struct ditem *a, const struct ditem *b)
 
 	return !a->setattr && !a->rename && kind(a) == kind(b) &&
 	       pfs_fh_equal(&a->m.parent, &b->m.parent) &&
-	       dd_same_creds(x, y);
+	       pfs_creds_equal(x, y);
 }
 
 void *dd_sender_main(void *arg)

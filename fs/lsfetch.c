@@ -551,9 +551,7 @@ static bool take_locked(struct lsfetch *lf, const struct pfs_creds *cr, struct l
 	struct client *c = lf->c;
 
 	*stop = false;
-	const struct pfs_creds *top = &lsq_top(&lf->q)->cr;
-	if (cr && (top->uid != cr->uid || top->gid != cr->gid || top->ngroups != cr->ngroups ||
-		   memcmp(top->groups, cr->groups, cr->ngroups * sizeof(cr->groups[0])) != 0)) {
+	if (cr && !pfs_creds_equal(&lsq_top(&lf->q)->cr, cr)) {
 		*stop = true;
 		return false;
 	}

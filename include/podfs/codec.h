@@ -63,6 +63,13 @@ struct pfs_creds {
 	uint16_t ngroups; /* 0..PFS_GROUPS_MAX */
 	uint32_t groups[PFS_GROUPS_MAX];
 };
+/* The same caller: uid, gid and groups, in the same order. */
+static inline bool pfs_creds_equal(const struct pfs_creds *a, const struct pfs_creds *b)
+{
+	return a->uid == b->uid && a->gid == b->gid && a->ngroups == b->ngroups &&
+	       a->ngroups <= PFS_GROUPS_MAX &&
+	       memcmp(a->groups, b->groups, a->ngroups * sizeof(a->groups[0])) == 0;
+}
 struct pfs_nonce {
 	uint8_t b[PFS_NONCE_LEN];
 };

@@ -120,13 +120,13 @@ static void test_creds_equal(void)
 {
 	struct pfs_creds a = owner, b = owner;
 
-	CHECK(dl_creds_equal(&a, &b));
+	CHECK(pfs_creds_equal(&a, &b));
 	b.groups[1] = 51;
-	CHECK(!dl_creds_equal(&a, &b));
+	CHECK(!pfs_creds_equal(&a, &b));
 	b = owner;
 	b.ngroups = 1;
-	CHECK(!dl_creds_equal(&a, &b));
-	CHECK(!dl_creds_equal(&root, &owner));
+	CHECK(!pfs_creds_equal(&a, &b));
+	CHECK(!pfs_creds_equal(&root, &owner));
 }
 
 int main(void)
