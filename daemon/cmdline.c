@@ -79,6 +79,12 @@ static const char usage_text[] =
 	"                       tls=off): their traffic is readable and forgeable\n"
 	"                       on the network; only for a trusted fabric\n"
 	"                       (default: TLS is required)\n"
+	"  --tls-cert FILE      also hold this certificate chain (PEM, the server's\n"
+	"                       first) for clients mounted with tls_ca=, which verify\n"
+	"                       it instead of using the pod key's PSK (the others\n"
+	"                       keep the PSK); SIGHUP reloads it\n"
+	"  --tls-key FILE       its private key (PEM, mode 0600; default: in\n"
+	"                       --tls-cert's file)\n"
 	"  --ro                 export read-only (to every client, whatever the rules)\n"
 	"  --exports FILE       export rules: who may connect, and how (podfs-exports(5);\n"
 	"                       default " EXPORTS_DEFAULT_FILE " if it exists; SIGHUP\n"
@@ -261,6 +267,8 @@ static const struct optdef optdefs[] = {
 	UINT("ack-timeout", ack_timeout, 1, PFSD_ACK_WAIT_MS),
 	FUNC("lz4", required_argument, set_lz4),
 	FLAG("allow-plaintext", allow_plaintext),
+	STR("tls-cert", tls_cert),
+	STR("tls-key", tls_key),
 	FLAG("ro", ro),
 	STR("exports", exports),
 	FUNC("allow", required_argument, set_rule),
@@ -328,4 +336,8 @@ void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->export_dir = argv[optind];
 	if (!o->state_dir[0])
 		usage_error("--state-dir is empty");
+	if (o->tls_key && !o->tls_cert)
+		usage_error("--tls-key needs --tls-cert");
+	if ((o->tls_cert && !o->tls_cert[0]) || (o->tls_key && !o->tls_key[0]))
+		usage_error("--tls-cert and --tls-key need a file");
 }

@@ -207,6 +207,30 @@ static void rules_setup(struct pfsd *d)
 	}
 }
 
+/* The server's TLS context: the pod key's PSK and, with --tls-cert, the
+ * certificate (made absolute in main, so SIGHUP finds it after
+ * daemonize). NULL with a one-line reason in err[errlen]. */
+static SSL_CTX *tls_ctx_make(struct pfsd *d, char *err, size_t errlen)
+{
+	char info[PATH_MAX + 512];
+	SSL_CTX *ctx = pfs_tls_ctx_new(true, d->key, err, errlen);
+	int ret;
+
+	if (!ctx || !d->o.tls_cert)
+		return ctx;
+	ret = pfs_tls_ctx_use_cert(ctx, d->o.tls_cert, d->o.tls_key, info, sizeof(info), err,
+				   errlen);
+	if (ret < 0) {
+		pfs_tls_ctx_free(ctx);
+		return NULL;
+	}
+	if (ret > 0)
+		pfs_warn("TLS: %s", info);
+	else
+		pfs_notice("TLS: %s", info);
+	return ctx;
+}
+
 /* --- the service manager (notify_i.h) --- */
 
 static int listen_port; /* the port listened on (--listen's, or the one port 0 got) */
@@ -244,17 +268,28 @@ static void notify(struct pfsd *d, const char *what)
 			 strerror(-ret));
 }
 
-/* SIGHUP: the exports file again; a bad one leaves the rules as they
- * were. */
+/* SIGHUP: the certificate (--tls-cert) and the exports file again; a bad
+ * one leaves what it replaces as it was. New connections get the new
+ * certificate; those up keep theirs (their SSL objects hold the old
+ * context). */
 static void hup_cb(uv_signal_t *h, int signum)
 {
 	struct pfsd *d = h->data;
 	struct exports rules;
-	char err[512];
+	char err[PATH_MAX + 512];
 	size_t n;
 	unsigned closed;
 
 	(void)signum;
+	if (d->o.tls_cert) {
+		SSL_CTX *ctx = tls_ctx_make(d, err, sizeof(err));
+		if (!ctx) {
+			pfs_err("SIGHUP: %s; keeping the TLS certificate as it was", err);
+		} else {
+			pfs_tls_ctx_free(d->tls_ctx);
+			d->tls_ctx = ctx;
+		}
+	}
 	if (!d->rules_file) {
 		pfs_notice("SIGHUP: no exports file to reload (the rules are the command line's)");
 		return;
@@ -350,7 +385,12 @@ int main(int argc, char **argv)
 	ret = pfs_key_load(d->o.key_path, d->key, err, sizeof(err));
 	if (ret < 0)
 		fatal("%s", err); /* names the file */
-	d->tls_ctx = pfs_tls_ctx_new(true, d->key, err, sizeof(err));
+	if (d->o.tls_cert) {
+		d->o.tls_cert = abs_path(d->o.tls_cert);
+		if (d->o.tls_key)
+			d->o.tls_key = abs_path(d->o.tls_key);
+	}
+	d->tls_ctx = tls_ctx_make(d, err, sizeof(err));
 	if (!d->tls_ctx)
 		fatal("%s", err);
 	if (!have_dac_read_search())
@@ -518,6 +558,8 @@ int main(int argc, char **argv)
 	free(d->obs);
 	exports_free(&d->rules);
 	free(d->rules_file);
+	free((char *)d->o.tls_cert); /* abs_path's */
+	free((char *)d->o.tls_key);
 	pfs_tls_ctx_free(d->tls_ctx);
 	if (pidfile_abs)
 		unlink(pidfile_abs);

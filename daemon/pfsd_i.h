@@ -72,6 +72,8 @@ struct pfsd_opts {
 	bool daemonize;
 	bool ro;
 	bool allow_plaintext;  /* --allow-plaintext: TLS optional (conn.c) */
+	const char *tls_cert;  /* --tls-cert FILE: a certificate too (tls.h) */
+	const char *tls_key;   /* --tls-key FILE: its key (default: tls_cert) */
 	bool buffered;         /* --buffered-writes: no O_DIRECT for big writes */
 	bool new_hsecret;      /* --new-handle-secret: serve an export recorded
 				* under another handle secret (hsecret_i.h) */

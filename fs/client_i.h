@@ -106,6 +106,8 @@ struct client {
 	struct sockaddr_storage metrics_addr;
 	char metrics_name[64];   /* "addr:port" once listening (before ctl.c's thread) */
 	bool tls;                /* tls=on (default) / off */
+	char *tls_ca;            /* tls_ca=FILE: verify the server's certificate, no PSK */
+	char *tls_name;          /* tls_name=: the name it must carry (default: host) */
 	bool bg;                 /* bg: retry in a background child (mountwait_i.h) */
 	double retry_min;        /* retry=MINUTES; -1: the default (fg 2, bg 10000) */
 	/* Peer-assisted reads (peer_i.h). */
@@ -120,6 +122,7 @@ struct client {
 	/* Session identity. */
 	uint8_t key[PFS_KEY_LEN];
 	struct ssl_ctx_st *tls_ctx; /* TLS keyed by key (tls.h); NULL: tls=off */
+	struct ssl_ctx_st *tls_ca_ctx; /* tls_ca: the server's, by certificate (peers: tls_ctx) */
 	uint64_t client_id;      /* random, kept across reconnects */
 	char hostname[PFS_HOSTNAME_MAX + 1];
 

@@ -352,6 +352,8 @@ static void client_free(struct client *c)
 	transport_free(c->tr);
 	pfs_tls_ctx_free(c->tls_ctx);
 	c->tls_ctx = NULL;
+	pfs_tls_ctx_free(c->tls_ca_ctx);
+	c->tls_ca_ctx = NULL;
 	rpc_free(c->rpc);
 	gate_free(c->gate);
 	creds_cache_free(c->cc);
@@ -360,6 +362,8 @@ static void client_free(struct client *c)
 	free(c->mountpoint);
 	free(c->keyfile);
 	free(c->cache_dir);
+	free(c->tls_ca);
+	free(c->tls_name);
 	free(c->bdi_ra_path);
 	mountwait_unlock(&c->mlock);
 }
@@ -381,6 +385,10 @@ static int prepare(struct client *c)
 		return 1;
 	}
 	if (c->tls && !(c->tls_ctx = pfs_tls_ctx_new(false, c->key, err, sizeof(err)))) {
+		fprintf(stderr, "podfs: %s\n", err);
+		return 1;
+	}
+	if (c->tls_ca && !(c->tls_ca_ctx = pfs_tls_ctx_new_ca(c->tls_ca, err, sizeof(err)))) {
 		fprintf(stderr, "podfs: %s\n", err);
 		return 1;
 	}

@@ -70,6 +70,12 @@ static void usage(FILE *f)
 		"                      1.3 keyed by the pod key (default on); off (or\n"
 		"                      notls) only for a podfsd started with\n"
 		"                      --allow-plaintext on a trusted network\n"
+		"  tls_ca=FILE         TLS by certificate instead of the pod key's PSK:\n"
+		"                      the server's must verify against the CAs in FILE\n"
+		"                      (PEM) and carry tls_name (default: the server's\n"
+		"                      host as given); the pod key still authenticates\n"
+		"                      both ends inside TLS\n"
+		"  tls_name=NAME       the DNS name or IP address of tls_ca's certificate\n"
 		"  conns=N             TCP connections to the server, 1..%u (default\n"
 		"                      %u): READ and WRITE spread over all N, the rest\n"
 		"                      stays on the first; for links where one TCP\n"
@@ -298,6 +304,8 @@ enum {
 	KEY_CONNS,
 	KEY_TLS,
 	KEY_NOTLS,
+	KEY_TLS_CA,
+	KEY_TLS_NAME,
 	KEY_CACHE_DIR,
 	KEY_CACHE_SIZE,
 	KEY_METRICS,
@@ -342,6 +350,8 @@ static const struct fuse_opt spec[] = {
 	FUSE_OPT_KEY("conns=", KEY_CONNS),
 	FUSE_OPT_KEY("tls=", KEY_TLS),
 	FUSE_OPT_KEY("notls", KEY_NOTLS),
+	FUSE_OPT_KEY("tls_ca=", KEY_TLS_CA),
+	FUSE_OPT_KEY("tls_name=", KEY_TLS_NAME),
 	FUSE_OPT_KEY("cache_dir=", KEY_CACHE_DIR),
 	FUSE_OPT_KEY("cache_size=", KEY_CACHE_SIZE),
 	FUSE_OPT_KEY("metrics=", KEY_METRICS),
@@ -531,6 +541,16 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case KEY_NOTLS:
 		c->tls = false;
 		return 0;
+	case KEY_TLS_CA:
+		if (!v[0])
+			return bad(p, "tls_ca needs a file of CA certificates");
+		set_str(&c->tls_ca, v);
+		return 0;
+	case KEY_TLS_NAME:
+		if (!v[0] || strlen(v) > 253)
+			return bad(p, "bad tls_name '%s' (a DNS name or an IP address)", v);
+		set_str(&c->tls_name, v);
+		return 0;
 	case KEY_CONNS:
 		if (!parse_long(v, 1, PFS_CONNS_MAX, &n))
 			return bad(p, "bad conns '%s' (1..%u)", v, PFS_CONNS_MAX);
@@ -662,6 +682,14 @@ int opts_parse(struct client *c, int argc, char **argv, struct fuse_args *fa)
 	}
 	if (p.cache_size && !c->cache_dir) {
 		bad(&p, "cache_size needs cache_dir");
+		goto out;
+	}
+	if ((c->tls_ca || c->tls_name) && !c->tls) {
+		bad(&p, "tls_ca and tls_name need tls=on");
+		goto out;
+	}
+	if (c->tls_name && !c->tls_ca) {
+		bad(&p, "tls_name needs tls_ca");
 		goto out;
 	}
 	if (p.peer_opt && !c->peers) {

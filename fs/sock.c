@@ -124,13 +124,15 @@ static int tls_fill(struct hs_io *io)
 }
 
 /* Runs the TLS handshake on io. Returns 0, or -errno with a reason in
- * err[errlen]: -EACCES if the server refused our PSK (another pod key). */
+ * err[errlen]: -EACCES if the server refused our PSK (another pod key)
+ * or, with tls_ca, if its certificate did not verify. */
 static int tls_handshake(struct hs_io *io, char *err, size_t errlen)
 {
-	const char *hp = io->d->c->hostport;
+	const struct client *c = io->d->c;
+	const char *hp = c->hostport;
 
 	for (;;) {
-		char why[128];
+		char why[160];
 		ERR_clear_error();
 		int r = SSL_do_handshake(io->ssl);
 		int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(io->ssl, r);
@@ -162,6 +164,22 @@ static int tls_handshake(struct hs_io *io, char *err, size_t errlen)
 				break;
 			continue;
 		}
+		if (c->tls_ca_ctx && SSL_get_verify_result(io->ssl) != X509_V_OK) {
+			/* We refused the server: it is not who tls_ca names. */
+			snprintf(err, errlen,
+				 "TLS handshake with %s failed: its certificate did not verify "
+				 "against %s for the name %s: %s",
+				 hp, c->tls_ca, c->tls_name ? c->tls_name : c->host,
+				 X509_verify_cert_error_string(SSL_get_verify_result(io->ssl)));
+			return -EACCES;
+		}
+		if (c->tls_ca_ctx && strstr(why, "alert")) {
+			snprintf(err, errlen,
+				 "TLS handshake with %s failed: the server refused a handshake by "
+				 "certificate (%s); was podfsd started with --tls-cert?",
+				 hp, why);
+			return -EACCES;
+		}
 		if (strstr(why, "alert")) {
 			/* The server refused: with a PSK and no certificate
 			 * that means its key differs (the binder did not
@@ -175,10 +193,12 @@ static int tls_handshake(struct hs_io *io, char *err, size_t errlen)
 		snprintf(err, errlen, "TLS handshake with %s failed: %s", hp, why);
 		return -EPROTO;
 	}
-	if (!SSL_session_reused(io->ssl)) {
-		/* Cannot happen with our context (no certificate is
-		 * accepted), but the pod key must be what authenticated it. */
-		snprintf(err, errlen, "TLS handshake with %s did not use the pod key", hp);
+	char why[160];
+	if (!pfs_tls_authenticated(io->ssl, why, sizeof(why))) {
+		/* Cannot happen with our contexts (a PSK context accepts no
+		 * certificate; a CA one offers no PSK and verifies), but
+		 * checked: the server must be who we asked for. */
+		snprintf(err, errlen, "TLS handshake with %s: %s", hp, why);
 		return -EPROTO;
 	}
 	return 0;
@@ -503,10 +523,19 @@ int sock_connect(const struct sock_dial *d, bool bulk, int *fd_out, struct sock_
 		return rc;
 	io.deadline = pfs_mono_ms() + HANDSHAKE_TIMEOUT_MS;
 	if (d->c->tls_ctx) {
-		io.ssl = pfs_tls_new(d->c->tls_ctx, &io.rbio, &io.wbio);
+		/* With tls_ca the server's certificate, else the pod key's PSK. */
+		SSL_CTX *ctx = d->c->tls_ca_ctx ? d->c->tls_ca_ctx : d->c->tls_ctx;
+		io.ssl = pfs_tls_new(ctx, &io.rbio, &io.wbio);
 		if (!io.ssl) {
 			snprintf(err, errlen, "cannot set up TLS: out of memory");
 			rc = -ENOMEM;
+			goto fail;
+		}
+		if (d->c->tls_ca_ctx &&
+		    pfs_tls_expect_name(io.ssl, d->c->tls_name ? d->c->tls_name : d->c->host) < 0) {
+			snprintf(err, errlen, "cannot check the server's certificate for the name %s",
+				 d->c->tls_name ? d->c->tls_name : d->c->host);
+			rc = -EINVAL;
 			goto fail;
 		}
 		SSL_set_connect_state(io.ssl);

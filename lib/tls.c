@@ -2,14 +2,22 @@
 #include "podfs/tls.h"
 #include "podfs/tls_bio.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/kdf.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 /* TLS_AES_128_GCM_SHA256 (RFC 8446 B.4): the PSK's suite, so its hash
  * (SHA-256) is the PSK's. */
@@ -123,10 +131,11 @@ static int no_cert_cb(int ok, X509_STORE_CTX *x)
 	return 0;
 }
 
-SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err, size_t errlen)
+/* A context of TLS 1.3 only, our suites, no tickets and no session
+ * cache, or NULL with a reason in err[errlen]. */
+static SSL_CTX *ctx_base(bool server, char *err, size_t errlen)
 {
 	SSL_CTX *ctx;
-	struct psk *p;
 
 	CRYPTO_THREAD_run_once(&index_once, make_index);
 	if (ctx_index < 0) {
@@ -134,18 +143,8 @@ SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err,
 		return NULL;
 	}
 	ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
-	p = calloc(1, sizeof(*p));
-	if (!ctx || !p) {
-		free(p);
-		SSL_CTX_free(ctx);
+	if (!ctx) {
 		snprintf(err, errlen, "cannot set up TLS: out of memory");
-		return NULL;
-	}
-	if (pfs_tls_psk(key, p->b) < 0 || !SSL_CTX_set_ex_data(ctx, ctx_index, p)) {
-		OPENSSL_cleanse(p, sizeof(*p));
-		free(p);
-		SSL_CTX_free(ctx);
-		snprintf(err, errlen, "cannot set up TLS: cannot derive the PSK");
 		return NULL;
 	}
 	if (!SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) ||
@@ -160,6 +159,29 @@ SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err,
 	 * an X25519 exchange per connection, for forward secrecy. */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	return ctx;
+}
+
+SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err, size_t errlen)
+{
+	SSL_CTX *ctx = ctx_base(server, err, errlen);
+	struct psk *p;
+
+	if (!ctx)
+		return NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		SSL_CTX_free(ctx);
+		snprintf(err, errlen, "cannot set up TLS: out of memory");
+		return NULL;
+	}
+	if (pfs_tls_psk(key, p->b) < 0 || !SSL_CTX_set_ex_data(ctx, ctx_index, p)) {
+		OPENSSL_cleanse(p, sizeof(*p));
+		free(p);
+		SSL_CTX_free(ctx);
+		snprintf(err, errlen, "cannot set up TLS: cannot derive the PSK");
+		return NULL;
+	}
 	if (server) {
 		SSL_CTX_set_psk_find_session_callback(ctx, find_session_cb);
 	} else {
@@ -172,6 +194,183 @@ SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err,
 void pfs_tls_ctx_free(SSL_CTX *ctx)
 {
 	SSL_CTX_free(ctx); /* psk_free_cb wipes the PSK */
+}
+
+/* --- certificates --- */
+
+/* An encrypted key would make OpenSSL ask for a passphrase on a
+ * terminal: there is none to give. */
+static int no_passphrase_cb(char *buf, int size, int rwflag, void *u)
+{
+	return -1;
+}
+
+/* Opens path for reading as a regular file; with secret, also one that
+ * group and others cannot access. Returns the stream, or NULL with a
+ * reason (what names the file's role) in err[errlen] and *rc set. */
+static FILE *open_pem(const char *what, const char *path, bool secret, int *rc, char *err,
+		      size_t errlen)
+{
+	struct stat st;
+	FILE *f;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0) {
+		*rc = -errno;
+		snprintf(err, errlen, "cannot open %s %s: %s", what, path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		*rc = -EINVAL;
+		snprintf(err, errlen, "%s %s is not a regular file", what, path);
+		close(fd);
+		return NULL;
+	}
+	if (secret && (st.st_mode & 077)) {
+		*rc = -EPERM;
+		snprintf(err, errlen, "%s %s is accessible by group or others (chmod 600 it)", what,
+			 path);
+		close(fd);
+		return NULL;
+	}
+	if (!(f = fdopen(fd, "r"))) {
+		*rc = -errno;
+		snprintf(err, errlen, "cannot read %s %s: %s", what, path, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
+/* The reason of the thread's last OpenSSL error after "prefix: ". */
+static void reason_after(char *err, size_t errlen, const char *prefix)
+{
+	char why[160];
+
+	pfs_tls_reason(why, sizeof(why), "no PEM data");
+	snprintf(err, errlen, "%s: %s", prefix, why);
+}
+
+int pfs_tls_ctx_use_cert(SSL_CTX *ctx, const char *cert_file, const char *key_file,
+			 char *info, size_t infolen, char *err, size_t errlen)
+{
+	char prefix[PATH_MAX + 64], subject[256], until[64] = "?";
+	const ASN1_TIME *na;
+	EVP_PKEY *pkey;
+	X509 *x;
+	FILE *f;
+	struct tm tm;
+	int rc = 0;
+
+	if (!key_file)
+		key_file = cert_file;
+	if (infolen)
+		info[0] = 0;
+	/* The chain: the server's certificate, then its issuers. */
+	if (!(f = open_pem("certificate file", cert_file, false, &rc, err, errlen)))
+		return rc;
+	fclose(f);
+	ERR_clear_error();
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
+		snprintf(prefix, sizeof(prefix), "no certificate in %s", cert_file);
+		reason_after(err, errlen, prefix);
+		return -EINVAL;
+	}
+	if (!(f = open_pem("TLS key file", key_file, true, &rc, err, errlen)))
+		return rc;
+	ERR_clear_error();
+	pkey = PEM_read_PrivateKey(f, NULL, no_passphrase_cb, NULL);
+	fclose(f);
+	if (!pkey) {
+		snprintf(prefix, sizeof(prefix),
+			 "no private key in %s (one protected by a passphrase is not supported)",
+			 key_file);
+		reason_after(err, errlen, prefix);
+		return -EINVAL;
+	}
+	rc = SSL_CTX_use_PrivateKey(ctx, pkey) == 1 && SSL_CTX_check_private_key(ctx) == 1;
+	EVP_PKEY_free(pkey);
+	if (!rc) {
+		ERR_clear_error();
+		snprintf(err, errlen, "the private key in %s is not the certificate's in %s",
+			 key_file, cert_file);
+		return -EINVAL;
+	}
+	x = SSL_CTX_get0_certificate(ctx);
+	na = x ? X509_get0_notAfter(x) : NULL;
+	if (!x || !X509_NAME_oneline(X509_get_subject_name(x), subject, sizeof(subject)))
+		snprintf(subject, sizeof(subject), "?");
+	if (na && ASN1_TIME_to_tm(na, &tm) == 1)
+		strftime(until, sizeof(until), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	/* Clients would refuse it: loaded all the same (the PSK's clients
+	 * do not mind), but said. */
+	bool now_valid = x && X509_cmp_current_time(X509_get0_notBefore(x)) < 0 && na &&
+			 X509_cmp_current_time(na) > 0;
+	snprintf(info, infolen, "certificate %s (%s), valid until %s%s", cert_file, subject, until,
+		 now_valid ? "" : "; NOT VALID NOW: clients that verify it will refuse it");
+	return now_valid ? 0 : 1;
+}
+
+SSL_CTX *pfs_tls_ctx_new_ca(const char *ca_file, char *err, size_t errlen)
+{
+	char prefix[PATH_MAX + 64];
+	SSL_CTX *ctx;
+	FILE *f;
+	int rc;
+
+	if (!(f = open_pem("CA file", ca_file, false, &rc, err, errlen)))
+		return NULL;
+	fclose(f);
+	if (!(ctx = ctx_base(false, err, errlen)))
+		return NULL;
+	ERR_clear_error();
+	if (SSL_CTX_load_verify_file(ctx, ca_file) != 1) {
+		snprintf(prefix, sizeof(prefix), "no CA certificate in %s", ca_file);
+		reason_after(err, errlen, prefix);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	/* No PSK offered: the server must show a certificate, which must
+	 * verify (OpenSSL's own checks, with the name of
+	 * pfs_tls_expect_name). */
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	return ctx;
+}
+
+int pfs_tls_expect_name(SSL *ssl, const char *name)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+
+	if (inet_pton(AF_INET, name, a) == 1 || inet_pton(AF_INET6, name, a) == 1)
+		return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) == 1 ? 0 : -EINVAL;
+	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	if (SSL_set1_host(ssl, name) != 1 || SSL_set_tlsext_host_name(ssl, name) != 1) {
+		ERR_clear_error();
+		return -EINVAL;
+	}
+	return 0;
+}
+
+bool pfs_tls_authenticated(SSL *ssl, char *why, size_t whylen)
+{
+	long v;
+
+	if (SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ctx_index)) {
+		/* A PSK context: the pod key must be what authenticated it. */
+		if (SSL_session_reused(ssl))
+			return true;
+		snprintf(why, whylen, "the handshake did not use the pod key");
+		return false;
+	}
+	if (SSL_session_reused(ssl) || !SSL_get0_peer_certificate(ssl)) {
+		snprintf(why, whylen, "the server showed no certificate");
+		return false;
+	}
+	if ((v = SSL_get_verify_result(ssl)) != X509_V_OK) {
+		snprintf(why, whylen, "its certificate did not verify: %s",
+			 X509_verify_cert_error_string(v));
+		return false;
+	}
+	return true;
 }
 
 SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio)

@@ -1,8 +1,10 @@
 /* tls.h: TLS 1.3 under the framing, keyed by the pod key (lib/tls.c).
  *
  * Both sides make an SSL_CTX from the pod key: TLS 1.3 only, AES-GCM
- * suites, an external pre-shared key (no certificates) and (EC)DHE on
- * top of it (psk_dhe_ke: forward secrecy). The PSK is not the pod key
+ * suites, an external pre-shared key and (EC)DHE on top of it
+ * (psk_dhe_ke: forward secrecy). Certificates are optional: a server
+ * may also hold one, for the clients that verify it instead of using
+ * the PSK (pfs_tls_ctx_use_cert, pfs_tls_ctx_new_ca). The PSK is not the pod key
  * itself but HKDF-SHA256(pod key, salt "podfs tls", info
  * "podfs/1 tls13 external psk"), under the fixed identity "podfs/1". A
  * peer with another key fails the handshake (its PSK binder does not
@@ -40,6 +42,36 @@ int pfs_tls_psk(const uint8_t key[PFS_KEY_LEN], uint8_t psk[PFS_TLS_PSK_LEN]);
 SSL_CTX *pfs_tls_ctx_new(bool server, const uint8_t key[PFS_KEY_LEN], char *err, size_t errlen);
 /* Frees it (and wipes its PSK). Safe on NULL. */
 void pfs_tls_ctx_free(SSL_CTX *ctx);
+
+/* Certificates, for sites that want the coordinator's identity to be
+ * more than the shared pod key (which every host holds).
+ *
+ * Server: ctx (pfs_tls_ctx_new) also holds the certificate chain of
+ * cert_file (PEM, the server's own first) and its private key from
+ * key_file (PEM; cert_file when NULL), which must be a regular file
+ * that group and others cannot access. A client that offers the PSK
+ * still gets the PSK handshake; one that does not (pfs_tls_ctx_new_ca)
+ * gets the certificate. Writes into info[infolen] a line about the
+ * certificate (its subject and expiry; "" when it is not to be used).
+ * Returns 0, or -errno with a one-line reason in err[errlen] naming the
+ * file. */
+int pfs_tls_ctx_use_cert(SSL_CTX *ctx, const char *cert_file, const char *key_file,
+			 char *info, size_t infolen, char *err, size_t errlen);
+/* Client: a context that offers no PSK and requires the server's
+ * certificate to verify against the CAs of ca_file (PEM) and to carry
+ * the name each connection expects (pfs_tls_expect_name). TLS 1.3, the
+ * same suites, no tickets. The pod key's own handshake (HELLO/AUTH)
+ * still runs inside. NULL with a one-line reason in err[errlen]. */
+SSL_CTX *pfs_tls_ctx_new_ca(const char *ca_file, char *err, size_t errlen);
+/* Client, under a pfs_tls_ctx_new_ca context: ssl's server must show a
+ * certificate for name, an IP address (v4 or v6) or a DNS name (then
+ * also sent as SNI). Returns 0, or -EINVAL (a name OpenSSL refuses). */
+int pfs_tls_expect_name(SSL *ssl, const char *name);
+/* After a finished client handshake: whether the server was
+ * authenticated as ctx asks, by the PSK (pfs_tls_ctx_new) or by a
+ * certificate that verified (pfs_tls_ctx_new_ca). If not, a one-line
+ * reason goes into why[whylen]. */
+bool pfs_tls_authenticated(SSL *ssl, char *why, size_t whylen);
 
 /* A new SSL object of ctx on two fresh BIOs of podfs/tls_bio.h
  * (ciphertext in: *rbio, out: *wbio; both owned by the SSL object). NULL
