@@ -53,8 +53,9 @@ void pfs_tls_ctx_free(SSL_CTX *ctx);
  * still gets the PSK handshake; one that does not (pfs_tls_ctx_new_ca)
  * gets the certificate. Writes into info[infolen] a line about the
  * certificate (its subject and expiry; "" when it is not to be used).
- * Returns 0, or -errno with a one-line reason in err[errlen] naming the
- * file. */
+ * Returns 0; 1: loaded, but not valid at this time (info says so);
+ * -errno with a one-line reason in err[errlen] naming the file (ctx may
+ * then hold part of it: free it, or load again). */
 int pfs_tls_ctx_use_cert(SSL_CTX *ctx, const char *cert_file, const char *key_file,
 			 char *info, size_t infolen, char *err, size_t errlen);
 /* Client: a context that offers no PSK and requires the server's

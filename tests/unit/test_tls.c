@@ -1,10 +1,20 @@
 /* test_tls.c: unit tests of the TLS contexts keyed by the pod key
  * (tls.h): the PSK derivation against an independent HKDF, telling TLS
  * from a frame by the first bytes, and whole handshakes between a client
- * and a server context in memory (no socket): same key, another key.
+ * and a server context in memory (no socket): same key, another key;
+ * and by certificate (made here: a CA, a server certificate, an
+ * impostor's): the name, the CA, a server without one, the key file.
  */
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "podfs/frame.h"
@@ -155,10 +165,201 @@ static void test_handshakes(void)
 	CHECK(!handshake(k2, k1, &msg));
 }
 
+/* --- certificates --- */
+
+static char dir[] = "/tmp/podfs-test-tls-XXXXXX";
+
+static EVP_PKEY *new_pkey(void)
+{
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+
+	CHECK(k != NULL);
+	return k;
+}
+
+/* A certificate of key k for cn and san (a subjectAltName value, or
+ * NULL), signed by ca's key cak (self-signed when ca is NULL). */
+static X509 *new_cert(EVP_PKEY *k, const char *cn, const char *san, X509 *ca, EVP_PKEY *cak)
+{
+	X509 *x = X509_new();
+	X509V3_CTX v3;
+
+	X509_set_version(x, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), (long)(random() & 0xffffff) + 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), -60);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, k);
+	X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+				   (const unsigned char *)cn, -1, -1, 0);
+	X509_set_issuer_name(x, X509_get_subject_name(ca ? ca : x));
+	X509V3_set_ctx(&v3, ca ? ca : x, x, NULL, NULL, 0);
+	const char *bc = ca ? "CA:FALSE" : "critical,CA:TRUE";
+	X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &v3, NID_basic_constraints, bc);
+	CHECK(e && X509_add_ext(x, e, -1));
+	X509_EXTENSION_free(e);
+	if (san) {
+		e = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, san);
+		CHECK(e && X509_add_ext(x, e, -1));
+		X509_EXTENSION_free(e);
+	}
+	CHECK(X509_sign(x, ca ? cak : k, EVP_sha256()) > 0);
+	return x;
+}
+
+static char *path_of(const char *name)
+{
+	static char buf[8][128];
+	static int i;
+	char *p = buf[i++ % 8];
+
+	snprintf(p, sizeof(buf[0]), "%s/%s", dir, name);
+	return p;
+}
+
+static void write_pem(const char *name, X509 *x, EVP_PKEY *k, mode_t mode)
+{
+	FILE *f = fopen(path_of(name), "w");
+
+	CHECK(f != NULL);
+	if (x)
+		CHECK(PEM_write_X509(f, x));
+	if (k)
+		CHECK(PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL));
+	fclose(f);
+	chmod(path_of(name), mode);
+}
+
+/* A handshake between client context cc (expecting name, if not NULL)
+ * and server context sc, in memory. Returns whether both ends finished;
+ * *c_out keeps the client (the caller frees it) when c_out is given. */
+static bool cert_handshake(SSL_CTX *cc, SSL_CTX *sc, const char *name, SSL **c_out)
+{
+	BIO *cr, *cw, *sr, *sw;
+	SSL *c = pfs_tls_new(cc, &cr, &cw), *s = pfs_tls_new(sc, &sr, &sw);
+	bool done = false;
+
+	CHECK(c && s);
+	if (name)
+		CHECK_EQ(pfs_tls_expect_name(c, name), 0);
+	SSL_set_connect_state(c);
+	SSL_set_accept_state(s);
+	for (int round = 0; round < 10; round++) {
+		int rc = SSL_do_handshake(c);
+		int rs = SSL_do_handshake(s);
+		size_t moved = pump(cw, sr) + pump(sw, cr);
+		if (rc == 1 && rs == 1) {
+			done = true;
+			break;
+		}
+		if (!moved)
+			break;
+	}
+	ERR_clear_error();
+	SSL_free(s);
+	if (c_out)
+		*c_out = c;
+	else
+		SSL_free(c);
+	return done;
+}
+
+static void test_certificates(void)
+{
+	char err[512], info[1024], why[256];
+	uint8_t key[PFS_KEY_LEN];
+	SSL *c;
+
+	memset(key, 0x22, sizeof(key));
+	CHECK(mkdtemp(dir) != NULL);
+	EVP_PKEY *cak = new_pkey(), *sk = new_pkey(), *ek = new_pkey(), *ok = new_pkey();
+	X509 *ca = new_cert(cak, "pod CA", NULL, NULL, NULL);
+	X509 *srv = new_cert(sk, "coord", "IP:127.0.0.1,DNS:coord.test", ca, cak);
+	X509 *evil = new_cert(ek, "coord", "IP:127.0.0.1,DNS:coord.test", NULL, NULL);
+	write_pem("ca.pem", ca, NULL, 0644);
+	write_pem("srv.pem", srv, NULL, 0644);
+	write_pem("srv.key", NULL, sk, 0600);
+	write_pem("both.pem", srv, sk, 0600);
+	write_pem("open.key", NULL, sk, 0640);
+	write_pem("other.key", NULL, ok, 0600);
+	write_pem("evil.pem", evil, ek, 0600);
+
+	SSL_CTX *sc = pfs_tls_ctx_new(true, key, err, sizeof(err));
+	SSL_CTX *bare = pfs_tls_ctx_new(true, key, err, sizeof(err));
+	SSL_CTX *ec = pfs_tls_ctx_new(true, key, err, sizeof(err));
+	SSL_CTX *psk = pfs_tls_ctx_new(false, key, err, sizeof(err));
+	SSL_CTX *cc = pfs_tls_ctx_new_ca(path_of("ca.pem"), err, sizeof(err));
+	CHECK(sc && bare && ec && psk && cc);
+
+	/* The files' checks (a context that failed may hold part of what it
+	 * loaded: tls.h; loading again puts the whole in place). */
+	CHECK_EQ(pfs_tls_ctx_use_cert(sc, path_of("srv.pem"), path_of("open.key"), info,
+				      sizeof(info), err, sizeof(err)), -EPERM);
+	CHECK(strstr(err, "open.key") && strstr(err, "group or others"));
+	CHECK_EQ(pfs_tls_ctx_use_cert(sc, path_of("srv.pem"), path_of("other.key"), info,
+				      sizeof(info), err, sizeof(err)), -EINVAL);
+	CHECK(strstr(err, "is not the certificate's") != NULL);
+	CHECK_EQ(pfs_tls_ctx_use_cert(sc, path_of("nope.pem"), NULL, info, sizeof(info), err,
+				      sizeof(err)), -ENOENT);
+	CHECK_EQ(pfs_tls_ctx_use_cert(sc, path_of("srv.pem"), path_of("srv.key"), info,
+				      sizeof(info), err, sizeof(err)), 0);
+	CHECK(strstr(info, "CN=coord") && strstr(info, "valid until"));
+	CHECK_EQ(pfs_tls_ctx_use_cert(ec, path_of("evil.pem"), NULL, info, sizeof(info), err,
+				      sizeof(err)), 0);
+	CHECK(pfs_tls_ctx_new_ca(path_of("srv.key"), err, sizeof(err)) == NULL);
+	CHECK(strstr(err, "no CA certificate in") != NULL);
+
+	/* By certificate: for the address and the DNS name it names. */
+	CHECK(cert_handshake(cc, sc, "127.0.0.1", &c));
+	CHECK(!SSL_session_reused(c));
+	CHECK(pfs_tls_authenticated(c, why, sizeof(why)));
+	SSL_free(c);
+	CHECK(cert_handshake(cc, sc, "coord.test", NULL));
+	/* Not for another name, nor from another CA, nor without one. */
+	CHECK(!cert_handshake(cc, sc, "other.test", &c));
+	CHECK_EQ(SSL_get_verify_result(c), X509_V_ERR_HOSTNAME_MISMATCH);
+	SSL_free(c);
+	CHECK(!cert_handshake(cc, sc, "10.0.0.1", NULL));
+	CHECK(!cert_handshake(cc, ec, "127.0.0.1", &c));
+	CHECK_EQ(SSL_get_verify_result(c), X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT);
+	SSL_free(c);
+	CHECK(!cert_handshake(cc, bare, "127.0.0.1", NULL));
+	/* The PSK's clients are served as before by a server that holds a
+	 * certificate: by the PSK. */
+	CHECK(cert_handshake(psk, sc, NULL, &c));
+	CHECK(SSL_session_reused(c));
+	CHECK(pfs_tls_authenticated(c, why, sizeof(why)));
+	SSL_free(c);
+	/* One file holding both. */
+	SSL_CTX *both = pfs_tls_ctx_new(true, key, err, sizeof(err));
+	CHECK_EQ(pfs_tls_ctx_use_cert(both, path_of("both.pem"), NULL, info, sizeof(info), err,
+				      sizeof(err)), 0);
+	CHECK(cert_handshake(cc, both, "coord.test", NULL));
+
+	pfs_tls_ctx_free(both);
+	pfs_tls_ctx_free(sc);
+	pfs_tls_ctx_free(bare);
+	pfs_tls_ctx_free(ec);
+	pfs_tls_ctx_free(psk);
+	pfs_tls_ctx_free(cc);
+	X509_free(ca);
+	X509_free(srv);
+	X509_free(evil);
+	EVP_PKEY_free(cak);
+	EVP_PKEY_free(sk);
+	EVP_PKEY_free(ek);
+	EVP_PKEY_free(ok);
+	const char *names[] = { "ca.pem", "srv.pem", "srv.key", "both.pem",
+				"open.key", "other.key", "evil.pem" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		unlink(path_of(names[i]));
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_psk();
 	test_sniff();
 	test_handshakes();
+	test_certificates();
 	return check_done("test_tls");
 }
