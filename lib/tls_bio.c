@@ -10,6 +10,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+/* What a read from the socket may take beyond what was asked: a TLS
+ * record's header. */
+#define PFS_TLS_BIO_SPILL 5
+
 struct tbio {
 	uint8_t *p;           /* queued bytes p[off, len), capacity cap */
 	size_t off, len, cap;
@@ -65,11 +69,10 @@ static int write_ex_cb(BIO *b, const char *in, size_t n, size_t *written)
 }
 
 /* Once nothing is queued: one recvmsg(2) of at most n bytes straight
- * into out, and of what follows them in the stream, up to
- * PFS_TLS_BIO_SPILL bytes, into the queue. OpenSSL reads a record as its
- * 5-byte header, then its body; so a body comes with no copy, and the
- * records behind it, when the socket holds them, with one copy but no
- * call of their own (tls_bio.h). Returns the bytes put at out (> 0), 0 if none came
+ * into out, and of what follows them in the stream, up to a TLS record
+ * header, into the queue. OpenSSL reads a record as its 5-byte header,
+ * then its body; so a body and the next header come in one call, with no
+ * copy of the body. Returns the bytes put at out (> 0), 0 if none came
  * (t->status says why if it was not "would block"). */
 static size_t from_socket(struct tbio *t, char *out, size_t n)
 {

@@ -19,13 +19,9 @@
  *   kept by copying (pfs_tls_bio_keep) before the loan ends;
  * * let it read from a socket itself (pfs_tls_bio_set_fd): once it holds
  *   nothing, a read is one recvmsg(2) with MSG_DONTWAIT straight into
- *   OpenSSL's record buffer, of what was asked, plus what follows in the
- *   socket, up to PFS_TLS_BIO_SPILL bytes, into the BIO (OpenSSL asks for
- *   a record's header, then its body: so a body comes without a copy, and
- *   the records behind it are read by the same call; a call per 16 KiB
- *   record cost more than the copy, as the receiver's every recvmsg also
- *   sends a window update: about a fifth of a cold TLS read's throughput
- *   on the 2-vCPU development VM);
+ *   OpenSSL's record buffer, of what was asked plus the next record's
+ *   header into the BIO (OpenSSL asks for a record's header, then its
+ *   body: so a body and the next header take one call and no copy);
  *   "would block" is a retry (the caller waits for the socket, e.g.
  *   poll(2), and calls SSL_read again), the end of the stream and errors
  *   are remembered (pfs_tls_bio_status) so that the caller can tell them
@@ -42,10 +38,6 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* What a read from the socket may take beyond what was asked, into the
- * BIO's queue (pfs_tls_bio_set_fd). */
-#define PFS_TLS_BIO_SPILL (256u * 1024)
 
 /* A new empty BIO of this kind, or NULL (out of memory). */
 BIO *pfs_tls_bio_new(void);

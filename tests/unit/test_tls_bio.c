@@ -132,15 +132,14 @@ static void test_loan(void)
 	BIO_free(b);
 }
 
-/* Reads from a socket: what was asked goes straight out, what follows
- * it in the socket (up to PFS_TLS_BIO_SPILL) waits in the BIO and is read
- * first; "would block" is a retry; the peer's end and errors are told
- * apart. */
+/* Reads from a socket: what was asked goes straight out, the next five
+ * bytes (a record header) wait in the BIO; "would block" is a retry; the
+ * peer's end and errors are told apart. */
 static void test_socket(void)
 {
 	BIO *b = pfs_tls_bio_new();
 	_Atomic uint64_t count = 0;
-	uint8_t in[150], out[150];
+	uint8_t in[100], out[100];
 	int sv[2];
 
 	if (!CHECK(b) || !CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0))
@@ -150,23 +149,17 @@ static void test_socket(void)
 	CHECK(BIO_read(b, out, 10) <= 0);
 	CHECK(BIO_should_retry(b));
 	CHECK_EQ(pfs_tls_bio_status(b), 0);
-	CHECK_EQ(write(sv[1], in, 100), 100);
+	CHECK_EQ(write(sv[1], in, sizeof(in)), (ssize_t)sizeof(in));
 	CHECK_EQ(BIO_read(b, out, 10), 10);
 	CHECK_EQ(memcmp(out, in, 10), 0);
-	CHECK_EQ(BIO_pending(b), 90); /* the spill: the rest, in one recvmsg */
-	CHECK_EQ(count, 100);
+	CHECK_EQ(BIO_pending(b), 5); /* the spill */
+	CHECK_EQ(count, 15);
+	/* Queued bytes first, then the socket, in one read. */
 	CHECK_EQ(BIO_read(b, out, 20), 20);
 	CHECK_EQ(memcmp(out, in + 10, 20), 0);
-	CHECK_EQ(BIO_pending(b), 70);
-	/* Queued bytes first, then the socket, in one read. */
-	CHECK_EQ(write(sv[1], in + 100, 50), 50);
-	CHECK_EQ(BIO_read(b, out, 100), 100);
-	CHECK_EQ(memcmp(out, in + 30, 100), 0);
-	CHECK_EQ(BIO_pending(b), 20);
-	CHECK_EQ(count, 150);
-	CHECK_EQ(BIO_read(b, out, 100), 20);
-	CHECK_EQ(memcmp(out, in + 130, 20), 0);
-	CHECK_EQ(BIO_pending(b), 0);
+	CHECK_EQ(BIO_read(b, out, 100), 70);
+	CHECK_EQ(memcmp(out, in + 30, 70), 0);
+	CHECK_EQ(count, 100);
 	close(sv[1]);
 	CHECK(BIO_read(b, out, 10) <= 0);
 	CHECK(!BIO_should_retry(b));
