@@ -87,6 +87,7 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fill_creds(req, &cr, true);
 		ofile_mark_local(of, &cr);
 		fi->fh = (uint64_t)(uintptr_t)of;
+		ops_append_direct(fi);
 		if (fuse_reply_open(req, fi) != 0)
 			ofile_free(of);
 		return;
@@ -155,6 +156,7 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (attrs_stale)
 		fuse_lowlevel_notify_inval_inode(c->se, ino, -1, 0);
 	fi->fh = (uint64_t)(uintptr_t)of;
+	ops_append_direct(fi);
 	if (fuse_reply_open(req, fi) != 0) {
 		ofile_release(of, req, PFS_OP_RELEASE);
 		ofile_free(of);
@@ -214,6 +216,7 @@ static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 	if (c->dl)
 		deleg_granted(c->dl, ip, &dir->fh, of->fid, &pe->attr);
 	fi->fh = (uint64_t)(uintptr_t)of;
+	ops_append_direct(fi);
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		ofile_release(of, req, PFS_OP_RELEASE);
 		ofile_free(of);
@@ -325,6 +328,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		e.entry_timeout = 0;
 		e.attr_timeout = 0;
 	}
+	ops_append_direct(fi);
 	int rr = fuse_reply_create(req, &e, fi);
 	gate_leave(c->gate);
 	if (rr != 0) {

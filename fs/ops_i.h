@@ -260,6 +260,22 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
 
 /* ops_file.c */
+/* An open with O_APPEND writes past the page cache (direct_io), so that
+ * each write() is one WRITE: the coordinator appends every WRITE of such
+ * a file where the file ends then (it opens it O_APPEND), which is what
+ * keeps appends from several hosts whole; but through the page cache the
+ * kernel ends a WRITE at the first page it does not hold whole, and a
+ * 9-byte line across a page boundary went as two appends, with another
+ * host's line between them. Writes up to max_write (PFS_MAX_IO) stay
+ * whole. Reads through such an open go to podfs too (which serves this
+ * host's own writes first); a shared mmap of it fails (ENODEV), as
+ * FUSE has it for direct_io. */
+static inline void ops_append_direct(struct fuse_file_info *fi)
+{
+	if (fi->flags & O_APPEND)
+		fi->direct_io = 1;
+}
+
 /* OPEN: answered locally when it may be (ops_open_locally), else OPEN;
  * close-to-open decides keep_cache; a file another host removed gets
  * ESTALE once (estale.c); inline content may go to the kernel as pages. */

@@ -21,6 +21,7 @@ close-to-open strict in test_push_acks.py.
 import hashlib
 import mmap
 import os
+import re
 import time
 
 import pytest
@@ -103,6 +104,44 @@ def test_append_from_both_hosts_in_turn(pod):
         want += rec
         assert read_file(dst / "log") == want, f"round {i}: reader's view of the log"
     assert read_file(pod.export / "log") == want
+
+
+def test_appends_from_two_hosts_at_once_stay_whole(pod):
+    """O_APPEND from both hosts at the same time (a shared log): every
+    write() lands whole and once, after what was there, each writer's in
+    its order. A line that crossed a page boundary of the writer's view
+    used to go as two appends (the kernel ends a WRITE through the page
+    cache at a page it does not hold whole), with the other host's line
+    between them."""
+    n = 1500
+
+    def append(root, tag):
+        fd = os.open(root / "log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            for i in range(n):
+                rec = b"%s %06d\n" % (tag, i)  # 9 bytes: lines cross pages
+                assert os.write(fd, rec) == len(rec)
+        finally:
+            os.close(fd)
+
+    write_file(pod.a / "log", b"")
+    workers = [Worker(append, pod.a, b"A"), Worker(append, pod.b, b"B")]
+    for w in workers:
+        w.join(180)
+    data = read_file(pod.export / "log")
+    lines = data.split(b"\n")[:-1]
+    bad = [ln for ln in lines if not re.fullmatch(rb"[AB] \d{6}", ln)]
+    assert not bad, f"{len(bad)} torn lines, e.g. {bad[:4]}"
+    assert len(data) == 2 * n * 9
+    for tag in (b"A", b"B"):
+        assert [ln for ln in lines if ln[:1] == tag] == [b"%s %06d" % (tag, i)
+                                                          for i in range(n)]
+    assert read_file(pod.a / "log") == data and read_file(pod.b / "log") == data
+    # An "a+" open reads back what it just appended.
+    with open(pod.b / "log", "a+b") as f:
+        f.write(b"tail\n")
+        f.seek(0)
+        assert f.read() == data + b"tail\n"
 
 
 def test_checkpoint_rename_pattern(pod):
