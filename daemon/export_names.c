@@ -113,8 +113,17 @@ out_adopt:
 	return 0;
 }
 
-static mode_t perm(uint32_t mode, uint32_t umask)
+/* The mode a new object of the caller's gets in the directory open as
+ * dirfd: the caller's umask applies, unless the directory has a default
+ * ACL, which takes its place (POSIX.1e, as the local file system does
+ * when it makes the object: the inherited ACL then limits the mode). */
+static mode_t perm(int dirfd, uint32_t mode, uint32_t umask)
 {
+	char p[EXPORT_PROCPATH_LEN];
+
+	export_procpath(p, dirfd);
+	if (getxattr(p, "system.posix_acl_default", NULL, 0) > 0)
+		return mode & 07777;
 	return mode & 07777 & ~(umask & 0777);
 }
 
@@ -142,7 +151,7 @@ int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 	default:
 		return -EINVAL;
 	}
-	if (mknodat(dirfd, name, type | perm(mode, umask), (dev_t)rdev) < 0)
+	if (mknodat(dirfd, name, type | perm(dirfd, mode, umask), (dev_t)rdev) < 0)
 		return -errno;
 	return export_entry_at(x, dirfd, name, e);
 }
@@ -176,7 +185,7 @@ int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 
 	if (squash_refuses(x, mode))
 		return -EPERM;
-	if (mkdirat(dirfd, name, perm(mode, umask)) < 0)
+	if (mkdirat(dirfd, name, perm(dirfd, mode, umask)) < 0)
 		return -errno;
 	/* The interest in the new directory is registered before it is
 	 * found empty: an entry made in it since (by another client, or
@@ -420,7 +429,7 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 	ret = session_fid_reserve(x->s);
 	if (ret < 0)
 		return ret;
-	fd = openat(dirfd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW, perm(mode, umask));
+	fd = openat(dirfd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW, perm(dirfd, mode, umask));
 	if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
 		/* It exists: open it like OPEN would, and never a FIFO or
 		 * device, whose open could block or have side effects. */

@@ -13,8 +13,15 @@ static void ops_init(void *userdata, struct fuse_conn_info *conn)
 	(void)userdata;
 	unsigned want = FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_DONT_MASK |
 			FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_ATOMIC_O_TRUNC |
-			FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
+			FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS |
+			FUSE_CAP_POSIX_ACL;
 
+	/* POSIX ACLs: the kernel checks them (default_permissions alone
+	 * reads only the mode, which denied what an ACL entry grants and
+	 * granted a group what its entry denies, where an open or a read is
+	 * answered here), caching each object's as it does its attributes:
+	 * a push about the object drops both. They are the coordinator's
+	 * xattrs, which its file system keeps in step with the mode. */
 	conn->want |= want & conn->capable;
 	/* No writeback cache yet: sizes must stay coherent across hosts.
 	 * No export support: nodeids are not persistent. No automatic

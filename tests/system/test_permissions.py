@@ -10,6 +10,7 @@ nothing more, also for a raw client).
 import errno
 import os
 import stat
+import subprocess
 import time
 
 import pytest
@@ -184,3 +185,63 @@ def test_nonroot_xattr_and_fifo_permissions(env, m):
     assert file_errno(f"os.setxattr({str(m / 'f')!r}, 'user.a', b'1')") == "EACCES"
     os.setxattr(m / "f", "user.b", b"2")
     assert file_errno(f"assert os.getxattr({str(m / 'f')!r}, 'user.b') == b'2'") == "OK"
+
+
+def setfacl(*args):
+    subprocess.run(["setfacl", *[str(a) for a in args]], check=True, timeout=30,
+                   stdin=subprocess.DEVNULL, capture_output=True)
+
+
+def test_posix_acls_decide_on_every_host(env, m, mount):
+    """An ACL entry grants what the mode alone would not, and another
+    host's change of it counts at once there (the kernel caches each
+    object's ACL, a push drops it); the owning group's own entry limits
+    it even where the mode's group bits (the ACL's mask) say more."""
+    m2 = mount(path=env.root / "m2")
+    write_file(m / "f", b"acl")
+    os.chmod(m / "f", 0o640)
+    f, f2 = str(m / "f"), str(m2 / "f")
+    assert file_errno(f"open({f2!r}, 'rb').read()") == "EACCES"
+    setfacl("-m", f"u:{TEST_UID}:rw", m / "f")
+    assert file_errno(f"open({f2!r}, 'rb').read()") == "OK"
+    assert file_errno(f"open({f2!r}, 'ab').write(b'+')") == "OK"
+    assert file_errno(f"open({f!r}, 'rb').read()") == "OK"
+    assert file_errno(f"open({f2!r}, 'rb').read()", uid=OTHER_UID) == "EACCES"
+    setfacl("-m", f"u:{TEST_UID}:r", m / "f")
+    assert file_errno(f"open({f2!r}, 'ab').write(b'+')") == "EACCES"
+    assert file_errno(f"open({f2!r}, 'rb').read()") == "OK"
+    setfacl("-x", f"u:{TEST_UID}", m / "f")
+    assert file_errno(f"open({f2!r}, 'rb').read()") == "EACCES"
+    assert read_file(env.export / "f") == b"acl+"
+    # group:: says no to the owning group, the mask (group bits) says rw.
+    write_file(m / "g", b"g")
+    os.chown(m / "g", OTHER_UID, TEST_GID)
+    setfacl("-m", f"g::-,g:{SUPP_GID}:rw,m::rw,o::-", m / "g")
+    assert stat.S_IMODE(os.stat(m2 / "g").st_mode) & 0o070 == 0o060
+    g2 = str(m2 / "g")
+    assert file_errno(f"open({g2!r}, 'rb').read()") == "EACCES"
+    assert file_errno(f"open({g2!r}, 'rb').read()", groups=[SUPP_GID]) == "OK"
+
+
+def test_default_acl_takes_the_place_of_the_umask(env, m):
+    """In a directory with a default ACL a new object gets the ACL and the
+    mode the local file system gives it: the creator's umask does not
+    apply (POSIX.1e), so the named user keeps the access the ACL gives."""
+    os.mkdir(m / "d")
+    setfacl("-d", "-m", f"u:{TEST_UID}:rwx", m / "d")
+    os.mkdir(env.export / "local")
+    setfacl("-d", "-m", f"u:{TEST_UID}:rwx", env.export / "local")
+    old = os.umask(0o077)
+    try:
+        for root in (m / "d", env.export / "local"):
+            write_file(root / "f", b"x")
+            os.mkdir(root / "sub")
+    finally:
+        os.umask(old)
+    for name in ("f", "sub"):
+        want = os.stat(env.export / "local" / name).st_mode
+        assert os.stat(env.export / "d" / name).st_mode == want, name
+        assert os.stat(m / "d" / name).st_mode == want, name
+    assert stat.S_IMODE(os.stat(m / "d" / "f").st_mode) == 0o664
+    assert file_errno(f"open({str(m / 'd' / 'f')!r}, 'ab').write(b'+')") == "OK"
+    assert file_errno(f"open({str(m / 'd' / 'sub' / 'n')!r}, 'wb').close()") == "OK"
