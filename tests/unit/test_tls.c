@@ -89,6 +89,25 @@ static size_t pump(BIO *from, BIO *to)
 	return moved;
 }
 
+/* Runs the handshake of client c (its BIOs cr, cw) and server s (sr, sw)
+ * in memory, moving each side's output to the other. Returns whether both
+ * ends finished it. */
+static bool drive(SSL *c, SSL *s, BIO *cr, BIO *cw, BIO *sr, BIO *sw)
+{
+	SSL_set_connect_state(c);
+	SSL_set_accept_state(s);
+	for (int round = 0; round < 10; round++) {
+		int rc = SSL_do_handshake(c);
+		int rs = SSL_do_handshake(s);
+		size_t moved = pump(cw, sr) + pump(sw, cr);
+		if (rc == 1 && rs == 1)
+			return true;
+		if (!moved && SSL_get_error(c, rc) != SSL_ERROR_WANT_READ)
+			return false;
+	}
+	return false;
+}
+
 /* Runs a handshake between a client keyed ck and a server keyed sk, then
  * (if it succeeds) one message each way. Returns true if both ends
  * finished the handshake. */
@@ -108,19 +127,7 @@ static bool handshake(const uint8_t *ck, const uint8_t *sk, bool *msg_ok)
 	s = pfs_tls_new(sc, &sr, &sw);
 	if (!CHECK(c && s))
 		goto out_ssl;
-	SSL_set_connect_state(c);
-	SSL_set_accept_state(s);
-	for (int round = 0; round < 10; round++) {
-		int rc = SSL_do_handshake(c);
-		int rs = SSL_do_handshake(s);
-		size_t moved = pump(cw, sr) + pump(sw, cr);
-		if (rc == 1 && rs == 1) {
-			done = true;
-			break;
-		}
-		if (!moved && SSL_get_error(c, rc) != SSL_ERROR_WANT_READ)
-			break;
-	}
+	done = drive(c, s, cr, cw, sr, sw);
 	if (done) {
 		char buf[64] = "";
 		CHECK(SSL_session_reused(c));
@@ -241,19 +248,7 @@ static bool cert_handshake(SSL_CTX *cc, SSL_CTX *sc, const char *name, SSL **c_o
 	CHECK(c && s);
 	if (name)
 		CHECK_EQ(pfs_tls_expect_name(c, name), 0);
-	SSL_set_connect_state(c);
-	SSL_set_accept_state(s);
-	for (int round = 0; round < 10; round++) {
-		int rc = SSL_do_handshake(c);
-		int rs = SSL_do_handshake(s);
-		size_t moved = pump(cw, sr) + pump(sw, cr);
-		if (rc == 1 && rs == 1) {
-			done = true;
-			break;
-		}
-		if (!moved)
-			break;
-	}
+	done = drive(c, s, cr, cw, sr, sw);
 	ERR_clear_error();
 	SSL_free(s);
 	if (c_out)
