@@ -107,7 +107,7 @@ struct client {
 	char metrics_name[64];   /* "addr:port" once listening (before ctl.c's thread) */
 	bool tls;                /* tls=on (default) / off */
 	char *tls_ca;            /* tls_ca=FILE: verify the server's certificate, no PSK */
-	char *tls_name;          /* tls_name=: the name it must carry (default: host) */
+	char *tls_name;          /* tls_name=: the name it must carry (with tls_ca, host if not given) */
 	bool bg;                 /* bg: retry in a background child (mountwait_i.h) */
 	double retry_min;        /* retry=MINUTES; -1: the default (fg 2, bg 10000) */
 	/* Peer-assisted reads (peer_i.h). */

@@ -706,6 +706,8 @@ int opts_parse(struct client *c, int argc, char **argv, struct fuse_args *fa)
 	bool v6 = strchr(c->host, ':') != NULL;
 	snprintf(buf, sizeof(buf), v6 ? "[%s]:%u" : "%s:%u", c->host, (unsigned)c->port);
 	c->hostport = dup_or_die(buf);
+	if (c->tls_ca && !c->tls_name)
+		c->tls_name = dup_or_die(c->host); /* the name tls_ca's certificate must carry */
 
 	char *real = realpath(p.mnt, NULL);
 	struct stat st;

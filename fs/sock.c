@@ -169,7 +169,7 @@ static int tls_handshake(struct hs_io *io, char *err, size_t errlen)
 			snprintf(err, errlen,
 				 "TLS handshake with %s failed: its certificate did not verify "
 				 "against %s for the name %s: %s",
-				 hp, c->tls_ca, c->tls_name ? c->tls_name : c->host,
+				 hp, c->tls_ca, c->tls_name,
 				 X509_verify_cert_error_string(SSL_get_verify_result(io->ssl)));
 			return -EACCES;
 		}
@@ -532,9 +532,9 @@ int sock_connect(const struct sock_dial *d, bool bulk, int *fd_out, struct sock_
 			goto fail;
 		}
 		if (d->c->tls_ca_ctx &&
-		    pfs_tls_expect_name(io.ssl, d->c->tls_name ? d->c->tls_name : d->c->host) < 0) {
+		    pfs_tls_expect_name(io.ssl, d->c->tls_name) < 0) {
 			snprintf(err, errlen, "cannot check the server's certificate for the name %s",
-				 d->c->tls_name ? d->c->tls_name : d->c->host);
+				 d->c->tls_name);
 			rc = -EINVAL;
 			goto fail;
 		}
