@@ -456,6 +456,11 @@ int op_rename(struct op *o)
 		op_inval_inode(o, &m->newparent, 0, 0);
 	op_inval_inode(o, &victim, -1, 0); /* nlink, or (exchange) ctime */
 	op_inval_inode(o, &moved, -1, 0);  /* ctime */
+	/* Within one directory (an atomic replace, pip's compiled files):
+	 * its attributes after, as UNLINK's reply has them. */
+	struct pfs_dir_rep rep;
+	if (pfs_fh_equal(&m->newparent, &m->parent) && dir_attr(o, o->obj, &rep.dir))
+		return OP_ENCODE(o, dir_rep, &rep);
 	return 0;
 }
 

@@ -98,10 +98,18 @@ static void send_rename(struct dirdeleg *d, struct ditem *it)
 				    .newparent = it->m.parent, .newname = it->newname,
 				    .flags = it->rflags | PFS_RN_DELEG };
 	struct rpc_reply rep = { 0 };
+	struct pfs_dir_rep dr;
 	int rc = rpc_msg(d->c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
+	bool have_da = false;
 
+	if (rc == 0 && rep.len > 0) { /* the directory's attributes after it */
+		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
+			rc = -EIO;
+		else
+			have_da = true;
+	}
 	rpc_reply_free(&rep);
-	item_done(d, it, rc, NULL, NULL);
+	item_done(d, it, rc, NULL, have_da ? &dr.dir : NULL);
 }
 
 static void send_one(struct dirdeleg *d, struct ditem *it)

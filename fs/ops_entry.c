@@ -604,8 +604,17 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 		      listing_add(IP(req, parent), newname, &rn.e) < 0))
 		listing_touch(IP(req, parent));
 	ops_own_done(c, &o);
-	/* No attributes in the reply: the kernel asks for them. */
-	inode_own_end(c->it, IP(req, parent), NULL, o.seq, o.at, o.ns_trust);
+	/* Within one directory, the reply may carry its attributes after
+	 * (PFS_CAP_DIR_ATTR); the others the kernel asks for. */
+	struct pfs_dir_rep dr;
+	bool have_da = false;
+	if (rc == 0 && rep.len > 0) {
+		if (parent != newparent || pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
+			rc = ops_bad_reply(req, "RENAME");
+		else
+			have_da = true;
+	}
+	ops_own_dir_attr(c, IP(req, parent), have_da ? &dr.dir : NULL, &o, o.at);
 	inode_own_end(c->it, IP(req, newparent), NULL, o.seq, o.at2, o.ns_trust);
 	if (known) {
 		inode_own_end(c->it, rn.moved, NULL, o.seq, moved_at, o.ns_trust);

@@ -115,9 +115,10 @@ enum {
 	PFS_CAP_PUSH_ACK = 1u << 3, /* client acknowledges pushes (PUSH_ACK) */
 	/* The replies to MKNOD MKDIR SYMLINK LINK CREATE add the directory's
 	 * attributes after the change (entry_dir_rep instead of entry_rep),
-	 * those to UNLINK RMDIR carry them (dir_rep instead of nothing). A
-	 * retried request may get the reply cached for its first try, so a
-	 * client tells the two forms apart by their length. */
+	 * those to UNLINK RMDIR and to a RENAME within one directory carry
+	 * them (dir_rep instead of nothing). A retried request may get the
+	 * reply cached for its first try, so a client tells the two forms
+	 * apart by their length. */
 	PFS_CAP_DIR_ATTR = 1u << 5,
 	/* With PFS_CAP_DIR_ATTR: the reply to MKDIR is mkdir_rep, whose flag
 	 * PFS_MK_EMPTY says the new directory was still empty after the
@@ -342,7 +343,9 @@ enum pfs_op {
  *              PFS_RN_DELEG: a rename the client answered under its
  *              delegation of parent (newparent the same), refused (EIO)
  *              if that was revoked meanwhile.
- *              Replies: none; ENOENT, EEXIST, ENOTEMPTY, EXDEV, EINVAL.
+ *              Replies: none, or dir_rep with PFS_CAP_DIR_ATTR when
+ *              newparent is parent (its attributes after the change);
+ *              ENOENT, EEXIST, ENOTEMPTY, EXDEV, EINVAL.
  *
  * Files (fid: an open-file id the client chooses, unique in its session):
  * OPEN         Opens fh as fid with open flags. Replies: attr_rep (the
