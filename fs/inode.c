@@ -537,12 +537,19 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 	return ip != NULL;
 }
 
-bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_t *nodeid)
+bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_t *nodeid,
+		       bool *is_dir)
 {
 	pthread_mutex_lock(&t->lock);
 	struct inode *ip = find(t, fh);
-	if (ip)
+	if (ip) {
 		*nodeid = ip->nodeid;
+		if (is_dir) {
+			pthread_mutex_lock(&ip->lock);
+			*is_dir = S_ISDIR(ip->attr.mode);
+			pthread_mutex_unlock(&ip->lock);
+		}
+	}
 	pthread_mutex_unlock(&t->lock);
 	return ip != NULL;
 }

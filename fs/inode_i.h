@@ -277,9 +277,11 @@ bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const st
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
 		fuse_ino_t *nodeid, bool *is_dir);
 
-/* The nodeid currently mapped to fh, nothing else (inode_find without
- * its side effects). Returns false if the kernel does not know fh. */
-bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_t *nodeid);
+/* The nodeid currently mapped to fh, and whether it is a directory (if
+ * is_dir is not NULL), nothing else (inode_find without its side
+ * effects). Returns false if the kernel does not know fh. */
+bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_t *nodeid,
+		       bool *is_dir);
 
 /* Remembers that the kernel may cache name (positive or negative) under
  * directory dir (for invalidation after a reconnect or a push, see

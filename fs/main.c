@@ -203,12 +203,13 @@ static void tr_wake_cb(void *arg, const uint8_t *payload, size_t len)
 	locks_wake_push(c->lk, payload, len);
 }
 
-static uint64_t tr_note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
+static uint64_t tr_note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len,
+			   bool *applied_first)
 {
 	struct client *c = arg;
 
 	atomic_fetch_add_explicit(&c->st_pushes, 1, memory_order_relaxed);
-	return push_note(arg, op, payload, len);
+	return push_note(arg, op, payload, len, applied_first);
 }
 
 static void tr_apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)

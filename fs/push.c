@@ -16,13 +16,20 @@
  * up waiting after this long. The request still reaches the daemon. */
 #define PUSH_CALL_MS 500
 
-uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t len)
+uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t len,
+		   bool *applied_first)
 {
 	struct pfs_inval_inode_push ii;
 	struct pfs_inval_entry_push ie;
+	fuse_ino_t nodeid;
+	bool is_dir;
 
-	if (op == PFS_OP_INVAL_INODE && pfs_dec_inval_inode_push(payload, len, &ii) == 0)
+	*applied_first = false;
+	if (op == PFS_OP_INVAL_INODE && pfs_dec_inval_inode_push(payload, len, &ii) == 0) {
+		*applied_first = ii.offset >= 0 &&
+				 inode_find_nodeid(c->it, &ii.fh, &nodeid, &is_dir) && !is_dir;
 		return gate_note_push(c->gate, &ii.fh);
+	}
 	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)
 		return gate_note_push(c->gate, &ie.parent);
 	return 0;
@@ -88,7 +95,7 @@ void push_early(struct client *c, uint16_t op, const uint8_t *payload, size_t le
 
 	if (op != PFS_OP_INVAL_INODE || pfs_dec_inval_inode_push(payload, len, &m) < 0)
 		return;
-	if (inode_find_nodeid(c->it, &m.fh, &nodeid))
+	if (inode_find_nodeid(c->it, &m.fh, &nodeid, NULL))
 		fuse_lowlevel_notify_inval_inode(c->se, nodeid, -1, 0);
 }
 

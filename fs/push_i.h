@@ -12,6 +12,7 @@
 #ifndef PODFS_PUSH_I_H
 #define PODFS_PUSH_I_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,8 +21,11 @@ struct client;
 /* Main connection thread, as push op (payload[len], borrowed) arrives:
  * numbers it in the gate (INVAL_INODE: the object; INVAL_ENTRY: the
  * parent) and returns its number, 0 for a malformed or unknown one.
- * Never blocks on the kernel or the network. */
-uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t len);
+ * *applied_first: whether it must reach the kernel before it is
+ * acknowledged: the data of a file the kernel knows (pushq_i.h). Never
+ * blocks on the kernel or the network. */
+uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t len,
+		   bool *applied_first);
 
 /* Push thread: applies push op (payload[len], borrowed) to the inode
  * table and the kernel's caches, then records that pushes up to seq (its

@@ -19,9 +19,10 @@ struct push_item {
 	uint64_t seq; /* note_cb's number, 0 if none */
 	uint64_t gen; /* connection it came on */
 	uint64_t num; /* its place in gen's acknowledged count (from 1) */
-	/* An entry invalidation: acknowledged once applied (see "when a push
-	 * is acknowledged", pushq_i.h). key: its directory's lock key. */
-	bool gated;
+	/* Acknowledged once applied (see "when a push is acknowledged",
+	 * pushq_i.h): an entry invalidation (entry; key: its directory's
+	 * lock key), or what note_cb said so of. */
+	bool gated, entry;
 	bool early; /* early_cb ran (or is running) for it */
 	uint64_t key;
 	/* A RECALL: acknowledged only once applied, whatever else happens
@@ -120,12 +121,14 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 		free(buf);
 		return;
 	}
+	bool first = false;
 	p->next = NULL;
-	p->seq = q->cb.note_cb(q->cb.arg, op, buf, len);
+	p->seq = q->cb.note_cb(q->cb.arg, op, buf, len, &first);
 	p->gen = gen;
 	p->early = false;
-	p->gated = op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(buf, len, &ie) == 0;
-	p->key = p->gated ? pushq_lock_key(&ie.parent) : 0;
+	p->entry = op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(buf, len, &ie) == 0;
+	p->gated = p->entry || first;
+	p->key = p->entry ? pushq_lock_key(&ie.parent) : 0;
 	p->strict = op == PFS_OP_RECALL;
 	p->t_ms = pfs_mono_ms();
 	p->op = op;
@@ -151,13 +154,13 @@ void pushq_busy(struct pushq *q, uint64_t key, int delta)
 }
 
 /* How many pushes of connection ack_gen may be acknowledged at now: all
- * received, but not the first entry invalidation that was not applied
- * yet, nor any after it (the count is cumulative), unless one of these
- * holds (see pushq_i.h):
- *   - its directory is busy with a local operation: applying it waits
- *     for that operation, which may wait for another client's
- *     acknowledgement; then everything received is acknowledged, since
- *     nothing behind it can be applied first either;
+ * received, but not the first gated push (an entry invalidation, a
+ * file's data) that was not applied yet, nor any after it (the count is
+ * cumulative), unless one of these holds (see pushq_i.h):
+ *   - an entry invalidation's directory is busy with a local operation:
+ *     applying it waits for that operation, which may wait for another
+ *     client's acknowledgement; then everything received is
+ *     acknowledged, since nothing behind it can be applied first either;
  *   - it was received PUSHQ_APPLY_WAIT_MS ago: it is skipped.
  * *wake: when the answer may change without a wake-up (INT64_MAX:
  * never); *held: since when the first push held back was received
@@ -192,7 +195,7 @@ static uint64_t ack_limit_gated(const struct pushq *q, int64_t now, int64_t *wak
 	for (const struct push_item *p = q->push_head; p; p = p->next) {
 		if (!p->gated || p->gen != q->ack_gen)
 			continue;
-		if (q->busy[p->key % PUSHQ_BUSY_BUCKETS]) {
+		if (p->entry && q->busy[p->key % PUSHQ_BUSY_BUCKETS]) {
 			*busy = true;
 			return q->ack_count;
 		}
@@ -296,9 +299,10 @@ static void *ack_main(void *arg)
 			if (unapplied && (q->unapplied_logged_ms == 0 ||
 					  now - q->unapplied_logged_ms >= 60000)) {
 				q->unapplied_logged_ms = now;
-				pfs_notice("an invalidation of a directory entry waited %d ms for "
-					   "the kernel (a lock podfs does not see, or a stalled "
-					   "thread): acknowledged before it was applied (%llu so far)",
+				pfs_notice("an invalidation (a directory entry, or a file's data) "
+					   "waited %d ms for the kernel (a lock podfs does not see, "
+					   "or a stalled thread): acknowledged before it was "
+					   "applied (%llu so far)",
 					   PUSHQ_APPLY_WAIT_MS,
 					   (unsigned long long)q->st_unapplied);
 			}

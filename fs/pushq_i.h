@@ -25,7 +25,16 @@
  * attributes without asking podfs, so before the ack thread counts a
  * push it calls early_cb for it, which drops those (a quick call that
  * waits for no page lock): once the change's author is told it is done,
- * no stat here shows the old attributes.
+ * no stat here shows the old attributes. Except the data of a file the
+ * kernel knows (note_cb's applied_first: another host wrote, truncated
+ * or grew it), which is acknowledged once applied, as an entry
+ * invalidation is: every invalidation the kernel takes makes it drop
+ * the replies to the attribute requests it sent before, so the data
+ * invalidation applied after its early one made a read on a descriptor
+ * held open here, which asks for the size it needs once the early one
+ * dropped it, keep the old size and stop there (1 to 3% of the reads
+ * right after another host appended and closed). An open's own request
+ * goes after any such invalidation (close-to-open) and did not meet it.
  *
  * Applying it takes the directory's lock, and a local operation in that
  * directory (create, unlink, rename... the VFS holds the lock across
@@ -43,6 +52,13 @@
  * waits for that moment (pushq_busy wakes it). Any other wait (a lock
  * holder podfs does not know of) is cut at PUSHQ_APPLY_WAIT_MS: that
  * push is then acknowledged unapplied.
+ *
+ * The page locks that applying data may wait for are held by reads and
+ * writebacks, whose replies the daemon does not hold for another
+ * client; only a writeback of this host's own pages there, while another
+ * host wrote the same pages, could wait for that host: such a push is
+ * acknowledged unapplied after PUSHQ_APPLY_WAIT_MS, as an entry
+ * invalidation is.
  *
  * A RECALL (deleg_i.h) is acknowledged only once applied, busy
  * directories or not, however long it takes: applying it sends what
@@ -82,9 +98,12 @@ struct pushq;
 struct pushq_cbs {
 	void *arg;
 	/* Connection thread, as a push is queued: numbers it (the gate's
-	 * number, 0 for none), before it is visible to the other threads.
-	 * payload is borrowed for the call. */
-	uint64_t (*note_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len);
+	 * number, 0 for none), before it is visible to the other threads,
+	 * and sets *applied_first if it is acknowledged only once applied
+	 * (besides entry invalidations and recalls: see above). payload is
+	 * borrowed for the call. */
+	uint64_t (*note_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len,
+			    bool *applied_first);
 	/* Push thread: applies the push numbered seq (0: none). payload is
 	 * borrowed for the call. May block on the kernel. */
 	void (*apply_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq);

@@ -1,8 +1,10 @@
 /* test_pushq.c: unit tests of the push queue's acknowledgements
  * (fs/pushq.c): attribute pushes acknowledged on receipt even while the
- * push thread is blocked, but each only after its early_cb ran, entry invalidations (and what follows them)
- * only once applied, at once while their directory is busy with a local
- * operation, after PUSHQ_APPLY_WAIT_MS otherwise, a new connection
+ * push thread is blocked, but each only after its early_cb ran, entry
+ * invalidations (and what follows them) only once applied, at once while
+ * their directory is busy with a local operation, after
+ * PUSHQ_APPLY_WAIT_MS otherwise, a file's data (what note_cb marks) only
+ * once applied, busy directories or not, a new connection
  * counting from 1 again, and the last count sent again while a push is
  * held back (the client runs), and pushq_wait_applied (what a lock
  * grant waits for) returning once the pushes queued before it were
@@ -34,9 +36,15 @@ static bool went_back;      /* a count lower than the last of its connection */
 static unsigned earlies;    /* early_cb calls for INVAL_INODE pushes */
 static bool early_late;     /* an early_cb after the ack that counted its push */
 
-static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
+/* As the client's: the data of a file (offset >= 0) is applied first. */
+static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len,
+			bool *applied_first)
 {
-	(void)arg, (void)op, (void)payload, (void)len;
+	struct pfs_inval_inode_push ii;
+
+	(void)arg;
+	*applied_first = op == PFS_OP_INVAL_INODE &&
+			 pfs_dec_inval_inode_push(payload, len, &ii) == 0 && ii.offset >= 0;
 	return 0;
 }
 
@@ -116,9 +124,10 @@ static uint8_t *entry_push(uint8_t tag, size_t *len)
 	return buf;
 }
 
-static uint8_t *inode_push(uint8_t tag, size_t *len)
+/* An attribute push, or (offset >= 0) one of the data from offset. */
+static uint8_t *inode_push(uint8_t tag, int64_t offset, size_t *len)
 {
-	struct pfs_inval_inode_push m = { .fh = fh_of(tag), .offset = -1, .length = 0 };
+	struct pfs_inval_inode_push m = { .fh = fh_of(tag), .offset = offset, .length = 0 };
 	uint8_t *buf = malloc(512);
 	struct pfs_wr w;
 
@@ -149,7 +158,14 @@ static void add_recall(struct pushq *q, uint64_t gen, uint8_t tag)
 static void add_inode(struct pushq *q, uint64_t gen, uint8_t tag)
 {
 	size_t len;
-	uint8_t *b = inode_push(tag, &len);
+	uint8_t *b = inode_push(tag, -1, &len);
+	pushq_add(q, gen, PFS_OP_INVAL_INODE, b, len);
+}
+
+static void add_data(struct pushq *q, uint64_t gen, uint8_t tag)
+{
+	size_t len;
+	uint8_t *b = inode_push(tag, 4096, &len);
 	pushq_add(q, gen, PFS_OP_INVAL_INODE, b, len);
 }
 
@@ -368,6 +384,42 @@ static void test_alive_while_held_back(void)
 	stop(q);
 }
 
+/* A file's data: acknowledged once applied, with what follows it; a
+ * busy directory does not let it by (it waits for no directory lock);
+ * the bound does. */
+static void test_data_push_after_apply(void)
+{
+	struct pushq *q = start();
+	struct pfs_fh blk = fh_of(BLOCK_TAG);
+	uint64_t busy, unapplied, alive;
+
+	add_inode(q, 1, 1);
+	CHECK(acked_within(1, 1, WAIT_MS));
+	add_data(q, 1, BLOCK_TAG);
+	add_inode(q, 1, 2);
+	pushq_busy(q, pushq_lock_key(&blk), 1);
+	pushq_busy(q, 0, 1);
+	CHECK(!acked_within(1, 2, 100));
+	CHECK_EQ(ack_count, 1);
+	pushq_busy(q, 0, -1);
+	pushq_busy(q, pushq_lock_key(&blk), -1);
+	set_released(true);
+	CHECK(applied_within(3, WAIT_MS));
+	CHECK(acked_within(1, 3, WAIT_MS));
+	pushq_stats(q, &busy, &unapplied, &alive);
+	CHECK_EQ(busy, 0);
+	CHECK_EQ(unapplied, 0);
+	/* Stuck: acknowledged unapplied after the bound. */
+	set_released(false);
+	int64_t t0 = pfs_mono_ms();
+	add_data(q, 1, BLOCK_TAG);
+	CHECK(acked_within(1, 4, WAIT_MS));
+	CHECK(pfs_mono_ms() - t0 >= PUSHQ_APPLY_WAIT_MS - 1);
+	pushq_stats(q, &busy, &unapplied, &alive);
+	CHECK_EQ(unapplied, 1);
+	stop(q);
+}
+
 /* A new connection counts from 1; pushes of the old one left in the
  * queue do not hold its acknowledgements. */
 static void test_new_connection(void)
@@ -440,6 +492,7 @@ int main(void)
 	test_entry_push_after_apply();
 	test_busy_directory();
 	test_bound();
+	test_data_push_after_apply();
 	test_new_connection();
 	test_alive_while_held_back();
 	test_wait_applied();
