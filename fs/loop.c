@@ -25,6 +25,7 @@
 
 #include "podfs/clock.h"
 #include "podfs/log.h"
+#include "podfs/tls.h"
 
 /* A pool thread's place in the loop: its state tells the thread that
  * ends the loop which threads may be asleep in read() (see kick_readers). */
@@ -430,7 +431,8 @@ static void *pool_main(void *arg)
 			pthread_mutex_unlock(&l->lock);
 		}
 	}
-	/* Lock held. */
+	/* Lock held. loop_run may return as soon as thread_done says so. */
+	pfs_tls_thread_end();
 	atomic_fetch_sub(&l->nidle, 1);
 	atomic_store(&w->state, W_FREE);
 	thread_done(l);

@@ -159,6 +159,7 @@ static void *conn_main(void *arg)
 	struct peersrv *ps = a->ps;
 
 	serve(ps, a->fd, &ps->src[a->slot]);
+	pfs_tls_thread_end();
 	pthread_mutex_lock(&ps->mu);
 	ps->used[a->slot] = false;
 	ps->nconns--;

@@ -391,6 +391,11 @@ SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio)
 	return ssl;
 }
 
+void pfs_tls_thread_end(void)
+{
+	OPENSSL_thread_stop();
+}
+
 void pfs_tls_reason(char *buf, size_t len, const char *dflt)
 {
 	unsigned long e = ERR_get_error(), last = e;

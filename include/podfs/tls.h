@@ -79,6 +79,12 @@ bool pfs_tls_authenticated(SSL *ssl, char *why, size_t whylen);
  * on failure. */
 SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio);
 
+/* Frees what OpenSSL keeps for the calling thread (its error queue).
+ * For a detached thread, before it tells its owner it is done: OpenSSL
+ * would free it only in the thread's exit, which may come after the
+ * process's own (the leak checker then reports it), or never. */
+void pfs_tls_thread_end(void);
+
 /* Writes a one-line reason for the thread's last OpenSSL error (and
  * clears the thread's error queue) into buf[len]; dflt if there is none. */
 void pfs_tls_reason(char *buf, size_t len, const char *dflt);
