@@ -217,7 +217,7 @@ def test_open_fd_on_b_reads_all_that_a_appended_and_closed(pod):
     stopped at the old end: 1 to 3% of such reads on a release build,
     about 0.3% under ASan (pushq_i.h: a file's data is now acknowledged
     once applied; test_pushq checks that rule itself)."""
-    n = 250
+    n = 200
     write_file(pod.a / "grow", b"x" * 1000)
     fdb = os.open(pod.b / "grow", os.O_RDONLY)
     short = []
