@@ -251,6 +251,20 @@ static void stop(struct pushq *q)
 	went_back = false;
 }
 
+/* The push thread let go: n pushes applied in all, the count reaches
+ * count, none of them acknowledged early. */
+static void released_then_acked(struct pushq *q, unsigned n, uint64_t count)
+{
+	uint64_t busy, unapplied, alive;
+
+	set_released(true);
+	CHECK(applied_within(n, WAIT_MS));
+	CHECK(acked_within(1, count, WAIT_MS));
+	pushq_stats(q, &busy, &unapplied, &alive);
+	CHECK_EQ(busy, 0);
+	CHECK_EQ(unapplied, 0);
+}
+
 /* Attribute pushes: acknowledged on receipt, while the push thread is
  * stuck applying the first, each after its early_cb (the kernel's
  * attributes dropped) and not before. */
@@ -276,7 +290,6 @@ static void test_inode_pushes_on_receipt(void)
 static void test_entry_push_after_apply(void)
 {
 	struct pushq *q = start();
-	uint64_t busy, unapplied, alive;
 
 	add_inode(q, 1, 1);
 	CHECK(acked_within(1, 1, WAIT_MS));
@@ -285,12 +298,7 @@ static void test_entry_push_after_apply(void)
 	/* Well below PUSHQ_APPLY_WAIT_MS: nothing beyond the first. */
 	CHECK(!acked_within(1, 2, 100));
 	CHECK_EQ(ack_count, 1);
-	set_released(true);
-	CHECK(applied_within(2, WAIT_MS));
-	CHECK(acked_within(1, 3, WAIT_MS));
-	pushq_stats(q, &busy, &unapplied, &alive);
-	CHECK_EQ(busy, 0);
-	CHECK_EQ(unapplied, 0);
+	released_then_acked(q, 2, 3);
 	stop(q);
 }
 
@@ -403,12 +411,7 @@ static void test_data_push_after_apply(void)
 	CHECK_EQ(ack_count, 1);
 	pushq_busy(q, 0, -1);
 	pushq_busy(q, pushq_lock_key(&blk), -1);
-	set_released(true);
-	CHECK(applied_within(3, WAIT_MS));
-	CHECK(acked_within(1, 3, WAIT_MS));
-	pushq_stats(q, &busy, &unapplied, &alive);
-	CHECK_EQ(busy, 0);
-	CHECK_EQ(unapplied, 0);
+	released_then_acked(q, 3, 3);
 	/* Stuck: acknowledged unapplied after the bound. */
 	set_released(false);
 	int64_t t0 = pfs_mono_ms();
