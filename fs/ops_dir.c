@@ -93,6 +93,8 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	of->rd_off = off;
 	of->rd_plus = plus;
 	of->rd_valid = true;
+	if (off == 0)
+		atomic_store(&of->ip->rd_listed, false);
 	return 0;
 }
 
@@ -106,9 +108,10 @@ static bool is_dot(const struct pfs_name *n)
  * lookup_listed: no READDIR round trips, and the daemon never opens the
  * directory (no RELEASEDIR). Sets of's chunk to the whole listing, with
  * cookies of its own (1, 2, ...: of->rd_synth) and entries (readdirplus
- * too), and returns true; false to ask the server. At offset 0 only,
- * with of->lock held. */
-static bool readdir_listed(fuse_req_t req, struct ofile *of)
+ * too), and returns true; false to ask the server. At offset 0, with
+ * of->lock held; or (cont) to go on at a cookie of ours in another open,
+ * from the listing as it is (its positions are what matter then). */
+static bool readdir_listed(fuse_req_t req, struct ofile *of, bool cont)
 {
 	struct client *c = CL(req);
 	struct inode *dir = of->ip;
@@ -142,7 +145,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	}
 	if (listing_readdir(c->it, dir, &buf, &len, &iflags, &li, &pseq) < 0)
 		return false;
-	if (!transport_quiet(c->tr)) {
+	if (!cont && !transport_quiet(c->tr)) {
 		free(iflags);
 		free(buf);
 		return false;
@@ -151,9 +154,9 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
 	bool parent_stale = gate_pushed_since(c->gate, pseq, &dir->fh);
 	gate_leave(c->gate);
-	if (stale)
+	if (stale && !cont)
 		listing_stale(dir);
-	if (stale || parent_stale) {
+	if ((stale || parent_stale) && !cont) {
 		free(iflags);
 		free(buf);
 		return false;
@@ -173,6 +176,9 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	of->rd_seq = li.seq;
 	of->rd_any = li.any;
 	of->rd_ns = li.own_ns;
+	atomic_store(&dir->rd_listed, true);
+	if (cont)
+		return true;
 	lsfetch_walked(c->lf); /* paces the listings fetched ahead */
 	/* A directory too big for one listing (listed in pages), read
 	 * whole: more subdirectories than one READDIR reply queues ahead;
@@ -228,12 +234,21 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		of->rd_order = (struct lsfetch_order){ 0, 0 };
 	/* A plain READDIR can use a READDIRPLUS chunk (the kernel asks
 	 * with plus only at offset 0 under READDIRPLUS_AUTO). */
-	if (of->rd_synth && off != 0) {
+	if (off != 0 && !of->rd_synth && !of->rd_valid && atomic_load(&of->ip->rd_listed)) {
+		/* A fresh open going on at a cookie: the kernel's readdir
+		 * cache, filled by a reading answered from the listing (its
+		 * cookies ours), lost a page. Sent to the server, such a
+		 * cookie read from the wrong place: entries came twice. */
+		if (readdir_listed(req, of, true))
+			synth_seek(of, (uint64_t)off);
+		else
+			rc = -EIO;
+	} else if (of->rd_synth && off != 0) {
 		/* Its cookies are ours: never sent to the server. */
 		if (of->rd_off != (uint64_t)off)
 			synth_seek(of, (uint64_t)off);
 	} else if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
-		if (off != 0 || !readdir_listed(req, of)) {
+		if (off != 0 || !readdir_listed(req, of, false)) {
 			rc = dir_fetch(req, of, (uint64_t)off, plus);
 			/* A directory too big to be listed whole, read by a
 			 * walk: the subdirectories it looks up in it next get

@@ -202,6 +202,30 @@ def test_reading_a_big_directory_fetches_ahead_only_its_first_reply(env, daemon,
     assert listed <= n - st["lists_ahead"] + (forgotten(m) - gone), (listed, st)
 
 
+def test_a_reading_that_lost_its_cached_pages_goes_on_without_repeats(env, daemon, mount):
+    """A directory listed whole (cookies of the client's own) is cached by
+    the kernel; a second open reads it from that cache, and the cache
+    loses its pages mid-way (memory reclaim; drop_caches here). The
+    kernel then asks podfs to go on at the last cookie it gave out, in
+    that second open: each name still comes exactly once. (That cookie
+    went to the daemon, whose cookies mean something else: 1,637 of
+    4,000 names came twice.)"""
+    n = 4000
+    make_subdirs(env.export / "big", n, 96)
+    m = mount()
+    names = sorted(os.listdir(m / "big"))
+    assert len(names) == n
+    seen = []
+    with os.scandir(m / "big") as it:
+        for k, e in enumerate(it):
+            seen.append(e.name)
+            if k == n // 3:
+                with open("/proc/sys/vm/drop_caches", "w") as f:
+                    f.write("1\n")
+    assert len(seen) == n, (len(seen), len(set(seen)))
+    assert sorted(seen) == names
+
+
 def make_subdirs(top, n, pad):
     """top with n subdirectories (names padded to pad+3 or 4 characters),
     one small file in each."""
