@@ -103,6 +103,23 @@ static bool is_dot(const struct pfs_name *n)
 	return n->s[0] == '.' && (n->len == 1 || (n->len == 2 && n->s[1] == '.'));
 }
 
+/* Whether dir's listing (li, its parent's push number pseq) may answer a
+ * reading from offset 0: every frame the server sent was handled, and no
+ * push about dir came since (one about it makes the listing stale). */
+static bool listed_current(struct client *c, struct inode *dir, const struct listing_info *li,
+			   uint64_t pseq)
+{
+	if (!transport_quiet(c->tr))
+		return false;
+	gate_enter(c->gate);
+	bool stale = gate_pushed_since(c->gate, li->seq, &dir->fh);
+	bool parent_stale = gate_pushed_since(c->gate, pseq, &dir->fh);
+	gate_leave(c->gate);
+	if (stale)
+		listing_stale(dir);
+	return !stale && !parent_stale;
+}
+
 /* Cold start: READDIR answered from the directory's complete listing
  * (fetched now if it has none and is small), while it is coherent as for
  * lookup_listed: no READDIR round trips, and the daemon never opens the
@@ -145,18 +162,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of, bool cont)
 	}
 	if (listing_readdir(c->it, dir, &buf, &len, &iflags, &li, &pseq) < 0)
 		return false;
-	if (!cont && !transport_quiet(c->tr)) {
-		free(iflags);
-		free(buf);
-		return false;
-	}
-	gate_enter(c->gate);
-	bool stale = gate_pushed_since(c->gate, li.seq, &dir->fh);
-	bool parent_stale = gate_pushed_since(c->gate, pseq, &dir->fh);
-	gate_leave(c->gate);
-	if (stale && !cont)
-		listing_stale(dir);
-	if ((stale || parent_stale) && !cont) {
+	if (!cont && !listed_current(c, dir, &li, pseq)) {
 		free(iflags);
 		free(buf);
 		return false;
