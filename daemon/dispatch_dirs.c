@@ -19,13 +19,20 @@ int op_readdir(struct op *o)
 	return export_readdir(&o->x, o->obj, m->fid, m->offset, max_bytes, m->plus != 0, &o->w);
 }
 
+/* What o's session asked its listings to carry (export_listdir's how). */
+static unsigned ls_how(const struct op *o)
+{
+	return (o->r->list_xattr ? EXPORT_LS_XATTRS : 0) |
+	       (o->r->list_cookies ? EXPORT_LS_COOKIES : 0);
+}
+
 int op_listdir(struct op *o)
 {
 	const struct pfs_listdir_req *m = &o->m.listdir_req;
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
 	op_reply_alloc(o, (size_t)max_bytes + 16);
-	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, NULL, o->r->list_xattr,
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, NULL, ls_how(o),
 			      &o->w);
 }
 
@@ -35,7 +42,7 @@ int op_listdir_page(struct op *o)
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
 	op_reply_alloc(o, (size_t)max_bytes + 16);
-	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &m->cookie, o->r->list_xattr,
+	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &m->cookie, ls_how(o),
 			      &o->w);
 }
 
@@ -106,7 +113,7 @@ static int listdirs_item(struct op *o, const struct pfs_fh *fh, struct hent *obj
 		goto full;
 	if (r == 0)
 		r = export_listdir(&o->x, obj, 0, room - (uint32_t)(o->w.len - save),
-				   NULL, o->r->list_xattr, &o->w);
+				   NULL, ls_how(o), &o->w);
 	if (r < 0) {
 		o->w.len = at + 4;
 		pfs_patch_U32(&o->w, at - 4, (uint32_t)-r);

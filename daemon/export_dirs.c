@@ -257,36 +257,42 @@ static uint32_t xattrs_absent(struct xop *x, int dir, const char *name,
 	return bits;
 }
 
+/* An item of a listing; with cookies (PFS_CAP_LIST_COOKIES), cookie
+ * after its flags. */
 static int put_item(struct pfs_wr *w, const struct pfs_name *name, const struct pfs_entry *e,
-		    uint32_t flags, const struct pfs_bytes *data)
+		    uint32_t flags, bool cookies, uint64_t cookie, const struct pfs_bytes *data)
 {
 	if (pfs_put_NAME(w, name) < 0 || pfs_put_ENTRY(w, e) < 0 || pfs_put_U32(w, &flags) < 0 ||
-	    pfs_put_BYTES(w, data) < 0)
+	    (cookies && pfs_put_U64(w, &cookie) < 0) || pfs_put_BYTES(w, data) < 0)
 		return -ENOSPC;
 	return 0;
 }
 
 /* Where a page stopped: at the end (PFS_LS_COMPLETE), at a limit with the
  * position after its last item (PFS_LS_MORE), or at a name it cannot
- * carry (0). */
+ * carry (0); and where "." and ".." were, if they were read (wire_list.h:
+ * the cookie before each and its own; 0, 0 if not). */
 struct page_end {
 	uint32_t flags;
 	uint64_t cookie;
+	uint64_t dot[4];
 };
 
 /* Lists directory d (open, positioned at its first entry to list) into
  * lim as listing items, as export_listdir says; page: as a page of
  * LISTDIR_PAGE starting at cookie (which d is positioned at), ending at
  * a limit with PFS_LS_MORE instead of starting again without contents;
- * xattrs: with each item's PFS_LD_NO_* bits. Returns how it ended. */
+ * how: what the items carry (export_listdir). Returns how it ended. */
 static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint32_t max_inline,
 				  uint32_t data_left, bool has_pycache, bool page,
-				  uint64_t cookie, bool xattrs, struct pfs_wr *lim)
+				  uint64_t cookie, unsigned how, struct pfs_wr *lim)
 {
+	bool xattrs = how & EXPORT_LS_XATTRS, cookies = how & EXPORT_LS_COOKIES;
+	uint64_t first = cookie;
 	uint32_t xknown = 0;
 	char *names = NULL;
 	struct listing_ra ra = { 0 };
-	struct page_end end = { PFS_LS_COMPLETE, 0 };
+	struct page_end end = { PFS_LS_COMPLETE, 0, { 0, 0, 0, 0 } };
 	long pos = 0;
 	bool cold = false;
 	uint32_t data_taken = 0, n = 0;
@@ -316,7 +322,11 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 		}
 		pos++;
 		if (export_dot_or_dotdot(de->d_name)) {
-			cookie = (uint64_t)de->d_off;
+			/* Not always first: ext4 gives a one-block directory
+			 * in hash order, dots included. */
+			uint64_t *dot = &end.dot[de->d_name[1] ? 2 : 0];
+			dot[0] = cookie;
+			dot[1] = cookie = (uint64_t)de->d_off;
 			continue;
 		}
 		nl = strlen(de->d_name);
@@ -347,13 +357,13 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 		data.p = buf;
 		data.len = (iflags & PFS_LD_DATA) ? len : 0;
 		save = lim->len;
-		int pr = put_item(lim, &name, &e, iflags, &data);
+		int pr = put_item(lim, &name, &e, iflags, cookies, (uint64_t)de->d_off, &data);
 		if (pr < 0 && page && data.len) {
 			/* A page: the item without its content, if that fits. */
 			lim->len = save;
 			iflags &= ~(uint32_t)PFS_LD_DATA;
 			data.len = 0;
-			pr = put_item(lim, &name, &e, iflags, &data);
+			pr = put_item(lim, &name, &e, iflags, cookies, (uint64_t)de->d_off, &data);
 		}
 		if (pr < 0) {
 			lim->len = save;
@@ -374,6 +384,7 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
 			rewinddir(d);
 			pos = 0;
 			n = 0;
+			cookie = first;
 			lim->len = start;
 			data_left = ++restarts < 3 ? data_taken / 2 : 0;
 			data_taken = 0;
@@ -398,8 +409,10 @@ static struct page_end list_items(struct xop *x, struct hent *obj, DIR *d, uint3
  * then the change sequence checked (see lscache_i.h). Returns 0 if it
  * did, -ENOENT if the listing must be built. */
 static int listing_cached(struct xop *x, struct hent *obj, const struct lscache_key *k,
-			  uint32_t max_bytes, struct pfs_wr *w)
+			  uint32_t max_bytes, unsigned how, struct pfs_wr *w)
 {
+	bool cookies = how & EXPORT_LS_COOKIES;
+	size_t hdr = cookies ? 4 + 32 : 4;
 	struct lsent *e = lscache_get(x->lc, k, pfs_mono_ms());
 	const uint8_t *p;
 	struct pfs_rd rd;
@@ -411,17 +424,18 @@ static int listing_cached(struct xop *x, struct hent *obj, const struct lscache_
 	p = lsent_data(e, &len);
 	/* A listing without contents is kept only complete: in any room it
 	 * fits, it is what a listing built now would give. */
-	if (len < 4 || len > max_bytes || w->cap - w->len < len)
+	if (len < hdr || len > max_bytes || w->cap - w->len < len)
 		goto out_put;
 	export_note(x, &obj->fh);
-	pfs_rd_init(&rd, p + 4, len - 4);
+	pfs_rd_init(&rd, p + hdr, len - hdr);
 	while (rd.left > 0) {
 		struct pfs_name name;
 		struct pfs_entry ent;
 		struct pfs_bytes data;
 		uint32_t fl;
+		uint64_t cookie;
 		if (!pfs_get_NAME(&rd, &name) || !pfs_get_ENTRY(&rd, &ent) || !pfs_get_U32(&rd, &fl) ||
-		    !pfs_get_BYTES(&rd, &data))
+		    (cookies && !pfs_get_U64(&rd, &cookie)) || !pfs_get_BYTES(&rd, &data))
 			goto out_put;
 		export_note(x, &ent.fh);
 	}
@@ -435,13 +449,20 @@ out_put:
 	return ret;
 }
 
+static void patch_u64(struct pfs_wr *w, size_t at, uint64_t v)
+{
+	pfs_patch_U32(w, at, (uint32_t)v);
+	pfs_patch_U32(w, at + 4, (uint32_t)(v >> 32));
+}
+
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
-		   const uint64_t *page, bool xattrs, struct pfs_wr *w)
+		   const uint64_t *page, unsigned how, struct pfs_wr *w)
 {
 	struct stat dst;
 	struct pfs_wr lim;
 	struct lscache_key key;
-	size_t at, at_cookie = 0;
+	size_t at, at_cookie = 0, at_dots = 0;
+	bool cookies = how & EXPORT_LS_COOKIES;
 	uint64_t seq = 0;
 	DIR *d = NULL;
 	int ret;
@@ -450,15 +471,16 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		max_bytes = PFS_MAX_IO;
 	if (max_inline > PFS_INLINE_MAX)
 		max_inline = PFS_INLINE_MAX;
-	if (max_bytes < (page ? PFS_LISTDIR_PAGE_MIN : 4) || w->cap - w->len < max_bytes)
+	if (max_bytes < (page ? PFS_LISTDIR_PAGE_MIN : cookies ? 4 + 32 : 4) ||
+	    w->cap - w->len < max_bytes)
 		return -EINVAL;
 	/* Whole listings are kept to be served again, from the second time
 	 * one is asked for (pages are not: a large directory listed in pages
 	 * is rarely listed by many hosts). */
 	bool keep = x->lc && !page;
 	if (keep) {
-		lscache_key_make(&key, &obj->fh, x->cr, x->squashed, max_inline, max_bytes, xattrs);
-		if (listing_cached(x, obj, &key, max_bytes, w) == 0) {
+		lscache_key_make(&key, &obj->fh, x->cr, x->squashed, max_inline, max_bytes, how);
+		if (listing_cached(x, obj, &key, max_bytes, how, w) == 0) {
 			lscache_hit(x->lc);
 			return 0;
 		}
@@ -483,19 +505,21 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 			      S_ISDIR(dst.st_mode);
 	}
 	/* Items go into a cursor limited to max_bytes, after the flags (and
-	 * a page's cookie). */
+	 * a page's cookie, and the dot cookies). */
 	pfs_wr_init(&lim, w->buf + w->len, max_bytes);
 	pfs_wr_skip(&lim, 4, &at);
 	if (page)
 		pfs_wr_skip(&lim, 8, &at_cookie);
+	if (cookies)
+		pfs_wr_skip(&lim, 32, &at_dots);
 	struct page_end end = list_items(x, obj, d, max_inline, data_left, has_pycache,
-					 page != NULL, page ? *page : 0, xattrs, &lim);
+					 page != NULL, page ? *page : 0, how, &lim);
 	closedir(d);
 	pfs_patch_U32(&lim, at, end.flags);
-	if (page) {
-		pfs_patch_U32(&lim, at_cookie, (uint32_t)end.cookie);
-		pfs_patch_U32(&lim, at_cookie + 4, (uint32_t)(end.cookie >> 32));
-	}
+	if (page)
+		patch_u64(&lim, at_cookie, end.cookie);
+	for (int i = 0; cookies && i < 4; i++)
+		patch_u64(&lim, at_dots + 8 * (size_t)i, end.dot[i]);
 	if (keep && (max_inline > 0 || (end.flags & PFS_LS_COMPLETE)))
 		lscache_store(x->lc, &key, seq, pfs_mono_ms(), lim.buf, lim.len);
 	w->len += lim.len;

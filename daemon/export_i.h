@@ -233,16 +233,22 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 /* LISTDIR (wire.h) of directory obj: appends to w at most max_bytes (<=
  * PFS_MAX_IO): u32 flags (PFS_LS_COMPLETE or 0), then the items, small
  * files with their content (max_inline each, within the reply's data
- * budget), every item registered as the session's interest; with xattrs,
- * each item's PFS_LD_NO_* bits (PFS_CAP_LIST_XATTR). With page (not
+ * budget), every item registered as the session's interest; how: with
+ * EXPORT_LS_XATTRS, each item's PFS_LD_NO_* bits (PFS_CAP_LIST_XATTR),
+ * with EXPORT_LS_COOKIES, the dot cookies after the header and each
+ * item's cookie (PFS_CAP_LIST_COOKIES, wire_list.h). With page (not
  * NULL), LISTDIR_PAGE from cookie *page: u32 flags (PFS_LS_COMPLETE,
  * PFS_LS_MORE or 0) and u64 cookie before the items, and a page ends at
  * its limits (PFS_LISTDIR_ITEMS_MAX items, max_bytes) with PFS_LS_MORE.
  * Returns 0, -EINVAL (max_bytes < 4, or < PFS_LISTDIR_PAGE_MIN for a
  * page, or w has less room), or -errno of opening the directory; an entry
  * that cannot be listed makes the listing incomplete, not an error. */
+enum {
+	EXPORT_LS_XATTRS = 1u << 0,
+	EXPORT_LS_COOKIES = 1u << 1,
+};
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
-		   const uint64_t *page, bool xattrs, struct pfs_wr *w);
+		   const uint64_t *page, unsigned how, struct pfs_wr *w);
 
 /* --- export_xattrs.c --- */
 

@@ -51,9 +51,9 @@ static void put_u32(struct lscache_key *k, uint32_t v)
 
 void lscache_key_make(struct lscache_key *k, const struct pfs_fh *dir,
 		      const struct pfs_creds *cr, bool squashed, uint32_t max_inline,
-		      uint32_t max_bytes, bool xattrs)
+		      uint32_t max_bytes, unsigned how)
 {
-	uint8_t flags = (uint8_t)((cr ? 1 : 0) | (squashed ? 2 : 0) | (xattrs ? 4 : 0));
+	uint8_t flags = (uint8_t)((cr ? 1 : 0) | (squashed ? 2 : 0) | (how & 3) << 2);
 	uint16_t ng = cr ? (cr->ngroups < PFS_GROUPS_MAX ? cr->ngroups : PFS_GROUPS_MAX) : 0;
 
 	k->len = 0;

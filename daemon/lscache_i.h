@@ -7,8 +7,8 @@
  * keeps a listing's reply bytes (the flag word and the items, exactly as
  * export_listdir wrote them), keyed by what decides them: the directory's
  * wire handle, the caller's effective credentials (uid, gid, groups, and
- * whether they were squashed), max_inline, whether xattr absences are
- * asked, and, for a listing with contents, the reply's room.
+ * whether they were squashed), max_inline, whether xattr absences and
+ * cookies are asked, and, for a listing with contents, the reply's room.
  *
  * Validity: one change sequence for the whole export. Every invalidation
  * the coordinator makes (a change by a client, one noticed beside podfs
@@ -63,10 +63,11 @@ struct lscache_key {
  * contents up to max_inline bytes each (0: none) in a reply of max_bytes
  * (ignored without contents: such a listing is stored only complete, and
  * a complete listing without contents is the same in any room it fits),
- * with xattr absences (xattrs) or not. */
+ * with what the items carry (how: export_listdir's, two bits: xattr
+ * absences, cookies). */
 void lscache_key_make(struct lscache_key *k, const struct pfs_fh *dir,
 		      const struct pfs_creds *cr, bool squashed, uint32_t max_inline,
-		      uint32_t max_bytes, bool xattrs);
+		      uint32_t max_bytes, unsigned how);
 
 struct lscache;
 struct lsent;

@@ -43,6 +43,7 @@ struct req {
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */
 	bool post_attr;        /* it negotiated PFS_CAP_POST_ATTR */
 	bool list_xattr;       /* it negotiated PFS_CAP_LIST_XATTR */
+	bool list_cookies;     /* it negotiated PFS_CAP_LIST_COOKIES */
 	bool deleg;            /* it negotiated PFS_CAP_DELEG (and the daemon grants) */
 	bool no_splice;        /* its connection is TLS: READ replies are copied */
 	uint32_t auth_flags;   /* AUTH reply flags (PFS_AUTH_*) */

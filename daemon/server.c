@@ -449,6 +449,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->new_dir = r->dir_attr && (c->caps & PFS_CAP_NEW_DIR);
 	r->post_attr = (c->caps & PFS_CAP_POST_ATTR) != 0;
 	r->list_xattr = (c->caps & PFS_CAP_LIST_XATTR) != 0;
+	r->list_cookies = (c->caps & PFS_CAP_LIST_COOKIES) != 0;
 	r->deleg = (c->caps & PFS_CAP_DELEG) != 0;
 	r->auth_flags = auth_flags;
 	r->rule = c->rule;

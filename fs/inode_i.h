@@ -100,11 +100,6 @@ struct inode {
 	 * changed under lsfetch.c's lock, not ip->lock; read without it
 	 * only as a hint. */
 	_Atomic uint8_t ls_ahead;
-	/* Directories: the last reading from offset 0 was answered from the
-	 * listing, with cookies of the client's own (ops_dir.c): the
-	 * kernel's readdir cache, filled from it, may go on at one of them
-	 * in another open once it lost a page. */
-	_Atomic bool rd_listed;
 	int64_t walked_at;    /* CLOCK_MONOTONIC ns: inode_note_walk */
 	/* Directories: st_ino of the directory it was last looked up in
 	 * (its ".."), 0 if unknown: see inode_set_parent. */

@@ -22,6 +22,8 @@ struct listing {
 	struct listing_info li;
 	uint8_t *buf;             /* the LISTDIR reply payload */
 	size_t len;
+	size_t hdr;               /* its header's bytes: the items start there */
+	uint64_t dots[4];         /* li.cookies: where "." and ".." are (wire_list.h) */
 	struct litem *items;      /* n of cap, in payload order */
 	size_t n, cap;
 	struct htab index;        /* items by name */
@@ -52,14 +54,20 @@ void listing_free(struct listing *ls)
 	free(ls);
 }
 
-/* Reads the item at rd: 1 = got one, 0 = end, -EBADMSG. */
-static int listing_item(struct pfs_rd *rd, struct pfs_name *name, struct pfs_entry *e,
-			uint32_t *flags, struct pfs_bytes *data)
+/* Reads the item at rd, which has a cookie if ck (wire_list.h; *cookie
+ * 0 if not): 1 = got one, 0 = end, -EBADMSG. */
+static int listing_item(struct pfs_rd *rd, bool ck, struct pfs_name *name, struct pfs_entry *e,
+			uint32_t *flags, uint64_t *cookie, struct pfs_bytes *data)
 {
+	uint64_t unused;
+
+	if (!cookie)
+		cookie = &unused;
+	*cookie = 0;
 	if (rd->left == 0)
 		return 0;
 	if (!pfs_get_NAME(rd, name) || !pfs_get_ENTRY(rd, e) || !pfs_get_U32(rd, flags) ||
-	    !pfs_get_BYTES(rd, data))
+	    (ck && !pfs_get_U64(rd, cookie)) || !pfs_get_BYTES(rd, data))
 		return -EBADMSG;
 	return 1;
 }
@@ -84,7 +92,8 @@ static bool item_gone(const struct listing *ls, uint32_t off)
 	uint32_t fl;
 
 	pfs_rd_init(&rd, ls->buf + off, ls->len - off);
-	return listing_item(&rd, &n, &e, &fl, &d) == 1 && (fl & INODE_LS_GONE);
+	return listing_item(&rd, ls->li.cookies, &n, &e, &fl, NULL, &d) == 1 &&
+	       (fl & INODE_LS_GONE);
 }
 
 /* Builds the index again, after the items moved (each keeps its hash;
@@ -98,18 +107,18 @@ static void index_rebuild(struct listing *ls)
 			htab_insert(&ls->index, &ls->items[i].hn, ls->items[i].hn.hash);
 }
 
-/* Puts the items of ls->buf from offset 4 up to end into the index. */
+/* Puts the items of ls->buf from its header up to end into the index. */
 static void index_fill(struct listing *ls, size_t end)
 {
 	struct pfs_rd rd;
 
-	pfs_rd_init(&rd, ls->buf + 4, end - 4);
+	pfs_rd_init(&rd, ls->buf + ls->hdr, end - ls->hdr);
 	for (;;) {
 		struct pfs_name n;
 		struct pfs_entry e;
 		struct pfs_bytes d;
 		uint32_t fl, off = (uint32_t)(rd.p - ls->buf);
-		if (listing_item(&rd, &n, &e, &fl, &d) != 1)
+		if (listing_item(&rd, ls->li.cookies, &n, &e, &fl, NULL, &d) != 1)
 			break;
 		index_add(ls, n.s, n.len, off);
 	}
@@ -143,8 +152,10 @@ static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
 
 	if (!it)
 		return 0;
+	uint64_t cookie;
 	pfs_rd_init(&rd, ls->buf + it->off + 2 + nl, ls->len - it->off - 2 - nl);
-	return pfs_get_ENTRY(&rd, e) && pfs_get_U32(&rd, flags) && pfs_get_BYTES(&rd, data);
+	return pfs_get_ENTRY(&rd, e) && pfs_get_U32(&rd, flags) &&
+	       (!ls->li.cookies || pfs_get_U64(&rd, &cookie)) && pfs_get_BYTES(&rd, data);
 }
 
 int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
@@ -155,13 +166,17 @@ int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t l
 	struct pfs_bytes data;
 	uint32_t fl;
 	struct pfs_rd rd;
-	size_t n = 0;
+	size_t n = 0, hdr = li->cookies ? 4 + 32 : 4;
+	uint64_t dots[4] = { 0, 0, 0, 0 };
 	int r;
 
-	if (len < 4 || len > UINT32_MAX - 1)
+	if (len < hdr || len > UINT32_MAX - 1)
 		goto bad;
 	pfs_rd_init(&rd, buf + 4, len - 4);
-	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1)
+	for (int i = 0; li->cookies && i < 4; i++)
+		if (!pfs_get_U64(&rd, &dots[i]))
+			goto bad;
+	while ((r = listing_item(&rd, li->cookies, &name, &e, &fl, NULL, &data)) == 1)
 		n++;
 	if (r < 0)
 		goto bad;
@@ -176,6 +191,8 @@ int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t l
 	ls->li = *li;
 	ls->buf = buf;
 	ls->len = len;
+	ls->hdr = hdr;
+	memcpy(ls->dots, dots, sizeof(dots));
 	ls->cap = cap;
 	ls->total = &t->listing_total;
 	ls->bytes = cost(len, cap);
@@ -248,14 +265,16 @@ int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e)
 	pfs_wr_init(&w, malloc(wcap), wcap);
 	if (!w.buf)
 		return -ENOMEM;
-	if (pfs_put_NAME(&w, &pn) < 0 || pfs_put_ENTRY(&w, e) < 0 || pfs_put_U32(&w, &flags) < 0 ||
-	    pfs_put_BYTES(&w, &none) < 0) {
-		free(w.buf);
-		return -EINVAL;
-	}
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
 	if (!ls)
+		goto out;
+	/* Its cookie is not known (0): readdir is no longer answered from
+	 * this listing (listing_readdir). */
+	uint64_t no_cookie = 0;
+	ret = -EINVAL;
+	if (pfs_put_NAME(&w, &pn) < 0 || pfs_put_ENTRY(&w, e) < 0 || pfs_put_U32(&w, &flags) < 0 ||
+	    (ls->li.cookies && pfs_put_U64(&w, &no_cookie) < 0) || pfs_put_BYTES(&w, &none) < 0)
 		goto out;
 	struct pfs_entry pe;
 	struct pfs_bytes d;
@@ -416,13 +435,13 @@ uint64_t listing_gen(struct inode *dir)
 /* Reads the item at rd into *e: 1 if it is a subdirectory to fetch
  * ahead (at most max_size bytes, not marked by an own change), 0 if not,
  * -1 at the end (or a malformed item). */
-static int subdir_item(struct pfs_rd *rd, uint64_t max_size, struct pfs_entry *e)
+static int subdir_item(struct pfs_rd *rd, bool ck, uint64_t max_size, struct pfs_entry *e)
 {
 	struct pfs_name name;
 	struct pfs_bytes data;
 	uint32_t fl;
 
-	if (listing_item(rd, &name, e, &fl, &data) != 1)
+	if (listing_item(rd, ck, &name, e, &fl, NULL, &data) != 1)
 		return -1;
 	return S_ISDIR(e->attr.mode) && e->attr.size <= max_size &&
 	       !(fl & (INODE_LS_STALE | INODE_LS_GONE));
@@ -436,9 +455,9 @@ size_t listing_subdirs(struct inode *dir, uint64_t max_size, struct pfs_entry *o
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
 	if (ls) {
-		pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
+		pfs_rd_init(&rd, ls->buf + ls->hdr, ls->len - ls->hdr);
 		int r;
-		while (n < max && (r = subdir_item(&rd, max_size, &out[n])) >= 0)
+		while (n < max && (r = subdir_item(&rd, ls->li.cookies, max_size, &out[n])) >= 0)
 			n += (size_t)r;
 	}
 	pthread_mutex_unlock(&dir->lock);
@@ -463,7 +482,7 @@ size_t listing_subdirs_next(struct inode *dir, const char *name, size_t span, ui
 		for (size_t i = from; i < end && n < max; i++) {
 			uint32_t off = ls->items[i].off;
 			pfs_rd_init(&rd, ls->buf + off, ls->len - off);
-			if (subdir_item(&rd, max_size, &out[n]) > 0)
+			if (subdir_item(&rd, ls->li.cookies, max_size, &out[n]) > 0)
 				n++;
 			ls->next_upto = i + 1;
 		}
@@ -545,24 +564,52 @@ static int put_dirent(struct pfs_wr *w, const char *name, size_t nl, uint64_t co
 	return pfs_enc_dirent(w, &de);
 }
 
+/* Writes the dots that start at cookie *at into w, in turn ("." and ".."
+ * may follow each other), moving *at past them; done[] marks those
+ * written, and fls (if not NULL) gets flags 0 for each. */
+static int put_dots(struct pfs_wr *w, const struct listing *ls, struct inode *dir,
+		    uint64_t *at, bool done[2], uint32_t *fls, size_t *shown)
+{
+	for (int k = 0; k < 2; k++) {
+		if (done[k] || ls->dots[2 * k] != *at)
+			continue;
+		if (put_dirent(w, k ? ".." : ".", (size_t)k + 1, ls->dots[2 * k + 1], NULL,
+			       k ? dir->parent_ino : dir->attr.ino, S_IFDIR) < 0)
+			return -EBADMSG;
+		if (fls)
+			fls[*shown] = 0;
+		++*shown;
+		done[k] = true;
+		*at = ls->dots[2 * k + 1];
+		k = -1; /* the other one may start there */
+	}
+	return 0;
+}
+
 int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
 		    uint32_t **iflags, struct listing_info *li, uint64_t *parent_seq)
 {
 	uint32_t *fls = NULL;
-	size_t i = 0;
+	size_t i = 0, shown = 0;
 	struct pfs_name name;
 	struct pfs_entry e;
 	struct pfs_bytes data;
 	struct pfs_wr w;
 	struct pfs_rd rd;
-	uint64_t cookie = 0;
+	uint64_t cookie, at = 0;
 	uint32_t fl;
 	uint8_t eof = 1;
+	bool done[2] = { false, false };
 	int r, ret = -ENOENT;
 
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
-	if (!ls || !dir->parent_ino || dir->parent_renames != atomic_load(&t->renames))
+	/* Only with the server's own cookies (wire_list.h): a reading that
+	 * goes on at one in another open (the kernel's readdir cache, shared
+	 * by opens, lost a page or was dropped by a push) goes on at the
+	 * server, where it left off. */
+	if (!ls || !ls->li.cookies || !ls->dots[1] || !ls->dots[3] || !dir->parent_ino ||
+	    dir->parent_renames != atomic_load(&t->renames))
 		goto out;
 	*li = ls->li;
 	*parent_seq = dir->parent_seq;
@@ -576,32 +623,45 @@ int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, siz
 		goto out;
 	}
 	pfs_wr_init(&w, p, cap);
-	if (iflags && !(fls = malloc((ls->n ? ls->n : 1) * sizeof(*fls)))) {
+	if (iflags && !(fls = malloc((ls->n + 2) * sizeof(*fls)))) {
 		free(p);
 		ret = -ENOMEM;
 		goto out;
 	}
 	ret = -EBADMSG;
-	if (pfs_put_U8(&w, &eof) < 0 ||
-	    put_dirent(&w, ".", 1, ++cookie, NULL, dir->attr.ino, S_IFDIR) < 0 ||
-	    put_dirent(&w, "..", 2, ++cookie, NULL, dir->parent_ino, S_IFDIR) < 0)
+	if (pfs_put_U8(&w, &eof) < 0 || put_dots(&w, ls, dir, &at, done, fls, &shown) < 0)
 		goto out_free;
-	pfs_rd_init(&rd, ls->buf + 4, ls->len - 4);
-	while ((r = listing_item(&rd, &name, &e, &fl, &data)) == 1) {
+	pfs_rd_init(&rd, ls->buf + ls->hdr, ls->len - ls->hdr);
+	while ((r = listing_item(&rd, true, &name, &e, &fl, &cookie, &data)) == 1) {
 		if (i >= ls->n)
 			goto out_free;
-		/* A name this client removed keeps its cookie, unused. */
-		++cookie;
-		if (!(fl & INODE_LS_GONE) &&
-		    put_dirent(&w, name.s, name.len, cookie, (fl & INODE_LS_STALE) ? NULL : &e,
-			       e.attr.ino, e.attr.mode) < 0)
-			goto out_free;
-		if (fls)
-			fls[i] = fl;
 		i++;
+		/* One this client made has no cookie: the server is asked. */
+		if (!cookie) {
+			ret = -ENOENT;
+			goto out_free;
+		}
+		/* A name this client removed is left out (the server's
+		 * stream no longer has it either). */
+		if (!(fl & INODE_LS_GONE)) {
+			if (put_dirent(&w, name.s, name.len, cookie,
+				       (fl & INODE_LS_STALE) ? NULL : &e, e.attr.ino,
+				       e.attr.mode) < 0)
+				goto out_free;
+			if (fls)
+				fls[shown] = fl;
+			shown++;
+		}
+		at = cookie;
+		if (put_dots(&w, ls, dir, &at, done, fls, &shown) < 0)
+			goto out_free;
 	}
 	if (r < 0)
 		goto out_free;
+	if (!done[0] || !done[1]) { /* where the server said they were: no */
+		ret = -ENOENT;
+		goto out_free;
+	}
 	*buf = w.buf;
 	*len = w.len;
 	if (iflags)

@@ -32,6 +32,7 @@ struct listing_info {
 	uint64_t seq, any, own_ns; /* push number, inode_own_snap */
 	uint64_t ns;               /* listing_gen */
 	uint32_t uid, gid;
+	bool cookies; /* its header and items have cookies (PFS_CAP_LIST_COOKIES) */
 };
 
 /* What listing_find found. */
@@ -123,16 +124,19 @@ void listing_fetch_end(struct inode *dir);
 void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh);
 
 /* Writes dir's listing as a READDIR reply payload (wire.h: eof byte 1,
- * then ".", ".." and every listed name with its entry, cookies 1, 2, ...;
- * items marked stale without their entry) into a new buffer (*buf, *len;
- * the caller frees it), with the listing's *li and the push number
- * *parent_seq of the request that found "..". With iflags not NULL,
- * *iflags is a new array (the caller frees it) of each listed item's
- * flags (PFS_LD_*, INODE_LS_STALE), in listing order: the entry of cookie
- * k (k >= 3) is item k - 3. Returns 0, -ENOENT if dir has no listing or
- * its parent is not known (none recorded, or a rename of ours since),
- * -ENOMEM or -EBADMSG. The caller checks the listing is coherent, as for
- * listing_find. */
+ * then every listed name with its entry, and "." and "..", in the
+ * server's order and with its cookies (wire_list.h); items marked stale
+ * without their entry; names this client removed left out) into a new
+ * buffer (*buf, *len; the caller frees it), with the listing's *li and
+ * the push number *parent_seq of the request that found "..". With
+ * iflags not NULL, *iflags is a new array (the caller frees it) of the
+ * flags (PFS_LD_*, INODE_LS_STALE; 0 for the dots) of each entry
+ * written, in order. Returns 0, -ENOENT if dir has no listing, or none
+ * with the server's cookies (from a server without PFS_CAP_LIST_COOKIES,
+ * or with a name this client made since, whose cookie it does not know),
+ * or if its parent is not known (none recorded, or a rename of ours
+ * since), -ENOMEM or -EBADMSG. The caller checks the listing is
+ * coherent, as for listing_find. */
 int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, size_t *len,
 		    uint32_t **iflags, struct listing_info *li, uint64_t *parent_seq);
 

@@ -17,6 +17,7 @@
 #include "podfs/clock.h"
 #include "podfs/log.h"
 #include "rpc_i.h"
+#include "transport_i.h"
 #include "trust_i.h"
 
 /* ls_ahead of an inode (under bg.lock). */
@@ -92,6 +93,7 @@ static void info_now(struct lsfetch *lf, struct inode *dir, const struct pfs_cre
 	li->seq = gate_seq(c->gate);
 	li->uid = cr->uid;
 	li->gid = cr->gid;
+	li->cookies = transport_list_cookies(c->tr);
 }
 
 /* Keeps the LISTDIR reply buf[len] (malloc'd, taken) as dir's listing,
@@ -104,6 +106,10 @@ static bool keep(struct lsfetch *lf, struct inode *dir, uint8_t *buf, size_t len
 	struct client *c = lf->c;
 	int rc;
 
+	if (li->cookies != transport_list_cookies(c->tr)) {
+		free(buf); /* a reconnect to a server of the other format */
+		return false;
+	}
 	if (len < 4 || !(buf[0] & PFS_LS_COMPLETE)) {
 		free(buf);
 		listing_drop(dir); /* not again */

@@ -64,9 +64,10 @@ struct ofile {
 	bool rd_eof;
 	bool rd_plus;
 	bool rd_synth;    /* the chunk is the whole listing (readdir_listed) */
+	size_t rd_idx;    /* rd_synth: entries of the chunk before rd */
 	uint64_t rd_seq;  /* push number when the chunk was requested */
 	uint64_t rd_any, rd_ns; /* inode_own_snap then */
-	uint32_t *rd_iflags; /* rd_synth: the listing's item flags (listing_readdir), or NULL */
+	uint32_t *rd_iflags; /* rd_synth: its entries' flags (listing_readdir), or NULL */
 	struct lsfetch_order rd_order; /* this reading's subdirectories queued ahead */
 };
 

@@ -220,7 +220,7 @@ void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs
 {
 	struct client *c = CL(req);
 	struct listing_info li;
-	size_t len = 4, cap = PFS_MAX_IO;
+	size_t len, cap = PFS_MAX_IO;
 	uint64_t cookie = 0;
 	int rc = -EFBIG; /* more pages than LIST_PAGES_MAX */
 
@@ -229,9 +229,14 @@ void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs
 	li.seq = gate_seq(c->gate);
 	li.uid = cr->uid;
 	li.gid = cr->gid;
+	li.cookies = transport_list_cookies(c->tr);
+	/* The listing's header: its flags, and where the dots are, from the
+	 * page that read them (wire_list.h); then every page's items. */
+	len = li.cookies ? 4 + 32 : 4;
 	uint8_t *buf = malloc(cap);
 	if (!buf)
 		return;
+	memset(buf, 0, len);
 	for (unsigned page = 0; page < LIST_PAGES_MAX; page++) {
 		struct pfs_listdir_page_req m = { .cr = *cr, .fh = dir->fh, .max_inline = 0,
 						  .max_bytes = PFS_MAX_IO, .cookie = cookie };
@@ -243,9 +248,17 @@ void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs
 		if (rc < 0)
 			break;
 		pfs_rd_init(&rd, rep.buf, rep.len);
+		rc = 0;
 		if (!pfs_get_U32(&rd, &flags) || !pfs_get_U64(&rd, &next))
 			rc = -EBADMSG;
-		else
+		for (int k = 0; rc == 0 && li.cookies && k < 2; k++) {
+			uint64_t at, own;
+			if (!pfs_get_U64(&rd, &at) || !pfs_get_U64(&rd, &own))
+				rc = -EBADMSG;
+			else if (own) /* this page read that dot */
+				memcpy(buf + 4 + 16 * k, rd.p - 16, 16);
+		}
+		if (rc == 0)
 			rc = append_page(&buf, &len, &cap, rd.p, rd.left);
 		rpc_reply_free(&rep);
 		if (rc < 0 || (flags & PFS_LS_COMPLETE))
@@ -265,6 +278,8 @@ void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs
 		cookie = next;
 		rc = -EFBIG;
 	}
+	if (rc == 0 && li.cookies != transport_list_cookies(c->tr))
+		rc = -ESTALE; /* a reconnect to a server of the other format */
 	if (rc == 0) {
 		buf[0] = PFS_LS_COMPLETE;
 		buf[1] = buf[2] = buf[3] = 0;

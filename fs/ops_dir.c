@@ -75,6 +75,7 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	of->rd_iflags = NULL;
 	of->rd_valid = false;
 	of->rd_synth = false;
+	of->rd_idx = 0;
 	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
 	of->rd_seq = gate_seq(c->gate);
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
@@ -93,8 +94,6 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	of->rd_off = off;
 	of->rd_plus = plus;
 	of->rd_valid = true;
-	if (off == 0)
-		atomic_store(&of->ip->rd_listed, false);
 	return 0;
 }
 
@@ -124,11 +123,11 @@ static bool listed_current(struct client *c, struct inode *dir, const struct lis
  * (fetched now if it has none and is small), while it is coherent as for
  * lookup_listed: no READDIR round trips, and the daemon never opens the
  * directory (no RELEASEDIR). Sets of's chunk to the whole listing, with
- * cookies of its own (1, 2, ...: of->rd_synth) and entries (readdirplus
- * too), and returns true; false to ask the server. At offset 0, with
- * of->lock held; or (cont) to go on at a cookie of ours in another open,
- * from the listing as it is (its positions are what matter then). */
-static bool readdir_listed(fuse_req_t req, struct ofile *of, bool cont)
+ * the server's own cookies (wire_list.h: a reading that goes on at one
+ * of them later, in this open or another, goes on at the server where it
+ * left off) and entries (readdirplus too): of->rd_synth; and returns
+ * true; false to ask the server. At offset 0, with of->lock held. */
+static bool readdir_listed(fuse_req_t req, struct ofile *of)
 {
 	struct client *c = CL(req);
 	struct inode *dir = of->ip;
@@ -162,7 +161,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of, bool cont)
 	}
 	if (listing_readdir(c->it, dir, &buf, &len, &iflags, &li, &pseq) < 0)
 		return false;
-	if (!cont && !listed_current(c, dir, &li, pseq)) {
+	if (!listed_current(c, dir, &li, pseq)) {
 		free(iflags);
 		free(buf);
 		return false;
@@ -179,12 +178,10 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of, bool cont)
 	of->rd_plus = true;
 	of->rd_valid = true;
 	of->rd_synth = true;
+	of->rd_idx = 0;
 	of->rd_seq = li.seq;
 	of->rd_any = li.any;
 	of->rd_ns = li.own_ns;
-	atomic_store(&dir->rd_listed, true);
-	if (cont)
-		return true;
 	lsfetch_walked(c->lf); /* paces the listings fetched ahead */
 	/* A directory too big for one listing (listed in pages), read
 	 * whole: more subdirectories than one READDIR reply queues ahead;
@@ -198,23 +195,32 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of, bool cont)
 	return true;
 }
 
-/* Moves a readdir_listed chunk's position to just after cookie off. */
-static void synth_seek(struct ofile *of, uint64_t off)
+/* Moves a readdir_listed chunk's position to just after the entry whose
+ * cookie is off: true, or false if none has it (the position is then
+ * the chunk's start). The cookies are the server's, in its order, but
+ * not necessarily increasing. */
+static bool synth_seek(struct ofile *of, uint64_t off)
 {
+	struct pfs_rd rd;
+	struct pfs_dirent de;
 	uint8_t eof;
+	size_t idx = 0;
 
-	pfs_rd_init(&of->rd, of->dir.buf, of->dir.len);
-	(void)pfs_get_U8(&of->rd, &eof);
+	pfs_rd_init(&rd, of->dir.buf, of->dir.len);
+	(void)pfs_get_U8(&rd, &eof);
+	of->rd = rd;
 	of->rd_off = 0;
-	while (of->rd_off < off) {
-		struct pfs_rd save = of->rd;
-		struct pfs_dirent de;
-		if (pfs_dec_dirent(&of->rd, &de) != 1) {
-			of->rd = save;
-			break;
+	of->rd_idx = 0;
+	while (pfs_dec_dirent(&rd, &de) == 1) {
+		idx++;
+		if (de.next_off == off) {
+			of->rd = rd;
+			of->rd_off = off;
+			of->rd_idx = idx;
+			return true;
 		}
-		of->rd_off = de.next_off;
 	}
+	return false;
 }
 
 static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
@@ -240,21 +246,11 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		of->rd_order = (struct lsfetch_order){ 0, 0 };
 	/* A plain READDIR can use a READDIRPLUS chunk (the kernel asks
 	 * with plus only at offset 0 under READDIRPLUS_AUTO). */
-	if (off != 0 && !of->rd_synth && !of->rd_valid && atomic_load(&of->ip->rd_listed)) {
-		/* A fresh open going on at a cookie: the kernel's readdir
-		 * cache, filled by a reading answered from the listing (its
-		 * cookies ours), lost a page. Sent to the server, such a
-		 * cookie read from the wrong place: entries came twice. */
-		if (readdir_listed(req, of, true))
-			synth_seek(of, (uint64_t)off);
-		else
-			rc = -EIO;
-	} else if (of->rd_synth && off != 0) {
-		/* Its cookies are ours: never sent to the server. */
-		if (of->rd_off != (uint64_t)off)
-			synth_seek(of, (uint64_t)off);
+	if (of->rd_synth && off != 0 && (of->rd_off == (uint64_t)off || synth_seek(of, (uint64_t)off))) {
+		/* Going on in the listing. (A cookie it does not have, as
+		 * after a seekdir, is the server's to go on from.) */
 	} else if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
-		if (off != 0 || !readdir_listed(req, of, false)) {
+		if (off != 0 || !readdir_listed(req, of)) {
 			rc = dir_fetch(req, of, (uint64_t)off, plus);
 			/* A directory too big to be listed whole, read by a
 			 * walk: the subdirectories it looks up in it next get
@@ -326,10 +322,9 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 			} else if (dir_pushed || gate_pushed_since(c->gate, of->rd_seq, &ip->fh)) {
 				e.entry_timeout = 0;
 				e.attr_timeout = 0;
-			} else if (of->rd_synth && of->rd_iflags && de.next_off >= 3) {
+			} else if (of->rd_synth && of->rd_iflags) {
 				/* The xattrs `ls -l` asks for next, known absent. */
-				ops_listed_absent(c, ip, of->rd_iflags[de.next_off - 3],
-						  of->rd_any);
+				ops_listed_absent(c, ip, of->rd_iflags[of->rd_idx], of->rd_any);
 			}
 			n = fuse_add_direntry_plus(req, buf + pos, size - pos, de.name.s, &e,
 						   (off_t)de.next_off);
@@ -371,6 +366,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		}
 		pos += n;
 		of->rd_off = de.next_off;
+		of->rd_idx++;
 	}
 	/* Queued before the reply: the walk's OPENDIR of one of them may
 	 * follow at once, on another thread, and must find it queued. */

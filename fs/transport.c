@@ -74,6 +74,7 @@ struct transport {
 	/* The main connection's session acknowledges pushes (PUSH_ACK). */
 	atomic_bool push_ack;
 	atomic_bool peer_cap;          /* the main connection negotiated PFS_CAP_PEER */
+	atomic_bool list_cookies;      /* and PFS_CAP_LIST_COOKIES */
 	atomic_uint_fast64_t quiet_missed; /* transport_quiet gave up */
 	pthread_mutex_t local_lock;    /* local */
 	struct sockaddr_storage local; /* the main connection's own address */
@@ -188,6 +189,11 @@ bool transport_push_acked(struct transport *t)
 bool transport_peer_ok(struct transport *t)
 {
 	return atomic_load(&t->peer_cap);
+}
+
+bool transport_list_cookies(struct transport *t)
+{
+	return atomic_load(&t->list_cookies);
 }
 
 bool transport_local_addr(struct transport *t, struct sockaddr_storage *out)
@@ -382,6 +388,7 @@ static void install(struct chan *ch, int fd, const struct sock_session *hs, bool
 		socklen_t sl = sizeof(sa);
 		atomic_store(&t->push_ack, (hs->caps & PFS_CAP_PUSH_ACK) != 0);
 		atomic_store(&t->peer_cap, (hs->caps & PFS_CAP_PEER) != 0);
+		atomic_store(&t->list_cookies, (hs->caps & PFS_CAP_LIST_COOKIES) != 0);
 		if (getsockname(fd, (struct sockaddr *)&sa, &sl) == 0) {
 			pthread_mutex_lock(&t->local_lock);
 			t->local = sa;

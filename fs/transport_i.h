@@ -162,6 +162,9 @@ bool transport_push_acked(struct transport *t);
 /* Whether the main connection negotiated PFS_CAP_PEER (the server
  * answers CHUNK). Any thread. */
 bool transport_peer_ok(struct transport *t);
+/* Whether the main connection negotiated PFS_CAP_LIST_COOKIES: the
+ * format of the listings it sends (wire_list.h). */
+bool transport_list_cookies(struct transport *t);
 /* The address of this end of the main connection (the last one up):
  * true with it in *out, false before the first. Any thread. */
 bool transport_local_addr(struct transport *t, struct sockaddr_storage *out);

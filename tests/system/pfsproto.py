@@ -55,6 +55,7 @@ CAP_PEER = 1 << 9  # peer-assisted reads: CHUNK, CHUNK_REPORT (wire.h)
 CAP_DIR_ATTR = 1 << 5  # directory attributes in the replies to changes
 CAP_NEW_DIR = 1 << 6  # MKDIR's reply is mkdir_rep (wire.h)
 CAP_DELEG = 1 << 10  # delegations (wire.h "Delegations")
+CAP_LIST_COOKIES = 1 << 11  # listings carry READDIR cookies (wire_list.h)
 
 # Opcodes (wire.h PFS_OPS).
 OP_HELLO = 1
@@ -434,6 +435,8 @@ class Conn:
         self.root = None
         self.root_attr = None
         self.server_caps = None
+        self.list_cookies = False
+        self.cookies = {}  # with list_cookies: name -> cookie of the last listings read
         self.boot_id = None
         self.max_payload = None
 
@@ -560,6 +563,9 @@ class Conn:
         r = Reader(self.call(OP_HELLO, p))
         version = r.u16()
         self.server_caps = r.u64()
+        # Listings carry cookies if both sides asked (wire_list.h).
+        self.list_cookies = bool(caps & self.server_caps & CAP_LIST_COOKIES)
+        self.dots = None  # the dot cookies of the last listing read
         self.boot_id = r.u64()
         self.snonce = r.take(NONCE_LEN)
         smac = r.take(MAC_LEN)
@@ -730,12 +736,25 @@ class Conn:
         """LISTDIR -> (flags, {name: (fh, attr, item flags, data)})."""
         r = Reader(self.call(OP_LISTDIR, cr + fh(h) + u32(max_inline) + u32(max_bytes)))
         flags, items = r.u32(), {}
+        self._dots(r)
         while r.left():
             nm = r.name()
             h2, a = r.entry()
             iflags = r.u32()
+            self._cookie(r, nm)
             items[nm] = (h2, a, iflags, r.bytes())
         return flags, items
+
+    def _dots(self, r):
+        """With list_cookies: where a listing's header says "." and ".." are,
+        to self.dots: ((before, own) of ".", (before, own) of "..")."""
+        if self.list_cookies:
+            self.dots = ((r.u64(), r.u64()), (r.u64(), r.u64()))
+
+    def _cookie(self, r, name):
+        """With list_cookies: an item's cookie, to self.cookies[name]."""
+        if self.list_cookies:
+            self.cookies[name] = r.u64()
 
     def listdirs(self, handles, max_dirs=None, max_bytes=1 << 20, cr=ROOT):
         """LISTDIRS -> [(fh, attr, status, flags, {name: (fh, attr, item
@@ -753,10 +772,12 @@ class Conn:
             flags, items = None, {}
             if st == 0:
                 flags = lr.u32()
+                self._dots(lr)
                 while lr.left():
                     nm = lr.name()
                     h2, a2 = lr.entry()
                     iflags = lr.u32()
+                    self._cookie(lr, nm)
                     items[nm] = (h2, a2, iflags, lr.bytes())
             lr.done()
             out.append((h, a, st, flags, items))
@@ -767,10 +788,12 @@ class Conn:
         r = Reader(self.call(OP_LISTDIR_PAGE, cr + fh(h) + u32(max_inline) + u32(max_bytes) +
                              u64(cookie)))
         flags, nxt, items = r.u32(), r.u64(), []
+        self._dots(r)
         while r.left():
             nm = r.name()
             h2, a = r.entry()
             iflags = r.u32()
+            self._cookie(r, nm)
             items.append((nm, h2, a, iflags, r.bytes()))
         return flags, nxt, items
 

@@ -241,6 +241,38 @@ def test_readdir_answered_from_the_listing(env, daemon, mount):
 
 
 @pytest.mark.netns
+def test_a_reading_from_the_kernels_cache_goes_on_after_another_hosts_create(env):
+    """B lists a directory whole from its listing, then reads it again in
+    another open, from the kernel's readdir cache; A creates a name there
+    in the middle of that reading. The push drops B's cache, so the kernel
+    asks podfs to go on at the last cookie it gave out, in an open that
+    read nothing itself: every name from before still comes exactly once,
+    and the reading does not fail. (The cookies were the client's own, and
+    the listing they counted in had gone stale with the push: the reading
+    failed with EIO.)"""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    n = 2000
+    os.mkdir(pod.export / "d")
+    for i in range(n):
+        (pod.export / "d" / f"n{i:04d}").write_bytes(b"")
+    assert os.stat(pod.export / "d").st_size <= 64 * 1024  # listed whole
+    names = sorted(os.listdir(b / "d"))  # fills B's kernel cache from the listing
+    assert len(names) == n
+    seen = []
+    # Several getdents calls (about 1,300 names fit one): the create
+    # falls between two of them.
+    with os.scandir(b / "d") as it:
+        for k, e in enumerate(it):
+            seen.append(e.name)
+            if k == n // 4:
+                write_file(a / "d" / "new", b"")
+                time.sleep(0.3)  # B's push thread drops the cache
+    assert len(seen) == len(set(seen)), len(seen) - len(set(seen))
+    assert sorted(set(seen) - {"new"}) == names
+
+
+@pytest.mark.netns
 def test_readdir_from_listing_follows_other_hosts(env):
     """B lists d from its listing; names A creates, removes or renames in d
     show in B's next listing within the bound; a directory A moves to
@@ -431,6 +463,75 @@ def test_listing_pages_cover_the_directory_once(env, daemon):
         with pytest.raises(P.PfsError) as e:
             c.listdir_page(h, 0, max_bytes=4095)
         assert e.value.errno == errno.EINVAL
+
+
+def _readdir_all(c, h):
+    """[(name, cookie)] of directory h as READDIR gives them, dots included."""
+    fid = c.opendir(h)
+    out, off = [], 0
+    for _ in range(10000):
+        eof, ents = c.readdir(h, fid, off)
+        out += [(d["name"].decode(), d["next_off"]) for d in ents]
+        if ents:
+            off = ents[-1]["next_off"]
+        if eof or not ents:
+            break
+    return out
+
+
+@pytest.mark.plaintext
+def test_listing_cookies_are_the_directorys_own(env, daemon):
+    """With PFS_CAP_LIST_COOKIES, LISTDIR, LISTDIR_PAGE and LISTDIRS give
+    every item the cookie READDIR gives its name, in READDIR's order, and
+    say where "." and ".." are in that order (the cookie before each, and
+    its own: not always first, as ext4 lists a one-block directory in
+    hash order); a READDIR from an item's cookie goes on with the names
+    listed after it. A client answers readdir from a listing with these
+    cookies, so that a reading going on at one of them at the server (in
+    another open, after the listing went stale) goes on where it left
+    off."""
+    _fill(env.export / "d", 30, 10)  # one block
+    _fill(env.export / "big", 3000, 10)
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key),
+                   caps=P.CAP_LIST_COOKIES) as c:
+        assert c.list_cookies
+        for dn in ("d", "big"):
+            h = c.lookup(c.root, dn)[0]
+            want = _readdir_all(c, h)
+            before = dict(zip([nm for nm, _ in want], [0] + [ck for _, ck in want]))
+            dots = tuple((before[nm], dict(want)[nm]) for nm in (".", ".."))
+            items = [(nm, ck) for nm, ck in want if nm not in (".", "..")]
+            # Whole (three times: the kept listing's too), in pages, and
+            # in a LISTDIRS.
+            for _ in range(3 if dn == "d" else 0):
+                c.cookies, c.dots = {}, None
+                flags, got = c.listdir_items(h, max_inline=0)
+                assert flags & P.LS_COMPLETE
+                assert [nm.decode() for nm in got] == [nm for nm, _ in items]
+                assert {k.decode(): v for k, v in c.cookies.items()} == dict(items)
+                assert c.dots == dots
+            c.cookies, cookie, seen = {}, 0, {}
+            for _ in range(100):
+                flags, cookie, got = c.listdir_page(h, cookie, max_bytes=16 * 1024)
+                for k in (0, 1):  # each dot in the page that read it
+                    if c.dots[k] != (0, 0):
+                        assert k not in seen
+                        seen[k] = c.dots[k]
+                if flags & P.LS_COMPLETE:
+                    break
+            assert (seen[0], seen[1]) == dots
+            assert {k.decode(): v for k, v in c.cookies.items()} == dict(items)
+            if dn == "d":
+                c.cookies = {}
+                (_, _, st, flags, got), = c.listdirs([h])
+                assert st == 0 and c.dots == dots
+                assert {k.decode(): v for k, v in c.cookies.items()} == dict(items)
+            # Going on at an item's cookie: the names after it.
+            fid = c.opendir(h)
+            k = want.index(items[len(items) // 2])
+            _, ents = c.readdir(h, fid, want[k][1])
+            after = [d["name"].decode() for d in ents]
+            assert after == [nm for nm, _ in want[k + 1:k + 1 + len(after)]] and after
 
 
 @pytest.mark.netns

@@ -6,10 +6,11 @@
  * asked for before an own change not kept, stale and dropped listings,
  * the quiet period, own changes marking an item stale, the copy of a
  * file made here that follows this host's writes, READDIR made from
- * a listing (dots, cookies, stale items without entries, an unknown
- * parent), names removed by our own unlinks (gone from lookups and
- * READDIR, cookies kept, kept out of the rebuilt index), and the cap on
- * all listings' bytes.
+ * a listing (dots, the server's cookies, stale items without entries, an
+ * unknown parent; none without cookies, or after an own create), names
+ * removed by our own unlinks (gone from lookups and READDIR, the others'
+ * cookies kept, kept out of the rebuilt index), and the cap on all
+ * listings' bytes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,6 +39,33 @@ static struct pfs_entry entry(uint32_t n, uint32_t mode, uint64_t size)
 	return e;
 }
 
+/* A listing's header, as podfsd sends it with PFS_CAP_LIST_COOKIES
+ * (wire_list.h): flags, and where "." and ".." are: dots[4] (the cookie
+ * before each, its own), or first, with cookies 1 and 2, if NULL. */
+static void put_head_dots(struct pfs_wr *w, uint32_t flags, const uint64_t *dots)
+{
+	static const uint64_t first[4] = { 0, 1, 1, 2 };
+
+	CHECK_EQ(pfs_put_U32(w, &flags), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(pfs_put_U64(w, dots ? &dots[i] : &first[i]), 0);
+}
+
+static void put_head(struct pfs_wr *w, uint32_t flags)
+{
+	put_head_dots(w, flags, NULL);
+}
+
+/* An item of such a listing; the i-th (from 0) has cookie 3 + i here. */
+static void put_item(struct pfs_wr *w, const struct pfs_name *nm, const struct pfs_entry *e,
+		     uint32_t fl, unsigned i, const struct pfs_bytes *d)
+{
+	uint64_t cookie = 3 + i;
+
+	CHECK(pfs_put_NAME(w, nm) == 0 && pfs_put_ENTRY(w, e) == 0 && pfs_put_U32(w, &fl) == 0 &&
+	      pfs_put_U64(w, &cookie) == 0 && pfs_put_BYTES(w, d) == 0);
+}
+
 /* A LISTDIR payload: flags, then n items "f0".."f<n-1>" (regular files,
  * entry(i)); item `with_data` (if < n) carries data[dlen] with
  * PFS_LD_DATA. Returns a malloc'd buffer, *len. */
@@ -49,7 +77,7 @@ static uint8_t *payload(unsigned n, uint32_t flags, unsigned with_data, const ch
 	struct pfs_wr w;
 
 	pfs_wr_init(&w, buf, cap);
-	CHECK_EQ(pfs_put_U32(&w, &flags), 0);
+	put_head(&w, flags);
 	for (unsigned i = 0; i < n; i++) {
 		struct pfs_name nm;
 		struct pfs_entry e = entry(i, S_IFREG | 0644, i == with_data ? dlen : 10);
@@ -61,8 +89,7 @@ static uint8_t *payload(unsigned n, uint32_t flags, unsigned with_data, const ch
 			d.p = (const uint8_t *)data;
 			d.len = dlen;
 		}
-		CHECK(pfs_put_NAME(&w, &nm) == 0 && pfs_put_ENTRY(&w, &e) == 0 &&
-		      pfs_put_U32(&w, &fl) == 0 && pfs_put_BYTES(&w, &d) == 0);
+		put_item(&w, &nm, &e, fl, i, &d);
 	}
 	*len = w.len;
 	return buf;
@@ -98,6 +125,7 @@ static struct listing_info info(struct fixture *f)
 	li.seq = 5;
 	li.uid = 1000;
 	li.gid = 100;
+	li.cookies = true;
 	return li;
 }
 
@@ -480,7 +508,7 @@ static void test_readdir(void)
 	teardown(&f);
 }
 
-/* listing_readdir's item flags (cookie k is item k - 3) and
+/* listing_readdir's item flags (one per name after the dots) and
  * listing_subdirs: the directories of a listing, small ones only, items
  * marked stale left out; the absences noted from them only without an
  * own change since (inode_note_absent). */
@@ -501,21 +529,20 @@ static void test_item_flags_and_subdirs(void)
 
 	setup(&f);
 	pfs_wr_init(&w, buf, cap);
-	CHECK_EQ(pfs_put_U32(&w, &complete), 0);
+	put_head(&w, complete);
 	for (unsigned i = 0; i < 4; i++) {
 		struct pfs_name nm;
 		struct pfs_bytes d = { 0 };
 		nm.len = (uint16_t)snprintf(nm.s, sizeof(nm.s), "e%u", i);
-		CHECK(pfs_put_NAME(&w, &nm) == 0 && pfs_put_ENTRY(&w, &es[i]) == 0 &&
-		      pfs_put_U32(&w, &flags[i]) == 0 && pfs_put_BYTES(&w, &d) == 0);
+		put_item(&w, &nm, &es[i], flags[i], i, &d);
 	}
 	li = info(&f);
 	len = w.len;
 	CHECK_EQ(listing_set(f.t, f.dir, buf, len, &li), 0);
 	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &fl, &got, &pseq), 0);
 	CHECK(fl != NULL);
-	for (unsigned i = 0; fl && i < 4; i++)
-		CHECK_EQ(fl[i], flags[i]);
+	for (unsigned i = 0; fl && i < 4; i++) /* after the dots */
+		CHECK_EQ(fl[2 + i], flags[i]);
 	free(out);
 	free(fl);
 
@@ -553,15 +580,14 @@ static uint8_t *subdirs_payload(struct pfs_entry *es, size_t *len)
 	struct pfs_wr w;
 
 	pfs_wr_init(&w, buf, cap);
-	CHECK_EQ(pfs_put_U32(&w, &complete), 0);
+	put_head(&w, complete);
 	for (unsigned i = 0; i < 7; i++) {
 		struct pfs_name nm;
 		struct pfs_bytes d = { 0 };
 		bool dir = names[i][0] == 'd';
 		es[i] = entry(i, dir ? S_IFDIR | 0755 : S_IFREG | 0644, i == 6 ? 1 << 20 : 4096);
 		nm.len = (uint16_t)snprintf(nm.s, sizeof(nm.s), "%s", names[i]);
-		CHECK(pfs_put_NAME(&w, &nm) == 0 && pfs_put_ENTRY(&w, &es[i]) == 0 &&
-		      pfs_put_U32(&w, &none) == 0 && pfs_put_BYTES(&w, &d) == 0);
+		put_item(&w, &nm, &es[i], none, i, &d);
 	}
 	*len = w.len;
 	return buf;
@@ -660,6 +686,101 @@ static void test_fetch_begin(void)
 	teardown(&f);
 }
 
+/* READDIR is made from a listing only with the server's cookies
+ * (wire_list.h): not from one without them (an older server), nor one
+ * whose dots' cookies are 0 ("." and ".." not first there), nor once a
+ * name this client made joined it (its cookie unknown). The item flags
+ * go with the names written, a removed one left out. */
+static void test_readdir_needs_cookies(void)
+{
+	struct fixture f;
+	struct listing_info li, got;
+	uint64_t pseq;
+	uint8_t *out;
+	uint32_t *fl = NULL;
+	size_t olen, cap = 4096;
+	struct pfs_wr w;
+	uint32_t complete = PFS_LS_COMPLETE, none = 0;
+
+	setup(&f);
+	/* Without cookies: lookups yes, READDIR no. */
+	uint8_t *buf = malloc(cap);
+	pfs_wr_init(&w, buf, cap);
+	CHECK_EQ(pfs_put_U32(&w, &complete), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		struct pfs_name nm;
+		struct pfs_entry e = entry(i, S_IFREG | 0644, 10);
+		struct pfs_bytes d = { 0 };
+		nm.len = (uint16_t)snprintf(nm.s, sizeof(nm.s), "f%u", i);
+		CHECK(pfs_put_NAME(&w, &nm) == 0 && pfs_put_ENTRY(&w, &e) == 0 &&
+		      pfs_put_U32(&w, &none) == 0 && pfs_put_BYTES(&w, &d) == 0);
+	}
+	li = info(&f);
+	li.cookies = false;
+	CHECK_EQ(listing_set(f.t, f.dir, buf, w.len, &li), 0);
+	CHECK_EQ(find(f.dir, "f2", NULL), LS_PRESENT);
+	CHECK_EQ(find(f.dir, "f3", NULL), LS_ABSENT);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), -ENOENT);
+
+	/* Dots not read (0, 0), or not where the server said. */
+	const uint64_t unread[4] = { 0, 0, 1, 2 }, nowhere[4] = { 0, 1, 77, 2 };
+	for (int k = 0; k < 2; k++) {
+		buf = malloc(cap);
+		pfs_wr_init(&w, buf, cap);
+		put_head_dots(&w, complete, k ? nowhere : unread);
+		li = info(&f);
+		CHECK_EQ(listing_set(f.t, f.dir, buf, w.len, &li), 0);
+		CHECK_EQ(find(f.dir, "f0", NULL), LS_ABSENT);
+		CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), -ENOENT);
+	}
+
+	/* The dots where the stream has them (ext4's one-block directories:
+	 * hash order): ".." first, "." after f1 (cookie 4); a name removed
+	 * here: left out, and the flags follow the entries written. */
+	const uint64_t mid[4] = { 4, 50, 0, 40 };
+	buf = malloc(cap);
+	pfs_wr_init(&w, buf, cap);
+	put_head_dots(&w, complete, mid);
+	for (unsigned i = 0; i < 3; i++) {
+		struct pfs_name nm;
+		struct pfs_entry e = entry(i, S_IFREG | 0644, 10);
+		struct pfs_bytes d = { 0 };
+		nm.len = (uint16_t)snprintf(nm.s, sizeof(nm.s), "f%u", i);
+		put_item(&w, &nm, &e, PFS_LD_NO_CAPS << i, i, &d);
+	}
+	li = info(&f);
+	CHECK_EQ(listing_set(f.t, f.dir, buf, w.len, &li), 0);
+	CHECK_EQ(listing_remove(f.dir, "f0"), 0);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, &fl, &got, &pseq), 0);
+	/* Cookies: ".." 40 (items from 0: f0 3, f1 4, f2 5), then f1 4, "." 50,
+	 * f2 5; f0 removed. (The items' cookies are made up; the order is
+	 * what counts.) */
+	const char *names[] = { "..", "f1", ".", "f2" };
+	const uint64_t offs[] = { 40, 4, 50, 5 };
+	const uint32_t want_fl[] = { 0, PFS_LD_NO_CAPS << 1, 0, PFS_LD_NO_CAPS << 2 };
+	struct pfs_rd rd;
+	uint8_t eof;
+	pfs_rd_init(&rd, out, olen);
+	CHECK(pfs_get_U8(&rd, &eof) && eof == 1);
+	for (unsigned i = 0; i < 4; i++) {
+		struct pfs_dirent de;
+		CHECK_EQ(pfs_dec_dirent(&rd, &de), 1);
+		CHECK_STR(de.name.s, names[i]);
+		CHECK_EQ(de.next_off, offs[i]);
+		CHECK(fl != NULL && fl[i] == want_fl[i]);
+	}
+	struct pfs_dirent de;
+	CHECK_EQ(pfs_dec_dirent(&rd, &de), 0);
+	free(fl);
+	free(out);
+	/* A name of ours joins it: no READDIR from it any more. */
+	struct pfs_entry ne = entry(50, S_IFREG | 0600, 0);
+	CHECK_EQ(listing_add(f.dir, "mine", &ne), 0);
+	CHECK_EQ(find(f.dir, "mine", NULL), LS_PRESENT);
+	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), -ENOENT);
+	teardown(&f);
+}
+
 int main(void)
 {
 	test_remove();
@@ -670,6 +791,7 @@ int main(void)
 	test_own_change_marks();
 	test_own_inline();
 	test_readdir();
+	test_readdir_needs_cookies();
 	test_item_flags_and_subdirs();
 	test_subdirs_next();
 	test_total_cap();

@@ -76,6 +76,12 @@ static void test_key_tells_apart_what_decides_a_listing(void)
 	CHECK(!key_eq(&a, &b));
 	lscache_key_make(&b, &d1, &c, false, 65536, 1 << 20, false);
 	CHECK(!key_eq(&a, &b));
+	/* Cookies asked or not (export_listdir's how: xattrs 1, cookies 2). */
+	lscache_key_make(&b, &d1, &c, false, 65536, 1 << 20, 1 | 2);
+	CHECK(!key_eq(&a, &b));
+	lscache_key_make(&a, &d1, &c, false, 65536, 1 << 20, 2);
+	CHECK(!key_eq(&a, &b));
+	lscache_key_make(&a, &d1, &c, false, 65536, 1 << 20, 1);
 	/* Groups past ngroups do not count. */
 	c2 = c;
 	c2.groups[5] = 12345;
