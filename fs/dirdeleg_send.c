@@ -98,35 +98,27 @@ static void send_rename(struct dirdeleg *d, struct ditem *it)
 				    .newparent = it->m.parent, .newname = it->newname,
 				    .flags = it->rflags | PFS_RN_DELEG };
 	struct rpc_reply rep = { 0 };
-	struct pfs_dir_rep dr;
+	struct pfs_attr da;
 	int rc = rpc_msg(d->c->rpc, PFS_OP_RENAME, rename_req, &m, &rep);
-	bool have_da = false;
+	int have_da = rc == 0 ? rpc_dir_rep(&rep, &da) : 0; /* the directory's, after it */
 
-	if (rc == 0 && rep.len > 0) { /* the directory's attributes after it */
-		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
-			rc = -EIO;
-		else
-			have_da = true;
-	}
+	if (have_da < 0)
+		rc = -EIO;
 	rpc_reply_free(&rep);
-	item_done(d, it, rc, NULL, have_da ? &dr.dir : NULL);
+	item_done(d, it, rc, NULL, have_da > 0 ? &da : NULL);
 }
 
 static void send_one(struct dirdeleg *d, struct ditem *it)
 {
 	struct rpc_reply rep = { 0 };
-	struct pfs_dir_rep dr;
-	bool have_da = false;
-
+	struct pfs_attr da;
 	int rc = rpc_msg(d->c->rpc, PFS_OP_UNLINK, unlink_req, &it->m, &rep);
-	if (rc == 0 && rep.len > 0) {
-		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
-			rc = -EIO;
-		else
-			have_da = true;
-	}
+	int have_da = rc == 0 ? rpc_dir_rep(&rep, &da) : 0;
+
+	if (have_da < 0)
+		rc = -EIO;
 	rpc_reply_free(&rep);
-	item_done(d, it, rc, NULL, have_da ? &dr.dir : NULL);
+	item_done(d, it, rc, NULL, have_da > 0 ? &da : NULL);
 }
 
 /* Sends a change of a directory's attributes (a SETATTR that the daemon

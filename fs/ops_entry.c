@@ -522,15 +522,11 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	if (keep && (rc < 0 || listing_remove(IP(req, parent), name) < 0))
 		listing_touch(IP(req, parent));
 	ops_own_done(c, &o);
-	struct pfs_dir_rep dr;
-	bool have_da = false;
-	if (rc == 0 && rep.len > 0) {
-		if (pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
-			rc = ops_bad_reply(req, "UNLINK");
-		else
-			have_da = true;
-	}
-	ops_own_dir_attr(c, IP(req, parent), have_da ? &dr.dir : NULL, &o, o.at);
+	struct pfs_attr da;
+	int have_da = rc == 0 ? rpc_dir_rep(&rep, &da) : 0;
+	if (have_da < 0)
+		rc = ops_bad_reply(req, "UNLINK");
+	ops_own_dir_attr(c, IP(req, parent), have_da > 0 ? &da : NULL, &o, o.at);
 	if (victim) {
 		inode_own_end(c->it, victim, NULL, o.seq, victim_at, o.ns_trust);
 		inode_forget(c->it, victim, 1);
@@ -606,15 +602,13 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	ops_own_done(c, &o);
 	/* Within one directory, the reply may carry its attributes after
 	 * (PFS_CAP_DIR_ATTR); the others the kernel asks for. */
-	struct pfs_dir_rep dr;
-	bool have_da = false;
-	if (rc == 0 && rep.len > 0) {
-		if (parent != newparent || pfs_dec_dir_rep(rep.buf, rep.len, &dr) < 0)
-			rc = ops_bad_reply(req, "RENAME");
-		else
-			have_da = true;
+	struct pfs_attr da;
+	int have_da = rc == 0 ? rpc_dir_rep(&rep, &da) : 0;
+	if (have_da < 0 || (have_da > 0 && parent != newparent)) {
+		rc = ops_bad_reply(req, "RENAME");
+		have_da = 0;
 	}
-	ops_own_dir_attr(c, IP(req, parent), have_da ? &dr.dir : NULL, &o, o.at);
+	ops_own_dir_attr(c, IP(req, parent), have_da > 0 ? &da : NULL, &o, o.at);
 	inode_own_end(c->it, IP(req, newparent), NULL, o.seq, o.at2, o.ns_trust);
 	if (known) {
 		inode_own_end(c->it, rn.moved, NULL, o.seq, moved_at, o.ns_trust);

@@ -15,6 +15,7 @@
 #ifndef PODFS_RPC_I_H
 #define PODFS_RPC_I_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +43,22 @@ static inline void rpc_reply_free(struct rpc_reply *r)
 	free(r->buf);
 	r->buf = NULL;
 	r->len = 0;
+}
+
+/* The reply r to a change that carries its directory's attributes after
+ * it with PFS_CAP_DIR_ATTR (dir_rep: UNLINK, RMDIR, a RENAME within one
+ * directory), or nothing: 1 with them in *dir, 0 if it has none,
+ * -EBADMSG if it is malformed. */
+static inline int rpc_dir_rep(const struct rpc_reply *r, struct pfs_attr *dir)
+{
+	struct pfs_dir_rep dr;
+
+	if (r->len == 0)
+		return 0;
+	if (pfs_dec_dir_rep(r->buf, r->len, &dr) < 0)
+		return -EBADMSG;
+	*dir = dr.dir;
+	return 1;
 }
 
 /* Creates the table for c (which it reads: conns, soft, timeo, tr,

@@ -2,7 +2,7 @@
  *
  * Usage: gen_corpus DIR  (creates DIR/codec, DIR/frame, DIR/lz4, for
  * podfsd's targets DIR/framer and DIR/handlers, and for podfs's
- * peer server DIR/peerproto). The
+ * peer server DIR/peerproto and its listings DIR/listing). The
  * committed tests/fuzz/corpus was made with it; rerun it after adding a
  * message to codec.h. Seeds are valid inputs (one per message, a READDIR
  * reply, real frames), which is where mutation finds the edges fastest.
@@ -605,6 +605,58 @@ static int gen_peerproto(const char *dir)
 	return write_seed(dir, "peerproto", "gets", b, n);
 }
 
+/* A listing seed for fuzz_listing: mode byte, flags, (with cookies:
+ * dots[4]), then n items "n0".. (every third a small directory, with
+ * cookies 10 * (i + 1)); dots_at: the item after which "." and ".."
+ * come (-1: first). */
+static size_t put_listing(uint8_t *b, size_t cap, uint8_t mode, unsigned n, int dots_at)
+{
+	struct pfs_wr w;
+	uint32_t flags = PFS_LS_COMPLETE;
+	uint64_t at = dots_at < 0 ? 0 : 10 * (uint64_t)(dots_at + 1);
+	uint64_t dots[4] = { at, 1, 1, 2 };
+
+	b[0] = mode;
+	pfs_wr_init(&w, b + 1, cap - 1);
+	pfs_put_U32(&w, &flags);
+	for (int i = 0; (mode & 1) && i < 4; i++)
+		pfs_put_U64(&w, &dots[i]);
+	for (unsigned i = 0; i < n; i++) {
+		struct pfs_name nm;
+		struct pfs_entry e;
+		struct pfs_bytes d = { (const uint8_t *)"hi", i % 4 == 1 ? 2 : 0 };
+		uint32_t fl = i % 4 == 1 ? PFS_LD_DATA | PFS_LD_READABLE : PFS_LD_NO_XATTRS;
+		uint64_t cookie = 10 * (uint64_t)(i + 1);
+		memset(&e, 0, sizeof e);
+		min_ENTRY(&e);
+		e.fh.data[0] = (uint8_t)i;
+		e.attr.ino = 1000 + i;
+		e.attr.size = i % 4 == 1 ? 2 : 4096;
+		e.attr.mode = i % 3 == 0 ? 040755 : 0100644;
+		nm.len = (uint16_t)snprintf(nm.s, sizeof nm.s, "n%u", i);
+		pfs_put_NAME(&w, &nm);
+		pfs_put_ENTRY(&w, &e);
+		pfs_put_U32(&w, &fl);
+		if (mode & 1)
+			pfs_put_U64(&w, &cookie);
+		pfs_put_BYTES(&w, &d);
+	}
+	return 1 + w.len;
+}
+
+static int gen_listing(const char *dir)
+{
+	static uint8_t b[8192];
+
+	if (write_seed(dir, "listing", "plain", b, put_listing(b, sizeof b, 0, 6, -1)) < 0 ||
+	    write_seed(dir, "listing", "cookies", b, put_listing(b, sizeof b, 1, 6, -1)) < 0 ||
+	    write_seed(dir, "listing", "dots_inside", b, put_listing(b, sizeof b, 1, 6, 2)) < 0 ||
+	    write_seed(dir, "listing", "own_changes", b, put_listing(b, sizeof b, 3, 6, 0)) < 0 ||
+	    write_seed(dir, "listing", "plain_changes", b, put_listing(b, sizeof b, 2, 5, -1)) < 0)
+		return -1;
+	return write_seed(dir, "listing", "empty", b, put_listing(b, sizeof b, 1, 0, -1));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -613,7 +665,8 @@ int main(int argc, char **argv)
 	}
 	if ((mkdir(argv[1], 0755) < 0 && errno != EEXIST) || gen_codec(argv[1]) < 0 ||
 	    gen_frames(argv[1]) < 0 || gen_lz4(argv[1]) < 0 ||
-	    gen_framer(argv[1]) < 0 || gen_handlers(argv[1]) < 0 || gen_peerproto(argv[1]) < 0) {
+	    gen_framer(argv[1]) < 0 || gen_handlers(argv[1]) < 0 || gen_peerproto(argv[1]) < 0 ||
+	    gen_listing(argv[1]) < 0) {
 		fprintf(stderr, "%s: cannot write the corpus in %s\n", argv[0], argv[1]);
 		return 1;
 	}
