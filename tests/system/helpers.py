@@ -43,6 +43,19 @@ OTHER_GID = 1501
 SUPP_GID = 1600
 
 
+def scan_with(path, at, action):
+    """The names os.scandir gives of directory path, with action() called
+    once the at-th (from 0) has come: in the middle of the reading, the
+    names after it coming from later getdents calls."""
+    seen = []
+    with os.scandir(path) as it:
+        for k, e in enumerate(it):
+            seen.append(e.name)
+            if k == at:
+                action()
+    return seen
+
+
 def wait_for(pred, timeout=5.0, interval=0.02, what="condition"):
     """Polls pred() until it returns a truthy value or timeout passes.
     Exceptions from pred count as "not yet". Returns the value; raises

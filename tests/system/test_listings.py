@@ -20,7 +20,8 @@ import pytest
 import pfsproto as P
 from harness import Pod
 from helpers import (check_open_counted, file_errno, kernel_settled, podfs_stats, read_file,
-                     requests_sent, requests_since, run, stat_fields, wait_for, write_file)
+                     requests_sent, requests_since, run, scan_with, stat_fields, wait_for,
+                     write_file)
 from syscalls import getdents
 
 # A change on another host was pushed to this one before it returned; the
@@ -259,15 +260,13 @@ def test_a_reading_from_the_kernels_cache_goes_on_after_another_hosts_create(env
     assert os.stat(pod.export / "d").st_size <= 64 * 1024  # listed whole
     names = sorted(os.listdir(b / "d"))  # fills B's kernel cache from the listing
     assert len(names) == n
-    seen = []
+
+    def create():
+        write_file(a / "d" / "new", b"")
+        time.sleep(0.3)  # B's push thread drops the cache
     # Several getdents calls (about 1,300 names fit one): the create
     # falls between two of them.
-    with os.scandir(b / "d") as it:
-        for k, e in enumerate(it):
-            seen.append(e.name)
-            if k == n // 4:
-                write_file(a / "d" / "new", b"")
-                time.sleep(0.3)  # B's push thread drops the cache
+    seen = scan_with(b / "d", n // 4, create)
     assert len(seen) == len(set(seen)), len(seen) - len(set(seen))
     assert sorted(set(seen) - {"new"}) == names
 

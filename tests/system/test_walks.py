@@ -24,7 +24,7 @@ import pytest
 import pfsproto as P
 from harness import Pod
 from helpers import (check_open_counted, forgotten, podfs_stats, requests_sent, requests_since,
-                     run, wait_for, write_file)
+                     run, scan_with, wait_for, write_file)
 
 # A change on another host was pushed to this one before it returned; the
 # kernel drops what it cached a moment later. Waits for that are bounded by
@@ -203,25 +203,23 @@ def test_reading_a_big_directory_fetches_ahead_only_its_first_reply(env, daemon,
 
 
 def test_a_reading_that_lost_its_cached_pages_goes_on_without_repeats(env, daemon, mount):
-    """A directory listed whole (cookies of the client's own) is cached by
-    the kernel; a second open reads it from that cache, and the cache
-    loses its pages mid-way (memory reclaim; drop_caches here). The
-    kernel then asks podfs to go on at the last cookie it gave out, in
-    that second open: each name still comes exactly once. (That cookie
-    went to the daemon, whose cookies mean something else: 1,637 of
-    4,000 names came twice.)"""
+    """A directory listed whole is cached by the kernel; a second open
+    reads it from that cache, and the cache loses its pages mid-way
+    (memory reclaim; drop_caches here). The kernel then asks podfs to go
+    on at the last cookie it gave out, in that second open: each name
+    still comes exactly once. (When listings answered with cookies of
+    the client's own, that cookie went to the daemon, whose cookies mean
+    something else: 1,637 of 4,000 names came twice.)"""
     n = 4000
     make_subdirs(env.export / "big", n, 96)
     m = mount()
     names = sorted(os.listdir(m / "big"))
     assert len(names) == n
-    seen = []
-    with os.scandir(m / "big") as it:
-        for k, e in enumerate(it):
-            seen.append(e.name)
-            if k == n // 3:
-                with open("/proc/sys/vm/drop_caches", "w") as f:
-                    f.write("1\n")
+
+    def drop_caches():
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+    seen = scan_with(m / "big", n // 3, drop_caches)
     assert len(seen) == n, (len(seen), len(set(seen)))
     assert sorted(seen) == names
 
