@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "podfs/clock.h"
+#include "podfs/le.h"
 #include "export_base_i.h"
 
 int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_attr *a)
@@ -412,7 +413,7 @@ static int listing_cached(struct xop *x, struct hent *obj, const struct lscache_
 			  uint32_t max_bytes, unsigned how, struct pfs_wr *w)
 {
 	bool cookies = how & EXPORT_LS_COOKIES;
-	size_t hdr = cookies ? 4 + 32 : 4;
+	size_t hdr = PFS_LS_HDR_SIZE(cookies);
 	struct lsent *e = lscache_get(x->lc, k, pfs_mono_ms());
 	const uint8_t *p;
 	struct pfs_rd rd;
@@ -449,12 +450,6 @@ out_put:
 	return ret;
 }
 
-static void patch_u64(struct pfs_wr *w, size_t at, uint64_t v)
-{
-	pfs_patch_U32(w, at, (uint32_t)v);
-	pfs_patch_U32(w, at + 4, (uint32_t)(v >> 32));
-}
-
 int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_t max_bytes,
 		   const uint64_t *page, unsigned how, struct pfs_wr *w)
 {
@@ -471,7 +466,7 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 		max_bytes = PFS_MAX_IO;
 	if (max_inline > PFS_INLINE_MAX)
 		max_inline = PFS_INLINE_MAX;
-	if (max_bytes < (page ? PFS_LISTDIR_PAGE_MIN : cookies ? 4 + 32 : 4) ||
+	if (max_bytes < (page ? PFS_LISTDIR_PAGE_MIN : PFS_LS_HDR_SIZE(cookies)) ||
 	    w->cap - w->len < max_bytes)
 		return -EINVAL;
 	/* Whole listings are kept to be served again, from the second time
@@ -511,15 +506,16 @@ int export_listdir(struct xop *x, struct hent *obj, uint32_t max_inline, uint32_
 	if (page)
 		pfs_wr_skip(&lim, 8, &at_cookie);
 	if (cookies)
-		pfs_wr_skip(&lim, 32, &at_dots);
+		pfs_wr_skip(&lim, PFS_LS_DOTS_SIZE, &at_dots);
 	struct page_end end = list_items(x, obj, d, max_inline, data_left, has_pycache,
 					 page != NULL, page ? *page : 0, how, &lim);
 	closedir(d);
 	pfs_patch_U32(&lim, at, end.flags);
+	/* (The room was checked: max_bytes holds the header.) */
 	if (page)
-		patch_u64(&lim, at_cookie, end.cookie);
+		pfs_store_le64(lim.buf + at_cookie, end.cookie);
 	for (int i = 0; cookies && i < 4; i++)
-		patch_u64(&lim, at_dots + 8 * (size_t)i, end.dot[i]);
+		pfs_store_le64(lim.buf + at_dots + 8 * (size_t)i, end.dot[i]);
 	if (keep && (max_inline > 0 || (end.flags & PFS_LS_COMPLETE)))
 		lscache_store(x->lc, &key, seq, pfs_mono_ms(), lim.buf, lim.len);
 	w->len += lim.len;

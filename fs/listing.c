@@ -166,7 +166,7 @@ int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t l
 	struct pfs_bytes data;
 	uint32_t fl;
 	struct pfs_rd rd;
-	size_t n = 0, hdr = li->cookies ? 4 + 32 : 4;
+	size_t n = 0, hdr = PFS_LS_HDR_SIZE(li->cookies);
 	uint64_t dots[4] = { 0, 0, 0, 0 };
 	int r;
 

@@ -12,6 +12,7 @@
 #include "listing_i.h"
 #include "lsfetch_i.h"
 #include "ops_i.h"
+#include "podfs/le.h"
 #include "podfs/log.h"
 #include "pushq_i.h"
 #include "transport_i.h"
@@ -232,7 +233,7 @@ void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs
 	li.cookies = transport_list_cookies(c->tr);
 	/* The listing's header: its flags, and where the dots are, from the
 	 * page that read them (wire_list.h); then every page's items. */
-	len = li.cookies ? 4 + 32 : 4;
+	len = PFS_LS_HDR_SIZE(li.cookies);
 	uint8_t *buf = malloc(cap);
 	if (!buf)
 		return;
@@ -255,8 +256,10 @@ void ops_fetch_listing_pages(fuse_req_t req, struct inode *dir, const struct pfs
 			uint64_t at, own;
 			if (!pfs_get_U64(&rd, &at) || !pfs_get_U64(&rd, &own))
 				rc = -EBADMSG;
-			else if (own) /* this page read that dot */
-				memcpy(buf + 4 + 16 * k, rd.p - 16, 16);
+			else if (own) { /* this page read that dot */
+				pfs_store_le64(buf + 4 + 16 * k, at);
+				pfs_store_le64(buf + 4 + 16 * k + 8, own);
+			}
 		}
 		if (rc == 0)
 			rc = append_page(&buf, &len, &cap, rd.p, rd.left);

@@ -100,5 +100,9 @@ enum {
  * where it left off, each name still given once. Without the
  * capability, a listing has neither, and a client that answers readdir
  * from it must keep its own cookies from ever reaching READDIR. */
+#define PFS_LS_DOTS_SIZE 32 /* dots[4] */
+/* The bytes of a LISTDIR reply's header (a listing of LISTDIRS too):
+ * its flags, and the dots with PFS_CAP_LIST_COOKIES. */
+#define PFS_LS_HDR_SIZE(cookies) (4 + ((cookies) ? PFS_LS_DOTS_SIZE : 0))
 
 #endif /* PODFS_WIRE_LIST_H */
