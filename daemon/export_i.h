@@ -230,7 +230,7 @@ int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_att
  * -errno of reading it when nothing was read. */
 int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 		   uint32_t max_bytes, bool plus, struct pfs_wr *w);
-/* LISTDIR (wire.h) of directory obj: appends to w at most max_bytes (<=
+/* LISTDIR (wire_list.h) of directory obj: appends to w at most max_bytes (<=
  * PFS_MAX_IO): u32 flags (PFS_LS_COMPLETE or 0), then the items, small
  * files with their content (max_inline each, within the reply's data
  * budget), every item registered as the session's interest; how: with

@@ -1,4 +1,4 @@
-/* listing_i.h: directory listings (LISTDIR, wire.h), from which lookups
+/* listing_i.h: directory listings (LISTDIR, wire_list.h), from which lookups
  * and READDIR in a directory are answered at a cold start.
  *
  * listing_set takes a LISTDIR reply payload, checks it and keeps it as

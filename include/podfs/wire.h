@@ -377,12 +377,12 @@ enum pfs_op {
  *              handle and attributes. Replies: dirents (codec.h READDIR:
  *              u8 eof, then entries).
  * RELEASEDIR   Closes directory fid. Replies: none.
- * LISTDIR      The whole directory at once (see "request economy" below).
+ * LISTDIR      The whole directory at once (wire_list.h).
  *              Replies: listing; ENOTDIR.
- * LISTDIR_PAGE The directory in pages, from a cookie on (see "request
- *              economy" below). Replies: listing_page; ENOTDIR.
+ * LISTDIR_PAGE The directory in pages, from a cookie on (wire_list.h).
+ *              Replies: listing_page; ENOTDIR.
  * LISTDIRS     Several directories at once, as many LISTDIRs without
- *              contents (see "request economy" below). Replies: listings;
+ *              contents (wire_list.h). Replies: listings;
  *              E2BIG (more than PFS_LISTDIRS_MAX).
  * STATFS       Of the export's filesystem. Replies: statfs_rep.
  *
