@@ -114,8 +114,9 @@ int export_symlink(struct xop *x, int dirfd, const char *name, const char *targe
 		   struct pfs_entry *e);
 /* Removes name from dirfd (dir: a directory, AT_REMOVEDIR). *victim gets
  * the handle of the removed object when it is known (else len 0); its
- * cached fd is dropped, unless it was a file's last name and another
- * session caches it (handles_orphan keeps it openable a while). Returns
+ * cached fd is dropped, unless it was a file's last name (or a
+ * directory) and another session caches it (handles_orphan keeps it
+ * openable a while). Returns
  * 0 or -errno of unlinkat. */
 int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct pfs_fh *victim);
 /* renameat2 with flags (RENAME_NOREPLACE, RENAME_EXCHANGE; others:

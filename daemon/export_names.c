@@ -224,26 +224,26 @@ static bool others_interested(struct xop *x, const struct pfs_fh *fh)
 	return false;
 }
 
-/* The victim of an unlink or a rename over it, open as pfd (O_PATH, taken
- * before; -1: none), lost its name. If that was its last and another
- * client caches it, that client may have it open without our knowing:
- * keep it openable by handle (handles_orphan). Returns true if kept;
- * closes pfd either way. */
+/* The victim of an unlink, rmdir or a rename over it, open as pfd
+ * (O_PATH, taken before; -1: none), lost its name. If that was its last
+ * (a directory removed) and another client caches it, that client may
+ * have it open without our knowing: keep it openable by handle
+ * (handles_orphan). Returns true if kept; closes pfd either way. */
 static bool keep_orphan(struct xop *x, const struct pfs_fh *victim, int pfd)
 {
 	struct stat st;
 
 	if (pfd < 0)
 		return false;
-	if (fstat(pfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 &&
-	    others_interested(x, victim))
+	if (fstat(pfd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) &&
+	    st.st_nlink == 0 && others_interested(x, victim))
 		return handles_orphan(x->hs, victim, pfd, PFSD_ORPHAN_MS);
 	close(pfd);
 	return false;
 }
 
-/* The handle of dirfd/name in *fh, and an O_PATH fd of it in *pfd if it
- * is not a directory (else -1). Returns true if the handle is known. */
+/* The handle of dirfd/name in *fh, and an O_PATH fd of it in *pfd (-1 if
+ * it could not be opened). Returns true if the handle is known. */
 static bool victim_at(struct xop *x, int dirfd, const char *name, struct pfs_fh *fh, int *pfd)
 {
 	*pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -273,10 +273,7 @@ int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct p
 
 	/* Learn the victim's handle first, so that its cached fd does not keep
 	 * a deleted file's blocks allocated. */
-	if (dir)
-		known = handles_encode_at(x->hs, dirfd, name, victim) == 0;
-	else
-		known = victim_at(x, dirfd, name, victim, &pfd);
+	known = victim_at(x, dirfd, name, victim, &pfd);
 	if (unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0)
 		return failed_closing(pfd);
 	if (!known)

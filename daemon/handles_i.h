@@ -95,11 +95,12 @@ void handles_adopt(struct handles *h, const struct pfs_fh *fh, int fd);
  * a file frees its blocks instead of an O_PATH fd keeping it alive. */
 void handles_forget(struct handles *h, const struct pfs_fh *fh);
 
-/* Deleted files other clients may hold open. A client opens a file it
- * knows it may read without telling the daemon (fs/ops_common.c ops_open_locally),
- * which opens it by handle at its first READ; once the file's last name is
- * gone, open_by_handle_at fails. handles_orphan keeps fd (an O_PATH fd of
- * the file named fh, taken before its last name went) as fh's entry for
+/* Deleted files (and removed directories) other clients may hold open. A
+ * client opens a file it knows it may read without telling the daemon
+ * (fs/ops_common.c ops_open_locally), which opens it by handle at its
+ * first READ (READDIR); once the file's last name is gone and nothing
+ * holds it open, open_by_handle_at fails. handles_orphan keeps fd (an
+ * O_PATH fd of the file named fh, taken before its last name went) as fh's entry for
  * ms milliseconds, so the file stays openable by handle while the push
  * about it reaches those clients, whose receipt makes them open it on the
  * daemon (see fs/ofile.c ofile_attach_lazy). Always takes fd. Returns false

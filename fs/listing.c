@@ -28,6 +28,7 @@ struct listing {
 	size_t n, cap;
 	struct htab index;        /* items by name */
 	size_t ngone;             /* items removed by listing_remove */
+	bool uncookied;           /* listing_add put in an item without a cookie */
 	size_t next_upto;         /* items looked at by listing_subdirs_next */
 	_Atomic int64_t *total;   /* the table's listing_total */
 	int64_t bytes;            /* counted in *total */
@@ -312,6 +313,7 @@ int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e)
 		index_rebuild(ls);
 	}
 	index_add(ls, name, nl, off);
+	ls->uncookied = true;
 	dir->ls_gen++; /* a listing asked for before this change is not kept */
 	ret = 0;
 out:
@@ -608,8 +610,8 @@ int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, siz
 	 * goes on at one in another open (the kernel's readdir cache, shared
 	 * by opens, lost a page or was dropped by a push) goes on at the
 	 * server, where it left off. */
-	if (!ls || !ls->li.cookies || !ls->dots[1] || !ls->dots[3] || !dir->parent_ino ||
-	    dir->parent_renames != atomic_load(&t->renames))
+	if (!ls || !ls->li.cookies || ls->uncookied || !ls->dots[1] || !ls->dots[3] ||
+	    !dir->parent_ino || dir->parent_renames != atomic_load(&t->renames))
 		goto out;
 	*li = ls->li;
 	*parent_seq = dir->parent_seq;
@@ -636,7 +638,8 @@ int listing_readdir(struct inode_table *t, struct inode *dir, uint8_t **buf, siz
 		if (i >= ls->n)
 			goto out_free;
 		i++;
-		/* One this client made has no cookie: the server is asked. */
+		/* One without a cookie (as this client's own, uncookied):
+		 * the server is asked. */
 		if (!cookie) {
 			ret = -ENOENT;
 			goto out_free;

@@ -24,7 +24,7 @@ struct ofile *ofile_new(struct client *c, struct inode *ip, int flags)
 	of->flags = (uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
 	of->ip = ip;
 	of->c = c;
-	/* Files: lock also orders ofile_attach_lazy before the RELEASE. */
+	/* The lock also orders ofile_attach_lazy before the RELEASE. */
 	pthread_mutex_init(&of->lock, NULL);
 	pthread_mutex_lock(&c->of_lock);
 	of->next = c->open_files;
@@ -78,7 +78,7 @@ void ofile_release(struct ofile *of, fuse_req_t req, uint16_t op)
 		ofile_release_fid(of->c, req, &of->ip->fh, of->fid, op);
 }
 
-void ofile_attach_lazy(struct client *c, struct inode *dir, const struct pfs_fh *fh,
+void ofile_attach_lazy(struct client *c, struct inode *dir, bool dirs, const struct pfs_fh *fh,
 		       int timeout_ms)
 {
 	if (atomic_load(&c->lazy_opens) == 0)
@@ -87,7 +87,7 @@ void ofile_attach_lazy(struct client *c, struct inode *dir, const struct pfs_fh 
 	for (struct ofile *of = c->open_files; of; of = of->next) {
 		if (!of->local || atomic_load(&of->remote))
 			continue;
-		if (fh ? !pfs_fh_equal(&of->ip->fh, fh) : !inode_may_lose_name_in(of->ip, dir))
+		if (fh ? !pfs_fh_equal(&of->ip->fh, fh) : !inode_may_lose_name_in(of->ip, dir, dirs))
 			continue;
 		pthread_mutex_lock(&of->lock);
 		if (!atomic_exchange(&of->remote, true)) {
@@ -99,13 +99,15 @@ void ofile_attach_lazy(struct client *c, struct inode *dir, const struct pfs_fh 
 			struct rpc_reply rep = { 0 };
 			int rc = -EINVAL;
 			pfs_wr_init(&w, b, sizeof(b));
+			uint16_t op = of->ip->is_dir ? PFS_OP_OPENDIR : PFS_OP_OPEN;
 			if (pfs_enc_open_req(&w, &m) == 0)
-				rc = timeout_ms ? rpc_call_timeout(c->rpc, PFS_OP_OPEN, b, w.len,
-								   &rep, timeout_ms)
-						: rpc_call(c->rpc, PFS_OP_OPEN, b, w.len, &rep);
+				rc = timeout_ms ? rpc_call_timeout(c->rpc, op, b, w.len, &rep,
+								   timeout_ms)
+						: rpc_call(c->rpc, op, b, w.len, &rep);
 			rpc_reply_free(&rep);
 			if (rc < 0)
-				pfs_debug("OPEN of a locally opened file losing a name: %s",
+				pfs_debug("%s of a locally opened %s losing a name: %s",
+					  pfs_op_name(op), of->ip->is_dir ? "directory" : "file",
 					  strerror(-rc));
 		}
 		pthread_mutex_unlock(&of->lock);

@@ -1,20 +1,24 @@
 /* ofile_i.h: the state of one file or directory the kernel opened
  * (fi->fh), and the client's list of them.
  *
- * Lazy opens. A file opened without the daemon (ops_open_locally) stays
- * unknown to it until a request carries its fid (ofile_fid); the daemon
- * then opens it by handle. Once the file's last name is gone that fails
- * with ESTALE, where a local filesystem keeps an open file readable to
- * its close: `open; unlink; read`, or a running program whose mapped
- * library an upgrade replaced. So such an open is made known to the
- * daemon (an OPEN under its fid, with the opener's ids) whenever the file
- * may be losing a name (ofile_attach_lazy):
+ * Lazy opens. A file or directory opened without the daemon
+ * (ops_open_locally) stays unknown to it until a request carries its fid
+ * (ofile_fid); the daemon then opens it by handle. Once the file's last
+ * name is gone (the directory removed) that fails with ESTALE, where a
+ * local filesystem keeps an open file readable to its close: `open;
+ * unlink; read`, or a running program whose mapped library an upgrade
+ * replaced; and an open directory removed reads as empty, its fstat
+ * with link count 0. So such an open is made known to the daemon (an
+ * OPEN or OPENDIR under its fid, with the opener's ids) whenever it may
+ * be losing a name (ofile_attach_lazy):
  *   - before this client removes or replaces a name in a directory, for
- *     files that may have their last name there (inode_may_lose_name_in);
- *   - when a push says another client changed the file's attributes (an
- *     unlink changes its link count), before the push is acknowledged:
- *     the daemon keeps a deleted file openable by handle until then
- *     (daemon/handles.c handles_orphan).
+ *     files that may have their last name there, and before an rmdir or
+ *     a rename over a name, directories that may be removed there
+ *     (inode_may_lose_name_in);
+ *   - when a push says another client changed its attributes (an unlink
+ *     changes a link count, an rmdir makes it 0), as the push is
+ *     applied: the daemon keeps a deleted file or removed directory
+ *     openable by handle meanwhile (daemon/handles.c handles_orphan).
  * At most one OPEN per open file, and none while no file is open locally.
  * The open-file list stays locked meanwhile, so that none is released
  * under us, and each one's lock keeps its RELEASE behind its OPEN.
@@ -124,11 +128,13 @@ void ofile_release_fid(struct client *c, fuse_req_t req, const struct pfs_fh *fh
  * by ofile_attach_lazy). */
 void ofile_release(struct ofile *of, fuse_req_t req, uint16_t op);
 
-/* Sends OPEN for the lazy opens that may lose a name: of files that may
- * lose their last name in dir (fh NULL), or of file fh (dir unused).
- * timeout_ms: how long each OPEN may wait for its reply (0: like any
- * call; a hard mount waits for the server). Errors are only logged. */
-void ofile_attach_lazy(struct client *c, struct inode *dir, const struct pfs_fh *fh,
+/* Sends OPEN (OPENDIR) for the lazy opens that may lose a name: of files
+ * that may lose their last name in dir (fh NULL; with dirs, directories
+ * that may be removed there too: inode_may_lose_name_in), or of the file
+ * or directory fh (dir unused). timeout_ms: how long each OPEN may wait
+ * for its reply (0: like any call; a hard mount waits for the server).
+ * Errors are only logged. */
+void ofile_attach_lazy(struct client *c, struct inode *dir, bool dirs, const struct pfs_fh *fh,
 		       int timeout_ms);
 
 #endif /* PODFS_OFILE_I_H */

@@ -42,8 +42,14 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fill_creds(req, &cr, true);
 		lsfetch_settle(c->lf, ip, &cr);
 	}
-	if (ops_open_locally(req, ip, fi, true))
+	if (ops_open_locally(req, ip, fi, true)) {
+		/* Made known to the daemon if another host removes it while
+		 * open here (ofile_i.h), as a file is. */
+		struct pfs_creds cr;
+		fill_creds(req, &cr, true);
+		ofile_mark_local(of, &cr);
 		goto reply;
+	}
 	if (ops_open_remote(req, of, fi, PFS_OP_OPENDIR, &o) < 0)
 		return;
 	inode_set_attr(ip, &o.attr);
@@ -138,7 +144,10 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	uint8_t *buf, eof;
 	size_t len;
 
-	if (!c->max_inline || cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc))
+	/* Without the server's cookies a listing answers no readdir
+	 * (listing_readdir): none is fetched for it. */
+	if (!c->max_inline || cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc) ||
+	    !transport_list_cookies(c->tr))
 		return false;
 	/* Without contents: whoever lists a directory (find, ls -l, a
 	 * walk, Python's import path cache) mostly reads no file in it, and

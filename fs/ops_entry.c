@@ -486,8 +486,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 
 	fill_creds(req, &m.cr, true);
 	m.parent = IP(req, parent)->fh;
-	if (op == PFS_OP_UNLINK)
-		ofile_attach_lazy(c, IP(req, parent), NULL, 0);
+	ofile_attach_lazy(c, IP(req, parent), op == PFS_OP_RMDIR, NULL, 0);
 	if (c->dd) {
 		/* Answered here under a directory delegation, or an error
 		 * of one answered before reported now (dirdeleg_i.h). */
@@ -562,7 +561,7 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	m.newparent = IP(req, newparent)->fh;
 	m.flags = flags;
 	if (!(flags & RENAME_EXCHANGE))
-		ofile_attach_lazy(c, IP(req, newparent), NULL, 0);
+		ofile_attach_lazy(c, IP(req, newparent), true, NULL, 0);
 	/* Within a directory this client holds: answered here (dirdeleg_i.h). */
 	int err;
 	if (c->dd && parent == newparent &&

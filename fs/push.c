@@ -47,6 +47,11 @@ static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t 
 		bool is_dir = false;
 		if (!inode_find(c->it, &m.fh, m.offset >= 0, &nodeid, &is_dir))
 			return;
+		/* Its attributes changed (a link count: the last name of a
+		 * file may be gone, or a directory removed): opens made here
+		 * without the daemon are made known to it (ofile_i.h). */
+		if (m.offset < 0)
+			ofile_attach_lazy(c, NULL, false, &m.fh, PUSH_CALL_MS);
 		/* A directory's listing goes too, cached by the kernel
 		 * (cache_readdir): a move to another parent changes only the
 		 * directory's ctime, and its "..". */
@@ -54,8 +59,6 @@ static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t 
 			m.offset = 0;
 			m.length = 0;
 		}
-		if (m.offset < 0 && !is_dir)
-			ofile_attach_lazy(c, NULL, &m.fh, PUSH_CALL_MS);
 		fuse_lowlevel_notify_inval_inode(c->se, nodeid, m.offset, m.length);
 		return;
 	}

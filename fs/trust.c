@@ -227,11 +227,12 @@ uint64_t inode_named_seq(struct inode *ip)
 	return s ? s - 1 : 0;
 }
 
-bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir)
+bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir, bool dirs)
 {
 	pthread_mutex_lock(&ip->lock);
-	bool may = S_ISREG(ip->attr.mode) &&
-		   (ip->parent_hash == dir->hn.hash || ip->parent_hash == 0 || ip->attr.nlink != 1);
+	bool here = ip->parent_hash == dir->hn.hash || ip->parent_hash == 0;
+	bool may = (S_ISREG(ip->attr.mode) && (here || ip->attr.nlink != 1)) ||
+		   (dirs && S_ISDIR(ip->attr.mode) && here);
 	pthread_mutex_unlock(&ip->lock);
 	return may;
 }

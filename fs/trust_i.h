@@ -159,8 +159,11 @@ uint64_t inode_named_seq(struct inode *ip);
 
 /* True if removing or replacing a name in dir may take away the last name
  * of the regular file ip: it was last looked up or made in dir, or its
- * place is unknown, or it has other links (found under another name). */
-bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir);
+ * place is unknown, or it has other links (found under another name).
+ * With dirs (an rmdir, a rename over a name), also if ip is a directory
+ * whose one name may be there: last looked up or made in dir, or its
+ * place unknown. */
+bool inode_may_lose_name_in(struct inode *ip, const struct inode *dir, bool dirs);
 
 /* A rename of ours is about to be sent: every ".." recorded so far
  * becomes unknown. */
