@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "export_base_i.h"
@@ -37,8 +38,23 @@ void export_attr(const struct stat *st, struct pfs_attr *a)
 	a->blksize = st->st_blksize;
 }
 
-/* Reads of a regular file that showed data but no blocks, at most. */
+/* Reads of a regular file that showed data but no blocks, with a yield
+ * between them; then, for one written in the last NOBLOCKS_RECENT_S
+ * seconds, reads NOBLOCKS_NAP_US apart for NOBLOCKS_WAIT_US at most. */
 #define NOBLOCKS_READS 3
+#define NOBLOCKS_RECENT_S 2
+#define NOBLOCKS_NAP_US 200
+#define NOBLOCKS_WAIT_US 5000
+
+/* Whether st was modified less than NOBLOCKS_RECENT_S seconds ago. */
+static bool written_lately(const struct stat *st)
+{
+	struct timespec now;
+
+	if (clock_gettime(CLOCK_REALTIME, &now) < 0)
+		return false;
+	return now.tv_sec - st->st_mtim.tv_sec < NOBLOCKS_RECENT_S;
+}
 
 int export_fstat(int fd, struct stat *st)
 {
@@ -51,16 +67,25 @@ int export_fstat(int fd, struct stat *st)
 	 * shows it about once in 200 rewrites). Locally the next stat
 	 * corrects it; a client trusts attributes until a change is pushed,
 	 * so that moment would stay for an hour. It is read again, after
-	 * letting the allocating thread run on (preempted in between, it
-	 * can hold the moment for a time slice). A file that really has no
-	 * blocks (sparse, or inline data) costs two more reads. */
-	for (int i = 1;; i++) {
+	 * letting the allocating thread run on. Preempted in between, that
+	 * thread holds the moment until it runs again, which on a loaded
+	 * machine can take longer than two yields (the CI saw it): a file
+	 * written in the last seconds is read again a while longer, 5 ms at
+	 * most. A file that really has no blocks (sparse, or inline data)
+	 * costs two more reads, and that wait only just after a write. */
+	for (int i = 1, waited = 0;; i++) {
 		if (fstat(fd, st) < 0)
 			return -errno;
-		if (!S_ISREG(st->st_mode) || st->st_size == 0 || st->st_blocks != 0 ||
-		    i == NOBLOCKS_READS)
+		if (!S_ISREG(st->st_mode) || st->st_size == 0 || st->st_blocks != 0)
 			return 0;
-		sched_yield();
+		if (i < NOBLOCKS_READS) {
+			sched_yield();
+			continue;
+		}
+		if (waited >= NOBLOCKS_WAIT_US || !written_lately(st))
+			return 0;
+		usleep(NOBLOCKS_NAP_US);
+		waited += NOBLOCKS_NAP_US;
 	}
 }
 
