@@ -18,7 +18,12 @@
  *   - when a push says another client changed its attributes (an unlink
  *     changes a link count, an rmdir makes it 0), as the push is
  *     applied: the daemon keeps a deleted file or removed directory
- *     openable by handle meanwhile (daemon/handles.c handles_orphan).
+ *     openable by handle meanwhile (daemon/handles.c handles_orphan);
+ *   - before this client changes its mode, owner or access ACL: rights
+ *     are checked at open, and the daemon's open by handle would check
+ *     the new ones. (Another client's such change is pushed after it
+ *     was made: an open made here without the daemon may then be
+ *     refused at its first read, as NFS refuses it.)
  * At most one OPEN per open file, and none while no file is open locally.
  * The open-file list stays locked meanwhile, so that none is released
  * under us, and each one's lock keeps its RELEASE behind its OPEN.

@@ -186,6 +186,10 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	struct rpc_reply rep = { 0 };
 
 	setattr_of(req, ip, attr, to_set, &m);
+	/* Rights are checked at open: what this host opened without the
+	 * daemon is opened there while the opener may still (ofile_i.h). */
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		ofile_attach_lazy(c, NULL, false, &ip->fh, 0);
 	/* A directory this host holds: after what is queued there, and
 	 * nothing to wait for. */
 	if (held_dir_setattr(c, req, ip, &m))

@@ -30,10 +30,15 @@ static int set_xname(struct pfs_xname *n, const char *s)
  * absences known and the trust of its attributes go (the own change
  * counted first: see inode_note_absent). Fills the request's *cr and
  * *fh; returns the change's stamp for own_xattr_end. */
-static uint64_t own_xattr_change(fuse_req_t req, fuse_ino_t ino, struct pfs_creds *cr,
-				 struct pfs_fh *fh)
+static uint64_t own_xattr_change(fuse_req_t req, fuse_ino_t ino, const char *name,
+				 struct pfs_creds *cr, struct pfs_fh *fh)
 {
 	struct inode *ip = IP(req, ino);
+
+	/* An access ACL changes the rights, checked at open: what this host
+	 * opened without the daemon is opened there first (ofile_i.h). */
+	if (strcmp(name, "system.posix_acl_access") == 0)
+		ofile_attach_lazy(CL(req), NULL, false, &ip->fh, 0);
 
 	/* An ACL changes what chmod means: no delegation past it. */
 	if (CL(req)->dl)
@@ -77,7 +82,7 @@ void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *
 	struct rpc_reply rep = { 0 };
 	int rc;
 
-	uint64_t at = own_xattr_change(req, ino, &m.cr, &m.fh);
+	uint64_t at = own_xattr_change(req, ino, name, &m.cr, &m.fh);
 	m.flags = (uint32_t)flags;
 	m.value.p = (const uint8_t *)value;
 	m.value.len = (uint32_t)size;
@@ -211,7 +216,7 @@ void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct rpc_reply rep = { 0 };
 	int rc;
 
-	uint64_t at = own_xattr_change(req, ino, &m.cr, &m.fh);
+	uint64_t at = own_xattr_change(req, ino, name, &m.cr, &m.fh);
 	if ((rc = set_xname(&m.name, name)) == 0) {
 		ops_dir_busy(c, IP(req, ino), 1); /* the kernel holds its lock */
 		rc = rpc_msg(c->rpc, PFS_OP_REMOVEXATTR, removexattr_req, &m, &rep);

@@ -16,8 +16,8 @@ import time
 import pytest
 
 import pfsproto as P
-from helpers import (OTHER_GID, OTHER_UID, SUPP_GID, TEST_GID, TEST_UID, file_errno, read_file,
-                     wait_for, write_file)
+from helpers import (OTHER_GID, OTHER_UID, PYTHON, SUPP_GID, TEST_GID, TEST_UID, file_errno,
+                     read_file, setpriv_argv, wait_for, write_file)
 
 
 def test_nonroot_cannot_write_root_file(env, m):
@@ -245,3 +245,53 @@ def test_default_acl_takes_the_place_of_the_umask(env, m):
     assert stat.S_IMODE(os.stat(m / "d" / "f").st_mode) == 0o664
     assert file_errno(f"open({str(m / 'd' / 'f')!r}, 'ab').write(b'+')") == "OK"
     assert file_errno(f"open({str(m / 'd' / 'sub' / 'n')!r}, 'wb').close()") == "OK"
+
+
+def test_rights_taken_away_on_this_host_keep_what_is_open(env, m):
+    """Rights are checked at open, as locally: a user holds a file and a
+    directory open (opened again, so without asking the daemon: it knows
+    the user may read them); root on the same host takes the rights away
+    (chmod, and an ACL entry denying the user) and drops the caches; the
+    user still reads both through what it holds. Before, the daemon,
+    which first heard of those opens at the read, refused it (EACCES)."""
+    for n in ("f", "g"):
+        write_file(m / n, b"contents " + n.encode())
+        os.chmod(m / n, 0o644)
+    os.mkdir(m / "d")
+    write_file(m / "d" / "x", b"")
+    os.chmod(m / "d", 0o755)
+    code = ("import os, sys\n"
+            f"paths = [{str(m / 'f')!r}, {str(m / 'g')!r}]\n"
+            "for p in paths:\n"
+            "    os.close(os.open(p, os.O_RDONLY))\n"
+            f"os.listdir({str(m / 'd')!r})\n"
+            "fds = [os.open(p, os.O_RDONLY) for p in paths]\n"
+            f"dfd = os.open({str(m / 'd')!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+            "print('open', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "for fd in fds:\n"
+            "    try:\n"
+            "        print(os.pread(fd, 100, 0).decode(), flush=True)\n"
+            "    except OSError as e:\n"
+            "        print('error', e.errno, flush=True)\n"
+            "try:\n"
+            "    print(sorted(os.listdir(dfd)), flush=True)\n"
+            "except OSError as e:\n"
+            "    print('error', e.errno, flush=True)\n")
+    p = subprocess.Popen(setpriv_argv(TEST_UID, TEST_GID, ()) + [PYTHON, "-c", code],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert p.stdout.readline().strip() == "open"
+        os.chmod(m / "f", 0o600)
+        setfacl("-m", f"u:{TEST_UID}:-", m / "g")
+        os.chmod(m / "d", 0o700)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3")
+        out, _ = p.communicate("go\n", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert out.splitlines() == ["contents f", "contents g", "['x']"]
+    assert file_errno(f"open({str(m / 'f')!r}, 'rb').read()") == "EACCES"
+    assert file_errno(f"open({str(m / 'g')!r}, 'rb').read()") == "EACCES"
