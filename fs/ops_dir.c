@@ -28,25 +28,22 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct client *c = CL(req);
 	struct inode *ip = IP(req, ino);
 	struct ops_opened o;
+	struct pfs_creds cr;
 	struct ofile *of;
 
 	if (!(of = ofile_new(c, ip, fi->flags))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	fill_creds(req, &cr, true);
 	/* A walk opens the directory whose listing it queued a moment ago:
 	 * with that listing, the daemon's leave to read it is known, and
 	 * both this open and the READDIR after it are answered locally. */
-	if (c->max_inline && lsfetch_pending(ip)) {
-		struct pfs_creds cr;
-		fill_creds(req, &cr, true);
+	if (c->max_inline && lsfetch_pending(ip))
 		lsfetch_settle(c->lf, ip, &cr);
-	}
 	if (ops_open_locally(req, ip, fi, true)) {
 		/* Made known to the daemon if another host removes it while
 		 * open here (ofile_i.h), as a file is. */
-		struct pfs_creds cr;
-		fill_creds(req, &cr, true);
 		ofile_mark_local(of, &cr);
 		goto reply;
 	}
