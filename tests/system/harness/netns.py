@@ -2,6 +2,7 @@
 pair to the main namespace), created for one test and deleted at its end.
 """
 
+import fcntl
 import os
 import subprocess
 
@@ -10,6 +11,9 @@ from helpers import run
 from .settings import TEST_ROOT
 
 _ns_counter = [0]
+# Held while a NetNS picks its subnet and adds its addresses.
+ADDR_LOCK = "/run/lock/podfs-tests-netns.lock" if os.path.isdir("/run/lock") \
+    else "/tmp/podfs-tests-netns.lock"
 
 
 class NamedNS:
@@ -43,6 +47,15 @@ class NetNS:
         self.name = f"pfst{uniq}"
         self.hveth = f"pfh{uniq}"[:15]
         self.cveth = f"pfc{uniq}"[:15]
+        env.netns.append(self)
+        self.created = False
+        # The subnet is chosen and taken under a lock of the machine's:
+        # pytest runs side by side (scripts/test) must not pick the same.
+        with open(ADDR_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._create()
+
+    def _create(self):
         used = run(["ip", "-o", "-4", "addr", "show"], timeout=10).stdout
         base = (os.getpid() * 7 + _ns_counter[0]) % 200
         for i in range(200):
@@ -51,8 +64,6 @@ class NetNS:
                 break
         self.host_ip = f"10.201.{k}.1"
         self.ip = f"10.201.{k}.2"
-        env.netns.append(self)
-        self.created = False
         for cmd in (
             ["ip", "netns", "add", self.name],
             ["ip", "link", "add", self.hveth, "type", "veth", "peer", "name", self.cveth],
