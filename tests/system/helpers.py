@@ -109,6 +109,24 @@ def podfs_stats(mnt):
     return out
 
 
+def private_mounts_argv(keep, argv):
+    """argv in a mount namespace of its own (private propagation) that
+    first lets go of the FUSE mounts it copied from ours, but those under
+    keep (the test's directory): another test's mount, copied into a
+    namespace that outlives it, would stay alive after that test's
+    unmount, and its podfs would never exit (tests run side by side:
+    scripts/test)."""
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            DETACH_FOREIGN_FUSE + '; exec "$@"', "sh", str(keep)] + [str(a) for a in argv]
+
+
+# Shell, $1 the directory to keep: a lazy unmount of each FUSE mount
+# (fuse, fuse.*, not fusectl) outside it.
+DETACH_FOREIGN_FUSE = (
+    "awk -v keep=\"$1/\" '($3 == \"fuse\" || $3 ~ /^fuse[.]/) && index($2, keep) != 1 "
+    "{ print $2 }' /proc/self/mounts | while read -r m; do umount -l \"$m\" || true; done; shift")
+
+
 def forgotten(mnt):
     """How many inodes the kernel forgot on mount mnt (memory reclaim, a
     drop_caches elsewhere on the machine): counted as the kernel's FORGET

@@ -22,7 +22,7 @@ import signal
 import subprocess
 
 from harness.procs import san_env
-from helpers import PYTHON
+from helpers import PYTHON, private_mounts_argv
 
 SCRIPT = r"""
 import ctypes, json, os, signal, subprocess, sys, time
@@ -92,7 +92,7 @@ class Reaper:
     def __init__(self, env, tag, netns=None, private_mounts=False):
         argv = [PYTHON, "-c", SCRIPT]
         if private_mounts:
-            argv = ["unshare", "--mount", "--propagation", "private"] + argv
+            argv = private_mounts_argv(env.root, argv)
         if netns is not None:
             argv = netns.exec_argv(argv)
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

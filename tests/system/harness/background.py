@@ -26,6 +26,8 @@ import socket
 import threading
 import time
 
+from helpers import private_mounts_argv
+
 _PR_SET_CHILD_SUBREAPER = 36
 _LEVELS = ("emerg", "alert", "crit", "error", "warning", "notice", "info", "debug")
 
@@ -117,8 +119,8 @@ class Syslog:
                   'podfs-test-dev /dev; for e in "$1"/* "$1"/.[!.]*; do '
                   '[ -e "$e" ] || [ -L "$e" ] || continue; ln -s "$e" "/dev/${e##*/}"; done; '
                   'rm -f /dev/log; ln -s "$2" /dev/log; shift 2; exec "$@"')
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
-                str(self.realdev), str(self.path)] + [str(a) for a in argv]
+        return private_mounts_argv(self.env.root, ["sh", "-c", script, "sh", self.realdev,
+                                                   self.path] + list(argv))
 
     def text(self):
         try:
