@@ -39,6 +39,7 @@ struct ctl {
 	int stop_fd; /* eventfd: stop */
 	pthread_t thr;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct stat made; /* path's file as bind made it */
 	struct hclient *h[CTL_HTTP_CLIENTS];
 };
 
@@ -267,13 +268,26 @@ static int status_listen(struct ctl *ctl)
 	mode_t old = umask(077);
 	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (rc < 0 || listen(fd, 8) < 0) {
+	if (rc < 0 || listen(fd, 8) < 0 || stat(ctl->path, &ctl->made) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
 	}
 	ctl->fd = fd;
 	return 0;
+}
+
+/* Removes the status socket's file, unless it is another podfs's now:
+ * the kernel gives an unmounted filesystem's device number to the next
+ * mount at once, while this podfs may still be finishing, and the new
+ * mount's podfs replaced the file. */
+static void status_unlink(struct ctl *ctl)
+{
+	struct stat st;
+
+	if (stat(ctl->path, &st) == 0 && st.st_dev == ctl->made.st_dev &&
+	    st.st_ino == ctl->made.st_ino)
+		unlink(ctl->path);
 }
 
 int ctl_start(struct client *c, struct ctl **out)
@@ -315,7 +329,7 @@ int ctl_start(struct client *c, struct ctl **out)
 fail:
 	if (ctl->fd >= 0) {
 		close(ctl->fd);
-		unlink(ctl->path);
+		status_unlink(ctl);
 	}
 	if (ctl->mfd >= 0)
 		close(ctl->mfd);
@@ -335,7 +349,7 @@ void ctl_stop(struct ctl *ctl)
 	pthread_join(ctl->thr, NULL);
 	if (ctl->fd >= 0) {
 		close(ctl->fd);
-		unlink(ctl->path);
+		status_unlink(ctl);
 	}
 	if (ctl->mfd >= 0)
 		close(ctl->mfd);

@@ -130,3 +130,32 @@ def test_latency_histogram_of_all_requests_adds_up(env, daemon, mount):
     assert bounds == sorted(set(bounds)) and all(int(c) > 0 for _, c in hist), hist
     assert sum(int(c) for _, c in hist) == per_op
     assert per_op >= 40
+
+
+def test_a_podfs_finishing_late_leaves_the_next_mounts_socket(env, daemon, mount):
+    """The kernel gives an unmounted filesystem's device number to the
+    next mount at once, and with it the status socket's name: a podfs
+    that finishes after the next mount made its socket must not remove
+    it (it did: that mount's `podfs status` lost its round trip). The
+    old mount's podfs is stopped across its unmount and the new mount."""
+    for attempt in range(5):
+        old = mount(daemon, path=env.root / f"old{attempt}")
+        dev = old.info["devid"]
+        old.proc.send(signal.SIGSTOP)
+        try:
+            r = subprocess.run(["fusermount3", "-u", str(old.path)], capture_output=True,
+                               text=True, timeout=30)
+            assert r.returncode == 0, r.stderr
+            new = mount(daemon, path=env.root / f"new{attempt}")
+        finally:
+            old.proc.send(signal.SIGCONT)
+        assert old.proc.wait(30) == 0, "the old mount's podfs did not exit 0"
+        if new.info["devid"] == dev:
+            break
+    else:
+        pytest.fail("no new mount got the old one's device number in 5 tries")
+    sock = f"/run/podfs/mount-{dev.replace(':', '_')}.sock"
+    assert os.path.exists(sock), f"{sock} is gone"
+    r = status(new)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"round trip \d+ us", r.stdout), r.stdout
