@@ -14,6 +14,7 @@
 #include "session_i.h"
 #include "slots_i.h"
 #include "pfsd_i.h"
+#include "rights_i.h"
 
 int op_ping(struct op *o)
 {
@@ -52,6 +53,14 @@ int op_setattr(struct op *o)
 			return ret;
 		}
 		plain.valid &= ~(uint32_t)PFS_SET_DELEG;
+	}
+	/* Rights taken away reach the other clients first (rights_i.h). */
+	if (plain.valid & (PFS_SET_MODE | PFS_SET_UID | PFS_SET_GID)) {
+		struct stat st;
+		if (fstat(o->obj->fd, &st) == 0 &&
+		    rights_may_shrink(&st, plain.valid, plain.mode, plain.uid, plain.gid) &&
+		    op_forewarn(o, &m->fh))
+			return -OP_RECALL;
 	}
 	ret = export_setattr(&o->x, o->obj, &plain, &rep.attr);
 

@@ -3,12 +3,17 @@
 #include <stdlib.h>
 
 #include "op_i.h"
+#include "rights_i.h"
 
 int op_setxattr(struct op *o)
 {
 	const struct pfs_setxattr_req *m = &o->m.setxattr_req;
-	int ret = export_setxattr(&o->x, o->obj, m->name.s, m->value.p, m->value.len, m->flags);
+	int ret;
 
+	/* An access ACL reaches the other clients first (rights_i.h). */
+	if (rights_xattr(m->name.s) && op_forewarn(o, &m->fh))
+		return -OP_RECALL;
+	ret = export_setxattr(&o->x, o->obj, m->name.s, m->value.p, m->value.len, m->flags);
 	if (ret == 0)
 		op_inval_inode(o, &m->fh, -1, 0);
 	return ret;
@@ -54,8 +59,11 @@ int op_listxattr(struct op *o)
 int op_removexattr(struct op *o)
 {
 	const struct pfs_removexattr_req *m = &o->m.removexattr_req;
-	int ret = export_removexattr(&o->x, o->obj, m->name.s);
+	int ret;
 
+	if (rights_xattr(m->name.s) && op_forewarn(o, &m->fh))
+		return -OP_RECALL;
+	ret = export_removexattr(&o->x, o->obj, m->name.s);
 	if (ret == 0)
 		op_inval_inode(o, &m->fh, -1, 0);
 	return ret;

@@ -131,14 +131,15 @@ void op_lock_wake(struct op *o, const struct pfs_fh *fh)
 
 /* --- delegations --- */
 
-/* Whether a session other than the one of slot caches key. */
+/* Whether a session other than the one of slot (-1: none) caches key. */
 static bool others_cache(struct interest *it, uint64_t key, int slot)
 {
 	uint64_t bits[INTEREST_WORDS];
 
 	if (!interest_get(it, key, bits))
 		return false;
-	bits[slot / 64] &= ~(1ull << (slot % 64));
+	if (slot >= 0)
+		bits[slot / 64] &= ~(1ull << (slot % 64));
 	for (unsigned i = 0; i < INTEREST_WORDS; i++)
 		if (bits[i])
 			return true;
@@ -168,6 +169,25 @@ int op_recall_check(struct op *o, const struct pfs_fh *fh)
 	r->recall = true;
 	r->recall_fh = *fh;
 	r->recall_key = key;
+	return 1;
+}
+
+int op_forewarn(struct op *o, const struct pfs_fh *fh)
+{
+	struct req *r = o->r;
+
+	/* Sessions without an interest slot are not looked for: there are
+	 * some only past the slots' limit, and they cache everything. */
+	if (r->forewarned || !r->s || !o->x.it || !fh->len)
+		return 0;
+	uint64_t key = handles_key(o->d->hs, fh);
+	if (!others_cache(o->x.it, key, r->s->islot))
+		return 0;
+	r->recall = true;
+	r->forewarn = true;
+	r->recall_fh = *fh;
+	r->recall_key = key;
+	r->nrecall = 0;
 	return 1;
 }
 

@@ -17,6 +17,13 @@ void recall_push_holders(struct req *r)
 	uint8_t buf[PFS_FH_MAX + 8];
 	struct pfs_wr w;
 
+	if (r->forewarn) {
+		struct inval iv = { .op = PFS_OP_INVAL_INODE, .fh = r->recall_fh, .off = -1 };
+		d->st_forewarns++;
+		r->forewarned = true;
+		push_inval(d, r->s, false, &iv, r->recall_key, &r->acks);
+		return;
+	}
 	d->st_recalls++;
 	r->recalls++;
 	pfs_wr_init(&w, buf, sizeof(buf));
@@ -44,5 +51,6 @@ void recall_settle(struct req *r)
 	}
 	push_acks_free(&r->acks);
 	r->recall = false;
+	r->forewarn = false;
 	r->nrecall = 0;
 }

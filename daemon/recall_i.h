@@ -11,7 +11,9 @@
 #include "req_i.h"
 
 /* Pushes RECALL of r->recall_fh to each session of r->recall_owners that
- * still exists, noting their acknowledgements in r->acks. */
+ * still exists, noting their acknowledgements in r->acks; with
+ * r->forewarn, an INVAL_INODE of r->recall_fh's attributes to the other
+ * sessions that cache it instead (op_forewarn). */
 void recall_push_holders(struct req *r);
 /* r's holders are done (acknowledged, stalled or gone): their
  * delegations on r->recall_key end (acknowledged) or are revoked (with a

@@ -279,9 +279,9 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 	}
 	sb_printf(&sb,
 		  "ack_timeout %u\nack_misses %" PRIu64 "\nack_cutoffs %" PRIu64
-		  "\nack_extended %" PRIu64 "\nclients_behind %u\n",
+		  "\nack_extended %" PRIu64 "\nclients_behind %u\nrights_forewarned %" PRIu64 "\n",
 		  d->o.ack_timeout, d->st_ack_misses, d->st_ack_cutoffs, d->st_ack_extended,
-		  clients_behind(d));
+		  clients_behind(d), d->st_forewarns);
 	if (d->deleg) {
 		size_t held, revoked;
 		deleg_counts(d->deleg, &held, &revoked);
@@ -468,6 +468,10 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_family(p, "podfsd_clients_behind", "gauge",
 			"Clients behind on acknowledging invalidations: no change waits for them");
 	pfs_prom_u64(p, "podfsd_clients_behind", clients_behind(d), NULL);
+	pfs_prom_family(p, "podfsd_rights_forewarned_total", "counter",
+			"Changes that may take rights away (chmod, chown, access ACL), pushed to "
+			"the clients that cache the object before they were made");
+	pfs_prom_u64(p, "podfsd_rights_forewarned_total", d->st_forewarns, NULL);
 	pfs_prom_family(p, "podfsd_memory_bytes", "gauge",
 			"Request and reply bytes held for all clients");
 	pfs_prom_u64(p, "podfsd_memory_bytes", d->mem, NULL);

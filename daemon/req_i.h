@@ -70,8 +70,12 @@ struct req {
 
 	/* Held back for a recall (op_recall_check): the object it names,
 	 * and the sessions (client_ids) holding delegations on it or in
-	 * it. The worker keeps `in` for the run after the recall. */
+	 * it. The worker keeps `in` for the run after the recall. Or, with
+	 * forewarn, held back to push the change of the object's rights to
+	 * the other sessions that cache it before it is made (op_forewarn);
+	 * forewarned: that was done (it runs for real). */
 	bool recall;
+	bool forewarn, forewarned;
 	struct pfs_fh recall_fh;
 	uint64_t recall_key;
 	uint64_t recall_owners[OP_RECALL_MAX];

@@ -537,6 +537,15 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 	return ip != NULL;
 }
 
+bool inode_lazily_open(struct inode_table *t, const struct pfs_fh *fh)
+{
+	pthread_mutex_lock(&t->lock);
+	struct inode *ip = find(t, fh);
+	bool lazy = ip && atomic_load(&ip->lazy_opens) > 0;
+	pthread_mutex_unlock(&t->lock);
+	return lazy;
+}
+
 bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_t *nodeid,
 		       bool *is_dir)
 {

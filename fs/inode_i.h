@@ -53,6 +53,7 @@ struct inode {
 	_Atomic unsigned dd_pending; /* its unlink or create answered here, not done yet (dirdeleg.c) */
 	_Atomic uint64_t dd_cover;   /* made under this directory delegation grant (dirdeleg_make.c) */
 	void *dd_item;        /* its create's item while queued, unsent (dirdeleg's lock) */
+	_Atomic unsigned lazy_opens; /* its opens the daemon does not know of yet (ofile.c) */
 
 	pthread_mutex_t lock; /* guards the fields below */
 	struct pfs_attr attr; /* last attributes seen */
@@ -276,6 +277,11 @@ bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const st
  * is a directory. Returns false if the kernel does not know fh. */
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
 		fuse_ino_t *nodeid, bool *is_dir);
+
+/* Whether the object fh is open here without the daemon knowing it
+ * (ip->lazy_opens; ofile_i.h). Takes only the table's lock: callable
+ * from the connection thread. */
+bool inode_lazily_open(struct inode_table *t, const struct pfs_fh *fh);
 
 /* The nodeid currently mapped to fh, and whether it is a directory (if
  * is_dir is not NULL), nothing else (inode_find without its side

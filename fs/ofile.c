@@ -35,12 +35,19 @@ struct ofile *ofile_new(struct client *c, struct inode *ip, int flags)
 	return of;
 }
 
+/* A lazy open of of stops being one (attached, or gone). */
+static void lazy_done(struct ofile *of)
+{
+	atomic_fetch_sub(&of->ip->lazy_opens, 1);
+	atomic_fetch_sub(&of->c->lazy_opens, 1);
+}
+
 void ofile_free(struct ofile *of)
 {
 	struct client *c = of->c;
 	pthread_mutex_lock(&c->of_lock);
 	if (of->local && !atomic_load(&of->remote))
-		atomic_fetch_sub(&c->lazy_opens, 1);
+		lazy_done(of);
 	if (of->prev)
 		of->prev->next = of->next;
 	else
@@ -91,7 +98,7 @@ void ofile_attach_lazy(struct client *c, struct inode *dir, bool dirs, const str
 			continue;
 		pthread_mutex_lock(&of->lock);
 		if (!atomic_exchange(&of->remote, true)) {
-			atomic_fetch_sub(&c->lazy_opens, 1);
+			lazy_done(of);
 			struct pfs_open_req m = { .cr = of->cr, .fh = of->ip->fh, .fid = of->fid,
 						  .flags = of->flags };
 			uint8_t b[RPC_SMALL];
@@ -123,6 +130,7 @@ void ofile_mark_local(struct ofile *of, const struct pfs_creds *cr)
 	pthread_mutex_lock(&c->of_lock);
 	of->cr = *cr;
 	of->local = true;
+	atomic_fetch_add(&of->ip->lazy_opens, 1);
 	atomic_fetch_add(&c->lazy_opens, 1);
 	pthread_mutex_unlock(&c->of_lock);
 }
@@ -131,7 +139,7 @@ uint64_t ofile_fid(struct ofile *of)
 {
 	if (!atomic_load_explicit(&of->remote, memory_order_relaxed) &&
 	    !atomic_exchange(&of->remote, true) && of->local)
-		atomic_fetch_sub(&of->c->lazy_opens, 1);
+		lazy_done(of);
 	return of->fid;
 }
 

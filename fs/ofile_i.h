@@ -21,9 +21,9 @@
  *     openable by handle meanwhile (daemon/handles.c handles_orphan);
  *   - before this client changes its mode, owner or access ACL: rights
  *     are checked at open, and the daemon's open by handle would check
- *     the new ones. (Another client's such change is pushed after it
- *     was made: an open made here without the daemon may then be
- *     refused at its first read, as NFS refuses it.)
+ *     the new ones. Another client's change that may take rights away
+ *     is pushed before it is made too (daemon/rights_i.h), so the push
+ *     above opens these while the old rights hold.
  * At most one OPEN per open file, and none while no file is open locally.
  * The open-file list stays locked meanwhile, so that none is released
  * under us, and each one's lock keeps its RELEASE behind its OPEN.

@@ -26,8 +26,14 @@ uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t
 
 	*applied_first = false;
 	if (op == PFS_OP_INVAL_INODE && pfs_dec_inval_inode_push(payload, len, &ii) == 0) {
-		*applied_first = ii.offset >= 0 &&
-				 inode_find_nodeid(c->it, &ii.fh, &nodeid, &is_dir) && !is_dir;
+		/* Data of a file the kernel knows (pushq_i.h); or the
+		 * attributes of an object opened here without the daemon:
+		 * applying the push opens it there (ofile_attach_lazy), which
+		 * the daemon may wait for before a change of its rights
+		 * (daemon/rights_i.h). */
+		*applied_first = ii.offset >= 0
+			? inode_find_nodeid(c->it, &ii.fh, &nodeid, &is_dir) && !is_dir
+			: inode_lazily_open(c->it, &ii.fh);
 		return gate_note_push(c->gate, &ii.fh);
 	}
 	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)

@@ -35,6 +35,10 @@
  * dropped it, keep the old size and stop there (1 to 3% of the reads
  * right after another host appended and closed). An open's own request
  * goes after any such invalidation (close-to-open) and did not meet it.
+ * So are the attributes of an object opened here without the daemon (a
+ * lazy open, ofile_i.h): applying the push opens it on the daemon, and
+ * the daemon holds a change that may take rights away until then
+ * (daemon/rights_i.h), so that the open is made under the old rights.
  *
  * Applying it takes the directory's lock, and a local operation in that
  * directory (create, unlink, rename... the VFS holds the lock across

@@ -17,7 +17,7 @@ import pytest
 
 import pfsproto as P
 from helpers import (OTHER_GID, OTHER_UID, PYTHON, SUPP_GID, TEST_GID, TEST_UID, file_errno,
-                     read_file, setpriv_argv, wait_for, write_file)
+                     podfsd_status, read_file, setpriv_argv, wait_for, write_file)
 
 
 def test_nonroot_cannot_write_root_file(env, m):
@@ -247,26 +247,26 @@ def test_default_acl_takes_the_place_of_the_umask(env, m):
     assert file_errno(f"open({str(m / 'd' / 'sub' / 'n')!r}, 'wb').close()") == "OK"
 
 
-def test_rights_taken_away_on_this_host_keep_what_is_open(env, m):
-    """Rights are checked at open, as locally: a user holds a file and a
-    directory open (opened again, so without asking the daemon: it knows
-    the user may read them); root on the same host takes the rights away
-    (chmod, and an ACL entry denying the user) and drops the caches; the
-    user still reads both through what it holds. Before, the daemon,
-    which first heard of those opens at the read, refused it (EACCES)."""
+def _rights_taken_away(mine, other):
+    """A user on the host of mount `mine` holds two files and a directory
+    open (opened again, so without asking the daemon: it knows the user
+    may read them); root on the host of mount `other` takes the rights
+    away (chmod, and an ACL entry denying the user) and drops the
+    machine's caches; the user's reads through what it holds: their
+    output lines."""
     for n in ("f", "g"):
-        write_file(m / n, b"contents " + n.encode())
-        os.chmod(m / n, 0o644)
-    os.mkdir(m / "d")
-    write_file(m / "d" / "x", b"")
-    os.chmod(m / "d", 0o755)
+        write_file(other / n, b"contents " + n.encode())
+        os.chmod(other / n, 0o644)
+    os.mkdir(other / "d")
+    write_file(other / "d" / "x", b"")
+    os.chmod(other / "d", 0o755)
     code = ("import os, sys\n"
-            f"paths = [{str(m / 'f')!r}, {str(m / 'g')!r}]\n"
+            f"paths = [{str(mine / 'f')!r}, {str(mine / 'g')!r}]\n"
             "for p in paths:\n"
             "    os.close(os.open(p, os.O_RDONLY))\n"
-            f"os.listdir({str(m / 'd')!r})\n"
+            f"os.listdir({str(mine / 'd')!r})\n"
             "fds = [os.open(p, os.O_RDONLY) for p in paths]\n"
-            f"dfd = os.open({str(m / 'd')!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
+            f"dfd = os.open({str(mine / 'd')!r}, os.O_RDONLY | os.O_DIRECTORY)\n"
             "print('open', flush=True)\n"
             "sys.stdin.readline()\n"
             "for fd in fds:\n"
@@ -282,9 +282,9 @@ def test_rights_taken_away_on_this_host_keep_what_is_open(env, m):
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
     try:
         assert p.stdout.readline().strip() == "open"
-        os.chmod(m / "f", 0o600)
-        setfacl("-m", f"u:{TEST_UID}:-", m / "g")
-        os.chmod(m / "d", 0o700)
+        os.chmod(other / "f", 0o600)
+        setfacl("-m", f"u:{TEST_UID}:-", other / "g")
+        os.chmod(other / "d", 0o700)
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3")
         out, _ = p.communicate("go\n", timeout=60)
@@ -292,6 +292,27 @@ def test_rights_taken_away_on_this_host_keep_what_is_open(env, m):
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert out.splitlines() == ["contents f", "contents g", "['x']"]
+    return out.splitlines()
+
+
+def test_rights_taken_away_on_this_host_keep_what_is_open(env, m):
+    """Rights are checked at open, as locally: root takes away the rights
+    of what a user holds open on the same host, and the user still reads
+    it. Before, the daemon, which first heard of those opens at the
+    read, refused it (EACCES)."""
+    assert _rights_taken_away(m, m) == ["contents f", "contents g", "['x']"]
     assert file_errno(f"open({str(m / 'f')!r}, 'rb').read()") == "EACCES"
     assert file_errno(f"open({str(m / 'g')!r}, 'rb').read()") == "EACCES"
+
+
+def test_rights_taken_away_on_another_host_keep_what_is_open(env, pod):
+    """The same with the rights taken away on another host: the change is
+    pushed to this host before it is made (rights_forewarned), and this
+    host opens on the daemon what its user opened without it while the
+    rights still hold. Before, the user's reads failed (EACCES). New
+    opens are refused once the change is made."""
+    assert _rights_taken_away(pod.b, pod.a) == ["contents f", "contents g", "['x']"]
+    for n in ("f", "g"):
+        wait_for(lambda: file_errno(f"open({str(pod.b / n)!r}, 'rb').read()") == "EACCES", 10,
+                 what=f"B to refuse a new open of {n}")
+    assert int(podfsd_status(pod.daemon)[0]["rights_forewarned"]) >= 3
