@@ -410,18 +410,22 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	dispatch_work_cb(&r.work);
 	/* Held back for a recall: no reply; the holders give their
 	 * delegations back as if they had acknowledged, and it runs again
-	 * (server.c). */
-	if (r.recall) {
+	 * (server.c). Or held back to forewarn the other session of a
+	 * change of rights (op_forewarn): as if it had acknowledged. Each
+	 * at most once. */
+	for (int held = 0; r.recall; held++) {
 		if (getenv("PODFS_FUZZ_VERBOSE"))
-			fprintf(stderr, "req %llu %s: held back for a recall\n",
-				(unsigned long long)id, pfs_op_name(op));
-		FUZZ_ASSERT(r.reply.len == 0 && !r.invals && r.nrecall > 0 && r.in);
+			fprintf(stderr, "req %llu %s: held back for a %s\n", (unsigned long long)id,
+				pfs_op_name(op), r.forewarn ? "change of rights" : "recall");
+		FUZZ_ASSERT(held < 2 && r.reply.len == 0 && !r.invals && r.in);
+		FUZZ_ASSERT(r.forewarn ? r.nrecall == 0 && !r.forewarned : r.nrecall > 0);
 		for (size_t i = 0; i < r.nrecall; i++)
 			deleg_recalled(d->deleg, r.recall_owners[i], r.recall_key, true);
-		r.recall = false;
+		if (r.forewarn)
+			r.forewarned = true;
+		r.recall = r.forewarn = false;
 		r.nrecall = 0;
 		dispatch_work_cb(&r.work);
-		FUZZ_ASSERT(!r.recall);
 	}
 	if (getenv("PODFS_FUZZ_VERBOSE"))
 		fprintf(stderr, "req %llu %s: status %d%s, %zu reply bytes\n",

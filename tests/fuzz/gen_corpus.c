@@ -391,6 +391,17 @@ static int gen_handlers(const char *dir)
 	     .valid = PFS_SET_MODE | PFS_SET_DELEG, .mode = 0600);
 	RECF(&st, 64 | 4, RELEASE, release_req, .cr = ROOT, .fh = FH(S_NEW), .fid = 2);
 	SEED("delegation");
+	/* Changes that may take rights away from the other session (flag
+	 * 128), which caches the file: held back while it is forewarned. */
+	RECF(&st, 128, GETATTR, getattr_req, .cr = USER, .fh = FH(S_A));
+	REC(&st, SETATTR, setattr_req, .cr = ROOT, .fh = FH(S_A), .valid = PFS_SET_MODE, .mode = 0600);
+	REC(&st, SETATTR, setattr_req, .cr = ROOT, .fh = FH(S_A), .valid = PFS_SET_UID | PFS_SET_GID,
+	    .uid = 1000, .gid = 100);
+	REC(&st, SETXATTR, setxattr_req, .cr = ROOT, .fh = FH(S_A),
+	    .name = XN("system.posix_acl_access"), .value = BY("not an acl"));
+	REC(&st, REMOVEXATTR, removexattr_req, .cr = ROOT, .fh = FH(S_A),
+	    .name = XN("system.posix_acl_access"));
+	SEED("rights_forewarn");
 	REC(&st, OPENDIR, open_req, .cr = USER, .fh = FH(S_ROOT), .fid = 3, .flags = O_RDONLY);
 	REC(&st, READDIR, readdir_req, .cr = USER, .fh = FH(S_ROOT), .fid = 3, .max_bytes = 4096,
 	    .plus = 1);
