@@ -41,6 +41,14 @@ int creds_enter(const struct pfs_creds *cr)
 	return 0;
 }
 
+bool creds_may_own(uint32_t owner)
+{
+	/* An invalid id asks for the current one without changing it. */
+	uint32_t fsuid = (uint32_t)syscall(SYS_setfsuid, (uid_t)-1);
+
+	return fsuid == 0 || fsuid == owner;
+}
+
 void creds_leave(void)
 {
 	/* fsuid 0 first: it restores the capabilities dropped for the

@@ -9,6 +9,9 @@
 #ifndef PODFSD_CREDS_I_H
 #define PODFSD_CREDS_I_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "podfs/codec.h"
 
 /* Makes cr the calling thread's filesystem identity (a podfsd that may
@@ -19,6 +22,12 @@
  * the ids, after going back to root. On failure the thread is root, as
  * before. */
 int creds_enter(const struct pfs_creds *cr);
+
+/* Whether the calling thread's filesystem identity may change the mode,
+ * ACL (or, for root, the owner) of an object owned by owner: it is root
+ * or the owner (the kernel's owner-or-capable rule, without user
+ * namespaces). A hint, not the check: the kernel makes that. */
+bool creds_may_own(uint32_t owner);
 
 /* Makes the calling thread root again (fsuid and fsgid 0, no groups),
  * which restores the capabilities the switch dropped (CAP_DAC_READ_SEARCH,

@@ -1,9 +1,21 @@
 /* dispatch_xattrs.c: the handlers of extended attributes (SETXATTR,
  * GETXATTR, LISTXATTR, REMOVEXATTR). Worker threads (see op_i.h). */
 #include <stdlib.h>
+#include <sys/stat.h>
 
+#include "creds_i.h"
+#include "handles_i.h"
 #include "op_i.h"
 #include "rights_i.h"
+
+/* A change of fh's access ACL by a caller who may make it is held back
+ * to forewarn the others (op_forewarn): 1. */
+static int acl_forewarn(struct op *o, const struct pfs_fh *fh)
+{
+	struct stat st;
+
+	return fstat(o->obj->fd, &st) == 0 && creds_may_own(st.st_uid) && op_forewarn(o, fh);
+}
 
 int op_setxattr(struct op *o)
 {
@@ -11,7 +23,7 @@ int op_setxattr(struct op *o)
 	int ret;
 
 	/* An access ACL reaches the other clients first (rights_i.h). */
-	if (rights_xattr(m->name.s) && op_forewarn(o, &m->fh))
+	if (rights_xattr(m->name.s) && acl_forewarn(o, &m->fh))
 		return -OP_RECALL;
 	ret = export_setxattr(&o->x, o->obj, m->name.s, m->value.p, m->value.len, m->flags);
 	if (ret == 0)
@@ -61,7 +73,7 @@ int op_removexattr(struct op *o)
 	const struct pfs_removexattr_req *m = &o->m.removexattr_req;
 	int ret;
 
-	if (rights_xattr(m->name.s) && op_forewarn(o, &m->fh))
+	if (rights_xattr(m->name.s) && acl_forewarn(o, &m->fh))
 		return -OP_RECALL;
 	ret = export_removexattr(&o->x, o->obj, m->name.s);
 	if (ret == 0)

@@ -310,9 +310,52 @@ def test_rights_taken_away_on_another_host_keep_what_is_open(env, pod):
     pushed to this host before it is made (rights_forewarned), and this
     host opens on the daemon what its user opened without it while the
     rights still hold. Before, the user's reads failed (EACCES). New
-    opens are refused once the change is made."""
+    opens are refused once the change is made. A user who may not make
+    such a change pushes nothing to the others."""
     assert _rights_taken_away(pod.b, pod.a) == ["contents f", "contents g", "['x']"]
     for n in ("f", "g"):
         wait_for(lambda: file_errno(f"open({str(pod.b / n)!r}, 'rb').read()") == "EACCES", 10,
                  what=f"B to refuse a new open of {n}")
     assert int(podfsd_status(pod.daemon)[0]["rights_forewarned"]) >= 3
+
+
+@pytest.mark.plaintext
+def test_raw_rights_change_not_allowed_pushes_nothing(env, daemon):
+    """A change of rights is pushed to the clients that cache the object
+    before it is made only if the caller may make it: a client that
+    cannot chmod, chown or set the ACL of a file does not make every
+    client that caches it drop what it knows (raw SETATTR, SETXATTR)."""
+    write_file(env.export / "h", b"h")
+    os.chmod(env.export / "h", 0o644)
+    user = P.creds(TEST_UID, TEST_GID)
+
+    def setattr(c, h, cr, valid, mode=0, uid=0, gid=0):
+        try:
+            c.call(P.OP_SETATTR, cr + P.fh(h) + P.u64(0) + P.u32(valid) + P.u32(mode) +
+                   P.u32(uid) + P.u32(gid) + P.u64(0) + P.i64(0) + P.u32(0) + P.i64(0) +
+                   P.u32(0))
+            return "OK"
+        except P.PfsError as e:
+            return errno.errorcode[e.status]
+
+    def forewarned():
+        return int(podfsd_status(daemon)[0]["rights_forewarned"])
+
+    key = P.load_key(env.key)
+    with P.connect(daemon.host, daemon.port, key) as a, P.connect(daemon.host, daemon.port, key) as b:
+        hb, _ = b.lookup(b.root, b"h")  # b caches h
+        ha, _ = a.lookup(a.root, b"h")
+        assert setattr(a, ha, user, 1, mode=0o600) == "EPERM"
+        assert setattr(a, ha, user, 2, uid=TEST_UID) == "EPERM"
+        try:
+            a.call(P.OP_SETXATTR, user + P.fh(ha) + P.xname(b"system.posix_acl_access") +
+                   P.blob(b"\x02\0\0\0") + P.u32(0))
+        except P.PfsError as e:
+            assert e.status in (errno.EPERM, errno.EINVAL), e.status
+        assert forewarned() == 0
+        # Root may: pushed first.
+        assert setattr(a, ha, P.ROOT, 1, mode=0o600) == "OK"
+        assert forewarned() == 1
+        # Bits added take nothing away: not pushed first.
+        assert setattr(a, ha, P.ROOT, 1, mode=0o644) == "OK"
+        assert forewarned() == 1
