@@ -8,7 +8,6 @@
 
 #include "podfs/frame.h"
 #include "podfs/log.h"
-#include "creds_i.h"
 #include "deleg_i.h"
 #include "handles_i.h"
 #include "op_i.h"
@@ -55,14 +54,12 @@ int op_setattr(struct op *o)
 		}
 		plain.valid &= ~(uint32_t)PFS_SET_DELEG;
 	}
-	/* Rights taken away reach the other clients first (rights_i.h),
-	 * if the caller may make the change at all (not a way to make
-	 * every client that caches a file drop what it knows of it). */
+	/* Rights taken away reach the other clients first (rights_i.h). */
 	if (plain.valid & (PFS_SET_MODE | PFS_SET_UID | PFS_SET_GID)) {
 		struct stat st;
 		if (fstat(o->obj->fd, &st) == 0 &&
 		    rights_may_shrink(&st, plain.valid, plain.mode, plain.uid, plain.gid) &&
-		    creds_may_own(st.st_uid) && op_forewarn(o, &m->fh))
+		    op_forewarn(o, &m->fh, &st))
 			return -OP_RECALL;
 	}
 	ret = export_setattr(&o->x, o->obj, &plain, &rep.attr);

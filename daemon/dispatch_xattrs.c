@@ -3,18 +3,17 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "creds_i.h"
 #include "handles_i.h"
 #include "op_i.h"
 #include "rights_i.h"
 
-/* A change of fh's access ACL by a caller who may make it is held back
- * to forewarn the others (op_forewarn): 1. */
-static int acl_forewarn(struct op *o, const struct pfs_fh *fh)
+/* A change of the attribute name of fh: 1 if it is the access ACL and is
+ * held back to forewarn the others (rights_i.h, op_forewarn). */
+static int acl_forewarn(struct op *o, const struct pfs_fh *fh, const char *name)
 {
 	struct stat st;
 
-	return fstat(o->obj->fd, &st) == 0 && creds_may_own(st.st_uid) && op_forewarn(o, fh);
+	return rights_xattr(name) && fstat(o->obj->fd, &st) == 0 && op_forewarn(o, fh, &st);
 }
 
 int op_setxattr(struct op *o)
@@ -22,8 +21,7 @@ int op_setxattr(struct op *o)
 	const struct pfs_setxattr_req *m = &o->m.setxattr_req;
 	int ret;
 
-	/* An access ACL reaches the other clients first (rights_i.h). */
-	if (rights_xattr(m->name.s) && acl_forewarn(o, &m->fh))
+	if (acl_forewarn(o, &m->fh, m->name.s))
 		return -OP_RECALL;
 	ret = export_setxattr(&o->x, o->obj, m->name.s, m->value.p, m->value.len, m->flags);
 	if (ret == 0)
@@ -73,7 +71,7 @@ int op_removexattr(struct op *o)
 	const struct pfs_removexattr_req *m = &o->m.removexattr_req;
 	int ret;
 
-	if (rights_xattr(m->name.s) && acl_forewarn(o, &m->fh))
+	if (acl_forewarn(o, &m->fh, m->name.s))
 		return -OP_RECALL;
 	ret = export_removexattr(&o->x, o->obj, m->name.s);
 	if (ret == 0)

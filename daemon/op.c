@@ -172,13 +172,15 @@ int op_recall_check(struct op *o, const struct pfs_fh *fh)
 	return 1;
 }
 
-int op_forewarn(struct op *o, const struct pfs_fh *fh)
+int op_forewarn(struct op *o, const struct pfs_fh *fh, const struct stat *st)
 {
 	struct req *r = o->r;
 
-	/* Sessions without an interest slot are not looked for: there are
+	/* Only a caller who may make the change: else any client could
+	 * make every client that caches a file drop what it knows of it.
+	 * Sessions without an interest slot are not looked for: there are
 	 * some only past the slots' limit, and they cache everything. */
-	if (r->forewarned || !r->s || !o->x.it || !fh->len)
+	if (r->forewarned || !r->s || !o->x.it || !fh->len || !creds_may_own(st->st_uid))
 		return 0;
 	uint64_t key = handles_key(o->d->hs, fh);
 	if (!others_cache(o->x.it, key, r->s->islot))

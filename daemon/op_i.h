@@ -77,14 +77,16 @@ void op_end(struct op *o);
  * unless the daemon grants delegations. */
 int op_recall_check(struct op *o, const struct pfs_fh *fh);
 #define OP_RECALL 100000 /* -OP_RECALL: held back for a recall */
-/* The request is about to change fh's rights in a way that may deny an
- * open (rights_i.h): if other sessions cache fh, and it was not held
+/* The request is about to change fh's rights (st: fh now) in a way that
+ * may deny an open (rights_i.h): if the caller may make the change (owner
+ * or root: creds_may_own), other sessions cache fh, and it was not held
  * back for this before, it is marked to be held back while they are
  * pushed an INVAL_INODE of fh's attributes and acknowledge it (they open
  * on the daemon, first, what they opened of fh without it: fs/ofile_i.h),
  * and 1 is returned (the handler must not change anything: return
  * -OP_RECALL). 0: go on. */
-int op_forewarn(struct op *o, const struct pfs_fh *fh);
+struct stat;
+int op_forewarn(struct op *o, const struct pfs_fh *fh, const struct stat *st);
 /* A CREATE made the regular file `file` without extended attributes
  * (opened as fid) in directory parent: grants the session a delegation
  * on it if that is safe (wire.h, "Delegations"). Returns whether it did. */

@@ -126,6 +126,17 @@ def test_write_by_non_owner_drops_setid_bits(env, m, mount):
     assert os.stat(m / "sid" / "r").st_ctime_ns > c0
 
 
+def raw_setattr(c, h, cr, valid, mode=0, uid=0, gid=0):
+    """A raw SETATTR (pfsproto connection c) of the fields valid
+    (1 mode, 2 uid, 4 gid) of h as cr: "OK" or the errno's name."""
+    try:
+        c.call(P.OP_SETATTR, cr + P.fh(h) + P.u64(0) + P.u32(valid) + P.u32(mode) +
+               P.u32(uid) + P.u32(gid) + P.u64(0) + P.i64(0) + P.u32(0) + P.i64(0) + P.u32(0))
+        return "OK"
+    except P.PfsError as e:
+        return errno.errorcode[e.status]
+
+
 @pytest.mark.plaintext
 def test_raw_setid_drop_is_not_a_chmod(env, daemon):
     """The daemon lets a non-owner drop set-id bits only as the kernel
@@ -144,12 +155,7 @@ def test_raw_setid_drop_is_not_a_chmod(env, daemon):
 
         def setmode(name, mode):
             h, _ = c.lookup(hd, name)
-            try:
-                c.call(P.OP_SETATTR, user + P.fh(h) + P.u64(0) + P.u32(1) + P.u32(mode) +
-                       P.u32(0) + P.u32(0) + P.u64(0) + P.i64(0) + P.u32(0) + P.i64(0) + P.u32(0))
-                return "OK"
-            except P.PfsError as e:
-                return errno.errorcode[e.status]
+            return raw_setattr(c, h, user, 1, mode=mode)
         assert setmode(b"ro", 0o755) == "EPERM"     # not writable by the caller
         assert setmode(b"rw", 0o775) == "EPERM"     # also drops o+w
         assert setmode(b"rw", 0o6777) == "EPERM"    # no change at all is a chmod
@@ -329,15 +335,6 @@ def test_raw_rights_change_not_allowed_pushes_nothing(env, daemon):
     os.chmod(env.export / "h", 0o644)
     user = P.creds(TEST_UID, TEST_GID)
 
-    def setattr(c, h, cr, valid, mode=0, uid=0, gid=0):
-        try:
-            c.call(P.OP_SETATTR, cr + P.fh(h) + P.u64(0) + P.u32(valid) + P.u32(mode) +
-                   P.u32(uid) + P.u32(gid) + P.u64(0) + P.i64(0) + P.u32(0) + P.i64(0) +
-                   P.u32(0))
-            return "OK"
-        except P.PfsError as e:
-            return errno.errorcode[e.status]
-
     def forewarned():
         return int(podfsd_status(daemon)[0]["rights_forewarned"])
 
@@ -345,8 +342,8 @@ def test_raw_rights_change_not_allowed_pushes_nothing(env, daemon):
     with P.connect(daemon.host, daemon.port, key) as a, P.connect(daemon.host, daemon.port, key) as b:
         hb, _ = b.lookup(b.root, b"h")  # b caches h
         ha, _ = a.lookup(a.root, b"h")
-        assert setattr(a, ha, user, 1, mode=0o600) == "EPERM"
-        assert setattr(a, ha, user, 2, uid=TEST_UID) == "EPERM"
+        assert raw_setattr(a, ha, user, 1, mode=0o600) == "EPERM"
+        assert raw_setattr(a, ha, user, 2, uid=TEST_UID) == "EPERM"
         try:
             a.call(P.OP_SETXATTR, user + P.fh(ha) + P.xname(b"system.posix_acl_access") +
                    P.blob(b"\x02\0\0\0") + P.u32(0))
@@ -354,8 +351,8 @@ def test_raw_rights_change_not_allowed_pushes_nothing(env, daemon):
             assert e.status in (errno.EPERM, errno.EINVAL), e.status
         assert forewarned() == 0
         # Root may: pushed first.
-        assert setattr(a, ha, P.ROOT, 1, mode=0o600) == "OK"
+        assert raw_setattr(a, ha, P.ROOT, 1, mode=0o600) == "OK"
         assert forewarned() == 1
         # Bits added take nothing away: not pushed first.
-        assert setattr(a, ha, P.ROOT, 1, mode=0o644) == "OK"
+        assert raw_setattr(a, ha, P.ROOT, 1, mode=0o644) == "OK"
         assert forewarned() == 1
