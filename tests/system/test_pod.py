@@ -17,7 +17,7 @@ import time
 import pytest
 
 from harness.sshhosts import SshHosts
-from helpers import BUILD, PODFS
+from helpers import BUILD, PODFS, run
 
 POD_TIMEOUT = 120
 
@@ -192,15 +192,30 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
     rc, out = pod(env, hosts, "status", hf, expect=1)
     assert f"{SshHosts.DEAD} (client):\n  unreachable" in out, out
 
-    # The dead host replaced by another: the exports file up wrote is
-    # rewritten and podfsd reloads it, without a restart.
+    # The dead host replaced by another, which holds a key of its own:
+    # the exports file up wrote is rewritten and podfsd reloads it,
+    # without a restart; the new host gets the programs, but its key is
+    # not replaced (nor is it mounted) until --replace-key.
     pid = hosts.ok(0, "cat /run/podfs/podfsd.pid").strip()
+    hosts.ok(2, "mkdir -m 700 -p /etc/podfs && echo other > /etc/podfs/pod.key && "
+                "chmod 600 /etc/podfs/pod.key")
     hf.write_text("10.77.0.10\n10.77.0.11\n10.77.0.12\n")
-    rc, out = pod(env, hosts, "up", hf)
+    rc, out = pod(env, hosts, "up", hf, expect=1)
     print(out)
     assert row(out, "10.77.0.10")[1:] == ["coordinator", "ok", "ok", "changed", "ok"], out
-    assert row(out, "10.77.0.12")[1:] == ["client", "changed", "changed", "-", "changed"], out
+    assert row(out, "10.77.0.12")[1:] == ["client", "changed", "FAILED", "-", "-"], out
+    assert re.search(r"^10\.77\.0\.12: FAILED\n  /etc/podfs/pod.key there differs from .*"
+                     r"\(--replace-key replaces it\)$", out, re.M), out
     assert "podfsd reloaded its export rules" in out
+    assert hosts.ok(2, "cat /etc/podfs/pod.key") == "other\n"
+    assert mounts(hosts, 2) == []
+    rc, out = pod(env, hosts, "up", hf, "--replace-key")
+    print(out)
+    assert row(out, "10.77.0.12")[1:] == ["client", "ok", "changed", "-", "changed"], out
+    assert hosts.ok(2, "cat /etc/podfs/pod.key").encode() == \
+        (env.root / "pod-here" / "pod.key").read_bytes()
+    assert hosts.ok(2, "stat -c %a /etc/podfs/pod.key; ls -A /etc/podfs").split() == \
+        ["600", "pod.key", "pod.manifest"]
     exports = hosts.ok(0, "cat /etc/podfs/exports")
     assert "10.77.0.12/32 rw,root_squash" in exports and SshHosts.DEAD not in exports
     assert hosts.ok(0, "cat /run/podfs/podfsd.pid").strip() == pid
@@ -249,3 +264,24 @@ def test_pod_usage_errors(env, tmp_path):
                            timeout=30)
         assert r.returncode == 0 and r.stdout.startswith("usage: podfs pod"), (verb, r.stderr)
         assert "--ssh-option" in r.stdout
+
+
+def test_installed_pod_finds_the_scripts_it_runs_on_hosts(env, tmp_path):
+    """`meson install` puts podfs-pod beside podfs and the host scripts it
+    sources in share/podfs; the installed `podfs pod` finds them (a bad
+    hosts file is then its only complaint, exit 2), and without them it
+    says which file is missing, exit 1."""
+    dest = tmp_path / "dest"
+    run(["meson", "install", "-C", str(BUILD), "--no-rebuild", "--destdir", str(dest)],
+        timeout=120)
+    [podfs] = [p for p in dest.rglob("podfs") if p.parent.name == "bin"]
+    [hs] = list(dest.rglob("podfs-pod-hosts"))
+    assert hs.parent == podfs.parent.parent / "share" / "podfs", hs
+    assert (podfs.parent / "podfs-pod").is_file()
+    hf = tmp_path / "hosts"
+    hf.write_text("a;b\n")
+    r = subprocess.run([podfs, "pod", "status", hf], text=True, capture_output=True, timeout=30)
+    assert r.returncode == 2 and "bad host" in r.stderr, r.stderr
+    hs.unlink()
+    r = subprocess.run([podfs, "pod", "status", hf], text=True, capture_output=True, timeout=30)
+    assert r.returncode == 1 and "podfs-pod-hosts" in r.stderr, r.stderr
