@@ -16,6 +16,7 @@
 #include "podfs/log.h"
 #include "podfs/netaddr.h"
 #include "podfs/prom.h"
+#include "podfs/sockfile.h"
 #include "conn_i.h"
 #include "pfsd_i.h"
 
@@ -58,6 +59,7 @@ struct obs_srv {
 struct observe {
 	struct obs_srv ctl, met;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* "" if none */
+	struct pfs_sockfile made; /* path's file: removed at stop only if still it */
 	char met_name[64];  /* "addr:port" of the metrics endpoint */
 };
 
@@ -303,12 +305,12 @@ static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 	if (strncmp(path, OBS_CTL_DIR "/", sizeof(OBS_CTL_DIR)) == 0 && mkdir(OBS_CTL_DIR, 0755) < 0 &&
 	    errno != EEXIST)
 		return -errno;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode))
 			return -EEXIST;
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 			close(fd);
 			return -EADDRINUSE;
@@ -317,19 +319,32 @@ static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 			close(fd);
 		unlink(path);
 	}
-	uv_pipe_init(&d->loop, &o->ctl.u.pipe, 0);
-	o->ctl.on = true;
+	/* Bound here, not by uv_pipe_bind: libuv removes the path of a
+	 * pipe it bound when closing it, even if another podfsd's socket
+	 * is there by then; observe_stop removes it only if still ours. */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
 	/* Born 0600: never a moment in which others could connect. No
 	 * other thread runs yet, so the umask may change. */
 	mode_t old = umask(0177);
-	ret = uv_pipe_bind(&o->ctl.u.pipe, path);
+	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
 	umask(old);
 	if (ret == 0)
-		ret = uv_listen(&o->ctl.u.stream, 16, connection_cb);
-	if (ret < 0)
+		ret = pfs_sockfile_mark(&o->made, path);
+	if (ret < 0) {
+		close(fd);
 		return ret;
+	}
 	snprintf(o->path, sizeof(o->path), "%s", path);
-	return 0;
+	uv_pipe_init(&d->loop, &o->ctl.u.pipe, 0);
+	o->ctl.on = true;
+	ret = uv_pipe_open(&o->ctl.u.pipe, fd);
+	if (ret < 0)
+		close(fd);
+	else
+		ret = uv_listen(&o->ctl.u.stream, 16, connection_cb);
+	return ret;
 }
 
 static int met_start(struct observe *o, struct pfsd *d, char *err, size_t errlen)
@@ -409,11 +424,14 @@ void observe_stop(struct pfsd *d)
 
 	if (!o)
 		return;
+	/* Removed first, while still listening, and only if it is still
+	 * ours: a podfsd that replaced it (after this one stopped
+	 * answering) keeps its own. */
+	if (o->path[0])
+		pfs_sockfile_remove(&o->made, o->path);
+	o->path[0] = 0;
 	srv_stop(&o->ctl);
 	srv_stop(&o->met);
-	if (o->path[0])
-		unlink(o->path);
-	o->path[0] = 0;
 }
 
 const char *observe_metrics_name(struct pfsd *d)

@@ -21,6 +21,7 @@
 #include "podfs/log.h"
 #include "podfs/netaddr.h"
 #include "podfs/prom.h"
+#include "podfs/sockfile.h"
 #include "stats_i.h"
 
 /* A metrics client: its request head so far and its deadline. */
@@ -39,7 +40,7 @@ struct ctl {
 	int stop_fd; /* eventfd: stop */
 	pthread_t thr;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	struct stat made; /* path's file as bind made it */
+	struct pfs_sockfile made; /* path's file as bind made it */
 	struct hclient *h[CTL_HTTP_CLIENTS];
 };
 
@@ -268,8 +269,12 @@ static int status_listen(struct ctl *ctl)
 	mode_t old = umask(077);
 	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (rc < 0 || listen(fd, 8) < 0 || stat(ctl->path, &ctl->made) < 0) {
+	if (rc < 0 || listen(fd, 8) < 0) {
 		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if ((rc = pfs_sockfile_mark(&ctl->made, ctl->path)) < 0) {
 		close(fd);
 		return rc;
 	}
@@ -280,14 +285,10 @@ static int status_listen(struct ctl *ctl)
 /* Removes the status socket's file, unless it is another podfs's now:
  * the kernel gives an unmounted filesystem's device number to the next
  * mount at once, while this podfs may still be finishing, and the new
- * mount's podfs replaced the file. */
+ * mount's podfs replaced the file (podfs/sockfile.h). */
 static void status_unlink(struct ctl *ctl)
 {
-	struct stat st;
-
-	if (stat(ctl->path, &st) == 0 && st.st_dev == ctl->made.st_dev &&
-	    st.st_ino == ctl->made.st_ino)
-		unlink(ctl->path);
+	pfs_sockfile_remove(&ctl->made, ctl->path);
 }
 
 int ctl_start(struct client *c, struct ctl **out)

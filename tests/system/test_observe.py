@@ -242,6 +242,23 @@ def test_podfsd_control_socket_default_path_and_lifetime(env):
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
 
 
+def test_podfsd_stopping_leaves_a_control_socket_not_its_own(env):
+    """A podfsd removes its control socket at stop only if the file is
+    still the one it made: one that replaced it (here: after the file was
+    removed by hand) keeps answering."""
+    sock = env.root / "shared.sock"
+    a = env.start_daemon(extra=[f"--control-socket={sock}"])
+    os.unlink(sock)
+    b = env.start_daemon(extra=[f"--control-socket={sock}"])
+    r = pstatus("--control-socket", sock)
+    assert r.returncode == 0 and f":{b.port}" in r.stdout, r.stdout + r.stderr
+    a.stop()
+    r = pstatus("--control-socket", sock)
+    assert r.returncode == 0 and f":{b.port}" in r.stdout, r.stdout + r.stderr
+    b.stop()
+    assert not os.path.exists(sock)
+
+
 def test_podfsd_control_socket_refuses_other_users(env):
     d, sock = daemon_with(env)
     r = as_user([PODFSD, "status", "--control-socket", sock])

@@ -1,0 +1,35 @@
+/* sockfile.h: the file of a Unix socket this process bound (the status
+ * sockets: the mount's for podfs status, podfsd's control socket),
+ * removed at exit only if it is still that file.
+ *
+ * Another process may have replaced it meanwhile: a newer podfs given the
+ * same device number by the kernel, a podfsd told the same path. Device
+ * and inode number alone do not tell the files apart, as a filesystem
+ * gives a freed inode's number to the next file at once (ext4 does, here,
+ * for a socket bound at the same path a moment later). So the file is
+ * marked when made: its mtime is set with random nanoseconds, which no
+ * file the kernel stamps with its coarse clock is likely to share, and
+ * device, inode and mark must all match.
+ *
+ * Any thread; no state beyond the struct.
+ */
+#ifndef PODFS_SOCKFILE_H
+#define PODFS_SOCKFILE_H
+
+#include <stdbool.h>
+#include <sys/stat.h>
+
+struct pfs_sockfile {
+	dev_t dev;
+	ino_t ino;
+	struct timespec mark; /* the mtime set */
+};
+
+/* Marks path, just bound by this process, as sf's. 0 or -errno. */
+int pfs_sockfile_mark(struct pfs_sockfile *sf, const char *path);
+/* Whether path is still the file sf marked. */
+bool pfs_sockfile_is(const struct pfs_sockfile *sf, const char *path);
+/* Removes path if it is still sf's file; leaves it otherwise. */
+void pfs_sockfile_remove(const struct pfs_sockfile *sf, const char *path);
+
+#endif

@@ -1,0 +1,43 @@
+/* sockfile.c: a bound socket's file, removed only if still ours
+ * (sockfile.h). */
+#include "podfs/sockfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+int pfs_sockfile_mark(struct pfs_sockfile *sf, const char *path)
+{
+	struct timespec t[2] = { { .tv_nsec = UTIME_OMIT } };
+	uint32_t r = 0;
+	struct stat st;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = (uint32_t)getpid() * 2654435761u ^ (uint32_t)(uintptr_t)sf;
+	clock_gettime(CLOCK_REALTIME, &t[1]);
+	t[1].tv_nsec = (long)(r % 1000000000u);
+	if (utimensat(AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW) < 0 || lstat(path, &st) < 0)
+		return -errno;
+	sf->dev = st.st_dev;
+	sf->ino = st.st_ino;
+	sf->mark = st.st_mtim;
+	return 0;
+}
+
+bool pfs_sockfile_is(const struct pfs_sockfile *sf, const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && st.st_dev == sf->dev &&
+	       st.st_ino == sf->ino && st.st_mtim.tv_sec == sf->mark.tv_sec &&
+	       st.st_mtim.tv_nsec == sf->mark.tv_nsec;
+}
+
+void pfs_sockfile_remove(const struct pfs_sockfile *sf, const char *path)
+{
+	if (pfs_sockfile_is(sf, path))
+		unlink(path);
+}

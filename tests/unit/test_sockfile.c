@@ -1,0 +1,68 @@
+/* test_sockfile.c: a status socket's file is removed at exit only if it
+ * is still the one this process made (podfs/sockfile.h).
+ *
+ * Shown with regular files in a scratch directory (the mark does not care
+ * what the file is): a file made at the same path after the first was
+ * removed, which here often gets the same inode number, is not taken for
+ * the first; the first's owner leaves it, and its own owner removes it.
+ */
+#include "podfs/sockfile.h"
+#include "check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/podfs-test-sockfile.XXXXXX";
+static char path[64];
+
+static void make(void)
+{
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+}
+
+int main(void)
+{
+	struct pfs_sockfile a, b;
+	struct stat st;
+	int same_ino = 0;
+
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/s", dir);
+	CHECK_EQ(pfs_sockfile_mark(&a, path), -ENOENT);
+
+	for (int round = 0; round < 20; round++) {
+		make();
+		CHECK_EQ(pfs_sockfile_mark(&a, path), 0);
+		CHECK(pfs_sockfile_is(&a, path));
+		/* Replaced by another's file: not a's, whatever its number. */
+		CHECK_EQ(unlink(path), 0);
+		make();
+		CHECK(lstat(path, &st) == 0);
+		same_ino += st.st_ino == a.ino;
+		CHECK(!pfs_sockfile_is(&a, path));
+		pfs_sockfile_remove(&a, path);
+		CHECK(access(path, F_OK) == 0);
+		/* ... and marked by that other: still not a's, but b's. */
+		CHECK_EQ(pfs_sockfile_mark(&b, path), 0);
+		CHECK(!pfs_sockfile_is(&a, path));
+		CHECK(pfs_sockfile_is(&b, path));
+		pfs_sockfile_remove(&a, path);
+		CHECK(access(path, F_OK) == 0);
+		pfs_sockfile_remove(&b, path);
+		CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+		/* Gone: nothing to remove, no harm. */
+		pfs_sockfile_remove(&b, path);
+		CHECK(!pfs_sockfile_is(&b, path));
+	}
+	printf("the replacing file had the first one's inode number in %d of 20 rounds\n", same_ino);
+	rmdir(dir);
+	return check_done("test_sockfile");
+}
