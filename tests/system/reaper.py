@@ -29,15 +29,22 @@ import ctypes, json, os, signal, subprocess, sys, time
 if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
     sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed")
 ended = {}
+comm = {}  # pid -> its name, read while a zombie
 
 def reap():
     while True:
         try:
-            pid, st = os.waitpid(-1, os.WNOHANG)
+            w = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return
-        if pid == 0:
+        if w is None:
             return
+        try:
+            with open(f"/proc/{w.si_pid}/comm") as f:
+                comm[w.si_pid] = f.read().strip()
+        except OSError:
+            comm[w.si_pid] = "?"
+        pid, st = os.waitpid(w.si_pid, 0)
         ended[pid] = os.waitstatus_to_exitcode(st)
 
 def children(zombies=False):
@@ -78,7 +85,8 @@ for line in sys.stdin:
             res = [None, "", f"timed out after {timeout}s (its output still open?)"]
     elif op == "wait":
         left = wait(a[0])
-        res = [{str(k): v for k, v in ended.items()}, left]
+        res = [{str(k): v for k, v in ended.items()}, left,
+               {str(k): v for k, v in comm.items()}]
     elif op == "kill":
         res = children()
         for p in res:
@@ -121,8 +129,10 @@ class Reaper:
 
     def left_behind(self, timeout):
         """Waits up to timeout for every process left behind to end:
-        ({pid: exit status} of those that ended, [pids still running])."""
-        ended, left = self._call(timeout, "wait", timeout)
+        ({pid: exit status} of those that ended, [pids still running]).
+        self.comm then names those that ended ({pid: name})."""
+        ended, left, comm = self._call(timeout, "wait", timeout)
+        self.comm = {int(k): v for k, v in comm.items()}
         return {int(k): v for k, v in ended.items()}, left
 
     def finish(self):

@@ -3,7 +3,8 @@
 Four "hosts" (harness/sshhosts.py: network namespaces on a bridge, each
 with its own sshd and its own /etc/podfs, /usr/local, /run/podfs, mount
 point and /etc/fstab) are taken from nothing to mounted by `podfs pod up`
-(the build's programs, --from PODFS_BUILD), a file written on one host is
+(the build's programs, --from PODFS_BUILD; one host logged into as a user
+who is not root, through sudo), a file written on one host is
 read on another, `up` run again changes nothing, `status` shows them,
 and `down` leaves no mount, no podfsd, no fstab line and no programs. An
 address nobody answers in the hosts file gives a FAILED row and a
@@ -24,7 +25,7 @@ POD_TIMEOUT = 120
 
 @pytest.fixture
 def hosts(env):
-    h = SshHosts(env, 4)
+    h = SshHosts(env, 4, sudo_hosts=(2,))
     try:
         yield h
     finally:
@@ -85,7 +86,7 @@ HOSTS_FILE = """\
 root@10.77.0.10   worker-0
 
 10.77.0.11 worker-1     # a comment
-  10.77.0.12\tworker-2
+  podfstest@10.77.0.12\tworker-2    # not root: through sudo
 [fd77::d]
 """
 
@@ -96,7 +97,7 @@ def test_pod_up_status_down_on_four_hosts(env, hosts):
     hf = env.root / "hosts"
     hf.write_text(HOSTS_FILE)
     src = "10.77.0.10:7049"
-    names = ["root@10.77.0.10", "10.77.0.11", "10.77.0.12", "fd77::d"]
+    names = ["root@10.77.0.10", "10.77.0.11", "podfstest@10.77.0.12", "fd77::d"]
 
     # From nothing: the key is made here, everything changes everywhere.
     rc, out = pod(env, hosts, "up", hf)

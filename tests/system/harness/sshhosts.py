@@ -40,7 +40,13 @@ PRIVATE = {
     # sshd's privilege-separation directory: made by its init script or
     # unit, so missing on a host where neither has run since boot.
     "/run/sshd": "755",
+    # sudo's timestamps (hosts with a sudo user).
+    "/run/sudo": "711",
 }
+# The user a host with sudo_user logs in as (its own /etc/passwd, group,
+# shadow and sudoers bound over the machine's, in its mount namespace).
+SUDO_USER = "podfstest"
+SUDO_UID = 4242
 # The mount point: a directory of the main namespace (podfs mounts there
 # are private to each host all the same).
 MOUNT_POINT = "/mnt/podfs"
@@ -51,8 +57,11 @@ _counter = [0]
 class SshHosts:
     DEAD = "10.77.0.99"
 
-    def __init__(self, env, n):
+    def __init__(self, env, n, sudo_hosts=()):
+        """n hosts; those in sudo_hosts also have the user SUDO_USER, who
+        may log in with the same key and run anything with `sudo -n`."""
         self.env = env
+        self.sudo_hosts = set(sudo_hosts)
         self.hosts = []
         self.reapers = []
         self.made_dirs = []
@@ -135,7 +144,9 @@ class SshHosts:
             f"HostKey {self.dir / 'hostkey'}\n"
             f"PidFile {hd / 'sshd.pid'}\n"
             "PermitRootLogin prohibit-password\n"
-            f"AuthorizedKeysFile {self.dir / 'authorized_keys'}\n"
+            # A copy in the host's /run/sshd: sshd reads it as the user
+            # logging in, who may not be root.
+            "AuthorizedKeysFile /run/sshd/authorized_keys\n"
             "StrictModes no\n"
             "PasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\n"
@@ -149,11 +160,39 @@ class SshHosts:
         script = "".join(f"mount -t tmpfs -o mode={mode} podfs-test-host{i} {p}\n"
                          for p, mode in PRIVATE.items())
         script += f"mount --bind {fstab} /etc/fstab\n"
+        script += (f"install -m 644 {self.dir / 'authorized_keys'} "
+                   "/run/sshd/authorized_keys\n")
+        if i in self.sudo_hosts:
+            script += self._sudo_user(hd)
         script += f"/usr/sbin/sshd -f {conf} -E {env.logs}/sshd-host{i}.log\n"
         rc, out, err = r.sh(script, timeout=30)
         assert rc == 0, f"host {i}: {out}{err}"
         self.hosts.append(ns)
         self._wait_listening(ns, self.addr(i))
+
+    @staticmethod
+    def _sudo_user(hd):
+        """Files for a host's sudo user in its directory hd, and the
+        script lines that bind them over the machine's."""
+        u, uid = SUDO_USER, SUDO_UID
+        files = {
+            "passwd": open("/etc/passwd").read() + f"{u}:x:{uid}:{uid}:podfs test:/:/bin/sh\n",
+            "group": open("/etc/group").read() + f"{u}:x:{uid}:\n",
+            "shadow": open("/etc/shadow").read() + f"{u}:*:19000:0:99999:7:::\n",
+            # The sanitizers' options reach the programs sudo runs.
+            "sudoers": "Defaults env_reset\n"
+                       'Defaults env_keep += "ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS"\n'
+                       "Defaults !requiretty, !lecture, !syslog\n"
+                       "root ALL=(ALL:ALL) ALL\n"
+                       f"{u} ALL=(ALL:ALL) NOPASSWD: ALL\n",
+        }
+        modes = {"passwd": 0o644, "group": 0o644, "shadow": 0o640, "sudoers": 0o440}
+        script = ""
+        for name, text in files.items():
+            (hd / name).write_text(text)
+            os.chmod(hd / name, modes[name])
+            script += f"mount --bind {hd / name} /etc/{name}\n"
+        return script
 
     def _wait_listening(self, ns, addr):
         deadline = time.monotonic() + 20
@@ -180,8 +219,12 @@ class SshHosts:
 
     def left_behind(self, i, timeout=20):
         """({pid: status} of the background processes of host i that ended,
-        [pids still running]) (sshd is one of those running)."""
-        return self.reapers[i].left_behind(timeout)
+        [pids still running]) (sshd is one of those running). sshd's own
+        are left out of those that ended: the session of a user who is
+        not root leaves one behind that ends with status 255."""
+        r = self.reapers[i]
+        ended, running = r.left_behind(timeout)
+        return {p: s for p, s in ended.items() if r.comm.get(p) != "sshd"}, running
 
     def finish(self):
         """Detaches what is mounted on the hosts and kills whatever runs
