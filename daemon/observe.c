@@ -322,20 +322,11 @@ static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 	/* Bound here, not by uv_pipe_bind: libuv removes the path of a
 	 * pipe it bound when closing it, even if another podfsd's socket
 	 * is there by then; observe_stop removes it only if still ours. */
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
 	/* Born 0600: never a moment in which others could connect. No
 	 * other thread runs yet, so the umask may change. */
-	mode_t old = umask(0177);
-	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
-	umask(old);
-	if (ret == 0)
-		ret = pfs_sockfile_mark(&o->made, path);
-	if (ret < 0) {
-		close(fd);
-		return ret;
-	}
+	int fd = pfs_sockfile_bind(&o->made, path, 0177, SOCK_NONBLOCK);
+	if (fd < 0)
+		return fd;
 	snprintf(o->path, sizeof(o->path), "%s", path);
 	uv_pipe_init(&d->loop, &o->ctl.u.pipe, 0);
 	o->ctl.on = true;

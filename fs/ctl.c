@@ -40,7 +40,11 @@ struct ctl {
 	int stop_fd; /* eventfd: stop */
 	pthread_t thr;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	struct pfs_sockfile made; /* path's file as bind made it */
+	/* path's file as bind made it: removed at the end only if it is
+	 * still that file, not another podfs's (the kernel gives an
+	 * unmounted filesystem's device number to the next mount at once,
+	 * while this podfs may still be finishing). */
+	struct pfs_sockfile made;
 	struct hclient *h[CTL_HTTP_CLIENTS];
 };
 
@@ -251,44 +255,25 @@ static int metrics_listen(struct ctl *ctl)
 static int status_listen(struct ctl *ctl)
 {
 	char dev[64], fstype[64];
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int rc, fd;
 
 	if (!mountinfo_top(ctl->c->mountpoint, dev, sizeof(dev), fstype, sizeof(fstype)))
 		return -ENOENT;
 	ctl_path(dev, ctl->path, sizeof(ctl->path));
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ctl->path);
 	if (mkdir(CTL_DIR, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
 		return -errno;
 	/* A socket left by a podfs that died: its device number is this
 	 * mount's now, so it is ours to replace. */
 	unlink(ctl->path);
-	mode_t old = umask(077);
-	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (rc < 0 || listen(fd, 8) < 0) {
+	if ((fd = pfs_sockfile_bind(&ctl->made, ctl->path, 077, 0)) < 0)
+		return fd;
+	if (listen(fd, 8) < 0) {
 		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	if ((rc = pfs_sockfile_mark(&ctl->made, ctl->path)) < 0) {
 		close(fd);
 		return rc;
 	}
 	ctl->fd = fd;
 	return 0;
-}
-
-/* Removes the status socket's file, unless it is another podfs's now:
- * the kernel gives an unmounted filesystem's device number to the next
- * mount at once, while this podfs may still be finishing, and the new
- * mount's podfs replaced the file (podfs/sockfile.h). */
-static void status_unlink(struct ctl *ctl)
-{
-	pfs_sockfile_remove(&ctl->made, ctl->path);
 }
 
 int ctl_start(struct client *c, struct ctl **out)
@@ -330,7 +315,7 @@ int ctl_start(struct client *c, struct ctl **out)
 fail:
 	if (ctl->fd >= 0) {
 		close(ctl->fd);
-		status_unlink(ctl);
+		pfs_sockfile_remove(&ctl->made, ctl->path);
 	}
 	if (ctl->mfd >= 0)
 		close(ctl->mfd);
@@ -350,7 +335,7 @@ void ctl_stop(struct ctl *ctl)
 	pthread_join(ctl->thr, NULL);
 	if (ctl->fd >= 0) {
 		close(ctl->fd);
-		status_unlink(ctl);
+		pfs_sockfile_remove(&ctl->made, ctl->path);
 	}
 	if (ctl->mfd >= 0)
 		close(ctl->mfd);

@@ -5,9 +5,35 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+int pfs_sockfile_bind(struct pfs_sockfile *sf, const char *path, mode_t mask, int flags)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0)) < 0)
+		return -errno;
+	mode_t old = umask(mask);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	umask(old);
+	if (rc == 0)
+		rc = pfs_sockfile_mark(sf, path);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
 
 int pfs_sockfile_mark(struct pfs_sockfile *sf, const char *path)
 {

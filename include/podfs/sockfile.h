@@ -25,6 +25,11 @@ struct pfs_sockfile {
 	struct timespec mark; /* the mtime set */
 };
 
+/* A Unix stream socket (SOCK_CLOEXEC | flags) bound at path under umask
+ * mask (so it is never more open than that, not even for a moment; the
+ * process's umask changes while it binds), and marked as sf's. The fd,
+ * or -errno. */
+int pfs_sockfile_bind(struct pfs_sockfile *sf, const char *path, mode_t mask, int flags);
 /* Marks path, just bound by this process, as sf's. 0 or -errno. */
 int pfs_sockfile_mark(struct pfs_sockfile *sf, const char *path);
 /* Whether path is still the file sf marked. */
