@@ -2,7 +2,7 @@
 network namespace on a bridge with an address of its own, running its own
 sshd in a private mount namespace, so that every ssh session into it sees
 that host's own /etc/podfs, /usr/local, /run/podfs, /run/mount,
-/var/lib/podfs, /srv/podfs (tmpfs each), its own mounts at /mnt/podfs and
+/var/lib/podfs, /srv/podfs and root's home (tmpfs each), its own mounts at /mnt/podfs and
 its own /etc/fstab (a per-host file bound over it); /dev/fuse and the
 rest are shared.
 
@@ -42,6 +42,10 @@ PRIVATE = {
     "/run/sshd": "755",
     # sudo's timestamps (hosts with a sudo user).
     "/run/sudo": "711",
+    # root's home: a fresh host's, without the dot files of this
+    # machine's root (whose .bashrc, run by every ssh command, may start
+    # a pyenv or conda and cost half a second each time).
+    "/root": "700",
 }
 # The user a host with sudo_user logs in as (its own /etc/passwd, group,
 # shadow and sudoers bound over the machine's, in its mount namespace).
