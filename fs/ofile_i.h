@@ -73,6 +73,8 @@ struct ofile {
 	bool rd_eof;
 	bool rd_plus;
 	bool rd_synth;    /* the chunk is the whole listing (readdir_listed) */
+	bool rd_paged;    /* read in pages: from the daemon, or a listing too big
+			   * to be listed whole (a walk's, see do_readdir) */
 	size_t rd_idx;    /* rd_synth: entries of the chunk before rd */
 	uint64_t rd_seq;  /* push number when the chunk was requested */
 	uint64_t rd_any, rd_ns; /* inode_own_snap then */

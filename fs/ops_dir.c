@@ -78,6 +78,7 @@ static int dir_fetch(fuse_req_t req, struct ofile *of, uint64_t off, bool plus)
 	of->rd_iflags = NULL;
 	of->rd_valid = false;
 	of->rd_synth = false;
+	of->rd_paged = true;
 	of->rd_idx = 0;
 	of->rd_any = inode_own_snap(c->it, &of->rd_ns);
 	of->rd_seq = gate_seq(c->gate);
@@ -194,9 +195,9 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	 * those a walk looks up next get theirs fetched ahead
 	 * (lookup_listed), as in a directory read from the daemon. */
 	pthread_mutex_lock(&dir->lock);
-	bool big = dir->attr.size > LIST_DIR_MAX_SIZE;
+	of->rd_paged = dir->attr.size > LIST_DIR_MAX_SIZE;
 	pthread_mutex_unlock(&dir->lock);
-	if (big)
+	if (of->rd_paged)
 		inode_note_walk(dir);
 	return true;
 }
@@ -256,28 +257,29 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		/* Going on in the listing. (A cookie it does not have, as
 		 * after a seekdir, is the server's to go on from.) */
 	} else if (!of->rd_valid || of->rd_off != (uint64_t)off || (plus && !of->rd_plus)) {
-		if (off != 0 || !readdir_listed(req, of)) {
+		if (off != 0 || !readdir_listed(req, of))
 			rc = dir_fetch(req, of, (uint64_t)off, plus);
-			/* A directory too big to be listed whole, read by a
-			 * walk: the subdirectories it looks up in it next get
-			 * their listings fetched ahead (ops_lookup). */
-			if (rc == 0)
-				inode_note_walk(of->ip);
-		}
 		fresh = true;
 	}
+	/* A directory read in pages, by a walk: the subdirectories it looks
+	 * up in it next get their listings fetched ahead (ops_lookup,
+	 * lookup_listed: while inode_walked). Each READDIR of the reading
+	 * says it goes on, as each such lookup does: a reading slowed down
+	 * (a loaded machine) between two pages would otherwise stop counting
+	 * as a walk, and its later chunks would queue what it looks up. */
+	if (rc == 0 && of->rd_paged)
+		inode_note_walk(of->ip);
 	/* Subdirectories are fetched ahead from a READDIRPLUS, and from a
 	 * plain READDIR of a listing: under READDIRPLUS_AUTO the kernel asks
 	 * with plus only for a directory's first chunk, and a walk then
 	 * looks up and opens the subdirectories of the rest. In a directory
-	 * too big to be listed whole (inode_walked: the walk's lookups there
+	 * read in pages (rd_paged: the walk's lookups there
 	 * queue the subdirectories it opens and the next ones, in its
 	 * order: lsfetch_walk_on), only those of the first reply: the rest
 	 * would queue thousands at once, most dropped from the queue or
 	 * fetched long before the walk got there and given back unused
 	 * (LSF_PARK_NS), then fetched again. */
-	bool ahead_ok = c->max_inline && (plus || of->rd_synth) &&
-			(off == 0 || !inode_walked(of->ip, WALK_LOOKUP_NS));
+	bool ahead_ok = c->max_inline && (plus || of->rd_synth) && (off == 0 || !of->rd_paged);
 	if (ahead_ok)
 		fill_creds(req, &cr, true);
 	/* Entries handed to the kernel get timeout 0 if a push about the

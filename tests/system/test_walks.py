@@ -16,6 +16,8 @@ a request not sent also shows some request counted in the same span.
 
 import errno
 import os
+import signal
+import subprocess
 import threading
 import time
 
@@ -36,6 +38,9 @@ SHOWN = 10.0
 CREDIT_MAX = 256
 CREDIT_RESUME = 32  # fetching stops with fewer credits left (fs/lsfetch_i.h)
 BATCH = 16
+# fs/ops_i.h WALK_LOOKUP_NS: a directory counts as walked this long after
+# the last sign of it.
+WALK_WINDOW = 2.0
 
 
 def make_tree(top, fanout=(4, 3), files=4):
@@ -370,6 +375,38 @@ def test_fetching_ahead_is_bounded(env, daemon, mount, n):
     sent = requests_since(m, before)
     listed = podfs_stats(m)["lists"] - st["lists"]
     assert listed <= (2 if forgotten(m) > gone else 1.05) * 2 * n, (listed, sent)
+
+
+def test_a_reading_paused_longer_than_the_walk_window_queues_no_more(env, daemon, mount):
+    """`ls -l | less`: the reading of a directory too big to be listed
+    whole stops for longer than the walk window (WALK_WINDOW) between two
+    of its READDIRs. Each READDIR of the reading says the walk goes on,
+    so its later chunks queue no listings ahead, as when it never stopped
+    (they once did, once the window had passed since the last page
+    fetched: thousands queued and dropped)."""
+    top = env.export / "wide"
+    top.mkdir()
+    n = 3500
+    for i in range(n):
+        os.makedirs(top / f"d{i:04d}" / "sub")
+    m = mount()
+    p = subprocess.Popen(["ls", "-l", m / "wide"], stdout=subprocess.DEVNULL,
+                         stdin=subprocess.DEVNULL)
+    try:
+        for _ in range(3):
+            time.sleep(0.15)
+            p.send_signal(signal.SIGSTOP)
+            time.sleep(WALK_WINDOW + 0.5)
+            p.send_signal(signal.SIGCONT)
+        assert p.wait(120) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    time.sleep(1.0)  # what the threads fetch ahead
+    st = podfs_stats(m)
+    assert st["lists_dropped"] == 0, st
+    assert st["lists_ahead"] <= CREDIT_MAX + BATCH, st
 
 
 # --- never stale ------------------------------------------------------------------
