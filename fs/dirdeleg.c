@@ -600,6 +600,41 @@ int dirdeleg_error(struct dirdeleg *d, struct inode *dir)
 	return err;
 }
 
+int dirdeleg_sync(struct dirdeleg *d, struct inode *dir)
+{
+	struct inode **made = NULL;
+	unsigned n = 0;
+	int err = 0;
+
+	pthread_mutex_lock(&d->bg.lock);
+	wait_empty(d);
+	struct ddir *e = dd_find(d, &dir->fh);
+	if (e && e->err) {
+		err = e->err;
+		e->err = 0;
+	}
+	/* Those made there now, held: a recall meanwhile takes them off
+	 * the list (dd_take_made). */
+	if (e && e->nmade) {
+		made = malloc(e->nmade * sizeof(*made));
+		for (unsigned i = 0; made && i < e->nmade; i++) {
+			inode_hold(d->c->it, e->made[i]);
+			made[n++] = e->made[i];
+		}
+		if (!made && !err)
+			err = -ENOMEM;
+	}
+	pthread_mutex_unlock(&d->bg.lock);
+	for (unsigned i = 0; i < n; i++) {
+		int r = err ? 0 : wb_wait_data(d->c->wb, made[i]);
+		if (r < 0)
+			err = r;
+		inode_forget(d->c->it, made[i], 1);
+	}
+	free(made);
+	return err;
+}
+
 void dirdeleg_wait_for(struct dirdeleg *d, struct inode *ip)
 {
 	if (dd_in_sender || atomic_load(&d->pending) == 0)

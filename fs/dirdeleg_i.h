@@ -268,6 +268,12 @@ bool dirdeleg_holds(struct dirdeleg *d, const struct inode *dir);
  * yet, forgotten now (0: none), after waiting for the queue: rmdir,
  * fsync. */
 int dirdeleg_error(struct dirdeleg *d, struct inode *dir);
+/* fsync of dir: dirdeleg_error, and the data of the files made in dir
+ * under its delegation is on the daemon after, as the delegation's end
+ * would have it (their close does not wait for their writes). Returns
+ * dirdeleg_error's error, or -EINTR (the caller is being killed),
+ * -ENOMEM. */
+int dirdeleg_sync(struct dirdeleg *d, struct inode *dir);
 /* Before a GETATTR of ip: waits for the queue if ip is a directory or a
  * file removed by an unlink answered here (a GETATTR of another object
  * goes at once: the barrier lets GETATTR through). */

@@ -419,7 +419,10 @@ void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file
 	(void)datasync;
 	(void)fi;
 	/* Directory operations are synchronous on the server, once sent:
-	 * the unlinks answered under a directory delegation are sent first,
-	 * and an error of one here is reported now. */
-	fuse_reply_err(req, c->dd ? -dirdeleg_error(c->dd, IP(req, ino)) : 0);
+	 * the unlinks and creates answered under a directory delegation
+	 * are sent first, and an error of one here is reported now. So is
+	 * the data of the files made there, whose close did not wait for
+	 * it: a process beside podfs on the coordinator, which recalls
+	 * nothing, reads them whole after. */
+	fuse_reply_err(req, c->dd ? -dirdeleg_sync(c->dd, IP(req, ino)) : 0);
 }

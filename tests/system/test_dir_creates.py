@@ -130,6 +130,28 @@ def test_close_does_not_wait_but_another_host_sees_the_data(dpod):
     assert s["dirdeleg_recalls"] >= len(sizes) and s["dirdeleg_errors"] == 0, s
 
 
+def test_fsync_of_the_directory_puts_the_data_of_its_new_files_on_the_coordinator(dpod):
+    """Files A made and closed in a held directory (their close did not
+    wait for their writes) are whole on the export once A's fsync of the
+    directory returns: a process beside podfs on the coordinator, which
+    recalls nothing, reads them in full, whatever size. (The fsync once
+    only sent the queued creates: a file whose bytes went as writes was
+    read short there, even empty.)"""
+    os.mkdir(dpod.a / "d")
+    hold(dpod.a, "d")
+    before = creates_on(dpod.a)
+    files = {f"f{k}": os.urandom(size)
+             for k, size in enumerate([1, 70000, 1 << 20, 3 << 20, 8 << 20])}
+    for name, data in files.items():
+        create(dpod.a / "d" / name, data)
+    assert creates_on(dpod.a) - before == len(files)  # answered by A
+    fsync_dir(dpod.a / "d")
+    for name, data in files.items():
+        assert (dpod.export / "d" / name).read_bytes() == data, name
+    s = podfs_stats(dpod.a)
+    assert s["dirdeleg_recalls"] == 0 and s["dirdeleg_errors"] == 0, s
+
+
 def test_first_bytes_and_close_travel_with_the_create(dpod):
     """A small file A makes, writes and closes costs one CREATES item: no
     WRITE, FSYNC or RELEASE of its own. Bytes read back through the open
