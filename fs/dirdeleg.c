@@ -585,17 +585,26 @@ bool dirdeleg_holds(struct dirdeleg *d, const struct inode *dir)
 	return held;
 }
 
-int dirdeleg_error(struct dirdeleg *d, struct inode *dir)
+/* Waits for the queue (bg.lock held); dir's entry, or NULL, and in *err
+ * its first error not reported yet, forgotten now. */
+static struct ddir *drained(struct dirdeleg *d, struct inode *dir, int *err)
 {
-	int err = 0;
-
-	pthread_mutex_lock(&d->bg.lock);
 	wait_empty(d);
 	struct ddir *e = dd_find(d, &dir->fh);
+	*err = 0;
 	if (e && e->err) {
-		err = e->err;
+		*err = e->err;
 		e->err = 0;
 	}
+	return e;
+}
+
+int dirdeleg_error(struct dirdeleg *d, struct inode *dir)
+{
+	int err;
+
+	pthread_mutex_lock(&d->bg.lock);
+	(void)drained(d, dir, &err);
 	pthread_mutex_unlock(&d->bg.lock);
 	return err;
 }
@@ -604,15 +613,10 @@ int dirdeleg_sync(struct dirdeleg *d, struct inode *dir)
 {
 	struct inode **made = NULL;
 	unsigned n = 0;
-	int err = 0;
+	int err;
 
 	pthread_mutex_lock(&d->bg.lock);
-	wait_empty(d);
-	struct ddir *e = dd_find(d, &dir->fh);
-	if (e && e->err) {
-		err = e->err;
-		e->err = 0;
-	}
+	struct ddir *e = drained(d, dir, &err);
 	/* Those made there now, held: a recall meanwhile takes them off
 	 * the list (dd_take_made). */
 	if (e && e->nmade) {
