@@ -193,12 +193,11 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 	/* A directory too big for one listing (listed in pages), read
 	 * whole: more subdirectories than one READDIR reply queues ahead;
 	 * those a walk looks up next get theirs fetched ahead
-	 * (lookup_listed), as in a directory read from the daemon. */
+	 * (lookup_listed), as in a directory read from the daemon
+	 * (do_readdir notes the walk). */
 	pthread_mutex_lock(&dir->lock);
 	of->rd_paged = dir->attr.size > LIST_DIR_MAX_SIZE;
 	pthread_mutex_unlock(&dir->lock);
-	if (of->rd_paged)
-		inode_note_walk(dir);
 	return true;
 }
 
