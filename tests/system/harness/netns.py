@@ -16,16 +16,30 @@ ADDR_LOCK = "/run/lock/podfs-tests-netns.lock" if os.path.isdir("/run/lock") \
     else "/tmp/podfs-tests-netns.lock"
 
 
+def ip_batch(lines, netns=None, timeout=10):
+    """Runs the `ip` commands lines (each without the leading "ip") in one
+    process (`ip -batch`), in network namespace netns if given: a test
+    host takes a dozen of them, and a process each cost more than the
+    commands. The first that fails stops the rest and raises."""
+    argv = ["ip"] + (["-n", netns] if netns else []) + ["-batch", "-"]
+    text = "".join(" ".join(str(a) for a in line) + "\n" for line in lines)
+    r = subprocess.run(argv, input=text, text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    if r.returncode != 0:
+        raise AssertionError(f"{argv} exited {r.returncode} on:\n{text}"
+                             f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+
+
 class NamedNS:
     """A named network namespace (ip netns) with only its loopback up,
     deleted by delete(): the hosts of a test pod, joined by a switch."""
 
     def __init__(self, name):
         self.name = name
-        run(["ip", "netns", "add", name], timeout=10)
+        ip_batch([["netns", "add", name]])
         (TEST_ROOT / ".netns").mkdir(exist_ok=True)
         (TEST_ROOT / ".netns" / name).touch()
-        run(["ip", "-n", name, "link", "set", "lo", "up"], timeout=10)
+        ip_batch([["link", "set", "lo", "up"]], netns=name)
 
     def exec_argv(self, argv):
         """argv in this network namespace, in the caller's mount namespace."""
@@ -48,7 +62,6 @@ class NetNS:
         self.hveth = f"pfh{uniq}"[:15]
         self.cveth = f"pfc{uniq}"[:15]
         env.netns.append(self)
-        self.created = False
         # The subnet is chosen and taken under a lock of the machine's:
         # pytest runs side by side (scripts/test) must not pick the same.
         with open(ADDR_LOCK, "a") as lock:
@@ -64,19 +77,20 @@ class NetNS:
                 break
         self.host_ip = f"10.201.{k}.1"
         self.ip = f"10.201.{k}.2"
-        for cmd in (
-            ["ip", "netns", "add", self.name],
-            ["ip", "link", "add", self.hveth, "type", "veth", "peer", "name", self.cveth],
-            ["ip", "link", "set", self.cveth, "netns", self.name],
-            ["ip", "addr", "add", f"{self.host_ip}/24", "dev", self.hveth],
-            ["ip", "link", "set", self.hveth, "up"],
-            ["ip", "-n", self.name, "addr", "add", f"{self.ip}/24", "dev", self.cveth],
-            ["ip", "-n", self.name, "link", "set", self.cveth, "up"],
-            ["ip", "-n", self.name, "link", "set", "lo", "up"],
-            ["ip", "-n", self.name, "route", "add", "default", "via", self.host_ip],
-        ):
-            run(cmd, timeout=10)
-            self.created = True
+        # env.netns has it already: delete() removes whatever part was made.
+        ip_batch([
+            ["netns", "add", self.name],
+            ["link", "add", self.hveth, "type", "veth", "peer", "name", self.cveth],
+            ["link", "set", self.cveth, "netns", self.name],
+            ["addr", "add", f"{self.host_ip}/24", "dev", self.hveth],
+            ["link", "set", self.hveth, "up"],
+        ])
+        ip_batch([
+            ["addr", "add", f"{self.ip}/24", "dev", self.cveth],
+            ["link", "set", self.cveth, "up"],
+            ["link", "set", "lo", "up"],
+            ["route", "add", "default", "via", self.host_ip],
+        ], netns=self.name)
         # Recorded so scripts/test can delete it if pytest itself is killed.
         (TEST_ROOT / ".netns").mkdir(exist_ok=True)
         (TEST_ROOT / ".netns" / self.name).touch()

@@ -27,7 +27,7 @@ from pathlib import Path
 from helpers import run
 from reaper import Reaper
 
-from .netns import NamedNS
+from .netns import NamedNS, ip_batch
 
 # Where each host has a private tmpfs (mode), and its fstab.
 PRIVATE = {
@@ -74,10 +74,12 @@ class SshHosts:
         self.switch = NamedNS(f"pfsw{uniq}")
         env.netns.append(self.switch)
         sw = self.switch.name
-        run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"], timeout=10)
-        run(["ip", "-n", sw, "addr", "add", "10.77.0.1/24", "dev", "br0"], timeout=10)
-        run(["ip", "-n", sw, "addr", "add", "fd77::1/64", "dev", "br0", "nodad"], timeout=10)
-        run(["ip", "-n", sw, "link", "set", "br0", "up"], timeout=10)
+        ip_batch([
+            ["link", "add", "br0", "type", "bridge"],
+            ["addr", "add", "10.77.0.1/24", "dev", "br0"],
+            ["addr", "add", "fd77::1/64", "dev", "br0", "nodad"],
+            ["link", "set", "br0", "up"],
+        ], netns=sw)
 
         d = env.root / "ssh"
         d.mkdir()
@@ -125,13 +127,15 @@ class SshHosts:
         env, sw = self.env, self.switch.name
         ns = NamedNS(f"{self.switch.name}h{i}")
         self.env.netns.append(ns)
-        run(["ip", "-n", sw, "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
-             "netns", ns.name], timeout=10)
-        run(["ip", "-n", sw, "link", "set", f"v{i}", "master", "br0", "up"], timeout=10)
-        run(["ip", "-n", ns.name, "addr", "add", f"{self.addr(i)}/24", "dev", "eth0"], timeout=10)
-        run(["ip", "-n", ns.name, "addr", "add", f"{self.addr6(i)}/64", "dev", "eth0", "nodad"],
-            timeout=10)
-        run(["ip", "-n", ns.name, "link", "set", "eth0", "up"], timeout=10)
+        ip_batch([
+            ["link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0", "netns", ns.name],
+            ["link", "set", f"v{i}", "master", "br0", "up"],
+        ], netns=sw)
+        ip_batch([
+            ["addr", "add", f"{self.addr(i)}/24", "dev", "eth0"],
+            ["addr", "add", f"{self.addr6(i)}/64", "dev", "eth0", "nodad"],
+            ["link", "set", "eth0", "up"],
+        ], netns=ns.name)
 
         hd = env.root / f"host{i}"
         hd.mkdir()

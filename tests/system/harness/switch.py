@@ -15,7 +15,7 @@ import os
 
 from helpers import run
 
-from .netns import NamedNS
+from .netns import NamedNS, ip_batch
 
 _counter = [0]
 
@@ -53,26 +53,29 @@ class Switch:
         self.switch = NamedNS(f"pfsw{uniq}")
         env.netns.append(self.switch)
         sw = self.switch.name
-        run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"], timeout=10)
-        run(["ip", "-n", sw, "link", "set", "br0", "up"], timeout=10)
+        ip_batch([["link", "add", "br0", "type", "bridge"], ["link", "set", "br0", "up"]],
+                 netns=sw)
         main = f"pfsm{uniq}"[:15]
         port = _MainPort(main)
         env.netns.append(port)
-        run(["ip", "link", "add", main, "type", "veth", "peer", "name", "up0", "netns", sw],
-            timeout=10)
-        run(["ip", "-n", sw, "link", "set", "up0", "master", "br0", "up"], timeout=10)
-        run(["ip", "addr", "add", f"{self.coord_ip}/24", "dev", main], timeout=10)
-        run(["ip", "link", "set", main, "up"], timeout=10)
+        ip_batch([
+            ["link", "add", main, "type", "veth", "peer", "name", "up0", "netns", sw],
+            ["addr", "add", f"{self.coord_ip}/24", "dev", main],
+            ["link", "set", main, "up"],
+        ])
+        ip_batch([["link", "set", "up0", "master", "br0", "up"]], netns=sw)
         self.hosts = []
         for i in range(n):
             ns = NamedNS(f"{sw}h{i}")
             env.netns.append(ns)
-            run(["ip", "-n", sw, "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
-                 "netns", ns.name], timeout=10)
-            run(["ip", "-n", sw, "link", "set", f"v{i}", "master", "br0", "up"], timeout=10)
-            run(["ip", "-n", ns.name, "addr", "add", f"{self.ip(i)}/24", "dev", "eth0"],
-                timeout=10)
-            run(["ip", "-n", ns.name, "link", "set", "eth0", "up"], timeout=10)
+            ip_batch([
+                ["link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0", "netns", ns.name],
+                ["link", "set", f"v{i}", "master", "br0", "up"],
+            ], netns=sw)
+            ip_batch([
+                ["addr", "add", f"{self.ip(i)}/24", "dev", "eth0"],
+                ["link", "set", "eth0", "up"],
+            ], netns=ns.name)
             self.hosts.append(ns)
 
     def ip(self, i):
