@@ -294,7 +294,7 @@ static bool settle_locked(struct lsfetch *lf, struct inode *dir)
  * again meanwhile). always: even if dir was neither queued nor fetched
  * ahead. */
 static void fetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
-		      uint32_t max_inline, bool always)
+		      uint32_t max_inline, bool always, bool no_trace)
 {
 	pthread_mutex_lock(&lf->bg.lock);
 	bool was = settle_locked(lf, dir);
@@ -306,7 +306,7 @@ static void fetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_cr
 	 * holds listing_fetch_begin): only a listing that came meanwhile,
 	 * or a refusal, spares the fetch. */
 	if ((was || always) && listing_missing(dir))
-		(void)fetch(lf, dir, cr, max_inline, false);
+		(void)fetch(lf, dir, cr, max_inline, no_trace);
 	if (!mine)
 		return;
 	pthread_mutex_lock(&lf->bg.lock);
@@ -318,7 +318,12 @@ static void fetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_cr
 void lsfetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
 		 uint32_t max_inline)
 {
-	fetch_now(lf, dir, cr, max_inline, true);
+	fetch_now(lf, dir, cr, max_inline, true, false);
+}
+
+void lsfetch_open(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr)
+{
+	fetch_now(lf, dir, cr, 0, true, true);
 }
 
 bool lsfetch_pending(struct inode *dir)
@@ -328,7 +333,7 @@ bool lsfetch_pending(struct inode *dir)
 
 void lsfetch_settle(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr)
 {
-	fetch_now(lf, dir, cr, 0, false);
+	fetch_now(lf, dir, cr, 0, false, false);
 }
 
 void lsfetch_walked(struct lsfetch *lf)

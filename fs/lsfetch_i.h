@@ -100,6 +100,15 @@ void lsfetch_free(struct lsfetch *lf);
 void lsfetch_now(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr,
 		 uint32_t max_inline);
 
+/* As lsfetch_now (without contents), for an OPENDIR of dir, whose
+ * listing nothing queued: the listing the READDIR after it would fetch
+ * anyway, fetched first, lets the open be answered locally too (no
+ * OPENDIR, no RELEASEDIR). A refusal (a caller without leave to read
+ * dir) leaves no trace, as a fetch ahead's: the OPENDIR then asks the
+ * daemon, whose answer the caller gets. The caller checked as for
+ * lsfetch_now. A FUSE thread; waits for the reply. */
+void lsfetch_open(struct lsfetch *lf, struct inode *dir, const struct pfs_creds *cr);
+
 /* True if dir's listing is queued or being fetched ahead (a hint: no
  * lock taken). Any thread. */
 bool lsfetch_pending(struct inode *dir);

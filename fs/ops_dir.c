@@ -23,6 +23,14 @@
  * first anyway. */
 #define AHEAD_BATCH 256
 
+/* Whether directories may be read from listings (readdir_listed): the
+ * server has LISTDIR and is reachable, with its cookies in them. */
+static bool listings_usable(struct client *c)
+{
+	return c->max_inline && !cache_nosys(c->cache, PFS_OP_LISTDIR) && rpc_is_up(c->rpc) &&
+	       transport_list_cookies(c->tr);
+}
+
 void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct client *c = CL(req);
@@ -39,8 +47,18 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* A walk opens the directory whose listing it queued a moment ago:
 	 * with that listing, the daemon's leave to read it is known, and
 	 * both this open and the READDIR after it are answered locally. */
-	if (c->max_inline && lsfetch_pending(ip))
+	if (c->max_inline && lsfetch_pending(ip)) {
 		lsfetch_settle(c->lf, ip, &cr);
+	} else if ((fi->flags & O_ACCMODE) == O_RDONLY && listings_usable(c) &&
+		   listing_fetch_begin(ip, LIST_DIR_MAX_SIZE, 0, 0)) {
+		/* Nothing queued it (a lone ls; a walk whose lookups the
+		 * kernel answered itself, as after an ls -l of the parent):
+		 * the READDIR after this open would fetch the listing anyway.
+		 * Fetched first, it answers the open too: one round trip, not
+		 * an OPENDIR, a LISTDIR and a RELEASEDIR. */
+		lsfetch_open(c->lf, ip, &cr);
+		listing_fetch_end(ip);
+	}
 	if (ops_open_locally(req, ip, fi, true)) {
 		/* Made known to the daemon if another host removes it while
 		 * open here (ofile_i.h), as a file is. */
@@ -144,8 +162,7 @@ static bool readdir_listed(fuse_req_t req, struct ofile *of)
 
 	/* Without the server's cookies a listing answers no readdir
 	 * (listing_readdir): none is fetched for it. */
-	if (!c->max_inline || cache_nosys(c->cache, PFS_OP_LISTDIR) || !rpc_is_up(c->rpc) ||
-	    !transport_list_cookies(c->tr))
+	if (!listings_usable(c))
 		return false;
 	/* Without contents: whoever lists a directory (find, ls -l, a
 	 * walk, Python's import path cache) mostly reads no file in it, and

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from harness import Pod
-from helpers import (MiB, PODFS, check_open_counted, export_stat, forgotten, kernel_settled,
-                     podfs_stats, read_file, requests_sent, requests_since, stat_fields,
-                     wait_for, write_file)
+from helpers import (MiB, PODFS, PYTHON, TEST_GID, TEST_UID, as_user, check_open_counted,
+                     export_stat, forgotten, kernel_settled, podfs_stats, read_file,
+                     requests_sent, requests_since, stat_fields, wait_for, write_file)
 from syscalls import fallocate
 
 
@@ -430,3 +430,36 @@ def test_mkdir_p_of_directories_made_here_costs_no_round_trip(env):
     os.makedirs(a / "top" / "d0", exist_ok=True)
     assert os.listdir(pod.export / "top" / "d0") == []
     assert os.listdir(a / "top" / "moved") == ["f"]
+
+
+def test_a_directory_read_costs_one_listing_and_a_refused_one_none_later(env):
+    """A directory read with nothing fetched ahead (a lone ls, or a walk
+    whose lookups the kernel answers itself) costs one LISTDIR: its open
+    is answered from that listing, with no OPENDIR, READDIR or
+    RELEASEDIR. An open the daemon refuses (root, squashed there to
+    nobody, of a 0700 directory the kernel lets root open) fails as the
+    daemon says, and leaves no trace: the owner's reading then costs one
+    LISTDIR too."""
+    daemon = env.start_daemon(squash=None)  # podfsd's default: root squashed
+    names = [f"f{i}" for i in range(5)]
+    for d in ("pub", "priv"):
+        os.mkdir(env.export / d)
+        for n in names:
+            (env.export / d / n).write_bytes(b"x")
+    os.chown(env.export / "priv", TEST_UID, TEST_GID)
+    os.chmod(env.export / "priv", 0o700)
+    m = env.mount(daemon)
+    os.stat(m / "pub")
+    os.stat(m / "priv")
+    quiet = {"OPENDIR", "READDIR", "READDIRPLUS", "RELEASEDIR"}
+    before = requests_sent(m)
+    assert sorted(os.listdir(m / "pub")) == names
+    sent = requests_since(m, before)
+    assert sent.get("LISTDIR", 0) + sent.get("LISTDIRS", 0) == 1 and not quiet & set(sent), sent
+    with pytest.raises(PermissionError):
+        os.listdir(m / "priv")
+    before = requests_sent(m)
+    r = as_user([PYTHON, "-c", f"import os; print(sorted(os.listdir({str(m / 'priv')!r})))"])
+    assert r.returncode == 0 and r.stdout.strip() == str(names), r.stderr
+    sent = requests_since(m, before)
+    assert sent.get("LISTDIR", 0) == 1 and not quiet & set(sent), sent

@@ -72,8 +72,11 @@ def ls_lR(path, check=True):
     return run(["ls", "-lR", "--time-style=full-iso", "."], cwd=path, check=check).stdout
 
 
-def find(path, check=True):
-    return sorted(run(["find", "."], cwd=path, check=check).stdout.splitlines())
+def find(path, check=True, timeout=60):
+    """What find prints, sorted. The bound is the test's, not a measure:
+    a walk of thousands of directories under the sanitizers, beside
+    another test on two CPUs, took up to a minute."""
+    return sorted(run(["find", "."], cwd=path, check=check, timeout=timeout).stdout.splitlines())
 
 
 # --- what a cold walk costs --------------------------------------------------------
@@ -371,7 +374,7 @@ def test_fetching_ahead_is_bounded(env, daemon, mount, n):
     # of inodes forgotten tells, and allows a second fetch of those.
     gone = forgotten(m)
     before = requests_sent(m)
-    assert len(find(m / "wide")) == 1 + 2 * n
+    assert len(find(m / "wide", timeout=200)) == 1 + 2 * n
     sent = requests_since(m, before)
     listed = podfs_stats(m)["lists"] - st["lists"]
     assert listed <= (2 if forgotten(m) > gone else 1.05) * 2 * n, (listed, sent)
