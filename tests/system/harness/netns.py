@@ -30,6 +30,19 @@ def ip_batch(lines, netns=None, timeout=10):
                              f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}")
 
 
+def plug_in(switch, port, ns, addrs):
+    """Joins network namespace ns to the bridge br0 of namespace switch:
+    a veth pair, port on the switch's side, eth0 on ns's, up, with the
+    addresses addrs on eth0 (each a list: "ADDR/LEN", then any options of
+    `ip addr add`, e.g. "nodad")."""
+    ip_batch([
+        ["link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns],
+        ["link", "set", port, "master", "br0", "up"],
+    ], netns=switch)
+    ip_batch([["addr", "add", a[0], "dev", "eth0"] + a[1:] for a in addrs] +
+             [["link", "set", "eth0", "up"]], netns=ns)
+
+
 class NamedNS:
     """A named network namespace (ip netns) with only its loopback up,
     deleted by delete(): the hosts of a test pod, joined by a switch."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from helpers import run
 from reaper import Reaper
 
-from .netns import NamedNS, ip_batch
+from .netns import NamedNS, ip_batch, plug_in
 
 # Where each host has a private tmpfs (mode), and its fstab.
 PRIVATE = {
@@ -127,15 +127,7 @@ class SshHosts:
         env, sw = self.env, self.switch.name
         ns = NamedNS(f"{self.switch.name}h{i}")
         self.env.netns.append(ns)
-        ip_batch([
-            ["link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0", "netns", ns.name],
-            ["link", "set", f"v{i}", "master", "br0", "up"],
-        ], netns=sw)
-        ip_batch([
-            ["addr", "add", f"{self.addr(i)}/24", "dev", "eth0"],
-            ["addr", "add", f"{self.addr6(i)}/64", "dev", "eth0", "nodad"],
-            ["link", "set", "eth0", "up"],
-        ], netns=ns.name)
+        plug_in(sw, f"v{i}", ns.name, [[f"{self.addr(i)}/24"], [f"{self.addr6(i)}/64", "nodad"]])
 
         hd = env.root / f"host{i}"
         hd.mkdir()

@@ -15,7 +15,7 @@ import os
 
 from helpers import run
 
-from .netns import NamedNS, ip_batch
+from .netns import NamedNS, ip_batch, plug_in
 
 _counter = [0]
 
@@ -68,14 +68,7 @@ class Switch:
         for i in range(n):
             ns = NamedNS(f"{sw}h{i}")
             env.netns.append(ns)
-            ip_batch([
-                ["link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0", "netns", ns.name],
-                ["link", "set", f"v{i}", "master", "br0", "up"],
-            ], netns=sw)
-            ip_batch([
-                ["addr", "add", f"{self.ip(i)}/24", "dev", "eth0"],
-                ["link", "set", "eth0", "up"],
-            ], netns=ns.name)
+            plug_in(sw, f"v{i}", ns.name, [[f"{self.ip(i)}/24"]])
             self.hosts.append(ns)
 
     def ip(self, i):
