@@ -49,8 +49,7 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * both this open and the READDIR after it are answered locally. */
 	if (c->max_inline && lsfetch_pending(ip)) {
 		lsfetch_settle(c->lf, ip, &cr);
-	} else if ((fi->flags & O_ACCMODE) == O_RDONLY && listings_usable(c) &&
-		   listing_fetch_begin(ip, LIST_DIR_MAX_SIZE, 0, 0)) {
+	} else if (listings_usable(c) && listing_fetch_begin(ip, LIST_DIR_MAX_SIZE, 0, 0)) {
 		/* Nothing queued it (a lone ls; a walk whose lookups the
 		 * kernel answered itself, as after an ls -l of the parent):
 		 * the READDIR after this open would fetch the listing anyway.

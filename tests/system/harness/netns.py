@@ -22,12 +22,8 @@ def ip_batch(lines, netns=None, timeout=10):
     host takes a dozen of them, and a process each cost more than the
     commands. The first that fails stops the rest and raises."""
     argv = ["ip"] + (["-n", netns] if netns else []) + ["-batch", "-"]
-    text = "".join(" ".join(str(a) for a in line) + "\n" for line in lines)
-    r = subprocess.run(argv, input=text, text=True, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=timeout)
-    if r.returncode != 0:
-        raise AssertionError(f"{argv} exited {r.returncode} on:\n{text}"
-                             f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+    run(argv, timeout=timeout, stdin=None,
+        input="".join(" ".join(str(a) for a in line) + "\n" for line in lines))
 
 
 def plug_in(switch, port, ns, addrs):
