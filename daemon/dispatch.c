@@ -206,6 +206,7 @@ void dispatch_work_cb(uv_work_t *w)
 		ret = -EROFS;
 	else
 		ret = run(&o, &handlers[opc]);
+	op_reply_settle(&o, ret >= 0);
 
 	/* Held back for a recall: it runs again from its bytes (server.c). */
 	if (ret == -OP_RECALL) {

@@ -15,7 +15,7 @@ int op_readdir(struct op *o)
 	const struct pfs_readdir_req *m = &o->m.readdir_req;
 	uint32_t max_bytes = m->max_bytes < PFS_READDIR_MAX ? m->max_bytes : PFS_READDIR_MAX;
 
-	op_reply_alloc(o, max_bytes ? max_bytes : 1);
+	op_reply_alloc_scratch(o, max_bytes ? max_bytes : 1);
 	return export_readdir(&o->x, o->obj, m->fid, m->offset, max_bytes, m->plus != 0, &o->w);
 }
 
@@ -31,7 +31,7 @@ int op_listdir(struct op *o)
 	const struct pfs_listdir_req *m = &o->m.listdir_req;
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
-	op_reply_alloc(o, (size_t)max_bytes + 16);
+	op_reply_alloc_scratch(o, (size_t)max_bytes + 16);
 	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, NULL, ls_how(o),
 			      &o->w);
 }
@@ -41,7 +41,7 @@ int op_listdir_page(struct op *o)
 	const struct pfs_listdir_page_req *m = &o->m.listdir_page_req;
 	uint32_t max_bytes = m->max_bytes < PFS_MAX_IO ? m->max_bytes : PFS_MAX_IO;
 
-	op_reply_alloc(o, (size_t)max_bytes + 16);
+	op_reply_alloc_scratch(o, (size_t)max_bytes + 16);
 	return export_listdir(&o->x, o->obj, m->max_inline, max_bytes, &m->cookie, ls_how(o),
 			      &o->w);
 }
@@ -180,7 +180,7 @@ int op_listdirs(struct op *o)
 	ret = op_become(o, &m->cr);
 	if (ret < 0)
 		goto out_put;
-	op_reply_alloc(o, (size_t)max_bytes + 16);
+	op_reply_alloc_scratch(o, (size_t)max_bytes + 16);
 	while (ns > 0 && done < max_dirs) {
 		struct pending *p = &st[ns - 1];
 		uint32_t left = max_bytes - (uint32_t)o->w.len;

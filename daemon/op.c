@@ -2,8 +2,10 @@
  * and becoming the caller, the reply buffer, invalidations. Worker
  * threads. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "caps_i.h"
@@ -78,6 +80,56 @@ void op_end(struct op *o)
 void op_reply_alloc(struct op *o, size_t cap)
 {
 	pfs_wr_init(&o->w, xmalloc(cap), cap);
+}
+
+/* Each worker thread's scratch buffer: made at its first listing, grown
+ * to the largest cap asked, freed when the thread ends. */
+struct scratch {
+	size_t cap;
+	uint8_t buf[];
+};
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_key_make(void)
+{
+	if (pthread_key_create(&scratch_key, free) != 0)
+		abort();
+}
+
+void op_reply_alloc_scratch(struct op *o, size_t cap)
+{
+	struct scratch *s;
+
+	pthread_once(&scratch_once, scratch_key_make);
+	s = pthread_getspecific(scratch_key);
+	if (!s || s->cap < cap) {
+		free(s);
+		s = xmalloc(sizeof(*s) + cap);
+		s->cap = cap;
+		if (pthread_setspecific(scratch_key, s) != 0)
+			abort();
+	}
+	pfs_wr_init(&o->w, s->buf, cap);
+	o->w_scratch = true;
+}
+
+void op_reply_settle(struct op *o, bool keep)
+{
+	size_t len = o->w.len;
+	uint8_t *b = NULL;
+
+	if (!o->w_scratch)
+		return;
+	o->w_scratch = false;
+	if (keep) {
+		b = xmalloc(len ? len : 1);
+		memcpy(b, o->w.buf, len);
+	} else {
+		len = 0;
+	}
+	pfs_wr_init(&o->w, b, len);
+	o->w.len = len;
 }
 
 void op_reply_room(struct op *o)

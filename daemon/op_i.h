@@ -45,7 +45,8 @@ struct op {
 	struct hent *obj;     /* the object the request names first, resolved */
 	struct hent *obj2;    /* the second one (RENAME, LINK) */
 	struct pfs_creds cr;  /* the caller's credentials after the export rule */
-	struct pfs_wr w;      /* reply payload; w.buf is malloc'd or NULL */
+	struct pfs_wr w;      /* reply payload; w.buf is malloc'd or NULL, */
+	bool w_scratch;       /* or the thread's scratch (op_reply_alloc_scratch) */
 };
 
 typedef int (*handler_fn)(struct op *o);
@@ -100,6 +101,19 @@ bool op_grant_dir(struct op *o, uint64_t dkey, uint64_t pkey);
 /* Gives o->w a buffer of cap bytes for the reply (a handler whose reply
  * can be big calls it before encoding). */
 void op_reply_alloc(struct op *o, size_t cap);
+/* The same for a reply whose size is known only once it is built, and
+ * is mostly far below cap (listings: a client asks for up to 1 MiB,
+ * most directories take a few hundred bytes): o->w is the worker
+ * thread's scratch buffer, kept from one request to the next, and
+ * op_reply_settle copies the reply out at its size once the handler
+ * returned. (A buffer of cap bytes each time was a megabyte's
+ * allocation per listing: under AddressSanitizer a mapping, its shadow
+ * poisoned and unmapped again, half of podfsd's time in a walk.) */
+void op_reply_alloc_scratch(struct op *o, size_t cap);
+/* After the handler (dispatch.c): a reply in the scratch buffer is
+ * copied to a malloc'd one of its size if keep, else dropped (o->w
+ * empty); any other reply is left as it is. */
+void op_reply_settle(struct op *o, bool keep);
 /* Gives o->w a small buffer (OP_SMALL_REPLY) unless it has one. */
 void op_reply_room(struct op *o);
 #define OP_SMALL_REPLY 512
