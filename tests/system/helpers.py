@@ -189,6 +189,25 @@ def no_laggard(log, within_ms=500):
     return episodes
 
 
+def fell_behind(log, ip, since):
+    """Whether podfsd's log text says that the client at address ip fell
+    behind (did not acknowledge an invalidation within its deadline and
+    sent nothing: docs/coherence.md, "Late and stalled clients") at wall
+    time since (time.time()) or later. The log's times are UTC with
+    milliseconds, from the same clock."""
+    import datetime
+    import re
+    pat = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z podfsd: warning: conn \d+: "
+                     + re.escape(ip) + r":\d+ .*did not acknowledge an invalidation")
+    for line in log.splitlines():
+        m = pat.search(line)
+        if m:
+            t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
+            if t.replace(tzinfo=datetime.timezone.utc).timestamp() >= since - 0.002:
+                return True
+    return False
+
+
 def requests_sent(m):
     """The requests mount m has sent so far, by opcode ({"OPEN": 3,
     ...}): the req_OP counters of its stats, each request counted once

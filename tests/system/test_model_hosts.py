@@ -14,9 +14,13 @@ each other. That is the promise of docs/coherence.md: a change is
 seen by every host once the call that made it returned (data once the
 file is closed). Any divergence fails with the last 40 operations (and
 the host that ran each), every view of the path, and the daemon's and
-hosts' acknowledgement counters and the daemon's warnings: a host that
-fell behind is the one documented exception, docs/coherence.md "Late
-and stalled clients". MODEL_SEEDS=1,2,... and MODEL_OPS=N run other or
+hosts' acknowledgement counters and the daemon's warnings. The one
+documented exception (docs/coherence.md, "Late and stalled clients"): a
+host short of CPU that podfsd found silent past its deadline during the
+operation, and logged as fallen behind, may show the state from before
+until it has caught up; its view must then agree within 10 s (this
+machine runs two test files at once; one CI run in many met it).
+MODEL_SEEDS=1,2,... and MODEL_OPS=N run other or
 longer sequences; three hosts run seeds 1 and 2 unless MODEL_SEEDS is
 set.
 
@@ -35,11 +39,12 @@ rerun of the seed passes). test_coherence_hosts.py checks it directly.
 import errno
 import os
 import random
+import time
 
 import pytest
 
 from harness import Pod
-from helpers import podfs_stats, podfsd_status
+from helpers import fell_behind, podfs_stats, podfsd_status
 
 NAMES = ["f0", "f1", "f2", "f3", "d0/f4", "d0/f5", "d1/f6"]
 DIRS = ["d0", "d1"]
@@ -102,28 +107,46 @@ def expected(model, path):
     return node
 
 
-def check(model, roots, paths, log):
+def mismatch(model, path, want, v, export):
+    """What is wrong with view v of path (None: nothing): against the
+    model's node want, then against the export's view."""
+    if v[0] != want[0]:
+        return f"is {v[0]}, model says {want[0]}"
+    if v[0] == "file":
+        data = bytes(model.data[want[1]])
+        if v[2] != data:
+            return f"holds {len(v[2])} bytes, model {len(data)}"
+        if v[1][2] != model.nlink(path):
+            return f"nlink {v[1][2]}, model {model.nlink(path)}"
+        if v[3] != model.xattr.get(want[1]):
+            return f"user.m is {v[3]!r}, model {model.xattr.get(want[1])!r}"
+    elif v[0] == "link" and v[2] != want[1]:
+        return f"points to {v[2]!r}, model {want[1]!r}"
+    elif v[0] == "dir" and v[2] != model.children(path):
+        return f"lists {v[2]}, model {model.children(path)}"
+    if v != export:
+        return f"shows {v[:2]}, the export {export[:2]}"
+    return None
+
+
+def check(model, roots, paths, log, behind=None):
+    """Every view of each path agrees with the model and the export.
+    behind(name): whether host name fell behind during this step (podfsd
+    logged it: the documented exception, docs/coherence.md "Late and
+    stalled clients"); such a host's view may lag until it has caught
+    up, and must agree within 10 s. Any other divergence fails."""
     for path in sorted(set(paths)):
         views = {name: view(root, path) for name, root in roots.items()}
         want = expected(model, path)
         for name, v in views.items():
-            bad = None
-            if v[0] != want[0]:
-                bad = f"is {v[0]}, model says {want[0]}"
-            elif v[0] == "file":
-                data = bytes(model.data[want[1]])
-                if v[2] != data:
-                    bad = f"holds {len(v[2])} bytes, model {len(data)}"
-                elif v[1][2] != model.nlink(path):
-                    bad = f"nlink {v[1][2]}, model {model.nlink(path)}"
-                elif v[3] != model.xattr.get(want[1]):
-                    bad = f"user.m is {v[3]!r}, model {model.xattr.get(want[1])!r}"
-            elif v[0] == "link" and v[2] != want[1]:
-                bad = f"points to {v[2]!r}, model {want[1]!r}"
-            elif v[0] == "dir" and v[2] != model.children(path):
-                bad = f"lists {v[2]}, model {model.children(path)}"
-            if not bad and v != views["export"]:
-                bad = f"shows {v[:2]}, the export {views['export'][:2]}"
+            bad = mismatch(model, path, want, v, views["export"])
+            if bad and name != "export" and behind and behind(name):
+                log.append(f"  ({name} fell behind: {path} {bad}; it must catch up)")
+                deadline = time.monotonic() + 10
+                while bad and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    v = views[name] = view(roots[name], path)
+                    bad = mismatch(model, path, want, v, views["export"])
             if bad:
                 shown = "\n".join(f"  {n}: {x[:2] if x[0] == 'file' else x}"
                                    for n, x in views.items())
@@ -306,13 +329,18 @@ def run_model(pod, seed, hosts, stay=0.0):
     log = []
     try:
         host = hosts[0]
+        ips = {h: ns.ip for h, ns in zip(hosts, pod.ns)}
         for i in range(int(os.environ.get("MODEL_OPS", "1500"))):
             if not stay or rnd.random() >= stay:
                 host = rnd.choice(hosts)
+            t0 = time.time()
             touched = step(model, rnd, roots[host], f"{i} {host}:", log)
             if touched:
-                check(model, roots, touched, log)
+                check(model, roots, touched, log,
+                      lambda name: fell_behind(pod.daemon.log(), ips[name], t0))
         check(model, roots, list(model.tree) + NAMES + [""], log)
+        excused = [ln for ln in log if "fell behind" in ln]
+        print(f"{len(excused)} views waited for a host that fell behind: {excused}")
     except pytest.fail.Exception:
         # Whether a host fell behind (the documented exception): the
         # daemon's counters and log, and each host's push counters.
