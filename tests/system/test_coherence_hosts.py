@@ -26,8 +26,8 @@ import time
 
 import pytest
 
-from helpers import (Worker, daemon_deleted_fds, evict_dentries, export_stat, forgotten,
-                     no_laggard, podfs_stats, pread_all, read_file, requests_sent,
+from helpers import (Worker, daemon_deleted_fds, evict_dentries, export_stat, fell_behind,
+                     forgotten, no_laggard, podfs_stats, pread_all, read_file, requests_sent,
                      requests_since, wait_for, write_file)
 
 pytestmark = pytest.mark.netns
@@ -216,29 +216,41 @@ def test_open_fd_on_b_reads_all_that_a_appended_and_closed(pod):
     made the kernel drop the reply and keep the old size, so the read
     stopped at the old end: 1 to 3% of such reads on a release build,
     about 0.3% under ASan (pushq_i.h: a file's data is now acknowledged
-    once applied; test_pushq checks that rule itself)."""
+    once applied; test_pushq checks that rule itself).
+    The one exception is documented (docs/coherence.md, "Late and
+    stalled clients"): when podfsd logged B as fallen behind during that
+    append (short of CPU: two test files run at once here), B may read
+    short until it has caught up, and must read it all within 10 s."""
     n = 200
     write_file(pod.a / "grow", b"x" * 1000)
     fdb = os.open(pod.b / "grow", os.O_RDONLY)
-    short = []
+    short, waited = [], []
     try:
         for i in range(n):
             # One read each (a second would ask for the size again).
             size = os.fstat(fdb).st_size
             assert len(os.pread(fdb, size + 1, 0)) == size
             add = os.urandom(20000 + i)
+            t0 = time.time()
             fda = os.open(pod.a / "grow", os.O_WRONLY)
             try:
                 os.pwrite(fda, add, size)
             finally:
                 os.close(fda)
             got = os.pread(fdb, size + len(add) + 1, 0)
+            if got[size:] != add and fell_behind(pod.daemon.log(), pod.ns[1].ip, t0):
+                waited.append(i)
+                end = time.monotonic() + 10
+                while got[size:] != add and time.monotonic() < end:
+                    time.sleep(0.02)
+                    got = os.pread(fdb, size + len(add) + 1, 0)
             if got[size:] != add:
                 short.append((i, size, len(got), size + len(add)))
             if size > 2 * 1024 * 1024:
                 os.truncate(pod.a / "grow", 1000)
     finally:
         os.close(fdb)
+    print(f"reads that waited for B to catch up: {waited}")
     assert not short, f"{len(short)} of {n} reads short (i, old, got, want): {short[:5]}"
 
 
