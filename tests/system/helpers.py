@@ -163,6 +163,10 @@ def podfsd_status(daemon, timeout=30):
     return keys, clients
 
 
+# podfsd's warning when a client falls behind (daemon/push.c, fall_behind).
+FELL_BEHIND = r"did not acknowledge an invalidation within \d+ ms and sends nothing"
+
+
 def no_laggard(log, within_ms=500):
     """Checks podfsd's log text: no client was cut off for not
     acknowledging an invalidation, and each one that fell behind caught
@@ -176,7 +180,7 @@ def no_laggard(log, within_ms=500):
     behind = {}
     episodes = 0
     for line in log.splitlines():
-        m = re.search(r"conn (\d+): .*did not acknowledge an invalidation within \d+ ms", line)
+        m = re.search(r"conn (\d+): .*" + FELL_BEHIND, line)
         if m:
             behind[m.group(1)] = line
             episodes += 1
@@ -198,7 +202,7 @@ def fell_behind(log, ip, since):
     import datetime
     import re
     pat = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z podfsd: warning: conn \d+: "
-                     + re.escape(ip) + r":\d+ .*did not acknowledge an invalidation")
+                     + re.escape(ip) + r":\d+ .*" + FELL_BEHIND)
     for line in log.splitlines():
         m = pat.search(line)
         if m:
