@@ -44,3 +44,19 @@ enum ackexp acklat_expired(uint64_t now, uint64_t since, uint64_t rx, uint32_t w
 		return ACKEXP_BEHIND;
 	return now >= since + cap_ms ? ACKEXP_CUTOFF : ACKEXP_EXTEND;
 }
+
+enum ackexp acklat_recall_expired(uint64_t now, uint64_t since, uint64_t last, uint32_t silent_ms,
+				  uint32_t cap_ms, uint64_t *next)
+{
+	uint64_t quiet_end, cap_end = since + cap_ms;
+
+	if (last < since)
+		last = since;
+	quiet_end = last + silent_ms;
+	if (now >= quiet_end)
+		return ACKEXP_BEHIND;
+	if (now >= cap_end)
+		return ACKEXP_CUTOFF;
+	*next = quiet_end < cap_end ? quiet_end : cap_end;
+	return ACKEXP_EXTEND;
+}

@@ -66,4 +66,16 @@ enum ackexp {
 enum ackexp acklat_expired(uint64_t now, uint64_t since, uint64_t rx, uint32_t window,
 			   uint32_t cap_ms);
 
+/* A recall's wait for a delegation's holder (docs/delegation.md,
+ * "Recall"), begun at since, checked at now. last: the holder's last sign
+ * of life, at least since (its last frame on any of its connections, or
+ * now while one of its requests runs: its silence is then the daemon's).
+ * The holder's changes exist nowhere else, so it is given far longer than
+ * an invalidation's deadline: ACKEXP_BEHIND if it has been silent for
+ * silent_ms (its delegations are revoked), else ACKEXP_CUTOFF at or past
+ * since + cap_ms (a holder that runs but never returns them), else
+ * ACKEXP_EXTEND, with *next the time to check again. silent_ms <= cap_ms. */
+enum ackexp acklat_recall_expired(uint64_t now, uint64_t since, uint64_t last, uint32_t silent_ms,
+				  uint32_t cap_ms, uint64_t *next);
+
 #endif /* PODFSD_ACKLAT_I_H */

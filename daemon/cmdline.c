@@ -117,6 +117,11 @@ static const char usage_text[] =
 	"                       mounted with -o delegate (their chmod, chown and\n"
 	"                       utimens of a file they just created and hold open\n"
 	"                       are answered without a round trip; off by default)\n"
+	"  --recall-timeout MS  a request that needs a client's delegations back waits\n"
+	"                       this long for that client while it sends nothing\n"
+	"                       (default " STRINGIFY(PFSD_RECALL_TIMEOUT_MS) ", 1.." STRINGIFY(PFSD_RECALL_WAIT_MS) "; at most " STRINGIFY(PFSD_RECALL_WAIT_MS) " while it\n"
+	"                       sends), then revokes them: what the client answered\n"
+	"                       under them fails\n"
 	"  --genkey FILE        create a new pod key in FILE and exit\n"
 	"  -V, --version        print the version\n"
 	"  -h, --help           show this help\n";
@@ -265,6 +270,7 @@ static const struct optdef optdefs[] = {
 	UINT("lock-lease", lock_lease, 0, 86400 * 365),
 	UINT("grace", grace, 0, PFSD_GRACE_MAX),
 	UINT("ack-timeout", ack_timeout, 1, PFSD_ACK_WAIT_MS),
+	UINT("recall-timeout", recall_timeout, 1, PFSD_RECALL_WAIT_MS),
 	FUNC("lz4", required_argument, set_lz4),
 	FLAG("allow-plaintext", allow_plaintext),
 	STR("tls-cert", tls_cert),
@@ -310,6 +316,7 @@ void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->peer_min = 64ull << 20;
 	o->peer_chunk = 4ull << 20;
 	o->ack_timeout = PFSD_ACK_TIMEOUT_MS;
+	o->recall_timeout = PFSD_RECALL_TIMEOUT_MS;
 	export_opts_default(&o->rule);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hV", long_opts, NULL)) != -1) {

@@ -167,6 +167,7 @@ struct conn {
 	bool behind;           /* changes do not wait for its acknowledgements */
 	uint64_t behind_at;    /* since when */
 	uint64_t behind_mark;  /* until it acknowledged this many pushes */
+	uint64_t recall_mark;  /* the number of the last RECALL pushed to it */
 	uint64_t hello_at;     /* the HELLO reply went (handshake.c) */
 	uint64_t rx_at;        /* its last frame arrived (server.c) */
 

@@ -84,6 +84,8 @@ struct pfsd_opts {
 	unsigned grace;        /* seconds of grace period after a restart */
 	unsigned ack_timeout;  /* ms: the least a change waits for a client's
 				* PUSH_ACK (acklat_i.h; 1..PFSD_ACK_WAIT_MS) */
+	unsigned recall_timeout; /* ms: a recall waits for a silent holder
+				  * (1..PFSD_RECALL_WAIT_MS) */
 	enum pfs_lz4_mode lz4; /* when replies are LZ4-compressed (link.h) */
 	/* Export rules (exports_i.h): --exports FILE, or --allow and the
 	 * options of its rules; rule_flag: the last of those given, if any. */
@@ -196,6 +198,9 @@ struct pfsd {
 #define PFSD_ACK_WAIT_MS 2000             /* a change waits at most this long for a
 					     PUSH_ACK (of a client that is running) */
 #define PFSD_ACK_TIMEOUT_MS 30            /* --ack-timeout: the least it waits */
+#define PFSD_RECALL_TIMEOUT_MS 5000       /* --recall-timeout: a recall waits this long
+					     for a holder that sends nothing */
+#define PFSD_RECALL_WAIT_MS 120000        /* and at most this long for one that does */
 
 /* Whether a log line about hostile input may go now (ratelimit_i.h).
  * Loop thread. */

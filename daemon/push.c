@@ -142,7 +142,7 @@ static bool defer(struct session *s, struct conn *c, uint64_t wait, uint16_t op,
 	return true;
 }
 
-static void ackwait_add(struct acks *a, struct session *s, uint64_t target);
+static void ackwait_add(struct acks *a, struct session *s, uint64_t target, bool recall);
 
 /* Whether s has a connection that takes pushes. */
 static bool pushable(const struct session *s)
@@ -203,14 +203,17 @@ bool push_recall(struct session *s, const uint8_t *p, size_t len, struct acks *a
 			return false;
 		n = c->push_sent + s->ndq;
 	}
-	ackwait_add(acks, s, n);
+	if (n > c->recall_mark)
+		c->recall_mark = n;
+	ackwait_add(acks, s, n, true);
 	return n != 0;
 }
 
 bool push_acks_acked(const struct acks *a, uint64_t client_id)
 {
 	for (size_t i = 0; i < a->n; i++)
-		if (a->v[i].c->client_id == client_id && a->v[i].c->push_acked >= a->v[i].target)
+		if (a->v[i].c->client_id == client_id && !a->v[i].silent &&
+		    a->v[i].c->push_acked >= a->v[i].target)
 			return true;
 	return false;
 }
@@ -287,17 +290,20 @@ void push_ordered_del(struct session *s, struct inflight *fl)
 
 /* Notes that the reply waiting on a must wait for s's acknowledgement of
  * its connection's push number target (0: nothing was pushed). */
-static void ackwait_add(struct acks *a, struct session *s, uint64_t target)
+static void ackwait_add(struct acks *a, struct session *s, uint64_t target, bool recall)
 {
 	struct conn *c = s->conn;
+	struct pfsd *d;
 	uint64_t now;
 
-	if (!target || !(c->caps & PFS_CAP_PUSH_ACK) || c->behind)
+	if (!target || !(c->caps & PFS_CAP_PUSH_ACK) || (c->behind && !recall))
 		return;
+	d = c->d;
 	for (size_t i = 0; i < a->n; i++) {
 		if (a->v[i].c == c) {
 			if (target > a->v[i].target)
 				a->v[i].target = target;
+			a->v[i].recall |= recall;
 			return;
 		}
 	}
@@ -311,20 +317,23 @@ static void ackwait_add(struct acks *a, struct session *s, uint64_t target)
 		a->cap = n;
 	}
 	conn_ref(c);
-	now = uv_now(&c->d->loop);
+	now = uv_now(&d->loop);
 	a->v[a->n++] = (struct ackwait){
-		.c = c, .target = target, .since = now,
-		.deadline = now + acklat_deadline(&c->lat, now, c->d->o.ack_timeout,
-						  PFSD_ACK_WAIT_MS),
+		.c = c, .target = target, .since = now, .recall = recall,
+		.deadline = now + (recall ? d->o.recall_timeout
+				   : acklat_deadline(&c->lat, now, d->o.ack_timeout,
+						     PFSD_ACK_WAIT_MS)),
 	};
 }
 
-/* Done: acknowledged, or the client fell behind, or its connection is
- * gone (closing, or its session ended): it revalidates everything before
- * trusting its caches again. */
+/* Done: acknowledged, or the client fell behind (a recall's holder: was
+ * silent past --recall-timeout), or its connection is gone (closing, or
+ * its session ended): it revalidates everything before trusting its
+ * caches again. */
 static bool ackwait_done(const struct ackwait *w)
 {
-	return w->c->closing || !w->c->sess || w->c->behind || w->c->push_acked >= w->target;
+	return w->c->closing || !w->c->sess || w->silent || (w->c->behind && !w->recall) ||
+	       w->c->push_acked >= w->target;
 }
 
 bool push_acks_done(const struct acks *a)
@@ -353,6 +362,32 @@ static void fall_behind(struct pfsd *d, struct conn *c, uint64_t now, uint64_t s
 		     (unsigned long long)(now - since));
 }
 
+/* w, a recall's wait for a holder, is past its deadline: another one
+ * while the holder shows life, else done (silent), or its connection
+ * closed (running, but past PFSD_RECALL_WAIT_MS). */
+static void recall_expire(struct pfsd *d, struct ackwait *w, uint64_t now)
+{
+	struct conn *c = w->c;
+	uint64_t last = c->sess->rx_at;
+
+	if (c->sess->running)
+		last = now; /* one of its requests runs here: no silence of its own */
+	switch (acklat_recall_expired(now, w->since, last, d->o.recall_timeout, PFSD_RECALL_WAIT_MS,
+				      &w->deadline)) {
+	case ACKEXP_EXTEND:
+		break;
+	case ACKEXP_BEHIND:
+		w->silent = true;
+		break;
+	case ACKEXP_CUTOFF:
+		pfsd_warn_rl(d, "conn %llu: %s (%s) did not return its delegations within %u ms, "
+			     "though it sends requests; closing",
+			     (unsigned long long)c->id, c->peer, c->host, PFSD_RECALL_WAIT_MS);
+		conn_close(c, "delegations not returned");
+		break;
+	}
+}
+
 void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now)
 {
 	for (size_t i = 0; i < a->n; i++) {
@@ -360,6 +395,17 @@ void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now)
 		struct conn *c = w->c;
 		if (ackwait_done(w) || now < w->deadline)
 			continue;
+		if (w->recall) {
+			recall_expire(d, w, now);
+			continue;
+		}
+		/* Its acknowledgements wait behind a RECALL it is working on
+		 * (sending what it answered under its delegations, which may
+		 * take long): this change need not wait for that. */
+		if (c->push_acked < c->recall_mark) {
+			fall_behind(d, c, now, w->since);
+			continue;
+		}
 		uint32_t dl = acklat_deadline(&c->lat, now, d->o.ack_timeout, PFSD_ACK_WAIT_MS);
 		switch (acklat_expired(now, w->since, c->rx_at, dl, PFSD_ACK_WAIT_MS)) {
 		case ACKEXP_EXTEND:
@@ -436,7 +482,7 @@ static void push_one(struct session *s, struct session *from, uint16_t op, const
 	uint64_t n = push_to(s, op, p, len);
 
 	if (acks && s != from)
-		ackwait_add(acks, s, n);
+		ackwait_add(acks, s, n, false);
 }
 
 void push_inval(struct pfsd *d, struct session *from, bool self, const struct inval *iv,

@@ -68,6 +68,11 @@ struct ackwait {
 	uint64_t target;
 	uint64_t since;    /* the wait began */
 	uint64_t deadline; /* it is checked next */
+	bool recall;       /* for a RECALL (push_recall): the holder is waited
+			    * for even if behind, up to --recall-timeout of
+			    * silence (acklat_recall_expired) */
+	bool silent;       /* a recall's holder was silent that long: done,
+			    * not acknowledged */
 };
 struct acks {
 	struct ackwait *v;
@@ -99,13 +104,14 @@ void push_unordered(struct session *s, uint16_t op, const uint8_t *p, size_t len
 
 /* Pushes RECALL (p[len], a recall_push) to s as push_unordered does,
  * and notes in acks that the request held back for it waits for s's
- * acknowledgement (which s sends once it returned its delegations).
+ * acknowledgement (which s sends once it returned its delegations), even
+ * if s is behind: what s answered under them exists nowhere else.
  * Returns false if nothing was pushed (s has no connection that takes
  * pushes): nothing to wait for. */
 bool push_recall(struct session *s, const uint8_t *p, size_t len, struct acks *acks);
 /* Whether the client client_id acknowledged what a waits for from it
  * (false also if a does not wait for it: it was behind, or nothing was
- * pushed to it). */
+ * pushed to it; or if it was silent past --recall-timeout). */
 bool push_acks_acked(const struct acks *a, uint64_t client_id);
 
 /* A request of s of opcode op was queued: if op is ordered (wire.h), fl

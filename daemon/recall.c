@@ -45,8 +45,10 @@ void recall_settle(struct req *r)
 		bool acked = push_acks_acked(&r->acks, owner);
 		if (deleg_recalled(d->deleg, owner, r->recall_key, acked) && !acked) {
 			d->st_revoked++;
-			pfsd_warn_rl(d, "session %016llx did not return a delegation in time: revoked "
-				     "(its changes under it will fail)", (unsigned long long)owner);
+			pfsd_warn_rl(d, "session %016llx did not return a delegation (it sent nothing for "
+				     "--recall-timeout, %u ms, or its connection closed): revoked (its "
+				     "changes under it will fail)", (unsigned long long)owner,
+				     d->o.recall_timeout);
 		}
 	}
 	push_acks_free(&r->acks);

@@ -531,6 +531,8 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 
 	/* The client runs (push_acks_expire). */
 	c->rx_at = uv_now(&c->d->loop);
+	if (c->sess)
+		c->sess->rx_at = c->rx_at;
 
 	if (c->st != CS_READY) {
 		if (handshake_frame(c, payload, &auth_flags) > 0) {

@@ -107,6 +107,7 @@ struct session {
 	struct traffic tr_closed;
 	uint64_t nconns_total;
 	uint64_t st_ack_misses;
+	uint64_t rx_at;           /* a frame of one of its connections last arrived */
 
 	/* Interest and push ordering (loop thread; islot is read by workers,
 	 * it does not change while the session has requests). */

@@ -122,6 +122,7 @@ OP_PEER_GET = 72
 OP_INVAL_INODE = 100
 OP_INVAL_ENTRY = 101
 OP_LOCK_WAKE = 102
+OP_RECALL = 103
 OP_MAX = 128
 
 DE_HAS_ENTRY = 1
@@ -842,7 +843,8 @@ class Conn:
 
 def decode_push(f):
     """A push frame as a tuple: ("inode", fh, offset, length),
-    ("entry", parent_fh, name) or ("wake", fh) (LOCK_WAKE)."""
+    ("entry", parent_fh, name), ("wake", fh) (LOCK_WAKE) or ("recall",
+    fh) (RECALL)."""
     r = Reader(f.payload)
     if f.op == OP_INVAL_INODE:
         out = ("inode", r.fh(), r.i64(), r.i64())
@@ -850,6 +852,8 @@ def decode_push(f):
         out = ("entry", r.fh(), r.name())
     elif f.op == OP_LOCK_WAKE:
         out = ("wake", r.fh())
+    elif f.op == OP_RECALL:
+        out = ("recall", r.fh())
     else:
         raise BadReply(f"unknown push op {f.op}")
     r.done()

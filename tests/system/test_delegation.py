@@ -238,13 +238,14 @@ def test_no_grant_without_daemon_option(env):
     same(st, os.stat(pod.b / d / "f"))
 
 
-def test_stalled_holder_revoked(dpod):
-    """A stops (SIGSTOP) holding a change it answered: B waits only for
-    A's acknowledgement deadline (--ack-timeout, 30 ms here: the bound
-    of a stalled host, with slack for this loaded machine), then sees
-    the file as the daemon has it; A's delegation is revoked, and once
-    A runs again its change is refused, reported by its close (EIO),
-    as a lost write behind is, and never applied."""
+def test_stalled_holder_revoked(env):
+    """A stops (SIGSTOP) holding a change it answered: B waits for A as
+    long as --recall-timeout (300 ms here, 5 s by default: a host that
+    sends nothing for that long is taken as gone), then sees the file as
+    the daemon has it; A's delegation is revoked, and once A runs again
+    its change is refused, reported by its close (EIO), as a lost write
+    behind is, and never applied."""
+    dpod = Pod(env, opts=OPTS, extra=EXTRA + ["--recall-timeout", "300"])
     d = fresh_dir(dpod)
     fd = os.open(dpod.a / d / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     os.fchmod(fd, 0o640)
@@ -257,7 +258,7 @@ def test_stalled_holder_revoked(dpod):
     finally:
         dpod.a.proc.send(signal.SIGCONT)
     assert stat.S_IMODE(st.st_mode) == 0o600
-    assert took < 1.0, took
+    assert 0.3 <= took < 2.0, took
     with pytest.raises(OSError) as e:
         os.close(fd)
     assert e.value.errno == errno.EIO

@@ -130,6 +130,31 @@ static void test_verdict(void)
 	CHECK_EQ(acklat_expired(3000, 1000, 2970, 30, 2000), ACKEXP_BEHIND);
 }
 
+static void test_recall_verdict(void)
+{
+	uint64_t next = 0;
+
+	/* A holder silent since the recall began: waited for silent_ms, far
+	 * past an invalidation's deadline, then revoked. */
+	CHECK_EQ(acklat_recall_expired(1030, 1000, 0, 5000, 120000, &next), ACKEXP_EXTEND);
+	CHECK_EQ(next, 6000);
+	CHECK_EQ(acklat_recall_expired(5999, 1000, 1000, 5000, 120000, &next), ACKEXP_EXTEND);
+	CHECK_EQ(acklat_recall_expired(6000, 1000, 1000, 5000, 120000, &next), ACKEXP_BEHIND);
+	/* A frame from before the recall counts as the recall's start. */
+	CHECK_EQ(acklat_recall_expired(6000, 1000, 900, 5000, 120000, &next), ACKEXP_BEHIND);
+	/* Each frame (or a request of it that runs) gives it silent_ms more... */
+	CHECK_EQ(acklat_recall_expired(6000, 1000, 4000, 5000, 120000, &next), ACKEXP_EXTEND);
+	CHECK_EQ(next, 9000);
+	CHECK_EQ(acklat_recall_expired(9000, 1000, 4000, 5000, 120000, &next), ACKEXP_BEHIND);
+	/* ...up to the cap, the next check no later than it... */
+	CHECK_EQ(acklat_recall_expired(118000, 1000, 118000, 5000, 120000, &next), ACKEXP_EXTEND);
+	CHECK_EQ(next, 121000);
+	/* ...past which a holder that runs is cut off; a silent one is still
+	 * only revoked. */
+	CHECK_EQ(acklat_recall_expired(121000, 1000, 120500, 5000, 120000, &next), ACKEXP_CUTOFF);
+	CHECK_EQ(acklat_recall_expired(121000, 1000, 110000, 5000, 120000, &next), ACKEXP_BEHIND);
+}
+
 int main(void)
 {
 	test_unknown_client_gets_the_floor();
@@ -138,5 +163,6 @@ int main(void)
 	test_slow_link_keeps_its_time_while_idle();
 	test_smoothed_delay_moves_by_an_eighth();
 	test_verdict();
+	test_recall_verdict();
 	return check_done("acklat");
 }
