@@ -168,6 +168,7 @@ struct conn {
 	uint64_t behind_at;    /* since when */
 	uint64_t behind_mark;  /* until it acknowledged this many pushes */
 	uint64_t recall_mark;  /* the number of the last RECALL pushed to it */
+	bool pushes_ok;        /* its AUTH reply is queued: pushes may follow */
 	uint64_t hello_at;     /* the HELLO reply went (handshake.c) */
 	uint64_t rx_at;        /* its last frame arrived (server.c) */
 

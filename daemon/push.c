@@ -66,6 +66,13 @@
  * leave a client with stale data, a reconnect costs one bulk revalidation.
  */
 
+/* Whether c takes pushes now: authenticated, and its AUTH reply is
+ * queued (before it, the client drops them uncounted). */
+static bool takes_pushes(const struct conn *c)
+{
+	return c && !c->closing && c->st == CS_READY && c->pushes_ok && (c->caps & PFS_CAP_PUSH);
+}
+
 /* Sends one push frame (op, p[len]) to s now. Nothing if s has no
  * connection that takes pushes; a connection that does not read its
  * pushes (PFSD_MAX_QUEUED bytes waiting) is closed instead. */
@@ -73,7 +80,7 @@ static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t l
 {
 	struct conn *c = s->conn;
 
-	if (!c || c->closing || c->st != CS_READY || !(c->caps & PFS_CAP_PUSH))
+	if (!takes_pushes(c))
 		return;
 	if (c->mem >= PFSD_MAX_QUEUED) {
 		pfsd_warn_rl(c->d, "conn %llu: %s (%s) does not read its invalidations; closing",
@@ -147,9 +154,7 @@ static void ackwait_add(struct acks *a, struct session *s, uint64_t target, bool
 /* Whether s has a connection that takes pushes. */
 static bool pushable(const struct session *s)
 {
-	const struct conn *c = s->conn;
-
-	return !s->dead && c && !c->closing && c->st == CS_READY && (c->caps & PFS_CAP_PUSH);
+	return !s->dead && takes_pushes(s->conn);
 }
 
 /* Pushes (or defers) one frame to s. Returns the push_sent count its
@@ -214,6 +219,14 @@ bool push_acks_acked(const struct acks *a, uint64_t client_id)
 	for (size_t i = 0; i < a->n; i++)
 		if (a->v[i].c->client_id == client_id && !a->v[i].silent &&
 		    a->v[i].c->push_acked >= a->v[i].target)
+			return true;
+	return false;
+}
+
+bool push_acks_silent(const struct acks *a, uint64_t client_id)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (a->v[i].c->client_id == client_id && a->v[i].silent)
 			return true;
 	return false;
 }
@@ -368,12 +381,15 @@ static void fall_behind(struct pfsd *d, struct conn *c, uint64_t now, uint64_t s
 static void recall_expire(struct pfsd *d, struct ackwait *w, uint64_t now)
 {
 	struct conn *c = w->c;
-	uint64_t last = c->sess->rx_at;
+	struct session *s = c->sess;
+	uint64_t last = s->rx_at;
 
-	if (c->sess->running)
+	if (s->running)
 		last = now; /* one of its requests runs here: no silence of its own */
-	switch (acklat_recall_expired(now, w->since, last, d->o.recall_timeout, PFSD_RECALL_WAIT_MS,
-				      &w->deadline)) {
+	/* Since it owes a RECALL (an earlier request's, maybe): a holder that
+	 * stopped or died costs one wait, not one per request. */
+	switch (acklat_recall_expired(now, s->recall_owed ? s->recall_owed : w->since, last,
+				      d->o.recall_timeout, PFSD_RECALL_WAIT_MS, &w->deadline)) {
 	case ACKEXP_EXTEND:
 		break;
 	case ACKEXP_BEHIND:
@@ -463,6 +479,9 @@ int push_ack(struct conn *c, const uint8_t *payload)
 		acklat_sample(&c->lat, now, now - c->probe_at);
 		c->probe_n = 0;
 	}
+	/* Every RECALL pushed to it is applied: it owes none. */
+	if (c->sess && m.count >= c->recall_mark)
+		c->sess->recall_owed = 0;
 	if (c->behind && m.count >= c->behind_mark) {
 		c->behind = false;
 		pfs_info("conn %llu: %s (%s) caught up with its invalidations after %llu ms",

@@ -113,6 +113,9 @@ bool push_recall(struct session *s, const uint8_t *p, size_t len, struct acks *a
  * (false also if a does not wait for it: it was behind, or nothing was
  * pushed to it; or if it was silent past --recall-timeout). */
 bool push_acks_acked(const struct acks *a, uint64_t client_id);
+/* Whether a's wait for client_id's RECALL ended in its silence (past
+ * --recall-timeout). */
+bool push_acks_silent(const struct acks *a, uint64_t client_id);
 
 /* A request of s of opcode op was queued: if op is ordered (wire.h), fl
  * joins s's requests in flight, so that pushes to s made from now on

@@ -31,9 +31,45 @@ void recall_push_holders(struct req *r)
 		return;
 	for (size_t i = 0; i < r->nrecall; i++) {
 		struct session *h = session_find(d, r->recall_owners[i]);
-		if (h && !h->dead)
-			push_recall(h, buf, w.len, &r->acks);
+		if (!h || h->dead)
+			continue;
+		if (!h->recall_owed)
+			h->recall_owed = r->recall_since;
+		push_recall(h, buf, w.len, &r->acks);
 	}
+}
+
+bool recall_rearm(struct req *r, uint64_t now, uint64_t *next)
+{
+	struct pfsd *d = r->d;
+	struct pfs_recall_push m = { .fh = r->recall_fh };
+	uint8_t buf[PFS_FH_MAX + 8];
+	struct pfs_wr w;
+	bool wait = false;
+
+	if (r->forewarn)
+		return false;
+	pfs_wr_init(&w, buf, sizeof(buf));
+	if (pfs_enc_recall_push(&w, &m) < 0)
+		return false;
+	for (size_t i = 0; i < r->nrecall; i++) {
+		uint64_t owner = r->recall_owners[i];
+		if (push_acks_acked(&r->acks, owner) || push_acks_silent(&r->acks, owner))
+			continue;
+		struct session *h = session_find(d, owner);
+		if (!h || h->dead || !(h->caps & PFS_CAP_PUSH_ACK))
+			continue;
+		uint64_t owed = h->recall_owed ? h->recall_owed : r->recall_since;
+		uint64_t quiet_end = (h->rx_at > owed ? h->rx_at : owed) + d->o.recall_timeout;
+		if (now >= quiet_end)
+			continue;
+		wait = true;
+		if (push_recall(h, buf, w.len, &r->acks))
+			continue;
+		if (quiet_end < *next)
+			*next = quiet_end;
+	}
+	return wait;
 }
 
 void recall_settle(struct req *r)

@@ -15,6 +15,15 @@
  * r->forewarn, an INVAL_INODE of r->recall_fh's attributes to the other
  * sessions that cache it instead (op_forewarn). */
 void recall_push_holders(struct req *r);
+/* r's waits are all done (push_acks_done) at now: whether r must wait
+ * on for a holder that neither acknowledged nor was silent for
+ * --recall-timeout but whose connection went, while its session lives
+ * (a reconnect on its way: what it answered under its delegations is
+ * sent on the new connection). RECALL goes again to such a holder that
+ * is back; for one that is not, *next (if earlier) becomes the end of its
+ * silence, when r is looked at again (or sooner: a reconnect arms the
+ * held replies' timer). */
+bool recall_rearm(struct req *r, uint64_t now, uint64_t *next);
 /* r's holders are done (acknowledged, stalled or gone): their
  * delegations on r->recall_key end (acknowledged) or are revoked (with a
  * rate-limited warning); r->acks is emptied and r->recall cleared. */

@@ -81,6 +81,7 @@ struct req {
 	uint64_t recall_owners[OP_RECALL_MAX];
 	size_t nrecall;
 	unsigned recalls;       /* times it was held back */
+	uint64_t recall_since;  /* uv_now when its RECALLs went (recall_hold) */
 
 	/* Reply held until other clients acknowledged this change's pushes
 	 * (loop thread, server.c); with recall, the holders' acknowledgement

@@ -92,6 +92,14 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 			pp = &r->hnext;
 			continue;
 		}
+		/* A holder's connection went, its session lives: on. */
+		if (!all && r->recall && recall_rearm(r, now, &next)) {
+			uint64_t t = push_acks_next(&r->acks);
+			if (t < next)
+				next = t;
+			pp = &r->hnext;
+			continue;
+		}
 		*pp = r->hnext;
 		if (r->recall) {
 			recall_done(r, all);
@@ -231,16 +239,18 @@ static void recall_hold(struct req *r)
 	/* Pushes to its client need not wait for it meanwhile. */
 	push_ordered_del(s, &r->fl);
 	push_flush(s);
+	r->recall_since = uv_now(&d->loop);
 	recall_push_holders(r);
+	uint64_t next = push_acks_next(&r->acks);
 	/* Holders without a connection that takes pushes: nothing to wait
-	 * for (their delegations are revoked now). */
-	if (push_acks_done(&r->acks)) {
+	 * for, unless their session lives (a reconnect on its way). */
+	if (push_acks_done(&r->acks) && !recall_rearm(r, r->recall_since, &next)) {
 		recall_done(r, false);
 		return;
 	}
 	r->hnext = d->held;
 	d->held = r;
-	ack_timer_arm(d, push_acks_next(&r->acks), false);
+	ack_timer_arm(d, next, false);
 }
 
 /* The holders of r's recall acknowledged, or are past their deadlines:
@@ -339,6 +349,16 @@ static void after_work_cb(uv_work_t *work, int status)
 		conn_reply_spliced(c, &r->reply, r->pipe, r->splice_len, r->acct);
 	else if (!hold)
 		conn_reply(c, &r->reply, r->acct);
+	if (r->h.op == PFS_OP_AUTH && !r->violation && !c->closing && !d->stopping) {
+		/* Pushes go after the AUTH reply, never before: the client
+		 * reads (and drops) any before it as part of its handshake,
+		 * without counting them in its acknowledgements. A recall may
+		 * wait for this client's return (recall_rearm): on the next
+		 * turn of the loop. */
+		c->pushes_ok = true;
+		if (d->held)
+			ack_timer_arm(d, uv_now(&d->loop), false);
+	}
 	if (s) {
 		push_ordered_del(s, &r->fl);
 		push_flush(s);
@@ -537,6 +557,7 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 	if (c->st != CS_READY) {
 		if (handshake_frame(c, payload, &auth_flags) > 0) {
 			admit_done(c);
+			c->sess->rx_at = c->rx_at;
 			c->sess->nconns_total++;
 			count_req(c);
 			conn_set_acct(c, c->sess->acct);

@@ -108,6 +108,8 @@ struct session {
 	uint64_t nconns_total;
 	uint64_t st_ack_misses;
 	uint64_t rx_at;           /* a frame of one of its connections last arrived */
+	uint64_t recall_owed;     /* a RECALL it has not applied was asked of it
+				   * since (recall.c; 0: none) */
 
 	/* Interest and push ordering (loop thread; islot is read by workers,
 	 * it does not change while the session has requests). */

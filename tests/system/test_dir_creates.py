@@ -185,6 +185,74 @@ def test_a_holder_paused_shorter_than_the_recall_timeout_keeps_its_files(dpod, b
     assert "revoked" not in dpod.daemon.log()
 
 
+def test_a_holder_whose_connection_went_is_waited_for_until_it_is_back(dpod):
+    """A host that holds a directory, right after its close of a file
+    made there returned, loses its connections (podfsd's side reset with
+    `ss -K` while A is stopped, so that it comes back only a second
+    later). B's read of the file waits for A's session to come back on
+    a new connection, which then gets the RECALL, and reads the file
+    whole; nothing is revoked. (A recall once revoked a holder without a
+    connection at once: B read an empty file, and A's creates failed.)"""
+    import signal
+    from helpers import Worker
+    os.mkdir(dpod.export / "x")
+    os.mkdir(dpod.a / "x" / "d")  # A holds x/d from its mkdir on
+    hold(dpod.a, "x/d")
+    before = creates_on(dpod.a)
+    data = os.urandom(200_000)
+    create(dpod.a / "x" / "d" / "big", data)
+    assert creates_on(dpod.a) == before + 1  # answered by A
+    timer = _stop_for(dpod.a.proc, 1.0)
+    try:
+        r = subprocess.run(["ss", "-K", "-tnH", "src", f"{dpod.daemon.host}:{dpod.daemon.port}",
+                            "dst", dpod.ns[0].ip], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0 and dpod.ns[0].ip in r.stdout, (r.stdout, r.stderr)
+        wait_for(lambda: "disconnected" in dpod.daemon.log(), timeout=5,
+                 what="podfsd to see A's connection go")
+        t0 = time.monotonic()
+        reader = Worker((dpod.b / "x" / "d" / "big").read_bytes)
+        got = reader.join(30)
+        took = time.monotonic() - t0
+    finally:
+        timer.join()
+        dpod.a.proc.send(signal.SIGCONT)
+    assert got == data
+    assert took >= 0.5, took  # it waited for A
+    assert "reconnected to" in dpod.a.proc.output()
+    fsync_dir(dpod.a / "x" / "d")
+    s = podfs_stats(dpod.a)
+    assert s["dirdeleg_errors"] == 0, s
+    assert "revoked" not in dpod.daemon.log()
+
+
+def test_a_dead_holder_costs_one_wait(env):
+    """A dies (kill -9) holding two directories in two different parents,
+    with a file made and closed in each. B's first look into one waits
+    --recall-timeout (1 s here) for A to come back, then revokes; its
+    look into the other does not wait again: A's session owes a RECALL
+    since the first. Neither file is named: A died before sending them."""
+    from harness.pod import Pod
+    dpod = Pod(env, opts=OPTS, extra=EXTRA + ["--recall-timeout", "1000"])
+    for top in ("x", "y"):
+        os.mkdir(dpod.export / top)
+    for top in ("x", "y"):
+        os.mkdir(dpod.a / top / "d")
+        hold(dpod.a, f"{top}/d")
+        before = creates_on(dpod.a)
+        create(dpod.a / top / "d" / "late", b"late")
+        assert creates_on(dpod.a) == before + 1  # answered by A
+    dpod.a.kill9()
+    took = []
+    for top in ("x", "y"):
+        t0 = time.monotonic()
+        names = os.listdir(dpod.b / top / "d")
+        took.append(time.monotonic() - t0)
+        assert "late" not in names or (dpod.export / top / "d" / "late").read_bytes() == b"late"
+    assert 0.9 <= took[0] < 5, took
+    assert took[1] < 0.5, took
+    assert "revoked" in dpod.daemon.log()
+
+
 def test_fsync_of_the_directory_puts_the_data_of_its_new_files_on_the_coordinator(dpod):
     """Files A made and closed in a held directory (their close did not
     wait for their writes) are whole on the export once A's fsync of the

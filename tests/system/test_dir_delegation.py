@@ -151,10 +151,13 @@ def test_unlink_refused_by_the_coordinator_is_reported(dpod):
         subprocess.run(["chattr", "-a", str(where)], check=True)
 
 
-def test_holder_killed(dpod):
+def test_holder_killed(env):
     """A dies with unlinks it answered: what it synced (fsync of the
     directory) is gone on B, what it did not may be gone or not (as
-    unsynced data), nothing else is touched, and B is not held long."""
+    unsynced data), nothing else is touched, and B is held only for
+    --recall-timeout (1 s here)."""
+    from harness.pod import Pod
+    dpod = Pod(env, opts=OPTS, extra=EXTRA + ["--recall-timeout", "1000"])
     d = make_files(dpod.a)
     synced = [f"f{i}" for i in range(20)]
     remove_on_a(dpod, d, synced)
