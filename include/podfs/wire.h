@@ -617,7 +617,9 @@ enum {
  * PUSH_ACK (client -> server, one-way: flags PFS_FF_PUSH, id 0, no reply,
  *   never coded; only in a session that negotiated PFS_CAP_PUSH_ACK). Payload
  *   push_ack: `count`, the number of pushes received on this connection
- *   (counting from 1 at the connection's first push; a count that does
+ *   (counting from 1 at the connection's first push; the server pushes
+ *   nothing before its AUTH reply, and a client drops, uncounted, any
+ *   push it reads before that reply; a count that does
  *   not grow is ignored: podfs repeats its last count while it holds a
  *   push back, which tells the server it runs). Received means the
  *   client will not answer from its own caches anything such a push
@@ -687,9 +689,11 @@ enum {
  *   the file or the directory) to each holder. The holder stops answering
  *   locally, sends its SETATTRs, and acknowledges the push (PUSH_ACK)
  *   only once their replies came: the push is applied then. The request
- *   runs once every holder acknowledged, or was found stalled or
- *   disconnected (the deadlines of PUSH_ACK): such a holder's delegation
- *   is revoked, and its SETATTRs under it fail with EIO from then on.
+ *   runs once every holder acknowledged, or sent nothing for the server's
+ *   recall timeout (podfsd --recall-timeout; a holder whose connection
+ *   went is waited for on its next connection meanwhile, which gets the
+ *   RECALL): such a holder's delegation is revoked, and its SETATTRs
+ *   under it fail with EIO from then on.
  * Directory delegations. DELEG_DIR asks for one on directory fh; the
  *   server grants it (reply 0) on the same conditions as above (ids not
  *   squashed, no other session caches the directory), else EAGAIN. While

@@ -404,3 +404,51 @@ def test_lock_wait_does_not_delay_invalidations(env, agents):
     res, _ = wb.reply(RETRY / 2)
     assert res == "ok", "B did not get the lock after A's unlock"
     _no_laggard(pod)
+
+
+@pytest.mark.plaintext
+def test_no_push_before_the_auth_reply(env, daemon, m):
+    """A client resumes its session again and again while another host
+    keeps changing a file it cached: no push reaches it before its AUTH
+    reply, and it is never left behind. (The client reads such a push as
+    part of its handshake and drops it without counting it: podfsd once
+    pushed between AUTH and its reply, which goes through a worker, and
+    the client's acknowledgements then stayed short of podfsd's numbers
+    for that connection's life: a RECALL there was never acknowledged,
+    and an invalidation left the client behind for good.)"""
+    import threading
+    from helpers import podfsd_status
+    write_file(m / "f", b"v")
+    key = P.load_key(env.key)
+    cid = int.from_bytes(os.urandom(8), "little") | 1
+    stop = threading.Event()
+
+    def churn():
+        n = 0
+        while not stop.is_set():
+            write_file(m / "f", b"%d" % n)
+            n += 1
+        return n
+    writer = Worker(churn)
+    early = pushed = 0
+    try:
+        for i in range(40):
+            with P.connect(daemon.host, daemon.port, key, client_id=cid,
+                           caps=P.CAP_PUSH | P.CAP_PUSH_ACK) as c:
+                early += len(c.pushes)
+                if i == 0:
+                    c.lookup(c.root, "f")
+                time.sleep(0.005)
+                got = c.pushes_before_pong()
+                pushed += len(got)
+                c.send_frame(P.OP_PUSH_ACK, P.u64(len(got)), id=0, flags=P.FF_PUSH)
+                assert c.ping(3) == 3
+            # Closed without GOODBYE: the session lingers, and the next
+            # connection resumes it (its interest in f with it).
+    finally:
+        stop.set()
+        assert writer.join(30) > 0
+    assert early == 0, f"{early} pushes before the AUTH reply"
+    assert pushed > 0
+    keys, _ = podfsd_status(daemon)
+    assert keys["ack_cutoffs"] == "0", keys
