@@ -11,6 +11,7 @@ writes: B sees exactly what A's calls returned. A's fsync of a file
 returns once the coordinator has its name and data.
 """
 
+import contextlib
 import errno
 import os
 import stat
@@ -130,15 +131,46 @@ def test_close_does_not_wait_but_another_host_sees_the_data(dpod):
     assert s["dirdeleg_recalls"] >= len(sizes) and s["dirdeleg_errors"] == 0, s
 
 
-def _stop_for(proc, seconds):
-    """SIGSTOPs proc now and SIGCONTs it seconds later, from a thread;
-    returns the thread (join it)."""
+@contextlib.contextmanager
+def _stopped_for(proc, seconds):
+    """proc is stopped (SIGSTOP) from now on, and runs again (SIGCONT,
+    from a thread) seconds later; surely once the block is left."""
     import signal
     import threading
     proc.send(signal.SIGSTOP)
     t = threading.Timer(seconds, proc.send, (signal.SIGCONT,))
     t.start()
-    return t
+    try:
+        yield
+    finally:
+        t.join()
+        proc.send(signal.SIGCONT)
+
+
+def _held_file(pod, top="x", size=200_000):
+    """Makes top beside podfs (so no host holds it: a mkdir by a host
+    would hand it the new directory) and top/d on A, which holds it from
+    its mkdir on; A makes top/d/big there, answered by A itself, and
+    closes it. Returns its data."""
+    os.mkdir(pod.export / top)
+    # A change beside podfs reaches the hosts a moment later (fanotify).
+    wait_for(lambda: (pod.a / top).is_dir(), timeout=10, what=f"A to see {top}")
+    os.mkdir(pod.a / top / "d")
+    hold(pod.a, f"{top}/d")
+    before = creates_on(pod.a)
+    data = os.urandom(size)
+    create(pod.a / top / "d" / "big", data)
+    assert creates_on(pod.a) == before + 1  # answered by A
+    return data
+
+
+def _kept(pod, d):
+    """A's changes in d all reached the coordinator, none failed, and
+    podfsd revoked nothing."""
+    fsync_dir(pod.a / d)
+    s = podfs_stats(pod.a)
+    assert s["dirdeleg_recalls"] >= 1 and s["dirdeleg_errors"] == 0, s
+    assert "revoked" not in pod.daemon.log()
 
 
 @pytest.mark.parametrize("behind", [False, True], ids=["slow", "fallen_behind"])
@@ -152,77 +184,48 @@ def test_a_holder_paused_shorter_than_the_recall_timeout_keeps_its_files(dpod, b
     it caches elsewhere (B made a file there while A was stopped): the
     recall still waits for it. (Both once revoked A at its
     acknowledgement deadline: B read an empty file.)"""
-    import signal
-    # Made beside podfs: no host holds them (a mkdir by a host would
-    # hand it the new directory, and a lookup in the root would recall
-    # that before B's change in "other").
-    os.mkdir(dpod.export / "x")
+    # Made beside podfs, as x: a lookup in the root would recall a
+    # directory A made there before B's change in "other".
     os.mkdir(dpod.export / "other")
-    os.mkdir(dpod.a / "x" / "d")  # A holds x/d from its mkdir on
-    hold(dpod.a, "x/d")
-    before = creates_on(dpod.a)
-    data = os.urandom(200_000)
-    create(dpod.a / "x" / "d" / "big", data)
-    assert creates_on(dpod.a) == before + 1  # answered by A
+    data = _held_file(dpod)
     assert os.listdir(dpod.a / "other") == []  # A caches it
     os.stat(dpod.b / "other")
     t0 = time.time()
-    timer = _stop_for(dpod.a.proc, 1.0)
-    try:
+    with _stopped_for(dpod.a.proc, 0.6):
         if behind:
             (dpod.b / "other" / "f").write_bytes(b"x")  # waits for A's deadline
             assert fell_behind(dpod.daemon.log(), dpod.ns[0].ip, t0)
         got = (dpod.b / "x" / "d" / "big").read_bytes()
         took = time.time() - t0
-    finally:
-        timer.join()
-        dpod.a.proc.send(signal.SIGCONT)
     assert got == data
-    assert took >= 0.8, took  # it waited for A
-    fsync_dir(dpod.a / "x" / "d")
-    s = podfs_stats(dpod.a)
-    assert s["dirdeleg_recalls"] >= 1 and s["dirdeleg_errors"] == 0, s
-    assert "revoked" not in dpod.daemon.log()
+    assert took >= 0.55, took  # it waited for A, stopped 0.6 s from t0
+    _kept(dpod, "x/d")
 
 
 def test_a_holder_whose_connection_went_is_waited_for_until_it_is_back(dpod):
     """A host that holds a directory, right after its close of a file
     made there returned, loses its connections (podfsd's side reset with
-    `ss -K` while A is stopped, so that it comes back only a second
+    `ss -K` while A is stopped, so that it comes back only 0.6 s
     later). B's read of the file waits for A's session to come back on
     a new connection, which then gets the RECALL, and reads the file
     whole; nothing is revoked. (A recall once revoked a holder without a
     connection at once: B read an empty file, and A's creates failed.)"""
-    import signal
     from helpers import Worker
-    os.mkdir(dpod.export / "x")
-    os.mkdir(dpod.a / "x" / "d")  # A holds x/d from its mkdir on
-    hold(dpod.a, "x/d")
-    before = creates_on(dpod.a)
-    data = os.urandom(200_000)
-    create(dpod.a / "x" / "d" / "big", data)
-    assert creates_on(dpod.a) == before + 1  # answered by A
-    timer = _stop_for(dpod.a.proc, 1.0)
-    try:
+    data = _held_file(dpod)
+    t0 = time.monotonic()
+    with _stopped_for(dpod.a.proc, 0.6):
         r = subprocess.run(["ss", "-K", "-tnH", "src", f"{dpod.daemon.host}:{dpod.daemon.port}",
                             "dst", dpod.ns[0].ip], capture_output=True, text=True, timeout=10)
         assert r.returncode == 0 and dpod.ns[0].ip in r.stdout, (r.stdout, r.stderr)
         wait_for(lambda: "disconnected" in dpod.daemon.log(), timeout=5,
                  what="podfsd to see A's connection go")
-        t0 = time.monotonic()
         reader = Worker((dpod.b / "x" / "d" / "big").read_bytes)
         got = reader.join(30)
         took = time.monotonic() - t0
-    finally:
-        timer.join()
-        dpod.a.proc.send(signal.SIGCONT)
     assert got == data
-    assert took >= 0.5, took  # it waited for A
+    assert took >= 0.55, took  # it waited for A, stopped 0.6 s from t0
     assert "reconnected to" in dpod.a.proc.output()
-    fsync_dir(dpod.a / "x" / "d")
-    s = podfs_stats(dpod.a)
-    assert s["dirdeleg_errors"] == 0, s
-    assert "revoked" not in dpod.daemon.log()
+    _kept(dpod, "x/d")
 
 
 def test_a_dead_holder_costs_one_wait(env):
@@ -230,24 +233,18 @@ def test_a_dead_holder_costs_one_wait(env):
     with a file made and closed in each. B's first look into one waits
     --recall-timeout (1 s here) for A to come back, then revokes; its
     look into the other does not wait again: A's session owes a RECALL
-    since the first. Neither file is named: A died before sending them."""
+    since the first. Each file is either not there (A died before it
+    sent it) or whole."""
     from harness.pod import Pod
     dpod = Pod(env, opts=OPTS, extra=EXTRA + ["--recall-timeout", "1000"])
-    for top in ("x", "y"):
-        os.mkdir(dpod.export / top)
-    for top in ("x", "y"):
-        os.mkdir(dpod.a / top / "d")
-        hold(dpod.a, f"{top}/d")
-        before = creates_on(dpod.a)
-        create(dpod.a / top / "d" / "late", b"late")
-        assert creates_on(dpod.a) == before + 1  # answered by A
+    data = {top: _held_file(dpod, top, 100) for top in ("x", "y")}
     dpod.a.kill9()
     took = []
     for top in ("x", "y"):
         t0 = time.monotonic()
         names = os.listdir(dpod.b / top / "d")
         took.append(time.monotonic() - t0)
-        assert "late" not in names or (dpod.export / top / "d" / "late").read_bytes() == b"late"
+        assert "big" not in names or (dpod.export / top / "d" / "big").read_bytes() == data[top]
     assert 0.9 <= took[0] < 5, took
     assert took[1] < 0.5, took
     assert "revoked" in dpod.daemon.log()
