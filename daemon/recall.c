@@ -61,7 +61,9 @@ bool recall_rearm(struct req *r, uint64_t now, uint64_t *next)
 			continue;
 		uint64_t owed = h->recall_owed ? h->recall_owed : r->recall_since;
 		uint64_t quiet_end = (h->rx_at > owed ? h->rx_at : owed) + d->o.recall_timeout;
-		if (now >= quiet_end)
+		/* Silent that long, or back again and again without ever
+		 * applying it (each return is a sign of life): done. */
+		if (now >= quiet_end || now >= owed + PFSD_RECALL_WAIT_MS)
 			continue;
 		wait = true;
 		if (push_recall(h, buf, w.len, &r->acks))

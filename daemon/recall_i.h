@@ -19,9 +19,10 @@ void recall_push_holders(struct req *r);
  * on for a holder that neither acknowledged nor was silent for
  * --recall-timeout but whose connection went, while its session lives
  * (a reconnect on its way: what it answered under its delegations is
- * sent on the new connection). RECALL goes again to such a holder that
- * is back; for one that is not, *next (if earlier) becomes the end of its
- * silence, when r is looked at again (or sooner: a reconnect arms the
+ * sent on the new connection), for at most PFSD_RECALL_WAIT_MS since
+ * the first RECALL it owes. RECALL goes again to such a holder that is
+ * back; for one that is not, *next (if earlier) becomes the end of its
+ * silence, when r is looked at again (or sooner: its AUTH reply arms the
  * held replies' timer). */
 bool recall_rearm(struct req *r, uint64_t now, uint64_t *next);
 /* r's holders are done (acknowledged, stalled or gone): their
