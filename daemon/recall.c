@@ -33,7 +33,10 @@ void recall_push_holders(struct req *r)
 		struct session *h = session_find(d, r->recall_owners[i]);
 		if (!h || h->dead)
 			continue;
-		if (!h->recall_owed)
+		/* A new episode, unless it has been silent since the last one
+		 * began (stopped or dead: it costs one wait, not one per
+		 * request). */
+		if (!h->recall_owed || h->rx_at > h->recall_owed)
 			h->recall_owed = r->recall_since;
 		push_recall(h, buf, w.len, &r->acks);
 	}

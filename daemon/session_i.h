@@ -109,7 +109,8 @@ struct session {
 	uint64_t st_ack_misses;
 	uint64_t rx_at;           /* a frame of one of its connections last arrived */
 	uint64_t recall_owed;     /* a RECALL it has not applied was asked of it
-				   * since (recall.c; 0: none) */
+				   * since (recall.c; 0: none); a recall after it
+				   * sent anything since starts anew */
 
 	/* Interest and push ordering (loop thread; islot is read by workers,
 	 * it does not change while the session has requests). */
