@@ -8,14 +8,26 @@
 #include "pfsd_i.h"
 #include "push_i.h"
 #include "recall_i.h"
+#include "acklat_i.h"
 #include "session_i.h"
+
+#define RECALL_BUF (PFS_FH_MAX + 8)
+
+/* r's RECALL push into buf[RECALL_BUF]: its length, or 0. */
+static size_t recall_encode(const struct req *r, uint8_t *buf)
+{
+	struct pfs_recall_push m = { .fh = r->recall_fh };
+	struct pfs_wr w;
+
+	pfs_wr_init(&w, buf, RECALL_BUF);
+	return pfs_enc_recall_push(&w, &m) < 0 ? 0 : w.len;
+}
 
 void recall_push_holders(struct req *r)
 {
 	struct pfsd *d = r->d;
-	struct pfs_recall_push m = { .fh = r->recall_fh };
-	uint8_t buf[PFS_FH_MAX + 8];
-	struct pfs_wr w;
+	uint8_t buf[RECALL_BUF];
+	size_t len;
 
 	if (r->forewarn) {
 		struct inval iv = { .op = PFS_OP_INVAL_INODE, .fh = r->recall_fh, .off = -1 };
@@ -26,8 +38,7 @@ void recall_push_holders(struct req *r)
 	}
 	d->st_recalls++;
 	r->recalls++;
-	pfs_wr_init(&w, buf, sizeof(buf));
-	if (pfs_enc_recall_push(&w, &m) < 0)
+	if (!(len = recall_encode(r, buf)))
 		return;
 	for (size_t i = 0; i < r->nrecall; i++) {
 		struct session *h = session_find(d, r->recall_owners[i]);
@@ -38,22 +49,18 @@ void recall_push_holders(struct req *r)
 		 * request). */
 		if (!h->recall_owed || h->rx_at > h->recall_owed)
 			h->recall_owed = r->recall_since;
-		push_recall(h, buf, w.len, &r->acks);
+		push_recall(h, buf, len, &r->acks);
 	}
 }
 
 bool recall_rearm(struct req *r, uint64_t now, uint64_t *next)
 {
 	struct pfsd *d = r->d;
-	struct pfs_recall_push m = { .fh = r->recall_fh };
-	uint8_t buf[PFS_FH_MAX + 8];
-	struct pfs_wr w;
+	uint8_t buf[RECALL_BUF];
+	size_t len;
 	bool wait = false;
 
-	if (r->forewarn)
-		return false;
-	pfs_wr_init(&w, buf, sizeof(buf));
-	if (pfs_enc_recall_push(&w, &m) < 0)
+	if (r->forewarn || !(len = recall_encode(r, buf)))
 		return false;
 	for (size_t i = 0; i < r->nrecall; i++) {
 		uint64_t owner = r->recall_owners[i];
@@ -62,17 +69,17 @@ bool recall_rearm(struct req *r, uint64_t now, uint64_t *next)
 		struct session *h = session_find(d, owner);
 		if (!h || h->dead || !(h->caps & PFS_CAP_PUSH_ACK))
 			continue;
-		uint64_t owed = h->recall_owed ? h->recall_owed : r->recall_since;
-		uint64_t quiet_end = (h->rx_at > owed ? h->rx_at : owed) + d->o.recall_timeout;
+		uint64_t owed = h->recall_owed ? h->recall_owed : r->recall_since, t;
 		/* Silent that long, or back again and again without ever
 		 * applying it (each return is a sign of life): done. */
-		if (now >= quiet_end || now >= owed + PFSD_RECALL_WAIT_MS)
+		if (acklat_recall_expired(now, owed, h->rx_at, d->o.recall_timeout,
+					  PFSD_RECALL_WAIT_MS, &t) != ACKEXP_EXTEND)
 			continue;
 		wait = true;
-		if (push_recall(h, buf, w.len, &r->acks))
+		if (push_recall(h, buf, len, &r->acks))
 			continue;
-		if (quiet_end < *next)
-			*next = quiet_end;
+		if (t < *next)
+			*next = t;
 	}
 	return wait;
 }

@@ -22,7 +22,7 @@ void recall_push_holders(struct req *r);
  * sent on the new connection), for at most PFSD_RECALL_WAIT_MS since
  * the first RECALL it owes. RECALL goes again to such a holder that is
  * back; for one that is not, *next (if earlier) becomes the end of its
- * silence, when r is looked at again (or sooner: its AUTH reply arms the
+ * silence (or of those 120 s), when r is looked at again (or sooner: its AUTH reply arms the
  * held replies' timer). */
 bool recall_rearm(struct req *r, uint64_t now, uint64_t *next);
 /* r's holders are done (acknowledged, stalled or gone): their

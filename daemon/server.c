@@ -85,15 +85,10 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 		for (r = d->held; r; r = r->hnext)
 			push_acks_expire(d, &r->acks, now);
 	for (struct req **pp = &d->held; (r = *pp);) {
-		if (!all && !push_acks_done(&r->acks)) {
-			uint64_t t = push_acks_next(&r->acks);
-			if (t < next)
-				next = t;
-			pp = &r->hnext;
-			continue;
-		}
-		/* A holder's connection went, its session lives: on. */
-		if (!all && r->recall && recall_rearm(r, now, &next)) {
+		/* Waiting on, or a recall's holder whose connection went
+		 * while its session lives. */
+		if (!all && (!push_acks_done(&r->acks) ||
+			     (r->recall && recall_rearm(r, now, &next)))) {
 			uint64_t t = push_acks_next(&r->acks);
 			if (t < next)
 				next = t;
