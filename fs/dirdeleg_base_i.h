@@ -164,6 +164,15 @@ void dd_hurry_end(struct dirdeleg *d);
 /* A sender thread (bg_start's). */
 void *dd_sender_main(void *arg);
 
+/* dirdeleg_lost.c: create item it, whose slot the daemon no longer has
+ * (ESTALE), made by name with its bytes, its attributes sa (NULL: none)
+ * and its close; a name the daemon made of the slot before (its reply
+ * lost) counts as made. Returns 0 (made) or 1 (found named) with the
+ * file's attributes after in *fa, or -errno (EEXIST: another file has
+ * the name). A sender thread. */
+int dd_make_again(struct dirdeleg *d, struct ditem *it, const struct pfs_setattr_req *sa,
+		  struct pfs_attr *fa);
+
 /* dirdeleg_make.c. */
 /* Moves e's made files to mv (bg.lock held); they are no longer
  * covered. On ENOMEM the rest are let go unwaited (logged). */

@@ -126,6 +126,7 @@ struct dirdeleg_stats {
 	uint64_t dir_attrs; /* changes of held directories' attributes answered here */
 	uint64_t dir_attrs_joined; /* of them, sent with the one queued before */
 	uint64_t renames;  /* renames answered here */
+	uint64_t made_again; /* creates whose slot the coordinator lost, made by name */
 };
 
 /* Creates the state; no thread yet. Returns 0 or -errno. */

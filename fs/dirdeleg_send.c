@@ -250,14 +250,34 @@ static void send_creates(struct dirdeleg *d, struct ditem **v, size_t n)
 		rc = -EIO;
 	if (rc == 0)
 		pfs_rd_init(&ar, cr.attrs.p, cr.attrs.len);
+	unsigned again = 0, found = 0;
 	for (size_t i = 0; i < n; i++) {
 		int r = rc < 0 ? rc : -(int)pfs_load_le32(cr.status.p + 4 * i);
 		struct pfs_attr fa = { 0 };
 		if (r == 0 && !pfs_get_ATTR(&ar, &fa))
 			r = -EIO;
-		bool da = rc == 0 && i == n - 1 && (cr.flags & PFS_UL_DIR_ATTR);
+		/* The coordinator lost the slot (it restarted, or the session
+		 * ended): made again by name (dirdeleg_lost.c). */
+		if (r == -ESTALE) {
+			struct pfs_setattr_req sa;
+			bool has_sa = item_times(v[i], &sa);
+			r = dd_make_again(d, v[i], has_sa ? &sa : NULL, &fa);
+			again++;
+			found += r == 1;
+			r = r > 0 ? 0 : r;
+			pthread_mutex_lock(&d->bg.lock);
+			d->st.made_again += r == 0;
+			pthread_mutex_unlock(&d->bg.lock);
+		}
+		/* The directory's attributes are those after the last, unless
+		 * a create went after them. */
+		bool da = rc == 0 && i == n - 1 && !again && (cr.flags & PFS_UL_DIR_ATTR);
 		item_done(d, v[i], r, &fa, da ? &cr.dir : NULL);
 	}
+	if (again)
+		pfs_notice("the coordinator had lost the slots of %u create%s answered under a "
+			   "directory delegation: made again by name (%u found named already)",
+			   again, again == 1 ? "" : "s", found);
 	rpc_reply_free(&rep);
 }
 

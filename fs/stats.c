@@ -128,7 +128,8 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			      "dirdeleg_waits %llu\ndirdeleg_creates %llu\ndirdeleg_slots %llu\n"
 			      "dirdeleg_inlined %llu\ndirdeleg_closed %llu\ndirdeleg_dir_attrs %llu\n"
 			      "dirdeleg_renames %llu\ndirdeleg_slot_waits %llu\n"
-			      "dirdeleg_slot_timeouts %llu\ndirdeleg_dir_attrs_joined %llu\n",
+			      "dirdeleg_slot_timeouts %llu\ndirdeleg_dir_attrs_joined %llu\n"
+			      "dirdeleg_made_again %llu\n",
 			      (unsigned long long)dd.asked, (unsigned long long)dd.granted,
 			      (unsigned long long)dd.local, (unsigned long long)dd.sent,
 			      (unsigned long long)dd.recalls,
@@ -137,7 +138,8 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			      (unsigned long long)dd.inlined, (unsigned long long)dd.closed,
 			      (unsigned long long)dd.dir_attrs, (unsigned long long)dd.renames,
 			      (unsigned long long)dd.slot_waits, (unsigned long long)dd.slot_timeouts,
-			      (unsigned long long)dd.dir_attrs_joined);
+			      (unsigned long long)dd.dir_attrs_joined,
+			      (unsigned long long)dd.made_again);
 	}
 	/* All answered requests together, one "UPPER_US:COUNT" word per
 	 * non-empty lathist bucket (UPPER_US is its lathist_upper, "inf" for

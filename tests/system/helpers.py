@@ -386,7 +386,9 @@ class DelayRelay:
     chunk from the server to the client for `delay` seconds (the client's
     requests pass at once): a client whose pushes arrive late. hold_up()
     holds the client's bytes to the server from then on until
-    release_up() (at most 30 s). close() ends it; each connection ends
+    release_up(), hold_down() the server's to the client until
+    release_down() (at most 30 s each). cut() closes the connections up
+    now, dropping what is held. close() ends it; each connection ends
     when either side closes."""
 
     def __init__(self, target, delay):
@@ -395,6 +397,8 @@ class DelayRelay:
         self.target, self.delay = target, delay
         self.up_open = threading.Event()
         self.up_open.set()
+        self.down_open = threading.Event()
+        self.down_open.set()
         self.ls = socket.socket()
         self.ls.bind(("127.0.0.1", 0))
         self.ls.listen(8)
@@ -414,13 +418,28 @@ class DelayRelay:
             t.settimeout(None)
             self.socks += [c, t]
             _background(self._pump, c, t, 0, self.up_open)
-            _background(self._pump, t, c, self.delay)
+            _background(self._pump, t, c, self.delay, self.down_open)
 
     def hold_up(self):
         self.up_open.clear()
 
     def release_up(self):
         self.up_open.set()
+
+    def hold_down(self):
+        self.down_open.clear()
+
+    def release_down(self):
+        self.down_open.set()
+
+    def cut(self):
+        socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(2)
+                s.close()
+            except OSError:
+                pass
 
     def _pump(self, src, dst, delay, gate=None):
         try:

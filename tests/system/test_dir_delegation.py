@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from helpers import DelayRelay, fsync_dir, podfs_stats, wait_for
+from helpers import DelayRelay, Worker, fsync_dir, podfs_stats, wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -195,6 +195,92 @@ def test_coordinator_restart_mid_flush(env, mount):
     assert sorted(os.listdir(a / "d")) == left
     s = podfs_stats(a)
     assert s["dirdeleg_unlinks"] > 0 and s["dirdeleg_errors"] == 0, s
+
+
+def _restart_with_creates_held(env, mount, held):
+    """A, through a relay, makes d (held from its mkdir, with slots) and
+    in it f0..f2, then their bytes (f1 also gets a mode and times through
+    its descriptor, as tar sets them); A answers each create. held(relay,
+    go=True) keeps the CREATES from being answered; once A answered all
+    three, held(relay, go=False) waits for what the case needs, the
+    coordinator dies with -9, the relay drops what it holds, and a new
+    coordinator starts. The files are then on the export as A made them,
+    and A's fsync of d reports nothing. (A write the item could not carry,
+    on a slow machine, waits for the file's name: it goes after the
+    restart.)"""
+    daemon = env.start_daemon(extra=EXTRA)
+    relay = DelayRelay((daemon.host, daemon.port), 0)
+
+    class Via:
+        host, port, key = "127.0.0.1", relay.port, daemon.key
+
+    def make():
+        files = [open(a / "d" / f"f{i}", "wb") for i in range(3)]  # noqa: SIM115
+        for i, f in enumerate(files):
+            with f:
+                f.write(b"bytes of f%d" % i)
+                if i == 1:  # as tar does: the bytes, then these
+                    f.flush()
+                    os.fchmod(f.fileno(), 0o640)
+                    os.utime(f.fileno(), (1_000_000_000, 1_000_000_000))
+    a = None
+    try:
+        a = mount(Via, opts=OPTS)
+        os.mkdir(a / "d")
+        wait_for(lambda: podfs_stats(a)["dirdeleg_slots"] >= 3, timeout=10,
+                 what="A holds d with slots")
+        s0 = podfs_stats(a)
+        held(relay, go=True)
+        w = Worker(make)
+        wait_for(lambda: podfs_stats(a)["dirdeleg_creates"] - s0["dirdeleg_creates"] == 3,
+                 timeout=20, what="A answered the three creates")
+        held(relay, go=False)
+        daemon.kill9()
+        relay.cut()
+        relay.release_up()
+        relay.release_down()
+        daemon.start()
+        wait_for(lambda: podfs_stats(a)["reconnects"] >= 1 and podfs_stats(a)["down_since"] == 0,
+                 timeout=60, what="the mount reconnected")
+        w.join(60)
+        fsync_dir(a / "d")
+        for root in (env.export, a):
+            assert sorted(os.listdir(root / "d")) == ["f0", "f1", "f2"]
+            for i in range(3):
+                assert (root / "d" / f"f{i}").read_bytes() == b"bytes of f%d" % i
+            st = os.stat(root / "d" / "f1")
+            assert (st.st_mode & 0o7777, st.st_mtime) == (0o640, 1_000_000_000), root
+        s = podfs_stats(a)
+        assert s["dirdeleg_made_again"] - s0["dirdeleg_made_again"] == 3, s
+        assert s["dirdeleg_errors"] == s0["dirdeleg_errors"], s
+    finally:
+        relay.release_up()
+        relay.release_down()
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay.close()
+
+
+def test_coordinator_restart_loses_queued_creates_slots(env, mount):
+    """The creates never reached the coordinator that died, and the new
+    one has none of the slots they name (ESTALE): A makes each again by
+    name, with its bytes, mode and times."""
+    def held(relay, go):
+        if go:
+            relay.hold_up()
+    _restart_with_creates_held(env, mount, held)
+
+
+def test_coordinator_restart_loses_creates_reply(env, mount):
+    """The coordinator that died had named the slots, but its reply never
+    came: A finds each name to be its slot's file, and counts it made."""
+    def held(relay, go):
+        if go:
+            relay.hold_down()
+        else:
+            wait_for(lambda: sorted(os.listdir(env.export / "d")) == ["f0", "f1", "f2"],
+                     timeout=10, what="the coordinator named the files")
+    _restart_with_creates_held(env, mount, held)
 
 
 def _deleg_conn(daemon):
