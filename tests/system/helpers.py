@@ -414,7 +414,11 @@ class DelayRelay:
                 c, _ = self.ls.accept()
             except OSError:
                 return
-            t = socket.create_connection(self.target, timeout=10)
+            try:
+                t = socket.create_connection(self.target, timeout=10)
+            except OSError:  # the server is down (restarting): so is this connection
+                c.close()
+                continue
             t.settimeout(None)
             self.socks += [c, t]
             _background(self._pump, c, t, 0, self.up_open)
