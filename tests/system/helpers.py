@@ -56,10 +56,11 @@ def scan_with(path, at, action):
     return seen
 
 
-def wait_for(pred, timeout=5.0, interval=0.02, what="condition"):
-    """Polls pred() until it returns a truthy value or timeout passes.
-    Exceptions from pred count as "not yet". Returns the value; raises
-    AssertionError (with the last exception, if any) on timeout."""
+def wait_for(pred, timeout=5.0, interval=0.02, what="condition", max_interval=0.25):
+    """Polls pred() until it returns a truthy value or timeout passes,
+    every interval seconds, growing to max_interval. Exceptions from pred
+    count as "not yet". Returns the value; raises AssertionError (with the
+    last exception, if any) on timeout."""
     deadline = time.monotonic() + timeout
     last = None
     while True:
@@ -73,7 +74,7 @@ def wait_for(pred, timeout=5.0, interval=0.02, what="condition"):
             raise AssertionError(f"timed out after {timeout}s waiting for {what}"
                                  + (f" (last error: {last!r})" if last else ""))
         time.sleep(interval)
-        interval = min(interval * 1.5, 0.25)
+        interval = min(interval * 1.5, max_interval)
 
 
 def run(argv, timeout=60, check=True, **kw):

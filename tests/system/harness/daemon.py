@@ -82,7 +82,9 @@ class Daemon:
                 pytest.fail("podfsd died at start: " + self.proc.died_msg())
             t = portfile.read_text().strip()
             return int(t) if t else None
-        port = wait_for(port_ready, START_TIMEOUT, what=f"{portfile} to name a port")
+        # Polled finely: every test starts one (15-100 ms).
+        port = wait_for(port_ready, START_TIMEOUT, interval=0.005, max_interval=0.01,
+                        what=f"{portfile} to name a port")
         assert 0 < port < 65536
         if self.port:
             assert port == self.port, f"podfsd wrote port {port}, asked for {self.port}"

@@ -80,7 +80,9 @@ class Mount:
             if not self.proc.alive():
                 pytest.fail("podfs died before mounting: " + self.proc.died_msg())
             return is_mounted(self.path)
-        wait_for(up, START_TIMEOUT, what=f"{self.path} to be mounted")
+        # Every test mounts: polled finely (a mount takes 20-100 ms).
+        wait_for(up, START_TIMEOUT, interval=0.005, max_interval=0.01,
+                 what=f"{self.path} to be mounted")
         self.mounted = True
         self.info = mountinfo(self.path)
 
