@@ -386,9 +386,7 @@ static void recall_expire(struct pfsd *d, struct ackwait *w, uint64_t now)
 
 	if (s->running)
 		last = now; /* one of its requests runs here: no silence of its own */
-	/* Since it owes a RECALL (an earlier request's, maybe): a holder that
-	 * stopped or died costs one wait, not one per request. */
-	switch (acklat_recall_expired(now, s->recall_owed ? s->recall_owed : w->since, last,
+	switch (acklat_recall_expired(now, session_recall_start(s, w->since), last,
 				      d->o.recall_timeout, PFSD_RECALL_WAIT_MS, &w->deadline)) {
 	case ACKEXP_EXTEND:
 		break;

@@ -69,7 +69,7 @@ bool recall_rearm(struct req *r, uint64_t now, uint64_t *next)
 		struct session *h = session_find(d, owner);
 		if (!h || h->dead || !(h->caps & PFS_CAP_PUSH_ACK))
 			continue;
-		uint64_t owed = h->recall_owed ? h->recall_owed : r->recall_since, t;
+		uint64_t owed = session_recall_start(h, r->recall_since), t;
 		/* Silent that long, or back again and again without ever
 		 * applying it (each return is a sign of life): done. */
 		if (acklat_recall_expired(now, owed, h->rx_at, d->o.recall_timeout,

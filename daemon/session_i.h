@@ -207,4 +207,12 @@ struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
 /* Forgets l and closes its fd, which drops its locks. */
 void session_lock_del(struct session *s, struct lockent *l);
 
+/* When s's wait for a RECALL began: at the first RECALL it owes
+ * (recall_owed), else at since (this request's): a holder that stopped
+ * or died costs one wait, not one per request. */
+static inline uint64_t session_recall_start(const struct session *s, uint64_t since)
+{
+	return s->recall_owed ? s->recall_owed : since;
+}
+
 #endif /* PODFSD_SESSION_I_H */

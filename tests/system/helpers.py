@@ -425,6 +425,12 @@ class DelayRelay:
             _background(self._pump, c, t, 0, self.up_open)
             _background(self._pump, t, c, self.delay, self.down_open)
 
+    def via(self, daemon):
+        """What a mount takes as its daemon (host, port, key) to reach
+        daemon through this relay."""
+        import types
+        return types.SimpleNamespace(host="127.0.0.1", port=self.port, key=daemon.key)
+
     def hold_up(self):
         self.up_open.clear()
 

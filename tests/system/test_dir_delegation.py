@@ -210,9 +210,7 @@ def _restart_with_creates_held(env, mount, held):
     restart.)"""
     daemon = env.start_daemon(extra=EXTRA)
     relay = DelayRelay((daemon.host, daemon.port), 0)
-
-    class Via:
-        host, port, key = "127.0.0.1", relay.port, daemon.key
+    via = relay.via(daemon)
 
     def make():
         files = [open(a / "d" / f"f{i}", "wb") for i in range(3)]  # noqa: SIM115
@@ -225,7 +223,7 @@ def _restart_with_creates_held(env, mount, held):
                     os.utime(f.fileno(), (1_000_000_000, 1_000_000_000))
     a = None
     try:
-        a = mount(Via, opts=OPTS)
+        a = mount(via, opts=OPTS)
         os.mkdir(a / "d")
         wait_for(lambda: podfs_stats(a)["dirdeleg_slots"] >= 3, timeout=10,
                  what="A holds d with slots")
@@ -462,12 +460,10 @@ def test_stalled_holder_revoked(env, mount):
     import signal
     daemon = env.start_daemon(extra=EXTRA + ["--recall-timeout", "300"])
     relay = DelayRelay((daemon.host, daemon.port), 0)
-
-    class Via:
-        host, port, key = "127.0.0.1", relay.port, daemon.key
+    via = relay.via(daemon)
     a = None
     try:
-        a = mount(Via, opts=OPTS)
+        a = mount(via, opts=OPTS)
         b = mount(daemon, path=env.root / "mnt-b")
         make_files(a, "d", 12)
         for i in range(4):  # the usual way, until A holds the directory

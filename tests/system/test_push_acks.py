@@ -95,13 +95,11 @@ def test_close_to_open_with_late_pushes(env, daemon, mount):
     invalidation, so B's next open, which B would answer from its caches
     (attributes known current, same size), sees the new data."""
     relay = DelayRelay((daemon.host, daemon.port), 0.15)
-
-    class Via:
-        host, port, key = "127.0.0.1", relay.port, daemon.key
+    via = relay.via(daemon)
     b = None
     try:
         a = mount()
-        b = mount(Via, path=env.root / "mnt-b")
+        b = mount(via, path=env.root / "mnt-b")
         write_file(a / "f", b"start....")
         assert read_file(b / "f") == b"start...."
         for i in range(8):
@@ -132,13 +130,11 @@ def test_own_write_racing_a_late_push_is_never_cached_stale(env, daemon, mount):
     holds and stays so: no answer from before B's change is kept (by
     podfs as its own change's attributes, or by A's kernel)."""
     relay = DelayRelay((daemon.host, daemon.port), 0.1)
-
-    class Via:
-        host, port, key = "127.0.0.1", relay.port, daemon.key
+    via = relay.via(daemon)
     a = None
     try:
         b = mount()
-        a = mount(Via, path=env.root / "mnt-a")
+        a = mount(via, path=env.root / "mnt-a")
         exp = env.export / "f"
         write_file(b / "f", b"start")
         assert read_file(a / "f") == b"start"
