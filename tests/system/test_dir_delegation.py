@@ -197,18 +197,19 @@ def test_coordinator_restart_mid_flush(env, mount):
     assert s["dirdeleg_unlinks"] > 0 and s["dirdeleg_errors"] == 0, s
 
 
-def _restart_with_creates_held(env, mount, held):
+def _restart_with_creates_held(env, mount, held, expire=False):
     """A, through a relay, makes d (held from its mkdir, with slots) and
     in it f0..f2, then their bytes (f1 also gets a mode and times through
     its descriptor, as tar sets them); A answers each create. held(relay,
     go=True) keeps the CREATES from being answered; once A answered all
     three, held(relay, go=False) waits for what the case needs, the
     coordinator dies with -9, the relay drops what it holds, and a new
-    coordinator starts. The files are then on the export as A made them,
-    and A's fsync of d reports nothing. (A write the item could not carry,
-    on a slow machine, waits for the file's name: it goes after the
-    restart.)"""
-    daemon = env.start_daemon(extra=EXTRA)
+    coordinator starts. expire: instead, the relay drops A's connection
+    and holds A's reconnects until its session expired (lease 2 s). The
+    files are then on the export as A made them, and A's fsync of d
+    reports nothing. (A write the item could not carry, on a slow
+    machine, waits for the file's name: it goes after the restart.)"""
+    daemon = env.start_daemon(extra=EXTRA + (["--lease", "2", "--lock-lease", "1"] if expire else []))
     relay = DelayRelay((daemon.host, daemon.port), 0)
     via = relay.via(daemon)
 
@@ -233,11 +234,17 @@ def _restart_with_creates_held(env, mount, held):
         wait_for(lambda: podfs_stats(a)["dirdeleg_creates"] - s0["dirdeleg_creates"] == 3,
                  timeout=20, what="A answered the three creates")
         held(relay, go=False)
-        daemon.kill9()
-        relay.cut()
+        if expire:
+            relay.cut()  # A's reconnects stay held (hold_up) until the session expired
+            wait_for(lambda: "expired after 2 s" in daemon.log(), 20,
+                     what="A's session to expire")
+        else:
+            daemon.kill9()
+            relay.cut()
         relay.release_up()
         relay.release_down()
-        daemon.start()
+        if not expire:
+            daemon.start()
         wait_for(lambda: podfs_stats(a)["reconnects"] >= 1 and podfs_stats(a)["down_since"] == 0,
                  timeout=60, what="the mount reconnected")
         w.join(60)
@@ -267,6 +274,16 @@ def test_coordinator_restart_loses_queued_creates_slots(env, mount):
         if go:
             relay.hold_up()
     _restart_with_creates_held(env, mount, held)
+
+
+def test_expired_session_loses_queued_creates_slots(env, mount):
+    """A is away longer than its lease with three creates queued: its
+    session ends and the coordinator closes the slots, so A makes each
+    again by name when it is back."""
+    def held(relay, go):
+        if go:
+            relay.hold_up()
+    _restart_with_creates_held(env, mount, held, expire=True)
 
 
 def test_coordinator_restart_loses_creates_reply(env, mount):
