@@ -201,8 +201,11 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	struct pfs_attr base;
 	bool queued = c->dd && c->dl && !(to_set & FUSE_SET_ATTR_SIZE) && deleg_has(c->dl, ip) &&
 		      dirdeleg_attr(c->dd, ip, &base);
-	/* A truncate comes after our pending writes. */
-	if ((queued ? wb_wait(c->wb, ip) : wb_wait_data(c->wb, ip)) < 0) {
+	/* A truncate comes after our pending writes, and after the commit
+	 * of those it cuts (wb_before_change). */
+	int wrc = (to_set & FUSE_SET_ATTR_SIZE) ? wb_before_change(c->wb, ip, (uint64_t)attr->st_size)
+		  : queued ? wb_wait(c->wb, ip) : wb_wait_data(c->wb, ip);
+	if (wrc < 0) {
 		fuse_reply_err(req, EINTR);
 		return;
 	}

@@ -76,6 +76,13 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* The daemon checks the mode a delegation answered (deleg_i.h). */
 	if (c->dl)
 		(void)deleg_flush(c->dl, ip, false);
+	/* A truncating open comes after our pending writes, and after the
+	 * commit of the others (wb_before_change). */
+	if ((fi->flags & O_TRUNC) && wb_before_change(c->wb, ip, 0) < 0) {
+		ofile_free(of);
+		fuse_reply_err(req, EINTR);
+		return;
+	}
 	/* A truncating open is our own change of the file. */
 	uint64_t trunc_at = (fi->flags & O_TRUNC) ? inode_own_touch(c->it, ip, false) : 0;
 	if (trunc_at)
@@ -584,7 +591,10 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
 
 	inode_drop_inline(of->ip);
 	ops_file_req(req, of, &m.cr, &m.fh, &m.fid);
-	if (wb_wait_data(c->wb, of->ip) < 0) {
+	/* Punch, zero, collapse and insert change bytes from offset on:
+	 * after the commit of our writes there (wb_before_change). */
+	if (((mode & ~FALLOC_FL_KEEP_SIZE) ? wb_before_change(c->wb, of->ip, (uint64_t)offset)
+					    : wb_wait_data(c->wb, of->ip)) < 0) {
 		fuse_reply_err(req, EINTR);
 		return;
 	}

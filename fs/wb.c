@@ -256,11 +256,18 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 {
 	struct wbi *w = e->wi;
 
-	wbf_sent(&w->f, e, rc, verf);
+	/* Writes may wait for this one to be sent (writer_main). */
+	if (w->f.nagain)
+		bg_wake_all(&wb->bg);
+	bool redo = wbf_sent(&w->f, e, rc, verf);
 	wb->inflight -= e->len;
 	/* A writer waiting for room may now commit (wb_write). */
 	pthread_cond_broadcast(&wb->space);
-	if (rc < 0) {
+	if (redo) {
+		/* Sent once more, after the earlier writes sent again. */
+		wb->st.resent += e->len;
+		enqueue(wb, e);
+	} else if (rc < 0) {
 		pfs_debug("write of %u bytes at %llu failed: %s", e->len,
 			  (unsigned long long)e->off, strerror(-rc));
 		free_entry(wb, e);
@@ -309,14 +316,21 @@ static void *writer_main(void *arg)
 
 	pthread_mutex_lock(&wb->bg.lock);
 	for (;;) {
-		while (!wb->qhead && !wb->bg.stop)
+		/* The first write that may go now: one sent again after a
+		 * restart waits for the earlier writes it overlaps
+		 * (wbf_sendable; sent() wakes us). */
+		struct wbe **pp = &wb->qhead, *e;
+		while ((e = *pp) && !wbf_sendable(&e->wi->f, e))
+			pp = &e->qnext;
+		if (!e) {
+			if (!wb->qhead && wb->bg.stop)
+				break;
 			bg_wait(&wb->bg);
-		struct wbe *e = wb->qhead;
-		if (!e)
-			break;
-		wb->qhead = e->qnext;
-		if (!wb->qhead)
-			wb->qtail = &wb->qhead;
+			continue;
+		}
+		*pp = e->qnext;
+		if (wb->qtail == &e->qnext)
+			wb->qtail = pp;
 		wbf_sending(e);
 		pthread_mutex_unlock(&wb->bg.lock);
 		uint64_t verf = 0;
@@ -673,6 +687,41 @@ int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		wbf_forget_writers(&w->f);
 	w->users--;
 	wbi_maybe_free(wb, w);
+	pthread_mutex_unlock(&wb->bg.lock);
+	return rc;
+}
+
+int wb_before_change(struct wb *wb, struct inode *ip, uint64_t from)
+{
+	int rc = 0;
+
+	if (wb->c->dd)
+		dirdeleg_wait_made(wb->c->dd, ip);
+	pthread_mutex_lock(&wb->bg.lock);
+	struct wbi *w = wbi_find(wb, ip);
+	if (w) {
+		w->users++;
+		rc = wait_idle(wb, w);
+		if (rc == 0 && wbf_uncommitted_beyond(&w->f, from)) {
+			int crc = commit_locked(wb, w, true, false, true);
+			if (crc == -EINTR) {
+				rc = crc;
+			} else if (crc < 0) {
+				/* Sent again after the change, they would undo it. */
+				pfs_warn("a commit before a truncate or hole failed: %s", strerror(-crc));
+				wbf_keep_err(&w->f, crc);
+				for (struct wbe *e = w->f.head, *next; e; e = next) {
+					next = e->next;
+					if (e->st == WBE_DONE) {
+						wbf_remove(&w->f, e);
+						free_entry(wb, e);
+					}
+				}
+			}
+		}
+		w->users--;
+		wbi_maybe_free(wb, w);
+	}
 	pthread_mutex_unlock(&wb->bg.lock);
 	return rc;
 }

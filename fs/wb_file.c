@@ -37,19 +37,48 @@ void wbf_sending(struct wbe *e)
 	e->st = WBE_SENDING;
 }
 
-void wbf_sent(struct wbf *f, struct wbe *e, int rc, uint64_t verf)
+bool wbf_sendable(const struct wbf *f, const struct wbe *e)
+{
+	if (!f->nagain)
+		return true;
+	for (const struct wbe *p = e->prev; p; p = p->prev)
+		if ((p->st == WBE_QUEUED || p->st == WBE_SENDING) && p->off < e->off + e->len &&
+		    e->off < p->off + p->len)
+			return false;
+	return true;
+}
+
+/* e, pending, is pending again after a restart (wbf_commit_end). */
+static void mark_again(struct wbf *f, struct wbe *e)
+{
+	if (!e->again) {
+		e->again = true;
+		f->nagain++;
+	}
+}
+
+bool wbf_sent(struct wbf *f, struct wbe *e, int rc, uint64_t verf)
 {
 	assert(e->st == WBE_SENDING && f->npending > 0);
+	if (e->redo && rc == 0) {
+		e->redo = false;
+		e->st = WBE_QUEUED;
+		return true;
+	}
+	if (e->again) {
+		e->again = e->redo = false;
+		f->nagain--;
+	}
 	f->npending--;
 	if (rc < 0) {
-		if (!f->err)
-			f->err = -rc;
+		wbf_keep_err(f, rc);
 		unlink_entry(f, e);
-		return;
+		return false;
 	}
 	e->st = WBE_DONE;
 	e->verf = verf;
 	f->uncommitted += e->len;
+	return false;
 }
 
 void wbf_remove(struct wbf *f, struct wbe *e)
@@ -66,6 +95,20 @@ bool wbf_overlaps_pending(const struct wbf *f, uint64_t off, size_t size)
 		    off < e->off + e->len)
 			return true;
 	return false;
+}
+
+bool wbf_uncommitted_beyond(const struct wbf *f, uint64_t from)
+{
+	for (const struct wbe *e = f->head; e; e = e->next)
+		if ((e->st == WBE_DONE || e->st == WBE_COMMITTING) && e->off + e->len > from)
+			return true;
+	return false;
+}
+
+void wbf_keep_err(struct wbf *f, int rc)
+{
+	if (rc < 0 && !f->err)
+		f->err = -rc;
 }
 
 void wbf_note_writer(struct wbf *f, uint32_t tid)
@@ -122,28 +165,40 @@ void wbf_commit_end(struct wbf *f, int rc, uint64_t verf, struct wbe **released,
 {
 	struct wbe **rel_tail = released, **res_tail = resend, *next;
 
+	bool again = false; /* from the first write acknowledged by an instance that is gone */
+
 	*released = *resend = NULL;
 	f->committing = false;
 	for (struct wbe *e = f->head; e; e = next) {
 		next = e->next;
-		if (e->st != WBE_COMMITTING)
-			continue;
 		if (rc < 0) {
-			e->st = WBE_DONE; /* still ours; a later commit retries */
-		} else if (e->verf == verf) {
-			wbf_remove(f, e);
-			e->qnext = NULL;
-			*rel_tail = e;
-			rel_tail = &e->qnext;
-		} else {
-			/* Acknowledged by a daemon instance that is gone: its
-			 * page cache may have died with it. */
+			if (e->st == WBE_COMMITTING)
+				e->st = WBE_DONE; /* still ours; a later commit retries */
+			continue;
+		}
+		bool acked = e->st == WBE_DONE || e->st == WBE_COMMITTING;
+		/* Acknowledged by a daemon instance that is gone: its page
+		 * cache may have died with it. */
+		if (acked && e->verf != verf)
+			again = true;
+		if (!again) {
+			if (e->st == WBE_COMMITTING) {
+				wbf_remove(f, e);
+				e->qnext = NULL;
+				*rel_tail = e;
+				rel_tail = &e->qnext;
+			}
+		} else if (acked) {
 			f->uncommitted -= e->len;
 			e->st = WBE_QUEUED;
 			f->npending++;
+			mark_again(f, e);
 			e->qnext = NULL;
 			*res_tail = e;
 			res_tail = &e->qnext;
+		} else if (e->st == WBE_SENDING) {
+			e->redo = true;
+			mark_again(f, e);
 		}
 	}
 }

@@ -9,6 +9,17 @@
  *      +-----------------------------+  (acknowledged by another daemon
  *                                        instance: sent again)
  *
+ * Sent again, a write must not land over the bytes of a later write of
+ * the file: after a restart, the daemon instance that answers a commit
+ * may hold later writes (acknowledged by it, or on their way) over the
+ * bytes of an earlier one it never had. So from the first write to be
+ * sent again, every later one is sent again too, in order: acknowledged
+ * ones are queued again, one being sent is sent once more after
+ * ("redo"), and none of them goes out while an earlier write it
+ * overlaps is pending (wbf_sendable). Before, an earlier write sent
+ * again after a restart could undo a later one (a write made after the
+ * restart, then fsync: the file held the earlier bytes).
+ *
  * The ledger counts what the waits of wb.c look at: the writes pending
  * (QUEUED or SENDING), the bytes acknowledged but not committed (DONE or
  * COMMITTING), whether a commit is in flight, the first write error not
@@ -59,6 +70,8 @@ struct wbe {
 	size_t reqlen;
 	size_t bufsz;            /* allocated size of req */
 	uint64_t verf;           /* boot_id of the daemon that acknowledged it */
+	bool again;              /* pending again after a restart (wbf.nagain) */
+	bool redo;               /* SENDING when a restart was found: sent again after */
 };
 
 /* The writes of one file. Zero-initialized is empty; the fields are read
@@ -69,6 +82,7 @@ struct wbf {
 	size_t uncommitted;      /* bytes in DONE/COMMITTING */
 	int err;                 /* first write error not yet reported (positive errno) */
 	bool committing;         /* between wbf_commit_begin and wbf_commit_end */
+	unsigned nagain;         /* pending writes that are pending again */
 	/* Threads that wrote since the data was last all committed; many:
 	 * more than fit here. */
 	uint32_t writers[WBF_WRITERS];
@@ -83,11 +97,18 @@ void wbf_add(struct wbf *f, struct wbe *e);
 /* e, QUEUED, is taken from the send queue to be sent: SENDING. */
 void wbf_sending(struct wbe *e);
 
+/* True if e, QUEUED, may be sent now: no earlier write of f that it
+ * overlaps is pending. (Only writes sent again can meet one: a new write
+ * waits for the pending ones it overlaps before it is queued.) */
+bool wbf_sendable(const struct wbf *f, const struct wbe *e);
+
 /* e, SENDING, was sent with result rc (0 or -errno): one pending write
  * fewer. rc 0: e is DONE with verifier verf, its bytes uncommitted.
  * rc < 0: -rc is kept as f's error (unless one is kept already) and e is
- * unlinked from f; the caller frees it. */
-void wbf_sent(struct wbf *f, struct wbe *e, int rc, uint64_t verf);
+ * unlinked from f; the caller frees it. Returns true instead if e is to
+ * be sent once more (redo, rc 0): e is QUEUED, still pending, and the
+ * caller puts it in its send queue again. */
+bool wbf_sent(struct wbf *f, struct wbe *e, int rc, uint64_t verf);
 
 /* Unlinks e, DONE or COMMITTING (no longer counted uncommitted), from f;
  * the caller frees it. Not for a pending write. */
@@ -96,6 +117,15 @@ void wbf_remove(struct wbf *f, struct wbe *e);
 /* True if a pending write (QUEUED or SENDING) of f overlaps the size
  * bytes at off. */
 bool wbf_overlaps_pending(const struct wbf *f, uint64_t off, size_t size);
+
+/* True if an uncommitted write (DONE or COMMITTING) of f ends beyond
+ * byte from: a change of the file's bytes from there on would be undone
+ * if it were sent again. */
+bool wbf_uncommitted_beyond(const struct wbf *f, uint64_t from);
+
+/* Keeps -rc (rc < 0) as f's error, unless one is kept already: reported
+ * as a failed write is. */
+void wbf_keep_err(struct wbf *f, int rc);
 
 /* Records that thread tid wrote f (beyond WBF_WRITERS threads: "many",
  * and every thread counts as a writer). */
@@ -119,15 +149,17 @@ bool wbf_holds(const struct wbf *f);
 void wbf_commit_begin(struct wbf *f);
 
 /* The COMMIT of f ended with result rc (0 or -errno), answered by the
- * daemon instance verf (its boot_id). For every COMMITTING write:
- *  - rc < 0: DONE again (still uncommitted; a later commit retries);
- *  - acknowledged by verf: durable; unlinked from f and chained (through
- *    qnext, in list order) to *released, which the caller frees;
- *  - acknowledged by another instance (one that restarted since, maybe
- *    losing its page cache): no longer uncommitted, QUEUED again (one
- *    more pending write, still in f's list), and chained to *resend,
- *    which the caller puts in its send queue.
- * *released and *resend are set (NULL: none). f is no longer committing. */
+ * daemon instance verf (its boot_id). rc < 0: every COMMITTING write is
+ * DONE again (still uncommitted; a later commit retries). Otherwise, up
+ * to the first write acknowledged by another instance (one that
+ * restarted since, maybe losing its page cache), every COMMITTING write
+ * is durable: unlinked from f and chained (through qnext, in list order)
+ * to *released, which the caller frees. From that write on (see the top):
+ * every DONE or COMMITTING write is no longer uncommitted, QUEUED again
+ * (one more pending write, still in f's list) and chained to *resend,
+ * which the caller puts in its send queue; a SENDING one is marked to be
+ * sent again (wbf_sent); a QUEUED one waits as it is. *released and
+ * *resend are set (NULL: none). f is no longer committing. */
 void wbf_commit_end(struct wbf *f, int rc, uint64_t verf, struct wbe **released,
 		    struct wbe **resend);
 

@@ -89,6 +89,17 @@ int wb_wait(struct wb *wb, struct inode *ip);
  * wb_wait. */
 int wb_wait_data(struct wb *wb, struct inode *ip);
 
+/* Before a change of ip's bytes at and after byte from that is not a
+ * write (a truncate, an O_TRUNC open, fallocate's punch, zero, collapse
+ * or insert): waits for ip's pending writes and for a commit in flight,
+ * then commits the uncommitted writes that reach beyond from. Otherwise
+ * a pending write would land after the change, and a daemon that
+ * restarted after it would get the old bytes back over it, sent again
+ * (wb.c). A commit that fails forgets those writes and keeps its error
+ * for the next write, flush or fsync, as a failed write's. Returns 0, or
+ * -EINTR (wb_wait). */
+int wb_before_change(struct wb *wb, struct inode *ip, uint64_t from);
+
 /* True if write-behind holds state for ip (writes pending, uncommitted
  * or an error to report): a flush or release of ip then talks to the
  * daemon. */

@@ -3,7 +3,7 @@
  * uncommitted, overlap with pending writes, the first error kept and
  * reported once, the writer threads remembered, and the verifier's
  * verdict when a commit ends (durable, sent again, or kept after a
- * failure).
+ * failure); writes sent again go in order, none over a later one.
  */
 #include <stdlib.h>
 
@@ -196,39 +196,135 @@ static void test_commit_same_instance(void)
 static void test_commit_restarted_instance(void)
 {
 	struct wbf f = { 0 };
-	/* a and c acknowledged by the instance that died, b by the new one. */
-	struct wbe *a = written(&f, 0, 10, 5), *b = written(&f, 10, 20, 6),
-		   *c = written(&f, 30, 40, 5);
+	/* z by the new instance before the others; a and c acknowledged by
+	 * the instance that died, b by the new one. */
+	struct wbe *z = written(&f, 100, 10, 6), *a = written(&f, 0, 10, 5),
+		   *b = written(&f, 10, 20, 6), *c = written(&f, 30, 40, 5);
 	struct wbe *rel, *res;
 
 	wbf_commit_begin(&f);
 	wbf_commit_end(&f, 0, 6, &rel, &res);
-	CHECK(rel == b && b->qnext == NULL);
-	CHECK(res == a && a->qnext == c && c->qnext == NULL);
+	/* Up to the first write the new instance lacks: durable. From it on,
+	 * all sent again, b too: sent after a, it must land after a. */
+	CHECK(rel == z && z->qnext == NULL);
+	CHECK(res == a && a->qnext == b && b->qnext == c && c->qnext == NULL);
 	CHECK_EQ(a->st, WBE_QUEUED);
+	CHECK_EQ(b->st, WBE_QUEUED);
 	CHECK_EQ(c->st, WBE_QUEUED);
-	CHECK_EQ(f.npending, 2);
+	CHECK_EQ(f.npending, 3);
+	CHECK_EQ(f.nagain, 3);
 	CHECK_EQ(f.uncommitted, 0);
 	/* Sent again, they are in the list, in order, and pending. */
-	CHECK_EQ(list_len(&f), 2);
-	CHECK(f.head == a && a->next == c && f.tail == c);
+	CHECK_EQ(list_len(&f), 3);
+	CHECK(f.head == a && a->next == b && b->next == c && f.tail == c);
 	CHECK(wbf_overlaps_pending(&f, 5, 1));
-	free(b);
+	/* None overlaps another: all may go at once. */
+	CHECK(wbf_sendable(&f, a) && wbf_sendable(&f, b) && wbf_sendable(&f, c));
+	free(z);
 
 	/* Acknowledged again and committed by the new instance. */
 	wbf_sending(a);
-	wbf_sent(&f, a, 0, 6);
+	CHECK(!wbf_sent(&f, a, 0, 6));
+	wbf_sending(b);
+	CHECK(!wbf_sent(&f, b, 0, 6));
 	wbf_sending(c);
-	wbf_sent(&f, c, 0, 6);
-	CHECK_EQ(f.uncommitted, 50);
+	CHECK(!wbf_sent(&f, c, 0, 6));
+	CHECK_EQ(f.nagain, 0);
+	CHECK_EQ(f.uncommitted, 70);
 	wbf_commit_begin(&f);
 	wbf_commit_end(&f, 0, 6, &rel, &res);
-	CHECK(rel == a && a->qnext == c);
+	CHECK(rel == a && a->qnext == b && b->qnext == c);
 	CHECK(res == NULL);
 	CHECK(f.head == NULL && f.tail == NULL);
 	CHECK(!wbf_holds(&f));
 	free(a);
+	free(b);
 	free(c);
+}
+
+/* The bytes of a write made after a restart are not undone by an
+ * earlier write sent again: a [0, 100) acknowledged by the instance that
+ * died, b [0, 50) by the new one, c [40, 60) being sent, d [0, 10)
+ * queued when the commit ends. */
+static void test_sent_again_in_order(void)
+{
+	struct wbf f = { 0 };
+	struct wbe *a = written(&f, 0, 100, 5), *b = written(&f, 0, 50, 6);
+	struct wbe *c = entry(40, 20), *d = entry(0, 10);
+	struct wbe *rel, *res;
+
+	wbf_commit_begin(&f);
+	wbf_add(&f, c);
+	wbf_sending(c);
+	wbf_add(&f, d);
+	CHECK(wbf_sendable(&f, d)); /* nothing sent again yet */
+	wbf_commit_end(&f, 0, 6, &rel, &res);
+	CHECK(rel == NULL);
+	CHECK(res == a && a->qnext == b && b->qnext == NULL);
+	CHECK(c->redo && c->again && !d->again);
+	CHECK_EQ(f.nagain, 3);
+	CHECK_EQ(f.npending, 4);
+	/* a goes first; b, c's second send and d wait for it. */
+	CHECK(wbf_sendable(&f, a));
+	CHECK(!wbf_sendable(&f, b));
+	CHECK(!wbf_sendable(&f, d));
+	wbf_sending(a);
+	CHECK(!wbf_sendable(&f, b));
+	CHECK(!wbf_sent(&f, a, 0, 6));
+	CHECK(wbf_sendable(&f, b));
+	CHECK(!wbf_sendable(&f, d)); /* b is before it, and pending */
+	/* c's first send ends: it is queued once more, still pending. */
+	CHECK(wbf_sent(&f, c, 0, 6));
+	CHECK_EQ(c->st, WBE_QUEUED);
+	CHECK(!c->redo && c->again);
+	CHECK_EQ(f.npending, 3);
+	CHECK(!wbf_sendable(&f, c)); /* overlaps b, pending before it */
+	wbf_sending(b);
+	CHECK(!wbf_sent(&f, b, 0, 6));
+	CHECK(wbf_sendable(&f, c));
+	CHECK(wbf_sendable(&f, d)); /* c is not over it */
+	wbf_sending(c);
+	CHECK(!wbf_sent(&f, c, 0, 6));
+	CHECK_EQ(f.nagain, 0);
+	CHECK(wbf_sendable(&f, d));
+	wbf_sending(d);
+	CHECK(!wbf_sent(&f, d, 0, 6));
+	CHECK_EQ(f.npending, 0);
+	CHECK_EQ(f.uncommitted, 180);
+	/* A failed second send: the error is kept, the write leaves. */
+	struct wbf g = { 0 };
+	struct wbe *x = written(&g, 0, 10, 5), *y = entry(0, 10);
+	wbf_commit_begin(&g);
+	wbf_add(&g, y);
+	wbf_sending(y);
+	wbf_commit_end(&g, 0, 6, &rel, &res);
+	CHECK(res == x && y->redo);
+	CHECK(!wbf_sent(&g, y, -5, 0));
+	free(y);
+	CHECK_EQ(g.nagain, 1);
+	CHECK_EQ(g.err, 5);
+	free_all(&f);
+	free_all(&g);
+}
+
+static void test_uncommitted_beyond(void)
+{
+	struct wbf f = { 0 };
+	struct wbe *q = entry(500, 100);
+
+	CHECK(!wbf_uncommitted_beyond(&f, 0));
+	(void)written(&f, 100, 100, 5); /* [100, 200) */
+	wbf_add(&f, q);                 /* pending: not uncommitted */
+	CHECK(wbf_uncommitted_beyond(&f, 0));
+	CHECK(wbf_uncommitted_beyond(&f, 199));
+	CHECK(!wbf_uncommitted_beyond(&f, 200));
+	CHECK(!wbf_uncommitted_beyond(&f, 550));
+	wbf_commit_begin(&f); /* committing still counts */
+	CHECK(wbf_uncommitted_beyond(&f, 150));
+	wbf_keep_err(&f, -28);
+	wbf_keep_err(&f, -5);
+	CHECK_EQ(wbf_take_err(&f), -28);
+	free_all(&f);
 }
 
 static void test_commit_failed(void)
@@ -262,6 +358,8 @@ int main(void)
 	test_writers();
 	test_commit_same_instance();
 	test_commit_restarted_instance();
+	test_sent_again_in_order();
+	test_uncommitted_beyond();
 	test_commit_failed();
 	return check_done("test_wb_file");
 }
