@@ -222,10 +222,14 @@ def _restart_with_creates_held(env, mount, held, expire=False):
                     f.flush()
                     os.fchmod(f.fileno(), 0o640)
                     os.utime(f.fileno(), (1_000_000_000, 1_000_000_000))
-    a = None
+    a = dfd = None
     try:
         a = mount(via, opts=OPTS)
         os.mkdir(a / "d")
+        # Its dentry stays while the relay holds A's bytes: a drop_caches
+        # (another test's) would make the kernel look d up again, and
+        # that LOOKUP would wait at the relay.
+        dfd = os.open(a / "d", os.O_RDONLY | os.O_DIRECTORY)
         wait_for(lambda: podfs_stats(a)["dirdeleg_slots"] >= 3, timeout=10,
                  what="A holds d with slots")
         s0 = podfs_stats(a)
@@ -261,6 +265,8 @@ def _restart_with_creates_held(env, mount, held, expire=False):
     finally:
         relay.release_up()
         relay.release_down()
+        if dfd is not None:
+            os.close(dfd)
         if a is not None:
             assert a.umount() is None  # before the relay goes
         relay.close()

@@ -315,6 +315,98 @@ def test_kill9_during_cold_read_stream(env):
     assert bytes(got) == data, "data differs after the restarts"
 
 
+# --- nothing undone by what is sent again -----------------------------------------
+
+def kill_and_start(env, d, lose=None):
+    """Kills d with -9 and starts it again; lose: (name, offset, length)
+    zeroed on disk while it is down (a crash that lost its page cache)."""
+    d.kill9()
+    if lose:
+        with open(env.export / lose[0], "r+b") as f:
+            f.seek(lose[1])
+            f.write(b"\0" * lose[2])
+    d.start()
+
+
+@pytest.mark.timeout(120)
+def test_write_after_restart_not_undone_by_an_earlier_write_sent_again(env):
+    """A writes a, uncommitted; the daemon restarts, having lost a (its
+    page cache); A writes b over a's first half; fsync. The commit sends
+    a again, and b after it: the file holds b, then the rest of a. (Before,
+    b, acknowledged by the new daemon, counted as durable, and a sent
+    again landed over it: fsync returned 0 and the file held a.)"""
+    d = env.start_daemon()
+    mm = env.mount(d)
+    a, b = os.urandom(256 * 1024), os.urandom(128 * 1024)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, a, 0)
+        assert os.fstat(fd).st_size == len(a)  # on the daemon (stat waits)
+        kill_and_start(env, d, lose=("f", 0, len(a)))
+        Worker(os.pwrite, fd, b, 0).join(RECONNECT)
+        Worker(os.fsync, fd).join(RECONNECT)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "f") == b + a[len(b):]
+    assert "sending uncommitted writes again" in mm.proc.output()
+
+
+def punch(fd, off, length):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2
+    if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("change", ["ftruncate", "punch"])
+def test_change_after_writes_not_undone_after_restart(env, change):
+    """A writes, then truncates the file (or punches a hole in it); the
+    daemon restarts; fsync. The bytes cut stay cut: the writes from
+    before the change were committed before it, so none is sent again
+    over it. (Before, fsync sent them again: the file grew back.)"""
+    d = env.start_daemon()
+    mm = env.mount(d)
+    data = os.urandom(512 * 1024)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, data, 0)
+        if change == "ftruncate":
+            os.ftruncate(fd, 1000)
+            want = data[:1000]
+        else:
+            punch(fd, 64 * 1024, 128 * 1024)
+            want = data[:64 * 1024] + bytes(128 * 1024) + data[192 * 1024:]
+        kill_and_start(env, d)
+        Worker(os.fsync, fd).join(RECONNECT)
+        assert os.fstat(fd).st_size == len(want)
+    finally:
+        os.close(fd)
+    assert read_file(env.export / "f") == want
+    assert read_file(mm / "f") == want
+
+
+@pytest.mark.timeout(120)
+def test_truncating_open_comes_after_the_writes_before_it(env, m):
+    """write(), then open(O_TRUNC) of the same file at once: the file is
+    empty. (Before, the truncating open could reach the daemon before
+    the queued write: 2 to 7 files in 20 kept the bytes.)"""
+    data = os.urandom(1 * MiB)
+    for i in range(20):
+        p = m / f"f{i}"
+        fd = os.open(p, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+        try:
+            os.pwrite(fd, data, 0)
+            os.close(os.open(p, os.O_WRONLY | os.O_TRUNC))
+        finally:
+            os.close(fd)
+        assert os.path.getsize(p) == 0, i
+        assert os.path.getsize(env.export / f"f{i}") == 0, i
+
+
 # --- ENOSPC ----------------------------------------------------------------------
 
 @pytest.fixture
