@@ -24,9 +24,11 @@
  * then forget it (as NFS does).
  *
  * Ordering. A write that overlaps a pending one of the same inode waits
- * for it first, so overlapping writes reach the daemon in order. Anything
+ * for it first, so overlapping writes reach the daemon in order; writes
+ * sent again after a restart keep that order too (wb_file_i.h). Anything
  * that must see the written bytes on the daemon (read, getattr, setattr,
- * lseek, fallocate, locks) calls wb_wait first.
+ * lseek, fallocate, locks) calls wb_wait first; a change of the bytes
+ * that is not a write calls wb_before_change.
  *
  * Close. flush (every close(2) of a descriptor, also of copies that a
  * forked child closes) waits for the file's writes and reports their
