@@ -1,9 +1,9 @@
-/* wb.c: write-behind and commit with a verifier (see wb_i.h): the
- * writer threads and the send queue, the waits (overlap, memory, pending
- * writes, commits), COMMIT and the re-send after a daemon restart, and
- * the request buffers. The writes of each file, their states and the
+/* wb.c: write-behind (see wb_i.h): the writer threads and the send
+ * queue, the waits (overlap, memory, pending writes), and the request
+ * buffers. Commits and the re-send after a daemon restart are
+ * wb_commit.c's; the writes of each file, their states and the
  * verifier's verdict are kept by the ledger (wb_file.c). */
-#include "wb_i.h"
+#include "wb_base_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,54 +21,14 @@
 #include "podfs/log.h"
 #include "dirdeleg_i.h"
 #include "gate_i.h"
-#include "rpc_i.h"
 #include "trust_i.h"
-#include "wb_file_i.h"
-
-#define WB_COMMIT_AT (32u << 20) /* uncommitted bytes per file before a background commit */
-#define WB_COMMIT_TRIES 8    /* restarts survived by one commit before giving up (EIO) */
-#define WB_POOL 16           /* full-size request buffers kept for reuse */
-#define WB_BUFSZ ((size_t)PFS_MAX_IO + RPC_SMALL)
-
-/* Write-behind state of one inode with pending or uncommitted writes. */
-struct wbi {
-	struct hnode hn;         /* wb->files, by ip */
-	struct inode *ip;
-	struct wbf f;            /* its writes (wb_file_i.h) */
-	unsigned users;          /* threads inside a wait or a commit */
-	unsigned dropping;       /* failed writes whose pages the kernel is dropping */
-	bool bg_commit;          /* a background commit was asked for */
-	bool final_done;         /* wb_commit_all tried it */
-	struct pfs_creds cr;     /* of the last write, for commits */
-	struct pfs_fh fh;
-	uint64_t fid;
-	pthread_cond_t cond;     /* f.npending/f.committing changed */
-};
-
-struct wb {
-	struct client *c;
-	/* The writer threads; bg.lock guards everything below (and the
-	 * struct wbi and wbe), bg.cond: queue non-empty, or stopping. */
-	struct bg bg;
-	pthread_cond_t space;    /* held or inflight decreased, a commit ended */
-	struct wbe *qhead, **qtail;
-	struct htab files;       /* struct wbi, by inode */
-	size_t held, max;
-	size_t inflight;         /* bytes QUEUED or SENDING */
-	/* Free full-size request buffers: a fresh 1 MiB allocation costs
-	 * page faults and zeroing on every write. */
-	void *pool[WB_POOL];
-	unsigned npool;
-	unsigned want;      /* writer threads wb_start starts (0: synchronous) */
-	struct wb_stats st;
-};
 
 static uint64_t ip_hash(const struct inode *ip)
 {
 	return pfs_hash_u64((uintptr_t)ip);
 }
 
-static struct wbi *wbi_find(struct wb *wb, struct inode *ip)
+struct wbi *wbi_find(struct wb *wb, struct inode *ip)
 {
 	uint64_t h = ip_hash(ip);
 
@@ -93,8 +53,7 @@ static struct wbi *wbi_get(struct wb *wb, struct inode *ip)
 	return w;
 }
 
-/* Frees w if nothing refers to it any more. Called with wb->bg.lock. */
-static void wbi_maybe_free(struct wb *wb, struct wbi *w)
+void wbi_maybe_free(struct wb *wb, struct wbi *w)
 {
 	if (w->users || wbf_holds(&w->f))
 		return;
@@ -127,9 +86,7 @@ static void buf_put_locked(struct wb *wb, void *p, size_t size)
 		free(p);
 }
 
-/* Puts e, QUEUED in its file's ledger, in the send queue. Called with
- * wb->bg.lock. */
-static void enqueue(struct wb *wb, struct wbe *e)
+void wb_enqueue(struct wb *wb, struct wbe *e)
 {
 	inode_write_queued(e->wi->ip); /* its attributes are not current till it is done */
 	e->qnext = NULL;
@@ -139,9 +96,7 @@ static void enqueue(struct wb *wb, struct wbe *e)
 	bg_wake(&wb->bg);
 }
 
-/* Frees e, no longer in its file's ledger, and its memory. Called with
- * wb->bg.lock. */
-static void free_entry(struct wb *wb, struct wbe *e)
+void wb_free_entry(struct wb *wb, struct wbe *e)
 {
 	wb->held -= e->len;
 	pthread_cond_broadcast(&wb->space);
@@ -266,11 +221,11 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 	if (redo) {
 		/* Sent once more, after the earlier writes sent again. */
 		wb->st.resent += e->len;
-		enqueue(wb, e);
+		wb_enqueue(wb, e);
 	} else if (rc < 0) {
 		pfs_debug("write of %u bytes at %llu failed: %s", e->len,
 			  (unsigned long long)e->off, strerror(-rc));
-		free_entry(wb, e);
+		wb_free_entry(wb, e);
 	} else {
 		wb->st.written += e->len;
 		if (w->f.uncommitted >= WB_COMMIT_AT && !w->f.committing)
@@ -279,14 +234,7 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 	pthread_cond_broadcast(&w->cond);
 }
 
-static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait);
-
-/* Waits on cond (wb->bg.lock held, dropped meanwhile) for a change, or
- * KILLABLE_POLL_MS; the caller re-checks its condition after. Returns
- * -EINTR if the process this thread answers is being killed: a write
- * held for an absent server must not keep it in state D (killable_i.h).
- * Held data stays held either way. */
-static int wait_killable(struct wb *wb, pthread_cond_t *cond)
+int wb_wait_killable(struct wb *wb, pthread_cond_t *cond)
 {
 	struct timespec ts = pfs_deadline_ns((int64_t)KILLABLE_POLL_MS * 1000000);
 
@@ -296,18 +244,6 @@ static int wait_killable(struct wb *wb, pthread_cond_t *cond)
 	bool give_up = killable_poll() == KILLABLE_GIVE_UP;
 	pthread_mutex_lock(&wb->bg.lock);
 	return give_up ? -EINTR : 0;
-}
-
-/* A commit (datasync) of w that nobody asked for: holds w across it and
- * frees w after if nothing else uses it. Called with wb->bg.lock held.
- * Returns the commit's result. */
-static int commit_unasked(struct wb *wb, struct wbi *w, bool wait)
-{
-	w->users++;
-	int rc = commit_locked(wb, w, true, false, wait);
-	w->users--;
-	wbi_maybe_free(wb, w);
-	return rc;
 }
 
 static void *writer_main(void *arg)
@@ -348,7 +284,7 @@ static void *writer_main(void *arg)
 			/* Too much uncommitted data held for this file: commit
 			 * it so its memory can be released. */
 			w->bg_commit = false;
-			int crc = commit_unasked(wb, w, false);
+			int crc = wb_commit_unasked(wb, w, false);
 			if (crc < 0)
 				pfs_debug("background commit: %s", strerror(-crc));
 		}
@@ -518,7 +454,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		 * appends go one at a time, in order. */
 		if ((flags & O_APPEND) ? w->f.npending > 0
 				       : wbf_overlaps_pending(&w->f, off, size)) {
-			if ((rc = wait_killable(wb, &w->cond)) < 0)
+			if ((rc = wb_wait_killable(wb, &w->cond)) < 0)
 				break;
 			continue;
 		}
@@ -526,13 +462,13 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 			struct wbi *big;
 			if (wb->inflight == 0 && (big = largest_uncommitted(wb))) {
 				big->users++;
-				rc = commit_locked(wb, big, true, false, false);
+				rc = wb_commit_locked(wb, big, true, false, false);
 				big->users--;
 				if (big != w)
 					wbi_maybe_free(wb, big);
 				if (rc < 0)
 					break; /* memory stays full: tell the writer */
-			} else if ((rc = wait_killable(wb, &wb->space)) < 0) {
+			} else if ((rc = wb_wait_killable(wb, &wb->space)) < 0) {
 				break;
 			}
 			continue;
@@ -551,7 +487,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	e->wi = w;
 	wbf_add(&w->f, e);
 	wb->held += size;
-	enqueue(wb, e);
+	wb_enqueue(wb, e);
 	pthread_mutex_unlock(&wb->bg.lock);
 	return 0;
 
@@ -562,13 +498,10 @@ out_free:
 	return rc;
 }
 
-/* Waits for w's pending writes (and a commit in progress, and the
- * kernel's dropping of the pages of a failed write). wb->bg.lock
- * held. Returns 0, or -EINTR (wait_killable). */
-static int wait_idle(struct wb *wb, struct wbi *w)
+int wb_wait_idle(struct wb *wb, struct wbi *w)
 {
 	while (w->f.npending || w->f.committing || w->dropping)
-		if (wait_killable(wb, &w->cond) < 0)
+		if (wb_wait_killable(wb, &w->cond) < 0)
 			return -EINTR;
 	return 0;
 }
@@ -582,143 +515,7 @@ int wb_wait(struct wb *wb, struct inode *ip)
 	if (w) {
 		w->users++;
 		while (w->f.npending && rc == 0)
-			rc = wait_killable(wb, &w->cond);
-		w->users--;
-		wbi_maybe_free(wb, w);
-	}
-	pthread_mutex_unlock(&wb->bg.lock);
-	return rc;
-}
-
-/* COMMIT: FSYNC of w's file; DONE entries acknowledged by the daemon
- * instance that answers it are durable and released, the others are sent
- * again (and, if wait, committed again). wait: first wait for every
- * pending write (fsync, close); otherwise (background, to free memory)
- * commit only what is acknowledged now. Called with wb->bg.lock held and
- * w->users raised; drops the lock while waiting for the daemon. Returns 0
- * or -errno (of the FSYNC, or EIO after too many restarts). */
-static int commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait)
-{
-	int rc = 0;
-
-	for (int tries = 0;; tries++) {
-		if (wait) {
-			if (wait_idle(wb, w) < 0)
-				return -EINTR;
-		} else {
-			while (w->f.committing)
-				if (wait_killable(wb, &w->cond) < 0)
-					return -EINTR;
-		}
-		if (!w->f.uncommitted && !force)
-			return 0;
-		if (tries == WB_COMMIT_TRIES)
-			return -EIO;
-		wbf_commit_begin(&w->f);
-		struct pfs_fsync_req m = { .cr = w->cr, .fh = w->fh, .fid = w->fid,
-					   .datasync = datasync ? 1 : 0 };
-		pthread_mutex_unlock(&wb->bg.lock);
-		struct rpc_reply rep = { 0 };
-		rc = rpc_msg(wb->c->rpc, PFS_OP_FSYNC, fsync_req, &m, &rep);
-		uint64_t verf = rep.verf;
-		rpc_reply_free(&rep);
-		pthread_mutex_lock(&wb->bg.lock);
-		wb->st.commits++;
-		struct wbe *released, *resend, *next;
-		wbf_commit_end(&w->f, rc, verf, &released, &resend);
-		pthread_cond_broadcast(&wb->space); /* w may be committed again */
-		for (struct wbe *e = released; e; e = next) {
-			next = e->qnext;
-			free_entry(wb, e);
-		}
-		bool again = resend != NULL;
-		for (struct wbe *e = resend; e; e = next) {
-			next = e->qnext;
-			wb->st.resent += e->len;
-			enqueue(wb, e);
-		}
-		pthread_cond_broadcast(&w->cond);
-		if (rc < 0)
-			return rc;
-		if (!again)
-			return 0;
-		if (!wait)
-			return 0; /* the re-sent writes are committed later */
-		pfs_notice("the server restarted before a commit: sending uncommitted writes again");
-		force = true;
-	}
-}
-
-int wb_sync(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
-	    const struct pfs_fh *fh, uint64_t fid, bool datasync, bool force)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&wb->bg.lock);
-	struct wbi *w = wbi_find(wb, ip);
-	if (!w && !force) {
-		pthread_mutex_unlock(&wb->bg.lock);
-		return 0;
-	}
-	if (!w) {
-		pthread_mutex_unlock(&wb->bg.lock);
-		struct pfs_fsync_req m = { .cr = *cr, .fh = *fh, .fid = fid,
-					   .datasync = datasync ? 1 : 0 };
-		struct rpc_reply rep = { 0 };
-		rc = rpc_msg(wb->c->rpc, PFS_OP_FSYNC, fsync_req, &m, &rep);
-		rpc_reply_free(&rep);
-		return rc;
-	}
-	w->users++;
-	if (wait_idle(wb, w) < 0) {
-		rc = -EINTR;
-	} else if (!w->f.err) {
-		if (!w->f.uncommitted) {
-			w->cr = *cr;
-			w->fh = *fh;
-			w->fid = fid;
-		}
-		rc = commit_locked(wb, w, datasync, force, true);
-	}
-	/* Report a failed write once, at the first sync after it. */
-	if (w->f.err && rc != -EINTR)
-		rc = wbf_take_err(&w->f);
-	if (!w->f.head)
-		wbf_forget_writers(&w->f);
-	w->users--;
-	wbi_maybe_free(wb, w);
-	pthread_mutex_unlock(&wb->bg.lock);
-	return rc;
-}
-
-int wb_before_change(struct wb *wb, struct inode *ip, uint64_t from)
-{
-	int rc = 0;
-
-	if (wb->c->dd)
-		dirdeleg_wait_made(wb->c->dd, ip);
-	pthread_mutex_lock(&wb->bg.lock);
-	struct wbi *w = wbi_find(wb, ip);
-	if (w) {
-		w->users++;
-		rc = wait_idle(wb, w);
-		if (rc == 0 && wbf_uncommitted_beyond(&w->f, from)) {
-			int crc = commit_locked(wb, w, true, false, true);
-			if (crc == -EINTR) {
-				rc = crc;
-			} else if (crc < 0) {
-				/* Sent again after the change, they would undo it. */
-				pfs_warn("a commit before a truncate or hole failed: %s", strerror(-crc));
-				wbf_keep_err(&w->f, crc);
-				for (struct wbe *e = w->f.head, *next; e; e = next) {
-					next = e->next;
-					if (e->st == WBE_DONE) {
-						wbf_remove(&w->f, e);
-						free_entry(wb, e);
-					}
-				}
-			}
-		}
+			rc = wb_wait_killable(wb, &w->cond);
 		w->users--;
 		wbi_maybe_free(wb, w);
 	}
@@ -756,7 +553,7 @@ int wb_flush(struct wb *wb, struct inode *ip, uint32_t tid)
 	 * to the release of the open file, which close(2) does not wait
 	 * for: the data stays held until it is committed. */
 	w->users++;
-	int rc = wait_idle(wb, w);
+	int rc = wb_wait_idle(wb, w);
 	if (rc == 0)
 		rc = wbf_take_err(&w->f);
 	w->users--;
@@ -774,50 +571,6 @@ int wb_flush_nowait(struct wb *wb, struct inode *ip)
 		wbi_maybe_free(wb, w);
 	pthread_mutex_unlock(&wb->bg.lock);
 	return rc;
-}
-
-void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
-		const struct pfs_fh *fh, uint64_t fid)
-{
-	int rc = wb_sync(wb, ip, cr, fh, fid, true, false);
-
-	if (rc < 0)
-		pfs_warn("a write to a closed file failed: %s", strerror(-rc));
-	pthread_mutex_lock(&wb->bg.lock);
-	struct wbi *w = wbi_find(wb, ip);
-	if (w && !w->users && !w->f.npending && !w->f.committing) {
-		/* Uncommitted data a failed commit left: nobody can be told. */
-		while (w->f.head) {
-			struct wbe *e = w->f.head;
-			wbf_remove(&w->f, e);
-			free_entry(wb, e);
-		}
-		(void)wbf_take_err(&w->f);
-		wbi_maybe_free(wb, w);
-	}
-	pthread_mutex_unlock(&wb->bg.lock);
-}
-
-void wb_commit_all(struct wb *wb)
-{
-	size_t pos;
-
-	if (!wb)
-		return;
-	pthread_mutex_lock(&wb->bg.lock);
-again:
-	for (struct hnode *n = htab_iter(&wb->files, &pos, NULL); n;
-	     n = htab_iter(&wb->files, &pos, n)) {
-		struct wbi *w = container_of(n, struct wbi, hn);
-		if (w->final_done || !w->f.uncommitted)
-			continue;
-		w->final_done = true;
-		int rc = commit_unasked(wb, w, true);
-		if (rc < 0)
-			pfs_warn("commit at unmount failed: %s", strerror(-rc));
-		goto again; /* the lock was dropped: the table may have changed */
-	}
-	pthread_mutex_unlock(&wb->bg.lock);
 }
 
 void wb_get_stats(struct wb *wb, struct wb_stats *st)
