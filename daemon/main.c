@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stddef.h>
@@ -444,6 +445,20 @@ int main(int argc, char **argv)
 	 * interfere (it is shared by all threads). */
 	umask(0);
 	signal(SIGPIPE, SIG_IGN);
+	/* From the port file on, others may signal us (a test, a service
+	 * manager, `scripts/setup --stop`). Until the handlers below are in
+	 * place these signals wait, blocked, instead of ending the process by
+	 * their default action (a SIGTERM right after the port file appeared
+	 * did: exit status -15, and a daemonized podfsd could meet it from
+	 * its pid file). Threads started meanwhile keep them blocked: they
+	 * come to the loop's thread. */
+	sigset_t early;
+	sigemptyset(&early);
+	sigaddset(&early, SIGTERM);
+	sigaddset(&early, SIGINT);
+	sigaddset(&early, SIGHUP);
+	sigaddset(&early, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &early, NULL);
 	snprintf(tp, sizeof(tp), "%u", d->o.threads);
 	setenv("UV_THREADPOOL_SIZE", tp, 1);
 
@@ -510,6 +525,7 @@ int main(int argc, char **argv)
 	uv_signal_init(&d->loop, &d->sig_hup);
 	d->sig_hup.data = d;
 	uv_signal_start(&d->sig_hup, hup_cb, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &early, NULL);
 	if (d->rules_file) {
 		pfs_notice("export rules: %zu from %s%s", d->rules.n, d->rules_file,
 			   d->rules.n ? "" : " (no client is admitted)");
