@@ -13,6 +13,19 @@
 #include "dirdeleg_i.h"
 #include "podfs/log.h"
 
+/* Forgets w's acknowledged writes (none pending, no commit in flight):
+ * a failed commit left them, and they must not be sent again. */
+static void drop_acked(struct wb *wb, struct wbi *w)
+{
+	for (struct wbe *e = w->f.head, *next; e; e = next) {
+		next = e->next;
+		if (e->st == WBE_DONE) {
+			wbf_remove(&w->f, e);
+			wb_free_entry(wb, e);
+		}
+	}
+}
+
 int wb_commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait)
 {
 	int rc = 0;
@@ -135,13 +148,7 @@ int wb_before_change(struct wb *wb, struct inode *ip, uint64_t from)
 				/* Sent again after the change, they would undo it. */
 				pfs_warn("a commit before a truncate or hole failed: %s", strerror(-crc));
 				wbf_keep_err(&w->f, crc);
-				for (struct wbe *e = w->f.head, *next; e; e = next) {
-					next = e->next;
-					if (e->st == WBE_DONE) {
-						wbf_remove(&w->f, e);
-						wb_free_entry(wb, e);
-					}
-				}
+				drop_acked(wb, w);
 			}
 		}
 		w->users--;
@@ -162,11 +169,7 @@ void wb_release(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	struct wbi *w = wbi_find(wb, ip);
 	if (w && !w->users && !w->f.npending && !w->f.committing) {
 		/* Uncommitted data a failed commit left: nobody can be told. */
-		while (w->f.head) {
-			struct wbe *e = w->f.head;
-			wbf_remove(&w->f, e);
-			wb_free_entry(wb, e);
-		}
+		drop_acked(wb, w);
 		(void)wbf_take_err(&w->f);
 		wbi_maybe_free(wb, w);
 	}

@@ -18,6 +18,12 @@ static void unlink_entry(struct wbf *f, struct wbe *e)
 	e->next = e->prev = NULL;
 }
 
+/* True if e's bytes and the size bytes at off overlap. */
+static bool overlaps(const struct wbe *e, uint64_t off, uint64_t size)
+{
+	return e->off < off + size && off < e->off + e->len;
+}
+
 void wbf_add(struct wbf *f, struct wbe *e)
 {
 	e->next = NULL;
@@ -42,8 +48,7 @@ bool wbf_sendable(const struct wbf *f, const struct wbe *e)
 	if (!f->nagain)
 		return true;
 	for (const struct wbe *p = e->prev; p; p = p->prev)
-		if ((p->st == WBE_QUEUED || p->st == WBE_SENDING) && p->off < e->off + e->len &&
-		    e->off < p->off + p->len)
+		if ((p->st == WBE_QUEUED || p->st == WBE_SENDING) && overlaps(p, e->off, e->len))
 			return false;
 	return true;
 }
@@ -91,8 +96,7 @@ void wbf_remove(struct wbf *f, struct wbe *e)
 bool wbf_overlaps_pending(const struct wbf *f, uint64_t off, size_t size)
 {
 	for (const struct wbe *e = f->head; e; e = e->next)
-		if ((e->st == WBE_QUEUED || e->st == WBE_SENDING) && e->off < off + size &&
-		    off < e->off + e->len)
+		if ((e->st == WBE_QUEUED || e->st == WBE_SENDING) && overlaps(e, off, size))
 			return true;
 	return false;
 }
