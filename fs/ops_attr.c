@@ -230,6 +230,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		struct pfs_attr na;
 		if (local && deleg_setattr(c->dl, ip, &m.cr, &m, &base, &na)) {
 			struct stat st;
+			wb_note_setattr(c->wb, ip, &m);
 			inode_own_end(c->it, ip, &na, seq, at, ns);
 			attr_to_stat(&na, &st);
 			fuse_reply_attr(req, &st, c->attr_timeout);
@@ -240,5 +241,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	ops_dir_busy(c, ip, 1); /* the kernel holds ip's lock: a directory's too */
 	int rc = rpc_msg_in(c->rpc, ip, PFS_OP_SETATTR, setattr_req, &m, &rep);
 	ops_dir_busy(c, ip, -1);
+	if (rc == 0)
+		wb_note_setattr(c->wb, ip, &m);
 	finish_attr(req, ip, rc, &rep, at, seq, 0, ns);
 }

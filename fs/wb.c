@@ -452,8 +452,10 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		}
 		/* O_APPEND: the daemon appends wherever the file ends, so
 		 * appends go one at a time, in order. */
-		if ((flags & O_APPEND) ? w->f.npending > 0
-				       : wbf_overlaps_pending(&w->f, off, size)) {
+		/* After the attributes set again after a re-send, which
+		 * would otherwise undo this write's mtime (wb_commit.c). */
+		if (w->reapplying || ((flags & O_APPEND) ? w->f.npending > 0
+							 : wbf_overlaps_pending(&w->f, off, size))) {
 			if ((rc = wb_wait_killable(wb, &w->cond)) < 0)
 				break;
 			continue;
@@ -484,6 +486,9 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	w->fh = *fh;
 	w->fid = fid;
 	wbf_note_writer(&w->f, tid);
+	/* This write sets the mtime (and may clear set-user-ID) after what
+	 * was set before it: sent again, it does so again. */
+	memset(&w->after, 0, sizeof(w->after));
 	e->wi = w;
 	wbf_add(&w->f, e);
 	wb->held += size;
@@ -500,7 +505,7 @@ out_free:
 
 int wb_wait_idle(struct wb *wb, struct wbi *w)
 {
-	while (w->f.npending || w->f.committing || w->dropping)
+	while (w->f.npending || w->f.committing || w->dropping || w->reapplying)
 		if (wb_wait_killable(wb, &w->cond) < 0)
 			return -EINTR;
 	return 0;
@@ -514,7 +519,7 @@ int wb_wait(struct wb *wb, struct inode *ip)
 	struct wbi *w = wbi_find(wb, ip);
 	if (w) {
 		w->users++;
-		while (w->f.npending && rc == 0)
+		while ((w->f.npending || w->reapplying) && rc == 0)
 			rc = wb_wait_killable(wb, &w->cond);
 		w->users--;
 		wbi_maybe_free(wb, w);

@@ -26,6 +26,19 @@
 #define WB_POOL 16           /* full-size request buffers kept for reuse */
 #define WB_BUFSZ ((size_t)PFS_MAX_IO + RPC_SMALL)
 
+/* What this host set on a file after its uncommitted writes: their
+ * pwrite, sent again after a restart, would move the mtime to the time
+ * of the resend and clear a set-user-ID bit set after them; it is set
+ * again after them (wb_note_setattr). */
+struct wb_after {
+	struct pfs_creds mtime_cr;    /* of the change that set the mtime */
+	struct pfs_creds mode_cr;
+	int64_t mtime_s;
+	uint32_t mtime_ns;
+	uint32_t mode;
+	bool has_mtime, mtime_now, has_mode;
+};
+
 /* Write-behind state of one inode with pending or uncommitted writes. */
 struct wbi {
 	struct hnode hn;         /* wb->files, by ip */
@@ -35,6 +48,9 @@ struct wbi {
 	unsigned dropping;       /* failed writes whose pages the kernel is dropping */
 	bool bg_commit;          /* a background commit was asked for */
 	bool final_done;         /* wb_commit_all tried it */
+	bool reapply;            /* writes were sent again: set `after` again once they are done */
+	bool reapplying;         /* that SETATTR is out: writes and waits wait for it */
+	struct wb_after after;
 	struct pfs_creds cr;     /* of the last write, for commits */
 	struct pfs_fh fh;
 	uint64_t fid;

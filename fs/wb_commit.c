@@ -10,8 +10,12 @@
 #include <string.h>
 
 #include "client_i.h"
+#include "deleg_i.h"
 #include "dirdeleg_i.h"
+#include "gate_i.h"
+#include "inode_i.h"
 #include "podfs/log.h"
+#include "trust_i.h"
 
 /* Forgets w's acknowledged writes (none pending, no commit in flight):
  * a failed commit left them, and they must not be sent again. */
@@ -24,6 +28,100 @@ static void drop_acked(struct wb *wb, struct wbi *w)
 			wb_free_entry(wb, e);
 		}
 	}
+}
+
+/* One SETATTR of what reapply sends, as this host's own change of ip
+ * (its reply's attributes are ip's after it: trust_i.h); returns 0 or
+ * -errno. Unlocked. */
+static int reapply_one(struct wb *wb, struct inode *ip, const struct pfs_fh *fh,
+		       const struct pfs_creds *cr, const struct wb_after *a, bool mtime, bool mode)
+{
+	struct client *c = wb->c;
+	struct pfs_setattr_req m = { .cr = *cr, .fh = *fh };
+	struct rpc_reply rep = { 0 };
+	struct pfs_attr_rep ar;
+
+	if (mtime && a->mtime_now) {
+		m.valid |= PFS_SET_MTIME_NOW;
+	} else if (mtime) {
+		m.valid |= PFS_SET_MTIME;
+		m.mtime_s = a->mtime_s;
+		m.mtime_ns = a->mtime_ns;
+	}
+	if (mode) {
+		m.valid |= PFS_SET_MODE;
+		m.mode = a->mode;
+	}
+	uint64_t ns;
+	(void)inode_own_snap(c->it, &ns);
+	uint64_t at = inode_own_touch(c->it, ip, false);
+	uint64_t seq = gate_seq(c->gate);
+	int rc = rpc_msg_in(c->rpc, ip, PFS_OP_SETATTR, setattr_req, &m, &rep);
+	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
+		rc = -EIO;
+	rpc_reply_free(&rep);
+	inode_own_end(c->it, ip, rc == 0 ? &ar.attr : NULL, seq, at, ns);
+	if (rc == 0 && c->dl)
+		deleg_note_attr(c->dl, ip, &ar.attr);
+	return rc;
+}
+
+/* w's writes sent again after a restart are done and committed: sets
+ * again what this host set on the file after them (struct wb_after),
+ * which their pwrite undid. Writes and waits of w wait meanwhile, so
+ * nothing of this host's comes between. Drops the lock while sending. */
+static void reapply(struct wb *wb, struct wbi *w)
+{
+	struct wb_after a = w->after;
+	struct pfs_fh fh = w->fh;
+	struct inode *ip = w->ip;
+	int rc = 0;
+
+	w->reapply = false;
+	if (!a.has_mtime && !a.has_mode)
+		return;
+	w->reapplying = true;
+	pthread_mutex_unlock(&wb->bg.lock);
+	bool both = a.has_mtime && a.has_mode && !memcmp(&a.mtime_cr, &a.mode_cr, sizeof(a.mode_cr));
+	if (a.has_mode)
+		rc = reapply_one(wb, ip, &fh, &a.mode_cr, &a, both, true);
+	if (rc == 0 && a.has_mtime && !both)
+		rc = reapply_one(wb, ip, &fh, &a.mtime_cr, &a, true, false);
+	if (rc < 0)
+		pfs_warn("setting the mtime and mode again after writes sent again failed: %s",
+			 strerror(-rc));
+	/* The kernel may hold the attributes between the two. */
+	if (wb->c->se)
+		fuse_lowlevel_notify_inval_inode(wb->c->se, ip->nodeid, -1, 0);
+	pthread_mutex_lock(&wb->bg.lock);
+	w->reapplying = false;
+	pthread_cond_broadcast(&w->cond);
+}
+
+void wb_note_setattr(struct wb *wb, struct inode *ip, const struct pfs_setattr_req *m)
+{
+	pthread_mutex_lock(&wb->bg.lock);
+	struct wbi *w = wbi_find(wb, ip);
+	if (w && w->f.head) {
+		struct wb_after *a = &w->after;
+		if (m->valid & PFS_SET_SIZE)
+			a->has_mtime = false; /* moved to now, as a write would */
+		if (m->valid & (PFS_SET_MTIME | PFS_SET_MTIME_NOW)) {
+			a->has_mtime = true;
+			a->mtime_now = (m->valid & PFS_SET_MTIME_NOW) != 0;
+			a->mtime_s = m->mtime_s;
+			a->mtime_ns = m->mtime_ns;
+			a->mtime_cr = m->cr;
+		}
+		if (m->valid & PFS_SET_MODE) {
+			a->has_mode = true;
+			a->mode = m->mode;
+			a->mode_cr = m->cr;
+		} else if (m->valid & (PFS_SET_UID | PFS_SET_GID)) {
+			a->has_mode = false; /* a chown clears set-user-ID, as a write would */
+		}
+	}
+	pthread_mutex_unlock(&wb->bg.lock);
 }
 
 int wb_commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bool wait)
@@ -61,6 +159,8 @@ int wb_commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bo
 			wb_free_entry(wb, e);
 		}
 		bool again = resend != NULL;
+		if (again)
+			w->reapply = true;
 		for (struct wbe *e = resend; e; e = next) {
 			next = e->qnext;
 			wb->st.resent += e->len;
@@ -69,8 +169,11 @@ int wb_commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bo
 		pthread_cond_broadcast(&w->cond);
 		if (rc < 0)
 			return rc;
-		if (!again)
+		if (!again) {
+			if (w->reapply && !w->f.npending)
+				reapply(wb, w);
 			return 0;
+		}
 		if (!wait)
 			return 0; /* the re-sent writes are committed later */
 		pfs_notice("the server restarted before a commit: sending uncommitted writes again");
@@ -140,6 +243,7 @@ int wb_before_change(struct wb *wb, struct inode *ip, uint64_t from)
 	if (w) {
 		w->users++;
 		rc = wb_wait_idle(wb, w);
+		w->after.has_mtime = false; /* the change moves it to now */
 		if (rc == 0 && wbf_uncommitted_beyond(&w->f, from)) {
 			int crc = wb_commit_locked(wb, w, true, false, true);
 			if (crc == -EINTR) {

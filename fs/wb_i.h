@@ -102,6 +102,14 @@ int wb_wait_data(struct wb *wb, struct inode *ip);
  * -EINTR (wb_wait). */
 int wb_before_change(struct wb *wb, struct inode *ip, uint64_t from);
 
+/* This host changed ip's attributes (the SETATTR m, answered here or by
+ * the daemon): while ip has uncommitted writes, the mtime and mode it set
+ * are remembered, and set again after those writes if a restarted daemon
+ * makes them be sent again (their pwrite would move the mtime to the
+ * time of the resend, and clear a set-user-ID bit set after them). A
+ * later write, truncate or chown forgets what it changes itself. */
+void wb_note_setattr(struct wb *wb, struct inode *ip, const struct pfs_setattr_req *m);
+
 /* True if write-behind holds state for ip (writes pending, uncommitted
  * or an error to report): a flush or release of ip then talks to the
  * daemon. */

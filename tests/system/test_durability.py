@@ -390,6 +390,75 @@ def test_change_after_writes_not_undone_after_restart(env, change):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("lose", [False, True], ids=["page-cache-kept", "page-cache-lost"])
+@pytest.mark.parametrize("delegate", [False, True], ids=["", "delegate"])
+def test_mtime_set_after_writes_not_undone_after_restart(env, lose, delegate):
+    """A writes, then sets the mtime (as tar and cp -p do after the
+    data; with a delegation, answered by A itself); the daemon restarts
+    (having lost the data: a crash); the close commits, the writes go
+    again, and the mtime A set is set again after them. (Before, the
+    pwrite sent again moved the export's mtime to the time of the
+    restart.)"""
+    d = env.start_daemon(extra=["--delegate"] if delegate else [])
+    mm = env.mount(d, opts="delegate" if delegate else "")
+    data = os.urandom(256 * 1024)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, data, 0)
+        os.utime(fd, ns=(3_000_000_000, 4_000_000_000))
+        kill_and_start(env, d, lose=("f", 0, len(data)) if lose else None)
+    finally:
+        os.close(fd)  # the release commits, after sending the data again
+    wait_for(lambda: stats(mm)["wb_held"] == 0, RECONNECT, what="data committed and released")
+    assert "sending uncommitted writes again" in mm.proc.output()
+    assert read_file(env.export / "f") == data
+    assert os.stat(env.export / "f").st_mtime_ns == 4_000_000_000
+    assert os.stat(mm / "f").st_mtime_ns == 4_000_000_000
+
+
+SUID_WRITER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.pwrite(fd, b"x" * 65536, 0)
+os.fchmod(fd, 0o4755)
+print("written", flush=True)
+sys.stdin.readline()
+os.fsync(fd)
+os.close(fd)
+print("synced", flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_set_user_id_after_writes_not_undone_after_restart(env):
+    """A user (not root: their writes clear set-user-ID) writes a file,
+    then makes it set-user-ID; the daemon restarts; fsync sends the write
+    again, which clears the bit on the daemon, and sets the mode again
+    after it: the file stays 04755. (Before, it became 0755.)"""
+    from helpers import PYTHON, TEST_GID, TEST_UID, setpriv_argv
+    d = env.start_daemon()
+    mm = env.mount(d)
+    (env.export / "f").write_bytes(b"")
+    os.chown(env.export / "f", TEST_UID, TEST_GID)
+    p = subprocess.Popen(setpriv_argv() + [PYTHON, "-c", SUID_WRITER, str(mm / "f")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert p.stdout.readline().strip() == "written"
+        kill_and_start(env, d)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.wait(RECONNECT) == 0
+        assert p.stdout.read().strip() == "synced"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    assert "sending uncommitted writes again" in mm.proc.output()
+    assert os.stat(env.export / "f").st_mode & 0o7777 == 0o4755
+    assert read_file(env.export / "f") == b"x" * 65536
+
+
+@pytest.mark.timeout(120)
 def test_truncating_open_comes_after_the_writes_before_it(env, m):
     """write(), then open(O_TRUNC) of the same file at once: the file is
     empty. (Before, the truncating open could reach the daemon before
