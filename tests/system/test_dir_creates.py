@@ -220,16 +220,22 @@ def test_attributes_set_before_close_seen_by_another_host(dpod):
     os.mkdir(dpod.a / "d")
     hold(dpod.a, "d")
     before = podfs_stats(dpod.a)
-    for i in range(10):
+    # Ten files, and more (up to 40) until one's close went in its item:
+    # a create waits 5 ms for its close (DD_HOLD_NS), which a loaded
+    # machine may not give ten times in a row (CI met it once).
+    n = 0
+    while n < 10 or (n < 40 and podfs_stats(dpod.a)["dirdeleg_closed"] == before["dirdeleg_closed"]):
+        i = n
         fd = os.open(dpod.a / "d" / f"t{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.write(fd, b"tar %d" % i)
         os.utime(fd, ns=(1_000_000_000 + i, 1_500_000_000_000_000_000 + i))
         os.fchown(fd, 1000, 1000)
         os.fchmod(fd, 0o640)
         os.close(fd)
+        n += 1
     after = podfs_stats(dpod.a)
-    assert after["dirdeleg_creates"] - before["dirdeleg_creates"] >= 5
-    assert after["deleg_local"] - before["deleg_local"] >= 15  # answered by A
+    assert after["dirdeleg_creates"] - before["dirdeleg_creates"] >= n // 2
+    assert after["deleg_local"] - before["deleg_local"] >= n * 3 // 2  # answered by A
     # A file made here whose create's item carried its close takes its
     # changes to the coordinator in that item: SETATTRs only for the
     # others (made the usual way, or whose item a request that waited
@@ -237,12 +243,12 @@ def test_attributes_set_before_close_seen_by_another_host(dpod):
     # (one that found the attributes not known current goes at once).
     closed = after["dirdeleg_closed"] - before["dirdeleg_closed"]
     assert closed >= 1, after
-    assert after.get("req_SETATTR", 0) - before.get("req_SETATTR", 0) <= 3 * (10 - closed), after
-    for i in range(10):
+    assert after.get("req_SETATTR", 0) - before.get("req_SETATTR", 0) <= 3 * (n - closed), after
+    for i in range(n):
         st = os.stat(dpod.a / "d" / f"t{i}")
         assert st.st_mtime_ns == 1_500_000_000_000_000_000 + i, i
         assert stat.S_IMODE(st.st_mode) == 0o640 and st.st_size == len(b"tar %d" % i), i
-    for i in range(10):
+    for i in range(n):
         for root in (dpod.b, dpod.export):
             st = os.stat(root / "d" / f"t{i}")
             assert st.st_atime_ns == 1_000_000_000 + i, (root, i)
