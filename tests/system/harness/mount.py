@@ -16,7 +16,7 @@ import pytest
 from helpers import PODFS, wait_for
 
 from .procs import Proc
-from .settings import MOUNT_OPTS, START_TIMEOUT, STOP_TIMEOUT
+from .settings import MOUNT_OPTS, SPIN, START_TIMEOUT, STOP_TIMEOUT
 
 
 def _unescape(s):
@@ -69,6 +69,8 @@ class Mount:
             o += "," + opts
         if MOUNT_OPTS:
             o += "," + MOUNT_OPTS
+        if SPIN and not re.search(r"(^|,)spin=", o):
+            o += ",spin=" + SPIN
         argv = [PODFS, f"{h}:{daemon.port}", self.path, "-f", "-o", o]
         if netns is not None:
             argv = netns.exec_argv(argv)
