@@ -93,6 +93,7 @@ static void on_hello(struct conn *c, const uint8_t *wire)
 	memcpy(rep.nonce.b, c->snonce, PFS_NONCE_LEN);
 	pfs_auth_server_mac(c->d->key, c->cnonce, c->snonce, c->client_id, rep.mac.b);
 	rep.max_payload = PFS_MAX_PAYLOAD;
+	rep.write_verf = c->d->write_verf;
 	pfs_wr_init(&w, out, sizeof(out));
 	if (pfs_enc_hello_rep(&w, &rep) < 0)
 		return conn_close(c, "internal error");

@@ -22,6 +22,7 @@
 #include "podfs/auth.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
+#include "bootverf_i.h"
 #include "caps_i.h"
 #include "podfs/tls.h"
 #include "handles_i.h"
@@ -437,6 +438,13 @@ int main(int argc, char **argv)
 		fatal("%s: %s", d->o.export_dir, err);
 	if (pfs_random(&d->boot_id, sizeof(d->boot_id)) < 0)
 		fatal("cannot get random bytes");
+	ret = bootverf_read(BOOTVERF_PATH, &d->write_verf);
+	if (ret < 0) {
+		pfs_warn("cannot read %s (%s): each start of podfsd counts as a reboot, and "
+			 "clients send the writes it had not committed again",
+			 BOOTVERF_PATH, strerror(-ret));
+		d->write_verf = d->boot_id | 1;
+	}
 	ret = lockstate_new(d->o.state_dir, d->o.grace, &d->ls, err, sizeof(err));
 	if (ret < 0)
 		fatal("%s", err);

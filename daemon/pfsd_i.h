@@ -119,7 +119,8 @@ struct pfsd {
 	unsigned sweep_ticks;     /* PFSD_TICK_MS ticks since the last full sweep */
 	uint8_t key[PFS_KEY_LEN]; /* pod key: handshake only */
 	struct ssl_ctx_st *tls_ctx; /* TLS keyed by the pod key (tls.h, conn.c) */
-	uint64_t boot_id;         /* random per start: the write verifier */
+	uint64_t boot_id;         /* random per start: this instance (locks, sessions) */
+	uint64_t write_verf;      /* the write verifier: the machine's boot (bootverf_i.h) */
 	struct handles *hs;       /* export fd, handle MACs, fd cache */
 	struct htab sessions;     /* client_id -> struct session (loop) */
 	struct interest *it;      /* who caches what (any thread) */

@@ -395,7 +395,7 @@ void rpc_disconnected(struct rpc *rpc, unsigned chan)
 }
 
 void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
-		  uint64_t boot_id, uint64_t gen)
+		  uint64_t verf, uint64_t gen)
 {
 	uint64_t hash = pfs_hash_u64(h->id);
 	struct rpc_req *r = NULL;
@@ -433,7 +433,7 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 	} else {
 		r->rep.buf = payload;
 		r->rep.len = h->raw_len;
-		r->rep.verf = boot_id;
+		r->rep.verf = verf;
 		r->coded = h->flags & PFS_FF_CODED;
 		r->wire_len = h->wire_len;
 		r->rx_gen = gen;

@@ -445,6 +445,12 @@ static int handshake(struct hs_io *io, bool bulk, struct sock_session *out, char
 	}
 	if (rc < 0)
 		goto out_io;
+	if (status == EPROTONOSUPPORT) {
+		snprintf(err, errlen, "%s speaks another protocol version than this podfs (%d): "
+			 "run one podfs release on the coordinator and the hosts", c->hostport,
+			 PFS_VERSION);
+		return -EPROTONOSUPPORT;
+	}
 	if (status != 0) {
 		snprintf(err, errlen, "%s refused the session: %s", c->hostport, strerror(status));
 		return -(status < 4096 ? status : EPROTO);
@@ -495,6 +501,7 @@ static int handshake(struct hs_io *io, bool bulk, struct sock_session *out, char
 		return -EPROTO;
 	}
 	out->boot_id = hr.boot_id;
+	out->write_verf = hr.write_verf;
 	out->caps = hr.caps & PFS_CAPS_ALL;
 	out->root = ar.root;
 	out->flags = ar.flags;

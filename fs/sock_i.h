@@ -31,7 +31,8 @@ struct sock_dial {
 
 /* What the handshake learnt. */
 struct sock_session {
-	uint64_t boot_id;      /* the daemon instance (its write verifier) */
+	uint64_t boot_id;      /* the daemon instance */
+	uint64_t write_verf;   /* its write verifier (pfs_hello_rep) */
 	uint64_t caps;         /* PFS_CAP_* both sides have */
 	uint32_t flags;        /* PFS_AUTH_* */
 	struct pfs_entry root; /* the export's root */

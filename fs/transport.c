@@ -54,6 +54,7 @@ struct chan {
 
 	/* Its connection thread only. */
 	uint64_t boot_id;
+	uint64_t verf;  /* the write verifier its replies carry (sock_session) */
 	pthread_t thr;
 	bool started;
 };
@@ -370,6 +371,7 @@ static void install(struct chan *ch, int fd, const struct sock_session *hs, bool
 	struct transport *t = ch->t;
 	uint64_t gen = atomic_fetch_add(&t->last_gen, 1) + 1;
 	ch->boot_id = hs->boot_id;
+	ch->verf = hs->write_verf;
 	pthread_mutex_lock(&ch->send_lock);
 	pthread_mutex_lock(&ch->fd_lock);
 	ch->fd = fd;
@@ -485,7 +487,7 @@ static int recv_loop(struct chan *ch, int fd)
 				return rc;
 			}
 			count_in(t->c, &h);
-			t->cb.reply_cb(t->cb.arg, &h, payload, ch->boot_id, ch->gen);
+			t->cb.reply_cb(t->cb.arg, &h, payload, ch->verf, ch->gen);
 			stream_frame_done(&ch->st, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 			continue;
 		}
@@ -525,7 +527,7 @@ static int recv_loop(struct chan *ch, int fd)
 		} else if (h.flags & PFS_FF_PUSH) {
 			pushq_add(t->pq, ch->gen, h.op, payload, h.raw_len);
 		} else if (h.flags & PFS_FF_REPLY) {
-			t->cb.reply_cb(t->cb.arg, &h, payload, ch->boot_id, ch->gen);
+			t->cb.reply_cb(t->cb.arg, &h, payload, ch->verf, ch->gen);
 		} else {
 			free(payload);
 			pfs_err("unexpected request frame (%s) from %s", pfs_op_name(h.op),

@@ -9,11 +9,15 @@
  *
  * Durability. A write the daemon acknowledged is only in its page cache.
  * The client keeps its data ("uncommitted") together with the verifier
- * of the reply (the boot_id of the daemon that ran it, see rpc_reply.verf)
- * until a COMMIT (FSYNC with datasync) answered by the same daemon
- * instance covers it. A COMMIT answered by another instance (the daemon
- * restarted in between, maybe after a machine crash) makes the client send
- * the uncommitted writes again and commit again. Uncommitted data is
+ * of the reply (rpc_reply.verf: the daemon's write verifier, which names
+ * the boot of its machine) until a COMMIT (FSYNC with datasync) answered
+ * under the same verifier covers it. A COMMIT answered under another
+ * (the daemon's machine restarted in between: its page cache, which held
+ * the acknowledged writes, is gone) makes the client send the
+ * uncommitted writes again and commit again. A daemon that restarted on
+ * the same machine (kill -9, an upgrade) keeps the verifier: the writes
+ * it acknowledged are in the page cache, and sending them again would
+ * only land them over what other hosts wrote since. Uncommitted data is
  * committed in the background when a file holds more than WB_COMMIT_AT
  * bytes of it, and always by fsync and release (the end of an open file
  * description: its last close, which the kernel sends without making

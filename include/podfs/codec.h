@@ -108,7 +108,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_hello_req(F) F(U32, magic) F(U16, version_min) F(U16, version_max) \
 	F(U64, caps) F(U64, client_id) F(NONCE, nonce) F(HOST, hostname)
 #define PFS_MSG_hello_rep(F) F(U16, version) F(U64, caps) F(U64, boot_id) \
-	F(NONCE, nonce) F(MAC, mac) F(U32, max_payload)
+	F(NONCE, nonce) F(MAC, mac) F(U32, max_payload) F(U64, write_verf)
 #define PFS_MSG_auth_req(F) F(MAC, mac)
 #define PFS_MSG_auth_rep(F) F(ENTRY, root) F(U32, flags)
 #define PFS_MSG_ping_req(F) F(U64, stamp)

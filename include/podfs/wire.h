@@ -60,7 +60,8 @@
 #include <stdint.h>
 
 #define PFS_MAGIC 0x31534650u /* "PFS1" in the HELLO request */
-#define PFS_VERSION 1
+/* 2: hello_rep carries write_verf (1: the boot_id was the verifier). */
+#define PFS_VERSION 2
 #define PFS_DEFAULT_PORT 7049
 
 /* Hard limits. Every length read from the wire is checked against these
@@ -303,7 +304,12 @@ enum pfs_op {
  *              client id (random per client process, the same on every
  *              reconnect), client nonce, host name (for logs).
  *              Replies: hello_rep (version, capabilities in force, boot_id
- *              of this server instance, server nonce, server MAC);
+ *              of this server instance, server nonce, server MAC, the
+ *              largest payload, and the write verifier: it changes when
+ *              writes acknowledged before may have been lost, that is
+ *              when the server's machine restarted, not when only the
+ *              server did, whose acknowledged writes are in the
+ *              machine's page cache; see "Durability" in fs/wb_i.h);
  *              EPROTONOSUPPORT (no common version; the server closes).
  * AUTH         Second frame: the client MAC. Replies: auth_rep (the export
  *              root, PFS_AUTH_* flags); EACCES (wrong key; closed);

@@ -484,9 +484,10 @@ class DelayRelay:
 
 def check_uncommitted_resent(env, daemon, mount, committed, uncommitted):
     """Writes `committed` bytes and fsyncs, writes `uncommitted` more
-    without fsync, kills the daemon with -9 and zeroes that range on disk
-    while it is down (a crash that lost its page cache), restarts it:
-    the client must send those writes again before its fsync succeeds."""
+    without fsync, crashes the daemon's machine (a Daemon(machine=True):
+    podfsd killed with -9, that range zeroed on disk while it is down, a
+    new boot id) and starts podfsd again: the client must send those
+    writes again before its fsync succeeds."""
     a = os.urandom(committed)
     b = os.urandom(uncommitted)
     fd = os.open(mount / "f", os.O_CREAT | os.O_RDWR, 0o644)
@@ -498,11 +499,11 @@ def check_uncommitted_resent(env, daemon, mount, committed, uncommitted):
         assert os.fstat(fd).st_size == len(a) + len(b)
         wait_for(lambda: os.path.getsize(env.export / "f") == len(a) + len(b), 10,
                  what="writes on the daemon")
-        daemon.kill9()
-        with open(env.export / "f", "r+b") as f:  # the "lost page cache"
-            f.seek(len(a))
-            f.write(b"\0" * len(b))
-        daemon.start()
+        def lose():
+            with open(env.export / "f", "r+b") as f:  # the "lost page cache"
+                f.seek(len(a))
+                f.write(b"\0" * len(b))
+        daemon.crash(lose=lose)
         Worker(os.fsync, fd).join(RECONNECT)  # fails if it failed or hangs
         assert read_file(env.export / "f") == a + b
     finally:

@@ -22,7 +22,7 @@ import time
 # --- constants from wire.h ------------------------------------------------
 
 MAGIC = 0x31534650
-VERSION = 1
+VERSION = 2
 HDR = struct.Struct("<IIQHHi")
 HDR_SIZE = 24
 assert HDR.size == HDR_SIZE
@@ -571,6 +571,7 @@ class Conn:
         self.snonce = r.take(NONCE_LEN)
         smac = r.take(MAC_LEN)
         self.max_payload = r.u32()
+        self.write_verf = r.u64()
         r.done()
         if version != VERSION:
             raise BadReply(f"server chose version {version}")

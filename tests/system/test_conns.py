@@ -153,9 +153,10 @@ def test_three_conns_kill9_during_write_stream(env):
 
 @pytest.mark.timeout(240)
 def test_three_conns_uncommitted_writes_resent_after_restart(env):
-    """Writes acknowledged on bulk connections by a daemon that then died
-    with its page cache are sent again before fsync succeeds."""
-    d = env.start_daemon()
+    """Writes acknowledged on bulk connections by a daemon whose machine
+    then crashed with its page cache are sent again before fsync
+    succeeds."""
+    d = env.start_daemon(machine=True)
     mm = env.mount(d, opts="conns=3")
     wait_for(lambda: len(bulk_peers(d)) == 2, 20, what="two bulk connections")
     check_uncommitted_resent(env, d, mm, 2 * MiB, 6 * MiB)

@@ -217,10 +217,10 @@ def test_closed_data_held_until_committed(env):
     """close() returns once the daemon has the data, without waiting for
     a disk flush: the client keeps the data until the commit that comes
     with the release of the open file. Here the descriptor closed is a
-    dup (no release yet); the daemon dies with the data still uncommitted
-    and comes back without it (a crash that lost its page cache); the last
-    close commits, sees the new daemon and sends the data again."""
-    d = env.start_daemon()
+    dup (no release yet); the daemon's machine crashes with the data still
+    uncommitted and comes back without it (its page cache lost); the last
+    close commits, sees a new write verifier and sends the data again."""
+    d = env.start_daemon(machine=True)
     mm = env.mount(d)
     data = os.urandom(3 * MiB)
     fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
@@ -230,10 +230,7 @@ def test_closed_data_held_until_committed(env):
         assert read_file(env.export / "f") == data  # close-to-open: on the daemon
         st = stats(mm)
         assert st["wb_held"] >= len(data) and st["commits"] == 0, st
-        d.kill9()
-        with open(env.export / "f", "r+b") as f:  # the "lost page cache"
-            f.write(b"\0" * len(data))
-        d.start()
+        d.crash(lose=lambda: zero(env, "f", 0, len(data)))
     finally:
         os.close(fd)  # the release commits, after sending the data again
     wait_for(lambda: stats(mm)["wb_held"] == 0, RECONNECT, what="data committed and released")
@@ -243,10 +240,10 @@ def test_closed_data_held_until_committed(env):
 
 @pytest.mark.timeout(240)
 def test_uncommitted_writes_resent_after_restart(env):
-    """Data written but not fsync'd when the daemon died is re-sent by the
-    client: the restart is simulated as a crash that also lost the
-    daemon's page cache (the unsynced range is zeroed while it is down)."""
-    d = env.start_daemon()
+    """Data written but not fsync'd when the daemon's machine crashed is
+    sent again by the client: the crash changes the boot id and loses the
+    page cache (the unsynced range is zeroed while podfsd is down)."""
+    d = env.start_daemon(machine=True)
     mm = env.mount(d)
     check_uncommitted_resent(env, d, mm, 2 * MiB, 3 * MiB)
 
@@ -317,32 +314,90 @@ def test_kill9_during_cold_read_stream(env):
 
 # --- nothing undone by what is sent again -----------------------------------------
 
-def kill_and_start(env, d, lose=None):
-    """Kills d with -9 and starts it again; lose: (name, offset, length)
-    zeroed on disk while it is down (a crash that lost its page cache)."""
+def zero(env, name, off, length):
+    """Zeroes length bytes at off of the export's file name: what a crash
+    of the daemon's machine lost of its page cache."""
+    with open(env.export / name, "r+b") as f:
+        f.seek(off)
+        f.write(b"\0" * length)
+
+
+def crash(env, d, lose=None):
+    """d's machine (Daemon(machine=True)) crashes and boots again; lose:
+    (name, offset, length) zeroed on disk while it is down."""
+    d.crash(lose=(lambda: zero(env, *lose)) if lose else None)
+
+
+@pytest.mark.plaintext
+@pytest.mark.timeout(60)
+def test_write_verifier_names_the_machines_boot(env):
+    """podfsd's write verifier (in HELLO's reply) changes when its machine
+    boots again, not when podfsd alone restarts (its boot_id, which names
+    the instance, does)."""
+    import pfsproto as P
+    d = env.start_daemon(machine=True)
+    key = P.load_key(env.key)
+
+    def ids():
+        with P.Conn(d.host, d.port) as c:
+            c.hello(key)
+            return c.boot_id, c.write_verf
+    first = ids()
     d.kill9()
-    if lose:
-        with open(env.export / lose[0], "r+b") as f:
-            f.seek(lose[1])
-            f.write(b"\0" * lose[2])
     d.start()
+    again = ids()
+    assert again[0] != first[0] and again[1] == first[1] != 0
+    d.crash()
+    rebooted = ids()
+    assert rebooted[0] != again[0] and rebooted[1] not in (again[1], 0)
+
+
+@pytest.mark.timeout(120)
+def test_podfsd_restart_sends_nothing_again_over_another_hosts_write(env):
+    """A writes x, uncommitted; podfsd alone restarts (kill -9 on the same
+    machine: x is in its page cache); B writes y over x and closes; A
+    fsyncs and closes. The file holds y, and A sent nothing again: the
+    write verifier names the machine's boot, which did not change.
+    (Before, it named podfsd's start: A sent x again over B's y at its
+    fsync, as an NFS client does with its unstable writes after a server
+    restart.)"""
+    d = env.start_daemon(machine=True)
+    a = env.mount(d)
+    b = env.mount(d)
+    x, y = os.urandom(256 * 1024), os.urandom(256 * 1024)
+    fd = os.open(a / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        os.pwrite(fd, x, 0)
+        assert os.fstat(fd).st_size == len(x)  # on the daemon (stat waits)
+        assert stats(a)["wb_held"] >= len(x)  # and not committed
+        d.kill9()
+        d.start()
+        Worker(write_file, b / "f", y).join(RECONNECT)
+        assert read_file(env.export / "f") == y
+        Worker(os.fsync, fd).join(RECONNECT)
+    finally:
+        os.close(fd)
+    wait_for(lambda: stats(a)["wb_held"] == 0, RECONNECT, what="A's writes committed")
+    assert read_file(env.export / "f") == y
+    assert stats(a)["resent"] == 0
+    assert "sending uncommitted writes again" not in a.proc.output()
 
 
 @pytest.mark.timeout(120)
 def test_write_after_restart_not_undone_by_an_earlier_write_sent_again(env):
-    """A writes a, uncommitted; the daemon restarts, having lost a (its
+    """A writes a, uncommitted; the daemon's machine crashes, losing a (its
     page cache); A writes b over a's first half; fsync. The commit sends
     a again, and b after it: the file holds b, then the rest of a. (Before,
     b, acknowledged by the new daemon, counted as durable, and a sent
     again landed over it: fsync returned 0 and the file held a.)"""
-    d = env.start_daemon()
+    d = env.start_daemon(machine=True)
     mm = env.mount(d)
     a, b = os.urandom(256 * 1024), os.urandom(128 * 1024)
     fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
     try:
         os.pwrite(fd, a, 0)
         assert os.fstat(fd).st_size == len(a)  # on the daemon (stat waits)
-        kill_and_start(env, d, lose=("f", 0, len(a)))
+        crash(env, d, lose=("f", 0, len(a)))
         Worker(os.pwrite, fd, b, 0).join(RECONNECT)
         Worker(os.fsync, fd).join(RECONNECT)
     finally:
@@ -365,10 +420,10 @@ def punch(fd, off, length):
 @pytest.mark.parametrize("change", ["ftruncate", "punch"])
 def test_change_after_writes_not_undone_after_restart(env, change):
     """A writes, then truncates the file (or punches a hole in it); the
-    daemon restarts; fsync. The bytes cut stay cut: the writes from
-    before the change were committed before it, so none is sent again
-    over it. (Before, fsync sent them again: the file grew back.)"""
-    d = env.start_daemon()
+    daemon's machine crashes; fsync. The bytes cut stay cut: the writes
+    from before the change were committed before it, so none is sent
+    again over it. (Before, fsync sent them again: the file grew back.)"""
+    d = env.start_daemon(machine=True)
     mm = env.mount(d)
     data = os.urandom(512 * 1024)
     fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
@@ -380,7 +435,7 @@ def test_change_after_writes_not_undone_after_restart(env, change):
         else:
             punch(fd, 64 * 1024, 128 * 1024)
             want = data[:64 * 1024] + bytes(128 * 1024) + data[192 * 1024:]
-        kill_and_start(env, d)
+        crash(env, d)
         Worker(os.fsync, fd).join(RECONNECT)
         assert os.fstat(fd).st_size == len(want)
     finally:
@@ -390,27 +445,33 @@ def test_change_after_writes_not_undone_after_restart(env, change):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("lose", [False, True], ids=["page-cache-kept", "page-cache-lost"])
+@pytest.mark.parametrize("how", ["podfsd", "crash", "crash-lost"])
 @pytest.mark.parametrize("delegate", [False, True], ids=["", "delegate"])
-def test_mtime_set_after_writes_not_undone_after_restart(env, lose, delegate):
+def test_mtime_set_after_writes_not_undone_after_restart(env, how, delegate):
     """A writes, then sets the mtime (as tar and cp -p do after the
-    data; with a delegation, answered by A itself); the daemon restarts
-    (having lost the data: a crash); the close commits, the writes go
-    again, and the mtime A set is set again after them. (Before, the
-    pwrite sent again moved the export's mtime to the time of the
-    restart.)"""
-    d = env.start_daemon(extra=["--delegate"] if delegate else [])
+    data; with a delegation, answered by A itself); podfsd restarts (the
+    process alone: nothing is sent again), or its machine crashes (with
+    the page cache holding the data, or without it); the close commits,
+    the writes go again after a crash, and the mtime A set is set again
+    after them. (Before, the pwrite sent again moved the export's mtime
+    to the time of the restart.)"""
+    d = env.start_daemon(extra=["--delegate"] if delegate else [], machine=True)
     mm = env.mount(d, opts="delegate" if delegate else "")
     data = os.urandom(256 * 1024)
     fd = os.open(mm / "f", os.O_CREAT | os.O_RDWR, 0o644)
     try:
         os.pwrite(fd, data, 0)
         os.utime(fd, ns=(3_000_000_000, 4_000_000_000))
-        kill_and_start(env, d, lose=("f", 0, len(data)) if lose else None)
+        if how == "podfsd":
+            d.kill9()
+            d.start()
+        else:
+            crash(env, d, lose=("f", 0, len(data)) if how == "crash-lost" else None)
     finally:
         os.close(fd)  # the release commits, after sending the data again
     wait_for(lambda: stats(mm)["wb_held"] == 0, RECONNECT, what="data committed and released")
-    assert "sending uncommitted writes again" in mm.proc.output()
+    resent = "sending uncommitted writes again" in mm.proc.output()
+    assert resent == (how != "podfsd"), mm.proc.output()[-3000:]
     assert read_file(env.export / "f") == data
     assert os.stat(env.export / "f").st_mtime_ns == 4_000_000_000
     assert os.stat(mm / "f").st_mtime_ns == 4_000_000_000
@@ -432,11 +493,11 @@ print("synced", flush=True)
 @pytest.mark.timeout(120)
 def test_set_user_id_after_writes_not_undone_after_restart(env):
     """A user (not root: their writes clear set-user-ID) writes a file,
-    then makes it set-user-ID; the daemon restarts; fsync sends the write
-    again, which clears the bit on the daemon, and sets the mode again
-    after it: the file stays 04755. (Before, it became 0755.)"""
+    then makes it set-user-ID; the daemon's machine crashes; fsync sends
+    the write again, which clears the bit on the daemon, and sets the mode
+    again after it: the file stays 04755. (Before, it became 0755.)"""
     from helpers import PYTHON, TEST_GID, TEST_UID, setpriv_argv
-    d = env.start_daemon()
+    d = env.start_daemon(machine=True)
     mm = env.mount(d)
     (env.export / "f").write_bytes(b"")
     os.chown(env.export / "f", TEST_UID, TEST_GID)
@@ -444,7 +505,7 @@ def test_set_user_id_after_writes_not_undone_after_restart(env):
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
     try:
         assert p.stdout.readline().strip() == "written"
-        kill_and_start(env, d)
+        crash(env, d)
         p.stdin.write("go\n")
         p.stdin.flush()
         assert p.wait(RECONNECT) == 0

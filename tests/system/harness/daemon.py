@@ -1,12 +1,14 @@
 """daemon.py: podfsd as the tests see it: one we start (Daemon: port 0
 read from --port-file, restartable on the same port and state directory,
-killable as a crash would), or one someone else runs (ExternalDaemon,
-PODFS_TEST_DAEMON=host:port, e.g. under gdb).
+killable as a crash would, and, with machine=True, on a machine of its
+own that can crash and boot again), or one someone else runs
+(ExternalDaemon, PODFS_TEST_DAEMON=host:port, e.g. under gdb).
 """
 
 import os
 import shutil
 import signal
+import uuid
 from pathlib import Path
 
 import pytest
@@ -23,9 +25,14 @@ class Daemon:
     external = False
 
     def __init__(self, env, listen="127.0.0.1:0", export=None, state_dir=None, key=None,
-                 extra=(), tag=None, squash="none", plaintext=None, own_control=True):
+                 extra=(), tag=None, squash="none", plaintext=None, own_control=True,
+                 machine=False):
         """plaintext: start it with --allow-plaintext (None: if the test is
         marked plaintext, as pfsproto cannot speak TLS with a PSK).
+        machine: podfsd runs in a mount namespace of its own whose kernel
+        boot id (/proc/sys/kernel/random/boot_id, which podfsd makes its
+        write verifier of) is a file of the test's, so that crash() can
+        stand for a crash and reboot of its machine.
         own_control: its control socket in the test's directory (unless
         extra names one), so that a daemon the test kills leaves nothing
         in /run/podfs; False: podfsd's default, /run/podfs/podfsd-PORT.sock."""
@@ -53,6 +60,10 @@ class Daemon:
         self.port = int(p)
         self.nstarts = 0
         self.proc = None
+        self.boot_file = None
+        if machine:
+            self.boot_file = env.root / f"{self.tag}.boot_id"
+            self.boot_file.write_text(f"{uuid.uuid4()}\n")
         env.daemons.append(self)
         self.start()
 
@@ -74,6 +85,16 @@ class Daemon:
                 "--state-dir", self.state_dir, "--port-file", portfile,
                 "--log-level", os.environ.get("PODFS_TEST_LOG_LEVEL", "info"),
                 *(["--allow-plaintext"] if self.plaintext else []), *self.extra, self.export]
+        if self.boot_file:
+            # The namespace's copies of the FUSE mounts go: a copy would
+            # keep a mount alive after its fusermount3 -u, and its podfs
+            # waiting for the end of its session.
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    'mount --bind "$0" /proc/sys/kernel/random/boot_id || exit 1\n'
+                    'awk \'$3 == "fuse" || $3 ~ /^fuse\\./ {print $2}\' /proc/self/mounts |\n'
+                    '  while read -r m; do umount -l "$m"; done\n'
+                    'exec "$@"',
+                    self.boot_file, *argv]
         self.proc = Proc(self.env, f"{self.tag}.{self.nstarts}", argv)
         self.nstarts += 1
 
@@ -96,6 +117,18 @@ class Daemon:
         self.proc.expect_rc = None
         self.proc.send(signal.SIGKILL)
         assert self.proc.wait(10) is not None, "podfsd survived SIGKILL"
+
+    def crash(self, lose=None):
+        """Its machine crashes and boots again (machine=True): podfsd is
+        killed with -9, lose() runs while it is down (what the page cache
+        lost: bytes zeroed on disk, say), the boot id changes, and podfsd
+        starts again."""
+        assert self.boot_file, "only a Daemon(machine=True) can crash"
+        self.kill9()
+        if lose:
+            lose()
+        self.boot_file.write_text(f"{uuid.uuid4()}\n")
+        return self.start()
 
     def stop(self):
         """SIGTERM; podfsd must exit 0."""
