@@ -605,7 +605,7 @@ int locks_setlk(struct locks *lk, fuse_req_t req, struct pfs_lock_req *m, bool s
 			pthread_mutex_lock(&lk->bg.lock);
 			/* Granted by an instance that restarted since: the
 			 * reclaim did not know it; ask the new one. */
-			bool stale = rep.verf != lk->boot;
+			bool stale = rep.boot != lk->boot;
 			if (!stale)
 				rc = table_apply(lk, m, nodeid);
 			pthread_mutex_unlock(&lk->bg.lock);

@@ -189,11 +189,11 @@ static void tr_down_cb(void *arg, unsigned chan)
 }
 
 static void tr_reply_cb(void *arg, const struct pfs_frame_hdr *h, uint8_t *payload,
-			uint64_t verf, uint64_t gen)
+			uint64_t boot_id, uint64_t verf, uint64_t gen)
 {
 	struct client *c = arg;
 
-	rpc_complete(c->rpc, h, payload, verf, gen);
+	rpc_complete(c->rpc, h, payload, boot_id, verf, gen);
 }
 
 static void tr_wake_cb(void *arg, const uint8_t *payload, size_t len)

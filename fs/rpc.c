@@ -192,6 +192,7 @@ static int call(struct rpc *rpc, struct inode *in, uint16_t op, const void *req,
 	rep->buf = NULL;
 	rep->len = 0;
 	rep->verf = 0;
+	rep->boot = 0;
 	if (rpc->barrier && !hold_exempt)
 		rpc->barrier(rpc->barrier_arg, op, in);
 	if (op < PFS_OP_MAX)
@@ -395,7 +396,7 @@ void rpc_disconnected(struct rpc *rpc, unsigned chan)
 }
 
 void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
-		  uint64_t verf, uint64_t gen)
+		  uint64_t boot_id, uint64_t verf, uint64_t gen)
 {
 	uint64_t hash = pfs_hash_u64(h->id);
 	struct rpc_req *r = NULL;
@@ -434,6 +435,7 @@ void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *paylo
 		r->rep.buf = payload;
 		r->rep.len = h->raw_len;
 		r->rep.verf = verf;
+		r->rep.boot = boot_id;
 		r->coded = h->flags & PFS_FF_CODED;
 		r->wire_len = h->wire_len;
 		r->rx_gen = gen;

@@ -35,6 +35,7 @@ struct rpc_reply {
 	uint8_t *buf;
 	size_t len;
 	uint64_t verf; /* the write verifier of the daemon that answered (pfs_hello_rep) */
+	uint64_t boot; /* the boot_id of the daemon instance that answered (locks) */
 };
 
 /* Frees r's payload and empties r (safe on an empty one). */
@@ -120,7 +121,8 @@ void rpc_connected(struct rpc *rpc, unsigned chan, uint64_t gen, unsigned codecs
  * carry it, or keep waiting (hard) or until their deadline (soft). */
 void rpc_disconnected(struct rpc *rpc, unsigned chan);
 /* Connection thread: a reply frame arrived on the connection of
- * generation gen, from a daemon with write verifier verf. Takes ownership of
+ * generation gen, from daemon instance boot_id with write verifier
+ * verf. Takes ownership of
  * payload (malloc'd, may be NULL when empty): h->raw_len bytes, or, if
  * h->flags has a PFS_FF_CODED bit, the h->wire_len coded bytes, which
  * the caller waiting for the reply decodes (a malformed block fails that
@@ -128,7 +130,7 @@ void rpc_disconnected(struct rpc *rpc, unsigned chan);
  * call that timed out, a duplicate) is dropped. Never blocks but on
  * rpc's lock. */
 void rpc_complete(struct rpc *rpc, const struct pfs_frame_hdr *h, uint8_t *payload,
-		  uint64_t verf, uint64_t gen);
+		  uint64_t boot_id, uint64_t verf, uint64_t gen);
 
 /* Shutdown has begun: calls that wait for a connection fail with -EIO
  * from now on; calls on a live connection still get their replies. Any

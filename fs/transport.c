@@ -487,7 +487,7 @@ static int recv_loop(struct chan *ch, int fd)
 				return rc;
 			}
 			count_in(t->c, &h);
-			t->cb.reply_cb(t->cb.arg, &h, payload, ch->verf, ch->gen);
+			t->cb.reply_cb(t->cb.arg, &h, payload, ch->boot_id, ch->verf, ch->gen);
 			stream_frame_done(&ch->st, PFS_FRAME_HDR_SIZE + (uint64_t)h.wire_len);
 			continue;
 		}
@@ -527,7 +527,7 @@ static int recv_loop(struct chan *ch, int fd)
 		} else if (h.flags & PFS_FF_PUSH) {
 			pushq_add(t->pq, ch->gen, h.op, payload, h.raw_len);
 		} else if (h.flags & PFS_FF_REPLY) {
-			t->cb.reply_cb(t->cb.arg, &h, payload, ch->verf, ch->gen);
+			t->cb.reply_cb(t->cb.arg, &h, payload, ch->boot_id, ch->verf, ch->gen);
 		} else {
 			free(payload);
 			pfs_err("unexpected request frame (%s) from %s", pfs_op_name(h.op),

@@ -65,12 +65,13 @@ struct transport_cbs {
 	 * now on. Its connection thread, or transport_stop's caller. */
 	void (*down_cb)(void *arg, unsigned chan);
 	/* A reply frame arrived on the connection of generation gen, from
-	 * a daemon whose write verifier is verf (sock_session): the callee takes payload (malloc'd; NULL
+	 * daemon instance boot_id, whose write verifier is verf
+	 * (sock_session): the callee takes payload (malloc'd; NULL
 	 * when empty), h->raw_len bytes, or, if h->flags has a PFS_FF_CODED
 	 * bit, the h->wire_len coded bytes. Connection thread; h is
 	 * borrowed. */
 	void (*reply_cb)(void *arg, const struct pfs_frame_hdr *h, uint8_t *payload,
-			 uint64_t verf, uint64_t gen);
+			 uint64_t boot_id, uint64_t verf, uint64_t gen);
 	/* A LOCK_WAKE push (payload[len] borrowed): it is neither queued nor
 	 * acknowledged. Main connection thread. */
 	void (*wake_cb)(void *arg, const uint8_t *payload, size_t len);

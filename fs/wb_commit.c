@@ -176,7 +176,7 @@ int wb_commit_locked(struct wb *wb, struct wbi *w, bool datasync, bool force, bo
 		}
 		if (!wait)
 			return 0; /* the re-sent writes are committed later */
-		pfs_notice("the server restarted before a commit: sending uncommitted writes again");
+		pfs_notice("the server's machine restarted before a commit: sending uncommitted writes again");
 		force = true;
 	}
 }

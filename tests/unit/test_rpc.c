@@ -155,7 +155,8 @@ static int call_end(struct caller *k)
 	return k->rc;
 }
 
-/* The server's reply to s: status, and payload text (copied). */
+/* The server's reply to s: status, and payload text (copied), from
+ * instance boot_id; its write verifier boot_id + 1000. */
 static void reply(struct rpc *rpc, const struct sent *s, uint16_t op, int32_t status,
 		  const char *text, uint64_t boot_id)
 {
@@ -172,7 +173,7 @@ static void reply(struct rpc *rpc, const struct sent *s, uint16_t op, int32_t st
 	h.wire_len = (uint32_t)len;
 	if (p)
 		memcpy(p, text, len);
-	rpc_complete(rpc, &h, p, boot_id, s->gen);
+	rpc_complete(rpc, &h, p, boot_id, boot_id + 1000, s->gen);
 }
 
 static void new_client(struct client *c, unsigned conns)
@@ -221,7 +222,8 @@ static void test_call_and_reply(void)
 	CHECK_EQ(call_end(&k), 0);
 	CHECK_EQ(k.rep.len, 6);
 	CHECK(k.rep.buf && memcmp(k.rep.buf, "answer", 6) == 0);
-	CHECK_EQ(k.rep.verf, 42);
+	CHECK_EQ(k.rep.boot, 42);
+	CHECK_EQ(k.rep.verf, 1042);
 	rpc_reply_free(&k.rep);
 	CHECK_EQ(atomic_load(&c.st_req[PFS_OP_GETATTR]), 1);
 
@@ -433,7 +435,7 @@ static void test_coded_reply(void)
 	CHECK(wl < sizeof(raw));
 	uint8_t *p = malloc(wl);
 	memcpy(p, wire, wl);
-	rpc_complete(rpc, &h, p, 9, s.gen);
+	rpc_complete(rpc, &h, p, 9, 9, s.gen);
 	CHECK_EQ(call_end(&k), 0);
 	CHECK_EQ(k.rep.len, sizeof(raw));
 	CHECK(k.rep.buf && memcmp(k.rep.buf, raw, sizeof(raw)) == 0);
@@ -446,7 +448,7 @@ static void test_coded_reply(void)
 	CHECK_EQ(pfs_hdr_unpack(hdr, &h, PFS_MAX_PAYLOAD), 0);
 	p = malloc(wl);
 	memset(p, 0xff, wl); /* not LZ4 */
-	rpc_complete(rpc, &h, p, 9, s.gen);
+	rpc_complete(rpc, &h, p, 9, 9, s.gen);
 	CHECK_EQ(call_end(&k), -EIO);
 	pthread_mutex_lock(&stub_lock);
 	CHECK_EQ(dropped_gen, 3);
