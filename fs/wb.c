@@ -488,7 +488,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	wbf_note_writer(&w->f, tid);
 	/* This write sets the mtime (and may clear set-user-ID) after what
 	 * was set before it: sent again, it does so again. */
-	memset(&w->after, 0, sizeof(w->after));
+	w->after.mode.valid = w->after.mtime.valid = 0;
 	e->wi = w;
 	wbf_add(&w->f, e);
 	wb->held += size;

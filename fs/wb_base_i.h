@@ -29,14 +29,12 @@
 /* What this host set on a file after its uncommitted writes: their
  * pwrite, sent again after a restart, would move the mtime to the time
  * of the resend and clear a set-user-ID bit set after them; it is set
- * again after them (wb_note_setattr). */
+ * again after them (wb_note_setattr). Two SETATTRs to send then, each
+ * with the credentials of the change it repeats (valid 0: none; fh is
+ * filled in when sent). */
 struct wb_after {
-	struct pfs_creds mtime_cr;    /* of the change that set the mtime */
-	struct pfs_creds mode_cr;
-	int64_t mtime_s;
-	uint32_t mtime_ns;
-	uint32_t mode;
-	bool has_mtime, mtime_now, has_mode;
+	struct pfs_setattr_req mode;
+	struct pfs_setattr_req mtime;
 };
 
 /* Write-behind state of one inode with pending or uncommitted writes. */

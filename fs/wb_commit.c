@@ -30,33 +30,20 @@ static void drop_acked(struct wb *wb, struct wbi *w)
 	}
 }
 
-/* One SETATTR of what reapply sends, as this host's own change of ip
+/* One SETATTR m of what reapply sends, as this host's own change of ip
  * (its reply's attributes are ip's after it: trust_i.h); returns 0 or
  * -errno. Unlocked. */
-static int reapply_one(struct wb *wb, struct inode *ip, const struct pfs_fh *fh,
-		       const struct pfs_creds *cr, const struct wb_after *a, bool mtime, bool mode)
+static int reapply_one(struct wb *wb, struct inode *ip, const struct pfs_setattr_req *m)
 {
 	struct client *c = wb->c;
-	struct pfs_setattr_req m = { .cr = *cr, .fh = *fh };
 	struct rpc_reply rep = { 0 };
 	struct pfs_attr_rep ar;
 
-	if (mtime && a->mtime_now) {
-		m.valid |= PFS_SET_MTIME_NOW;
-	} else if (mtime) {
-		m.valid |= PFS_SET_MTIME;
-		m.mtime_s = a->mtime_s;
-		m.mtime_ns = a->mtime_ns;
-	}
-	if (mode) {
-		m.valid |= PFS_SET_MODE;
-		m.mode = a->mode;
-	}
 	uint64_t ns;
 	(void)inode_own_snap(c->it, &ns);
 	uint64_t at = inode_own_touch(c->it, ip, false);
 	uint64_t seq = gate_seq(c->gate);
-	int rc = rpc_msg_in(c->rpc, ip, PFS_OP_SETATTR, setattr_req, &m, &rep);
+	int rc = rpc_msg_in(c->rpc, ip, PFS_OP_SETATTR, setattr_req, m, &rep);
 	if (rc == 0 && pfs_dec_attr_rep(rep.buf, rep.len, &ar) < 0)
 		rc = -EIO;
 	rpc_reply_free(&rep);
@@ -73,20 +60,19 @@ static int reapply_one(struct wb *wb, struct inode *ip, const struct pfs_fh *fh,
 static void reapply(struct wb *wb, struct wbi *w)
 {
 	struct wb_after a = w->after;
-	struct pfs_fh fh = w->fh;
 	struct inode *ip = w->ip;
 	int rc = 0;
 
 	w->reapply = false;
-	if (!a.has_mtime && !a.has_mode)
+	if (!a.mode.valid && !a.mtime.valid)
 		return;
+	a.mode.fh = a.mtime.fh = w->fh;
 	w->reapplying = true;
 	pthread_mutex_unlock(&wb->bg.lock);
-	bool both = a.has_mtime && a.has_mode && !memcmp(&a.mtime_cr, &a.mode_cr, sizeof(a.mode_cr));
-	if (a.has_mode)
-		rc = reapply_one(wb, ip, &fh, &a.mode_cr, &a, both, true);
-	if (rc == 0 && a.has_mtime && !both)
-		rc = reapply_one(wb, ip, &fh, &a.mtime_cr, &a, true, false);
+	if (a.mode.valid)
+		rc = reapply_one(wb, ip, &a.mode);
+	if (rc == 0 && a.mtime.valid)
+		rc = reapply_one(wb, ip, &a.mtime);
 	if (rc < 0)
 		pfs_warn("setting the mtime and mode again after writes sent again failed: %s",
 			 strerror(-rc));
@@ -100,26 +86,23 @@ static void reapply(struct wb *wb, struct wbi *w)
 
 void wb_note_setattr(struct wb *wb, struct inode *ip, const struct pfs_setattr_req *m)
 {
+	const uint32_t times = PFS_SET_MTIME | PFS_SET_MTIME_NOW;
+
 	pthread_mutex_lock(&wb->bg.lock);
 	struct wbi *w = wbi_find(wb, ip);
 	if (w && w->f.head) {
 		struct wb_after *a = &w->after;
 		if (m->valid & PFS_SET_SIZE)
-			a->has_mtime = false; /* moved to now, as a write would */
-		if (m->valid & (PFS_SET_MTIME | PFS_SET_MTIME_NOW)) {
-			a->has_mtime = true;
-			a->mtime_now = (m->valid & PFS_SET_MTIME_NOW) != 0;
-			a->mtime_s = m->mtime_s;
-			a->mtime_ns = m->mtime_ns;
-			a->mtime_cr = m->cr;
-		}
-		if (m->valid & PFS_SET_MODE) {
-			a->has_mode = true;
-			a->mode = m->mode;
-			a->mode_cr = m->cr;
-		} else if (m->valid & (PFS_SET_UID | PFS_SET_GID)) {
-			a->has_mode = false; /* a chown clears set-user-ID, as a write would */
-		}
+			a->mtime.valid = 0; /* moved to now, as a write would */
+		if (m->valid & times)
+			a->mtime = (struct pfs_setattr_req){ .cr = m->cr, .valid = m->valid & times,
+							     .mtime_s = m->mtime_s,
+							     .mtime_ns = m->mtime_ns };
+		if (m->valid & PFS_SET_MODE)
+			a->mode = (struct pfs_setattr_req){ .cr = m->cr, .valid = PFS_SET_MODE,
+							    .mode = m->mode };
+		else if (m->valid & (PFS_SET_UID | PFS_SET_GID))
+			a->mode.valid = 0; /* a chown clears set-user-ID, as a write would */
 	}
 	pthread_mutex_unlock(&wb->bg.lock);
 }
@@ -243,7 +226,7 @@ int wb_before_change(struct wb *wb, struct inode *ip, uint64_t from)
 	if (w) {
 		w->users++;
 		rc = wb_wait_idle(wb, w);
-		w->after.has_mtime = false; /* the change moves it to now */
+		w->after.mtime.valid = 0; /* the change moves it to now */
 		if (rc == 0 && wbf_uncommitted_beyond(&w->f, from)) {
 			int crc = wb_commit_locked(wb, w, true, false, true);
 			if (crc == -EINTR) {
