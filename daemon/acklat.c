@@ -37,6 +37,28 @@ uint32_t acklat_deadline(const struct acklat *l, uint64_t now, uint32_t floor_ms
 	return d > cap_ms ? cap_ms : (uint32_t)d;
 }
 
+enum ackstart acklat_wait_began(bool held, uint64_t target, uint64_t sent, bool working,
+				uint64_t flushed, uint64_t noted, uint64_t now, uint32_t wait,
+				uint32_t cap_ms, uint64_t *since, uint64_t *next)
+{
+	*since = noted;
+	if (!held)
+		return ACKSTART_BEGAN;
+	if (sent < target) {
+		if (!working || now >= noted + cap_ms)
+			return ACKSTART_HELD;
+		*next = now + wait < noted + cap_ms ? now + wait : noted + cap_ms;
+		return ACKSTART_NOT_YET;
+	}
+	if (flushed > *since)
+		*since = flushed;
+	if (now < *since + wait) {
+		*next = *since + wait;
+		return ACKSTART_NOT_YET;
+	}
+	return ACKSTART_BEGAN;
+}
+
 enum ackexp acklat_expired(uint64_t now, uint64_t since, uint64_t rx, uint32_t window,
 			   uint32_t cap_ms)
 {

@@ -20,6 +20,7 @@
 #ifndef PODFSD_ACKLAT_I_H
 #define PODFSD_ACKLAT_I_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define ACKLAT_MULT 3          /* deadline: this many times the delay */
@@ -49,6 +50,31 @@ uint32_t acklat_recent(const struct acklat *l, uint64_t now);
 /* The client's deadline at now, ms from the push: ACKLAT_MULT times
  * acklat_recent, at least floor_ms, at most cap_ms (floor_ms <= cap_ms). */
 uint32_t acklat_deadline(const struct acklat *l, uint64_t now, uint32_t floor_ms, uint32_t cap_ms);
+
+/* When a wait for a client's acknowledgement began (acklat_wait_began). */
+enum ackstart {
+	ACKSTART_NOT_YET, /* the client cannot be late yet: look again at *next */
+	ACKSTART_BEGAN,   /* at *since: judge it (acklat_expired) */
+	ACKSTART_HELD,    /* its push is still held, and not only by the
+			   * daemon's own work: the change stops waiting for
+			   * that client (it falls behind, never cut off) */
+};
+
+/* When a wait for a client's acknowledgement of push number target,
+ * noted at noted, began. A push that went out at once (held false)
+ * began then. One that was held in its session's FIFO, behind requests
+ * of that client in flight on the daemon (the client must see their
+ * replies first), begins when it goes out: until then the client cannot
+ * acknowledge it, and while those requests run on the daemon's workers
+ * (working) its silence is the daemon's own delay, up to cap_ms from
+ * noted. Held by requests that wait for something else (another client
+ * returning its delegations), or past cap_ms, it is ACKSTART_HELD. sent:
+ * the pushes written on the connection by now; flushed: when pushes held
+ * there last went out (a later flush than this push's only gives more
+ * time). wait: the client's deadline (acklat_deadline). */
+enum ackstart acklat_wait_began(bool held, uint64_t target, uint64_t sent, bool working,
+				uint64_t flushed, uint64_t noted, uint64_t now, uint32_t wait,
+				uint32_t cap_ms, uint64_t *since, uint64_t *next);
 
 /* What a wait past its deadline turns into (acklat_expired). */
 enum ackexp {

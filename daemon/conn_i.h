@@ -164,6 +164,7 @@ struct conn {
 	struct acklat lat;     /* its acknowledgement delays: its deadline */
 	uint64_t probe_n;      /* the push being timed: its number (0: none) */
 	uint64_t probe_at;     /* when it was written */
+	uint64_t flushed_at;   /* pushes held in its session's FIFO last went */
 	bool behind;           /* changes do not wait for its acknowledgements */
 	uint64_t behind_at;    /* since when */
 	uint64_t behind_mark;  /* until it acknowledged this many pushes */

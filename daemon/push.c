@@ -107,8 +107,11 @@ void push_flush(struct session *s)
 	while ((q = STAILQ_FIRST(&s->deferred)) && q->wait <= min) {
 		STAILQ_REMOVE_HEAD(&s->deferred, link);
 		s->ndq--;
-		if (!s->dead)
+		if (!s->dead) {
 			push_send(s, q->op, q->p, q->len);
+			if (s->conn)
+				s->conn->flushed_at = uv_now(&s->d->loop);
+		}
 		free(q);
 	}
 }
@@ -317,6 +320,7 @@ static void ackwait_add(struct acks *a, struct session *s, uint64_t target, bool
 			if (target > a->v[i].target)
 				a->v[i].target = target;
 			a->v[i].recall |= recall;
+			a->v[i].held |= target > c->push_sent;
 			return;
 		}
 	}
@@ -333,6 +337,7 @@ static void ackwait_add(struct acks *a, struct session *s, uint64_t target, bool
 	now = uv_now(&d->loop);
 	a->v[a->n++] = (struct ackwait){
 		.c = c, .target = target, .since = now, .recall = recall,
+		.held = target > c->push_sent,
 		.deadline = now + (recall ? d->o.recall_timeout
 				   : acklat_deadline(&c->lat, now, d->o.ack_timeout,
 						     PFSD_ACK_WAIT_MS)),
@@ -375,6 +380,20 @@ static void fall_behind(struct pfsd *d, struct conn *c, uint64_t now, uint64_t s
 		     (unsigned long long)(now - since));
 }
 
+/* When w's wait began (*since; acklat_wait_began): for a push held in
+ * its session's FIFO, when it went out. Counting the time it was held
+ * made a client that waited for a long reply (a listing of a large
+ * directory) fall behind. */
+static enum ackstart ackwait_start(struct ackwait *w, uint64_t now, uint32_t wait, uint64_t *since)
+{
+	const struct conn *c = w->c;
+	const struct session *s = c->sess;
+	bool working = s && (s->running || !STAILQ_EMPTY(&s->waitq));
+
+	return acklat_wait_began(w->held, w->target, c->push_sent, working, c->flushed_at,
+				 w->since, now, wait, PFSD_ACK_WAIT_MS, since, &w->deadline);
+}
+
 /* w, a recall's wait for a holder, is past its deadline: another one
  * while the holder shows life, else done (silent), or its connection
  * closed (running, but past PFSD_RECALL_WAIT_MS). */
@@ -407,25 +426,35 @@ void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now)
 	for (size_t i = 0; i < a->n; i++) {
 		struct ackwait *w = &a->v[i];
 		struct conn *c = w->c;
+		uint64_t since;
 		if (ackwait_done(w) || now < w->deadline)
 			continue;
 		if (w->recall) {
 			recall_expire(d, w, now);
 			continue;
 		}
+		uint32_t dl = acklat_deadline(&c->lat, now, d->o.ack_timeout, PFSD_ACK_WAIT_MS);
+		switch (ackwait_start(w, now, dl, &since)) {
+		case ACKSTART_NOT_YET:
+			continue;
+		case ACKSTART_HELD:
+			fall_behind(d, c, now, w->since);
+			continue;
+		case ACKSTART_BEGAN:
+			break;
+		}
 		/* Its acknowledgements wait behind a RECALL it is working on
 		 * (sending what it answered under its delegations, which may
 		 * take long): this change need not wait for that. */
 		if (c->push_acked < c->recall_mark) {
-			fall_behind(d, c, now, w->since);
+			fall_behind(d, c, now, since);
 			continue;
 		}
-		uint32_t dl = acklat_deadline(&c->lat, now, d->o.ack_timeout, PFSD_ACK_WAIT_MS);
-		switch (acklat_expired(now, w->since, c->rx_at, dl, PFSD_ACK_WAIT_MS)) {
+		switch (acklat_expired(now, since, c->rx_at, dl, PFSD_ACK_WAIT_MS)) {
 		case ACKEXP_EXTEND:
 			w->deadline = now + dl;
-			if (w->deadline > w->since + PFSD_ACK_WAIT_MS)
-				w->deadline = w->since + PFSD_ACK_WAIT_MS;
+			if (w->deadline > since + PFSD_ACK_WAIT_MS)
+				w->deadline = since + PFSD_ACK_WAIT_MS;
 			d->st_ack_extended++;
 			break;
 		case ACKEXP_CUTOFF:
@@ -436,7 +465,7 @@ void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now)
 			conn_close(c, "invalidation not acknowledged");
 			break;
 		case ACKEXP_BEHIND:
-			fall_behind(d, c, now, w->since);
+			fall_behind(d, c, now, since);
 			break;
 		}
 	}

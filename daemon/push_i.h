@@ -68,6 +68,8 @@ struct ackwait {
 	uint64_t target;
 	uint64_t since;    /* the wait began */
 	uint64_t deadline; /* it is checked next */
+	bool held;         /* the push waited in the session's FIFO: its wait
+			    * began only when it went out (ackwait_start) */
 	bool recall;       /* for a RECALL (push_recall): the holder is waited
 			    * for even if behind, up to --recall-timeout of
 			    * silence (acklat_recall_expired) */

@@ -155,6 +155,48 @@ static void test_recall_verdict(void)
 	CHECK_EQ(acklat_recall_expired(121000, 1000, 110000, 5000, 120000, &next), ACKEXP_BEHIND);
 }
 
+/* A push held in the session's FIFO (behind the client's own requests in
+ * flight) starts its client's wait only when it goes out. */
+static void test_held_push_waits_from_its_sending(void)
+{
+	uint64_t since = 0, next = 0;
+
+	/* Sent at once: the wait began when it was noted. */
+	CHECK_EQ(acklat_wait_began(false, 5, 5, false, 0, 1000, 1030, 30, 2000, &since, &next),
+		 ACKSTART_BEGAN);
+	CHECK_EQ(since, 1000);
+	/* Still held (4 of 5 written) while the daemon works on its
+	 * requests: the client cannot be late; look again a deadline later. */
+	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 1030, 30, 2000, &since, &next),
+		 ACKSTART_NOT_YET);
+	CHECK_EQ(next, 1060);
+	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 1500, 30, 2000, &since, &next),
+		 ACKSTART_NOT_YET);
+	CHECK_EQ(next, 1530);
+	/* ...never past the cap from when it was noted, where the change
+	 * stops waiting for that client. */
+	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 2980, 30, 2000, &since, &next),
+		 ACKSTART_NOT_YET);
+	CHECK_EQ(next, 3000);
+	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 3000, 30, 2000, &since, &next),
+		 ACKSTART_HELD);
+	/* Held by requests the daemon does not run (they wait for another
+	 * client): that is not the daemon's delay either. */
+	CHECK_EQ(acklat_wait_began(true, 5, 4, false, 900, 1000, 1030, 30, 2000, &since, &next),
+		 ACKSTART_HELD);
+	/* Went out at 1490: a deadline from then. */
+	CHECK_EQ(acklat_wait_began(true, 5, 5, true, 1490, 1000, 1500, 30, 2000, &since, &next),
+		 ACKSTART_NOT_YET);
+	CHECK_EQ(next, 1520);
+	CHECK_EQ(acklat_wait_began(true, 5, 5, false, 1490, 1000, 1520, 30, 2000, &since, &next),
+		 ACKSTART_BEGAN);
+	CHECK_EQ(since, 1490);
+	/* A flush from before the wait was noted does not move it earlier. */
+	CHECK_EQ(acklat_wait_began(true, 5, 7, false, 900, 1000, 1030, 30, 2000, &since, &next),
+		 ACKSTART_BEGAN);
+	CHECK_EQ(since, 1000);
+}
+
 int main(void)
 {
 	test_unknown_client_gets_the_floor();
@@ -164,5 +206,6 @@ int main(void)
 	test_smoothed_delay_moves_by_an_eighth();
 	test_verdict();
 	test_recall_verdict();
+	test_held_push_waits_from_its_sending();
 	return check_done("acklat");
 }
