@@ -4,6 +4,8 @@
  * (dispatch_*.c), root again, and the reply framed (see dispatch_i.h).
  * FORGET, which runs on the loop, is here too. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +166,14 @@ void dispatch_work_cb(uv_work_t *w)
 	size_t cap = 0;
 	unsigned opc = r->h.op;
 	int ret;
+
+	/* libuv's pool threads have no name of their own: this one shows
+	 * in top -H, ps -L, perf and gdb as podfsd's worker. */
+	static __thread bool named;
+	if (!named) {
+		(void)pthread_setname_np(pthread_self(), "pfsd:worker");
+		named = true;
+	}
 
 	memset(&o, 0, sizeof(o));
 	o.r = r;

@@ -2,6 +2,7 @@
 #include "bg_i.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -32,7 +33,15 @@ void bg_fini(struct bg *b)
 	pthread_mutex_destroy(&b->lock);
 }
 
-int bg_start(struct bg *b, void *(*fn)(void *), void *arg)
+void bg_name(pthread_t t, const char *name)
+{
+	char buf[16]; /* the kernel's TASK_COMM_LEN */
+
+	snprintf(buf, sizeof(buf), "pfs:%s", name);
+	(void)pthread_setname_np(t, buf);
+}
+
+int bg_start(struct bg *b, const char *name, void *(*fn)(void *), void *arg)
 {
 	pthread_t *thr = realloc(b->thr, (b->nthr + 1) * sizeof(*thr));
 
@@ -42,6 +51,7 @@ int bg_start(struct bg *b, void *(*fn)(void *), void *arg)
 	int rc = pthread_create(&b->thr[b->nthr], NULL, fn, arg);
 	if (rc)
 		return -rc;
+	bg_name(b->thr[b->nthr], name);
 	b->nthr++;
 	return 0;
 }

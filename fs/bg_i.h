@@ -41,11 +41,15 @@ int bg_init(struct bg *b);
  * The threads must have been stopped (bg_stop), or never started. */
 void bg_fini(struct bg *b);
 
-/* Starts one more thread running fn(arg). Returns 0, or -errno (no thread
- * started: -ENOMEM, or pthread_create's error, negated). The thread ends
+/* Starts one more thread running fn(arg), named "pfs:" + name (at most
+ * 11 characters: what top -H, ps -L, perf and gdb show). Returns 0, or
+ * -errno (no thread started: -ENOMEM, or pthread_create's error,
+ * negated). The thread ends
  * when fn returns; fn should return once it sees b->stop. Called by the
  * owner's start-up (one thread at a time, not concurrently with bg_stop). */
-int bg_start(struct bg *b, void *(*fn)(void *), void *arg);
+int bg_start(struct bg *b, const char *name, void *(*fn)(void *), void *arg);
+/* Names thread t "pfs:" + name, as bg_start does (a longer name is cut). */
+void bg_name(pthread_t t, const char *name);
 
 /* Sets b->stop under b->lock, wakes every waiter on b->cond and joins
  * every thread started. Safe to call with no thread started and more

@@ -374,5 +374,5 @@ static void *cache_main(void *arg)
 
 int cache_start(struct cache *k)
 {
-	return bg_start(&k->bg, cache_main, k);
+	return bg_start(&k->bg, "revalidate", cache_main, k);
 }

@@ -1,5 +1,6 @@
 /* ctl.c: the mount's status socket (see ctl_i.h). */
 #include "ctl_i.h"
+#include "bg_i.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -306,7 +307,9 @@ int ctl_start(struct client *c, struct ctl **out)
 	}
 	if (ctl->fd < 0 && ctl->mfd < 0)
 		goto fail;
-	if ((rc = pthread_create(&ctl->thr, NULL, ctl_main, ctl)) != 0) {
+	if ((rc = pthread_create(&ctl->thr, NULL, ctl_main, ctl)) == 0)
+		bg_name(ctl->thr, "control");
+	else {
 		rc = -rc;
 		goto fail;
 	}

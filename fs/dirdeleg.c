@@ -301,7 +301,7 @@ int dirdeleg_start(struct dirdeleg *d)
 	int rc;
 
 	for (unsigned i = 0; i < DD_SENDERS; i++)
-		if ((rc = bg_start(&d->bg, dd_sender_main, d)) < 0)
+		if ((rc = bg_start(&d->bg, "dir-send", dd_sender_main, d)) < 0)
 			return rc; /* dirdeleg_stop stops those started */
 	/* Only now: an unlink is answered here only once a grant came,
 	 * which a sender asks for. */

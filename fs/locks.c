@@ -373,7 +373,7 @@ int locks_new(struct client *c, struct locks **out)
 
 int locks_start(struct locks *lk)
 {
-	return bg_start(&lk->bg, locks_main, lk);
+	return bg_start(&lk->bg, "locks", locks_main, lk);
 }
 
 void locks_stop(struct locks *lk)

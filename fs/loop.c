@@ -1,6 +1,7 @@
 /* loop.c: the FUSE request loop: a pool of threads reading /dev/fuse, and the
  * keeper that keeps a CPU awake while the mount is busy (see loop_i.h). */
 #include "loop_i.h"
+#include "bg_i.h"
 #include "killable_i.h"
 #include "wakecal_i.h"
 
@@ -289,7 +290,8 @@ static unsigned kick_readers(struct loop *l, bool again)
 
 static void *pool_main(void *arg);
 
-static bool start_thread(struct loop *l, void *(*fn)(void *), void *arg, pthread_t *thr)
+static bool start_thread(struct loop *l, const char *name, void *(*fn)(void *), void *arg,
+			 pthread_t *thr)
 {
 	pthread_attr_t attr;
 	int rc;
@@ -302,6 +304,7 @@ static bool start_thread(struct loop *l, void *(*fn)(void *), void *arg, pthread
 		pfs_err("cannot start a FUSE thread: %s", strerror(rc));
 		return false;
 	}
+	bg_name(*thr, name);
 	l->nthreads++;
 	return true;
 }
@@ -317,7 +320,7 @@ static bool start_worker(struct loop *l)
 	if (!w)
 		return false;
 	atomic_store(&w->state, W_BUSY);
-	if (!start_thread(l, pool_main, w, &w->thr)) {
+	if (!start_thread(l, "fuse", pool_main, w, &w->thr)) {
 		atomic_store(&w->state, W_FREE);
 		return false;
 	}
@@ -670,7 +673,7 @@ int loop_run(struct fuse_session *se, unsigned max_threads, unsigned max_idle,
 	if (!start_worker(&l))
 		ret = -EAGAIN;
 	else if (l.spin_ns > 0)
-		start_thread(&l, keeper_main, &l, &keeper);
+		start_thread(&l, "keeper", keeper_main, &l, &keeper);
 	/* Wait for the end: the device goes quiet or fails (a pool thread
 	 * calls finish_exit), or the session is exited and loop_wake()
 	 * called. Then end the threads asleep in read() (see the pool). */

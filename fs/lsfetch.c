@@ -711,7 +711,7 @@ static void *ahead_main(void *arg)
 int lsfetch_start(struct lsfetch *lf)
 {
 	for (unsigned i = 0; i < LSF_THREADS; i++) {
-		int rc = bg_start(&lf->bg, ahead_main, lf);
+		int rc = bg_start(&lf->bg, "list-ahead", ahead_main, lf);
 		if (rc < 0)
 			return rc;
 	}

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bg_i.h"
 #include "deleg_i.h"
 #include "dirdeleg_i.h"
 #include "cache_i.h"
@@ -547,6 +548,7 @@ static int start_threads(struct client *c, struct sigctl *sc)
 		close(sc->wake_fd);
 		return -1;
 	}
+	bg_name(sc->thr, "signals");
 	return 0;
 }
 

@@ -171,10 +171,10 @@ int pcache_start(struct pcache *pc, struct client *c)
 	if (ftruncate(pc->lockfd, 0) < 0 || pwrite(pc->lockfd, pid, (size_t)n, 0) != n)
 		pfs_warn("pcache: cannot write the lock file: %s", strerror(errno));
 	pc->c = c;
-	int rc = bg_start(&pc->bg, pcd_scan_main, pc);
+	int rc = bg_start(&pc->bg, "pcache-scan", pcd_scan_main, pc);
 	if (rc < 0)
 		return rc;
-	if ((rc = bg_start(&pc->bg, work_main, pc)) < 0) {
+	if ((rc = bg_start(&pc->bg, "pcache", work_main, pc)) < 0) {
 		bg_stop(&pc->bg);
 		return rc;
 	}

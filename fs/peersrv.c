@@ -1,4 +1,5 @@
 /* peersrv.c: a mount serving its chunks to its peers (see peersrv_i.h). */
+#include "bg_i.h"
 #include "peersrv_i.h"
 
 #include <arpa/inet.h>
@@ -224,6 +225,8 @@ static void *accept_main(void *arg)
 			if (pthread_create(&th, &at, conn_main, a) != 0) {
 				free(a);
 				a = NULL;
+			} else {
+				bg_name(th, "peer");
 			}
 			pthread_attr_destroy(&at);
 		}
@@ -293,6 +296,7 @@ int peersrv_start(struct client *c, struct cstore *store, const struct sockaddr_
 		snprintf(err, errlen, "cannot start the peer listener: %s", strerror(-rc));
 		goto fail;
 	}
+	bg_name(ps->accept_th, "peer-accept");
 	ps->accepting = true;
 	pfs_addr_name(&ps->addr, name, sizeof(name));
 	pfs_notice("serving chunks to peers on %s (%s)", name, ps->ctx ? "TLS" : "plaintext");

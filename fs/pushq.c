@@ -367,9 +367,9 @@ bool pushq_wait_applied(struct pushq *q, int64_t ms)
 
 int pushq_start(struct pushq *q)
 {
-	int rc = bg_start(&q->bg, push_main, q);
+	int rc = bg_start(&q->bg, "push", push_main, q);
 	if (rc == 0)
-		rc = bg_start(&q->bg, ack_main, q);
+		rc = bg_start(&q->bg, "ack", ack_main, q);
 	return rc;
 }
 

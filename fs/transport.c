@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "bg_i.h"
 #include "client_i.h"
 #include "podfs/clock.h"
 #include "podfs/frame.h"
@@ -675,6 +676,7 @@ int transport_start(struct transport *t)
 		rc = pthread_create(&ch->thr, NULL, ch->bulk ? bulk_main : conn_main, ch);
 		if (rc)
 			return -rc;
+		bg_name(ch->thr, ch->bulk ? "bulk" : "conn");
 		ch->started = true;
 	}
 	return 0;

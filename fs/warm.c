@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bg_i.h"
 #include "podfs/clock.h"
 #include "warm_i.h"
 
@@ -219,6 +220,8 @@ int warm_main(int argc, char **argv)
 	for (; nthr < WARM_THREADS; nthr++)
 		if (pthread_create(&thr[nthr], NULL, reader, &w) != 0)
 			break;
+		else
+			bg_name(thr[nthr], "warm");
 	if (nthr == 0)
 		reader(&w);
 	double last = now_s();

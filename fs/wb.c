@@ -333,7 +333,7 @@ int wb_new(struct client *c, unsigned nthreads, size_t max_bytes, struct wb **ou
 int wb_start(struct wb *wb)
 {
 	for (unsigned i = 0; i < wb->want; i++) {
-		int rc = bg_start(&wb->bg, writer_main, wb);
+		int rc = bg_start(&wb->bg, "writeback", writer_main, wb);
 		if (rc < 0)
 			return rc;
 	}

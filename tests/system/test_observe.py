@@ -407,3 +407,36 @@ def test_podfsd_status_usage(env):
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     r = pstatus("--control-socket", env.root / "none.sock")
     assert r.returncode == 1 and "No such file" in r.stderr, r.stderr
+
+
+def _thread_names(pid):
+    names = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:  # a thread that just ended
+            pass
+    return names
+
+
+def test_threads_are_named(env, daemon, m):
+    """Every thread of podfs says what it does, and podfsd's workers say
+    they are its workers (top -H, ps -L, perf and gdb show these names):
+    one request that reaches a worker, and each podfs thread that always
+    runs is there by name."""
+    (m / "f").write_bytes(b"x")
+    assert (m / "f").read_bytes() == b"x"
+    names = _thread_names(m.proc.pid)
+    for want in ("pfs:fuse", "pfs:conn", "pfs:push", "pfs:ack", "pfs:revalidate",
+                 "pfs:locks", "pfs:writeback", "pfs:signals"):
+        assert want in names, names
+    # The main thread keeps the program's name; so does ThreadSanitizer's
+    # own background thread in that build.
+    unnamed = [n for n in names if not n.startswith("pfs:")]
+    with open(f"/proc/{m.proc.pid}/maps") as f:
+        tsan = "libtsan" in f.read()
+    assert unnamed == ["podfs"] * (2 if tsan else 1), names
+    assert "pfs:worker" not in names
+    wait_for(lambda: "pfsd:worker" in _thread_names(daemon.proc.pid), 5,
+             what="a podfsd worker named")
