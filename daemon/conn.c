@@ -173,6 +173,15 @@ size_t conn_queued(const struct conn *c)
 	return c->queued;
 }
 
+size_t conn_unsent(const struct conn *c)
+{
+	uv_os_fd_t fd;
+
+	if (c->closing || uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
+		return c->queued;
+	return c->queued + pfs_sock_unsent(fd);
+}
+
 void conn_deadline(struct conn *c, uint64_t ms, conn_deadline_cb cb)
 {
 	c->deadline_cb = cb;

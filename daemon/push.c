@@ -458,6 +458,14 @@ void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now)
 			d->st_ack_extended++;
 			break;
 		case ACKEXP_CUTOFF:
+			/* A client that runs but does not acknowledge is
+			 * broken, unless frames for it still wait here: the
+			 * push may be behind them (a slow link backed up with
+			 * READ replies), so it only stops being waited for. */
+			if (conn_unsent(c)) {
+				fall_behind(d, c, now, since);
+				break;
+			}
 			d->st_ack_cutoffs++;
 			pfsd_warn_rl(d, "conn %llu: %s (%s) did not acknowledge an invalidation "
 				     "within %u ms, though it sends requests; closing",

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,14 @@ struct pushq {
 	 * counts sent again while one is (PUSHQ_ALIVE_MS). */
 	uint64_t st_busy, st_unapplied, st_alive;
 	int64_t unapplied_logged_ms; /* the last notice of one (once a minute) */
+
+	/* Frames received on the main connection (pushq_note_rx), outside
+	 * the lock: when the last one came and on which connection; when
+	 * the ack thread is due to send again (sent_ms + PUSHQ_ALIVE_MS);
+	 * whether the connection thread woke it for that already. */
+	_Atomic int64_t rx_ms, alive_due_ms;
+	_Atomic uint64_t rx_gen;
+	atomic_bool rx_woke;
 };
 
 int pushq_new(const struct pushq_cbs *cbs, struct pushq **out)
@@ -219,6 +228,20 @@ void pushq_stats(struct pushq *q, uint64_t *busy, uint64_t *unapplied, uint64_t 
 	pthread_mutex_unlock(&q->bg.lock);
 }
 
+void pushq_note_rx(struct pushq *q, uint64_t gen)
+{
+	int64_t now = pfs_mono_ms();
+
+	atomic_store_explicit(&q->rx_gen, gen, memory_order_relaxed);
+	atomic_store_explicit(&q->rx_ms, now, memory_order_relaxed);
+	if (now >= atomic_load_explicit(&q->alive_due_ms, memory_order_relaxed) &&
+	    !atomic_exchange(&q->rx_woke, true)) {
+		pthread_mutex_lock(&q->bg.lock);
+		bg_wake_all(&q->bg);
+		pthread_mutex_unlock(&q->bg.lock);
+	}
+}
+
 void pushq_count(struct pushq *q, uint64_t gen)
 {
 	pthread_mutex_lock(&q->bg.lock);
@@ -282,7 +305,18 @@ static void *ack_main(void *arg)
 			 * PUSHQ_ALIVE_MS, to tell this client runs. */
 			int64_t alive = held == INT64_MAX ? INT64_MAX
 				      : (held > q->sent_ms ? held : q->sent_ms) + PUSHQ_ALIVE_MS;
+			/* So too while frames keep coming on the main
+			 * connection: a push the daemon waits for may be behind
+			 * them (READ replies of a big file), which this host is
+			 * reading through. On the connection they came on (0:
+			 * none counted there yet, which the daemon ignores). */
+			atomic_store(&q->rx_woke, false);
+			bool reading = now - atomic_load(&q->rx_ms) < PUSHQ_ALIVE_MS;
+			if (reading && q->sent_ms + PUSHQ_ALIVE_MS < alive)
+				alive = q->sent_ms + PUSHQ_ALIVE_MS;
 			if (now < alive) {
+				/* Bytes that come from then on wake this thread. */
+				atomic_store(&q->alive_due_ms, q->sent_ms + PUSHQ_ALIVE_MS);
 				if (alive < wake)
 					wake = alive;
 				if (wake == INT64_MAX)
@@ -292,6 +326,13 @@ static void *ack_main(void *arg)
 				continue;
 			}
 			count = sent;
+			if (held == INT64_MAX) {
+				uint64_t g = atomic_load(&q->rx_gen);
+				if (g != gen) {
+					gen = g;
+					count = g == q->sent_gen ? q->sent_count : 0;
+				}
+			}
 			q->st_alive++;
 		} else {
 			q->st_busy += busy;
@@ -308,6 +349,7 @@ static void *ack_main(void *arg)
 			}
 		}
 		q->sent_ms = now;
+		atomic_store(&q->alive_due_ms, now + PUSHQ_ALIVE_MS);
 		pthread_mutex_unlock(&q->bg.lock);
 		q->cb.ack_cb(q->cb.arg, gen, count);
 		pthread_mutex_lock(&q->bg.lock);

@@ -75,7 +75,11 @@
  * ack thread sends the count it sent last again every PUSHQ_ALIVE_MS:
  * the daemon ignores a count that does not grow, but it sees that this
  * client runs, and waits for it rather than leaving it behind as a
- * stopped one (docs/coherence.md, "Late and stalled clients").
+ * stopped one (docs/coherence.md, "Late and stalled clients"). It does
+ * the same while the bytes of large replies keep arriving on the main
+ * connection (pushq_note_rx): a push travels behind the replies queued before it,
+ * and a host reading a big file at full speed on two shared CPUs took
+ * 45 ms to read through them to a push, without sending a frame.
  */
 #ifndef PODFS_PUSHQ_I_H
 #define PODFS_PUSHQ_I_H
@@ -147,6 +151,15 @@ void pushq_free(struct pushq *q);
  * count again). On ENOMEM the push is dropped (buf freed, not numbered,
  * not acknowledged). */
 void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t len);
+
+/* Connection thread: bytes of a large payload (a READ reply) came on the
+ * main connection gen (the one that carries pushes; stream_i.h
+ * STREAM_RX_NOTE_MIN). While they keep coming, the ack thread sends the
+ * count it sent last again every PUSHQ_ALIVE_MS: a push may be on its
+ * way behind them (a stream of READ replies this host reads through),
+ * and the daemon must see that this client runs meanwhile. Lock-free but
+ * for one wake-up of the ack thread per PUSHQ_ALIVE_MS. */
+void pushq_note_rx(struct pushq *q, uint64_t gen);
 
 /* Connection thread: counts for the acknowledgement of gen a push that
  * was handled on the connection thread instead of queued (LOCK_WAKE). The

@@ -208,6 +208,9 @@ static ssize_t tls_recv(struct stream *st, int fd, void *buf, size_t n)
 			atomic_store(&st->waiting, false);
 			if (pr < 0 && errno != EINTR)
 				return -1;
+			/* Bytes came, if only part of a record. */
+			if (pr > 0 && st->rx_noting)
+				st->on_rx(st->on_rx_arg);
 			continue;
 		}
 		/* The socket's own end or error, as recv(2) would say it. */
@@ -241,6 +244,8 @@ static ssize_t recv_some(struct stream *st, int fd, void *buf, size_t n)
 int stream_read(struct stream *st, int fd, void *dst, size_t n)
 {
 	uint8_t *p = dst;
+
+	st->rx_noting = st->on_rx && n >= STREAM_RX_NOTE_MIN;
 	while (n > 0) {
 		size_t have = st->rend - st->rstart;
 		if (have) {
@@ -266,6 +271,8 @@ int stream_read(struct stream *st, int fd, void *dst, size_t n)
 				st->rend = (size_t)k;
 			}
 		}
+		if (k > 0 && st->rx_noting)
+			st->on_rx(st->on_rx_arg);
 		if (k == 0)
 			return -ECONNRESET;
 		if (k < 0 && errno != EINTR)

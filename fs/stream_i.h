@@ -61,7 +61,17 @@ struct stream {
 	int tls_fd;    /* TLS: the socket the read BIO reads (-1: not set yet) */
 	uint8_t *rbuf; /* plaintext read ahead */
 	size_t rstart, rend;
+	/* Called on the receiver's thread after each read that brought
+	 * bytes of a payload of STREAM_RX_NOTE_MIN bytes or more (a READ
+	 * reply), if set (by the owner, before the receiver starts): the main
+	 * connection tells its push queue that bulk data keeps coming, which
+	 * a push may be behind. rx_noting: such a payload is being read. */
+	void (*on_rx)(void *arg);
+	void *on_rx_arg;
+	bool rx_noting;
 };
+
+#define STREAM_RX_NOTE_MIN (64 * 1024)
 
 /* Sets up st, with no connection, for a peer named peer (borrowed: it
  * must outlive st). Returns 0 or -ENOMEM (st then needs no stream_fini).

@@ -109,6 +109,16 @@ static void early_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len)
 		t->cb.early_cb(t->cb.arg, op, payload, len);
 }
 
+/* The main connection's stream brought bytes (stream.c on_rx): frames
+ * keep coming, and a push may be behind them (pushq_note_rx). Its
+ * receiving thread. */
+static void chan_rx(void *arg)
+{
+	struct chan *ch = arg;
+
+	pushq_note_rx(ch->t->pq, ch->gen);
+}
+
 static void ack_cb(void *arg, uint64_t gen, uint64_t count);
 
 int transport_new(struct client *c, const struct transport_cbs *cbs, struct transport **out)
@@ -135,6 +145,10 @@ int transport_new(struct client *c, const struct transport_cbs *cbs, struct tran
 		ch->t = t;
 		ch->idx = t->nchan;
 		ch->bulk = t->nchan > 0;
+		if (!ch->bulk) {
+			ch->st.on_rx = chan_rx;
+			ch->st.on_rx_arg = ch;
+		}
 		ch->fd = -1;
 		pthread_mutex_init(&ch->send_lock, NULL);
 		pthread_mutex_init(&ch->fd_lock, NULL);

@@ -8,10 +8,13 @@ queued in order. Once it runs again it applies them (it sees every
 change, without reconnecting) and, having acknowledged them, is waited
 for again. A client that acknowledges late but keeps sending requests is
 running: it is waited for (up to the 2 s bound), and one that runs but
-never acknowledges is cut off at that bound. The latency bound is the issue's: a stopped host adds at most
-50 ms to the others' creates and writes.
+never acknowledges is cut off at that bound. So is one reading through
+replies queued ahead of its push, and one waiting for a long reply of
+the daemon's that holds its push back. The latency bound is the issue's:
+a stopped host adds at most 50 ms to the others' creates and writes.
 """
 
+import mmap
 import os
 import signal
 import statistics
@@ -22,7 +25,7 @@ import pytest
 
 import pfsproto as P
 from harness import Pod
-from helpers import Worker, podfsd_status, read_file, wait_for, write_file
+from helpers import DelayRelay, Worker, podfsd_status, read_file, wait_for, write_file
 
 NFILES = 12   # files the stopped host caches, rewritten in each phase
 NCREATE = 12  # files created in each phase, in the directory it caches
@@ -296,7 +299,9 @@ def test_push_held_behind_own_slow_reply_not_silence(env, daemon, m):
     with _watcher(daemon, env.key, "f") as w:
         hbig = w.lookup(w.root, "big")[0]
         lid = w.send_frame(P.OP_LISTDIR, P.ROOT + P.fh(hbig) + P.u32(4096) + P.u32(1 << 20))
-        time.sleep(0.005)  # the listing reaches the daemon before the change
+        # The listing runs on the daemon before the change is made.
+        wait_for(lambda: any(c["inflight"] != "0" for c in podfsd_status(daemon)[1]), 10,
+                 interval=0.001, max_interval=0.005, what="the listing to be in flight")
         writer = Worker(write_file, m / "f", b"new")
         replied = None  # when the listing's reply came
         acked = []      # (time, count) of each acknowledgement sent
@@ -322,7 +327,8 @@ def test_push_held_behind_own_slow_reply_not_silence(env, daemon, m):
             "the client fell behind while the daemon held its push"
         assert keys["ack_cutoffs"] == "0", keys
         assert acked, "no invalidation came"
-        assert acked[0][0] > replied, "a push came before the reply it must follow"
+        assert acked[0][0] > replied, \
+            f"a push came {replied - acked[0][0]:.3f} s before the reply it must follow"
         # The change waited for the acknowledgement (the write's later
         # pushes, its close's, may come after its open returned: the
         # first acknowledgement is what counts).
@@ -330,3 +336,53 @@ def test_push_held_behind_own_slow_reply_not_silence(env, daemon, m):
         assert w.ping(5) == 5
     assert "not acknowledge" not in daemon.log()
     assert read_file(m / "f") == b"new"
+
+
+def _read_direct(path, size):
+    """Reads path with O_DIRECT (every read goes to the daemon), 4 MiB at
+    a time; returns the bytes read."""
+    buf = mmap.mmap(-1, 4 << 20)  # page-aligned
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    got = 0
+    try:
+        while got < size:
+            n = os.readv(fd, [buf])
+            if n <= 0:
+                break
+            got += n
+    finally:
+        os.close(fd)
+    return got
+
+
+@pytest.mark.timeout(120)
+def test_host_reading_through_replies_to_a_push_is_running(env, daemon):
+    """A push travels behind the replies queued before it on the host's
+    connection: here B reads a big file with O_DIRECT through a link of
+    about 16 MB/s, so an invalidation waits behind megabytes of READ
+    replies while B, waiting for them, sends no request. B runs, reading through them:
+    its podfs tells the daemon so every 10 ms while bytes keep coming, and
+    it must not fall behind (which would let A's changes return before B
+    could see them)."""
+    relay = DelayRelay((daemon.host, daemon.port), 0.004)  # a chunk per 4 ms down
+    b = None
+    try:
+        a = env.mount(daemon)
+        b = env.mount(relay.via(daemon), path=env.root / "mnt-b")
+        size = 8 << 20
+        (env.export / "big").write_bytes(os.urandom(size))
+        write_file(a / "f", b"v0")
+        assert read_file(b / "f") == b"v0"  # B caches f
+        reader = Worker(_read_direct, b / "big", size)
+        time.sleep(0.05)  # B's replies are on their way
+        for i in range(1, 6):
+            write_file(a / "f", b"v%d" % i)
+            time.sleep(0.05)
+        assert reader.join(60) == size
+        assert read_file(b / "f") == b"v5"
+        keys, _ = podfsd_status(daemon)
+        assert keys["ack_misses"] == "0" and keys["ack_cutoffs"] == "0", keys
+    finally:
+        if b is not None:
+            assert b.umount() is None  # before the relay goes
+        relay.close()
