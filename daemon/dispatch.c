@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "podfs/codec.h"
 #include "podfs/frame.h"
@@ -168,10 +169,12 @@ void dispatch_work_cb(uv_work_t *w)
 	int ret;
 
 	/* libuv's pool threads have no name of their own: this one shows
-	 * in top -H, ps -L, perf and gdb as podfsd's worker. */
+	 * in top -H, ps -L, perf and gdb as podfsd's worker (not the main
+	 * thread, which names the process: the fuzzer runs requests there). */
 	static __thread bool named;
 	if (!named) {
-		(void)pthread_setname_np(pthread_self(), "pfsd:worker");
+		if (gettid() != getpid())
+			(void)pthread_setname_np(pthread_self(), "pfsd:worker");
 		named = true;
 	}
 
