@@ -46,7 +46,7 @@ enum ackstart acklat_wait_began(bool held, uint64_t target, uint64_t sent, bool 
 		return ACKSTART_BEGAN;
 	if (sent < target) {
 		if (!working || now >= noted + cap_ms)
-			return ACKSTART_HELD;
+			return ACKSTART_BEGAN;
 		*next = now + wait < noted + cap_ms ? now + wait : noted + cap_ms;
 		return ACKSTART_NOT_YET;
 	}

@@ -55,9 +55,6 @@ uint32_t acklat_deadline(const struct acklat *l, uint64_t now, uint32_t floor_ms
 enum ackstart {
 	ACKSTART_NOT_YET, /* the client cannot be late yet: look again at *next */
 	ACKSTART_BEGAN,   /* at *since: judge it (acklat_expired) */
-	ACKSTART_HELD,    /* its push is still held, and not only by the
-			   * daemon's own work: the change stops waiting for
-			   * that client (it falls behind, never cut off) */
 };
 
 /* When a wait for a client's acknowledgement of push number target,
@@ -68,7 +65,9 @@ enum ackstart {
  * acknowledge it, and while those requests run on the daemon's workers
  * (working) its silence is the daemon's own delay, up to cap_ms from
  * noted. Held by requests that wait for something else (another client
- * returning its delegations), or past cap_ms, it is ACKSTART_HELD. sent:
+ * returning its delegations, a listing another client's request is
+ * making), or past cap_ms, it began when noted, as a push sent at once
+ * (the client is judged by its frames: running or silent). sent:
  * the pushes written on the connection by now; flushed: when pushes held
  * there last went out (a later flush than this push's only gives more
  * time). wait: the client's deadline (acklat_deadline). */

@@ -434,15 +434,8 @@ void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now)
 			continue;
 		}
 		uint32_t dl = acklat_deadline(&c->lat, now, d->o.ack_timeout, PFSD_ACK_WAIT_MS);
-		switch (ackwait_start(w, now, dl, &since)) {
-		case ACKSTART_NOT_YET:
+		if (ackwait_start(w, now, dl, &since) == ACKSTART_NOT_YET)
 			continue;
-		case ACKSTART_HELD:
-			fall_behind(d, c, now, w->since);
-			continue;
-		case ACKSTART_BEGAN:
-			break;
-		}
 		/* Its acknowledgements wait behind a RECALL it is working on
 		 * (sending what it answered under its delegations, which may
 		 * take long): this change need not wait for that. */
@@ -459,10 +452,11 @@ void push_acks_expire(struct pfsd *d, struct acks *a, uint64_t now)
 			break;
 		case ACKEXP_CUTOFF:
 			/* A client that runs but does not acknowledge is
-			 * broken, unless frames for it still wait here: the
+			 * broken, unless the push is still held here (in its
+			 * session's FIFO), or frames for it still wait: the
 			 * push may be behind them (a slow link backed up with
-			 * READ replies), so it only stops being waited for. */
-			if (conn_unsent(c)) {
+			 * READ replies). It only stops being waited for. */
+			if (c->push_sent < w->target || conn_unsent(c)) {
 				fall_behind(d, c, now, since);
 				break;
 			}

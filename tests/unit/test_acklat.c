@@ -179,11 +179,14 @@ static void test_held_push_waits_from_its_sending(void)
 		 ACKSTART_NOT_YET);
 	CHECK_EQ(next, 3000);
 	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 3000, 30, 2000, &since, &next),
-		 ACKSTART_HELD);
+		 ACKSTART_BEGAN);
+	CHECK_EQ(since, 1000);
 	/* Held by requests the daemon does not run (they wait for another
-	 * client): that is not the daemon's delay either. */
+	 * client): that is not the daemon's delay; the wait began when noted,
+	 * and the client is judged by what it sends. */
 	CHECK_EQ(acklat_wait_began(true, 5, 4, false, 900, 1000, 1030, 30, 2000, &since, &next),
-		 ACKSTART_HELD);
+		 ACKSTART_BEGAN);
+	CHECK_EQ(since, 1000);
 	/* Went out at 1490: a deadline from then. */
 	CHECK_EQ(acklat_wait_began(true, 5, 5, true, 1490, 1000, 1500, 30, 2000, &since, &next),
 		 ACKSTART_NOT_YET);
