@@ -307,12 +307,11 @@ int ctl_start(struct client *c, struct ctl **out)
 	}
 	if (ctl->fd < 0 && ctl->mfd < 0)
 		goto fail;
-	if ((rc = pthread_create(&ctl->thr, NULL, ctl_main, ctl)) == 0)
-		bg_name(ctl->thr, "control");
-	else {
+	if ((rc = pthread_create(&ctl->thr, NULL, ctl_main, ctl)) != 0) {
 		rc = -rc;
 		goto fail;
 	}
+	bg_name(ctl->thr, "control");
 	*out = ctl;
 	return 0;
 fail:

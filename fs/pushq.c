@@ -65,8 +65,9 @@ struct pushq {
 	uint64_t st_busy, st_unapplied, st_alive;
 	int64_t unapplied_logged_ms; /* the last notice of one (once a minute) */
 
-	/* Frames received on the main connection (pushq_note_rx), outside
-	 * the lock: when the last one came and on which connection; when
+	/* Bytes of large replies received on the main connection
+	 * (pushq_note_rx), outside the lock: when the last came and on
+	 * which connection; when
 	 * the ack thread is due to send again (sent_ms + PUSHQ_ALIVE_MS);
 	 * whether the connection thread woke it for that already. */
 	_Atomic int64_t rx_ms, alive_due_ms;

@@ -217,11 +217,11 @@ int warm_main(int argc, char **argv)
 	scanning(&w, true);
 	atomic_init(&w.next, 0);
 	double t0 = now_s();
-	for (; nthr < WARM_THREADS; nthr++)
+	for (; nthr < WARM_THREADS; nthr++) {
 		if (pthread_create(&thr[nthr], NULL, reader, &w) != 0)
 			break;
-		else
-			bg_name(thr[nthr], "warm");
+		bg_name(thr[nthr], "warm");
+	}
 	if (nthr == 0)
 		reader(&w);
 	double last = now_s();

@@ -156,48 +156,50 @@ static void test_recall_verdict(void)
 }
 
 /* A push held in the session's FIFO (behind the client's own requests in
- * flight) starts its client's wait only when it goes out. */
+ * flight) starts its client's wait only when it goes out. Each case: the
+ * push (number 5) noted at 1000; the client's deadline 30 ms, the cap
+ * 2000 ms; want: the verdict, and *since (BEGAN) or *next (NOT_YET). */
 static void test_held_push_waits_from_its_sending(void)
 {
-	uint64_t since = 0, next = 0;
+	static const struct {
+		bool held;
+		uint64_t sent;
+		bool working;
+		uint64_t flushed, now;
+		enum ackstart want;
+		uint64_t at;
+	} cases[] = {
+		/* Sent at once: the wait began when it was noted. */
+		{ false, 5, false, 0, 1030, ACKSTART_BEGAN, 1000 },
+		/* Still held (4 of 5 written) while the daemon works on its
+		 * requests: the client cannot be late; look again a deadline
+		 * later... */
+		{ true, 4, true, 900, 1030, ACKSTART_NOT_YET, 1060 },
+		{ true, 4, true, 900, 1500, ACKSTART_NOT_YET, 1530 },
+		/* ...never past the cap from when it was noted, where it is
+		 * judged from then. */
+		{ true, 4, true, 900, 2980, ACKSTART_NOT_YET, 3000 },
+		{ true, 4, true, 900, 3000, ACKSTART_BEGAN, 1000 },
+		/* Held by requests the daemon does not run (they wait for
+		 * another client): not the daemon's delay; the wait began when
+		 * noted, and the client is judged by what it sends. */
+		{ true, 4, false, 900, 1030, ACKSTART_BEGAN, 1000 },
+		/* Went out at 1490: a deadline from then. */
+		{ true, 5, true, 1490, 1500, ACKSTART_NOT_YET, 1520 },
+		{ true, 5, false, 1490, 1520, ACKSTART_BEGAN, 1490 },
+		/* A flush from before the wait was noted does not move it
+		 * earlier. */
+		{ true, 7, false, 900, 1030, ACKSTART_BEGAN, 1000 },
+	};
 
-	/* Sent at once: the wait began when it was noted. */
-	CHECK_EQ(acklat_wait_began(false, 5, 5, false, 0, 1000, 1030, 30, 2000, &since, &next),
-		 ACKSTART_BEGAN);
-	CHECK_EQ(since, 1000);
-	/* Still held (4 of 5 written) while the daemon works on its
-	 * requests: the client cannot be late; look again a deadline later. */
-	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 1030, 30, 2000, &since, &next),
-		 ACKSTART_NOT_YET);
-	CHECK_EQ(next, 1060);
-	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 1500, 30, 2000, &since, &next),
-		 ACKSTART_NOT_YET);
-	CHECK_EQ(next, 1530);
-	/* ...never past the cap from when it was noted, where the change
-	 * stops waiting for that client. */
-	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 2980, 30, 2000, &since, &next),
-		 ACKSTART_NOT_YET);
-	CHECK_EQ(next, 3000);
-	CHECK_EQ(acklat_wait_began(true, 5, 4, true, 900, 1000, 3000, 30, 2000, &since, &next),
-		 ACKSTART_BEGAN);
-	CHECK_EQ(since, 1000);
-	/* Held by requests the daemon does not run (they wait for another
-	 * client): that is not the daemon's delay; the wait began when noted,
-	 * and the client is judged by what it sends. */
-	CHECK_EQ(acklat_wait_began(true, 5, 4, false, 900, 1000, 1030, 30, 2000, &since, &next),
-		 ACKSTART_BEGAN);
-	CHECK_EQ(since, 1000);
-	/* Went out at 1490: a deadline from then. */
-	CHECK_EQ(acklat_wait_began(true, 5, 5, true, 1490, 1000, 1500, 30, 2000, &since, &next),
-		 ACKSTART_NOT_YET);
-	CHECK_EQ(next, 1520);
-	CHECK_EQ(acklat_wait_began(true, 5, 5, false, 1490, 1000, 1520, 30, 2000, &since, &next),
-		 ACKSTART_BEGAN);
-	CHECK_EQ(since, 1490);
-	/* A flush from before the wait was noted does not move it earlier. */
-	CHECK_EQ(acklat_wait_began(true, 5, 7, false, 900, 1000, 1030, 30, 2000, &since, &next),
-		 ACKSTART_BEGAN);
-	CHECK_EQ(since, 1000);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t since = 0, next = 0;
+		CHECK_EQ(acklat_wait_began(cases[i].held, 5, cases[i].sent, cases[i].working,
+					   cases[i].flushed, 1000, cases[i].now, 30, 2000, &since,
+					   &next),
+			 cases[i].want);
+		CHECK_EQ(cases[i].want == ACKSTART_BEGAN ? since : next, cases[i].at);
+	}
 }
 
 int main(void)
