@@ -321,7 +321,11 @@ def test_host_reading_through_replies_to_a_push_is_running(env, daemon):
         assert reader.join(60) == size
         assert read_file(b / "f") == b"v5"
         keys, _ = podfsd_status(daemon)
-        assert keys["ack_misses"] == "0" and keys["ack_cutoffs"] == "0", keys
+        # The daemon saw B run while it read (it waited for B again and
+        # again: without B's word, at most once), and never cut it off.
+        # B may still fall behind now and then: its connection thread,
+        # busy handing a reply to the kernel, reads nothing meanwhile.
+        assert int(keys["ack_extended"]) >= 3 and keys["ack_cutoffs"] == "0", keys
     finally:
         if b is not None:
             assert b.umount() is None  # before the relay goes
