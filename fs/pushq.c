@@ -67,9 +67,9 @@ struct pushq {
 
 	/* Bytes of large replies received on the main connection
 	 * (pushq_note_rx), outside the lock: when the last came and on
-	 * which connection; when
-	 * the ack thread is due to send again (sent_ms + PUSHQ_ALIVE_MS);
-	 * whether the connection thread woke it for that already. */
+	 * which connection; when the ack thread is due to send again
+	 * (sent_ms + PUSHQ_ALIVE_MS); whether the connection thread woke it
+	 * for that already. */
 	_Atomic int64_t rx_ms, alive_due_ms;
 	_Atomic uint64_t rx_gen;
 	atomic_bool rx_woke;
