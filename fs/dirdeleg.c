@@ -334,6 +334,7 @@ void dirdeleg_free(struct dirdeleg *d)
 		free(e->slots);
 		free(e);
 	}
+	dd_settle(d, &d->unsettled, false);
 	pthread_cond_destroy(&d->idle);
 	pthread_cond_destroy(&d->slots_came);
 	pthread_mutex_destroy(&d->ask);
@@ -701,25 +702,30 @@ void dirdeleg_drain(struct dirdeleg *d)
 
 void dirdeleg_recall(struct dirdeleg *d)
 {
-	struct madev mv = { 0 };
-
 	pthread_mutex_lock(&d->bg.lock);
-	end_all(d, &mv);
+	end_all(d, &d->unsettled);
 	wait_empty(d);
+	struct madev mv = d->unsettled;
+	d->unsettled = (struct madev){ 0 };
 	pthread_mutex_unlock(&d->bg.lock);
 	/* The other host sees what this one wrote to the files it made,
-	 * whose close did not wait. */
+	 * whose close did not wait: also those of delegations a lost
+	 * connection ended here, which the daemon's session kept. (Their
+	 * recall once came right after the reconnect and was acknowledged
+	 * before those writes, sent again, were answered: the other host
+	 * read an empty file.) */
 	dd_settle(d, &mv, true);
 }
 
 void dirdeleg_reconnected(struct dirdeleg *d)
 {
-	struct madev mv = { 0 };
-
+	/* The connection thread: the writes are sent again once it is back,
+	 * and the next RECALL waits for them. Those done since the last
+	 * reconnect are let go. */
 	pthread_mutex_lock(&d->bg.lock);
-	end_all(d, &mv);
+	dd_prune_unsettled(d);
+	end_all(d, &d->unsettled);
 	pthread_mutex_unlock(&d->bg.lock);
-	dd_settle(d, &mv, false);
 }
 
 void dirdeleg_get_stats(struct dirdeleg *d, struct dirdeleg_stats *st)

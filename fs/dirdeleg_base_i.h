@@ -138,6 +138,10 @@ struct dirdeleg {
 	bool no_batch;              /* the daemon does not know UNLINKS (ENOSYS) */
 	bool no_slots;              /* nor SLOTS (ENOSYS) */
 	bool started;               /* the senders run (dirdeleg_start) */
+	/* Files made under delegations a lost connection ended here: the
+	 * daemon's session may still hold them (it resumes), and its RECALL
+	 * must then wait for their writes, sent again after the reconnect. */
+	struct madev unsettled;
 	struct dirdeleg_stats st;
 };
 
@@ -178,12 +182,14 @@ int dd_make_again(struct dirdeleg *d, struct ditem *it, const struct pfs_setattr
  * covered. On ENOMEM the rest are let go unwaited (logged). */
 void dd_take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv);
 /* The end of a delegation for the files in mv (bg.lock not held): waits
- * for their writes and ends their attribute delegations (wait; not after
- * a reconnect, where they are sent again anyway), and lets them go. */
+ * for their writes and ends their attribute delegations (wait), and lets
+ * them go. */
 void dd_settle(struct dirdeleg *d, struct madev *mv, bool wait);
 /* Drops from e's made files those write-behind and the attribute
  * delegations hold nothing for (bg.lock held). */
 void dd_prune_made(struct dirdeleg *d, struct ddir *e);
+/* The same for d->unsettled (bg.lock held). */
+void dd_prune_unsettled(struct dirdeleg *d);
 /* A SLOTS for dir (held) by cr, kept if dir is still held as of ended
  * (end_all calls). d->ask held. */
 void dd_get_slots(struct dirdeleg *d, struct inode *dir, const struct pfs_creds *cr,

@@ -293,7 +293,8 @@ void dirdeleg_drain(struct dirdeleg *d);
  * queue is empty. */
 void dirdeleg_recall(struct dirdeleg *d);
 /* The connection went down or came back: every delegation ends (no
- * wait: connection thread). */
+ * wait: connection thread); the next RECALL waits for the writes of the
+ * files made under them. */
 void dirdeleg_reconnected(struct dirdeleg *d);
 void dirdeleg_get_stats(struct dirdeleg *d, struct dirdeleg_stats *st);
 

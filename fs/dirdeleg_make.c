@@ -57,8 +57,9 @@ void dd_take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv)
 }
 
 /* The end of a delegation: waits for the writes of the files made under
- * it (wait; not after a reconnect, where they are sent again anyway),
- * and lets them go. bg.lock not held. */
+ * it (wait; not on the connection thread after a reconnect: those go to
+ * d->unsettled, which the next RECALL waits for), and lets them go.
+ * bg.lock not held. */
 void dd_settle(struct dirdeleg *d, struct madev *mv, bool wait)
 {
 	for (size_t i = 0; i < mv->n; i++) {
@@ -97,6 +98,21 @@ void dd_prune_made(struct dirdeleg *d, struct ddir *e)
 		inode_forget(d->c->it, ip, 1);
 	}
 	e->nmade = k;
+}
+
+void dd_prune_unsettled(struct dirdeleg *d)
+{
+	struct madev *mv = &d->unsettled;
+	size_t k = 0;
+
+	for (size_t i = 0; i < mv->n; i++) {
+		struct inode *ip = mv->v[i];
+		if (wb_holds(d->c->wb, ip) || (d->c->dl && deleg_has(d->c->dl, ip)))
+			mv->v[k++] = ip;
+		else
+			inode_forget(d->c->it, ip, 1);
+	}
+	mv->n = k;
 }
 
 /* A file made here whose close did not wait for its writes has no

@@ -591,10 +591,10 @@ static void finish(struct client *c)
 	ctl_stop(c->ctl);
 	c->ctl = NULL;
 	rpc_closing(c->rpc);
-	/* Every file is closed: nothing is pending; the writer threads end. */
+	/* Every file is closed: nothing is pending. Write-behind itself
+	 * stays until client_free: a RECALL (push thread) or a disconnect
+	 * (connection thread) until transport_stop still asks it. */
 	wb_commit_all(c->wb);
-	wb_free(c->wb);
-	c->wb = NULL;
 	/* And the unlinks answered under a directory delegation. */
 	dirdeleg_stop(c->dd);
 	finish_step("committing held writes and unlinks", &t);
