@@ -4,8 +4,9 @@ harness/, small utilities for the tests in helpers.py.
 
 Per test (STYLE.md section 7):
   * `env`: a private directory /tmp/podfs-tests/<test>-XXXX with export/,
-    mnt/, logs/ and a fresh pod key (podfsd --genkey). It owns every process,
-    mount and network namespace the test starts, and tears them all down.
+    mnt/, logs/ and a pod key (podfsd --genkey's, made once per pytest run).
+    It owns every process, mount and network namespace the test starts, and
+    tears them all down.
   * `daemon`: podfsd on 127.0.0.1 port 0 (the port is read from --port-file
     with a deadline; a daemon that dies at start fails the test at once with
     its stderr). PODFS_TEST_DAEMON=host:port reuses an external daemon

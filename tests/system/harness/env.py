@@ -19,6 +19,24 @@ from .sanitizers import scan_logs
 from .settings import TEST_ROOT
 
 
+_KEY = []  # this pytest run's pod key, made once (see Env.make_key)
+
+
+def _pod_key():
+    """A pod key made by podfsd --genkey, once per pytest run: under the
+    sanitizers a podfsd costs about 60 ms of CPU, about 30 s of the
+    suite's if every test made its own. Tests that need keys of their
+    own (another pod's, a wrong one) still make them (Env.genkey)."""
+    if not _KEY:
+        d = Path(tempfile.mkdtemp(prefix="key-", dir=TEST_ROOT))
+        try:
+            run([PODFSD, "--genkey", d / "pod.key"], timeout=30)
+            _KEY.append((d / "pod.key").read_bytes())
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return _KEY[0]
+
+
 class Env:
     def __init__(self, name):
         TEST_ROOT.mkdir(parents=True, exist_ok=True)
@@ -42,14 +60,17 @@ class Env:
         self.plaintext = False  # daemons --allow-plaintext (the plaintext marker)
 
     def make_key(self):
-        """A fresh pod key at self.key; with PODFS_TEST_DAEMON, the external
-        daemon's key (PODFS_TEST_KEY) and export (PODFS_TEST_EXPORT)
-        instead, as tests check results in self.export."""
+        """The run's pod key (_pod_key) at self.key; with
+        PODFS_TEST_DAEMON, the external daemon's key (PODFS_TEST_KEY) and
+        export (PODFS_TEST_EXPORT) instead, as tests check results in
+        self.export."""
         if os.environ.get("PODFS_TEST_DAEMON"):
             self.key = Path(os.environ.get("PODFS_TEST_KEY", ""))
             self.export = Path(os.environ.get("PODFS_TEST_EXPORT", self.export))
         else:
-            self.genkey(self.key)
+            fd = os.open(self.key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(_pod_key())
 
     def genkey(self, path):
         run([PODFSD, "--genkey", path], timeout=30)
