@@ -57,9 +57,9 @@ void dd_take_made(struct dirdeleg *d, struct ddir *e, struct madev *mv)
 }
 
 /* The end of a delegation: waits for the writes of the files made under
- * it (wait; not on the connection thread after a reconnect: those go to
- * d->unsettled, which the next RECALL waits for), and lets them go.
- * bg.lock not held. */
+ * it (wait: not when the client is freed), and lets them go. (After a
+ * reconnect, on the connection thread, nothing waits: those files go to
+ * d->unsettled, which the next RECALL settles.) bg.lock not held. */
 void dd_settle(struct dirdeleg *d, struct madev *mv, bool wait)
 {
 	for (size_t i = 0; i < mv->n; i++) {
