@@ -79,6 +79,13 @@ void dd_settle(struct dirdeleg *d, struct madev *mv, bool wait)
 	mv->n = mv->cap = 0;
 }
 
+/* Still writing, or attributes answered here not sent: a made file the
+ * end of its delegation must wait for. */
+static bool still_unsettled(struct dirdeleg *d, struct inode *ip)
+{
+	return wb_holds(d->c->wb, ip) || (d->c->dl && deleg_has(d->c->dl, ip));
+}
+
 /* Drops from e's made files those write-behind and the attribute
  * delegations hold nothing for: a close of them waits for its writes
  * again (bg.lock held). */
@@ -89,8 +96,7 @@ void dd_prune_made(struct dirdeleg *d, struct ddir *e)
 	for (unsigned i = 0; i < e->nmade; i++) {
 		struct inode *ip = e->made[i];
 		atomic_store(&ip->dd_cover, 0);
-		/* Still writing, or attributes answered here not sent: covered. */
-		if (wb_holds(d->c->wb, ip) || (d->c->dl && deleg_has(d->c->dl, ip))) {
+		if (still_unsettled(d, ip)) {
 			atomic_store(&ip->dd_cover, e->grant);
 			e->made[k++] = ip;
 			continue;
@@ -107,7 +113,7 @@ void dd_prune_unsettled(struct dirdeleg *d)
 
 	for (size_t i = 0; i < mv->n; i++) {
 		struct inode *ip = mv->v[i];
-		if (wb_holds(d->c->wb, ip) || (d->c->dl && deleg_has(d->c->dl, ip)))
+		if (still_unsettled(d, ip))
 			mv->v[k++] = ip;
 		else
 			inode_forget(d->c->it, ip, 1);

@@ -40,16 +40,18 @@ def _stopped_for(proc, seconds):
         proc.send(signal.SIGCONT)
 
 
-def _held_file(pod, top="x", size=200_000):
+def _held_file(pod, top="x", size=200_000, before_create=None):
     """Makes top beside podfs (so no host holds it: a mkdir by a host
     would hand it the new directory) and top/d on A, which holds it from
-    its mkdir on; A makes top/d/big there, answered by A itself, and
-    closes it. Returns its data."""
+    its mkdir on; calls before_create, if given; A makes top/d/big there,
+    answered by A itself, and closes it. Returns its data."""
     os.mkdir(pod.export / top)
     # A change beside podfs reaches the hosts a moment later (fanotify).
     wait_for(lambda: (pod.a / top).is_dir(), timeout=10, what=f"A to see {top}")
     os.mkdir(pod.a / top / "d")
     hold(pod.a, f"{top}/d")
+    if before_create:
+        before_create()
     before = creates_on(pod.a)
     data = os.urandom(size)
     create(pod.a / top / "d" / "big", data)
@@ -142,17 +144,12 @@ def test_a_holders_creates_and_writes_lost_with_its_connection_are_waited_for(en
         a = env.mount(relay.via(daemon), opts=OPTS)
         b = env.mount(daemon, path=env.root / "mnt-b")
         pod = types.SimpleNamespace(export=env.export, a=a, b=b, daemon=daemon)
-        os.mkdir(env.export / "x")
-        wait_for(lambda: (a / "x").is_dir(), timeout=10, what="A to see x")
-        os.mkdir(a / "x" / "d")
-        hold(a, "x/d")
-        fsync_dir(a / "x" / "d")
-        relay.hold_up()
-        before = creates_on(a)
+
+        def hold_up():
+            fsync_dir(a / "x" / "d")  # what hold() made is on podfsd
+            relay.hold_up()
         n = 16 << 20  # its writes take a while: B looks meanwhile
-        data = os.urandom(n)
-        create(a / "x" / "d" / "big", data)
-        assert creates_on(a) == before + 1  # answered by A
+        data = _held_file(pod, size=n, before_create=hold_up)
         with _stopped_for(a.proc, 0.6):
             relay.cut()  # what A sent since hold_up is lost
             relay.release_up()

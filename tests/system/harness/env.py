@@ -3,6 +3,7 @@ with export/, mnt/, logs/ and a pod key, and every process, mount and
 network namespace the test started, all torn down at its end.
 """
 
+import functools
 import os
 import re
 import shutil
@@ -19,22 +20,18 @@ from .sanitizers import scan_logs
 from .settings import TEST_ROOT
 
 
-_KEY = []  # this pytest run's pod key, made once (see Env.make_key)
-
-
+@functools.lru_cache(maxsize=None)
 def _pod_key():
     """A pod key made by podfsd --genkey, once per pytest run: under the
     sanitizers a podfsd costs about 60 ms of CPU, about 30 s of the
     suite's if every test made its own. Tests that need keys of their
     own (another pod's, a wrong one) still make them (Env.genkey)."""
-    if not _KEY:
-        d = Path(tempfile.mkdtemp(prefix="key-", dir=TEST_ROOT))
-        try:
-            run([PODFSD, "--genkey", d / "pod.key"], timeout=30)
-            _KEY.append((d / "pod.key").read_bytes())
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-    return _KEY[0]
+    d = Path(tempfile.mkdtemp(prefix="key-", dir=TEST_ROOT))
+    try:
+        run([PODFSD, "--genkey", d / "pod.key"], timeout=30)
+        return (d / "pod.key").read_bytes()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 class Env:
