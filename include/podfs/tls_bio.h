@@ -5,7 +5,10 @@
  * A memory BIO costs two extra passes over every byte: ciphertext that
  * arrived is copied into it before SSL_read copies it again into the
  * record buffer, and ciphertext SSL_write made is copied into it and
- * copied out again before it reaches the socket. This BIO behaves as a
+ * copied out again before it reaches the socket. This one takes the
+ * written bytes without a copy, reads a lent buffer in place, and
+ * receives from a socket itself (one copy, out of the queue, for all but
+ * the record asked for). This BIO behaves as a
  * memory BIO for everything OpenSSL does with it (BIO_write appends,
  * BIO_read consumes, an empty BIO asks to retry, BIO_pending counts), and
  * its owner can besides:
@@ -18,11 +21,11 @@
  *   long as the owner's buffer is valid: what SSL_read did not consume is
  *   kept by copying (pfs_tls_bio_keep) before the loan ends;
  * * let it read from a socket itself (pfs_tls_bio_set_fd): once it holds
- *   nothing, a read is one recvmsg(2) with MSG_DONTWAIT straight into
- *   OpenSSL's record buffer, of what was asked plus the next record's
- *   header into the BIO (OpenSSL asks for a record's header, then its
- *   body: so a body and the next header take one call and no copy);
- *   "would block" is a retry (the caller waits for the socket, e.g.
+ *   nothing, a read is one recvmsg(2) with MSG_DONTWAIT of what was asked
+ *   straight into OpenSSL's record buffer, and of up to 256 KiB that
+ *   follow it into the BIO (the next records, served from there: a call
+ *   per 16 KiB record cost more than copying them once); "would block"
+ *   is a retry (the caller waits for the socket, e.g.
  *   poll(2), and calls SSL_read again), the end of the stream and errors
  *   are remembered (pfs_tls_bio_status) so that the caller can tell them
  *   from a TLS failure.
@@ -63,8 +66,9 @@ void pfs_tls_bio_lend(BIO *b, const void *p, size_t n);
 int pfs_tls_bio_keep(BIO *b);
 
 /* Once b holds nothing (no queued bytes, no loan), reads go to the
- * socket fd (recv with MSG_DONTWAIT), adding the bytes received to
- * *count (may be NULL). fd -1: no socket (the default). */
+ * socket fd (recvmsg with MSG_DONTWAIT; what it brought beyond the read
+ * is queued in b), adding the bytes received to *count (may be NULL).
+ * fd -1: no socket (the default). */
 void pfs_tls_bio_set_fd(BIO *b, int fd, _Atomic uint64_t *count);
 /* What the socket said last: 0 (nothing final yet), 1 the peer ended the
  * stream (recv returned 0), or -errno (a receive error). */
