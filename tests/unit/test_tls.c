@@ -3,7 +3,9 @@
  * from a frame by the first bytes, and whole handshakes between a client
  * and a server context in memory (no socket): same key, another key;
  * and by certificate (made here: a CA, a server certificate, an
- * impostor's): the name, the CA, a server without one, the key file.
+ * impostor's): the name, the CA, a server without one, the key file;
+ * and a stream of records read from a socket by the client's BIO, which
+ * reads ahead of the record asked for (tls_bio.h).
  */
 #include <errno.h>
 #include <openssl/err.h>
@@ -13,12 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "podfs/frame.h"
 #include "podfs/tls.h"
+#include "podfs/tls_bio.h"
 
 static void test_psk(void)
 {
@@ -350,11 +354,105 @@ static void test_certificates(void)
 	rmdir(dir);
 }
 
+/* The client's read BIO takes its bytes from a socket (as podfs's
+ * stream does): the server sends 3 MiB of plaintext in writes of many
+ * sizes (records of 1 byte to 16 KiB), the ciphertext goes through a
+ * socketpair in pieces of other sizes, and the client reads it with
+ * SSL_read calls of yet others. Every byte arrives once, in order; the
+ * BIO counts each byte received once, held more than a record at times
+ * (it read ahead), and holds nothing at the end. */
+static void test_socket_stream(void)
+{
+	char err[128];
+	uint8_t key[PFS_KEY_LEN];
+	SSL_CTX *cc, *sc;
+	BIO *cr, *cw, *sr, *sw;
+	SSL *c, *s;
+	int sv[2];
+	enum { TOTAL = 3 << 20 };
+	uint8_t *plain = malloc(TOTAL), *got = malloc(TOTAL), *cbuf = malloc(1 << 20);
+	_Atomic uint64_t count = 0;
+	size_t sent = 0, recvd = 0, cipher_total = 0, cipher_off = 0, cipher_len = 0;
+	size_t most_queued = 0;
+	uint32_t x = 12345;
+
+	memset(key, 7, sizeof(key));
+	cc = pfs_tls_ctx_new(false, key, err, sizeof(err));
+	sc = pfs_tls_ctx_new(true, key, err, sizeof(err));
+	if (!CHECK(cc && sc && plain && got && cbuf) ||
+	    !CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0))
+		return;
+	for (size_t i = 0; i < TOTAL; i++)
+		plain[i] = (uint8_t)(i * 131 + (i >> 12));
+	c = pfs_tls_new(cc, &cr, &cw);
+	s = pfs_tls_new(sc, &sr, &sw);
+	if (!CHECK(c && s) || !CHECK(drive(c, s, cr, cw, sr, sw)))
+		goto out;
+	pfs_tls_bio_set_fd(cr, sv[0], &count);
+	for (int rounds = 0; recvd < TOTAL && rounds < 100000; rounds++) {
+		x = x * 1103515245 + 12345;
+		/* The server encrypts a piece when its ciphertext is out. */
+		if (cipher_off == cipher_len && sent < TOTAL) {
+			size_t n = 1 + (x >> 8) % 40000;
+			if (n > TOTAL - sent)
+				n = TOTAL - sent;
+			CHECK_EQ(SSL_write(s, plain + sent, (int)n), (int)n);
+			sent += n;
+			int k = BIO_read(sw, cbuf, 1 << 20);
+			cipher_off = 0;
+			cipher_len = k > 0 ? (size_t)k : 0;
+			cipher_total += cipher_len;
+		}
+		/* The wire takes some of it. */
+		if (cipher_off < cipher_len) {
+			size_t n = 1 + (x >> 4) % 70000;
+			if (n > cipher_len - cipher_off)
+				n = cipher_len - cipher_off;
+			ssize_t w = send(sv[1], cbuf + cipher_off, n, MSG_DONTWAIT);
+			if (w > 0)
+				cipher_off += (size_t)w;
+		}
+		/* The client reads what it can. */
+		for (;;) {
+			size_t n = 1 + (x >> 12) % 300000;
+			if (n > TOTAL - recvd)
+				n = TOTAL - recvd;
+			if (n == 0)
+				break;
+			int k = SSL_read(c, got + recvd, (int)n);
+			if (k <= 0) {
+				CHECK_EQ(SSL_get_error(c, k), SSL_ERROR_WANT_READ);
+				break;
+			}
+			recvd += (size_t)k;
+			if ((size_t)BIO_pending(cr) > most_queued)
+				most_queued = (size_t)BIO_pending(cr);
+		}
+	}
+	CHECK_EQ(recvd, (size_t)TOTAL);
+	CHECK_EQ(memcmp(got, plain, TOTAL), 0);
+	CHECK_EQ(BIO_pending(cr), 0);
+	CHECK_EQ(count, cipher_total);
+	/* It did read ahead: more than a whole record waited in the BIO. */
+	CHECK(most_queued > 16384 + 5);
+out:
+	close(sv[0]);
+	close(sv[1]);
+	SSL_free(c);
+	SSL_free(s);
+	pfs_tls_ctx_free(cc);
+	pfs_tls_ctx_free(sc);
+	free(plain);
+	free(got);
+	free(cbuf);
+}
+
 int main(void)
 {
 	test_psk();
 	test_sniff();
 	test_handshakes();
 	test_certificates();
+	test_socket_stream();
 	return check_done("test_tls");
 }
