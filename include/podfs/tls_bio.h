@@ -1,14 +1,11 @@
 /* tls_bio.h: the BIO under podfs's SSL objects (lib/tls_bio.c): a byte
- * queue like OpenSSL's memory BIO, with the copies taken out of the bulk
- * paths.
+ * queue like OpenSSL's memory BIO, with fewer copies and system calls on
+ * the bulk paths.
  *
  * A memory BIO costs two extra passes over every byte: ciphertext that
  * arrived is copied into it before SSL_read copies it again into the
  * record buffer, and ciphertext SSL_write made is copied into it and
- * copied out again before it reaches the socket. This one takes the
- * written bytes without a copy, reads a lent buffer in place, and
- * receives from a socket itself (one copy, out of the queue, for all but
- * the record asked for). This BIO behaves as a
+ * copied out again before it reaches the socket. This BIO behaves as a
  * memory BIO for everything OpenSSL does with it (BIO_write appends,
  * BIO_read consumes, an empty BIO asks to retry, BIO_pending counts), and
  * its owner can besides:
@@ -25,14 +22,15 @@
  *   straight into OpenSSL's record buffer, and of up to 256 KiB that
  *   follow it into the BIO (the next records, served from there: a call
  *   per 16 KiB record cost more than copying them once); "would block"
- *   is a retry (the caller waits for the socket, e.g.
- *   poll(2), and calls SSL_read again), the end of the stream and errors
+ *   is a retry (the caller waits for the socket, e.g. poll(2), and
+ *   calls SSL_read again), the end of the stream and errors
  *   are remembered (pfs_tls_bio_status) so that the caller can tell them
  *   from a TLS failure.
  *
  * A BIO is used by one thread at a time (its SSL object's rule). Memory:
  * the written queue grows as needed (realloc; geometric), the read queue
- * holds what a loan left and what BIO_write put in.
+ * holds what a loan left, what BIO_write put in, and what a socket read
+ * brought ahead (a 256 KiB buffer, kept for the next reads).
  */
 #ifndef PODFS_TLS_BIO_H
 #define PODFS_TLS_BIO_H
