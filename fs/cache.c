@@ -43,6 +43,10 @@ struct cache {
 	int64_t forget_since_ms;
 	bool reval_pending;
 	bool recover_pending; /* the server's handles changed: recover.c first */
+
+	/* Drops of the main connection, and how many of them a revalidation
+	 * had seen when it ended (cache_current). */
+	_Atomic uint64_t down_gen, reval_gen;
 };
 
 int cache_new(struct client *c, struct cache **out)
@@ -236,6 +240,8 @@ static void revalidate_all(struct cache *k)
 	size_t n = 0;
 	size_t cap = (size_t)PFS_BATCH_MAX * (PFS_FH_MAX + 1 + 32) + 64;
 	uint8_t *items = NULL, *req = NULL;
+	/* The drops this revalidation covers: those before it began. */
+	uint64_t gen = atomic_load(&k->down_gen);
 
 	/* Replies in flight may predate lost pushes. */
 	gate_note_all(c->gate);
@@ -312,6 +318,7 @@ out:
 	free(v);
 	free(items);
 	free(req);
+	atomic_store(&k->reval_gen, gen);
 }
 
 void cache_handles_changed(struct cache *k)
@@ -321,6 +328,16 @@ void cache_handles_changed(struct cache *k)
 	k->reval_pending = true;
 	bg_wake(&k->bg);
 	pthread_mutex_unlock(&k->bg.lock);
+}
+
+void cache_disconnected(struct cache *k)
+{
+	atomic_fetch_add(&k->down_gen, 1);
+}
+
+bool cache_current(struct cache *k)
+{
+	return atomic_load(&k->reval_gen) == atomic_load(&k->down_gen);
 }
 
 void cache_reconnected(struct cache *k)

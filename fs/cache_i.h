@@ -51,10 +51,17 @@ void cache_free(struct cache *k);
  * held. */
 void cache_forget_cb(void *arg, const struct pfs_fh *fh, const struct inode_listed *where);
 
+/* The main connection dropped: pushes may be lost from now until the
+ * revalidation after the reconnect ends (cache_current). Any thread. */
+void cache_disconnected(struct cache *k);
 /* A connection came up again after a drop: only queues the revalidation
  * for the background thread (never blocks; the connection thread calls
  * it). */
 void cache_reconnected(struct cache *k);
+/* True unless the main connection dropped since the last revalidation
+ * ended: the kernel's caches may then hold what another host changed
+ * meanwhile (ops_opendir then drops a directory's cached listing). */
+bool cache_current(struct cache *k);
 /* The reconnect found the server's handles changed (fhmap_i.h): the
  * cache thread finds the cached objects again by name (recover.c), then
  * revalidates. Any thread. */

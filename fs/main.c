@@ -182,6 +182,8 @@ static void tr_down_cb(void *arg, unsigned chan)
 	 * answered GETATTR, trust_i.h). */
 	if (chan == 0 && c->gate)
 		gate_note_all(c->gate);
+	if (chan == 0 && c->cache)
+		cache_disconnected(c->cache);
 	/* Nor is anything answered under a delegation any more (deleg_i.h). */
 	if (chan == 0 && c->dl)
 		deleg_reconnected(c->dl);

@@ -72,9 +72,11 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 reply:
 	/* The server pushes an invalidation of the directory on every
 	 * change, which drops the kernel's cached listing. This kernel
-	 * drops cache_readdir at every opendir unless keep_cache is set too. */
+	 * drops cache_readdir at every opendir unless keep_cache is set too:
+	 * it is not between a drop of the connection, which may have lost
+	 * pushes, and the end of the revalidation after it. */
 	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
+	fi->keep_cache = !c->cache || cache_current(c->cache);
 	fi->fh = (uint64_t)(uintptr_t)of;
 	if (fuse_reply_open(req, fi) != 0) {
 		ofile_release(of, req, PFS_OP_RELEASEDIR);

@@ -174,6 +174,41 @@ def test_own_write_racing_a_late_push_is_never_cached_stale(env, daemon, mount):
         relay.close()
 
 
+
+def test_listing_after_a_reconnect_shows_what_changed_meanwhile(env, daemon, mount):
+    """A's connection (through a relay) drops and its reconnect is held;
+    meanwhile B removes one name and adds another in a directory whose
+    listing A's kernel caches (pushes to A are lost: it has no
+    connection). A's listing, asked while it is away, is answered once it
+    is back: with the names as they are, not the kernel's cached listing
+    (an opendir keeps that only once the revalidation after a drop has
+    ended: docs/coherence.md, "Reconnect: revalidation")."""
+    relay = DelayRelay((daemon.host, daemon.port), 0)
+    a = None
+    try:
+        b = mount()
+        a = mount(relay.via(daemon), path=env.root / "mnt-a")
+        os.mkdir(b / "d")
+        for n in ("x", "y"):
+            write_file(b / "d" / n, b"1")
+        for _ in range(2):  # the second is answered from the kernel's cache
+            assert sorted(os.listdir(a / "d")) == ["x", "y"]
+        relay.hold_up()  # A's handshake waits: it stays away
+        relay.cut()
+        wait_for(lambda: "connection to" in a.proc.output(), 10,
+                 what="A to see its connection drop")
+        os.unlink(b / "d" / "x")
+        write_file(b / "d" / "z", b"2")
+        w = Worker(lambda: sorted(os.listdir(a / "d")))
+        time.sleep(0.3)  # the listing waits for the connection
+        relay.release_up()
+        assert w.join(30) == ["y", "z"], "A listed the directory as it was before the drop"
+    finally:
+        relay.release_up()
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay.close()
+
 @pytest.mark.netns
 def test_acks_do_not_deadlock_two_writers(env):
     """Two hosts writing the same file at once: each write's reply waits
