@@ -77,8 +77,9 @@ static int write_ex_cb(BIO *b, const char *in, size_t n, size_t *written)
  * into out, and of what follows them in the stream, up to
  * PFS_TLS_BIO_AHEAD, into the queue. OpenSSL reads a record as its 5-byte
  * header, then its body; so the body it asked for comes with no copy, and
- * the records after it without a call of their own. Returns the bytes put at out (> 0), 0 if none came
- * (t->status says why if it was not "would block"). */
+ * the records after it without a call of their own. Returns the bytes
+ * put at out (> 0), 0 if none came (t->status says why if it was not
+ * "would block"). */
 static size_t from_socket(struct tbio *t, char *out, size_t n)
 {
 	struct iovec iov[2] = { { out, n }, { NULL, 0 } };
