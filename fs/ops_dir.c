@@ -76,7 +76,7 @@ reply:
 	 * it is not between a drop of the connection, which may have lost
 	 * pushes, and the end of the revalidation after it. */
 	fi->cache_readdir = 1;
-	fi->keep_cache = !c->cache || cache_current(c->cache);
+	fi->keep_cache = cache_current(c->cache);
 	fi->fh = (uint64_t)(uintptr_t)of;
 	if (fuse_reply_open(req, fi) != 0) {
 		ofile_release(of, req, PFS_OP_RELEASEDIR);

@@ -174,7 +174,6 @@ def test_own_write_racing_a_late_push_is_never_cached_stale(env, daemon, mount):
         relay.close()
 
 
-
 def test_listing_after_a_reconnect_shows_what_changed_meanwhile(env, daemon, mount):
     """A's connection (through a relay) drops and its reconnect is held;
     meanwhile B removes one name and adds another in a directory whose
@@ -208,6 +207,7 @@ def test_listing_after_a_reconnect_shows_what_changed_meanwhile(env, daemon, mou
         if a is not None:
             assert a.umount() is None  # before the relay goes
         relay.close()
+
 
 @pytest.mark.netns
 def test_acks_do_not_deadlock_two_writers(env):
