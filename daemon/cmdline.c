@@ -66,6 +66,10 @@ static const char usage_text[] =
 	"  --grace SECONDS      after a restart, grant only lock reclaims this long, or\n"
 	"                       until every client that held locks came back (default\n"
 	"                       30, 0..600; no grace period when nobody held locks)\n"
+	"  --revalidate-wait SECONDS\n"
+	"                       after a restart, a change waits this long at most for\n"
+	"                       the clients of the instance before to revalidate what\n"
+	"                       they cache (default 10, 0..600; 0: no wait)\n"
 	"  --ack-timeout MS     a change waits at least this long for another client to\n"
 	"                       acknowledge its invalidation (default "
 	STRINGIFY(PFSD_ACK_TIMEOUT_MS) ", 1.." STRINGIFY(PFSD_ACK_WAIT_MS) "; more\n"
@@ -269,6 +273,7 @@ static const struct optdef optdefs[] = {
 	UINT("lease", lease, 0, 86400 * 365),
 	UINT("lock-lease", lock_lease, 0, 86400 * 365),
 	UINT("grace", grace, 0, PFSD_GRACE_MAX),
+	UINT("revalidate-wait", reval_wait, 0, PFSD_REVAL_WAIT_MAX),
 	UINT("ack-timeout", ack_timeout, 1, PFSD_ACK_WAIT_MS),
 	UINT("recall-timeout", recall_timeout, 1, PFSD_RECALL_WAIT_MS),
 	FUNC("lz4", required_argument, set_lz4),
@@ -313,6 +318,7 @@ void parse_args(struct pfsd_opts *o, int argc, char **argv)
 	o->lease = 60;
 	o->lock_lease = 15;
 	o->grace = 30;
+	o->reval_wait = 10;
 	o->peer_min = 64ull << 20;
 	o->peer_chunk = 4ull << 20;
 	o->ack_timeout = PFSD_ACK_TIMEOUT_MS;

@@ -322,6 +322,15 @@ void conn_req_drop(struct conn *c, size_t acct)
 	conn_flow(c);
 }
 
+void conn_req_shrink(struct conn *c, size_t *acct, size_t keep)
+{
+	if (*acct <= keep)
+		return;
+	settle(c, *acct - keep, false);
+	*acct = keep;
+	conn_flow(c);
+}
+
 /* --- writing --- */
 
 /* Notes the bytes of c not sent yet, libuv's write queue and the

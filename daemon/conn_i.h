@@ -114,6 +114,9 @@ struct conn {
 	/* Reply bytes written but not sent yet (loop writes, workers read):
 	 * LZ4 only while the link is backed up (link.h). */
 	_Atomic size_t backlog;
+	/* A REVALIDATE came on it (workers): its REVALIDATED then counts
+	 * (dispatch_dirs.c). */
+	atomic_bool revalidated;
 	conn_frame_cb frame_cb;
 	conn_close_cb close_cb;
 	conn_deadline_cb deadline_cb;
@@ -248,6 +251,10 @@ void conn_charge(struct conn *c, size_t n);
 /* A request of conn_req_add (acct as there) ends without a reply. Updates
  * reading. */
 void conn_req_drop(struct conn *c, size_t acct);
+/* A request of conn_req_add now holds only keep bytes (its reply, held
+ * back: server.c): *acct becomes keep if it was more, the rest is let go.
+ * Updates reading. */
+void conn_req_shrink(struct conn *c, size_t *acct, size_t keep);
 
 /* Queues the reply f of a request of c (conn_req_add with acct), taking
  * f->own. Dropped (and f->own freed) if c is closing; a failing write

@@ -106,6 +106,7 @@ static const struct handler handlers[PFS_OP_MAX] = {
 	[PFS_OP_UNLOCK_OWNER] = { op_unlock_owner, AS_ROOT(UNLOCK_OWNER, fh) },
 	[PFS_OP_LSEEK]        = { op_lseek, AS_CALLER(LSEEK, fh) },
 	[PFS_OP_REVALIDATE]   = { op_revalidate, PLAIN(REVALIDATE) },
+	[PFS_OP_REVALIDATED]  = { op_revalidated, PLAIN(REVALIDATED) },
 	[PFS_OP_LOOKUP_DATA]  = { op_lookup_data, AS_CALLER(LOOKUP_DATA, parent), .note = true },
 	[PFS_OP_DELEG_DIR]    = { op_deleg_dir, AS_CALLER(DELEG_DIR, fh) },
 	[PFS_OP_DELEG_RETURN] = { op_deleg_return, PLAIN(DELEG_RETURN) },

@@ -1,14 +1,17 @@
 /* dispatch_dirs.c: the handlers of directory listings and of the
- * caching requests (READDIR, LISTDIR, REVALIDATE), and the worker's half
- * of AUTH. Worker threads (see op_i.h). */
+ * caching requests (READDIR, LISTDIR, REVALIDATE, REVALIDATED), and the
+ * worker's half of AUTH. Worker threads (see op_i.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "op_i.h"
+#include "podfs/log.h"
 #include "podfs/xalloc.h"
 #include "pfsd_i.h"
+#include "revalhold_i.h"
+#include "session_i.h"
 
 int op_readdir(struct op *o)
 {
@@ -288,6 +291,7 @@ int op_revalidate(struct op *o)
 	size_t at;
 	int ret;
 
+	atomic_store(&o->r->c->revalidated, true);
 	/* Validate and count first: nothing is registered for a bad list. */
 	pfs_rd_init(&rd, m->items.p, m->items.len);
 	while ((ret = pfs_dec_reval_item(&rd, &it)) == 1)
@@ -310,6 +314,26 @@ int op_revalidate(struct op *o)
 	return pfs_bytes_close(&o->w, at) < 0 ? -EIO : 0;
 }
 
+/* REVALIDATED: the client's revalidation after a reconnect is over; a
+ * hold after a restart may end (revalhold_i.h; server.c lets the replies
+ * it held go). It counts only if its REVALIDATEs came on this connection:
+ * one sent after a revalidation whose connection then dropped is resent
+ * on the next, before the revalidation that must follow (podfs runs them
+ * one after the other), and registered nothing here. */
+int op_revalidated(struct op *o)
+{
+	const struct pfs_revalidated_req *m = &o->m.revalidated_req;
+	struct session *s = o->r->s;
+
+	if (m->items && !atomic_load(&o->r->c->revalidated)) {
+		pfs_debug("conn %llu: REVALIDATED without a REVALIDATE on it: not counted",
+			  (unsigned long long)o->r->c->id);
+		return 0;
+	}
+	revalhold_done(o->d->rh, s->client_id, s->host, m->items, m->changed);
+	return 0;
+}
+
 /* The AUTH reply, once the loop accepted the client's proof: the root's
  * handle and attributes (a disk operation) and the session's flags. */
 int op_auth(struct op *o)
@@ -317,6 +341,10 @@ int op_auth(struct op *o)
 	struct pfs_auth_rep rep;
 	int ret;
 
+	/* On the list of sessions before the client can cache anything: a
+	 * restart then waits for it to revalidate (revalhold_i.h). */
+	if (o->r->s)
+		revalhold_note_client(o->d->rh, o->r->s->client_id, o->r->s->host);
 	memset(&rep, 0, sizeof(rep));
 	rep.root.fh = *handles_root(o->d->hs);
 	export_note(&o->x, &rep.root.fh);

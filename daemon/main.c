@@ -28,6 +28,7 @@
 #include "handles_i.h"
 #include "hsecret_i.h"
 #include "lockstate_i.h"
+#include "revalhold_i.h"
 #include "lscache_i.h"
 #include "notify_i.h"
 #include "observe_i.h"
@@ -338,6 +339,7 @@ static void signal_cb(uv_signal_t *h, int signum)
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
 	server_stop(d);
 	lockstate_stop(d->ls);
+	revalhold_stop(d->rh);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 }
@@ -448,6 +450,9 @@ int main(int argc, char **argv)
 	ret = lockstate_new(d->o.state_dir, d->o.grace, &d->ls, err, sizeof(err));
 	if (ret < 0)
 		fatal("%s", err);
+	ret = revalhold_new(d->o.state_dir, d->o.reval_wait, &d->rh, err, sizeof(err));
+	if (ret < 0)
+		fatal("%s", err);
 
 	/* Requests carry their own umask; the process-wide one must not
 	 * interfere (it is shared by all threads). */
@@ -521,6 +526,7 @@ int main(int argc, char **argv)
 
 	watch_start(d);
 	lockstate_start(d->ls, &d->loop);
+	revalhold_start(d->rh, &d->loop);
 	uv_signal_init(&d->loop, &d->sig_term);
 	uv_signal_init(&d->loop, &d->sig_int);
 	d->sig_term.data = d;
@@ -577,6 +583,7 @@ int main(int argc, char **argv)
 	chunks_free(d->chunks);
 	deleg_free(d->deleg);
 	lockstate_free(d->ls);
+	revalhold_free(d->rh);
 	pipes_fini(&d->pipes);
 	handles_free(d->hs);
 	free(d->obs);

@@ -178,6 +178,7 @@ int op_listdir(struct op *o);      /* LISTDIR: the listing */
 int op_listdir_page(struct op *o); /* LISTDIR_PAGE: a page of it */
 int op_listdirs(struct op *o);     /* LISTDIRS: the listings */
 int op_revalidate(struct op *o);   /* REVALIDATE: revalidate_rep (as root) */
+int op_revalidated(struct op *o);  /* REVALIDATED: nothing */
 int op_unlinks(struct op *o);      /* UNLINKS: unlinks_rep */
 int op_slots(struct op *o);        /* SLOTS: slots_rep */
 int op_creates(struct op *o);      /* CREATES: creates_rep */

@@ -82,6 +82,8 @@ struct pfsd_opts {
 	unsigned lease;        /* seconds a disconnected session lingers */
 	unsigned lock_lease;   /* seconds its locks survive (capped by lease) */
 	unsigned grace;        /* seconds of grace period after a restart */
+	unsigned reval_wait;   /* seconds a change waits after a restart for the
+				* clients before to revalidate (revalhold_i.h) */
 	unsigned ack_timeout;  /* ms: the least a change waits for a client's
 				* PUSH_ACK (acklat_i.h; 1..PFSD_ACK_WAIT_MS) */
 	unsigned recall_timeout; /* ms: a recall waits for a silent holder
@@ -129,6 +131,7 @@ struct pfsd {
 	unsigned nslotless;       /* live sessions without a slot (loop) */
 	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
+	struct revalhold *rh;     /* sessions on disk, the hold after a restart (any thread) */
 	struct chunks *chunks;    /* peer-assisted reads (any thread), NULL: off */
 	struct deleg *deleg;      /* delegations (any thread), NULL: --delegate off */
 	uint64_t st_recalls;      /* requests held back for a recall (loop) */
@@ -194,6 +197,7 @@ struct pfsd {
 					     takes to be acknowledged (PFSD_ACK_WAIT_MS) */
 #define PFSD_MAX_DEFERRED 65536           /* pushes waiting per session */
 #define PFSD_GRACE_MAX 600                /* --grace seconds */
+#define PFSD_REVAL_WAIT_MAX 600           /* --revalidate-wait seconds */
 #define PFSD_PEER_FANOUT 4                /* clients one holder serves at once (chunks_i.h) */
 #define PFSD_PEER_FETCH_MS 30000          /* a chunk fetch unreported this long is forgotten */
 #define PFSD_ACK_WAIT_MS 2000             /* a change waits at most this long for a

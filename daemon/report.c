@@ -19,6 +19,7 @@
 #include "chunks_i.h"
 #include "conn_i.h"
 #include "lockstate_i.h"
+#include "revalhold_i.h"
 #include "observe_i.h"
 #include "lscache_i.h"
 #include "pfsd_i.h"
@@ -244,6 +245,12 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		  d->started, (int64_t)time(NULL), d->boot_id, li.grace, li.grace_until,
 		  li.unknown, li.expected, li.reclaimed, li.locks_reclaimed, li.locks_lost,
 		  li.holders);
+	struct revalhold_info ri;
+	revalhold_info(d->rh, &ri);
+	sb_printf(&sb,
+		  "reval_hold %d\nreval_hold_until %" PRId64 "\nreval_expected %zu\n"
+		  "reval_back %zu\nreval_held_ms %" PRIu64 "\n",
+		  ri.active, ri.until, ri.expected, ri.revalidated, ri.held_ms);
 	sb_printf(&sb,
 		  "sessions %u\nlingering %u\nconns %u\npreauth %u\naccepted %" PRIu64 "\n"
 		  "mem %zu\nmem_max %zu\nfds %zu\nfd_budget %zu\n"
@@ -379,6 +386,12 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_family(p, "podfsd_grace", "gauge",
 			"1 while the grace period after a restart lasts (only lock reclaims)");
 	pfs_prom_u64(p, "podfsd_grace", li.grace, NULL);
+	struct revalhold_info ri;
+	revalhold_info(d->rh, &ri);
+	pfs_prom_family(p, "podfsd_revalidation_hold", "gauge",
+			"1 while changes wait for the clients of the instance before a restart "
+			"to revalidate");
+	pfs_prom_u64(p, "podfsd_revalidation_hold", ri.active, NULL);
 	pfs_prom_family(p, "podfsd_lock_holders", "gauge",
 			"Clients on the persisted list of lock holders");
 	pfs_prom_u64(p, "podfsd_lock_holders", li.holders, NULL);

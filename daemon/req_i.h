@@ -87,6 +87,10 @@ struct req {
 	 * (loop thread, server.c); with recall, the holders' acknowledgement
 	 * of their RECALL, after which it runs again. */
 	struct acks acks;       /* each client's deadline is its own */
+	/* A change made while the clients of the instance before have not
+	 * all revalidated: its reply waits for them too (revalhold_i.h). */
+	bool rvwait;
+	uint64_t author;        /* its session's client_id */
 	struct req *hnext;      /* d->held */
 };
 

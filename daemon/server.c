@@ -26,6 +26,7 @@
 #include "push_i.h"
 #include "recall_i.h"
 #include "req_i.h"
+#include "revalhold_i.h"
 #include "server_i.h"
 #include "session_i.h"
 #include "watch_i.h"
@@ -69,6 +70,24 @@ static void ack_timer_arm(struct pfsd *d, uint64_t next, bool reset)
 		uv_timer_start(&d->ack_timer, ack_timer_cb, next > now ? next - now : 0, 0);
 }
 
+/* Whether r, a change, still waits for the clients of the instance
+ * before to revalidate (revalhold_i.h); if so, next is at most the end of
+ * that wait. */
+static bool restart_held(struct pfsd *d, struct req *r, uint64_t now, uint64_t *next)
+{
+	uint64_t until;
+
+	if (!r->rvwait)
+		return false;
+	if (!revalhold_waits(d->rh, r->author, now, &until)) {
+		r->rvwait = false;
+		return false;
+	}
+	if (until < *next)
+		*next = until;
+	return true;
+}
+
 /* Sends the held replies whose acknowledgements all came; with expire,
  * first deals with the clients past their deadline (push_acks_expire:
  * another deadline, behind, or cut off), which may let replies go. With
@@ -88,7 +107,8 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 		/* Waiting on, or a recall's holder whose connection went
 		 * while its session lives. */
 		if (!all && (!push_acks_done(&r->acks) ||
-			     (r->recall && recall_rearm(r, now, &next)))) {
+			     (r->recall && recall_rearm(r, now, &next)) ||
+			     restart_held(d, r, now, &next))) {
 			uint64_t t = push_acks_next(&r->acks);
 			if (t < next)
 				next = t;
@@ -282,7 +302,8 @@ static void after_work_cb(uv_work_t *work, int status)
 	struct session *s = r->s;
 	struct pfsd *d = r->d;
 	struct inval *iv;
-	bool self = false;
+	bool self = false, changed = false;
+	uint64_t rv_until = UINT64_MAX;
 
 	if (s && r->pooled) {
 		r->pooled = false;
@@ -321,7 +342,7 @@ static void after_work_cb(uv_work_t *work, int status)
 		if (!r->violation && s && !d->stopping && iv->op == PFS_OP_LOCK_WAKE)
 			session_lock_wake(d, &iv->fh);
 		else if (!r->violation && s && !d->stopping)
-			push_inval(d, s, self, iv, key, &r->acks);
+			push_inval(d, s, self, iv, key, &r->acks), changed = true;
 		free(iv);
 	}
 	if (r->violation && !c->closing)
@@ -337,8 +358,18 @@ static void after_work_cb(uv_work_t *work, int status)
 	 * need not wait for it (its client's race gate covers a reply that
 	 * comes after a push), which keeps two clients changing one file
 	 * from waiting for each other. */
-	bool hold = r->acks.n && !push_acks_done(&r->acks) && !r->splice_len && !r->violation &&
-		    !c->closing && !d->stopping;
+	/* After a restart, a change also waits for the clients of the
+	 * instance before to revalidate (revalhold_i.h). */
+	r->rvwait = changed && revalhold_waits(d->rh, s->client_id, uv_now(&d->loop), &rv_until);
+	if (r->rvwait)
+		r->author = s->client_id;
+	bool hold = ((r->acks.n && !push_acks_done(&r->acks)) || r->rvwait) && !r->splice_len &&
+		    !r->violation && !c->closing && !d->stopping;
+	/* A held reply keeps only its own bytes counted: the request's are
+	 * freed, and its client must go on sending (its REVALIDATED, or the
+	 * acknowledgements another held reply waits for). */
+	if (hold)
+		conn_req_shrink(c, &r->acct, PFS_FRAME_HDR_SIZE + r->reply.len);
 	pace_done(r);
 	if (r->splice_len && !hold)
 		conn_reply_spliced(c, &r->reply, r->pipe, r->splice_len, r->acct);
@@ -360,10 +391,14 @@ static void after_work_cb(uv_work_t *work, int status)
 		session_unref(s);
 	}
 	r->s = NULL;
+	/* Its client may have been the last the held replies wait for. */
+	if (r->h.op == PFS_OP_REVALIDATED && d->held && !d->stopping)
+		ack_timer_arm(d, uv_now(&d->loop), false);
 	if (hold) {
+		uint64_t next = push_acks_next(&r->acks);
 		r->hnext = d->held;
 		d->held = r;
-		ack_timer_arm(d, push_acks_next(&r->acks), false);
+		ack_timer_arm(d, rv_until < next ? rv_until : next, false);
 		return;
 	}
 	if (c->npaced)

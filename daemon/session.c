@@ -15,6 +15,7 @@
 #include "chunks_i.h"
 #include "deleg_i.h"
 #include "lockstate_i.h"
+#include "revalhold_i.h"
 #include "lscache_i.h"
 #include "push_i.h"
 #include "session_i.h"
@@ -140,8 +141,10 @@ void session_kill(struct session *s)
 	uv_timer_stop(&s->lk_linger);
 	/* An orderly shutdown keeps the list: the clients reclaim after the
 	 * restart. Otherwise the session's locks go with it. */
-	if (!s->d->stopping)
+	if (!s->d->stopping) {
 		lockstate_drop_holder(s->d->ls, s->client_id);
+		revalhold_drop_client(s->d->rh, s->client_id);
+	}
 	/* Peers are no longer sent to it; under mu, so that a CHUNK still
 	 * running does not offer it again (dispatch_chunks.c). */
 	pthread_mutex_lock(&s->mu);

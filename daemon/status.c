@@ -197,6 +197,17 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 			       pfs_kv_num(kv, "grace_reclaimed"), pfs_kv_num(kv, "grace_expected"));
 		printf("\n");
 	}
+	if (pfs_kv_num(kv, "reval_hold")) {
+		long long until = (long long)pfs_kv_num(kv, "reval_hold_until");
+		printf("  CHANGES WAIT until %s (%s left) for the clients of the instance before "
+		       "to revalidate: %llu of %llu did\n", pfs_fmt_time(until, t1, sizeof(t1)),
+		       pfs_fmt_secs(until - now, t2, sizeof(t2)), pfs_kv_num(kv, "reval_back"),
+		       pfs_kv_num(kv, "reval_expected"));
+	} else if (pfs_kv_num(kv, "reval_expected")) {
+		printf("  after the restart, changes waited %llu ms for %llu of %llu clients to "
+		       "revalidate\n", pfs_kv_num(kv, "reval_held_ms"), pfs_kv_num(kv, "reval_back"),
+		       pfs_kv_num(kv, "reval_expected"));
+	}
 	if (pfs_kv_num(kv, "locks_reclaimed") || pfs_kv_num(kv, "locks_lost"))
 		printf("  locks reclaimed after the restart: %llu (%llu lost)\n",
 		       pfs_kv_num(kv, "locks_reclaimed"), pfs_kv_num(kv, "locks_lost"));

@@ -233,6 +233,22 @@ static void inval_object(struct cache *k, const struct pfs_fh *fh, const struct 
 	nameset_each_free(names, inval_name_cb, &arg);
 }
 
+static void send_revalidated(struct cache *k, uint32_t items, uint32_t changed)
+{
+	struct pfs_revalidated_req m = { .items = items, .changed = changed };
+	struct rpc_reply rep = { 0 };
+	int rc;
+
+	if (cache_nosys(k, PFS_OP_REVALIDATED))
+		return;
+	rc = rpc_msg(k->c->rpc, PFS_OP_REVALIDATED, revalidated_req, &m, &rep);
+	rpc_reply_free(&rep);
+	if (rc == -ENOSYS)
+		cache_set_nosys(k, PFS_OP_REVALIDATED);
+	else if (rc < 0)
+		pfs_warn("REVALIDATED: %s", strerror(-rc));
+}
+
 static void revalidate_all(struct cache *k)
 {
 	struct client *c = k->c;
@@ -240,6 +256,7 @@ static void revalidate_all(struct cache *k)
 	size_t n = 0;
 	size_t cap = (size_t)PFS_BATCH_MAX * (PFS_FH_MAX + 1 + 32) + 64;
 	uint8_t *items = NULL, *req = NULL;
+	uint32_t changed = 0;
 	/* The drops this revalidation covers: those before it began. */
 	uint64_t gen = atomic_load(&k->down_gen);
 
@@ -301,6 +318,7 @@ static void revalidate_all(struct cache *k)
 			if (res.index >= cnt)
 				continue;
 			inval_object(k, &v[first + res.index].fh, res.status == 0 ? &res.attr : NULL);
+			changed++;
 		}
 		rpc_reply_free(&rep);
 		if (got < 0) {
@@ -314,11 +332,18 @@ static void revalidate_all(struct cache *k)
 everything:
 	for (size_t i = 0; i < n; i++)
 		inval_object(k, &v[i].fh, NULL);
+	changed = (uint32_t)n;
 out:
 	free(v);
 	free(items);
 	free(req);
 	atomic_store(&k->reval_gen, gen);
+	/* No drop since it began: the kernel caches nothing the server's
+	 * state contradicts, which a restarted server waits to hear before
+	 * it lets changes return (wire.h: REVALIDATED). After a drop, the
+	 * round that follows tells it. */
+	if (gen == atomic_load(&k->down_gen))
+		send_revalidated(k, (uint32_t)n, changed);
 }
 
 void cache_handles_changed(struct cache *k)

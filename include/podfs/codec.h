@@ -168,6 +168,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_lookup_data_req(F) F(CREDS, cr) F(FH, parent) F(NAME, name) F(U32, max_inline)
 #define PFS_MSG_lookup_data_rep(F) F(ENTRY, e) F(U32, flags) F(BYTES, data)
 #define PFS_MSG_reclaim_done_req(F) F(U32, reclaimed) F(U32, lost)
+#define PFS_MSG_revalidated_req(F) F(U32, items) F(U32, changed)
 #define PFS_MSG_lock_wake_push(F) F(FH, fh)
 #define PFS_MSG_inval_inode_push(F) F(FH, fh) F(I64, offset) F(I64, length)
 #define PFS_MSG_inval_entry_push(F) F(FH, parent) F(NAME, name)
@@ -207,7 +208,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(statfs_req) M(statfs_rep) M(setxattr_req) M(getxattr_req) M(xattr_rep) \
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
-	M(forget_req) M(revalidate_req) M(revalidate_rep) M(lookup_data_req) M(lookup_data_rep) \
+	M(forget_req) M(revalidate_req) M(revalidate_rep) M(revalidated_req) M(lookup_data_req) M(lookup_data_rep) \
 	M(reclaim_done_req) M(lock_wake_push) M(recall_push) M(push_ack) M(listdir_req) M(listdir_page_req) \
 	M(listdirs_req) M(unlinks_req) M(unlinks_rep) M(slots_req) M(slots_rep) M(creates_req) \
 	M(creates_rep) \

@@ -261,6 +261,7 @@ enum {
 	X(DELEG_DIR,    43, getattr_req,      none,             0,  0,   0,  0,   0,   0)   \
 	X(DELEG_RETURN, 44, getattr_req,      none,             0,  0,   0,  0,   0,   0)   \
 	X(SLOTS,        45, slots_req,        slots_rep,        0,  0,   1,  0,   0,   1)   \
+	X(REVALIDATED,  46, revalidated_req,  none,             0,  0,   0,  0,   0,   0)   \
 	X(RECLAIM,      58, lock_req,         none,             0,  1,   0,  0,   0,   0)   \
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
@@ -423,8 +424,8 @@ enum pfs_op {
  * RECLAIM_DONE The client reclaimed all it holds. Replies: none.
  *
  * Caching (see above): FORGET (replies: none; E2BIG over PFS_BATCH_MAX
- * handles), REVALIDATE (replies: revalidate_rep; E2BIG), LOOKUP_DATA
- * (replies: lookup_data_rep; as LOOKUP). PUSH_ACK is one-way: no reply.
+ * handles), REVALIDATE (replies: revalidate_rep; E2BIG), REVALIDATED
+ * (replies: none), LOOKUP_DATA (replies: lookup_data_rep; as LOOKUP). PUSH_ACK is one-way: no reply.
  * UNLINKS (request economy): the unlinks of names (packed NAME items, at
  * most PFS_UNLINKS_MAX) in parent, one after the other, each as an
  * UNLINK. Replies: unlinks_rep: the directory's attributes after them
@@ -592,6 +593,14 @@ enum {
  * REVALIDATE: after a reconnect, the client sends what it has cached as a
  *   packed list of struct pfs_reval_item; the reply lists, as packed
  *   struct pfs_reval_result, only the items that changed or are gone.
+ * REVALIDATED: the client's revalidation after a reconnect is over: it has
+ *   invalidated in its kernel every item the replies named (or
+ *   everything), and its main connection did not drop since the
+ *   revalidation began. items, changed: how many it sent and how many
+ *   came back, for the server's log. After a restart, the server holds
+ *   the reply to a change until every client of the instance before
+ *   (other than the change's author) sent it, or for a bounded time
+ *   (podfsd --revalidate-wait). A server without it answers ENOSYS.
  * LOOKUP_DATA: LOOKUP whose reply also carries the whole content of a
  *   regular file of at most max_inline bytes (PFS_INLINE_MAX at most) that
  *   the caller may read, so a cold open + read costs no extra round trip.

@@ -61,6 +61,7 @@
 #include "dispatch_i.h"
 #include "handles_i.h"
 #include "lockstate_i.h"
+#include "revalhold_i.h"
 #include "pfsd_i.h"
 #include "req_i.h"
 #include "session_i.h"
@@ -235,6 +236,7 @@ static void setup(void)
 		exit(1);
 	}
 	FUZZ_ASSERT(lockstate_new(state_dir, 0, &d->ls, err, sizeof err) == 0);
+	FUZZ_ASSERT(revalhold_new(state_dir, 0, &d->rh, err, sizeof err) == 0);
 	FUZZ_ASSERT(uv_loop_init(&d->loop) == 0);
 	htab_init(&d->sessions);
 	LIST_INIT(&d->conns);

@@ -438,6 +438,7 @@ static int gen_handlers(const char *dir)
 	pfs_wr_init(&w, fhs, sizeof fhs);
 	pfs_enc_reval_item(&w, &it);
 	REC(&st, REVALIDATE, revalidate_req, .cr = USER, .items = { .p = fhs, .len = w.len });
+	REC(&st, REVALIDATED, revalidated_req, .items = 1, .changed = 1);
 	SEED("revalidate");
 	pfs_wr_init(&w, fhs, sizeof fhs);
 	struct pfs_name n1 = NM("a"), n2 = NM("missing");

@@ -7,11 +7,13 @@ the same port and state directory, and carries on with the same open files
 
 import errno
 import os
+import stat
 import time
 
 import pytest
 
-from helpers import RECONNECT, Worker, errno_of, read_file, wait_for, write_file
+from helpers import (RECONNECT, DelayRelay, Worker, errno_of, read_file, wait_for,
+                     write_file)
 
 
 @pytest.fixture
@@ -118,3 +120,80 @@ def test_soft_mount_eio(env, mount):
     # Back to normal once the daemon is back.
     wait_for(lambda: read_file(mm / "f") == b"x", RECONNECT, interval=0.5,
              what="the soft mount to work again")
+
+
+def mode_of(p):
+    return stat.S_IMODE(os.stat(p).st_mode)
+
+
+@pytest.mark.timeout(240)
+def test_change_after_restart_waits_for_the_other_hosts_revalidation(env, mount):
+    """After a restart the new podfsd does not know what A's kernel caches
+    until A has revalidated: B's change made meanwhile returns only once A
+    has (wire.h: REVALIDATED), so A sees it as soon as it returned. A's
+    reconnect is held at a relay, so without that wait B's chmod returns
+    while A's kernel still holds the mode from before."""
+    d = env.start_daemon(extra=["--revalidate-wait", "30"])
+    relay = DelayRelay((d.host, d.port), 0)
+    a = None
+    try:
+        b = mount(d)
+        a = mount(relay.via(d), path=env.root / "mnt-a")
+        write_file(b / "f", b"1")
+        os.chmod(b / "f", 0o644)
+        for _ in range(2):  # the second from A's kernel cache
+            assert mode_of(a / "f") == 0o644
+        relay.hold_up()  # A's reconnect waits
+        d.kill9()
+        wait_for(lambda: "connection to" in a.proc.output(), 10,
+                 what="A to see its connection drop")
+        d.start()
+        wait_for(lambda: mode_of(b / "f") == 0o644 and
+                 "reconnected to" in b.proc.output(), RECONNECT, what="B to reconnect")
+        w = Worker(os.chmod, b / "f", 0o600)
+        time.sleep(1.0)
+        assert w.is_alive(), "B's change returned while A, which caches its object, was away"
+        relay.release_up()
+        w.join(30)
+        assert mode_of(a / "f") == 0o600, "A showed the mode from before B's change"
+        log = d.proc.output()
+        assert "for the 2 clients of the instance before" in log
+        assert "changes wait no more (every client revalidated): 2 of 2" in log
+    finally:
+        relay.release_up()
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay.close()
+
+
+@pytest.mark.timeout(240)
+def test_restart_waits_boundedly_for_a_dead_host_and_not_for_one_that_left(env, mount):
+    """A host that unmounted is not waited for after a restart; one that
+    died (kill -9 of its podfs: its session was still alive) is, for at
+    most --revalidate-wait seconds, and then no more."""
+    d = env.start_daemon(extra=["--revalidate-wait", "3"])
+    b = mount(d)
+    gone = mount(d, path=env.root / "mnt-gone")
+    dead = mount(d, path=env.root / "mnt-dead")
+    write_file(b / "f", b"1")
+    for m in (gone, dead):
+        assert read_file(m / "f") == b"1"
+    assert gone.umount() is None
+    dead.kill9()
+    d.kill9()
+    d.start()
+    t0 = time.monotonic()
+    Worker(os.chmod, b / "f", 0o600).join(RECONNECT)
+    took = time.monotonic() - t0
+    assert 2.5 <= took < 20, f"B's change took {took:.1f} s, not the 3 s wait"
+    log = d.proc.output()
+    assert "for the 2 clients of the instance before" in log  # B and the dead host
+    assert "did not revalidate within 3 s" in log
+    # Over: the next change does not wait, nor does one after the next
+    # restart, as the dead host left the list.
+    os.chmod(b / "f", 0o644)
+    d.kill9()
+    d.start()
+    Worker(os.chmod, b / "f", 0o640).join(RECONNECT)
+    assert "for the 1 client of the instance before" in d.proc.output()
+    assert mode_of(env.export / "f") == 0o640

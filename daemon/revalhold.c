@@ -1,0 +1,416 @@
+/* revalhold.c: the persisted list of client sessions, and the hold on
+ * changes after a restart until the clients of the instance before have
+ * revalidated. See revalhold_i.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "podfs/log.h"
+#include "podfs/xalloc.h"
+#include "revalhold_i.h"
+
+#define RECORD_NAME "sessions"
+#define RECORD_MAGIC "podfs sessions 1"
+#define RECORD_MAX 65536 /* ids in the list: far above any pod */
+
+struct revalhold {
+	pthread_mutex_t mu;
+	char *dir;  /* state directory */
+	char *path; /* STATE_DIR/sessions */
+	char *tmp;  /* STATE_DIR/sessions.tmp */
+
+	/* The list (under mu), its version (gen: every change), and the
+	 * versions on disk: written, and written durably. */
+	uint64_t *ids;
+	size_t nids, capids;
+	uint64_t gen, written, synced;
+	/* Serializes writes of the file; the loop thread only tries it, and
+	 * leaves its change to the writer that holds it (flush). */
+	pthread_mutex_t wmu;
+
+	/* The hold. expected: the list found at start-up. */
+	atomic_bool active;
+	unsigned wait_s;
+	uint64_t *expected;
+	bool *back;        /* revalidated, or its session ended */
+	size_t nexpected, nback;
+	uint64_t until;    /* uv_now ms: its time is up */
+	int64_t until_wall;
+	uint64_t began_ns, held_ms;
+	uv_timer_t timer;
+	bool timer_on;
+};
+
+/* --- the file --- */
+
+static char *path_join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = xmalloc(n);
+
+	snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+/* Writes ids[n] as the list (caller holds wmu). sync: durable before
+ * returning. */
+static int record_write(struct revalhold *rh, const uint64_t *ids, size_t n, bool sync)
+{
+	FILE *f;
+	int fd, ret = 0;
+
+	fd = open(rh->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	f = fdopen(fd, "w");
+	if (!f) {
+		ret = -errno;
+		close(fd);
+		goto out_unlink;
+	}
+	fprintf(f, "%s\n", RECORD_MAGIC);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%016" PRIx64 "\n", ids[i]);
+	if (fflush(f) != 0 || (sync && fsync(fileno(f)) < 0))
+		ret = -errno;
+	if (fclose(f) != 0 && ret == 0)
+		ret = -errno;
+	if (ret < 0)
+		goto out_unlink;
+	if (rename(rh->tmp, rh->path) < 0) {
+		ret = -errno;
+		goto out_unlink;
+	}
+	if (sync) {
+		int dfd = open(rh->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			ret = -errno;
+		if (dfd >= 0)
+			close(dfd);
+	}
+	return ret;
+
+out_unlink:
+	unlink(rh->tmp);
+	return ret;
+}
+
+/* Writes the list until the file holds its latest version (caller holds
+ * wmu, not mu); with sync, durably up to at least version need (a writer
+ * before us may have done it). Returns 0 or -errno. */
+static int flush(struct revalhold *rh, bool sync, uint64_t need)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&rh->mu);
+	while (sync ? rh->synced < need : rh->written < rh->gen) {
+		uint64_t gen = rh->gen;
+		size_t n = rh->nids;
+		uint64_t *snap = xmalloc((n ? n : 1) * sizeof(*snap));
+		memcpy(snap, rh->ids, n * sizeof(*snap));
+		pthread_mutex_unlock(&rh->mu);
+		ret = record_write(rh, snap, n, sync);
+		free(snap);
+		pthread_mutex_lock(&rh->mu);
+		if (ret < 0)
+			break;
+		rh->written = gen > rh->written ? gen : rh->written;
+		if (sync)
+			rh->synced = gen > rh->synced ? gen : rh->synced;
+		/* Changes made meanwhile by the loop thread, which left them to
+		 * us: one more write. */
+		if (rh->written < rh->gen)
+			sync = false;
+	}
+	pthread_mutex_unlock(&rh->mu);
+	return ret;
+}
+
+/* The loop thread's write: only if no worker writes now, else that
+ * writer writes our change after its own (flush). */
+static void flush_try(struct revalhold *rh)
+{
+	if (pthread_mutex_trylock(&rh->wmu) != 0)
+		return;
+	int ret = flush(rh, false, 0);
+	pthread_mutex_unlock(&rh->wmu);
+	if (ret < 0)
+		pfs_warn("cannot write %s: %s (a restart may wait longer for clients that left)",
+			 rh->path, strerror(-ret));
+}
+
+/* Reads the list into rh->expected. Returns the number of ids, or -1 when
+ * the file exists but cannot be trusted. */
+static long record_read(struct revalhold *rh)
+{
+	char line[128];
+	long n = 0;
+	FILE *f = fopen(rh->path, "re");
+
+	if (!f)
+		return errno == ENOENT ? 0 : -1;
+	if (!fgets(line, sizeof(line), f) || strcmp(line, RECORD_MAGIC "\n") != 0) {
+		fclose(f);
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *end;
+		uint64_t id;
+
+		errno = 0;
+		id = strtoull(line, &end, 16);
+		if (errno || end == line || *end != '\n' || n >= RECORD_MAX) {
+			fclose(f);
+			return -1;
+		}
+		rh->expected = realloc(rh->expected, (size_t)(n + 1) * sizeof(*rh->expected));
+		if (!rh->expected)
+			abort(); /* policy: see podfs/xalloc.h */
+		rh->expected[n++] = id;
+	}
+	fclose(f);
+	return n;
+}
+
+/* --- the list --- */
+
+static ssize_t find(const uint64_t *v, size_t n, uint64_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == id)
+			return (ssize_t)i;
+	return -1;
+}
+
+/* Removes id from the list (caller holds mu); true if it was there. */
+static bool unlist(struct revalhold *rh, uint64_t id)
+{
+	ssize_t i = find(rh->ids, rh->nids, id);
+
+	if (i < 0)
+		return false;
+	rh->ids[i] = rh->ids[--rh->nids];
+	rh->gen++;
+	return true;
+}
+
+/* --- lifetime --- */
+
+int revalhold_new(const char *state_dir, unsigned wait_s, struct revalhold **out, char *err,
+		  size_t errlen)
+{
+	struct revalhold *rh = xcalloc(1, sizeof(*rh));
+	long n;
+	int ret;
+
+	pthread_mutex_init(&rh->mu, NULL);
+	pthread_mutex_init(&rh->wmu, NULL);
+	rh->dir = xstrdup(state_dir);
+	rh->path = path_join(state_dir, RECORD_NAME);
+	rh->tmp = path_join(state_dir, RECORD_NAME ".tmp");
+	rh->wait_s = wait_s;
+	n = record_read(rh);
+	if (n < 0) {
+		pfs_warn("%s is unreadable or malformed: changes made after this restart do not "
+			 "wait for the clients of the instance before to revalidate", rh->path);
+		n = 0;
+	}
+	rh->nexpected = (size_t)n;
+	rh->back = xcalloc(rh->nexpected ? rh->nexpected : 1, sizeof(bool));
+	/* Until the hold ends, the listed clients stay listed: a second
+	 * restart within it must wait for them again. */
+	if (wait_s > 0 && rh->nexpected) {
+		rh->ids = xmalloc(rh->nexpected * sizeof(uint64_t));
+		memcpy(rh->ids, rh->expected, rh->nexpected * sizeof(uint64_t));
+		rh->nids = rh->capids = rh->nexpected;
+		atomic_store(&rh->active, true);
+	}
+	/* Check now that the state directory takes the list. */
+	ret = record_write(rh, rh->ids, rh->nids, true);
+	if (ret < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", rh->path, strerror(-ret));
+		revalhold_free(rh);
+		return ret;
+	}
+	*out = rh;
+	return 0;
+}
+
+/* Ends the hold (caller holds mu): the clients that did not come back
+ * leave the list. Returns true if the list changed. */
+static bool hold_end(struct revalhold *rh, const char *why)
+{
+	bool changed = false;
+
+	if (!atomic_exchange(&rh->active, false))
+		return false;
+	rh->held_ms = (uv_hrtime() - rh->began_ns) / 1000000;
+	for (size_t i = 0; i < rh->nexpected; i++) {
+		if (rh->back[i])
+			continue;
+		pfs_notice("client %016" PRIx64 " did not revalidate within %u s after the "
+			   "restart: changes wait for it no more", rh->expected[i], rh->wait_s);
+		changed |= unlist(rh, rh->expected[i]);
+	}
+	pfs_notice("changes wait no more (%s): %zu of %zu client%s of the instance before "
+		   "revalidated, after %" PRIu64 " ms", why, rh->nback, rh->nexpected,
+		   rh->nexpected == 1 ? "" : "s", rh->held_ms);
+	return changed;
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+	struct revalhold *rh = t->data;
+	bool changed;
+
+	pthread_mutex_lock(&rh->mu);
+	changed = hold_end(rh, "time is up");
+	pthread_mutex_unlock(&rh->mu);
+	if (changed)
+		flush_try(rh);
+}
+
+void revalhold_start(struct revalhold *rh, uv_loop_t *loop)
+{
+	uv_timer_init(loop, &rh->timer);
+	rh->timer.data = rh;
+	rh->timer_on = true;
+	pthread_mutex_lock(&rh->mu);
+	rh->began_ns = uv_hrtime();
+	rh->until = uv_now(loop) + (uint64_t)rh->wait_s * 1000;
+	rh->until_wall = (int64_t)time(NULL) + rh->wait_s;
+	pthread_mutex_unlock(&rh->mu);
+	if (!atomic_load(&rh->active))
+		return;
+	pfs_notice("after the restart, changes wait up to %u s for the %zu client%s of the "
+		   "instance before to revalidate what they cache", rh->wait_s, rh->nexpected,
+		   rh->nexpected == 1 ? "" : "s");
+	uv_timer_start(&rh->timer, timer_cb, (uint64_t)rh->wait_s * 1000, 0);
+}
+
+void revalhold_stop(struct revalhold *rh)
+{
+	if (rh->timer_on && !uv_is_closing((uv_handle_t *)&rh->timer))
+		uv_close((uv_handle_t *)&rh->timer, NULL);
+}
+
+void revalhold_free(struct revalhold *rh)
+{
+	if (!rh)
+		return;
+	pthread_mutex_destroy(&rh->mu);
+	pthread_mutex_destroy(&rh->wmu);
+	free(rh->dir);
+	free(rh->path);
+	free(rh->tmp);
+	free(rh->ids);
+	free(rh->expected);
+	free(rh->back);
+	free(rh);
+}
+
+/* --- clients --- */
+
+int revalhold_note_client(struct revalhold *rh, uint64_t client_id, const char *host)
+{
+	uint64_t need;
+	int ret;
+
+	pthread_mutex_lock(&rh->mu);
+	if (find(rh->ids, rh->nids, client_id) < 0) {
+		if (rh->nids == rh->capids) {
+			rh->capids = rh->capids ? rh->capids * 2 : 16;
+			rh->ids = realloc(rh->ids, rh->capids * sizeof(uint64_t));
+			if (!rh->ids)
+				abort(); /* policy: see podfs/xalloc.h */
+		}
+		rh->ids[rh->nids++] = client_id;
+		rh->gen++;
+	}
+	need = rh->gen;
+	bool done = rh->synced >= need;
+	pthread_mutex_unlock(&rh->mu);
+	if (done)
+		return 0;
+	pthread_mutex_lock(&rh->wmu);
+	ret = flush(rh, true, need);
+	pthread_mutex_unlock(&rh->wmu);
+	if (ret < 0)
+		pfs_warn("cannot write %s: %s (if podfsd restarts, changes will not wait for %s "
+			 "to revalidate)", rh->path, strerror(-ret), host);
+	return ret;
+}
+
+/* client_id, if a client of the instance before, is back (or gone for
+ * good); the hold ends (why) once that is true of them all. Caller holds
+ * mu. Returns true if the list changed. */
+static bool mark_back(struct revalhold *rh, uint64_t client_id, const char *why)
+{
+	ssize_t i = find(rh->expected, rh->nexpected, client_id);
+
+	if (i < 0 || rh->back[i])
+		return false;
+	rh->back[i] = true;
+	rh->nback++;
+	if (atomic_load(&rh->active) && rh->nback == rh->nexpected)
+		return hold_end(rh, why);
+	return false;
+}
+
+void revalhold_drop_client(struct revalhold *rh, uint64_t client_id)
+{
+	pthread_mutex_lock(&rh->mu);
+	bool changed = unlist(rh, client_id);
+	changed |= mark_back(rh, client_id, "every client revalidated or left");
+	pthread_mutex_unlock(&rh->mu);
+	if (changed)
+		flush_try(rh);
+}
+
+void revalhold_done(struct revalhold *rh, uint64_t client_id, const char *host, uint32_t items,
+		    uint32_t changed)
+{
+	pthread_mutex_lock(&rh->mu);
+	if (atomic_load(&rh->active) && find(rh->expected, rh->nexpected, client_id) >= 0)
+		pfs_info("client %016" PRIx64 " (%s) revalidated %" PRIu32 " cached object%s, "
+			 "%" PRIu32 " changed", client_id, host, items, items == 1 ? "" : "s",
+			 changed);
+	/* Every client is back when the hold ends here: the list stays. */
+	mark_back(rh, client_id, "every client revalidated");
+	pthread_mutex_unlock(&rh->mu);
+}
+
+bool revalhold_waits(struct revalhold *rh, uint64_t author, uint64_t now, uint64_t *until)
+{
+	bool wait = false;
+
+	if (!atomic_load_explicit(&rh->active, memory_order_acquire))
+		return false;
+	pthread_mutex_lock(&rh->mu);
+	if (atomic_load(&rh->active) && now < rh->until) {
+		for (size_t i = 0; i < rh->nexpected && !wait; i++)
+			wait = !rh->back[i] && rh->expected[i] != author;
+		*until = rh->until;
+	}
+	pthread_mutex_unlock(&rh->mu);
+	return wait;
+}
+
+void revalhold_info(struct revalhold *rh, struct revalhold_info *out)
+{
+	pthread_mutex_lock(&rh->mu);
+	out->active = atomic_load(&rh->active);
+	out->until = out->active ? rh->until_wall : 0;
+	out->expected = rh->nexpected;
+	out->revalidated = rh->nback;
+	out->listed = rh->nids;
+	out->held_ms = out->active ? 0 : rh->held_ms;
+	pthread_mutex_unlock(&rh->mu);
+}
