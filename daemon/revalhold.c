@@ -249,8 +249,10 @@ static bool hold_end(struct revalhold *rh, const char *why)
 {
 	bool changed = false;
 
-	if (!atomic_exchange(&rh->active, false))
+	/* active changes only under mu. */
+	if (!atomic_load(&rh->active))
 		return false;
+	atomic_store(&rh->active, false);
 	rh->held_ms = (uv_hrtime() - rh->began_ns) / 1000000;
 	for (size_t i = 0; i < rh->nexpected; i++) {
 		if (rh->back[i])

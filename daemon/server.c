@@ -341,8 +341,10 @@ static void after_work_cb(uv_work_t *work, int status)
 			lscache_bump(d->lc);
 		if (!r->violation && s && !d->stopping && iv->op == PFS_OP_LOCK_WAKE)
 			session_lock_wake(d, &iv->fh);
-		else if (!r->violation && s && !d->stopping)
-			push_inval(d, s, self, iv, key, &r->acks), changed = true;
+		else if (!r->violation && s && !d->stopping) {
+			push_inval(d, s, self, iv, key, &r->acks);
+			changed = true;
+		}
 		free(iv);
 	}
 	if (r->violation && !c->closing)
