@@ -419,7 +419,7 @@ def test_attributes_never_show_a_writebacks_moment(env, daemon):
                 n += 1
                 bad += a["size"] == 300 and a["blocks"] == 0
             counts.append((n, bad))
-    w = subprocess.Popen([PYTHON, "-c", rewrite, str(f), "40000"])
+    w = subprocess.Popen([PYTHON, "-c", rewrite, str(f), "25000"])
     try:
         ts = [threading.Thread(target=ask) for _ in range(2)]
         for t in ts:
