@@ -262,8 +262,13 @@ static void revalidate_all(struct cache *k)
 
 	/* Replies in flight may predate lost pushes. */
 	gate_note_all(c->gate);
-	if (inode_snapshot(c->it, &v, &n) < 0)
-		goto everything;
+	if (inode_snapshot(c->it, &v, &n) < 0) {
+		/* Nothing counts as revalidated: listings are not kept
+		 * (cache_current), nor does a restarted server hear we are
+		 * done (it waits its bound). */
+		pfs_warn("out of memory for a revalidation: nothing cached is revalidated");
+		return;
+	}
 	if (cache_nosys(k, PFS_OP_REVALIDATE))
 		goto everything;
 	items = malloc(cap);
