@@ -197,3 +197,45 @@ def test_restart_waits_boundedly_for_a_dead_host_and_not_for_one_that_left(env, 
     Worker(os.chmod, b / "f", 0o640).join(RECONNECT)
     assert "for the 1 client of the instance before" in d.proc.output()
     assert mode_of(env.export / "f") == 0o640
+
+
+@pytest.mark.timeout(240)
+def test_writes_sent_again_after_restart_wait_for_the_other_host_and_land(env, mount):
+    """B's writes that podfsd had not committed when it was killed are
+    sent again to the new podfsd (changes: they wait for A, which caches
+    the file and whose reconnect is held at a relay); B's fsync returns
+    once A is back, and A then reads B's bytes, not its cached ones. The
+    held replies of 8 MiB of writes do not stop B's connection from
+    carrying the rest."""
+    d = env.start_daemon(extra=["--revalidate-wait", "30"])
+    relay = DelayRelay((d.host, d.port), 0)
+    a = None
+    fd = -1
+    try:
+        b = mount(d)
+        a = mount(relay.via(d), path=env.root / "mnt-a")
+        old = b"o" * (8 << 20)
+        write_file(b / "f", old)
+        assert read_file(a / "f") == old  # A caches its pages
+        new = os.urandom(8 << 20)
+        fd = os.open(b / "f", os.O_RDWR)
+        os.pwrite(fd, new, 0)  # not committed: sent again after the restart
+        relay.hold_up()
+        d.kill9()
+        wait_for(lambda: "connection to" in a.proc.output(), 10,
+                 what="A to see its connection drop")
+        d.start()
+        w = Worker(os.fsync, fd)
+        time.sleep(1.5)
+        assert w.is_alive(), "B's writes returned while A, which caches the file, was away"
+        relay.release_up()
+        w.join(60)
+        assert read_file(a / "f") == new, "A read its cached bytes from before B's writes"
+        assert read_file(env.export / "f") == new
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        relay.release_up()
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay.close()
