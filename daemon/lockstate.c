@@ -2,24 +2,21 @@
  * (the persisted list of lock holders, the grace period). See
  * lockstate_i.h. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "podfs/log.h"
 #include "podfs/xalloc.h"
+#include "idfile_i.h"
 #include "lockstate_i.h"
 
 #define RECORD_NAME "lockholders"
 #define RECORD_MAGIC "podfs lock holders 1"
-#define RECORD_MAX 65536 /* ids in the list: far above any pod */
 
 struct waiter {
 	uint64_t key;
@@ -28,9 +25,7 @@ struct waiter {
 
 struct lockstate {
 	pthread_mutex_t mu;
-	char *dir;  /* state directory */
-	char *path; /* STATE_DIR/lockholders */
-	char *tmp;  /* STATE_DIR/lockholders.tmp */
+	struct idfile file; /* STATE_DIR/lockholders */
 
 	/* The persisted list (under mu). */
 	uint64_t *holders;
@@ -54,55 +49,10 @@ struct lockstate {
 
 /* --- the file --- */
 
-static char *path_join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *p = xmalloc(n);
-
-	snprintf(p, n, "%s/%s", dir, name);
-	return p;
-}
-
 /* Writes the list (caller holds mu). sync: durable before returning. */
 static int record_write(struct lockstate *ls, bool sync)
 {
-	FILE *f;
-	int fd, ret = 0;
-
-	fd = open(ls->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	f = fdopen(fd, "w");
-	if (!f) {
-		ret = -errno;
-		close(fd);
-		goto out_unlink;
-	}
-	fprintf(f, "%s\n", RECORD_MAGIC);
-	for (size_t i = 0; i < ls->nholders; i++)
-		fprintf(f, "%016" PRIx64 "\n", ls->holders[i]);
-	if (fflush(f) != 0 || (sync && fsync(fileno(f)) < 0))
-		ret = -errno;
-	if (fclose(f) != 0 && ret == 0)
-		ret = -errno;
-	if (ret < 0)
-		goto out_unlink;
-	if (rename(ls->tmp, ls->path) < 0) {
-		ret = -errno;
-		goto out_unlink;
-	}
-	if (sync) {
-		int dfd = open(ls->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0 || fsync(dfd) < 0)
-			ret = -errno;
-		if (dfd >= 0)
-			close(dfd);
-	}
-	return ret;
-
-out_unlink:
-	unlink(ls->tmp);
-	return ret;
+	return idfile_write(&ls->file, ls->holders, ls->nholders, sync);
 }
 
 static void record_write_logged(struct lockstate *ls, bool sync)
@@ -111,40 +61,7 @@ static void record_write_logged(struct lockstate *ls, bool sync)
 
 	if (ret < 0)
 		pfs_warn("cannot write %s: %s (lock holders may not get a grace period after a "
-			 "restart)", ls->path, strerror(-ret));
-}
-
-/* Reads the list into ls->expected. Returns the number of ids, or -1 when
- * the file exists but cannot be trusted. */
-static long record_read(struct lockstate *ls)
-{
-	char line[128];
-	long n = 0;
-	FILE *f = fopen(ls->path, "re");
-
-	if (!f)
-		return errno == ENOENT ? 0 : -1;
-	if (!fgets(line, sizeof(line), f) || strcmp(line, RECORD_MAGIC "\n") != 0) {
-		fclose(f);
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char *end;
-		uint64_t id;
-
-		errno = 0;
-		id = strtoull(line, &end, 16);
-		if (errno || end == line || *end != '\n' || n >= RECORD_MAX) {
-			fclose(f);
-			return -1;
-		}
-		ls->expected = realloc(ls->expected, (size_t)(n + 1) * sizeof(*ls->expected));
-		if (!ls->expected)
-			abort(); /* policy: see podfs/xalloc.h */
-		ls->expected[n++] = id;
-	}
-	fclose(f);
-	return n;
+			 "restart)", ls->file.path, strerror(-ret));
 }
 
 /* --- lifetime --- */
@@ -157,16 +74,12 @@ int lockstate_new(const char *state_dir, unsigned grace_s, struct lockstate **ou
 	int ret;
 
 	pthread_mutex_init(&ls->mu, NULL);
-	ls->dir = xstrdup(state_dir);
-	ls->path = path_join(state_dir, RECORD_NAME);
-	ls->tmp = path_join(state_dir, RECORD_NAME ".tmp");
+	idfile_init(&ls->file, state_dir, RECORD_NAME, RECORD_MAGIC);
 	ls->grace_s = grace_s;
-	n = record_read(ls);
+	n = idfile_read(&ls->file, &ls->expected);
 	if (n < 0) {
 		pfs_warn("%s is unreadable or malformed: a full grace period of %u s for every "
-			 "lock holder", ls->path, grace_s);
-		free(ls->expected);
-		ls->expected = NULL;
+			 "lock holder", ls->file.path, grace_s);
 		ls->unknown = true;
 		n = 0;
 	}
@@ -188,7 +101,7 @@ int lockstate_new(const char *state_dir, unsigned grace_s, struct lockstate **ou
 	/* Check now that the state directory takes the list. */
 	ret = record_write(ls, true);
 	if (ret < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", ls->path, strerror(-ret));
+		snprintf(err, errlen, "cannot write %s: %s", ls->file.path, strerror(-ret));
 		lockstate_free(ls);
 		return ret;
 	}
@@ -261,9 +174,7 @@ void lockstate_free(struct lockstate *ls)
 	if (!ls)
 		return;
 	pthread_mutex_destroy(&ls->mu);
-	free(ls->dir);
-	free(ls->path);
-	free(ls->tmp);
+	idfile_fini(&ls->file);
 	free(ls->holders);
 	free(ls->expected);
 	free(ls->reclaimed);
@@ -302,7 +213,7 @@ int lockstate_note_holder(struct lockstate *ls, uint64_t client_id, const char *
 		ret = record_write(ls, true);
 		if (ret < 0)
 			pfs_warn("cannot write %s: %s (the locks of %s may be lost if podfsd "
-				 "restarts)", ls->path, strerror(-ret), host);
+				 "restarts)", ls->file.path, strerror(-ret), host);
 	}
 	pthread_mutex_unlock(&ls->mu);
 	return ret;

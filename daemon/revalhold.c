@@ -1,30 +1,26 @@
 /* revalhold.c: the persisted list of client sessions, and the hold on
  * changes after a restart until the clients of the instance before have
  * revalidated. See revalhold_i.h. */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "podfs/log.h"
 #include "podfs/xalloc.h"
+#include "idfile_i.h"
 #include "revalhold_i.h"
 
 #define RECORD_NAME "sessions"
 #define RECORD_MAGIC "podfs sessions 1"
-#define RECORD_MAX 65536 /* ids in the list: far above any pod */
 
 struct revalhold {
 	pthread_mutex_t mu;
-	char *dir;  /* state directory */
-	char *path; /* STATE_DIR/sessions */
-	char *tmp;  /* STATE_DIR/sessions.tmp */
+	struct idfile file; /* STATE_DIR/sessions */
 
 	/* The list (under mu), its version (gen: every change), and the
 	 * versions on disk: written, and written durably. */
@@ -50,58 +46,6 @@ struct revalhold {
 
 /* --- the file --- */
 
-static char *path_join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *p = xmalloc(n);
-
-	snprintf(p, n, "%s/%s", dir, name);
-	return p;
-}
-
-/* Writes ids[n] as the list (caller holds wmu). sync: durable before
- * returning. */
-static int record_write(struct revalhold *rh, const uint64_t *ids, size_t n, bool sync)
-{
-	FILE *f;
-	int fd, ret = 0;
-
-	fd = open(rh->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	f = fdopen(fd, "w");
-	if (!f) {
-		ret = -errno;
-		close(fd);
-		goto out_unlink;
-	}
-	fprintf(f, "%s\n", RECORD_MAGIC);
-	for (size_t i = 0; i < n; i++)
-		fprintf(f, "%016" PRIx64 "\n", ids[i]);
-	if (fflush(f) != 0 || (sync && fsync(fileno(f)) < 0))
-		ret = -errno;
-	if (fclose(f) != 0 && ret == 0)
-		ret = -errno;
-	if (ret < 0)
-		goto out_unlink;
-	if (rename(rh->tmp, rh->path) < 0) {
-		ret = -errno;
-		goto out_unlink;
-	}
-	if (sync) {
-		int dfd = open(rh->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0 || fsync(dfd) < 0)
-			ret = -errno;
-		if (dfd >= 0)
-			close(dfd);
-	}
-	return ret;
-
-out_unlink:
-	unlink(rh->tmp);
-	return ret;
-}
-
 /* Writes the list until the file holds its latest version (caller holds
  * wmu, not mu); with sync, durably up to at least version need (a writer
  * before us may have done it). Returns 0 or -errno. */
@@ -116,7 +60,7 @@ static int flush(struct revalhold *rh, bool sync, uint64_t need)
 		uint64_t *snap = xmalloc((n ? n : 1) * sizeof(*snap));
 		memcpy(snap, rh->ids, n * sizeof(*snap));
 		pthread_mutex_unlock(&rh->mu);
-		ret = record_write(rh, snap, n, sync);
+		ret = idfile_write(&rh->file, snap, n, sync);
 		free(snap);
 		pthread_mutex_lock(&rh->mu);
 		if (ret < 0)
@@ -143,40 +87,7 @@ static void flush_try(struct revalhold *rh)
 	pthread_mutex_unlock(&rh->wmu);
 	if (ret < 0)
 		pfs_warn("cannot write %s: %s (a restart may wait longer for clients that left)",
-			 rh->path, strerror(-ret));
-}
-
-/* Reads the list into rh->expected. Returns the number of ids, or -1 when
- * the file exists but cannot be trusted. */
-static long record_read(struct revalhold *rh)
-{
-	char line[128];
-	long n = 0;
-	FILE *f = fopen(rh->path, "re");
-
-	if (!f)
-		return errno == ENOENT ? 0 : -1;
-	if (!fgets(line, sizeof(line), f) || strcmp(line, RECORD_MAGIC "\n") != 0) {
-		fclose(f);
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char *end;
-		uint64_t id;
-
-		errno = 0;
-		id = strtoull(line, &end, 16);
-		if (errno || end == line || *end != '\n' || n >= RECORD_MAX) {
-			fclose(f);
-			return -1;
-		}
-		rh->expected = realloc(rh->expected, (size_t)(n + 1) * sizeof(*rh->expected));
-		if (!rh->expected)
-			abort(); /* policy: see podfs/xalloc.h */
-		rh->expected[n++] = id;
-	}
-	fclose(f);
-	return n;
+			 rh->file.path, strerror(-ret));
 }
 
 /* --- the list --- */
@@ -212,14 +123,12 @@ int revalhold_new(const char *state_dir, unsigned wait_s, struct revalhold **out
 
 	pthread_mutex_init(&rh->mu, NULL);
 	pthread_mutex_init(&rh->wmu, NULL);
-	rh->dir = xstrdup(state_dir);
-	rh->path = path_join(state_dir, RECORD_NAME);
-	rh->tmp = path_join(state_dir, RECORD_NAME ".tmp");
+	idfile_init(&rh->file, state_dir, RECORD_NAME, RECORD_MAGIC);
 	rh->wait_s = wait_s;
-	n = record_read(rh);
+	n = idfile_read(&rh->file, &rh->expected);
 	if (n < 0) {
 		pfs_warn("%s is unreadable or malformed: changes made after this restart do not "
-			 "wait for the clients of the instance before to revalidate", rh->path);
+			 "wait for the clients of the instance before to revalidate", rh->file.path);
 		n = 0;
 	}
 	rh->nexpected = (size_t)n;
@@ -233,9 +142,9 @@ int revalhold_new(const char *state_dir, unsigned wait_s, struct revalhold **out
 		atomic_store(&rh->active, true);
 	}
 	/* Check now that the state directory takes the list. */
-	ret = record_write(rh, rh->ids, rh->nids, true);
+	ret = idfile_write(&rh->file, rh->ids, rh->nids, true);
 	if (ret < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", rh->path, strerror(-ret));
+		snprintf(err, errlen, "cannot write %s: %s", rh->file.path, strerror(-ret));
 		revalhold_free(rh);
 		return ret;
 	}
@@ -309,9 +218,7 @@ void revalhold_free(struct revalhold *rh)
 		return;
 	pthread_mutex_destroy(&rh->mu);
 	pthread_mutex_destroy(&rh->wmu);
-	free(rh->dir);
-	free(rh->path);
-	free(rh->tmp);
+	idfile_fini(&rh->file);
 	free(rh->ids);
 	free(rh->expected);
 	free(rh->back);
@@ -346,7 +253,7 @@ int revalhold_note_client(struct revalhold *rh, uint64_t client_id, const char *
 	pthread_mutex_unlock(&rh->wmu);
 	if (ret < 0)
 		pfs_warn("cannot write %s: %s (if podfsd restarts, changes will not wait for %s "
-			 "to revalidate)", rh->path, strerror(-ret), host);
+			 "to revalidate)", rh->file.path, strerror(-ret), host);
 	return ret;
 }
 

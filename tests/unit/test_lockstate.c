@@ -17,34 +17,13 @@
 
 #include "check.h"
 #include "lockstate_i.h"
+#include "statedir.h"
 
 #define MAGIC "podfs lock holders 1\n"
 
-static char dir[64];
-static char path[96];
-
 static void fresh_dir(void)
 {
-	if (dir[0]) {
-		unlink(path);
-		rmdir(dir);
-	}
-	snprintf(dir, sizeof(dir), "/tmp/podfs-test-lockstate-XXXXXX");
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-	snprintf(path, sizeof(path), "%s/lockholders", dir);
-}
-
-static void write_list(const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f || fputs(text, f) == EOF || fclose(f) != 0) {
-		perror(path);
-		exit(1);
-	}
+	statedir_fresh("lockstate", "lockholders");
 }
 
 /* The list file as text ("" if missing). */
@@ -290,7 +269,6 @@ int main(void)
 	test_grace_timer();
 	test_bad_state_dir();
 	test_waiters();
-	unlink(path);
-	rmdir(dir);
+	statedir_remove();
 	return check_done("test_lockstate");
 }

@@ -17,34 +17,13 @@
 
 #include "check.h"
 #include "revalhold_i.h"
+#include "statedir.h"
 
 #define MAGIC "podfs sessions 1\n"
 
-static char dir[64];
-static char path[96];
-
 static void fresh_dir(void)
 {
-	if (dir[0]) {
-		unlink(path);
-		rmdir(dir);
-	}
-	snprintf(dir, sizeof(dir), "/tmp/podfs-test-revalhold-XXXXXX");
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-	snprintf(path, sizeof(path), "%s/sessions", dir);
-}
-
-static void write_list(const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f || fputs(text, f) == EOF || fclose(f) != 0) {
-		perror(path);
-		exit(1);
-	}
+	statedir_fresh("revalhold", "sessions");
 }
 
 /* The number of ids in the list file, the first max of them in ids; -1
@@ -375,7 +354,6 @@ int main(void)
 	test_malformed();
 	test_concurrent_notes();
 	test_bad_state_dir();
-	unlink(path);
-	rmdir(dir);
+	statedir_remove();
 	return check_done("test_revalhold");
 }
