@@ -20,8 +20,8 @@ Per test (STYLE.md section 7):
     (veth pair, 10.201.x.0/24) and reaches the daemon over it.
   * `agents`: a factory of lock agents (lockers.Agent), killed at the end.
 
-Teardown, also when the test failed: fusermount3 -u every mount (lazy
-unmount, connection abort and SIGKILL when that fails), SIGTERM every
+Teardown, also when the test failed: fusermount3 -u every mount
+(connection abort, lazy unmount and SIGKILL when that fails), SIGTERM every
 process, wait with a bound, require exit status 0 from podfs and podfsd
 (unless a test killed one on purpose), delete the namespaces, then scan the
 processes' stderr and sanitizer logs for sanitizer reports and for error

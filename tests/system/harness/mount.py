@@ -1,7 +1,7 @@
 """mount.py: a podfs -f mount as the tests see it: started (in a network
 namespace if asked), seen in /proc/self/mountinfo within a deadline,
 unmounted with fusermount3 -u and checked for podfs's exit status, or
-forced down (lazy unmount, connection abort, SIGKILL).
+forced down (connection abort, lazy unmount, SIGKILL).
 """
 
 import os
@@ -98,15 +98,21 @@ class Mount:
         return str(self.path)
 
     def abort_connection(self):
-        info = self.info or {}
-        dev = info.get("devid", "")
-        if ":" in dev:
-            minor = dev.split(":")[1]
-            p = Path(f"/sys/fs/fuse/connections/{minor}/abort")
-            try:
-                p.write_text("1")
-            except OSError:
-                pass
+        """Aborts this mount's FUSE connection, if it is still mounted. Once
+        it is not, its device number (the connection's name in fusectl) is
+        free, and the next FUSE mount on the machine gets it: another
+        test's, running beside this one, whose mount an abort by the old
+        number killed (ENOTCONN on its first write, one CI run)."""
+        dev = (self.info or {}).get("devid", "")
+        now = mountinfo(self.path)
+        if ":" not in dev or now is None or now["devid"] != dev:
+            return
+        minor = dev.split(":")[1]
+        p = Path(f"/sys/fs/fuse/connections/{minor}/abort")
+        try:
+            p.write_text("1")
+        except OSError:
+            pass
 
     def umount(self):
         """fusermount3 -u, then podfs must exit 0. Returns an error or None."""
@@ -135,9 +141,11 @@ class Mount:
         return "\n".join(errs) or None
 
     def force_down(self):
+        # The abort first: after the lazy unmount the device number is no
+        # longer ours (abort_connection).
+        self.abort_connection()
         subprocess.run(["fusermount3", "-uz", str(self.path)], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=30)
-        self.abort_connection()
         self.proc.send(signal.SIGKILL)
         self.proc.wait(10)
 
