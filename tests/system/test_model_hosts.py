@@ -310,7 +310,9 @@ def step(model, rnd, root, label, log):  # noqa: C901 - one branch per operation
     return touched
 
 
-SEEDS = [int(s) for s in os.environ.get("MODEL_SEEDS", "1,2,3,4").split(",")]
+# Three seeds of two hosts in the suite (its 15 minutes; a hunt runs more
+# with MODEL_SEEDS).
+SEEDS = [int(s) for s in os.environ.get("MODEL_SEEDS", "1,2,3").split(",")]
 # Three hosts cost more: two seeds unless MODEL_SEEDS names them.
 SEEDS3 = SEEDS if "MODEL_SEEDS" in os.environ else [1, 2]
 
