@@ -3,7 +3,8 @@
  * The files, top to bottom; each calls only files below it, and upward
  * only through callbacks it was handed:
  *   main.c          command line, start-up checks, daemonizing, signals
- *   server.c        accept, the path of a request, held replies, sweep
+ *   server.c        accept, the path of a request, held replies
+ *   sweep.c         the handle cache's periodic sweep
  *   admit.c         connections before AUTH: export rules, pending quota
  *   handshake.c     HELLO and AUTH          dispatch.c  the opcode table,
  *                                           the ladder, FORGET
@@ -110,7 +111,7 @@ struct pfsd {
 	uv_tcp_t listener;
 	uv_signal_t sig_term;
 	uv_signal_t sig_int;
-	uv_timer_t sweep_timer;   /* handle cache sweep (server.c) */
+	uv_timer_t sweep_timer;   /* handle cache sweep (sweep.c) */
 	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
 	uint64_t ack_due;         /* when it fires (uv_now ms; UINT64_MAX: idle) */
 	uv_idle_t ack_idle;       /* once it fired: the verdicts come after the */

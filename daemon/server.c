@@ -29,6 +29,7 @@
 #include "revalhold_i.h"
 #include "server_i.h"
 #include "session_i.h"
+#include "sweep_i.h"
 #include "watch_i.h"
 #include "workers_i.h"
 
@@ -713,41 +714,6 @@ static void on_connection(uv_stream_t *server, int status)
 	conn_flow(c);
 }
 
-/* --- handle cache sweep --- */
-
-static void sweep_work_cb(uv_work_t *w)
-{
-	struct pfsd *d = w->data;
-
-	handles_orphans_expire(d->hs);
-	if (++d->sweep_ticks < PFSD_SWEEP_MS / PFSD_TICK_MS)
-		return;
-	d->sweep_ticks = 0;
-	size_t n = handles_sweep(d->hs);
-	if (n)
-		pfs_debug("closed %zu cached handles of deleted files", n);
-}
-
-static void sweep_done_cb(uv_work_t *w, int status)
-{
-	struct pfsd *d = w->data;
-
-	d->sweeping = false;
-}
-
-static void sweep_timer_cb(uv_timer_t *t)
-{
-	struct pfsd *d = t->data;
-
-	if (d->sweeping || d->stopping)
-		return;
-	/* The handle cache grows back as sessions' files close. */
-	handles_set_max(d->hs, lim_hcache_room(&d->lim, atomic_load(&d->fds)));
-	d->sweep_work.data = d;
-	if (uv_queue_work(&d->loop, &d->sweep_work, sweep_work_cb, sweep_done_cb) == 0)
-		d->sweeping = true;
-}
-
 int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 {
 	struct sockaddr_storage ss;
@@ -772,9 +738,7 @@ int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 	*port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 						   : ((struct sockaddr_in *)&ss)->sin_port);
 	pfs_notice("listening on %s", name);
-	uv_timer_init(&d->loop, &d->sweep_timer);
-	d->sweep_timer.data = d;
-	uv_timer_start(&d->sweep_timer, sweep_timer_cb, PFSD_TICK_MS, PFSD_TICK_MS);
+	sweep_start(d);
 	uv_timer_init(&d->loop, &d->ack_timer);
 	d->ack_timer.data = d;
 	d->ack_due = UINT64_MAX;
@@ -791,8 +755,7 @@ void server_stop(struct pfsd *d)
 	d->stopping = true;
 	if (!uv_is_closing((uv_handle_t *)&d->listener))
 		uv_close((uv_handle_t *)&d->listener, NULL);
-	if (!uv_is_closing((uv_handle_t *)&d->sweep_timer))
-		uv_close((uv_handle_t *)&d->sweep_timer, NULL);
+	sweep_stop(d);
 	watch_stop(d);
 	while (!LIST_EMPTY(&d->conns))
 		conn_close(LIST_FIRST(&d->conns), "shutting down");

@@ -1,7 +1,7 @@
 /* server_i.h: podfsd's server: the listener and its connections, the
  * path of a request (queued on the thread pool, its completion, its
- * reply held for acknowledgements and sent), the periodic sweep of the
- * handle cache, and the orderly stop.
+ * reply held for acknowledgements and sent), and the orderly stop. The
+ * handle cache's periodic sweep, which it starts and stops, is sweep.c's.
  *
  * Loop thread only.
  */
