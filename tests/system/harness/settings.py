@@ -18,6 +18,9 @@ from pathlib import Path
 TEST_ROOT = Path(os.environ.get("PODFS_TEST_TMP", "/tmp/podfs-tests"))
 START_TIMEOUT = float(os.environ.get("PODFS_TEST_START_TIMEOUT", "20"))
 STOP_TIMEOUT = 20.0
+# How long a podfs whose mount was forced down may take to end by itself
+# before it is killed (Mount.force_down).
+FORCE_GRACE = 5.0
 DEFAULT_TEST_TIMEOUT = 300
 DAEMON_ARGS = os.environ.get("PODFS_TEST_DAEMON_ARGS", "").split()
 MOUNT_OPTS = os.environ.get("PODFS_TEST_MOUNT_OPTS", "")
