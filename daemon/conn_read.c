@@ -22,7 +22,7 @@ static void frame_done(struct conn *c)
 	c->tr.wire_in += PFS_FRAME_HDR_SIZE + c->h.wire_len;
 	c->tr.raw_in += PFS_FRAME_HDR_SIZE + c->h.raw_len;
 	if (c->close_after_write) { /* refused or said goodbye: ignore the rest */
-		free(payload);
+		payload_free(payload);
 		return;
 	}
 	c->frame_cb(c, payload);

@@ -202,9 +202,10 @@ void dispatch_work_cb(uv_work_t *w)
 	r->codecs = pfs_link_codecs(r->codecs, r->d->o.lz4,
 				    atomic_load_explicit(&r->c->backlog, memory_order_relaxed));
 	if (r->h.flags & PFS_FF_CODED) {
-		dec = xmalloc(r->h.raw_len);
+		/* Ends aligned as a received payload does (framer_i.h). */
+		dec = payload_alloc(r->h.raw_len ? r->h.raw_len : 1);
 		if (pfs_payload_decode(r->h.flags, r->in, r->h.wire_len, dec, r->h.raw_len) < 0) {
-			free(dec);
+			payload_free(dec);
 			r->violation = true;
 			return;
 		}
@@ -224,13 +225,13 @@ void dispatch_work_cb(uv_work_t *w)
 
 	/* Held back for a recall: it runs again from its bytes (server.c). */
 	if (ret == -OP_RECALL) {
-		free(dec);
+		payload_free(dec);
 		free(o.w.buf);
 		return;
 	}
 	/* The request's bytes are no longer needed (decoded views die here). */
-	free(dec);
-	free(r->in);
+	payload_free(dec);
+	payload_free(r->in);
 	r->in = NULL;
 
 	if (ret < 0) {

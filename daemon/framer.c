@@ -6,6 +6,43 @@
 #include "podfs/xalloc.h"
 #include "framer_i.h"
 
+/* The word before a payload holds how far its allocation begins before
+ * it. A payload this big or bigger ends on a PAYLOAD_ALIGN boundary. */
+#define PAYLOAD_HDR 16u /* keeps a small payload aligned as malloc's */
+#define PAYLOAD_ALIGN 4096u
+#define PAYLOAD_ALIGN_MIN (64u * 1024)
+
+uint8_t *payload_alloc(size_t len)
+{
+	uint8_t *base, *p;
+	size_t off;
+
+	if (len == 0)
+		return NULL;
+	if (len < PAYLOAD_ALIGN_MIN) {
+		base = xmalloc(PAYLOAD_HDR + len);
+		p = base + PAYLOAD_HDR;
+	} else {
+		base = xmalloc(PAYLOAD_HDR + len + PAYLOAD_ALIGN - 1);
+		uintptr_t end = ((uintptr_t)base + PAYLOAD_HDR + len + PAYLOAD_ALIGN - 1) &
+				~(uintptr_t)(PAYLOAD_ALIGN - 1);
+		p = base + (end - (uintptr_t)base - len);
+	}
+	off = (size_t)(p - base);
+	memcpy(p - sizeof(off), &off, sizeof(off));
+	return p;
+}
+
+void payload_free(uint8_t *p)
+{
+	size_t off;
+
+	if (!p)
+		return;
+	memcpy(&off, p - sizeof(off), sizeof(off));
+	free(p - off);
+}
+
 /* Checks the header now complete in fr->hbuf into *h. Returns 0 or -1
  * with *why. */
 static int header(struct framer *fr, struct pfs_frame_hdr *h, bool ready, uint64_t caps,
@@ -30,7 +67,7 @@ static int header(struct framer *fr, struct pfs_frame_hdr *h, bool ready, uint64
 	}
 	fr->have_hdr = true;
 	fr->pgot = 0;
-	fr->pbuf = h->wire_len ? xmalloc(h->wire_len) : NULL;
+	fr->pbuf = payload_alloc(h->wire_len);
 	return 0;
 }
 
@@ -92,6 +129,6 @@ bool framer_direct_got(struct framer *fr, const struct pfs_frame_hdr *h, size_t 
 
 void framer_free(struct framer *fr)
 {
-	free(fr->pbuf);
+	payload_free(fr->pbuf);
 	fr->pbuf = NULL;
 }

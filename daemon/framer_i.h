@@ -23,7 +23,7 @@ struct framer {
 	uint8_t hbuf[PFS_FRAME_HDR_SIZE]; /* header bytes so far */
 	size_t hgot;
 	bool have_hdr;                    /* header complete: reading the payload */
-	uint8_t *pbuf;                    /* the payload (malloc'd; NULL if empty) */
+	uint8_t *pbuf;                    /* the payload (payload_alloc; NULL if empty) */
 	size_t pgot;
 };
 
@@ -38,7 +38,7 @@ int framer_feed(struct framer *fr, struct pfs_frame_hdr *h, bool ready, uint64_t
 		const uint8_t **p, size_t *n, const char **why);
 
 /* The payload of the whole frame framer_feed (or framer_direct_got)
- * reported, now the caller's (malloc'd, NULL if empty); fr starts over
+ * reported, now the caller's (payload_free it; NULL if empty); fr starts over
  * with the next frame's header. */
 uint8_t *framer_take(struct framer *fr);
 
@@ -50,6 +50,17 @@ bool framer_direct(const struct framer *fr, const struct pfs_frame_hdr *h, size_
 /* n bytes were read into the buffer of framer_direct. Returns true when
  * the frame is complete (framer_take). */
 bool framer_direct_got(struct framer *fr, const struct pfs_frame_hdr *h, size_t n);
+
+/* A payload's buffer of len bytes (NULL for 0; aborts when out of
+ * memory, as xmalloc), as framer_take hands them on, and its free (NULL
+ * is fine); never free() one. A WRITE's data is the tail of its payload,
+ * and podfsd writes big ones with O_DIRECT, which wants the buffer 4 KiB
+ * aligned (export_files.c): so a payload of 64 KiB or more ends on a
+ * 4 KiB boundary, and data whose length O_DIRECT takes (a multiple of
+ * 4 KiB) starts on one, written from where it was received instead of
+ * copied first. The payload itself may then be at any address. */
+uint8_t *payload_alloc(size_t len);
+void payload_free(uint8_t *p);
 
 /* Frees the payload being read, if any. */
 void framer_free(struct framer *fr);

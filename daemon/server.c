@@ -283,7 +283,7 @@ static void recall_done(struct req *r, bool drop)
 			drc_forget(&s->drc, r->drc);
 		conn_req_drop(r->c, r->acct);
 		free(r->keys.v);
-		free(r->in);
+		payload_free(r->in);
 		session_unref(s);
 		if (r->c->npaced)
 			drained_cb(r->c);
@@ -355,7 +355,7 @@ static void after_work_cb(uv_work_t *work, int status)
 		d->st_lat[r->h.op][lathist_bucket(us)]++;
 		d->st_lat_sum_us[r->h.op] += us;
 	}
-	free(r->in);
+	payload_free(r->in);
 	/* Held until the others acknowledged (see "acknowledged pushes",
 	 * push.c). It leaves the in-flight list now: pushes to this client
 	 * need not wait for it (its client's race gate covers a reply that
@@ -458,7 +458,7 @@ static void start_req(struct req *r)
 		session_unref(r->s);
 	}
 	conn_req_drop(c, r->acct);
-	free(r->in);
+	payload_free(r->in);
 	free(r);
 	conn_close(c, "internal error");
 	conn_unref(c);
@@ -508,7 +508,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->rule = c->rule;
 	r->work.data = r;
 	if (r->s && (pfs_op_flags(r->h.op) & PFS_OPF_ONCE) && duplicate(c, r)) {
-		free(payload);
+		payload_free(payload);
 		free(r);
 		return;
 	}
@@ -602,7 +602,7 @@ static void frame_cb(struct conn *c, uint8_t *payload)
 		queue_req(c, payload, 0);
 		return; /* payload now owned by the request */
 	}
-	free(payload);
+	payload_free(payload);
 }
 
 /* --- connections --- */
@@ -630,7 +630,7 @@ static void closed_cb(struct conn *c)
 		if (r->s)
 			session_unref(r->s);
 		conn_req_drop(c, r->acct);
-		free(r->in);
+		payload_free(r->in);
 		free(r);
 		conn_unref(c);
 	}

@@ -66,7 +66,7 @@ static void hand_on(struct sim *s, uint8_t *payload)
 		FUZZ_ASSERT(h->op == PFS_OP_PUSH_ACK && h->id == 0 && h->wire_len == h->raw_len);
 		FUZZ_ASSERT(!(h->flags & (PFS_FF_CODED | PFS_FF_REPLY)));
 		(void)pfs_dec_push_ack(payload, h->wire_len, &m); /* push.c */
-		free(payload);
+		payload_free(payload);
 		return;
 	}
 	FUZZ_ASSERT(h->id != 0 && h->status == 0 && !(h->flags & PFS_FF_REPLY));
@@ -74,7 +74,7 @@ static void hand_on(struct sim *s, uint8_t *payload)
 		raw = xmalloc(h->raw_len ? h->raw_len : 1);
 		if (pfs_payload_decode(h->flags, payload, h->wire_len, raw, h->raw_len) < 0) {
 			free(raw);
-			free(payload);
+			payload_free(payload);
 			s->st = END; /* a bad compressed payload: closed */
 			return;
 		}
@@ -94,7 +94,7 @@ static void hand_on(struct sim *s, uint8_t *payload)
 	}
 	if (raw != payload)
 		free(raw);
-	free(payload);
+	payload_free(payload);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

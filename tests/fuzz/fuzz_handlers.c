@@ -375,13 +375,17 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 
 	memset(&r, 0, sizeof r);
 	if (flags & 3) {
-		in = len ? xmalloc(len) : NULL;
+		in = payload_alloc(len); /* as the frame reader makes them */
 		if (len)
 			memcpy(in, p, len);
 		r.h.flags = (flags & 1) ? PFS_FF_LZ4 : PFS_FF_ZR;
 		r.h.raw_len = raw_len;
 	} else {
-		in = substitute(p, len, &wl);
+		uint8_t *sub = substitute(p, len, &wl);
+		in = payload_alloc(wl);
+		if (wl)
+			memcpy(in, sub, wl);
+		free(sub);
 		r.h.raw_len = (uint32_t)wl;
 	}
 	r.h.id = id;
@@ -389,11 +393,11 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	r.h.wire_len = (uint32_t)wl;
 	if (op == PFS_OP_FORGET) {
 		dispatch_forget(d, s, &r.h, in);
-		free(in);
+		payload_free(in);
 		return;
 	}
 	if (op == PFS_OP_HELLO || op == PFS_OP_GOODBYE || op == PFS_OP_PUSH_ACK) {
-		free(in); /* answered on the loop, never by a worker */
+		payload_free(in); /* answered on the loop, never by a worker */
 		return;
 	}
 	r.c = fc;
@@ -438,7 +442,7 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 		check_entry(r.reply.wire, r.reply.len);
 	if (!r.violation && r.status == 0 && op == PFS_OP_LISTDIRS)
 		check_listdirs(r.reply.wire, r.reply.len);
-	free(r.in);
+	payload_free(r.in);
 	free(r.reply.own[0]);
 	free(r.reply.own[1]);
 	if (r.splice_len)
