@@ -304,6 +304,78 @@ def test_coordinator_restart_loses_creates_reply(env, mount):
     _restart_with_creates_held(env, mount, held)
 
 
+@pytest.mark.timeout(240)
+def test_restart_with_creates_queued_on_two_hosts(env, mount):
+    """Two hosts each answered creates the coordinator has not seen when
+    it dies with -9. After the restart each sends them again, and their
+    replies wait for every host of the instance before to revalidate
+    (--revalidate-wait); a host's REVALIDATE must not wait behind its own
+    queued creates, or each host waits for the other until the bound
+    (30 s here) ends the wait: the wait ends because both revalidated."""
+    DIRS = ("pa/da", "pb/db")
+    daemon = env.start_daemon(extra=EXTRA + ["--revalidate-wait", "30"])
+    relays = [DelayRelay((daemon.host, daemon.port), 0) for _ in range(2)]
+    hosts, dfds = [], []
+
+    def make(root, d):  # as in _restart_with_creates_held: the creates first
+        files = [open(root / d / f"f{i}", "wb") for i in range(3)]  # noqa: SIM115
+        for i, f in enumerate(files):
+            with f:
+                f.write(b"%s f%d" % (d.encode(), i))
+    try:
+        for r in relays:
+            hosts.append(mount(r.via(daemon), opts=OPTS))
+        # Each in a directory of its own: a host's mkdir in the parent
+        # of the other's directory would recall the other's delegation.
+        for h, d in zip(hosts, DIRS):
+            os.mkdir(h / os.path.dirname(d))
+        for h, d in zip(hosts, DIRS):
+            os.mkdir(h / d)
+            # As in _restart_with_creates_held: d's dentry stays.
+            dfds.append(os.open(h / d, os.O_RDONLY | os.O_DIRECTORY))
+        for h in hosts:
+            wait_for(lambda h=h: podfs_stats(h)["dirdeleg_slots"] >= 3, timeout=10,
+                     what="the host holds its directory with slots")
+        s0 = [podfs_stats(h) for h in hosts]
+        for r in relays:
+            r.hold_up()
+        workers = [Worker(make, h, d) for h, d in zip(hosts, DIRS)]
+        for h, s in zip(hosts, s0):
+            wait_for(lambda h=h, s=s: podfs_stats(h)["dirdeleg_creates"] - s["dirdeleg_creates"] == 3,
+                     timeout=20, what="the host answered its three creates")
+        daemon.kill9()
+        for r in relays:
+            r.cut()
+            r.release_up()
+            r.release_down()
+        daemon.start()
+        for h in hosts:
+            wait_for(lambda h=h: podfs_stats(h)["reconnects"] >= 1 and
+                     podfs_stats(h)["down_since"] == 0, timeout=60, what="the mount reconnected")
+        wait_for(lambda: "changes wait no more" in daemon.log(), timeout=40,
+                 what="the wait after the restart to end")
+        ended = [ln for ln in daemon.log().splitlines() if "changes wait no more" in ln]
+        assert "(every client revalidated)" in ended[-1], ended
+        for w in workers:
+            w.join(60)
+        for h, d in zip(hosts, DIRS):
+            fsync_dir(h / d)
+            for root in (env.export, h):
+                assert sorted(os.listdir(root / d)) == ["f0", "f1", "f2"]
+                for i in range(3):
+                    assert (root / d / f"f{i}").read_bytes() == b"%s f%d" % (d.encode(), i)
+    finally:
+        for r in relays:
+            r.release_up()
+            r.release_down()
+        for fd in dfds:
+            os.close(fd)
+        for h in hosts:
+            assert h.umount() is None  # before the relays go
+        for r in relays:
+            r.close()
+
+
 def _deleg_conn(daemon):
     import pfsproto as P
     caps = P.CAP_PUSH | P.CAP_PUSH_ACK | P.CAP_DIR_ATTR | P.CAP_DELEG
