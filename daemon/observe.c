@@ -307,12 +307,18 @@ static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 		return -errno;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	/* Against another podfsd's removal of its own file there
+	 * (sockfile.h). */
+	int lock = pfs_sockfile_lock(path);
 	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode))
+		if (!S_ISSOCK(st.st_mode)) {
+			pfs_sockfile_unlock(lock);
 			return -EEXIST;
+		}
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 			close(fd);
+			pfs_sockfile_unlock(lock);
 			return -EADDRINUSE;
 		}
 		if (fd >= 0)
@@ -325,6 +331,7 @@ static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 	/* Born 0600: never a moment in which others could connect. No
 	 * other thread runs yet, so the umask may change. */
 	int fd = pfs_sockfile_bind(&o->made, path, 0177, SOCK_NONBLOCK);
+	pfs_sockfile_unlock(lock);
 	if (fd < 0)
 		return fd;
 	snprintf(o->path, sizeof(o->path), "%s", path);

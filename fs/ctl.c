@@ -263,10 +263,9 @@ static int status_listen(struct ctl *ctl)
 	ctl_path(dev, ctl->path, sizeof(ctl->path));
 	if (mkdir(CTL_DIR, 0755) < 0 && errno != EEXIST)
 		return -errno;
-	/* A socket left by a podfs that died: its device number is this
-	 * mount's now, so it is ours to replace. */
-	unlink(ctl->path);
-	if ((fd = pfs_sockfile_bind(&ctl->made, ctl->path, 077, 0)) < 0)
+	/* A socket left by a podfs that died or is still finishing: its
+	 * device number is this mount's now, so it is ours to replace. */
+	if ((fd = pfs_sockfile_replace(&ctl->made, ctl->path, 077, 0)) < 0)
 		return fd;
 	if (listen(fd, 8) < 0) {
 		rc = -errno;

@@ -4,6 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <sys/file.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,8 +65,47 @@ bool pfs_sockfile_is(const struct pfs_sockfile *sf, const char *path)
 	       st.st_mtim.tv_nsec == sf->mark.tv_nsec;
 }
 
+int pfs_sockfile_lock(const char *path)
+{
+	char dir[PATH_MAX];
+	int fd;
+
+	if (strlen(path) >= sizeof(dir))
+		return -1;
+	memcpy(dir, path, strlen(path) + 1);
+	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			close(fd);
+			return -1;
+		}
+	}
+	return fd;
+}
+
+void pfs_sockfile_unlock(int lock)
+{
+	if (lock >= 0)
+		close(lock); /* and with it the lock */
+}
+
+int pfs_sockfile_replace(struct pfs_sockfile *sf, const char *path, mode_t mask, int flags)
+{
+	int lock = pfs_sockfile_lock(path);
+
+	unlink(path);
+	int fd = pfs_sockfile_bind(sf, path, mask, flags);
+	pfs_sockfile_unlock(lock);
+	return fd;
+}
+
 void pfs_sockfile_remove(const struct pfs_sockfile *sf, const char *path)
 {
+	int lock = pfs_sockfile_lock(path);
+
 	if (pfs_sockfile_is(sf, path))
 		unlink(path);
+	pfs_sockfile_unlock(lock);
 }

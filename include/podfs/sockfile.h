@@ -37,4 +37,19 @@ bool pfs_sockfile_is(const struct pfs_sockfile *sf, const char *path);
 /* Removes path if it is still sf's file; leaves it otherwise. */
 void pfs_sockfile_remove(const struct pfs_sockfile *sf, const char *path);
 
+/* The check and the unlink of pfs_sockfile_remove, and another
+ * process's removal of a file left at the path and its bind there, must
+ * not interleave: the first would find its own file, the second replace
+ * it, and the first then unlink the second's (seen: a podfs exiting just
+ * as the next mount, given its device number, made its status socket).
+ * So both hold an exclusive flock(2) of the path's directory across:
+ * pfs_sockfile_lock returns the lock (an fd), or -1 where the directory
+ * cannot be opened or locked (the caller goes on without), which
+ * pfs_sockfile_unlock releases. pfs_sockfile_remove takes it itself. */
+int pfs_sockfile_lock(const char *path);
+void pfs_sockfile_unlock(int lock);
+/* pfs_sockfile_bind at path after removing whatever is there (a socket
+ * whose owner is gone), under pfs_sockfile_lock. */
+int pfs_sockfile_replace(struct pfs_sockfile *sf, const char *path, mode_t mask, int flags);
+
 #endif

@@ -5,6 +5,8 @@
  * what the file is): a file made at the same path after the first was
  * removed, which here often gets the same inode number, is not taken for
  * the first; the first's owner leaves it, and its own owner removes it.
+ * The directory lock that keeps a removal and a replacement apart, and
+ * a replacement.
  */
 #include "podfs/sockfile.h"
 #include "check.h"
@@ -12,6 +14,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/podfs-test-sockfile.XXXXXX";
@@ -63,6 +67,34 @@ int main(void)
 		CHECK(!pfs_sockfile_is(&b, path));
 	}
 	printf("the replacing file had the first one's inode number in %d of 20 rounds\n", same_ino);
+
+	/* The lock of the directory (against a removal and a replacement
+	 * interleaving): while held, no other open file description gets
+	 * it; released, one does. */
+	int lock = pfs_sockfile_lock(path);
+	CHECK(lock >= 0);
+	int other = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(other >= 0);
+	CHECK(flock(other, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK);
+	pfs_sockfile_unlock(lock);
+	CHECK_EQ(flock(other, LOCK_EX | LOCK_NB), 0);
+	close(other);
+	CHECK_EQ(pfs_sockfile_lock("/nonexistent-podfs-dir/x.sock"), -1);
+
+	/* A replacement: whatever is at the path goes, the new socket is
+	 * marked as its binder's, and the owner of the file before leaves it. */
+	make();
+	CHECK_EQ(pfs_sockfile_mark(&a, path), 0);
+	int sfd = pfs_sockfile_replace(&b, path, 077, 0);
+	CHECK(sfd >= 0);
+	CHECK(lstat(path, &st) == 0 && S_ISSOCK(st.st_mode));
+	CHECK(pfs_sockfile_is(&b, path) && !pfs_sockfile_is(&a, path));
+	pfs_sockfile_remove(&a, path);
+	CHECK(access(path, F_OK) == 0);
+	pfs_sockfile_remove(&b, path);
+	CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+	if (sfd >= 0)
+		close(sfd);
 	rmdir(dir);
 	return check_done("test_sockfile");
 }
