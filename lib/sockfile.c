@@ -65,6 +65,9 @@ bool pfs_sockfile_is(const struct pfs_sockfile *sf, const char *path)
 	       st.st_mtim.tv_nsec == sf->mark.tv_nsec;
 }
 
+/* pfs_sockfile_lock's tries, 1 ms apart. */
+#define LOCK_TRIES 1000
+
 int pfs_sockfile_lock(const char *path)
 {
 	char dir[PATH_MAX];
@@ -76,11 +79,16 @@ int pfs_sockfile_lock(const char *path)
 	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno != EINTR) {
+	/* Held for a few system calls; a holder that was stopped right
+	 * then (SIGSTOP) must not stop every mount after it: the wait is
+	 * bounded, and the caller then goes on without the lock. */
+	for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; tries++) {
+		if ((errno != EWOULDBLOCK && errno != EINTR) || tries >= LOCK_TRIES) {
 			close(fd);
 			return -1;
 		}
+		struct timespec ms = { .tv_nsec = 1000000 };
+		nanosleep(&ms, NULL);
 	}
 	return fd;
 }

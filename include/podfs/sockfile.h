@@ -44,8 +44,9 @@ void pfs_sockfile_remove(const struct pfs_sockfile *sf, const char *path);
  * as the next mount, given its device number, made its status socket).
  * So both hold an exclusive flock(2) of the path's directory across:
  * pfs_sockfile_lock returns the lock (an fd), or -1 where the directory
- * cannot be opened or locked (the caller goes on without), which
- * pfs_sockfile_unlock releases. pfs_sockfile_remove takes it itself. */
+ * cannot be opened or locked within a second (a holder stopped while it
+ * held it; the caller goes on without), which pfs_sockfile_unlock
+ * releases. pfs_sockfile_remove takes it itself. */
 int pfs_sockfile_lock(const char *path);
 void pfs_sockfile_unlock(int lock);
 /* pfs_sockfile_bind at path after removing whatever is there (a socket

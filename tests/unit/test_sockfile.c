@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/podfs-test-sockfile.XXXXXX";
@@ -76,6 +77,13 @@ int main(void)
 	int other = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	CHECK(other >= 0);
 	CHECK(flock(other, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK);
+	/* A second taker waits a bounded time, then goes on without. */
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CHECK_EQ(pfs_sockfile_lock(path), -1);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	CHECK(waited >= 0.9 && waited < 30);
 	pfs_sockfile_unlock(lock);
 	CHECK_EQ(flock(other, LOCK_EX | LOCK_NB), 0);
 	close(other);
