@@ -179,7 +179,11 @@ size_t conn_unsent(const struct conn *c)
 
 	if (c->closing || uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0)
 		return c->queued;
-	return c->queued + pfs_sock_unsent(fd);
+	/* Not c->queued: that keeps a write libuv finished at once until
+	 * its callback, on the next turn of the loop, after that turn's
+	 * timers (a PING's reply then made a client that never acknowledged
+	 * fall behind instead of being cut off). */
+	return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) + pfs_sock_unsent(fd);
 }
 
 void conn_deadline(struct conn *c, uint64_t ms, conn_deadline_cb cb)

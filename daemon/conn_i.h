@@ -212,8 +212,9 @@ void conn_on_drain(struct conn *c, conn_drain_cb cb);
  * their write callback not run yet (libuv runs it on a later turn of
  * the loop). */
 size_t conn_queued(const struct conn *c);
-/* conn_queued, and the bytes the kernel holds but did not send yet: what
- * c's client has not been sent at all. */
+/* What c's client has not been sent at all: the bytes libuv has not
+ * written to the socket yet, and those the kernel holds but did not send
+ * (conn_queued once c is closing). */
 size_t conn_unsent(const struct conn *c);
 
 /* Arms c's deadline: cb(c) in ms milliseconds, unless conn_deadline_stop
