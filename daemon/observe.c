@@ -293,11 +293,33 @@ static void connection_cb(uv_stream_t *server, int status)
 
 /* --- listeners --- */
 
+/* Clears path for a new control socket: removes a socket left by a
+ * podfsd that died. 0, -EEXIST (not a socket) or -EADDRINUSE (a live
+ * podfsd answers on it). */
+static int clear_ctl_path(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
+	if (live)
+		return -EADDRINUSE;
+	unlink(path);
+	return 0;
+}
+
 /* Makes the control socket at path: a socket left by a podfsd that
  * died is replaced; one a live podfsd answers on is left alone. */
 static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 {
-	struct stat st;
 	int ret;
 
 	if (strlen(path) >= sizeof(o->path))
@@ -305,32 +327,16 @@ static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 	if (strncmp(path, OBS_CTL_DIR "/", sizeof(OBS_CTL_DIR)) == 0 && mkdir(OBS_CTL_DIR, 0755) < 0 &&
 	    errno != EEXIST)
 		return -errno;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	/* Against another podfsd's removal of its own file there
-	 * (sockfile.h). */
+	/* Under the directory's lock, against another podfsd's removal of
+	 * its own file there (sockfile.h). Bound here, not by
+	 * uv_pipe_bind: libuv removes the path of a pipe it bound when
+	 * closing it, even if another podfsd's socket is there by then;
+	 * observe_stop removes it only if still ours. Born 0600: never a
+	 * moment in which others could connect. No other thread runs yet,
+	 * so the umask may change. */
 	int lock = pfs_sockfile_lock(path);
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			pfs_sockfile_unlock(lock);
-			return -EEXIST;
-		}
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-			close(fd);
-			pfs_sockfile_unlock(lock);
-			return -EADDRINUSE;
-		}
-		if (fd >= 0)
-			close(fd);
-		unlink(path);
-	}
-	/* Bound here, not by uv_pipe_bind: libuv removes the path of a
-	 * pipe it bound when closing it, even if another podfsd's socket
-	 * is there by then; observe_stop removes it only if still ours. */
-	/* Born 0600: never a moment in which others could connect. No
-	 * other thread runs yet, so the umask may change. */
-	int fd = pfs_sockfile_bind(&o->made, path, 0177, SOCK_NONBLOCK);
+	ret = clear_ctl_path(path);
+	int fd = ret < 0 ? ret : pfs_sockfile_bind(&o->made, path, 0177, SOCK_NONBLOCK);
 	pfs_sockfile_unlock(lock);
 	if (fd < 0)
 		return fd;
