@@ -12,7 +12,6 @@
 
 #include "bg_i.h"
 #include "client_i.h"
-#include "dirdeleg_i.h"
 #include "fhmap_i.h"
 #include "gate_i.h"
 #include "inode_i.h"
@@ -257,7 +256,6 @@ static void revalidate_all(struct cache *k)
 	size_t n = 0;
 	size_t cap = (size_t)PFS_BATCH_MAX * (PFS_FH_MAX + 1 + 32) + 64;
 	uint8_t *items = NULL, *req = NULL;
-	size_t *at = NULL; /* the snapshot's index of each item of a batch */
 	uint32_t changed = 0;
 	/* The drops this revalidation covers: those before it began. */
 	uint64_t gen = atomic_load(&k->down_gen);
@@ -275,18 +273,13 @@ static void revalidate_all(struct cache *k)
 		goto everything;
 	items = malloc(cap);
 	req = malloc(cap + 512);
-	at = malloc(PFS_BATCH_MAX * sizeof(*at));
-	if (!items || !req || !at)
+	if (!items || !req)
 		goto everything;
 	for (size_t i = 0; i < n;) {
-		size_t cnt = 0;
+		size_t first = i, cnt = 0;
 		struct pfs_wr w;
 		pfs_wr_init(&w, items, cap);
-		for (; i < n && cnt < PFS_BATCH_MAX; i++) {
-			/* A change answered here is on its way: its reply
-			 * brings the object up to date (dirdeleg_changing). */
-			if (dirdeleg_changing(c->dd, &v[i].fh))
-				continue;
+		for (; i < n && cnt < PFS_BATCH_MAX; i++, cnt++) {
 			struct pfs_reval_item it = {
 				.fh = v[i].fh, /* or its new handle, below */
 				.size = v[i].attr.size,
@@ -298,10 +291,7 @@ static void revalidate_all(struct cache *k)
 			fhmap_get(c->fm, &v[i].fh, &it.fh);
 			if (pfs_enc_reval_item(&w, &it) < 0)
 				break;
-			at[cnt++] = i;
 		}
-		if (cnt == 0 && i == n)
-			break; /* the rest were all on their way */
 		struct pfs_revalidate_req m;
 		memset(&m.cr, 0, sizeof(m.cr));
 		m.items.p = items;
@@ -332,11 +322,7 @@ static void revalidate_all(struct cache *k)
 		while ((got = pfs_dec_reval_result(&rd, &res)) == 1) {
 			if (res.index >= cnt)
 				continue;
-			/* Changed here meanwhile: the daemon's answer may be
-			 * older than that change. */
-			if (dirdeleg_changing(c->dd, &v[at[res.index]].fh))
-				continue;
-			inval_object(k, &v[at[res.index]].fh, res.status == 0 ? &res.attr : NULL);
+			inval_object(k, &v[first + res.index].fh, res.status == 0 ? &res.attr : NULL);
 			changed++;
 		}
 		rpc_reply_free(&rep);
@@ -350,14 +336,12 @@ static void revalidate_all(struct cache *k)
 
 everything:
 	for (size_t i = 0; i < n; i++)
-		if (!dirdeleg_changing(c->dd, &v[i].fh))
-			inval_object(k, &v[i].fh, NULL);
+		inval_object(k, &v[i].fh, NULL);
 	changed = (uint32_t)n;
 out:
 	free(v);
 	free(items);
 	free(req);
-	free(at);
 	atomic_store(&k->reval_gen, gen);
 	/* No drop since it began: the kernel caches nothing the server's
 	 * state contradicts, which a restarted server waits to hear before

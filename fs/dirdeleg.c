@@ -249,13 +249,6 @@ static bool must_wait(uint16_t op)
 	case PFS_OP_DELEG_RETURN:
 	case PFS_OP_GETATTR: /* dirdeleg_wait_for: only its own object's unlinks */
 		return false;
-	/* The revalidation after a reconnect leaves out the objects of the
-	 * queue (dirdeleg_changing). After a restart the daemon holds the
-	 * replies to the queue's changes until every host of the instance
-	 * before revalidated: waiting for the queue here, two hosts would
-	 * each wait for the other until --revalidate-wait ends it. */
-	case PFS_OP_REVALIDATE: case PFS_OP_REVALIDATED:
-		return false;
 	default:
 		return true;
 	}
@@ -705,27 +698,6 @@ void dirdeleg_drain(struct dirdeleg *d)
 	pthread_mutex_lock(&d->bg.lock);
 	wait_empty(d);
 	pthread_mutex_unlock(&d->bg.lock);
-}
-
-static void changing_cb(void *arg, struct inode *ip)
-{
-	*(bool *)arg = atomic_load(&ip->dd_pending) > 0;
-}
-
-bool dirdeleg_changing(struct dirdeleg *d, const struct pfs_fh *fh)
-{
-	bool busy = false;
-
-	if (!d || atomic_load(&d->pending) == 0)
-		return false;
-	inode_with(d->c->it, fh, changing_cb, &busy);
-	if (!busy) {
-		pthread_mutex_lock(&d->bg.lock);
-		struct ddir *e = dd_find(d, fh);
-		busy = e && e->pending;
-		pthread_mutex_unlock(&d->bg.lock);
-	}
-	return busy;
 }
 
 void dirdeleg_recall(struct dirdeleg *d)

@@ -289,14 +289,6 @@ void dirdeleg_wait_in(struct dirdeleg *d, struct inode *ip);
 /* Waits until no unlink is queued or in flight. A no-op in a sender
  * thread. */
 void dirdeleg_drain(struct dirdeleg *d);
-
-/* Whether a change answered here and not yet answered by the daemon is
- * about the object fh (its unlink, create or change of attributes, or
- * one in it, a directory). The revalidation after a reconnect leaves
- * those out: they do not wait for the queue (its replies bring them up
- * to date), and the queue does not wait for the revalidation. d may be
- * NULL (off). Any thread. */
-bool dirdeleg_changing(struct dirdeleg *d, const struct pfs_fh *fh);
 /* RECALL push (push thread): every delegation ends; returns once the
  * queue is empty. */
 void dirdeleg_recall(struct dirdeleg *d);
