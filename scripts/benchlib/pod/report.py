@@ -28,6 +28,8 @@ COLUMNS = [
     ("p50_us", "p50 µs", "%.0f"),
     ("p99_us", "p99 µs", "%.0f"),
     ("wall_over_cli_cpu", "wall ÷ (clients CPU / %d cores)" % CORES, "%.2f"),
+    ("replay_cpu_s", "replays CPU s", "%.2f"),
+    ("busy_pct", "cores busy %", "%.0f"),
     ("errors", "errors", "%d"),
 ]
 
@@ -41,6 +43,11 @@ def derive(x):
     d["sent_mb"] = x["sent_bytes"] / 1e6
     d["sent_host_mb"] = x["sent_bytes"] / 1e6 / n
     d["req_host"] = x["requests"] / float(n)
+    # How much of the machine the podfs processes, podfsd and the replays
+    # (the applications) used in the wall time: near 100%, the wall time
+    # is the machine's whole CPU, on which all of them run here.
+    if x.get("replay_cpu_s") is not None and x["wall_s"] > 0:
+        d["busy_pct"] = 100.0 * (x["cli_cpu_s"] + x["srv_cpu_s"] + x["replay_cpu_s"]) / (CORES * x["wall_s"])
     return d
 
 
@@ -153,7 +160,11 @@ class PodReport:
         out.append("- clients CPU: utime+stime of the N podfs processes; podfsd CPU and peak RSS (VmHWM, reset "
                    "before the go) per host = ÷ N; sent: podfsd's sockets' TCP bytes_acked; requests and "
                    "latency: the mounts' own counters (`user.podfs.stats`: req_OP, lat_hist of all answered "
-                   "requests, merged over the hosts; a quantile is its bucket's upper bound, ≤ 19% high)")
+                   "requests, merged over the hosts; a quantile is its bucket's upper bound, ≤ 19% high); replays CPU: "
+                   "the N podfs-replay processes' own (the application's side, its FUSE calls included); cores "
+                   "busy: clients, podfsd and replays together ÷ (cores × wall), which leaves out the kernel's "
+                   "network work done outside them: near 100%, every process of the pod shares this machine's "
+                   "cores and the wall time is their sum")
         if self.interrupted:
             out.append("- **INTERRUPTED: partial results**")
         for n in b.notes:
