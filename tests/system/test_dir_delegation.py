@@ -304,6 +304,82 @@ def test_coordinator_restart_loses_creates_reply(env, mount):
     _restart_with_creates_held(env, mount, held)
 
 
+@pytest.mark.timeout(240)
+def test_restart_with_creates_queued_on_two_hosts(env, mount):
+    """Two hosts each answered three creates the coordinator has not seen
+    when it dies with -9 (each through a relay that holds its requests).
+    A's bytes go with its creates; B writes its bytes only after its
+    creates went, so they wait for the files' names and go the usual way.
+    After the restart every file is there on the export and on both
+    hosts, with its bytes, the close and the directory's fsync having
+    returned. (The replies to the creates sent again wait until both
+    hosts revalidated, and a host's revalidation waits for its own queue:
+    today that wait ends at --revalidate-wait, 2 s here; docs/
+    delegation.md, "Limits".)"""
+    DIRS = ("pa/da", "pb/db")
+    daemon = env.start_daemon(extra=EXTRA + ["--revalidate-wait", "2"])
+    relays = [DelayRelay((daemon.host, daemon.port), 0) for _ in range(2)]
+    hosts, dfds = [], []
+
+    def make(root, d, pause):
+        files = [open(root / d / f"f{i}", "wb") for i in range(3)]  # noqa: SIM115
+        time.sleep(pause)  # B: past the 5 ms a create waits for its bytes
+        for i, f in enumerate(files):
+            with f:
+                f.write(b"%s f%d" % (d.encode(), i))
+    try:
+        for r in relays:
+            hosts.append(mount(r.via(daemon), opts=OPTS))
+        # Each in a directory of its own: a host's mkdir in the parent
+        # of the other's directory would recall the other's delegation.
+        for h, d in zip(hosts, DIRS):
+            os.mkdir(h / os.path.dirname(d))
+        for h, d in zip(hosts, DIRS):
+            os.mkdir(h / d)
+            # As in _restart_with_creates_held: d's dentry stays.
+            dfds.append(os.open(h / d, os.O_RDONLY | os.O_DIRECTORY))
+        for h in hosts:
+            wait_for(lambda h=h: podfs_stats(h)["dirdeleg_slots"] >= 3, timeout=10,
+                     what="the host holds its directory with slots")
+        s0 = [podfs_stats(h) for h in hosts]
+        for r in relays:
+            r.hold_up()
+        workers = [Worker(make, h, d, pause) for h, d, pause in zip(hosts, DIRS, (0, 0.05))]
+        for h, s in zip(hosts, s0):
+            wait_for(lambda h=h, s=s: podfs_stats(h)["dirdeleg_creates"] - s["dirdeleg_creates"] == 3,
+                     timeout=20, what="the host answered its three creates")
+        daemon.kill9()
+        for r in relays:
+            r.cut()
+            r.release_up()
+            r.release_down()
+        daemon.start()
+        for h in hosts:
+            wait_for(lambda h=h: podfs_stats(h)["reconnects"] >= 1 and
+                     podfs_stats(h)["down_since"] == 0, timeout=60, what="the mount reconnected")
+        wait_for(lambda: "changes wait no more" in daemon.log(), timeout=40,
+                 what="the wait after the restart to end")
+        for w in workers:
+            w.join(60)
+        for h, d in zip(hosts, DIRS):
+            fsync_dir(h / d)
+        for h, d in zip(hosts, DIRS):
+            for root in (env.export, *hosts):
+                assert sorted(os.listdir(root / d)) == ["f0", "f1", "f2"], (root, d)
+                for i in range(3):
+                    assert (root / d / f"f{i}").read_bytes() == b"%s f%d" % (d.encode(), i), (root, d, i)
+    finally:
+        for r in relays:
+            r.release_up()
+            r.release_down()
+        for fd in dfds:
+            os.close(fd)
+        for h in hosts:
+            assert h.umount() is None  # before the relays go
+        for r in relays:
+            r.close()
+
+
 def _deleg_conn(daemon):
     import pfsproto as P
     caps = P.CAP_PUSH | P.CAP_PUSH_ACK | P.CAP_DIR_ATTR | P.CAP_DELEG
