@@ -36,6 +36,7 @@ struct revalhold {
 	unsigned wait_s;
 	uint64_t *expected;
 	bool *back;        /* revalidated, or its session ended */
+	bool *seen;        /* authenticated on this instance (AUTH) */
 	size_t nexpected, nback;
 	uint64_t until;    /* uv_now ms: its time is up */
 	int64_t until_wall;
@@ -133,6 +134,7 @@ int revalhold_new(const char *state_dir, unsigned wait_s, struct revalhold **out
 	}
 	rh->nexpected = (size_t)n;
 	rh->back = xcalloc(rh->nexpected ? rh->nexpected : 1, sizeof(bool));
+	rh->seen = xcalloc(rh->nexpected ? rh->nexpected : 1, sizeof(bool));
 	/* Until the hold ends, the listed clients stay listed: a second
 	 * restart within it must wait for them again. */
 	if (wait_s > 0 && rh->nexpected) {
@@ -153,7 +155,9 @@ int revalhold_new(const char *state_dir, unsigned wait_s, struct revalhold **out
 }
 
 /* Ends the hold (caller holds mu): the clients that did not come back
- * leave the list. Returns true if the list changed. */
+ * leave the list. One that did (it logged in here) but has not
+ * revalidated yet stays: it is alive and caches, and a restart after this
+ * one must wait for it too. Returns true if the list changed. */
 static bool hold_end(struct revalhold *rh, const char *why)
 {
 	bool changed = false;
@@ -166,7 +170,13 @@ static bool hold_end(struct revalhold *rh, const char *why)
 	for (size_t i = 0; i < rh->nexpected; i++) {
 		if (rh->back[i])
 			continue;
-		pfs_notice("client %016" PRIx64 " did not revalidate within %u s after the "
+		if (rh->seen[i]) {
+			pfs_notice("client %016" PRIx64 " is back but did not revalidate within %u s "
+				   "after the restart: changes wait for it no more", rh->expected[i],
+				   rh->wait_s);
+			continue;
+		}
+		pfs_notice("client %016" PRIx64 " did not come back within %u s after the "
 			   "restart: changes wait for it no more", rh->expected[i], rh->wait_s);
 		changed |= unlist(rh, rh->expected[i]);
 	}
@@ -222,6 +232,7 @@ void revalhold_free(struct revalhold *rh)
 	free(rh->ids);
 	free(rh->expected);
 	free(rh->back);
+	free(rh->seen);
 	free(rh);
 }
 
@@ -233,6 +244,9 @@ int revalhold_note_client(struct revalhold *rh, uint64_t client_id, const char *
 	int ret;
 
 	pthread_mutex_lock(&rh->mu);
+	ssize_t i = find(rh->expected, rh->nexpected, client_id);
+	if (i >= 0)
+		rh->seen[i] = true;
 	if (find(rh->ids, rh->nids, client_id) < 0) {
 		if (rh->nids == rh->capids) {
 			rh->capids = rh->capids ? rh->capids * 2 : 16;

@@ -312,7 +312,7 @@ def test_restart_with_creates_queued_on_two_hosts(env, mount):
     creates went, so they wait for the files' names and go the usual way.
     After the restart every file is there on the export and on both
     hosts, with its bytes, the close and the directory's fsync having
-    returned. (The replies to the creates sent again wait until both
+    returned; and a second restart waits for both hosts again. (The replies to the creates sent again wait until both
     hosts revalidated, and a host's revalidation waits for its own queue:
     today that wait ends at --revalidate-wait, 2 s here; docs/
     delegation.md, "Limits".)"""
@@ -368,6 +368,19 @@ def test_restart_with_creates_queued_on_two_hosts(env, mount):
                 assert sorted(os.listdir(root / d)) == ["f0", "f1", "f2"], (root, d)
                 for i in range(3):
                     assert (root / d / f"f{i}").read_bytes() == b"%s f%d" % (d.encode(), i), (root, d, i)
+        # Both hosts were back, though not revalidated, when that wait
+        # ran out: they stay on the list, and the next restart waits
+        # for both again (they revalidate at once now).
+        r0 = [podfs_stats(h)["reconnects"] for h in hosts]
+        daemon.kill9()
+        daemon.start()
+        for h, r in zip(hosts, r0):
+            wait_for(lambda h=h, r=r: podfs_stats(h)["reconnects"] > r and
+                     podfs_stats(h)["down_since"] == 0, timeout=60, what="the mount reconnected")
+        wait_for(lambda: daemon.log().count("changes wait no more") >= 2, timeout=40,
+                 what="the wait after the second restart to end")
+        ended = [ln for ln in daemon.log().splitlines() if "changes wait no more" in ln]
+        assert "(every client revalidated): 2 of 2 clients" in ended[-1], ended
     finally:
         for r in relays:
             r.release_up()

@@ -188,7 +188,7 @@ def test_restart_waits_boundedly_for_a_dead_host_and_not_for_one_that_left(env, 
     assert 2.5 <= took < 20, f"B's change took {took:.1f} s, not the 3 s wait"
     log = d.proc.output()
     assert "for the 2 clients of the instance before" in log  # B and the dead host
-    assert "did not revalidate within 3 s" in log
+    assert "did not come back within 3 s" in log
     # Over: the next change does not wait, nor does one after the next
     # restart, as the dead host left the list.
     os.chmod(b / "f", 0o644)

@@ -209,6 +209,37 @@ static void test_hold_timer(void)
 	finish(rh, &loop);
 }
 
+/* One that logged in again but has not revalidated when the time is up
+ * stays on the list: it is alive and caches, so the next restart waits
+ * for it too (it revalidates later, here, or ends its session). */
+static void test_hold_timer_keeps_who_is_back(void)
+{
+	struct revalhold *rh;
+	struct revalhold_info in;
+	uv_loop_t loop;
+	uint64_t until;
+
+	fresh_dir();
+	write_list(MAGIC "000000000000000a\n000000000000000b\n");
+	rh = open_rh(1);
+	start(rh, &loop);
+	CHECK_EQ(revalhold_note_client(rh, 0xb, "host-b"), 0); /* b is back, a is not */
+	uv_run(&loop, UV_RUN_DEFAULT); /* the time is up */
+	revalhold_info(rh, &in);
+	CHECK(!in.active);
+	CHECK_EQ(in.revalidated, 0);
+	LIST_IS(0xb);
+	revalhold_done(rh, 0xb, "host-b", 3, 0); /* late, and counted nowhere */
+	LIST_IS(0xb);
+	finish(rh, &loop); /* a crash */
+	rh = open_rh(30);
+	start(rh, &loop);
+	CHECK(revalhold_waits(rh, 0xc, uv_now(&loop), &until)); /* for b */
+	revalhold_done(rh, 0xb, "host-b", 3, 0);
+	CHECK(!revalhold_waits(rh, 0xc, uv_now(&loop), &until));
+	finish(rh, &loop);
+}
+
 /* A second crash within the hold waits for the same clients again. */
 static void test_crash_in_hold(void)
 {
@@ -349,6 +380,7 @@ int main(void)
 	test_list();
 	test_hold_ends_early();
 	test_hold_timer();
+	test_hold_timer_keeps_who_is_back();
 	test_crash_in_hold();
 	test_no_wait();
 	test_malformed();
