@@ -94,6 +94,19 @@ static void finish(struct revalhold *rh, uv_loop_t *loop)
 	revalhold_free(rh);
 }
 
+/* A fresh state directory listing clients a and b, and a hold of wait_s
+ * started on loop: the instance after theirs. */
+static struct revalhold *hold_for_a_and_b(unsigned wait_s, uv_loop_t *loop)
+{
+	struct revalhold *rh;
+
+	fresh_dir();
+	write_list(MAGIC "000000000000000a\n000000000000000b\n");
+	rh = open_rh(wait_s);
+	start(rh, loop);
+	return rh;
+}
+
 static void test_list(void)
 {
 	struct revalhold *rh;
@@ -132,10 +145,7 @@ static void test_hold_ends_early(void)
 	uv_loop_t loop;
 	uint64_t until = 0, now;
 
-	fresh_dir();
-	write_list(MAGIC "000000000000000a\n000000000000000b\n");
-	rh = open_rh(30);
-	start(rh, &loop);
+	rh = hold_for_a_and_b(30, &loop);
 	now = uv_now(&loop);
 	CHECK(revalhold_waits(rh, 0xc, now, &until)); /* a new client's change */
 	CHECK_EQ(until, now + 30000);
@@ -164,10 +174,7 @@ static void test_hold_ends_early(void)
 	finish(rh, &loop);
 
 	/* Every client revalidated: the hold ends, both stay listed. */
-	fresh_dir();
-	write_list(MAGIC "000000000000000a\n000000000000000b\n");
-	rh = open_rh(30);
-	start(rh, &loop);
+	rh = hold_for_a_and_b(30, &loop);
 	revalhold_done(rh, 0xb, "host-b", 0, 0);
 	revalhold_done(rh, 0xa, "host-a", 5, 5);
 	CHECK(!revalhold_waits(rh, 0xc, uv_now(&loop), &until));
@@ -184,10 +191,7 @@ static void test_hold_timer(void)
 	uv_loop_t loop;
 	uint64_t until = 0, now;
 
-	fresh_dir();
-	write_list(MAGIC "000000000000000a\n000000000000000b\n");
-	rh = open_rh(1);
-	start(rh, &loop);
+	rh = hold_for_a_and_b(1, &loop);
 	now = uv_now(&loop);
 	revalhold_done(rh, 0xa, "host-a", 1, 0);
 	CHECK(revalhold_waits(rh, 0xc, now + 999, &until));
@@ -219,10 +223,7 @@ static void test_hold_timer_keeps_who_is_back(void)
 	uv_loop_t loop;
 	uint64_t until;
 
-	fresh_dir();
-	write_list(MAGIC "000000000000000a\n000000000000000b\n");
-	rh = open_rh(1);
-	start(rh, &loop);
+	rh = hold_for_a_and_b(1, &loop);
 	CHECK_EQ(revalhold_note_client(rh, 0xb, "host-b"), 0); /* b is back, a is not */
 	uv_run(&loop, UV_RUN_DEFAULT); /* the time is up */
 	revalhold_info(rh, &in);
@@ -247,10 +248,7 @@ static void test_crash_in_hold(void)
 	uv_loop_t loop;
 	uint64_t until;
 
-	fresh_dir();
-	write_list(MAGIC "000000000000000a\n000000000000000b\n");
-	rh = open_rh(30);
-	start(rh, &loop);
+	rh = hold_for_a_and_b(30, &loop);
 	revalhold_done(rh, 0xa, "host-a", 1, 0);
 	finish(rh, &loop); /* the crash */
 	rh = open_rh(30);
