@@ -8,30 +8,32 @@
  * reported: it prints but does not fail the run, and says so once the
  * defect is fixed so it can become a plain CHECK.
  *
- * Header-only and single-threaded: every test program is one process.
+ * Header-only; every test program is one process. The counts are atomic:
+ * a test's threads may CHECK at once (test_limits' fd workers do).
  */
 #ifndef PODFS_TEST_CHECK_H
 #define PODFS_TEST_CHECK_H
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-static unsigned long check_count;
-static unsigned long check_failures;
-static unsigned long check_known;
+static _Atomic unsigned long check_count;
+static _Atomic unsigned long check_failures;
+static _Atomic unsigned long check_known;
 
 /* Prints at most this many failures; the count stays exact. */
 #define CHECK_MAX_REPORTS 100
 
 static inline bool check_report(bool ok, const char *file, int line, const char *expr)
 {
-	check_count++;
+	atomic_fetch_add(&check_count, 1);
 	if (ok)
 		return true;
-	if (++check_failures <= CHECK_MAX_REPORTS)
+	if (atomic_fetch_add(&check_failures, 1) < CHECK_MAX_REPORTS)
 		fprintf(stderr, "%s:%d: CHECK failed: %s\n", file, line, expr);
 	return false;
 }
@@ -39,10 +41,10 @@ static inline bool check_report(bool ok, const char *file, int line, const char 
 static inline bool check_report_eq(long long a, long long b, const char *file, int line,
 				   const char *ea, const char *eb)
 {
-	check_count++;
+	atomic_fetch_add(&check_count, 1);
 	if (a == b)
 		return true;
-	if (++check_failures <= CHECK_MAX_REPORTS)
+	if (atomic_fetch_add(&check_failures, 1) < CHECK_MAX_REPORTS)
 		fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", file, line, ea,
 			eb, a, b);
 	return false;
@@ -60,7 +62,7 @@ static inline bool check_report_eq(long long a, long long b, const char *file, i
 
 #define KNOWN_BUG(cond, what)                                                          \
 	do {                                                                           \
-		check_known++;                                                         \
+		atomic_fetch_add(&check_known, 1);                                     \
 		if (cond)                                                              \
 			fprintf(stderr, "%s:%d: known bug now FIXED (make it a CHECK): %s\n", \
 				__FILE__, __LINE__, what);                             \
@@ -71,9 +73,11 @@ static inline bool check_report_eq(long long a, long long b, const char *file, i
 
 static inline int check_done(const char *prog)
 {
-	fprintf(stderr, "%s: %lu checks, %lu failed, %lu known bugs\n", prog, check_count,
-		check_failures, check_known);
-	return check_failures ? 1 : 0;
+	unsigned long failed = atomic_load(&check_failures);
+
+	fprintf(stderr, "%s: %lu checks, %lu failed, %lu known bugs\n", prog,
+		atomic_load(&check_count), failed, atomic_load(&check_known));
+	return failed ? 1 : 0;
 }
 
 /* Deterministic pseudo-random numbers (splitmix64): tests must be
