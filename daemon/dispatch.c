@@ -101,6 +101,8 @@ static const struct handler handlers[PFS_OP_MAX] = {
 	[PFS_OP_LISTXATTR]    = { op_listxattr, AS_CALLER(LISTXATTR, fh), .note = true },
 	[PFS_OP_REMOVEXATTR]  = { op_removexattr, AS_CALLER(REMOVEXATTR, fh) },
 	[PFS_OP_FALLOCATE]    = { op_fallocate, AS_CALLER(FALLOCATE, fh) },
+	/* dst first: o->obj, and the interest registered; src is o->obj2. */
+	[PFS_OP_COPY_RANGE]   = { op_copy_range, AS_CALLER2(COPY_RANGE, dst, src), .note = true },
 	[PFS_OP_GETLK]        = { op_getlk, PLAIN(GETLK) },
 	[PFS_OP_SETLK]        = { op_setlk, PLAIN(SETLK) },
 	[PFS_OP_UNLOCK_OWNER] = { op_unlock_owner, AS_ROOT(UNLOCK_OWNER, fh) },

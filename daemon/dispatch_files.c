@@ -1,7 +1,7 @@
 /* dispatch_files.c: the handlers of operations on files and their
  * attributes (PING, GETATTR, SETATTR, READLINK, OPEN, OPENDIR, READ,
- * WRITE, RELEASE, RELEASEDIR, FSYNC, FALLOCATE, LSEEK, STATFS). Worker
- * threads (see op_i.h). */
+ * WRITE, RELEASE, RELEASEDIR, FSYNC, FALLOCATE, COPY_RANGE, LSEEK,
+ * STATFS). Worker threads (see op_i.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -210,6 +210,20 @@ int op_fallocate(struct op *o)
 		return ret;
 	op_inval_inode(o, &m->fh, 0, 0);
 	return o->r->post_attr ? OP_ENCODE(o, attr_rep, &rep) : 0;
+}
+
+int op_copy_range(struct op *o)
+{
+	const struct pfs_copy_range_req *m = &o->m.copy_range_req;
+	struct pfs_write_rep rep;
+	int ret = export_copy_range(&o->x, o->obj2, m->src_fid, m->src_flags, m->src_off, o->obj,
+				    m->dst_fid, m->dst_flags, m->dst_off, m->length, &rep.written,
+				    &rep.attr);
+
+	if (ret < 0)
+		return ret;
+	op_inval_inode(o, &m->dst, (int64_t)m->dst_off, rep.written);
+	return OP_ENCODE(o, write_rep, &rep);
 }
 
 int op_lseek(struct op *o)

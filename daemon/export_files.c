@@ -458,6 +458,60 @@ int export_fallocate(struct xop *x, struct hent *obj, uint64_t fid, uint32_t mod
 	return ret;
 }
 
+int export_copy_range(struct xop *x, struct hent *src, uint64_t sfid, uint32_t sflags,
+		      uint64_t soff, struct hent *dst, uint64_t dfid, uint32_t dflags, uint64_t doff,
+		      uint64_t len, uint32_t *copied, struct pfs_attr *a)
+{
+	struct fid *in, *out;
+	size_t done = 0;
+	int ret, fl;
+
+	if (soff > (uint64_t)INT64_MAX || doff > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	if (len > PFS_MAX_COPY)
+		len = PFS_MAX_COPY;
+	ret = fid_for(x, src, sfid, (int)(sflags & INT_MAX), &in);
+	if (ret < 0)
+		return ret;
+	ret = fid_for(x, dst, dfid, (int)(dflags & INT_MAX), &out);
+	if (ret < 0) {
+		session_fid_put(x->s, in);
+		return ret;
+	}
+	/* copy_file_range(2) refuses an appending dst too; said plainly. */
+	fl = fcntl(out->fd, F_GETFL);
+	if (fl < 0 || (fl & O_APPEND)) {
+		ret = fl < 0 ? -errno : -EBADF;
+		goto out_put;
+	}
+	/* Both files are on the export's filesystem (a handle never names
+	 * one beyond a mount point): the kernel copies, clones or splices. */
+	while (done < len) {
+		loff_t i = (loff_t)(soff + done), o = (loff_t)(doff + done);
+		ssize_t n = copy_file_range(in->fd, &i, out->fd, &o, len - done, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && done == 0) {
+			ret = -errno;
+			goto out_put;
+		}
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	/* Nothing of it stays to be sent again (wb_i.h): on the disk now. */
+	if (done && fdatasync(out->fd) < 0) {
+		ret = -errno;
+		goto out_put;
+	}
+	*copied = (uint32_t)done;
+	ret = export_getattr(out->fd, a);
+out_put:
+	session_fid_put(x->s, out);
+	session_fid_put(x->s, in);
+	return ret;
+}
+
 int export_lseek(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off, uint32_t whence,
 		 uint64_t *result)
 {

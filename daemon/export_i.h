@@ -210,6 +210,17 @@ int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync);
  * it. Returns 0, -EINVAL (off or len beyond INT64_MAX), or -errno. */
 int export_fallocate(struct xop *x, struct hent *obj, uint64_t fid, uint32_t mode,
 		     uint64_t off, uint64_t len, struct pfs_attr *a);
+/* copy_file_range(2) of up to len bytes (at most PFS_MAX_COPY) of src
+ * at soff, through the session's fid sfid (or src opened again with
+ * sflags, as for READ), to dst at doff, through dfid (or with dflags, as
+ * for WRITE). The bytes copied are on the disk before it returns
+ * (fdatasync of dst). *copied: their count (short only at src's end);
+ * *a: dst's attributes after. Returns 0, -EINVAL (an offset beyond
+ * INT64_MAX; overlapping ranges of one file), -EBADF (dst is opened for
+ * appending, or a fid is not open for reading / writing), or -errno. */
+int export_copy_range(struct xop *x, struct hent *src, uint64_t sfid, uint32_t sflags,
+		      uint64_t soff, struct hent *dst, uint64_t dfid, uint32_t dflags, uint64_t doff,
+		      uint64_t len, uint32_t *copied, struct pfs_attr *a);
 /* lseek SEEK_DATA or SEEK_HOLE (whence; others: -EINVAL) from off through
  * the session's fid, or obj opened again. *result: the offset found.
  * Returns 0, -ENXIO (off beyond INT64_MAX, or no data/hole after it), or

@@ -43,7 +43,7 @@ struct op {
 	size_t inlen;
 	union op_msg m;       /* the request, decoded */
 	struct hent *obj;     /* the object the request names first, resolved */
-	struct hent *obj2;    /* the second one (RENAME, LINK) */
+	struct hent *obj2;    /* the second one (RENAME, LINK, COPY_RANGE) */
 	struct pfs_creds cr;  /* the caller's credentials after the export rule */
 	struct pfs_wr w;      /* reply payload; w.buf is malloc'd or NULL, */
 	bool w_scratch;       /* or the thread's scratch (op_reply_alloc_scratch) */
@@ -169,6 +169,7 @@ int op_write(struct op *o);        /* WRITE: write_rep */
 int op_release(struct op *o);      /* RELEASE and RELEASEDIR: nothing */
 int op_fsync(struct op *o);        /* FSYNC: nothing */
 int op_fallocate(struct op *o);    /* FALLOCATE: nothing */
+int op_copy_range(struct op *o);   /* COPY_RANGE: write_rep */
 int op_lseek(struct op *o);        /* LSEEK: lseek_rep */
 int op_statfs(struct op *o);       /* STATFS: statfs_rep */
 

@@ -114,5 +114,6 @@ const struct fuse_lowlevel_ops ops_fuse_ops = {
 	.setlk = ops_setlk,
 	.flock = ops_flock,
 	.fallocate = ops_fallocate,
+	.copy_file_range = ops_copy_file_range,
 	.lseek = ops_lseek,
 };

@@ -1,5 +1,5 @@
 /* ops_file.c: FUSE operations on open files: open, create, read, write,
- * flush, release, fsync, fallocate, lseek (see ops_i.h). */
+ * flush, release, fsync, fallocate, copy_file_range, lseek (see ops_i.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -620,6 +620,66 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
 	rpc_reply_free(&rep);
 	inode_own_end(c->it, of->ip, have ? &ar.attr : NULL, seq, at, ns);
 	fuse_reply_err(req, -rc);
+}
+
+void ops_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			 struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			 struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct client *c = CL(req);
+	struct ofile *src = OF(fi_in), *dst = OF(fi_out);
+	struct pfs_copy_range_req m;
+	struct pfs_write_rep r;
+	struct rpc_reply rep = { 0 };
+	(void)ino_in;
+	(void)ino_out;
+
+	if (flags != 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* Both files exist on the daemon (a create answered here is sent
+	 * first), dst's attributes a delegation answered are there before
+	 * the copy moves its mtime, as for a write. */
+	if (c->dd) {
+		dirdeleg_wait_for(c->dd, src->ip);
+		dirdeleg_wait_for(c->dd, dst->ip);
+	}
+	if (c->dl)
+		(void)deleg_flush(c->dl, dst->ip, false);
+	/* src: our writes there are on the daemon and committed, so that a
+	 * daemon that restarted meanwhile has them before it copies (the
+	 * copy is on its disk at the reply; nothing would send it again).
+	 * dst: our writes there land before the copy, not over it. */
+	if (wb_before_change(c->wb, src->ip, (uint64_t)off_in) < 0 ||
+	    wb_before_change(c->wb, dst->ip, (uint64_t)off_out) < 0) {
+		fuse_reply_err(req, EINTR);
+		return;
+	}
+	inode_drop_inline(dst->ip);
+	ops_file_req(req, src, &m.cr, &m.src, &m.src_fid);
+	m.src_flags = (uint32_t)src->flags;
+	m.src_off = (uint64_t)off_in;
+	m.dst = dst->ip->fh;
+	m.dst_fid = ofile_fid(dst);
+	m.dst_flags = (uint32_t)dst->flags;
+	m.dst_off = (uint64_t)off_out;
+	m.length = len > PFS_MAX_COPY ? PFS_MAX_COPY : len;
+	uint64_t ns;
+	(void)inode_own_snap(c->it, &ns);
+	uint64_t at = inode_own_touch(c->it, dst->ip, false);
+	uint64_t seq = gate_seq(c->gate);
+	int rc = rpc_msg(c->rpc, PFS_OP_COPY_RANGE, copy_range_req, &m, &rep);
+	if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 || r.written > m.length))
+		rc = ops_bad_reply(req, "COPY_RANGE");
+	rpc_reply_free(&rep);
+	inode_own_end(c->it, dst->ip, rc == 0 ? &r.attr : NULL, seq, at, ns);
+	/* ENOSYS (a daemon without COPY_RANGE) makes the kernel copy by
+	 * reading and writing, now and from then on. */
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_write(req, r.written);
 }
 
 void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

@@ -4,7 +4,7 @@
  *   ops_entry.c  lookup, forget, getattr, setattr, readlink, mknod, mkdir,
  *                symlink, unlink, rmdir, rename, link
  *   ops_file.c   open, create, read, write, flush, release, fsync,
- *                fallocate, lseek
+ *                fallocate, copy_file_range, lseek
  *   ops_dir.c    opendir, readdir(plus), releasedir, fsyncdir
  *   ops_xattr.c  the xattr operations and the user.podfs.stats xattr
  *   ops_lock.c   getlk, setlk, flock
@@ -300,6 +300,11 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 		   struct fuse_file_info *fi);
+/* copy_file_range(2): COPY_RANGE, the bytes copied on the daemon, at
+ * most PFS_MAX_COPY (the caller loops on a short count). */
+void ops_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			 struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			 struct fuse_file_info *fi_out, size_t len, int flags);
 void ops_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
 
 /* ops_dir.c */

@@ -156,6 +156,8 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_removexattr_req(F) F(CREDS, cr) F(FH, fh) F(XNAME, name)
 #define PFS_MSG_fallocate_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, mode) \
 	F(U64, offset) F(U64, length)
+#define PFS_MSG_copy_range_req(F) F(CREDS, cr) F(FH, src) F(U64, src_fid) F(U32, src_flags) \
+	F(U64, src_off) F(FH, dst) F(U64, dst_fid) F(U32, dst_flags) F(U64, dst_off) F(U64, length)
 #define PFS_MSG_lock_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U64, owner) F(U32, type) \
 	F(U64, start) F(U64, end) F(U32, pid) F(U32, flags) /* GETLK SETLK RECLAIM */
 #define PFS_MSG_getlk_rep(F) F(U32, type) F(U64, start) F(U64, end) F(U32, pid)
@@ -206,7 +208,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(unlink_req) M(rename_req) M(link_req) M(open_req) M(create_req) M(read_req) \
 	M(read_rep) M(write_req) M(write_rep) M(release_req) M(fsync_req) M(readdir_req) \
 	M(statfs_req) M(statfs_rep) M(setxattr_req) M(getxattr_req) M(xattr_rep) \
-	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(lock_req) M(getlk_rep) \
+	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(copy_range_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \
 	M(forget_req) M(revalidate_req) M(revalidate_rep) M(revalidated_req) M(lookup_data_req) M(lookup_data_rep) \
 	M(reclaim_done_req) M(lock_wake_push) M(recall_push) M(push_ack) M(listdir_req) M(listdir_page_req) \

@@ -67,6 +67,7 @@
 /* Hard limits. Every length read from the wire is checked against these
  * before anything is allocated. */
 #define PFS_MAX_IO (1u << 20)              /* bytes per READ/WRITE */
+#define PFS_MAX_COPY (64u << 20)           /* bytes per COPY_RANGE */
 #define PFS_MAX_PAYLOAD (PFS_MAX_IO + 4096) /* raw payload of any frame */
 #define PFS_MAX_WIRE (PFS_MAX_PAYLOAD + PFS_MAX_PAYLOAD / 255 + 16) /* >= LZ4_COMPRESSBOUND */
 #define PFS_MAX_HANDSHAKE 512               /* payload before auth */
@@ -214,7 +215,7 @@ enum {
  *          requests whose replies carry no state a push could contradict,
  *          and for the frames the server handles on its loop.
  *
- * Ranges: 1-9 session, 10-39 POSIX operations, 40-49 caching, 58-59 lock
+ * Ranges: 1-9 session, 10-39 and 50-57 POSIX operations, 40-49 caching, 58-59 lock
  * reclaim, 60-69 request economy (64-65: peer-assisted reads, to the
  * server), 70-79 between clients (peer-assisted reads: never sent to the
  * server, which answers ENOSYS), 100 and up pushes (server -> client).
@@ -262,6 +263,7 @@ enum {
 	X(DELEG_RETURN, 44, getattr_req,      none,             0,  0,   0,  0,   0,   0)   \
 	X(SLOTS,        45, slots_req,        slots_rep,        0,  0,   1,  0,   0,   1)   \
 	X(REVALIDATED,  46, revalidated_req,  none,             0,  0,   0,  0,   0,   0)   \
+	X(COPY_RANGE,   50, copy_range_req,   write_rep,        0,  1,   1,  0,   0,   1)   \
 	X(RECLAIM,      58, lock_req,         none,             0,  1,   0,  0,   0,   0)   \
 	X(RECLAIM_DONE, 59, reclaim_done_req, none,             0,  0,   0,  0,   0,   0)   \
 	X(PUSH_ACK,     60, push_ack,         -,                0,  0,   0,  0,   0,   0)   \
@@ -376,6 +378,17 @@ enum pfs_op {
  *              attr_rep (after the change) with PFS_CAP_POST_ATTR;
  *              EOPNOTSUPP.
  * LSEEK        SEEK_DATA or SEEK_HOLE from offset. Replies: lseek_rep; ENXIO.
+ * COPY_RANGE   copy_file_range(2) on the server: up to length bytes of
+ *              src at src_off (through src_fid, opened as for READ with
+ *              src_flags) to dst at dst_off (through dst_fid, as for
+ *              WRITE), at most PFS_MAX_COPY per request. The copied
+ *              bytes are on the server's disk before the reply
+ *              (fdatasync), so the client keeps nothing to send again
+ *              after a restart.
+ *              Replies: write_rep (bytes copied, short at src's end,
+ *              and dst's attributes after); EBADF (a fid not open for
+ *              reading, or for writing), EINVAL (overlapping ranges of
+ *              one file), EFBIG, ENOSPC, EISDIR.
  *
  * Directories:
  * OPENDIR      Opens directory fh as fid. Replies: attr_rep; ENOTDIR.

@@ -376,6 +376,19 @@ static int gen_handlers(const char *dir)
 	REC(&st, READ, read_req, .cr = USER, .fh = FH(S_NEW), .fid = 2, .offset = 0, .size = 4096);
 	REC(&st, RELEASE, release_req, .cr = USER, .fh = FH(S_NEW), .fid = 2);
 	SEED("create_write_read");
+	/* A copy on the server: from fid 1 (opened) to the new file's fid 2
+	 * (not opened: by handle, as for WRITE), then within one file. */
+	REC(&st, OPEN, open_req, .cr = USER, .fh = FH(S_A), .fid = 1, .flags = O_RDONLY);
+	REC(&st, CREATE, create_req, .cr = USER, .parent = FH(S_D), .name = NM("copy"), .fid = 2,
+	    .flags = O_RDWR | O_CREAT | O_EXCL, .mode = 0644, .umask = 022);
+	REC(&st, COPY_RANGE, copy_range_req, .cr = USER, .src = FH(S_A), .src_fid = 1,
+	    .src_flags = O_RDONLY, .src_off = 2, .dst = FH(S_NEW), .dst_fid = 3,
+	    .dst_flags = O_WRONLY, .dst_off = 4096, .length = 1u << 30);
+	REC(&st, COPY_RANGE, copy_range_req, .cr = USER, .src = FH(S_A), .src_fid = 1,
+	    .src_flags = O_RDONLY, .src_off = 0, .dst = FH(S_A), .dst_fid = 1,
+	    .dst_flags = O_RDONLY, .dst_off = 1, .length = 10);
+	REC(&st, RELEASE, release_req, .cr = USER, .fh = FH(S_A), .fid = 1);
+	SEED("copy_range");
 	/* A delegation (flags 64: PFS_CAP_DELEG, 4: PFS_CAP_DIR_ATTR):
 	 * granted by CREATE, a change under it, the other session (flag
 	 * 128) looking the file up and listing the directory (held back for

@@ -98,6 +98,8 @@ OP_LOOKUP_DATA = 42
 OP_DELEG_DIR = 43
 OP_DELEG_RETURN = 44
 OP_SLOTS = 45
+OP_COPY_RANGE = 50
+MAX_COPY = 64 << 20
 OP_LISTDIR = 61
 OP_LISTDIRS = 63
 OP_LISTDIR_PAGE = 62
@@ -634,6 +636,17 @@ class Conn:
     def write(self, h, fid, offset, data, flags=0, cr=ROOT):
         r = Reader(self.call(OP_WRITE, cr + fh(h) + u64(fid) + u32(flags) + u64(offset) +
                              blob(data)))
+        n = r.u32()
+        r.attr()
+        r.done()
+        return n
+
+    def copy_range(self, src, src_fid, src_off, dst, dst_fid, dst_off, length,
+                   src_flags=0, dst_flags=0, cr=ROOT):
+        """COPY_RANGE; returns the bytes copied."""
+        r = Reader(self.call(OP_COPY_RANGE, cr + fh(src) + u64(src_fid) + u32(src_flags) +
+                             u64(src_off) + fh(dst) + u64(dst_fid) + u32(dst_flags) +
+                             u64(dst_off) + u64(length)))
         n = r.u32()
         r.attr()
         r.done()

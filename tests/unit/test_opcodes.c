@@ -83,9 +83,14 @@ static void test_op_table(void)
 		if (!CHECK(pfs_op_flags(drc_ops[i]) & PFS_OPF_DRC))
 			fprintf(stderr, "  %s\n", pfs_op_name(drc_ops[i]));
 	CHECK_EQ(ndrc, sizeof drc_ops / sizeof drc_ops[0]);
-	CHECK_EQ(nmodify, ndrc + 3); /* + WRITE, FALLOCATE, SLOTS (files not named yet) */
+	/* + WRITE, FALLOCATE, COPY_RANGE, SLOTS (files not named yet) */
+	CHECK_EQ(nmodify, ndrc + 4);
 	CHECK(pfs_op_flags(PFS_OP_WRITE) & PFS_OPF_ONCE);
 	CHECK(!(pfs_op_flags(PFS_OP_WRITE) & PFS_OPF_DRC));
+	/* As a WRITE: run again, a late copy could land over a later write. */
+	CHECK(pfs_op_flags(PFS_OP_COPY_RANGE) & PFS_OPF_ONCE);
+	CHECK(pfs_op_flags(PFS_OP_COPY_RANGE) & PFS_OPF_MODIFY);
+	CHECK(!(pfs_op_flags(PFS_OP_COPY_RANGE) & PFS_OPF_DRC));
 	/* A late copy of a lock request must not overtake the owner's next. */
 	CHECK(pfs_op_flags(PFS_OP_SETLK) & PFS_OPF_ONCE);
 	CHECK(pfs_op_flags(PFS_OP_UNLOCK_OWNER) & PFS_OPF_ONCE);
