@@ -3,7 +3,7 @@ rows (which workload measures each, its unit and direction, which targets it
 applies to) and the fixed parameters that the report states."""
 
 ALL_TARGETS = ["local", "podfs", "podfs-plain", "bindfs", "sshfs"]
-ALL_WORKLOADS = ["seq-write", "seq-read", "find", "stat", "create", "walk", "venv", "checkpoint",
+ALL_WORKLOADS = ["seq-write", "seq-read", "copy", "find", "stat", "create", "walk", "venv", "checkpoint",
                  "smallfiles", "untar", "git", "pip"]
 
 # --ab-build adds "podfs-b": podfs from a second build, set up exactly like podfs
@@ -20,6 +20,7 @@ ROWS = [
     ("seq-write", "seq-write", "MB/s", True),
     ("seq-read-cold", "seq-read", "MB/s", True),
     ("seq-read-warm", "seq-read", "MB/s", True),
+    ("copy", "copy", "MB/s", True),
     ("find-cold", "find", "s", False),
     ("find-warm", "find", "s", False),
     ("stat-cold", "stat", "s", False),

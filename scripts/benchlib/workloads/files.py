@@ -1,6 +1,6 @@
 """The file workloads: sequential write and read of one large file (seq-write,
-seq-read), walking the small-file tree (find, stat), and creating and
-deleting many small files (create)."""
+seq-read), a copy of it beside itself (copy), walking the small-file tree
+(find, stat), and creating and deleting many small files (create)."""
 
 import os
 import shutil
@@ -48,7 +48,7 @@ print(time.perf_counter() - t)
 
 
 class Files(Workload):
-    """seq-write, seq-read, find, stat and create (with delete)."""
+    """seq-write, seq-read, copy, find, stat and create (with delete)."""
 
     def io_timeout(self):
         return max(120.0, self.a.size / (2 << 20))  # at least 2 MiB/s
@@ -75,7 +75,9 @@ class Files(Workload):
                 self.results.flag(t, "seq-write", "data written via %s differs from the source (cmp %s)"
                                   % (t.name, local))
 
-    def seq_read(self, t, rnd):
+    def have_seq_file(self, t):
+        """The seq-write file on t (copied into its export when seq-write
+        did not run). Returns t.alive()'s reason if t is down, else None."""
         f = self.seq_file(t)
         why = t.alive()
         if not why:
@@ -88,6 +90,11 @@ class Files(Workload):
                     safe_sync()
             except (BenchError, ValueError):
                 pass
+        return why
+
+    def seq_read(self, t, rnd):
+        f = self.seq_file(t)
+        why = self.have_seq_file(t)
         if rnd == 0 and not why:
             drop_caches()
             r = run(["cmp", "-s", self.scratch.src, f], timeout=self.io_timeout(), check=False)
@@ -101,6 +108,31 @@ class Files(Workload):
         self.targets.make_cold(t)
         self.results.measure("seq-read-cold", t, go)
         self.results.measure("seq-read-warm", t, go)
+
+    def copy(self, t, rnd):
+        """cp of the seq file to a new name beside it, from cold caches,
+        and its fsync: coreutils' cp uses copy_file_range(2), which podfs
+        runs on the coordinator (COPY_RANGE) and the other FUSE targets
+        turn into reads and writes through the kernel."""
+        f = self.seq_file(t)
+        dst = f + ".copy"
+        why = self.have_seq_file(t)
+        if not why:
+            run(["rm", "-f", dst], timeout=60)
+
+        def go():
+            s = timed(["sh", "-c", 'cp "$1" "$2" && sync "$2"', "cp", f, dst], self.io_timeout())
+            return self.a.size / s / 1e6
+        self.targets.make_cold(t)
+        self.results.measure("copy", t, go)
+        if rnd == 0 and not t.alive():
+            local = os.path.join(self.scratch.export, os.path.basename(dst))
+            r = run(["cmp", "-s", self.scratch.src, local], timeout=self.io_timeout(), check=False)
+            if r.returncode != 0:
+                self.results.flag(t, "copy", "the copy made via %s differs from the source (cmp %s)"
+                                  % (t.name, local))
+        if not t.alive():
+            run(["rm", "-f", dst], timeout=60)
 
     def find(self, t, rnd):
         tree = os.path.join(t.path, self.scratch.treename)
