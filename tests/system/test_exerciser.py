@@ -1,8 +1,10 @@
 """test_exerciser.py: random file operations checked against a model.
 
 In the spirit of fsx: a seeded random mix of pwrite, pread, truncate,
-fallocate, mmap reads and writes, fsync and close/reopen on one file,
-each result compared with an in-memory model of what the file must hold.
+fallocate, mmap reads and writes, copy_file_range (from a second file
+that changes now and then, and within the file), fsync and close/reopen
+on one file, each result compared with an in-memory model of what the
+file must hold.
 Then the same file is read through a second mount (another host) and
 straight from the export. Any divergence fails with the operation log.
 """
@@ -14,6 +16,26 @@ import random
 import pytest
 
 SIZE_MAX = 3 * 1024 * 1024
+SIDE = 1024 * 1024  # the second file, a source of copies
+
+
+def copy_range(fi, fo, n, off_in, off_out):
+    """copy_file_range of n bytes, looping on short counts as cp does;
+    returns the bytes copied (short only at the source's end)."""
+    done = 0
+    while done < n:
+        k = os.copy_file_range(fi, fo, n - done, off_in + done, off_out + done)
+        if k == 0:
+            break
+        done += k
+    return done
+
+
+def put(model, off, data):
+    """The model after data was written at off."""
+    if off > len(model):
+        model.extend(b"\0" * (off - len(model)))
+    model[off:off + len(data)] = data
 
 
 def check_same(model, got, where, log):
@@ -30,10 +52,14 @@ def exercise(path, seed, nops):
     model = bytearray()
     log = []
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    sfd = os.open(f"{path}.src", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    side = bytearray(rnd.randbytes(SIDE))
+    os.pwrite(sfd, side, 0)
     try:
         for i in range(nops):
             op = rnd.choices(["write", "read", "trunc", "falloc", "mmapw", "mmapr",
-                              "fsync", "reopen"], [30, 25, 8, 5, 8, 8, 6, 10])[0]
+                              "fsync", "reopen", "copy", "copyself"],
+                             [30, 25, 8, 5, 8, 8, 6, 10, 6, 4])[0]
             if op == "write":
                 off = rnd.randrange(0, SIZE_MAX)
                 n = rnd.choice([1, 7, 4096, 65536, rnd.randrange(1, 300000)])
@@ -81,6 +107,36 @@ def exercise(path, seed, nops):
                     elif mm[off:off + n] != bytes(model[off:off + n]):
                         pytest.fail(f"mmap read off={off} len={n} differs; last ops:\n"
                                     + "\n".join(log[-15:]))
+            elif op == "copy":
+                if rnd.random() < 0.3:  # the source changes (its bytes in write-behind)
+                    so = rnd.randrange(0, SIDE)
+                    data = rnd.randbytes(min(rnd.randrange(1, 200000), SIDE - so))
+                    log.append(f"{i} pwrite source off={so} len={len(data)}")
+                    os.pwrite(sfd, data, so)
+                    side[so:so + len(data)] = data
+                so = rnd.randrange(0, SIDE + 1000)
+                off = rnd.randrange(0, SIZE_MAX)
+                n = min(rnd.choice([1, 4096, rnd.randrange(1, SIDE)]), SIZE_MAX - off)
+                log.append(f"{i} copy_file_range from source off={so} to off={off} len={n}")
+                piece = bytes(side[so:so + n])
+                got = copy_range(sfd, fd, n, so, off)
+                if got != len(piece):
+                    pytest.fail(f"copy_file_range copied {got} bytes, want {len(piece)}; "
+                                "last ops:\n" + "\n".join(log[-15:]))
+                if piece:
+                    put(model, off, piece)
+            elif op == "copyself" and len(model) > 1:
+                a = rnd.randrange(0, len(model) - 1)
+                n = rnd.randrange(1, min(300000, len(model) - a) + 1)
+                b = rnd.randrange(0, SIZE_MAX - n)
+                if b + n <= a or a + n <= b:  # copy_file_range refuses overlaps
+                    log.append(f"{i} copy_file_range within off={a} to off={b} len={n}")
+                    piece = bytes(model[a:a + n])
+                    got = copy_range(fd, fd, n, a, b)
+                    if got != n:
+                        pytest.fail(f"copy_file_range within copied {got} bytes, want {n}; "
+                                    "last ops:\n" + "\n".join(log[-15:]))
+                    put(model, b, piece)
             elif op == "fsync":
                 log.append(f"{i} fsync")
                 os.fsync(fd)
@@ -95,6 +151,7 @@ def exercise(path, seed, nops):
         os.fsync(fd)
     finally:
         os.close(fd)
+        os.close(sfd)
     with open(path, "rb") as f:
         check_same(model, f.read(), "re-read after close", log)
     return model, log
