@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "podfs/codec.h"
@@ -161,6 +162,24 @@ static bool unexpected(int err)
 	       err == ENFILE || err == EUCLEAN;
 }
 
+/* The workers' warnings about them share one bucket (ratelimit_i.h): a
+ * client can make EBADF on purpose (a WRITE through a fid it opened
+ * read-only), and a failing disk makes an EIO per request; either must
+ * not fill the log. Any worker thread. */
+static bool warn_allowed(void)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static struct ratelimit rl;
+	struct timespec ts;
+	bool ok;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	pthread_mutex_lock(&mu);
+	ok = ratelimit_allow(&rl, (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
+	pthread_mutex_unlock(&mu);
+	return ok;
+}
+
 void dispatch_work_cb(uv_work_t *w)
 {
 	struct req *r = w->data;
@@ -237,7 +256,7 @@ void dispatch_work_cb(uv_work_t *w)
 	r->in = NULL;
 
 	if (ret < 0) {
-		if (unexpected(-ret))
+		if (unexpected(-ret) && warn_allowed())
 			pfs_warn("conn %llu req %llu %s: %s", (unsigned long long)r->c->id,
 				 (unsigned long long)r->h.id, pfs_op_name(opc), strerror(-ret));
 		else

@@ -6,7 +6,8 @@
  * the next line let through ("N similar log lines suppressed").
  *
  * Pure logic over the caller's clock; no libuv. Not thread-safe: podfsd
- * uses one bucket on its loop thread (pfsd_warn_rl in pfsd_i.h).
+ * uses one bucket on its loop thread (pfsd_warn_rl in pfsd_i.h), and one
+ * under a mutex for its workers' warnings (warn_allowed in dispatch.c).
  */
 #ifndef PODFSD_RATELIMIT_I_H
 #define PODFSD_RATELIMIT_I_H

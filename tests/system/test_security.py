@@ -478,6 +478,41 @@ def test_malformed_payloads_after_auth(env, daemon, m):
 
 
 @pytest.mark.plaintext
+def test_errors_a_client_makes_on_purpose_do_not_flood_the_log(env, daemon, m):
+    """WRITEs and COPY_RANGEs through a fid opened read-only fail with
+    EBADF, which podfsd logs as a warning (it also means trouble on the
+    server): 400 of them in a burst leave at most the rate limiter's
+    burst and refill of lines, and a later one says how many were held
+    back."""
+    key = P.load_key(env.key)
+    write_file(env.export / "ro", b"0123456789")
+    t0 = time.monotonic()
+    with P.connect(daemon.host, daemon.port, key) as c:
+        h = c.lookup(c.root, b"ro")[0]
+        fid = c.open(h, os.O_RDONLY)
+        for i in range(400):
+            with pytest.raises(P.PfsError) as ei:
+                if i % 2:
+                    c.write(h, fid, 0, b"x")
+                else:
+                    c.copy_range(h, fid, 0, h, fid, 5, 1)
+            assert ei.value.status == errno.EBADF
+        took = time.monotonic() - t0
+        time.sleep(1.2)  # the bucket refills
+        with pytest.raises(P.PfsError):
+            c.write(h, fid, 0, b"x")
+    def lines():
+        return [ln for ln in daemon.log().splitlines()
+                if "Bad file descriptor" in ln and ("WRITE" in ln or "COPY_RANGE" in ln)]
+    wait_for(lambda: any("similar log lines suppressed" in ln for ln in daemon.log().splitlines()),
+             timeout=10, what="the count of the lines held back")
+    # RL_BURST 100 at once, then RL_PER_SEC 20 a second (ratelimit_i.h).
+    assert len(lines()) <= 100 + 20 * (took + 1.2 + 1) + 1, len(lines())
+    assert read_file(env.export / "ro") == b"0123456789"
+    healthy(env, daemon, m)
+
+
+@pytest.mark.plaintext
 def test_raw_edge_values(env, daemon, m):
     """Values at the edges of their types get an error (or a harmless
     answer), never a crash, a hang or a bogus success."""
