@@ -638,13 +638,13 @@ void ops_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	/* Both files exist on the daemon (a create answered here is sent
-	 * first), dst's attributes a delegation answered are there before
-	 * the copy moves its mtime, as for a write. */
-	if (c->dd) {
-		dirdeleg_wait_for(c->dd, src->ip);
-		dirdeleg_wait_for(c->dd, dst->ip);
-	}
+	/* A file made here under a directory delegation exists on the
+	 * daemon already (its slot), named or not; its first bytes, which
+	 * may travel with its create, are waited for below
+	 * (wb_before_change: dirdeleg_wait_made); and the queue goes
+	 * before any COPY_RANGE (dirdeleg.c, must_wait). dst's attributes
+	 * a delegation answered are there before the copy moves its mtime,
+	 * as for a write. */
 	if (c->dl)
 		(void)deleg_flush(c->dl, dst->ip, false);
 	/* src: our writes there are on the daemon and committed, so that a

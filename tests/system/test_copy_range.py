@@ -207,3 +207,26 @@ def test_raw_copy_range_is_checked(env, daemon, m):
         assert c.copy_range(hs, fs, 2, hd, fs + 4, 0, 100, dst_flags=os.O_WRONLY) == 8
     assert read_file(env.export / "d") == b"23456789ij"
     assert read_file(m / "d") == b"23456789ij"
+
+
+def test_files_made_under_a_directory_delegation(dpod):
+    """With delegations, A makes a directory and in it a source (closed)
+    and a second one still open, both answered on A and queued: copies of
+    each into new files there are exact on A, on B and in the export."""
+    d = dpod.a / "made"
+    os.mkdir(d)
+    data = os.urandom(70_000)
+    write_file(d / "src", data)
+    assert copy_all(d / "src", d / "dst", len(data)) == len(data)
+    s = os.open(d / "src2", os.O_RDWR | os.O_CREAT, 0o644)
+    o = os.open(d / "dst2", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(s, data[::-1])
+        assert os.copy_file_range(s, o, len(data), 0, 0) == len(data)
+    finally:
+        os.close(s)
+        os.close(o)
+    for name, want in (("dst", data), ("dst2", data[::-1])):
+        assert read_file(d / name) == want
+        assert read_file(dpod.b / "made" / name) == want
+        assert read_file(dpod.export / "made" / name) == want
