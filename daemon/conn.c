@@ -492,6 +492,12 @@ static void queue_frame(struct conn *c, struct frame *f, size_t acct, bool is_re
 	c->d->raw_out += PFS_FRAME_HDR_SIZE + f->raw;
 	c->tr.wire_out += PFS_FRAME_HDR_SIZE + f->len;
 	c->tr.raw_out += PFS_FRAME_HDR_SIZE + f->raw;
+	/* Its records wait in the stream, after any sealed before them
+	 * (perhaps taken already, with a frame sent since). */
+	if (f->sealed) {
+		conn_tls_out(c, acct, is_reply);
+		return;
+	}
 	if (c->mode == CM_TLS) {
 		tls_send(c, f->hdr, PFS_FRAME_HDR_SIZE, f->wire, f->len, acct, is_reply);
 		free_own(f->own);

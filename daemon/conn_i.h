@@ -82,6 +82,9 @@ struct frame {
 	size_t len;
 	size_t raw;            /* payload bytes before coding (byte counters) */
 	void *own[2];          /* freed once written or dropped (NULL: none) */
+	bool sealed;           /* encrypted by its worker into the connection's
+				  TLS stream already (tls_stream_seal): hdr and
+				  wire are gone, len and raw count */
 };
 
 struct conn {

@@ -180,6 +180,32 @@ static bool warn_allowed(void)
 	return ok;
 }
 
+/* READ replies this big are encrypted by their worker (seal_reply). */
+#define SEAL_MIN (64u * 1024)
+
+/* A large READ reply on a TLS connection is encrypted here, where the
+ * workers share the CPUs, rather than on the loop thread, which would
+ * otherwise encrypt every byte the daemon sends: its records wait in the
+ * connection's stream for the loop to take them (conn_reply). Only READ:
+ * its reply is never held back nor kept for a resend, so the loop sends
+ * it as soon as it hears of it, and pushes ordered behind it come after
+ * its records (push.c); a push made before it may come after it too, as
+ * when the loop sends it. */
+static void seal_reply(struct req *r)
+{
+	if (r->h.op != PFS_OP_READ || r->status != 0 || r->drc || r->c->mode != CM_TLS ||
+	    r->reply.len < SEAL_MIN)
+		return;
+	if (tls_stream_seal(&r->c->tls, r->reply.hdr, PFS_FRAME_HDR_SIZE, r->reply.wire,
+			    r->reply.len) != 0)
+		return; /* the loop sends it (or fails as the stream did) */
+	free(r->reply.own[0]);
+	free(r->reply.own[1]);
+	r->reply.own[0] = r->reply.own[1] = NULL;
+	r->reply.wire = NULL;
+	r->reply.sealed = true;
+}
+
 void dispatch_work_cb(uv_work_t *w)
 {
 	struct req *r = w->data;
@@ -301,6 +327,7 @@ void dispatch_work_cb(uv_work_t *w)
 	}
 	r->reply.own[0] = o.w.buf;
 	r->reply.own[1] = scratch;
+	seal_reply(r);
 }
 
 /* --- FORGET (loop thread) --- */

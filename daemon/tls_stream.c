@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,22 +16,34 @@
 
 int tls_stream_init(struct tls_stream *t, SSL_CTX *ctx)
 {
+	pthread_mutexattr_t ma;
 	BIO *rbio, *wbio;
 	SSL *ssl = pfs_tls_new(ctx, &rbio, &wbio);
 
 	if (!ssl)
 		return -ENOMEM;
+	if (pthread_mutexattr_init(&ma) != 0 ||
+	    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE) != 0 ||
+	    pthread_mutex_init(&t->lock, &ma) != 0) {
+		SSL_free(ssl);
+		return -ENOMEM;
+	}
+	pthread_mutexattr_destroy(&ma);
 	SSL_set_accept_state(ssl);
 	t->ssl = ssl;
 	t->rbio = rbio;
 	t->wbio = wbio;
 	t->up = false;
+	t->shut = false;
 	return 0;
 }
 
 void tls_stream_fini(struct tls_stream *t)
 {
+	if (!t->ssl)
+		return;
 	SSL_free(t->ssl);
+	pthread_mutex_destroy(&t->lock);
 	t->ssl = NULL;
 	t->rbio = NULL;
 	t->wbio = NULL;
@@ -38,7 +51,10 @@ void tls_stream_fini(struct tls_stream *t)
 
 int tls_stream_in(struct tls_stream *t, const void *p, size_t n)
 {
-	return BIO_write(t->rbio, p, (int)n) == (int)n ? 0 : -ENOMEM;
+	pthread_mutex_lock(&t->lock);
+	int ret = BIO_write(t->rbio, p, (int)n) == (int)n ? 0 : -ENOMEM;
+	pthread_mutex_unlock(&t->lock);
+	return ret;
 }
 
 /* SSL_read into the rooms room_cb gives until more ciphertext is needed
@@ -49,23 +65,29 @@ static int decrypt(struct tls_stream *t, tls_stream_room_cb room_cb, tls_stream_
 	uint8_t *dst;
 	size_t cap;
 
+	/* The lock is held around each SSL_read only: the callbacks may send
+	 * on this connection or another (each stream takes its own lock),
+	 * and no thread ever holds two. */
 	while (room_cb(arg, &dst, &cap)) {
+		pthread_mutex_lock(&t->lock);
 		/* (A fatal error puts the state machine back "in init".) */
 		if (!t->up && SSL_is_init_finished(t->ssl))
 			t->up = true;
 		ERR_clear_error();
 		int k = SSL_read(t->ssl, dst, cap > INT_MAX ? INT_MAX : (int)cap);
+		int e = k > 0 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, k);
+		if (e != SSL_ERROR_NONE && e != SSL_ERROR_WANT_READ && e != SSL_ERROR_ZERO_RETURN) {
+			pfs_tls_reason(why, whylen, "TLS error");
+			t->shut = true;
+		}
+		pthread_mutex_unlock(&t->lock);
 		if (k > 0) {
 			plain_cb(arg, dst, (size_t)k);
 			continue;
 		}
-		int e = SSL_get_error(t->ssl, k);
 		if (e == SSL_ERROR_WANT_READ)
 			break;
-		if (e == SSL_ERROR_ZERO_RETURN)
-			return -EPIPE;
-		pfs_tls_reason(why, whylen, "TLS error");
-		return -EPROTO;
+		return e == SSL_ERROR_ZERO_RETURN ? -EPIPE : -EPROTO;
 	}
 	return 0;
 }
@@ -76,12 +98,18 @@ int tls_stream_input(struct tls_stream *t, const void *p, size_t n, tls_stream_r
 	int ret;
 
 	/* p is read in place; what SSL_read leaves of it is kept (copied)
-	 * before the caller's buffer goes. */
-	if (n)
+	 * before the caller's buffer goes. Only the owner reads: the loan
+	 * may stand while the lock is released (decrypt). */
+	if (n) {
+		pthread_mutex_lock(&t->lock);
 		pfs_tls_bio_lend(t->rbio, p, n);
+		pthread_mutex_unlock(&t->lock);
+	}
 	ret = decrypt(t, room_cb, plain_cb, arg, why, whylen);
+	pthread_mutex_lock(&t->lock);
 	if (pfs_tls_bio_keep(t->rbio) < 0 && ret == 0)
 		ret = -ENOMEM;
+	pthread_mutex_unlock(&t->lock);
 	return ret;
 }
 
@@ -130,8 +158,8 @@ static int put_chunks(struct tls_stream *t, const uint8_t *p, size_t n,
 	return 0;
 }
 
-int tls_stream_send(struct tls_stream *t, const void *a, size_t na, const void *b, size_t nb,
-		    tls_stream_ready_cb ready_cb, void *arg, char *why, size_t whylen)
+static int send_locked(struct tls_stream *t, const void *a, size_t na, const void *b, size_t nb,
+		       tls_stream_ready_cb ready_cb, void *arg, char *why, size_t whylen)
 {
 	if (na + nb <= TLS_STREAM_SMALL) {
 		uint8_t one[TLS_STREAM_SMALL];
@@ -146,21 +174,61 @@ int tls_stream_send(struct tls_stream *t, const void *a, size_t na, const void *
 	return put_chunks(t, b, nb, ready_cb, arg, why, whylen);
 }
 
-size_t tls_stream_pending(const struct tls_stream *t)
+int tls_stream_send(struct tls_stream *t, const void *a, size_t na, const void *b, size_t nb,
+		    tls_stream_ready_cb ready_cb, void *arg, char *why, size_t whylen)
 {
-	return BIO_ctrl_pending(t->wbio);
+	pthread_mutex_lock(&t->lock);
+	int ret = send_locked(t, a, na, b, nb, ready_cb, arg, why, whylen);
+	if (ret < 0)
+		t->shut = true;
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int tls_stream_seal(struct tls_stream *t, const void *a, size_t na, const void *b, size_t nb)
+{
+	char why[64];
+	int ret = -EAGAIN;
+
+	pthread_mutex_lock(&t->lock);
+	/* After the handshake only; and never after a drop (the connection
+	 * closes: nothing would take the records) or an error. */
+	if (!t->shut && t->up && SSL_is_init_finished(t->ssl)) {
+		ret = 0;
+		if (pfs_tls_bio_reserve(t->wbio, sealed_size(na) + sealed_size(nb)) < 0 ||
+		    (na && put(t, a, na, why, sizeof(why)) < 0) ||
+		    (nb && put(t, b, nb, why, sizeof(why)) < 0)) {
+			t->shut = true;
+			ret = -EPROTO;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+size_t tls_stream_pending(struct tls_stream *t)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = BIO_ctrl_pending(t->wbio);
+	pthread_mutex_unlock(&t->lock);
+	return n;
 }
 
 void tls_stream_take(struct tls_stream *t, void **buf, size_t *len)
 {
 	uint8_t *b;
 
+	pthread_mutex_lock(&t->lock);
 	/* The buffer changes hands: no copy. */
 	pfs_tls_bio_take(t->wbio, &b, len, NULL);
+	pthread_mutex_unlock(&t->lock);
 	*buf = b;
 }
 
 void tls_stream_drop(struct tls_stream *t)
 {
+	pthread_mutex_lock(&t->lock);
 	(void)BIO_reset(t->wbio);
+	t->shut = true;
+	pthread_mutex_unlock(&t->lock);
 }

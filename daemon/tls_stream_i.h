@@ -15,7 +15,12 @@
  * PSK and telling TLS from plaintext by the first bytes stay in lib/tls.c
  * (podfs/tls.h).
  *
- * A stream is used by one thread at a time (podfsd: the loop thread).
+ * Threads: the owner (podfsd: the loop thread) makes every call but
+ * tls_stream_seal, which any thread may make meanwhile (a worker seals
+ * the READ reply it made: tls_stream_seal). Each call holds the stream's
+ * lock, recursively, so that the owner's callbacks may call again; OpenSSL
+ * never sees two threads on one SSL object, and the records of a seal
+ * land in the queue of ciphertext to send in the order they were made.
  * Every call that fails leaves the stream valid; after a fatal TLS error
  * (-EPROTO) only tls_stream_pending, tls_stream_take (the alert OpenSSL
  * queued, if any), tls_stream_drop and tls_stream_fini are of use.
@@ -23,6 +28,7 @@
 #ifndef PODFSD_TLS_STREAM_I_H
 #define PODFSD_TLS_STREAM_I_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,7 +55,9 @@ typedef void (*tls_stream_plain_cb)(void *arg, uint8_t *dst, size_t k);
 struct tls_stream {
 	SSL *ssl;         /* NULL until tls_stream_init; owns rbio and wbio */
 	BIO *rbio, *wbio; /* ciphertext in (read), ciphertext out (written) */
+	pthread_mutex_t lock; /* recursive; every call below holds it */
 	bool up;          /* the handshake finished (as of the last read) */
+	bool shut;        /* no more seals: dropped, or a fatal error */
 };
 
 /* Sets up t (zeroed, or after tls_stream_fini) as the server side of a
@@ -62,7 +70,7 @@ void tls_stream_fini(struct tls_stream *t);
 
 /* Whether t's handshake had finished before its last piece of plaintext
  * was read (tls_stream_input): after a fatal error, whether the
- * handshake had succeeded. */
+ * handshake had succeeded. The owner only. */
 static inline bool tls_stream_up(const struct tls_stream *t)
 {
 	return t->up;
@@ -102,13 +110,23 @@ int tls_stream_input(struct tls_stream *t, const void *p, size_t n, tls_stream_r
 int tls_stream_send(struct tls_stream *t, const void *a, size_t na, const void *b, size_t nb,
 		    tls_stream_ready_cb ready_cb, void *arg, char *why, size_t whylen);
 
+/* From any thread: encrypts a[na] then b[nb] (a frame's header and
+ * payload, na + nb over TLS_STREAM_SMALL) after the ciphertext t holds
+ * already, in one go (no ready_cb: the owner takes it later, with
+ * whatever it sends next, or at its tls_stream_take for this frame).
+ * Returns 0; -EAGAIN, nothing done: the handshake is not done, or the
+ * stream is shut (tls_stream_drop, a fatal error); -EPROTO: a fatal
+ * error (the stream is shut, what it holds is of no use). */
+int tls_stream_seal(struct tls_stream *t, const void *a, size_t na, const void *b, size_t nb);
+
 /* The number of ciphertext bytes waiting to be sent. */
-size_t tls_stream_pending(const struct tls_stream *t);
+size_t tls_stream_pending(struct tls_stream *t);
 /* Takes the ciphertext waiting to be sent: *buf (malloc'd, the caller's
  * to free: the buffer the records were written into) of *len bytes, or
  * *buf NULL and *len 0 if there is none. */
 void tls_stream_take(struct tls_stream *t, void **buf, size_t *len);
-/* Discards the ciphertext waiting to be sent (the connection closes). */
+/* Discards the ciphertext waiting to be sent (the connection closes);
+ * shuts t for tls_stream_seal. */
 void tls_stream_drop(struct tls_stream *t);
 
 #endif /* PODFSD_TLS_STREAM_I_H */

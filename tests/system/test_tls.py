@@ -345,3 +345,49 @@ def test_bad_tls_option(env, daemon):
     r = failed_mount(env, daemon, f"key={env.key},tls=maybe")
     assert r.returncode == 2, r.stderr
     assert "tls" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_replies_sealed_by_workers_interleave_with_pushes(pod):
+    """podfsd's workers encrypt large READ replies into a connection's TLS
+    stream while its loop encrypts everything else (small replies,
+    pushes) into the same stream. B reads four large files at once on its
+    one connection while A keeps changing small files that B caches, each
+    change pushed to B: every byte B reads is right, and B sees every
+    change at its next open."""
+    import hashlib
+    big = {f"big{i}": os.urandom(12 << 20) for i in range(4)}
+    for name, data in big.items():
+        write_file(pod.a / name, data)
+    for j in range(4):
+        write_file(pod.a / f"s{j}", b"v0")
+        assert read_file(pod.b / f"s{j}") == b"v0"  # B caches it
+    errors = []
+
+    def reader(name):
+        try:
+            h = hashlib.sha256()
+            with open(pod.b / name, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+            if h.digest() != hashlib.sha256(big[name]).digest():
+                errors.append(f"{name}: wrong bytes on B")
+        except OSError as e:
+            errors.append(f"{name}: {e!r}")
+
+    threads = [threading.Thread(target=reader, args=(n,)) for n in big]
+    for t in threads:
+        t.start()
+    changes = 0
+    while any(t.is_alive() for t in threads) or changes < 20:
+        j = changes % 4
+        v = f"v{changes + 1}".encode()
+        write_file(pod.a / f"s{j}", v)
+        got = read_file(pod.b / f"s{j}")
+        if got != v:
+            errors.append(f"s{j}: B read {got!r} after A wrote {v!r}")
+        changes += 1
+        if changes > 5000:
+            break
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:5]
