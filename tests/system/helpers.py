@@ -296,6 +296,19 @@ def write_file(p, data, mode="wb"):
         f.write(data)
 
 
+def copy_range(fi, fo, n, off_in, off_out):
+    """copy_file_range of n bytes from descriptor fi at off_in to fo at
+    off_out, looping on short counts as cp does; returns the bytes copied
+    (short only at the source's end)."""
+    done = 0
+    while done < n:
+        k = os.copy_file_range(fi, fo, n - done, off_in + done, off_out + done)
+        if k == 0:
+            break
+        done += k
+    return done
+
+
 def errno_of(fn, *a, **kw):
     """The errno of the OSError fn(*a, **kw) raises, or 0 if it succeeds."""
     try:

@@ -17,22 +17,16 @@ import time
 import pytest
 
 import pfsproto as P
-from helpers import errno_of as eno, read_file, requests_since, requests_sent, write_file
+from helpers import (copy_range, errno_of as eno, read_file, requests_since, requests_sent,
+                     write_file)
 
 
 def copy_all(src, dst, length, off_in=0, off_out=0):
-    """copy_file_range of length bytes, looping on short counts as cp
-    does; returns the bytes copied (short only at src's end)."""
+    """copy_range (helpers) between two paths; returns the bytes copied."""
     fi = os.open(src, os.O_RDONLY)
     fo = os.open(dst, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        done = 0
-        while done < length:
-            n = os.copy_file_range(fi, fo, length - done, off_in + done, off_out + done)
-            if n == 0:
-                break
-            done += n
-        return done
+        return copy_range(fi, fo, length, off_in, off_out)
     finally:
         os.close(fi)
         os.close(fo)

@@ -15,20 +15,10 @@ import random
 
 import pytest
 
+from helpers import copy_range
+
 SIZE_MAX = 3 * 1024 * 1024
 SIDE = 1024 * 1024  # the second file, a source of copies
-
-
-def copy_range(fi, fo, n, off_in, off_out):
-    """copy_file_range of n bytes, looping on short counts as cp does;
-    returns the bytes copied (short only at the source's end)."""
-    done = 0
-    while done < n:
-        k = os.copy_file_range(fi, fo, n - done, off_in + done, off_out + done)
-        if k == 0:
-            break
-        done += k
-    return done
 
 
 def put(model, off, data):
