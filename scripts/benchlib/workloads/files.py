@@ -67,13 +67,19 @@ class Files(Workload):
                       self.io_timeout())
             return self.a.size / s / 1e6
         self.results.measure("seq-write", t, go)
-        if rnd == 0 and not t.alive():
-            # untimed check: did the bytes land on the server's disk intact?
-            local = os.path.join(self.scratch.export, os.path.basename(f))
-            r = run(["cmp", "-s", self.scratch.src, local], timeout=self.io_timeout(), check=False)
-            if r.returncode != 0:
-                self.results.flag(t, "seq-write", "data written via %s differs from the source (cmp %s)"
-                                  % (t.name, local))
+        if rnd == 0:
+            self.check_on_export(t, "seq-write", f, "data written")
+
+    def check_on_export(self, t, row, f, what):
+        """Untimed: did the file f made through t land on the server's
+        disk (its export) as the source's bytes? Flags row if not."""
+        if t.alive():
+            return
+        local = os.path.join(self.scratch.export, os.path.basename(f))
+        r = run(["cmp", "-s", self.scratch.src, local], timeout=self.io_timeout(), check=False)
+        if r.returncode != 0:
+            self.results.flag(t, row, "%s via %s differs from the source (cmp %s)"
+                              % (what, t.name, local))
 
     def have_seq_file(self, t):
         """The seq-write file on t (copied into its export when seq-write
@@ -125,12 +131,8 @@ class Files(Workload):
             return self.a.size / s / 1e6
         self.targets.make_cold(t)
         self.results.measure("copy", t, go)
-        if rnd == 0 and not t.alive():
-            local = os.path.join(self.scratch.export, os.path.basename(dst))
-            r = run(["cmp", "-s", self.scratch.src, local], timeout=self.io_timeout(), check=False)
-            if r.returncode != 0:
-                self.results.flag(t, "copy", "the copy made via %s differs from the source (cmp %s)"
-                                  % (t.name, local))
+        if rnd == 0:
+            self.check_on_export(t, "copy", dst, "the copy made")
         if not t.alive():
             run(["rm", "-f", dst], timeout=60)
 
