@@ -358,11 +358,13 @@ int main(int argc, char **argv)
 	pfs_payload_alloc_tune();
 	/* READ replies are made by the workers and freed by the loop: with
 	 * glibc's default of 8 arenas per CPU each worker's arena keeps the
-	 * most it ever held, free but resident. Two arenas: 64 hosts reading
-	 * one checkpoint at once peaked at 236 MB instead of 543 MB, with the
-	 * same CPU (docs/limits.md, "Pacing READ replies"). */
+	 * most it ever held, free but resident; and a second arena's heaps
+	 * are unmapped whenever one empties, so its next replies fault in
+	 * fresh zeroed pages. One arena, whose memory stays until 128 MiB
+	 * are free at its top (pfs_payload_alloc_tune): less memory and less
+	 * CPU than two (docs/limits.md, "Allocator arenas"). */
 	if (!getenv("MALLOC_ARENA_MAX"))
-		mallopt(M_ARENA_MAX, 2);
+		mallopt(M_ARENA_MAX, 1);
 	d = xcalloc(1, sizeof(*d));
 	d->started = (int64_t)time(NULL);
 	parse_args(&d->o, argc, argv);
