@@ -311,6 +311,38 @@ int inode_snapshot(struct inode_table *t, struct inode_snap **out, size_t *n)
 	return rc;
 }
 
+/* A nonzero key of version v, for ip->own_vers. */
+static uint64_t own_key(const struct dver *v)
+{
+	uint64_t h = pfs_hash_u64((uint64_t)v->mtime_s ^ ((uint64_t)v->mtime_ns << 34));
+	h = pfs_hash_u64(h ^ (uint64_t)v->ctime_s ^ ((uint64_t)v->ctime_ns << 34));
+	h = pfs_hash_u64(h ^ v->size);
+	return h ? h : 1;
+}
+
+/* ip->lock held. Is v one of the versions of ip->own_vers? */
+static bool own_has_locked(const struct inode *ip, const struct dver *v)
+{
+	uint64_t k = own_key(v);
+	for (unsigned i = 0; i < INODE_OWN_VERS; i++)
+		if (ip->own_vers[i] == k)
+			return true;
+	return false;
+}
+
+/* ip->lock held. The pages' version is v, or one of ip->own_vers. */
+static bool pages_hold_locked(const struct inode *ip, const struct dver *v)
+{
+	return ip->cached_valid && (dver_eq(&ip->cached, v) || own_has_locked(ip, v));
+}
+
+/* ip->lock held. The pages were dropped, or may be stale. */
+static void pages_gone_locked(struct inode *ip)
+{
+	ip->cached_valid = false;
+	memset(ip->own_vers, 0, sizeof(ip->own_vers));
+}
+
 bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const struct pfs_attr *a,
 			fuse_ino_t *nodeid, struct nameset **names)
 {
@@ -323,7 +355,7 @@ bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const st
 		if (a)
 			ip->attr = *a;
 		ip->ver_unknown = !a;
-		ip->cached_valid = false;
+		pages_gone_locked(ip);
 		inline_free(ip);
 		ip->nocaps_until = 0;
 		ip->noxattr = 0;
@@ -637,7 +669,9 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 	struct dver v = dver_of(a);
 	pthread_mutex_lock(&ip->lock);
 	struct dver seen = dver_of(&ip->attr);
-	bool keep = (ip->cached_valid && dver_eq(&ip->cached, &v)) || !ip->kopened;
+	bool keep = pages_hold_locked(ip, &v) || !ip->kopened;
+	if (!keep)
+		pages_gone_locked(ip);
 	ip->kopened = true;
 	*attrs_stale = !dver_eq(&seen, &v) || ip->attr.mode != a->mode ||
 		       ip->attr.uid != a->uid || ip->attr.gid != a->gid ||
@@ -659,8 +693,11 @@ void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 	overlay_locked(ip, &na); /* what a delegation answered, not sent yet */
 	struct dver before = dver_of(&ip->attr), after = dver_of(&na);
 
-	if (ip->cached_valid && dver_eq(&ip->cached, &before))
+	if (pages_hold_locked(ip, &before)) {
 		ip->cached = after;
+		ip->own_vers[ip->own_next] = own_key(&after);
+		ip->own_next = (uint8_t)((ip->own_next + 1) % INODE_OWN_VERS);
+	}
 	if (ip->inline_data && dver_eq(&ip->inline_ver, &before))
 		ip->inline_ver = after;
 	ip->attr = na;
@@ -670,7 +707,7 @@ void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 void inode_drop_cached(struct inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);
-	ip->cached_valid = false;
+	pages_gone_locked(ip);
 	pthread_mutex_unlock(&ip->lock);
 }
 

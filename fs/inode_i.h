@@ -46,6 +46,11 @@ struct fhmap;
 struct listing;
 struct nameset;
 
+/* Own versions remembered per inode (struct inode's own_vers): the
+ * replies of the writes in flight at once (wb_threads, 4 by default)
+ * may come in any order. */
+#define INODE_OWN_VERS 4
+
 struct inode {
 	struct hnode hn;      /* the table (lock: table); hn.hash: the fh hash, immutable */
 	uint64_t nlookup;     /* table lock */
@@ -59,6 +64,11 @@ struct inode {
 	struct pfs_attr attr; /* last attributes seen */
 	struct dver cached;   /* version the kernel's pages belong to */
 	bool cached_valid;
+	uint8_t own_next;     /* where own_vers takes its next key */
+	/* Keys (nonzero) of the versions this client's own changes made
+	 * while the pages stayed current, the latest INODE_OWN_VERS of
+	 * them: the pages hold each (see inode_open_version). */
+	uint64_t own_vers[INODE_OWN_VERS];
 	bool kopened;         /* the kernel opened it since this nodeid was made (it may hold pages) */
 	bool had_posix_locks; /* this client ever set a POSIX lock here */
 	int64_t nocaps_until; /* CLOCK_MONOTONIC ns: "no security.capability" known till then */
@@ -362,8 +372,11 @@ void inode_clear_nocaps(struct inode *ip);
 
 /* Open (close-to-open): records a's version as the version of the pages
  * the kernel will cache (and a as the attributes) and returns true if it
- * equals the version of the pages cached before, or if the kernel never
- * opened the file, so has no pages of it (keep_cache is then safe).
+ * equals the version of the pages cached before, or one that this
+ * client's own changes made since they were current (the replies of
+ * writes in flight together come in any order, so the last one to come
+ * need not be the last one made), or if the kernel never opened the
+ * file, so has no pages of it (keep_cache is then safe).
  * *attrs_stale is set if a differs from the attributes last seen, which
  * the kernel may cache (they are then not trusted until the caller says
  * so, inode_trust_attr). */
@@ -371,7 +384,9 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 
 /* A change this client made (WRITE, SETATTR...) moved the object from
  * the last known attributes to a: if the cached pages were current
- * before, they still are (the kernel updated them itself), and so is the
+ * before (the attributes' version is theirs, or one of this client's
+ * own since), they still are (the kernel updated them itself), and a's
+ * version is remembered as one of its own; so is the
  * inline content (a write updated it, inode_write_inline; a change of
  * the content that does not frees it). Records a.
  * Called with ip->lock held (trust.c, which decides their trust at the
