@@ -51,6 +51,16 @@ static bool open_keeps(struct inode *ip, struct pfs_attr a)
 	return inode_open_version(ip, &a, &stale);
 }
 
+/* File n, opened at version 1 and written once by this client (version
+ * 2, 10 bytes). */
+static struct inode *written(struct inode_table *t, uint32_t n)
+{
+	struct inode *ip = file(t, n);
+	CHECK(open_keeps(ip, at(n, 1, 0)));
+	own(ip, at(n, 2, 10));
+	return ip;
+}
+
 int main(void)
 {
 	struct pfs_entry r;
@@ -99,9 +109,7 @@ int main(void)
 
 	/* Another host's change that was pushed: a reply of ours that came
 	 * after it does not make the pages current again. */
-	struct inode *g = file(t, 20);
-	CHECK(open_keeps(g, at(20, 1, 0)));
-	own(g, at(20, 2, 10));
+	struct inode *g = written(t, 20);
 	struct pfs_fh fh = g->fh;
 	fuse_ino_t nodeid;
 	struct nameset *names;
@@ -111,9 +119,7 @@ int main(void)
 	CHECK(!open_keeps(g, at(20, 2, 10)));
 
 	/* A failed write (its pages are not the file's): dropped. */
-	struct inode *h = file(t, 30);
-	CHECK(open_keeps(h, at(30, 1, 0)));
-	own(h, at(30, 2, 10));
+	struct inode *h = written(t, 30);
 	inode_drop_cached(h);
 	CHECK(!open_keeps(h, at(30, 2, 10)));
 
