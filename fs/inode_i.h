@@ -386,9 +386,9 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
  * the last known attributes to a: if the cached pages were current
  * before (the attributes' version is theirs, or one of this client's
  * own since), they still are (the kernel updated them itself), and a's
- * version is remembered as one of its own; so is the
- * inline content (a write updated it, inode_write_inline; a change of
- * the content that does not frees it). Records a.
+ * version joins this client's own; the inline content stays current
+ * likewise (a write updated it, inode_write_inline; a change of the
+ * content that does not frees it). Records a.
  * Called with ip->lock held (trust.c, which decides their trust at the
  * same time). */
 void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a);
