@@ -645,9 +645,25 @@ void inode_overlay(struct inode *ip, struct pfs_attr *a)
 	pthread_mutex_unlock(&ip->lock);
 }
 
+/* ip->lock held. Remembers v as one of this client's own versions. */
+static void own_add_locked(struct inode *ip, const struct dver *v)
+{
+	ip->own_vers[ip->own_next] = own_key(v);
+	ip->own_next = (uint8_t)((ip->own_next + 1) % INODE_OWN_VERS);
+}
+
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a)
 {
 	pthread_mutex_lock(&ip->lock);
+	/* While writes of ours are queued or in flight, attributes seen
+	 * now may show what one of them made before its reply came (or
+	 * what was there before it ran): a version the pages hold, as its
+	 * reply will say. Were it another host's, its push comes; and the
+	 * writes still pending move the file past it, to a version of
+	 * ours, or fail (the pages go then: inode_drop_cached). */
+	struct dver was = dver_of(&ip->attr), now = dver_of(a);
+	if (ip->tr.wb && pages_hold_locked(ip, &was) && !pages_hold_locked(ip, &now))
+		own_add_locked(ip, &now);
 	ip->attr = *a;
 	overlay_locked(ip, &ip->attr);
 	ip->ver_unknown = false;
@@ -695,8 +711,7 @@ void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 
 	if (pages_hold_locked(ip, &before)) {
 		ip->cached = after;
-		ip->own_vers[ip->own_next] = own_key(&after);
-		ip->own_next = (uint8_t)((ip->own_next + 1) % INODE_OWN_VERS);
+		own_add_locked(ip, &after);
 	}
 	if (ip->inline_data && dver_eq(&ip->inline_ver, &before))
 		ip->inline_ver = after;

@@ -1,8 +1,9 @@
 /* test_pages.c: unit tests of whether the kernel's pages of a file stay
  * current (fs/inode.c inode_open_version, inode_own_change_locked), on a
  * real inode table: this client's own writes keep them, whatever order
- * their replies come in, also one that comes after an open; a version no
- * change of ours made, a push, or a failed write drops them.
+ * their replies come in, also one that comes after an open, and what
+ * attributes seen while they were in flight showed; a version no change
+ * of ours made, a push, or a failed write drops them.
  */
 #include <string.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include "check.h"
 #include "inode_i.h"
 #include "podfs/codec.h"
+#include "trust_i.h"
 
 /* The attributes of regular file n at version t (its mtime and ctime,
  * in ns) with size bytes. */
@@ -122,6 +124,25 @@ int main(void)
 	struct inode *h = written(t, 30);
 	inode_drop_cached(h);
 	CHECK(!open_keeps(h, at(30, 2, 10)));
+
+	/* Attributes seen (a GETATTR) while two writes of ours are in
+	 * flight show what the second one made before either reply came:
+	 * the pages hold that version too. */
+	struct inode *w = written(t, 50);
+	inode_write_queued(w);
+	inode_write_queued(w);
+	uint64_t s1 = inode_write_sent(t, w), s2 = inode_write_sent(t, w);
+	struct pfs_attr mid = at(50, 4, 30);
+	inode_set_attr(w, &mid);
+	struct pfs_attr w4 = at(50, 4, 30), w3 = at(50, 3, 20);
+	inode_write_done(t, w, s2, &w4, 0, 0);
+	inode_write_done(t, w, s1, &w3, 0, 0);
+	CHECK(open_keeps(w, at(50, 4, 30)));
+	/* ... and while none is: another host's version breaks the chain. */
+	struct pfs_attr foreign = at(50, 5, 30);
+	inode_set_attr(w, &foreign);
+	own(w, at(50, 6, 40));
+	CHECK(!open_keeps(w, at(50, 6, 40)));
 
 	/* Attributes seen between (a GETATTR) that no change of ours made
 	 * break the chain: our next change does not vouch for the pages. */
