@@ -311,38 +311,6 @@ int inode_snapshot(struct inode_table *t, struct inode_snap **out, size_t *n)
 	return rc;
 }
 
-/* A nonzero key of version v, for ip->own_vers. */
-static uint64_t own_key(const struct dver *v)
-{
-	uint64_t h = pfs_hash_u64((uint64_t)v->mtime_s ^ ((uint64_t)v->mtime_ns << 34));
-	h = pfs_hash_u64(h ^ (uint64_t)v->ctime_s ^ ((uint64_t)v->ctime_ns << 34));
-	h = pfs_hash_u64(h ^ v->size);
-	return h ? h : 1;
-}
-
-/* ip->lock held. Is v one of the versions of ip->own_vers? */
-static bool own_has_locked(const struct inode *ip, const struct dver *v)
-{
-	uint64_t k = own_key(v);
-	for (unsigned i = 0; i < INODE_OWN_VERS; i++)
-		if (ip->own_vers[i] == k)
-			return true;
-	return false;
-}
-
-/* ip->lock held. The pages' version is v, or one of ip->own_vers. */
-static bool pages_hold_locked(const struct inode *ip, const struct dver *v)
-{
-	return ip->cached_valid && (dver_eq(&ip->cached, v) || own_has_locked(ip, v));
-}
-
-/* ip->lock held. The pages were dropped, or may be stale. */
-static void pages_gone_locked(struct inode *ip)
-{
-	ip->cached_valid = false;
-	memset(ip->own_vers, 0, sizeof(ip->own_vers));
-}
-
 bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const struct pfs_attr *a,
 			fuse_ino_t *nodeid, struct nameset **names)
 {
@@ -355,7 +323,7 @@ bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const st
 		if (a)
 			ip->attr = *a;
 		ip->ver_unknown = !a;
-		pages_gone_locked(ip);
+		inode_pages_gone_locked(ip);
 		inline_free(ip);
 		ip->nocaps_until = 0;
 		ip->noxattr = 0;
@@ -595,24 +563,6 @@ bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_
 	return ip != NULL;
 }
 
-struct dver dver_of(const struct pfs_attr *a)
-{
-	struct dver v = {
-		.mtime_s = a->mtime_s,
-		.ctime_s = a->ctime_s,
-		.size = a->size,
-		.mtime_ns = a->mtime_ns,
-		.ctime_ns = a->ctime_ns,
-	};
-	return v;
-}
-
-bool dver_eq(const struct dver *a, const struct dver *b)
-{
-	return a->mtime_s == b->mtime_s && a->ctime_s == b->ctime_s && a->size == b->size &&
-	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
-}
-
 /* ip->lock held. */
 static void overlay_locked(const struct inode *ip, struct pfs_attr *a)
 {
@@ -645,61 +595,15 @@ void inode_overlay(struct inode *ip, struct pfs_attr *a)
 	pthread_mutex_unlock(&ip->lock);
 }
 
-/* ip->lock held. Remembers v as one of this client's own versions. */
-static void own_add_locked(struct inode *ip, const struct dver *v)
-{
-	ip->own_vers[ip->own_next] = own_key(v);
-	ip->own_next = (uint8_t)((ip->own_next + 1) % INODE_OWN_VERS);
-}
-
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a)
 {
 	pthread_mutex_lock(&ip->lock);
-	/* While writes of ours are queued or in flight, attributes seen
-	 * now may show what one of them made before its reply came (or
-	 * what was there before it ran): a version the pages hold, as its
-	 * reply will say. Were it another host's, its push comes; and the
-	 * writes still pending move the file past it, to a version of
-	 * ours, or fail (the pages go then: inode_drop_cached). */
-	struct dver was = dver_of(&ip->attr), now = dver_of(a);
-	if (ip->tr.wb && pages_hold_locked(ip, &was) && !pages_hold_locked(ip, &now))
-		own_add_locked(ip, &now);
+	inode_pages_seen_locked(ip, a);
 	ip->attr = *a;
 	overlay_locked(ip, &ip->attr);
 	ip->ver_unknown = false;
 	ip->tr.seq = 0; /* until the caller decides (inode_trust_attr) */
 	pthread_mutex_unlock(&ip->lock);
-}
-
-bool inode_data_version(struct inode *ip, struct dver *v)
-{
-	pthread_mutex_lock(&ip->lock);
-	bool known = !ip->ver_unknown && S_ISREG(ip->attr.mode);
-	*v = dver_of(&ip->attr);
-	pthread_mutex_unlock(&ip->lock);
-	return known;
-}
-
-bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale)
-{
-	struct dver v = dver_of(a);
-	pthread_mutex_lock(&ip->lock);
-	struct dver seen = dver_of(&ip->attr);
-	bool keep = pages_hold_locked(ip, &v) || !ip->kopened;
-	if (!keep)
-		pages_gone_locked(ip);
-	ip->kopened = true;
-	*attrs_stale = !dver_eq(&seen, &v) || ip->attr.mode != a->mode ||
-		       ip->attr.uid != a->uid || ip->attr.gid != a->gid ||
-		       ip->attr.nlink != a->nlink;
-	if (*attrs_stale)
-		ip->tr.seq = 0; /* until the caller decides (inode_trust_attr) */
-	ip->cached = v;
-	ip->cached_valid = true;
-	ip->attr = *a;
-	ip->ver_unknown = false;
-	pthread_mutex_unlock(&ip->lock);
-	return keep;
 }
 
 void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
@@ -709,21 +613,11 @@ void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 	overlay_locked(ip, &na); /* what a delegation answered, not sent yet */
 	struct dver before = dver_of(&ip->attr), after = dver_of(&na);
 
-	if (pages_hold_locked(ip, &before)) {
-		ip->cached = after;
-		own_add_locked(ip, &after);
-	}
+	inode_pages_own_locked(ip, &before, &after);
 	if (ip->inline_data && dver_eq(&ip->inline_ver, &before))
 		ip->inline_ver = after;
 	ip->attr = na;
 	ip->ver_unknown = false;
-}
-
-void inode_drop_cached(struct inode *ip)
-{
-	pthread_mutex_lock(&ip->lock);
-	pages_gone_locked(ip);
-	pthread_mutex_unlock(&ip->lock);
 }
 
 bool inode_nocaps(struct inode *ip)

@@ -396,6 +396,16 @@ void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a);
 /* Forgets the cached-pages version (the pages were invalidated). */
 void inode_drop_cached(struct inode *ip);
 
+/* The pages' version (pages.c), with ip->lock held by the caller:
+ * inode_pages_gone_locked: the pages were dropped, or may be stale;
+ * inode_pages_seen_locked: attributes a, not of our own change, are
+ * about to be recorded (while writes of ours are pending their version
+ * may be one of ours); inode_pages_own_locked: an own change moved the
+ * file from version before to after (inode_own_change_locked). */
+void inode_pages_gone_locked(struct inode *ip);
+void inode_pages_seen_locked(struct inode *ip, const struct pfs_attr *a);
+void inode_pages_own_locked(struct inode *ip, const struct dver *before, const struct dver *after);
+
 /* The data version of ip for the persistent cache (pcache.c): copies it
  * into *v and returns true, or returns false while it is not known to be
  * current (a push invalidated the data and no attributes came since) or

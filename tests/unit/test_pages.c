@@ -1,6 +1,6 @@
 /* test_pages.c: unit tests of whether the kernel's pages of a file stay
- * current (fs/inode.c inode_open_version, inode_own_change_locked), on a
- * real inode table: this client's own writes keep them, whatever order
+ * current (fs/pages.c inode_open_version; inode_own_change_locked), on
+ * a real inode table: this client's own writes keep them, whatever order
  * their replies come in, also one that comes after an open, and what
  * attributes seen while they were in flight showed; a version no change
  * of ours made, a push, or a failed write drops them.
