@@ -597,10 +597,11 @@ void inode_overlay(struct inode *ip, struct pfs_attr *a)
 
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a)
 {
+	struct pfs_attr na = *a;
 	pthread_mutex_lock(&ip->lock);
-	inode_pages_seen_locked(ip, a);
-	ip->attr = *a;
-	overlay_locked(ip, &ip->attr);
+	overlay_locked(ip, &na); /* as inode_own_change_locked records it */
+	inode_pages_seen_locked(ip, &na);
+	ip->attr = na;
 	ip->ver_unknown = false;
 	ip->tr.seq = 0; /* until the caller decides (inode_trust_attr) */
 	pthread_mutex_unlock(&ip->lock);
