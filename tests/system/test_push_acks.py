@@ -16,8 +16,8 @@ import pytest
 
 import pfsproto as P
 from harness import Pod
-from helpers import (DelayRelay, Worker, check_open_counted, no_laggard, podfs_stats, read_file,
-                     requests_sent, requests_since, wait_for, write_file)
+from helpers import (DelayRelay, Worker, check_open_counted, fell_behind, no_laggard, podfs_stats,
+                     read_file, requests_sent, requests_since, wait_for, write_file)
 from lockers import RETRY, agents_on_lk
 
 
@@ -59,33 +59,54 @@ def test_xattr_change_seen_at_once_by_two_other_hosts(env):
     export's ctime and the new value, every time, without polling. The
     change's reply waits for both acknowledgements, and each of them
     dropped its kernel's attributes before acknowledging (fs/pushq.c,
-    early_cb), as for a chmod."""
+    early_cb), as for a chmod.
+    The one exception is documented (docs/coherence.md, "Late and
+    stalled clients"): a host that podfsd logged as fallen behind by
+    then (short of CPU for its 30 ms deadline: several test files
+    run at once here) may show the old state until it has caught up, and
+    must show the new one within 10 s."""
     pod = Pod(env, nclients=3)
-    a, others = pod.a, pod.mounts[1:]
+    a = pod.a
+    others = list(zip(pod.mounts[1:], pod.ns[1:]))
     write_file(a / "f", b"x")
     exp = pod.export / "f"
-    val, moved, bad = None, 0, []
+    val, moved, bad, waited = None, 0, [], []
+
+    def view(h):
+        return (os.lstat(h / "f").st_ctime_ns,
+                os.getxattr(h / "f", "user.m") if "user.m" in os.listxattr(h / "f") else None)
+
     for i in range(200):
-        for h in others:
+        for h, _ in others:
             os.lstat(h / "f")  # cached attributes
             if i % 4 == 1:
                 os.listdir(h.path)  # ... or a listing's too
         before = os.lstat(exp).st_ctime_ns
+        t0 = time.time()
         if i % 3 == 2 and val is not None:
             os.removexattr(a / "f", "user.m")
             val = None
         else:
             val = b"v%d" % i
             os.setxattr(a / "f", "user.m", val)
-        seen = [(h.path.name, os.lstat(h / "f").st_ctime_ns,
-                 os.getxattr(h / "f", "user.m") if "user.m" in os.listxattr(h / "f") else None)
-                for h in others]
+        seen = [(h, ns, view(h)) for h, ns in others]
         want = os.lstat(exp).st_ctime_ns
         moved += want != before
-        bad += [(i, name, ctime, want, x, val) for name, ctime, x in seen
-                if ctime != want or x != val]
+        for h, ns, got in seen:
+            # Fallen behind during this change, or before it and not yet
+            # caught up (no_laggard below: each catches up within 500 ms).
+            if got != (want, val) and fell_behind(pod.daemon.log(), ns.ip, t0 - 0.5):
+                waited.append((i, h.path.name))
+                end = time.monotonic() + 10
+                while got != (want, val) and time.monotonic() < end:
+                    time.sleep(0.02)
+                    got = view(h)
+            if got != (want, val):
+                bad.append((i, h.path.name, got, (want, val)))
     behind = no_laggard(pod.daemon.proc.output())
+    print(f"{len(waited)} views waited for a host that fell behind: {waited}")
     assert not bad, f"stale on another host ({behind} fell behind): {bad[:5]}"
+    assert len(waited) < 20, f"hosts fell behind too often to check much: {waited}"
     assert moved > 100, "the export's ctime hardly moved: nothing was checked"
 
 
