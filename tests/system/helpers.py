@@ -213,6 +213,22 @@ def fell_behind(log, ip, since):
     return False
 
 
+def seen_after_catching_up(log, ip, since, got, want, view, timeout=10):
+    """The documented exception to strictness (docs/coherence.md, "Late
+    and stalled clients"): a host showed got where want was due. If
+    podfsd's log says the client at address ip fell behind at wall time
+    since or later, it may show the old state until it has caught up:
+    view() is asked again, for up to timeout s, until it shows want.
+    Returns (what the host showed last, whether it had fallen behind)."""
+    if got == want or not fell_behind(log, ip, since):
+        return got, False
+    end = time.monotonic() + timeout
+    while got != want and time.monotonic() < end:
+        time.sleep(0.02)
+        got = view()
+    return got, True
+
+
 def requests_sent(m):
     """The requests mount m has sent so far, by opcode ({"OPEN": 3,
     ...}): the req_OP counters of its stats, each request counted once

@@ -16,8 +16,8 @@ import pytest
 
 import pfsproto as P
 from harness import Pod
-from helpers import (DelayRelay, Worker, check_open_counted, fell_behind, no_laggard, podfs_stats,
-                     read_file, requests_sent, requests_since, wait_for, write_file)
+from helpers import (DelayRelay, Worker, check_open_counted, no_laggard, podfs_stats, read_file,
+                     requests_sent, requests_since, seen_after_catching_up, wait_for, write_file)
 from lockers import RETRY, agents_on_lk
 
 
@@ -44,15 +44,12 @@ def test_close_to_open_strict_without_polling(env):
         data = b"round %03d" % i  # same size every round
         t0 = time.time()
         write_file(src / "f", data)
-        got = read_file(dst / "f")
         # Fallen behind during this change, or before it and not yet
         # caught up (no_laggard below: each catches up within 500 ms).
-        if got != data and fell_behind(pod.daemon.log(), ips[dst], t0 - 0.5):
+        got, late = seen_after_catching_up(pod.daemon.log(), ips[dst], t0 - 0.5,
+                                           read_file(dst / "f"), data, lambda: read_file(dst / "f"))
+        if late:
             waited.append(i)
-            end = time.monotonic() + 10
-            while got != data and time.monotonic() < end:
-                time.sleep(0.02)
-                got = read_file(dst / "f")
         assert got == data, f"round {i}: stale data on the reader"
         # Make the reader's attributes current (trusted) again, so its
         # next open would be answered locally if nothing told it better.
@@ -110,14 +107,11 @@ def test_xattr_change_seen_at_once_by_two_other_hosts(env):
         want = os.lstat(exp).st_ctime_ns
         moved += want != before
         for h, ns, got in seen:
-            # Fallen behind during this change, or before it and not yet
-            # caught up (no_laggard below: each catches up within 500 ms).
-            if got != (want, val) and fell_behind(pod.daemon.log(), ns.ip, t0 - 0.5):
+            # As in test_close_to_open_strict_without_polling.
+            got, late = seen_after_catching_up(pod.daemon.log(), ns.ip, t0 - 0.5,
+                                               got, (want, val), lambda: view(h))
+            if late:
                 waited.append((i, h.path.name))
-                end = time.monotonic() + 10
-                while got != (want, val) and time.monotonic() < end:
-                    time.sleep(0.02)
-                    got = view(h)
             if got != (want, val):
                 bad.append((i, h.path.name, got, (want, val)))
     behind = no_laggard(pod.daemon.proc.output())

@@ -132,9 +132,8 @@ int main(void)
 	inode_write_queued(w);
 	inode_write_queued(w);
 	uint64_t s1 = inode_write_sent(t, w), s2 = inode_write_sent(t, w);
-	struct pfs_attr mid = at(50, 4, 30);
-	inode_set_attr(w, &mid);
 	struct pfs_attr w4 = at(50, 4, 30), w3 = at(50, 3, 20);
+	inode_set_attr(w, &w4);
 	inode_write_done(t, w, s2, &w4, 0, 0);
 	inode_write_done(t, w, s1, &w3, 0, 0);
 	CHECK(open_keeps(w, at(50, 4, 30)));
