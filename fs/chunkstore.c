@@ -12,7 +12,7 @@
 
 struct recent {
 	struct hnode hn;
-	uint64_t fkey, index, seq;
+	uint64_t fkey, index, seq, ver;
 	uint8_t digest[PFS_DIGEST_LEN];
 	uint32_t len;
 	TAILQ_ENTRY(recent) order; /* oldest first */
@@ -445,7 +445,7 @@ static struct recent *recent_find(struct cstore *s, uint64_t fkey, uint64_t inde
 	return NULL;
 }
 
-void cstore_recent_put(struct cstore *s, uint64_t fkey, uint64_t index,
+void cstore_recent_put(struct cstore *s, uint64_t fkey, uint64_t index, uint64_t ver,
 		       const uint8_t d[PFS_DIGEST_LEN], uint32_t len, uint64_t seq)
 {
 	pthread_mutex_lock(&s->mu);
@@ -468,16 +468,19 @@ void cstore_recent_put(struct cstore *s, uint64_t fkey, uint64_t index,
 		memcpy(r->digest, d, PFS_DIGEST_LEN);
 		r->len = len;
 		r->seq = seq;
+		r->ver = ver;
 		TAILQ_INSERT_TAIL(&s->rorder, r, order);
 	}
 	pthread_mutex_unlock(&s->mu);
 }
 
-bool cstore_recent_get(struct cstore *s, uint64_t fkey, uint64_t index,
+bool cstore_recent_get(struct cstore *s, uint64_t fkey, uint64_t index, uint64_t ver,
 		       uint8_t d[PFS_DIGEST_LEN], uint32_t *len, uint64_t *seq)
 {
 	pthread_mutex_lock(&s->mu);
 	struct recent *r = recent_find(s, fkey, index);
+	if (r && r->ver != ver)
+		r = NULL;
 	if (r) {
 		memcpy(d, r->digest, PFS_DIGEST_LEN);
 		*len = r->len;

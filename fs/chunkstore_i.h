@@ -28,10 +28,12 @@
  * used first, to make room; cstore_make fails when the rest is in use.
  *
  * Recent chunks: what CHUNK said of (file, index) a moment ago (its
- * digest, its length and the push number before it was asked), so that
- * the kernel's other READs of the same chunk (1 MiB each) need no CHUNK
- * of their own while no push about the file came since (the caller asks
- * gate.c). At most CSTORE_RECENT of them.
+ * digest, its length, the push number before it was asked and the
+ * file's data version the caller knew then), so that the kernel's other
+ * READs of the same chunk (1 MiB each) need no CHUNK of their own while
+ * no push about the file came since (the caller asks gate.c) and the
+ * file is at that version: this host's own writes send it no push, but
+ * change the version its replies give. At most CSTORE_RECENT of them.
  *
  * Pure logic (pthreads only): any thread; waits are bounded by the
  * deadline given (CLOCK_MONOTONIC ms; -1: none).
@@ -156,11 +158,13 @@ struct chunk *cstore_serve(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], in
 void cstore_close(struct cstore *s);
 
 /* Recent CHUNK answers: chunk index of file fkey (a hash of its handle)
- * has digest d and len bytes, as asked at push number seq. */
-void cstore_recent_put(struct cstore *s, uint64_t fkey, uint64_t index,
+ * has digest d and len bytes, as asked at push number seq with the
+ * file at data version ver (a hash of it: compared, not read). */
+void cstore_recent_put(struct cstore *s, uint64_t fkey, uint64_t index, uint64_t ver,
 		       const uint8_t d[PFS_DIGEST_LEN], uint32_t len, uint64_t seq);
-/* Copies what is known of (fkey, index); false if nothing. */
-bool cstore_recent_get(struct cstore *s, uint64_t fkey, uint64_t index,
+/* Copies what is known of (fkey, index) at version ver; false if
+ * nothing, or only an answer for another version. */
+bool cstore_recent_get(struct cstore *s, uint64_t fkey, uint64_t index, uint64_t ver,
 		       uint8_t d[PFS_DIGEST_LEN], uint32_t *len, uint64_t *seq);
 
 /* One CHUNK at a time per (fkey, index): the kernel sends the READs of

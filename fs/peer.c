@@ -84,7 +84,19 @@ struct rctx {
 	struct pfs_creds cr;
 	struct pfs_fh fh;
 	uint64_t fid, fkey;
+	/* The data version the READ is for, hashed: a recent answer of
+	 * another version (this host wrote the file since) is not used. */
+	uint64_t vkey;
 };
+
+/* What a recent CHUNK answer about r's file holds for besides (file,
+ * index): the data version, and the chunk size the index assumed (a
+ * READ that began before the coordinator's size was known names
+ * another chunk by the same index). */
+static uint64_t answer_key(const struct rctx *r, unsigned shift)
+{
+	return pfs_hash_bytes(&shift, sizeof(shift), r->vkey);
+}
 
 #define NO_PEER 0xffffu
 
@@ -334,7 +346,8 @@ static int acquire(struct rctx *r, struct piece *pc, uint64_t index, unsigned *s
 	/* A recent answer, or wait for the one another thread is getting. */
 	int64_t until = pfs_mono_ms() + (int64_t)(c->peer_timeout * 1000) + 2000;
 	for (int k = 0;; k++) {
-		if (cstore_recent_get(p->st, r->fkey, index, pc->digest, &len, &seq) &&
+		if (cstore_recent_get(p->st, r->fkey, index, answer_key(r, *shift), pc->digest,
+				      &len, &seq) &&
 		    !gate_pushed_since(c->gate, seq, &r->fh)) {
 			pc->ch = cstore_find(p->st, pc->digest);
 			if (pc->ch && pc->ch->mode != CK_FAILED)
@@ -405,7 +418,7 @@ again:;
 		goto out;
 	}
 	memcpy(pc->digest, cr.hash.b, PFS_DIGEST_LEN);
-	cstore_recent_put(p->st, r->fkey, index, pc->digest, cr.len, seq);
+	cstore_recent_put(p->st, r->fkey, index, answer_key(r, *shift), pc->digest, cr.len, seq);
 	if (cr.source == PFS_CK_HELD) {
 		pc->ch = cstore_find(p->st, pc->digest);
 		if (pc->ch && pc->ch->mode != CK_FAILED)
@@ -566,6 +579,7 @@ bool peer_read(fuse_req_t req, struct ofile *of, size_t size, off_t off)
 	r = (struct rctx){ .p = p, .c = c, .flags = of->flags };
 	ops_file_req(req, of, &r.cr, &r.fh, &r.fid);
 	r.fkey = pfs_hash_bytes(r.fh.data, r.fh.len, 0);
+	r.vkey = pfs_hash_bytes(&v, sizeof(v), 0);
 	if (nochunk_seen(p, r.fkey, &v))
 		return false;
 
@@ -610,15 +624,15 @@ bool peer_read(fuse_req_t req, struct ofile *of, size_t size, off_t off)
 				break;
 		}
 	}
-	if (rc == 0 && npc > 0) {
-		size_t n = niov ? iov[0].iov_len + (niov > 1 ? iov[1].iov_len : 0) : 0;
+	size_t n = niov ? iov[0].iov_len + (niov > 1 ? iov[1].iov_len : 0) : 0;
+	/* A short answer tells the kernel the file ends there (it may cut
+	 * its size): only where the version read says so. Chunks that end
+	 * before it go the usual way. */
+	if (rc == 0 && npc > 0 && n == (v.size - (uint64_t)off < size ? v.size - (uint64_t)off : size)) {
 		/* Counted before the kernel has it: once the reader has its
 		 * bytes, the stats include them. */
 		atomic_fetch_add_explicit(&p->local_bytes, n, memory_order_relaxed);
-		if (niov)
-			fuse_reply_iov(req, iov, (int)niov);
-		else
-			fuse_reply_buf(req, NULL, 0); /* past the end of the chunks */
+		fuse_reply_iov(req, iov, (int)niov);
 		answered = true;
 		/* The kernel has its answer: what follows is this mount's
 		 * own work, which must not stop if the caller dies. */

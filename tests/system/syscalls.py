@@ -19,6 +19,7 @@ UTIME_NOW = (1 << 30) - 1
 UTIME_OMIT = (1 << 30) - 2
 FALLOC_FL_KEEP_SIZE = 1
 FALLOC_FL_PUNCH_HOLE = 2
+FALLOC_FL_ZERO_RANGE = 0x10
 
 
 def _check(ret):

@@ -1,7 +1,8 @@
 """test_exerciser.py: random file operations checked against a model.
 
 In the spirit of fsx: a seeded random mix of pwrite, pread, truncate,
-fallocate, mmap reads and writes, copy_file_range (from a second file
+fallocate (posix_fallocate, a hole punched, a range zeroed, blocks kept
+past the end), mmap reads and writes, copy_file_range (from a second file
 that changes now and then, and within the file), fsync and close/reopen
 on one file, each result compared with an in-memory model of what the
 file must hold.
@@ -16,6 +17,7 @@ import random
 import pytest
 
 from helpers import copy_range
+from syscalls import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, fallocate
 
 SIZE_MAX = 3 * 1024 * 1024
 SIDE = 1024 * 1024  # the second file, a source of copies
@@ -48,8 +50,8 @@ def exercise(path, seed, nops):
     try:
         for i in range(nops):
             op = rnd.choices(["write", "read", "trunc", "falloc", "mmapw", "mmapr",
-                              "fsync", "reopen", "copy", "copyself"],
-                             [30, 25, 8, 5, 8, 8, 6, 10, 6, 4])[0]
+                              "fsync", "reopen", "copy", "copyself", "punch", "zero", "keep"],
+                             [30, 25, 8, 5, 8, 8, 6, 10, 6, 4, 4, 4, 2])[0]
             if op == "write":
                 off = rnd.randrange(0, SIZE_MAX)
                 n = rnd.choice([1, 7, 4096, 65536, rnd.randrange(1, 300000)])
@@ -84,6 +86,20 @@ def exercise(path, seed, nops):
                 os.posix_fallocate(fd, off, n)
                 if off + n > len(model):
                     model.extend(b"\0" * (off + n - len(model)))
+            elif op in ("punch", "zero", "keep"):
+                # fallocate(2)'s other modes, as fsx runs them: a hole
+                # punched, a range zeroed (growing the file unless
+                # KEEP_SIZE), blocks allocated past the end, size kept.
+                off = rnd.randrange(0, SIZE_MAX // 2)
+                n = rnd.choice([1, 4096, rnd.randrange(1, SIZE_MAX // 2)])
+                mode = {"punch": FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        "zero": FALLOC_FL_ZERO_RANGE | rnd.choice([0, FALLOC_FL_KEEP_SIZE]),
+                        "keep": FALLOC_FL_KEEP_SIZE}[op]
+                log.append(f"{i} fallocate mode={mode:#x} off={off} len={n}")
+                fallocate(fd, mode, off, n)
+                end = min(off + n, len(model)) if mode & FALLOC_FL_KEEP_SIZE else off + n
+                if op != "keep" and end > off:
+                    put(model, off, b"\0" * (end - off))
             elif op in ("mmapw", "mmapr") and len(model) > 0:
                 off = rnd.randrange(0, len(model))
                 n = min(rnd.randrange(1, 100000), len(model) - off)

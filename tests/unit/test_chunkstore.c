@@ -239,26 +239,29 @@ static void test_recent(void)
 	uint64_t seq;
 
 	cstore_new(MB, &s);
-	CHECK(!cstore_recent_get(s, 1, 0, out, &len, &seq));
+	CHECK(!cstore_recent_get(s, 1, 0, 9, out, &len, &seq));
 	dg(d, 1);
-	cstore_recent_put(s, 1, 0, d, 5, 77);
-	CHECK(cstore_recent_get(s, 1, 0, out, &len, &seq));
+	cstore_recent_put(s, 1, 0, 9, d, 5, 77);
+	CHECK(cstore_recent_get(s, 1, 0, 9, out, &len, &seq));
 	CHECK_MEM(out, d, PFS_DIGEST_LEN);
 	CHECK_EQ(len, 5);
 	CHECK_EQ(seq, 77);
-	CHECK(!cstore_recent_get(s, 1, 1, out, &len, &seq));
-	CHECK(!cstore_recent_get(s, 2, 0, out, &len, &seq));
+	CHECK(!cstore_recent_get(s, 1, 1, 9, out, &len, &seq));
+	CHECK(!cstore_recent_get(s, 2, 0, 9, out, &len, &seq));
+	/* Asked for another version of the file (this host wrote it since
+	 * the answer): not known. */
+	CHECK(!cstore_recent_get(s, 1, 0, 10, out, &len, &seq));
 	dg(d, 2);
-	cstore_recent_put(s, 1, 0, d, 6, 78);
-	cstore_recent_get(s, 1, 0, out, &len, &seq);
+	cstore_recent_put(s, 1, 0, 9, d, 6, 78);
+	cstore_recent_get(s, 1, 0, 9, out, &len, &seq);
 	CHECK_MEM(out, d, PFS_DIGEST_LEN);
 	CHECK_EQ(seq, 78);
 	/* Bounded: the oldest go. */
 	for (unsigned i = 0; i < 2 * CSTORE_RECENT; i++)
-		cstore_recent_put(s, 5, i, d, 1, i);
-	CHECK(!cstore_recent_get(s, 1, 0, out, &len, &seq));
-	CHECK(!cstore_recent_get(s, 5, 0, out, &len, &seq));
-	CHECK(cstore_recent_get(s, 5, 2 * CSTORE_RECENT - 1, out, &len, &seq));
+		cstore_recent_put(s, 5, i, 9, d, 1, i);
+	CHECK(!cstore_recent_get(s, 1, 0, 9, out, &len, &seq));
+	CHECK(!cstore_recent_get(s, 5, 0, 9, out, &len, &seq));
+	CHECK(cstore_recent_get(s, 5, 2 * CSTORE_RECENT - 1, 9, out, &len, &seq));
 	cstore_free(s);
 }
 
