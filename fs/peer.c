@@ -561,7 +561,11 @@ bool peer_read(fuse_req_t req, struct ofile *of, size_t size, off_t off)
 	bool answered = false;
 	int rc = 0;
 
-	if (!p || size == 0 || size > PFS_MAX_IO || off < 0 || (of->flags & O_ACCMODE) == O_WRONLY)
+	/* Read-only opens only: through a file open for writing, its
+	 * bytes are changing (a database, a file rewritten in place), and
+	 * each READ after a write would cost a CHUNK, the digest of a whole
+	 * chunk on the coordinator and the whole chunk read from it. */
+	if (!p || size == 0 || size > PFS_MAX_IO || off < 0 || (of->flags & O_ACCMODE) != O_RDONLY)
 		return false;
 	bool known = inode_data_version(of->ip, &v);
 	if (known && (v.size < c->peer_min || (uint64_t)off >= v.size))
