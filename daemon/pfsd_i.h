@@ -137,6 +137,7 @@ struct pfsd {
 	struct deleg *deleg;      /* delegations (any thread), NULL: --delegate off */
 	uint64_t st_recalls;      /* requests held back for a recall (loop) */
 	uint64_t st_revoked;      /* holders that did not answer a recall (loop) */
+	uint64_t st_recalls_beside; /* holders recalled for a change beside podfs (loop) */
 	uint64_t st_forewarns;    /* changes of rights pushed before made (loop) */
 	LIST_HEAD(, conn) conns;  /* open connections, newest first (loop) */
 	unsigned nconns;

@@ -294,8 +294,8 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		deleg_counts(d->deleg, &held, &revoked);
 		sb_printf(&sb,
 			  "delegations %zu\ndelegations_revoked %zu\ndeleg_recalls %" PRIu64
-			  "\ndeleg_revocations %" PRIu64 "\n",
-			  held, revoked, d->st_recalls, d->st_revoked);
+			  "\ndeleg_revocations %" PRIu64 "\ndeleg_recalls_beside %" PRIu64 "\n",
+			  held, revoked, d->st_recalls, d->st_revoked, d->st_recalls_beside);
 	}
 	for (unsigned op = 0; op < PFS_OP_MAX; op++)
 		if (d->st_req[op])

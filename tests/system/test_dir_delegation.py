@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from helpers import DelayRelay, Worker, fsync_dir, podfs_stats, wait_for
+from helpers import DelayRelay, Worker, fsync_dir, podfs_stats, podfsd_status, wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -91,6 +91,42 @@ def test_recall_by_lookup_of_the_directory(dpod):
     os.stat(dpod.b / d)
     assert podfs_stats(dpod.a)["dirdeleg_recalls"] >= 1
     assert os.listdir(dpod.b / d) == []
+
+
+def test_change_beside_podfs_recalls_the_holder(dpod):
+    """A holds a directory (its lookups, creates and listing there are
+    answered from what it knows); a program on the coordinator's host
+    creates one file there and removes another: A sees both changes
+    within moments, by lookup and listing, because podfsd recalls the
+    holder before pushing a change it sees beside podfs (before, A went
+    on answering from its listing without them for as long as it held
+    the directory: a delegated run of test_coherence_hosts timed out
+    after 5 s). What A made there meanwhile reaches the export whole."""
+    a = dpod.a
+    d = make_files(a)
+    assert podfs_stats(a)["dirdeleg_granted"] >= 1
+    assert not os.path.exists(a / d / "x")  # answered by A
+    with open(a / d / "own", "wb") as f:  # queued under the delegation
+        f.write(b"made by A")
+    with open(dpod.export / d / "x", "wb") as f:
+        f.write(b"direct")
+    os.unlink(dpod.export / d / "f1")
+
+    def read_or_none(p):
+        try:
+            with open(p, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+    wait_for(lambda: read_or_none(a / d / "x") == b"direct", 5, what="A to see x")
+    wait_for(lambda: not os.path.exists(a / d / "f1"), 5, what="A to see f1 gone")
+    want = sorted({f"f{i}" for i in range(N)} - {"f1"} | {"x", "own"})
+    assert sorted(os.listdir(a / d)) == want
+    fsync_dir(a / d)
+    assert sorted(os.listdir(dpod.export / d)) == want
+    assert (dpod.export / d / "own").read_bytes() == b"made by A"
+    keys, _ = podfsd_status(dpod.daemon)
+    assert int(keys["deleg_recalls_beside"]) >= 1, keys
 
 
 def test_recall_by_create_of_a_removed_name(dpod):
