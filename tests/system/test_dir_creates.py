@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from harness import Pod
 from helpers import fsync_dir, podfs_stats, requests_sent, requests_since, wait_for
 
 pytestmark = pytest.mark.netns
@@ -442,11 +443,15 @@ def test_stat_of_a_file_renamed_into_place_while_its_create_is_queued(dpod):
         assert (dpod.b / "pc" / f"m{i}.pyc").read_bytes() == b"compiled %d" % i * (i + 1)
 
 
-def test_create_refused_by_the_coordinator_is_reported(dpod):
-    """A program on the coordinator's host takes a name (nothing recalls
-    A's delegation for that): A's create of it, answered by A, is refused
+def test_create_refused_by_the_coordinator_is_reported(env, monkeypatch):
+    """A program on the coordinator's host takes a name, and nothing
+    recalls A's delegation for that (podfsd watches nothing here:
+    PODFSD_WATCH=none; with its watch it recalls A first, see
+    test_dir_delegation.py): A's create of it, answered by A, is refused
     there, and the next create in the directory reports it (EEXIST); the
     file is the program's, for everyone."""
+    monkeypatch.setenv("PODFSD_WATCH", "none")
+    dpod = Pod(env, opts="delegate", extra=["--delegate"])
     os.mkdir(dpod.a / "d")
     hold(dpod.a, "d")
     fsync_dir(dpod.a / "d")
