@@ -45,8 +45,16 @@ bool dirdeleg_renaming(struct dirdeleg *d, struct inode *dir, const char *name,
 		free(data);
 		if (r == LS_ABSENT)
 			return true;
-		if (r == LS_PRESENT && (rn->victim = dd_known_file(c, dir, newname, KF_HELD | kind, &a)))
+		if (r == LS_PRESENT && (rn->victim = dd_known_file(c, dir, newname, KF_HELD | kind, &a))) {
+			/* A directory replaced must be empty on the daemon when
+			 * the RENAME gets there: what is queued in it goes first
+			 * (a file made there under its own grant, still queued,
+			 * left it empty there: the rename over it succeeded, and
+			 * the file's create then failed). */
+			if (kind == KF_DIR)
+				dirdeleg_wait_in(d, rn->victim);
 			return true;
+		}
 	}
 	inode_forget(c->it, rn->moved, 1);
 	rn->moved = NULL;

@@ -129,6 +129,40 @@ def test_change_beside_podfs_recalls_the_holder(dpod):
     assert int(keys["deleg_recalls_beside"]) >= 1, keys
 
 
+def test_directory_renamed_over_one_with_a_queued_file(dpod):
+    """Within a directory A holds, A makes directories, and files in
+    them whose creates are still queued (each directory is held from its
+    mkdir): renaming one directory over another that has such a file
+    fails with ENOTEMPTY or EEXIST, as an rmdir of it does, and the file
+    survives, whole, for everyone. (Before, the RENAME went as soon as
+    the parent's queue was sent, ahead of the file's create: the
+    coordinator found the directory empty and replaced it, and the
+    create then failed: the file was lost.)"""
+    a = dpod.a
+    d = make_files(a, "top", 10)
+    for i in range(5):
+        os.mkdir(a / d / f"s{i}")
+        os.mkdir(a / d / f"t{i}")
+        with open(a / d / f"t{i}" / "x", "wb") as f:
+            f.write(b"keep %d" % i)
+        try:
+            os.rename(a / d / f"s{i}", a / d / f"t{i}")
+            err = 0
+        except OSError as e:
+            err = e.errno
+        assert err in (errno.ENOTEMPTY, errno.EEXIST), f"round {i}: rename over a full one: {err}"
+        with pytest.raises(OSError) as e:
+            os.rmdir(a / d / f"t{i}")
+        assert e.value.errno == errno.ENOTEMPTY
+    fsync_dir(a / d)
+    for i in range(5):
+        fsync_dir(a / d / f"t{i}")
+        for root in (a, dpod.b, dpod.export):
+            assert (root / d / f"t{i}" / "x").read_bytes() == b"keep %d" % i, (root, i)
+            assert os.path.isdir(root / d / f"s{i}")
+    assert podfs_stats(a)["dirdeleg_errors"] == 0
+
+
 def test_recall_by_create_of_a_removed_name(dpod):
     """B creates a name A just removed: B's create runs after A's unlink
     reached the coordinator, never before (B's file survives)."""
