@@ -1,5 +1,5 @@
-/* recall.c: the recall of delegations for a request held back (see
- * recall_i.h). Loop thread. */
+/* recall.c: the recall of delegations for a request held back, and for
+ * a change made beside podfs (see recall_i.h). Loop thread. */
 #include <stdint.h>
 
 #include "podfs/codec.h"
@@ -13,10 +13,10 @@
 
 #define RECALL_BUF (PFS_FH_MAX + 8)
 
-/* r's RECALL push into buf[RECALL_BUF]: its length, or 0. */
-static size_t recall_encode(const struct req *r, uint8_t *buf)
+/* The RECALL push of fh into buf[RECALL_BUF]: its length, or 0. */
+static size_t recall_encode(const struct pfs_fh *fh, uint8_t *buf)
 {
-	struct pfs_recall_push m = { .fh = r->recall_fh };
+	struct pfs_recall_push m = { .fh = *fh };
 	struct pfs_wr w;
 
 	pfs_wr_init(&w, buf, RECALL_BUF);
@@ -38,7 +38,7 @@ void recall_push_holders(struct req *r)
 	}
 	d->st_recalls++;
 	r->recalls++;
-	if (!(len = recall_encode(r, buf)))
+	if (!(len = recall_encode(&r->recall_fh, buf)))
 		return;
 	for (size_t i = 0; i < r->nrecall; i++) {
 		struct session *h = session_find(d, r->recall_owners[i]);
@@ -60,7 +60,7 @@ bool recall_rearm(struct req *r, uint64_t now, uint64_t *next)
 	size_t len;
 	bool wait = false;
 
-	if (r->forewarn || !(len = recall_encode(r, buf)))
+	if (r->forewarn || !(len = recall_encode(&r->recall_fh, buf)))
 		return false;
 	for (size_t i = 0; i < r->nrecall; i++) {
 		uint64_t owner = r->recall_owners[i];
@@ -103,4 +103,25 @@ void recall_settle(struct req *r)
 	r->recall = false;
 	r->forewarn = false;
 	r->nrecall = 0;
+}
+
+#define RECALLS_BESIDE 8 /* holders recalled per change, at most */
+
+void recall_push_beside(struct pfsd *d, uint64_t key, const struct pfs_fh *fh)
+{
+	uint64_t owners[RECALLS_BESIDE];
+	uint8_t buf[RECALL_BUF];
+	struct acks acks = { 0 };
+	size_t len, n;
+
+	if (!d->deleg || !deleg_any(d->deleg) ||
+	    !(n = deleg_conflicts(d->deleg, 0, key, owners, RECALLS_BESIDE)) ||
+	    !(len = recall_encode(fh, buf)))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct session *h = session_find(d, owners[i]);
+		if (h && !h->dead && push_recall(h, buf, len, &acks))
+			d->st_recalls_beside++;
+	}
+	push_acks_free(&acks); /* nothing waits for them */
 }

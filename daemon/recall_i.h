@@ -2,6 +2,7 @@
  * docs/delegation.md): the RECALL pushes to the holders, and what the
  * table makes of their answers. server.c holds the request among the
  * replies waiting for acknowledgements in between, and runs it again.
+ * Also the recall of the holders of what changed beside podfs.
  *
  * Loop thread only.
  */
@@ -29,5 +30,18 @@ bool recall_rearm(struct req *r, uint64_t now, uint64_t *next);
  * delegations on r->recall_key end (acknowledged) or are revoked (with a
  * rate-limited warning); r->acks is emptied and r->recall cleared. */
 void recall_settle(struct req *r);
+
+/* A change made beside podfs (watch.c) of the object key (fh): the
+ * sessions holding a delegation on it or on a file made in it
+ * (deleg_i.h) answer lookups, creates, unlinks and attributes there
+ * from what they know, which lacks this change, and no request of
+ * another session comes to recall them. Each is sent a RECALL, before
+ * the change's pushes, as such a request would send it: it sends what
+ * it answered, stops answering, and asks again later, its listing
+ * fetched again (fs/dirdeleg.c, dd_grant_listing). Nothing waits for
+ * its answer, and its entries stay in the table: a later request of
+ * another session recalls them (answered at once), and a grant asked
+ * again finds them. */
+void recall_push_beside(struct pfsd *d, uint64_t key, const struct pfs_fh *fh);
 
 #endif /* PODFSD_RECALL_I_H */

@@ -15,11 +15,10 @@
 #include "podfs/hash.h"
 #include "handles_i.h"
 #include "chunks_i.h"
-#include "deleg_i.h"
 #include "idtab_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
-#include "session_i.h"
+#include "recall_i.h"
 #include "watch_i.h"
 
 #ifndef FAN_REPORT_TARGET_FID
@@ -79,42 +78,6 @@ static bool seen_before(struct watch *w, uint64_t key, uint16_t op, int64_t off,
 	return false;
 }
 
-#define RECALLS_BESIDE 8 /* holders recalled per change, at most */
-
-/* A change beside podfs of the object key (fh): the sessions holding a
- * delegation on it or on a file made in it (deleg_i.h) answer lookups,
- * creates, unlinks and attributes there from what they know, which
- * lacks this change, and no request of another session comes to recall
- * them. Each is sent a RECALL before the change's pushes, as such a
- * request would send it: it sends what it answered, stops answering,
- * and asks again later, its listing fetched again (fs/dirdeleg.c,
- * dd_grant_listing). Its entries stay in the table: a later request of
- * another session recalls them (answered at once), and a grant asked
- * again finds them. Not with inotify, which reports podfsd's own
- * changes too: every create a holder sent would recall it. */
-static void recall_beside(struct watch *w, uint64_t key, const struct pfs_fh *fh)
-{
-	struct pfsd *d = w->d;
-	uint64_t owners[RECALLS_BESIDE];
-	uint8_t buf[PFS_FH_MAX + 8];
-	struct pfs_recall_push m = { .fh = *fh };
-	struct pfs_wr wr;
-	struct acks acks = { 0 };
-
-	if (w->inotify || !d->deleg || !deleg_any(d->deleg))
-		return;
-	size_t n = deleg_conflicts(d->deleg, 0, key, owners, RECALLS_BESIDE);
-	pfs_wr_init(&wr, buf, sizeof(buf));
-	if (n == 0 || pfs_enc_recall_push(&wr, &m) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		struct session *h = session_find(d, owners[i]);
-		if (h && !h->dead && push_recall(h, buf, wr.len, &acks))
-			d->st_recalls_beside++;
-	}
-	push_acks_free(&acks); /* nothing waits for them */
-}
-
 /* Pushes an invalidation of the object kh (INVAL_INODE) or of name in
  * directory kh (INVAL_ENTRY) to the sessions interested in kh. */
 static void push(struct watch *w, const struct kh *k, uint16_t op, int64_t off,
@@ -145,7 +108,10 @@ static void push(struct watch *w, const struct kh *k, uint16_t op, int64_t off,
 		memcpy(iv.name.s, name, nl + 1);
 		iv.name.len = (uint16_t)nl;
 	}
-	recall_beside(w, key, &iv.fh);
+	/* Not with inotify, which reports podfsd's own changes too: every
+	 * create a holder sent would recall it. */
+	if (!w->inotify)
+		recall_push_beside(d, key, &iv.fh);
 	push_inval(d, NULL, true, &iv, key, NULL);
 }
 

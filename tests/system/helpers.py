@@ -307,6 +307,14 @@ def read_file(p):
         return f.read()
 
 
+def read_or_none(p):
+    """p's content, or None where it cannot be read (not there yet)."""
+    try:
+        return read_file(p)
+    except OSError:
+        return None
+
+
 def write_file(p, data, mode="wb"):
     with open(p, mode) as f:
         f.write(data)

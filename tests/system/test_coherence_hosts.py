@@ -27,21 +27,14 @@ import time
 import pytest
 
 from helpers import (Worker, daemon_deleted_fds, evict_dentries, export_stat, fell_behind,
-                     forgotten, no_laggard, podfs_stats, pread_all, read_file, requests_sent,
-                     requests_since, wait_for, write_file)
+                     forgotten, no_laggard, podfs_stats, pread_all, read_file, read_or_none,
+                     requests_sent, requests_since, wait_for, write_file)
 
 pytestmark = pytest.mark.netns
 
 VISIBLE = 5.0  # seconds a change on one host may take to show on the other
 BOUND = 0.1  # seconds: the visibility bound through pushes
 SLACK = 0.4  # extra time allowed on this loaded 2-core CI machine
-
-
-def read_or_none(p):
-    try:
-        return read_file(p)
-    except OSError:
-        return None
 
 
 def visible_within(pred, bound=BOUND + SLACK):

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from helpers import DelayRelay, Worker, fsync_dir, podfs_stats, podfsd_status, wait_for
+from helpers import (DelayRelay, Worker, fsync_dir, podfs_stats, podfsd_status, read_or_none,
+                     wait_for)
 
 pytestmark = pytest.mark.netns
 
@@ -111,13 +112,6 @@ def test_change_beside_podfs_recalls_the_holder(dpod):
     with open(dpod.export / d / "x", "wb") as f:
         f.write(b"direct")
     os.unlink(dpod.export / d / "f1")
-
-    def read_or_none(p):
-        try:
-            with open(p, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
     wait_for(lambda: read_or_none(a / d / "x") == b"direct", 5, what="A to see x")
     wait_for(lambda: not os.path.exists(a / d / "f1"), 5, what="A to see f1 gone")
     want = sorted({f"f{i}" for i in range(N)} - {"f1"} | {"x", "own"})

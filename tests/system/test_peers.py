@@ -18,7 +18,7 @@ import pytest
 import pfsproto as P
 from harness.switch import Switch
 from helpers import PODFSD, podfs_stats, requests_sent, wait_for
-from test_exerciser import check_same, exercise
+from test_exerciser import check_same, exercise, put
 
 pytestmark = [pytest.mark.netns]
 
@@ -409,8 +409,7 @@ def test_a_host_reads_back_exactly_what_it_changed(env):
             off, n = rnd.randrange(0, len(model) + 4096), rnd.choice([1, 4096, 300000])
             data = rnd.randbytes(n)
             assert os.pwrite(fd, data, off) == n
-            model[len(model):off] = bytes(max(0, off - len(model)))
-            model[off:off + n] = data
+            put(model, off, data)
     finally:
         os.close(fd)
     assert (a / "f").read_bytes() == model
