@@ -49,6 +49,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import DEFAULT_TEST_TIMEOUT, Env, ExternalDaemon, Pod, ensure_fusectl  # noqa: E402
+from harness.settings import MOUNT_OPTS  # noqa: E402
 from helpers import PODFS, PODFSD  # noqa: E402
 from lockers import Agent  # noqa: E402
 
@@ -63,11 +64,29 @@ def pytest_configure(config):
                             "connections (podfsd --allow-plaintext), for pfsproto, which "
                             "cannot speak TLS with a PSK")
 
+    config.addinivalue_line("markers", "delegation_limit(why): the test checks what "
+                            "docs/delegation.md says a delegation defers (WHY); not run "
+                            "when PODFS_TEST_MOUNT_OPTS gives every mount delegate")
+
     # `timeout` (scripts/test) sends SIGTERM: unwind like ^C so every
     # fixture still unmounts and stops what it started.
     def on_term(signum, frame):
         raise KeyboardInterrupt("SIGTERM")
     signal.signal(signal.SIGTERM, on_term)
+
+
+def pytest_collection_modifyitems(config, items):
+    """With every mount delegating (PODFS_TEST_MOUNT_OPTS has delegate,
+    scripts/test's "delegate" configuration), the tests marked
+    delegation_limit are deselected, not skipped: they check what a
+    delegation defers by design (docs/delegation.md, Limits), and a skip
+    would count as a failure there."""
+    if "delegate" not in MOUNT_OPTS.split(","):
+        return
+    limited = [it for it in items if it.get_closest_marker("delegation_limit")]
+    if limited:
+        config.hook.pytest_deselected(items=limited)
+        items[:] = [it for it in items if not it.get_closest_marker("delegation_limit")]
 
 
 class TestTimeout(Exception):

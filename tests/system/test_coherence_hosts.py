@@ -26,9 +26,9 @@ import time
 
 import pytest
 
-from helpers import (Worker, daemon_deleted_fds, evict_dentries, export_stat, fell_behind,
-                     forgotten, no_laggard, podfs_stats, pread_all, read_file, read_or_none,
-                     requests_sent, requests_since, wait_for, write_file)
+from helpers import (EXPORT_AT_ONCE, Worker, daemon_deleted_fds, evict_dentries, export_stat,
+                     fell_behind, forgotten, no_laggard, podfs_stats, pread_all, read_file,
+                     read_or_none, requests_sent, requests_since, wait_for, write_file)
 
 pytestmark = pytest.mark.netns
 
@@ -534,6 +534,7 @@ def same_as_export(pod, host, rel):
         full_fields(export_stat(pod.export / rel, follow_symlinks=False))
 
 
+@EXPORT_AT_ONCE
 def test_links_and_renames_keep_nlink_and_ctime_on_both_hosts(pod):
     """Links, unlinks and renames on either host: the link counts and
     ctimes of the files and directories involved are exact on the host

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from helpers import PYTHON, current_umask, errno_of, pread_all, read_file, write_file
+from helpers import EXPORT_AT_ONCE, PYTHON, current_umask, errno_of, pread_all, read_file, write_file
 from syscalls import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, fallocate
 
 
@@ -160,6 +160,7 @@ def test_sparse_file(env, m):
         assert f.read(100000) == bytes(100000)
 
 
+@EXPORT_AT_ONCE
 def test_write_close_visible_on_server(env, m):
     """Close-to-open: once close() returns the data is on the server."""
     for size in (0, 1, 4095, 4096, 1024 * 1024 + 1):

@@ -15,13 +15,14 @@ import time
 
 import pytest
 
-from helpers import current_umask, errno_of, read_file, write_file
+from helpers import EXPORT_AT_ONCE, current_umask, errno_of, read_file, write_file
 from syscalls import (IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, RENAME_EXCHANGE, RENAME_NOREPLACE,
                       UTIME_NOW, UTIME_OMIT, inotify_events, inotify_watch, renameat2, utimensat)
 
 
 # --- lookup / getattr ------------------------------------------------------------
 
+@EXPORT_AT_ONCE
 def test_lookup_getattr(env, m):
     write_file(m / "f", b"hello")
     os.mkdir(m / "d")
@@ -268,6 +269,7 @@ def test_rename_over_existing(env, m):
     assert errno_of(os.rename, m / "old", m / "d2") == errno.EISDIR
 
 
+@EXPORT_AT_ONCE
 def test_rename_over_is_one_rename_on_the_server(env, m):
     """Rename over an existing name is one rename(2) in the export: a
     process watching the export directory sees the name move onto the
@@ -284,6 +286,7 @@ def test_rename_over_is_one_rename_on_the_server(env, m):
     assert got == [(IN_MOVED_FROM, "new"), (IN_MOVED_TO, "old")], got
 
 
+@EXPORT_AT_ONCE
 def test_rename_noreplace(env, m):
     write_file(m / "a", b"A")
     write_file(m / "b", b"B")
