@@ -49,7 +49,7 @@ bool deleg_grant(struct deleg *t, uint64_t owner, uint64_t file, uint64_t parent
  * another session has one on dir. */
 bool deleg_grant_dir(struct deleg *t, uint64_t owner, uint64_t dir, uint64_t parent, bool *fresh);
 /* owner's delegation on directory dir ends (returned; owner 0: anyone's,
- * the directory is gone). */
+ * the directory is gone; no session has id 0, HELLO refuses it). */
 void deleg_drop_dir(struct deleg *t, uint64_t owner, uint64_t dir);
 /* Undoes a grant that was not handed out (deleg_grant returned true). */
 void deleg_ungrant(struct deleg *t, uint64_t owner, uint64_t file);

@@ -71,6 +71,10 @@ static void on_hello(struct conn *c, const uint8_t *wire)
 		conn_close_after_write(c, "refused");
 		return;
 	}
+	/* 0 is no client's: deleg_drop_dir and recall_push_beside take it
+	 * for "any" and "none". */
+	if (m.client_id == 0)
+		return conn_violation(c, "client id 0 in HELLO");
 	c->client_id = m.client_id;
 	c->caps = m.caps & (PFS_CAPS_ALL | PFS_CAP_BULK);
 	if (!c->d->chunks)
@@ -166,8 +170,6 @@ static int on_auth(struct conn *c, const uint8_t *wire, uint32_t *auth_flags)
 	 * this client takes to acknowledge a push (acklat_i.h). */
 	acklat_sample(&c->lat, uv_now(&c->d->loop), uv_now(&c->d->loop) - c->hello_at);
 	if (s) {
-		if (s->conn && s->conn != c)
-			conn_close(s->conn, "replaced by a new connection of the same client");
 		flags |= PFS_AUTH_RESUMED;
 		if (s->locks_lost)
 			flags |= PFS_AUTH_LOCKS_LOST;
@@ -177,7 +179,7 @@ static int on_auth(struct conn *c, const uint8_t *wire, uint32_t *auth_flags)
 	}
 	memcpy(s->host, c->host, sizeof(s->host));
 	s->caps = c->caps;
-	session_attach(s, c);
+	session_attach(s, c, "replaced by a new connection of the same client");
 	pfs_notice("conn %llu: %s (%s) authenticated, session %016llx %s",
 		   (unsigned long long)c->id, c->peer, c->host, (unsigned long long)c->client_id,
 		   (flags & PFS_AUTH_RESUMED) ? "resumed" : "new");

@@ -25,11 +25,14 @@ struct waiter {
 
 struct lockstate {
 	pthread_mutex_t mu;
-	struct idfile file; /* STATE_DIR/lockholders */
 
-	/* The persisted list (under mu). */
+	/* The persisted list (under mu) and its version (gen: every
+	 * change), written to STATE_DIR/lockholders through rec: a worker
+	 * adding a holder waits for the disk, the loop thread never. */
 	uint64_t *holders;
 	size_t nholders, capholders;
+	uint64_t gen;
+	struct idfile_sync rec;
 
 	/* Grace period. expected: the list found at start-up. */
 	atomic_bool grace;
@@ -49,19 +52,14 @@ struct lockstate {
 
 /* --- the file --- */
 
-/* Writes the list (caller holds mu). sync: durable before returning. */
-static int record_write(struct lockstate *ls, bool sync)
+/* Writes the latest list unless a worker is writing (who then does). */
+static void record_try(struct lockstate *ls)
 {
-	return idfile_write(&ls->file, ls->holders, ls->nholders, sync);
-}
-
-static void record_write_logged(struct lockstate *ls, bool sync)
-{
-	int ret = record_write(ls, sync);
+	int ret = idfile_sync_try(&ls->rec);
 
 	if (ret < 0)
 		pfs_warn("cannot write %s: %s (lock holders may not get a grace period after a "
-			 "restart)", ls->file.path, strerror(-ret));
+			 "restart)", ls->rec.file.path, strerror(-ret));
 }
 
 /* --- lifetime --- */
@@ -74,12 +72,13 @@ int lockstate_new(const char *state_dir, unsigned grace_s, struct lockstate **ou
 	int ret;
 
 	pthread_mutex_init(&ls->mu, NULL);
-	idfile_init(&ls->file, state_dir, RECORD_NAME, RECORD_MAGIC);
+	idfile_sync_init(&ls->rec, state_dir, RECORD_NAME, RECORD_MAGIC, &ls->mu, &ls->holders,
+			 &ls->nholders, &ls->gen);
 	ls->grace_s = grace_s;
-	n = idfile_read(&ls->file, &ls->expected);
+	n = idfile_read(&ls->rec.file, &ls->expected);
 	if (n < 0) {
 		pfs_warn("%s is unreadable or malformed: a full grace period of %u s for every "
-			 "lock holder", ls->file.path, grace_s);
+			 "lock holder", ls->rec.file.path, grace_s);
 		ls->unknown = true;
 		n = 0;
 	}
@@ -99,9 +98,9 @@ int lockstate_new(const char *state_dir, unsigned grace_s, struct lockstate **ou
 		ls->nholders = 0;
 	}
 	/* Check now that the state directory takes the list. */
-	ret = record_write(ls, true);
+	ret = idfile_write(&ls->rec.file, ls->holders, ls->nholders, true);
 	if (ret < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", ls->file.path, strerror(-ret));
+		snprintf(err, errlen, "cannot write %s: %s", ls->rec.file.path, strerror(-ret));
 		lockstate_free(ls);
 		return ret;
 	}
@@ -109,13 +108,16 @@ int lockstate_new(const char *state_dir, unsigned grace_s, struct lockstate **ou
 	return 0;
 }
 
-/* Ends grace (caller holds mu): unlisted clients forfeit their locks. */
-static void grace_end(struct lockstate *ls, const char *why)
+/* Ends grace (caller holds mu): unlisted clients forfeit their locks.
+ * Returns true if the list changed (the caller then writes it). */
+static bool grace_end(struct lockstate *ls, const char *why)
 {
 	size_t kept = 0, gone = 0;
 
-	if (!atomic_exchange(&ls->grace, false))
-		return;
+	/* grace changes only under mu. */
+	if (!atomic_load(&ls->grace))
+		return false;
+	atomic_store(&ls->grace, false);
 	for (size_t i = 0; i < ls->nholders; i++) {
 		bool forfeit = false;
 		for (size_t j = 0; j < ls->nexpected; j++)
@@ -133,7 +135,8 @@ static void grace_end(struct lockstate *ls, const char *why)
 	pfs_notice("grace period over (%s): %zu of %zu lock holder%s reclaimed; new locks are "
 		   "granted", why, ls->nreclaimed, ls->nexpected, ls->nexpected == 1 ? "" : "s");
 	if (gone)
-		record_write_logged(ls, false);
+		ls->gen++;
+	return gone > 0;
 }
 
 static void timer_cb(uv_timer_t *t)
@@ -141,8 +144,10 @@ static void timer_cb(uv_timer_t *t)
 	struct lockstate *ls = t->data;
 
 	pthread_mutex_lock(&ls->mu);
-	grace_end(ls, "time is up");
+	bool changed = grace_end(ls, "time is up");
 	pthread_mutex_unlock(&ls->mu);
+	if (changed)
+		record_try(ls);
 }
 
 void lockstate_start(struct lockstate *ls, uv_loop_t *loop)
@@ -173,8 +178,8 @@ void lockstate_free(struct lockstate *ls)
 {
 	if (!ls)
 		return;
+	idfile_sync_fini(&ls->rec);
 	pthread_mutex_destroy(&ls->mu);
-	idfile_fini(&ls->file);
 	free(ls->holders);
 	free(ls->expected);
 	free(ls->reclaimed);
@@ -199,7 +204,8 @@ static bool listed(const struct lockstate *ls, uint64_t client_id)
 
 int lockstate_note_holder(struct lockstate *ls, uint64_t client_id, const char *host)
 {
-	int ret = 0;
+	uint64_t need;
+	int ret;
 
 	pthread_mutex_lock(&ls->mu);
 	if (!listed(ls, client_id)) {
@@ -210,19 +216,23 @@ int lockstate_note_holder(struct lockstate *ls, uint64_t client_id, const char *
 				abort(); /* policy: see podfs/xalloc.h */
 		}
 		ls->holders[ls->nholders++] = client_id;
-		ret = record_write(ls, true);
-		if (ret < 0)
-			pfs_warn("cannot write %s: %s (the locks of %s may be lost if podfsd "
-				 "restarts)", ls->file.path, strerror(-ret), host);
+		ls->gen++;
 	}
+	need = ls->gen;
 	pthread_mutex_unlock(&ls->mu);
+	/* Outside mu, which the loop thread takes on every unlock: the
+	 * disk's time is this worker's alone. */
+	ret = idfile_sync_write(&ls->rec, need);
+	if (ret < 0)
+		pfs_warn("cannot write %s: %s (the locks of %s may be lost if podfsd restarts)",
+			 ls->rec.file.path, strerror(-ret), host);
 	return ret;
 }
 
 /* client_id, if it held locks before the restart, has nothing more to
  * reclaim; grace ends (why) once that is true of every listed client.
- * Caller holds mu. */
-static void mark_reclaimed(struct lockstate *ls, uint64_t client_id, const char *why)
+ * Caller holds mu. Returns true if the list changed. */
+static bool mark_reclaimed(struct lockstate *ls, uint64_t client_id, const char *why)
 {
 	for (size_t i = 0; i < ls->nexpected; i++) {
 		if (ls->expected[i] == client_id && !ls->reclaimed[i]) {
@@ -231,22 +241,28 @@ static void mark_reclaimed(struct lockstate *ls, uint64_t client_id, const char 
 		}
 	}
 	if (atomic_load(&ls->grace) && !ls->unknown && ls->nreclaimed == ls->nexpected)
-		grace_end(ls, why);
+		return grace_end(ls, why);
+	return false;
 }
 
 void lockstate_drop_holder(struct lockstate *ls, uint64_t client_id)
 {
+	bool changed = false;
+
 	pthread_mutex_lock(&ls->mu);
 	for (size_t i = 0; i < ls->nholders; i++) {
 		if (ls->holders[i] == client_id) {
 			ls->holders[i] = ls->holders[--ls->nholders];
-			record_write_logged(ls, false);
+			ls->gen++;
+			changed = true;
 			break;
 		}
 	}
 	/* A session that ends in grace has nothing left to reclaim. */
-	mark_reclaimed(ls, client_id, "every lock holder reclaimed or left");
+	changed |= mark_reclaimed(ls, client_id, "every lock holder reclaimed or left");
 	pthread_mutex_unlock(&ls->mu);
+	if (changed)
+		record_try(ls);
 }
 
 int lockstate_may_reclaim(struct lockstate *ls, uint64_t client_id)
@@ -275,8 +291,10 @@ void lockstate_reclaim_done(struct lockstate *ls, uint64_t client_id, const char
 		pfs_notice("client %016" PRIx64 " (%s) reclaimed %u lock%s%s", client_id, host,
 			   reclaimed, reclaimed == 1 ? "" : "s",
 			   lost ? ", some could not be reclaimed" : "");
-	mark_reclaimed(ls, client_id, "every lock holder reclaimed");
+	bool changed = mark_reclaimed(ls, client_id, "every lock holder reclaimed");
 	pthread_mutex_unlock(&ls->mu);
+	if (changed)
+		record_try(ls);
 }
 
 void lockstate_info(struct lockstate *ls, struct lockstate_info *out)
@@ -324,6 +342,18 @@ void lockstate_wait_del(struct lockstate *ls, uint64_t key, uint64_t client_id)
 			ls->w[i] = ls->w[--ls->nw];
 			break;
 		}
+	}
+	pthread_mutex_unlock(&ls->mu);
+}
+
+void lockstate_wait_drop_client(struct lockstate *ls, uint64_t client_id)
+{
+	pthread_mutex_lock(&ls->mu);
+	for (size_t i = 0; i < ls->nw;) {
+		if (ls->w[i].client_id == client_id)
+			ls->w[i] = ls->w[--ls->nw];
+		else
+			i++;
 	}
 	pthread_mutex_unlock(&ls->mu);
 }

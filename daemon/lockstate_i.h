@@ -82,6 +82,8 @@ void lockstate_info(struct lockstate *ls, struct lockstate_info *out);
 void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id);
 /* client_id no longer waits for key (it got its lock, or gave up). */
 void lockstate_wait_del(struct lockstate *ls, uint64_t key, uint64_t client_id);
+/* client_id waits for nothing any more (its session ended). */
+void lockstate_wait_drop_client(struct lockstate *ls, uint64_t client_id);
 /* Removes up to max registrations for key into ids; returns how many. */
 size_t lockstate_wait_take(struct lockstate *ls, uint64_t key, uint64_t *ids, size_t max);
 

@@ -141,6 +141,7 @@ void session_kill(struct session *s)
 	uv_timer_stop(&s->lk_linger);
 	/* An orderly shutdown keeps the list: the clients reclaim after the
 	 * restart. Otherwise the session's locks go with it. */
+	lockstate_wait_drop_client(s->d->ls, s->client_id);
 	if (!s->d->stopping) {
 		lockstate_drop_holder(s->d->ls, s->client_id);
 		revalhold_drop_client(s->d->rh, s->client_id);
@@ -218,8 +219,13 @@ static void lk_linger_cb(uv_timer_t *t)
 			   count == 1 ? "" : "s", s->d->o.lock_lease);
 }
 
-void session_attach(struct session *s, struct conn *c)
+void session_attach(struct session *s, struct conn *c, const char *why)
 {
+	if (s->conn && s->conn != c) {
+		s->replacing = true;
+		conn_close(s->conn, why);
+		s->replacing = false;
+	}
 	unlinger(s);
 	uv_timer_stop(&s->linger);
 	uv_timer_stop(&s->lk_linger);
@@ -246,6 +252,8 @@ void session_detach(struct session *s, struct conn *c)
 	c->sess = NULL;
 	if (s->d->chunks)
 		chunks_peer_away(s->d->chunks, s->client_id);
+	if (s->replacing)
+		return; /* session_attach attaches the next one now */
 	if (s->d->stopping || s->d->o.lease == 0) {
 		session_kill(s);
 		return;

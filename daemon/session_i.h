@@ -70,6 +70,7 @@ struct session {
 	bool locks_lost;      /* lk_linger released locks: tell the client (AUTH) */
 	unsigned open_timers; /* until their close_cb */
 	bool lingering;       /* on d->lingering (disconnected, not dead) */
+	bool replacing;       /* session_replace closes its connection: no linger */
 	TAILQ_ENTRY(session) llink;
 
 	/* Fair-use limits (limits_i.h): the requests and bytes of its
@@ -131,9 +132,11 @@ struct session *session_find(struct pfsd *d, uint64_t client_id);
  * with an interest slot if one is free (else it gets every push). The
  * caller checked that session_find finds none. Never fails. */
 struct session *session_new(struct pfsd *d, uint64_t client_id);
-/* c becomes s's main connection (c->sess, s->conn; the caller closed the
- * previous one); a lingering session stops its lease timers. */
-void session_attach(struct session *s, struct conn *c);
+/* c becomes s's main connection (c->sess, s->conn); a lingering session
+ * stops its lease timers. A previous main connection of s is closed
+ * (why) without s lingering or dying (with --lease 0 it would die, and
+ * the caller would attach c to a session about to be freed). */
+void session_attach(struct session *s, struct conn *c, const char *why);
 /* c becomes a bulk connection of s (PFS_CAP_BULK): it carries s's
  * requests but gets no pushes and does not keep s alive. */
 void session_attach_bulk(struct session *s, struct conn *c);

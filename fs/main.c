@@ -396,10 +396,12 @@ static int prepare(struct client *c)
 		fprintf(stderr, "podfs: %s\n", err);
 		return 1;
 	}
-	if (pfs_random(&c->client_id, sizeof(c->client_id)) < 0) {
-		fputs("podfs: no random bytes for the client id\n", stderr);
-		return 1;
-	}
+	do { /* 0 is no client's id (podfsd refuses it) */
+		if (pfs_random(&c->client_id, sizeof(c->client_id)) < 0) {
+			fputs("podfs: no random bytes for the client id\n", stderr);
+			return 1;
+		}
+	} while (c->client_id == 0);
 	if (gethostname(c->hostname, sizeof(c->hostname) - 1) < 0)
 		snprintf(c->hostname, sizeof(c->hostname), "unknown");
 	c->hostname[PFS_HOSTNAME_MAX] = 0;

@@ -11,6 +11,7 @@
 
 #include "client_i.h"
 #include "peernet_i.h"
+#include "podfs/auth.h"
 #include "podfs/clock.h"
 #include "podfs/codec.h"
 #include "podfs/digest.h"
@@ -31,6 +32,11 @@ struct peercli {
 	pthread_cond_t cv; /* a connection was given back */
 	struct ppeer peers[PEERCLI_PEERS];
 	int stop_efd;
+	/* The id this mount gives in peer handshakes: random, never its
+	 * session's client_id, which a peer would learn and could then
+	 * present to the coordinator as its own (AUTH resumes a session by
+	 * its id alone). */
+	uint64_t peer_id;
 };
 
 int peercli_new(struct client *c, struct peercli **out)
@@ -43,6 +49,12 @@ int peercli_new(struct client *c, struct peercli **out)
 	if (pc->stop_efd < 0 || pfs_cond_init_mono(&pc->cv) != 0) {
 		if (pc->stop_efd >= 0)
 			close(pc->stop_efd);
+		free(pc);
+		return -ENOMEM;
+	}
+	if (pfs_random(&pc->peer_id, sizeof(pc->peer_id)) < 0) {
+		close(pc->stop_efd);
+		pthread_cond_destroy(&pc->cv);
 		free(pc);
 		return -ENOMEM;
 	}
@@ -228,14 +240,14 @@ int peercli_fetch(struct peercli *pc, const struct sockaddr_storage *sa,
 	if (rc < 0)
 		return rc;
 	if (!have)
-		rc = pnet_dial(&pn, c->tls_ctx, c->key, c->client_id, sa, pc->stop_efd, deadline);
+		rc = pnet_dial(&pn, c->tls_ctx, c->key, pc->peer_id, sa, pc->stop_efd, deadline);
 	if (rc == 0)
 		rc = get(&pn, d, len, buf, deadline);
 	if (have && (rc == -ECONNRESET || rc == -EPIPE)) {
 		/* A kept connection the peer had closed meanwhile (it
 		 * restarted, or found it idle too long): once more, anew. */
 		pnet_close(&pn);
-		rc = pnet_dial(&pn, c->tls_ctx, c->key, c->client_id, sa, pc->stop_efd, deadline);
+		rc = pnet_dial(&pn, c->tls_ctx, c->key, pc->peer_id, sa, pc->stop_efd, deadline);
 		if (rc == 0)
 			rc = get(&pn, d, len, buf, deadline);
 	}

@@ -31,7 +31,7 @@
 struct client;
 struct peercli;
 
-/* For c (key, client_id, TLS context). 0 or -ENOMEM. */
+/* For c (key, TLS context). 0 or -ENOMEM. */
 int peercli_new(struct client *c, struct peercli **out);
 /* Cuts every fetch short (-ECANCELED) from now on. */
 void peercli_stop(struct peercli *pc);

@@ -304,8 +304,8 @@ enum pfs_op {
  *
  * Session (see also "Session" above and auth.h):
  * HELLO        First frame of a connection: protocol versions, capabilities,
- *              client id (random per client process, the same on every
- *              reconnect), client nonce, host name (for logs).
+ *              client id (random per client process, never 0, the
+ *              same on every reconnect), client nonce, host name (for logs).
  *              Replies: hello_rep (version, capabilities in force, boot_id
  *              of this server instance, server nonce, server MAC, the
  *              largest payload, and the write verifier: it changes when

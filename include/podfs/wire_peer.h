@@ -54,8 +54,9 @@
  *
  * Between clients, on a connection of their own (TLS with the pod key's
  * PSK as with the server, unless the mount says tls=off): the connecting
- * client sends PEER_HELLO (magic PFS_PEER_MAGIC, its client_id, nonce
- * Nc), the serving one answers with its nonce Ns and
+ * client sends PEER_HELLO (magic PFS_PEER_MAGIC, a random id of its own
+ * in client_id, never its session's client id, which AUTH would accept
+ * from whoever presents it; nonce Nc), the serving one answers with its nonce Ns and
  * HMAC(K, "podfs peer server" | Nc | Ns | client_id); the connecting one
  * checks it and sends PEER_AUTH with HMAC(K, "podfs peer client" | Nc |
  * Ns | client_id) (auth.h), which the serving one checks (EACCES and

@@ -721,6 +721,42 @@ def test_wrong_key_pfsproto_refused(env, daemon, m):
     healthy(env, daemon, m)
 
 
+@pytest.mark.plaintext
+def test_a_client_back_on_a_new_connection_keeps_its_session_with_lease_0(env):
+    """--lease 0 ends a session when its connection goes. A client that
+    logs in again while its old connection is still open (a network blip
+    the daemon has not noticed) replaces that connection, and its session,
+    with its open file, lives on in the new one. The daemon once freed the
+    session while attaching the new connection to it."""
+    d = env.start_daemon(extra=["--lease", "0"])
+    key = P.load_key(env.key)
+    write_file(d.export / "f", b"kept open")
+    cid = int.from_bytes(os.urandom(8), "little") | 1
+    with P.connect(d.host, d.port, key, client_id=cid) as a:
+        fh, _ = a.lookup(a.root, "f")
+        fid = a.open(fh)
+        with P.connect(d.host, d.port, key, client_id=cid) as b:
+            assert b.auth_flags & P.AUTH_RESUMED
+            assert closes(a), "the replaced connection stayed open"
+            for _ in range(3):
+                assert b.read(fh, fid, 0, 100) == b"kept open"
+    healthy(env, d)
+
+
+@pytest.mark.plaintext
+def test_client_id_0_refused(env, daemon, m):
+    """0 is no client's id: podfsd takes it for "any client" where it
+    drops the directory delegations of a directory that is gone."""
+    key = P.load_key(env.key)
+    with P.Conn(daemon.host, daemon.port) as c:
+        try:
+            c.hello(key, client_id=0)
+        except (P.Closed, P.BadReply, P.PfsError):
+            pass
+        assert closes(c)
+    healthy(env, daemon, m)
+
+
 def test_key_file_permissions_enforced(env):
     loose = env.genkey(env.root / "loose.key")
     os.chmod(loose, 0o644)

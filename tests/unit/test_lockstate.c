@@ -242,6 +242,19 @@ static void test_waiters(void)
 	lockstate_wait_del(ls, 2, 0xa); /* not there: harmless */
 	CHECK_EQ(lockstate_wait_take(ls, 2, ids, 8), 0);
 
+	/* A session that ends waits for nothing: its registrations go,
+	 * everywhere, and no one else's. */
+	for (uint64_t k = 10; k < 20; k++) {
+		lockstate_wait_add(ls, k, 0xc);
+		lockstate_wait_add(ls, k, 0xd);
+	}
+	lockstate_wait_drop_client(ls, 0xc);
+	lockstate_wait_drop_client(ls, 0xe); /* waits for nothing: harmless */
+	for (uint64_t k = 10; k < 20; k++) {
+		CHECK_EQ(lockstate_wait_take(ls, k, ids, 8), 1);
+		CHECK_EQ(ids[0], 0xd);
+	}
+
 	/* Many waiters, taken in rounds. */
 	for (uint64_t c = 0; c < 100; c++)
 		lockstate_wait_add(ls, 5, c);
