@@ -110,3 +110,90 @@ bad:
 	*ids = NULL;
 	return -1;
 }
+
+/* --- a list that threads change --- */
+
+void idfile_sync_init(struct idfile_sync *w, const char *dir, const char *name,
+		      const char *magic, pthread_mutex_t *mu, uint64_t *const *ids,
+		      const size_t *n, const uint64_t *gen)
+{
+	idfile_init(&w->file, dir, name, magic);
+	w->mu = mu;
+	w->ids = ids;
+	w->n = n;
+	w->gen = gen;
+	pthread_mutex_init(&w->wmu, NULL);
+	w->written = w->synced = 0;
+}
+
+void idfile_sync_fini(struct idfile_sync *w)
+{
+	pthread_mutex_destroy(&w->wmu);
+	idfile_fini(&w->file);
+}
+
+/* Writes until the file holds the latest version and, with sync, a
+ * durable one at least as new as need (a writer before may have done
+ * it). Caller holds wmu, not mu. */
+static int flush(struct idfile_sync *w, bool sync, uint64_t need)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(w->mu);
+	while (sync ? w->synced < need : w->written < *w->gen) {
+		uint64_t gen = *w->gen;
+		size_t n = *w->n;
+		uint64_t *snap = xmalloc((n ? n : 1) * sizeof(*snap));
+		if (n)
+			memcpy(snap, *w->ids, n * sizeof(*snap));
+		pthread_mutex_unlock(w->mu);
+		ret = idfile_write(&w->file, snap, n, sync);
+		free(snap);
+		pthread_mutex_lock(w->mu);
+		if (ret < 0)
+			break;
+		if (gen > w->written)
+			w->written = gen;
+		if (sync && gen > w->synced)
+			w->synced = gen;
+		/* Changes made meanwhile by a thread that left them to us:
+		 * one more write. */
+		sync = false;
+	}
+	pthread_mutex_unlock(w->mu);
+	return ret;
+}
+
+int idfile_sync_try(struct idfile_sync *w)
+{
+	int ret = 0;
+
+	/* A writer that let go of wmu looks again: a change whose thread
+	 * found wmu taken after the writer's last look is written here. */
+	for (;;) {
+		pthread_mutex_lock(w->mu);
+		bool behind = w->written < *w->gen;
+		pthread_mutex_unlock(w->mu);
+		if (!behind || pthread_mutex_trylock(&w->wmu) != 0)
+			return ret;
+		ret = flush(w, false, 0);
+		pthread_mutex_unlock(&w->wmu);
+		if (ret < 0)
+			return ret;
+	}
+}
+
+int idfile_sync_write(struct idfile_sync *w, uint64_t need)
+{
+	pthread_mutex_lock(w->mu);
+	bool done = w->synced >= need;
+	pthread_mutex_unlock(w->mu);
+	if (done)
+		return 0;
+	pthread_mutex_lock(&w->wmu);
+	int ret = flush(w, true, need);
+	pthread_mutex_unlock(&w->wmu);
+	if (ret == 0)
+		ret = idfile_sync_try(w);
+	return ret;
+}

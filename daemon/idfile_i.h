@@ -8,6 +8,7 @@
 #ifndef PODFSD_IDFILE_I_H
 #define PODFSD_IDFILE_I_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,5 +31,37 @@ int idfile_write(const struct idfile *f, const uint64_t *ids, size_t n, bool syn
  * than IDFILE_MAX ids). */
 long idfile_read(const struct idfile *f, uint64_t **ids);
 #define IDFILE_MAX 65536 /* ids in a list: far above any pod */
+
+/* Writing a list that threads change: its owner changes *ids and *n
+ * under its own mutex mu, bumping *gen each time. A worker's write
+ * (idfile_sync_write) makes a version durable before it returns and may
+ * wait for the disk; the loop thread's (idfile_sync_try) never waits:
+ * while a worker writes, that worker writes the loop's change after its
+ * own. Writes replace the file whole, one at a time (wmu), each with
+ * the list as it is then, so the file never goes back to an older
+ * version. */
+struct idfile_sync {
+	struct idfile file;
+	pthread_mutex_t *mu;
+	uint64_t *const *ids;
+	const size_t *n;
+	const uint64_t *gen;
+	pthread_mutex_t wmu;      /* held while writing; the loop only tries it */
+	uint64_t written, synced; /* versions in the file, and durably (under mu) */
+};
+
+/* w for the file DIR/name (idfile_init), over the owner's list. */
+void idfile_sync_init(struct idfile_sync *w, const char *dir, const char *name,
+		      const char *magic, pthread_mutex_t *mu, uint64_t *const *ids,
+		      const size_t *n, const uint64_t *gen);
+void idfile_sync_fini(struct idfile_sync *w);
+/* Worker: returns once the file holds version need or a later one,
+ * durably (need: *gen read under mu after the caller's change). Caller
+ * holds neither mu nor wmu. Returns 0 or -errno. */
+int idfile_sync_write(struct idfile_sync *w, uint64_t need);
+/* Any thread, never waiting for the disk of another: writes the latest
+ * version (not durably) unless it is in the file already or a writer is
+ * at work (who then writes it). Caller holds neither. 0 or -errno. */
+int idfile_sync_try(struct idfile_sync *w);
 
 #endif /* PODFSD_IDFILE_I_H */

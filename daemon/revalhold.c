@@ -20,16 +20,12 @@
 
 struct revalhold {
 	pthread_mutex_t mu;
-	struct idfile file; /* STATE_DIR/sessions */
-
-	/* The list (under mu), its version (gen: every change), and the
-	 * versions on disk: written, and written durably. */
+	/* The list (under mu) and its version (gen: every change), written
+	 * to STATE_DIR/sessions through w. */
 	uint64_t *ids;
 	size_t nids, capids;
-	uint64_t gen, written, synced;
-	/* Serializes writes of the file; the loop thread only tries it, and
-	 * leaves its change to the writer that holds it (flush). */
-	pthread_mutex_t wmu;
+	uint64_t gen;
+	struct idfile_sync w;
 
 	/* The hold. expected: the list found at start-up. */
 	atomic_bool active;
@@ -47,48 +43,13 @@ struct revalhold {
 
 /* --- the file --- */
 
-/* Writes the list until the file holds its latest version (caller holds
- * wmu, not mu); with sync, durably up to at least version need (a writer
- * before us may have done it). Returns 0 or -errno. */
-static int flush(struct revalhold *rh, bool sync, uint64_t need)
-{
-	int ret = 0;
-
-	pthread_mutex_lock(&rh->mu);
-	while (sync ? rh->synced < need : rh->written < rh->gen) {
-		uint64_t gen = rh->gen;
-		size_t n = rh->nids;
-		uint64_t *snap = xmalloc((n ? n : 1) * sizeof(*snap));
-		memcpy(snap, rh->ids, n * sizeof(*snap));
-		pthread_mutex_unlock(&rh->mu);
-		ret = idfile_write(&rh->file, snap, n, sync);
-		free(snap);
-		pthread_mutex_lock(&rh->mu);
-		if (ret < 0)
-			break;
-		rh->written = gen > rh->written ? gen : rh->written;
-		if (sync)
-			rh->synced = gen > rh->synced ? gen : rh->synced;
-		/* Changes made meanwhile by the loop thread, which left them to
-		 * us: one more write. */
-		if (rh->written < rh->gen)
-			sync = false;
-	}
-	pthread_mutex_unlock(&rh->mu);
-	return ret;
-}
-
-/* The loop thread's write: only if no worker writes now, else that
- * writer writes our change after its own (flush). */
+/* The loop thread's write: it never waits for a worker's (idfile_i.h). */
 static void flush_try(struct revalhold *rh)
 {
-	if (pthread_mutex_trylock(&rh->wmu) != 0)
-		return;
-	int ret = flush(rh, false, 0);
-	pthread_mutex_unlock(&rh->wmu);
+	int ret = idfile_sync_try(&rh->w);
 	if (ret < 0)
 		pfs_warn("cannot write %s: %s (a restart may wait longer for clients that left)",
-			 rh->file.path, strerror(-ret));
+			 rh->w.file.path, strerror(-ret));
 }
 
 /* --- the list --- */
@@ -123,13 +84,13 @@ int revalhold_new(const char *state_dir, unsigned wait_s, struct revalhold **out
 	int ret;
 
 	pthread_mutex_init(&rh->mu, NULL);
-	pthread_mutex_init(&rh->wmu, NULL);
-	idfile_init(&rh->file, state_dir, RECORD_NAME, RECORD_MAGIC);
+	idfile_sync_init(&rh->w, state_dir, RECORD_NAME, RECORD_MAGIC, &rh->mu, &rh->ids,
+			 &rh->nids, &rh->gen);
 	rh->wait_s = wait_s;
-	n = idfile_read(&rh->file, &rh->expected);
+	n = idfile_read(&rh->w.file, &rh->expected);
 	if (n < 0) {
 		pfs_warn("%s is unreadable or malformed: changes made after this restart do not "
-			 "wait for the clients of the instance before to revalidate", rh->file.path);
+			 "wait for the clients of the instance before to revalidate", rh->w.file.path);
 		n = 0;
 	}
 	rh->nexpected = (size_t)n;
@@ -144,9 +105,9 @@ int revalhold_new(const char *state_dir, unsigned wait_s, struct revalhold **out
 		atomic_store(&rh->active, true);
 	}
 	/* Check now that the state directory takes the list. */
-	ret = idfile_write(&rh->file, rh->ids, rh->nids, true);
+	ret = idfile_write(&rh->w.file, rh->ids, rh->nids, true);
 	if (ret < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", rh->file.path, strerror(-ret));
+		snprintf(err, errlen, "cannot write %s: %s", rh->w.file.path, strerror(-ret));
 		revalhold_free(rh);
 		return ret;
 	}
@@ -227,8 +188,7 @@ void revalhold_free(struct revalhold *rh)
 	if (!rh)
 		return;
 	pthread_mutex_destroy(&rh->mu);
-	pthread_mutex_destroy(&rh->wmu);
-	idfile_fini(&rh->file);
+	idfile_sync_fini(&rh->w);
 	free(rh->ids);
 	free(rh->expected);
 	free(rh->back);
@@ -258,16 +218,11 @@ int revalhold_note_client(struct revalhold *rh, uint64_t client_id, const char *
 		rh->gen++;
 	}
 	need = rh->gen;
-	bool done = rh->synced >= need;
 	pthread_mutex_unlock(&rh->mu);
-	if (done)
-		return 0;
-	pthread_mutex_lock(&rh->wmu);
-	ret = flush(rh, true, need);
-	pthread_mutex_unlock(&rh->wmu);
+	ret = idfile_sync_write(&rh->w, need);
 	if (ret < 0)
 		pfs_warn("cannot write %s: %s (if podfsd restarts, changes will not wait for %s "
-			 "to revalidate)", rh->file.path, strerror(-ret), host);
+			 "to revalidate)", rh->w.file.path, strerror(-ret), host);
 	return ret;
 }
 

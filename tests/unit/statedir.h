@@ -36,7 +36,7 @@ static void statedir_fresh(const char *test, const char *file)
 }
 
 /* Writes text as the whole file. */
-static void write_list(const char *text)
+static inline void write_list(const char *text)
 {
 	FILE *f = fopen(path, "w");
 
