@@ -362,7 +362,7 @@ bool dirdeleg_create(struct dirdeleg *d, struct inode *dir, const char *name, ui
 	bool made = false;
 	uint64_t any = inode_own_snap(c->it, &it->ns);
 	it->seq = gate_seq(c->gate);
-	struct inode *file = inode_ref(c->it, pe, &made);
+	struct inode *file = inode_ref(c->it, pe, &made, 0);
 	if (!file || !made) { /* a slot's handle is new: not for us */
 		pthread_mutex_unlock(&d->bg.lock);
 		if (file)

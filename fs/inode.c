@@ -139,12 +139,13 @@ static struct inode *ref_entry(struct inode_table *t, const struct pfs_entry *e,
 	return ip;
 }
 
-struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made)
+struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made,
+			uint64_t seq)
 {
 	struct inode *ip = ref_entry(t, e, made);
 
 	if (ip)
-		inode_set_attr(ip, &e->attr);
+		inode_set_attr(ip, &e->attr, seq);
 	return ip;
 }
 
@@ -369,7 +370,8 @@ void inode_set_inline(struct inode *ip, const struct pfs_attr *a, const void *da
 static bool inline_current(const struct inode *ip)
 {
 	struct dver cur = dver_of(&ip->attr);
-	return dver_eq(&cur, &ip->inline_ver) && ip->inline_len == ip->attr.size;
+	return !ip->ver_unknown && dver_eq(&cur, &ip->inline_ver) &&
+	       ip->inline_len == ip->attr.size;
 }
 
 bool inode_read_inline(struct inode *ip, uint64_t off, size_t size, void *buf, size_t *got)
@@ -513,7 +515,7 @@ void inode_each_dir(struct inode_table *t, const uint64_t *hash,
 }
 
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
-		fuse_ino_t *nodeid, bool *is_dir)
+		fuse_ino_t *nodeid, bool *is_dir, uint64_t push)
 {
 	pthread_mutex_lock(&t->lock);
 	struct inode *ip = find(t, fh);
@@ -530,6 +532,8 @@ bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached
 			inode_drop_inline(ip);
 			pthread_mutex_lock(&ip->lock);
 			ip->ver_unknown = true; /* attr may predate the change */
+			if (push > ip->data_push)
+				ip->data_push = push;
 			pthread_mutex_unlock(&ip->lock);
 		}
 	}
@@ -595,19 +599,19 @@ void inode_overlay(struct inode *ip, struct pfs_attr *a)
 	pthread_mutex_unlock(&ip->lock);
 }
 
-void inode_set_attr(struct inode *ip, const struct pfs_attr *a)
+void inode_set_attr(struct inode *ip, const struct pfs_attr *a, uint64_t seq)
 {
 	struct pfs_attr na = *a;
 	pthread_mutex_lock(&ip->lock);
 	overlay_locked(ip, &na); /* as inode_own_change_locked records it */
 	inode_pages_seen_locked(ip, &na);
 	ip->attr = na;
-	ip->ver_unknown = false;
+	ip->ver_unknown = inode_pushed_after_locked(ip, seq);
 	ip->tr.seq = 0; /* until the caller decides (inode_trust_attr) */
 	pthread_mutex_unlock(&ip->lock);
 }
 
-void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
+void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a, uint64_t seq)
 {
 	struct pfs_attr na = *a;
 
@@ -618,7 +622,7 @@ void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a)
 	if (ip->inline_data && dver_eq(&ip->inline_ver, &before))
 		ip->inline_ver = after;
 	ip->attr = na;
-	ip->ver_unknown = false;
+	ip->ver_unknown = inode_pushed_after_locked(ip, seq);
 }
 
 bool inode_nocaps(struct inode *ip)

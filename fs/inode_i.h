@@ -81,6 +81,10 @@ struct inode {
 	struct dver inline_ver; /* version inline_data belongs to */
 	bool inline_own; /* this host's writes made it (inode_write_inline) */
 	bool ver_unknown;     /* a push invalidated the data after attr was seen */
+	/* The number (gate_i.h) of the last push that dropped its data: a
+	 * reply to a request sent before it (a smaller push number) may
+	 * carry the version before, and leaves the data version unknown. */
+	uint64_t data_push;
 	/* Local GETATTR (see trust_i.h): whether attr is trusted, from
 	 * which push number, and this client's own changes of the object
 	 * (their latest stamp, its writes behind pending). */
@@ -203,10 +207,12 @@ struct inode_listed inode_listed_at_locked(const struct inode *ip);
 struct inode *inode_get(struct inode_table *t, fuse_ino_t ino);
 
 /* Finds or creates the inode for e->fh, adds one lookup and records
- * e->attr (inode_set_attr). Returns the inode, or NULL on ENOMEM; *made
- * (if made is not NULL) says whether it was created. The caller hands
- * that lookup to the kernel or gives it back with inode_forget(t, ip, 1). */
-struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made);
+ * e->attr (inode_set_attr, for a request sent at push number seq).
+ * Returns the inode, or NULL on ENOMEM; *made (if made is not NULL) says
+ * whether it was created. The caller hands that lookup to the kernel or
+ * gives it back with inode_forget(t, ip, 1). */
+struct inode *inode_ref(struct inode_table *t, const struct pfs_entry *e, bool *made,
+			uint64_t seq);
 
 /* Finds or creates the inode of e->fh and adds one lookup, the client's
  * own (as inode_hold): a new inode takes e->attr, one the table holds
@@ -283,10 +289,11 @@ bool inode_mark_changed(struct inode_table *t, const struct pfs_fh *fh, const st
  * server push: forgets the remembered capability absence, the parent of
  * a directory and, with drop_cached, the cached-pages version and the
  * inline content (its pages are being invalidated; the data version is
- * unknown until attributes come); *is_dir (if not NULL) tells whether it
+ * unknown until attributes of a request sent after the push, number
+ * push, come: inode_set_attr); *is_dir (if not NULL) tells whether it
  * is a directory. Returns false if the kernel does not know fh. */
 bool inode_find(struct inode_table *t, const struct pfs_fh *fh, bool drop_cached,
-		fuse_ino_t *nodeid, bool *is_dir);
+		fuse_ino_t *nodeid, bool *is_dir, uint64_t push);
 
 /* Whether the object fh is open here without the daemon knowing it
  * (ip->lazy_opens; ofile_i.h). Takes only the table's lock: callable
@@ -306,10 +313,20 @@ bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_
  * entries anyway if it can. */
 void inode_note_name(struct inode *dir, const char *name);
 
-/* Records attributes the server returned (the data version is known
- * again); they are not trusted until the caller says so
- * (inode_trust_attr, trust_i.h). */
-void inode_set_attr(struct inode *ip, const struct pfs_attr *a);
+/* Whether a push numbered after seq (0: none to ask about) dropped ip's
+ * data, so that attributes from a reply to a request sent at seq may
+ * carry the version before it. ip->lock held. */
+static inline bool inode_pushed_after_locked(const struct inode *ip, uint64_t seq)
+{
+	return seq && ip->data_push > seq;
+}
+
+/* Records attributes the server returned for a request sent at push
+ * number seq (gate_seq): the data version is known again, unless a push
+ * numbered after seq dropped the data (their version may be the one
+ * before; 0: no push to ask about). They are not trusted until the
+ * caller says so (inode_trust_attr, trust_i.h). */
+void inode_set_attr(struct inode *ip, const struct pfs_attr *a, uint64_t seq);
 
 /* Delegations (deleg_i.h): a (mode, owner, group, times) are ip's
  * attributes until the daemon has them (NULL: it has them now). While
@@ -379,8 +396,10 @@ void inode_clear_nocaps(struct inode *ip);
  * file, so has no pages of it (keep_cache is then safe).
  * *attrs_stale is set if a differs from the attributes last seen, which
  * the kernel may cache (they are then not trusted until the caller says
- * so, inode_trust_attr). */
-bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale);
+ * so, inode_trust_attr). seq: the push number the OPEN was sent at (as
+ * inode_set_attr). */
+bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale,
+			uint64_t seq);
 
 /* A change this client made (WRITE, SETATTR...) moved the object from
  * the last known attributes to a: if the cached pages were current
@@ -388,10 +407,11 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
  * own since), they still are (the kernel updated them itself), and a's
  * version joins this client's own; the inline content stays current
  * likewise (a write updated it, inode_write_inline; a change of the
- * content that does not frees it). Records a.
+ * content that does not frees it). Records a, from the reply to a
+ * request sent at push number seq (as inode_set_attr).
  * Called with ip->lock held (trust.c, which decides their trust at the
  * same time). */
-void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a);
+void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a, uint64_t seq);
 
 /* Forgets the cached-pages version (the pages were invalidated). */
 void inode_drop_cached(struct inode *ip);

@@ -43,7 +43,7 @@ static void finish_attr(fuse_req_t req, struct inode *ip, int rc, struct rpc_rep
 		if (c->dl)
 			deleg_note_attr(c->dl, ip, &ar.attr);
 	} else {
-		inode_set_attr(ip, &ar.attr);
+		inode_set_attr(ip, &ar.attr, seq);
 		inode_trust_attr(c->it, ip, seq, any, ns);
 	}
 	inode_overlay(ip, &ar.attr); /* what a delegation answered (deleg_i.h) */

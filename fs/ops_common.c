@@ -52,7 +52,7 @@ struct inode *ops_entry_param(struct client *c, struct inode *dir, const char *n
 			      uint64_t seq, const struct pfs_entry *pe,
 			      struct fuse_entry_param *e, bool *made)
 {
-	struct inode *ip = inode_ref(c->it, pe, made);
+	struct inode *ip = inode_ref(c->it, pe, made, seq);
 	if (!ip)
 		return NULL;
 	if (dir)
@@ -353,7 +353,7 @@ bool ops_open_locally(fuse_req_t req, struct inode *ip, struct fuse_file_info *f
 	ok = !gate_pushed_since(c->gate, aseq, &ip->fh) &&
 	     !gate_pushed_since(c->gate, gate_applied(c->gate), &ip->fh);
 	if (ok && !dir)
-		fi->keep_cache = inode_open_version(ip, &a, &attrs_stale);
+		fi->keep_cache = inode_open_version(ip, &a, &attrs_stale, aseq);
 	gate_leave(c->gate);
 	return ok;
 }

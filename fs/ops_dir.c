@@ -66,7 +66,7 @@ void ops_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (ops_open_remote(req, of, fi, PFS_OP_OPENDIR, &o) < 0)
 		return;
-	inode_set_attr(ip, &o.attr);
+	inode_set_attr(ip, &o.attr, o.seq);
 	inode_trust_attr(c->it, ip, o.seq, o.any, o.ns);
 	inode_note_reader(ip, o.cr.uid, o.cr.gid);
 reply:

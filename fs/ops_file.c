@@ -139,7 +139,7 @@ void ops_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * drop them). Its cached attributes go too if they differ from the
 	 * fresh ones (offset -1: attributes only, safe in a handler). */
 	bool attrs_stale;
-	fi->keep_cache = inode_open_version(ip, &o.attr, &attrs_stale);
+	fi->keep_cache = inode_open_version(ip, &o.attr, &attrs_stale, o.seq);
 	if (!attrs_stale)
 		open_store_inline(c, ip, ino, fi, o.applied);
 	/* The version (size, mtime, ctime) misses a change made within one
@@ -212,7 +212,7 @@ static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 	e.attr_timeout = c->attr_timeout;
 	e.entry_timeout = c->entry_timeout;
 	bool attrs_stale;
-	inode_open_version(ip, &pe->attr, &attrs_stale);
+	inode_open_version(ip, &pe->attr, &attrs_stale, 0);
 	inode_set_nocaps(ip, c->attr_timeout);
 	inode_note_name(dir, name);
 	made_here(c, ip, &pe->attr, cr);
@@ -324,7 +324,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	if (c->dd && made)
 		dirdeleg_synced(c->dd, IP(req, parent), &m.cr, true);
 	bool attrs_stale;
-	inode_open_version(ip, &er.e.attr, &attrs_stale);
+	inode_open_version(ip, &er.e.attr, &attrs_stale, seq);
 	/* A new file has no capabilities (they are never inherited). */
 	inode_set_nocaps(ip, c->attr_timeout);
 	fi->fh = (uint64_t)(uintptr_t)of;

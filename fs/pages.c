@@ -96,7 +96,8 @@ bool inode_data_version(struct inode *ip, struct dver *v)
 	return known;
 }
 
-bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale)
+bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_stale,
+			uint64_t seq)
 {
 	struct dver v = dver_of(a);
 	pthread_mutex_lock(&ip->lock);
@@ -113,7 +114,7 @@ bool inode_open_version(struct inode *ip, const struct pfs_attr *a, bool *attrs_
 	ip->cached = v;
 	ip->cached_valid = true;
 	ip->attr = *a;
-	ip->ver_unknown = false;
+	ip->ver_unknown = inode_pushed_after_locked(ip, seq);
 	pthread_mutex_unlock(&ip->lock);
 	return keep;
 }

@@ -41,7 +41,8 @@ uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t
 	return 0;
 }
 
-static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t len)
+static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t len,
+		  uint64_t seq)
 {
 	fuse_ino_t nodeid;
 
@@ -51,7 +52,7 @@ static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t 
 		if (pfs_dec_inval_inode_push(payload, len, &m) < 0)
 			goto bad;
 		bool is_dir = false;
-		if (!inode_find(c->it, &m.fh, m.offset >= 0, &nodeid, &is_dir))
+		if (!inode_find(c->it, &m.fh, m.offset >= 0, &nodeid, &is_dir, seq))
 			return;
 		/* Its attributes changed (a link count: the last name of a
 		 * file may be gone, or a directory removed): opens made here
@@ -73,7 +74,7 @@ static void apply(struct client *c, uint16_t op, const uint8_t *payload, size_t 
 		if (pfs_dec_inval_entry_push(payload, len, &m) < 0)
 			goto bad;
 		/* This also drops a negative entry of the name. */
-		if (inode_find(c->it, &m.parent, false, &nodeid, NULL))
+		if (inode_find(c->it, &m.parent, false, &nodeid, NULL, seq))
 			fuse_lowlevel_notify_inval_entry(c->se, nodeid, m.name.s, m.name.len);
 		return;
 	}
@@ -110,7 +111,7 @@ void push_early(struct client *c, uint16_t op, const uint8_t *payload, size_t le
 
 void push_apply(struct client *c, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)
 {
-	apply(c, op, payload, len);
+	apply(c, op, payload, len, seq);
 	if (seq)
 		gate_set_applied(c->gate, seq);
 }

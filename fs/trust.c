@@ -56,7 +56,7 @@ static uint64_t own_local(struct inode_table *t, struct inode *ip, const struct 
 			a.mtime_s = a.ctime_s = sec;
 			a.mtime_ns = a.ctime_ns = nsec;
 		}
-		inode_own_change_locked(ip, &a);
+		inode_own_change_locked(ip, &a, seq);
 		end = own_clock_stamp(&t->clk);
 		if (!attr_trust_end(&ip->tr, at, end, true, seq, ns))
 			end = 0;
@@ -93,7 +93,7 @@ bool inode_own_end(struct inode_table *t, struct inode *ip, const struct pfs_att
 	uint64_t stamp = own_clock_stamp(&t->clk);
 	pthread_mutex_lock(&ip->lock);
 	if (a)
-		inode_own_change_locked(ip, a);
+		inode_own_change_locked(ip, a, seq);
 	bool ok = attr_trust_end(&ip->tr, at, stamp, a != NULL, seq, ns);
 	pthread_mutex_unlock(&ip->lock);
 	return ok;
@@ -123,7 +123,7 @@ bool inode_write_done(struct inode_table *t, struct inode *ip, uint64_t at,
 		inode_drop_inline(ip);
 	pthread_mutex_lock(&ip->lock);
 	if (a)
-		inode_own_change_locked(ip, a);
+		inode_own_change_locked(ip, a, seq);
 	bool ok = attr_trust_write_done(&ip->tr, at, stamp, a != NULL, seq, ns);
 	pthread_mutex_unlock(&ip->lock);
 	return ok;

@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1 || inode_table_new(&root, &t) < 0)
 		return 0;
 	struct inode *rootip = inode_get(t, FUSE_ROOT_ID);
-	struct inode *dir = inode_ref(t, &d, NULL);
+	struct inode *dir = inode_ref(t, &d, NULL, 0);
 	FUZZ_ASSERT(dir != NULL);
 	inode_set_parent(t, dir, rootip, 1, "d");
 	memset(&li, 0, sizeof(li));

@@ -122,6 +122,34 @@ def test_pcache_never_serves_a_changed_file(env, daemon, mount):
         assert m.umount() is None
 
 
+@pytest.mark.parametrize("held", [False, True], ids=["opened_after", "held_open"])
+def test_pcache_never_serves_what_an_old_listing_showed(env, daemon, mount, held):
+    """A listing of a directory fetched before another host rewrote a file
+    in it still has the file's old attributes (only the file was pushed).
+    A readdir answered from it (ls) must not make the cache serve the old
+    content to a read after the other host's close: the reply of a request
+    sent before a push leaves the data version unknown (it once made it
+    known again, as the listing's)."""
+    cdir = env.root / "pcache"
+    b = pmount(mount, cdir)
+    a = mount(path=env.root / "a")
+    os.mkdir(a / "d")
+    old, new = b"O" * 3000, b"N" * 3000
+    write_file(a / "d" / "f", old)
+    assert read_file(b / "d" / "f") == old  # the lookup fetched d's listing
+    settle(b, entries=1)
+    fd = os.open(b / "d" / "f", os.O_RDONLY) if held else None
+    try:
+        write_file(a / "d" / "f", new)  # same size; A's close returns
+        if not held:
+            fd = os.open(b / "d" / "f", os.O_RDONLY)
+        os.listdir(b / "d")  # from the listing fetched before
+        assert os.pread(fd, len(new), 0) == new, "old content after the other host's close"
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def test_pcache_damaged_entries_are_discarded(env, daemon, mount):
     cdir = env.root / "pcache"
     names = {f"f{i}": 100_000 + i for i in range(3)}

@@ -107,7 +107,7 @@ static void setup(struct fixture *f)
 
 	CHECK_EQ(inode_table_new(&root, &f->t), 0);
 	f->root = inode_get(f->t, FUSE_ROOT_ID);
-	f->dir = inode_ref(f->t, &d, NULL);
+	f->dir = inode_ref(f->t, &d, NULL, 0);
 	CHECK(f->dir != NULL);
 	inode_set_parent(f->t, f->dir, f->root, 1, "d");
 }
@@ -342,13 +342,13 @@ static void test_stale_and_gen(void)
 
 	/* Dropped for good (it was incomplete). */
 	struct pfs_entry d2 = entry(900002, S_IFDIR | 0755, 4096);
-	struct inode *dir2 = inode_ref(f.t, &d2, NULL);
+	struct inode *dir2 = inode_ref(f.t, &d2, NULL, 0);
 	CHECK(listing_may_fetch(dir2, 64 * 1024));
 	listing_drop(dir2);
 	CHECK(!listing_may_fetch(dir2, 64 * 1024));
 	/* Not a directory: never listed. */
 	struct pfs_entry fe = entry(900003, S_IFREG | 0644, 1);
-	CHECK(!listing_may_fetch(inode_ref(f.t, &fe, NULL), 64 * 1024));
+	CHECK(!listing_may_fetch(inode_ref(f.t, &fe, NULL, 0), 64 * 1024));
 	teardown(&f);
 }
 
@@ -363,7 +363,7 @@ static void test_own_change_marks(void)
 	uint64_t ns, any = inode_own_snap(f.t, &ns);
 	CHECK_EQ(list(&f, 10), 0);
 	struct pfs_entry fe = entry(4, S_IFREG | 0644, 10);
-	struct inode *ip = inode_ref(f.t, &fe, NULL);
+	struct inode *ip = inode_ref(f.t, &fe, NULL, 0);
 	inode_set_parent(f.t, ip, f.dir, 5, "f4");
 	CHECK(!inode_listed_stale(f.t, &fe.fh, any));
 	inode_own_touch(f.t, ip, false);
@@ -374,7 +374,7 @@ static void test_own_change_marks(void)
 	CHECK(!(fl & INODE_LS_STALE));
 	/* A file with several links: every listing goes. */
 	fe.attr.nlink = 2;
-	inode_set_attr(ip, &fe.attr);
+	inode_set_attr(ip, &fe.attr, 0);
 	inode_own_touch(f.t, ip, false);
 	CHECK_EQ(find(f.dir, "f3", NULL), LS_NONE);
 	teardown(&f);
@@ -413,7 +413,7 @@ static void test_own_inline(void)
 
 	setup(&f);
 	struct pfs_entry fe = entry(7, S_IFREG | 0644, 0);
-	struct inode *ip = inode_ref(f.t, &fe, NULL);
+	struct inode *ip = inode_ref(f.t, &fe, NULL, 0);
 	inode_set_inline(ip, &fe.attr, "", 0);
 	inode_write_inline(ip, 0, "hello", 5, 64);
 	struct pfs_attr a = fe.attr;
@@ -436,7 +436,7 @@ static void test_own_inline(void)
 	struct pfs_attr other = a;
 	other.size = 7;
 	other.mtime_s += 5;
-	inode_set_attr(ip, &other);
+	inode_set_attr(ip, &other, 0);
 	CHECK_STR(read_back(ip), "-");
 
 	/* A hole, past max, a write of unknown outcome, a push: freed. */
@@ -455,7 +455,7 @@ static void test_own_inline(void)
 	}
 	inode_set_inline(ip, &other, "abcdefg", 7);
 	fuse_ino_t nodeid;
-	CHECK(inode_find(f.t, &fe.fh, true, &nodeid, NULL));
+	CHECK(inode_find(f.t, &fe.fh, true, &nodeid, NULL, 1));
 	CHECK_STR(read_back(ip), "-");
 	teardown(&f);
 }
@@ -473,7 +473,7 @@ static void test_readdir(void)
 	CHECK_EQ(listing_readdir(f.t, f.dir, &out, &olen, NULL, &got, &pseq), -ENOENT);
 	CHECK_EQ(list(&f, 4), 0);
 	struct pfs_entry fe = entry(2, S_IFREG | 0644, 10);
-	struct inode *ip = inode_ref(f.t, &fe, NULL);
+	struct inode *ip = inode_ref(f.t, &fe, NULL, 0);
 	inode_set_parent(f.t, ip, f.dir, 5, "f2");
 	inode_own_touch(f.t, ip, false); /* f2 goes out without its entry */
 
@@ -557,7 +557,7 @@ static void test_item_flags_and_subdirs(void)
 	CHECK_EQ(listing_subdirs(f.dir, 64 * 1024, sub, 4), 1);
 
 	/* Absences: noted with no own change since, not after one. */
-	struct inode *ip = inode_ref(f.t, &es[1], NULL);
+	struct inode *ip = inode_ref(f.t, &es[1], NULL, 0);
 	inode_note_absent(f.t, ip, NOX_SELINUX, false, 3600, li.any);
 	CHECK(inode_noxattr(ip, NOX_SELINUX));
 	CHECK(!inode_noxattr(ip, NOX_ACL_ACCESS));
@@ -674,7 +674,7 @@ static void test_fetch_begin(void)
 	/* A larger directory needs more: one per per_bytes of its size. */
 	struct pfs_attr a = f.dir->attr;
 	a.size = 40 * 1024;
-	inode_set_attr(f.dir, &a);
+	inode_set_attr(f.dir, &a, 0);
 	for (int i = 0; i < 39; i++)
 		CHECK(!listing_fetch_begin(f.dir, 64 * 1024, 16, 1024));
 	CHECK(listing_fetch_begin(f.dir, 64 * 1024, 16, 1024));

@@ -3,7 +3,8 @@
  * a real inode table: this client's own writes keep them, whatever order
  * their replies come in, also one that comes after an open, and what
  * attributes seen while they were in flight showed; a version no change
- * of ours made, a push, or a failed write drops them.
+ * of ours made, a push, or a failed write drops them. Attributes from a
+ * reply to a request sent before a push leave the data version unknown.
  */
 #include <string.h>
 #include <sys/stat.h>
@@ -35,14 +36,14 @@ static struct inode *file(struct inode_table *t, uint32_t n)
 	e.fh.len = 8;
 	memcpy(e.fh.data, &n, sizeof(n));
 	e.attr = at(n, 1, 0);
-	return inode_ref(t, &e, NULL);
+	return inode_ref(t, &e, NULL, 0);
 }
 
 /* The reply of this client's change that left ip at a. */
 static void own(struct inode *ip, struct pfs_attr a)
 {
 	pthread_mutex_lock(&ip->lock);
-	inode_own_change_locked(ip, &a);
+	inode_own_change_locked(ip, &a, 0);
 	pthread_mutex_unlock(&ip->lock);
 }
 
@@ -50,7 +51,7 @@ static void own(struct inode *ip, struct pfs_attr a)
 static bool open_keeps(struct inode *ip, struct pfs_attr a)
 {
 	bool stale;
-	return inode_open_version(ip, &a, &stale);
+	return inode_open_version(ip, &a, &stale, 0);
 }
 
 /* File n, opened at version 1 and written once by this client (version
@@ -133,13 +134,13 @@ int main(void)
 	inode_write_queued(w);
 	uint64_t s1 = inode_write_sent(t, w), s2 = inode_write_sent(t, w);
 	struct pfs_attr w4 = at(50, 4, 30), w3 = at(50, 3, 20);
-	inode_set_attr(w, &w4);
+	inode_set_attr(w, &w4, 0);
 	inode_write_done(t, w, s2, &w4, 0, 0);
 	inode_write_done(t, w, s1, &w3, 0, 0);
 	CHECK(open_keeps(w, at(50, 4, 30)));
 	/* ... and while none is: another host's version breaks the chain. */
 	struct pfs_attr foreign = at(50, 5, 30);
-	inode_set_attr(w, &foreign);
+	inode_set_attr(w, &foreign, 0);
 	own(w, at(50, 6, 40));
 	CHECK(!open_keeps(w, at(50, 6, 40)));
 
@@ -148,9 +149,46 @@ int main(void)
 	struct inode *k = file(t, 40);
 	CHECK(open_keeps(k, at(40, 1, 0)));
 	struct pfs_attr other = at(40, 2, 5);
-	inode_set_attr(k, &other);
+	inode_set_attr(k, &other, 0);
 	own(k, at(40, 3, 15));
 	CHECK(!open_keeps(k, at(40, 3, 15)));
+
+	/* A reply to a request sent before a push that dropped the data (a
+	 * smaller push number) may carry the version from before the
+	 * change: the data version stays unknown, and neither the
+	 * persistent cache nor the inline copy answers from it, until
+	 * attributes come from a request sent after the push. */
+	struct inode *v = file(t, 60);
+	struct pfs_attr v1 = at(60, 1, 7), v2 = at(60, 2, 7);
+	fh = v->fh;
+	struct dver dv;
+	char buf[16];
+	size_t got;
+	bool stale;
+	inode_set_attr(v, &v1, 5);
+	CHECK(inode_data_version(v, &dv));
+	CHECK(inode_find(t, &fh, true, &nodeid, NULL, 7)); /* push 7 */
+	CHECK(!inode_data_version(v, &dv));
+	inode_set_attr(v, &v1, 6); /* sent before push 7 */
+	CHECK(!inode_data_version(v, &dv));
+	inode_set_inline(v, &v1, "content", 7);
+	CHECK(!inode_read_inline(v, 0, sizeof(buf), buf, &got));
+	inode_open_version(v, &v1, &stale, 6);
+	CHECK(!inode_data_version(v, &dv));
+	pthread_mutex_lock(&v->lock);
+	inode_own_change_locked(v, &v1, 6);
+	pthread_mutex_unlock(&v->lock);
+	CHECK(!inode_data_version(v, &dv));
+	inode_set_attr(v, &v2, 7); /* sent after it */
+	CHECK(inode_data_version(v, &dv));
+	inode_set_inline(v, &v2, "CONTENT", 7);
+	CHECK(inode_read_inline(v, 0, sizeof(buf), buf, &got));
+	CHECK_EQ(got, 7);
+	CHECK(memcmp(buf, "CONTENT", 7) == 0);
+	/* A reply with no push number to ask about (0) knows the version. */
+	CHECK(inode_find(t, &fh, true, &nodeid, NULL, 9));
+	inode_set_attr(v, &v2, 0);
+	CHECK(inode_data_version(v, &dv));
 
 	inode_table_free(t);
 	return check_done("test_pages");

@@ -33,13 +33,13 @@ int main(void)
 	CHECK_EQ(inode_table_new(&r, &t), 0);
 	struct inode *root = inode_get(t, FUSE_ROOT_ID);
 	struct pfs_entry de = ent(2, S_IFDIR | 0755, 2), oe = ent(3, S_IFDIR | 0755, 2);
-	struct inode *d = inode_ref(t, &de, NULL), *other = inode_ref(t, &oe, NULL);
+	struct inode *d = inode_ref(t, &de, NULL, 0), *other = inode_ref(t, &oe, NULL, 0);
 	inode_set_parent(t, d, root, 1, "d");
 	inode_set_parent(t, other, root, 1, "other");
 
 	/* A regular file: where it was seen, with one link. */
 	struct pfs_entry fe = ent(10, S_IFREG | 0644, 1);
-	struct inode *f = inode_ref(t, &fe, NULL);
+	struct inode *f = inode_ref(t, &fe, NULL, 0);
 	CHECK(inode_may_lose_name_in(f, d, false)); /* place unknown */
 	inode_set_parent(t, f, d, 2, "f");
 	CHECK(inode_may_lose_name_in(f, d, false));
@@ -47,13 +47,13 @@ int main(void)
 	CHECK(!inode_may_lose_name_in(f, other, false));
 	/* With another link, its last name may be anywhere. */
 	struct pfs_entry fl = ent(10, S_IFREG | 0644, 2);
-	inode_set_attr(f, &fl.attr);
+	inode_set_attr(f, &fl.attr, 0);
 	CHECK(inode_may_lose_name_in(f, other, false));
 
 	/* A directory: never for an unlink, for an rmdir or a rename over a
 	 * name only in its own parent (or where its place is unknown). */
 	struct pfs_entry se = ent(20, S_IFDIR | 0755, 2);
-	struct inode *s = inode_ref(t, &se, NULL);
+	struct inode *s = inode_ref(t, &se, NULL, 0);
 	CHECK(inode_may_lose_name_in(s, d, true)); /* place unknown */
 	CHECK(!inode_may_lose_name_in(s, d, false));
 	inode_set_parent(t, s, d, 3, "s");
@@ -63,7 +63,7 @@ int main(void)
 
 	/* Neither a symlink nor anything else. */
 	struct pfs_entry le = ent(30, S_IFLNK | 0777, 1);
-	struct inode *l = inode_ref(t, &le, NULL);
+	struct inode *l = inode_ref(t, &le, NULL, 0);
 	inode_set_parent(t, l, d, 4, "l");
 	CHECK(!inode_may_lose_name_in(l, d, true));
 
