@@ -282,6 +282,12 @@ int export_chunk(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
 	ret = fid_for(x, obj, fid, (int)(flags & INT_MAX), &f);
 	if (ret < 0)
 		return ret;
+	/* A digest stands for the bytes (peers hand them out for it): only
+	 * to a caller who may read them, as READ through this file would. */
+	if ((f->flags & O_ACCMODE) == O_WRONLY) {
+		ret = -EBADF;
+		goto out_put;
+	}
 	if ((ret = export_getattr(f->fd, before)) < 0 || !digest)
 		goto out_put;
 	buf = malloc(DIGEST_PIECE);

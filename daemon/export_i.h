@@ -187,8 +187,9 @@ ssize_t export_read_splice(struct xop *x, struct hent *obj, uint64_t fid, uint32
  * again under it with flags, as for READ), the file's attributes in
  * *before; then, if digest is not NULL, the SHA-256 of the len bytes at
  * off into digest and the attributes after that read in *after. Returns
- * 0, -EISDIR, -EIO (fewer than len bytes: the file shrank; or OpenSSL
- * failed), -ENOMEM, or -errno. May wait for the disk. */
+ * 0, -EBADF (a file open for writing only: a digest is as good as the
+ * bytes), -EISDIR, -EIO (fewer than len bytes: the file shrank; or
+ * OpenSSL failed), -ENOMEM, or -errno. May wait for the disk. */
 int export_chunk(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
 		 struct pfs_attr *before, uint64_t off, uint32_t len,
 		 uint8_t digest[PFS_DIGEST_LEN], struct pfs_attr *after);

@@ -158,10 +158,24 @@ static void unindex(struct cstore *s, struct chunk *c)
 		chunk_free(c);
 }
 
-struct chunk *cstore_find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN])
+/* Whether a reader of chunk index of fh may use c: anyone once it is
+ * checked (CK_READY); before, only a reader of the same chunk of the same
+ * file, since its slots are READ through the file of whoever claims them
+ * (cstore_claim), and a peer fetch that fails leaves them to be READ so:
+ * another file or chunk with the same digest (a run of zeros) would read
+ * one file's bytes as another's. Caller holds s->mu. */
+static bool shares(const struct chunk *c, const struct pfs_fh *fh, uint64_t index)
+{
+	return c->mode == CK_READY || (c->index == index && pfs_fh_equal(&c->fh, fh));
+}
+
+struct chunk *cstore_find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN],
+			  const struct pfs_fh *fh, uint64_t index)
 {
 	pthread_mutex_lock(&s->mu);
 	struct chunk *c = find(s, d);
+	if (c && fh && !shares(c, fh, index))
+		c = NULL;
 	if (c)
 		ref(s, c);
 	pthread_mutex_unlock(&s->mu);
@@ -181,7 +195,10 @@ struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uin
 	pthread_mutex_lock(&s->mu);
 	c = find(s, d);
 	if (c) {
-		ref(s, c);
+		if (shares(c, fh, index))
+			ref(s, c);
+		else
+			c = NULL; /* read the usual way, until it is checked */
 		goto out;
 	}
 	struct chunk *old;
@@ -307,24 +324,27 @@ int cstore_claim(struct cstore *s, struct chunk *c, unsigned first, unsigned las
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		bool waiting = false;
+		uint64_t want = 0;
 		if (c->mode != CK_COORD) {
 			ret = c->mode == CK_PEER ? -ETIMEDOUT : (int)c->mode;
 			if (c->mode == CK_PEER && wait_until(s, deadline))
 				continue;
 			break;
 		}
-		for (unsigned i = first; i <= last; i++) {
+		/* All or nothing: a thread that kept some slots while it
+		 * waited for others could wait for one that waits for it. */
+		for (unsigned i = first; i <= last && !waiting; i++) {
 			uint64_t b = 1ull << i;
 			if ((c->filled | *mine) & b)
 				continue;
-			if (c->claimed & b) {
+			if (c->claimed & b)
 				waiting = true;
-				continue;
-			}
-			c->claimed |= b;
-			*mine |= b;
+			else
+				want |= b;
 		}
 		if (!waiting) {
+			c->claimed |= want;
+			*mine |= want;
 			ret = 0;
 			break;
 		}

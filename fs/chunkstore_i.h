@@ -100,8 +100,11 @@ int cstore_new(size_t max_bytes, struct cstore **out);
 void cstore_free(struct cstore *s);
 
 /* The chunk of digest d with a reference (release with cstore_put), or
- * NULL. */
-struct chunk *cstore_find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN]);
+ * NULL; for a reader of chunk index of fh (fh NULL: anyone), only one
+ * that reader may use: checked (CK_READY), or made for that same chunk
+ * of that file (its slots are READ through the file of their claimer). */
+struct chunk *cstore_find(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN],
+			  const struct pfs_fh *fh, uint64_t index);
 /* What a chunk dropped for room was made for (the coordinator lists its
  * maker as holding it until told otherwise). */
 struct cstore_gone {
@@ -114,7 +117,9 @@ struct cstore_gone {
 /* The chunk of digest d, referenced: the one held (*created false), or a
  * new one of len bytes (1..1 << PFS_CHUNK_SHIFT_MAX) in mode (CK_PEER or
  * CK_COORD) for chunk index of fh, whose owner the caller is (*created
- * true). NULL when there is no room (or a bad len). The chunks dropped
+ * true). NULL when there is no room (or a bad len), or when the one held
+ * is not checked yet and was made for another file or chunk (as
+ * cstore_find: the caller reads the usual way). The chunks dropped
  * to make room go into gone[CSTORE_GONE_MAX] (*ngone of them; more are
  * not told). */
 struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uint32_t len,
@@ -135,8 +140,9 @@ void cstore_set_mode(struct cstore *s, struct chunk *c, enum ck_mode mode);
 
 /* CK_COORD: the caller needs slots first..last. Claims the empty ones
  * (their bits go into *mine: the caller READs them and calls
- * cstore_filled for each), and waits while another thread holds a claim
- * on one of them. Returns 0 once each is filled or the caller's, its
+ * cstore_filled for each), all at once: while another thread holds a
+ * claim on one of them it claims none and waits (holding some while
+ * waiting for others, two threads could wait for each other). Returns 0 once each is filled or the caller's, its
  * mode if c is no longer CK_COORD (CK_READY: all there; CK_FAILED), or
  * -ETIMEDOUT. */
 int cstore_claim(struct cstore *s, struct chunk *c, unsigned first, unsigned last,

@@ -349,7 +349,7 @@ static int acquire(struct rctx *r, struct piece *pc, uint64_t index, unsigned *s
 		if (cstore_recent_get(p->st, r->fkey, index, answer_key(r, *shift), pc->digest,
 				      &len, &seq) &&
 		    !gate_pushed_since(c->gate, seq, &r->fh)) {
-			pc->ch = cstore_find(p->st, pc->digest);
+			pc->ch = cstore_find(p->st, pc->digest, &r->fh, index);
 			if (pc->ch && pc->ch->mode != CK_FAILED)
 				return 0;
 			if (pc->ch)
@@ -420,7 +420,7 @@ again:;
 	memcpy(pc->digest, cr.hash.b, PFS_DIGEST_LEN);
 	cstore_recent_put(p->st, r->fkey, index, answer_key(r, *shift), pc->digest, cr.len, seq);
 	if (cr.source == PFS_CK_HELD) {
-		pc->ch = cstore_find(p->st, pc->digest);
+		pc->ch = cstore_find(p->st, pc->digest, &r->fh, index);
 		if (pc->ch && pc->ch->mode != CK_FAILED)
 			goto out;
 		if (pc->ch)

@@ -119,17 +119,23 @@ static void serve(struct peersrv *ps, int fd, const struct sockaddr_storage *sa)
 	const char *why;
 	int rc;
 
-	if (pnet_accept(&pn, fd, ps->ctx, ps->stop_efd, pfs_mono_ms() + HANDSHAKE_MS) < 0) {
+	/* The whole handshake, TLS and the peer's, within HANDSHAKE_MS: a
+	 * connection that has not proven the key by then is closed,
+	 * however it spaces its bytes. */
+	int64_t hs_deadline = pfs_mono_ms() + HANDSHAKE_MS;
+	if (pnet_accept(&pn, fd, ps->ctx, ps->stop_efd, hs_deadline) < 0) {
 		log_peer(ps, sa, "TLS handshake failed");
 		return;
 	}
 	pproto_init(&pp, ps->c->key);
 	for (;;) {
-		int64_t deadline = pfs_mono_ms() + (pp.st == PP_READY ? PEERSRV_IDLE_MS : HANDSHAKE_MS);
+		bool ready = pp.st == PP_READY;
+		int64_t deadline = ready ? pfs_mono_ms() + PEERSRV_IDLE_MS : hs_deadline;
 		if (pnet_read(&pn, hb, sizeof(hb), deadline) < 0)
 			break;
 		if (pproto_header(hb, &h, &why) < 0 ||
-		    pnet_read(&pn, payload, h.raw_len, pfs_mono_ms() + HANDSHAKE_MS) < 0) {
+		    pnet_read(&pn, payload, h.raw_len,
+			      ready ? pfs_mono_ms() + HANDSHAKE_MS : hs_deadline) < 0) {
 			log_peer(ps, sa, "bad frame");
 			break;
 		}

@@ -525,6 +525,29 @@ def test_a_peer_without_the_pod_key_gets_nothing(env):
         c.close()
 
 
+@pytest.mark.plaintext
+def test_a_caller_who_may_only_write_a_file_gets_no_digest(env):
+    """A digest is as good as the bytes (a peer hands them out for it):
+    CHUNK through a file open for writing only is refused with EBADF, as
+    READ is, also once a host that may read it made the digest known."""
+    pod = PeerPod(env, 1, opts="peers,tls=off,peer_min=8M", extra=["--peer-min=8M"])
+    w = pod.export / "W"
+    make_file(w, 16 * MB, seed=12)
+    os.chown(w, 1000, 1000)
+    os.chmod(w, 0o622)
+    sha_of(pod.mounts[0] / "W")  # root on host 0 reads it by chunks
+    key = P.load_key(pod.daemon.key)
+    with P.Conn(pod.daemon.host, pod.daemon.port) as c:
+        c.login(key, caps=P.CAP_PEER)
+        cr = P.creds(2000, 2000)
+        h, _ = c.lookup(c.root, "W", cr=cr)
+        fid = c.open(h, flags=os.O_WRONLY, cr=cr)
+        for f, index in ((fid, 1), (999, 2)):  # 999: opened for the request
+            with pytest.raises(P.PfsError) as e:
+                c.chunk(h, f, index, cr=cr, flags=os.O_WRONLY)
+            assert e.value.status == 9, e.value  # EBADF
+
+
 def test_memory_bounds_hold(env):
     """A client keeps at most peer_cache bytes of chunks (the oldest go)
     and reads exactly all the same; the coordinator lists at most

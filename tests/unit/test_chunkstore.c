@@ -47,7 +47,7 @@ static void test_make_and_bound(void)
 
 	CHECK_EQ(cstore_new(8 * MB, &s), 0);
 	dg(d, 1);
-	CHECK(cstore_find(s, d) == NULL);
+	CHECK(cstore_find(s, d, NULL, 0) == NULL);
 	struct chunk *a = MAKE(s, d, 4 * MB, CK_COORD);
 	CHECK(a && created);
 	CHECK_EQ(a->nslots, 4);
@@ -68,7 +68,7 @@ static void test_make_and_bound(void)
 	cstore_put(s, a);
 	cstore_put(s, b);
 	dg(d, 1);
-	struct chunk *again = cstore_find(s, d); /* a used again: b is now older */
+	struct chunk *again = cstore_find(s, d, NULL, 0); /* a used again: b is now older */
 	CHECK(again == a);
 	cstore_put(s, again);
 	dg(d, 3);
@@ -79,9 +79,9 @@ static void test_make_and_bound(void)
 	CHECK(pfs_fh_equal(&gone[0].fh, &fh7));
 	dg(d, 2);
 	CHECK_MEM(gone[0].digest, d, PFS_DIGEST_LEN);
-	CHECK(cstore_find(s, d) == NULL);
+	CHECK(cstore_find(s, d, NULL, 0) == NULL);
 	dg(d, 1);
-	struct chunk *a3 = cstore_find(s, d);
+	struct chunk *a3 = cstore_find(s, d, NULL, 0);
 	CHECK(a3 == a);
 	cstore_put(s, a3);
 	cstore_stats(s, &st);
@@ -92,7 +92,7 @@ static void test_make_and_bound(void)
 	 * last reference. */
 	cstore_set_mode(s, c, CK_FAILED);
 	dg(d, 3);
-	CHECK(cstore_find(s, d) == NULL);
+	CHECK(cstore_find(s, d, NULL, 0) == NULL);
 	cstore_stats(s, &st);
 	CHECK_EQ(st.bytes, 4 * MB);
 	cstore_put(s, c);
@@ -100,7 +100,7 @@ static void test_make_and_bound(void)
 	dg(d, 4);
 	struct chunk *e = MAKE(s, d, MB, CK_COORD);
 	cstore_put(s, e);
-	CHECK(cstore_find(s, d) == NULL);
+	CHECK(cstore_find(s, d, NULL, 0) == NULL);
 	cstore_free(s);
 	cstore_free(NULL);
 }
@@ -285,7 +285,7 @@ static bool holds(struct cstore *s, unsigned n)
 	uint8_t d[PFS_DIGEST_LEN];
 
 	dg(d, n);
-	struct chunk *c = cstore_find(s, d);
+	struct chunk *c = cstore_find(s, d, NULL, 0);
 	if (c)
 		cstore_put(s, c);
 	return c != NULL;
@@ -322,11 +322,83 @@ static void test_serving_is_no_use(void)
 	cstore_free(s);
 }
 
+/* A chunk not checked yet serves only readers of its own chunk of its
+ * own file (its slots are READ through the file of whoever claims them):
+ * another file, or another chunk, with the same digest reads the usual
+ * way until it is checked. */
+static void test_shared_only_with_its_chunk(void)
+{
+	static const struct pfs_fh fh8 = { .len = 1, .data = { 8 } };
+	struct cstore *s;
+	uint8_t d[PFS_DIGEST_LEN];
+	bool created;
+	uint64_t mine = 0;
+
+	cstore_new(64 * MB, &s);
+	dg(d, 5);
+	struct chunk *c = MAKE(s, d, 4 * MB, CK_COORD); /* chunk 5 of fh7 */
+	CHECK(c && created);
+	CHECK(cstore_make(s, d, 4 * MB, CK_COORD, &fh8, 5, &created, gone, &ngone) == NULL);
+	CHECK(cstore_make(s, d, 4 * MB, CK_COORD, &fh7, 6, &created, gone, &ngone) == NULL);
+	CHECK(cstore_find(s, d, &fh8, 5) == NULL);
+	CHECK(cstore_find(s, d, &fh7, 6) == NULL);
+	struct chunk *same = MAKE(s, d, 4 * MB, CK_COORD);
+	CHECK(same == c && !created);
+	cstore_put(s, same);
+	same = cstore_find(s, d, &fh7, 5);
+	CHECK(same == c);
+	cstore_put(s, same);
+	/* Checked: anyone's. */
+	CHECK_EQ(cstore_claim(s, c, 0, 3, &mine, in_ms(100)), 0);
+	for (unsigned i = 0; i < 4; i++)
+		cstore_filled(s, c, i, true);
+	cstore_set_mode(s, c, CK_READY);
+	same = cstore_find(s, d, &fh8, 5);
+	CHECK(same == c);
+	cstore_put(s, same);
+	same = cstore_make(s, d, 4 * MB, CK_COORD, &fh8, 9, &created, gone, &ngone);
+	CHECK(same == c && !created);
+	cstore_put(s, same);
+	cstore_put(s, c);
+	cstore_free(s);
+}
+
+/* Claims are all or nothing: a thread waiting for a slot another holds
+ * keeps none of the others (keeping them, two threads could each wait
+ * for a slot the other holds). */
+static void test_claims_all_or_nothing(void)
+{
+	struct cstore *s;
+	uint8_t d[PFS_DIGEST_LEN];
+	bool created;
+	uint64_t a = 0, b = 0, x = 0;
+
+	cstore_new(64 * MB, &s);
+	dg(d, 6);
+	struct chunk *c = MAKE(s, d, 4 * MB, CK_COORD);
+	CHECK_EQ(cstore_claim(s, c, 1, 1, &a, in_ms(100)), 0);
+	CHECK_EQ(a, 2);
+	CHECK_EQ(cstore_claim(s, c, 0, 1, &b, in_ms(20)), -ETIMEDOUT);
+	CHECK_EQ(b, 0);
+	CHECK_EQ(cstore_claim(s, c, 0, 0, &x, in_ms(20)), 0); /* slot 0 was left free */
+	CHECK_EQ(x, 1);
+	cstore_filled(s, c, 0, true);
+	cstore_filled(s, c, 1, true);
+	b = 0;
+	CHECK_EQ(cstore_claim(s, c, 0, 2, &b, in_ms(100)), 0);
+	CHECK_EQ(b, 4);
+	cstore_filled(s, c, 2, true);
+	cstore_put(s, c);
+	cstore_free(s);
+}
+
 int main(void)
 {
 	test_make_and_bound();
 	test_serving_is_no_use();
 	test_peer_then_slots();
+	test_shared_only_with_its_chunk();
+	test_claims_all_or_nothing();
 	test_serve();
 	test_recent();
 	return check_done("test_chunkstore");
