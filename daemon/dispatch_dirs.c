@@ -173,9 +173,10 @@ int op_listdirs(struct op *o)
 			p->obj = NULL;
 	}
 	/* A requested directory with another session's delegations in it:
-	 * recalled first (the whole request runs again after). */
-	for (size_t i = 0; i < n; i++) {
-		if (op_recall_check(o, &req[i])) {
+	 * recalled first (the whole request runs again after). Only handles
+	 * that resolved: a forged one must not reach the interest table. */
+	for (size_t k = 0; k < n; k++) {
+		if (st[k].err == 0 && op_recall_check(o, &st[k].fh)) {
 			ret = -OP_RECALL;
 			goto out_put;
 		}

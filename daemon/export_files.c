@@ -22,7 +22,10 @@ static bool writes(int flags)
 
 /* The session's fid, or (reopen on miss: the daemon restarted, or the
  * session expired) the object opened again under that fid. flags < 0:
- * any mode that allows writing; flags == -2: any mode at all. */
+ * any mode that allows writing; flags == -2: any mode at all. Read-only
+ * (x->ro) reopens only for reading: O_RDWR becomes O_RDONLY, and a mode
+ * that only writes is EROFS (a writable fd on the coordinator would
+ * make an exec of the file there fail with ETXTBSY, and break leases). */
 #define FLAGS_WRITABLE (-1)
 #define FLAGS_ANY (-2)
 static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, struct fid **out)
@@ -40,6 +43,12 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 		*out = f;
 		return 0;
 	}
+	if (x->ro) {
+		if (flags == FLAGS_WRITABLE || (flags >= 0 && (flags & O_ACCMODE) == O_WRONLY))
+			return -EROFS;
+		if (flags >= 0)
+			flags &= ~O_ACCMODE; /* O_RDONLY */
+	}
 	fd = session_fid_reserve(x->s);
 	if (fd < 0)
 		return fd;
@@ -48,7 +57,7 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 		fd = export_reopen(obj->fd, flags);
 	} else {
 		const int *modes = flags == FLAGS_WRITABLE ? wr_modes : any_modes;
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < (x->ro ? 1 : 2); i++) {
 			flags = modes[i];
 			fd = export_reopen(obj->fd, flags | O_CLOEXEC);
 			if (fd >= 0 || (fd != -EACCES && fd != -EPERM && fd != -ETXTBSY))
@@ -436,7 +445,7 @@ int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync)
 	/* No open file (or the daemon restarted): any fd of the inode will
 	 * do, fsync flushes the inode. */
 	fd = export_reopen(obj->fd, O_RDONLY);
-	if (fd == -EACCES)
+	if (fd == -EACCES && !x->ro)
 		fd = export_reopen(obj->fd, O_WRONLY);
 	if (fd < 0)
 		return fd;

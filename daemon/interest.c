@@ -47,6 +47,7 @@ struct interest *interest_new(void)
 		htab_init(&it->st[i].tab);
 	}
 	pthread_mutex_init(&it->slot_mu, NULL);
+	it->used[INTEREST_SLOTLESS / 64] |= 1ull << (INTEREST_SLOTLESS % 64); /* never allocated */
 	return it;
 }
 
@@ -95,13 +96,16 @@ static bool empty(const struct iobj *o)
 static bool set_slot(struct interest *it, uint64_t key, int slot, bool add)
 {
 	struct stripe *s = stripe_of(it, key);
-	unsigned w = (unsigned)slot / 64;
+	unsigned w;
 	bool gone = false;
 	uint64_t bit;
 	struct iobj *o;
 
+	if (slot < 0 && add)
+		slot = INTEREST_SLOTLESS;
 	if (slot < 0 || slot >= INTEREST_SLOTS)
 		return false;
+	w = (unsigned)slot / 64;
 	bit = 1ull << (slot % 64);
 	pthread_mutex_lock(&s->mu);
 	o = find(s, key);
@@ -188,16 +192,13 @@ int interest_slot_alloc(struct interest *it)
 	return slot;
 }
 
-size_t interest_slot_free(struct interest *it, int slot)
+/* Clears slot from every object (freeing those left empty). */
+static size_t clear_slot(struct interest *it, int slot)
 {
 	unsigned w = (unsigned)slot / 64;
+	uint64_t bit = 1ull << (slot % 64);
 	size_t gone = 0;
-	uint64_t bit;
 
-	/* Also a session without a slot (-1) comes here: no shift by it. */
-	if (slot < 0 || slot >= INTEREST_SLOTS)
-		return 0;
-	bit = 1ull << (slot % 64);
 	for (int i = 0; i < INTEREST_STRIPES; i++) {
 		struct stripe *s = &it->st[i];
 		pthread_mutex_lock(&s->mu);
@@ -220,10 +221,23 @@ size_t interest_slot_free(struct interest *it, int slot)
 		}
 		pthread_mutex_unlock(&s->mu);
 	}
+	return gone;
+}
+
+size_t interest_slot_free(struct interest *it, int slot)
+{
+	if (slot < 0 || slot >= INTEREST_SLOTS || slot == INTEREST_SLOTLESS)
+		return 0;
+	size_t gone = clear_slot(it, slot);
 	pthread_mutex_lock(&it->slot_mu);
-	it->used[w] &= ~bit;
+	it->used[slot / 64] &= ~(1ull << (slot % 64));
 	pthread_mutex_unlock(&it->slot_mu);
 	return gone;
+}
+
+size_t interest_slot_clear(struct interest *it)
+{
+	return clear_slot(it, INTEREST_SLOTLESS);
 }
 
 void interest_foreach(struct interest *it, void (*fn)(uint64_t key, void *arg), void *arg)

@@ -11,9 +11,10 @@
  * its own mutex, so worker threads registering interest rarely contend.
  * An object is one allocation: hnode (16 bytes, hash = key) + a bitmap of
  * session slots just wide enough for the highest slot set (8 bytes per 64
- * slots). Slots are allocated lowest-free first, so a pod of N clients uses
- * ceil(N/64) words. With 256 clients sharing 50k objects (a shared venv):
- * 50k x (16 + 8 + 32 + ~16 malloc + 8 bucket) = ~4 MB, i.e. ~16 KB per
+ * slots). Slots are allocated lowest-free first (from 1: 0 is
+ * INTEREST_SLOTLESS), so a pod of N clients uses ceil((N + 1) / 64)
+ * words. With 256 clients sharing 50k objects (a shared venv): 50k x
+ * (16 + 8 + 40 + ~16 malloc + 8 bucket) = ~4.4 MB, i.e. ~17 KB per
  * client, of which the interest bits proper are 6.25 KB (one bit per
  * client and object).
  *
@@ -30,8 +31,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define INTEREST_SLOTS 1024 /* sessions with a slot; the rest get every push */
+#define INTEREST_SLOTS 1024 /* slot numbers; one is INTEREST_SLOTLESS */
 #define INTEREST_WORDS (INTEREST_SLOTS / 64)
+/* The slot that every session without one of its own shares: what any
+ * of them was handed. They get the pushes about those objects, and only
+ * about those: never about an object nobody was handed, which may be
+ * outside the export (fanotify watches the whole filesystem). Never
+ * allocated; cleared by interest_slot_clear. */
+#define INTEREST_SLOTLESS 0
 #define INTEREST_STRIPES 64
 
 struct interest;
@@ -42,17 +49,23 @@ struct interest *interest_new(void);
  * more). Safe on NULL. */
 void interest_free(struct interest *it);
 
-/* Returns a free slot (lowest first), or -1 when all INTEREST_SLOTS are
- * taken (that session then gets every push: correct, only slower). */
+/* Returns a free slot (lowest first, never INTEREST_SLOTLESS), or -1
+ * when all are taken (that session then shares INTEREST_SLOTLESS:
+ * correct, only more pushes). */
 int interest_slot_alloc(struct interest *it);
 /* Clears slot from every object (freeing objects left with no slot) and
  * makes it free again. Walks the whole table: call once per dead session.
  * Returns how many objects left the table. */
 size_t interest_slot_free(struct interest *it, int slot);
+/* Clears INTEREST_SLOTLESS from every object (the last session without a
+ * slot ended), as interest_slot_free. */
+size_t interest_slot_clear(struct interest *it);
 
-/* Adds slot to key's set. slot < 0 is a no-op. */
+/* Adds slot to key's set; slot < 0 (a session without a slot) adds
+ * INTEREST_SLOTLESS. */
 void interest_add(struct interest *it, uint64_t key, int slot);
-/* Removes slot from key's set (the object goes when its set is empty).
+/* Removes slot from key's set (the object goes when its set is empty);
+ * slot < 0 is a no-op (another session may share INTEREST_SLOTLESS).
  * Returns true if the object went (no session is interested any more). */
 bool interest_del(struct interest *it, uint64_t key, int slot);
 /* Copies key's set into bits (INTEREST_WORDS words, zero-filled past the

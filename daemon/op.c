@@ -183,7 +183,9 @@ void op_lock_wake(struct op *o, const struct pfs_fh *fh)
 
 /* --- delegations --- */
 
-/* Whether a session other than the one of slot (-1: none) caches key. */
+/* Whether a session other than the one of slot caches key (slot -1: a
+ * session without one, which shares INTEREST_SLOTLESS with the others:
+ * counted as another's). */
 static bool others_cache(struct interest *it, uint64_t key, int slot)
 {
 	uint64_t bits[INTEREST_WORDS];
@@ -210,8 +212,7 @@ int op_recall_check(struct op *o, const struct pfs_fh *fh)
 	/* First this session caches fh (no grant in it from now on), then
 	 * the table: a grant racing with this request sees one or the
 	 * other (op_deleg_grant does the reverse). */
-	if (s->islot >= 0)
-		interest_add(o->d->it, key, s->islot);
+	interest_add(o->d->it, key, s->islot);
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!deleg_any(t))
 		return 0;
@@ -230,8 +231,8 @@ int op_forewarn(struct op *o, const struct pfs_fh *fh, const struct stat *st)
 
 	/* Only a caller who may make the change: else any client could
 	 * make every client that caches a file drop what it knows of it.
-	 * Sessions without an interest slot are not looked for: there are
-	 * some only past the slots' limit, and they cache everything. */
+	 * Sessions without an interest slot count as caching what any of
+	 * them was handed (INTEREST_SLOTLESS). */
 	if (r->forewarned || !r->s || !o->x.it || !fh->len || !creds_may_own(st->st_uid))
 		return 0;
 	uint64_t key = handles_key(o->d->hs, fh);

@@ -558,17 +558,18 @@ void push_inval(struct pfsd *d, struct session *from, bool self, const struct in
 	}
 	if (ret < 0)
 		return;
-	if (interest_get(d->it, key, bits)) {
-		for (unsigned i = 0; i < INTEREST_WORDS; i++) {
-			for (uint64_t b = bits[i]; b; b &= b - 1) {
-				struct session *s = d->slot_sess[i * 64 + __builtin_ctzll(b)];
-				if (s && (s != from || self))
-					push_one(s, from, iv->op, buf, w.len, acks);
-			}
+	if (!interest_get(d->it, key, bits))
+		return;
+	for (unsigned i = 0; i < INTEREST_WORDS; i++) {
+		for (uint64_t b = bits[i]; b; b &= b - 1) {
+			struct session *s = d->slot_sess[i * 64 + __builtin_ctzll(b)];
+			if (s && (s != from || self))
+				push_one(s, from, iv->op, buf, w.len, acks);
 		}
 	}
-	/* Sessions without a slot are interested in everything. */
-	if (d->nslotless) {
+	/* Sessions without a slot share one (INTEREST_SLOTLESS): each gets
+	 * what any of them was handed. */
+	if (d->nslotless && (bits[INTEREST_SLOTLESS / 64] & (1ull << (INTEREST_SLOTLESS % 64)))) {
 		/* push_one may close c (its session's connection): its
 		 * successor is taken first. */
 		for (c = LIST_FIRST(&d->conns); c; c = next) {

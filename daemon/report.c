@@ -21,6 +21,7 @@
 #include "lockstate_i.h"
 #include "revalhold_i.h"
 #include "observe_i.h"
+#include "interest_i.h"
 #include "lscache_i.h"
 #include "pfsd_i.h"
 #include "session_i.h"
@@ -262,6 +263,10 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 	sb_printf(&sb, "queued %zu\npaced %u\nread_queue %zu\nheap_used %zu\nheap_free %zu\n"
 		  "heap_mapped %zu\n", queued, paced, d->lim.read_queue, mi.uordblks + mi.hblkhd,
 		  mi.fordblks, mi.hblkhd);
+	size_t iobjs, ibytes;
+	interest_stats(d->it, &iobjs, &ibytes);
+	sb_printf(&sb, "interest_objects %zu\ninterest_bytes %zu\nslotless %u\n", iobjs, ibytes,
+		  d->nslotless);
 	if (d->lc) {
 		struct lscache_stats ls;
 		lscache_stats(d->lc, &ls);
@@ -445,6 +450,14 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_family(p, "podfsd_pushes_total", "counter",
 			"Invalidations and lock wake-ups pushed to clients");
 	pfs_prom_u64(p, "podfsd_pushes_total", d->st_pushes, NULL);
+	size_t iobjs, ibytes;
+	interest_stats(d->it, &iobjs, &ibytes);
+	pfs_prom_family(p, "podfsd_interest_objects", "gauge",
+			"Objects some client is known to cache (what changes are pushed for)");
+	pfs_prom_u64(p, "podfsd_interest_objects", iobjs, NULL);
+	pfs_prom_family(p, "podfsd_interest_bytes", "gauge",
+			"Memory of the table of who caches what");
+	pfs_prom_u64(p, "podfsd_interest_bytes", ibytes, NULL);
 	if (d->chunks) {
 		struct chunks_stats cs;
 		chunks_stats(d->chunks, &cs);

@@ -108,7 +108,9 @@ static void maybe_free(struct session *s)
 	/* Objects that lost their last interested session may be in kept
 	 * listings: a change beside podfs would no longer be pushed, nor
 	 * end those listings (lscache_i.h). */
-	if (interest_slot_free(s->d->it, s->islot) && s->d->lc)
+	size_t gone = s->islot >= 0 ? interest_slot_free(s->d->it, s->islot)
+		      : s->d->nslotless == 0 ? interest_slot_clear(s->d->it) : 0;
+	if (gone && s->d->lc)
 		lscache_bump(s->d->lc);
 	/* Closing fds here is cheap (no flush on local filesystems) and keeps
 	 * a session's teardown atomic with respect to a reconnect. */

@@ -92,8 +92,11 @@ static void push(struct watch *w, const struct kh *k, uint16_t op, int64_t off,
 	/* Chunk digests of a file whose data changed go whoever caches it. */
 	if (op == PFS_OP_INVAL_INODE && off >= 0 && d->chunks)
 		chunks_drop(d->chunks, key);
-	/* The cheap test first: most events are about objects nobody caches. */
-	if (!interest_get(d->it, key, bits) && !d->nslotless)
+	/* The cheap test first: most events are about objects nobody caches.
+	 * Nobody was handed one outside the export, which the filesystem's
+	 * mark also reports: it goes no further (not even to sessions
+	 * without a slot, interest_i.h). */
+	if (!interest_get(d->it, key, bits))
 		return;
 	if (op == PFS_OP_INVAL_ENTRY && (nl == 0 || !pfs_name_valid(name, nl)))
 		return;

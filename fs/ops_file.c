@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cache_i.h"
 #include "deleg_i.h"
 #include "dirdeleg_i.h"
 #include "estale_i.h"
@@ -396,9 +397,12 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		free(buf);
 	}
-	/* The persistent cache, for a file whose current version is known. */
+	/* The persistent cache, for a file whose current version is known:
+	 * not from a lost connection until the revalidation after it ended
+	 * (pushes may have been lost meanwhile). */
 	struct dver pv;
-	bool pc = c->pc && inode_data_version(of->ip, &pv) && pcache_wants(c->pc, pv.size);
+	bool pc = c->pc && cache_current(c->cache) && inode_data_version(of->ip, &pv) &&
+		  pcache_wants(c->pc, pv.size);
 	if (pc && pc_serve(req, of->ip, &pv, size, off))
 		return;
 	/* A large file, by chunks from the peers (-o peers). */

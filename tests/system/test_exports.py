@@ -23,6 +23,8 @@ import struct
 
 import pytest
 
+import pfsproto as P
+
 from helpers import PODFS, PODFSD, read_file, run, wait_for, write_file
 
 pytestmark = pytest.mark.usefixtures("own_daemon")
@@ -366,3 +368,38 @@ def test_dual_stack_listener(env):
     m6 = env.mount(d, path=mnt, host="[::1]")
     assert read_file(m6 / "v4") == b"x"
     assert eno(write_file, m6 / "v6", b"y") == errno.EROFS
+
+
+@pytest.mark.plaintext
+def test_read_only_never_opens_for_writing(env):
+    """On a read-only export, OPEN for writing is EROFS; a READ naming a
+    fid the coordinator does not know (after a restart, the client's
+    reopen) opens the file again, and then for reading only, whatever
+    access mode the request names: a file open for writing on the
+    coordinator would make an exec of it there fail with ETXTBSY."""
+    d = env.start_daemon(extra=["--ro"])
+    tool = d.export / "tool"
+    write_file(tool, open("/bin/true", "rb").read())
+    os.chmod(tool, 0o777)
+    key = P.load_key(env.key)
+    user = P.creds(1000, 1000)
+    with P.connect(d.host, d.port, key) as c:
+        h, _ = c.lookup(c.root, "tool", cr=user)
+        with pytest.raises(P.PfsError) as e:
+            c.open(h, flags=os.O_RDWR, fid=77, cr=user)
+        assert e.value.status == errno.EROFS
+        assert c.read(h, 77, 0, 4, flags=os.O_RDWR, cr=user) == b"\x7fELF"
+        with pytest.raises(P.PfsError) as e:
+            c.read(h, 78, 0, 4, flags=os.O_WRONLY, cr=user)
+        assert e.value.status == errno.EROFS
+        modes = []
+        for n in os.listdir(f"/proc/{d.proc.pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{d.proc.pid}/fd/{n}") == str(tool):
+                    with open(f"/proc/{d.proc.pid}/fdinfo/{n}") as f:
+                        flags = int(f.read().split("flags:")[1].split()[0], 8)
+                    modes.append(flags & os.O_ACCMODE)
+            except OSError:
+                pass
+        assert modes and all(m == os.O_RDONLY for m in modes), modes
+        assert run([str(tool)], check=False).returncode == 0

@@ -33,12 +33,13 @@ static void test_slots(void)
 	struct interest *it = interest_new();
 	int s;
 
-	CHECK_EQ(interest_slot_alloc(it), 0);
+	/* INTEREST_SLOTLESS (0) is never handed out. */
 	CHECK_EQ(interest_slot_alloc(it), 1);
 	CHECK_EQ(interest_slot_alloc(it), 2);
-	interest_slot_free(it, 1);
-	CHECK_EQ(interest_slot_alloc(it), 1); /* lowest free first */
-	for (s = 3; s < INTEREST_SLOTS; s++)
+	CHECK_EQ(interest_slot_alloc(it), 3);
+	interest_slot_free(it, 2);
+	CHECK_EQ(interest_slot_alloc(it), 2); /* lowest free first */
+	for (s = 4; s < INTEREST_SLOTS; s++)
 		if (!CHECK_EQ(interest_slot_alloc(it), s))
 			break;
 	CHECK_EQ(interest_slot_alloc(it), -1); /* all taken */
@@ -46,6 +47,7 @@ static void test_slots(void)
 	CHECK_EQ(interest_slot_alloc(it), 700);
 	interest_slot_free(it, -1); /* no-op */
 	interest_slot_free(it, INTEREST_SLOTS);
+	interest_slot_free(it, INTEREST_SLOTLESS); /* not a session's: stays reserved */
 	CHECK_EQ(interest_slot_alloc(it), -1);
 	interest_free(it);
 	interest_free(NULL);
@@ -77,11 +79,26 @@ static void test_sets(void)
 	CHECK_EQ(objects(it), 1);
 
 	/* Slots out of range change nothing. */
-	interest_add(it, key + 1, -1);
 	interest_add(it, key + 1, INTEREST_SLOTS);
 	CHECK(!interest_get(it, key + 1, bits));
-	interest_del(it, key, -1);
 	interest_del(it, key, INTEREST_SLOTS);
+	CHECK(has(it, key, 3));
+
+	/* A session without a slot (-1) adds the shared INTEREST_SLOTLESS,
+	 * and never removes it (another may share it): only
+	 * interest_slot_clear does. */
+	interest_add(it, key + 1, -1);
+	CHECK(has(it, key + 1, INTEREST_SLOTLESS));
+	CHECK(!interest_del(it, key + 1, -1));
+	CHECK(has(it, key + 1, INTEREST_SLOTLESS));
+	interest_add(it, key + 2, -1);
+	interest_add(it, key + 2, 5);
+	CHECK_EQ(interest_slot_clear(it), 1); /* key + 1 goes, key + 2 keeps slot 5 */
+	CHECK(!interest_get(it, key + 1, bits));
+	CHECK(has(it, key + 2, 5));
+	CHECK(!has(it, key + 2, INTEREST_SLOTLESS));
+	CHECK(interest_del(it, key + 2, 5));
+	interest_del(it, key, -1);
 	CHECK(has(it, key, 3));
 
 	/* The object goes with its last slot, and says so. */
@@ -137,9 +154,10 @@ static void test_note(void)
 			break;
 	interest_note(it, 77, 9, NULL); /* no vector: interest only */
 	CHECK(has(it, 77, 9));
-	interest_note(it, 78, -1, &kv); /* no slot: noted, not registered */
+	interest_note(it, 78, -1, &kv); /* no slot: the shared one */
 	CHECK_EQ(kv.n, 101);
-	CHECK_EQ(objects(it), 101);
+	CHECK_EQ(objects(it), 102);
+	CHECK(has(it, 78, INTEREST_SLOTLESS));
 	free(kv.v);
 	interest_free(it);
 }
