@@ -511,6 +511,9 @@ void chunks_report(struct chunks *t, uint64_t key, uint64_t index,
 		goto out;
 	struct hlist *l = f->hl[index];
 	struct holder *mine = requester >= 0 ? rec_find(l, requester) : NULL;
+	/* Only a client sent to that peer for this chunk may say it failed:
+	 * any other could strike out every honest peer in turn. */
+	bool was_sent = mine && mine->state == H_FETCHING && mine->src == peer;
 	if (status & PFS_CKR_HAVE)
 		t->st.reports_have++;
 	if (status & PFS_CKR_PEER_BAD)
@@ -533,7 +536,7 @@ void chunks_report(struct chunks *t, uint64_t key, uint64_t index,
 	} else if (mine) {
 		rec_del(t, l, (unsigned)(mine - l->h));
 	}
-	if ((status & (PFS_CKR_PEER_BAD | PFS_CKR_PEER_MISSING)) && src_live &&
+	if ((status & (PFS_CKR_PEER_BAD | PFS_CKR_PEER_MISSING)) && src_live && was_sent &&
 	    (int)peer != requester) {
 		struct holder *s = rec_find(f->hl[index], (int)peer);
 		if (s)

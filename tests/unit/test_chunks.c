@@ -352,6 +352,43 @@ static void test_strikes(void)
 
 /* Among holders as busy as each other, the one that got the chunk last
  * (it drops it last); a busier one only when the others are busier. */
+/* Only a client sent to a peer for a chunk may report that the peer
+ * failed it: the reports of any other (a key holder naming every peer in
+ * turn) neither strike the peer nor forget it as a holder. */
+static void test_strikes_only_from_those_sent(void)
+{
+	struct chunks_conf c = conf();
+	struct chunks *t = chunks_new(&c);
+	struct chunk_ver v = ver(100 * CS, 1);
+	struct chunk_source src;
+	uint8_t d[PFS_DIGEST_LEN];
+	int a = add_peer(t, 1), b = add_peer(t, 2), z = add_peer(t, 3);
+
+	for (uint64_t i = 0; i < 8; i++) {
+		CHECK_EQ(get_digest(t, 5, &v, i, d), 0);
+		CHECK_EQ(chunks_choose(t, 5, &v, i, d, a, false, 0, &src), 0);
+		chunks_report(t, 5, i, d, a, PFS_CKR_HAVE, CHUNKS_NO_PEER, 0, 10);
+	}
+	get_digest(t, 5, &v, 7, d);
+	CHECK_EQ(chunks_choose(t, 5, &v, 7, d, b, false, 20, &src), 0);
+	CHECK_EQ(src.peer, a);
+	uint32_t gen = src.gen;
+	chunks_report(t, 5, 7, d, b, PFS_CKR_HAVE, src.peer, src.gen, 21);
+	for (uint64_t i = 0; i < 6; i++) {
+		get_digest(t, 5, &v, i, d);
+		chunks_report(t, 5, i, d, z, PFS_CKR_PEER_BAD, (uint32_t)a, gen, 30);
+		chunks_report(t, 5, i, d, z, PFS_CKR_PEER_MISSING, (uint32_t)a, gen, 30);
+	}
+	for (uint64_t i = 0; i < 6; i++) {
+		get_digest(t, 5, &v, i, d);
+		CHECK_EQ(chunks_choose(t, 5, &v, i, d, b, false, 40, &src), 0);
+		CHECK_EQ(src.kind, PFS_CK_PEER);
+		CHECK_EQ(src.peer, a);
+		chunks_report(t, 5, i, d, b, PFS_CKR_HAVE, src.peer, src.gen, 41);
+	}
+	chunks_free(t);
+}
+
 static void test_latest_holder(void)
 {
 	struct chunks_conf c = conf();
@@ -482,6 +519,7 @@ int main(void)
 	test_tree();
 	test_reports();
 	test_strikes();
+	test_strikes_only_from_those_sent();
 	test_latest_holder();
 	test_peers();
 	test_holders_bound();
