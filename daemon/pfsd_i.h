@@ -130,6 +130,7 @@ struct pfsd {
 	struct lscache *lc;       /* listings kept to serve again (any thread) */
 	struct session *slot_sess[INTEREST_SLOTS]; /* live session of each slot (loop) */
 	unsigned nslotless;       /* live sessions without a slot (loop) */
+	uint64_t sessions_made;   /* sessions made since start (loop): their numbers */
 	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
 	struct revalhold *rh;     /* sessions on disk, the hold after a restart (any thread) */

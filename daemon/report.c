@@ -539,7 +539,7 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 			unsigned nconns;
 			long fids, locks;
 			uint64_t v = 0;
-			snprintf(id, sizeof(id), "%016" PRIx64, s->client_id);
+			snprintf(id, sizeof(id), "%" PRIu64, s->number);
 			sess_addr(s, addr, sizeof(addr), false);
 			if (f == 0) {
 				v = sum_req(s->st_req);

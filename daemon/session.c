@@ -50,6 +50,7 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	STAILQ_INIT(&s->waitq);
 	STAILQ_INIT(&s->deferred);
 	idtab_insert(&d->sessions, &s->hn, client_id);
+	s->number = ++d->sessions_made;
 	s->islot = interest_slot_alloc(d->it);
 	if (s->islot >= 0)
 		d->slot_sess[s->islot] = s;

@@ -58,6 +58,10 @@ struct session {
 	struct hnode hn;
 	struct pfsd *d;
 	uint64_t client_id;
+	/* Its name where others may read it (the metrics): the count of
+	 * sessions made before it. Never the client id, which resumes it
+	 * (AUTH): whoever learns that can take the session over. */
+	uint64_t number;
 	char host[PFS_HOSTNAME_MAX + 1];
 	uint64_t caps;
 	struct conn *conn; /* attached connection, or NULL while lingering */

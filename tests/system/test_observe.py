@@ -319,6 +319,12 @@ def test_metrics_count_known_traffic(env, mount):
     per_client = [(k, v) for k, v in ds.items() if k[0] == "podfsd_client_wire_bytes_in_total"]
     assert len(per_client) == 1 and per_client[0][1] >= MIB, per_client
     assert dict(per_client[0][0][1])["client"] == "127.0.0.1", per_client
+    # A session is named by its number, never by the id that resumes it
+    # (whoever reads the metrics could take the session over).
+    cid = raw(sock)[1][0]["id"]
+    text = scrape(daddr)
+    assert cid not in text and cid.lstrip("0") not in text, cid
+    assert dict(per_client[0][0][1])["session"] == "1", per_client
     assert metric(cs, "podfs_reconnects_total") == 0
     # HEAD gets the head only.
     req = urllib.request.Request(f"http://{daddr}/metrics", method="HEAD")
