@@ -140,25 +140,39 @@ def test_a_podfs_finishing_late_leaves_the_next_mounts_socket(env, daemon, mount
     old mount's podfs is stopped across its unmount and the new mount.
     The number is the machine's: a test running beside this one (scripts/test
     runs three files at once) may mount in between and take it, as it did
-    five times in a row in one CI run; each try takes about 0.4 s."""
+    five times in a row in one CI run; each try takes about 0.4 s. A
+    podfs makes its socket just after its mount is up: the test waits for
+    each one's (one CI run looked before the new one had made it)."""
+    def made(sock):  # which socket file is there: (inode, mtime), or None
+        try:
+            st = os.stat(sock)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
     for attempt in range(30):
         old = mount(daemon, path=env.root / f"old{attempt}")
         dev = old.info["devid"]
+        sock = f"/run/podfs/mount-{dev.replace(':', '_')}.sock"
+        olds = wait_for(lambda: made(sock), 10, what="the old mount's status socket")
+        news = None
         old.proc.send(signal.SIGSTOP)
         try:
             r = subprocess.run(["fusermount3", "-u", str(old.path)], capture_output=True,
                                text=True, timeout=30)
             assert r.returncode == 0, r.stderr
             new = mount(daemon, path=env.root / f"new{attempt}")
+            if new.info["devid"] == dev:  # its socket replaces the old one's
+                news = wait_for(lambda: made(sock) not in (None, olds) and made(sock), 10,
+                                what="the new mount's status socket")
         finally:
             old.proc.send(signal.SIGCONT)
         assert old.proc.wait(30) == 0, "the old mount's podfs did not exit 0"
-        if new.info["devid"] == dev:
+        if news:
             break
     else:
         pytest.fail("no new mount got the old one's device number in 30 tries")
-    sock = f"/run/podfs/mount-{dev.replace(':', '_')}.sock"
-    assert os.path.exists(sock), f"{sock} is gone"
+    assert made(sock) == news, f"{sock} is gone or not the new mount's"
     r = status(new)
     assert r.returncode == 0, r.stderr
     assert re.search(r"round trip \d+ us", r.stdout), r.stdout
