@@ -231,13 +231,21 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
     # A busy mount is detached lazily, with a warning; --remove-key.
     hosts.ok(1, "(cd /mnt/podfs && exec sleep 120) </dev/null >/dev/null 2>&1 & "
                 "echo $! > /run/podfs/busy.pid")
+    # podfsd is left running while a host could not unmount cleanly (the
+    # dead one, the busy one): their podfs could still have writes to send.
     rc, out = pod(env, hosts, "down", hf, "--remove-key", expect=1)
     print(out)
-    assert "3 of 4 hosts down" in out
+    assert "2 of 4 hosts down" in out
     assert row(out, "10.77.0.11")[1:] == ["client", "removed", "-", "removed", "removed"], out
     assert re.search(r"^10\.77\.0\.11: down\n  warning: /mnt/podfs was busy", out, re.M), out
+    assert row(out, "10.77.0.10")[1:4] == ["coordinator", "removed", "kept"], out
+    assert re.search(r"^10\.77\.0\.10: FAILED\n  podfsd left running: "
+                     rf"{re.escape(SshHosts.DEAD)} 10\.77\.0\.11 not unmounted cleanly", out,
+                     re.M), out
+    assert hosts.ok(0, "cat /proc/$(cat /run/podfs/podfsd.pid)/comm").strip() == "podfsd"
     for i in (0, 1, 2):
         assert mounts(hosts, i) == [], i
+    for i in (1, 2):
         assert hosts.sh(i, "test -e /etc/podfs/pod.key")[0] != 0, i
     # Its last user gone, the detached mount's podfs ends (waited for:
     # killed while its sanitizer checks for leaks at exit, it would leave
@@ -245,6 +253,12 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
     hosts.ok(1, "kill $(cat /run/podfs/busy.pid)")
     ended, running = only_sshd_left(hosts, 1)
     assert len(running) == 1, running
+    # Every host down: down stops podfsd.
+    hf.write_text("10.77.0.10\n10.77.0.11\n10.77.0.12\n")
+    rc, out = pod(env, hosts, "down", hf, "--remove-key")
+    print(out)
+    assert "3 of 3 hosts down" in out
+    assert hosts.sh(0, "test -e /etc/podfs/pod.key")[0] != 0
     # The administrator's exports file stays.
     assert hosts.ok(0, "cat /etc/podfs/exports") == "10.77.0.0/24 rw\n"
 

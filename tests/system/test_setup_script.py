@@ -5,6 +5,7 @@ namespace) that mounts with --client; bad options are one line."""
 
 import os
 import shutil
+import stat
 import socket
 import subprocess
 import time
@@ -102,8 +103,14 @@ def test_listen_serves_its_network_and_a_client_mounts(env, setup):
     setup.stops.append(([export, mnt], srun, None))
     export.mkdir()
     os.chmod(export, 0o1777)  # root squashed elsewhere may still write here
+    # The key in a directory of others' (as /tmp): its mode stays (setup
+    # once made it root's only).
+    setup.key.parent.mkdir()
+    os.chmod(setup.key.parent, 0o1777)
     r = setup.run(["--listen", f"{ns.host_ip}:{port}", export, mnt], srun)
     assert r.returncode == 0, r.stdout
+    assert stat.S_IMODE(os.stat(setup.key.parent).st_mode) == 0o1777
+    assert stat.S_IMODE(os.stat(setup.key).st_mode) == 0o600
     net = ns.host_ip.rsplit(".", 1)[0] + ".0/24"
     assert f"podfsd on {ns.host_ip}:{port} to {net}" in r.stdout, r.stdout
     assert f"scp root@{ns.host_ip}:{setup.key} {setup.key}" in r.stdout, r.stdout
