@@ -142,9 +142,9 @@ void cstore_set_mode(struct cstore *s, struct chunk *c, enum ck_mode mode);
  * (their bits go into *mine: the caller READs them and calls
  * cstore_filled for each), all at once: while another thread holds a
  * claim on one of them it claims none and waits (holding some while
- * waiting for others, two threads could wait for each other). Returns 0 once each is filled or the caller's, its
- * mode if c is no longer CK_COORD (CK_READY: all there; CK_FAILED), or
- * -ETIMEDOUT. */
+ * waiting for others, two threads could wait for each other). Returns 0
+ * once each is filled or the caller's, its mode if c is no longer
+ * CK_COORD (CK_READY: all there; CK_FAILED), or -ETIMEDOUT. */
 int cstore_claim(struct cstore *s, struct chunk *c, unsigned first, unsigned last,
 		 uint64_t *mine, int64_t deadline);
 /* The caller's claimed slot is filled (ok) or given back (the READ

@@ -46,15 +46,10 @@ int peercli_new(struct client *c, struct peercli **out)
 	if (!pc)
 		return -ENOMEM;
 	pc->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (pc->stop_efd < 0 || pfs_cond_init_mono(&pc->cv) != 0) {
+	if (pfs_random(&pc->peer_id, sizeof(pc->peer_id)) < 0 || pc->stop_efd < 0 ||
+	    pfs_cond_init_mono(&pc->cv) != 0) {
 		if (pc->stop_efd >= 0)
 			close(pc->stop_efd);
-		free(pc);
-		return -ENOMEM;
-	}
-	if (pfs_random(&pc->peer_id, sizeof(pc->peer_id)) < 0) {
-		close(pc->stop_efd);
-		pthread_cond_destroy(&pc->cv);
 		free(pc);
 		return -ENOMEM;
 	}
