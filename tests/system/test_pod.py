@@ -151,8 +151,19 @@ def test_pod_up_status_down_on_four_hosts(env, hosts):
     assert out.count(f"mount: /mnt/podfs from {src}") == 4
     assert len(re.findall(r"round trip \d+ us, connected since \d{4}-", out)) == 4, out
 
+    # Host 1 remounted by hand with bg, from a port nobody answers on: a
+    # podfs stays behind, trying to mount; down stops it (or it would
+    # mount after down).
+    hosts.ok(1, "fusermount3 -u /mnt/podfs && "
+                "mount -t fuse.podfs -o key=/etc/podfs/pod.key,bg 10.77.0.10:7050 /mnt/podfs")
+    assert mounts(hosts, 1) == []
+    assert hosts.sh(1, "pgrep -x podfs")[0] == 0
+
     rc, out = pod(env, hosts, "down", hf)
     print(out)
+    assert re.search(r"^10\.77\.0\.11: down\n  warning: a podfs still waiting to mount "
+                     r"/mnt/podfs \(the coordinator did not answer\) was stopped \(pid \d+\)$",
+                     out, re.M), out
     assert row(out, names[0])[1:] == ["coordinator", "removed", "stopped", "removed", "kept"]
     for n in names[1:]:
         assert row(out, n)[1:] == ["client", "removed", "-", "removed", "kept"], out
@@ -165,7 +176,10 @@ def test_pod_up_status_down_on_four_hosts(env, hosts):
         # Nothing of podfs runs: the sessions' background processes
         # (podfs, podfsd) ended, with exit status 0; sshd is left.
         ended, running = only_sshd_left(hosts, i)
-        assert ended and all(s == 0 for s in ended.values()), (i, ended)
+        # (host 1's waiting podfs ended by SIGTERM)
+        want = [-15] if i == 1 else []
+        assert ended and sorted(ended.values()) == want + [0] * (len(ended) - len(want)), \
+            (i, ended)
         assert len(running) == 1, (i, running)
         assert hosts.ok(i, f"cat /proc/{running[0]}/comm").strip() == "sshd"
     # The export's data stays.
@@ -192,6 +206,16 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
         assert mounts(hosts, i) == [("fuse.podfs", "10.77.0.10:7049")], i
     rc, out = pod(env, hosts, "status", hf, expect=1)
     assert f"{SshHosts.DEAD} (client):\n  unreachable" in out, out
+
+    # An up for another export does not take the running podfsd (of the
+    # first up's command line) for its own: it says so, and leaves it.
+    pid = hosts.ok(0, "cat /run/podfs/podfsd.pid").strip()
+    rc, out = pod(env, hosts, "up", hf, "--export", "/srv/other", expect=1)
+    print(out)
+    assert re.search(rf"^10\.77\.0\.10: FAILED\n  podfsd: podfsd \(pid {pid}\) already runs, "
+                     r'as "[^"]* --state-dir /var/lib/podfs /srv/podfs": run podfs pod down first$',
+                     out, re.M), out
+    assert hosts.ok(0, "cat /run/podfs/podfsd.pid").strip() == pid
 
     # The dead host replaced by another, which holds a key of its own:
     # the exports file up wrote is rewritten and podfsd reloads it,

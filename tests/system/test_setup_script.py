@@ -171,3 +171,73 @@ def test_setup_options_are_checked(env):
                            env=dict(os.environ, PODFS_RUN_DIR=str(env.root / "run")))
         assert r.returncode != 0 and what in r.stderr, (args, r.stderr)
         assert r.stderr.count("\n") == 1, (args, r.stderr)
+
+
+SUDO_USER_SCRIPT = r"""
+set -u
+for f in passwd group shadow sudoers; do mount --bind "$D/$f" /etc/$f || exit 1; done
+as_user() { runuser -u podfsuser -- env PODFS_RUN_DIR="$RUN" PODFS_SETUP_BUILD="$BUILD" "$@"; }
+setup() { as_user "$SETUP" --key "$KEY" --state-dir "$STATE" --port "$PORT" "$@"; }
+setup "$EXPORT" "$MNT"; echo "first=$?"
+as_user sh -c 'echo from the user > "$1/by-user"' sh "$MNT"; echo "write=$?"
+echo "owner=$(stat -c %u "$EXPORT/by-user")"
+setup "$EXPORT" "$MNT"; echo "again=$?"
+setup --listen "127.0.0.1:$PORT" "$EXPORT" "$MNT"; echo "other=$?"
+pids="$(cat "$RUN/podfsd.pid") $(cat "$RUN/podfs.pid")"
+setup --stop "$EXPORT" "$MNT"; echo "stop=$?"
+mountpoint -q "$MNT"; echo "mounted=$?"
+for p in $pids; do  # (a zombie has ended: this test's pytest reaps it)
+	grep -q "^State:.*[^Z] (" /proc/$p/status 2>/dev/null && echo "left=$p $(cat /proc/$p/comm)"
+done
+echo end
+"""
+
+
+@pytest.mark.timeout(300)
+def test_setup_run_by_a_user_with_sudo(env):
+    """The quick start as most people run it: a user with sudo, not root.
+    Its root parts (the key, podfsd, the mount, their logs in a root-only
+    run directory) go through sudo; the user writes through the mount as
+    themself; a run again changes nothing; a run with other options does
+    not take the running podfsd for its own but says so; --stop stops
+    both. (Before: the logs' redirections were the user's, and failed.)"""
+    d = env.root / "sudo-etc"
+    d.mkdir()
+    u, uid = "podfsuser", 4243
+    files = {
+        "passwd": open("/etc/passwd").read() + f"{u}:x:{uid}:{uid}:podfs test:/:/bin/sh\n",
+        "group": open("/etc/group").read() + f"{u}:x:{uid}:\n",
+        "shadow": open("/etc/shadow").read() + f"{u}:*:19000:0:99999:7:::\n",
+        "sudoers": "Defaults env_reset\n"
+                   'Defaults env_keep += "ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS"\n'
+                   "Defaults !requiretty, !lecture, !syslog\n"
+                   "root ALL=(ALL:ALL) ALL\n"
+                   f"{u} ALL=(ALL:ALL) NOPASSWD: ALL\n",
+    }
+    for name, text in files.items():
+        (d / name).write_text(text)
+        os.chmod(d / name, 0o440 if name == "sudoers" else 0o640 if name == "shadow" else 0o644)
+    export, mnt, run = env.root / "uexport", env.root / "umnt", env.root / "urun"
+    export.mkdir()
+    os.chmod(export, 0o1777)
+    keydir = env.root / "ukeys"
+    e = dict(os.environ, D=str(d), RUN=str(run), BUILD=str(BUILD), SETUP=str(SETUP),
+             KEY=str(keydir / "pod.key"), STATE=str(env.root / "ustate"),
+             PORT=str(free_port()), EXPORT=str(export), MNT=str(mnt))
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
+                        SUDO_USER_SCRIPT], env=e, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
+    out = r.stdout
+    print(out)
+    for log in run.glob("*.log"):
+        text = log.read_text(errors="replace")
+        assert "Sanitizer" not in text and "runtime error:" not in text, f"{log}:\n{text}"
+    assert out.rstrip().endswith("end"), out
+    assert "first=0" in out and "podfs is up." in out, out
+    assert "write=0" in out and f"owner={uid}" in out, out
+    assert "again=0" in out and "podfsd already running" in out, out
+    assert f"is already mounted (fuse.podfs 127.0.0.1:{e['PORT']})" in out, out
+    assert "other=1" in out and "already runs with other options" in out, out
+    assert "stop=0" in out and "mounted=0" not in out and "left=" not in out, out
+    assert stat.S_IMODE(os.stat(keydir / "pod.key").st_mode) == 0o600
+    assert os.stat(keydir).st_uid == 0 and os.stat(run / "podfsd.log").st_uid == 0
