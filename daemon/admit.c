@@ -18,13 +18,13 @@ void admit_done(struct conn *c)
 
 /* Closes the oldest pending handshake from k (any source: NULL), other
  * than keep. */
-void admit_evict(struct pfsd *d, const struct srckey *k, struct conn *keep)
+void admit_evict(struct pfsd *d, const struct pfs_srckey *k, struct conn *keep)
 {
 	struct conn *o, *old = NULL;
 
 	LIST_FOREACH(o, &d->conns, link)
 		if (o->st != CS_READY && !o->closing && o != keep && o->in_srcq &&
-		    (!k || srckey_eq(&o->src, k)))
+		    (!k || pfs_srckey_eq(&o->src, k)))
 			old = o;
 	if (old) {
 		pfs_debug("conn %llu: %s evicted to admit a new connection",
@@ -40,9 +40,9 @@ void admit_evict(struct pfsd *d, const struct srckey *k, struct conn *keep)
  * room. A flood from one address only hurts that address. */
 void admit_pending(struct pfsd *d, struct conn *c)
 {
-	struct srckey busiest;
+	struct pfs_srckey busiest;
 
-	srckey_of(&c->addr, &c->src);
+	pfs_srckey_of(&c->addr, &c->src);
 	if (srcq_count(&d->srcq, &c->src) >= d->lim.preauth_per_source)
 		admit_evict(d, &c->src, c);
 	else if (d->npreauth > d->lim.preauth && srcq_busiest(&d->srcq, &busiest))

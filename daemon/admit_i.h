@@ -11,7 +11,7 @@
 
 struct conn;
 struct pfsd;
-struct srckey;
+struct pfs_srckey;
 
 /* Whether an export rule admits the peer of the new connection c: if
  * so, c takes the rule's options and true is returned; if not, c is
@@ -23,7 +23,7 @@ bool admit_rule(struct conn *c);
 void admit_pending(struct pfsd *d, struct conn *c);
 /* Closes the oldest pending handshake from source k (NULL: any) other
  * than keep (NULL: none), if there is one. */
-void admit_evict(struct pfsd *d, const struct srckey *k, struct conn *keep);
+void admit_evict(struct pfsd *d, const struct pfs_srckey *k, struct conn *keep);
 /* c authenticated or closed: it no longer counts as pending. */
 void admit_done(struct conn *c);
 

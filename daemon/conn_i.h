@@ -98,7 +98,7 @@ struct conn {
 	int64_t since;         /* when it was accepted (wall clock, s) */
 	struct traffic tr;     /* its frames (podfsd status, observe.c) */
 	struct sockaddr_storage addr; /* the peer's address */
-	struct srckey src;     /* its source for the handshake quota (server.c) */
+	struct pfs_srckey src;     /* its source for the handshake quota (server.c) */
 	bool in_srcq;          /* counted in d->srcq (server.c) */
 	bool closing;          /* uv_close issued */
 	bool reading;

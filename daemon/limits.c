@@ -306,27 +306,6 @@ size_t lim_hcache_room(const struct limits *l, size_t used)
 
 /* --- pending handshakes per source --- */
 
-void srckey_of(const struct sockaddr_storage *ss, struct srckey *k)
-{
-	memset(k, 0, sizeof(*k));
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-		k->b[10] = k->b[11] = 0xff;
-		memcpy(k->b + 12, &a->sin_addr, 4);
-	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
-			memcpy(k->b, &a->sin6_addr, 16);
-		else
-			memcpy(k->b, &a->sin6_addr, 8); /* the /64 */
-	}
-}
-
-bool srckey_eq(const struct srckey *a, const struct srckey *b)
-{
-	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
-}
-
 void srcq_init(struct srcq *q)
 {
 	memset(q, 0, sizeof(*q));
@@ -338,22 +317,22 @@ void srcq_fini(struct srcq *q)
 	memset(q, 0, sizeof(*q));
 }
 
-static struct srcq_ent *srcq_find(const struct srcq *q, const struct srckey *k)
+static struct srcq_ent *srcq_find(const struct srcq *q, const struct pfs_srckey *k)
 {
 	for (size_t i = 0; i < q->n; i++)
-		if (srckey_eq(&q->v[i].k, k))
+		if (pfs_srckey_eq(&q->v[i].k, k))
 			return &q->v[i];
 	return NULL;
 }
 
-unsigned srcq_count(const struct srcq *q, const struct srckey *k)
+unsigned srcq_count(const struct srcq *q, const struct pfs_srckey *k)
 {
 	const struct srcq_ent *e = srcq_find(q, k);
 
 	return e ? e->n : 0;
 }
 
-unsigned srcq_add(struct srcq *q, const struct srckey *k)
+unsigned srcq_add(struct srcq *q, const struct pfs_srckey *k)
 {
 	struct srcq_ent *e = srcq_find(q, k);
 
@@ -374,7 +353,7 @@ unsigned srcq_add(struct srcq *q, const struct srckey *k)
 	return 1;
 }
 
-void srcq_del(struct srcq *q, const struct srckey *k)
+void srcq_del(struct srcq *q, const struct pfs_srckey *k)
 {
 	struct srcq_ent *e = srcq_find(q, k);
 
@@ -384,7 +363,7 @@ void srcq_del(struct srcq *q, const struct srckey *k)
 		*e = q->v[--q->n];
 }
 
-bool srcq_busiest(const struct srcq *q, struct srckey *out)
+bool srcq_busiest(const struct srcq *q, struct pfs_srckey *out)
 {
 	const struct srcq_ent *best = NULL;
 

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "podfs/netaddr.h"
+
 /* The figures (--limits key=value,...); 0 in a field not given means
  * "the default" until limits_defaults fills it. */
 struct limits {
@@ -121,21 +123,11 @@ size_t lim_hcache_room(const struct limits *l, size_t used);
 
 /* --- pending handshakes per source --- */
 
-/* The source of a connection: an IPv4 address, or an IPv6 /64 (one host
- * has a whole /64 to choose from). */
-struct srckey {
-	uint8_t b[16];
-};
-
-/* Makes the key of ss (IPv4-mapped IPv6 counts as IPv4). */
-void srckey_of(const struct sockaddr_storage *ss, struct srckey *k);
-bool srckey_eq(const struct srckey *a, const struct srckey *b);
-
 /* Pending handshakes by source: a small array (one entry per source
  * with some pending; at most the preauth cap of them). Loop thread. */
 struct srcq {
 	struct srcq_ent {
-		struct srckey k;
+		struct pfs_srckey k;
 		unsigned n;
 	} *v;
 	size_t n, cap;
@@ -144,12 +136,12 @@ struct srcq {
 void srcq_init(struct srcq *q);
 void srcq_fini(struct srcq *q);
 /* Pending handshakes from k. */
-unsigned srcq_count(const struct srcq *q, const struct srckey *k);
+unsigned srcq_count(const struct srcq *q, const struct pfs_srckey *k);
 /* One more from k; returns the new count. */
-unsigned srcq_add(struct srcq *q, const struct srckey *k);
+unsigned srcq_add(struct srcq *q, const struct pfs_srckey *k);
 /* One less from k (an entry at 0 goes). */
-void srcq_del(struct srcq *q, const struct srckey *k);
+void srcq_del(struct srcq *q, const struct pfs_srckey *k);
 /* The source with the most pending (ties: any), or false if none. */
-bool srcq_busiest(const struct srcq *q, struct srckey *out);
+bool srcq_busiest(const struct srcq *q, struct pfs_srckey *out);
 
 #endif /* PODFSD_LIMITS_I_H */

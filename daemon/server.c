@@ -688,7 +688,7 @@ static void on_connection(uv_stream_t *server, int status)
 	/* All connections in use: a pending handshake of the busiest
 	 * source makes room (admit_pending). */
 	if (d->nconns >= PFSD_MAX_CONNS && d->npreauth > 0) {
-		struct srckey busiest;
+		struct pfs_srckey busiest;
 		if (srcq_busiest(&d->srcq, &busiest))
 			admit_evict(d, &busiest, NULL);
 	}

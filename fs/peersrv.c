@@ -49,15 +49,16 @@ struct pconn_arg {
 	unsigned slot;
 };
 
+/* Whether a and b count as one source for PEERSRV_PER_SOURCE: the same
+ * IPv4 address, or the same IPv6 /64 (a host may use any address of its
+ * /64, as podfsd's per-source limits count it). */
 static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+	struct pfs_srckey ka, kb;
+
+	pfs_srckey_of(a, &ka);
+	pfs_srckey_of(b, &kb);
+	return pfs_srckey_eq(&ka, &kb);
 }
 
 /* One line per 10 s at most about what peers did wrong. */

@@ -11,7 +11,8 @@
  * fetching is served once it has it, or ENOENT after peer_timeout.
  *
  * Limits: PEERSRV_CONNS connections at once, PEERSRV_PER_SOURCE of them
- * from one address (more are closed at once); one request at a time per
+ * from one source (an IPv4 address or an IPv6 /64; more are closed at
+ * once); one request at a time per
  * connection, so at most PFS_MAX_IO bytes of reply in flight on each; a
  * connection idle for PEERSRV_IDLE_MS, or slower than peer_timeout to
  * take a reply or finish its handshake, is closed.

@@ -102,3 +102,24 @@ void pfs_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len)
 		snprintf(buf, len, "?");
 	}
 }
+
+void pfs_srckey_of(const struct sockaddr_storage *ss, struct pfs_srckey *k)
+{
+	memset(k, 0, sizeof(*k));
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+		k->b[10] = k->b[11] = 0xff;
+		memcpy(k->b + 12, &a->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+			memcpy(k->b, &a->sin6_addr, 16);
+		else
+			memcpy(k->b, &a->sin6_addr, 8); /* the /64 */
+	}
+}
+
+bool pfs_srckey_eq(const struct pfs_srckey *a, const struct pfs_srckey *b)
+{
+	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
+}

@@ -7,7 +7,9 @@
 #ifndef PODFS_NETADDR_H
 #define PODFS_NETADDR_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 /* Parses s into *out. default_port >= 0: the port may be left out and is
@@ -21,5 +23,16 @@ void pfs_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len);
 /* Writes only the address of ss ("10.0.0.2", "fd00::2"; an IPv4-mapped
  * IPv6 address as IPv4) into buf. */
 void pfs_addr_host(const struct sockaddr_storage *ss, char *buf, size_t len);
+
+/* The source of a connection, for limits per source: an IPv4 address,
+ * or an IPv6 /64 (one host has a whole /64 to choose from); an
+ * IPv4-mapped IPv6 address counts as the IPv4 address. */
+struct pfs_srckey {
+	uint8_t b[16];
+};
+
+/* Makes the key of ss. */
+void pfs_srckey_of(const struct sockaddr_storage *ss, struct pfs_srckey *k);
+bool pfs_srckey_eq(const struct pfs_srckey *a, const struct pfs_srckey *b);
 
 #endif /* PODFS_NETADDR_H */

@@ -259,30 +259,30 @@ static void v6(struct sockaddr_storage *ss, const char *a)
 static void test_srckey(void)
 {
 	struct sockaddr_storage a, b;
-	struct srckey ka, kb;
+	struct pfs_srckey ka, kb;
 
 	v4(&a, "10.0.0.1");
 	v4(&b, "10.0.0.1");
 	((struct sockaddr_in *)&b)->sin_port = htons(5);
-	srckey_of(&a, &ka);
-	srckey_of(&b, &kb);
-	CHECK(srckey_eq(&ka, &kb)); /* the port does not matter */
+	pfs_srckey_of(&a, &ka);
+	pfs_srckey_of(&b, &kb);
+	CHECK(pfs_srckey_eq(&ka, &kb)); /* the port does not matter */
 	v4(&b, "10.0.0.2");
-	srckey_of(&b, &kb);
-	CHECK(!srckey_eq(&ka, &kb));
+	pfs_srckey_of(&b, &kb);
+	CHECK(!pfs_srckey_eq(&ka, &kb));
 	/* IPv4-mapped IPv6 is the IPv4 address. */
 	v6(&b, "::ffff:10.0.0.1");
-	srckey_of(&b, &kb);
-	CHECK(srckey_eq(&ka, &kb));
+	pfs_srckey_of(&b, &kb);
+	CHECK(pfs_srckey_eq(&ka, &kb));
 	/* One IPv6 /64 is one source; another /64 another. */
 	v6(&a, "2001:db8:1:2::1");
 	v6(&b, "2001:db8:1:2:ffff:eeee:dddd:cccc");
-	srckey_of(&a, &ka);
-	srckey_of(&b, &kb);
-	CHECK(srckey_eq(&ka, &kb));
+	pfs_srckey_of(&a, &ka);
+	pfs_srckey_of(&b, &kb);
+	CHECK(pfs_srckey_eq(&ka, &kb));
 	v6(&b, "2001:db8:1:3::1");
-	srckey_of(&b, &kb);
-	CHECK(!srckey_eq(&ka, &kb));
+	pfs_srckey_of(&b, &kb);
+	CHECK(!pfs_srckey_eq(&ka, &kb));
 }
 
 #define MODEL_SRCS 40
@@ -290,7 +290,7 @@ static void test_srckey(void)
 static void test_srcq(void)
 {
 	struct srcq q;
-	struct srckey k[MODEL_SRCS], best;
+	struct pfs_srckey k[MODEL_SRCS], best;
 	unsigned model[MODEL_SRCS] = { 0 };
 	uint64_t rnd = 7;
 
@@ -299,7 +299,7 @@ static void test_srcq(void)
 		char a[32];
 		snprintf(a, sizeof(a), "192.168.%d.%d", i / 7, i);
 		v4(&ss, a);
-		srckey_of(&ss, &k[i]);
+		pfs_srckey_of(&ss, &k[i]);
 	}
 	srcq_init(&q);
 	CHECK(!srcq_busiest(&q, &best));
@@ -310,7 +310,7 @@ static void test_srcq(void)
 	CHECK_EQ(srcq_add(&q, &k[0]), 2);
 	CHECK_EQ(srcq_add(&q, &k[1]), 1);
 	CHECK(srcq_busiest(&q, &best));
-	CHECK(srckey_eq(&best, &k[0]));
+	CHECK(pfs_srckey_eq(&best, &k[0]));
 	srcq_del(&q, &k[0]);
 	srcq_del(&q, &k[0]);
 	CHECK_EQ(srcq_count(&q, &k[0]), 0);
