@@ -320,6 +320,22 @@ void conn_charge(struct conn *c, size_t n)
 	conn_flow(c);
 }
 
+void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n)
+{
+	d->mem += n;
+	if (a)
+		a->mem += n;
+}
+
+void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n)
+{
+	d->mem -= n;
+	if (a)
+		a->mem -= n;
+	if (!LIST_EMPTY(&d->paused))
+		resume_paused(d);
+}
+
 void conn_req_drop(struct conn *c, size_t acct)
 {
 	settle(c, acct, true);

@@ -252,6 +252,11 @@ void conn_req_add(struct conn *c, size_t acct);
 /* n more bytes for a request of c already counted (a paced READ's reply,
  * once it starts): released with the request's acct. Updates reading. */
 void conn_charge(struct conn *c, size_t n);
+/* n bytes held for session account a that no connection holds (its
+ * deferred pushes), counted in a's memory and the daemon's; and let go,
+ * when the connections held back for memory may read again. */
+void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n);
+void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n);
 /* A request of conn_req_add (acct as there) ends without a reply. Updates
  * reading. */
 void conn_req_drop(struct conn *c, size_t acct);

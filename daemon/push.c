@@ -82,9 +82,16 @@ static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t l
 
 	if (!takes_pushes(c))
 		return;
-	if (c->mem >= PFSD_MAX_QUEUED) {
-		pfsd_warn_rl(c->d, "conn %llu: %s (%s) does not read its invalidations; closing",
-			     (unsigned long long)c->id, c->peer, c->host);
+	/* Pushes are made whether or not their client reads them, so they
+	 * are bounded here: 64 MiB per connection, and while the daemon is
+	 * over its memory budget, the share every session keeps whatever
+	 * others hold (LIM_MIN_SHARE) of bytes its socket did not take. */
+	if (c->mem >= PFSD_MAX_QUEUED ||
+	    (c->d->mem >= c->d->lim.memory && conn_queued(c) >= LIM_MIN_SHARE)) {
+		pfsd_warn_rl(c->d, "conn %llu: %s (%s) does not read its invalidations "
+				   "(%zu bytes queued, daemon %zu of %zu); closing",
+			     (unsigned long long)c->id, c->peer, c->host, conn_queued(c),
+			     c->d->mem, c->d->lim.memory);
 		conn_close(c, "too far behind on invalidations");
 		return;
 	}
@@ -103,6 +110,7 @@ void push_flush(struct session *s)
 	struct inflight *first = TAILQ_FIRST(&s->inflight);
 	uint64_t min = first ? first->seq : UINT64_MAX;
 	struct pushq *q;
+	size_t freed = 0;
 
 	while ((q = STAILQ_FIRST(&s->deferred)) && q->wait <= min) {
 		STAILQ_REMOVE_HEAD(&s->deferred, link);
@@ -112,7 +120,12 @@ void push_flush(struct session *s)
 			if (s->conn)
 				s->conn->flushed_at = uv_now(&s->d->loop);
 		}
+		freed += sizeof(*q) + q->len;
 		free(q);
+	}
+	if (freed) {
+		s->dq_bytes -= freed;
+		pfsd_mem_release(s->d, s->acct, freed);
 	}
 }
 
@@ -125,20 +138,28 @@ void push_drop_queue(struct session *s)
 		free(q);
 	}
 	s->ndq = 0;
+	if (s->dq_bytes) {
+		pfsd_mem_release(s->d, s->acct, s->dq_bytes);
+		s->dq_bytes = 0;
+	}
 }
 
 /* Queues one frame at the tail of s's FIFO (c: its connection), to go
  * out once no request of s with seq < wait is in flight, and after the
- * frames ahead of it. Returns false (and closes c) if s has
- * PFSD_MAX_DEFERRED frames waiting already. */
+ * frames ahead of it; its bytes count in s's memory and the daemon's.
+ * Returns false (and closes c) if s has PFSD_MAX_DEFERRED frames waiting
+ * already, or, while the daemon is over its memory budget, the share of
+ * memory every session keeps (LIM_MIN_SHARE). */
 static bool defer(struct session *s, struct conn *c, uint64_t wait, uint16_t op,
 		  const uint8_t *p, size_t len)
 {
+	struct pfsd *d = s->d;
 	struct pushq *q;
 
-	if (s->ndq >= PFSD_MAX_DEFERRED) {
-		pfsd_warn_rl(s->d, "conn %llu: %s (%s) has %u invalidations waiting; closing",
-			     (unsigned long long)c->id, c->peer, c->host, s->ndq);
+	if (s->ndq >= PFSD_MAX_DEFERRED ||
+	    (d->mem >= d->lim.memory && s->dq_bytes >= LIM_MIN_SHARE)) {
+		pfsd_warn_rl(d, "conn %llu: %s (%s) has %u invalidations waiting (%zu bytes); closing",
+			     (unsigned long long)c->id, c->peer, c->host, s->ndq, s->dq_bytes);
 		conn_close(c, "too far behind on invalidations");
 		return false;
 	}
@@ -149,6 +170,8 @@ static bool defer(struct session *s, struct conn *c, uint64_t wait, uint16_t op,
 	memcpy(q->p, p, len);
 	STAILQ_INSERT_TAIL(&s->deferred, q, link);
 	s->ndq++;
+	s->dq_bytes += sizeof(*q) + len;
+	pfsd_mem_hold(d, s->acct, sizeof(*q) + len);
 	return true;
 }
 

@@ -90,8 +90,8 @@ static void free_cb(uv_handle_t *h)
 		session_lock_wake(s->d, &l->fh);
 		free(l);
 	}
-	lim_acct_unref(s->acct);
 	push_drop_queue(s);
+	lim_acct_unref(s->acct);
 	drc_fini(&s->drc);
 	htab_fini(&s->fids);
 	htab_fini(&s->locks);

@@ -125,6 +125,7 @@ struct session {
 	unsigned nmeta;            /* of those, requests that hand out metadata */
 	STAILQ_HEAD(, pushq) deferred; /* deferred pushes, FIFO */
 	unsigned ndq;
+	size_t dq_bytes; /* theirs, counted in acct->mem and the daemon's */
 	uint64_t forget_epoch;     /* FORGETs applied so far */
 };
 

@@ -570,3 +570,36 @@ def test_forged_handles_add_no_interest(env):
         c.ping()
         after = int(podfsd_status(d)[0]["interest_objects"])
     assert after - before < 10, (before, after)
+
+
+def test_unread_invalidations_held_to_a_share_of_memory(env):
+    """A client that takes pushes but never reads them, while the daemon
+    is over its memory budget: its connection is closed once its socket
+    left LIM_MIN_SHARE (8 MiB) of them with the daemon, not at the
+    64 MiB any connection may queue (1,024 such connections could once
+    hold 64 GiB of podfsd's memory). Another host keeps working."""
+    daemon, m = limited(env, "memory=1M")
+    env.expect_log(r"does not read its invalidations", tag=daemon.tag)
+    busy = daemon.export / "busy"
+    busy.mkdir()
+    key = P.load_key(env.key)
+    c = P.connect(daemon.host, daemon.port, key, rcvbuf=4096, caps=P.CAP_PUSH)
+    try:
+        h, _ = c.lookup(c.root, "busy")
+        c.listdir(h)  # its interest in the directory: each new name is pushed
+        # Names of 200 bytes, so pushes of about 250: 100,000 of them are
+        # 25 MB, past the sockets' buffers and 8 MiB, short of 64 MiB.
+        stem = "n" * 192
+        for i in range(100_000):
+            os.close(os.open(busy / f"{stem}{i:08d}", os.O_CREAT | os.O_WRONLY, 0o644))
+            if i % 5000 == 4999 and "does not read its invalidations" in daemon.log():
+                break
+        line = wait_for(lambda: re.search(r"does not read its invalidations \((\d+) bytes "
+                                          r"queued, daemon \d+ of \d+\)", daemon.log()), 30,
+                        what="the connection closed")
+        assert 8 * MiB <= int(line.group(1)) < 9 * MiB, line.group(0)
+        assert i < 99_999, "closed only after every push"
+    finally:
+        c.close()
+    assert daemon.alive()
+    another_host_works(env, daemon, m, "after")
