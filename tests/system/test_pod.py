@@ -14,6 +14,7 @@ non-zero exit, within a bound.
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -285,6 +286,63 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
     assert hosts.sh(0, "test -e /etc/podfs/pod.key")[0] != 0
     # The administrator's exports file stays.
     assert hosts.ok(0, "cat /etc/podfs/exports") == "10.77.0.0/24 rw\n"
+
+
+FAKE_SYSTEMCTL = Path(__file__).parent / "harness" / "fake-systemctl"
+ADMIN_DEFAULTS = '# mine\nPODFSD_OPTS="--listen 127.0.0.1:7777 /srv/mine"\n'
+
+
+@pytest.mark.netns
+@pytest.mark.timeout(300)
+def test_pod_with_systemd_puts_the_administrators_files_back(env):
+    """On a coordinator with systemd (faked: harness/fake-systemctl),
+    up writes podfsd.service and /etc/default/podfsd, enables and starts
+    the unit; an /etc/default/podfsd of the administrator's is saved, and
+    down puts it back. (Before, up overwrote it and down deleted it.)"""
+    hosts = SshHosts(env, 2)
+    try:
+        hosts.ok(0, f"install -D -m 755 {FAKE_SYSTEMCTL} /usr/local/sbin/systemctl && "
+                    "mkdir -p /run/systemd/system && "
+                    f"printf '{ADMIN_DEFAULTS}' > /etc/default/podfsd")
+        hf = env.root / "hosts"
+        hf.write_text("10.77.0.10\n10.77.0.11\n")
+        rc, out = pod(env, hosts, "up", hf)
+        print(out)
+        assert row(out, "10.77.0.10")[1:] == ["coordinator", "changed", "changed", "changed",
+                                              "changed"], out
+        assert "/etc/default/podfsd was not written by podfs pod up: saved as " \
+               "/etc/default/podfsd.podfs-saved (down puts it back)" in out, out
+        assert "will not come back after a reboot" not in out, out
+        assert hosts.ok(0, "cat /etc/default/podfsd.podfs-saved") == ADMIN_DEFAULTS
+        assert "--exports /etc/podfs/exports" in hosts.ok(0, "cat /etc/default/podfsd")
+        calls = hosts.ok(0, "cat /run/systemd/fake/calls")
+        assert "enable podfsd.service" in calls and "start podfsd.service" in calls, calls
+        for i in (0, 1):
+            assert mounts(hosts, i) == [("fuse.podfs", "10.77.0.10:7049")], i
+        hosts.ok(0, "mkdir /srv/podfs/shared && chmod 1777 /srv/podfs/shared")
+        hosts.ok(1, "echo 'from host 1' > /mnt/podfs/shared/note")
+        assert hosts.ok(0, "cat /mnt/podfs/shared/note") == "from host 1\n"
+        pid = hosts.ok(0, "cat /run/systemd/fake/pid").strip()
+        rc, out = pod(env, hosts, "status", hf)
+        assert f"podfsd: running pid {pid} " in out, out
+
+        rc, out = pod(env, hosts, "up", hf)
+        assert "10.77.0.10: up, nothing changed" in out, out
+        assert hosts.ok(0, "cat /run/systemd/fake/pid").strip() == pid
+
+        rc, out = pod(env, hosts, "down", hf)
+        print(out)
+        assert row(out, "10.77.0.10")[1:] == ["coordinator", "removed", "stopped", "removed",
+                                              "kept"], out
+        assert "/etc/default/podfsd: put back as it was before up" in out, out
+        assert hosts.ok(0, "cat /etc/default/podfsd") == ADMIN_DEFAULTS
+        assert hosts.sh(0, "ls /etc/default/podfsd.podfs-saved "
+                           "/etc/systemd/system/podfsd.service")[0] != 0
+        assert hosts.sh(0, f"test -d /proc/{pid}")[0] != 0 or \
+            "Z" in hosts.ok(0, f"grep State: /proc/{pid}/status")
+        assert "disable --now podfsd.service" in hosts.ok(0, "cat /run/systemd/fake/calls")
+    finally:
+        hosts.finish()
 
 
 def test_pod_usage_errors(env, tmp_path):

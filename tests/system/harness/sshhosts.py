@@ -37,6 +37,12 @@ PRIVATE = {
     "/run/mount": "755",
     "/var/lib/podfs": "700",
     "/srv/podfs": "755",
+    # No systemd on a host (its /run/systemd has no "system"), unless a
+    # test fakes one there; nor the machine's units or defaults, which a
+    # host's podfs pod up would otherwise write.
+    "/run/systemd": "755",
+    "/etc/systemd/system": "755",
+    "/etc/default": "755",
     # sshd's privilege-separation directory: made by its init script or
     # unit, so missing on a host where neither has run since boot.
     "/run/sshd": "755",
