@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from harness.sshhosts import write_sudo_user_files
 from helpers import BUILD, PODFS, REPO, wait_for
 
 SETUP = REPO / "scripts" / "setup"
@@ -204,19 +205,7 @@ def test_setup_run_by_a_user_with_sudo(env):
     d = env.root / "sudo-etc"
     d.mkdir()
     u, uid = "podfsuser", 4243
-    files = {
-        "passwd": open("/etc/passwd").read() + f"{u}:x:{uid}:{uid}:podfs test:/:/bin/sh\n",
-        "group": open("/etc/group").read() + f"{u}:x:{uid}:\n",
-        "shadow": open("/etc/shadow").read() + f"{u}:*:19000:0:99999:7:::\n",
-        "sudoers": "Defaults env_reset\n"
-                   'Defaults env_keep += "ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS"\n'
-                   "Defaults !requiretty, !lecture, !syslog\n"
-                   "root ALL=(ALL:ALL) ALL\n"
-                   f"{u} ALL=(ALL:ALL) NOPASSWD: ALL\n",
-    }
-    for name, text in files.items():
-        (d / name).write_text(text)
-        os.chmod(d / name, 0o440 if name == "sudoers" else 0o640 if name == "shadow" else 0o644)
+    write_sudo_user_files(d, u, uid)
     export, mnt, run = env.root / "uexport", env.root / "umnt", env.root / "urun"
     export.mkdir()
     os.chmod(export, 0o1777)

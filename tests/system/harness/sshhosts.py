@@ -64,6 +64,29 @@ MOUNT_POINT = "/mnt/podfs"
 _counter = [0]
 
 
+def write_sudo_user_files(d, user, uid):
+    """Writes into directory d the machine's passwd, group, shadow with
+    user (uid) added, and a sudoers that lets user run anything without
+    a password: for a mount namespace to bind over /etc's. Returns their
+    names."""
+    files = {
+        "passwd": (open("/etc/passwd").read() + f"{user}:x:{uid}:{uid}:podfs test:/:/bin/sh\n",
+                   0o644),
+        "group": (open("/etc/group").read() + f"{user}:x:{uid}:\n", 0o644),
+        "shadow": (open("/etc/shadow").read() + f"{user}:*:19000:0:99999:7:::\n", 0o640),
+        # The sanitizers' options reach the programs sudo runs.
+        "sudoers": ("Defaults env_reset\n"
+                    'Defaults env_keep += "ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS"\n'
+                    "Defaults !requiretty, !lecture, !syslog\n"
+                    "root ALL=(ALL:ALL) ALL\n"
+                    f"{user} ALL=(ALL:ALL) NOPASSWD: ALL\n", 0o440),
+    }
+    for name, (text, mode) in files.items():
+        (d / name).write_text(text)
+        os.chmod(d / name, mode)
+    return list(files)
+
+
 class SshHosts:
     DEAD = "10.77.0.99"
 
@@ -180,23 +203,8 @@ class SshHosts:
     def _sudo_user(hd):
         """Files for a host's sudo user in its directory hd, and the
         script lines that bind them over the machine's."""
-        u, uid = SUDO_USER, SUDO_UID
-        files = {
-            "passwd": open("/etc/passwd").read() + f"{u}:x:{uid}:{uid}:podfs test:/:/bin/sh\n",
-            "group": open("/etc/group").read() + f"{u}:x:{uid}:\n",
-            "shadow": open("/etc/shadow").read() + f"{u}:*:19000:0:99999:7:::\n",
-            # The sanitizers' options reach the programs sudo runs.
-            "sudoers": "Defaults env_reset\n"
-                       'Defaults env_keep += "ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS"\n'
-                       "Defaults !requiretty, !lecture, !syslog\n"
-                       "root ALL=(ALL:ALL) ALL\n"
-                       f"{u} ALL=(ALL:ALL) NOPASSWD: ALL\n",
-        }
-        modes = {"passwd": 0o644, "group": 0o644, "shadow": 0o640, "sudoers": 0o440}
         script = ""
-        for name, text in files.items():
-            (hd / name).write_text(text)
-            os.chmod(hd / name, modes[name])
+        for name in write_sudo_user_files(hd, SUDO_USER, SUDO_UID):
             script += f"mount --bind {hd / name} /etc/{name}\n"
         return script
 
