@@ -460,6 +460,9 @@ int main(int argc, char **argv)
 	 * interfere (it is shared by all threads). */
 	umask(0);
 	signal(SIGPIPE, SIG_IGN);
+	/* A write or truncate past RLIMIT_FSIZE (LimitFSIZE=, ulimit -f)
+	 * fails with EFBIG for that client, instead of ending the daemon. */
+	signal(SIGXFSZ, SIG_IGN);
 	/* From the port file on, others may signal us (a test, a service
 	 * manager, `scripts/setup --stop`). Until the handlers below are in
 	 * place these signals wait, blocked, instead of ending the process by

@@ -402,13 +402,20 @@ void locks_free(struct locks *lk)
 void locks_connected(struct locks *lk, uint64_t boot_id, uint32_t auth_flags, bool restarted)
 {
 	pthread_mutex_lock(&lk->bg.lock);
-	if (auth_flags & PFS_AUTH_LOCKS_LOST) {
+	/* The same coordinator (not restarted: no reclaim) without our
+	 * session: it ended (its lease ran out, or the coordinator's cap on
+	 * sessions without a connection), and with it every lock it held,
+	 * which others may hold now. */
+	bool ended = !restarted && !(auth_flags & PFS_AUTH_RESUMED);
+	if ((auth_flags & PFS_AUTH_LOCKS_LOST) || ended) {
 		struct pfs_lock_req *v;
 		uint64_t *nodeids;
 		size_t n = snapshot(lk, &v, &nodeids);
 		for (size_t i = 0; i < n && n != SIZE_MAX; i++)
 			lose(lk, &v[i], nodeids[i],
-			     "the server released it after its lock lease without a connection");
+			     ended ? "the server ended the session that held it (no connection "
+				     "for longer than its lease)"
+				   : "the server released it after its lock lease without a connection");
 		free(v);
 		free(nodeids);
 	}

@@ -138,3 +138,27 @@ def test_edquot_reported_by_close(env):
         with open(mm / "g", "wb") as f:
             f.write(b"fits")
         assert read_file(path / "g") == b"fits"
+
+
+@pytest.mark.timeout(120)
+def test_file_size_limit_of_the_daemon_is_efbig(env):
+    """podfsd under a file-size limit (LimitFSIZE=, ulimit -f): a write or
+    truncate past it fails with EFBIG for that client; the daemon lives.
+    (Before, SIGXFSZ ended it.)"""
+    d = env.start_daemon()
+    run(["prlimit", f"--pid={d.proc.pid}", f"--fsize={MiB}"], timeout=30)
+    mm = env.mount(d)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        os.pwrite(fd, b"x" * 4096, 2 * MiB)  # queued (write-behind)
+        with pytest.raises(OSError) as e:
+            os.fsync(fd)
+        assert e.value.errno == errno.EFBIG, e.value
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError) as e:
+        os.truncate(mm / "f", 2 * MiB)
+    assert e.value.errno == errno.EFBIG, e.value
+    assert d.alive()
+    (mm / "g").write_bytes(b"still here")
+    assert (d.export / "g").read_bytes() == b"still here"

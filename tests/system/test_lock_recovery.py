@@ -216,6 +216,24 @@ def test_locks_released_while_away_are_reported_lost(env, agents):
 
 
 @pytest.mark.timeout(120)
+def test_locks_of_a_session_that_ended_are_reported_lost(env, agents):
+    """A client away for longer than the session lease (here 0 s) finds a
+    new session: the old one ended, and its locks with it, which another
+    host may hold now. It says so, and close() reports EIO. (Before, it
+    went on as if it held them: two hosts held conflicting locks.)"""
+    pod = Pod(env, extra=["--lease", "0"])
+    d, a = pod.daemon, pod.a
+    ha, hb = agents_on_lk(a, pod.b, agents)
+    assert hb.do("lockf f EX NB") in CONFLICT
+    subprocess.run(["ss", "-K", "dst", a.netns.ip], stdout=subprocess.DEVNULL, timeout=10,
+                   check=True)
+    wait_for(lambda: "lock lost" in a.proc.output(), 30, what="A to report its lost lock")
+    assert "the server ended the session that held it" in a.proc.output()
+    assert hb.do("lockf f EX NB") == "ok"
+    assert ha.do("close f") == "EIO"
+
+
+@pytest.mark.timeout(120)
 def test_malformed_holder_list_gives_full_grace(env, agents):
     """A list of lock holders that cannot be read is not trusted as empty:
     the daemon waits out the whole grace period (F_GETLK waits too)."""
