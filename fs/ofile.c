@@ -57,6 +57,7 @@ void ofile_free(struct ofile *of)
 	pthread_mutex_unlock(&c->of_lock);
 	rpc_reply_free(&of->dir);
 	free(of->rd_iflags);
+	free(of->lk_owners);
 	pthread_mutex_destroy(&of->lock);
 	free(of);
 }
@@ -133,6 +134,53 @@ void ofile_mark_local(struct ofile *of, const struct pfs_creds *cr)
 	atomic_fetch_add(&of->ip->lazy_opens, 1);
 	atomic_fetch_add(&c->lazy_opens, 1);
 	pthread_mutex_unlock(&c->of_lock);
+}
+
+void ofile_note_lock_owner(struct ofile *of, uint64_t owner)
+{
+	pthread_mutex_lock(&of->lock);
+	unsigned i = 0;
+	while (i < of->nlk_owners && of->lk_owners[i] != owner)
+		i++;
+	if (i == of->nlk_owners) {
+		if (of->nlk_owners == of->lk_cap) {
+			unsigned cap = of->lk_cap ? 2 * of->lk_cap : 4;
+			uint64_t *v = realloc(of->lk_owners, cap * sizeof(*v));
+			if (!v) {
+				pthread_mutex_unlock(&of->lock);
+				pfs_warn("out of memory: a lock taken through an open file may outlive it");
+				return;
+			}
+			of->lk_owners = v;
+			of->lk_cap = cap;
+		}
+		of->lk_owners[of->nlk_owners++] = owner;
+	}
+	pthread_mutex_unlock(&of->lock);
+}
+
+void ofile_flushed_owner(struct ofile *of, uint64_t owner)
+{
+	pthread_mutex_lock(&of->lock);
+	for (unsigned i = 0; i < of->nlk_owners; i++)
+		if (of->lk_owners[i] == owner) {
+			of->lk_owners[i] = of->lk_owners[--of->nlk_owners];
+			break;
+		}
+	pthread_mutex_unlock(&of->lock);
+}
+
+uint64_t *ofile_take_lock_owners(struct ofile *of, unsigned *n)
+{
+	pthread_mutex_lock(&of->lock);
+	uint64_t *v = of->nlk_owners ? of->lk_owners : NULL;
+	*n = of->nlk_owners;
+	if (v) {
+		of->lk_owners = NULL;
+		of->nlk_owners = of->lk_cap = 0;
+	}
+	pthread_mutex_unlock(&of->lock);
+	return v;
 }
 
 uint64_t ofile_fid(struct ofile *of)

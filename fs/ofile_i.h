@@ -63,6 +63,14 @@ struct ofile {
 	uint32_t flags;   /* open flags, for a reopen by handle */
 	struct inode *ip; /* pinned by the kernel while the file is open */
 	struct pfs_creds cr; /* the opener's, if opened locally (ofile_attach_lazy) */
+	/* The owners of the fcntl locks taken through this open and not
+	 * seen in a FLUSH of it since (under lock): an OFD lock's owner is
+	 * the open itself, which no close(2) flushes and whose release the
+	 * kernel does not unlock, so what is left here at RELEASE is unlocked
+	 * then (ofile_take_lock_owners). A process's own (POSIX) owner is
+	 * flushed by each of its close(2)s of the open. */
+	uint64_t *lk_owners;
+	unsigned nlk_owners, lk_cap;
 
 	/* Directories: the last READDIR reply and the position in it. */
 	pthread_mutex_t lock;
@@ -106,6 +114,14 @@ void ofile_free_all(struct client *c);
  * with ids cr: counts it as a lazy open. Before the kernel gets it. Takes
  * c->of_lock: of is on the list, where ofile_attach_lazy may read it. */
 void ofile_mark_local(struct ofile *of, const struct pfs_creds *cr);
+
+/* An fcntl lock of owner was taken through of. */
+void ofile_note_lock_owner(struct ofile *of, uint64_t owner);
+/* A FLUSH of of by owner (its POSIX locks on the file are dropped). */
+void ofile_flushed_owner(struct ofile *of, uint64_t owner);
+/* At RELEASE: the owners noted and not flushed since (malloc'd, *n of
+ * them; NULL if none). */
+uint64_t *ofile_take_lock_owners(struct ofile *of, unsigned *n);
 
 /* The fid of of, for a request about to carry it to the daemon: from
  * now on the daemon may know it (no longer a lazy open). */

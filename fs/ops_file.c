@@ -506,6 +506,7 @@ void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * killed is answered first; its locks still go, whenever the server
 	 * can be told (killable_i.h). */
 	if (inode_had_posix_locks(ip)) {
+		ofile_flushed_owner(OF(fi), fi->lock_owner);
 		fill_creds(req, &cr, false);
 		if (err == -EINTR)
 			answer_early(&ea);
@@ -556,6 +557,16 @@ void ops_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		m.flags = PFS_LKF_FLOCK;
 		(void)locks_setlk(c->lk, NULL, &m, false, ino);
 	}
+	/* The OFD locks of this open (fcntl F_OFD_SETLK): it is their owner,
+	 * and it ends here (ofile_i.h). */
+	unsigned nown;
+	uint64_t *owners = ofile_take_lock_owners(of, &nown);
+	for (unsigned i = 0; i < nown; i++) {
+		int rc = locks_unlock_owner(c->lk, &cr, &of->ip->fh, owners[i]);
+		if (rc < 0)
+			pfs_debug("UNLOCK_OWNER at release: %s", strerror(-rc));
+	}
+	free(owners);
 	/* A create answered here opened the file as this fid when the
 	 * daemon names it (dirdeleg_i.h): the RELEASE goes after. */
 	if (c->dd)

@@ -102,8 +102,10 @@ void ops_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (rc == 0)
 		rc = locks_setlk(lk, req, &m, sleep != 0, ino); /* an unlock does not read req */
 	killable_finish_clear();
-	if (rc == 0 && m.type != PFS_LK_UN)
+	if (rc == 0 && m.type != PFS_LK_UN) {
+		ofile_note_lock_owner(OF(fi), m.owner);
 		lock_revalidate(req, ino);
+	}
 	if (!ea.answered)
 		fuse_reply_err(req, -rc);
 }

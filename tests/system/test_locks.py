@@ -219,3 +219,44 @@ def test_blocked_setlkw_interrupted_by_signal(env, agents):
     assert ha.do("lockf f UN") == "ok"
     assert hc.do("open f " + str(a / "lk")) == "ok"
     assert hc.do("lockf f EX NB") == "ok"
+
+
+F_OFD_SETLK = 37  # fcntl.h; Python's fcntl module does not name it
+
+
+def ofd_lock(fd, typ):
+    import struct
+    fcntl.fcntl(fd, F_OFD_SETLK, struct.pack("hhqqi4x", typ, os.SEEK_SET, 0, 0, 0))
+
+
+@pytest.mark.timeout(120)
+def test_ofd_lock_released_when_its_open_file_is_closed(pod):
+    """An OFD lock (F_OFD_SETLK) belongs to its open file description and
+    goes with its last close. The kernel sends no unlock for it (a FLUSH
+    names the process, the RELEASE no lock owner), so podfs unlocks what
+    was locked through the open at its RELEASE; the OFD lock of another
+    open of the file stays. (Before, the lock stayed on the coordinator
+    until the mount ended: no host could take it again.)"""
+    write_file(pod.a / "f", b"x")
+    wait_for(lambda: os.path.exists(pod.b / "f"), 10, what="B sees f")
+    fa = os.open(pod.a / "f", os.O_RDWR)
+    ofd_lock(fa, fcntl.F_WRLCK)
+    fb = os.open(pod.b / "f", os.O_RDWR)
+    try:
+        assert errno_of(ofd_lock, fb, fcntl.F_WRLCK) in (errno.EAGAIN, errno.EACCES)
+        os.close(fa)
+        # The RELEASE follows the close(2) on its own: a moment later.
+        wait_for(lambda: errno_of(ofd_lock, fb, fcntl.F_WRLCK) == 0, 10,
+                 what="B to take the lock A's closed open held")
+        ofd_lock(fb, fcntl.F_UNLCK)
+        # Two opens on A, the first locked: closing the second leaves it.
+        keep = os.open(pod.a / "f", os.O_RDWR)
+        ofd_lock(keep, fcntl.F_WRLCK)
+        os.close(os.open(pod.a / "f", os.O_RDWR))
+        time.sleep(0.5)
+        assert errno_of(ofd_lock, fb, fcntl.F_WRLCK) in (errno.EAGAIN, errno.EACCES)
+        os.close(keep)
+        wait_for(lambda: errno_of(ofd_lock, fb, fcntl.F_WRLCK) == 0, 10,
+                 what="B to take the lock once A's last open closed")
+    finally:
+        os.close(fb)
