@@ -127,6 +127,18 @@ uint64_t *ofile_take_lock_owners(struct ofile *of, unsigned *n);
  * now on the daemon may know it (no longer a lazy open). */
 uint64_t ofile_fid(struct ofile *of);
 
+/* The fid of of if the daemon may know it, else 0 (no open file: the
+ * daemon uses the inode), for a request that does not make the daemon
+ * open the file under its fid (FSYNC, SETATTR): a lazy open stays one,
+ * so that it is still attached before its file loses its last name
+ * (ofile_attach_lazy). Marking it remote there made a read-only open
+ * that was fsync'ed or fchmod'ed unreadable (ESTALE) once its file was
+ * unlinked: the daemon held no open file for it. */
+static inline uint64_t ofile_known_fid(struct ofile *of)
+{
+	return atomic_load(&of->remote) ? of->fid : 0;
+}
+
 /* The owner, on the wire, of the flock locks taken through of: its fid,
  * unique for the mount's life. Not the kernel's lock_owner: for a flock
  * that names the struct file, whose memory the next open(2) of the

@@ -222,7 +222,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 	(void)inode_own_snap(c->it, &ns);
 	uint64_t at = inode_own_touch(c->it, ip, false);
 	inode_drop_inline(ip); /* our own changes are never pushed back to us */
-	m.fid = fi && fi->fh ? ofile_fid(OF(fi)) : 0;
+	m.fid = fi && fi->fh ? ofile_known_fid(OF(fi)) : 0;
 	uint64_t seq = gate_seq(c->gate);
 	/* Under a delegation: answered here if it can be (deleg_i.h), else
 	 * sent after what was. */

@@ -591,7 +591,7 @@ void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_in
 	if (c->dd)
 		dirdeleg_wait_for(c->dd, of->ip);
 	int drc = c->dl ? deleg_flush(c->dl, of->ip, true) : 0;
-	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, ofile_fid(of), datasync != 0, true);
+	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, ofile_known_fid(of), datasync != 0, true);
 	fuse_reply_err(req, rc < 0 ? -rc : -drc);
 }
 

@@ -247,13 +247,17 @@ def test_unlink_open_file_still_readable(env, m):
     assert os.listdir(m.path) == []
 
 
+@pytest.mark.parametrize("first", ["", "fsync", "fchmod"])
 @pytest.mark.parametrize("how", ["unlink", "rename-over"])
-def test_file_opened_unread_survives_its_removal(env, m, how):
+def test_file_opened_unread_survives_its_removal(env, m, how, first):
     """A file this host opened read-only without asking the daemon (the
     directory's listing said it may read it) and has not read yet stays
     readable, whole, after this host removes its last name, as on a local
     disk: the daemon learns of the open before the name goes, instead of
-    failing the first READ with ESTALE."""
+    failing the first READ with ESTALE. Also after an fsync or fchmod
+    through it, whose requests do not open the file on the daemon (they
+    once made the client believe they had: fstat and reads then failed
+    with ESTALE)."""
     data = os.urandom(3 << 20)
     os.mkdir(env.export / "d")
     write_file(env.export / "d" / "f", data)
@@ -261,6 +265,10 @@ def test_file_opened_unread_survives_its_removal(env, m, how):
     assert os.stat(m / "d" / "f").st_size == len(data)  # from the listing
     fd = os.open(m / "d" / "f", os.O_RDONLY)
     try:
+        if first == "fsync":
+            os.fsync(fd)
+        elif first == "fchmod":
+            os.fchmod(fd, 0o640)
         if how == "unlink":
             os.unlink(m / "d" / "f")
             assert not os.path.exists(env.export / "d" / "f")
