@@ -59,6 +59,11 @@ struct inode {
 	_Atomic uint64_t dd_cover;   /* made under this directory delegation grant (dirdeleg_make.c) */
 	void *dd_item;        /* its create's item while queued, unsent (dirdeleg's lock) */
 	_Atomic unsigned lazy_opens; /* its opens the daemon does not know of yet (ofile.c) */
+	/* Its write-behind errors: how many so far, and the last (positive
+	 * errno). Each open reports those after its own mark once
+	 * (ofile_wb_err), as Linux's errseq does per open file. */
+	_Atomic uint32_t wb_err_seq;
+	_Atomic int wb_err;
 
 	pthread_mutex_t lock; /* guards the fields below */
 	struct pfs_attr attr; /* last attributes seen */

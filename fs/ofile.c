@@ -24,6 +24,8 @@ struct ofile *ofile_new(struct client *c, struct inode *ip, int flags)
 	of->flags = (uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
 	of->ip = ip;
 	of->c = c;
+	if (ip) /* a create's is set with its inode */
+		atomic_store(&of->err_seen, atomic_load(&ip->wb_err_seq));
 	/* The lock also orders ofile_attach_lazy before the RELEASE. */
 	pthread_mutex_init(&of->lock, NULL);
 	pthread_mutex_lock(&c->of_lock);

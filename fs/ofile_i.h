@@ -71,6 +71,7 @@ struct ofile {
 	 * flushed by each of its close(2)s of the open. */
 	uint64_t *lk_owners;
 	unsigned nlk_owners, lk_cap;
+	_Atomic uint32_t err_seen; /* ip->wb_err_seq reported (at open: then) */
 
 	/* Directories: the last READDIR reply and the position in it. */
 	pthread_mutex_t lock;
@@ -126,6 +127,22 @@ uint64_t *ofile_take_lock_owners(struct ofile *of, unsigned *n);
 /* The fid of of, for a request about to carry it to the daemon: from
  * now on the daemon may know it (no longer a lazy open). */
 uint64_t ofile_fid(struct ofile *of);
+
+/* The write-behind error of of's file since of last reported one
+ * (-errno, 0 if none): what happened after it was opened, whoever wrote
+ * it. advance: reported now (fsync), else (close) reported again at the
+ * next close or fsync, so that a copy of the descriptor closed elsewhere
+ * (a forked child's, at its exec) does not take the writer's error. */
+static inline int ofile_wb_err(struct ofile *of, bool advance)
+{
+	uint32_t s = atomic_load(&of->ip->wb_err_seq);
+	if (s == atomic_load(&of->err_seen))
+		return 0;
+	int e = atomic_load(&of->ip->wb_err);
+	if (advance)
+		atomic_store(&of->err_seen, s);
+	return -e;
+}
 
 /* The fid of of if the daemon may know it, else 0 (no open file: the
  * daemon uses the inode), for a request that does not make the daemon

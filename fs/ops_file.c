@@ -206,6 +206,7 @@ static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 		return;
 	}
 	of->ip = ip;
+	atomic_store(&of->err_seen, atomic_load(&ip->wb_err_seq));
 	inode_set_parent(c->it, ip, dir, gate_seq(c->gate), name);
 	memset(&e, 0, sizeof(e));
 	e.ino = ip->nodeid;
@@ -305,6 +306,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		return;
 	}
 	of->ip = ip;
+	atomic_store(&of->err_seen, atomic_load(&ip->wb_err_seq));
 	/* A new file's attributes are current (nothing else of ours knew
 	 * it). A file that existed (opened without O_EXCL, maybe truncated)
 	 * is left to GETATTR, and stamped: what was read of it meanwhile
@@ -485,8 +487,20 @@ void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * and their errors (ENOSPC, EDQUOT, EIO) are reported, as NFS does;
 	 * the commit follows at release (wb_i.h). */
 	bool covered = c->dd && dirdeleg_covers(c->dd, ip);
-	int err = covered ? wb_flush_nowait(c->wb, ip) /* the delegation's end waits */
-			  : wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
+	bool reader = (OF(fi)->flags & O_ACCMODE) == O_RDONLY;
+	int err = 0;
+	/* A read-only open has no writes to wait for, nor errors to hear
+	 * of (as NFS's flush): another open's writes are its own. An open
+	 * that may write reports what failed since it was opened, whichever
+	 * close took the error first (ofile_wb_err). */
+	if (covered) {
+		err = wb_flush_nowait(c->wb, ip); /* the delegation's end waits */
+	} else if (!reader) {
+		err = wb_flush(c->wb, ip, (uint32_t)fuse_req_ctx(req)->pid);
+		int e = err != -EINTR ? ofile_wb_err(OF(fi), false) : 0;
+		if (e)
+			err = e;
+	}
 	struct early_answer ea = { .req = req };
 
 	/* Then the attributes a delegation answered (after the writes: an
@@ -592,6 +606,13 @@ void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_in
 		dirdeleg_wait_for(c->dd, of->ip);
 	int drc = c->dl ? deleg_flush(c->dl, of->ip, true) : 0;
 	int rc = wb_sync(c->wb, of->ip, &cr, &of->ip->fh, ofile_known_fid(of), datasync != 0, true);
+	/* What failed since this open last reported (another open's close
+	 * may have taken the error first): reported once here. */
+	if (rc != -EINTR) {
+		int e = ofile_wb_err(of, true);
+		if (e)
+			rc = e;
+	}
 	fuse_reply_err(req, rc < 0 ? -rc : -drc);
 }
 

@@ -206,6 +206,12 @@ static int send_write(struct wb *wb, struct wbe *e, uint64_t *verf)
 	return rc;
 }
 
+void wb_note_err(struct inode *ip, int rc)
+{
+	atomic_store(&ip->wb_err, -rc);
+	atomic_fetch_add(&ip->wb_err_seq, 1);
+}
+
 /* Called with wb->bg.lock after e was sent with result rc. */
 static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 {
@@ -223,6 +229,7 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 		wb->st.resent += e->len;
 		wb_enqueue(wb, e);
 	} else if (rc < 0) {
+		wb_note_err(w->ip, rc);
 		pfs_debug("write of %u bytes at %llu failed: %s", e->len,
 			  (unsigned long long)e->off, strerror(-rc));
 		wb_free_entry(wb, e);

@@ -38,6 +38,10 @@ struct wb_after {
 };
 
 /* Write-behind state of one inode with pending or uncommitted writes. */
+/* A write or commit of ip failed with rc (< 0): counted for the opens
+ * of the file to report (inode_i.h, wb_err_seq). */
+void wb_note_err(struct inode *ip, int rc);
+
 struct wbi {
 	struct hnode hn;         /* wb->files, by ip */
 	struct inode *ip;

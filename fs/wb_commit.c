@@ -235,6 +235,7 @@ int wb_before_change(struct wb *wb, struct inode *ip, uint64_t from)
 				/* Sent again after the change, they would undo it. */
 				pfs_warn("a commit before a truncate or hole failed: %s", strerror(-crc));
 				wbf_keep_err(&w->f, crc);
+				wb_note_err(w->ip, crc);
 				drop_acked(wb, w);
 			}
 		}

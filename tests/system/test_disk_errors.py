@@ -13,6 +13,7 @@ import errno
 import fcntl
 import os
 import shutil
+import subprocess
 from contextlib import contextmanager
 
 import pytest
@@ -67,6 +68,20 @@ def loop_fs(env, name, size_mib, mkfs):
                 run(["umount", "-l", path], timeout=60, check=False)
     finally:
         run(["losetup", "-d", dev], timeout=30, check=False)
+
+
+@contextmanager
+def tmpfs(env, name, size):
+    """A tmpfs of size bytes at env.root/name, for a full disk; unmounted
+    at the end, after podfs and podfsd stopped."""
+    path = env.root / name
+    path.mkdir()
+    run(["mount", "-t", "tmpfs", "-o", f"size={size}", "podfs-test", path], timeout=30)
+    try:
+        yield path
+    finally:
+        stop_podfs_and_podfsd(env)
+        run(["umount", "-l", path], timeout=60, check=False)
 
 
 def export_and_mount(env, path):
@@ -162,3 +177,51 @@ def test_file_size_limit_of_the_daemon_is_efbig(env):
     assert d.alive()
     (mm / "g").write_bytes(b"still here")
     assert (d.export / "g").read_bytes() == b"still here"
+
+
+CLOSE_IN_A_CHILD = """
+import errno, os, sys
+try:
+    os.close(int(sys.argv[1]))
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("meanwhile", ["child-closes-the-fd", "reader-opens-and-closes"])
+@pytest.mark.parametrize("by", ["close", "fsync"])
+def test_write_error_reported_to_the_writer(env, meanwhile, by):
+    """A write that fails on the coordinator (ENOSPC) after write()
+    returned is reported to the writer's fsync or close, even when another
+    close of the file came first: a child closing its copy of the
+    descriptor (as every program started with subprocess does), or another
+    open of the file, read-only. (Before, that other close took the error:
+    the writer's fsync and close returned 0 with most of its data not
+    written.)"""
+    from helpers import PYTHON
+    with tmpfs(env, "small", 1 << 20) as path:
+        d, mm = export_and_mount(env, path)
+        (path / "filler").write_bytes(b"z" * ((1 << 20) - (64 << 10)))
+        fd = os.open(mm / "data", os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            assert os.write(fd, b"d" * (256 << 10)) == 256 << 10  # queued
+            if meanwhile == "child-closes-the-fd":
+                os.set_inheritable(fd, True)
+                r = subprocess.run([PYTHON, "-c", CLOSE_IN_A_CHILD, str(fd)], close_fds=False,
+                                   capture_output=True, text=True, timeout=60)
+                assert r.returncode == 0, r.stderr
+            else:
+                os.close(os.open(mm / "data", os.O_RDONLY))
+            if by == "fsync":
+                with pytest.raises(OSError) as e:
+                    os.fsync(fd)
+                assert e.value.errno == errno.ENOSPC, e.value
+        finally:
+            if by == "close":
+                with pytest.raises(OSError) as e:
+                    os.close(fd)
+                assert e.value.errno == errno.ENOSPC, e.value
+            else:
+                os.close(fd)  # reported once, by the fsync
