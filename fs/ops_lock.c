@@ -12,6 +12,20 @@
 #include "trust_i.h"
 #include "wb_i.h"
 
+/* Before an unlock: the pages this host wrote through a shared mapping
+ * under the lock reach the coordinator first, as NFS writes them back at
+ * unlock (the kernel sends no WRITE for them until it writes back). The
+ * kernel writes a dirty page back before it drops it; those WRITEs go to
+ * write-behind, which the unlock then waits for (wb_wait_data). Only
+ * through an open that may write: a mapping that writes needs one. */
+static void unlock_writeback(fuse_req_t req, fuse_ino_t ino, const struct ofile *of)
+{
+	struct client *c = CL(req);
+
+	if ((of->flags & O_ACCMODE) != O_RDONLY && c->se)
+		fuse_lowlevel_notify_inval_inode(c->se, ino, 0, 0);
+}
+
 /* Returns 0, or -EINTR if the process is being killed while its writes
  * wait for the server (then nothing was filled in). */
 static int lock_fill(fuse_req_t req, struct pfs_lock_req *m, struct ofile *of,
@@ -98,6 +112,8 @@ void ops_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	 * it goes on waiting for the server. */
 	if (lock->l_type == F_UNLCK)
 		killable_finish_after(answer_early, &ea);
+	if (lock->l_type == F_UNLCK)
+		unlock_writeback(req, ino, OF(fi));
 	int rc = lock_fill(req, &m, OF(fi), fi, lock);
 	if (rc == 0)
 		rc = locks_setlk(lk, req, &m, sleep != 0, ino); /* an unlock does not read req */
@@ -139,8 +155,10 @@ void ops_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op
 	m.start = 0;
 	m.end = UINT64_MAX;
 	m.flags = PFS_LKF_FLOCK;
-	if (m.type == PFS_LK_UN)
+	if (m.type == PFS_LK_UN) {
 		killable_finish_after(answer_early, &ea); /* as for F_UNLCK above */
+		unlock_writeback(req, ino, of);
+	}
 	if (wb_wait_data(wb, of->ip) < 0) {
 		fuse_reply_err(req, EINTR);
 		return;

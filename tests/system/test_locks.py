@@ -260,3 +260,38 @@ def test_ofd_lock_released_when_its_open_file_is_closed(pod):
                  what="B to take the lock once A's last open closed")
     finally:
         os.close(fb)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["lockf", "flock"])
+def test_writes_through_a_mapping_under_a_lock_reach_the_next_holder(pod, kind):
+    """A writes through a shared mapping under a lock, without msync, and
+    unlocks; B then locks and reads A's bytes, every round (NFS writes a
+    mapping's dirty pages back at unlock too). (Before, B read the round
+    before's: the pages went out only at A's next lock.)"""
+    import mmap
+    write_file(pod.a / "f", b"0" * 8192)
+    wait_for(lambda: os.path.exists(pod.b / "f"), 10, what="B sees f")
+    fa = os.open(pod.a / "f", os.O_RDWR)
+    fb = os.open(pod.b / "f", os.O_RDWR)
+    ma = mmap.mmap(fa, 8192)
+
+    def lock(fd, op):
+        if kind == "lockf":
+            fcntl.lockf(fd, op)
+        else:
+            fcntl.flock(fd, op)
+    try:
+        for i in range(5):
+            data = bytes([65 + i]) * 8192
+            lock(fa, fcntl.LOCK_EX)
+            ma[:] = data
+            lock(fa, fcntl.LOCK_UN)
+            lock(fb, fcntl.LOCK_EX)
+            got = os.pread(fb, 8192, 0)
+            lock(fb, fcntl.LOCK_UN)
+            assert got == data, (i, got[:4])
+    finally:
+        ma.close()
+        os.close(fa)
+        os.close(fb)
