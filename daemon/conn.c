@@ -40,13 +40,20 @@ struct wmsg {
 
 /* --- lifetime --- */
 
+/* n bytes leave session account a's memory (a may be NULL) and the
+ * daemon's; pfsd_mem_hold (below) is the other way. */
+static void mem_sub(struct pfsd *d, struct lim_acct *a, size_t n)
+{
+	d->mem -= n;
+	if (a)
+		a->mem -= n;
+}
+
 static void maybe_free(struct conn *c)
 {
 	if (!c->closing || c->open_handles || c->inflight || c->refs)
 		return;
-	c->d->mem -= c->mem;
-	if (c->acct)
-		c->acct->mem -= c->mem;
+	mem_sub(c->d, c->acct, c->mem);
 	lim_acct_unref(c->acct);
 	framer_free(&c->fr);
 	free(c->rbuf);
@@ -273,9 +280,7 @@ void conn_set_acct(struct conn *c, struct lim_acct *a)
 static void mem_add(struct conn *c, size_t n)
 {
 	c->mem += n;
-	c->d->mem += n;
-	if (c->acct)
-		c->acct->mem += n;
+	pfsd_mem_hold(c->d, c->acct, n);
 }
 
 void conn_req_add(struct conn *c, size_t acct)
@@ -302,9 +307,7 @@ static void resume_paused(struct pfsd *d)
 static void settle(struct conn *c, size_t acct, bool is_reply)
 {
 	c->mem -= acct;
-	c->d->mem -= acct;
-	if (c->acct)
-		c->acct->mem -= acct;
+	mem_sub(c->d, c->acct, acct);
 	if (is_reply) {
 		c->inflight--;
 		if (c->acct)
@@ -329,9 +332,7 @@ void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n)
 
 void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n)
 {
-	d->mem -= n;
-	if (a)
-		a->mem -= n;
+	mem_sub(d, a, n);
 	if (!LIST_EMPTY(&d->paused))
 		resume_paused(d);
 }

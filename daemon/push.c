@@ -73,6 +73,14 @@ static bool takes_pushes(const struct conn *c)
 	return c && !c->closing && c->st == CS_READY && c->pushes_ok && (c->caps & PFS_CAP_PUSH);
 }
 
+/* Whether held bytes of pushes for one client are more than it may hold
+ * now: while the daemon is over its memory budget, the share every
+ * session keeps whatever others hold (LIM_MIN_SHARE). */
+static bool past_share(const struct pfsd *d, size_t held)
+{
+	return d->mem >= d->lim.memory && held >= LIM_MIN_SHARE;
+}
+
 /* Sends one push frame (op, p[len]) to s now. Nothing if s has no
  * connection that takes pushes; a connection that does not read its
  * pushes (PFSD_MAX_QUEUED bytes waiting) is closed instead. */
@@ -83,11 +91,9 @@ static void push_send(struct session *s, uint16_t op, const uint8_t *p, size_t l
 	if (!takes_pushes(c))
 		return;
 	/* Pushes are made whether or not their client reads them, so they
-	 * are bounded here: 64 MiB per connection, and while the daemon is
-	 * over its memory budget, the share every session keeps whatever
-	 * others hold (LIM_MIN_SHARE) of bytes its socket did not take. */
-	if (c->mem >= PFSD_MAX_QUEUED ||
-	    (c->d->mem >= c->d->lim.memory && conn_queued(c) >= LIM_MIN_SHARE)) {
+	 * are bounded here: 64 MiB per connection, and beyond its share
+	 * (past_share) of bytes its socket did not take. */
+	if (c->mem >= PFSD_MAX_QUEUED || past_share(c->d, conn_queued(c))) {
 		pfsd_warn_rl(c->d, "conn %llu: %s (%s) does not read its invalidations "
 				   "(%zu bytes queued, daemon %zu of %zu); closing",
 			     (unsigned long long)c->id, c->peer, c->host, conn_queued(c),
@@ -156,8 +162,7 @@ static bool defer(struct session *s, struct conn *c, uint64_t wait, uint16_t op,
 	struct pfsd *d = s->d;
 	struct pushq *q;
 
-	if (s->ndq >= PFSD_MAX_DEFERRED ||
-	    (d->mem >= d->lim.memory && s->dq_bytes >= LIM_MIN_SHARE)) {
+	if (s->ndq >= PFSD_MAX_DEFERRED || past_share(d, s->dq_bytes)) {
 		pfsd_warn_rl(d, "conn %llu: %s (%s) has %u invalidations waiting (%zu bytes); closing",
 			     (unsigned long long)c->id, c->peer, c->host, s->ndq, s->dq_bytes);
 		conn_close(c, "too far behind on invalidations");

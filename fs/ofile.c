@@ -22,10 +22,9 @@ struct ofile *ofile_new(struct client *c, struct inode *ip, int flags)
 	of->fid = atomic_fetch_add(&c->next_fid, 1);
 	/* A reopen by handle must not create or truncate again. */
 	of->flags = (uint32_t)flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
-	of->ip = ip;
-	of->c = c;
 	if (ip) /* a create's is set with its inode */
-		atomic_store(&of->err_seen, atomic_load(&ip->wb_err_seq));
+		ofile_set_ip(of, ip);
+	of->c = c;
 	/* The lock also orders ofile_attach_lazy before the RELEASE. */
 	pthread_mutex_init(&of->lock, NULL);
 	pthread_mutex_lock(&c->of_lock);

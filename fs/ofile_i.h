@@ -116,6 +116,14 @@ void ofile_free_all(struct client *c);
  * c->of_lock: of is on the list, where ofile_attach_lazy may read it. */
 void ofile_mark_local(struct ofile *of, const struct pfs_creds *cr);
 
+/* of is an open of ip (set once): its write-behind errors reported from
+ * those after now (ofile_wb_err). */
+static inline void ofile_set_ip(struct ofile *of, struct inode *ip)
+{
+	of->ip = ip;
+	atomic_store(&of->err_seen, atomic_load(&ip->wb_err_seq));
+}
+
 /* An fcntl lock of owner was taken through of. */
 void ofile_note_lock_owner(struct ofile *of, uint64_t owner);
 /* A FLUSH of of by owner (its POSIX locks on the file are dropped). */

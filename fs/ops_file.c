@@ -205,8 +205,7 @@ static void create_answered(fuse_req_t req, struct inode *dir, const char *name,
 		fuse_reply_err(req, err);
 		return;
 	}
-	of->ip = ip;
-	atomic_store(&of->err_seen, atomic_load(&ip->wb_err_seq));
+	ofile_set_ip(of, ip);
 	inode_set_parent(c->it, ip, dir, gate_seq(c->gate), name);
 	memset(&e, 0, sizeof(e));
 	e.ino = ip->nodeid;
@@ -305,8 +304,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	of->ip = ip;
-	atomic_store(&of->err_seen, atomic_load(&ip->wb_err_seq));
+	ofile_set_ip(of, ip);
 	/* A new file's attributes are current (nothing else of ours knew
 	 * it). A file that existed (opened without O_EXCL, maybe truncated)
 	 * is left to GETATTR, and stamped: what was read of it meanwhile
