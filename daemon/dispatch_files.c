@@ -174,12 +174,15 @@ int op_write(struct op *o)
 {
 	const struct pfs_write_req *m = &o->m.write_req;
 	struct pfs_write_rep rep;
+	uint64_t at;
 	int ret = export_write(&o->x, o->obj, m->fid, m->flags, m->offset, m->data.p, m->data.len,
-			       &rep.written, &rep.attr);
+			       &rep.written, &at, &rep.attr);
 
 	if (ret < 0)
 		return ret;
-	op_inval_inode(o, &m->fh, (int64_t)m->offset, rep.written);
+	/* The range the data landed in (an append's, not the offset the
+	 * client sent). */
+	op_inval_inode(o, &m->fh, (int64_t)at, rep.written);
 	return OP_ENCODE(o, write_rep, &rep);
 }
 

@@ -369,7 +369,8 @@ static int direct_fd(struct xop *x, struct fid *f, uint64_t off, uint32_t len)
 }
 
 int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, uint64_t off,
-		 const uint8_t *data, uint32_t len, uint32_t *written, struct pfs_attr *a)
+		 const uint8_t *data, uint32_t len, uint32_t *written, uint64_t *at,
+		 struct pfs_attr *a)
 {
 	uint8_t *bounce = NULL;
 	struct fid *f;
@@ -393,8 +394,21 @@ int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, 
 	}
 	if (fd < 0)
 		fd = f->fd;
+	/* O_APPEND: the data lands where the file ends, whatever off the
+	 * client had (its size may be stale). write() moves the fid's own
+	 * position to the end of what it wrote, which tells where: writes of
+	 * one fid come one at a time (the client orders its appends), and
+	 * other fids have positions of their own. */
+	bool append = f->flags & O_APPEND;
+	*at = off;
 	while (done < len) {
-		ssize_t n = pwrite(fd, data + done, len - done, (off_t)(off + done));
+		ssize_t n = append ? write(fd, data + done, len - done)
+				   : pwrite(fd, data + done, len - done, (off_t)(off + done));
+		if (n > 0 && append) {
+			off_t end = lseek(fd, 0, SEEK_CUR);
+			if (end >= n && (done == 0 || (uint64_t)(end - n) < *at))
+				*at = (uint64_t)(end - n);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -196,10 +196,12 @@ int export_chunk(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
 /* Writes data[len] at off through the session's fid (opened again on a
  * miss); a big aligned write goes through an O_DIRECT twin of it unless
  * x->direct is NULL. *written: the bytes written (short only after an
- * error), *a: the attributes after. Returns 0, -EINVAL (off), or -errno
- * when nothing was written. */
+ * error), *at: where they start (off, or for an O_APPEND fid where the
+ * file ended), *a: the attributes after. Returns 0, -EINVAL (off), or
+ * -errno when nothing was written. */
 int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, uint64_t off,
-		 const uint8_t *data, uint32_t len, uint32_t *written, struct pfs_attr *a);
+		 const uint8_t *data, uint32_t len, uint32_t *written, uint64_t *at,
+		 struct pfs_attr *a);
 /* Forgets the session's fid (closed once unused). Returns 0, also for an
  * unknown fid. */
 int export_release(struct xop *x, uint64_t fid);

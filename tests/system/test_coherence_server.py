@@ -63,6 +63,24 @@ def test_write_pushed_to_interested_session(env, daemon, ab):
     assert a.pushes_before_pong() == []
 
 
+def test_append_pushes_the_range_it_landed_in(env, daemon, ab):
+    """An O_APPEND write lands where the file ends, whatever offset the
+    writer sent (its idea of the size may be stale): the push names the
+    range written, not the one claimed."""
+    a, b = ab
+    write_file(env.export / "log", b"x" * 10000)
+    h, _ = a.lookup(a.root, "log")
+    b.lookup(b.root, "log")
+    b.wait_pushes(QUIET)
+    flags = os.O_WRONLY | os.O_APPEND
+    fid = a.open(h, flags)
+    a.write(h, fid, 0, b"hello", flags=flags)
+    assert ("inode", h, 10000, 5) in b.pushes_before_pong()
+    a.write(h, fid, 4096, b"more", flags=flags)
+    assert ("inode", h, 10005, 4) in b.pushes_before_pong()
+    assert (env.export / "log").read_bytes() == b"x" * 10000 + b"hellomore"
+
+
 def test_no_push_for_objects_not_looked_up_or_forgotten(env, daemon):
     for n in ("x", "y"):
         write_file(env.export / n, b"0")
