@@ -444,6 +444,18 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	/* A write of the file that failed since this open last heard of one
+	 * (after its write() returned: write-behind) fails this write, once,
+	 * as NFS reports ENOSPC at the next write; nothing of this one is
+	 * written. The writes after it go on (space may have been freed):
+	 * the error is not sticky, and the fsync or close that follows
+	 * reports only what failed after. */
+	int werr = ofile_wb_err(of, true);
+	if (werr) {
+		(void)wb_flush_nowait(c->wb, of->ip); /* reported: not again */
+		fuse_reply_err(req, -werr);
+		return;
+	}
 	/* After the changes of attributes a delegation answered: a write may
 	 * clear set-id bits, and moves the mtime (deleg_i.h). */
 	if (c->dl)

@@ -287,7 +287,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
  * persistent cache, or READ (whose data may fill the persistent cache). */
 void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 /* WRITE: queued to write-behind and answered at once (wb.c); an earlier
- * write's error is reported here. */
+ * write's error this open did not hear of yet fails it, once. */
 void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 	       struct fuse_file_info *fi);
 /* FLUSH (close(2)): waits for the file's writes, reports their error,

@@ -453,10 +453,6 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	w->users++;
 	/* Overlapping writes reach the daemon in order; memory is bounded. */
 	for (;;) {
-		if (w->f.err) {
-			rc = -w->f.err;
-			break;
-		}
 		/* O_APPEND: the daemon appends wherever the file ends, so
 		 * appends go one at a time, in order. */
 		/* After the attributes set again after a re-send, which

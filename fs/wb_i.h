@@ -78,8 +78,11 @@ int wb_start(struct wb *wb);
 void wb_free(struct wb *wb);
 
 /* Queues a write of buf[size] at off (copied). Returns 0 (the write is
- * accepted), or -errno: an earlier write of ip failed (the error stays
- * for flush/fsync too), -ENOMEM. cr, fh, fid and flags are copied. */
+ * accepted), or -errno: -ENOMEM, -EINTR (killed while waiting for
+ * room); with no writer threads (synchronous), the write's own error.
+ * An earlier write's failure does not stop it: the open file that wrote
+ * hears of it once (ops_write, ofile_wb_err). cr, fh, fid and flags are
+ * copied. */
 int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	     const struct pfs_fh *fh, uint64_t fid, uint32_t flags, uint64_t off,
 	     const void *buf, size_t size, uint32_t tid);

@@ -14,6 +14,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -222,3 +223,35 @@ def test_write_error_reported_to_the_writer(env, meanwhile, by):
                 errs.append(e.errno)
         # Reported once: by the fsync, or else by the close.
         assert errs == [errno.ENOSPC] + [0] * (len(errs) - 1), errs
+
+
+@pytest.mark.timeout(120)
+def test_a_write_error_is_reported_once_and_writing_goes_on(env):
+    """A write that failed on the coordinator after write() returned
+    (ENOSPC) fails the writer's next write(), once, as NFS does; once
+    space is freed, the writes after it go on and land, and the fsync and
+    close that follow report nothing more (it was reported). (Before,
+    every write of the file failed until an fsync or close took the
+    error, and those reported it again.)"""
+    with tmpfs(env, "small", 1 << 20) as path:
+        d, mm = export_and_mount(env, path)
+        (path / "filler").write_bytes(b"z" * ((1 << 20) - (64 << 10)))
+        fd = os.open(mm / "data", os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            failed_at = None
+            for i in range(200):  # the failure comes back while we write on
+                try:
+                    os.pwrite(fd, b"d" * (64 << 10), (i % 4) * (64 << 10))
+                except OSError as e:
+                    assert e.errno == errno.ENOSPC, e
+                    failed_at = i
+                    break
+                time.sleep(0.01)
+            assert failed_at is not None, "no write reported the failure"
+            os.unlink(path / "filler")
+            assert os.pwrite(fd, b"after", 0) == 5
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        assert (path / "data").read_bytes()[:5] == b"after"
+        assert d.alive()
