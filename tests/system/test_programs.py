@@ -1,5 +1,5 @@
 """test_programs.py: real programs on a podfs mount (the pod's actual jobs):
-a venv, a git repository, a large source tree, a 512 MiB file.
+a venv, a git repository, a large source tree, a 256 MiB file.
 """
 
 import fnmatch
@@ -106,9 +106,10 @@ def tree_meta(root):
 # /usr/include less the trees that only some hosts have (node's and llvm's
 # headers: half its bytes here, absent on a fresh Debian 12 host), so that
 # the test copies about the same tree everywhere, and less the kernel's
-# (test_delegation copies that one): ~3,400 entries, with symlinks, of the
-# C library and C++.
-TAR_SKIP = ("node", "llvm-*", "linux")
+# (test_delegation copies that one) and C++'s (a quarter of the entries
+# left, the same kind of files; the suite's time): ~2,600 entries, with
+# symlinks, of the C library and others.
+TAR_SKIP = ("node", "llvm-*", "linux", "c++")
 
 
 def skipped(rel):
@@ -139,8 +140,8 @@ def test_tar_usr_include(env, m):
 @pytest.mark.slow
 @pytest.mark.plaintext
 @pytest.mark.timeout(300)
-def test_512mib_copy_in_and_out(env, mount):
-    """512 MiB of random data (four times what write-behind holds): local -> mount A, then mount B -> local (B's
+def test_256mib_copy_in_and_out(env, mount):
+    """256 MiB of random data (twice what write-behind holds): local -> mount A, then mount B -> local (B's
     cache is cold, so the bytes really come back from the daemon). Without
     TLS, which costs a third of this test's time in the sanitizer build:
     test_tls checks that TLS carries data byte-exact, and every other test
@@ -149,14 +150,14 @@ def test_512mib_copy_in_and_out(env, mount):
     b = mount(path=env.root / "mnt-b", opts="tls=off")
     src = env.root / "src.bin"
     back = env.root / "back.bin"
-    run(["dd", "if=/dev/urandom", f"of={src}", "bs=4M", "count=128", "status=none"],
+    run(["dd", "if=/dev/urandom", f"of={src}", "bs=4M", "count=64", "status=none"],
         timeout=120)
-    assert os.path.getsize(src) == 1 << 29
+    assert os.path.getsize(src) == 1 << 28
     want = sha256_file(src)
     run(["cp", src, a / "big.bin"], timeout=240)
     os.unlink(src)
-    assert os.path.getsize(env.export / "big.bin") == 1 << 29
-    wait_for(lambda: os.path.getsize(b / "big.bin") == 1 << 29, 5, what="size on B")
+    assert os.path.getsize(env.export / "big.bin") == 1 << 28
+    wait_for(lambda: os.path.getsize(b / "big.bin") == 1 << 28, 5, what="size on B")
     run(["cp", b / "big.bin", back], timeout=240)
     assert sha256_file(back) == want
     os.unlink(back)
