@@ -67,9 +67,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "delegation_limit(why): the test checks what "
                             "docs/delegation.md says a delegation defers (WHY); not run "
                             "when PODFS_TEST_MOUNT_OPTS gives every mount delegate")
-    config.addinivalue_line("markers", "no_peer_reads(why): the test reads no file "
-                            "another host could serve (WHY); not run when "
-                            "PODFS_TEST_MOUNT_OPTS gives every mount peers")
 
     # `timeout` (scripts/test) sends SIGTERM: unwind like ^C so every
     # fixture still unmounts and stops what it started.
@@ -83,17 +80,13 @@ def pytest_collection_modifyitems(config, items):
     scripts/test's "delegate" configuration), the tests marked
     delegation_limit are deselected, not skipped: they check what a
     delegation defers by design (docs/delegation.md, Limits), and a skip
-    would count as a failure there. With every mount reading from peers
-    (the "peers" configuration), the tests marked no_peer_reads are
-    deselected: they would only run again what the default run did."""
-    opts = MOUNT_OPTS.split(",")
-    for opt, marker in (("delegate", "delegation_limit"), ("peers", "no_peer_reads")):
-        if opt not in opts:
-            continue
-        left_out = [it for it in items if it.get_closest_marker(marker)]
-        if left_out:
-            config.hook.pytest_deselected(items=left_out)
-            items[:] = [it for it in items if not it.get_closest_marker(marker)]
+    would count as a failure there."""
+    if "delegate" not in MOUNT_OPTS.split(","):
+        return
+    limited = [it for it in items if it.get_closest_marker("delegation_limit")]
+    if limited:
+        config.hook.pytest_deselected(items=limited)
+        items[:] = [it for it in items if not it.get_closest_marker("delegation_limit")]
 
 
 class TestTimeout(Exception):

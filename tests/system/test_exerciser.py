@@ -172,14 +172,12 @@ def test_random_ops_match_model(pod, seed):
         check_same(model, f.read(), "the other host", log)
 
 
-@pytest.mark.no_peer_reads("one mount")
 def test_random_ops_synchronous_writes(env, mount):
     m = mount(opts="wb_threads=0")
     model, log = exercise(m.path / "fsx-sync", 3, 400)
     check_same(model, (env.export / "fsx-sync").read_bytes(), "the export", log)
 
 
-@pytest.mark.no_peer_reads("a counter of a few bytes")
 @pytest.mark.parametrize("kind", ["flock", "fcntl"])
 @pytest.mark.parametrize("reopen", [True, False], ids=["reopen", "open-once"])
 def test_locked_counter_across_hosts(pod, reopen, kind):
