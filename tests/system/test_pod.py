@@ -209,8 +209,10 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
     assert f"{SshHosts.DEAD} (client):\n  unreachable" in out, out
 
     # An up for another export does not take the running podfsd (of the
-    # first up's command line) for its own: it says so, and leaves it.
+    # first up's command line) for its own: it says so, and leaves it and
+    # the exports file it reads as they were.
     pid = hosts.ok(0, "cat /run/podfs/podfsd.pid").strip()
+    exports = hosts.ok(0, "cat /etc/podfs/exports")
     hf0 = env.root / "hosts0"
     hf0.write_text("10.77.0.10\n")  # (the coordinator alone: no dead host to wait for)
     rc, out = pod(env, hosts, "up", hf0, "--export", "/srv/other", expect=1)
@@ -219,6 +221,7 @@ def test_pod_up_with_an_unreachable_host_fails_its_row(env, hosts):
                      r'as "[^"]* --state-dir /var/lib/podfs /srv/podfs": run podfs pod down first$',
                      out, re.M), out
     assert hosts.ok(0, "cat /run/podfs/podfsd.pid").strip() == pid
+    assert hosts.ok(0, "cat /etc/podfs/exports") == exports
 
     # The dead host replaced by another, which holds a key of its own:
     # the exports file up wrote is rewritten and podfsd reloads it,
