@@ -9,7 +9,7 @@ import os
 import statistics
 
 from .common import fmt_size, log, run
-from .spec import AB_TARGET, META_WORKLOADS, PCACHE_SIZE, PLAIN_TARGET, PODFS_TARGETS, ROWS, SMALL_MAX
+from .spec import AB_TARGET, META_WORKLOADS, PCACHE_SIZE, PLAIN_TARGET, ROWS, SMALL_MAX
 
 
 def fmt(v, unit):
@@ -232,7 +232,7 @@ class Report:
 
     def fuse_requests(self):
         """FUSE requests per run of the rows that counted them (venv: per import)."""
-        a, res, out = self.a, self.res, []
+        res, out = self.res, []
         fuse = [n for n in self.tnames if n != "local"]
         crows = [r[0] for r in self.rows if any("requests" in x for n in fuse for x in res.extras.get((r[0], n), []))]
         if crows and fuse:

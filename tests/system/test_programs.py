@@ -1,10 +1,12 @@
 """test_programs.py: real programs on a podfs mount (the pod's actual jobs):
-a venv, a git repository, a large source tree, a 256 MiB file.
+a venv, a git repository, a large source tree, a 256 MiB file, and an
+SQLite database that processes on two hosts change at once.
 """
 
 import fnmatch
 import hashlib
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -165,3 +167,56 @@ def test_256mib_copy_in_and_out(env, mount):
     assert sha256_file(env.export / "big.bin") == want
     os.unlink(a / "big.bin")
     assert not (env.export / "big.bin").exists()
+
+
+SQLITE_TXNS = r"""
+import sqlite3, sys
+path, n, me = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+db = sqlite3.connect(path, timeout=120, isolation_level=None)
+for i in range(n):
+    db.execute("BEGIN IMMEDIATE")
+    v = db.execute("SELECT v FROM counter").fetchone()[0]
+    db.execute("UPDATE counter SET v = ?", (v + 1,))
+    db.execute("INSERT INTO log(who, v, pad) VALUES (?, ?, randomblob(1500))", (me, v + 1))
+    db.execute("COMMIT")
+"""
+
+
+@pytest.mark.timeout(300)
+def test_sqlite_database_changed_from_two_hosts(pod):
+    """Two processes on each of two hosts run transactions on one SQLite
+    database in its default (rollback journal) mode, as NFS users do: each
+    reads a counter and writes it back one higher, with a row of its own.
+    SQLite's locks are fcntl locks on bytes past the end of the file, and
+    after taking one it trusts the file's bytes to be current (it checks
+    only a change counter in the first page): a lock granted across hosts
+    while the other's journal or pages were not yet visible, or a page
+    kept in a cache past another host's commit, loses an increment or
+    corrupts the database."""
+    n = 60
+    path = pod.export / "db.sqlite"
+    db = sqlite3.connect(str(path), isolation_level=None)
+    db.execute("CREATE TABLE counter(v INTEGER)")
+    db.execute("CREATE TABLE log(id INTEGER PRIMARY KEY, who TEXT, v INTEGER UNIQUE, pad BLOB)")
+    db.execute("INSERT INTO counter VALUES (0)")
+    db.close()
+    procs = [subprocess.Popen([PYTHON, "-c", SQLITE_TXNS, str(host / "db.sqlite"), str(n), "%s%d" % (name, j)])
+             for name, host in (("a", pod.a), ("b", pod.b)) for j in range(2)]
+    try:
+        for p in procs:
+            assert p.wait(timeout=240) == 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    # Every increment, once each, and a sound database, on both hosts.
+    for host in (pod.a, pod.b, pod.export):
+        db = sqlite3.connect("file:%s?mode=ro" % (host / "db.sqlite"), uri=True)
+        try:
+            assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            assert db.execute("SELECT v FROM counter").fetchone()[0] == 4 * n
+            assert [r[0] for r in db.execute("SELECT v FROM log ORDER BY v")] == list(range(1, 4 * n + 1))
+            assert sorted({r[0] for r in db.execute("SELECT who FROM log")}) == ["a0", "a1", "b0", "b1"]
+        finally:
+            db.close()
