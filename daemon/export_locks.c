@@ -1,6 +1,7 @@
 /* export_locks.c: POSIX and flock locks, as OFD and flock locks on lock
- * fds the session keeps per (owner, inode, kind). Worker threads only
- * (see export_i.h). */
+ * fds the session keeps per (owner, inode, kind), with the ranges each
+ * POSIX one holds counted (lkranges_i.h). Worker threads only (see
+ * export_i.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -117,6 +118,7 @@ int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m)
 	bool fl = m->flags & PFS_LKF_FLOCK, created = false;
 	struct lockent *l;
 	struct flock f;
+	size_t before = 0, after = 0;
 	int ret = lock_begin(x, obj, m, PFS_LKF_FLOCK, &f, &l);
 
 	if (ret < 0)
@@ -141,14 +143,31 @@ int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m)
 		l = session_lock_add(x->s, m->owner, fl, &obj->fh, fd);
 		created = true;
 	}
+	/* Room for the ranges a POSIX lock (or an unlock that splits one)
+	 * adds to the kernel's lock table, before asking for it. */
+	if (!fl) {
+		before = l->ranges.n;
+		after = lkranges_count_after(&l->ranges, m->start, m->end, m->type);
+		if (after > before && (ret = session_ranges_take(x->s, after - before)) < 0) {
+			if (created)
+				session_lock_del(x->s, l);
+			goto out_unlock;
+		}
+	}
 	if (fl)
 		ret = flock(l->fd, (m->type == PFS_LK_RD ? LOCK_SH : LOCK_EX) | LOCK_NB);
 	else
 		ret = fcntl(l->fd, F_OFD_SETLK, &f);
 	if (ret < 0) {
 		ret = (errno == EWOULDBLOCK || errno == EACCES) ? -EAGAIN : -errno;
+		if (after > before)
+			session_ranges_give(x->s, after - before);
 		if (created)
 			session_lock_del(x->s, l);
+	} else if (!fl) {
+		lkranges_apply(&l->ranges, m->start, m->end, m->type);
+		if (before > after)
+			session_ranges_give(x->s, before - after);
 	}
 out_unlock:
 	pthread_mutex_unlock(&x->s->lk_mu);

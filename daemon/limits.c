@@ -30,6 +30,8 @@ struct limkey {
 static const struct limkey limkeys[] = {
 	CNT("open-files", open_files, 1, 1u << 24),
 	CNT("lock-owners", lock_owners, 1, 1u << 24),
+	CNT("lock-ranges", lock_ranges, 1, 1u << 24),
+	CNT("lock-table", lock_table, 1, 1u << 26),
 	CNT("requests", requests, 1, 1u << 20),
 	CNT("workers", workers, 1, 1024),
 	SIZE("client-memory", client_mem, 1u << 20, (size_t)1 << 40),
@@ -147,6 +149,16 @@ int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_m
 		l->open_files = (unsigned)clamp(l->fd_budget / 4, 1, 65536);
 	if (!l->lock_owners)
 		l->lock_owners = (unsigned)clamp(l->fd_budget / 8, 1, 16384);
+	if (!l->memory)
+		l->memory = clamp(ram / 8, (size_t)256 << 20, (size_t)2 << 30);
+	/* A lock range is a struct file_lock of the kernel's, about 200
+	 * bytes that count against no limit of podfsd's: a tenth of the
+	 * memory limit's worth in all (1M ranges at 2G), 16,384 per client
+	 * (3 MB; a host's SQLite databases hold a few each). */
+	if (!l->lock_ranges)
+		l->lock_ranges = 16384;
+	if (!l->lock_table)
+		l->lock_table = (unsigned)clamp(l->memory / 2048, 65536, 1u << 22);
 	if (!l->requests)
 		l->requests = 256;
 	/* A quarter of the workers: a busy client leaves the rest to the
@@ -156,8 +168,6 @@ int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_m
 		l->workers = threads >= 8 ? threads / 4 : threads > 1 ? 2 : 1;
 	if (!l->client_mem)
 		l->client_mem = (size_t)128 << 20;
-	if (!l->memory)
-		l->memory = clamp(ram / 8, (size_t)256 << 20, (size_t)2 << 30);
 	if (!l->lingering)
 		l->lingering = 4096;
 	if (!l->preauth)
@@ -209,6 +219,8 @@ const char *lim_cap_name(enum lim_cap cap)
 	case LIM_CLIENT_MEM: return "client-memory";
 	case LIM_MEMORY: return "memory";
 	case LIM_FDS: return "fd-reserve";
+	case LIM_LOCK_RANGES: return "lock-ranges";
+	case LIM_LOCK_TABLE: return "lock-table";
 	}
 	return "?";
 }

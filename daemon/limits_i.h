@@ -1,5 +1,6 @@
 /* limits_i.h: the fair-use limits of podfsd: what one client may hold
- * (open files, lock owners, requests in flight, reply memory), what the
+ * (open files, lock owners and the byte ranges of their locks, requests in
+ * flight, reply memory), what the
  * whole daemon may hold (memory for requests and replies, file
  * descriptors, disconnected sessions), and the quota of unauthenticated
  * connections per source address.
@@ -26,6 +27,9 @@
 struct limits {
 	unsigned open_files;  /* open-files: fids per client session */
 	unsigned lock_owners; /* lock-owners: lock fds per client session */
+	unsigned lock_ranges; /* lock-ranges: byte ranges its POSIX locks hold in
+				 the kernel's lock table, per client session */
+	unsigned lock_table;  /* lock-table: the same, over all sessions */
 	unsigned requests;    /* requests: in flight per client session */
 	unsigned workers;     /* workers: worker threads one session's requests
 				 may occupy at once */
@@ -48,6 +52,9 @@ struct limits {
 /* A session may always hold this much, whatever the daemon-wide memory:
  * a client is never starved by others' use of it. */
 #define LIM_MIN_SHARE (8u << 20)
+/* A session may always hold this many lock ranges, whatever the others
+ * hold of lock-table (within its own lock-ranges). */
+#define LIM_LOCK_MIN_SHARE 256u
 /* read-queue's default: a connection's READ replies being made or
  * waiting for its socket (see docs/limits.md, "Pacing READ replies"). */
 #define LIM_READ_QUEUE (2u << 20)
@@ -74,6 +81,8 @@ enum lim_cap {
 	LIM_CLIENT_MEM = 8,
 	LIM_MEMORY = 16,
 	LIM_FDS = 32,
+	LIM_LOCK_RANGES = 64,
+	LIM_LOCK_TABLE = 128,
 };
 /* The option key of a cap ("open-files"...). */
 const char *lim_cap_name(enum lim_cap cap);

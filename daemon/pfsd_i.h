@@ -150,6 +150,7 @@ struct pfsd {
 	LIST_HEAD(, conn) paused; /* connections not read for their session's or the
 				     daemon's memory or requests (loop, conn.c) */
 	_Atomic size_t fds;       /* sessions' fids and lock fds (any thread) */
+	_Atomic size_t lock_ranges; /* their POSIX locks' ranges (any thread) */
 	TAILQ_HEAD(, session) lingering; /* disconnected sessions, oldest first (loop) */
 	unsigned nlingering;
 	struct ratelimit rl;      /* log lines about hostile input (loop) */

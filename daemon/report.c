@@ -137,19 +137,20 @@ static void sess_addr(struct session *s, char *buf, size_t len, bool port)
 		pfs_addr_host(&s->conn->addr, buf, len);
 }
 
-/* Open files and lock owners of s, each -1 if its table is busy: the
- * loop never waits for a worker (they hold these mutexes only around
- * system calls that do not block, but a lock's open can take a disk's
- * time). */
-static void sess_tables(struct session *s, long *fids, long *locks)
+/* Open files, lock owners and their byte ranges of s, each -1 if its
+ * table is busy: the loop never waits for a worker (they hold these
+ * mutexes only around system calls that do not block, but a lock's open
+ * can take a disk's time). */
+static void sess_tables(struct session *s, long *fids, long *locks, long *ranges)
 {
-	*fids = *locks = -1;
+	*fids = *locks = *ranges = -1;
 	if (pthread_mutex_trylock(&s->mu) == 0) {
 		*fids = s->nfids;
 		pthread_mutex_unlock(&s->mu);
 	}
 	if (pthread_mutex_trylock(&s->lk_mu) == 0) {
 		*locks = s->nlocks;
+		*ranges = (long)s->nranges;
 		pthread_mutex_unlock(&s->lk_mu);
 	}
 }
@@ -310,9 +311,9 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 	for (n = htab_iter(&d->sessions, &pos, NULL); n; n = htab_iter(&d->sessions, &pos, n)) {
 		struct session *s = container_of(n, struct session, hn);
 		unsigned nconns;
-		long fids, locks;
+		long fids, locks, ranges;
 		sess_traffic(d, s, &tr, &nconns);
-		sess_tables(s, &fids, &locks);
+		sess_tables(s, &fids, &locks, &ranges);
 		sum_queued(d, s, &queued, &paced);
 		sess_addr(s, addr, sizeof(addr), true);
 		limits_word(sess_limits(s), lim, sizeof(lim));
@@ -324,12 +325,12 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 			  " state=%s since=%" PRId64 " connected=%" PRId64 " conns=%u made=%" PRIu64
 			  " requests=%" PRIu64 " wire_in=%" PRIu64 " wire_out=%" PRIu64
 			  " raw_in=%" PRIu64 " raw_out=%" PRIu64 " open_files=%ld lock_owners=%ld"
-			  " inflight=%u mem=%zu queued=%zu paced=%u limits=%s behind=%d ack_misses=%" PRIu64
+			  " lock_ranges=%ld inflight=%u mem=%zu queued=%zu paced=%u limits=%s behind=%d ack_misses=%" PRIu64
 			  " ack_deadline=%u ops=",
 			  s->conn ? "connected" : "lingering", s->since,
 			  s->conn ? s->conn->since : (int64_t)0, nconns, s->nconns_total,
 			  sum_req(s->st_req), tr.wire_in, tr.wire_out, tr.raw_in, tr.raw_out, fids,
-			  locks, s->acct->inflight, s->acct->mem, queued, paced, lim,
+			  locks, ranges, s->acct->inflight, s->acct->mem, queued, paced, lim,
 			  s->conn && s->conn->behind, s->st_ack_misses,
 			  s->conn ? acklat_deadline(&s->conn->lat, uv_now(&d->loop),
 						    d->o.ack_timeout, PFSD_ACK_WAIT_MS)
@@ -344,7 +345,8 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		}
 		sb_printf(&sb, "%s\n", first ? "-" : "");
 	}
-	sb_printf(&sb, "lock_owners %" PRIu64 "\n", nlocks);
+	sb_printf(&sb, "lock_owners %" PRIu64 "\nlock_ranges %zu\n", nlocks,
+		  atomic_load(&d->lock_ranges));
 	if (verbose) {
 		pos = 0;
 		for (n = htab_iter(&d->sessions, &pos, NULL); n;
@@ -537,7 +539,7 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 		     n = htab_iter(&d->sessions, &pos, n)) {
 			struct session *s = container_of(n, struct session, hn);
 			unsigned nconns;
-			long fids, locks;
+			long fids, locks, ranges;
 			uint64_t v = 0;
 			snprintf(id, sizeof(id), "%" PRIu64, s->number);
 			sess_addr(s, addr, sizeof(addr), false);
@@ -547,7 +549,7 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 				sess_traffic(d, s, &tr, &nconns);
 				v = f == 1 ? tr.wire_in : tr.wire_out;
 			} else if (f <= 4) {
-				sess_tables(s, &fids, &locks);
+				sess_tables(s, &fids, &locks, &ranges);
 				if ((f == 3 ? fids : locks) < 0)
 					continue;
 				v = (uint64_t)(f == 3 ? fids : locks);
@@ -566,6 +568,9 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_u64(p, "podfsd_open_files", fids_all, NULL);
 	pfs_prom_family(p, "podfsd_lock_owners", "gauge", "Lock owners of all clients");
 	pfs_prom_u64(p, "podfsd_lock_owners", locks_all, NULL);
+	pfs_prom_family(p, "podfsd_lock_ranges", "gauge",
+			"Byte ranges the POSIX locks of all clients hold (limit lock-table)");
+	pfs_prom_u64(p, "podfsd_lock_ranges", atomic_load(&d->lock_ranges), NULL);
 }
 
 size_t report_metrics(struct pfsd *d, char **out)

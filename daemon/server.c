@@ -220,6 +220,15 @@ static void note_hits(struct session *s, struct conn *c)
 		pfs_notice("session %016llx of %s (%s) reached lock-owners=%u: its new locks "
 			   "fail with EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
 			   l->lock_owners);
+	if (hits & LIM_LOCK_RANGES)
+		pfs_notice("session %016llx of %s (%s) reached lock-ranges=%u: its locks that "
+			   "would hold more byte ranges fail with ENOLCK", (unsigned long long)s->client_id,
+			   c->peer, s->host, l->lock_ranges);
+	if (hits & LIM_LOCK_TABLE)
+		pfs_warn("session %016llx of %s (%s): the clients' locks hold lock-table=%u byte "
+			 "ranges: its locks that would hold more than %u fail with ENOLCK",
+			 (unsigned long long)s->client_id, c->peer, s->host, l->lock_table,
+			 LIM_LOCK_MIN_SHARE);
 	if (hits & LIM_FDS)
 		pfs_warn("session %016llx of %s (%s): the %zu file descriptors for clients' "
 			 "files are all in use (fd-reserve=%u of %zu kept back): opens fail with "

@@ -71,6 +71,14 @@ static void fid_close(struct fid *f)
 	free(f);
 }
 
+/* Closes l's fd, which drops its locks, and gives back their ranges. */
+static void lock_close(struct session *s, struct lockent *l)
+{
+	close(l->fd);
+	session_ranges_give(s, l->ranges.n);
+	lkranges_fini(&l->ranges);
+}
+
 static void free_cb(uv_handle_t *h)
 {
 	struct session *s = h->data;
@@ -85,7 +93,7 @@ static void free_cb(uv_handle_t *h)
 	}
 	while ((n = htab_pop(&s->locks))) {
 		struct lockent *l = container_of(n, struct lockent, hn);
-		close(l->fd);
+		lock_close(s, l);
 		lim_fd_give(&s->d->fds);
 		session_lock_wake(s->d, &l->fh);
 		free(l);
@@ -197,7 +205,7 @@ static void lk_linger_cb(uv_timer_t *t)
 	pthread_mutex_lock(&s->lk_mu);
 	while ((n = htab_pop(&s->locks))) {
 		struct lockent *l = container_of(n, struct lockent, hn);
-		close(l->fd);
+		lock_close(s, l);
 		s->nlocks--;
 		lim_fd_give(&s->d->fds);
 		/* hn is free once popped: chain through it. */
@@ -520,7 +528,32 @@ struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
 void session_lock_del(struct session *s, struct lockent *l)
 {
 	htab_remove(&s->locks, &l->hn);
-	close(l->fd);
+	lock_close(s, l);
 	session_lock_unreserve(s);
 	free(l);
+}
+
+int session_ranges_take(struct session *s, size_t n)
+{
+	const struct limits *lim = &s->d->lim;
+	size_t all;
+
+	if (s->nranges + n > lim->lock_ranges) {
+		hit(s, LIM_LOCK_RANGES);
+		return -ENOLCK;
+	}
+	all = atomic_fetch_add(&s->d->lock_ranges, n) + n;
+	if (all > lim->lock_table && s->nranges + n > LIM_LOCK_MIN_SHARE) {
+		atomic_fetch_sub(&s->d->lock_ranges, n);
+		hit(s, LIM_LOCK_TABLE);
+		return -ENOLCK;
+	}
+	s->nranges += n;
+	return 0;
+}
+
+void session_ranges_give(struct session *s, size_t n)
+{
+	s->nranges -= n;
+	atomic_fetch_sub(&s->d->lock_ranges, n);
 }

@@ -24,6 +24,7 @@
 #include "podfs/htab.h"
 #include "conn_i.h"
 #include "drc_i.h"
+#include "lkranges_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
 
@@ -52,6 +53,7 @@ struct lockent {
 	bool flock;
 	int fd;
 	struct pfs_fh fh;
+	struct lkranges ranges; /* a POSIX one's, as the kernel holds them */
 };
 
 struct session {
@@ -100,6 +102,7 @@ struct session {
 	pthread_mutex_t lk_mu; /* locks */
 	struct htab locks;
 	unsigned nlocks;    /* lock fds, or reserved (session_lock_reserve) */
+	size_t nranges;     /* ranges of their POSIX locks (session_ranges_take) */
 
 	struct drc drc;    /* duplicate request cache (loop thread) */
 
@@ -214,6 +217,11 @@ struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
 				 const struct pfs_fh *fh, int fd);
 /* Forgets l and closes its fd, which drops its locks. */
 void session_lock_del(struct session *s, struct lockent *l);
+/* Takes room for n more ranges of s's POSIX locks in the kernel's lock
+ * table: -ENOLCK past lock-ranges, or past lock-table while s holds more
+ * than LIM_LOCK_MIN_SHARE. session_ranges_give gives them back. */
+int session_ranges_take(struct session *s, size_t n);
+void session_ranges_give(struct session *s, size_t n);
 
 /* When s's wait for a RECALL began: at the first RECALL it owes
  * (recall_owed), else at since (this request's): a holder that stopped

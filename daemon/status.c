@@ -217,10 +217,12 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 	       "accepted since start\n",
 	       ns, pl(ns), pfs_kv_num(kv, "lingering"), nc, pl(nc), pfs_kv_num(kv, "preauth"),
 	       pfs_kv_num(kv, "accepted"));
-	printf("  memory %s of %s; %llu of %llu fds for clients' files; %llu lock owner%s\n",
+	unsigned long long nr = pfs_kv_num(kv, "lock_ranges");
+	printf("  memory %s of %s; %llu of %llu fds for clients' files; %llu lock owner%s "
+	       "holding %llu byte range%s\n",
 	       pfs_fmt_bytes(pfs_kv_num(kv, "mem"), t1, sizeof(t1)),
 	       pfs_fmt_bytes(pfs_kv_num(kv, "mem_max"), t2, sizeof(t2)), pfs_kv_num(kv, "fds"),
-	       pfs_kv_num(kv, "fd_budget"), nl, pl(nl));
+	       pfs_kv_num(kv, "fd_budget"), nl, pl(nl), nr, pl(nr));
 	printf("  wire: received %s (%s uncompressed), sent %s (%s uncompressed); %llu pushes\n",
 	       pfs_fmt_bytes(pfs_kv_num(kv, "wire_in"), t1, sizeof(t1)),
 	       pfs_fmt_bytes(pfs_kv_num(kv, "raw_in"), t2, sizeof(t2)),

@@ -30,6 +30,15 @@ void *xcalloc(size_t n, size_t m)
 	return p;
 }
 
+void *xreallocarray(void *p, size_t n, size_t m)
+{
+	void *q = reallocarray(p, n ? n : 1, m ? m : 1);
+
+	if (!q)
+		oom(n * m);
+	return q;
+}
+
 char *xstrdup(const char *s)
 {
 	char *p = strdup(s);

@@ -21,6 +21,9 @@ void *xmalloc(size_t n);
 /* calloc(n, m) (zero counts as one); never returns NULL. An n * m that
  * overflows aborts too. */
 void *xcalloc(size_t n, size_t m);
+/* reallocarray(p, n, m) (zero counts as one); never returns NULL. An
+ * n * m that overflows aborts too. */
+void *xreallocarray(void *p, size_t n, size_t m);
 /* strdup(s); never returns NULL. */
 char *xstrdup(const char *s);
 

@@ -40,13 +40,16 @@ static void test_parse(void)
 	CHECK_EQ(l.memory, (size_t)1 << 20);
 	CHECK_EQ(limits_parse(&l, "read-queue=512K", err, sizeof(err)), 0);
 	CHECK_EQ(l.read_queue, (size_t)512 << 10);
+	CHECK_EQ(limits_parse(&l, "lock-ranges=100,lock-table=5000", err, sizeof(err)), 0);
+	CHECK_EQ(l.lock_ranges, 100);
+	CHECK_EQ(l.lock_table, 5000);
 
 	static const char *const bad[] = {
 		"", "open-files", "open-files=", "open-files=0", "open-files=-1", "open-files=1x",
 		"open-files=1M", "nope=1", "open-files=1,", ",open-files=1", "memory=1T",
 		"memory=1K", "memory=M", "client-memory=99999999999999999999G", "requests=2000000",
 		"=5", "open-files=1,,requests=2", "preauth=0", "fd-reserve=1", "read-queue=1K",
-		"read-queue=2G",
+		"read-queue=2G", "lock-ranges=0", "lock-table=0", "lock-ranges=1K",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct limits b = { 0 };
@@ -71,6 +74,9 @@ static void test_defaults(void)
 	CHECK_EQ(l.fd_budget, 524288 - 52428 - LIM_HCACHE_MIN);
 	CHECK_EQ(l.memory, (size_t)2 << 30);
 	CHECK_EQ(l.read_queue, LIM_READ_QUEUE);
+	CHECK_EQ(l.lock_ranges, 16384);
+	CHECK_EQ(l.lock_table, 1u << 20); /* a tenth of memory=2G at ~200 bytes each */
+	CHECK(l.lock_ranges >= LIM_LOCK_MIN_SHARE);
 	CHECK(l.client_mem >= (size_t)64 << 20);
 	CHECK(l.requests >= 256);
 	CHECK(l.preauth_per_source <= l.preauth);
@@ -83,6 +89,8 @@ static void test_defaults(void)
 	CHECK_EQ(back.open_files, l.open_files);
 	CHECK_EQ(back.client_mem, l.client_mem);
 	CHECK_EQ(back.preauth_per_source, l.preauth_per_source);
+	CHECK_EQ(back.lock_ranges, l.lock_ranges);
+	CHECK_EQ(back.lock_table, l.lock_table);
 
 	/* A small fd limit: the reserve covers the connections, one client
 	 * gets a quarter of the rest. */
@@ -92,6 +100,7 @@ static void test_defaults(void)
 	CHECK_EQ(l.fd_budget, 4096 - 1280 - LIM_HCACHE_MIN);
 	CHECK_EQ(l.open_files, (4096 - 1280 - LIM_HCACHE_MIN) / 4);
 	CHECK_EQ(l.memory, (size_t)256 << 20); /* at least */
+	CHECK_EQ(l.lock_table, 131072);
 	memset(&l, 0, sizeof(l));
 	CHECK_EQ(limits_defaults(&l, 4096, (size_t)1 << 30, 256, 1, err, sizeof(err)), 0);
 	CHECK_EQ(l.workers, 1);
