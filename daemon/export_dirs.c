@@ -17,27 +17,33 @@
 #include "podfs/le.h"
 #include "export_base_i.h"
 
+/* An open directory is its fd alone: READDIR makes a stream for the
+ * call (dir_stream). */
+static int dir_fd_open(int pathfd)
+{
+	return export_reopen(pathfd, O_RDONLY | O_DIRECTORY);
+}
+
 int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_attr *a)
 {
 	struct fid *f;
-	DIR *d = NULL;
-	int ret;
+	int fd, ret;
 
 	ret = session_fid_reserve(x->s);
 	if (ret < 0)
 		return ret;
-	ret = export_dir_open(obj->fd, &d);
+	fd = dir_fd_open(obj->fd);
+	if (fd < 0) {
+		session_fid_unreserve(x->s);
+		return fd;
+	}
+	ret = export_getattr(fd, a);
 	if (ret < 0) {
+		close(fd);
 		session_fid_unreserve(x->s);
 		return ret;
 	}
-	ret = export_getattr(dirfd(d), a);
-	if (ret < 0) {
-		closedir(d);
-		session_fid_unreserve(x->s);
-		return ret;
-	}
-	f = session_fid_install(x->s, fid, dirfd(d), d, O_RDONLY, true);
+	f = session_fid_install(x->s, fid, fd, true, O_RDONLY, true);
 	session_fid_put(x->s, f);
 	return 0;
 }
@@ -532,19 +538,20 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 	size_t at;
 	int ret = 0;
 
+	DIR *dir;
+
 	if (!f) {
-		DIR *d = NULL;
 		ret = session_fid_reserve(x->s);
 		if (ret < 0)
 			return ret;
-		ret = export_dir_open(obj->fd, &d);
-		if (ret < 0) {
+		int fd = dir_fd_open(obj->fd);
+		if (fd < 0) {
 			session_fid_unreserve(x->s);
-			return ret;
+			return fd;
 		}
-		f = session_fid_install(x->s, fid, dirfd(d), d, O_RDONLY, false);
+		f = session_fid_install(x->s, fid, fd, true, O_RDONLY, false);
 	}
-	if (!f->dir) {
+	if (!f->is_dir) {
 		session_fid_put(x->s, f);
 		return -ENOTDIR;
 	}
@@ -559,20 +566,30 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 	pfs_wr_skip(&lim, 1, &at);
 
 	pthread_mutex_lock(&f->dmu);
-	if (off != f->pos) {
-		if (off == 0)
-			rewinddir(f->dir);
-		else
-			seekdir(f->dir, (long)off);
-		f->pos = off;
+	/* A stream for this call over the fid's open directory (a dup
+	 * shares its offset, which seekdir sets): entries from off on. */
+	int sfd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+	dir = sfd < 0 ? NULL : fdopendir(sfd);
+	if (!dir) {
+		ret = -errno;
+		if (sfd >= 0)
+			close(sfd);
+		pthread_mutex_unlock(&f->dmu);
+		session_fid_put(x->s, f);
+		return ret;
 	}
+	if (off == 0)
+		rewinddir(dir);
+	else
+		seekdir(dir, (long)off);
+	f->pos = off;
 	for (;;) {
 		struct pfs_dirent de;
 		struct dirent *d;
 		size_t nl;
 
 		errno = 0;
-		d = readdir(f->dir);
+		d = readdir(dir);
 		if (!d) {
 			if (errno) {
 				ret = -errno;
@@ -592,7 +609,7 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 		de.mode = d->d_type == DT_UNKNOWN ? 0 : DTTOIF(d->d_type);
 		de.flags = 0;
 		if (plus && !export_dot_or_dotdot(d->d_name) &&
-		    export_entry_at(x, dirfd(f->dir), d->d_name, &de.e) == 0) {
+		    export_entry_at(x, f->fd, d->d_name, &de.e) == 0) {
 			de.flags = PFS_DE_HAS_ENTRY;
 			de.mode = de.e.attr.mode;
 		}
@@ -603,16 +620,14 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 			continue;
 		}
 		if (ret < 0) {
-			ret = 0;
-			/* Full: give the entry back for the next call. */
-			seekdir(f->dir, (long)f->pos);
-			if (count == 0)
-				ret = -EINVAL;
+			/* Full: the next call starts with this entry. */
+			ret = count == 0 ? -EINVAL : 0;
 			break;
 		}
 		f->pos = de.next_off;
 		count++;
 	}
+	closedir(dir);
 	pthread_mutex_unlock(&f->dmu);
 	session_fid_put(x->s, f);
 	if (ret < 0 && count == 0)

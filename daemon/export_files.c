@@ -36,7 +36,7 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 	int fd = -EBADF;
 
 	if (f) {
-		if (f->dir) {
+		if (f->is_dir) {
 			session_fid_put(x->s, f);
 			return -EISDIR;
 		}
@@ -68,8 +68,8 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 		session_fid_unreserve(x->s);
 		return fd;
 	}
-	*out = session_fid_install(x->s, id, fd, NULL, flags, false);
-	if ((*out)->dir) {
+	*out = session_fid_install(x->s, id, fd, false, flags, false);
+	if ((*out)->is_dir) {
 		session_fid_put(x->s, *out);
 		return -EISDIR;
 	}
@@ -170,7 +170,7 @@ int export_setattr_fd(struct xop *x, int fd, const struct pfs_setattr_req *m, st
 			f = session_fid_get(x->s, m->fid);
 		/* The client's fid when it is writable (ftruncate semantics:
 		 * no second permission check), else by path. */
-		if (f && !f->dir && (f->flags & O_ACCMODE) != O_RDONLY)
+		if (f && !f->is_dir && (f->flags & O_ACCMODE) != O_RDONLY)
 			ret = ftruncate(f->fd, (off_t)m->size);
 		else
 			ret = truncate(p, (off_t)m->size);
@@ -220,7 +220,7 @@ int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, s
 		session_fid_unreserve(x->s);
 		return ret;
 	}
-	f = session_fid_install(x->s, fid, fd, NULL, fl, true);
+	f = session_fid_install(x->s, fid, fd, false, fl, true);
 	session_fid_put(x->s, f);
 	return 0;
 }
@@ -450,7 +450,7 @@ int export_fsync(struct xop *x, struct hent *obj, uint64_t fid, bool datasync)
 	int fd, ret;
 
 	if (f) {
-		fd = f->dir ? dirfd(f->dir) : f->fd;
+		fd = f->fd;
 		ret = datasync ? fdatasync(fd) : fsync(fd);
 		ret = ret < 0 ? -errno : 0;
 		session_fid_put(x->s, f);

@@ -383,7 +383,7 @@ static void slot_open_fid(struct xop *x, int fd, uint64_t fid, uint32_t flags)
 		session_fid_unreserve(x->s);
 		return;
 	}
-	session_fid_put(x->s, session_fid_install(x->s, fid, ofd, NULL, fl, false));
+	session_fid_put(x->s, session_fid_install(x->s, fid, ofd, false, fl, false));
 }
 
 int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_t mode,
@@ -457,7 +457,7 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 	export_attr(&st, &e->attr);
 	/* No extended attribute: no ACL inherited, no capability, no label. */
 	*fresh = made && S_ISREG(st.st_mode) && flistxattr(fd, NULL, 0) == 0;
-	f = session_fid_install(x->s, fid, fd, NULL, fl & ~O_TRUNC, true);
+	f = session_fid_install(x->s, fid, fd, false, fl & ~O_TRUNC, true);
 	session_fid_put(x->s, f);
 	return 0;
 

@@ -61,9 +61,7 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 
 static void fid_close(struct fid *f)
 {
-	if (f->dir)
-		closedir(f->dir);
-	else if (f->fd >= 0)
+	if (f->fd >= 0)
 		close(f->fd);
 	if (f->dfd >= 0)
 		close(f->dfd);
@@ -421,7 +419,7 @@ struct fid *session_fid_get(struct session *s, uint64_t id)
 	return f;
 }
 
-struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir, int flags,
+struct fid *session_fid_install(struct session *s, uint64_t id, int fd, bool is_dir, int flags,
 				bool replace)
 {
 	struct fid *f = xcalloc(1, sizeof(*f)), *old, *close_now = NULL;
@@ -429,7 +427,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir
 	f->id = id;
 	f->fd = fd;
 	f->dfd = -1;
-	f->dir = dir;
+	f->is_dir = is_dir;
 	f->flags = flags;
 	f->refs = 2; /* table + caller */
 	f->in_table = true;

@@ -36,10 +36,12 @@ struct fid {
 	uint64_t id;
 	unsigned refs;       /* table + users, under s->mu */
 	bool in_table;
-	int fd;              /* owned unless dir != NULL (then dir owns it) */
-	DIR *dir;            /* OPENDIR: stream over fd */
-	pthread_mutex_t dmu; /* serializes use of dir and pos */
-	uint64_t pos;        /* dir: cookie the stream is positioned at */
+	int fd;              /* owned */
+	bool is_dir;         /* OPENDIR's (READDIR reads it through a stream of
+				its own for the call: a DIR kept per fid held
+				a 32 KiB buffer, 2 GB for one client's 65,536) */
+	pthread_mutex_t dmu; /* serializes READDIRs and pos */
+	uint64_t pos;        /* dir: cookie of the next entry (0: the first) */
 	int flags;           /* open flags */
 	_Atomic int dfd;     /* O_DIRECT twin for big writes: -1 not yet, -2 none */
 	atomic_bool dio_bad; /* a write through it failed with EINVAL */
@@ -185,13 +187,13 @@ struct fid *session_fid_get(struct session *s, uint64_t id);
  * session_fid_install or session_fid_unreserve. */
 int session_fid_reserve(struct session *s);
 void session_fid_unreserve(struct session *s);
-/* Registers fd (and dir, which then owns fd) with open flags under id
- * and returns it with a reference; takes the caller's reservation
+/* Registers fd (a directory's if is_dir) with open flags under id and
+ * returns it with a reference; takes the caller's reservation
  * (session_fid_reserve). If id is taken: replace=true forgets
  * the old one (closed once unused), replace=false keeps it, closes
- * fd/dir and returns the old one (referenced). Takes ownership of fd/dir
- * in every case. Never fails. */
-struct fid *session_fid_install(struct session *s, uint64_t id, int fd, DIR *dir, int flags,
+ * fd and returns the old one (referenced). Takes ownership of fd in
+ * every case. Never fails. */
+struct fid *session_fid_install(struct session *s, uint64_t id, int fd, bool is_dir, int flags,
 				bool replace);
 /* Drops a reference of session_fid_get/install (f may be NULL); the last
  * one closes the fid. */
