@@ -356,13 +356,20 @@ static int direct_fd(struct xop *x, struct fid *f, uint64_t off, uint32_t len)
 		 * writes for this fid. */
 		char p[EXPORT_PROCPATH_LEN];
 		int want, expect = -1;
+		/* A second fd of the session's: from the budget, or none
+		 * for now (the budget's reserve is for logins). */
+		if (!session_fd_take(x->s))
+			return -1;
 		export_procpath(p, f->fd);
 		want = open(p, O_WRONLY | O_DIRECT | O_CLOEXEC | O_NOCTTY |
 				       (f->flags & (O_SYNC | O_DSYNC)));
 		if (want < 0)
 			want = -2;
-		if (!atomic_compare_exchange_strong(&f->dfd, &expect, want) && want >= 0)
-			close(want);
+		if (!atomic_compare_exchange_strong(&f->dfd, &expect, want) || want < 0) {
+			if (want >= 0)
+				close(want);
+			lim_fd_give(&x->s->d->fds);
+		}
 		d = atomic_load(&f->dfd);
 	}
 	return d;

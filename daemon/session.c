@@ -59,12 +59,14 @@ struct session *session_new(struct pfsd *d, uint64_t client_id)
 	return s;
 }
 
-static void fid_close(struct fid *f)
+static void fid_close(struct session *s, struct fid *f)
 {
 	if (f->fd >= 0)
 		close(f->fd);
-	if (f->dfd >= 0)
+	if (f->dfd >= 0) { /* session_fd_take's */
 		close(f->dfd);
+		lim_fd_give(&s->d->fds);
+	}
 	pthread_mutex_destroy(&f->dmu);
 	free(f);
 }
@@ -86,7 +88,7 @@ static void free_cb(uv_handle_t *h)
 		return;
 	slots_drop(s, 0);
 	while ((n = htab_pop(&s->fids))) {
-		fid_close(container_of(n, struct fid, hn));
+		fid_close(s, container_of(n, struct fid, hn));
 		lim_fd_give(&s->d->fds);
 	}
 	while ((n = htab_pop(&s->locks))) {
@@ -331,7 +333,7 @@ void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh)
 /* Takes one of the daemon's fds for sessions' files; under pressure the
  * handle cache gives back what they need. Returns false when the budget
  * is spent. */
-static bool fd_take(struct session *s)
+bool session_fd_take(struct session *s)
 {
 	struct pfsd *d = s->d;
 
@@ -361,7 +363,7 @@ int session_fid_reserve(struct session *s)
 	pthread_mutex_unlock(&s->mu);
 	if (!room)
 		return hit(s, LIM_OPEN_FILES);
-	if (!fd_take(s)) {
+	if (!session_fd_take(s)) {
 		pthread_mutex_lock(&s->mu);
 		s->nfids--;
 		pthread_mutex_unlock(&s->mu);
@@ -388,7 +390,7 @@ int session_lock_reserve(struct session *s)
 {
 	if (s->nlocks >= s->d->lim.lock_owners)
 		return hit(s, LIM_LOCK_OWNERS);
-	if (!fd_take(s))
+	if (!session_fd_take(s))
 		return hit(s, LIM_FDS);
 	s->nlocks++;
 	return 0;
@@ -440,7 +442,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, bool is_
 		fid_unreserve_locked(s);
 		pthread_mutex_unlock(&s->mu);
 		f->refs = 0;
-		fid_close(f);
+		fid_close(s, f);
 		return old;
 	}
 	if (old) {
@@ -453,7 +455,7 @@ struct fid *session_fid_install(struct session *s, uint64_t id, int fd, bool is_
 	idtab_insert(&s->fids, &f->hn, id);
 	pthread_mutex_unlock(&s->mu);
 	if (close_now)
-		fid_close(close_now);
+		fid_close(s, close_now);
 	return f;
 }
 
@@ -467,7 +469,7 @@ void session_fid_put(struct session *s, struct fid *f)
 	last = --f->refs == 0;
 	pthread_mutex_unlock(&s->mu);
 	if (last)
-		fid_close(f);
+		fid_close(s, f);
 }
 
 bool session_fid_release(struct session *s, uint64_t id)
@@ -485,7 +487,7 @@ bool session_fid_release(struct session *s, uint64_t id)
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (last)
-		fid_close(f);
+		fid_close(s, f);
 	return f != NULL;
 }
 

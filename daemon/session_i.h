@@ -187,6 +187,11 @@ struct fid *session_fid_get(struct session *s, uint64_t id);
  * session_fid_install or session_fid_unreserve. */
 int session_fid_reserve(struct session *s);
 void session_fid_unreserve(struct session *s);
+/* One more fd of the daemon's budget for sessions' files, for a fid's
+ * O_DIRECT twin (f->dfd, given back when the fid closes): false when the
+ * budget is spent. */
+bool session_fd_take(struct session *s);
+
 /* Registers fd (a directory's if is_dir) with open flags under id and
  * returns it with a reference; takes the caller's reservation
  * (session_fid_reserve). If id is taken: replace=true forgets

@@ -603,6 +603,31 @@ def test_open_directories_hold_no_buffers(env, monkeypatch):
     assert sorted(os.listdir(m / "big"))[0].endswith("0000")
 
 
+def test_a_files_direct_twin_counts_in_the_fd_budget(env):
+    """A big aligned WRITE goes through a second fd of the file, opened
+    with O_DIRECT: that fd comes out of the budget of fds for clients'
+    files too (podfsd status counts it), else each open file of a client
+    could hold two fds against one counted, and a few clients past their
+    budgets would take the fds kept back for logins."""
+    daemon, m = limited(env, "open-files=100")
+    probe = env.export / "probe"
+    fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT)  # the export takes O_DIRECT
+    os.close(fd)
+    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
+        before = int(podfsd_status(daemon)[0]["fds"])
+        files = []
+        for i in range(10):
+            h, _, fid = c.create(c.root, f"big{i}")
+            assert c.write(h, fid, 0, bytes(256 * 1024)) == 256 * 1024
+            files.append((h, fid))
+        assert int(podfsd_status(daemon)[0]["fds"]) - before == 20
+        for h, fid in files:
+            c.release(h, fid)
+        wait_for(lambda: int(podfsd_status(daemon)[0]["fds"]) == before, 10,
+                 what="the fds to go back to the budget")
+    assert (m / "big9").stat().st_size == 256 * 1024
+
+
 def test_lingering_sessions_capped(env):
     daemon = env.start_daemon(extra=["--lease", "300", "--limits", "lingering=2"])
     key = P.load_key(env.key)
