@@ -455,6 +455,16 @@ def test_handshake_flood_from_one_address_spares_others(env):
     another_host_works(env, daemon, m, "after")
 
 
+def other_host_locks(path, at):
+    """The legitimate mount takes and drops a lock of 10 bytes at at."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, at)
+        fcntl.lockf(fd, fcntl.LOCK_UN, 10, at)
+    finally:
+        os.close(fd)
+
+
 def test_lock_owner_cap(env):
     cap = 5
     daemon, m = limited(env, f"lock-owners={cap}")
@@ -478,13 +488,7 @@ def test_lock_owner_cap(env):
             assert e.status == errno.EMFILE, e
         else:
             raise AssertionError("a flock past the cap got its lock")
-        # The other host locks meanwhile (another range).
-        fd = os.open(m / "shared", os.O_RDWR)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 100)
-            fcntl.lockf(fd, fcntl.LOCK_UN, 10, 100)
-        finally:
-            os.close(fd)
+        other_host_locks(m / "shared", 100)  # another range, meanwhile
         # An owner that lets go makes room for another.
         c.call(P.OP_UNLOCK_OWNER, P.ROOT + P.fh(h) + P.u64(1))
         c.call(P.OP_SETLK, P.lock_req(h, fid, cap + 1, P.LK_WR, cap + 1, cap + 1))
@@ -531,13 +535,7 @@ def test_lock_ranges_capped(env):
         assert setlk(a, h, fa, 1, P.LK_WR, 1000, 1100) == 0
         assert setlk(a, h, fa, 1, P.LK_UN, 1050, 1050) == errno.ENOLCK
         assert _ofd_locks_on(env.export / "shared") == cap
-        # The other host locks the same file meanwhile.
-        fd = os.open(m / "shared", os.O_RDWR)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 20000)
-            fcntl.lockf(fd, fcntl.LOCK_UN, 10, 20000)
-        finally:
-            os.close(fd)
+        other_host_locks(m / "shared", 20000)  # the same file, meanwhile
         # One lock over them all merges them: room again.
         assert setlk(a, h, fa, 1, P.LK_WR, 0, 2 * cap) == 0
         assert _ofd_locks_on(env.export / "shared") == 2
