@@ -315,12 +315,23 @@ void lockstate_info(struct lockstate *ls, struct lockstate_info *out)
 
 void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id)
 {
+	size_t mine = 0, last_mine = 0;
+
 	pthread_mutex_lock(&ls->mu);
 	for (size_t i = 0; i < ls->nw; i++) {
-		if (ls->w[i].key == key && ls->w[i].client_id == client_id) {
+		if (ls->w[i].client_id != client_id)
+			continue;
+		if (ls->w[i].key == key) {
 			pthread_mutex_unlock(&ls->mu);
 			return;
 		}
+		mine++;
+		last_mine = i;
+	}
+	if (mine >= LOCKSTATE_WAITS_PER_CLIENT) {
+		ls->w[last_mine].key = key; /* in place of one of its others */
+		pthread_mutex_unlock(&ls->mu);
+		return;
 	}
 	if (ls->nw == ls->capw) {
 		ls->capw = ls->capw ? ls->capw * 2 : 16;

@@ -78,7 +78,14 @@ void lockstate_info(struct lockstate *ls, struct lockstate_info *out);
 
 /* Waiters. key is handles_key() of the file. */
 /* client_id waits for a lock on key (registered once, however often it
- * asks). Never fails. */
+ * asks). A client registered for LOCKSTATE_WAITS_PER_CLIENT files already
+ * loses one of those registrations for this one: every release scans the
+ * registrations, and a client that asked to wait on every file another
+ * holds locked made each lock call of the daemon slower. A client retries
+ * its blocked locks every lock_retry seconds anyway (docs/locks.md), and
+ * one mount waits in at most 64 at once (its request threads). Never
+ * fails. */
+#define LOCKSTATE_WAITS_PER_CLIENT 256
 void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id);
 /* client_id no longer waits for key (it got its lock, or gave up). */
 void lockstate_wait_del(struct lockstate *ls, uint64_t key, uint64_t client_id);

@@ -255,6 +255,24 @@ static void test_waiters(void)
 		CHECK_EQ(ids[0], 0xd);
 	}
 
+	/* One client's registrations are capped: the newest is kept in
+	 * place of an older one; another client's are not touched. */
+	lockstate_wait_add(ls, 7, 0xf);
+	for (uint64_t k = 1000; k < 1000 + 2 * LOCKSTATE_WAITS_PER_CLIENT; k++)
+		lockstate_wait_add(ls, k, 0xe);
+	size_t held = 0;
+	for (uint64_t k = 1000; k < 1000 + 2 * LOCKSTATE_WAITS_PER_CLIENT; k++)
+		held += lockstate_wait_take(ls, k, ids, 8);
+	CHECK_EQ(held, LOCKSTATE_WAITS_PER_CLIENT);
+	lockstate_wait_add(ls, 2000, 0xe);
+	CHECK_EQ(lockstate_wait_take(ls, 2000, ids, 8), 1); /* room again */
+	CHECK_EQ(lockstate_wait_take(ls, 7, ids, 8), 1);
+	CHECK_EQ(ids[0], 0xf);
+	for (uint64_t k = 3000; k < 3000 + 2 * LOCKSTATE_WAITS_PER_CLIENT; k++)
+		lockstate_wait_add(ls, k, 0xe);
+	CHECK_EQ(lockstate_wait_take(ls, 3000 + 2 * LOCKSTATE_WAITS_PER_CLIENT - 1, ids, 8), 1);
+	lockstate_wait_drop_client(ls, 0xe);
+
 	/* Many waiters, taken in rounds. */
 	for (uint64_t c = 0; c < 100; c++)
 		lockstate_wait_add(ls, 5, c);
