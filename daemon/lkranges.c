@@ -91,8 +91,10 @@ void lkranges_apply(struct lkranges *r, uint64_t start, uint64_t end, uint8_t ty
 		r->cap = n < 4 ? 4 : n * 2;
 		r->v = xreallocarray(r->v, r->cap, sizeof(*r->v));
 	}
-	memmove(r->v + p.lo + p.nout, r->v + p.hi, (r->n - p.hi) * sizeof(*r->v));
-	memcpy(r->v + p.lo, p.out, p.nout * sizeof(*r->v));
+	if (r->n > p.hi && p.lo + p.nout != p.hi)
+		memmove(r->v + p.lo + p.nout, r->v + p.hi, (r->n - p.hi) * sizeof(*r->v));
+	if (p.nout)
+		memcpy(r->v + p.lo, p.out, p.nout * sizeof(*r->v));
 	r->n = n;
 	if (!n)
 		lkranges_fini(r);
