@@ -513,7 +513,7 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_u64(p, "podfsd_client_fds_limit", d->lim.fd_budget, NULL);
 	pfs_prom_family(p, "podfsd_limit_reached_total", "counter",
 			"Client sessions that reached a fair-use limit, by limit (once each)");
-	for (unsigned b = 0; b < 6; b++)
+	for (unsigned b = 0; b < 8; b++)
 		pfs_prom_u64(p, "podfsd_limit_reached_total", d->st_hits[b], "limit",
 			     lim_cap_name((enum lim_cap)(1u << b)), NULL);
 
