@@ -103,7 +103,7 @@ static const char usage_text[] =
 	"                       cache too (default: O_DIRECT, which keeps the cache\n"
 	"                       for what clients read)\n"
 	"  --limits KEY=N,...   fair-use limits (README: Limits): open-files,\n"
-	"                       lock-owners, lock-ranges, requests, workers,\n"
+	"                       lock-owners, lock-ranges (per host); requests, workers,\n"
 	"                       client-memory (per client); read-queue (per connection);\n"
 	"                       memory, lock-table, fd-reserve, lingering, preauth,\n"
 	"                       preauth-per-source (for the daemon)\n"

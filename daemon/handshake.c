@@ -175,7 +175,7 @@ static int on_auth(struct conn *c, const uint8_t *wire, uint32_t *auth_flags)
 			flags |= PFS_AUTH_LOCKS_LOST;
 		s->locks_lost = false;
 	} else {
-		s = session_new(c->d, c->client_id);
+		s = session_new(c->d, c->client_id, &c->addr);
 	}
 	memcpy(s->host, c->host, sizeof(s->host));
 	s->caps = c->caps;

@@ -484,6 +484,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		fatal("uv_loop_init: %s", uv_strerror(ret));
 	htab_init(&d->sessions);
+	htab_init(&d->hosts);
 	LIST_INIT(&d->conns);
 	LIST_INIT(&d->paused);
 	TAILQ_INIT(&d->lingering);
@@ -581,6 +582,7 @@ int main(int argc, char **argv)
 	if (ret < 0)
 		pfs_warn("uv_loop_close: %s", uv_strerror(ret));
 	htab_fini(&d->sessions);
+	htab_fini(&d->hosts);
 	srcq_fini(&d->srcq);
 	watch_free(d);
 	interest_free(d->it);

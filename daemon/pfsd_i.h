@@ -126,6 +126,7 @@ struct pfsd {
 	uint64_t write_verf;      /* the write verifier: the machine's boot (bootverf_i.h) */
 	struct handles *hs;       /* export fd, handle MACs, fd cache */
 	struct htab sessions;     /* client_id -> struct session (loop) */
+	struct htab hosts;        /* address -> struct hostacct (loop; session.c) */
 	struct interest *it;      /* who caches what (any thread) */
 	struct lscache *lc;       /* listings kept to serve again (any thread) */
 	struct session *slot_sess[INTEREST_SLOTS]; /* live session of each slot (loop) */

@@ -28,11 +28,49 @@ struct session *session_find(struct pfsd *d, uint64_t client_id)
 	return IDTAB_FIND(&d->sessions, client_id, struct session, hn, client_id);
 }
 
-struct session *session_new(struct pfsd *d, uint64_t client_id)
+/* The account of the host at from (NULL: ::), one more session in it. */
+static struct hostacct *host_get(struct pfsd *d, const struct sockaddr_storage *from)
+{
+	uint8_t a[16] = { 0 };
+	struct hostacct *ha;
+	uint64_t h;
+
+	if (from && from->ss_family == AF_INET) {
+		a[10] = a[11] = 0xff;
+		memcpy(a + 12, &((const struct sockaddr_in *)from)->sin_addr, 4);
+	} else if (from && from->ss_family == AF_INET6) {
+		memcpy(a, &((const struct sockaddr_in6 *)from)->sin6_addr, 16);
+	}
+	h = pfs_hash_bytes(a, sizeof(a), 0);
+	for (struct hnode *n = htab_first(&d->hosts, h); n; n = htab_next(n, h)) {
+		ha = container_of(n, struct hostacct, hn);
+		if (memcmp(ha->addr, a, sizeof(a)) == 0) {
+			ha->refs++;
+			return ha;
+		}
+	}
+	ha = xcalloc(1, sizeof(*ha));
+	memcpy(ha->addr, a, sizeof(a));
+	ha->refs = 1;
+	htab_insert(&d->hosts, &ha->hn, h);
+	return ha;
+}
+
+static void host_put(struct pfsd *d, struct hostacct *ha)
+{
+	if (--ha->refs)
+		return;
+	htab_remove(&d->hosts, &ha->hn);
+	free(ha);
+}
+
+struct session *session_new(struct pfsd *d, uint64_t client_id,
+			    const struct sockaddr_storage *from)
 {
 	struct session *s = xcalloc(1, sizeof(*s));
 
 	s->d = d;
+	s->ha = host_get(d, from);
 	s->client_id = client_id;
 	s->since = (int64_t)time(NULL);
 	uv_timer_init(&d->loop, &s->linger);
@@ -98,6 +136,10 @@ static void free_cb(uv_handle_t *h)
 		session_lock_wake(s->d, &l->fh);
 		free(l);
 	}
+	/* What it held leaves its host's account with it. */
+	atomic_fetch_sub(&s->ha->fids, s->nfids);
+	atomic_fetch_sub(&s->ha->locks, s->nlocks);
+	host_put(s->d, s->ha);
 	push_drop_queue(s);
 	lim_acct_unref(s->acct);
 	drc_fini(&s->drc);
@@ -207,6 +249,7 @@ static void lk_linger_cb(uv_timer_t *t)
 		struct lockent *l = container_of(n, struct lockent, hn);
 		lock_close(s, l);
 		s->nlocks--;
+		atomic_fetch_sub(&s->ha->locks, 1);
 		lim_fd_give(&s->d->fds);
 		/* hn is free once popped: chain through it. */
 		l->hn.next = gone ? &gone->hn : NULL;
@@ -352,23 +395,30 @@ static int hit(struct session *s, unsigned cap)
 	return -EMFILE;
 }
 
+/* One more of a count of s's host, below max: false (nothing taken) if
+ * the host holds max already. */
+static bool host_take(_Atomic unsigned *n, unsigned max)
+{
+	unsigned v = atomic_load(n);
+
+	do {
+		if (v >= max)
+			return false;
+	} while (!atomic_compare_exchange_weak(n, &v, v + 1));
+	return true;
+}
+
 int session_fid_reserve(struct session *s)
 {
-	bool room;
-
-	pthread_mutex_lock(&s->mu);
-	room = s->nfids < s->d->lim.open_files;
-	if (room)
-		s->nfids++;
-	pthread_mutex_unlock(&s->mu);
-	if (!room)
+	if (!host_take(&s->ha->fids, s->d->lim.open_files))
 		return hit(s, LIM_OPEN_FILES);
 	if (!session_fd_take(s)) {
-		pthread_mutex_lock(&s->mu);
-		s->nfids--;
-		pthread_mutex_unlock(&s->mu);
+		atomic_fetch_sub(&s->ha->fids, 1);
 		return hit(s, LIM_FDS);
 	}
+	pthread_mutex_lock(&s->mu);
+	s->nfids++;
+	pthread_mutex_unlock(&s->mu);
 	return 0;
 }
 
@@ -376,6 +426,7 @@ int session_fid_reserve(struct session *s)
 static void fid_unreserve_locked(struct session *s)
 {
 	s->nfids--;
+	atomic_fetch_sub(&s->ha->fids, 1);
 	lim_fd_give(&s->d->fds);
 }
 
@@ -388,10 +439,12 @@ void session_fid_unreserve(struct session *s)
 
 int session_lock_reserve(struct session *s)
 {
-	if (s->nlocks >= s->d->lim.lock_owners)
+	if (!host_take(&s->ha->locks, s->d->lim.lock_owners))
 		return hit(s, LIM_LOCK_OWNERS);
-	if (!session_fd_take(s))
+	if (!session_fd_take(s)) {
+		atomic_fetch_sub(&s->ha->locks, 1);
 		return hit(s, LIM_FDS);
+	}
 	s->nlocks++;
 	return 0;
 }
@@ -399,6 +452,7 @@ int session_lock_reserve(struct session *s)
 void session_lock_unreserve(struct session *s)
 {
 	s->nlocks--;
+	atomic_fetch_sub(&s->ha->locks, 1);
 	lim_fd_give(&s->d->fds);
 }
 
@@ -536,15 +590,17 @@ void session_lock_del(struct session *s, struct lockent *l)
 int session_ranges_take(struct session *s, size_t n)
 {
 	const struct limits *lim = &s->d->lim;
-	size_t all;
+	size_t host = atomic_fetch_add(&s->ha->ranges, n) + n, all;
 
-	if (s->nranges + n > lim->lock_ranges) {
+	if (host > lim->lock_ranges) {
+		atomic_fetch_sub(&s->ha->ranges, n);
 		hit(s, LIM_LOCK_RANGES);
 		return -ENOLCK;
 	}
 	all = atomic_fetch_add(&s->d->lock_ranges, n) + n;
-	if (all > lim->lock_table && s->nranges + n > LIM_LOCK_MIN_SHARE) {
+	if (all > lim->lock_table && host > LIM_LOCK_MIN_SHARE) {
 		atomic_fetch_sub(&s->d->lock_ranges, n);
+		atomic_fetch_sub(&s->ha->ranges, n);
 		hit(s, LIM_LOCK_TABLE);
 		return -ENOLCK;
 	}
@@ -555,5 +611,6 @@ int session_ranges_take(struct session *s, size_t n)
 void session_ranges_give(struct session *s, size_t n)
 {
 	s->nranges -= n;
+	atomic_fetch_sub(&s->ha->ranges, n);
 	atomic_fetch_sub(&s->d->lock_ranges, n);
 }

@@ -47,6 +47,20 @@ struct fid {
 	atomic_bool dio_bad; /* a write through it failed with EINVAL */
 };
 
+/* What the sessions of one host (one client address) hold, counted
+ * against the limits open-files, lock-owners and lock-ranges: per host,
+ * not per session, since a key holder can open as many sessions as it
+ * likes (four took every fd for clients' files). The loop thread makes
+ * and frees it (session_new, the session's end); workers count in it. */
+struct hostacct {
+	struct hnode hn;
+	uint8_t addr[16];     /* IPv6, or IPv4-mapped */
+	unsigned refs;        /* sessions (loop thread) */
+	_Atomic unsigned fids;  /* open files and directories, slots */
+	_Atomic unsigned locks; /* lock fds */
+	_Atomic size_t ranges;  /* byte ranges of their POSIX locks */
+};
+
 /* A lock fd: one per (owner, inode, kind) so that different owners'
  * OFD/flock locks conflict while one owner's locks merge. */
 struct lockent {
@@ -95,6 +109,7 @@ struct session {
 	unsigned running;
 	STAILQ_HEAD(, req) waitq;
 
+	struct hostacct *ha; /* its host's account (set at session_new) */
 	pthread_mutex_t mu; /* fids, slots, and peer_dead */
 	bool peer_dead;     /* ended: never offered to peers again (dispatch_chunks.c) */
 	struct htab fids;
@@ -139,9 +154,11 @@ struct session {
 /* The live session of client_id, or NULL. */
 struct session *session_find(struct pfsd *d, uint64_t client_id);
 /* A new session of client_id, in the table, without a connection yet,
- * with an interest slot if one is free (else it gets every push). The
- * caller checked that session_find finds none. Never fails. */
-struct session *session_new(struct pfsd *d, uint64_t client_id);
+ * with an interest slot if one is free (else it gets every push), in the
+ * account of the host at from (NULL: the address ::). The caller checked
+ * that session_find finds none. Never fails. */
+struct session *session_new(struct pfsd *d, uint64_t client_id,
+			    const struct sockaddr_storage *from);
 /* c becomes s's main connection (c->sess, s->conn); a lingering session
  * stops its lease timers. A previous main connection of s is closed
  * (why) without s lingering or dying (with --lease 0 it would die, and

@@ -239,6 +239,7 @@ static void setup(void)
 	FUZZ_ASSERT(revalhold_new(state_dir, 0, &d->rh, err, sizeof err) == 0);
 	FUZZ_ASSERT(uv_loop_init(&d->loop) == 0);
 	htab_init(&d->sessions);
+	htab_init(&d->hosts);
 	LIST_INIT(&d->conns);
 	pipes_init(&d->pipes);
 	d->it = interest_new();
@@ -494,10 +495,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fds_between = count_fds();
 	}
 	populate();
-	s = session_new(d, next_client++);
+	s = session_new(d, next_client++, NULL);
 	snprintf(s->host, sizeof s->host, "fuzzhost");
 	s->caps = PFS_CAP_PEER; /* CHUNK and CHUNK_REPORT are answered */
-	s2 = session_new(d, next_client++);
+	s2 = session_new(d, next_client++, NULL);
 	snprintf(s2->host, sizeof s2->host, "fuzzhost2");
 	while (size >= 4 && count < MAX_RECORDS) {
 		uint16_t op = ops[data[0] % NOPS];

@@ -17,13 +17,14 @@ import os
 import re
 import socket
 import statistics
+import subprocess
 import threading
 import time
 
 import pytest
 
 import pfsproto as P
-from helpers import podfsd_status, read_file, wait_for, write_file
+from helpers import PYTHON, podfsd_status, read_file, wait_for, write_file
 
 # The attackers speak pfsproto, which has no TLS: their daemons also
 # take plaintext (the legitimate mounts still use TLS).
@@ -171,27 +172,40 @@ class Pipeliner:
         return dict(ok=self.ok, emfile=self.emfile, other=self.other)
 
 
+NEW_LOGIN = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import pfsproto as P
+with P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4])) as c:
+    h, _ = c.lookup(c.root, "shared")
+    fid = c.open(h)
+    assert c.read(h, fid, 0, 5) == b"share"
+    c.release(h, fid)
+"""
+
+
 def another_host_works(env, daemon, m, tag):
-    """The other mount opens, creates, writes and reads; a new login works
-    and its session may open a file."""
+    """The other host's mount opens, creates, writes and reads; a new
+    login from that host works and its session may open a file."""
     data = os.urandom(50000)
     write_file(m / f"{tag}-new", data)
     assert read_file(m / f"{tag}-new") == data
     fd = os.open(m / "shared", os.O_RDONLY)
     os.close(fd)
-    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
-        h, _ = c.lookup(c.root, "shared")
-        fid = c.open(h)
-        assert c.read(h, fid, 0, 5) == b"share"
-        c.release(h, fid)
-
+    r = subprocess.run(m.netns.exec_argv([PYTHON, "-c", NEW_LOGIN, os.path.dirname(__file__),
+                                          m.netns.host_ip, str(daemon.port), str(env.key)]),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
 
 
 def limited(env, limits):
-    """A podfsd with --limits LIMITS and a legitimate mount of it, which
-    made the file "shared": (daemon, mount)."""
-    daemon = env.start_daemon(extra=["--limits", limits])
-    m = env.mount(daemon)
+    """A podfsd with --limits LIMITS and a legitimate mount of it on
+    another host (a network namespace: the limits count per host, and the
+    attacks come from 127.0.0.1), which made the file "shared": (daemon,
+    mount)."""
+    daemon = env.start_daemon(listen="0.0.0.0:0", extra=["--limits", limits])
+    ns = env.new_netns()
+    m = env.mount(daemon, netns=ns, host=ns.host_ip)
     write_file(m / "shared", b"shared file")
     return daemon, m
 
@@ -221,6 +235,43 @@ def test_open_file_flood_gets_emfile_alone(env):
     assert len(re.findall(r"reached open-files=2000", daemon.log())) == 1
     # Its session's fids went with it; the other host still works.
     another_host_works(env, daemon, m, "after")
+
+
+def test_open_files_count_per_host(env):
+    """A key holder may open as many sessions as it likes: the open files
+    of all the sessions from one address count against open-files
+    together. Counted per session, four sessions of one client took every
+    fd for clients' files (a quarter each, the default), and every other
+    host's opens failed with EMFILE until their lease ran out. Another
+    host opens meanwhile."""
+    cap = 500
+    daemon, m = limited(env, f"open-files={cap}")
+    key = P.load_key(env.key)
+    conns = [P.connect(daemon.host, daemon.port, key) for _ in range(4)]
+    try:
+        got = []
+        for c in conns:
+            h, _ = c.lookup(c.root, "shared")
+            n = 0
+            while n <= cap:
+                try:
+                    c.open(h)
+                except P.PfsError as e:
+                    assert e.status == errno.EMFILE, e
+                    break
+                n += 1
+            got.append(n)
+        assert got == [cap, 0, 0, 0], got
+        another_host_works(env, daemon, m, "during")
+        conns.pop(0).close()  # its session lingers, its files open
+        with P.connect(daemon.host, daemon.port, key) as c:
+            h, _ = c.lookup(c.root, "shared")
+            with pytest.raises(P.PfsError) as e:
+                c.open(h)
+            assert e.value.status == errno.EMFILE
+    finally:
+        for c in conns:
+            c.close()
 
 
 def test_unread_replies_hold_bounded_memory(env):
@@ -503,15 +554,35 @@ def _ofd_locks_on(path):
         return sum(1 for ln in f if "OFDLCK" in ln and dev_ino in ln)
 
 
+LOCK_RANGES = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import pfsproto as P
+with P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4])) as c:
+    h, _ = c.lookup(c.root, "shared")
+    fid = c.open(h, 2)
+    got, err = 0, 0
+    for i in range(int(sys.argv[5])):
+        try:
+            c.call(P.OP_SETLK, P.lock_req(h, fid, 7, P.LK_RD, 2 * i + 100001, 2 * i + 100001))
+        except P.PfsError as e:
+            err = e.status
+            break
+        got += 1
+    print(got, err)
+"""
+
+
 def test_lock_ranges_capped(env):
-    """A client that locks every other byte of a file holds at most
-    lock-ranges entries of the kernel's lock table on the coordinator
-    (ENOLCK past it, logged once); an unlock that would split a range
-    counts too, and a lock that merges ranges makes room. Over all
-    clients, lock-table: a second client still gets its 256 ranges when
-    the table is full, and no more. The other host locks the same file
-    meanwhile. Without the count, 24,000 ranges in 20 s through a mount
-    took as much kernel memory, and slowed every lock of that file."""
+    """A host whose clients lock every other byte of a file holds at most
+    lock-ranges entries of the kernel's lock table on the coordinator, over
+    all its sessions (ENOLCK past it, logged once per session); an unlock
+    that would split a range counts too, and a lock that merges ranges
+    makes room. Over all hosts, lock-table: another host still gets its
+    256 ranges when the table is full, and no more, and up to its own cap
+    once there is room. The other host locks the same file meanwhile.
+    Without the count, 24,000 ranges in 20 s through a mount took as much
+    kernel memory, and slowed every lock of that file."""
     cap, table = 300, 400
     daemon, m = limited(env, f"lock-ranges={cap},lock-table={table}")
     key = P.load_key(env.key)
@@ -523,13 +594,24 @@ def test_lock_ranges_capped(env):
             return e.status
         return 0
 
-    with P.connect(daemon.host, daemon.port, key) as a, P.connect(daemon.host, daemon.port, key) as b:
+    def other_host_takes(n):
+        r = subprocess.run(m.netns.exec_argv([PYTHON, "-c", LOCK_RANGES, os.path.dirname(__file__),
+                                              m.netns.host_ip, str(daemon.port), str(env.key), str(n)]),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return tuple(int(w) for w in r.stdout.split())
+
+    with P.connect(daemon.host, daemon.port, key) as a, P.connect(daemon.host, daemon.port, key) as a2:
         h, _ = a.lookup(a.root, "shared")
         fa = a.open(h, os.O_RDWR)
         for i in range(cap):
             assert setlk(a, h, fa, 1, P.LK_WR, 2 * i, 2 * i) == 0, i
         assert setlk(a, h, fa, 1, P.LK_WR, 2 * cap, 2 * cap) == errno.ENOLCK
         assert setlk(a, h, fa, 2, P.LK_RD, 5000, 5000) == errno.ENOLCK  # another owner too
+        # Another session of the same host: the same account.
+        h2, _ = a2.lookup(a2.root, "shared")
+        f2 = a2.open(h2, os.O_RDWR)
+        assert setlk(a2, h2, f2, 1, P.LK_WR, 9000, 9000) == errno.ENOLCK
         # Unlocking the middle of a range would split it: refused too.
         assert setlk(a, h, fa, 1, P.LK_UN, 0, 0) == 0  # a whole range: room for one
         assert setlk(a, h, fa, 1, P.LK_WR, 1000, 1100) == 0
@@ -541,23 +623,18 @@ def test_lock_ranges_capped(env):
         assert _ofd_locks_on(env.export / "shared") == 2
         for i in range(cap - 2):
             assert setlk(a, h, fa, 1, P.LK_WR, 4000 + 2 * i, 4000 + 2 * i) == 0, i
-        # The table holds 300 of 400: b goes past it up to its share.
-        hb, _ = b.lookup(b.root, "shared")
-        fb = b.open(hb, os.O_RDWR)
-        for i in range(256):
-            assert setlk(b, hb, fb, 7, P.LK_RD, 2 * i + 100001, 2 * i + 100001) == 0, i
-        assert setlk(b, hb, fb, 7, P.LK_RD, 200001, 200001) == errno.ENOLCK
-        # a lets go: b may go on, up to its own cap.
-        a.call(P.OP_UNLOCK_OWNER, P.ROOT + P.fh(h) + P.u64(1))
-        for i in range(256, cap):
-            assert setlk(b, hb, fb, 7, P.LK_RD, 2 * i + 100001, 2 * i + 100001) == 0, i
-        assert setlk(b, hb, fb, 7, P.LK_RD, 200001, 200001) == errno.ENOLCK
-        assert _ofd_locks_on(env.export / "shared") == cap
         keys, clients = podfsd_status(daemon)
         assert int(keys["lock_ranges"]) == cap
         assert sorted(int(c["lock_ranges"]) for c in clients)[-1] == cap, clients
+        # The table holds 300 of 400: another host goes past it up to its
+        # share; once a let go, up to its own cap, which the first
+        # session's 256 (gone, its locks kept for the lock lease) still
+        # count in.
+        assert other_host_takes(cap + 1) == (256, errno.ENOLCK)
+        a.call(P.OP_UNLOCK_OWNER, P.ROOT + P.fh(h) + P.u64(1))
+        assert other_host_takes(cap + 1) == (cap - 256, errno.ENOLCK)
     log = daemon.log()
-    assert len(re.findall(rf"reached lock-ranges={cap}", log)) == 2, log[-3000:]
+    assert len(re.findall(rf"reached lock-ranges={cap}", log)) == 3, log[-3000:]
     assert len(re.findall(rf"lock-table={table} byte ranges", log)) == 1, log[-3000:]
 
 
