@@ -1,30 +1,29 @@
 """test_limits.py: fair-use limits (podfsd --limits; README "Limits").
 
 A client that holds the pod key but misbehaves (pfsproto.py speaks the
-protocol as one) must not starve the others: its open files and lock
-owners are capped (EMFILE to it alone), its requests and the replies it
-does not read are held to its share of memory (the daemon stops reading
-from it), and a flood of connections that never log in only hurts its
-own address. In each test a legitimate mount, another "host" on the same
+protocol as one) must not starve the others: a flood of its opens gets
+EMFILE alone, its requests and the replies it does not read are held to
+its share of memory (the daemon stops reading from it), and a flood of
+connections that never log in only hurts its own address. What a host
+keeps (open files, locks) is in test_limits_held.py. In each test a legitimate mount, another "host" on the same
 daemon, keeps working, within twice its usual round-trip time where the
 test measures that.
 """
 
 import errno
-import fcntl
 import multiprocessing
 import os
 import re
 import socket
 import statistics
-import subprocess
 import threading
 import time
 
 import pytest
 
 import pfsproto as P
-from helpers import PYTHON, podfsd_status, read_file, wait_for, write_file
+from helpers import podfsd_status, read_file, wait_for, write_file
+from limited import another_host_works, limited, vmrss
 
 # The attackers speak pfsproto, which has no TLS: their daemons also
 # take plaintext (the legitimate mounts still use TLS).
@@ -63,14 +62,6 @@ def alternate(mnt, pause, resume, rounds=5, n=200):
         resume()
         loaded.append(op_rtt(mnt, n, f"l{r}"))
     return statistics.median(base), statistics.median(loaded)
-
-
-def vmrss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def _pipeline(host, port, key, name, make, batch, window, sh):
@@ -172,43 +163,6 @@ class Pipeliner:
         return dict(ok=self.ok, emfile=self.emfile, other=self.other)
 
 
-NEW_LOGIN = r"""
-import sys
-sys.path.insert(0, sys.argv[1])
-import pfsproto as P
-with P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4])) as c:
-    h, _ = c.lookup(c.root, "shared")
-    fid = c.open(h)
-    assert c.read(h, fid, 0, 5) == b"share"
-    c.release(h, fid)
-"""
-
-
-def another_host_works(env, daemon, m, tag):
-    """The other host's mount opens, creates, writes and reads; a new
-    login from that host works and its session may open a file."""
-    data = os.urandom(50000)
-    write_file(m / f"{tag}-new", data)
-    assert read_file(m / f"{tag}-new") == data
-    fd = os.open(m / "shared", os.O_RDONLY)
-    os.close(fd)
-    r = subprocess.run(m.netns.exec_argv([PYTHON, "-c", NEW_LOGIN, os.path.dirname(__file__),
-                                          m.netns.host_ip, str(daemon.port), str(env.key)]),
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-
-
-def limited(env, limits):
-    """A podfsd with --limits LIMITS and a legitimate mount of it on
-    another host (a network namespace: the limits count per host, and the
-    attacks come from 127.0.0.1), which made the file "shared": (daemon,
-    mount)."""
-    daemon = env.start_daemon(listen="0.0.0.0:0", extra=["--limits", limits])
-    ns = env.new_netns()
-    m = env.mount(daemon, netns=ns, host=ns.host_ip)
-    write_file(m / "shared", b"shared file")
-    return daemon, m
-
 def test_open_file_flood_gets_emfile_alone(env):
     cap = 2000
     daemon, m = limited(env, f"open-files={cap},workers=2")
@@ -235,43 +189,6 @@ def test_open_file_flood_gets_emfile_alone(env):
     assert len(re.findall(r"reached open-files=2000", daemon.log())) == 1
     # Its session's fids went with it; the other host still works.
     another_host_works(env, daemon, m, "after")
-
-
-def test_open_files_count_per_host(env):
-    """A key holder may open as many sessions as it likes: the open files
-    of all the sessions from one address count against open-files
-    together. Counted per session, four sessions of one client took every
-    fd for clients' files (a quarter each, the default), and every other
-    host's opens failed with EMFILE until their lease ran out. Another
-    host opens meanwhile."""
-    cap = 500
-    daemon, m = limited(env, f"open-files={cap}")
-    key = P.load_key(env.key)
-    conns = [P.connect(daemon.host, daemon.port, key) for _ in range(4)]
-    try:
-        got = []
-        for c in conns:
-            h, _ = c.lookup(c.root, "shared")
-            n = 0
-            while n <= cap:
-                try:
-                    c.open(h)
-                except P.PfsError as e:
-                    assert e.status == errno.EMFILE, e
-                    break
-                n += 1
-            got.append(n)
-        assert got == [cap, 0, 0, 0], got
-        another_host_works(env, daemon, m, "during")
-        conns.pop(0).close()  # its session lingers, its files open
-        with P.connect(daemon.host, daemon.port, key) as c:
-            h, _ = c.lookup(c.root, "shared")
-            with pytest.raises(P.PfsError) as e:
-                c.open(h)
-            assert e.value.status == errno.EMFILE
-    finally:
-        for c in conns:
-            c.close()
 
 
 def test_unread_replies_hold_bounded_memory(env):
@@ -504,203 +421,6 @@ def test_handshake_flood_from_one_address_spares_others(env):
     assert ok == 40
     assert made[0] > 1000, "the flood was too slow to mean anything"
     another_host_works(env, daemon, m, "after")
-
-
-def other_host_locks(path, at):
-    """The legitimate mount takes and drops a lock of 10 bytes at at."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, at)
-        fcntl.lockf(fd, fcntl.LOCK_UN, 10, at)
-    finally:
-        os.close(fd)
-
-
-def test_lock_owner_cap(env):
-    cap = 5
-    daemon, m = limited(env, f"lock-owners={cap}")
-    env.expect_log(r"reached lock-owners", tag=daemon.tag)
-    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
-        h, _ = c.lookup(c.root, "shared")
-        fid = c.open(h, os.O_RDWR)
-        for owner in range(1, cap + 1):
-            c.call(P.OP_SETLK, P.lock_req(h, fid, owner, P.LK_WR, owner, owner))
-        for owner in (cap + 1, cap + 2):
-            try:
-                c.call(P.OP_SETLK, P.lock_req(h, fid, owner, P.LK_WR, owner, owner))
-            except P.PfsError as e:
-                assert e.status == errno.EMFILE, e
-            else:
-                raise AssertionError(f"lock owner {owner} past the cap got its lock")
-        # flock locks count too.
-        try:
-            c.call(P.OP_SETLK, P.lock_req(h, fid, 99, P.LK_RD, flags=P.LKF_FLOCK))
-        except P.PfsError as e:
-            assert e.status == errno.EMFILE, e
-        else:
-            raise AssertionError("a flock past the cap got its lock")
-        other_host_locks(m / "shared", 100)  # another range, meanwhile
-        # An owner that lets go makes room for another.
-        c.call(P.OP_UNLOCK_OWNER, P.ROOT + P.fh(h) + P.u64(1))
-        c.call(P.OP_SETLK, P.lock_req(h, fid, cap + 1, P.LK_WR, cap + 1, cap + 1))
-    assert len(re.findall(rf"reached lock-owners={cap}", daemon.log())) == 1
-
-
-def _ofd_locks_on(path):
-    """The kernel's OFD lock entries on path's inode (/proc/locks)."""
-    st = os.stat(path)
-    dev_ino = ":%02x:%d " % (os.minor(st.st_dev), st.st_ino)
-    with open("/proc/locks") as f:
-        return sum(1 for ln in f if "OFDLCK" in ln and dev_ino in ln)
-
-
-LOCK_RANGES = r"""
-import sys
-sys.path.insert(0, sys.argv[1])
-import pfsproto as P
-with P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4])) as c:
-    h, _ = c.lookup(c.root, "shared")
-    fid = c.open(h, 2)
-    got, err = 0, 0
-    for i in range(int(sys.argv[5])):
-        try:
-            c.call(P.OP_SETLK, P.lock_req(h, fid, 7, P.LK_RD, 2 * i + 100001, 2 * i + 100001))
-        except P.PfsError as e:
-            err = e.status
-            break
-        got += 1
-    print(got, err)
-"""
-
-
-def test_lock_ranges_capped(env):
-    """A host whose clients lock every other byte of a file holds at most
-    lock-ranges entries of the kernel's lock table on the coordinator, over
-    all its sessions (ENOLCK past it, logged once per session); an unlock
-    that would split a range counts too, and a lock that merges ranges
-    makes room. Over all hosts, lock-table: another host still gets its
-    256 ranges when the table is full, and no more, and up to its own cap
-    once there is room. The other host locks the same file meanwhile.
-    Without the count, 24,000 ranges in 20 s through a mount took as much
-    kernel memory, and slowed every lock of that file."""
-    cap, table = 300, 400
-    daemon, m = limited(env, f"lock-ranges={cap},lock-table={table}")
-    key = P.load_key(env.key)
-
-    def setlk(c, h, fid, owner, typ, start, end):
-        try:
-            c.call(P.OP_SETLK, P.lock_req(h, fid, owner, typ, start, end))
-        except P.PfsError as e:
-            return e.status
-        return 0
-
-    def other_host_takes(n):
-        r = subprocess.run(m.netns.exec_argv([PYTHON, "-c", LOCK_RANGES, os.path.dirname(__file__),
-                                              m.netns.host_ip, str(daemon.port), str(env.key), str(n)]),
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        return tuple(int(w) for w in r.stdout.split())
-
-    with P.connect(daemon.host, daemon.port, key) as a, P.connect(daemon.host, daemon.port, key) as a2:
-        h, _ = a.lookup(a.root, "shared")
-        fa = a.open(h, os.O_RDWR)
-        for i in range(cap):
-            assert setlk(a, h, fa, 1, P.LK_WR, 2 * i, 2 * i) == 0, i
-        assert setlk(a, h, fa, 1, P.LK_WR, 2 * cap, 2 * cap) == errno.ENOLCK
-        assert setlk(a, h, fa, 2, P.LK_RD, 5000, 5000) == errno.ENOLCK  # another owner too
-        # Another session of the same host: the same account.
-        h2, _ = a2.lookup(a2.root, "shared")
-        f2 = a2.open(h2, os.O_RDWR)
-        assert setlk(a2, h2, f2, 1, P.LK_WR, 9000, 9000) == errno.ENOLCK
-        # Unlocking the middle of a range would split it: refused too.
-        assert setlk(a, h, fa, 1, P.LK_UN, 0, 0) == 0  # a whole range: room for one
-        assert setlk(a, h, fa, 1, P.LK_WR, 1000, 1100) == 0
-        assert setlk(a, h, fa, 1, P.LK_UN, 1050, 1050) == errno.ENOLCK
-        assert _ofd_locks_on(env.export / "shared") == cap
-        other_host_locks(m / "shared", 20000)  # the same file, meanwhile
-        # One lock over them all merges them: room again.
-        assert setlk(a, h, fa, 1, P.LK_WR, 0, 2 * cap) == 0
-        assert _ofd_locks_on(env.export / "shared") == 2
-        for i in range(cap - 2):
-            assert setlk(a, h, fa, 1, P.LK_WR, 4000 + 2 * i, 4000 + 2 * i) == 0, i
-        keys, clients = podfsd_status(daemon)
-        assert int(keys["lock_ranges"]) == cap
-        assert sorted(int(c["lock_ranges"]) for c in clients)[-1] == cap, clients
-        # The table holds 300 of 400: another host goes past it up to its
-        # share; once a let go, up to its own cap, which the first
-        # session's 256 (gone, its locks kept for the lock lease) still
-        # count in.
-        assert other_host_takes(cap + 1) == (256, errno.ENOLCK)
-        a.call(P.OP_UNLOCK_OWNER, P.ROOT + P.fh(h) + P.u64(1))
-        assert other_host_takes(cap + 1) == (cap - 256, errno.ENOLCK)
-    log = daemon.log()
-    assert len(re.findall(rf"reached lock-ranges={cap}", log)) == 3, log[-3000:]
-    assert len(re.findall(rf"lock-table={table} byte ranges", log)) == 1, log[-3000:]
-
-
-def _rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for ln in f:
-            if ln.startswith("VmRSS:"):
-                return int(ln.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-def test_open_directories_hold_no_buffers(env, monkeypatch):
-    """A client may keep open-files directories open, each read once:
-    podfsd holds an fd for each, not a directory stream with its 32 KiB
-    buffer (glibc's), which for the 65,536 a client may hold by default
-    was 2 GB that no limit counted. 6,000 of them, read once each, grew
-    podfsd by more than 190 MB before; here by less than half that, which
-    leaves room for what AddressSanitizer keeps of it (its quarantine of
-    freed blocks, the READDIRs' streams among them, is kept to 1 MB)."""
-    n = 6000
-    monkeypatch.setenv("ASAN_OPTIONS", os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=1")
-    daemon, m = limited(env, f"open-files={n + 10}")
-    monkeypatch.undo()
-    d = env.export / "big"
-    d.mkdir()
-    for i in range(400):
-        (d / ("a-file-name-long-enough-to-fill-a-directory-buffer-soon-%04d" % i)).touch()
-    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
-        h, _ = c.lookup(c.root, "big")
-        fid = c.opendir(h)
-        c.readdir(h, fid)
-        before = _rss_kib(daemon.proc.pid)
-        for _ in range(n - 1):
-            fid = c.opendir(h)
-            c.readdir(h, fid)
-        grown = _rss_kib(daemon.proc.pid) - before
-        keys, clients = podfsd_status(daemon)
-        assert max(int(cl["open_files"]) for cl in clients) >= n, clients
-    print(f"podfsd grew by {grown} KiB for {n} open directories")
-    assert grown < 64 * 1024, grown
-    assert sorted(os.listdir(m / "big"))[0].endswith("0000")
-
-
-def test_a_files_direct_twin_counts_in_the_fd_budget(env):
-    """A big aligned WRITE goes through a second fd of the file, opened
-    with O_DIRECT: that fd comes out of the budget of fds for clients'
-    files too (podfsd status counts it), else each open file of a client
-    could hold two fds against one counted, and a few clients past their
-    budgets would take the fds kept back for logins."""
-    daemon, m = limited(env, "open-files=100")
-    probe = env.export / "probe"
-    fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_DIRECT)  # the export takes O_DIRECT
-    os.close(fd)
-    with P.connect(daemon.host, daemon.port, P.load_key(env.key)) as c:
-        before = int(podfsd_status(daemon)[0]["fds"])
-        files = []
-        for i in range(10):
-            h, _, fid = c.create(c.root, f"big{i}")
-            assert c.write(h, fid, 0, bytes(256 * 1024)) == 256 * 1024
-            files.append((h, fid))
-        assert int(podfsd_status(daemon)[0]["fds"]) - before == 20
-        for h, fid in files:
-            c.release(h, fid)
-        wait_for(lambda: int(podfsd_status(daemon)[0]["fds"]) == before, 10,
-                 what="the fds to go back to the budget")
-    assert (m / "big9").stat().st_size == 256 * 1024
 
 
 def test_lingering_sessions_capped(env):
