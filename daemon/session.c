@@ -176,7 +176,29 @@ static void unlinger(struct session *s)
 		return;
 	TAILQ_REMOVE(&s->d->lingering, s, llink);
 	s->d->nlingering--;
+	s->ha->lingering--;
 	s->lingering = false;
+}
+
+/* The session to end early when more than lingering=N wait for their
+ * lease: the oldest of the host with the most of them, so that a key
+ * holder that leaves sessions behind by the thousand ends its own, not
+ * the sessions of hosts that lost their connection for a moment. */
+static struct session *linger_victim(struct pfsd *d)
+{
+	struct hostacct *most = NULL;
+	size_t pos = 0;
+
+	for (struct hnode *n = htab_iter(&d->hosts, &pos, NULL); n; n = htab_iter(&d->hosts, &pos, n)) {
+		struct hostacct *ha = container_of(n, struct hostacct, hn);
+		if (!most || ha->lingering > most->lingering)
+			most = ha;
+	}
+	struct session *s;
+	TAILQ_FOREACH(s, &d->lingering, llink)
+		if (s->ha == most)
+			return s;
+	return TAILQ_FIRST(&d->lingering);
 }
 
 void session_kill(struct session *s)
@@ -317,8 +339,9 @@ void session_detach(struct session *s, struct conn *c)
 		uv_timer_start(&s->lk_linger, lk_linger_cb, (uint64_t)s->d->o.lock_lease * 1000, 0);
 	TAILQ_INSERT_TAIL(&s->d->lingering, s, llink);
 	s->lingering = true;
+	s->ha->lingering++;
 	if (++s->d->nlingering > s->d->lim.lingering) {
-		struct session *old = TAILQ_FIRST(&s->d->lingering);
+		struct session *old = linger_victim(s->d);
 		pfsd_warn_rl(s->d, "session %016llx of %s expired early: more than lingering=%u "
 			     "disconnected sessions", (unsigned long long)old->client_id, old->host,
 			     s->d->lim.lingering);

@@ -56,6 +56,7 @@ struct hostacct {
 	struct hnode hn;
 	uint8_t addr[16];     /* IPv6, or IPv4-mapped */
 	unsigned refs;        /* sessions (loop thread) */
+	unsigned lingering;   /* of which disconnected, waiting for their lease (loop) */
 	_Atomic unsigned fids;  /* open files and directories, slots */
 	_Atomic unsigned locks; /* lock fds */
 	_Atomic size_t ranges;  /* byte ranges of their POSIX locks */

@@ -248,3 +248,46 @@ def test_a_files_direct_twin_counts_in_the_fd_budget(env):
         wait_for(lambda: int(podfsd_status(daemon)[0]["fds"]) == before, 10,
                  what="the fds to go back to the budget")
     assert (m / "big9").stat().st_size == 256 * 1024
+
+
+SESSION = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import pfsproto as P
+cid = int(sys.argv[5]) if len(sys.argv) > 5 else None
+kw = {"client_id": cid} if cid is not None else {}
+c = P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4]), **kw)
+print(c.client_id, int(bool(c.auth_flags & P.AUTH_RESUMED)))
+c.close()
+"""
+
+
+def test_lingering_sessions_of_other_hosts_survive_a_flood(env):
+    """Past lingering=N disconnected sessions, the one that ends early is
+    the oldest of the host with the most: a key holder that leaves
+    sessions behind ends its own, and a host that lost its connection
+    for a moment still finds its session (its open files and locks)
+    when it comes back. Before, the oldest of all went, whoever's."""
+    daemon = env.start_daemon(listen="0.0.0.0:0", extra=["--lease", "300", "--limits", "lingering=2"])
+    ns = env.new_netns()
+    key = P.load_key(env.key)
+
+    def other_host(*cid):
+        r = subprocess.run(ns.exec_argv([PYTHON, "-c", SESSION, os.path.dirname(__file__), ns.host_ip,
+                                         str(daemon.port), str(env.key)] + [str(c) for c in cid]),
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        cid_got, resumed = r.stdout.split()
+        return int(cid_got), resumed == "1"
+
+    theirs, _ = other_host()  # its session lingers first, the oldest
+    ours = []
+    for _ in range(3):
+        c = P.connect(daemon.host, daemon.port, key)
+        ours.append(c.client_id)
+        c.close()
+    wait_for(lambda: daemon.log().count("expired early") >= 2, 10, what="two sessions to expire early")
+    assert other_host(theirs) == (theirs, True)
+    for cid, resumed in ((ours[2], True), (ours[0], False)):
+        with P.connect(daemon.host, daemon.port, key, client_id=cid) as c:
+            assert bool(c.auth_flags & P.AUTH_RESUMED) == resumed, (cid, c.auth_flags)
