@@ -213,17 +213,18 @@ static void note_hits(struct session *s, struct conn *c)
 		if (hits & (1u << b))
 			s->d->st_hits[b]++;
 	if (hits & LIM_OPEN_FILES)
-		pfs_notice("session %016llx of %s (%s) reached open-files=%u: its opens fail "
-			   "with EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
-			   l->open_files);
+		pfs_notice("session %016llx of %s (%s) reached open-files=%u (its host's "
+			   "sessions together): its opens fail with EMFILE",
+			   (unsigned long long)s->client_id, c->peer, s->host, l->open_files);
 	if (hits & LIM_LOCK_OWNERS)
-		pfs_notice("session %016llx of %s (%s) reached lock-owners=%u: its new locks "
-			   "fail with EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
-			   l->lock_owners);
+		pfs_notice("session %016llx of %s (%s) reached lock-owners=%u (its host's "
+			   "sessions together): its new locks fail with EMFILE",
+			   (unsigned long long)s->client_id, c->peer, s->host, l->lock_owners);
 	if (hits & LIM_LOCK_RANGES)
-		pfs_notice("session %016llx of %s (%s) reached lock-ranges=%u: its locks that "
-			   "would hold more byte ranges fail with ENOLCK", (unsigned long long)s->client_id,
-			   c->peer, s->host, l->lock_ranges);
+		pfs_notice("session %016llx of %s (%s) reached lock-ranges=%u (its host's "
+			   "sessions together): its locks that would hold more byte ranges fail "
+			   "with ENOLCK", (unsigned long long)s->client_id, c->peer, s->host,
+			   l->lock_ranges);
 	if (hits & LIM_LOCK_TABLE)
 		pfs_warn("session %016llx of %s (%s): the clients' locks hold lock-table=%u byte "
 			 "ranges: its locks that would hold more than %u fail with ENOLCK",
