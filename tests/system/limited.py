@@ -12,16 +12,22 @@ import subprocess
 
 from helpers import PYTHON, read_file, write_file
 
-NEW_LOGIN = r"""
-import sys
-sys.path.insert(0, sys.argv[1])
-import pfsproto as P
-with P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4])) as c:
-    h, _ = c.lookup(c.root, "shared")
-    fid = c.open(h)
-    assert c.read(h, fid, 0, 5) == b"share"
-    c.release(h, fid)
-"""
+def on_host(ns, env, daemon, body, *args, cid=None, timeout=60):
+    """Runs body, Python with pfsproto imported as P and a session of
+    daemon open as c (resuming client id cid if given), in network
+    namespace ns (another host), with the strings of args as ARGS;
+    returns its stdout."""
+    script = ("import sys\nsys.path.insert(0, sys.argv[1])\nimport pfsproto as P\n"
+              "ARGS = sys.argv[6:]\n"
+              "kw = {'client_id': int(sys.argv[5])} if sys.argv[5] else {}\n"
+              "with P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4]), **kw) as c:\n" +
+              "".join("    " + ln + "\n" for ln in body.strip("\n").splitlines()))
+    r = subprocess.run(ns.exec_argv([PYTHON, "-c", script, os.path.dirname(__file__), ns.host_ip,
+                                     str(daemon.port), str(env.key), "" if cid is None else str(cid)] +
+                                    [str(a) for a in args]),
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def another_host_works(env, daemon, m, tag):
@@ -32,10 +38,12 @@ def another_host_works(env, daemon, m, tag):
     assert read_file(m / f"{tag}-new") == data
     fd = os.open(m / "shared", os.O_RDONLY)
     os.close(fd)
-    r = subprocess.run(m.netns.exec_argv([PYTHON, "-c", NEW_LOGIN, os.path.dirname(__file__),
-                                          m.netns.host_ip, str(daemon.port), str(env.key)]),
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
+    on_host(m.netns, env, daemon, """
+h, _ = c.lookup(c.root, "shared")
+fid = c.open(h)
+assert c.read(h, fid, 0, 5) == b"share"
+c.release(h, fid)
+""")
 
 
 def limited(env, limits):

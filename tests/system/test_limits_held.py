@@ -11,13 +11,12 @@ import errno
 import fcntl
 import os
 import re
-import subprocess
 
 import pytest
 
 import pfsproto as P
-from helpers import PYTHON, podfsd_status, wait_for
-from limited import another_host_works, limited, vmrss
+from helpers import podfsd_status, wait_for
+from limited import another_host_works, limited, on_host, vmrss
 
 # The attackers speak pfsproto, which has no TLS: their daemons also
 # take plaintext (the legitimate mounts still use TLS).
@@ -109,25 +108,6 @@ def _ofd_locks_on(path):
         return sum(1 for ln in f if "OFDLCK" in ln and dev_ino in ln)
 
 
-LOCK_RANGES = r"""
-import sys
-sys.path.insert(0, sys.argv[1])
-import pfsproto as P
-with P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4])) as c:
-    h, _ = c.lookup(c.root, "shared")
-    fid = c.open(h, 2)
-    got, err = 0, 0
-    for i in range(int(sys.argv[5])):
-        try:
-            c.call(P.OP_SETLK, P.lock_req(h, fid, 7, P.LK_RD, 2 * i + 100001, 2 * i + 100001))
-        except P.PfsError as e:
-            err = e.status
-            break
-        got += 1
-    print(got, err)
-"""
-
-
 def test_lock_ranges_capped(env):
     """A host whose clients lock every other byte of a file holds at most
     lock-ranges entries of the kernel's lock table on the coordinator, over
@@ -150,11 +130,22 @@ def test_lock_ranges_capped(env):
         return 0
 
     def other_host_takes(n):
-        r = subprocess.run(m.netns.exec_argv([PYTHON, "-c", LOCK_RANGES, os.path.dirname(__file__),
-                                              m.netns.host_ip, str(daemon.port), str(env.key), str(n)]),
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        return tuple(int(w) for w in r.stdout.split())
+        """Another host's session locks n bytes, one range each, until
+        refused: (ranges it got, the error or 0)."""
+        out = on_host(m.netns, env, daemon, """
+h, _ = c.lookup(c.root, "shared")
+fid = c.open(h, 2)
+got, err = 0, 0
+for i in range(int(ARGS[0])):
+    try:
+        c.call(P.OP_SETLK, P.lock_req(h, fid, 7, P.LK_RD, 2 * i + 100001, 2 * i + 100001))
+    except P.PfsError as e:
+        err = e.status
+        break
+    got += 1
+print(got, err)
+""", n, timeout=120)
+        return tuple(int(w) for w in out.split())
 
     with P.connect(daemon.host, daemon.port, key) as a, P.connect(daemon.host, daemon.port, key) as a2:
         h, _ = a.lookup(a.root, "shared")
@@ -250,18 +241,6 @@ def test_a_files_direct_twin_counts_in_the_fd_budget(env):
     assert (m / "big9").stat().st_size == 256 * 1024
 
 
-SESSION = r"""
-import sys
-sys.path.insert(0, sys.argv[1])
-import pfsproto as P
-cid = int(sys.argv[5]) if len(sys.argv) > 5 else None
-kw = {"client_id": cid} if cid is not None else {}
-c = P.connect(sys.argv[2], int(sys.argv[3]), P.load_key(sys.argv[4]), **kw)
-print(c.client_id, int(bool(c.auth_flags & P.AUTH_RESUMED)))
-c.close()
-"""
-
-
 def test_lingering_sessions_of_other_hosts_survive_a_flood(env):
     """Past lingering=N disconnected sessions, the one that ends early is
     the oldest of the host with the most: a key holder that leaves
@@ -273,11 +252,10 @@ def test_lingering_sessions_of_other_hosts_survive_a_flood(env):
     key = P.load_key(env.key)
 
     def other_host(*cid):
-        r = subprocess.run(ns.exec_argv([PYTHON, "-c", SESSION, os.path.dirname(__file__), ns.host_ip,
-                                         str(daemon.port), str(env.key)] + [str(c) for c in cid]),
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, r.stderr
-        cid_got, resumed = r.stdout.split()
+        """A session of the other host (resuming cid): (its id, resumed)."""
+        out = on_host(ns, env, daemon, "print(c.client_id, int(bool(c.auth_flags & P.AUTH_RESUMED)))",
+                      cid=cid[0] if cid else None)
+        cid_got, resumed = out.split()
         return int(cid_got), resumed == "1"
 
     theirs, _ = other_host()  # its session lingers first, the oldest
