@@ -31,26 +31,22 @@ struct session *session_find(struct pfsd *d, uint64_t client_id)
 /* The account of the host at from (NULL: ::), one more session in it. */
 static struct hostacct *host_get(struct pfsd *d, const struct sockaddr_storage *from)
 {
-	uint8_t a[16] = { 0 };
+	struct pfs_srckey k = { 0 };
 	struct hostacct *ha;
 	uint64_t h;
 
-	if (from && from->ss_family == AF_INET) {
-		a[10] = a[11] = 0xff;
-		memcpy(a + 12, &((const struct sockaddr_in *)from)->sin_addr, 4);
-	} else if (from && from->ss_family == AF_INET6) {
-		memcpy(a, &((const struct sockaddr_in6 *)from)->sin6_addr, 16);
-	}
-	h = pfs_hash_bytes(a, sizeof(a), 0);
+	if (from)
+		pfs_hostkey_of(from, &k);
+	h = pfs_hash_bytes(k.b, sizeof(k.b), 0);
 	for (struct hnode *n = htab_first(&d->hosts, h); n; n = htab_next(n, h)) {
 		ha = container_of(n, struct hostacct, hn);
-		if (memcmp(ha->addr, a, sizeof(a)) == 0) {
+		if (pfs_srckey_eq(&ha->addr, &k)) {
 			ha->refs++;
 			return ha;
 		}
 	}
 	ha = xcalloc(1, sizeof(*ha));
-	memcpy(ha->addr, a, sizeof(a));
+	ha->addr = k;
 	ha->refs = 1;
 	htab_insert(&d->hosts, &ha->hn, h);
 	return ha;

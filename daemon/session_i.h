@@ -22,6 +22,7 @@
 
 #include "podfs/codec.h"
 #include "podfs/htab.h"
+#include "podfs/netaddr.h"
 #include "conn_i.h"
 #include "drc_i.h"
 #include "lkranges_i.h"
@@ -54,7 +55,7 @@ struct fid {
  * and frees it (session_new, the session's end); workers count in it. */
 struct hostacct {
 	struct hnode hn;
-	uint8_t addr[16];     /* IPv6, or IPv4-mapped */
+	struct pfs_srckey addr; /* pfs_hostkey_of its address */
 	unsigned refs;        /* sessions (loop thread) */
 	unsigned lingering;   /* of which disconnected, waiting for their lease (loop) */
 	_Atomic unsigned fids;  /* open files and directories, slots */

@@ -103,7 +103,7 @@ void pfs_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len)
 	}
 }
 
-void pfs_srckey_of(const struct sockaddr_storage *ss, struct pfs_srckey *k)
+void pfs_hostkey_of(const struct sockaddr_storage *ss, struct pfs_srckey *k)
 {
 	memset(k, 0, sizeof(*k));
 	if (ss->ss_family == AF_INET) {
@@ -111,12 +111,16 @@ void pfs_srckey_of(const struct sockaddr_storage *ss, struct pfs_srckey *k)
 		k->b[10] = k->b[11] = 0xff;
 		memcpy(k->b + 12, &a->sin_addr, 4);
 	} else if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
-			memcpy(k->b, &a->sin6_addr, 16);
-		else
-			memcpy(k->b, &a->sin6_addr, 8); /* the /64 */
+		memcpy(k->b, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
 	}
+}
+
+void pfs_srckey_of(const struct sockaddr_storage *ss, struct pfs_srckey *k)
+{
+	pfs_hostkey_of(ss, k);
+	if (ss->ss_family == AF_INET6 &&
+	    !IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)ss)->sin6_addr))
+		memset(k->b + 8, 0, 8); /* the /64 */
 }
 
 bool pfs_srckey_eq(const struct pfs_srckey *a, const struct pfs_srckey *b)

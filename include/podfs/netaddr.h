@@ -33,6 +33,9 @@ struct pfs_srckey {
 
 /* Makes the key of ss. */
 void pfs_srckey_of(const struct sockaddr_storage *ss, struct pfs_srckey *k);
+/* The same with all of an IPv6 address (podfsd's accounts per host: the
+ * hosts of a pod often share one /64); an unknown family gives ::. */
+void pfs_hostkey_of(const struct sockaddr_storage *ss, struct pfs_srckey *k);
 bool pfs_srckey_eq(const struct pfs_srckey *a, const struct pfs_srckey *b);
 
 #endif /* PODFS_NETADDR_H */

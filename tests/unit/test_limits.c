@@ -292,6 +292,18 @@ static void test_srckey(void)
 	v6(&b, "2001:db8:1:3::1");
 	pfs_srckey_of(&b, &kb);
 	CHECK(!pfs_srckey_eq(&ka, &kb));
+	/* A host is all of its IPv6 address; IPv4 and IPv4-mapped agree. */
+	v6(&b, "2001:db8:1:2:ffff:eeee:dddd:cccc");
+	pfs_hostkey_of(&a, &ka);
+	pfs_hostkey_of(&b, &kb);
+	CHECK(!pfs_srckey_eq(&ka, &kb));
+	pfs_hostkey_of(&a, &kb);
+	CHECK(pfs_srckey_eq(&ka, &kb));
+	v4(&a, "10.0.0.1");
+	v6(&b, "::ffff:10.0.0.1");
+	pfs_hostkey_of(&a, &ka);
+	pfs_hostkey_of(&b, &kb);
+	CHECK(pfs_srckey_eq(&ka, &kb));
 }
 
 #define MODEL_SRCS 40
