@@ -119,6 +119,7 @@ int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m)
 	struct lockent *l;
 	struct flock f;
 	size_t before = 0, after = 0;
+	struct lkr_change change;
 	int ret = lock_begin(x, obj, m, PFS_LKF_FLOCK, &f, &l);
 
 	if (ret < 0)
@@ -147,7 +148,7 @@ int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m)
 	 * adds to the kernel's lock table, before asking for it. */
 	if (!fl) {
 		before = l->ranges.n;
-		after = lkranges_count_after(&l->ranges, m->start, m->end, m->type);
+		after = lkranges_plan(&l->ranges, m->start, m->end, m->type, &change);
 		if (after > before && (ret = session_ranges_take(x->s, after - before)) < 0) {
 			if (created)
 				session_lock_del(x->s, l);
@@ -165,7 +166,7 @@ int export_setlk(struct xop *x, struct hent *obj, const struct pfs_lock_req *m)
 		if (created)
 			session_lock_del(x->s, l);
 	} else if (!fl) {
-		lkranges_apply(&l->ranges, m->start, m->end, m->type);
+		lkranges_commit(&l->ranges, &change);
 		if (before > after)
 			session_ranges_give(x->s, before - after);
 	}

@@ -9,19 +9,16 @@
 #include "podfs/codec.h"
 #include "podfs/xalloc.h"
 
-/* What setting a range does to r: the ranges [lo, hi) of r go, and the
- * nout ranges of out take their place. */
-struct plan {
-	size_t lo, hi;
-	struct lkrange out[3];
-	size_t nout;
-};
-
-static void plan(const struct lkranges *r, uint64_t s, uint64_t e, uint8_t type, struct plan *p)
+size_t lkranges_plan(const struct lkranges *r, uint64_t s, uint64_t e, uint8_t type,
+		     struct lkr_change *p)
 {
 	size_t lo = 0, hi, n = r->n;
 	bool has_left = false, has_right = false;
-	struct lkrange left, right, mid = { s, e, type };
+	struct lkrange left, right, mid;
+
+	if (e > LKR_EOF)
+		e = LKR_EOF;
+	mid = (struct lkrange){ s, e, type };
 
 	/* The first range that ends at s or later: the ranges are disjoint
 	 * and sorted, so their ends are sorted too. */
@@ -69,32 +66,21 @@ static void plan(const struct lkranges *r, uint64_t s, uint64_t e, uint8_t type,
 		p->out[p->nout++] = right;
 	p->lo = lo;
 	p->hi = hi;
+	return n - (hi - lo) + p->nout;
 }
 
-size_t lkranges_count_after(const struct lkranges *r, uint64_t start, uint64_t end,
-			    uint8_t type)
+void lkranges_commit(struct lkranges *r, const struct lkr_change *p)
 {
-	struct plan p;
+	size_t n = r->n - (p->hi - p->lo) + p->nout;
 
-	plan(r, start, end > LKR_EOF ? LKR_EOF : end, type, &p);
-	return r->n - (p.hi - p.lo) + p.nout;
-}
-
-void lkranges_apply(struct lkranges *r, uint64_t start, uint64_t end, uint8_t type)
-{
-	struct plan p;
-	size_t n;
-
-	plan(r, start, end > LKR_EOF ? LKR_EOF : end, type, &p);
-	n = r->n - (p.hi - p.lo) + p.nout;
 	if (n > r->cap) {
 		r->cap = n < 4 ? 4 : n * 2;
 		r->v = xreallocarray(r->v, r->cap, sizeof(*r->v));
 	}
-	if (r->n > p.hi && p.lo + p.nout != p.hi)
-		memmove(r->v + p.lo + p.nout, r->v + p.hi, (r->n - p.hi) * sizeof(*r->v));
-	if (p.nout)
-		memcpy(r->v + p.lo, p.out, p.nout * sizeof(*r->v));
+	if (r->n > p->hi && p->lo + p->nout != p->hi)
+		memmove(r->v + p->lo + p->nout, r->v + p->hi, (r->n - p->hi) * sizeof(*r->v));
+	if (p->nout)
+		memcpy(r->v + p->lo, p->out, p->nout * sizeof(*r->v));
 	r->n = n;
 	if (!n)
 		lkranges_fini(r);

@@ -37,13 +37,22 @@ struct lkranges {
 	size_t n, cap;
 };
 
-/* How many ranges r holds after setting [start, end] (start <= end; an
- * end past LKR_EOF counts as LKR_EOF) to type: PFS_LK_RD, PFS_LK_WR, or
- * PFS_LK_UN to unlock. r is not changed. */
-size_t lkranges_count_after(const struct lkranges *r, uint64_t start, uint64_t end,
-			    uint8_t type);
-/* Sets [start, end] to type in r, as lkranges_count_after counts it. */
-void lkranges_apply(struct lkranges *r, uint64_t start, uint64_t end, uint8_t type);
+/* What setting a range does to an owner's ranges: [lo, hi) of them go,
+ * and the nout of out take their place. */
+struct lkr_change {
+	size_t lo, hi;
+	struct lkrange out[3];
+	size_t nout;
+};
+
+/* Plans setting [start, end] (start <= end; an end past LKR_EOF counts as
+ * LKR_EOF) to type in r: PFS_LK_RD, PFS_LK_WR, or PFS_LK_UN to unlock,
+ * into *c, and returns how many ranges r would hold then. r is not
+ * changed. */
+size_t lkranges_plan(const struct lkranges *r, uint64_t start, uint64_t end, uint8_t type,
+		     struct lkr_change *c);
+/* Makes the change c planned on r, which has not changed since. */
+void lkranges_commit(struct lkranges *r, const struct lkr_change *c);
 /* Frees r's memory; r is then empty. */
 void lkranges_fini(struct lkranges *r);
 

@@ -20,6 +20,22 @@
 
 #define CELLS 64 /* bytes 0..62, and cell 63: byte 63 to the end */
 
+/* The count a change would leave; the change made. */
+static size_t count_after(const struct lkranges *r, uint64_t s, uint64_t e, uint8_t type)
+{
+	struct lkr_change c;
+
+	return lkranges_plan(r, s, e, type, &c);
+}
+
+static void apply(struct lkranges *r, uint64_t s, uint64_t e, uint8_t type)
+{
+	struct lkr_change c;
+
+	lkranges_plan(r, s, e, type, &c);
+	lkranges_commit(r, &c);
+}
+
 static uint8_t cell_of(const struct lkranges *r, unsigned c)
 {
 	uint64_t at = c;
@@ -83,35 +99,35 @@ static void test_basics(void)
 {
 	struct lkranges r = { 0 };
 
-	CHECK_EQ(lkranges_count_after(&r, 0, 9, PFS_LK_UN), 0);
-	CHECK_EQ(lkranges_count_after(&r, 0, 9, PFS_LK_WR), 1);
-	lkranges_apply(&r, 0, 9, PFS_LK_WR);
+	CHECK_EQ(count_after(&r, 0, 9, PFS_LK_UN), 0);
+	CHECK_EQ(count_after(&r, 0, 9, PFS_LK_WR), 1);
+	apply(&r, 0, 9, PFS_LK_WR);
 	/* Touching, same type: merged. */
-	CHECK_EQ(lkranges_count_after(&r, 10, 19, PFS_LK_WR), 1);
+	CHECK_EQ(count_after(&r, 10, 19, PFS_LK_WR), 1);
 	/* Touching, other type: two. */
-	CHECK_EQ(lkranges_count_after(&r, 10, 19, PFS_LK_RD), 2);
+	CHECK_EQ(count_after(&r, 10, 19, PFS_LK_RD), 2);
 	/* A hole: two. */
-	CHECK_EQ(lkranges_count_after(&r, 11, 19, PFS_LK_WR), 2);
+	CHECK_EQ(count_after(&r, 11, 19, PFS_LK_WR), 2);
 	/* The same lock again, or a part of it: nothing changes. */
-	CHECK_EQ(lkranges_count_after(&r, 3, 5, PFS_LK_WR), 1);
+	CHECK_EQ(count_after(&r, 3, 5, PFS_LK_WR), 1);
 	/* Another type in the middle, or an unlock there: split. */
-	CHECK_EQ(lkranges_count_after(&r, 3, 5, PFS_LK_RD), 3);
-	CHECK_EQ(lkranges_count_after(&r, 3, 5, PFS_LK_UN), 2);
-	lkranges_apply(&r, 3, 5, PFS_LK_UN);
+	CHECK_EQ(count_after(&r, 3, 5, PFS_LK_RD), 3);
+	CHECK_EQ(count_after(&r, 3, 5, PFS_LK_UN), 2);
+	apply(&r, 3, 5, PFS_LK_UN);
 	CHECK_EQ(r.n, 2);
 	/* Every other byte, then the whole range: one. */
 	for (uint64_t b = 20; b < 40; b += 2)
-		lkranges_apply(&r, b, b, PFS_LK_RD);
+		apply(&r, b, b, PFS_LK_RD);
 	CHECK_EQ(r.n, 12);
-	CHECK_EQ(lkranges_count_after(&r, 0, UINT64_MAX, PFS_LK_RD), 1);
-	CHECK_EQ(lkranges_count_after(&r, 0, UINT64_MAX, PFS_LK_UN), 0);
-	lkranges_apply(&r, 0, UINT64_MAX, PFS_LK_WR);
+	CHECK_EQ(count_after(&r, 0, UINT64_MAX, PFS_LK_RD), 1);
+	CHECK_EQ(count_after(&r, 0, UINT64_MAX, PFS_LK_UN), 0);
+	apply(&r, 0, UINT64_MAX, PFS_LK_WR);
 	CHECK_EQ(r.n, 1);
 	CHECK_EQ(r.v[0].end, LKR_EOF);
-	lkranges_apply(&r, 5, UINT64_MAX, PFS_LK_UN);
+	apply(&r, 5, UINT64_MAX, PFS_LK_UN);
 	CHECK_EQ(r.n, 1);
 	CHECK_EQ(r.v[0].end, 4);
-	lkranges_apply(&r, 0, 4, PFS_LK_UN);
+	apply(&r, 0, 4, PFS_LK_UN);
 	CHECK_EQ(r.n, 0);
 	CHECK(r.v == NULL);
 	lkranges_fini(&r);
@@ -133,10 +149,10 @@ static void test_random(int fd, unsigned seed, unsigned ops)
 		e = len == 0 ? UINT64_MAX : s + (uint64_t)len - 1;
 		if (e != UINT64_MAX && e >= CELLS - 1)
 			e = CELLS - 2;
-		size_t want = lkranges_count_after(&r, s, e, type);
+		size_t want = count_after(&r, s, e, type);
 		for (unsigned c = (unsigned)s; c < CELLS && (e == UINT64_MAX || c <= e); c++)
 			model[c] = type;
-		lkranges_apply(&r, s, e, type);
+		apply(&r, s, e, type);
 		ok &= CHECK_EQ(r.n, want);
 		ok &= CHECK_EQ(r.n, model_runs(model));
 		ok &= same_as_model(&r, model);
