@@ -173,9 +173,14 @@ int export_reopen(int pathfd, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
+int export_dir_reopen(int pathfd)
+{
+	return export_reopen(pathfd, O_RDONLY | O_DIRECTORY);
+}
+
 int export_dir_open(int pathfd, DIR **out)
 {
-	int fd = export_reopen(pathfd, O_RDONLY | O_DIRECTORY);
+	int fd = export_dir_reopen(pathfd);
 	DIR *d = NULL;
 
 	if (fd < 0)

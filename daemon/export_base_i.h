@@ -36,6 +36,9 @@ int export_open_flags(uint32_t flags);
  * the -errno of fstat or open. */
 int export_reopen(int pathfd, int flags);
 
+/* The directory of O_PATH fd pathfd opened for reading with the caller's
+ * credentials: an fd, or -errno (export_reopen). */
+int export_dir_reopen(int pathfd);
 /* A directory stream over the directory of O_PATH fd pathfd, opened for
  * reading with the caller's credentials. Returns 0 with *out set (the
  * caller closedir()s it) or -errno (export_reopen, fdopendir). */

@@ -17,13 +17,8 @@
 #include "podfs/le.h"
 #include "export_base_i.h"
 
-/* An open directory is its fd alone: READDIR makes a stream for the
- * call (dir_stream). */
-static int dir_fd_open(int pathfd)
-{
-	return export_reopen(pathfd, O_RDONLY | O_DIRECTORY);
-}
-
+/* An open directory is its fd alone: each READDIR reads it through a
+ * stream of its own. */
 int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_attr *a)
 {
 	struct fid *f;
@@ -32,7 +27,7 @@ int export_opendir(struct xop *x, struct hent *obj, uint64_t fid, struct pfs_att
 	ret = session_fid_reserve(x->s);
 	if (ret < 0)
 		return ret;
-	fd = dir_fd_open(obj->fd);
+	fd = export_dir_reopen(obj->fd);
 	if (fd < 0) {
 		session_fid_unreserve(x->s);
 		return fd;
@@ -544,7 +539,7 @@ int export_readdir(struct xop *x, struct hent *obj, uint64_t fid, uint64_t off,
 		ret = session_fid_reserve(x->s);
 		if (ret < 0)
 			return ret;
-		int fd = dir_fd_open(obj->fd);
+		int fd = export_dir_reopen(obj->fd);
 		if (fd < 0) {
 			session_fid_unreserve(x->s);
 			return fd;
