@@ -25,11 +25,12 @@
 /* The figures (--limits key=value,...); 0 in a field not given means
  * "the default" until limits_defaults fills it. */
 struct limits {
-	unsigned open_files;  /* open-files: fids per client session */
-	unsigned lock_owners; /* lock-owners: lock fds per client session */
+	unsigned open_files;  /* open-files: fids per host (all the sessions
+				 from one address: struct hostacct) */
+	unsigned lock_owners; /* lock-owners: lock fds per host */
 	unsigned lock_ranges; /* lock-ranges: byte ranges its POSIX locks hold in
-				 the kernel's lock table, per client session */
-	unsigned lock_table;  /* lock-table: the same, over all sessions */
+				 the kernel's lock table, per host */
+	unsigned lock_table;  /* lock-table: the same, over all hosts */
 	unsigned requests;    /* requests: in flight per client session */
 	unsigned workers;     /* workers: worker threads one session's requests
 				 may occupy at once */
@@ -52,7 +53,7 @@ struct limits {
 /* A session may always hold this much, whatever the daemon-wide memory:
  * a client is never starved by others' use of it. */
 #define LIM_MIN_SHARE (8u << 20)
-/* A session may always hold this many lock ranges, whatever the others
+/* A host may always hold this many lock ranges, whatever the others
  * hold of lock-table (within its own lock-ranges). */
 #define LIM_LOCK_MIN_SHARE 256u
 /* read-queue's default: a connection's READ replies being made or

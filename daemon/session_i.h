@@ -200,7 +200,7 @@ void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh);
  * or NULL. */
 struct fid *session_fid_get(struct session *s, uint64_t id);
 /* Reserves room for one more fid of s before its file is opened: returns
- * 0, or -EMFILE when s has open-files fids already or the daemon's file
+ * 0, or -EMFILE when s's host has open-files fids already or the daemon's file
  * descriptors for sessions are spent (limits_i.h; the handle cache
  * shrinks to make room first). Every reservation ends in
  * session_fid_install or session_fid_unreserve. */
@@ -227,7 +227,7 @@ bool session_fid_release(struct session *s, uint64_t id);
 
 /* --- lock fds (any thread; the caller holds s->lk_mu) --- */
 
-/* Reserves room for one more lock fd of s (-EMFILE past lock-owners or
+/* Reserves room for one more lock fd of s (-EMFILE past its host's lock-owners or
  * the daemon's budget), which session_lock_add takes or
  * session_lock_unreserve gives back. */
 int session_lock_reserve(struct session *s);
@@ -244,8 +244,8 @@ struct lockent *session_lock_add(struct session *s, uint64_t owner, bool flock,
 /* Forgets l and closes its fd, which drops its locks. */
 void session_lock_del(struct session *s, struct lockent *l);
 /* Takes room for n more ranges of s's POSIX locks in the kernel's lock
- * table: -ENOLCK past lock-ranges, or past lock-table while s holds more
- * than LIM_LOCK_MIN_SHARE. session_ranges_give gives them back. */
+ * table: -ENOLCK past its host's lock-ranges, or past lock-table while its
+ * host holds more than LIM_LOCK_MIN_SHARE. session_ranges_give gives them back. */
 int session_ranges_take(struct session *s, size_t n);
 void session_ranges_give(struct session *s, size_t n);
 
