@@ -1,4 +1,4 @@
-/* drc.c: the duplicate request cache of one session (see drc_i.h). */
+/* drc.c: the duplicate request cache of the sessions (see drc_i.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,12 +6,52 @@
 #include "drc_i.h"
 #include "idtab_i.h"
 
-void drc_init(struct drc *c, size_t max)
+/* --- the pool and its hosts --- */
+
+void drc_pool_init(struct drc_pool *p, size_t max)
+{
+	memset(p, 0, sizeof(*p));
+	p->max = max;
+	TAILQ_INIT(&p->hosts);
+}
+
+void drc_host_add(struct drc_pool *p, struct drc_host *h)
+{
+	TAILQ_INIT(&h->done);
+	h->bytes = 0;
+	h->pool = p;
+	TAILQ_INSERT_TAIL(&p->hosts, h, link);
+}
+
+void drc_host_remove(struct drc_host *h)
+{
+	TAILQ_REMOVE(&h->pool->hosts, h, link);
+	h->pool = NULL;
+}
+
+/* --- one cache --- */
+
+void drc_init(struct drc *c, size_t max, struct drc_host *h)
 {
 	htab_init(&c->tab);
 	TAILQ_INIT(&c->lru);
 	c->n = 0;
 	c->max = max;
+	c->host = h;
+}
+
+/* Takes e out of c, and its reply out of its host's and pool's bytes. */
+static void unlink_ent(struct drc *c, struct drc_ent *e)
+{
+	TAILQ_REMOVE(&c->lru, e, lru);
+	htab_remove(&c->tab, &e->hn);
+	c->n--;
+	if (e->done) {
+		struct drc_host *h = c->host;
+		TAILQ_REMOVE(&h->done, e, hlru);
+		h->bytes -= DRC_COST(e->len);
+		h->pool->bytes -= DRC_COST(e->len);
+	}
 }
 
 static void ent_free(struct drc_ent *e)
@@ -25,10 +65,9 @@ void drc_fini(struct drc *c)
 	struct drc_ent *e;
 
 	while ((e = TAILQ_FIRST(&c->lru))) {
-		TAILQ_REMOVE(&c->lru, e, lru);
+		unlink_ent(c, e);
 		ent_free(e);
 	}
-	c->n = 0;
 	htab_fini(&c->tab);
 }
 
@@ -37,17 +76,11 @@ struct drc_ent *drc_find(struct drc *c, uint64_t id)
 	return IDTAB_FIND(&c->tab, id, struct drc_ent, hn, id);
 }
 
-static void unlink_ent(struct drc *c, struct drc_ent *e)
-{
-	TAILQ_REMOVE(&c->lru, e, lru);
-	htab_remove(&c->tab, &e->hn);
-	c->n--;
-}
-
 struct drc_ent *drc_begin(struct drc *c, uint64_t id, uint16_t op)
 {
 	struct drc_ent *e = xcalloc(1, sizeof(*e));
 
+	e->c = c;
 	e->id = id;
 	e->op = op;
 	TAILQ_INSERT_TAIL(&c->lru, e, lru);
@@ -66,8 +99,41 @@ struct drc_ent *drc_begin(struct drc *c, uint64_t id, uint16_t op)
 	return e;
 }
 
+/* The pool is over its budget: the oldest replies of the host that keeps
+ * the most go, down to a little below the next host's bytes (an eighth
+ * of them) so that one look at the hosts serves several replies, and to
+ * 1/256 of the budget below it, where the next reply does not start over. */
+static void pool_trim(struct drc_pool *p)
+{
+	while (p->bytes > p->max) {
+		struct drc_host *h, *big = NULL;
+		size_t second = 0;
+
+		TAILQ_FOREACH(h, &p->hosts, link) {
+			if (!big || h->bytes > big->bytes) {
+				if (big)
+					second = big->bytes;
+				big = h;
+			} else if (h->bytes > second) {
+				second = h->bytes;
+			}
+		}
+		size_t stop = second - second / 8, low = p->max - p->max / 256;
+		struct drc_ent *e;
+		while ((e = TAILQ_FIRST(&big->done))) {
+			unlink_ent(e->c, e);
+			ent_free(e);
+			p->forgotten++;
+			if (p->bytes <= low || big->bytes <= stop)
+				break;
+		}
+	}
+}
+
 void drc_done(struct drc_ent *e, const uint8_t *hdr, const void *wire, size_t len, size_t raw)
 {
+	struct drc_host *h = e->c->host;
+
 	memcpy(e->hdr, hdr, PFS_FRAME_HDR_SIZE);
 	e->wire = len ? xmalloc(len) : NULL;
 	if (len)
@@ -75,6 +141,11 @@ void drc_done(struct drc_ent *e, const uint8_t *hdr, const void *wire, size_t le
 	e->len = len;
 	e->raw = raw;
 	e->done = true;
+	TAILQ_INSERT_TAIL(&h->done, e, hlru);
+	h->bytes += DRC_COST(len);
+	h->pool->bytes += DRC_COST(len);
+	if (h->pool->bytes > h->pool->max)
+		pool_trim(h->pool);
 }
 
 void drc_forget(struct drc *c, struct drc_ent *e)

@@ -38,6 +38,7 @@ static const struct limkey limkeys[] = {
 	SIZE("memory", memory, 1u << 20, (size_t)1 << 40),
 	CNT("fd-reserve", fd_reserve, 16, 1u << 24),
 	CNT("lingering", lingering, 1, 1u << 20),
+	SIZE("reply-cache", reply_cache, 64u << 10, (size_t)1 << 40),
 	CNT("preauth", preauth, 1, 1u << 16),
 	CNT("preauth-per-source", preauth_per_source, 1, 1u << 16),
 	SIZE("peer-table", peer_table, 1u << 20, (size_t)1 << 40),
@@ -170,6 +171,11 @@ int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_m
 		l->client_mem = (size_t)128 << 20;
 	if (!l->lingering)
 		l->lingering = 4096;
+	/* A session keeps its last 1,024 changes' replies, at most about
+	 * 400 KB: 128 MiB at the largest memory keep all of a 256-host pod's, and
+	 * past it the host keeping the most forgets its oldest (drc_i.h). */
+	if (!l->reply_cache)
+		l->reply_cache = l->memory / 16;
 	if (!l->preauth)
 		l->preauth = 256;
 	if (!l->preauth_per_source)

@@ -38,6 +38,8 @@ struct limits {
 	size_t memory;        /* memory: the same, over all sessions */
 	unsigned fd_reserve;  /* fd-reserve: fds never given to sessions' files */
 	unsigned lingering;   /* lingering: disconnected sessions kept */
+	size_t reply_cache;   /* reply-cache: bytes of replies kept for resent
+				 requests, over all sessions (drc_i.h) */
 	unsigned preauth;     /* preauth: unauthenticated connections */
 	unsigned preauth_per_source; /* preauth-per-source: of which per address (/64) */
 	size_t peer_table;    /* peer-table: memory of the chunk table (chunks_i.h) */

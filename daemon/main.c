@@ -37,6 +37,7 @@
 #include "cmdline_i.h"
 #include "pfsd_i.h"
 #include "server_i.h"
+#include "session_i.h"
 #include "status_i.h"
 #include "watch_i.h"
 
@@ -483,11 +484,9 @@ int main(int argc, char **argv)
 	ret = uv_loop_init(&d->loop);
 	if (ret < 0)
 		fatal("uv_loop_init: %s", uv_strerror(ret));
-	htab_init(&d->sessions);
-	htab_init(&d->hosts);
+	sessions_init(d);
 	LIST_INIT(&d->conns);
 	LIST_INIT(&d->paused);
-	TAILQ_INIT(&d->lingering);
 	srcq_init(&d->srcq);
 	pipes_init(&d->pipes);
 	d->it = interest_new();

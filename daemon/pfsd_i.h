@@ -46,6 +46,7 @@
 #include "podfs/htab.h"
 #include "podfs/lathist.h"
 #include "podfs/xalloc.h"
+#include "drc_i.h"
 #include "exports_i.h"
 #include "interest_i.h"
 #include "limits_i.h"
@@ -127,6 +128,7 @@ struct pfsd {
 	struct handles *hs;       /* export fd, handle MACs, fd cache */
 	struct htab sessions;     /* client_id -> struct session (loop) */
 	struct htab hosts;        /* address -> struct hostacct (loop; session.c) */
+	struct drc_pool drcpool;  /* the sessions' kept replies (loop; drc_i.h) */
 	struct interest *it;      /* who caches what (any thread) */
 	struct lscache *lc;       /* listings kept to serve again (any thread) */
 	struct session *slot_sess[INTEREST_SLOTS]; /* live session of each slot (loop) */

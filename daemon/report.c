@@ -325,12 +325,12 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 			  " state=%s since=%" PRId64 " connected=%" PRId64 " conns=%u made=%" PRIu64
 			  " requests=%" PRIu64 " wire_in=%" PRIu64 " wire_out=%" PRIu64
 			  " raw_in=%" PRIu64 " raw_out=%" PRIu64 " open_files=%ld lock_owners=%ld"
-			  " lock_ranges=%ld inflight=%u mem=%zu queued=%zu paced=%u limits=%s behind=%d ack_misses=%" PRIu64
-			  " ack_deadline=%u ops=",
+			  " lock_ranges=%ld replies_kept=%zu inflight=%u mem=%zu queued=%zu paced=%u"
+			  " limits=%s behind=%d ack_misses=%" PRIu64 " ack_deadline=%u ops=",
 			  s->conn ? "connected" : "lingering", s->since,
 			  s->conn ? s->conn->since : (int64_t)0, nconns, s->nconns_total,
 			  sum_req(s->st_req), tr.wire_in, tr.wire_out, tr.raw_in, tr.raw_out, fids,
-			  locks, ranges, s->acct->inflight, s->acct->mem, queued, paced, lim,
+			  locks, ranges, s->drc.n, s->acct->inflight, s->acct->mem, queued, paced, lim,
 			  s->conn && s->conn->behind, s->st_ack_misses,
 			  s->conn ? acklat_deadline(&s->conn->lat, uv_now(&d->loop),
 						    d->o.ack_timeout, PFSD_ACK_WAIT_MS)
@@ -347,6 +347,8 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 	}
 	sb_printf(&sb, "lock_owners %" PRIu64 "\nlock_ranges %zu\n", nlocks,
 		  atomic_load(&d->lock_ranges));
+	sb_printf(&sb, "replies_kept_bytes %zu\nreplies_kept_max %zu\nreplies_forgotten %" PRIu64
+		  "\n", d->drcpool.bytes, d->drcpool.max, d->drcpool.forgotten);
 	if (verbose) {
 		pos = 0;
 		for (n = htab_iter(&d->sessions, &pos, NULL); n;
@@ -571,6 +573,12 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_family(p, "podfsd_lock_ranges", "gauge",
 			"Byte ranges the POSIX locks of all clients hold (limit lock-table)");
 	pfs_prom_u64(p, "podfsd_lock_ranges", atomic_load(&d->lock_ranges), NULL);
+	pfs_prom_family(p, "podfsd_replies_kept_bytes", "gauge",
+			"Replies kept for requests sent again after a reconnect (limit reply-cache)");
+	pfs_prom_u64(p, "podfsd_replies_kept_bytes", d->drcpool.bytes, NULL);
+	pfs_prom_family(p, "podfsd_replies_forgotten_total", "counter",
+			"Kept replies forgotten early to stay within reply-cache");
+	pfs_prom_u64(p, "podfsd_replies_forgotten_total", d->drcpool.forgotten, NULL);
 }
 
 size_t report_metrics(struct pfsd *d, char **out)

@@ -185,10 +185,16 @@ static void drc_settle(struct req *r)
 	 * answer it there too. */
 	if (to)
 		conn_send_copy(to, r->reply.hdr, r->reply.wire, r->reply.len, r->reply.raw);
-	if (pfs_op_flags(r->h.op) & PFS_OPF_DRC)
-		drc_done(r->drc, r->reply.hdr, r->reply.wire, r->reply.len, r->reply.raw);
-	else
+	if (!(pfs_op_flags(r->h.op) & PFS_OPF_DRC)) {
 		drc_forget(&s->drc, r->drc);
+		return;
+	}
+	uint64_t forgotten = s->d->drcpool.forgotten;
+	drc_done(r->drc, r->reply.hdr, r->reply.wire, r->reply.len, r->reply.raw);
+	if (s->d->drcpool.forgotten != forgotten)
+		pfsd_warn_rl(s->d, "replies kept for resent requests forgotten early: more than "
+			     "reply-cache=%zu bytes of them (the host keeping the most forgets its "
+			     "oldest)", s->d->drcpool.max);
 }
 
 /* Logs the caps s's requests hit for the first time (open files, lock

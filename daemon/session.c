@@ -23,6 +23,14 @@
 
 /* --- table, lifetime (loop thread) --- */
 
+void sessions_init(struct pfsd *d)
+{
+	htab_init(&d->sessions);
+	htab_init(&d->hosts);
+	TAILQ_INIT(&d->lingering);
+	drc_pool_init(&d->drcpool, d->lim.reply_cache);
+}
+
 struct session *session_find(struct pfsd *d, uint64_t client_id)
 {
 	return IDTAB_FIND(&d->sessions, client_id, struct session, hn, client_id);
@@ -48,6 +56,7 @@ static struct hostacct *host_get(struct pfsd *d, const struct sockaddr_storage *
 	ha = xcalloc(1, sizeof(*ha));
 	ha->addr = k;
 	ha->refs = 1;
+	drc_host_add(&d->drcpool, &ha->drc);
 	htab_insert(&d->hosts, &ha->hn, h);
 	return ha;
 }
@@ -57,6 +66,7 @@ static void host_put(struct pfsd *d, struct hostacct *ha)
 	if (--ha->refs)
 		return;
 	htab_remove(&d->hosts, &ha->hn);
+	drc_host_remove(&ha->drc);
 	free(ha);
 }
 
@@ -79,7 +89,7 @@ struct session *session_new(struct pfsd *d, uint64_t client_id,
 	htab_init(&s->fids);
 	htab_init(&s->locks);
 	s->acct = lim_acct_new();
-	drc_init(&s->drc, PFSD_DRC_MAX);
+	drc_init(&s->drc, PFSD_DRC_MAX, &s->ha->drc);
 	TAILQ_INIT(&s->inflight);
 	STAILQ_INIT(&s->waitq);
 	STAILQ_INIT(&s->deferred);
@@ -135,10 +145,10 @@ static void free_cb(uv_handle_t *h)
 	/* What it held leaves its host's account with it. */
 	atomic_fetch_sub(&s->ha->fids, s->nfids);
 	atomic_fetch_sub(&s->ha->locks, s->nlocks);
+	drc_fini(&s->drc);
 	host_put(s->d, s->ha);
 	push_drop_queue(s);
 	lim_acct_unref(s->acct);
-	drc_fini(&s->drc);
 	htab_fini(&s->fids);
 	htab_fini(&s->locks);
 	pthread_mutex_destroy(&s->mu);

@@ -61,6 +61,7 @@ struct hostacct {
 	_Atomic unsigned fids;  /* open files and directories, slots */
 	_Atomic unsigned locks; /* lock fds */
 	_Atomic size_t ranges;  /* byte ranges of their POSIX locks */
+	struct drc_host drc;    /* their sessions' kept replies (loop) */
 };
 
 /* A lock fd: one per (owner, inode, kind) so that different owners'
@@ -155,6 +156,9 @@ struct session {
 
 /* The live session of client_id, or NULL. */
 struct session *session_find(struct pfsd *d, uint64_t client_id);
+/* Makes d's tables of sessions and hosts empty, and the budget of their
+ * kept replies (d->lim.reply_cache; drc_i.h). */
+void sessions_init(struct pfsd *d);
 /* A new session of client_id, in the table, without a connection yet,
  * with an interest slot if one is free (else it gets every push), in the
  * account of the host at from (NULL: the address ::). The caller checked

@@ -238,8 +238,7 @@ static void setup(void)
 	FUZZ_ASSERT(lockstate_new(state_dir, 0, &d->ls, err, sizeof err) == 0);
 	FUZZ_ASSERT(revalhold_new(state_dir, 0, &d->rh, err, sizeof err) == 0);
 	FUZZ_ASSERT(uv_loop_init(&d->loop) == 0);
-	htab_init(&d->sessions);
-	htab_init(&d->hosts);
+	sessions_init(d);
 	LIST_INIT(&d->conns);
 	pipes_init(&d->pipes);
 	d->it = interest_new();

@@ -269,3 +269,54 @@ def test_lingering_sessions_of_other_hosts_survive_a_flood(env):
     for cid, resumed in ((ours[2], True), (ours[0], False)):
         with P.connect(daemon.host, daemon.port, key, client_id=cid) as c:
             assert bool(c.auth_flags & P.AUTH_RESUMED) == resumed, (cid, c.auth_flags)
+
+
+# The other host's MKDIR, with a request id of its choosing: its reply,
+# as the daemon first sent it or from its cache of replies.
+MKDIR_AS_777 = """
+c.send_frame(P.OP_MKDIR, P.ROOT + P.fh(c.root) + P.name("kept") + P.u32(0o755) + P.u32(0o022) +
+             P.u32(0), id=777)
+f = c.recv_frame()
+while f.flags & P.FF_PUSH:
+    f = c.recv_frame()
+assert f.id == 777 and f.op == P.OP_MKDIR, f
+print(c.client_id, f.status, f.payload.hex())
+"""
+
+
+def test_kept_replies_share_one_budget(env):
+    """The replies a session keeps for requests sent again after a
+    reconnect (the duplicate request cache: its last 1,024 changes) count
+    in one budget over all sessions, reply-cache; past it, the host
+    keeping the most forgets its oldest. A key holder making changes by
+    the thousand over several sessions stays within the budget, and
+    another host that sends its MKDIR again after that still gets the
+    first reply, not a second MKDIR's EEXIST. Before, the replies of
+    every session, connected or lingering, counted against nothing."""
+    budget = 128 << 10
+    daemon = env.start_daemon(listen="0.0.0.0:0",
+                              extra=["--lease", "300", "--limits", f"reply-cache={budget}"])
+    ns = env.new_netns()
+    key = P.load_key(env.key)
+    cid, status, first = on_host(ns, env, daemon, MKDIR_AS_777).split()
+    assert status == "0"
+
+    # Four sessions of 1,024 UNLINKs each (failing ones: kept all the same).
+    for s in range(4):
+        with P.connect(daemon.host, daemon.port, key) as c:
+            ids = [c.send_frame(P.OP_UNLINK, P.ROOT + P.fh(c.root) + P.name(f"none-{s}-{i}"))
+                   for i in range(1024)]
+            got = set()
+            while len(got) < len(ids):
+                f = c.recv_frame()
+                if not f.flags & P.FF_PUSH:
+                    assert f.status == errno.ENOENT, f
+                    got.add(f.id)
+    keys, clients = podfsd_status(daemon)
+    assert int(keys["replies_kept_bytes"]) <= budget, keys
+    assert int(keys["replies_forgotten"]) > 0, keys
+    assert sum(int(c["replies_kept"]) for c in clients) > 100, clients
+    assert "forgotten early: more than reply-cache=131072" in daemon.log()
+
+    again = on_host(ns, env, daemon, MKDIR_AS_777, cid=int(cid)).split()
+    assert again == [cid, "0", first]
