@@ -5,22 +5,41 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include "podfs/log.h"
 #include "podfs/xalloc.h"
 #include "idfile_i.h"
+#include "idtab_i.h"
 #include "lockstate_i.h"
 
 #define RECORD_NAME "lockholders"
 #define RECORD_MAGIC "podfs lock holders 1"
 
+/* A registration of a waiter: client c waits for a lock on file k. Each
+ * is on its file's list and on its client's, so that a release finds its
+ * file's waiters, and a registration its client's, without a look at
+ * anyone else's. */
 struct waiter {
+	TAILQ_ENTRY(waiter) by_key, by_client;
+	struct wfile *k;
+	struct wclient *c;
+};
+struct wfile {
+	struct hnode hn;
 	uint64_t key;
-	uint64_t client_id;
+	TAILQ_HEAD(, waiter) ws;
+};
+struct wclient {
+	struct hnode hn;
+	uint64_t id;
+	unsigned n;
+	TAILQ_HEAD(, waiter) ws; /* oldest registration first */
 };
 
 struct lockstate {
@@ -46,8 +65,8 @@ struct lockstate {
 	int64_t grace_until;  /* wall clock, s (lockstate_info) */
 	uint64_t locks_reclaimed, locks_lost; /* as RECLAIM_DONE said */
 
-	struct waiter *w;
-	size_t nw, capw;
+	struct htab wfiles;   /* key -> struct wfile (files someone waits for) */
+	struct htab wclients; /* client id -> struct wclient (clients that wait) */
 };
 
 /* --- the file --- */
@@ -72,6 +91,8 @@ int lockstate_new(const char *state_dir, unsigned grace_s, struct lockstate **ou
 	int ret;
 
 	pthread_mutex_init(&ls->mu, NULL);
+	htab_init(&ls->wfiles);
+	htab_init(&ls->wclients);
 	idfile_sync_init(&ls->rec, state_dir, RECORD_NAME, RECORD_MAGIC, &ls->mu, &ls->holders,
 			 &ls->nholders, &ls->gen);
 	ls->grace_s = grace_s;
@@ -183,7 +204,20 @@ void lockstate_free(struct lockstate *ls)
 	free(ls->holders);
 	free(ls->expected);
 	free(ls->reclaimed);
-	free(ls->w);
+	struct hnode *n;
+	while ((n = htab_pop(&ls->wclients))) {
+		struct wclient *c = container_of(n, struct wclient, hn);
+		struct waiter *w;
+		while ((w = TAILQ_FIRST(&c->ws))) {
+			TAILQ_REMOVE(&c->ws, w, by_client);
+			free(w);
+		}
+		free(c);
+	}
+	while ((n = htab_pop(&ls->wfiles)))
+		free(container_of(n, struct wfile, hn));
+	htab_fini(&ls->wclients);
+	htab_fini(&ls->wfiles);
 	free(ls);
 }
 
@@ -313,45 +347,94 @@ void lockstate_info(struct lockstate *ls, struct lockstate_info *out)
 
 /* --- waiters --- */
 
+static struct wfile *wfile_get(struct lockstate *ls, uint64_t key)
+{
+	struct wfile *f = IDTAB_FIND(&ls->wfiles, key, struct wfile, hn, key);
+
+	if (!f) {
+		f = xcalloc(1, sizeof(*f));
+		f->key = key;
+		TAILQ_INIT(&f->ws);
+		idtab_insert(&ls->wfiles, &f->hn, key);
+	}
+	return f;
+}
+
+/* Takes w off its file's list (and the file, once no one waits for it). */
+static void wfile_unlink(struct lockstate *ls, struct waiter *w)
+{
+	struct wfile *f = w->k;
+
+	TAILQ_REMOVE(&f->ws, w, by_key);
+	if (TAILQ_EMPTY(&f->ws)) {
+		htab_remove(&ls->wfiles, &f->hn);
+		free(f);
+	}
+}
+
+/* Takes w off both lists and frees it (and its client, once it waits for
+ * nothing). */
+static void waiter_free(struct lockstate *ls, struct waiter *w)
+{
+	struct wclient *c = w->c;
+
+	wfile_unlink(ls, w);
+	TAILQ_REMOVE(&c->ws, w, by_client);
+	free(w);
+	if (--c->n == 0) {
+		htab_remove(&ls->wclients, &c->hn);
+		free(c);
+	}
+}
+
 void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id)
 {
-	size_t mine = 0, last_mine = 0;
+	struct wclient *c;
+	struct waiter *w;
 
 	pthread_mutex_lock(&ls->mu);
-	for (size_t i = 0; i < ls->nw; i++) {
-		if (ls->w[i].client_id != client_id)
-			continue;
-		if (ls->w[i].key == key) {
+	c = IDTAB_FIND(&ls->wclients, client_id, struct wclient, hn, id);
+	if (!c) {
+		c = xcalloc(1, sizeof(*c));
+		c->id = client_id;
+		TAILQ_INIT(&c->ws);
+		idtab_insert(&ls->wclients, &c->hn, client_id);
+	}
+	TAILQ_FOREACH(w, &c->ws, by_client) {
+		if (w->k->key == key) {
 			pthread_mutex_unlock(&ls->mu);
 			return;
 		}
-		mine++;
-		last_mine = i;
 	}
-	if (mine >= LOCKSTATE_WAITS_PER_CLIENT) {
-		ls->w[last_mine].key = key; /* in place of one of its others */
-		pthread_mutex_unlock(&ls->mu);
-		return;
+	if (c->n >= LOCKSTATE_WAITS_PER_CLIENT) {
+		/* Its oldest registration becomes this one. */
+		w = TAILQ_FIRST(&c->ws);
+		wfile_unlink(ls, w);
+		TAILQ_REMOVE(&c->ws, w, by_client);
+	} else {
+		w = xcalloc(1, sizeof(*w));
+		w->c = c;
+		c->n++;
 	}
-	if (ls->nw == ls->capw) {
-		ls->capw = ls->capw ? ls->capw * 2 : 16;
-		ls->w = realloc(ls->w, ls->capw * sizeof(*ls->w));
-		if (!ls->w)
-			abort(); /* policy: see podfs/xalloc.h */
-	}
-	ls->w[ls->nw].key = key;
-	ls->w[ls->nw].client_id = client_id;
-	ls->nw++;
+	w->k = wfile_get(ls, key);
+	TAILQ_INSERT_TAIL(&w->k->ws, w, by_key);
+	TAILQ_INSERT_TAIL(&c->ws, w, by_client);
 	pthread_mutex_unlock(&ls->mu);
 }
 
 void lockstate_wait_del(struct lockstate *ls, uint64_t key, uint64_t client_id)
 {
+	struct wclient *c;
+	struct waiter *w;
+
 	pthread_mutex_lock(&ls->mu);
-	for (size_t i = 0; i < ls->nw; i++) {
-		if (ls->w[i].key == key && ls->w[i].client_id == client_id) {
-			ls->w[i] = ls->w[--ls->nw];
-			break;
+	c = IDTAB_FIND(&ls->wclients, client_id, struct wclient, hn, id);
+	if (c) {
+		TAILQ_FOREACH(w, &c->ws, by_client) {
+			if (w->k->key == key) {
+				waiter_free(ls, w);
+				break;
+			}
 		}
 	}
 	pthread_mutex_unlock(&ls->mu);
@@ -359,28 +442,34 @@ void lockstate_wait_del(struct lockstate *ls, uint64_t key, uint64_t client_id)
 
 void lockstate_wait_drop_client(struct lockstate *ls, uint64_t client_id)
 {
+	struct wclient *c;
+
 	pthread_mutex_lock(&ls->mu);
-	for (size_t i = 0; i < ls->nw;) {
-		if (ls->w[i].client_id == client_id)
-			ls->w[i] = ls->w[--ls->nw];
-		else
-			i++;
+	c = IDTAB_FIND(&ls->wclients, client_id, struct wclient, hn, id);
+	while (c) {
+		struct waiter *w = TAILQ_FIRST(&c->ws);
+		bool last = c->n == 1;
+		waiter_free(ls, w);
+		if (last)
+			break;
 	}
 	pthread_mutex_unlock(&ls->mu);
 }
 
 size_t lockstate_wait_take(struct lockstate *ls, uint64_t key, uint64_t *ids, size_t max)
 {
+	struct wfile *f;
 	size_t n = 0;
 
 	pthread_mutex_lock(&ls->mu);
-	for (size_t i = 0; i < ls->nw && n < max;) {
-		if (ls->w[i].key == key) {
-			ids[n++] = ls->w[i].client_id;
-			ls->w[i] = ls->w[--ls->nw];
-		} else {
-			i++;
-		}
+	f = IDTAB_FIND(&ls->wfiles, key, struct wfile, hn, key);
+	while (f && n < max) {
+		struct waiter *w = TAILQ_FIRST(&f->ws);
+		bool last = TAILQ_NEXT(w, by_key) == NULL;
+		ids[n++] = w->c->id;
+		waiter_free(ls, w); /* frees f with its last waiter */
+		if (last)
+			break;
 	}
 	pthread_mutex_unlock(&ls->mu);
 	return n;

@@ -79,11 +79,11 @@ void lockstate_info(struct lockstate *ls, struct lockstate_info *out);
 /* Waiters. key is handles_key() of the file. */
 /* client_id waits for a lock on key (registered once, however often it
  * asks). A client registered for LOCKSTATE_WAITS_PER_CLIENT files already
- * loses one of those registrations for this one: every release scans the
- * registrations, and a client that asked to wait on every file another
- * holds locked made each lock call of the daemon slower. A client retries
- * its blocked locks every lock_retry seconds anyway (docs/locks.md), and
- * one mount waits in at most 64 at once (its request threads). Never
+ * loses its oldest registration for this one: a client retries its
+ * blocked locks every lock_retry seconds anyway (docs/locks.md), and one
+ * mount waits in at most 64 at once (its request threads). Registrations
+ * are found by file and by client, so no call looks at other files' or
+ * other clients' (each is O(LOCKSTATE_WAITS_PER_CLIENT) at most). Never
  * fails. */
 #define LOCKSTATE_WAITS_PER_CLIENT 256
 void lockstate_wait_add(struct lockstate *ls, uint64_t key, uint64_t client_id);

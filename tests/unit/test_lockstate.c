@@ -290,6 +290,78 @@ static void test_waiters(void)
 	lockstate_free(ls);
 }
 
+/* A random mix of registrations, withdrawals, releases and ends of
+ * sessions against a model: which client waits for which file, and since
+ * when (a release wakes a file's waiters oldest first; past the cap, a
+ * client's oldest registration makes room). */
+static void test_waiters_model(void)
+{
+	enum { CLIENTS = 3, KEYS = 600 };
+	static uint64_t since[CLIENTS][KEYS]; /* 0: not waiting */
+	struct lockstate *ls;
+	uint64_t rnd = 99, clock = 0, ids[8], capped = 0;
+
+	fresh_dir();
+	ls = open_ls(0);
+	for (int step = 0; step < 60000; step++) {
+		uint64_t c = test_rand(&rnd) % CLIENTS, k = test_rand(&rnd) % KEYS;
+		unsigned what = (unsigned)(test_rand(&rnd) % 16);
+		if (what < 13) { /* register */
+			lockstate_wait_add(ls, k, c);
+			if (since[c][k])
+				continue;
+			unsigned n = 0, oldest = 0;
+			for (unsigned j = 0; j < KEYS; j++) {
+				if (!since[c][j])
+					continue;
+				n++;
+				if (!since[c][oldest] || since[c][j] < since[c][oldest])
+					oldest = j;
+			}
+			if (n >= LOCKSTATE_WAITS_PER_CLIENT) {
+				since[c][oldest] = 0;
+				capped++;
+			}
+			since[c][k] = ++clock;
+		} else if (what < 14) { /* got its lock, or gave up */
+			lockstate_wait_del(ls, k, c);
+			since[c][k] = 0;
+		} else if (what < 15) { /* a release: up to 3, oldest first */
+			size_t n = lockstate_wait_take(ls, k, ids, 3);
+			for (size_t i = 0; i < 3; i++) {
+				int first = -1;
+				for (int j = 0; j < CLIENTS; j++)
+					if (since[j][k] && (first < 0 || since[j][k] < since[first][k]))
+						first = j;
+				if (first < 0) {
+					if (!CHECK_EQ(n, i))
+						step = 1 << 30;
+					break;
+				}
+				if (!CHECK(i < n) || !CHECK_EQ(ids[i], (uint64_t)first)) {
+					step = 1 << 30;
+					break;
+				}
+				since[first][k] = 0;
+			}
+		} else if (test_rand(&rnd) % 64 == 0) { /* its session ended */
+			lockstate_wait_drop_client(ls, c);
+			memset(since[c], 0, sizeof(since[c]));
+		}
+	}
+	/* What is left, file by file. */
+	for (uint64_t k = 0; k < KEYS; k++) {
+		size_t want = 0, got = 0, n;
+		for (int j = 0; j < CLIENTS; j++)
+			want += since[j][k] != 0;
+		while ((n = lockstate_wait_take(ls, k, ids, 8)) > 0)
+			got += n;
+		CHECK_EQ(got, want);
+	}
+	CHECK(capped > 1000); /* the cap was at work */
+	lockstate_free(ls);
+}
+
 int main(void)
 {
 	test_holders();
@@ -300,6 +372,7 @@ int main(void)
 	test_grace_timer();
 	test_bad_state_dir();
 	test_waiters();
+	test_waiters_model();
 	statedir_remove();
 	return check_done("test_lockstate");
 }
