@@ -6,6 +6,7 @@
 #include "admit_i.h"
 #include "conn_i.h"
 #include "pfsd_i.h"
+#include "session_i.h"
 
 /* c authenticated or closed: it no longer counts as pending. */
 void admit_done(struct conn *c)
@@ -49,6 +50,40 @@ void admit_pending(struct pfsd *d, struct conn *c)
 		admit_evict(d, &busiest, c);
 	srcq_add(&d->srcq, &c->src);
 	c->in_srcq = true;
+}
+
+/* The new connection c is one more than PFSD_MAX_CONNS: the host with the
+ * most connections closes its oldest, if it has more than c's host would
+ * with c, so that one key holder's sessions by the thousand cannot keep
+ * every other host from connecting; else c is closed. */
+bool admit_room(struct conn *c)
+{
+	struct pfsd *d = c->d;
+	struct hostacct *mine = host_find(d, &c->addr), *most = NULL;
+	size_t pos = 0;
+
+	for (struct hnode *n = htab_iter(&d->hosts, &pos, NULL); n; n = htab_iter(&d->hosts, &pos, n)) {
+		struct hostacct *ha = container_of(n, struct hostacct, hn);
+		if (!most || ha->conns > most->conns)
+			most = ha;
+	}
+	unsigned have = mine ? mine->conns : 0;
+	struct conn *o, *old = NULL;
+	if (most && most->conns > have + 1)
+		LIST_FOREACH(o, &d->conns, link)
+			if (o->sess && o->sess->ha == most && !o->closing)
+				old = o; /* the list is newest first */
+	if (!old) {
+		pfsd_warn_rl(d, "conn %llu: refused %s: all %u connections in use, and its host "
+			     "has %u of them", (unsigned long long)c->id, c->peer, PFSD_MAX_CONNS, have);
+		conn_close(c, "too many connections");
+		return false;
+	}
+	pfsd_warn_rl(d, "conn %llu: %s (%s) closed to admit %s: all %u connections in use, and "
+		     "its host has the most (%u)", (unsigned long long)old->id, old->peer, old->host,
+		     c->peer, PFSD_MAX_CONNS, most->conns);
+	conn_close(old, "closed to admit another host (all connections in use)");
+	return true;
 }
 
 /* Whether an export rule admits the peer of the new connection c: if

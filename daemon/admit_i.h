@@ -17,6 +17,11 @@ struct pfs_srckey;
  * so, c takes the rule's options and true is returned; if not, c is
  * closed (conn_close) with one rate-limited log line naming the peer. */
 bool admit_rule(struct conn *c);
+/* The new connection c is one over PFSD_MAX_CONNS: returns true once
+ * the oldest connection of the host with the most is closed to make room
+ * (if that host has more than c's would have with c), else closes c and
+ * returns false (docs/limits.md, "Connections"). */
+bool admit_room(struct conn *c);
 /* Counts the new connection c among the pending handshakes of its
  * source, first closing the oldest pending one of that source (at its
  * quota) or of the busiest source (all pending over the daemon's). */

@@ -708,7 +708,8 @@ static void on_connection(uv_stream_t *server, int status)
 		if (srcq_busiest(&d->srcq, &busiest))
 			admit_evict(d, &busiest, NULL);
 	}
-	if (d->nconns >= PFSD_MAX_CONNS) {
+	/* One over the cap is let in to learn its address (admit_room). */
+	if (d->nconns > PFSD_MAX_CONNS) {
 		uv_tcp_t *t = xmalloc(sizeof(*t));
 		uv_tcp_init(&d->loop, t);
 		if (uv_accept(server, (uv_stream_t *)t) == 0)
@@ -723,6 +724,8 @@ static void on_connection(uv_stream_t *server, int status)
 	d->accepted++;
 	d->npreauth++;
 	if (conn_accept(c, server) < 0 || !admit_rule(c))
+		return;
+	if (d->nconns > PFSD_MAX_CONNS && !admit_room(c))
 		return;
 	admit_pending(d, c);
 	handshake_start(c);

@@ -36,28 +36,40 @@ struct session *session_find(struct pfsd *d, uint64_t client_id)
 	return IDTAB_FIND(&d->sessions, client_id, struct session, hn, client_id);
 }
 
+
+struct hostacct *host_find(struct pfsd *d, const struct sockaddr_storage *from)
+{
+	struct pfs_srckey k = { 0 };
+	uint64_t h;
+
+	pfs_hostkey_of(from, &k);
+	h = pfs_hash_bytes(k.b, sizeof(k.b), 0);
+	for (struct hnode *n = htab_first(&d->hosts, h); n; n = htab_next(n, h)) {
+		struct hostacct *ha = container_of(n, struct hostacct, hn);
+		if (pfs_srckey_eq(&ha->addr, &k))
+			return ha;
+	}
+	return NULL;
+}
+
 /* The account of the host at from (NULL: ::), one more session in it. */
 static struct hostacct *host_get(struct pfsd *d, const struct sockaddr_storage *from)
 {
-	struct pfs_srckey k = { 0 };
+	struct sockaddr_storage any = { .ss_family = AF_INET6 };
 	struct hostacct *ha;
-	uint64_t h;
 
-	if (from)
-		pfs_hostkey_of(from, &k);
-	h = pfs_hash_bytes(k.b, sizeof(k.b), 0);
-	for (struct hnode *n = htab_first(&d->hosts, h); n; n = htab_next(n, h)) {
-		ha = container_of(n, struct hostacct, hn);
-		if (pfs_srckey_eq(&ha->addr, &k)) {
-			ha->refs++;
-			return ha;
-		}
+	if (!from)
+		from = &any;
+	ha = host_find(d, from);
+	if (ha) {
+		ha->refs++;
+		return ha;
 	}
 	ha = xcalloc(1, sizeof(*ha));
-	ha->addr = k;
+	pfs_hostkey_of(from, &ha->addr);
 	ha->refs = 1;
 	drc_host_add(&d->drcpool, &ha->drc);
-	htab_insert(&d->hosts, &ha->hn, h);
+	htab_insert(&d->hosts, &ha->hn, pfs_hash_bytes(ha->addr.b, sizeof(ha->addr.b), 0));
 	return ha;
 }
 
@@ -68,6 +80,20 @@ static void host_put(struct pfsd *d, struct hostacct *ha)
 	htab_remove(&d->hosts, &ha->hn);
 	drc_host_remove(&ha->drc);
 	free(ha);
+}
+
+/* c is one of s's connections from now on (main or bulk), and counts in
+ * its host's connections; conn_unbind undoes it. */
+static void conn_bind(struct conn *c, struct session *s)
+{
+	c->sess = s;
+	s->ha->conns++;
+}
+
+static void conn_unbind(struct conn *c)
+{
+	c->sess->ha->conns--;
+	c->sess = NULL;
 }
 
 struct session *session_new(struct pfsd *d, uint64_t client_id,
@@ -237,7 +263,7 @@ void session_kill(struct session *s)
 	if (s->d->deleg)
 		deleg_drop_owner(s->d->deleg, s->client_id);
 	if (s->conn) {
-		s->conn->sess = NULL;
+		conn_unbind(s->conn);
 		s->conn = NULL;
 	}
 	/* Its bulk connections end with it: their requests name its fids. */
@@ -312,12 +338,12 @@ void session_attach(struct session *s, struct conn *c, const char *why)
 	uv_timer_stop(&s->linger);
 	uv_timer_stop(&s->lk_linger);
 	s->conn = c;
-	c->sess = s;
+	conn_bind(c, s);
 }
 
 void session_attach_bulk(struct session *s, struct conn *c)
 {
-	c->sess = s;
+	conn_bind(c, s);
 	s->nbulk++;
 }
 
@@ -325,13 +351,13 @@ void session_detach(struct session *s, struct conn *c)
 {
 	if (c->bulk) {
 		s->nbulk--;
-		c->sess = NULL;
+		conn_unbind(c);
 		return;
 	}
 	if (s->conn != c)
 		return;
 	s->conn = NULL;
-	c->sess = NULL;
+	conn_unbind(c);
 	if (s->d->chunks)
 		chunks_peer_away(s->d->chunks, s->client_id);
 	if (s->replacing)

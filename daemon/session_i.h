@@ -58,6 +58,7 @@ struct hostacct {
 	struct pfs_srckey addr; /* pfs_hostkey_of its address */
 	unsigned refs;        /* sessions (loop thread) */
 	unsigned lingering;   /* of which disconnected, waiting for their lease (loop) */
+	unsigned conns;       /* their connections, main and bulk (loop) */
 	_Atomic unsigned fids;  /* open files and directories, slots */
 	_Atomic unsigned locks; /* lock fds */
 	_Atomic size_t ranges;  /* byte ranges of their POSIX locks */
@@ -156,6 +157,8 @@ struct session {
 
 /* The live session of client_id, or NULL. */
 struct session *session_find(struct pfsd *d, uint64_t client_id);
+/* The account of the host at from, or NULL if no session of it lives. */
+struct hostacct *host_find(struct pfsd *d, const struct sockaddr_storage *from);
 /* Makes d's tables of sessions and hosts empty, and the budget of their
  * kept replies (d->lim.reply_cache; drc_i.h). */
 void sessions_init(struct pfsd *d);

@@ -11,6 +11,7 @@ import errno
 import fcntl
 import os
 import re
+import resource
 
 import pytest
 
@@ -320,3 +321,37 @@ def test_kept_replies_share_one_budget(env):
 
     again = on_host(ns, env, daemon, MKDIR_AS_777, cid=int(cid)).split()
     assert again == [cid, "0", first]
+
+
+def test_one_host_cannot_take_every_connection(env):
+    """podfsd serves at most 1,024 connections. A key holder filling them
+    all with sessions from one address kept every other host out, even a
+    host coming back to its own session. Now, with all in use, the host
+    with the most closes its oldest to admit a host that has fewer, and a
+    newcomer from that busiest host is the one refused."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    daemon = env.start_daemon(listen="0.0.0.0:0", extra=["--lease", "300"])
+    ns = env.new_netns()
+    key = P.load_key(env.key)
+    theirs = on_host(ns, env, daemon, "print(c.client_id)").strip()
+    ours = []
+    try:
+        while len(ours) < 1024:
+            ours.append(P.connect(daemon.host, daemon.port, key))
+        assert podfsd_status(daemon)[0]["conns"] == "1024"
+        with pytest.raises((P.Closed, P.Timeout)):
+            P.connect(daemon.host, daemon.port, key, timeout=5)
+        resumed = on_host(ns, env, daemon, "print(int(bool(c.auth_flags & P.AUTH_RESUMED)))",
+                          cid=int(theirs))
+        assert resumed.strip() == "1"
+        assert ours[0].wait_closed(5)[0]  # the busiest host's oldest made room
+        assert not ours[1].wait_closed(0.1)[0]
+        log = daemon.log()
+        assert re.search(r"refused \S+: all 1024 connections in use, and its host has 1024 of them", log)
+        assert re.search(r"closed to admit \S+: all 1024 connections in use, and its host has "
+                         r"the most \(1024\)", log)
+    finally:
+        for c in ours:
+            c.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
