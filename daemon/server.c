@@ -190,7 +190,9 @@ static void drc_settle(struct req *r)
 		return;
 	}
 	uint64_t forgotten = s->d->drcpool.forgotten;
-	drc_done(r->drc, r->reply.hdr, r->reply.wire, r->reply.len, r->reply.raw);
+	struct drc_ent *e = r->drc;
+	r->drc = NULL; /* the pool may forget it at once */
+	drc_done(e, r->reply.hdr, r->reply.wire, r->reply.len, r->reply.raw);
 	if (s->d->drcpool.forgotten != forgotten)
 		pfsd_warn_rl(s->d, "replies kept for resent requests forgotten early: more than "
 			     "reply-cache=%zu bytes of them (the host keeping the most forgets its "

@@ -36,7 +36,6 @@ struct session *session_find(struct pfsd *d, uint64_t client_id)
 	return IDTAB_FIND(&d->sessions, client_id, struct session, hn, client_id);
 }
 
-
 struct hostacct *host_find(struct pfsd *d, const struct sockaddr_storage *from)
 {
 	struct pfs_srckey k = { 0 };
