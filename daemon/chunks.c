@@ -11,6 +11,7 @@
 #include "podfs/hash.h"
 #include "podfs/htab.h"
 #include "podfs/xalloc.h"
+#include "idtab_i.h"
 
 enum { D_NONE, D_TAKING, D_KNOWN };       /* a chunk's digest */
 enum { H_FETCHING = 1, H_HOLDING = 2 };  /* a holder record */
@@ -552,7 +553,7 @@ out:
 
 static struct peer *peer_lookup(struct chunks *t, uint64_t client_id)
 {
-	uint64_t h = pfs_hash_u64(client_id);
+	uint64_t h = idtab_hash(client_id);
 
 	for (struct hnode *n = htab_first(&t->peer_ids, h); n; n = htab_next(n, h))
 		if (container_of(n, struct peer, hn)->client_id == client_id)
@@ -580,7 +581,7 @@ int chunks_peer_set(struct chunks *t, uint64_t client_id, const uint8_t *addr, s
 		p->strikes = 0;
 		p->bad_until = 0;
 		p->nrec = 0;
-		htab_insert(&t->peer_ids, &p->hn, pfs_hash_u64(client_id));
+		htab_insert(&t->peer_ids, &p->hn, idtab_hash(client_id));
 		t->st.peers++;
 	}
 	if (p) {

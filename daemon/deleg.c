@@ -6,6 +6,7 @@
 #include "podfs/htab.h"
 #include "podfs/xalloc.h"
 #include "deleg_i.h"
+#include "idtab_i.h"
 
 struct dent {
 	struct hnode by_file;   /* hash: file */
@@ -75,13 +76,14 @@ static struct dent *find(struct deleg *t, uint64_t owner, uint64_t file)
 
 bool deleg_grant(struct deleg *t, uint64_t owner, uint64_t file, uint64_t parent, uint64_t fid)
 {
+	uint64_t oh = idtab_hash(owner);
 	unsigned mine = 0;
 	bool ok = false;
 
 	pthread_mutex_lock(&t->mu);
 	if (t->n >= t->max || htab_first(&t->files, file))
 		goto out;
-	for (struct hnode *n = htab_first(&t->owners, owner); n; n = htab_next(n, owner))
+	for (struct hnode *n = htab_first(&t->owners, oh); n; n = htab_next(n, oh))
 		if (container_of(n, struct dent, by_owner)->owner == owner && ++mine >= t->per_owner)
 			goto out;
 	struct dent *e = xcalloc(1, sizeof(*e));
@@ -91,7 +93,7 @@ bool deleg_grant(struct deleg *t, uint64_t owner, uint64_t file, uint64_t parent
 	e->fid = fid;
 	htab_insert(&t->files, &e->by_file, file);
 	htab_insert(&t->parents, &e->by_parent, parent);
-	htab_insert(&t->owners, &e->by_owner, owner);
+	htab_insert(&t->owners, &e->by_owner, oh);
 	t->n++;
 	ok = true;
 out:
@@ -236,9 +238,10 @@ void deleg_release(struct deleg *t, uint64_t owner, uint64_t fid)
 	struct hnode *h, *next;
 
 	pthread_mutex_lock(&t->mu);
-	for (h = htab_first(&t->owners, owner); h; h = next) {
+	uint64_t oh = idtab_hash(owner);
+	for (h = htab_first(&t->owners, oh); h; h = next) {
 		struct dent *e = container_of(h, struct dent, by_owner);
-		next = htab_next(h, owner);
+		next = htab_next(h, oh);
 		if (e->owner == owner && e->fid == fid)
 			drop(t, e);
 	}
@@ -262,9 +265,10 @@ void deleg_drop_owner(struct deleg *t, uint64_t owner)
 	struct hnode *h, *next;
 
 	pthread_mutex_lock(&t->mu);
-	for (h = htab_first(&t->owners, owner); h; h = next) {
+	uint64_t oh = idtab_hash(owner);
+	for (h = htab_first(&t->owners, oh); h; h = next) {
 		struct dent *e = container_of(h, struct dent, by_owner);
-		next = htab_next(h, owner);
+		next = htab_next(h, oh);
 		if (e->owner == owner)
 			drop(t, e);
 	}

@@ -9,6 +9,7 @@
 #include "podfs/htab.h"
 #include "podfs/le.h"
 #include "podfs/xalloc.h"
+#include "idtab_i.h"
 #include "lscache_i.h"
 
 struct lsent {
@@ -126,9 +127,13 @@ void lscache_bump(struct lscache *c)
 	atomic_fetch_add(&c->seq, 1);
 }
 
+/* Keyed with the id tables' secret: a client chooses parts of the key
+ * (max_inline, max_bytes), and with a known seed could find keys that
+ * share a bucket offline and make every lookup walk them. */
 static uint64_t key_hash(const struct lscache_key *k)
 {
-	return pfs_hash_bytes(k->b, k->len, KEY_SEED);
+	return pfs_hash_u64_keyed(pfs_fnv1a(k->b, k->len, PFS_FNV1A_INIT ^ KEY_SEED ^ idtab_key[1]),
+				  idtab_key);
 }
 
 /* Under c->mu. */

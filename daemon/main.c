@@ -27,6 +27,7 @@
 #include "podfs/tls.h"
 #include "handles_i.h"
 #include "hsecret_i.h"
+#include "idtab_i.h"
 #include "lockstate_i.h"
 #include "revalhold_i.h"
 #include "lscache_i.h"
@@ -484,6 +485,8 @@ int main(int argc, char **argv)
 	ret = uv_loop_init(&d->loop);
 	if (ret < 0)
 		fatal("uv_loop_init: %s", uv_strerror(ret));
+	if (idtab_seed() < 0)
+		fatal("no random bytes for the keys of podfsd's tables");
 	sessions_init(d);
 	LIST_INIT(&d->conns);
 	LIST_INIT(&d->paused);

@@ -10,6 +10,7 @@ void htab_init(struct htab *t)
 	t->b = t->small;
 	t->nb = HTAB_MIN;
 	t->n = 0;
+	t->pop_at = 0;
 }
 
 void htab_fini(struct htab *t)
@@ -92,12 +93,17 @@ struct hnode *htab_next(const struct hnode *n, uint64_t hash)
 
 struct hnode *htab_pop(struct htab *t)
 {
-	for (size_t i = 0; i < t->nb && t->n; i++) {
+	/* From where the last pop found one (the buckets before it were empty
+	 * then), round to the start: popping every node does not start over
+	 * at bucket 0 each time. */
+	for (size_t k = 0; k < t->nb && t->n; k++) {
+		size_t i = (t->pop_at + k) & (t->nb - 1);
 		struct hnode *n = t->b[i];
 		if (n) {
 			t->b[i] = n->next;
 			n->next = NULL;
 			t->n--;
+			t->pop_at = i;
 			return n;
 		}
 	}

@@ -39,6 +39,15 @@ static inline uint64_t pfs_hash_u64(uint64_t x)
 	return x;
 }
 
+/* pfs_hash_u64 under a secret key k (random, per process): for tables
+ * whose keys a peer chooses (request ids, fid numbers, client ids), so
+ * that it cannot pick keys that share a bucket. Two rounds of the
+ * finalizer with the key between them; not a cryptographic hash. */
+static inline uint64_t pfs_hash_u64_keyed(uint64_t x, const uint64_t k[2])
+{
+	return pfs_hash_u64(pfs_hash_u64(x ^ k[0]) ^ k[1]);
+}
+
 /* A well-mixed hash of p[n] under seed (0 where no secret is needed). */
 static inline uint64_t pfs_hash_bytes(const void *p, size_t n, uint64_t seed)
 {

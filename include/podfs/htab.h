@@ -39,6 +39,7 @@ struct htab {
 	struct hnode **b; /* nb buckets (a power of two): small, or malloc'd */
 	size_t nb;
 	size_t n;         /* objects in the table */
+	size_t pop_at;    /* where htab_pop looks first (the bucket it last emptied from) */
 	struct hnode *small[HTAB_MIN];
 };
 
@@ -55,7 +56,8 @@ void htab_remove(struct htab *t, struct hnode *n);
 struct hnode *htab_first(const struct htab *t, uint64_t hash);
 /* The next node after n whose hash is hash, or NULL. */
 struct hnode *htab_next(const struct hnode *n, uint64_t hash);
-/* Removes and returns some node, or NULL when t is empty (teardown). */
+/* Removes and returns some node, or NULL when t is empty (teardown).
+ * Emptying a table this way costs O(buckets + nodes) in all. */
 struct hnode *htab_pop(struct htab *t);
 /* Returns some node without removing it, or NULL when t is empty. */
 struct hnode *htab_any(const struct htab *t);
