@@ -24,6 +24,7 @@ struct interest {
 	struct stripe st[INTEREST_STRIPES];
 	pthread_mutex_t slot_mu;
 	uint64_t used[INTEREST_WORDS];
+	uint64_t pending[INTEREST_WORDS]; /* released, still used until swept */
 };
 
 /* The stripe comes from the top bits, the htab bucket from the low ones. */
@@ -192,11 +193,10 @@ int interest_slot_alloc(struct interest *it)
 	return slot;
 }
 
-/* Clears slot from every object (freeing those left empty). */
-static size_t clear_slot(struct interest *it, int slot)
+/* Clears the slots of mask from every object (freeing those left
+ * empty): one walk of the whole table, one stripe's mutex at a time. */
+static size_t clear_slots(struct interest *it, const uint64_t mask[INTEREST_WORDS])
 {
-	unsigned w = (unsigned)slot / 64;
-	uint64_t bit = 1ull << (slot % 64);
 	size_t gone = 0;
 
 	for (int i = 0; i < INTEREST_STRIPES; i++) {
@@ -206,8 +206,8 @@ static size_t clear_slot(struct interest *it, int slot)
 			struct hnode **pp = &s->tab.b[b];
 			while (*pp) {
 				struct iobj *o = container_of(*pp, struct iobj, hn);
-				if (w < o->nw)
-					o->bits[w] &= ~bit;
+				for (unsigned w = 0; w < o->nw; w++)
+					o->bits[w] &= ~mask[w];
 				if (empty(o)) {
 					*pp = o->hn.next;
 					s->tab.n--;
@@ -224,20 +224,49 @@ static size_t clear_slot(struct interest *it, int slot)
 	return gone;
 }
 
-size_t interest_slot_free(struct interest *it, int slot)
+void interest_slot_release(struct interest *it, int slot)
 {
 	if (slot < 0 || slot >= INTEREST_SLOTS || slot == INTEREST_SLOTLESS)
-		return 0;
-	size_t gone = clear_slot(it, slot);
+		return;
 	pthread_mutex_lock(&it->slot_mu);
-	it->used[slot / 64] &= ~(1ull << (slot % 64));
+	it->pending[slot / 64] |= 1ull << (slot % 64);
+	pthread_mutex_unlock(&it->slot_mu);
+}
+
+size_t interest_sweep(struct interest *it)
+{
+	uint64_t mask[INTEREST_WORDS], any = 0;
+
+	pthread_mutex_lock(&it->slot_mu);
+	for (unsigned w = 0; w < INTEREST_WORDS; w++) {
+		mask[w] = it->pending[w];
+		it->pending[w] = 0;
+		any |= mask[w];
+	}
+	pthread_mutex_unlock(&it->slot_mu);
+	if (!any)
+		return 0;
+	size_t gone = clear_slots(it, mask);
+	/* Only now may a new session have them: none of their bits is left. */
+	pthread_mutex_lock(&it->slot_mu);
+	for (unsigned w = 0; w < INTEREST_WORDS; w++)
+		it->used[w] &= ~mask[w];
 	pthread_mutex_unlock(&it->slot_mu);
 	return gone;
 }
 
+size_t interest_slot_free(struct interest *it, int slot)
+{
+	interest_slot_release(it, slot);
+	return interest_sweep(it);
+}
+
 size_t interest_slot_clear(struct interest *it)
 {
-	return clear_slot(it, INTEREST_SLOTLESS);
+	uint64_t mask[INTEREST_WORDS] = { 0 };
+
+	mask[INTEREST_SLOTLESS / 64] = 1ull << (INTEREST_SLOTLESS % 64);
+	return clear_slots(it, mask);
 }
 
 void interest_foreach(struct interest *it, void (*fn)(uint64_t key, void *arg), void *arg)

@@ -53,9 +53,18 @@ void interest_free(struct interest *it);
  * when all are taken (that session then shares INTEREST_SLOTLESS:
  * correct, only more pushes). */
 int interest_slot_alloc(struct interest *it);
-/* Clears slot from every object (freeing objects left with no slot) and
- * makes it free again. Walks the whole table: call once per dead session.
- * Returns how many objects left the table. */
+/* The session of slot is gone: interest_sweep clears it from every
+ * object and only then makes it free again (until then no new session
+ * gets it, so none loses a push to the clearing). Cheap: podfsd's loop
+ * calls it as each session ends. */
+void interest_slot_release(struct interest *it, int slot);
+/* Clears every slot released since the last sweep from every object
+ * (freeing objects left with no slot) in one walk of the whole table,
+ * and makes them free. Returns how many objects left the table. podfsd
+ * runs it on the thread pool once a tick (sweep.c), so that sessions
+ * ending by the hundred cost one walk, not one each on the loop thread. */
+size_t interest_sweep(struct interest *it);
+/* interest_slot_release, then interest_sweep. */
 size_t interest_slot_free(struct interest *it, int slot);
 /* Clears INTEREST_SLOTLESS from every object (the last session without a
  * slot ended), as interest_slot_free. */

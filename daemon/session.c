@@ -186,13 +186,15 @@ static void maybe_free(struct session *s)
 	if (!s->dead || s->refs || s->freeing)
 		return;
 	s->freeing = true;
-	/* No request can register interest any more (refs == 0). */
-	/* Objects that lost their last interested session may be in kept
-	 * listings: a change beside podfs would no longer be pushed, nor
-	 * end those listings (lscache_i.h). */
-	size_t gone = s->islot >= 0 ? interest_slot_free(s->d->it, s->islot)
-		      : s->d->nslotless == 0 ? interest_slot_clear(s->d->it) : 0;
-	if (gone && s->d->lc)
+	/* No request can register interest any more (refs == 0). Its slot
+	 * is cleared by the next tick's sweep (sweep.c), one walk of the
+	 * table for all the sessions that ended since. Objects that lost
+	 * their last interested session may be in kept listings: a change
+	 * beside podfs would no longer be pushed, nor end those listings
+	 * (lscache_i.h); the sweep bumps them too. */
+	if (s->islot >= 0)
+		interest_slot_release(s->d->it, s->islot);
+	else if (s->d->nslotless == 0 && interest_slot_clear(s->d->it) && s->d->lc)
 		lscache_bump(s->d->lc);
 	/* Closing fds here is cheap (no flush on local filesystems) and keeps
 	 * a session's teardown atomic with respect to a reconnect. */

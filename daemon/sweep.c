@@ -1,10 +1,13 @@
-/* sweep.c: the handle cache's periodic sweep (see sweep_i.h). Loop
- * thread; the sweep itself runs on the thread pool. */
+/* sweep.c: the periodic sweep of the handle cache and of the interest
+ * slots of ended sessions (see sweep_i.h). Loop thread; the sweep
+ * itself runs on the thread pool. */
 #include <stdatomic.h>
 
 #include "podfs/log.h"
 #include "handles_i.h"
+#include "interest_i.h"
 #include "limits_i.h"
+#include "lscache_i.h"
 #include "pfsd_i.h"
 #include "sweep_i.h"
 
@@ -13,6 +16,10 @@ static void sweep_work_cb(uv_work_t *w)
 	struct pfsd *d = w->data;
 
 	handles_orphans_expire(d->hs);
+	/* The slots of the sessions that ended since the last tick, in one
+	 * walk of the interest table (interest_i.h). */
+	if (interest_sweep(d->it) && d->lc)
+		lscache_bump(d->lc);
 	if (++d->sweep_ticks < PFSD_SWEEP_MS / PFSD_TICK_MS)
 		return;
 	d->sweep_ticks = 0;

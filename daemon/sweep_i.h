@@ -1,5 +1,6 @@
 /* sweep_i.h: every PFSD_TICK_MS, podfsd lets go of deleted files it kept
- * openable by handle past PFSD_ORPHAN_MS, sets the handle cache's size
+ * openable by handle past PFSD_ORPHAN_MS, clears the interest slots of
+ * the sessions that ended since (interest_sweep), sets the handle cache's size
  * to the file descriptors sessions leave free (limits_i.h), and every
  * PFSD_SWEEP_MS closes the cached handles of deleted files
  * (handles_i.h). Loop thread.

@@ -140,6 +140,36 @@ static void test_slot_free(void)
 	interest_free(it); /* frees the 500 left */
 }
 
+/* A released slot keeps its bits and stays taken until the sweep, which
+ * clears every slot released since the last one in one walk: no new
+ * session gets a slot whose old bits are still set, nor loses bits of
+ * its own to the clearing. */
+static void test_release_and_sweep(void)
+{
+	struct interest *it = interest_new();
+	int a = interest_slot_alloc(it), b = interest_slot_alloc(it), c = interest_slot_alloc(it);
+
+	for (uint64_t k = 1; k <= 300; k++)
+		interest_add(it, k, (int[]){ a, b, c }[k % 3]);
+	interest_add(it, 1, a); /* key 1 has b and a */
+	interest_slot_release(it, a);
+	interest_slot_release(it, b);
+	CHECK(has(it, 3, a)); /* not cleared yet */
+	int d = interest_slot_alloc(it);
+	CHECK(d != a && d != b); /* nor given out */
+	interest_add(it, 3, d);
+	CHECK_EQ(objects(it), 300);
+	CHECK_EQ(interest_sweep(it), 199); /* a's and b's but key 3, which keeps d */
+	CHECK_EQ(objects(it), 101);
+	CHECK(has(it, 3, d) && !has(it, 3, a));
+	CHECK(!interest_get(it, 1, (uint64_t[INTEREST_WORDS]){ 0 }));
+	CHECK(has(it, 2, c));
+	CHECK_EQ(interest_sweep(it), 0); /* nothing released since */
+	CHECK_EQ(interest_slot_alloc(it), a); /* free again, lowest first */
+	CHECK_EQ(interest_slot_alloc(it), b);
+	interest_free(it);
+}
+
 static void test_note(void)
 {
 	struct interest *it = interest_new();
@@ -236,6 +266,7 @@ int main(void)
 	test_slots();
 	test_sets();
 	test_slot_free();
+	test_release_and_sweep();
 	test_note();
 	test_foreach_stats();
 	test_model();
