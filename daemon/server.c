@@ -193,10 +193,13 @@ static void drc_settle(struct req *r)
 	struct drc_ent *e = r->drc;
 	r->drc = NULL; /* the pool may forget it at once */
 	drc_done(e, r->reply.hdr, r->reply.wire, r->reply.len, r->reply.raw);
-	if (s->d->drcpool.forgotten != forgotten)
+	/* Said at the first, and again at each power of two: a lasting
+	 * excess shows without a line per request. */
+	uint64_t now = s->d->drcpool.forgotten;
+	if (now != forgotten && (!forgotten || 63 - __builtin_clzll(now) > 63 - __builtin_clzll(forgotten)))
 		pfsd_warn_rl(s->d, "replies kept for resent requests forgotten early: more than "
 			     "reply-cache=%zu bytes of them (the host keeping the most forgets its "
-			     "oldest)", s->d->drcpool.max);
+			     "oldest); %" PRIu64 " forgotten so far", s->d->drcpool.max, now);
 }
 
 /* Logs the caps s's requests hit for the first time (open files, lock
