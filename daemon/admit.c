@@ -59,14 +59,8 @@ void admit_pending(struct pfsd *d, struct conn *c)
 bool admit_room(struct conn *c)
 {
 	struct pfsd *d = c->d;
-	struct hostacct *mine = host_find(d, &c->addr), *most = NULL;
-	size_t pos = 0;
-
-	for (struct hnode *n = htab_iter(&d->hosts, &pos, NULL); n; n = htab_iter(&d->hosts, &pos, n)) {
-		struct hostacct *ha = container_of(n, struct hostacct, hn);
-		if (!most || ha->conns > most->conns)
-			most = ha;
-	}
+	struct hostacct *mine = host_find(d, &c->addr);
+	struct hostacct *most = host_most(d, offsetof(struct hostacct, conns));
 	unsigned have = mine ? mine->conns : 0;
 	struct conn *o, *old = NULL;
 	if (most && most->conns > have + 1)

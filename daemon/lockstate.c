@@ -446,13 +446,9 @@ void lockstate_wait_drop_client(struct lockstate *ls, uint64_t client_id)
 
 	pthread_mutex_lock(&ls->mu);
 	c = IDTAB_FIND(&ls->wclients, client_id, struct wclient, hn, id);
-	while (c) {
-		struct waiter *w = TAILQ_FIRST(&c->ws);
-		bool last = c->n == 1;
-		waiter_free(ls, w);
-		if (last)
-			break;
-	}
+	/* c goes with its last registration. */
+	for (unsigned n = c ? c->n : 0; n; n--)
+		waiter_free(ls, TAILQ_FIRST(&c->ws));
 	pthread_mutex_unlock(&ls->mu);
 }
 

@@ -36,13 +36,18 @@ struct session *session_find(struct pfsd *d, uint64_t client_id)
 	return IDTAB_FIND(&d->sessions, client_id, struct session, hn, client_id);
 }
 
+static uint64_t host_hash(const struct pfs_srckey *k)
+{
+	return pfs_hash_bytes(k->b, sizeof(k->b), 0);
+}
+
 struct hostacct *host_find(struct pfsd *d, const struct sockaddr_storage *from)
 {
 	struct pfs_srckey k = { 0 };
 	uint64_t h;
 
 	pfs_hostkey_of(from, &k);
-	h = pfs_hash_bytes(k.b, sizeof(k.b), 0);
+	h = host_hash(&k);
 	for (struct hnode *n = htab_first(&d->hosts, h); n; n = htab_next(n, h)) {
 		struct hostacct *ha = container_of(n, struct hostacct, hn);
 		if (pfs_srckey_eq(&ha->addr, &k))
@@ -68,8 +73,25 @@ static struct hostacct *host_get(struct pfsd *d, const struct sockaddr_storage *
 	pfs_hostkey_of(from, &ha->addr);
 	ha->refs = 1;
 	drc_host_add(&d->drcpool, &ha->drc);
-	htab_insert(&d->hosts, &ha->hn, pfs_hash_bytes(ha->addr.b, sizeof(ha->addr.b), 0));
+	htab_insert(&d->hosts, &ha->hn, host_hash(&ha->addr));
 	return ha;
+}
+
+struct hostacct *host_most(struct pfsd *d, size_t field)
+{
+	struct hostacct *most = NULL;
+	unsigned top = 0;
+	size_t pos = 0;
+
+	for (struct hnode *n = htab_iter(&d->hosts, &pos, NULL); n; n = htab_iter(&d->hosts, &pos, n)) {
+		struct hostacct *ha = container_of(n, struct hostacct, hn);
+		unsigned v = *(const unsigned *)(const void *)((const char *)ha + field);
+		if (!most || v > top) {
+			most = ha;
+			top = v;
+		}
+	}
+	return most;
 }
 
 static void host_put(struct pfsd *d, struct hostacct *ha)
@@ -219,14 +241,7 @@ static void unlinger(struct session *s)
  * the sessions of hosts that lost their connection for a moment. */
 static struct session *linger_victim(struct pfsd *d)
 {
-	struct hostacct *most = NULL;
-	size_t pos = 0;
-
-	for (struct hnode *n = htab_iter(&d->hosts, &pos, NULL); n; n = htab_iter(&d->hosts, &pos, n)) {
-		struct hostacct *ha = container_of(n, struct hostacct, hn);
-		if (!most || ha->lingering > most->lingering)
-			most = ha;
-	}
+	struct hostacct *most = host_most(d, offsetof(struct hostacct, lingering));
 	struct session *s;
 	TAILQ_FOREACH(s, &d->lingering, llink)
 		if (s->ha == most)

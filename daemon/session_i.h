@@ -159,6 +159,9 @@ struct session {
 struct session *session_find(struct pfsd *d, uint64_t client_id);
 /* The account of the host at from, or NULL if no session of it lives. */
 struct hostacct *host_find(struct pfsd *d, const struct sockaddr_storage *from);
+/* The host whose unsigned count at offset field of struct hostacct
+ * (lingering, conns) is the largest, or NULL if there is none (loop). */
+struct hostacct *host_most(struct pfsd *d, size_t field);
 /* Makes d's tables of sessions and hosts empty, and the budget of their
  * kept replies (d->lim.reply_cache; drc_i.h). */
 void sessions_init(struct pfsd *d);

@@ -265,6 +265,22 @@ static void v6(struct sockaddr_storage *ss, const char *a)
 	inet_pton(AF_INET6, a, &s->sin6_addr);
 }
 
+typedef void keyfn(const struct sockaddr_storage *, struct pfs_srckey *);
+
+/* Whether the addresses x and y (IPv6 if they hold a ':') have the same
+ * key under key. */
+static bool same_key(keyfn *key, const char *x, const char *y)
+{
+	struct sockaddr_storage a, b;
+	struct pfs_srckey ka, kb;
+
+	strchr(x, ':') ? v6(&a, x) : v4(&a, x);
+	strchr(y, ':') ? v6(&b, y) : v4(&b, y);
+	key(&a, &ka);
+	key(&b, &kb);
+	return pfs_srckey_eq(&ka, &kb);
+}
+
 static void test_srckey(void)
 {
 	struct sockaddr_storage a, b;
@@ -276,34 +292,16 @@ static void test_srckey(void)
 	pfs_srckey_of(&a, &ka);
 	pfs_srckey_of(&b, &kb);
 	CHECK(pfs_srckey_eq(&ka, &kb)); /* the port does not matter */
-	v4(&b, "10.0.0.2");
-	pfs_srckey_of(&b, &kb);
-	CHECK(!pfs_srckey_eq(&ka, &kb));
+	CHECK(!same_key(pfs_srckey_of, "10.0.0.1", "10.0.0.2"));
 	/* IPv4-mapped IPv6 is the IPv4 address. */
-	v6(&b, "::ffff:10.0.0.1");
-	pfs_srckey_of(&b, &kb);
-	CHECK(pfs_srckey_eq(&ka, &kb));
+	CHECK(same_key(pfs_srckey_of, "10.0.0.1", "::ffff:10.0.0.1"));
 	/* One IPv6 /64 is one source; another /64 another. */
-	v6(&a, "2001:db8:1:2::1");
-	v6(&b, "2001:db8:1:2:ffff:eeee:dddd:cccc");
-	pfs_srckey_of(&a, &ka);
-	pfs_srckey_of(&b, &kb);
-	CHECK(pfs_srckey_eq(&ka, &kb));
-	v6(&b, "2001:db8:1:3::1");
-	pfs_srckey_of(&b, &kb);
-	CHECK(!pfs_srckey_eq(&ka, &kb));
+	CHECK(same_key(pfs_srckey_of, "2001:db8:1:2::1", "2001:db8:1:2:ffff:eeee:dddd:cccc"));
+	CHECK(!same_key(pfs_srckey_of, "2001:db8:1:2::1", "2001:db8:1:3::1"));
 	/* A host is all of its IPv6 address; IPv4 and IPv4-mapped agree. */
-	v6(&b, "2001:db8:1:2:ffff:eeee:dddd:cccc");
-	pfs_hostkey_of(&a, &ka);
-	pfs_hostkey_of(&b, &kb);
-	CHECK(!pfs_srckey_eq(&ka, &kb));
-	pfs_hostkey_of(&a, &kb);
-	CHECK(pfs_srckey_eq(&ka, &kb));
-	v4(&a, "10.0.0.1");
-	v6(&b, "::ffff:10.0.0.1");
-	pfs_hostkey_of(&a, &ka);
-	pfs_hostkey_of(&b, &kb);
-	CHECK(pfs_srckey_eq(&ka, &kb));
+	CHECK(!same_key(pfs_hostkey_of, "2001:db8:1:2::1", "2001:db8:1:2:ffff:eeee:dddd:cccc"));
+	CHECK(same_key(pfs_hostkey_of, "2001:db8:1:2::1", "2001:db8:1:2::1"));
+	CHECK(same_key(pfs_hostkey_of, "10.0.0.1", "::ffff:10.0.0.1"));
 }
 
 #define MODEL_SRCS 40
