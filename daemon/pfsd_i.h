@@ -4,7 +4,7 @@
  * only through callbacks it was handed:
  *   main.c          command line, start-up checks, daemonizing, signals
  *   server.c        accept, the path of a request, held replies
- *   sweep.c         the handle cache's periodic sweep
+ *   sweep.c         the periodic sweep: handle cache, ended sessions' interest slots
  *   admit.c         connections before AUTH: export rules, pending quota
  *   handshake.c     HELLO and AUTH          dispatch.c  the opcode table,
  *                                           the ladder, FORGET
@@ -15,7 +15,7 @@
  *   push.c          push fan-out, push/reply order, acknowledgements
  *   pace.c          a connection's READ replies paced (read-queue)
  *   conn.c          one connection: frames, write queue, backpressure
- *   leaves          handles.c hsecret.c interest.c lockstate.c pipes.c drc.c framer.c
+ *   leaves          handles.c hsecret.c interest.c lockstate.c pipes.c drc.c idtab.c framer.c
  *                   tls_stream.c (a connection's TLS on byte-queue BIOs)
  *                   ratelimit.c caps.c exports.c (export rules) limits.c,
  *                   acklat.c (acknowledgement deadlines), and lib/
