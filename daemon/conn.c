@@ -220,6 +220,10 @@ static void note_cap(struct conn *c, unsigned cap)
 		pfs_notice("conn %llu: %s (%s) reached requests=%u in flight; reading its "
 			   "requests waits for replies", (unsigned long long)c->id, c->peer,
 			   c->host, l->requests);
+	else if (cap == LIM_REFUSALS)
+		pfs_notice("conn %llu: %s (%s) had more than refusals=%u requests a second "
+			   "refused by a limit; reading its requests waits",
+			   (unsigned long long)c->id, c->peer, c->host, l->refusals);
 	else if (cap == LIM_CLIENT_MEM)
 		pfs_notice("conn %llu: %s (%s) reached client-memory=%zu bytes of requests "
 			   "and replies; reading its requests waits for replies to drain",
@@ -228,6 +232,56 @@ static void note_cap(struct conn *c, unsigned cap)
 		pfs_notice("conn %llu: %s (%s) holds %zu bytes while the daemon is at "
 			   "memory=%zu; reading its requests waits for replies to drain",
 			   (unsigned long long)c->id, c->peer, c->host, a->mem, l->memory);
+}
+
+/* Bytes or requests were let go: the connections held back for their
+ * session's or the daemon's share, or for their host's pace, may read again. */
+static void resume_paused(struct pfsd *d)
+{
+	for (struct conn *o = LIST_FIRST(&d->paused), *next; o; o = next) {
+		next = LIST_NEXT(o, plink);
+		conn_flow(o);
+	}
+}
+
+/* The connections paced for their host's refusals may read again (or
+ * are paced anew). */
+static void pace_cb(uv_timer_t *t)
+{
+	resume_paused(t->data);
+}
+
+/* Whether c's host is past its pace of refusals (lim_pace): if so the
+ * pace timer is armed for when it is within again. */
+static bool paced(struct conn *c)
+{
+	struct pfsd *d = c->d;
+	uint64_t now, wait, ms;
+
+	if (!c->acct || !c->acct->pace || !d->pace_timer.data)
+		return false;
+	now = uv_hrtime();
+	wait = lim_pace_wait(c->acct->pace, now, d->lim.refusals);
+	if (!wait)
+		return false;
+	ms = (wait + 999999) / 1000000;
+	if (!uv_is_active((uv_handle_t *)&d->pace_timer) || now + wait < d->pace_due) {
+		d->pace_due = now + ms * 1000000;
+		uv_timer_start(&d->pace_timer, pace_cb, ms, 0);
+	}
+	return true;
+}
+
+void conn_pace_init(struct pfsd *d)
+{
+	uv_timer_init(&d->loop, &d->pace_timer);
+	d->pace_timer.data = d;
+}
+
+void conn_pace_stop(struct pfsd *d)
+{
+	if (d->pace_timer.data && !uv_is_closing((uv_handle_t *)&d->pace_timer))
+		uv_close((uv_handle_t *)&d->pace_timer, NULL);
 }
 
 void conn_flow(struct conn *c)
@@ -240,6 +294,8 @@ void conn_flow(struct conn *c)
 	want = c->inflight < PFSD_MAX_INFLIGHT && c->mem < PFSD_MAX_QUEUED;
 	if (want)
 		cap = lim_may_read(&c->d->lim, c->acct, c->d->mem);
+	if (want && !cap && paced(c))
+		cap = LIM_REFUSALS;
 	if (cap && !c->paused) {
 		note_cap(c, cap);
 		LIST_INSERT_HEAD(&c->d->paused, c, plink);
@@ -290,16 +346,6 @@ void conn_req_add(struct conn *c, size_t acct)
 		c->acct->inflight++;
 	mem_add(c, acct);
 	conn_flow(c);
-}
-
-/* Bytes or requests were let go: the connections held back for their
- * session's or the daemon's share may read again. */
-static void resume_paused(struct pfsd *d)
-{
-	for (struct conn *o = LIST_FIRST(&d->paused), *next; o; o = next) {
-		next = LIST_NEXT(o, plink);
-		conn_flow(o);
-	}
 }
 
 /* A request's bytes leave c's memory; is_reply: it is done (written or
@@ -355,7 +401,12 @@ void conn_req_shrink(struct conn *c, size_t *acct, size_t keep)
 /* --- writing --- */
 
 /* Notes the bytes of c not sent yet, libuv's write queue and the
- * kernel's, for the workers coding replies (link.h, dispatch.c). */
+ * kernel's, for the workers coding replies (link.h, dispatch.c). The
+ * kernel's part costs a system call: it is asked again only once
+ * CONN_BACKLOG_NS passed or CONN_BACKLOG_BYTES more were queued since
+ * (a flood of small replies asked it twice a reply: a third of the
+ * loop's system calls), which is all the LZ4 choice needs: a backlog
+ * that counts is a megabyte (PFS_LZ4_BACKLOG). */
 static void note_backlog(struct conn *c)
 {
 	uv_os_fd_t fd;
@@ -363,9 +414,13 @@ static void note_backlog(struct conn *c)
 	if (c->d->o.lz4 != PFS_LZ4_AUTO || c->closing)
 		return;
 	size_t n = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
-	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
-		n += pfs_sock_unsent(fd);
-	atomic_store_explicit(&c->backlog, n, memory_order_relaxed);
+	uint64_t now = uv_hrtime();
+	if (now - c->bl_at >= CONN_BACKLOG_NS || c->written - c->bl_written >= CONN_BACKLOG_BYTES) {
+		c->bl_kernel = uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? pfs_sock_unsent(fd) : 0;
+		c->bl_at = now;
+		c->bl_written = c->written;
+	}
+	atomic_store_explicit(&c->backlog, n + c->bl_kernel, memory_order_relaxed);
 }
 
 static void free_own(void *own[2])
@@ -406,6 +461,7 @@ static void write_bufs(struct conn *c, struct wmsg *w, uv_buf_t *b, unsigned nb)
 		for (unsigned i = 0; i < nb; i++)
 			w->len += b[i].len;
 		c->queued += w->len;
+		c->written += w->len;
 	}
 	if (ret < 0) {
 		settle(c, w->acct, w->is_reply);
@@ -589,6 +645,7 @@ void conn_reply_spliced(struct conn *c, struct frame *f, int pipe[2], size_t spl
 			c->d->spliced += (size_t)k;
 		}
 	}
+	c->written += hsent + (splice_len - left);
 	if (hsent == hl && left == 0) {
 		pipes_put(&c->d->pipes, pipe, true);
 		settle(c, acct, true);

@@ -53,6 +53,10 @@ enum conn_mode {
 };
 
 #define CONN_RBUF 32768
+/* How stale the kernel's part of a connection's backlog may be: time,
+ * and bytes queued since (conn.c: note_backlog). */
+#define CONN_BACKLOG_NS 100000u
+#define CONN_BACKLOG_BYTES ((size_t)64 << 10)
 
 /* Bytes of frames (headers included) on the wire and before/after LZ4,
  * in and out (loop thread): a connection's, a session's, the daemon's. */
@@ -115,8 +119,14 @@ struct conn {
 	bool paused;
 	LIST_ENTRY(conn) plink;
 	/* Reply bytes written but not sent yet (loop writes, workers read):
-	 * LZ4 only while the link is backed up (link.h). */
+	 * LZ4 only while the link is backed up (link.h). The kernel's part
+	 * is asked for (an ioctl) at most every CONN_BACKLOG_NS, or after
+	 * CONN_BACKLOG_BYTES more bytes were queued (note_backlog). */
 	_Atomic size_t backlog;
+	uint64_t written;      /* bytes given to uv_write or spliced, ever */
+	size_t bl_kernel;      /* the kernel's unsent bytes, as last asked */
+	uint64_t bl_written;   /* c->written then */
+	uint64_t bl_at;        /* when (uv_hrtime) */
 	/* A REVALIDATE came on it (workers): its REVALIDATED then counts
 	 * (dispatch_dirs.c). */
 	atomic_bool revalidated;
@@ -197,10 +207,14 @@ void conn_addr_name(const struct sockaddr_storage *ss, char *buf, size_t len);
 
 /* Starts (or stops) reading c as its requests in flight
  * (PFSD_MAX_INFLIGHT) and the bytes it holds (PFSD_MAX_QUEUED) allow,
- * and its session's and the daemon's (lim_may_read; the first time a
- * session is held back by one of those, a log line says which). A
- * no-op once c is closing or ends. */
+ * its session's and the daemon's (lim_may_read), and its host's pace of
+ * refusals (lim_pace; the first time a session is held back by one of
+ * those, a log line says which). A no-op once c is closing or ends. */
 void conn_flow(struct conn *c);
+/* The timer that lets connections paced for their host's refusals read
+ * again (server start and stop). */
+void conn_pace_init(struct pfsd *d);
+void conn_pace_stop(struct pfsd *d);
 /* c authenticated: from now on its requests and bytes count in the
  * session's account a too (referenced until c is freed). */
 void conn_set_acct(struct conn *c, struct lim_acct *a);

@@ -44,6 +44,7 @@ static const struct limkey limkeys[] = {
 	SIZE("peer-table", peer_table, 1u << 20, (size_t)1 << 40),
 	CNT("peer-records", peer_records, 1, 1u << 24),
 	SIZE("read-queue", read_queue, 64u << 10, (size_t)1 << 30),
+	CNT("refusals", refusals, 1, 1u << 24),
 };
 #define NKEYS (sizeof(limkeys) / sizeof(limkeys[0]))
 
@@ -188,6 +189,10 @@ int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_m
 		l->peer_records = 65536;
 	if (!l->read_queue)
 		l->read_queue = LIM_READ_QUEUE;
+	/* A program that meets EMFILE or ENOLCK stops, or retries now and
+	 * then: a thousand a second is a loop that ignores them. */
+	if (!l->refusals)
+		l->refusals = 1000;
 	if (l->preauth_per_source > l->preauth) {
 		snprintf(err, errlen, "--limits: preauth-per-source=%u is over preauth=%u",
 			 l->preauth_per_source, l->preauth);
@@ -227,6 +232,7 @@ const char *lim_cap_name(enum lim_cap cap)
 	case LIM_FDS: return "fd-reserve";
 	case LIM_LOCK_RANGES: return "lock-ranges";
 	case LIM_LOCK_TABLE: return "lock-table";
+	case LIM_REFUSALS: return "refusals";
 	}
 	return "?";
 }
@@ -250,6 +256,21 @@ void lim_acct_unref(struct lim_acct *a)
 {
 	if (a && --a->refs == 0)
 		free(a);
+}
+
+void lim_pace_note(struct lim_pace *p, uint64_t now, unsigned rate)
+{
+	uint64_t t = 1000000000u / (rate ? rate : 1);
+
+	p->tat = (p->tat > now ? p->tat : now) + t;
+}
+
+uint64_t lim_pace_wait(const struct lim_pace *p, uint64_t now, unsigned rate)
+{
+	/* A burst of rate refusals: a second's worth ahead of now. */
+	uint64_t burst = (uint64_t)(1000000000u / (rate ? rate : 1)) * (rate ? rate : 1);
+
+	return p->tat > now + burst ? p->tat - now - burst : 0;
 }
 
 unsigned lim_may_read(const struct limits *l, const struct lim_acct *a, size_t total)

@@ -46,6 +46,9 @@ struct limits {
 	unsigned peer_records; /* peer-records: chunks one client is listed as holding */
 	size_t read_queue;    /* read-queue: READ reply bytes one connection may have
 				 being made or waiting to be sent (pace.c) */
+	unsigned refusals;    /* refusals: requests of one host a limit refuses
+				 (EMFILE, ENFILE, ENOLCK) per second, before its
+				 connections stop reading for a while (lim_pace) */
 	/* Derived by limits_defaults. */
 	size_t nofile;        /* RLIMIT_NOFILE */
 	size_t fd_budget;     /* fds for sessions' fids and lock fds */
@@ -86,7 +89,9 @@ enum lim_cap {
 	LIM_FDS = 32,
 	LIM_LOCK_RANGES = 64,
 	LIM_LOCK_TABLE = 128,
+	LIM_REFUSALS = 256,
 };
+#define LIM_NCAPS 9
 /* The option key of a cap ("open-files"...). */
 const char *lim_cap_name(enum lim_cap cap);
 
@@ -97,7 +102,25 @@ struct lim_acct {
 	unsigned inflight;
 	size_t mem;
 	unsigned logged; /* caps already logged (enum lim_cap bits) */
+	struct lim_pace *pace; /* its host's refusals; NULL once the session ended */
 };
+
+/* The refusals of one host (requests a limit refused: EMFILE, ENFILE,
+ * ENOLCK), paced: refusals=N a second, and a burst of N at once; past
+ * that, its connections stop reading until the pace allows one more. A
+ * client that keeps asking past a cap otherwise kept a worker and the
+ * loop busy for nothing, as fast as it could send (25,000 refused OPENs
+ * a second doubled another host's round trip on two cores). A generic
+ * cell rate algorithm: tat is when the next refusal would be on time
+ * (ns, the loop's clock). Loop thread. */
+struct lim_pace {
+	uint64_t tat;
+};
+
+/* Counts one refusal at now (ns) at rate a second. */
+void lim_pace_note(struct lim_pace *p, uint64_t now, unsigned rate);
+/* 0 if p is within its pace at now, else the ns until it is. */
+uint64_t lim_pace_wait(const struct lim_pace *p, uint64_t now, unsigned rate);
 
 /* A new account with one reference. */
 struct lim_acct *lim_acct_new(void);

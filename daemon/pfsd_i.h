@@ -114,6 +114,8 @@ struct pfsd {
 	uv_signal_t sig_int;
 	uv_timer_t sweep_timer;   /* handle cache sweep (sweep.c) */
 	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
+	uv_timer_t pace_timer;    /* paced refusals' connections resume (conn.c) */
+	uint64_t pace_due;        /* when it fires (uv_hrtime) */
 	uint64_t ack_due;         /* when it fires (uv_now ms; UINT64_MAX: idle) */
 	uv_idle_t ack_idle;       /* once it fired: the verdicts come after the */
 	uv_check_t ack_check;     /* poll for I/O of that turn of the loop */
@@ -186,7 +188,7 @@ struct pfsd {
 	 * behind, running ones cut off at PFSD_ACK_WAIT_MS, and waits given
 	 * another deadline because the client was running. */
 	uint64_t st_ack_misses, st_ack_cutoffs, st_ack_extended;
-	uint64_t st_hits[8];      /* limit hits by enum lim_cap bit (limits_i.h) */
+	uint64_t st_hits[LIM_NCAPS]; /* limit hits by enum lim_cap bit (limits_i.h) */
 };
 
 /* Limits of the daemon (not of the protocol). */

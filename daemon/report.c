@@ -160,7 +160,7 @@ static void limits_word(unsigned bits, char *buf, size_t len)
 	size_t n = 0;
 
 	buf[0] = 0;
-	for (unsigned b = 0; b < 8; b++)
+	for (unsigned b = 0; b < LIM_NCAPS; b++)
 		if (bits & (1u << b))
 			n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s", n ? "," : "",
 					      lim_cap_name((enum lim_cap)(1u << b)));
@@ -515,7 +515,7 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_u64(p, "podfsd_client_fds_limit", d->lim.fd_budget, NULL);
 	pfs_prom_family(p, "podfsd_limit_reached_total", "counter",
 			"Client sessions that reached a fair-use limit, by limit (once each)");
-	for (unsigned b = 0; b < 8; b++)
+	for (unsigned b = 0; b < LIM_NCAPS; b++)
 		pfs_prom_u64(p, "podfsd_limit_reached_total", d->st_hits[b], "limit",
 			     lim_cap_name((enum lim_cap)(1u << b)), NULL);
 

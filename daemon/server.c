@@ -220,7 +220,7 @@ static void note_hits(struct session *s, struct conn *c)
 	if (!hits)
 		return;
 	s->acct->logged |= hits;
-	for (unsigned b = 0; b < 8; b++)
+	for (unsigned b = 0; b < LIM_NCAPS; b++)
 		if (hits & (1u << b))
 			s->d->st_hits[b]++;
 	if (hits & LIM_OPEN_FILES)
@@ -345,6 +345,10 @@ static void after_work_cb(uv_work_t *work, int status)
 		drc_settle(r);
 	if (s)
 		note_hits(s, c);
+	/* Refused by a limit: counted in its host's pace (lim_pace), which
+	 * conn_flow consults before reading the host's next requests. */
+	if (s && !r->violation && (r->status == EMFILE || r->status == ENFILE || r->status == ENOLCK))
+		lim_pace_note(&s->ha->pace, uv_hrtime(), d->lim.refusals);
 	/* A FORGET overtook this request: what it handed out is cached
 	 * again once its reply arrives (see the race analysis, push.c). */
 	if (s && r->keys.n && r->epoch != s->forget_epoch && !r->violation)
@@ -765,6 +769,7 @@ int server_listen(struct pfsd *d, char *err, size_t errlen, int *port_out)
 	sweep_start(d);
 	uv_timer_init(&d->loop, &d->ack_timer);
 	d->ack_timer.data = d;
+	conn_pace_init(d);
 	d->ack_due = UINT64_MAX;
 	uv_idle_init(&d->loop, &d->ack_idle);
 	uv_check_init(&d->loop, &d->ack_check);
@@ -789,5 +794,6 @@ void server_stop(struct pfsd *d)
 		uv_close((uv_handle_t *)&d->ack_idle, NULL);
 		uv_close((uv_handle_t *)&d->ack_check, NULL);
 	}
+	conn_pace_stop(d);
 	sessions_stop(d);
 }

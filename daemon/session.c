@@ -136,6 +136,7 @@ struct session *session_new(struct pfsd *d, uint64_t client_id,
 	htab_init(&s->fids);
 	htab_init(&s->locks);
 	s->acct = lim_acct_new();
+	s->acct->pace = &s->ha->pace;
 	drc_init(&s->drc, PFSD_DRC_MAX, &s->ha->drc);
 	TAILQ_INIT(&s->inflight);
 	STAILQ_INIT(&s->waitq);
@@ -193,6 +194,7 @@ static void free_cb(uv_handle_t *h)
 	atomic_fetch_sub(&s->ha->fids, s->nfids);
 	atomic_fetch_sub(&s->ha->locks, s->nlocks);
 	drc_fini(&s->drc);
+	s->acct->pace = NULL; /* its connections may keep the account */
 	host_put(s->d, s->ha);
 	push_drop_queue(s);
 	lim_acct_unref(s->acct);

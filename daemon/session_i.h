@@ -63,6 +63,7 @@ struct hostacct {
 	_Atomic unsigned locks; /* lock fds */
 	_Atomic size_t ranges;  /* byte ranges of their POSIX locks */
 	struct drc_host drc;    /* their sessions' kept replies (loop) */
+	struct lim_pace pace;   /* their requests refused by limits (loop) */
 };
 
 /* A lock fd: one per (owner, inode, kind) so that different owners'

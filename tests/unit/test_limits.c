@@ -40,6 +40,9 @@ static void test_parse(void)
 	CHECK_EQ(l.memory, (size_t)1 << 20);
 	CHECK_EQ(limits_parse(&l, "read-queue=512K", err, sizeof(err)), 0);
 	CHECK_EQ(l.read_queue, (size_t)512 << 10);
+	CHECK_EQ(limits_parse(&l, "refusals=250", err, sizeof(err)), 0);
+	CHECK_EQ(l.refusals, 250);
+	CHECK_EQ(limits_parse(&l, "refusals=0", err, sizeof(err)), -1);
 	CHECK_EQ(limits_parse(&l, "lock-ranges=100,lock-table=5000", err, sizeof(err)), 0);
 	CHECK_EQ(l.lock_ranges, 100);
 	CHECK_EQ(l.lock_table, 5000);
@@ -74,6 +77,7 @@ static void test_defaults(void)
 	CHECK_EQ(l.fd_budget, 524288 - 52428 - LIM_HCACHE_MIN);
 	CHECK_EQ(l.memory, (size_t)2 << 30);
 	CHECK_EQ(l.read_queue, LIM_READ_QUEUE);
+	CHECK_EQ(l.refusals, 1000);
 	CHECK_EQ(l.lock_ranges, 16384);
 	CHECK_EQ(l.lock_table, 1u << 20); /* a tenth of memory=2G at ~200 bytes each */
 	CHECK(l.lock_ranges >= LIM_LOCK_MIN_SHARE);
@@ -157,6 +161,51 @@ static void test_may_read(void)
 
 	CHECK_STR(lim_cap_name(LIM_OPEN_FILES), "open-files");
 	CHECK_STR(lim_cap_name(LIM_CLIENT_MEM), "client-memory");
+}
+
+/* The pace of refusals: a burst of a second's worth at once, then one
+ * per 1/rate; an idle while earns the burst back, never more. Against
+ * a model that counts the refusals let through in every window. */
+static void test_pace(void)
+{
+	const uint64_t s = 1000000000u;
+	struct lim_pace p = { 0 };
+	uint64_t now = 5 * s, n = 0;
+
+	/* A burst of 100 at once (rate 100), then none. */
+	while (!lim_pace_wait(&p, now, 100)) {
+		lim_pace_note(&p, now, 100);
+		n++;
+		CHECK(n <= 101);
+	}
+	CHECK_EQ(n, 101); /* the burst, and the one on time now */
+	/* The wait is until the next is on time: 10 ms. */
+	CHECK_EQ(lim_pace_wait(&p, now, 100), s / 100);
+	CHECK_EQ(lim_pace_wait(&p, now + s / 100, 100), 0);
+	/* A client that sends whenever allowed for 10 s gets 100 a second. */
+	n = 0;
+	for (uint64_t t = now; t < now + 10 * s; t += s / 1000) {
+		while (!lim_pace_wait(&p, t, 100)) {
+			lim_pace_note(&p, t, 100);
+			n++;
+		}
+	}
+	CHECK(n >= 999 && n <= 1001);
+	/* Idle for an hour: the burst again, not an hour's worth. */
+	now += 3600 * s;
+	n = 0;
+	while (!lim_pace_wait(&p, now, 100)) {
+		lim_pace_note(&p, now, 100);
+		n++;
+		CHECK(n <= 101);
+	}
+	CHECK_EQ(n, 101);
+	/* Refusals noted while waiting (requests read before the wait)
+	 * push the wait out: each is paid for. */
+	uint64_t w = lim_pace_wait(&p, now, 100);
+	lim_pace_note(&p, now, 100);
+	lim_pace_note(&p, now, 100);
+	CHECK_EQ(lim_pace_wait(&p, now, 100), w + 2 * (s / 100));
 }
 
 static void test_read_may_start(void)
@@ -368,6 +417,7 @@ int main(void)
 	test_parse();
 	test_defaults();
 	test_may_read();
+	test_pace();
 	test_read_may_start();
 	test_reply_bound();
 	test_fds();
