@@ -124,15 +124,14 @@ int conn_accept(struct conn *c, uv_stream_t *listener)
 	return 0;
 }
 
+static void hold(struct conn *c, unsigned held);
+
 void conn_close(struct conn *c, const char *why)
 {
 	if (c->closing)
 		return;
 	c->closing = true;
-	if (c->paused) {
-		LIST_REMOVE(c, plink);
-		c->paused = false;
-	}
+	hold(c, CONN_READ);
 	if (c->st == CS_READY)
 		pfs_notice("conn %llu: %s (%s) disconnected: %s", (unsigned long long)c->id, c->peer,
 			 c->host, why);
@@ -234,21 +233,55 @@ static void note_cap(struct conn *c, unsigned cap)
 			   (unsigned long long)c->id, c->peer, c->host, a->mem, l->memory);
 }
 
-/* Bytes or requests were let go: the connections held back for their
- * session's or the daemon's share, or for their host's pace, may read again. */
-static void resume_paused(struct pfsd *d)
+/* Bytes or requests of a's session (NULL: of none) were let go: its
+ * connections held back may read again, and, while the daemon is below
+ * memory, every connection held back for the daemon's memory. Each list
+ * is walked only when it may move: a walk of every held connection at
+ * every write's end let a key holder with a thousand connections held
+ * make every other reply cost a thousand checks. */
+static void resume_paused(struct pfsd *d, struct lim_acct *a)
 {
-	for (struct conn *o = LIST_FIRST(&d->paused), *next; o; o = next) {
-		next = LIST_NEXT(o, plink);
-		conn_flow(o);
-	}
+	struct conn *o, *next;
+
+	if (a)
+		for (o = LIST_FIRST(&a->held); o; o = next) {
+			next = LIST_NEXT(o, plink);
+			conn_flow(o);
+		}
+	if (d->mem < d->lim.memory)
+		for (o = LIST_FIRST(&d->paused); o; o = next) {
+			next = LIST_NEXT(o, mlink);
+			conn_flow(o);
+		}
+}
+
+/* c is held as held says from now on (conn_flow, conn_close). */
+static void hold(struct conn *c, unsigned held)
+{
+	if (c->held == CONN_PAUSED)
+		LIST_REMOVE(c, mlink);
+	if (c->held != CONN_READ)
+		LIST_REMOVE(c, plink);
+	if (held == CONN_SHARE || held == CONN_PAUSED)
+		LIST_INSERT_HEAD(&c->acct->held, c, plink);
+	if (held == CONN_PAUSED)
+		LIST_INSERT_HEAD(&c->d->paused, c, mlink);
+	else if (held == CONN_PACED)
+		LIST_INSERT_HEAD(&c->d->paced, c, plink);
+	c->held = held;
 }
 
 /* The connections paced for their host's refusals may read again (or
- * are paced anew). */
+ * are paced anew). They wait on a list of their own, which only this
+ * walks: resume_paused runs at every write's end. */
 static void pace_cb(uv_timer_t *t)
 {
-	resume_paused(t->data);
+	struct pfsd *d = t->data;
+
+	for (struct conn *o = LIST_FIRST(&d->paced), *next; o; o = next) {
+		next = LIST_NEXT(o, plink);
+		conn_flow(o);
+	}
 }
 
 /* Whether c's host is past its pace of refusals (lim_pace): if so the
@@ -296,13 +329,12 @@ void conn_flow(struct conn *c)
 		cap = lim_may_read(&c->d->lim, c->acct, c->d->mem);
 	if (want && !cap && paced(c))
 		cap = LIM_REFUSALS;
-	if (cap && !c->paused) {
-		note_cap(c, cap);
-		LIST_INSERT_HEAD(&c->d->paused, c, plink);
-		c->paused = true;
-	} else if (!cap && c->paused) {
-		LIST_REMOVE(c, plink);
-		c->paused = false;
+	unsigned held = !cap ? CONN_READ : cap == LIM_REFUSALS ? CONN_PACED :
+			cap == LIM_MEMORY ? CONN_PAUSED : CONN_SHARE;
+	if (held != c->held) {
+		if (cap)
+			note_cap(c, cap);
+		hold(c, held);
 	}
 	want = want && !cap;
 	if (want && !c->reading) {
@@ -359,8 +391,7 @@ static void settle(struct conn *c, size_t acct, bool is_reply)
 		if (c->acct)
 			c->acct->inflight--;
 	}
-	if (!LIST_EMPTY(&c->d->paused))
-		resume_paused(c->d);
+	resume_paused(c->d, c->acct);
 }
 
 void conn_charge(struct conn *c, size_t n)
@@ -379,8 +410,7 @@ void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n)
 void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n)
 {
 	mem_sub(d, a, n);
-	if (!LIST_EMPTY(&d->paused))
-		resume_paused(d);
+	resume_paused(d, a);
 }
 
 void conn_req_drop(struct conn *c, size_t acct)

@@ -114,10 +114,14 @@ struct conn {
 	size_t mem;            /* request + reply bytes held for this conn */
 	size_t queued;         /* bytes of its uv_writes not called back yet */
 	/* Its session's requests and bytes (once authenticated; also
-	 * counted there), and whether it is on d->paused. */
+	 * counted there), and what it waits for while not read: its
+	 * session's replies (on acct->held by plink), and for the memory
+	 * cap the daemon's as well (on d->paused too, by mlink); or its
+	 * host's pace of refusals (on d->paced by plink). */
 	struct lim_acct *acct;
-	bool paused;
+	enum { CONN_READ, CONN_SHARE, CONN_PAUSED, CONN_PACED } held;
 	LIST_ENTRY(conn) plink;
+	LIST_ENTRY(conn) mlink;
 	/* Reply bytes written but not sent yet (loop writes, workers read):
 	 * LZ4 only while the link is backed up (link.h). The kernel's part
 	 * is asked for (an ioctl) at most every CONN_BACKLOG_NS, or after

@@ -97,12 +97,19 @@ const char *lim_cap_name(enum lim_cap cap);
 
 /* One session's requests in flight and the bytes they hold, shared by
  * its connections, which each keep a reference (loop thread). */
+struct conn;
 struct lim_acct {
 	unsigned refs;
 	unsigned inflight;
 	size_t mem;
 	unsigned logged; /* caps already logged (enum lim_cap bits) */
 	struct lim_pace *pace; /* its host's refusals; NULL once the session ended */
+	/* Its connections not read for its share (requests,
+	 * client-memory, memory), which its own replies let go: the list's
+	 * head, kept by conn.c (LIST_HEAD(, conn)). */
+	struct {
+		struct conn *lh_first;
+	} held;
 };
 
 /* The refusals of one host (requests a limit refused: EMFILE, ENFILE,
