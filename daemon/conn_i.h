@@ -181,6 +181,11 @@ struct conn {
 	/* Pushes (push.c). Times are uv_now's, ms. */
 	uint64_t push_sent;    /* pushes written on this connection */
 	uint64_t push_acked;   /* of which the client acknowledged (PUSH_ACK) */
+	/* The least push number a held reply waits for it to acknowledge
+	 * (no more: a bound from below), valid while ack_gen is
+	 * d->ack_gen, else none (push_acks_need). */
+	uint64_t ack_need;
+	uint64_t ack_gen;
 	struct acklat lat;     /* its acknowledgement delays: its deadline */
 	uint64_t probe_n;      /* the push being timed: its number (0: none) */
 	uint64_t probe_at;     /* when it was written */

@@ -114,6 +114,8 @@ struct pfsd {
 	uv_signal_t sig_int;
 	uv_timer_t sweep_timer;   /* handle cache sweep (sweep.c) */
 	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
+	uint64_t ack_gen;         /* conns' ack_need older than this count no more
+				     (held_scan, push.c) */
 	uv_timer_t pace_timer;    /* paced refusals' connections resume (conn.c) */
 	uint64_t pace_due;        /* when it fires (uv_hrtime) */
 	uint64_t ack_due;         /* when it fires (uv_now ms; UINT64_MAX: idle) */

@@ -332,6 +332,16 @@ void push_ordered_del(struct session *s, struct inflight *fl)
  * Clients without the capability are not waited for; they ask at every
  * open (close-to-open by an OPEN round trip after the push). */
 
+static void need(struct pfsd *d, struct conn *c, uint64_t target)
+{
+	if (c->ack_gen != d->ack_gen) {
+		c->ack_gen = d->ack_gen;
+		c->ack_need = target;
+	} else if (target < c->ack_need) {
+		c->ack_need = target;
+	}
+}
+
 /* Notes that the reply waiting on a must wait for s's acknowledgement of
  * its connection's push number target (0: nothing was pushed). */
 static void ackwait_add(struct acks *a, struct session *s, uint64_t target, bool recall)
@@ -343,6 +353,7 @@ static void ackwait_add(struct acks *a, struct session *s, uint64_t target, bool
 	if (!target || !(c->caps & PFS_CAP_PUSH_ACK) || (c->behind && !recall))
 		return;
 	d = c->d;
+	need(d, c, target);
 	for (size_t i = 0; i < a->n; i++) {
 		if (a->v[i].c == c) {
 			if (target > a->v[i].target)
@@ -388,6 +399,18 @@ bool push_acks_done(const struct acks *a)
 		if (!ackwait_done(&a->v[i]))
 			return false;
 	return true;
+}
+
+void push_acks_need(struct pfsd *d, const struct acks *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (!ackwait_done(&a->v[i]))
+			need(d, a->v[i].c, a->v[i].target);
+}
+
+bool push_ack_releases(const struct conn *c)
+{
+	return c->ack_gen == c->d->ack_gen && c->push_acked >= c->ack_need;
 }
 
 /* c was waited for since `since` and sent nothing: changes stop waiting

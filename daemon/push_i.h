@@ -136,6 +136,14 @@ void push_drop_queue(struct session *s);
  * fell behind, or its connection is closing, or no longer serves a
  * session (GOODBYE). */
 bool push_acks_done(const struct acks *a);
+/* Notes, on each connection a waits for, the push number it waits for
+ * (c->ack_need, a bound from below for this d->ack_gen): a's reply is
+ * held. held_scan starts a new generation and notes every reply still
+ * held again; a wait added since notes itself (ackwait_add). */
+void push_acks_need(struct pfsd *d, const struct acks *a);
+/* Whether c's acknowledgements may let a held reply go: only then is
+ * every held reply looked at (held_scan), not at each PUSH_ACK. */
+bool push_ack_releases(const struct conn *c);
 /* Each client of a that is not done and past its deadline at now: if it
  * sent a frame within its deadline, it is running and gets another
  * deadline, but past PFSD_ACK_WAIT_MS its connection is closed (it then

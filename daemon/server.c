@@ -104,6 +104,8 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 	if (expire)
 		for (r = d->held; r; r = r->hnext)
 			push_acks_expire(d, &r->acks, now);
+	/* What the replies still held wait for, noted anew below. */
+	d->ack_gen++;
 	for (struct req **pp = &d->held; (r = *pp);) {
 		/* Waiting on, or a recall's holder whose connection went
 		 * while its session lives. */
@@ -113,6 +115,7 @@ static void held_scan(struct pfsd *d, bool expire, bool all)
 			uint64_t t = push_acks_next(&r->acks);
 			if (t < next)
 				next = t;
+			push_acks_need(d, &r->acks);
 			pp = &r->hnext;
 			continue;
 		}
@@ -202,52 +205,6 @@ static void drc_settle(struct req *r)
 			     "oldest); %" PRIu64 " forgotten so far", s->d->drcpool.max, now);
 }
 
-/* Logs the caps s's requests hit for the first time (open files, lock
- * owners, the daemon's fds: session.c notes them), and, once, that it
- * sent handles of another handle secret (op.c notes them). */
-static void note_hits(struct session *s, struct conn *c)
-{
-	unsigned hits = atomic_load_explicit(&s->hits, memory_order_relaxed) & ~s->acct->logged;
-	const struct limits *l = &s->d->lim;
-
-	if (!s->foreign_logged && atomic_load_explicit(&s->foreign_fh, memory_order_relaxed)) {
-		s->foreign_logged = true;
-		pfsd_warn_rl(s->d, "session %016llx of %s (%s) sends handles from another handle "
-			     "secret: was --state-dir changed, or its directory lost? They answer "
-			     "ESTALE (podfs finds its files again by name; older clients must "
-			     "remount)", (unsigned long long)s->client_id, c->peer, s->host);
-	}
-	if (!hits)
-		return;
-	s->acct->logged |= hits;
-	for (unsigned b = 0; b < LIM_NCAPS; b++)
-		if (hits & (1u << b))
-			s->d->st_hits[b]++;
-	if (hits & LIM_OPEN_FILES)
-		pfs_notice("session %016llx of %s (%s) reached open-files=%u (its host's "
-			   "sessions together): its opens fail with EMFILE",
-			   (unsigned long long)s->client_id, c->peer, s->host, l->open_files);
-	if (hits & LIM_LOCK_OWNERS)
-		pfs_notice("session %016llx of %s (%s) reached lock-owners=%u (its host's "
-			   "sessions together): its new locks fail with EMFILE",
-			   (unsigned long long)s->client_id, c->peer, s->host, l->lock_owners);
-	if (hits & LIM_LOCK_RANGES)
-		pfs_notice("session %016llx of %s (%s) reached lock-ranges=%u (its host's "
-			   "sessions together): its locks that would hold more byte ranges fail "
-			   "with ENOLCK", (unsigned long long)s->client_id, c->peer, s->host,
-			   l->lock_ranges);
-	if (hits & LIM_LOCK_TABLE)
-		pfs_warn("session %016llx of %s (%s): the clients' locks hold lock-table=%u byte "
-			 "ranges: its locks that would hold more than %u fail with ENOLCK",
-			 (unsigned long long)s->client_id, c->peer, s->host, l->lock_table,
-			 LIM_LOCK_MIN_SHARE);
-	if (hits & LIM_FDS)
-		pfs_warn("session %016llx of %s (%s): the %zu file descriptors for clients' "
-			 "files are all in use (fd-reserve=%u of %zu kept back): opens fail with "
-			 "EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
-			 l->fd_budget, l->fd_reserve, l->nofile);
-}
-
 /* The key of the object a GETATTR names (push_ordered_add), else 0. */
 static uint64_t getattr_key(const struct req *r)
 {
@@ -287,6 +244,7 @@ static void recall_hold(struct req *r)
 	}
 	r->hnext = d->held;
 	d->held = r;
+	push_acks_need(d, &r->acks);
 	ack_timer_arm(d, next, false);
 }
 
@@ -344,11 +302,7 @@ static void after_work_cb(uv_work_t *work, int status)
 	if (r->drc)
 		drc_settle(r);
 	if (s)
-		note_hits(s, c);
-	/* Refused by a limit: counted in its host's pace (lim_pace), which
-	 * conn_flow consults before reading the host's next requests. */
-	if (s && !r->violation && (r->status == EMFILE || r->status == ENFILE || r->status == ENOLCK))
-		lim_pace_note(&s->ha->pace, uv_hrtime(), d->lim.refusals);
+		session_note_hits(s, c, r->violation ? 0 : r->status);
 	/* A FORGET overtook this request: what it handed out is cached
 	 * again once its reply arrives (see the race analysis, push.c). */
 	if (s && r->keys.n && r->epoch != s->forget_epoch && !r->violation)
@@ -426,6 +380,7 @@ static void after_work_cb(uv_work_t *work, int status)
 		uint64_t next = push_acks_next(&r->acks);
 		r->hnext = d->held;
 		d->held = r;
+		push_acks_need(d, &r->acks);
 		ack_timer_arm(d, rv_until < next ? rv_until : next, false);
 		return;
 	}
@@ -565,7 +520,7 @@ static bool on_loop(struct conn *c, const uint8_t *payload)
 		ret = push_ack(c, payload);
 		if (ret < 0)
 			conn_violation(c, "bad PUSH_ACK");
-		else if (ret > 0 && d->held)
+		else if (ret > 0 && d->held && push_ack_releases(c))
 			held_scan(d, false, false);
 	} else if (c->h.op == PFS_OP_HELLO || c->h.op == PFS_OP_AUTH) {
 		conn_violation(c, "handshake request after AUTH");

@@ -444,6 +444,56 @@ void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh)
 	} while (n == 64);
 }
 
+/* --- limits hit (loop thread) --- */
+
+void session_note_hits(struct session *s, struct conn *c, int32_t status)
+{
+	unsigned hits = atomic_load_explicit(&s->hits, memory_order_relaxed) & ~s->acct->logged;
+	const struct limits *l = &s->d->lim;
+
+	/* Refused by a limit: counted in its host's pace (lim_pace), which
+	 * conn_flow consults before reading the host's next requests. */
+	if (status == EMFILE || status == ENFILE || status == ENOLCK)
+		lim_pace_note(&s->ha->pace, uv_hrtime(), l->refusals);
+
+	if (!s->foreign_logged && atomic_load_explicit(&s->foreign_fh, memory_order_relaxed)) {
+		s->foreign_logged = true;
+		pfsd_warn_rl(s->d, "session %016llx of %s (%s) sends handles from another handle "
+			     "secret: was --state-dir changed, or its directory lost? They answer "
+			     "ESTALE (podfs finds its files again by name; older clients must "
+			     "remount)", (unsigned long long)s->client_id, c->peer, s->host);
+	}
+	if (!hits)
+		return;
+	s->acct->logged |= hits;
+	for (unsigned b = 0; b < LIM_NCAPS; b++)
+		if (hits & (1u << b))
+			s->d->st_hits[b]++;
+	if (hits & LIM_OPEN_FILES)
+		pfs_notice("session %016llx of %s (%s) reached open-files=%u (its host's "
+			   "sessions together): its opens fail with EMFILE",
+			   (unsigned long long)s->client_id, c->peer, s->host, l->open_files);
+	if (hits & LIM_LOCK_OWNERS)
+		pfs_notice("session %016llx of %s (%s) reached lock-owners=%u (its host's "
+			   "sessions together): its new locks fail with EMFILE",
+			   (unsigned long long)s->client_id, c->peer, s->host, l->lock_owners);
+	if (hits & LIM_LOCK_RANGES)
+		pfs_notice("session %016llx of %s (%s) reached lock-ranges=%u (its host's "
+			   "sessions together): its locks that would hold more byte ranges fail "
+			   "with ENOLCK", (unsigned long long)s->client_id, c->peer, s->host,
+			   l->lock_ranges);
+	if (hits & LIM_LOCK_TABLE)
+		pfs_warn("session %016llx of %s (%s): the clients' locks hold lock-table=%u byte "
+			 "ranges: its locks that would hold more than %u fail with ENOLCK",
+			 (unsigned long long)s->client_id, c->peer, s->host, l->lock_table,
+			 LIM_LOCK_MIN_SHARE);
+	if (hits & LIM_FDS)
+		pfs_warn("session %016llx of %s (%s): the %zu file descriptors for clients' "
+			 "files are all in use (fd-reserve=%u of %zu kept back): opens fail with "
+			 "EMFILE", (unsigned long long)s->client_id, c->peer, s->host,
+			 l->fd_budget, l->fd_reserve, l->nofile);
+}
+
 /* --- the fds of sessions' files (any thread) --- */
 
 /* Takes one of the daemon's fds for sessions' files; under pressure the

@@ -205,6 +205,14 @@ void sessions_stop(struct pfsd *d);
  * while the daemon stops. */
 void session_lock_wake(struct pfsd *d, const struct pfs_fh *fh);
 
+/* A request of s on c was answered with status (an errno; 0 for a
+ * success or a broken request): a refusal by a limit counts in its
+ * host's pace of refusals (lim_pace); the caps s hit for the first time
+ * (open files, lock owners, the daemon's fds: noted by the workers) are
+ * logged, and, once, that it sent handles of another handle secret (op.c
+ * notes them). Loop thread. */
+void session_note_hits(struct session *s, struct conn *c, int32_t status);
+
 /* --- fids (any thread; s->mu inside) --- */
 
 /* The fid id of s with a reference (release it with session_fid_put),
