@@ -186,6 +186,11 @@ struct conn {
 	 * d->ack_gen, else none (push_acks_need). */
 	uint64_t ack_need;
 	uint64_t ack_gen;
+	/* Where its wait is in the acks it was last added to (ackwait_add):
+	 * a change pushed to a thousand hosts found each one's wait by
+	 * looking through all those before it. */
+	uint64_t ackw_id;
+	size_t ackw_i;
 	struct acklat lat;     /* its acknowledgement delays: its deadline */
 	uint64_t probe_n;      /* the push being timed: its number (0: none) */
 	uint64_t probe_at;     /* when it was written */

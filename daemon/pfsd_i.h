@@ -116,6 +116,7 @@ struct pfsd {
 	uv_timer_t ack_timer;     /* held replies' deadlines (server.c) */
 	uint64_t ack_gen;         /* conns' ack_need older than this count no more
 				     (held_scan, push.c) */
+	uint64_t acks_seq;        /* the last struct acks' id (push.c) */
 	uv_timer_t pace_timer;    /* paced refusals' connections resume (conn.c) */
 	uint64_t pace_due;        /* when it fires (uv_hrtime) */
 	uint64_t ack_due;         /* when it fires (uv_now ms; UINT64_MAX: idle) */

@@ -354,15 +354,18 @@ static void ackwait_add(struct acks *a, struct session *s, uint64_t target, bool
 		return;
 	d = c->d;
 	need(d, c, target);
-	for (size_t i = 0; i < a->n; i++) {
-		if (a->v[i].c == c) {
-			if (target > a->v[i].target)
-				a->v[i].target = target;
-			a->v[i].recall |= recall;
-			a->v[i].held |= target > c->push_sent;
-			return;
-		}
+	if (!a->id)
+		a->id = ++d->acks_seq;
+	if (c->ackw_id == a->id && c->ackw_i < a->n && a->v[c->ackw_i].c == c) {
+		struct ackwait *w = &a->v[c->ackw_i];
+		if (target > w->target)
+			w->target = target;
+		w->recall |= recall;
+		w->held |= target > c->push_sent;
+		return;
 	}
+	c->ackw_id = a->id;
+	c->ackw_i = a->n;
 	if (a->n == a->cap) {
 		size_t n = a->cap ? a->cap * 2 : 4;
 		struct ackwait *v = xcalloc(n, sizeof(*v));

@@ -79,6 +79,8 @@ struct ackwait {
 struct acks {
 	struct ackwait *v;
 	size_t n, cap;
+	uint64_t id;   /* drawn at its first wait (d->acks_seq): a connection's
+			* ackw_id says it has its wait at v[ackw_i] */
 };
 
 /* Pushes iv (INVAL_INODE or INVAL_ENTRY) to every session interested in
