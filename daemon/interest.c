@@ -25,6 +25,12 @@ struct interest {
 	pthread_mutex_t slot_mu;
 	uint64_t used[INTEREST_WORDS];
 	uint64_t pending[INTEREST_WORDS]; /* released, still used until swept */
+	/* INTEREST_SLOTLESS: its sessions all ended, to be cleared by the
+	 * next sweep (interest_slotless_release), unless one more began
+	 * first; each that begins bumps slotless_gen (interest_slot_alloc),
+	 * which a sweep under way looks at before each stripe. */
+	bool slotless_pending;
+	uint64_t slotless_gen;
 };
 
 /* The stripe comes from the top bits, the htab bucket from the low ones. */
@@ -189,25 +195,45 @@ int interest_slot_alloc(struct interest *it)
 		it->used[w] |= 1ull << b;
 		slot = (int)(w * 64 + b);
 	}
+	if (slot < 0) { /* one more session shares INTEREST_SLOTLESS */
+		it->slotless_pending = false;
+		it->slotless_gen++;
+	}
 	pthread_mutex_unlock(&it->slot_mu);
 	return slot;
 }
 
 /* Clears the slots of mask from every object (freeing those left
- * empty): one walk of the whole table, one stripe's mutex at a time. */
-static size_t clear_slots(struct interest *it, const uint64_t mask[INTEREST_WORDS])
+ * empty): one walk of the whole table, one stripe's mutex at a time.
+ * INTEREST_SLOTLESS too if slotless, in each stripe only while no
+ * session without a slot began since slotless_gen was gen: looked at
+ * with the stripe's mutex held, so that such a session's interest,
+ * which waits for that mutex, is added after the stripe is cleared or
+ * in a stripe not cleared of it. */
+static size_t clear_slots(struct interest *it, const uint64_t mask[INTEREST_WORDS], bool slotless,
+			  uint64_t gen)
 {
+	const unsigned sw = INTEREST_SLOTLESS / 64;
+	const uint64_t sbit = 1ull << (INTEREST_SLOTLESS % 64);
+	uint64_t m[INTEREST_WORDS];
 	size_t gone = 0;
 
+	memcpy(m, mask, sizeof(m));
 	for (int i = 0; i < INTEREST_STRIPES; i++) {
 		struct stripe *s = &it->st[i];
 		pthread_mutex_lock(&s->mu);
+		if (slotless) {
+			pthread_mutex_lock(&it->slot_mu);
+			slotless = it->slotless_gen == gen;
+			pthread_mutex_unlock(&it->slot_mu);
+			m[sw] = slotless ? mask[sw] | sbit : mask[sw];
+		}
 		for (size_t b = 0; b < s->tab.nb; b++) {
 			struct hnode **pp = &s->tab.b[b];
 			while (*pp) {
 				struct iobj *o = container_of(*pp, struct iobj, hn);
 				for (unsigned w = 0; w < o->nw; w++)
-					o->bits[w] &= ~mask[w];
+					o->bits[w] &= ~m[w];
 				if (empty(o)) {
 					*pp = o->hn.next;
 					s->tab.n--;
@@ -235,7 +261,8 @@ void interest_slot_release(struct interest *it, int slot)
 
 size_t interest_sweep(struct interest *it)
 {
-	uint64_t mask[INTEREST_WORDS], any = 0;
+	uint64_t mask[INTEREST_WORDS], any = 0, gen;
+	bool slotless;
 
 	pthread_mutex_lock(&it->slot_mu);
 	for (unsigned w = 0; w < INTEREST_WORDS; w++) {
@@ -243,10 +270,13 @@ size_t interest_sweep(struct interest *it)
 		it->pending[w] = 0;
 		any |= mask[w];
 	}
+	slotless = it->slotless_pending;
+	it->slotless_pending = false;
+	gen = it->slotless_gen;
 	pthread_mutex_unlock(&it->slot_mu);
-	if (!any)
+	if (!any && !slotless)
 		return 0;
-	size_t gone = clear_slots(it, mask);
+	size_t gone = clear_slots(it, mask, slotless, gen);
 	/* Only now may a new session have them: none of their bits is left. */
 	pthread_mutex_lock(&it->slot_mu);
 	for (unsigned w = 0; w < INTEREST_WORDS; w++)
@@ -261,12 +291,11 @@ size_t interest_slot_free(struct interest *it, int slot)
 	return interest_sweep(it);
 }
 
-size_t interest_slot_clear(struct interest *it)
+void interest_slotless_release(struct interest *it)
 {
-	uint64_t mask[INTEREST_WORDS] = { 0 };
-
-	mask[INTEREST_SLOTLESS / 64] = 1ull << (INTEREST_SLOTLESS % 64);
-	return clear_slots(it, mask);
+	pthread_mutex_lock(&it->slot_mu);
+	it->slotless_pending = true;
+	pthread_mutex_unlock(&it->slot_mu);
 }
 
 void interest_foreach(struct interest *it, void (*fn)(uint64_t key, void *arg), void *arg)

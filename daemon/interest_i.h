@@ -51,7 +51,9 @@ void interest_free(struct interest *it);
 
 /* Returns a free slot (lowest first, never INTEREST_SLOTLESS), or -1
  * when all are taken (that session then shares INTEREST_SLOTLESS:
- * correct, only more pushes). */
+ * correct, only more pushes; a clearing of it asked for before, by
+ * interest_slotless_release, is called off, also one under way for the
+ * stripes it has not reached). */
 int interest_slot_alloc(struct interest *it);
 /* The session of slot is gone: interest_sweep clears it from every
  * object and only then makes it free again (until then no new session
@@ -66,9 +68,12 @@ void interest_slot_release(struct interest *it, int slot);
 size_t interest_sweep(struct interest *it);
 /* interest_slot_release, then interest_sweep. */
 size_t interest_slot_free(struct interest *it, int slot);
-/* Clears INTEREST_SLOTLESS from every object (the last session without a
- * slot ended), as interest_slot_free. */
-size_t interest_slot_clear(struct interest *it);
+/* The last session without a slot ended: the next interest_sweep clears
+ * INTEREST_SLOTLESS from every object too, unless another such session
+ * begins first (interest_slot_alloc). Cheap, as interest_slot_release:
+ * the walk was on the loop thread, which a key holder holding every
+ * slot could make happen at will. */
+void interest_slotless_release(struct interest *it);
 
 /* Adds slot to key's set; slot < 0 (a session without a slot) adds
  * INTEREST_SLOTLESS. */

@@ -218,8 +218,8 @@ static void maybe_free(struct session *s)
 	 * (lscache_i.h); the sweep bumps them too. */
 	if (s->islot >= 0)
 		interest_slot_release(s->d->it, s->islot);
-	else if (s->d->nslotless == 0 && interest_slot_clear(s->d->it) && s->d->lc)
-		lscache_bump(s->d->lc);
+	else if (s->d->nslotless == 0)
+		interest_slotless_release(s->d->it);
 	/* Closing fds here is cheap (no flush on local filesystems) and keeps
 	 * a session's teardown atomic with respect to a reconnect. */
 	uv_close((uv_handle_t *)&s->lk_linger, free_cb);

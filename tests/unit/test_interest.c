@@ -7,7 +7,9 @@
  * table, its statistics, and a model check under a random mix of keys
  * that share stripes.
  */
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "check.h"
 #include "interest_i.h"
@@ -85,15 +87,17 @@ static void test_sets(void)
 	CHECK(has(it, key, 3));
 
 	/* A session without a slot (-1) adds the shared INTEREST_SLOTLESS,
-	 * and never removes it (another may share it): only
-	 * interest_slot_clear does. */
+	 * and never removes it (another may share it): only the sweep after
+	 * interest_slotless_release does. */
 	interest_add(it, key + 1, -1);
 	CHECK(has(it, key + 1, INTEREST_SLOTLESS));
 	CHECK(!interest_del(it, key + 1, -1));
 	CHECK(has(it, key + 1, INTEREST_SLOTLESS));
 	interest_add(it, key + 2, -1);
 	interest_add(it, key + 2, 5);
-	CHECK_EQ(interest_slot_clear(it), 1); /* key + 1 goes, key + 2 keeps slot 5 */
+	interest_slotless_release(it);
+	CHECK(has(it, key + 1, INTEREST_SLOTLESS)); /* not at once */
+	CHECK_EQ(interest_sweep(it), 1); /* key + 1 goes, key + 2 keeps slot 5 */
 	CHECK(!interest_get(it, key + 1, bits));
 	CHECK(has(it, key + 2, 5));
 	CHECK(!has(it, key + 2, INTEREST_SLOTLESS));
@@ -167,6 +171,85 @@ static void test_release_and_sweep(void)
 	CHECK_EQ(interest_sweep(it), 0); /* nothing released since */
 	CHECK_EQ(interest_slot_alloc(it), a); /* free again, lowest first */
 	CHECK_EQ(interest_slot_alloc(it), b);
+	interest_free(it);
+}
+
+/* The shared slot's clearing is called off by a session without a slot
+ * that begins before the sweep, and, during a sweep on another thread,
+ * for the stripes the sweep has not reached: the interest that session
+ * adds is never lost, in any stripe. */
+struct sweeper {
+	struct interest *it;
+	size_t gone;
+};
+
+static void *sweep_thread(void *arg)
+{
+	struct sweeper *sw = arg;
+
+	sw->gone = interest_sweep(sw->it);
+	return NULL;
+}
+
+static void test_slotless_sweep(void)
+{
+	struct interest *it = interest_new();
+
+	while (interest_slot_alloc(it) >= 0)
+		;
+	/* Called off before the sweep: nothing cleared. */
+	interest_add(it, 1, -1);
+	interest_slotless_release(it);
+	CHECK_EQ(interest_slot_alloc(it), -1); /* one more without a slot */
+	CHECK_EQ(interest_sweep(it), 0);
+	CHECK(has(it, 1, INTEREST_SLOTLESS));
+	/* During a sweep: 200,000 old objects over every stripe, and while
+	 * the sweep is under way, a new session without a slot adds
+	 * interest in every stripe. Its keys keep their bit, in the stripes
+	 * the sweep had passed and in those it had not. When it begins is
+	 * a fraction of a sweep's time (measured first) from the sweep's
+	 * start, from a tenth to nine tenths: at least one round must
+	 * catch the sweep half way. */
+	const size_t n = 200000;
+	struct timespec t0, t1;
+	long whole = 0;
+	int partial = 0;
+
+	interest_slotless_release(it); /* key 1's, as no session began */
+	CHECK_EQ(interest_sweep(it), 1);
+	for (int round = 0; round <= 10; round++) {
+		struct sweeper sw = { it, 0 };
+		pthread_t t;
+
+		for (uint64_t k = 0; k < n; k++)
+			interest_add(it, ((k % 64) << 58) | (k << 1), -1);
+		interest_slotless_release(it);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		CHECK_EQ(pthread_create(&t, NULL, sweep_thread, &sw), 0);
+		if (round == 0) { /* the measure: a whole sweep */
+			pthread_join(t, NULL);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			whole = (t1.tv_sec - t0.tv_sec) * 1000000000L + t1.tv_nsec - t0.tv_nsec;
+			CHECK_EQ(sw.gone, n);
+			continue;
+		}
+		long ns = whole * round / 10;
+		nanosleep(&(struct timespec){ ns / 1000000000L, ns % 1000000000L }, NULL);
+		CHECK_EQ(interest_slot_alloc(it), -1);
+		for (uint64_t st = 0; st < 64; st++)
+			interest_add(it, (st << 58) | 1, -1);
+		pthread_join(t, NULL);
+		size_t kept = 0;
+		for (uint64_t st = 0; st < 64; st++)
+			kept += has(it, (st << 58) | 1, INTEREST_SLOTLESS);
+		CHECK_EQ(kept, 64);
+		partial += sw.gone > 0 && sw.gone < n;
+		/* Clear for the next round, no session beginning. */
+		interest_slotless_release(it);
+		interest_sweep(it);
+		CHECK_EQ(objects(it), 0);
+	}
+	CHECK(partial > 0);
 	interest_free(it);
 }
 
@@ -267,6 +350,7 @@ int main(void)
 	test_sets();
 	test_slot_free();
 	test_release_and_sweep();
+	test_slotless_sweep();
 	test_note();
 	test_foreach_stats();
 	test_model();
