@@ -258,17 +258,21 @@ void lim_acct_unref(struct lim_acct *a)
 		free(a);
 }
 
+/* The time one refusal is worth at rate a second (ns; rate 0 as 1). */
+static uint64_t pace_step(unsigned rate)
+{
+	return 1000000000u / (rate ? rate : 1);
+}
+
 void lim_pace_note(struct lim_pace *p, uint64_t now, unsigned rate)
 {
-	uint64_t t = 1000000000u / (rate ? rate : 1);
-
-	p->tat = (p->tat > now ? p->tat : now) + t;
+	p->tat = (p->tat > now ? p->tat : now) + pace_step(rate);
 }
 
 uint64_t lim_pace_wait(const struct lim_pace *p, uint64_t now, unsigned rate)
 {
 	/* A burst of rate refusals: a second's worth ahead of now. */
-	uint64_t burst = (uint64_t)(1000000000u / (rate ? rate : 1)) * (rate ? rate : 1);
+	uint64_t burst = pace_step(rate) * (rate ? rate : 1);
 
 	return p->tat > now + burst ? p->tat - now - burst : 0;
 }
