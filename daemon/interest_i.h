@@ -37,7 +37,7 @@
  * of them was handed. They get the pushes about those objects, and only
  * about those: never about an object nobody was handed, which may be
  * outside the export (fanotify watches the whole filesystem). Never
- * allocated; cleared by interest_slot_clear. */
+ * allocated; cleared by the sweep after interest_slotless_release. */
 #define INTEREST_SLOTLESS 0
 #define INTEREST_STRIPES 64
 
