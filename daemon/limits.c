@@ -163,9 +163,10 @@ int limits_defaults(struct limits *l, size_t nofile, size_t ram, size_t hcache_m
 		l->lock_table = (unsigned)clamp(l->memory / 2048, 65536, 1u << 22);
 	if (!l->requests)
 		l->requests = 256;
-	/* A quarter of the workers: a busy client leaves the rest to the
-	 * others' requests, which then neither wait behind its queue nor
-	 * share the CPU with many threads of it. */
+	/* A quarter of the workers: a busy host (however many sessions it
+	 * opened) leaves the rest to the others' requests, which then
+	 * neither wait behind its queue nor share the CPU with many threads
+	 * of it. */
 	if (!l->workers)
 		l->workers = threads >= 8 ? threads / 4 : threads > 1 ? 2 : 1;
 	if (!l->client_mem)

@@ -32,8 +32,8 @@ struct limits {
 				 the kernel's lock table, per host */
 	unsigned lock_table;  /* lock-table: the same, over all hosts */
 	unsigned requests;    /* requests: in flight per client session */
-	unsigned workers;     /* workers: worker threads one session's requests
-				 may occupy at once */
+	unsigned workers;     /* workers: worker threads one host's requests
+				 (all its sessions') may occupy at once */
 	size_t client_mem;    /* client-memory: request + reply bytes per session */
 	size_t memory;        /* memory: the same, over all sessions */
 	unsigned fd_reserve;  /* fd-reserve: fds never given to sessions' files */

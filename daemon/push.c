@@ -442,7 +442,7 @@ static enum ackstart ackwait_start(struct ackwait *w, uint64_t now, uint32_t wai
 {
 	const struct conn *c = w->c;
 	const struct session *s = c->sess;
-	bool working = s && (s->running || !STAILQ_EMPTY(&s->waitq));
+	bool working = s && (s->running || s->queued);
 
 	return acklat_wait_began(w->held, w->target, c->push_sent, working, c->flushed_at,
 				 w->since, now, wait, PFSD_ACK_WAIT_MS, since, &w->deadline);

@@ -325,12 +325,14 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 			  " state=%s since=%" PRId64 " connected=%" PRId64 " conns=%u made=%" PRIu64
 			  " requests=%" PRIu64 " wire_in=%" PRIu64 " wire_out=%" PRIu64
 			  " raw_in=%" PRIu64 " raw_out=%" PRIu64 " open_files=%ld lock_owners=%ld"
-			  " lock_ranges=%ld replies_kept=%zu inflight=%u mem=%zu queued=%zu paced=%u"
+			  " lock_ranges=%ld replies_kept=%zu inflight=%u running=%u waiting=%u mem=%zu"
+			  " queued=%zu paced=%u"
 			  " limits=%s behind=%d ack_misses=%" PRIu64 " ack_deadline=%u ops=",
 			  s->conn ? "connected" : "lingering", s->since,
 			  s->conn ? s->conn->since : (int64_t)0, nconns, s->nconns_total,
 			  sum_req(s->st_req), tr.wire_in, tr.wire_out, tr.raw_in, tr.raw_out, fids,
-			  locks, ranges, s->drc.n, s->acct->inflight, s->acct->mem, queued, paced, lim,
+			  locks, ranges, s->drc.n, s->acct->inflight, s->running, s->queued, s->acct->mem,
+			  queued, paced, lim,
 			  s->conn && s->conn->behind, s->st_ack_misses,
 			  s->conn ? acklat_deadline(&s->conn->lat, uv_now(&d->loop),
 						    d->o.ack_timeout, PFSD_ACK_WAIT_MS)

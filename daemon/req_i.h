@@ -51,8 +51,9 @@ struct req {
 	struct inflight fl;    /* its place in s's ordered requests (push.c) */
 	uint64_t epoch;        /* s->forget_epoch when queued */
 	struct keyvec keys;    /* interest keys the worker registered */
-	/* s->waitq: waiting for a worker (workers.c); or c->paceq: a READ
-	 * waiting for its connection's replies to drain (pace.c). */
+	/* s->ha->waitq: waiting for its host's share of the workers
+	 * (workers.c); or c->paceq: a READ waiting for its connection's
+	 * replies to drain (pace.c). */
 	STAILQ_ENTRY(req) wlink;
 	size_t pace;           /* a READ's reply bound (lim_reply_bound) */
 	bool paced;            /* on c->paceq; its reply bound not in acct yet */

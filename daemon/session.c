@@ -72,6 +72,7 @@ static struct hostacct *host_get(struct pfsd *d, const struct sockaddr_storage *
 	ha = xcalloc(1, sizeof(*ha));
 	pfs_hostkey_of(from, &ha->addr);
 	ha->refs = 1;
+	STAILQ_INIT(&ha->waitq);
 	drc_host_add(&d->drcpool, &ha->drc);
 	htab_insert(&d->hosts, &ha->hn, host_hash(&ha->addr));
 	return ha;
@@ -139,7 +140,6 @@ struct session *session_new(struct pfsd *d, uint64_t client_id,
 	s->acct->pace = &s->ha->pace;
 	drc_init(&s->drc, PFSD_DRC_MAX, &s->ha->drc);
 	TAILQ_INIT(&s->inflight);
-	STAILQ_INIT(&s->waitq);
 	STAILQ_INIT(&s->deferred);
 	idtab_insert(&d->sessions, &s->hn, client_id);
 	s->number = ++d->sessions_made;

@@ -64,6 +64,10 @@ struct hostacct {
 	_Atomic size_t ranges;  /* byte ranges of their POSIX locks */
 	struct drc_host drc;    /* their sessions' kept replies (loop) */
 	struct lim_pace pace;   /* their requests refused by limits (loop) */
+	/* Their requests on the thread pool, and those waiting for the
+	 * host's share of it (limit "workers"; loop, workers.c). */
+	unsigned running;
+	STAILQ_HEAD(, req) waitq;
 };
 
 /* A lock fd: one per (owner, inode, kind) so that different owners'
@@ -109,10 +113,11 @@ struct session {
 	 * (workers set, the loop logs it once: server.c). */
 	atomic_bool foreign_fh;
 	bool foreign_logged;
-	/* Its requests on the thread pool, and those waiting for its share
-	 * of the workers (limit "workers"; loop, workers.c). */
+	/* Its requests on the thread pool, and those waiting in its host's
+	 * queue for the host's share of the workers (limit "workers"; loop,
+	 * workers.c). */
 	unsigned running;
-	STAILQ_HEAD(, req) waitq;
+	unsigned queued;
 
 	struct hostacct *ha; /* its host's account (set at session_new) */
 	pthread_mutex_t mu; /* fids, slots, and peer_dead */

@@ -1,4 +1,4 @@
-/* workers.c: a session's share of the thread pool (see workers_i.h). */
+/* workers.c: a host's share of the thread pool (see workers_i.h). */
 #include "workers_i.h"
 
 #include "podfs/log.h"
@@ -14,6 +14,7 @@ static int start(struct req *r, uv_after_work_cb after)
 
 	if (ret == 0 && s) {
 		s->running++;
+		s->ha->running++;
 		r->pooled = true;
 	}
 	return ret;
@@ -25,14 +26,15 @@ void workers_failed(struct req *r, int ret, uv_after_work_cb after)
 	after(&r->work, ret); /* as if cancelled: its conn closes */
 }
 
-/* A client with a deep queue never makes the others' requests wait
- * behind all of it: they have their own share. */
+/* A host with a deep queue never makes the others' requests wait behind
+ * all of it, however many sessions it opened: they have their own share. */
 int workers_submit(struct req *r, uv_after_work_cb after)
 {
 	struct session *s = r->s;
 
-	if (s && (!STAILQ_EMPTY(&s->waitq) || s->running >= r->d->lim.workers)) {
-		STAILQ_INSERT_TAIL(&s->waitq, r, wlink);
+	if (s && (!STAILQ_EMPTY(&s->ha->waitq) || s->ha->running >= r->d->lim.workers)) {
+		STAILQ_INSERT_TAIL(&s->ha->waitq, r, wlink);
+		s->queued++;
 		return 0;
 	}
 	return start(r, after);
@@ -40,10 +42,14 @@ int workers_submit(struct req *r, uv_after_work_cb after)
 
 void workers_left(struct session *s, const struct req *done, uv_after_work_cb after)
 {
+	struct hostacct *ha = s->ha;
+
 	s->running--;
-	while (s->running < done->d->lim.workers && !STAILQ_EMPTY(&s->waitq)) {
-		struct req *r = STAILQ_FIRST(&s->waitq);
-		STAILQ_REMOVE_HEAD(&s->waitq, wlink);
+	ha->running--;
+	while (ha->running < done->d->lim.workers && !STAILQ_EMPTY(&ha->waitq)) {
+		struct req *r = STAILQ_FIRST(&ha->waitq);
+		STAILQ_REMOVE_HEAD(&ha->waitq, wlink);
+		r->s->queued--;
 		int ret = start(r, after);
 		if (ret < 0)
 			workers_failed(r, ret, after);

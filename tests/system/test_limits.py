@@ -203,6 +203,56 @@ def test_open_file_flood_gets_emfile_alone(env):
     another_host_works(env, daemon, m, "after")
 
 
+def test_many_sessions_of_one_host_share_its_workers(env):
+    """The share of the worker threads (`workers`) is a host's, not a
+    session's: one key holder that floods cheap GETATTRs over eight
+    sessions gets two workers in all, its other requests wait in its
+    host's queue, and another host's round trip stays within twice its
+    baseline. (Counted per session, the eight took all sixteen threads,
+    and the other host's requests queued behind theirs: 3.3 times its
+    round trip.)"""
+    share, nsess = 2, 8
+    daemon, m = limited(env, f"workers={share}")
+    key = P.load_key(env.key)
+    pls = [Pipeliner(daemon, key, "shared", lambda h, i: (P.OP_GETATTR, P.ROOT + P.fh(h)))
+           for _ in range(nsess)]
+
+    def pause():
+        for p in pls:
+            p.sh["go"].clear()
+        for p in pls:
+            p.pause()
+
+    def resume():
+        for p in pls:
+            p.sh["go"].set()
+        for p in pls:
+            p.resume()
+
+    try:
+        wait_for(lambda: all(p.got >= 1000 for p in pls) or any(p.failed() for p in pls), 60,
+                 what="every session's flood")
+        most_running = most_waiting = 0
+        for _ in range(30):
+            _, clients = podfsd_status(daemon)
+            mine = [x for x in clients if x["host"] == "pfsproto"]
+            assert len(mine) == nsess, mine
+            most_running = max(most_running, sum(int(x["running"]) for x in mine))
+            most_waiting = max(most_waiting, sum(int(x["waiting"]) for x in mine))
+            time.sleep(0.05)
+        base, loaded = alternate(m, pause, resume)
+    finally:
+        statuses = [p.finish() for p in pls]
+    print(f"attacker replies {statuses}; its sessions' requests on the workers at most "
+          f"{most_running}, waiting at most {most_waiting}; mkdir round trips: baseline "
+          f"{base * 1e3:.3f} ms, during the flood {loaded * 1e3:.3f} ms ({loaded / base:.2f}x)")
+    assert all(st["other"] == 0 and st["ok"] > 0 for st in statuses), statuses
+    assert most_running <= share, most_running
+    assert most_waiting > 0, "the flood never waited for its host's share"
+    assert loaded <= 2 * base, (base, loaded)
+    another_host_works(env, daemon, m, "after")
+
+
 def test_unread_replies_hold_bounded_memory(env):
     budget = 64 * MiB
     daemon, m = limited(env, f"memory={budget >> 20}M,client-memory=32M")
