@@ -40,20 +40,32 @@ struct wmsg {
 
 /* --- lifetime --- */
 
-/* n bytes leave session account a's memory (a may be NULL) and the
- * daemon's; pfsd_mem_hold (below) is the other way. */
-static void mem_sub(struct pfsd *d, struct lim_acct *a, size_t n)
+/* n bytes leave session account a's memory (a may be NULL), its host's
+ * and the daemon's; pfsd_mem_hold (below) is the other way. Returns
+ * whether the host's fell below the share it always has (LIM_MIN_SHARE)
+ * with them: its connections paused for the daemon's memory may read
+ * again (resume_paused). */
+static bool mem_sub(struct pfsd *d, struct lim_acct *a, size_t n)
 {
 	d->mem -= n;
-	if (a)
-		a->mem -= n;
+	if (!a)
+		return false;
+	a->mem -= n;
+	if (!a->host_mem)
+		return false;
+	bool was = *a->host_mem >= LIM_MIN_SHARE;
+	*a->host_mem -= n;
+	return was && *a->host_mem < LIM_MIN_SHARE;
 }
+
+static void resume_paused(struct pfsd *d, struct lim_acct *a, bool host_below);
 
 static void maybe_free(struct conn *c)
 {
 	if (!c->closing || c->open_handles || c->inflight || c->refs)
 		return;
-	mem_sub(c->d, c->acct, c->mem);
+	if (mem_sub(c->d, c->acct, c->mem))
+		resume_paused(c->d, c->acct, true);
 	lim_acct_unref(c->acct);
 	framer_free(&c->fr);
 	free(c->rbuf);
@@ -239,7 +251,7 @@ static void note_cap(struct conn *c, unsigned cap)
  * is walked only when it may move: a walk of every held connection at
  * every write's end let a key holder with a thousand connections held
  * make every other reply cost a thousand checks. */
-static void resume_paused(struct pfsd *d, struct lim_acct *a)
+static void resume_paused(struct pfsd *d, struct lim_acct *a, bool host_below)
 {
 	struct conn *o, *next;
 
@@ -248,10 +260,14 @@ static void resume_paused(struct pfsd *d, struct lim_acct *a)
 			next = LIST_NEXT(o, plink);
 			conn_flow(o);
 		}
-	if (d->mem < d->lim.memory)
+	/* Under the budget, everyone's; else those of a host that fell
+	 * below its share (rarely: at that crossing only). */
+	bool all = d->mem < d->lim.memory;
+	if (all || host_below)
 		for (o = LIST_FIRST(&d->paused); o; o = next) {
 			next = LIST_NEXT(o, mlink);
-			conn_flow(o);
+			if (all || (o->acct && o->acct->host_mem == a->host_mem))
+				conn_flow(o);
 		}
 }
 
@@ -361,6 +377,8 @@ void conn_set_acct(struct conn *c, struct lim_acct *a)
 	lim_acct_ref(a);
 	c->acct = a;
 	a->mem += c->mem;
+	if (a->host_mem)
+		*a->host_mem += c->mem;
 	a->inflight += c->inflight;
 }
 
@@ -385,13 +403,13 @@ void conn_req_add(struct conn *c, size_t acct)
 static void settle(struct conn *c, size_t acct, bool is_reply)
 {
 	c->mem -= acct;
-	mem_sub(c->d, c->acct, acct);
+	bool below = mem_sub(c->d, c->acct, acct);
 	if (is_reply) {
 		c->inflight--;
 		if (c->acct)
 			c->acct->inflight--;
 	}
-	resume_paused(c->d, c->acct);
+	resume_paused(c->d, c->acct, below);
 }
 
 void conn_charge(struct conn *c, size_t n)
@@ -403,14 +421,16 @@ void conn_charge(struct conn *c, size_t n)
 void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n)
 {
 	d->mem += n;
-	if (a)
+	if (a) {
 		a->mem += n;
+		if (a->host_mem)
+			*a->host_mem += n;
+	}
 }
 
 void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n)
 {
-	mem_sub(d, a, n);
-	resume_paused(d, a);
+	resume_paused(d, a, mem_sub(d, a, n));
 }
 
 void conn_req_drop(struct conn *c, size_t acct)

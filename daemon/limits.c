@@ -286,7 +286,7 @@ unsigned lim_may_read(const struct limits *l, const struct lim_acct *a, size_t t
 		return LIM_REQUESTS;
 	if (a->mem >= l->client_mem)
 		return LIM_CLIENT_MEM;
-	if (total >= l->memory && a->mem >= LIM_MIN_SHARE)
+	if (total >= l->memory && (a->host_mem ? *a->host_mem : a->mem) >= LIM_MIN_SHARE)
 		return LIM_MEMORY;
 	return 0;
 }

@@ -55,8 +55,11 @@ struct limits {
 	size_t hcache_max;    /* the handle cache's size when fds are plenty */
 };
 
-/* A session may always hold this much, whatever the daemon-wide memory:
- * a client is never starved by others' use of it. */
+/* A host (all the sessions from its address) may always hold this much,
+ * whatever the daemon-wide memory: a client is never starved by others'
+ * use of it. Per host, not per session: a key holder's sessions cost
+ * one login each, and a floor each let 100 of them hold 800 MiB past
+ * the budget. */
 #define LIM_MIN_SHARE (8u << 20)
 /* A host may always hold this many lock ranges, whatever the others
  * hold of lock-table (within its own lock-ranges). */
@@ -104,6 +107,9 @@ struct lim_acct {
 	size_t mem;
 	unsigned logged; /* caps already logged (enum lim_cap bits) */
 	struct lim_pace *pace; /* its host's refusals; NULL once the session ended */
+	/* Its host's memory (struct hostacct), where mem's changes are
+	 * counted too; NULL once the session ended (its rest left it then). */
+	size_t *host_mem;
 	/* Its connections not read for its share (requests,
 	 * client-memory, memory), which its own replies let go: the list's
 	 * head, kept by conn.c (LIST_HEAD(, conn)). */
@@ -137,7 +143,8 @@ void lim_acct_unref(struct lim_acct *a);
 
 /* Whether a connection of the session a (NULL: not authenticated) may
  * read another request while the daemon holds total bytes: 0, or the
- * cap (enum lim_cap) that holds it back. */
+ * cap (enum lim_cap) that holds it back. Over the daemon's memory, a
+ * waits once its host holds LIM_MIN_SHARE (a ended: once it does). */
 unsigned lim_may_read(const struct limits *l, const struct lim_acct *a, size_t total);
 
 /* The most reply bytes the request (op, frame flags, its wire payload)

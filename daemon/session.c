@@ -138,6 +138,7 @@ struct session *session_new(struct pfsd *d, uint64_t client_id,
 	htab_init(&s->locks);
 	s->acct = lim_acct_new();
 	s->acct->pace = &s->ha->pace;
+	s->acct->host_mem = &s->ha->mem;
 	drc_init(&s->drc, PFSD_DRC_MAX, &s->ha->drc);
 	TAILQ_INIT(&s->inflight);
 	STAILQ_INIT(&s->deferred);
@@ -195,6 +196,8 @@ static void free_cb(uv_handle_t *h)
 	atomic_fetch_sub(&s->ha->locks, s->nlocks);
 	drc_fini(&s->drc);
 	s->acct->pace = NULL; /* its connections may keep the account */
+	s->ha->mem -= s->acct->mem;
+	s->acct->host_mem = NULL;
 	host_put(s->d, s->ha);
 	push_drop_queue(s);
 	lim_acct_unref(s->acct);

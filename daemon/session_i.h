@@ -64,6 +64,7 @@ struct hostacct {
 	_Atomic size_t ranges;  /* byte ranges of their POSIX locks */
 	struct drc_host drc;    /* their sessions' kept replies (loop) */
 	struct lim_pace pace;   /* their requests refused by limits (loop) */
+	size_t mem;             /* their accounts' bytes (lim_acct host_mem; loop) */
 	/* Their requests on the thread pool, and those waiting for the
 	 * host's share of it (limit "workers"; loop, workers.c). */
 	unsigned running;

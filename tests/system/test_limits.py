@@ -348,6 +348,54 @@ def test_unread_replies_hold_bounded_memory(env):
     another_host_works(env, daemon, m, "after")
 
 
+def test_memory_share_is_a_hosts(env):
+    """Over the daemon's memory budget, what a host may still hold (the
+    8 MiB share, LIM_MIN_SHARE) is its own, all its sessions together: a
+    key holder that opens 24 sessions, each with 64 unread 1 MiB READs,
+    leaves the daemon near its budget. (With the share per session, each
+    session held its own past the budget: the daemon held 369 MiB with a
+    budget of 32.) Another host works meanwhile."""
+    budget, nsess, nreads = 32 * MiB, 24, 64
+    daemon, m = limited(env, f"memory={budget >> 20}M,read-queue=8M")
+    write_file(daemon.export / "big", os.urandom(4 * MiB))
+    key = P.load_key(env.key)
+    clients = []
+    try:
+        # Every session logs in and opens the file first: past the
+        # budget, its host's share spent, none could.
+        for _ in range(nsess):
+            c = P.connect(daemon.host, daemon.port, key, rcvbuf=4096)
+            clients.append(c)
+            h, _ = c.lookup(c.root, "big")
+            clients[-1] = (c, h, c.open(h))
+        for c, h, fid in clients:
+            reqs = [P.ROOT + P.fh(h) + P.u64(fid) + P.u32(0) + P.u64((i % 4) * MiB) + P.u32(MiB)
+                    for i in range(nreads)]
+            c.send_raw(b"".join(P.pack_hdr(len(p), len(p), 100 + i, P.OP_READ) + p
+                                for i, p in enumerate(reqs)))
+        # The daemon's memory once it stopped taking more.
+        mem, last = 0, None
+        for _ in range(100):
+            keys, _ = podfsd_status(daemon)
+            mem = max(mem, int(keys["mem"]))
+            if keys["mem"] == last:
+                break
+            last = keys["mem"]
+            time.sleep(0.3)
+        another_host_works(env, daemon, m, "during")
+    finally:
+        for x in clients:
+            (x[0] if isinstance(x, tuple) else x).close()
+    print(f"{nsess} sessions of one host with {nreads} unread READs each: the daemon held "
+          f"{mem / MiB:.1f} MiB at most, budget {budget >> 20} MiB")
+    # The budget, the host's share, one READ read past it by each
+    # connection (its reply bound), and READs read before it that their
+    # connection's read-queue let start since (60 MiB in all was seen).
+    assert mem <= budget + 8 * MiB + nsess * (MiB + 65536) + 2 * 8 * MiB, mem
+    assert daemon.alive()
+    another_host_works(env, daemon, m, "after")
+
+
 def test_read_replies_paced(env):
     """A client that asks for many READs and does not read its socket
     gets no more than read-queue of READ replies made for it at a time

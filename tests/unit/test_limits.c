@@ -152,6 +152,19 @@ static void test_may_read(void)
 	CHECK_EQ(lim_may_read(&l, a, (200u << 20) - 1), 0);
 	a->mem = LIM_MIN_SHARE - 1;
 	CHECK_EQ(lim_may_read(&l, a, 500u << 20), 0);
+	/* The share is its host's: what the host's other sessions hold
+	 * counts, and a session under it waits once they hold it. */
+	size_t host = LIM_MIN_SHARE;
+	a->host_mem = &host;
+	a->mem = 0;
+	CHECK_EQ(lim_may_read(&l, a, 200u << 20), LIM_MEMORY);
+	CHECK_EQ(lim_may_read(&l, a, (200u << 20) - 1), 0);
+	host = LIM_MIN_SHARE - 1;
+	CHECK_EQ(lim_may_read(&l, a, 500u << 20), 0);
+	a->host_mem = NULL; /* its session ended: its own bytes count */
+	a->mem = LIM_MIN_SHARE;
+	CHECK_EQ(lim_may_read(&l, a, 200u << 20), LIM_MEMORY);
+	a->mem = 0;
 
 	lim_acct_ref(a);
 	lim_acct_unref(a);
