@@ -228,8 +228,11 @@ def test_pcache_eviction_keeps_within_size(env, daemon, mount):
     assert stats(m)["pcache_evicted"] == 0
     assert m.umount() is None
     m = mount(opts=f"cache_dir={cdir2},cache_size=1M,max_inline=0")
-    wait_for(lambda: stats(m)["pcache_disk"] <= 1024 * 1024, timeout=10,
-             what="the start-up scan to evict down to the new cap")
+    # Evicted ones show the scan is done: before it, pcache_disk counts
+    # only the entries it has met so far (at first none), and the files
+    # are all still there.
+    wait_for(lambda: (lambda s: s["pcache_evicted"] > 0 and s["pcache_disk"] <= 1024 * 1024)(stats(m)),
+             timeout=10, what="the start-up scan to evict down to the new cap")
     assert sum(os.path.getsize(p) for p in entry_files(cdir2)) <= 1024 * 1024
     assert stats(m)["pcache_evicted"] > 0
 
