@@ -24,6 +24,7 @@
 #include "podfs/netaddr.h"
 #include "conn_i.h"
 #include "conn_io_i.h"
+#include "pace_i.h"
 #include "pfsd_i.h"
 
 /* An outgoing frame, or the rest of one (conn_reply_spliced). */
@@ -58,14 +59,16 @@ static bool mem_sub(struct pfsd *d, struct lim_acct *a, size_t n)
 	return was && *a->host_mem < LIM_MIN_SHARE;
 }
 
-static void resume_paused(struct pfsd *d, struct lim_acct *a, bool host_below);
+static void resume_paused(struct pfsd *d, struct lim_acct *a, const size_t *host_below);
 
 static void maybe_free(struct conn *c)
 {
 	if (!c->closing || c->open_handles || c->inflight || c->refs)
 		return;
-	if (mem_sub(c->d, c->acct, c->mem))
-		resume_paused(c->d, c->acct, true);
+	/* What others wait for may be what it held, and nothing else
+	 * may be under way to let them go. */
+	bool below = mem_sub(c->d, c->acct, c->mem);
+	resume_paused(c->d, NULL, below ? c->acct->host_mem : NULL);
 	lim_acct_unref(c->acct);
 	framer_free(&c->fr);
 	free(c->rbuf);
@@ -144,6 +147,7 @@ void conn_close(struct conn *c, const char *why)
 		return;
 	c->closing = true;
 	hold(c, CONN_READ);
+	pace_unhold(c);
 	if (c->st == CS_READY)
 		pfs_notice("conn %llu: %s (%s) disconnected: %s", (unsigned long long)c->id, c->peer,
 			 c->host, why);
@@ -251,7 +255,7 @@ static void note_cap(struct conn *c, unsigned cap)
  * is walked only when it may move: a walk of every held connection at
  * every write's end let a key holder with a thousand connections held
  * make every other reply cost a thousand checks. */
-static void resume_paused(struct pfsd *d, struct lim_acct *a, bool host_below)
+static void resume_paused(struct pfsd *d, struct lim_acct *a, const size_t *host_below)
 {
 	struct conn *o, *next;
 
@@ -260,15 +264,25 @@ static void resume_paused(struct pfsd *d, struct lim_acct *a, bool host_below)
 			next = LIST_NEXT(o, plink);
 			conn_flow(o);
 		}
-	/* Under the budget, everyone's; else those of a host that fell
-	 * below its share (rarely: at that crossing only). */
+	/* Under the budget, everyone's; else those of the host (its
+	 * hostacct's mem) that fell below its share (rarely: at that
+	 * crossing only). Their paced READs too (pace_resume). */
 	bool all = d->mem < d->lim.memory;
-	if (all || host_below)
-		for (o = LIST_FIRST(&d->paused); o; o = next) {
-			next = LIST_NEXT(o, mlink);
-			if (all || (o->acct && o->acct->host_mem == a->host_mem))
-				conn_flow(o);
-		}
+	if (!all && !host_below)
+		return;
+	for (o = LIST_FIRST(&d->paused); o; o = next) {
+		next = LIST_NEXT(o, mlink);
+		if (all || (o->acct && o->acct->host_mem == host_below))
+			conn_flow(o);
+	}
+	if (!LIST_EMPTY(&d->reads_held))
+		pace_resume(d, all ? NULL : host_below);
+}
+
+void conn_host_released(struct pfsd *d, const size_t *host_mem, size_t before)
+{
+	if (before >= LIM_MIN_SHARE && *host_mem < LIM_MIN_SHARE)
+		resume_paused(d, NULL, host_mem);
 }
 
 /* c is held as held says from now on (conn_flow, conn_close). */
@@ -409,7 +423,7 @@ static void settle(struct conn *c, size_t acct, bool is_reply)
 		if (c->acct)
 			c->acct->inflight--;
 	}
-	resume_paused(c->d, c->acct, below);
+	resume_paused(c->d, c->acct, below ? c->acct->host_mem : NULL);
 }
 
 void conn_charge(struct conn *c, size_t n)
@@ -430,7 +444,8 @@ void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n)
 
 void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n)
 {
-	resume_paused(d, a, mem_sub(d, a, n));
+	bool below = mem_sub(d, a, n);
+	resume_paused(d, a, below ? a->host_mem : NULL);
 }
 
 void conn_req_drop(struct conn *c, size_t acct)

@@ -122,6 +122,10 @@ struct conn {
 	enum { CONN_READ, CONN_SHARE, CONN_PAUSED, CONN_PACED } held;
 	LIST_ENTRY(conn) plink;
 	LIST_ENTRY(conn) mlink;
+	/* Its paced READs wait for the daemon's memory (on d->reads_held;
+	 * pace.c). */
+	LIST_ENTRY(conn) rlink;
+	bool reads_held;
 	/* Reply bytes written but not sent yet (loop writes, workers read):
 	 * LZ4 only while the link is backed up (link.h). The kernel's part
 	 * is asked for (an ioctl) at most every CONN_BACKLOG_NS, or after
@@ -285,6 +289,11 @@ void conn_charge(struct conn *c, size_t n);
  * when the connections held back for memory may read again. */
 void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n);
 void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n);
+/* A host's memory (*host_mem, its hostacct's) went from before to what
+ * it is now without a connection's bytes (a session ended): if it fell
+ * below its share, its connections held back for the daemon's memory
+ * may read, and start their paced READs, again. */
+void conn_host_released(struct pfsd *d, const size_t *host_mem, size_t before);
 /* A request of conn_req_add (acct as there) ends without a reply. Updates
  * reading. */
 void conn_req_drop(struct conn *c, size_t acct);

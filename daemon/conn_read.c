@@ -54,9 +54,18 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 	while (n && !c->closing) {
 		if (c->close_after_write)
 			return; /* refused or said goodbye: ignore the rest */
-		if (!c->fr.have_hdr && !c->fr.hgot && !c->reading) {
-			keep_rest(c, p, n);
-			return;
+		if (!c->fr.have_hdr && !c->fr.hgot) {
+			/* Past the daemon's memory, asked again before each
+			 * frame: other connections may have spent it since
+			 * this one's last, and a frame read on that older
+			 * answer (a READ charges its reply bound) let each
+			 * connection take one more past the budget. */
+			if (c->reading && c->d->mem >= c->d->lim.memory)
+				conn_flow(c);
+			if (!c->reading) {
+				keep_rest(c, p, n);
+				return;
+			}
 		}
 		ret = framer_feed(&c->fr, &c->h, c->st == CS_READY, c->caps, &p, &n, &why);
 		if (ret < 0)

@@ -286,9 +286,14 @@ unsigned lim_may_read(const struct limits *l, const struct lim_acct *a, size_t t
 		return LIM_REQUESTS;
 	if (a->mem >= l->client_mem)
 		return LIM_CLIENT_MEM;
-	if (total >= l->memory && (a->host_mem ? *a->host_mem : a->mem) >= LIM_MIN_SHARE)
+	if (lim_over_share(l, a, total))
 		return LIM_MEMORY;
 	return 0;
+}
+
+bool lim_over_share(const struct limits *l, const struct lim_acct *a, size_t total)
+{
+	return a && total >= l->memory && (a->host_mem ? *a->host_mem : a->mem) >= LIM_MIN_SHARE;
 }
 
 size_t lim_reply_bound(uint16_t op, uint16_t flags, const uint8_t *payload, size_t len)

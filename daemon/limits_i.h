@@ -146,6 +146,10 @@ void lim_acct_unref(struct lim_acct *a);
  * cap (enum lim_cap) that holds it back. Over the daemon's memory, a
  * waits once its host holds LIM_MIN_SHARE (a ended: once it does). */
 unsigned lim_may_read(const struct limits *l, const struct lim_acct *a, size_t total);
+/* Whether the daemon holds total bytes, at least its memory, and a's
+ * host its share (LIM_MIN_SHARE; a ended: a itself; a NULL: never):
+ * a's connections then read nothing more, nor start paced READs. */
+bool lim_over_share(const struct limits *l, const struct lim_acct *a, size_t total);
 
 /* The most reply bytes the request (op, frame flags, its wire payload)
  * can make: a READ's asked size, a listing's maximum, a small bound for

@@ -490,6 +490,7 @@ int main(int argc, char **argv)
 	sessions_init(d);
 	LIST_INIT(&d->conns);
 	LIST_INIT(&d->paused);
+	LIST_INIT(&d->reads_held);
 	LIST_INIT(&d->paced);
 	srcq_init(&d->srcq);
 	pipes_init(&d->pipes);

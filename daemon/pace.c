@@ -1,6 +1,9 @@
 /* pace.c: pacing a connection's READ replies (see pace_i.h). Loop
  * thread only. */
+#include <stdlib.h>
+
 #include "podfs/wire.h"
+#include "podfs/xalloc.h"
 #include "limits_i.h"
 #include "pace_i.h"
 #include "pfsd_i.h"
@@ -59,5 +62,47 @@ struct req *pace_next(struct conn *c)
 {
 	if (STAILQ_EMPTY(&c->paceq) || !lim_read_may_start(busy(c), false, c->d->lim.read_queue))
 		return NULL;
+	if (lim_over_share(&c->d->lim, c->acct, c->d->mem)) {
+		if (!c->reads_held) {
+			LIST_INSERT_HEAD(&c->d->reads_held, c, rlink);
+			c->reads_held = true;
+		}
+		return NULL;
+	}
 	return pace_take(c);
+}
+
+void pace_unhold(struct conn *c)
+{
+	if (!c->reads_held)
+		return;
+	LIST_REMOVE(c, rlink);
+	c->reads_held = false;
+}
+
+void pace_resume(struct pfsd *d, const size_t *host_mem)
+{
+	struct conn *o, **v;
+	size_t n = 0, i = 0;
+
+	LIST_FOREACH(o, &d->reads_held, rlink)
+		n++;
+	/* Taken off the list before any starts: a start may end in a
+	 * walk like this one, and one held again goes back on the list. */
+	v = xmalloc(n * sizeof(*v) + 1);
+	for (o = LIST_FIRST(&d->reads_held); o; ) {
+		struct conn *next = LIST_NEXT(o, rlink);
+		if (!host_mem || (o->acct && o->acct->host_mem == host_mem)) {
+			pace_unhold(o);
+			conn_ref(o);
+			v[i++] = o;
+		}
+		o = next;
+	}
+	for (size_t k = 0; k < i; k++) {
+		if (!v[k]->closing && v[k]->drain_cb)
+			v[k]->drain_cb(v[k]);
+		conn_unref(v[k]);
+	}
+	free(v);
 }

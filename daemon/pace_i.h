@@ -43,8 +43,19 @@ void pace_start(struct req *r);
  * made. Idempotent. */
 void pace_done(struct req *r);
 /* The next paced READ of c that may start now, taken off the FIFO, or
- * NULL. */
+ * NULL. None starts while the daemon is over its memory and c's host
+ * over its share (lim_over_share): c then waits on d->reads_held for
+ * pace_resume. Otherwise a key holder's READs, charged only their own
+ * bytes while they wait, started past the budget: read-queue on each of
+ * its connections. */
 struct req *pace_next(struct conn *c);
+/* Memory was let go: the daemon is under its budget (host_mem NULL), or
+ * the host whose memory host_mem counts fell below its share. The
+ * connections of d->reads_held concerned start their paced READs again
+ * (their drain callback). */
+void pace_resume(struct pfsd *d, const size_t *host_mem);
+/* c is off d->reads_held (it closes). Idempotent. */
+void pace_unhold(struct conn *c);
 /* Any paced READ of c, taken off the FIFO (c closes: they are dropped),
  * or NULL. */
 struct req *pace_take(struct conn *c);

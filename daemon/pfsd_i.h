@@ -158,6 +158,8 @@ struct pfsd {
 	LIST_HEAD(, conn) paused; /* connections not read for their session's or the
 				     daemon's memory or requests (loop, conn.c) */
 	LIST_HEAD(, conn) paced;  /* not read for their host's refusals (conn.c) */
+	LIST_HEAD(, conn) reads_held; /* their paced READs wait for the daemon's
+				     memory (pace.c) */
 	_Atomic size_t fds;       /* sessions' fids and lock fds (any thread) */
 	_Atomic size_t lock_ranges; /* their POSIX locks' ranges (any thread) */
 	TAILQ_HEAD(, session) lingering; /* disconnected sessions, oldest first (loop) */
