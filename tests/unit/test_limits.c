@@ -164,6 +164,14 @@ static void test_may_read(void)
 	a->host_mem = NULL; /* its session ended: its own bytes count */
 	a->mem = LIM_MIN_SHARE;
 	CHECK_EQ(lim_may_read(&l, a, 200u << 20), LIM_MEMORY);
+	/* The same test holds back its paced READs (pace.c). */
+	CHECK(lim_over_share(&l, a, 200u << 20));
+	CHECK(!lim_over_share(&l, a, (200u << 20) - 1));
+	CHECK(!lim_over_share(&l, NULL, (size_t)1 << 40));
+	a->host_mem = &host;
+	host = LIM_MIN_SHARE - 1;
+	CHECK(!lim_over_share(&l, a, 500u << 20));
+	a->host_mem = NULL;
 	a->mem = 0;
 
 	lim_acct_ref(a);
