@@ -206,11 +206,15 @@ def test_open_file_flood_gets_emfile_alone(env):
 def test_many_sessions_of_one_host_share_its_workers(env):
     """The share of the worker threads (`workers`) is a host's, not a
     session's: one key holder that floods cheap GETATTRs over eight
-    sessions gets two workers in all, its other requests wait in its
-    host's queue, and another host's round trip stays within twice its
-    baseline. (Counted per session, the eight took all sixteen threads,
-    and the other host's requests queued behind theirs: 3.3 times its
-    round trip.)"""
+    sessions gets two workers in all, and its other requests wait in its
+    host's queue (podfsd status: running, waiting). Counted per session,
+    the eight had nine and more running, up to all sixteen threads, and
+    the other host's requests queued behind theirs: 2.4-3.3 times its
+    round trip. Per host it is 0.8-2.2 times, so the round trip is held
+    to three times only: the loop thread still reads and answers some
+    80,000 GETATTRs a second, which on two cores costs the other host
+    up to twice its round trip from one session alone
+    (docs/limits.md, "Worker threads")."""
     share, nsess = 2, 8
     daemon, m = limited(env, f"workers={share}")
     key = P.load_key(env.key)
@@ -249,7 +253,7 @@ def test_many_sessions_of_one_host_share_its_workers(env):
     assert all(st["other"] == 0 and st["ok"] > 0 for st in statuses), statuses
     assert most_running <= share, most_running
     assert most_waiting > 0, "the flood never waited for its host's share"
-    assert loaded <= 2 * base, (base, loaded)
+    assert loaded <= 3 * base, (base, loaded)
     another_host_works(env, daemon, m, "after")
 
 
