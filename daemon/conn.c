@@ -41,22 +41,36 @@ struct wmsg {
 
 /* --- lifetime --- */
 
+/* n bytes leave the host memory *h: h if they take it below the share
+ * it always has (LIM_MIN_SHARE), else NULL. */
+static const size_t *host_sub(size_t *h, size_t n)
+{
+	bool was = *h >= LIM_MIN_SHARE;
+
+	*h -= n;
+	return was && *h < LIM_MIN_SHARE ? h : NULL;
+}
+
 /* n bytes leave session account a's memory (a may be NULL), its host's
- * and the daemon's; pfsd_mem_hold (below) is the other way. Returns
- * whether the host's fell below the share it always has (LIM_MIN_SHARE)
- * with them: its connections paused for the daemon's memory may read
- * again (resume_paused). */
-static bool mem_sub(struct pfsd *d, struct lim_acct *a, size_t n)
+ * and the daemon's; pfsd_mem_hold (below) is the other way. Returns the
+ * host's memory if it fell below its share with them, when its
+ * connections paused for the daemon's memory may read again
+ * (resume_paused), else NULL. */
+static const size_t *mem_sub(struct pfsd *d, struct lim_acct *a, size_t n)
 {
 	d->mem -= n;
 	if (!a)
-		return false;
+		return NULL;
 	a->mem -= n;
-	if (!a->host_mem)
-		return false;
-	bool was = *a->host_mem >= LIM_MIN_SHARE;
-	*a->host_mem -= n;
-	return was && *a->host_mem < LIM_MIN_SHARE;
+	return a->host_mem ? host_sub(a->host_mem, n) : NULL;
+}
+
+/* n bytes more in session account a's memory and its host's. */
+static void acct_add(struct lim_acct *a, size_t n)
+{
+	a->mem += n;
+	if (a->host_mem)
+		*a->host_mem += n;
 }
 
 static void resume_paused(struct pfsd *d, struct lim_acct *a, const size_t *host_below);
@@ -67,8 +81,7 @@ static void maybe_free(struct conn *c)
 		return;
 	/* What others wait for may be what it held, and nothing else
 	 * may be under way to let them go. */
-	bool below = mem_sub(c->d, c->acct, c->mem);
-	resume_paused(c->d, NULL, below ? c->acct->host_mem : NULL);
+	resume_paused(c->d, NULL, mem_sub(c->d, c->acct, c->mem));
 	lim_acct_unref(c->acct);
 	framer_free(&c->fr);
 	free(c->rbuf);
@@ -279,10 +292,14 @@ static void resume_paused(struct pfsd *d, struct lim_acct *a, const size_t *host
 		pace_resume(d, all ? NULL : host_below);
 }
 
-void conn_host_released(struct pfsd *d, const size_t *host_mem, size_t before)
+void conn_acct_leave_host(struct pfsd *d, struct lim_acct *a)
 {
-	if (before >= LIM_MIN_SHARE && *host_mem < LIM_MIN_SHARE)
-		resume_paused(d, NULL, host_mem);
+	size_t *h = a->host_mem;
+
+	if (!h)
+		return;
+	a->host_mem = NULL;
+	resume_paused(d, NULL, host_sub(h, a->mem));
 }
 
 /* c is held as held says from now on (conn_flow, conn_close). */
@@ -390,9 +407,7 @@ void conn_set_acct(struct conn *c, struct lim_acct *a)
 {
 	lim_acct_ref(a);
 	c->acct = a;
-	a->mem += c->mem;
-	if (a->host_mem)
-		*a->host_mem += c->mem;
+	acct_add(a, c->mem);
 	a->inflight += c->inflight;
 }
 
@@ -417,13 +432,13 @@ void conn_req_add(struct conn *c, size_t acct)
 static void settle(struct conn *c, size_t acct, bool is_reply)
 {
 	c->mem -= acct;
-	bool below = mem_sub(c->d, c->acct, acct);
+	const size_t *below = mem_sub(c->d, c->acct, acct);
 	if (is_reply) {
 		c->inflight--;
 		if (c->acct)
 			c->acct->inflight--;
 	}
-	resume_paused(c->d, c->acct, below ? c->acct->host_mem : NULL);
+	resume_paused(c->d, c->acct, below);
 }
 
 void conn_charge(struct conn *c, size_t n)
@@ -435,17 +450,13 @@ void conn_charge(struct conn *c, size_t n)
 void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n)
 {
 	d->mem += n;
-	if (a) {
-		a->mem += n;
-		if (a->host_mem)
-			*a->host_mem += n;
-	}
+	if (a)
+		acct_add(a, n);
 }
 
 void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n)
 {
-	bool below = mem_sub(d, a, n);
-	resume_paused(d, a, below ? a->host_mem : NULL);
+	resume_paused(d, a, mem_sub(d, a, n));
 }
 
 void conn_req_drop(struct conn *c, size_t acct)

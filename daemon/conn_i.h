@@ -289,11 +289,12 @@ void conn_charge(struct conn *c, size_t n);
  * when the connections held back for memory may read again. */
 void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n);
 void pfsd_mem_release(struct pfsd *d, struct lim_acct *a, size_t n);
-/* A host's memory (*host_mem, its hostacct's) went from before to what
- * it is now without a connection's bytes (a session ended): if it fell
- * below its share, its connections held back for the daemon's memory
- * may read, and start their paced READs, again. */
-void conn_host_released(struct pfsd *d, const size_t *host_mem, size_t before);
+/* Session account a's session ended: what a holds leaves its host's
+ * memory, and a counts there no more (its connections may outlive the
+ * session). If the host fell below its share with it, its connections
+ * held back for the daemon's memory may read, and start their paced
+ * READs, again. */
+void conn_acct_leave_host(struct pfsd *d, struct lim_acct *a);
 /* A request of conn_req_add (acct as there) ends without a reply. Updates
  * reading. */
 void conn_req_drop(struct conn *c, size_t acct);

@@ -196,11 +196,7 @@ static void free_cb(uv_handle_t *h)
 	atomic_fetch_sub(&s->ha->locks, s->nlocks);
 	drc_fini(&s->drc);
 	s->acct->pace = NULL; /* its connections may keep the account */
-	size_t before = s->ha->mem;
-	s->ha->mem -= s->acct->mem;
-	s->acct->host_mem = NULL;
-	if (s->ha->refs > 1)
-		conn_host_released(s->d, &s->ha->mem, before);
+	conn_acct_leave_host(s->d, s->acct);
 	host_put(s->d, s->ha);
 	push_drop_queue(s);
 	lim_acct_unref(s->acct);

@@ -367,7 +367,7 @@ def test_memory_share_is_a_hosts(env):
     daemon, m = limited(env, f"memory={budget >> 20}M,read-queue=8M")
     write_file(daemon.export / "big", os.urandom(4 * MiB))
     key = P.load_key(env.key)
-    clients = []
+    clients, opened = [], []
     try:
         # Every session logs in and opens the file first: past the
         # budget, its host's share spent, none could.
@@ -375,8 +375,8 @@ def test_memory_share_is_a_hosts(env):
             c = P.connect(daemon.host, daemon.port, key, rcvbuf=4096)
             clients.append(c)
             h, _ = c.lookup(c.root, "big")
-            clients[-1] = (c, h, c.open(h))
-        for c, h, fid in clients:
+            opened.append((c, h, c.open(h)))
+        for c, h, fid in opened:
             reqs = [P.ROOT + P.fh(h) + P.u64(fid) + P.u32(0) + P.u64((i % 4) * MiB) + P.u32(MiB)
                     for i in range(nreads)]
             c.send_raw(b"".join(P.pack_hdr(len(p), len(p), 100 + i, P.OP_READ) + p
@@ -392,8 +392,8 @@ def test_memory_share_is_a_hosts(env):
             time.sleep(0.3)
         another_host_works(env, daemon, m, "during")
     finally:
-        for x in clients:
-            (x[0] if isinstance(x, tuple) else x).close()
+        for c in clients:
+            c.close()
     print(f"{nsess} sessions of one host with {nreads} unread READs each: the daemon held "
           f"{mem / MiB:.1f} MiB at most, budget {budget >> 20} MiB")
     # The budget, the host's share, and what the READs under way when
