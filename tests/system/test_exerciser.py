@@ -2,9 +2,11 @@
 
 In the spirit of fsx: a seeded random mix of pwrite, pread, truncate,
 fallocate (posix_fallocate, a hole punched, a range zeroed, blocks kept
-past the end), mmap reads and writes, copy_file_range (from a second file
-that changes now and then, and within the file), fsync and close/reopen
-on one file, each result compared with an in-memory model of what the
+past the end), mmap reads and writes, reads and writes through a second
+descriptor opened O_DIRECT (aligned and not, as fsx -Z and databases
+mix them with buffered I/O), copy_file_range (from a second file that
+changes now and then, and within the file), fsync and close/reopen on
+one file, each result compared with an in-memory model of what the
 file must hold.
 Then the same file is read through a second mount (another host) and
 straight from the export. Any divergence fails with the operation log.
@@ -45,13 +47,15 @@ def exercise(path, seed, nops):
     log = []
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     sfd = os.open(f"{path}.src", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    dfd = os.open(path, os.O_RDWR | os.O_DIRECT)
     side = bytearray(rnd.randbytes(SIDE))
     os.pwrite(sfd, side, 0)
     try:
         for i in range(nops):
             op = rnd.choices(["write", "read", "trunc", "falloc", "mmapw", "mmapr",
-                              "fsync", "reopen", "copy", "copyself", "punch", "zero", "keep"],
-                             [30, 25, 8, 5, 8, 8, 6, 10, 6, 4, 4, 4, 2])[0]
+                              "fsync", "reopen", "copy", "copyself", "punch", "zero", "keep",
+                              "dwrite", "dread"],
+                             [30, 25, 8, 5, 8, 8, 6, 10, 6, 4, 4, 4, 2, 6, 6])[0]
             if op == "write":
                 off = rnd.randrange(0, SIZE_MAX)
                 n = rnd.choice([1, 7, 4096, 65536, rnd.randrange(1, 300000)])
@@ -143,6 +147,32 @@ def exercise(path, seed, nops):
                         pytest.fail(f"copy_file_range within copied {got} bytes, want {n}; "
                                     "last ops:\n" + "\n".join(log[-15:]))
                     put(model, b, piece)
+            elif op in ("dwrite", "dread"):
+                # Page-aligned buffers (mmap), offsets and lengths aligned
+                # to 4 KiB or not at all.
+                aligned = rnd.random() < 0.5
+                off = rnd.randrange(0, SIZE_MAX if op == "dwrite" else len(model) + 5000)
+                n = rnd.choice([1, 4096, rnd.randrange(1, 300000)])
+                if aligned:
+                    off &= ~4095
+                    n = (n + 4095) & ~4095
+                n = min(n, SIZE_MAX - off)
+                log.append(f"{i} O_DIRECT {op[1:]} off={off} len={n}")
+                with mmap.mmap(-1, max(n, 1)) as buf:
+                    view = memoryview(buf)[:n]
+                    if op == "dwrite":
+                        data = rnd.randbytes(n)
+                        view[:] = data
+                        assert os.pwritev(dfd, [view], off) == n
+                        put(model, off, data)
+                    else:
+                        got = os.preadv(dfd, [view], off)
+                        want = bytes(model[off:off + n])
+                        if bytes(view[:got]) != want:
+                            pytest.fail(f"O_DIRECT read off={off} len={n}: got {got} bytes "
+                                        f"differing from the model's {len(want)}; last ops:\n"
+                                        + "\n".join(log[-15:]))
+                    view.release()
             elif op == "fsync":
                 log.append(f"{i} fsync")
                 os.fsync(fd)
@@ -158,6 +188,7 @@ def exercise(path, seed, nops):
     finally:
         os.close(fd)
         os.close(sfd)
+        os.close(dfd)
     with open(path, "rb") as f:
         check_same(model, f.read(), "re-read after close", log)
     return model, log
