@@ -26,6 +26,7 @@ import time
 
 import pytest
 
+from harness import Pod
 from helpers import (EXPORT_AT_ONCE, Worker, daemon_deleted_fds, evict_dentries, export_stat,
                      fell_behind, forgotten, no_laggard, podfs_stats, pread_all, read_file,
                      read_or_none, requests_sent, requests_since, wait_for, write_file)
@@ -256,18 +257,17 @@ def _version_bytes(i, k, size):
     return (head + body)[:max(size, len(head))]
 
 
-def test_close_to_open_of_small_files_under_churn(pod):
+def churn(a, readers, min_checked):
     """A rewrites small files of one directory, in place or by renaming
     a new file over them, and adds and removes other names there, so that
-    B's listing of the directory keeps going stale and B's kernel keeps
-    forgetting and finding files again; B keeps opening and reading them
-    (the rename-only half through mmap too). Whenever no write of a file
-    was under way while B opened and read it, B read exactly the version
-    whose close (or rename) returned last: never an older one from its
-    caches, never a mix."""
+    the readers' listings of the directory keep going stale and their
+    kernels keep forgetting and finding files again; each reader keeps
+    opening and reading them (the rename-only half through mmap too).
+    Whenever no write of a file was under way while a reader opened and
+    read it, the reader read exactly the version whose close (or rename)
+    returned last: never an older one from its caches, never a mix."""
     import random
     import threading
-    a, b = pod.a, pod.b
     n = 16
     os.mkdir(a / "d")
     state = [[0, 0, 0] for _ in range(n)]  # [writes begun, writes done, version]
@@ -303,10 +303,10 @@ def test_close_to_open_of_small_files_under_churn(pod):
                     write_file(x, b"x")
         return k
 
-    t = Worker(writer)
-    rnd = random.Random(2)
-    checked = 0
-    try:
+    def reader(b, seed):
+        """Returns how many reads it checked."""
+        rnd = random.Random(seed)
+        checked = 0
         while time.monotonic() < stop and not errors and t.is_alive():
             i = rnd.randrange(n)
             with lock:
@@ -327,12 +327,33 @@ def test_close_to_open_of_small_files_under_churn(pod):
             head = got.split(b":")
             ok = len(head) > 3 and head[0] == b"%d" % i and head[1] == b"%d" % k
             if not ok or got != _version_bytes(i, k, int(head[2])):
-                errors.append((f"f{i}", "want version", k, "got", got[:16], len(got)))
+                errors.append((str(b), f"f{i}", "want version", k, "got", got[:16], len(got)))
             checked += 1
+        return checked
+
+    t = Worker(writer)
+    rs = [Worker(reader, b, 2 + j) for j, b in enumerate(readers)]
+    try:
+        checked = [r.join(timeout=30) for r in rs]  # raises what a reader raised
     finally:
         written = t.join(timeout=30)  # raises what the writer raised
+    print(f"versions written: {written}; reads checked per reader: {checked}")
     assert not errors, errors
-    assert checked > 100 and written > 100, (checked, written)
+    assert min(checked) > min_checked and written > 100, (checked, written)
+
+
+def test_close_to_open_of_small_files_under_churn(pod):
+    """churn: A writes, B reads."""
+    churn(pod.a, [pod.b], 100)
+
+
+def test_close_to_open_under_churn_on_eight_hosts(env):
+    """churn: A writes, seven other hosts read at once, each of them
+    caching the directory and the files: every change waits for seven
+    acknowledgements, and none of the seven may read a version older
+    than the last one closed."""
+    p = Pod(env, nclients=8)
+    churn(p.mounts[0], p.mounts[1:], 200)
 
 
 # --- names, attributes, xattrs ---------------------------------------------------
