@@ -447,6 +447,21 @@ void conn_charge(struct conn *c, size_t n)
 	conn_flow(c);
 }
 
+void conn_making(struct conn *c, size_t n)
+{
+	c->making = n;
+	mem_add(c, n);
+}
+
+void conn_made(struct conn *c)
+{
+	size_t n = c->making;
+
+	c->making = 0;
+	c->mem -= n;
+	resume_paused(c->d, c->acct, mem_sub(c->d, c->acct, n));
+}
+
 void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n)
 {
 	d->mem += n;

@@ -112,6 +112,7 @@ struct conn {
 	unsigned refs;         /* conn_ref */
 	unsigned inflight;     /* requests queued, running or being written */
 	size_t mem;            /* request + reply bytes held for this conn */
+	size_t making;         /* of them, the payload of the frame being read */
 	size_t queued;         /* bytes of its uv_writes not called back yet */
 	/* Its session's requests and bytes (once authenticated; also
 	 * counted there), and what it waits for while not read: its
@@ -284,6 +285,13 @@ void conn_req_add(struct conn *c, size_t acct);
 /* n more bytes for a request of c already counted (a paced READ's reply,
  * once it starts): released with the request's acct. Updates reading. */
 void conn_charge(struct conn *c, size_t n);
+/* The payload buffer of the frame being read (c->making bytes, made at
+ * its header) counts in c's memory until the frame is whole or c goes:
+ * a key holder's connections each holding a frame but its last byte
+ * would hold a payload each that no budget saw. Reading is not stopped
+ * inside a frame: the next header is asked for (feed, conn_flow). */
+void conn_making(struct conn *c, size_t n);
+void conn_made(struct conn *c);
 /* n bytes held for session account a that no connection holds (its
  * deferred pushes), counted in a's memory and the daemon's; and let go,
  * when the connections held back for memory may read again. */

@@ -17,6 +17,8 @@ static void frame_done(struct conn *c)
 {
 	uint8_t *payload = framer_take(&c->fr);
 
+	if (c->making) /* the request counts its own bytes from here on */
+		conn_made(c);
 	c->d->wire_in += PFS_FRAME_HDR_SIZE + c->h.wire_len;
 	c->d->raw_in += PFS_FRAME_HDR_SIZE + c->h.raw_len;
 	c->tr.wire_in += PFS_FRAME_HDR_SIZE + c->h.wire_len;
@@ -72,6 +74,8 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 			return conn_violation(c, why);
 		if (ret > 0)
 			frame_done(c);
+		else if (c->fr.have_hdr && !c->making && c->h.wire_len)
+			conn_making(c, c->h.wire_len);
 	}
 }
 

@@ -403,6 +403,54 @@ def test_memory_share_is_a_hosts(env):
     another_host_works(env, daemon, m, "after")
 
 
+def test_frames_in_the_making_count_in_memory(env):
+    """A frame's payload buffer is made when its header arrives: a key
+    holder whose connections each send a 1 MiB WRITE but its last byte
+    made the daemon hold 1 MiB per connection that no budget saw (96
+    connections: the daemon's RSS grew by 99 MiB against a budget of 32).
+    Now the payload counts from its header on, so past the budget the
+    host's other connections read no more headers. Another host works
+    meanwhile."""
+    budget, nconn = 32 * MiB, 96
+    daemon, m = limited(env, f"memory={budget >> 20}M")
+    key = P.load_key(env.key)
+    pid = daemon.proc.pid
+    another_host_works(env, daemon, m, "before")
+    rss0 = vmrss(pid)
+    clients = []
+    try:
+        for _ in range(nconn):
+            clients.append(P.connect(daemon.host, daemon.port, key))
+        body = bytes(P.MAX_PAYLOAD)
+        for i, c in enumerate(clients):
+            c.sock.settimeout(5)
+            try:  # the daemon may read none of it: the kernel's buffers hold 1 MiB
+                c.sock.sendall(P.pack_hdr(len(body), len(body), 1000 + i, P.OP_WRITE) +
+                               body[:-1])
+            except (socket.timeout, OSError):
+                pass
+        # The daemon's memory once it stopped reading.
+        rss, last = 0, None
+        for _ in range(40):
+            time.sleep(0.25)
+            rss = vmrss(pid)
+            if rss == last:
+                break
+            last = rss
+        another_host_works(env, daemon, m, "during")
+    finally:
+        for c in clients:
+            c.close()
+    grown = rss - rss0
+    print(f"{nconn} connections each 1 byte short of a 1 MiB frame: the daemon grew by "
+          f"{grown / MiB:.1f} MiB, budget {budget >> 20} MiB")
+    # The budget, the host's share (8 MiB), and the frames whose
+    # headers came on the answer before the budget was reached.
+    assert grown <= budget + 8 * MiB + 8 * MiB, grown
+    assert daemon.alive()
+    another_host_works(env, daemon, m, "after")
+
+
 def test_read_replies_paced(env):
     """A client that asks for many READs and does not read its socket
     gets no more than read-queue of READ replies made for it at a time
