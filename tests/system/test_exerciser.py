@@ -251,3 +251,49 @@ for i in range(n):
     for p in procs:
         assert p.wait(timeout=120) == 0
     assert (pod.export / "counter").read_text() == str(2 * n)
+
+
+def test_mapped_bytes_past_the_end_stay_out_of_the_file(pod):
+    """fsx's end-of-file checks: the bytes of the last page past a file's
+    end read as zeros through a mapping, and what a program stores there
+    (it may: the page is mapped) never becomes part of the file, not
+    after msync, not when the file grows over them (ftruncate, a write
+    further on), on this host, on another, or in the export."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = 4096
+    for grow in ("ftruncate", "pwrite"):
+        name = f"eof-{grow}"
+        head = os.urandom(100)
+        fd = os.open(pod.a / name, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.pwrite(fd, head, 0)
+            addr = libc.mmap(None, page, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+            assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+            try:
+                assert ctypes.string_at(addr, 100) == head
+                assert ctypes.string_at(addr + 100, page - 100) == bytes(page - 100)
+                ctypes.memset(addr + 200, 0x5A, 1000)
+                assert libc.msync(addr, page, 4) == 0  # MS_SYNC
+            finally:
+                libc.munmap(addr, page)
+            assert os.fstat(fd).st_size == 100
+            if grow == "ftruncate":
+                os.ftruncate(fd, 3 * page)
+            else:
+                os.pwrite(fd, b"end", 3 * page - 3)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        want = head + bytes(3 * page - 100) if grow == "ftruncate" else \
+            head + bytes(3 * page - 103) + b"end"
+        for where, path in (("this host", pod.a / name), ("the other host", pod.b / name),
+                            ("the export", pod.export / name)):
+            with open(path, "rb") as f:
+                got = f.read()
+            assert got == want, (grow, where, len(got), got.find(b"\x5a" * 8))
