@@ -84,8 +84,6 @@ static void maybe_free(struct conn *c)
 	resume_paused(c->d, NULL, mem_sub(c->d, c->acct, c->mem));
 	lim_acct_unref(c->acct);
 	framer_free(&c->fr);
-	free(c->rbuf);
-	free(c->cbuf);
 	free(c->rest);
 	tls_stream_fini(&c->tls);
 	free(c);

@@ -155,8 +155,6 @@ struct conn {
 	 * or of the whole one just handed on. */
 	struct framer fr;
 	struct pfs_frame_hdr h;
-	uint8_t *rbuf;         /* CONN_RBUF: bytes read, or decrypted */
-	uint8_t *cbuf;         /* CONN_RBUF: TLS, ciphertext read */
 	/* Bytes read but not parsed yet: reading stopped between two
 	 * frames of one read (backpressure holds at every frame). */
 	uint8_t *rest;

@@ -80,13 +80,13 @@ static void feed(struct conn *c, const uint8_t *p, size_t n)
 }
 
 /* k bytes of c's stream (plaintext: read, or decrypted by
- * tls_stream_input) arrived at dst: rbuf, or the buffer of
+ * tls_stream_input) arrived at dst: d->rbuf, or the buffer of
  * framer_direct. */
 static void got_cb(void *arg, uint8_t *dst, size_t k)
 {
 	struct conn *c = arg;
 
-	if (dst == c->rbuf)
+	if (dst == c->d->rbuf)
 		feed(c, dst, k);
 	else if (framer_direct_got(&c->fr, &c->h, k))
 		frame_done(c);
@@ -99,22 +99,25 @@ void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	size_t len;
 
 	/* A large payload is read straight into its own buffer (in the
-	 * clear). Under TLS the ciphertext has a buffer of its own: it is
-	 * decrypted in place of the read (lent to the TLS stream), into
-	 * rbuf or a payload's buffer. */
+	 * clear). Else into the daemon's one read buffer, which the read's
+	 * callback is done with when it returns (feed keeps what it did
+	 * not parse by copying it). Under TLS the ciphertext has a buffer
+	 * of its own: it is decrypted in place of the read (lent to the
+	 * TLS stream, which keeps a copy of what it leaves), into d->rbuf
+	 * or a payload's buffer. */
 	if (c->mode == CM_PLAIN && framer_direct(&c->fr, &c->h, CONN_RBUF, &direct, &len)) {
 		*buf = uv_buf_init((char *)direct, len);
 		return;
 	}
 	if (c->mode == CM_TLS) {
-		if (!c->cbuf)
-			c->cbuf = xmalloc(CONN_RBUF);
-		*buf = uv_buf_init((char *)c->cbuf, CONN_RBUF);
+		if (!c->d->cbuf)
+			c->d->cbuf = xmalloc(CONN_RBUF);
+		*buf = uv_buf_init((char *)c->d->cbuf, CONN_RBUF);
 		return;
 	}
-	if (!c->rbuf)
-		c->rbuf = xmalloc(CONN_RBUF);
-	*buf = uv_buf_init((char *)c->rbuf, CONN_RBUF);
+	if (!c->d->rbuf)
+		c->d->rbuf = xmalloc(CONN_RBUF);
+	*buf = uv_buf_init((char *)c->d->rbuf, CONN_RBUF);
 }
 
 /* A TLS failure on c (why: its reason): logs it (rate-limited) and
@@ -142,8 +145,8 @@ static void tls_fail(struct conn *c, const char *why)
 }
 
 /* Where the next plaintext of c goes (tls_stream_input): a large
- * payload straight into its buffer, else rbuf (the ciphertext is in
- * cbuf, or kept by the TLS stream). Stops once c closes or ends. */
+ * payload straight into its buffer, else d->rbuf (the ciphertext is in
+ * d->cbuf, or kept by the TLS stream). Stops once c closes or ends. */
 static bool tls_room_cb(void *arg, uint8_t **dst, size_t *cap)
 {
 	struct conn *c = arg;
@@ -151,7 +154,7 @@ static bool tls_room_cb(void *arg, uint8_t **dst, size_t *cap)
 	if (c->closing || c->close_after_write)
 		return false;
 	if (!framer_direct(&c->fr, &c->h, CONN_RBUF, dst, cap)) {
-		*dst = c->rbuf;
+		*dst = c->d->rbuf;
 		*cap = CONN_RBUF;
 	}
 	return true;
@@ -160,7 +163,7 @@ static bool tls_room_cb(void *arg, uint8_t **dst, size_t *cap)
 /* Ciphertext p[n] arrived on c (n may be 0: what the stream holds
  * already): decrypts what it completes and parses the frames in it, then
  * sends what the TLS state machine wants sent (handshake messages). p
- * must not be rbuf, where plaintext goes. */
+ * must not be d->rbuf, where plaintext goes. */
 static void tls_input(struct conn *c, const uint8_t *p, size_t n)
 {
 	char why[128];
@@ -208,7 +211,7 @@ static void sniff(struct conn *c, const uint8_t *p, size_t n)
 		return;
 	}
 	/* The bytes of earlier reads, then all of this one (which is in
-	 * rbuf, where plaintext will go: the TLS stream keeps a copy). */
+	 * d->rbuf, where plaintext will go: the TLS stream keeps a copy). */
 	if (c->mode == CM_PLAIN) {
 		feed(c, c->sniff, old);
 		feed(c, p, n);
@@ -258,9 +261,9 @@ void conn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	if (nread == 0 || c->closing)
 		return;
 	if (c->mode == CM_SNIFF)
-		sniff(c, c->rbuf, (size_t)nread);
+		sniff(c, c->d->rbuf, (size_t)nread);
 	else if (c->mode == CM_TLS)
-		tls_input(c, c->cbuf, (size_t)nread);
+		tls_input(c, c->d->cbuf, (size_t)nread);
 	else
 		got_cb(c, (uint8_t *)buf->base, (size_t)nread);
 }

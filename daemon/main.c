@@ -598,6 +598,8 @@ int main(int argc, char **argv)
 	pipes_fini(&d->pipes);
 	handles_free(d->hs);
 	free(d->obs);
+	free(d->rbuf);
+	free(d->cbuf);
 	exports_free(&d->rules);
 	free(d->rules_file);
 	free((char *)d->o.tls_cert); /* abs_path's */

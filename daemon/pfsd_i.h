@@ -155,6 +155,11 @@ struct pfsd {
 	struct srcq srcq;         /* of which per source address (loop) */
 	struct limits lim;        /* the fair-use limits (limits_i.h) */
 	size_t mem;               /* request + reply bytes of all connections (loop) */
+	/* Where every connection's reads land (CONN_RBUF each; loop,
+	 * conn_read.c): each read is parsed, or kept by copying, before
+	 * its callback returns, so one of each serves them all. */
+	uint8_t *rbuf;            /* bytes read, or decrypted */
+	uint8_t *cbuf;            /* TLS: ciphertext read */
 	LIST_HEAD(, conn) paused; /* connections not read for their session's or the
 				     daemon's memory or requests (loop, conn.c) */
 	LIST_HEAD(, conn) paced;  /* not read for their host's refusals (conn.c) */
