@@ -456,8 +456,7 @@ void conn_made(struct conn *c)
 	size_t n = c->making;
 
 	c->making = 0;
-	c->mem -= n;
-	resume_paused(c->d, c->acct, mem_sub(c->d, c->acct, n));
+	settle(c, n, false);
 }
 
 void pfsd_mem_hold(struct pfsd *d, struct lim_acct *a, size_t n)

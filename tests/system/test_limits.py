@@ -33,6 +33,18 @@ MiB = 1 << 20
 LOTS = 1 << 20  # more requests than the kernel's socket buffers hold
 
 
+def steady(sample, pause, tries):
+    """sample() every pause seconds until it returns what it returned
+    the time before (at most tries times): all it returned, in order."""
+    out = [sample()]
+    for _ in range(tries - 1):
+        time.sleep(pause)
+        out.append(sample())
+        if out[-1] == out[-2]:
+            break
+    return out
+
+
 def op_rtt(mnt, n, tag):
     """The median of n round trips to the daemon through the mount: each
     makes a new directory (MKDIR, which no cache answers), in a directory
@@ -382,14 +394,7 @@ def test_memory_share_is_a_hosts(env):
             c.send_raw(b"".join(P.pack_hdr(len(p), len(p), 100 + i, P.OP_READ) + p
                                 for i, p in enumerate(reqs)))
         # The daemon's memory once it stopped taking more.
-        mem, last = 0, None
-        for _ in range(100):
-            keys, _ = podfsd_status(daemon)
-            mem = max(mem, int(keys["mem"]))
-            if keys["mem"] == last:
-                break
-            last = keys["mem"]
-            time.sleep(0.3)
+        mem = max(steady(lambda: int(podfsd_status(daemon)[0]["mem"]), 0.3, 100))
         another_host_works(env, daemon, m, "during")
     finally:
         for c in clients:
@@ -407,7 +412,7 @@ def test_frames_in_the_making_count_in_memory(env):
     """A frame's payload buffer is made when its header arrives: a key
     holder whose connections each send a 1 MiB WRITE but its last byte
     made the daemon hold 1 MiB per connection that no budget saw (96
-    connections: the daemon's RSS grew by 99 MiB against a budget of 32).
+    connections: the daemon's RSS grew by 100 MiB against a budget of 32).
     Now the payload counts from its header on, so past the budget the
     host's other connections read no more headers. Another host works
     meanwhile."""
@@ -430,13 +435,7 @@ def test_frames_in_the_making_count_in_memory(env):
             except (socket.timeout, OSError):
                 pass
         # The daemon's memory once it stopped reading.
-        rss, last = 0, None
-        for _ in range(40):
-            time.sleep(0.25)
-            rss = vmrss(pid)
-            if rss == last:
-                break
-            last = rss
+        rss = steady(lambda: vmrss(pid), 0.25, 40)[-1]
         another_host_works(env, daemon, m, "during")
     finally:
         for c in clients:
