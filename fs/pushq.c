@@ -27,8 +27,10 @@ struct push_item {
 	bool early; /* early_cb ran (or is running) for it */
 	uint64_t key;
 	/* A RECALL: acknowledged only once applied, whatever else happens
-	 * (the daemon must have what the delegations answered first). */
-	bool strict;
+	 * (the daemon must have what the delegations answered first). The
+	 * recall thread may apply it before the pushes ahead of it (taken,
+	 * then done); the push thread unlinks it in its turn. */
+	bool strict, taken, done;
 	int64_t t_ms; /* received (CLOCK_MONOTONIC) */
 	uint16_t op;
 	size_t len;
@@ -38,15 +40,16 @@ struct push_item {
 struct pushq {
 	struct pushq_cbs cb;
 
-	/* The push and ack threads; bg.lock guards everything below, and
-	 * bg.cond wakes both threads (a push queued or applied, a directory
-	 * busy, or stopping). */
+	/* The push, recall and ack threads; bg.lock guards everything
+	 * below, and bg.cond wakes them all (a push queued or applied, a
+	 * directory busy, or stopping). */
 	struct bg bg;
 	/* Pushes not applied yet, in arrival order; the push thread applies
 	 * the head and only then unlinks it. How many were queued and how
 	 * many applied since the start (pushq_wait_applied). */
 	struct push_item *push_head, **push_tail;
 	uint64_t n_queued, n_applied;
+	unsigned recalls_waiting; /* RECALLs queued that no thread took yet */
 	unsigned apply_waiters; /* threads in pushq_wait_applied */
 
 	/* Acknowledgements (PUSH_ACK): pushes received on connection
@@ -140,6 +143,7 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	p->gated = p->entry || first;
 	p->key = p->entry ? pushq_lock_key(&ie.parent) : 0;
 	p->strict = op == PFS_OP_RECALL;
+	p->taken = p->done = false;
 	p->t_ms = pfs_mono_ms();
 	p->op = op;
 	p->buf = buf;
@@ -148,6 +152,7 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	*q->push_tail = p;
 	q->push_tail = &p->next;
 	q->n_queued++;
+	q->recalls_waiting += p->strict;
 	count_locked(q, gen);
 	p->num = q->ack_count;
 	bg_wake_all(&q->bg);
@@ -186,7 +191,7 @@ static uint64_t ack_limit_locked(const struct pushq *q, int64_t now, int64_t *wa
 	uint64_t lim = ack_limit_gated(q, now, wake, held, busy, unapplied);
 
 	for (const struct push_item *p = q->push_head; p; p = p->next) {
-		if (!p->strict || p->gen != q->ack_gen)
+		if (!p->strict || p->done || p->gen != q->ack_gen)
 			continue;
 		if (p->num - 1 < lim)
 			lim = p->num - 1;
@@ -374,9 +379,18 @@ static void *push_main(void *arg)
 			break;
 		/* Only this thread unlinks, so the head stays p. */
 		struct push_item *p = q->push_head;
-		pthread_mutex_unlock(&q->bg.lock);
-		q->cb.apply_cb(q->cb.arg, p->op, p->buf, p->len, p->seq);
-		pthread_mutex_lock(&q->bg.lock);
+		if (p->taken) {
+			/* The recall thread applies it: its turn waits for that. */
+			while (!p->done)
+				bg_wait(&q->bg);
+		} else {
+			p->taken = true;
+			q->recalls_waiting -= p->strict;
+			pthread_mutex_unlock(&q->bg.lock);
+			q->cb.apply_cb(q->cb.arg, p->op, p->buf, p->len, p->seq);
+			pthread_mutex_lock(&q->bg.lock);
+			p->done = true;
+		}
 		q->push_head = p->next;
 		if (!q->push_head)
 			q->push_tail = &q->push_head;
@@ -387,6 +401,37 @@ static void *push_main(void *arg)
 			bg_wake_all(&q->bg);
 		free(p->buf);
 		free(p);
+	}
+	pthread_mutex_unlock(&q->bg.lock);
+	return NULL;
+}
+
+/* Applies each RECALL as soon as it comes, ahead of the pushes before it
+ * (pushq_i.h): the push thread may be held in the kernel by a local
+ * operation whose reply waits, through another host, for this answer. */
+static void *recall_main(void *arg)
+{
+	struct pushq *q = arg;
+
+	pthread_mutex_lock(&q->bg.lock);
+	for (;;) {
+		struct push_item *p = q->recalls_waiting ? q->push_head : NULL;
+		while (p && (!p->strict || p->taken))
+			p = p->next;
+		if (!p) {
+			if (q->bg.stop)
+				break;
+			bg_wait(&q->bg);
+			continue;
+		}
+		/* The push thread frees p only once it is done. */
+		p->taken = true;
+		q->recalls_waiting--;
+		pthread_mutex_unlock(&q->bg.lock);
+		q->cb.apply_cb(q->cb.arg, p->op, p->buf, p->len, p->seq);
+		pthread_mutex_lock(&q->bg.lock);
+		p->done = true;
+		bg_wake_all(&q->bg);
 	}
 	pthread_mutex_unlock(&q->bg.lock);
 	return NULL;
@@ -411,6 +456,8 @@ bool pushq_wait_applied(struct pushq *q, int64_t ms)
 int pushq_start(struct pushq *q)
 {
 	int rc = bg_start(&q->bg, "push", push_main, q);
+	if (rc == 0)
+		rc = bg_start(&q->bg, "recall", recall_main, q);
 	if (rc == 0)
 		rc = bg_start(&q->bg, "ack", ack_main, q);
 	return rc;

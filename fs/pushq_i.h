@@ -1,7 +1,8 @@
 /* pushq_i.h: the queue of server pushes between the connection thread
  * that receives them and the two threads that act on them.
  *
- * The push thread applies each push (in arrival order) through apply_cb:
+ * The push thread applies each push (in arrival order; a RECALL may
+ * be applied earlier, below) through apply_cb:
  * invalidating the kernel's caches can wait for the kernel (a directory
  * lock, a page lock held by a READ whose reply the connection thread must
  * deliver), so it never runs on the connection thread. The ack thread
@@ -68,7 +69,18 @@
  * directories or not, however long it takes: applying it sends what
  * this client's delegations answered, and the daemon holds another
  * client's request until it has them. (The daemon stops waiting at its
- * acknowledgement deadlines, and then revokes the delegations.)
+ * acknowledgement deadlines, and then revokes the delegations.) So it
+ * does not wait its turn: a thread of its own applies it as it comes,
+ * while the push thread may be held in the kernel by a directory lock.
+ * Two hosts taking turns through a name (mkdir as a lock) met that: B's
+ * mkdir holds the parent's lock while its reply waits for A's
+ * acknowledgement; B's push thread waits for that lock, to drop an
+ * entry A's rmdir changed; A's lookup of the new name holds A's lock of
+ * the parent, and waits for B to answer the recall of the directory B
+ * just made; and A cannot apply the invalidation of B's mkdir under
+ * that lock. Each round took 500 ms (PUSHQ_APPLY_WAIT_MS broke it). A
+ * RECALL touches no kernel cache, and the acknowledgement's count
+ * still covers the pushes before it only as the rules above allow.
  *
  * While a push is held back so (the kernel takes its time: dropping a
  * big file's pages in an INVAL_INODE before it, a directory lock), the

@@ -18,7 +18,7 @@ import random
 
 import pytest
 
-from helpers import copy_range
+from helpers import copy_range, podfs_stats
 from syscalls import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, fallocate
 
 SIZE_MAX = 3 * 1024 * 1024
@@ -297,3 +297,78 @@ def test_mapped_bytes_past_the_end_stay_out_of_the_file(pod):
             with open(path, "rb") as f:
                 got = f.read()
             assert got == want, (grow, where, len(got), got.find(b"\x5a" * 8))
+
+
+NAME_LOCK_SCRIPT = r'''
+import os, sys, time
+d, n, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+lock, counter = os.path.join(d, "lock"), os.path.join(d, "counter")
+deadline = time.monotonic() + 100
+for i in range(n):
+    while True:
+        try:
+            if how == "excl":
+                os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            elif how == "symlink":
+                os.symlink(str(os.getpid()), lock)
+            elif how == "link":
+                # liblockfile's way: a file of one's own, linked to the
+                # lock's name; two links then say it is ours.
+                own = os.path.join(d, "own.%d" % os.getpid())
+                os.close(os.open(own, os.O_CREAT | os.O_WRONLY, 0o644))
+                try:
+                    os.link(own, lock)
+                finally:
+                    nlink = os.stat(own).st_nlink
+                    os.unlink(own)
+                assert nlink == 2, nlink
+            else:
+                os.mkdir(lock)
+                if how == "mkdir-owner":
+                    with open(os.path.join(lock, "owner"), "w") as f:
+                        f.write(str(os.getpid()))
+            break
+        except FileExistsError:
+            if time.monotonic() > deadline:
+                sys.exit("lock never came free")
+            time.sleep(0.0005)
+    with open(counter) as f:
+        v = int(f.read())
+    with open(counter, "w") as f:
+        f.write(str(v + 1))
+    if how == "mkdir-owner":
+        with open(os.path.join(lock, "owner")) as f:
+            assert f.read() == str(os.getpid())
+        os.unlink(os.path.join(lock, "owner"))
+    (os.rmdir if how.startswith("mkdir") else os.unlink)(lock)
+'''
+
+
+@pytest.mark.parametrize("fixture", ["pod", "dpod"])
+@pytest.mark.parametrize("how", ["excl", "mkdir", "mkdir-owner", "link", "symlink"])
+def test_a_name_as_a_lock_across_hosts(request, fixture, how):
+    """Two hosts take turns through a lock made of a name, as programs
+    that cannot trust fcntl locks on a network file system do: an O_EXCL
+    create (SoftFileLock), a mkdir (shell scripts; with an owner file in
+    it), a hard link to a file of one's own (liblockfile), a symlink.
+    Exactly one of them succeeds at a time, its removal lets the other
+    host in at once, and inside it each host reads the other's last
+    counter.
+    With delegations too, where a host answers creates in a directory it
+    holds by itself: there a host's lookup of the directory the other just
+    made (its recall) once waited for an invalidation the other's own
+    mkdir held up, and every such round cost 500 ms until an invalidation
+    was acknowledged unapplied; none may be."""
+    import subprocess
+    import sys
+    pod = request.getfixturevalue(fixture)
+    n = 150
+    (pod.export / "counter").write_text("0")
+    procs = [subprocess.Popen([sys.executable, "-c", NAME_LOCK_SCRIPT, str(mt.path), str(n), how])
+             for mt in (pod.a, pod.b)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    assert (pod.export / "counter").read_text() == str(2 * n)
+    for mt in (pod.a, pod.b):
+        assert podfs_stats(mt)["ack_unapplied"] == 0, mt.tag
+

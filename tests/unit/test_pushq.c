@@ -8,7 +8,8 @@
  * counting from 1 again, and the last count sent again while a push is
  * held back (the client runs), and pushq_wait_applied (what a lock
  * grant waits for) returning once the pushes queued before it were
- * applied, and not before, within its bound.
+ * applied, and not before, within its bound; a RECALL applied ahead of
+ * a push the kernel holds.
  *
  * The push thread's kernel call is a fake that blocks on the pushes
  * about one handle until the test releases them; every wait is bounded.
@@ -488,8 +489,43 @@ static void test_recall_after_apply(void)
 	stop(q);
 }
 
+/* A RECALL does not wait behind a push the kernel holds (a directory
+ * lock of a local operation whose reply waits, through another host, for
+ * this answer): the recall thread applies it, once, and with that
+ * directory busy the count covers both while the push thread is still
+ * held; the push after the RECALL still waits its turn. */
+static void test_recall_ahead_of_a_held_push(void)
+{
+	struct pushq *q = start();
+	struct pfs_fh d = fh_of(BLOCK_TAG);
+	uint64_t busy, unapplied, alive;
+
+	pushq_busy(q, pushq_lock_key(&d), 1);
+	add_entry(q, 1, BLOCK_TAG);
+	add_recall(q, 1, 1);
+	add_entry(q, 1, 2);
+	CHECK(applied_within(1, WAIT_MS));
+	CHECK(acked_within(1, 3, WAIT_MS));
+	pthread_mutex_lock(&mu);
+	unsigned n = applied;
+	pthread_mutex_unlock(&mu);
+	CHECK_EQ(n, 1); /* the RECALL only: the push thread is still held */
+	pushq_stats(q, &busy, &unapplied, &alive);
+	CHECK(busy >= 1);
+	CHECK_EQ(unapplied, 0);
+	set_released(true);
+	CHECK(applied_within(3, WAIT_MS));
+	pushq_free(q); /* joins the threads: nothing more is applied */
+	pthread_mutex_lock(&mu);
+	n = applied;
+	pthread_mutex_unlock(&mu);
+	CHECK_EQ(n, 3);
+	CHECK(!went_back);
+}
+
 int main(void)
 {
+	test_recall_ahead_of_a_held_push();
 	test_inode_pushes_on_receipt();
 	test_recall_after_apply();
 	test_entry_push_after_apply();
