@@ -22,6 +22,8 @@ import hashlib
 import mmap
 import os
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -809,3 +811,61 @@ def test_no_stale_data_after_daemon_restart(pod):
     visible_within(lambda: read_file(b / "r") == b"after, longer", bound=15)
     visible_within(lambda: exists(b / "rd" / "later"), bound=5)
     visible_within(lambda: os.listdir(b / "rd") == ["later"], bound=5)
+
+
+MAKER = r'''
+import errno, os, sys, time
+d, kind = sys.argv[1], sys.argv[2]
+x = os.path.join(d, "x")
+made = 0
+end = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < end:
+    try:
+        if kind == "symlink":
+            os.symlink("t", x)
+        else:
+            os.mkfifo(x)
+        made += 1
+        os.unlink(x)
+    except OSError as e:
+        if e.errno not in (errno.EEXIST, errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY):
+            sys.exit("%s: %s" % (kind, e))
+print(made)
+'''
+
+RENAMER = r'''
+import errno, os, sys, time
+d, tag = sys.argv[1], sys.argv[2]
+y, x = os.path.join(d, "y" + tag), os.path.join(d, "x")
+end = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < end:
+    try:
+        with open(y, "w") as f:
+            f.write(tag)
+        os.rename(y, x)
+        os.unlink(x)
+    except OSError as e:
+        if e.errno not in (errno.EISDIR, errno.ENOENT, errno.ENOTEMPTY, errno.EPERM):
+            sys.exit("rename: %s" % e)
+'''
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_name_made_while_another_host_renames_over_it(pod, kind):
+    """A makes a symlink or a FIFO named x and removes it, again
+    and again, while B renames files over x and removes them. Whatever
+    order they come in,
+    A's make succeeds or finds x there (EEXIST): never an entry of B's
+    file in the reply to A's symlink or mknod, which A's kernel refuses
+    with EIO (the daemon looked the new name up after making it, and B's
+    rename could come between)."""
+    secs = "4"
+    maker = subprocess.Popen([sys.executable, "-c", MAKER, str(pod.a.path), kind, secs],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    renamer = subprocess.Popen([sys.executable, "-c", RENAMER, str(pod.b.path), "b", secs],
+                               stderr=subprocess.PIPE, text=True)
+    out, err = maker.communicate(timeout=60)
+    _, rerr = renamer.communicate(timeout=60)
+    assert maker.returncode == 0, err
+    assert renamer.returncode == 0, rerr
+    assert int(out) > 0
