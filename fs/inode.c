@@ -550,6 +550,24 @@ bool inode_lazily_open(struct inode_table *t, const struct pfs_fh *fh)
 	return lazy;
 }
 
+bool inode_name_of(struct inode_table *t, const struct pfs_fh *fh, uint64_t *parent_hash,
+		   uint64_t *name_hash)
+{
+	bool known = false;
+
+	pthread_mutex_lock(&t->lock);
+	struct inode *ip = find(t, fh);
+	if (ip) {
+		pthread_mutex_lock(&ip->lock);
+		*parent_hash = ip->parent_hash;
+		*name_hash = ip->name_hash;
+		known = ip->parent_hash != 0;
+		pthread_mutex_unlock(&ip->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return known;
+}
+
 bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_t *nodeid,
 		       bool *is_dir)
 {

@@ -310,6 +310,11 @@ bool inode_lazily_open(struct inode_table *t, const struct pfs_fh *fh);
  * effects). Returns false if the kernel does not know fh. */
 bool inode_find_nodeid(struct inode_table *t, const struct pfs_fh *fh, fuse_ino_t *nodeid,
 		       bool *is_dir);
+/* Where the object fh was last handed to the kernel: its directory's
+ * table hash and its name's hash (inode_set_parent). False if fh is not
+ * in the table or its name is not known. Never calls the kernel. */
+bool inode_name_of(struct inode_table *t, const struct pfs_fh *fh, uint64_t *parent_hash,
+		   uint64_t *name_hash);
 
 /* Remembers that the kernel may cache name (positive or negative) under
  * directory dir (for invalidation after a reconnect or a push, see

@@ -207,12 +207,12 @@ static void tr_wake_cb(void *arg, const uint8_t *payload, size_t len)
 }
 
 static uint64_t tr_note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len,
-			   bool *applied_first)
+			   bool *applied_first, uint64_t *name_key)
 {
 	struct client *c = arg;
 
 	atomic_fetch_add_explicit(&c->st_pushes, 1, memory_order_relaxed);
-	return push_note(arg, op, payload, len, applied_first);
+	return push_note(arg, op, payload, len, applied_first, name_key);
 }
 
 static void tr_apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)

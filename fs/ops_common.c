@@ -11,6 +11,7 @@
 #include "gate_i.h"
 #include "listing_i.h"
 #include "lsfetch_i.h"
+#include "names_i.h"
 #include "ops_i.h"
 #include "podfs/le.h"
 #include "podfs/log.h"
@@ -99,6 +100,12 @@ void ops_reply_entry(fuse_req_t req, struct inode *dir, const char *name,
 void ops_dir_busy(struct client *c, const struct inode *dir, int delta)
 {
 	pushq_busy(transport_pushq(c->tr), pushq_lock_key(&dir->fh), delta);
+}
+
+void ops_name_busy(struct client *c, const struct inode *dir, const char *name, int delta)
+{
+	pushq_busy_name(transport_pushq(c->tr),
+			pushq_name_key(dir->hn.hash, name_hash(name, strlen(name))), delta);
 }
 
 struct ops_own ops_own_change(struct client *c, struct inode *ip, bool ns)

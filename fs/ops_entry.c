@@ -515,8 +515,12 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	else
 		listing_touch(IP(req, parent));
 	ops_dir_busy(c, IP(req, parent), 1);
+	if (op == PFS_OP_RMDIR)
+		ops_name_busy(c, IP(req, parent), name, 1); /* the kernel holds it too */
 	if ((rc = ops_set_name(&m.name, name)) == 0)
 		rc = rpc_msg(c->rpc, op, unlink_req, &m, &rep);
+	if (op == PFS_OP_RMDIR)
+		ops_name_busy(c, IP(req, parent), name, -1);
 	ops_dir_busy(c, IP(req, parent), -1);
 	if (keep && (rc < 0 || listing_remove(IP(req, parent), name) < 0))
 		listing_touch(IP(req, parent));
@@ -589,9 +593,15 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	}
 	ops_dir_busy(c, IP(req, parent), 1);
 	ops_dir_busy(c, IP(req, newparent), 1);
+	/* The kernel also holds a directory moved to another parent, and
+	 * one replaced: another host's change in either waits for it. */
+	ops_name_busy(c, IP(req, parent), name, 1);
+	ops_name_busy(c, IP(req, newparent), newname, 1);
 	if ((rc = ops_set_name(&m.name, name)) == 0 && (rc = ops_set_name(&m.newname, newname)) == 0)
 		rc = rpc_msg_in(c->rpc, known ? IP(req, parent) : NULL, PFS_OP_RENAME, rename_req, &m,
 				&rep);
+	ops_name_busy(c, IP(req, newparent), newname, -1);
+	ops_name_busy(c, IP(req, parent), name, -1);
 	ops_dir_busy(c, IP(req, newparent), -1);
 	ops_dir_busy(c, IP(req, parent), -1);
 	if (known && (rc < 0 || (rn.victim && listing_remove(IP(req, parent), newname) < 0) ||

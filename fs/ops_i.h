@@ -154,6 +154,10 @@ void ops_own_done(struct client *c, struct ops_own *o);
  * then acknowledged before they are applied (pushq_i.h, "when a push is
  * acknowledged"), since applying them waits for this request. */
 void ops_dir_busy(struct client *c, const struct inode *dir, int delta);
+/* The same for the directory named name in dir, whose lock the kernel
+ * may hold too (the one an rmdir removes, a rename moves or replaces):
+ * pushq_busy_name. */
+void ops_name_busy(struct client *c, const struct inode *dir, const char *name, int delta);
 
 /* dir's attributes a (NULL: not in the reply, or it failed) right after
  * our namespace change in it of o (ended: ops_own_done), which stamped

@@ -10,6 +10,7 @@
 #include "inode_i.h"
 #include "ofile_i.h"
 #include "podfs/log.h"
+#include "pushq_i.h"
 
 /* A call made while applying a push delays its acknowledgement, which the
  * daemon waits for (2 s at most, then it drops the connection): it gives
@@ -17,7 +18,7 @@
 #define PUSH_CALL_MS 500
 
 uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t len,
-		   bool *applied_first)
+		   bool *applied_first, uint64_t *name_key)
 {
 	struct pfs_inval_inode_push ii;
 	struct pfs_inval_entry_push ie;
@@ -36,8 +37,12 @@ uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t
 			: inode_lazily_open(c->it, &ii.fh);
 		return gate_note_push(c->gate, &ii.fh);
 	}
-	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)
+	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0) {
+		uint64_t ph, nh;
+		if (inode_name_of(c->it, &ie.parent, &ph, &nh))
+			*name_key = pushq_name_key(ph, nh);
 		return gate_note_push(c->gate, &ie.parent);
+	}
 	return 0;
 }
 

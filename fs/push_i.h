@@ -22,10 +22,11 @@ struct client;
  * numbers it in the gate (INVAL_INODE: the object; INVAL_ENTRY: the
  * parent) and returns its number, 0 for a malformed or unknown one.
  * *applied_first: whether it must reach the kernel before it is
- * acknowledged: the data of a file the kernel knows (pushq_i.h). Never
+ * acknowledged: the data of a file the kernel knows (pushq_i.h);
+ * *name_key (INVAL_ENTRY): the parent's own name (pushq_name_key). Never
  * blocks on the kernel or the network. */
 uint64_t push_note(struct client *c, uint16_t op, const uint8_t *payload, size_t len,
-		   bool *applied_first);
+		   bool *applied_first, uint64_t *name_key);
 
 /* Push thread: applies push op (payload[len], borrowed) to the inode
  * table and the kernel's caches, then records that pushes up to seq (its

@@ -26,6 +26,7 @@ struct push_item {
 	bool gated, entry;
 	bool early; /* early_cb ran (or is running) for it */
 	uint64_t key;
+	uint64_t name_key; /* an entry invalidation's directory's own name (0: unknown) */
 	/* A RECALL: acknowledged only once applied, whatever else happens
 	 * (the daemon must have what the delegations answered first). The
 	 * recall thread may apply it before the pushes ahead of it (taken,
@@ -62,6 +63,8 @@ struct pushq {
 	 * counted per bucket: two directories sharing a bucket only make an
 	 * acknowledgement come early. */
 	uint32_t busy[PUSHQ_BUSY_BUCKETS];
+	/* The same, per directory name key (pushq_busy_name). */
+	uint32_t busy_name[PUSHQ_BUSY_BUCKETS];
 	/* Acknowledgements sent past an entry invalidation not applied yet:
 	 * its directory busy, or after PUSHQ_APPLY_WAIT_MS (pushq_stats);
 	 * counts sent again while one is (PUSHQ_ALIVE_MS). */
@@ -136,7 +139,8 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	}
 	bool first = false;
 	p->next = NULL;
-	p->seq = q->cb.note_cb(q->cb.arg, op, buf, len, &first);
+	p->name_key = 0;
+	p->seq = q->cb.note_cb(q->cb.arg, op, buf, len, &first, &p->name_key);
 	p->gen = gen;
 	p->early = false;
 	p->entry = op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(buf, len, &ie) == 0;
@@ -168,14 +172,24 @@ void pushq_busy(struct pushq *q, uint64_t key, int delta)
 	pthread_mutex_unlock(&q->bg.lock);
 }
 
+void pushq_busy_name(struct pushq *q, uint64_t key, int delta)
+{
+	pthread_mutex_lock(&q->bg.lock);
+	q->busy_name[key % PUSHQ_BUSY_BUCKETS] += (uint32_t)delta;
+	if (delta > 0)
+		bg_wake_all(&q->bg);
+	pthread_mutex_unlock(&q->bg.lock);
+}
+
 /* How many pushes of connection ack_gen may be acknowledged at now: all
  * received, but not the first gated push (an entry invalidation, a
  * file's data) that was not applied yet, nor any after it (the count is
  * cumulative), unless one of these holds (see pushq_i.h):
- *   - an entry invalidation's directory is busy with a local operation:
- *     applying it waits for that operation, which may wait for another
- *     client's acknowledgement; then everything received is
- *     acknowledged, since nothing behind it can be applied first either;
+ *   - an entry invalidation's directory is busy with a local operation
+ *     (as a parent, or by its name: pushq_busy_name): applying it waits
+ *     for that operation, which may wait for another client's
+ *     acknowledgement; then everything received is acknowledged, since
+ *     nothing behind it can be applied first either;
  *   - it was received PUSHQ_APPLY_WAIT_MS ago: it is skipped.
  * *wake: when the answer may change without a wake-up (INT64_MAX:
  * never); *held: since when the first push held back was received
@@ -210,7 +224,8 @@ static uint64_t ack_limit_gated(const struct pushq *q, int64_t now, int64_t *wak
 	for (const struct push_item *p = q->push_head; p; p = p->next) {
 		if (!p->gated || p->gen != q->ack_gen)
 			continue;
-		if (p->entry && q->busy[p->key % PUSHQ_BUSY_BUCKETS]) {
+		if (p->entry && (q->busy[p->key % PUSHQ_BUSY_BUCKETS] ||
+				 (p->name_key && q->busy_name[p->name_key % PUSHQ_BUSY_BUCKETS]))) {
 			*busy = true;
 			return q->ack_count;
 		}

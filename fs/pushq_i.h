@@ -50,7 +50,10 @@
  * (pushq_busy) while they wait for the daemon; while the first
  * unapplied entry invalidation's directory is busy, every push received
  * is acknowledged at once (those behind it could not be applied first
- * either). Acknowledging early is then safe for the local operation
+ * either). A directory whose lock the kernel holds for an operation in
+ * its parent (moved or replaced by a rename, removed by an rmdir) is
+ * marked busy by its name (pushq_busy_name). Acknowledging early is then
+ * safe for the local operation
  * itself (the daemon orders it after the change), not for a reader of
  * that directory on this host during it: see docs/coherence.md. The VFS
  * takes the lock a moment before podfs sees the request; the ack thread
@@ -120,10 +123,12 @@ struct pushq_cbs {
 	/* Connection thread, as a push is queued: numbers it (the gate's
 	 * number, 0 for none), before it is visible to the other threads,
 	 * and sets *applied_first if it is acknowledged only once applied
-	 * (besides entry invalidations and recalls: see above). payload is
+	 * (besides entry invalidations and recalls: see above); for an
+	 * entry invalidation, *name_key: the pushq_name_key of its
+	 * directory's own name (0: unknown; pushq_busy_name). payload is
 	 * borrowed for the call. */
 	uint64_t (*note_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len,
-			    bool *applied_first);
+			    bool *applied_first, uint64_t *name_key);
 	/* Push thread: applies the push numbered seq (0: none). payload is
 	 * borrowed for the call. May block on the kernel. */
 	void (*apply_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq);
@@ -196,6 +201,22 @@ uint64_t pushq_lock_key(const struct pfs_fh *dir);
  * daemon (delta 1), or stopped (delta -1): see "when a push is
  * acknowledged" above. Every +1 needs its -1. */
 void pushq_busy(struct pushq *q, uint64_t key, int delta);
+
+/* The key of the name name_hash (names_i.h) in the directory whose
+ * inode table hash is parent_hash (inode_i.h: hn.hash, parent_hash). */
+static inline uint64_t pushq_name_key(uint64_t parent_hash, uint64_t name_hash)
+{
+	return (parent_hash ^ (name_hash * 0x9e3779b97f4a7c15ull)) | 1;
+}
+
+/* A local operation under way (delta +1, then -1) that the kernel runs
+ * holding the lock of the directory named by key (pushq_name_key) besides
+ * its parents': the directory a rename moves to another parent or
+ * replaces, the one an rmdir removes. podfs does not know that
+ * directory's handle (FUSE gives names), but an entry invalidation in a
+ * directory knows its name (note_cb): while it is busy so, the push is
+ * treated as if its directory were busy (pushq_busy). */
+void pushq_busy_name(struct pushq *q, uint64_t key, int delta);
 
 /* How many acknowledgements went out past an entry invalidation not
  * applied yet: because its directory was busy (*busy), or after

@@ -90,10 +90,10 @@ struct transport {
 
 /* The push queue's callbacks: the transport's own, for the queue. */
 static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len,
-			bool *applied_first)
+			bool *applied_first, uint64_t *name_key)
 {
 	struct transport *t = arg;
-	return t->cb.note_cb(t->cb.arg, op, payload, len, applied_first);
+	return t->cb.note_cb(t->cb.arg, op, payload, len, applied_first, name_key);
 }
 
 static void apply_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq)

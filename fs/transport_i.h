@@ -77,10 +77,10 @@ struct transport_cbs {
 	void (*wake_cb)(void *arg, const uint8_t *payload, size_t len);
 	/* Any other push, as it is queued: returns its number (0: none),
 	 * and sets *applied_first if it must be applied before it is
-	 * acknowledged (pushq_i.h). Main connection thread; payload
-	 * borrowed. */
+	 * acknowledged, and an entry invalidation's *name_key (pushq_i.h).
+	 * Main connection thread; payload borrowed. */
 	uint64_t (*note_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len,
-			    bool *applied_first);
+			    bool *applied_first, uint64_t *name_key);
 	/* Applies a push note_cb numbered seq, in arrival order. The push
 	 * thread; may wait for the kernel; payload borrowed. */
 	void (*apply_cb)(void *arg, uint16_t op, const uint8_t *payload, size_t len, uint64_t seq);

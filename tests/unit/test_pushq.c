@@ -39,11 +39,15 @@ static bool early_late;     /* an early_cb after the ack that counted its push *
 
 /* As the client's: the data of a file (offset >= 0) is applied first. */
 static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t len,
-			bool *applied_first)
+			bool *applied_first, uint64_t *name_key)
 {
 	struct pfs_inval_inode_push ii;
+	struct pfs_inval_entry_push ie;
 
 	(void)arg;
+	/* A directory's name key: its tag (NAMED_TAG's is busy in a test). */
+	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)
+		*name_key = pushq_name_key(ie.parent.data[0], 1);
 	*applied_first = op == PFS_OP_INVAL_INODE &&
 			 pfs_dec_inval_inode_push(payload, len, &ii) == 0 && ii.offset >= 0;
 	return 0;
@@ -523,8 +527,40 @@ static void test_recall_ahead_of_a_held_push(void)
 	CHECK(!went_back);
 }
 
+/* An entry invalidation in a directory the kernel holds by its name (one
+ * a local rename moves or replaces, or an rmdir removes:
+ * pushq_busy_name) is acknowledged at once, as one in a busy parent is;
+ * busy no more, the next one waits for its application again. */
+static void test_busy_by_name(void)
+{
+	struct pushq *q = start();
+	struct pfs_fh d = fh_of(BLOCK_TAG);
+	uint64_t busy, unapplied, alive, key = pushq_name_key(d.data[0], 1);
+
+	add_entry(q, 1, BLOCK_TAG);
+	CHECK(!acked_within(1, 1, 50));
+	pushq_busy_name(q, pushq_name_key(d.data[0], 2), 1); /* another name */
+	CHECK(!acked_within(1, 1, 50));
+	pushq_busy_name(q, key, 1);
+	CHECK(acked_within(1, 1, PUSHQ_APPLY_WAIT_MS / 2));
+	pushq_stats(q, &busy, &unapplied, &alive);
+	CHECK(busy >= 1);
+	CHECK_EQ(unapplied, 0);
+	pushq_busy_name(q, key, -1);
+	pushq_busy_name(q, pushq_name_key(d.data[0], 2), -1);
+	set_released(true);
+	CHECK(applied_within(1, WAIT_MS));
+	set_released(false);
+	add_entry(q, 1, BLOCK_TAG);
+	CHECK(!acked_within(1, 2, 50));
+	set_released(true);
+	CHECK(acked_within(1, 2, WAIT_MS));
+	stop(q);
+}
+
 int main(void)
 {
+	test_busy_by_name();
 	test_recall_ahead_of_a_held_push();
 	test_inode_pushes_on_receipt();
 	test_recall_after_apply();
