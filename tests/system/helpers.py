@@ -571,3 +571,25 @@ def daemon_deleted_fds(daemon, export):
         if t.startswith(str(export)) and t.endswith(" (deleted)"):
             out.append(t)
     return out
+
+
+def on_every_host(mounts, script, *args, timeout=120):
+    """Runs the Python script on every mount at once, as
+    `script MOUNT_PATH N ARGS...` (N: 1, 2, ... the mount's place, a seed),
+    and waits for them all (bounded): each must exit 0 (its stderr in the
+    failure). Returns their stdouts, in the mounts' order."""
+    procs = [subprocess.Popen([PYTHON, "-c", script, str(m.path), str(i + 1), *map(str, args)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, m in enumerate(mounts)]
+    outs = []
+    try:
+        for m, p in zip(mounts, procs):
+            out, err = p.communicate(timeout=timeout)
+            assert p.returncode == 0, f"{m.tag}: {err}"
+            outs.append(out)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return outs

@@ -10,16 +10,15 @@ import errno
 import fcntl
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 import pfsproto as P
 from harness import Pod
-from helpers import (DelayRelay, Worker, check_open_counted, no_laggard, podfs_stats, read_file,
-                     requests_sent, requests_since, seen_after_catching_up, wait_for, write_file)
+from helpers import (DelayRelay, Worker, check_open_counted, no_laggard, on_every_host, podfs_stats,
+                     read_file, requests_sent, requests_since, seen_after_catching_up, wait_for,
+                     write_file)
 from lockers import RETRY, agents_on_lk
 
 
@@ -558,12 +557,7 @@ def test_directories_moved_on_three_hosts_never_wait_out_an_invalidation(env):
     directories are marked busy by their names (pushq_busy_name), so no
     invalidation ever waits out that bound here."""
     pod = Pod(env, nclients=3)
-    procs = [subprocess.Popen([sys.executable, "-c", DIR_CHURN, str(m.path), str(i + 1), "6"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i, m in enumerate(pod.mounts)]
-    for m, p in zip(pod.mounts, procs):
-        out, err = p.communicate(timeout=60)
-        assert p.returncode == 0, f"{m.tag}: {err}"
+    for m, out in zip(pod.mounts, on_every_host(pod.mounts, DIR_CHURN, 6, timeout=60)):
         assert int(out) > 0, m.tag
     late = {m.tag: podfs_stats(m)["ack_unapplied"] for m in pod.mounts}
     assert not any(late.values()), late
