@@ -42,8 +42,9 @@ struct pushq {
 	struct pushq_cbs cb;
 
 	/* The push, recall and ack threads; bg.lock guards everything
-	 * below, and bg.cond wakes them all (a push queued or applied, a
-	 * directory busy, or stopping). */
+	 * below, and bg.cond wakes the push and ack threads (a push queued
+	 * or applied, a directory busy, or stopping; the recall thread has
+	 * recall_cond). */
 	struct bg bg;
 	/* Pushes not applied yet, in arrival order; the push thread applies
 	 * the head and only then unlinks it. How many were queued and how

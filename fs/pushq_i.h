@@ -149,12 +149,12 @@ struct pushq_cbs {
  * -ENOMEM. Start-up thread. */
 int pushq_new(const struct pushq_cbs *cbs, struct pushq **out);
 
-/* Starts the push thread and the ack thread (after fuse_daemonize).
+/* Starts the push, recall and ack threads (after fuse_daemonize).
  * Returns 0 or -errno (pushq_stop then stops what started). */
 int pushq_start(struct pushq *q);
 
-/* Stops the push thread once it applied every push queued, and the ack
- * thread (pushes not acknowledged yet stay so). Safe if not started, and
+/* Stops the push thread once it applied every push queued, the recall and ack
+ * threads (pushes not acknowledged yet stay so). Safe if not started, and
  * twice. Not from either thread. */
 void pushq_stop(struct pushq *q);
 
