@@ -155,7 +155,7 @@ int pushq_start(struct pushq *q);
 
 /* Stops the push thread once it applied every push queued, the recall and ack
  * threads (pushes not acknowledged yet stay so). Safe if not started, and
- * twice. Not from either thread. */
+ * twice. Not from one of its threads. */
 void pushq_stop(struct pushq *q);
 
 /* Frees the queue and the pushes left in it (stopped first). Safe on
