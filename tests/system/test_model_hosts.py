@@ -402,14 +402,15 @@ root, seed, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rnd = random.Random(seed)
 # What the same calls racing on one machine may answer.
 RACES = (errno.ENOENT, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ENOTEMPTY,
-         errno.EINVAL, errno.EPERM, errno.ELOOP, errno.EXDEV)
+         errno.EINVAL, errno.EPERM, errno.ELOOP, errno.EXDEV, errno.ENODATA)
 def path():
     return os.path.join(root, *[rnd.choice("abcd") for _ in range(rnd.randrange(1, 4))])
 end = time.monotonic() + secs
 ops = stale = 0
 while time.monotonic() < end:
     op = rnd.choice(["mkdir", "rmdir", "create", "write", "append", "trunc", "unlink",
-                     "rename", "link", "symlink", "read", "list", "stat"])
+                     "rename", "link", "symlink", "chmod", "utime", "setxattr", "rmxattr",
+                     "read", "list", "stat"])
     x, y = path(), path()
     ops += 1
     try:
@@ -439,6 +440,14 @@ while time.monotonic() < end:
             os.link(x, y)
         elif op == "symlink":
             os.symlink("t%d" % rnd.randrange(9), x)
+        elif op == "chmod":
+            os.chmod(x, rnd.choice([0o644, 0o600, 0o755, 0o700]))
+        elif op == "utime":
+            os.utime(x, (rnd.randrange(10**9), rnd.randrange(10**9)))
+        elif op == "setxattr":
+            os.setxattr(x, "user.k", os.urandom(rnd.randrange(1, 40)))
+        elif op == "rmxattr":
+            os.removexattr(x, "user.k")
         elif op == "read":
             with open(x, "rb") as f:
                 f.read()
@@ -456,7 +465,7 @@ print(ops, stale)
 
 
 def tree_of(root):
-    """{relative path: what lstat, readlink and a read show of it}."""
+    """{relative path: what lstat, readlink, getxattr and a read show of it}."""
     out = {}
     for dp, dns, fns in os.walk(root):
         for n in dns + fns:
@@ -464,11 +473,18 @@ def tree_of(root):
             st = os.lstat(full)
             if os.path.islink(full):
                 v = ("symlink", os.readlink(full))
-            elif os.path.isdir(full):
-                v = ("dir", st.st_nlink)
+                out[os.path.relpath(full, root)] = v
+                continue
+            try:
+                xa = os.getxattr(full, "user.k").hex()
+            except OSError:
+                xa = None
+            if os.path.isdir(full):
+                v = ("dir", oct(st.st_mode), st.st_nlink, xa)
             else:
                 with open(full, "rb") as f:
-                    v = ("file", st.st_size, st.st_nlink, hashlib.sha256(f.read()).hexdigest()[:16])
+                    v = ("file", oct(st.st_mode), st.st_size, st.st_nlink, st.st_mtime_ns, xa,
+                         hashlib.sha256(f.read()).hexdigest()[:16])
             out[os.path.relpath(full, root)] = v
     return out
 
@@ -479,11 +495,13 @@ def test_random_operations_at_once_then_alike(env, deleg):
     """Three hosts change the same few names at once for 8 s, at random
     and with no order between them: make and remove directories, create,
     write, append to, truncate, link, rename and remove files, make
-    symlinks, read and list. No call fails but as the same calls racing
+    symlinks, change modes, times and an extended attribute, read and
+    list. No call fails but as the same calls racing
     on one machine may (ENOENT, EEXIST, ENOTEMPTY...), or with ESTALE when
     a directory on the path went twice, before and during the VFS's
     retry, as on NFS. Then every host's view of the whole tree (types,
-    sizes, link counts, content, symlink targets) is the export's. This
+    modes, sizes, link counts, files' mtimes, the attribute, content,
+    symlink targets) is the export's. This
     found a host's symlink() failing with EIO (another host's rename came
     between the daemon's making the name and its lookup) and, with
     delegations, 500 ms stalls."""
