@@ -260,16 +260,12 @@ int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 
 	if (squash_refuses(x, mode))
 		return -EPERM;
-	unsigned k = names_lock(dirfd);
-	if (mkdirat(dirfd, name, perm(dirfd, mode, umask)) < 0) {
-		int ret = -errno;
-		names_unlock(k);
-		return ret;
-	}
 	/* The interest in the new directory is registered before it is
 	 * found empty: an entry made in it since (by another client, or
 	 * beside podfs) is pushed to this session. */
-	fd = export_entry_open(x, dirfd, name, e, &st);
+	unsigned k = names_lock(dirfd);
+	fd = mkdirat(dirfd, name, perm(dirfd, mode, umask)) < 0
+		? -errno : export_entry_open(x, dirfd, name, e, &st);
 	names_unlock(k);
 	if (fd < 0)
 		return fd;
@@ -359,12 +355,10 @@ int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct p
 	 * a deleted file's blocks allocated. */
 	unsigned k = names_lock(dirfd);
 	known = victim_at(x, dirfd, name, victim, &pfd);
-	if (unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0) {
-		int ret = failed_closing(pfd);
-		names_unlock(k);
-		return ret;
-	}
+	int ret = unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0 ? failed_closing(pfd) : 0;
 	names_unlock(k);
+	if (ret < 0)
+		return ret;
 	if (!known)
 		victim->len = 0;
 	else if (!keep_orphan(x, victim, pfd))
@@ -391,12 +385,10 @@ int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 		known = victim_at(x, newdir, newname, victim, &pfd);
 	if (handles_encode_at(x->hs, olddir, oldname, moved) < 0)
 		moved->len = 0;
-	if (renameat2(olddir, oldname, newdir, newname, flags) < 0) {
-		int ret = failed_closing(pfd);
-		names_unlock2(ka, kb);
-		return ret;
-	}
+	int ret = renameat2(olddir, oldname, newdir, newname, flags) < 0 ? failed_closing(pfd) : 0;
 	names_unlock2(ka, kb);
+	if (ret < 0)
+		return ret;
 	/* The replaced file's cached handle stays (the periodic sweep closes
 	 * it): a client whose name cache still points at it until our
 	 * invalidation arrives opens the old file, whole, instead of getting

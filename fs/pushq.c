@@ -178,22 +178,24 @@ void pushq_add(struct pushq *q, uint64_t gen, uint16_t op, uint8_t *buf, size_t 
 	pthread_mutex_unlock(&q->bg.lock);
 }
 
-void pushq_busy(struct pushq *q, uint64_t key, int delta)
+/* Moves key's bucket of counts by delta (pushq_busy, pushq_busy_name). */
+static void busy_move(struct pushq *q, uint32_t *counts, uint64_t key, int delta)
 {
 	pthread_mutex_lock(&q->bg.lock);
-	q->busy[key % PUSHQ_BUSY_BUCKETS] += (uint32_t)delta;
+	counts[key % PUSHQ_BUSY_BUCKETS] += (uint32_t)delta;
 	if (delta > 0)
 		bg_wake_all(&q->bg);
 	pthread_mutex_unlock(&q->bg.lock);
 }
 
+void pushq_busy(struct pushq *q, uint64_t key, int delta)
+{
+	busy_move(q, q->busy, key, delta);
+}
+
 void pushq_busy_name(struct pushq *q, uint64_t key, int delta)
 {
-	pthread_mutex_lock(&q->bg.lock);
-	q->busy_name[key % PUSHQ_BUSY_BUCKETS] += (uint32_t)delta;
-	if (delta > 0)
-		bg_wake_all(&q->bg);
-	pthread_mutex_unlock(&q->bg.lock);
+	busy_move(q, q->busy_name, key, delta);
 }
 
 /* How many pushes of connection ack_gen may be acknowledged at now: all

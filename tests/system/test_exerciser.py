@@ -18,7 +18,7 @@ import random
 
 import pytest
 
-from helpers import copy_range, podfs_stats
+from helpers import copy_range, on_every_host, podfs_stats
 from syscalls import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, fallocate
 
 SIZE_MAX = 3 * 1024 * 1024
@@ -301,7 +301,7 @@ def test_mapped_bytes_past_the_end_stay_out_of_the_file(pod):
 
 NAME_LOCK_SCRIPT = r'''
 import os, sys, time
-d, n, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+d, n, how = sys.argv[1], int(sys.argv[3]), sys.argv[4]
 lock, counter = os.path.join(d, "lock"), os.path.join(d, "counter")
 deadline = time.monotonic() + 100
 for i in range(n):
@@ -359,15 +359,10 @@ def test_a_name_as_a_lock_across_hosts(request, fixture, how):
     made (its recall) once waited for an invalidation the other's own
     mkdir held up, and every such round cost 500 ms until an invalidation
     was acknowledged unapplied; none may be."""
-    import subprocess
-    import sys
     pod = request.getfixturevalue(fixture)
     n = 150
     (pod.export / "counter").write_text("0")
-    procs = [subprocess.Popen([sys.executable, "-c", NAME_LOCK_SCRIPT, str(mt.path), str(n), how])
-             for mt in (pod.a, pod.b)]
-    for p in procs:
-        assert p.wait(timeout=120) == 0
+    on_every_host(pod.mounts, NAME_LOCK_SCRIPT, n, how)
     assert (pod.export / "counter").read_text() == str(2 * n)
     for mt in (pod.a, pod.b):
         assert podfs_stats(mt)["ack_unapplied"] == 0, mt.tag
