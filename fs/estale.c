@@ -1,4 +1,4 @@
-/* estale.c: ESTALE from OPEN, and the VFS's retry (see estale_i.h). */
+/* estale.c: ESTALE, and the VFS's retry (see estale_i.h). */
 #include "estale_i.h"
 
 #include "podfs/clock.h"
@@ -13,14 +13,35 @@ static void disarm(struct estale *es, struct estale_slot *e)
 			es->seen[i].ino = 0;
 }
 
+/* Arms tid's slot e (lock held). */
+static void arm(struct estale *es, struct estale_slot *e, pid_t tid)
+{
+	if (e->tid == 0)
+		es->armed++;
+	*e = (struct estale_slot){ .tid = tid, .ino = 0, .when = pfs_mono_ns() };
+}
+
 void estale_arm(struct estale *es, pid_t tid)
 {
 	struct estale_slot *e = &es->slot[(unsigned)tid % ESTALE_SLOTS];
 	pthread_mutex_lock(&es->lock);
-	if (e->tid == 0)
-		es->armed++;
-	*e = (struct estale_slot){ .tid = tid, .ino = 0, .when = pfs_mono_ns() };
+	arm(es, e, tid);
 	pthread_mutex_unlock(&es->lock);
+}
+
+bool estale_again(struct estale *es, pid_t tid)
+{
+	struct estale_slot *e = &es->slot[(unsigned)tid % ESTALE_SLOTS];
+	bool again;
+
+	pthread_mutex_lock(&es->lock);
+	again = e->tid == tid && pfs_mono_ns() - e->when < ESTALE_RETRY_NS;
+	if (again)
+		disarm(es, e);
+	else
+		arm(es, e, tid);
+	pthread_mutex_unlock(&es->lock);
+	return again;
 }
 
 void estale_looked(struct estale *es, pid_t tid, uint64_t ino)

@@ -1,8 +1,22 @@
-/* estale_i.h: ESTALE from OPEN, and the VFS's retry.
+/* estale_i.h: ESTALE, and the VFS's retry.
  *
- * The VFS retries an open that failed with ESTALE once, after looking
- * the name up afresh (LOOKUP_REVAL); a second ESTALE would reach the
- * application. The retry's open is recognised by its thread and by the
+ * The VFS retries a call on a path that failed with ESTALE once, after
+ * looking the path up afresh (LOOKUP_REVAL); a second ESTALE would
+ * reach the application.
+ *
+ * A lookup or a name operation (MKNOD, MKDIR, SYMLINK, LINK, UNLINK,
+ * RMDIR, RENAME, CREATE) is answered ESTALE by the daemon when a
+ * directory it names was removed. The pushes of a removal are
+ * acknowledged before the removal returns, so a removal that another
+ * host had finished before the call began has already dropped the
+ * kernel's entries: the call ran at the same time as the removal. The
+ * retry then finds the directory the name holds now. If the retry meets
+ * a removed directory too (the path changed again while it ran), the
+ * answer is ENOENT, as a local file system gives for a name in a
+ * directory removed while the call ran (estale_again).
+ *
+ * An open is answered ESTALE when the file it found lost its name to
+ * another host's change. The retry's open is recognised by its thread and by the
  * inode a lookup returned since the ESTALE: it is taken even if that
  * file lost its last name too (the removal raced with this very open,
  * and the file it found is a fair answer). The lookup is usually the
@@ -51,6 +65,13 @@ struct estale {
 
 /* An OPEN is answered ESTALE to thread tid: arms its slot. */
 void estale_arm(struct estale *es, pid_t tid);
+
+/* The daemon answered a lookup or a name operation of thread tid
+ * ESTALE. Returns true if tid's slot is armed and in time: this is the
+ * VFS's retry meeting a removed directory again (answer ENOENT), and
+ * the slot is disarmed. Else arms the slot (answer ESTALE) and returns
+ * false. */
+bool estale_again(struct estale *es, pid_t tid);
 
 /* A lookup by thread tid returns nodeid ino (called before the reply,
  * which the retry's OPEN may follow at once): recorded in tid's slot if

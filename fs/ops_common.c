@@ -46,6 +46,13 @@ int ops_bad_reply(fuse_req_t req, const char *what)
 	return -EIO;
 }
 
+int ops_name_err(fuse_req_t req, int rc)
+{
+	if (rc == -ESTALE && estale_again(&CL(req)->estale, fuse_req_ctx(req)->pid))
+		return -ENOENT;
+	return rc;
+}
+
 /* The entry parameters of pe for the kernel, and its inode (one lookup
  * added), or NULL on ENOMEM. dir: the directory pe was found in under
  * name by a request sent at push number seq (NULL: none). */

@@ -68,7 +68,7 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 	ops_own_dir_attr(c, dir, rc == 0 && have_da ? &da : NULL, o, dir_at);
 	if (rc < 0) {
 		rpc_reply_free(rep);
-		fuse_reply_err(req, -rc);
+		fuse_reply_err(req, -ops_name_err(req, rc));
 		return;
 	}
 	if (!(ip = ops_entry_param(c, dir, name, seq, &er.e, &e, &made))) {
@@ -369,7 +369,7 @@ void ops_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	return;
 out_err:
 	rpc_reply_free(&rep);
-	fuse_reply_err(req, -rc);
+	fuse_reply_err(req, -ops_name_err(req, rc));
 }
 
 void ops_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -539,7 +539,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	 * kernel still holds it for us). */
 	if (c->dd && rc == 0 && op == PFS_OP_UNLINK)
 		dirdeleg_synced(c->dd, IP(req, parent), &m.cr, false);
-	fuse_reply_err(req, -rc);
+	fuse_reply_err(req, -ops_name_err(req, rc));
 }
 
 void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -628,7 +628,7 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 		}
 	}
 	rpc_reply_free(&rep);
-	fuse_reply_err(req, -rc);
+	fuse_reply_err(req, -ops_name_err(req, rc));
 }
 
 void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)

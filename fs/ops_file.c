@@ -281,7 +281,8 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	 * negative entry), but another host made it a symlink, which the
 	 * server never follows. ESTALE makes the VFS redo the open with
 	 * LOOKUP_REVAL: a fresh lookup, and the kernel follows the link. */
-	if (rc == -ELOOP && !(fi->flags & O_EXCL))
+	bool loop = rc == -ELOOP && !(fi->flags & O_EXCL);
+	if (loop)
 		rc = -ESTALE;
 	struct pfs_attr da;
 	bool have_da = false;
@@ -301,7 +302,9 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	}
 	if (rc < 0) {
 		ofile_free(of);
-		fuse_reply_err(req, -rc);
+		/* At the retry: ELOOP if it met the symlink again. */
+		rc = ops_name_err(req, rc);
+		fuse_reply_err(req, loop && rc == -ENOENT ? ELOOP : -rc);
 		return;
 	}
 	ofile_set_ip(of, ip);

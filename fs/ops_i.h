@@ -99,6 +99,10 @@ int ops_set_name(struct pfs_name *n, const char *s);
 /* Logs a malformed reply (what: its kind) and returns -EIO, for the
  * handler's reply. */
 int ops_bad_reply(fuse_req_t req, const char *what);
+/* The answer to a lookup or a name operation that failed with rc (a
+ * -errno): the daemon's ESTALE, a directory it names removed, becomes
+ * ENOENT at the VFS's retry (estale_i.h). */
+int ops_name_err(fuse_req_t req, int rc);
 
 /* A request whose work must reach the server even if its process dies
  * (an unlock): killable_finish_after(answer_early, &ea) answers it EINTR

@@ -457,7 +457,7 @@ while time.monotonic() < end:
             os.lstat(x)
     except OSError as e:
         if e.errno == errno.ESTALE:
-            stale += 1  # a directory of the path removed twice meanwhile, as on NFS
+            stale += 1  # the kernel's, as on NFS (docs/coherence.md)
         elif e.errno not in RACES:
             sys.exit("%s %s %s: %s" % (op, x, y, e))
 print(ops, stale)
@@ -497,9 +497,9 @@ def test_random_operations_at_once_then_alike(env, deleg):
     write, append to, truncate, link, rename and remove files, make
     symlinks, change modes, times and an extended attribute, read and
     list. No call fails but as the same calls racing
-    on one machine may (ENOENT, EEXIST, ENOTEMPTY...), or with ESTALE when
-    a directory on the path went twice, before and during the VFS's
-    retry, as on NFS. Then every host's view of the whole tree (types,
+    on one machine may (ENOENT, EEXIST, ENOTEMPTY...), or with the
+    kernel's own ESTALE (a rename's lookup finds a directory the kernel
+    holds under another name, as on NFS: docs/coherence.md). Then every host's view of the whole tree (types,
     modes, sizes, link counts, files' mtimes, the attribute, content,
     symlink targets) is the export's. This
     found a host's symlink() failing with EIO (another host's rename came

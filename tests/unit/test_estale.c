@@ -1,6 +1,7 @@
 /* test_estale.c: unit tests of the ESTALE retry recognition (fs/estale.c):
  * the retry's own lookup, a lookup by another thread that the retry
- * shares, an open that is not the retry, one slot per thread, expiry.
+ * shares, an open that is not the retry, one slot per thread, expiry,
+ * and a name operation's ESTALE met again at its retry.
  */
 #include <string.h>
 #include <time.h>
@@ -123,6 +124,41 @@ static void test_expiry(void)
 	CHECK_EQ(es.armed, 0);
 }
 
+/* A name operation's ESTALE arms the slot; the same thread's next
+ * ESTALE, in time, is the retry's (ENOENT) and disarms it; after that,
+ * or once the slot expired, an ESTALE arms it again. */
+static void test_again(void)
+{
+	struct estale es;
+
+	fresh(&es);
+	CHECK(!estale_again(&es, 100));
+	CHECK_EQ(es.armed, 1);
+	CHECK(!estale_again(&es, 101)); /* another thread: its own slot */
+	CHECK(estale_again(&es, 100));
+	CHECK(estale_again(&es, 101));
+	CHECK_EQ(es.armed, 0);
+	CHECK(!estale_again(&es, 100));
+	es.slot[100 % ESTALE_SLOTS].when -= ESTALE_RETRY_NS;
+	CHECK(!estale_again(&es, 100)); /* expired: a first ESTALE again */
+	CHECK(estale_again(&es, 100));
+	/* A slot shared by two threads: the other's ESTALE takes it. */
+	CHECK(!estale_again(&es, 100));
+	CHECK(!estale_again(&es, 100 + ESTALE_SLOTS));
+	CHECK(!estale_again(&es, 100));
+	CHECK_EQ(es.armed, 1);
+	/* An open's ESTALE arms it too: the retry's lookup meeting a
+	 * removed directory answers ENOENT; and a name operation's ESTALE
+	 * makes the retry's open of what its lookup found the retry. */
+	fresh(&es);
+	estale_arm(&es, 100);
+	CHECK(estale_again(&es, 100));
+	CHECK(!estale_again(&es, 100));
+	estale_looked(&es, 100, 7);
+	CHECK(estale_retry(&es, 100, 7));
+	CHECK_EQ(es.armed, 0);
+}
+
 int main(void)
 {
 	test_own_lookup();
@@ -131,5 +167,6 @@ int main(void)
 	test_threads();
 	test_ring();
 	test_expiry();
+	test_again();
 	return check_done("test_estale");
 }
