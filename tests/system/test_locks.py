@@ -295,3 +295,53 @@ def test_writes_through_a_mapping_under_a_lock_reach_the_next_holder(pod, kind):
         ma.close()
         os.close(fa)
         os.close(fb)
+
+
+RANGE_COUNTER = r'''
+import fcntl, os, sys
+path, slot, n, reopen = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+off = slot * 8
+fd = None
+for i in range(n):
+    if fd is None:
+        fd = os.open(path, os.O_RDWR)
+    fcntl.lockf(fd, fcntl.LOCK_EX, 8, off, 0)
+    v = int(os.pread(fd, 8, off))
+    os.pwrite(fd, b"%8d" % (v + 1), off)
+    fcntl.lockf(fd, fcntl.LOCK_UN, 8, off, 0)
+    if reopen:
+        os.close(fd)
+        fd = None
+'''
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("reopen", [True, False], ids=["reopen", "open-once"])
+@pytest.mark.parametrize("fx", ["pod", "dpod"], ids=["plain", "delegate"])
+def test_counters_in_one_page_under_byte_range_locks(request, fx, reopen):
+    """Four processes, two on each host, each increment their own 8-byte
+    counter in the same page of one file, 300 times, each under an fcntl
+    lock of its 8 bytes only, as programs that share a file by records
+    do. A host's kernel caches and writes back whole pages: whatever it
+    writes must be only the bytes its own processes changed, never the
+    other host's counters as it last saw them. Each counter ends at 300."""
+    pod = request.getfixturevalue(fx)
+    n = 300
+    (pod.export / "c").write_bytes(b"%8d" % 0 * 4)
+    mounts = [pod.a, pod.b, pod.a, pod.b]
+    procs = [subprocess.Popen([PYTHON, "-c", RANGE_COUNTER, str(m / "c"), str(i), str(n),
+                               "1" if reopen else "0"], stderr=subprocess.PIPE, text=True)
+             for i, m in enumerate(mounts)]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=150)
+            assert p.returncode == 0, err
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    data = (pod.export / "c").read_bytes()
+    assert [int(data[i * 8:i * 8 + 8]) for i in range(4)] == [n] * 4, data
+    for m in (pod.a, pod.b):
+        assert (m / "c").read_bytes() == data
