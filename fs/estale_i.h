@@ -16,10 +16,10 @@
  * directory removed while the call ran (estale_again).
  *
  * An open is answered ESTALE when the file it found lost its name to
- * another host's change. The retry's open is recognised by its thread and by the
- * inode a lookup returned since the ESTALE: it is taken even if that
- * file lost its last name too (the removal raced with this very open,
- * and the file it found is a fair answer). The lookup is usually the
+ * another host's change. The retry's open is recognised by its thread
+ * and by the inode a lookup returned since the ESTALE: it is taken even
+ * if that file lost its last name too (the removal raced with this very
+ * open, and the file it found is a fair answer). The lookup is usually the
  * retry's own, by the same thread; but a thread whose lookup finds
  * another thread's lookup of the same name in flight waits for that one
  * and uses its answer (the kernel's d_alloc_parallel): so while a slot is
