@@ -93,7 +93,10 @@ def test_a_holder_paused_shorter_than_the_recall_timeout_keeps_its_files(dpod, b
         got = (dpod.b / "x" / "d" / "big").read_bytes()
         took = time.time() - t0
     assert got == data
-    assert took >= 0.55, took  # it waited for A, stopped 0.6 s from t0
+    # It waited for A, stopped 0.6 s from t0. (Once, in a loaded CI run,
+    # B read the file whole in 10 ms: what A and podfsd said then is in
+    # the message, for the next time.)
+    assert took >= 0.55, (took, podfs_stats(dpod.a), dpod.daemon.log()[-3000:])
     _kept(dpod, "x/d")
 
 
