@@ -573,19 +573,19 @@ def daemon_deleted_fds(daemon, export):
     return out
 
 
-def on_every_host(mounts, script, *args, timeout=120):
-    """Runs the Python script on every mount at once, as
-    `script MOUNT_PATH N ARGS...` (N: 1, 2, ... the mount's place, a seed),
-    and waits for them all (bounded): each must exit 0 (its stderr in the
-    failure). Returns their stdouts, in the mounts' order."""
-    procs = [subprocess.Popen([PYTHON, "-c", script, str(m.path), str(i + 1), *map(str, args)],
+def at_once(script, argvs, timeout=120):
+    """Runs the Python script once per argument list in argvs, all at
+    once, and waits for them all (bounded): each must exit 0 (its
+    arguments and stderr in the failure). Returns their stdouts, in
+    order."""
+    procs = [subprocess.Popen([PYTHON, "-c", script, *map(str, argv)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i, m in enumerate(mounts)]
+             for argv in argvs]
     outs = []
     try:
-        for m, p in zip(mounts, procs):
+        for argv, p in zip(argvs, procs):
             out, err = p.communicate(timeout=timeout)
-            assert p.returncode == 0, f"{m.tag}: {err}"
+            assert p.returncode == 0, f"{list(map(str, argv))}: {err}"
             outs.append(out)
     finally:
         for p in procs:
@@ -593,3 +593,11 @@ def on_every_host(mounts, script, *args, timeout=120):
                 p.kill()
                 p.wait()
     return outs
+
+
+def on_every_host(mounts, script, *args, timeout=120):
+    """Runs the Python script on every mount at once, as
+    `script MOUNT_PATH N ARGS...` (N: 1, 2, ... the mount's place, a seed),
+    and waits for them all (at_once). Returns their stdouts, in the
+    mounts' order."""
+    return at_once(script, [[m.path, i + 1, *args] for i, m in enumerate(mounts)], timeout)

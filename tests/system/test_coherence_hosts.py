@@ -29,7 +29,7 @@ import time
 import pytest
 
 from harness import Pod
-from helpers import (EXPORT_AT_ONCE, Worker, daemon_deleted_fds, evict_dentries, export_stat,
+from helpers import (EXPORT_AT_ONCE, Worker, at_once, daemon_deleted_fds, evict_dentries, export_stat,
                      fell_behind, forgotten, no_laggard, podfs_stats, pread_all, read_file,
                      read_or_none, requests_sent, requests_since, wait_for, write_file)
 
@@ -207,18 +207,7 @@ def test_writers_of_disjoint_bytes_in_shared_pages(request, fx):
     (pod.export / "u").write_bytes(b"." * 16000)
     for m in (pod.a, pod.b):
         assert read_file(m / "u") == b"." * 16000
-    procs = [subprocess.Popen([sys.executable, "-c", DISJOINT_BYTES, str(m / "u"), str(i), "400"],
-                              stderr=subprocess.PIPE, text=True)
-             for i, m in enumerate([pod.a, pod.b, pod.a, pod.b])]
-    try:
-        for p in procs:
-            _, err = p.communicate(timeout=120)
-            assert p.returncode == 0, err
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    at_once(DISJOINT_BYTES, [[m / "u", i, 400] for i, m in enumerate([pod.a, pod.b, pod.a, pod.b])])
     data = read_file(pod.export / "u")
     wrong = [(k, slot) for k in range(40) for slot in range(4)
              if data[(k * 4 + slot) * 100:(k * 4 + slot + 1) * 100] != bytes([65 + slot]) * 100]

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from harness import Pod
-from helpers import PYTHON, errno_of, kernel_settled, wait_for, write_file
+from helpers import PYTHON, at_once, errno_of, kernel_settled, wait_for, write_file
 from lockers import (LOCK_CMD, PROMPT, RETRY, WAITER, Holder, agents_on_lk, held_on_a,
                      readline, try_lock)
 
@@ -328,19 +328,8 @@ def test_counters_in_one_page_under_byte_range_locks(request, fx, reopen):
     pod = request.getfixturevalue(fx)
     n = 300
     (pod.export / "c").write_bytes(b"%8d" % 0 * 4)
-    mounts = [pod.a, pod.b, pod.a, pod.b]
-    procs = [subprocess.Popen([PYTHON, "-c", RANGE_COUNTER, str(m / "c"), str(i), str(n),
-                               "1" if reopen else "0"], stderr=subprocess.PIPE, text=True)
-             for i, m in enumerate(mounts)]
-    try:
-        for p in procs:
-            _, err = p.communicate(timeout=150)
-            assert p.returncode == 0, err
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    at_once(RANGE_COUNTER, [[m / "c", i, n, int(reopen)]
+                            for i, m in enumerate([pod.a, pod.b, pod.a, pod.b])], timeout=150)
     data = (pod.export / "c").read_bytes()
     assert [int(data[i * 8:i * 8 + 8]) for i in range(4)] == [n] * 4, data
     for m in (pod.a, pod.b):
