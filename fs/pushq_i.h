@@ -153,9 +153,9 @@ int pushq_new(const struct pushq_cbs *cbs, struct pushq **out);
  * Returns 0 or -errno (pushq_stop then stops what started). */
 int pushq_start(struct pushq *q);
 
-/* Stops the push thread once it applied every push queued, the recall and ack
- * threads (pushes not acknowledged yet stay so). Safe if not started, and
- * twice. Not from one of its threads. */
+/* Stops the push thread once it applied every push queued, and the
+ * recall and ack threads (pushes not acknowledged yet stay so). Safe if
+ * not started, and twice. Not from one of its threads. */
 void pushq_stop(struct pushq *q);
 
 /* Frees the queue and the pushes left in it (stopped first). Safe on

@@ -573,6 +573,17 @@ def daemon_deleted_fds(daemon, export):
     return out
 
 
+def tree(root, describe):
+    """{path relative to root: describe(path, its lstat)} for everything
+    under root (not root itself)."""
+    out = {}
+    for dp, dns, fns in os.walk(root):
+        for n in dns + fns:
+            full = os.path.join(dp, n)
+            out[os.path.relpath(full, root)] = describe(full, os.lstat(full))
+    return out
+
+
 def at_once(script, argvs, timeout=120):
     """Runs the Python script once per argument list in argvs, all at
     once, and waits for them all (bounded): each must exit 0 (its

@@ -44,12 +44,13 @@ import errno
 import hashlib
 import os
 import random
+import stat
 import time
 
 import pytest
 
 from harness import Pod
-from helpers import fell_behind, on_every_host, podfs_stats, podfsd_status
+from helpers import fell_behind, on_every_host, podfs_stats, podfsd_status, tree
 
 NAMES = ["f0", "f1", "f2", "f3", "d0/f4", "d0/f5", "d1/f6"]
 DIRS = ["d0", "d1"]
@@ -464,29 +465,24 @@ print(ops, stale)
 '''
 
 
+def described(full, st):
+    """What lstat, readlink, getxattr and a read show of full."""
+    if stat.S_ISLNK(st.st_mode):
+        return ("symlink", os.readlink(full))
+    try:
+        xa = os.getxattr(full, "user.k").hex()
+    except OSError:
+        xa = None
+    if stat.S_ISDIR(st.st_mode):
+        return ("dir", oct(st.st_mode), st.st_nlink, xa)
+    with open(full, "rb") as f:
+        return ("file", oct(st.st_mode), st.st_size, st.st_nlink, st.st_mtime_ns, xa,
+                hashlib.sha256(f.read()).hexdigest()[:16])
+
+
 def tree_of(root):
     """{relative path: what lstat, readlink, getxattr and a read show of it}."""
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        for n in dns + fns:
-            full = os.path.join(dp, n)
-            st = os.lstat(full)
-            if os.path.islink(full):
-                v = ("symlink", os.readlink(full))
-                out[os.path.relpath(full, root)] = v
-                continue
-            try:
-                xa = os.getxattr(full, "user.k").hex()
-            except OSError:
-                xa = None
-            if os.path.isdir(full):
-                v = ("dir", oct(st.st_mode), st.st_nlink, xa)
-            else:
-                with open(full, "rb") as f:
-                    v = ("file", oct(st.st_mode), st.st_size, st.st_nlink, st.st_mtime_ns, xa,
-                         hashlib.sha256(f.read()).hexdigest()[:16])
-            out[os.path.relpath(full, root)] = v
-    return out
+    return tree(root, described)
 
 
 @pytest.mark.netns

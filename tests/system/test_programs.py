@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from helpers import PYTHON, run, wait_for
+from helpers import PYTHON, run, tree, wait_for
 
 
 def sha256_file(p):
@@ -94,15 +94,9 @@ def test_git_on_mount(env, m):
 
 
 def tree_meta(root):
-    out = {}
-    for dp, dns, fns in os.walk(root):
-        for n in dns + fns:
-            p = os.path.join(dp, n)
-            st = os.lstat(p)
-            out[os.path.relpath(p, root)] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode),
-                                             st.st_size if not stat.S_ISDIR(st.st_mode) else 0,
-                                             st.st_mtime_ns // 10**9)
-    return out
+    return tree(root, lambda _, st: (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode),
+                                     st.st_size if not stat.S_ISDIR(st.st_mode) else 0,
+                                     st.st_mtime_ns // 10**9))
 
 
 # /usr/include less the trees that only some hosts have (node's, llvm's,

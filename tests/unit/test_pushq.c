@@ -45,7 +45,7 @@ static uint64_t note_cb(void *arg, uint16_t op, const uint8_t *payload, size_t l
 	struct pfs_inval_entry_push ie;
 
 	(void)arg;
-	/* A directory's name key: its tag (NAMED_TAG's is busy in a test). */
+	/* A directory's name key: from its tag (test_busy_by_name). */
 	if (op == PFS_OP_INVAL_ENTRY && pfs_dec_inval_entry_push(payload, len, &ie) == 0)
 		*name_key = pushq_name_key(ie.parent.data[0], 1);
 	*applied_first = op == PFS_OP_INVAL_INODE &&
@@ -307,6 +307,20 @@ static void test_entry_push_after_apply(void)
 	stop(q);
 }
 
+/* Its directory busy no more, nothing pending: the push held so far is
+ * applied (n pushes applied in all), and a new entry push (ack count
+ * next) is acknowledged only once applied again. */
+static void waits_again(struct pushq *q, unsigned n, uint64_t next)
+{
+	set_released(true);
+	CHECK(applied_within(n, WAIT_MS));
+	set_released(false);
+	add_entry(q, 1, BLOCK_TAG);
+	CHECK(!acked_within(1, next, 50));
+	set_released(true);
+	CHECK(acked_within(1, next, WAIT_MS));
+}
+
 /* Its directory busy with a local operation: acknowledged at once (and
  * what follows), without waiting for the bound. */
 static void test_busy_directory(void)
@@ -328,14 +342,7 @@ static void test_busy_directory(void)
 	if (unapplied == 0)
 		CHECK(pfs_mono_ms() - t0 < WAIT_MS);
 	pushq_busy(q, pushq_lock_key(&d), -1);
-	/* Busy no more, nothing pending: a new entry push waits again. */
-	set_released(true);
-	CHECK(applied_within(2, WAIT_MS));
-	set_released(false);
-	add_entry(q, 1, BLOCK_TAG);
-	CHECK(!acked_within(1, 3, 50));
-	set_released(true);
-	CHECK(acked_within(1, 3, WAIT_MS));
+	waits_again(q, 2, 3);
 	stop(q);
 }
 
@@ -548,13 +555,7 @@ static void test_busy_by_name(void)
 	CHECK_EQ(unapplied, 0);
 	pushq_busy_name(q, key, -1);
 	pushq_busy_name(q, pushq_name_key(d.data[0], 2), -1);
-	set_released(true);
-	CHECK(applied_within(1, WAIT_MS));
-	set_released(false);
-	add_entry(q, 1, BLOCK_TAG);
-	CHECK(!acked_within(1, 2, 50));
-	set_released(true);
-	CHECK(acked_within(1, 2, WAIT_MS));
+	waits_again(q, 1, 2);
 	stop(q);
 }
 
