@@ -94,8 +94,10 @@ int op_mkdir(struct op *o)
 	const struct pfs_mkdir_req *m = &o->m.mkdir_req;
 	struct pfs_mkdir_rep rep = { 0 };
 	bool have_da, empty = false;
+	uint32_t absent = 0;
 	int ret = export_mkdir(&o->x, o->obj->fd, m->name.s, m->mode, m->umask, &rep.e,
-			       o->r->new_dir ? &empty : NULL);
+			       o->r->new_dir ? &empty : NULL,
+			       o->r->new_dir && o->r->new_xattrs ? &absent : NULL);
 
 	if (ret < 0)
 		return ret;
@@ -103,7 +105,7 @@ int op_mkdir(struct op *o)
 	have_da = dir_attr(o, o->obj, &rep.dir);
 	if (!have_da || !o->r->new_dir)
 		return reply_entry(o, &rep.e, have_da ? &rep.dir : NULL);
-	rep.flags = empty ? PFS_MK_EMPTY : 0;
+	rep.flags = (empty ? PFS_MK_EMPTY : 0) | absent;
 	/* Asked for: the new directory's delegation, and slots there, so
 	 * that the first creates in it are answered by the client too. */
 	uint64_t dkey = handles_key(o->d->hs, &rep.e.fh);
@@ -482,17 +484,20 @@ int op_create(struct op *o)
 	const struct pfs_create_req *m = &o->m.create_req;
 	struct pfs_mkdir_rep rep = { 0 };
 	bool fresh = false;
+	uint32_t absent = 0;
 	int ret = export_create(&o->x, o->obj->fd, m->name.s, m->fid, m->flags, m->mode, m->umask,
-				&rep.e, &fresh);
+				&rep.e, &fresh, o->r->new_xattrs ? &absent : NULL);
 
 	if (ret < 0)
 		return ret;
 	op_inval_dirent(o, &m->parent, &m->name);
-	/* With PFS_CAP_DELEG the reply is mkdir_rep, PFS_CR_DELEG saying
-	 * whether a delegation was granted (wire.h, "Delegations"). */
-	if (!o->r->deleg || !dir_attr(o, o->obj, &rep.dir))
+	/* With PFS_CAP_NEW_XATTRS or PFS_CAP_DELEG the reply is mkdir_rep:
+	 * the xattrs the new file lacks, and PFS_CR_DELEG saying whether a
+	 * delegation was granted (wire.h, "Delegations"). */
+	if (!(o->r->deleg || o->r->new_xattrs) || !dir_attr(o, o->obj, &rep.dir))
 		return reply_entry_in(o, &rep.e, o->obj);
-	if (fresh && op_deleg_grant(o, &m->parent, &rep.e.fh, m->fid))
-		rep.flags = PFS_CR_DELEG;
+	rep.flags = absent;
+	if (o->r->deleg && fresh && op_deleg_grant(o, &m->parent, &rep.e.fh, m->fid))
+		rep.flags |= PFS_CR_DELEG;
 	return OP_ENCODE(o, mkdir_rep, &rep);
 }

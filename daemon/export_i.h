@@ -105,9 +105,16 @@ int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 		 uint32_t umask, struct pfs_entry *e);
 /* Makes directory name in dirfd. empty != NULL: *empty tells whether it
  * was still empty after the session's interest in it was registered
- * (PFS_CAP_NEW_DIR). Returns 0 (e filled) or -errno. */
+ * (PFS_CAP_NEW_DIR); absent != NULL: *absent, its PFS_MK_NO_* bits then
+ * (export_xattrs_absent). Returns 0 (e filled) or -errno. */
 int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t umask,
-		 struct pfs_entry *e, bool *empty);
+		 struct pfs_entry *e, bool *empty, uint32_t *absent);
+/* The PFS_MK_NO_* bits of the object open as fd (not O_PATH): the
+ * extended attributes the kernel asks a new object for (capabilities,
+ * ACLs, SELinux label) that getxattr answers ENODATA for. A filesystem
+ * without ACLs answers EOPNOTSUPP, which a client must not be told is
+ * ENODATA: that bit stays clear. */
+uint32_t export_xattrs_absent(int fd);
 /* Makes symlink name in dirfd pointing at target (stored as is, never
  * followed by podfsd). Returns 0 (e filled) or -errno. */
 int export_symlink(struct xop *x, int dirfd, const char *name, const char *target,
@@ -149,9 +156,11 @@ int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_
  * symlink), or, without O_EXCL in flags, opens the existing regular file
  * or directory; registers the open file as the session's fid. Returns 0
  * (e filled; *fresh: this call made the regular file, and it has no
- * extended attribute), -EINVAL for O_DIRECTORY, or -errno. */
+ * extended attribute; absent != NULL: *absent, the PFS_MK_NO_* bits of
+ * the file this call made, 0 if it made none), -EINVAL for O_DIRECTORY,
+ * or -errno. */
 int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint32_t flags,
-		  uint32_t mode, uint32_t umask, struct pfs_entry *e, bool *fresh);
+		  uint32_t mode, uint32_t umask, struct pfs_entry *e, bool *fresh, uint32_t *absent);
 
 /* --- export_files.c --- */
 

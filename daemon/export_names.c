@@ -232,14 +232,20 @@ int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 }
 
 /* True if the directory open as pathfd (O_PATH) has no entries. */
-static bool dir_is_empty(int pathfd)
+/* Whether directory pathfd (O_PATH) is empty; absent != NULL: *absent,
+ * its PFS_MK_NO_* bits (0 if it cannot be opened). */
+static bool dir_is_empty(int pathfd, uint32_t *absent)
 {
 	DIR *d = NULL;
 	struct dirent *de;
 	bool empty = true;
 
+	if (absent)
+		*absent = 0;
 	if (export_dir_open(pathfd, &d) < 0)
 		return false;
+	if (absent)
+		*absent = export_xattrs_absent(dirfd(d));
 	errno = 0;
 	while ((de = readdir(d)))
 		if (!export_dot_or_dotdot(de->d_name)) {
@@ -253,7 +259,7 @@ static bool dir_is_empty(int pathfd)
 }
 
 int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t umask,
-		 struct pfs_entry *e, bool *empty)
+		 struct pfs_entry *e, bool *empty, uint32_t *absent)
 {
 	struct stat st;
 	int fd;
@@ -261,8 +267,9 @@ int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 	if (squash_refuses(x, mode))
 		return -EPERM;
 	/* The interest in the new directory is registered before it is
-	 * found empty: an entry made in it since (by another client, or
-	 * beside podfs) is pushed to this session. */
+	 * found empty and its xattrs are read: an entry made in it since
+	 * (by another client, or beside podfs), or an xattr set, is pushed
+	 * to this session. */
 	unsigned k = names_lock(dirfd);
 	fd = mkdirat(dirfd, name, perm(dirfd, mode, umask)) < 0
 		? -errno : export_entry_open(x, dirfd, name, e, &st);
@@ -273,8 +280,11 @@ int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 		close(fd);
 		return -EEXIST;
 	}
-	if (empty)
-		*empty = dir_is_empty(fd);
+	if (empty || absent) {
+		bool is_empty = dir_is_empty(fd, absent);
+		if (empty)
+			*empty = is_empty;
+	}
 	handles_adopt(x->hs, &e->fh, fd);
 	return 0;
 }
@@ -505,7 +515,7 @@ int export_slot_name(struct xop *x, int fd, int dirfd, const char *name, uint32_
 }
 
 int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint32_t flags,
-		  uint32_t mode, uint32_t umask, struct pfs_entry *e, bool *fresh)
+		  uint32_t mode, uint32_t umask, struct pfs_entry *e, bool *fresh, uint32_t *absent)
 {
 	int fl = export_open_flags(flags), fd, ret;
 	struct stat st;
@@ -549,6 +559,8 @@ int export_create(struct xop *x, int dirfd, const char *name, uint64_t fid, uint
 	export_attr(&st, &e->attr);
 	/* No extended attribute: no ACL inherited, no capability, no label. */
 	*fresh = made && S_ISREG(st.st_mode) && flistxattr(fd, NULL, 0) == 0;
+	if (absent)
+		*absent = made ? export_xattrs_absent(fd) : 0;
 	f = session_fid_install(x->s, fid, fd, false, fl & ~O_TRUNC, true);
 	session_fid_put(x->s, f);
 	return 0;

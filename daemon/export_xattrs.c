@@ -139,3 +139,22 @@ int export_removexattr(struct xop *x, struct hent *obj, const char *name)
 		return -errno;
 	return 0;
 }
+
+uint32_t export_xattrs_absent(int fd)
+{
+	static const struct {
+		const char *name;
+		uint32_t bit;
+	} asked[] = {
+		{ "security.capability", PFS_MK_NO_CAPS },
+		{ "system.posix_acl_access", PFS_MK_NO_ACL_ACCESS },
+		{ "system.posix_acl_default", PFS_MK_NO_ACL_DEFAULT },
+		{ "security.selinux", PFS_MK_NO_SELINUX },
+	};
+	uint32_t bits = 0;
+
+	for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++)
+		if (fgetxattr(fd, asked[i].name, NULL, 0) < 0 && errno == ENODATA)
+			bits |= asked[i].bit;
+	return bits;
+}

@@ -205,6 +205,22 @@ void ops_listed_absent(struct client *c, struct inode *ip, uint32_t lflags, uint
 		inode_note_absent(c->it, ip, nox, caps, c->attr_timeout, any);
 }
 
+void ops_made_absent(struct client *c, struct inode *ip, uint32_t mkflags, uint64_t seq,
+		     uint64_t any)
+{
+	uint32_t lflags = ((mkflags & PFS_MK_NO_CAPS) ? PFS_LD_NO_CAPS : 0) |
+			  ((mkflags & PFS_MK_NO_ACL_ACCESS) ? PFS_LD_NO_ACL_ACCESS : 0) |
+			  ((mkflags & PFS_MK_NO_ACL_DEFAULT) ? PFS_LD_NO_ACL_DEFAULT : 0) |
+			  ((mkflags & PFS_MK_NO_SELINUX) ? PFS_LD_NO_SELINUX : 0);
+
+	if (!lflags)
+		return;
+	gate_enter(c->gate);
+	if (!gate_pushed_since(c->gate, seq, &ip->fh))
+		ops_listed_absent(c, ip, lflags, any);
+	gate_leave(c->gate);
+}
+
 void ops_fetch_listing(fuse_req_t req, struct inode *dir, const struct pfs_creds *cr,
 		       uint32_t max_inline)
 {

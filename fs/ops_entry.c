@@ -81,9 +81,12 @@ static void finish_entry(fuse_req_t req, int rc, struct rpc_reply *rep, struct i
 	 * as current as nothing else of ours moved it meanwhile. An object
 	 * the table held before that the change did not announce is left
 	 * to GETATTR (and stamped: what was read of it meanwhile goes). */
-	if (made && obj_at == 0)
+	if (made && obj_at == 0) {
 		inode_trust_attr(c->it, ip, seq, o->any, o->ns_trust);
-	else
+		/* What the kernel asks a new directory before the first
+		 * create in it: its ACLs. */
+		ops_made_absent(c, ip, mkflags, seq, o->any);
+	} else
 		inode_own_end(c->it, ip, &er.e.attr, seq, obj_at, o->ns_trust);
 	if ((mkflags & PFS_MK_EMPTY) && S_ISDIR(er.e.attr.mode)) {
 		new_dir_listing(req, ip, o);

@@ -315,6 +315,9 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	if (made) {
 		inode_trust_attr(c->it, ip, seq, o.any, o.ns_trust);
 		made_here(c, ip, &er.e.attr, &m.cr);
+		/* What the kernel asks a new file before its first write:
+		 * its capabilities, and its ACL unless the caller owns it. */
+		ops_made_absent(c, ip, mkflags, seq, o.any);
 	} else {
 		if (fi->flags & O_TRUNC) /* it held the bytes before */
 			inode_drop_inline(ip);

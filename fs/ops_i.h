@@ -189,6 +189,12 @@ int ops_dec_entry(const struct rpc_reply *rep, struct pfs_entry_rep *er, struct 
  * that no push about ip (or everything) came since the listing was asked
  * for. */
 void ops_listed_absent(struct client *c, struct inode *ip, uint32_t lflags, uint64_t any);
+/* The PFS_MK_NO_* bits of the reply to a MKDIR or CREATE that made ip
+ * (PFS_CAP_NEW_XATTRS), sent at push number seq and own-change count
+ * any: the absences remembered as a listing's, unless a push about ip
+ * was numbered since. Takes the gate. */
+void ops_made_absent(struct client *c, struct inode *ip, uint32_t mkflags, uint64_t seq,
+		     uint64_t any);
 
 /* Fetches dir's listing (LISTDIR) with the caller's creds cr, with the
  * content of files up to max_inline bytes, and keeps it if complete (an

@@ -156,9 +156,21 @@ enum {
 	 * client can answer readdir from a listing with cookies READDIR
 	 * takes. */
 	PFS_CAP_LIST_COOKIES = 1u << 11,
+	/* With PFS_CAP_DIR_ATTR: the reply to CREATE is mkdir_rep (its
+	 * slots empty), and mkdir_rep's flags PFS_MK_NO_CAPS,
+	 * PFS_MK_NO_ACL_ACCESS, PFS_MK_NO_ACL_DEFAULT and PFS_MK_NO_SELINUX
+	 * (CREATE and MKDIR) say that the object the call made lacked that
+	 * extended attribute (getxattr answered ENODATA) after the
+	 * session's interest in it was registered: a change since is
+	 * pushed (INVAL_INODE). The kernel asks a new file for its ACL and
+	 * capabilities before its first write (a caller that does not own
+	 * it: root squashed), and a new directory for its ACLs before the
+	 * first create in it; the client answers them itself. */
+	PFS_CAP_NEW_XATTRS = 1u << 12,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
 		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR |
-		       PFS_CAP_LIST_XATTR | PFS_CAP_PEER | PFS_CAP_DELEG | PFS_CAP_LIST_COOKIES,
+		       PFS_CAP_LIST_XATTR | PFS_CAP_PEER | PFS_CAP_DELEG | PFS_CAP_LIST_COOKIES |
+		       PFS_CAP_NEW_XATTRS,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -341,8 +353,9 @@ enum pfs_op {
  *              regular file, also opened as fid with flags; without
  *              O_EXCL an existing regular file is opened). mode is
  *              masked by umask on the server. Replies: entry_rep, or
- *              entry_dir_rep with PFS_CAP_DIR_ATTR, or (MKDIR) mkdir_rep
- *              with PFS_CAP_NEW_DIR; EEXIST, ENOENT, ENOTDIR, EMLINK.
+ *              entry_dir_rep with PFS_CAP_DIR_ATTR, or mkdir_rep (MKDIR
+ *              with PFS_CAP_NEW_DIR, CREATE with PFS_CAP_NEW_XATTRS or
+ *              PFS_CAP_DELEG); EEXIST, ENOENT, ENOTDIR, EMLINK.
  *              MKDIR's slots, when not 0, asks for the new directory's
  *              delegation and up to that many slots in it (at most
  *              PFS_SLOTS_MAX; "Delegations" below): mkdir_rep's flag
@@ -680,6 +693,11 @@ enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
 	PFS_CR_DELEG = 1u << 1, /* CREATE's mkdir_rep: see "Delegations" */
 	PFS_MK_DELEG = 1u << 2, /* MKDIR's mkdir_rep: the new directory's delegation, "Delegations" */
+	/* mkdir_rep of CREATE and MKDIR: see PFS_CAP_NEW_XATTRS. */
+	PFS_MK_NO_CAPS = 1u << 3,        /* security.capability */
+	PFS_MK_NO_ACL_ACCESS = 1u << 4,  /* system.posix_acl_access */
+	PFS_MK_NO_ACL_DEFAULT = 1u << 5, /* system.posix_acl_default */
+	PFS_MK_NO_SELINUX = 1u << 6,     /* security.selinux */
 	PFS_RN_DELEG = 1u << 30, /* RENAME's flags: answered under a directory delegation */
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
 	PFS_CI_CLOSE = 1u << 0, /* a CREATES item's how: no open file is made */

@@ -19,7 +19,7 @@ import pytest
 from harness import Pod
 from helpers import (MiB, PODFS, PYTHON, TEST_GID, TEST_UID, as_user, check_open_counted,
                      export_stat, forgotten, kernel_settled, podfs_stats, read_file,
-                     requests_sent, requests_since, stat_fields, wait_for, write_file)
+                     requests_sent, requests_since, run, stat_fields, wait_for, write_file)
 from syscalls import fallocate
 
 
@@ -463,3 +463,75 @@ def test_a_directory_read_costs_one_listing_and_a_refused_one_none_later(env):
     assert r.returncode == 0 and r.stdout.strip() == str(names), r.stderr
     sent = requests_since(m, before)
     assert sent.get("LISTDIR", 0) == 1 and not quiet & set(sent), sent
+
+
+def _acl_lines(path):
+    return [l for l in run(["getfacl", "-pn", path]).stdout.splitlines() if l.startswith("user:")]
+
+
+@pytest.mark.parametrize("squash", ["none", None], ids=["root", "root-squashed"])
+def test_files_and_directories_made_here_ask_no_xattrs(env, squash):
+    """The kernel asks a new directory for its ACLs before the first
+    create in it, and a new file for its capabilities, and (a caller
+    that does not own it: root squashed) its ACL, before its first
+    write. The replies to MKDIR and CREATE said which of them the new
+    object lacks: none reaches the daemon. In a directory with a
+    default ACL, the files and directories made there inherit it, and
+    show and apply it: their ACLs are asked for."""
+    daemon = env.start_daemon(squash=squash)
+    os.mkdir(env.export / "top")
+    os.chmod(env.export / "top", 0o777)
+    m = env.mount(daemon)
+    os.listdir(m / "top")
+    before = requests_sent(m)
+    for i in range(3):
+        os.mkdir(m / "top" / f"d{i}")
+        for j in range(5):
+            write_file(m / "top" / f"d{i}" / f"f{j}", b"x" * 4096)
+    sent = requests_since(m, before)
+    assert sent.get("MKDIR") == 3 and sent.get("CREATE") == 15, sent
+    assert "GETXATTR" not in sent, sent
+    # The positive control: a name the replies say nothing of is asked.
+    with pytest.raises(OSError):
+        os.getxattr(m / "top" / "d0" / "f0", "user.none")
+    assert requests_since(m, before).get("GETXATTR") == 1
+
+    os.mkdir(env.export / "acl")
+    os.chmod(env.export / "acl", 0o777)
+    run(["setfacl", "-d", "-m", "u:65534:rw,u:12345:r", env.export / "acl"])
+    os.mkdir(m / "acl" / "sub")
+    write_file(m / "acl" / "f", b"x")
+    write_file(m / "acl" / "sub" / "g", b"y")
+    for p in ("f", "sub", "sub/g"):
+        assert "user:12345:r--" in _acl_lines(m / "acl" / p), p
+        assert _acl_lines(m / "acl" / p) == _acl_lines(env.export / "acl" / p), p
+    assert "user:65534:rw-" in _acl_lines(m / "acl" / "sub" / "g")
+
+
+@pytest.mark.netns
+def test_xattrs_set_by_another_host_on_a_file_made_here_show_at_once(env):
+    """A makes a file and a directory, whose replies said they have no
+    ACL and no label; B sets them: A's getxattr, getfacl and ls -l show
+    each as soon as B's call returned, and the ACL decides who may
+    read the file on A."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    os.mkdir(a / "d")
+    write_file(a / "d" / "f", b"secret")
+    os.chmod(a / "d" / "f", 0o600)
+    before = requests_sent(a)
+    with pytest.raises(OSError):
+        os.getxattr(a / "d" / "f", "security.selinux")
+    with pytest.raises(OSError):
+        os.getxattr(a / "d", "system.posix_acl_default")
+    assert "GETXATTR" not in requests_since(a, before)  # known absent
+    os.setxattr(b / "d" / "f", "security.selinux", b"l_u:l_r:l_t:s0")
+    assert os.getxattr(a / "d" / "f", "security.selinux") == b"l_u:l_r:l_t:s0"
+    r = as_user(["cat", str(a / "d" / "f")])
+    assert r.returncode != 0
+    run(["setfacl", "-m", f"u:{TEST_UID}:r", b / "d" / "f"])
+    assert f"user:{TEST_UID}:r--" in run(["getfacl", "-pn", a / "d" / "f"]).stdout
+    r = as_user(["cat", str(a / "d" / "f")])
+    assert r.returncode == 0 and r.stdout == "secret", r.stderr
+    run(["setfacl", "-d", "-m", f"u:{TEST_UID}:r", b / "d"])
+    assert f"default:user:{TEST_UID}:r--" in run(["getfacl", "-pn", a / "d"]).stdout
