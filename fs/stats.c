@@ -61,7 +61,7 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			 "waiting %zu\nabandoned %llu\npushes %llu\nforgotten %llu\nquiet_missed %llu\n"
 			 "wire_out %llu\nraw_out %llu\nwire_in %llu\nraw_in %llu\n"
 			 "file_written %llu\nfile_read %llu\nresent %llu\ncommits %llu\n"
-			 "wb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n"
+			 "coalesced %llu\nwb_held %llu\nconns %u\nconns_up %u\nack_busy %llu\nack_unapplied %llu\n"
 			 "ack_alive %llu\n",
 			 c->hostport, c->metrics_name[0] ? c->metrics_name : "-",
 			 (unsigned long long)atomic_load(&c->st_up_since),
@@ -79,7 +79,7 @@ int stats_format(struct client *c, char *buf, size_t cap, bool ping)
 			 (unsigned long long)ws.written,
 			 (unsigned long long)atomic_load(&c->st_file_read),
 			 (unsigned long long)ws.resent, (unsigned long long)ws.commits,
-			 (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc),
+			 (unsigned long long)ws.coalesced, (unsigned long long)ws.held, c->conns, rpc_conns_up(c->rpc),
 			 (unsigned long long)ack_busy, (unsigned long long)ack_unapplied,
 			 (unsigned long long)ack_alive);
 	for (unsigned op = 0; op < PFS_OP_MAX && n > 0 && (size_t)n < cap; op++) {
@@ -203,6 +203,8 @@ static const struct {
 	{ "resent", "podfs_write_resent_bytes_total", "counter",
 	  "Write-behind bytes sent again after a reconnect" },
 	{ "commits", "podfs_write_commits_total", "counter", "Write-behind commits" },
+	{ "coalesced", "podfs_writes_coalesced_total", "counter",
+	  "Writes appended to the queued write before them" },
 	{ "wb_held", "podfs_write_behind_held_bytes", "gauge",
 	  "Written bytes held until the server has them" },
 	{ "lists", "podfs_listings_total", "counter", "Directory listings fetched" },

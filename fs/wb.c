@@ -77,6 +77,14 @@ static void *buf_get(struct wb *wb, size_t size)
 	return malloc(size);
 }
 
+/* A request buffer of size bytes, as buf_get, with wb->bg.lock held. */
+static void *buf_get_locked(struct wb *wb, size_t size)
+{
+	if (size == WB_BUFSZ && wb->npool)
+		return wb->pool[--wb->npool];
+	return malloc(size);
+}
+
 /* Releases a request buffer of size bytes. Called with wb->bg.lock. */
 static void buf_put_locked(struct wb *wb, void *p, size_t size)
 {
@@ -94,6 +102,73 @@ void wb_enqueue(struct wb *wb, struct wbe *e)
 	wb->qtail = &e->qnext;
 	wb->inflight += e->len;
 	bg_wake(&wb->bg);
+}
+
+/* e, QUEUED, waits to grow (wb_i.h, "Coalescing"): short, the last of
+ * its file, another write of which is being sent, and nobody waits for
+ * the file's writes. */
+static int64_t held_back(const struct wb *wb, const struct wbe *e, int64_t now)
+{
+	const struct wbi *w = e->wi;
+
+	if (!e->grows || e->len >= WB_GROW_MAX || w->f.tail != e || w->users || e->again ||
+	    wb->bg.stop)
+		return 0;
+	if (w->sending)
+		return -1;
+	/* Pieces keep coming: a little longer for more. */
+	if (!e->grown)
+		return 0;
+	int64_t left = e->queued_ns + WB_HOLD_NS - now;
+	return left > 0 ? left : 0;
+}
+
+/* A thread is about to wait for w's writes (w->users raised): a write of
+ * w held back to grow may go now. */
+static void release_held(struct wb *wb, const struct wbi *w)
+{
+	if (w->sending && w->f.tail && w->f.tail->st == WBE_QUEUED)
+		bg_wake_all(&wb->bg);
+}
+
+/* The part of e's request before its offset: credentials, handle, fid
+ * and flags (codec.h, write_req: then the offset, and the data last). */
+static size_t req_prefix(const struct wbe *e)
+{
+	return e->reqlen - e->len - 4 - 8;
+}
+
+/* Appends the data of n, a write of the same open file and caller with
+ * the same flags as t, of the bytes right after t's, to t, QUEUED and
+ * the last of its file; n is left as it was. Grows t's buffer (at most
+ * to twice what it holds, up to WB_BUFSZ). Returns 0, or -ENOMEM or
+ * -EFBIG (t is unchanged). */
+static int append(struct wb *wb, struct wbe *t, const struct wbe *n)
+{
+	size_t need = t->reqlen + n->len;
+	struct pfs_wr w;
+
+	if ((size_t)t->len + n->len > PFS_MAX_IO || need > WB_BUFSZ)
+		return -EFBIG;
+	if (need > t->bufsz) {
+		size_t size = t->bufsz * 2 < need ? need : t->bufsz * 2;
+		if (size > WB_BUFSZ || WB_BUFSZ - size < WB_BUFSZ / 4)
+			size = WB_BUFSZ;
+		uint8_t *buf = buf_get_locked(wb, size);
+		if (!buf)
+			return -ENOMEM;
+		memcpy(buf, t->req, t->reqlen);
+		buf_put_locked(wb, t->req, t->bufsz);
+		t->req = buf;
+		t->bufsz = size;
+	}
+	memcpy(t->req + t->reqlen, n->req + n->reqlen - n->len, n->len);
+	t->reqlen += n->len;
+	t->len += n->len;
+	t->grown = true;
+	/* The data's length, in front of it. */
+	pfs_wr_init(&w, t->req + t->reqlen - t->len - 4, 4);
+	return pfs_put_BYTES_head(&w, t->len) < 0 ? -EIO : 0;
 }
 
 void wb_free_entry(struct wb *wb, struct wbe *e)
@@ -222,6 +297,9 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 		bg_wake_all(&wb->bg);
 	bool redo = wbf_sent(&w->f, e, rc, verf);
 	wb->inflight -= e->len;
+	/* A write of the file held back to grow may go now. */
+	if (--w->sending == 0 && w->f.tail && w->f.tail->st == WBE_QUEUED)
+		bg_wake_all(&wb->bg);
 	/* A writer waiting for room may now commit (wb_write). */
 	pthread_cond_broadcast(&wb->space);
 	if (redo) {
@@ -261,20 +339,30 @@ static void *writer_main(void *arg)
 	for (;;) {
 		/* The first write that may go now: one sent again after a
 		 * restart waits for the earlier writes it overlaps
-		 * (wbf_sendable; sent() wakes us). */
+		 * (wbf_sendable; sent() wakes us), a short one may wait to
+		 * grow (held_back; sent() and release_held wake us). */
 		struct wbe **pp = &wb->qhead, *e;
-		while ((e = *pp) && !wbf_sendable(&e->wi->f, e))
+		int64_t now = pfs_mono_ns(), wait = -1, left = 0;
+		while ((e = *pp) && (!wbf_sendable(&e->wi->f, e) || (left = held_back(wb, e, now)))) {
+			if (left > 0 && (wait < 0 || left < wait))
+				wait = left;
+			left = 0;
 			pp = &e->qnext;
+		}
 		if (!e) {
 			if (!wb->qhead && wb->bg.stop)
 				break;
-			bg_wait(&wb->bg);
+			if (wait > 0)
+				bg_wait_ns(&wb->bg, wait);
+			else
+				bg_wait(&wb->bg);
 			continue;
 		}
 		*pp = e->qnext;
 		if (wb->qtail == &e->qnext)
 			wb->qtail = pp;
 		wbf_sending(e);
+		e->wi->sending++;
 		pthread_mutex_unlock(&wb->bg.lock);
 		uint64_t verf = 0;
 		int rc = send_write(wb, e, &verf);
@@ -427,6 +515,8 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	e->reqlen = wr.len;
 	e->off = off;
 	e->len = (uint32_t)size;
+	e->grows = !(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC));
+	e->queued_ns = pfs_mono_ns();
 
 	if (wb->want == 0) {
 		/* Synchronous mode: send now, keep nothing (every write is
@@ -451,6 +541,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		goto out_free;
 	}
 	w->users++;
+	release_held(wb, w);
 	/* Overlapping writes reach the daemon in order; memory is bounded. */
 	for (;;) {
 		/* O_APPEND: the daemon appends wherever the file ends, so
@@ -485,13 +576,29 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 		wbi_maybe_free(wb, w);
 		goto out_free;
 	}
-	w->cr = *cr;
-	w->fh = *fh;
-	w->fid = fid;
 	wbf_note_writer(&w->f, tid);
 	/* This write sets the mtime (and may clear set-user-ID) after what
 	 * was set before it: sent again, it does so again. */
 	w->after.mode.valid = w->after.mtime.valid = 0;
+	/* It continues the file's last write, still queued: appended to it
+	 * (wb_i.h, "Coalescing"). */
+	struct wbe *t = w->f.tail;
+	if (e->grows && t && t->grows && t->st == WBE_QUEUED && !t->again && !t->redo &&
+	    t->off + t->len == off && req_prefix(t) == req_prefix(e) &&
+	    memcmp(t->req, e->req, req_prefix(e)) == 0 && append(wb, t, e) == 0) {
+		wb->held += size;
+		wb->inflight += size;
+		wb->st.coalesced++;
+		if (t->len >= WB_GROW_MAX)
+			bg_wake(&wb->bg);
+		buf_put_locked(wb, e->req, e->bufsz);
+		pthread_mutex_unlock(&wb->bg.lock);
+		free(e);
+		return 0;
+	}
+	w->cr = *cr;
+	w->fh = *fh;
+	w->fid = fid;
 	e->wi = w;
 	wbf_add(&w->f, e);
 	wb->held += size;
@@ -508,6 +615,7 @@ out_free:
 
 int wb_wait_idle(struct wb *wb, struct wbi *w)
 {
+	release_held(wb, w);
 	while (w->f.npending || w->f.committing || w->dropping || w->reapplying)
 		if (wb_wait_killable(wb, &w->cond) < 0)
 			return -EINTR;
@@ -522,6 +630,7 @@ int wb_wait(struct wb *wb, struct inode *ip)
 	struct wbi *w = wbi_find(wb, ip);
 	if (w) {
 		w->users++;
+		release_held(wb, w);
 		while ((w->f.npending || w->reapplying) && rc == 0)
 			rc = wb_wait_killable(wb, &w->cond);
 		w->users--;

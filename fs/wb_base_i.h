@@ -25,6 +25,13 @@
 #define WB_COMMIT_TRIES 8    /* restarts survived by one commit before giving up (EIO) */
 #define WB_POOL 16           /* full-size request buffers kept for reuse */
 #define WB_BUFSZ ((size_t)PFS_MAX_IO + RPC_SMALL)
+/* A QUEUED write shorter than this, the last of its file, waits while
+ * another write of the file is being sent, and grows (wb_i.h,
+ * "Coalescing"). */
+#define WB_GROW_MAX ((size_t)256 << 10)
+/* ... and, with no other write of the file being sent, this long after
+ * it was queued. */
+#define WB_HOLD_NS ((int64_t)500 * 1000)
 
 /* What this host set on a file after its uncommitted writes: their
  * pwrite, sent again after a restart, would move the mtime to the time
@@ -47,6 +54,7 @@ struct wbi {
 	struct inode *ip;
 	struct wbf f;            /* its writes (wb_file_i.h) */
 	unsigned users;          /* threads inside a wait or a commit */
+	unsigned sending;        /* its writes writer threads are sending */
 	unsigned dropping;       /* failed writes whose pages the kernel is dropping */
 	bool bg_commit;          /* a background commit was asked for */
 	bool final_done;         /* wb_commit_all tried it */

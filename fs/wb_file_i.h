@@ -53,8 +53,10 @@ enum wbe_state {
 struct wbi;
 
 /* One write. The ledger's fields are next, prev, st and verf (set by the
- * wbf_ functions) and off, len (set by the caller before wbf_add, then
- * fixed); the rest are the caller's. */
+ * wbf_ functions) and off, len (set by the caller before wbf_add; len
+ * may grow while the write is QUEUED and the last of its file, a write
+ * of the bytes right after it appended to it, then fixed); the rest are
+ * the caller's. */
 struct wbe {
 	struct wbe *next, *prev; /* the file's list, in submission order */
 	/* The send queue (wb.c); also the chains wbf_commit_end hands back
@@ -72,6 +74,9 @@ struct wbe {
 	uint64_t verf;           /* boot_id of the daemon that acknowledged it */
 	bool again;              /* pending again after a restart (wbf.nagain) */
 	bool redo;               /* SENDING when a restart was found: sent again after */
+	bool grows;              /* wb.c: a contiguous write may be appended (wb_i.h) */
+	bool grown;              /* wb.c: one was */
+	int64_t queued_ns;       /* wb.c: CLOCK_MONOTONIC when it was queued */
 };
 
 /* The writes of one file. Zero-initialized is empty; the fields are read

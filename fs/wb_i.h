@@ -23,6 +23,19 @@
  * description: its last close, which the kernel sends without making
  * close(2) wait for it).
  *
+ * Coalescing. A program that writes in small pieces (8 KiB from a
+ * Python file, 10 KiB from tar) would cost a WRITE request each, and the
+ * requests, not the bytes, would bound its rate. So a write that
+ * continues the file's last queued write (the bytes right after it, by
+ * the same open file and caller, neither of them O_APPEND, O_DIRECT or
+ * O_SYNC) is appended to that write while no writer thread has taken it
+ * yet; and a queued write shorter than WB_GROW_MAX that is the last of
+ * its file waits while another write of the file is being sent, unless
+ * a thread waits for the file's writes (close, fsync, a read, a writer
+ * short of memory). One piece then goes alone, and the next ones leave
+ * together when it is answered: as many as the program wrote in that
+ * round trip.
+ *
  * Errors. A failed write (ENOSPC, EDQUOT, EIO...) is remembered per inode
  * and reported by the next write(), and by flush (close) and fsync, which
  * then forget it (as NFS does).
@@ -156,6 +169,7 @@ struct wb_stats {
 	uint64_t written;   /* bytes of WRITE the daemon acknowledged */
 	uint64_t resent;    /* bytes re-sent after a daemon restart */
 	uint64_t commits;   /* COMMITs sent */
+	uint64_t coalesced; /* writes appended to the queued write before them */
 	uint64_t held;      /* bytes held now */
 };
 /* Copies the counters into *st (consistent with each other). */

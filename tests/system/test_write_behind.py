@@ -55,3 +55,70 @@ def test_wb_max_bounds_data_held(env, mount, wb_max):
         assert st["wb_held"] == len(data) and st["commits"] == 0, st
     wait_for(lambda: stats(m)["wb_held"] == 0, 30, what="the release to commit")
     assert read_file(env.export / "f") == data
+
+
+def _pieces(path, data, size, flags=0):
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | flags, 0o644)
+    try:
+        for off in range(0, len(data), size):
+            assert os.write(fd, data[off:off + size]) == len(data[off:off + size])
+    finally:
+        os.close(fd)
+
+
+def test_small_writes_leave_in_few_requests_and_land_whole(env, daemon, mount):
+    """A program writing 8 KiB at a time: the pieces that continue the
+    file's last queued write are appended to it, so the daemon gets far
+    fewer WRITEs than the program made, and every byte lands where it
+    was written, seen by the export and another mount. Pieces written
+    backwards (none continues the one before) and appends (O_APPEND:
+    never joined) land whole too."""
+    m = mount()
+    data = os.urandom(8 * MiB)
+    n = len(data) // 8192
+    before = stats(m)
+    _pieces(m / "f", data, 8192)
+    after = stats(m)
+    sent = after.get("req_WRITE", 0) - before.get("req_WRITE", 0)
+    assert after["coalesced"] - before["coalesced"] >= n // 2, (after, before)
+    assert sent + after["coalesced"] - before["coalesced"] == n, (sent, after)
+    assert read_file(env.export / "f") == data
+    m2 = mount()
+    assert read_file(m2 / "f") == data
+
+    fd = os.open(m / "g", os.O_CREAT | os.O_WRONLY, 0o644)
+    try:
+        for off in reversed(range(0, len(data), 8192)):
+            os.pwrite(fd, data[off:off + 8192], off)
+        # Over what is still queued: in order.
+        os.pwrite(fd, b"z" * 20000, 100)
+    finally:
+        os.close(fd)
+    want = data[:100] + b"z" * 20000 + data[20100:]
+    assert read_file(env.export / "g") == want and read_file(m2 / "g") == want
+
+    _pieces(m / "h", data[:MiB], 4096, os.O_APPEND)
+    _pieces(m / "h", data[MiB:2 * MiB], 4096, os.O_APPEND)
+    assert read_file(env.export / "h") == data[:2 * MiB]
+
+
+def test_a_held_piece_goes_when_someone_waits_for_it(env, daemon, mount):
+    """The pieces held to grow are sent as soon as anything needs them on
+    the daemon: fsync, a read, a stat (its size), another mount's read
+    after this close."""
+    m = mount()
+    m2 = mount()
+    fd = os.open(m / "f", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        for i in range(64):
+            os.write(fd, bytes([i]) * 8192)
+        assert os.fstat(fd).st_size == 64 * 8192
+        assert os.pread(fd, 8192, 63 * 8192) == bytes([63]) * 8192
+        os.write(fd, b"x" * 100)
+        os.fsync(fd)
+        assert os.stat(env.export / "f").st_size == 64 * 8192 + 100
+        os.write(fd, b"y" * 100)
+    finally:
+        os.close(fd)
+    want = b"".join(bytes([i]) * 8192 for i in range(64)) + b"x" * 100 + b"y" * 100
+    assert read_file(m2 / "f") == want
