@@ -135,11 +135,12 @@ static void show(const char *mnt, const char *src, const struct reading *a,
 			     sizeof(t1)),
 	       pfs_fmt_bytes((unsigned long long)((double)(wi - num(a, "wire_in")) / secs), t2,
 			     sizeof(t2)));
-	printf("  files: read %s, written %s; write-behind holds %s, %llu commits, %s re-sent\n",
+	printf("  files: read %s, written %s; write-behind holds %s, %llu commits, %s re-sent, "
+	       "%llu small writes joined\n",
 	       pfs_fmt_bytes(num(b, "file_read"), t1, sizeof(t1)),
 	       pfs_fmt_bytes(num(b, "file_written"), t2, sizeof(t2)),
 	       pfs_fmt_bytes(num(b, "wb_held"), t3, sizeof(t3)), num(b, "commits"),
-	       pfs_fmt_bytes(num(b, "resent"), t4, sizeof(t4)));
+	       pfs_fmt_bytes(num(b, "resent"), t4, sizeof(t4)), num(b, "coalesced"));
 	printf("  pushes from the server: %llu\n", num(b, "pushes"));
 	if (get(b, "pcache_hits")) {
 		unsigned long long h = num(b, "pcache_hits"), m = num(b, "pcache_misses");
