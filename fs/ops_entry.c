@@ -584,7 +584,9 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	bool known = c->dd && parent == newparent && !(flags & RENAME_EXCHANGE) &&
 		     dirdeleg_renaming(c->dd, IP(req, parent), name, newname, &rn);
 	struct ops_own o = ops_own_change(c, IP(req, parent), !known);
-	o.at2 = inode_own_also(c->it, IP(req, newparent));
+	/* Within one directory, it is announced once: a second stamp would
+	 * leave the attributes the reply brings for it untrusted. */
+	o.at2 = parent != newparent ? inode_own_also(c->it, IP(req, newparent)) : 0;
 	uint64_t moved_at = known ? inode_own_also(c->it, rn.moved) : 0;
 	uint64_t victim_at = known && rn.victim ? inode_own_also(c->it, rn.victim) : 0;
 	inode_note_rename(c->it); /* a moved directory's ".." */
@@ -621,7 +623,8 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 		have_da = 0;
 	}
 	ops_own_dir_attr(c, IP(req, parent), have_da > 0 ? &da : NULL, &o, o.at);
-	inode_own_end(c->it, IP(req, newparent), NULL, o.seq, o.at2, o.ns_trust);
+	if (parent != newparent)
+		inode_own_end(c->it, IP(req, newparent), NULL, o.seq, o.at2, o.ns_trust);
 	if (known) {
 		inode_own_end(c->it, rn.moved, NULL, o.seq, moved_at, o.ns_trust);
 		inode_forget(c->it, rn.moved, 1);

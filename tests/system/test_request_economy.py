@@ -535,3 +535,28 @@ def test_xattrs_set_by_another_host_on_a_file_made_here_show_at_once(env):
     assert r.returncode == 0 and r.stdout == "secret", r.stderr
     run(["setfacl", "-d", "-m", f"u:{TEST_UID}:r", b / "d"])
     assert f"default:user:{TEST_UID}:r--" in run(["getfacl", "-pn", a / "d"]).stdout
+
+
+def test_a_rename_within_a_directory_brings_its_attributes(env, daemon, mount):
+    """An atomic replace (a temporary file renamed over the name: pip's
+    compiled files, editors, checkpoint writers): the directory's
+    attributes after it come with the RENAME's reply, so its stat asks
+    nothing, and they are the export's. (The rename announced the
+    directory twice, and the second mark left them untrusted: a GETATTR
+    after each.)"""
+    m = mount()
+    d = m / "d"
+    os.mkdir(d)
+    for i in range(3):
+        write_file(d / f"t{i}", b"x")
+        write_file(d / f"f{i}", b"old")
+    os.stat(d)
+    kernel_settled(m)
+    before = requests_sent(m)
+    for i in range(3):
+        os.replace(d / f"t{i}", d / f"f{i}")
+        os.stat(d)
+    sent = requests_since(m, before)
+    assert sent.get("RENAME") == 3 and "GETATTR" not in sent, sent
+    assert stat_fields(os.stat(d)) == stat_fields(os.stat(env.export / "d"))
+    assert sorted(os.listdir(d)) == ["f0", "f1", "f2"]
