@@ -137,18 +137,6 @@ static bool python_unread(const char *name, size_t nl, bool has_pycache)
 	       memcmp(name + nl - 10, ".opt-", 5) == 0;
 }
 
-/* The extended attributes a long listing asks for at every entry (`ls -l`:
- * the SELinux label, the ACLs; and write(2): the capabilities), with the
- * bit that says one is absent (PFS_CAP_LIST_XATTR). */
-static const struct {
-	const char *name;
-	uint32_t bit;
-} asked_xattrs[] = {
-	{ "security.capability", PFS_LD_NO_CAPS },
-	{ "system.posix_acl_access", PFS_LD_NO_ACL_ACCESS },
-	{ "system.posix_acl_default", PFS_LD_NO_ACL_DEFAULT },
-	{ "security.selinux", PFS_LD_NO_SELINUX },
-};
 #define XATTR_NAMES_MAX 4096 /* a longer list of names: nothing said */
 
 /* The PFS_LD_NO_* bits a listing of directory dir may give at all: the
@@ -161,11 +149,11 @@ static uint32_t xattr_bits_known(int dir)
 	uint32_t bits = 0;
 
 	export_procpath(p, dir);
-	for (size_t i = 0; i < sizeof(asked_xattrs) / sizeof(asked_xattrs[0]); i++) {
+	for (size_t i = 0; i < EXPORT_ASKED_XATTRS; i++) {
 		errno = 0;
-		if (getxattr(p, asked_xattrs[i].name, NULL, 0) >= 0 || errno == ENODATA ||
+		if (getxattr(p, export_asked_xattrs[i].name, NULL, 0) >= 0 || errno == ENODATA ||
 		    errno == ERANGE)
-			bits |= asked_xattrs[i].bit;
+			bits |= export_asked_xattrs[i].ld;
 	}
 	return bits;
 }
@@ -250,10 +238,10 @@ static uint32_t xattrs_absent(struct xop *x, int dir, const char *name,
 		return 0;
 	for (ssize_t i = 0; i < n;) {
 		size_t l = strnlen(names + i, (size_t)(n - i));
-		for (size_t k = 0; k < sizeof(asked_xattrs) / sizeof(asked_xattrs[0]); k++)
-			if (strlen(asked_xattrs[k].name) == l &&
-			    memcmp(names + i, asked_xattrs[k].name, l) == 0)
-				bits &= ~asked_xattrs[k].bit;
+		for (size_t k = 0; k < EXPORT_ASKED_XATTRS; k++)
+			if (strlen(export_asked_xattrs[k].name) == l &&
+			    memcmp(names + i, export_asked_xattrs[k].name, l) == 0)
+				bits &= ~export_asked_xattrs[k].ld;
 		i += (ssize_t)l + 1;
 	}
 	return bits;

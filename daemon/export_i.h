@@ -109,9 +109,19 @@ int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
  * (export_xattrs_absent). Returns 0 (e filled) or -errno. */
 int export_mkdir(struct xop *x, int dirfd, const char *name, uint32_t mode, uint32_t umask,
 		 struct pfs_entry *e, bool *empty, uint32_t *absent);
+/* The extended attributes the kernel asks for at every entry (`ls -l`:
+ * the SELinux label, the ACLs; write(2): the capabilities; a new
+ * object's first create or write: its ACLs and capabilities), with the
+ * bit that says one is absent in a listing's item (ld: PFS_LD_NO_*,
+ * PFS_CAP_LIST_XATTR) and in the reply to MKDIR or CREATE (mk:
+ * PFS_MK_NO_*, PFS_CAP_NEW_XATTRS). */
+#define EXPORT_ASKED_XATTRS 4
+extern const struct export_asked_xattr {
+	const char *name;
+	uint32_t ld, mk;
+} export_asked_xattrs[EXPORT_ASKED_XATTRS];
 /* The PFS_MK_NO_* bits of the object open as fd (not O_PATH): the
- * extended attributes the kernel asks a new object for (capabilities,
- * ACLs, SELinux label) that getxattr answers ENODATA for. A filesystem
+ * asked-for names that getxattr answers ENODATA for. A filesystem
  * without ACLs answers EOPNOTSUPP, which a client must not be told is
  * ENODATA: that bit stays clear. */
 uint32_t export_xattrs_absent(int fd);

@@ -140,21 +140,19 @@ int export_removexattr(struct xop *x, struct hent *obj, const char *name)
 	return 0;
 }
 
+const struct export_asked_xattr export_asked_xattrs[EXPORT_ASKED_XATTRS] = {
+	{ "security.capability", PFS_LD_NO_CAPS, PFS_MK_NO_CAPS },
+	{ "system.posix_acl_access", PFS_LD_NO_ACL_ACCESS, PFS_MK_NO_ACL_ACCESS },
+	{ "system.posix_acl_default", PFS_LD_NO_ACL_DEFAULT, PFS_MK_NO_ACL_DEFAULT },
+	{ "security.selinux", PFS_LD_NO_SELINUX, PFS_MK_NO_SELINUX },
+};
+
 uint32_t export_xattrs_absent(int fd)
 {
-	static const struct {
-		const char *name;
-		uint32_t bit;
-	} asked[] = {
-		{ "security.capability", PFS_MK_NO_CAPS },
-		{ "system.posix_acl_access", PFS_MK_NO_ACL_ACCESS },
-		{ "system.posix_acl_default", PFS_MK_NO_ACL_DEFAULT },
-		{ "security.selinux", PFS_MK_NO_SELINUX },
-	};
 	uint32_t bits = 0;
 
-	for (size_t i = 0; i < sizeof(asked) / sizeof(asked[0]); i++)
-		if (fgetxattr(fd, asked[i].name, NULL, 0) < 0 && errno == ENODATA)
-			bits |= asked[i].bit;
+	for (size_t i = 0; i < EXPORT_ASKED_XATTRS; i++)
+		if (fgetxattr(fd, export_asked_xattrs[i].name, NULL, 0) < 0 && errno == ENODATA)
+			bits |= export_asked_xattrs[i].mk;
 	return bits;
 }
