@@ -481,6 +481,11 @@ def test_files_and_directories_made_here_ask_no_xattrs(env, squash):
     daemon = env.start_daemon(squash=squash)
     os.mkdir(env.export / "top")
     os.chmod(env.export / "top", 0o777)
+    # Made beside podfs before the mount (after it, the mount learns of
+    # it from a push, a moment later).
+    os.mkdir(env.export / "acl")
+    os.chmod(env.export / "acl", 0o777)
+    run(["setfacl", "-d", "-m", "u:65534:rw,u:12345:r", env.export / "acl"])
     m = env.mount(daemon)
     os.listdir(m / "top")
     before = requests_sent(m)
@@ -496,9 +501,6 @@ def test_files_and_directories_made_here_ask_no_xattrs(env, squash):
         os.getxattr(m / "top" / "d0" / "f0", "user.none")
     assert requests_since(m, before).get("GETXATTR") == 1
 
-    os.mkdir(env.export / "acl")
-    os.chmod(env.export / "acl", 0o777)
-    run(["setfacl", "-d", "-m", "u:65534:rw,u:12345:r", env.export / "acl"])
     os.mkdir(m / "acl" / "sub")
     write_file(m / "acl" / "f", b"x")
     write_file(m / "acl" / "sub" / "g", b"y")
