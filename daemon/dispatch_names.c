@@ -459,9 +459,24 @@ int op_rename(struct op *o)
 	op_inval_inode(o, &victim, -1, 0); /* nlink, or (exchange) ctime */
 	op_inval_inode(o, &moved, -1, 0);  /* ctime */
 	/* Within one directory (an atomic replace, pip's compiled files):
-	 * its attributes after, as UNLINK's reply has them. */
+	 * its attributes after, as UNLINK's reply has them; and the moved
+	 * object's (PFS_CAP_RENAME_ATTR). */
+	bool same = pfs_fh_equal(&m->newparent, &m->parent);
+	struct hent *h = NULL;
+	if (o->r->rename_attr && moved.len && !(flags & RENAME_EXCHANGE) &&
+	    !(m->flags & PFS_RN_DELEG) &&
+	    handles_get(o->d->hs, &moved, &h) == 0) {
+		struct pfs_rename_rep rr = { .moved.fh = moved };
+		int got = export_getattr(h->fd, &rr.moved.attr);
+		handles_put(o->d->hs, h);
+		if (got == 0) {
+			if (same && dir_attr(o, o->obj, &rr.dir))
+				rr.flags = PFS_RR_DIR;
+			return OP_ENCODE(o, rename_rep, &rr);
+		}
+	}
 	struct pfs_dir_rep rep;
-	if (pfs_fh_equal(&m->newparent, &m->parent) && dir_attr(o, o->obj, &rep.dir))
+	if (same && dir_attr(o, o->obj, &rep.dir))
 		return OP_ENCODE(o, dir_rep, &rep);
 	return 0;
 }

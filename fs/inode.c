@@ -617,16 +617,31 @@ void inode_overlay(struct inode *ip, struct pfs_attr *a)
 	pthread_mutex_unlock(&ip->lock);
 }
 
-void inode_set_attr(struct inode *ip, const struct pfs_attr *a, uint64_t seq)
+static void set_attr_locked(struct inode *ip, const struct pfs_attr *a, uint64_t seq)
 {
 	struct pfs_attr na = *a;
-	pthread_mutex_lock(&ip->lock);
 	overlay_locked(ip, &na); /* as inode_own_change_locked records it */
 	inode_pages_seen_locked(ip, &na);
 	ip->attr = na;
 	ip->ver_unknown = inode_pushed_after_locked(ip, seq);
 	ip->tr.seq = 0; /* until the caller decides (inode_trust_attr) */
+}
+
+void inode_set_attr(struct inode *ip, const struct pfs_attr *a, uint64_t seq)
+{
+	pthread_mutex_lock(&ip->lock);
+	set_attr_locked(ip, a, seq);
 	pthread_mutex_unlock(&ip->lock);
+}
+
+bool inode_set_attr_since(struct inode *ip, const struct pfs_attr *a, uint64_t seq, uint64_t any)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool ok = !attr_trust_changed_since(&ip->tr, any) && ip->tr.wb == 0;
+	if (ok)
+		set_attr_locked(ip, a, seq);
+	pthread_mutex_unlock(&ip->lock);
+	return ok;
 }
 
 void inode_own_change_locked(struct inode *ip, const struct pfs_attr *a, uint64_t seq)

@@ -337,6 +337,12 @@ static inline bool inode_pushed_after_locked(const struct inode *ip, uint64_t se
  * before; 0: no push to ask about). They are not trusted until the
  * caller says so (inode_trust_attr, trust_i.h). */
 void inode_set_attr(struct inode *ip, const struct pfs_attr *a, uint64_t seq);
+/* The same for attributes a reply carried besides its answer (RENAME's
+ * of the object it moved) to a request sent at own-change count any
+ * (inode_own_snap): recorded only if nothing of ours happened to ip
+ * since and no write of it is pending (it was not asked for them, and
+ * nothing waited for those writes). Returns whether they were. */
+bool inode_set_attr_since(struct inode *ip, const struct pfs_attr *a, uint64_t seq, uint64_t any);
 
 /* Delegations (deleg_i.h): a (mode, owner, group, times) are ip's
  * attributes until the daemon has them (NULL: it has them now). While

@@ -555,6 +555,25 @@ void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	unlink_common(req, parent, name, PFS_OP_RMDIR);
 }
 
+struct moved_attr {
+	struct client *c;
+	const struct pfs_attr *a;
+	const struct ops_own *o;
+};
+
+/* inode_with's callback: the moved object's attributes from RENAME's
+ * reply (PFS_CAP_RENAME_ATTR), trusted as a GETATTR's sent when the
+ * rename was, at the namespace count after it (ops_own_done): unless
+ * anything else of ours happened to it since, or another rename or
+ * unlink of ours overlapped this one. */
+static void moved_attr_cb(void *arg, struct inode *ip)
+{
+	struct moved_attr *ma = arg;
+
+	if (inode_set_attr_since(ip, ma->a, ma->o->seq, ma->o->any))
+		inode_trust_attr(ma->c->it, ip, ma->o->seq, ma->o->any, ma->o->ns_trust);
+}
+
 void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		const char *newname, unsigned int flags)
 {
@@ -615,16 +634,34 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 		listing_touch(IP(req, parent));
 	ops_own_done(c, &o);
 	/* Within one directory, the reply may carry its attributes after
-	 * (PFS_CAP_DIR_ATTR); the others the kernel asks for. */
+	 * (PFS_CAP_DIR_ATTR); the others the kernel asks for. With
+	 * PFS_CAP_RENAME_ATTR, the moved object's too. */
 	struct pfs_attr da;
-	int have_da = rc == 0 ? rpc_dir_rep(&rep, &da) : 0;
+	struct pfs_rename_rep rr;
+	bool have_moved = false;
+	int have_da = 0;
+	if (rc == 0 && rep.len && pfs_dec_rename_rep(rep.buf, rep.len, &rr) == 0) {
+		have_moved = true;
+		have_da = (rr.flags & PFS_RR_DIR) != 0;
+		da = rr.dir;
+	} else if (rc == 0) {
+		have_da = rpc_dir_rep(&rep, &da);
+	}
 	if (have_da < 0 || (have_da > 0 && parent != newparent)) {
 		rc = ops_bad_reply(req, "RENAME");
 		have_da = 0;
+		have_moved = false;
 	}
 	ops_own_dir_attr(c, IP(req, parent), have_da > 0 ? &da : NULL, &o, o.at);
 	if (parent != newparent)
 		inode_own_end(c->it, IP(req, newparent), NULL, o.seq, o.at2, o.ns_trust);
+	/* The moved object's attributes after it (its ctime moved), as a
+	 * reply to a request sent when this one was: the kernel asks for
+	 * them next. */
+	if (have_moved && !known) {
+		struct moved_attr ma = { .c = c, .a = &rr.moved.attr, .o = &o };
+		(void)inode_with(c->it, &rr.moved.fh, moved_attr_cb, &ma);
+	}
 	if (known) {
 		inode_own_end(c->it, rn.moved, NULL, o.seq, moved_at, o.ns_trust);
 		inode_forget(c->it, rn.moved, 1);

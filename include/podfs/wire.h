@@ -167,10 +167,16 @@ enum {
 	 * it: root squashed), and a new directory for its ACLs before the
 	 * first create in it; the client answers them itself. */
 	PFS_CAP_NEW_XATTRS = 1u << 12,
+	/* The reply to a RENAME that moved an object (not RENAME_EXCHANGE,
+	 * nor PFS_RN_DELEG: those keep dir_rep) is rename_rep: the moved object's handle and attributes after it
+	 * (its ctime moved: the kernel asks for them after every rename),
+	 * and, within one directory (PFS_RR_DIR), the directory's, as
+	 * dir_rep has them. */
+	PFS_CAP_RENAME_ATTR = 1u << 13,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
 		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR |
 		       PFS_CAP_LIST_XATTR | PFS_CAP_PEER | PFS_CAP_DELEG | PFS_CAP_LIST_COOKIES |
-		       PFS_CAP_NEW_XATTRS,
+		       PFS_CAP_NEW_XATTRS | PFS_CAP_RENAME_ATTR,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -371,8 +377,9 @@ enum pfs_op {
  *              delegation of parent (newparent the same), refused (EIO)
  *              if that was revoked meanwhile.
  *              Replies: none, or dir_rep with PFS_CAP_DIR_ATTR when
- *              newparent is parent (its attributes after the change);
- *              ENOENT, EEXIST, ENOTEMPTY, EXDEV, EINVAL.
+ *              newparent is parent (its attributes after the change),
+ *              or rename_rep with PFS_CAP_RENAME_ATTR; ENOENT, EEXIST,
+ *              ENOTEMPTY, EXDEV, EINVAL.
  *
  * Files (fid: an open-file id the client chooses, unique in its session):
  * OPEN         Opens fh as fid with open flags. Replies: attr_rep (the
@@ -699,6 +706,7 @@ enum {
 	PFS_MK_NO_ACL_DEFAULT = 1u << 5, /* system.posix_acl_default */
 	PFS_MK_NO_SELINUX = 1u << 6,     /* security.selinux */
 	PFS_RN_DELEG = 1u << 30, /* RENAME's flags: answered under a directory delegation */
+	PFS_RR_DIR = 1u << 0,    /* rename_rep: dir is set (see PFS_CAP_RENAME_ATTR) */
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
 	PFS_CI_CLOSE = 1u << 0, /* a CREATES item's how: no open file is made */
 	PFS_CI_SYNC = 1u << 1,  /* a CREATES item's how: its data synced */

@@ -378,7 +378,9 @@ def churn(a, readers, min_checked):
         written = t.join(timeout=30)  # raises what the writer raised
     print(f"versions written: {written}; reads checked per reader: {checked}")
     assert not errors, errors
-    assert min(checked) > min_checked and written > 100, (checked, written)
+    # Enough versions for the reads to mean something: 110-145 on eight
+    # hosts alone under ASan, 79 once in a loaded CI run on a slow day.
+    assert min(checked) > min_checked and written > 50, (checked, written)
 
 
 def test_close_to_open_of_small_files_under_churn(pod):

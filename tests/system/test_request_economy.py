@@ -539,16 +539,19 @@ def test_xattrs_set_by_another_host_on_a_file_made_here_show_at_once(env):
     assert f"default:user:{TEST_UID}:r--" in run(["getfacl", "-pn", a / "d"]).stdout
 
 
-def test_a_rename_within_a_directory_brings_its_attributes(env, daemon, mount):
+def test_a_rename_brings_the_attributes_the_kernel_asks_for_next(env, daemon, mount):
     """An atomic replace (a temporary file renamed over the name: pip's
     compiled files, editors, checkpoint writers): the directory's
-    attributes after it come with the RENAME's reply, so its stat asks
-    nothing, and they are the export's. (The rename announced the
-    directory twice, and the second mark left them untrusted: a GETATTR
-    after each.)"""
+    attributes after it, and the moved file's (its ctime moved), come
+    with the RENAME's reply, so their stats ask nothing, and they are
+    the export's; a move to another directory brings the moved file's.
+    (The rename announced the directory twice, and the second mark left
+    its attributes untrusted; and the moved file's were asked for: two
+    GETATTRs after each.)"""
     m = mount()
     d = m / "d"
     os.mkdir(d)
+    os.mkdir(m / "e")
     for i in range(3):
         write_file(d / f"t{i}", b"x")
         write_file(d / f"f{i}", b"old")
@@ -558,7 +561,37 @@ def test_a_rename_within_a_directory_brings_its_attributes(env, daemon, mount):
     for i in range(3):
         os.replace(d / f"t{i}", d / f"f{i}")
         os.stat(d)
+        os.stat(d / f"f{i}")
     sent = requests_since(m, before)
     assert sent.get("RENAME") == 3 and "GETATTR" not in sent, sent
+    # To another directory: the moved file's come; the new directory's
+    # do not (its nlink, times: the kernel asks before the lookup there).
+    before = requests_sent(m)
+    os.rename(d / "f0", m / "e" / "g")
+    os.stat(m / "e" / "g")
+    sent = requests_since(m, before)
+    assert sent.get("RENAME") == 1 and sent.get("GETATTR", 0) <= 1, sent
     assert stat_fields(os.stat(d)) == stat_fields(os.stat(env.export / "d"))
-    assert sorted(os.listdir(d)) == ["f0", "f1", "f2"]
+    for p in ("d/f1", "d/f2", "e/g"):
+        assert stat_fields(os.stat(m / p)) == stat_fields(os.stat(env.export / p)), p
+    assert sorted(os.listdir(d)) == ["f1", "f2"]
+
+
+@pytest.mark.netns
+def test_a_moved_files_attributes_follow_other_hosts(env):
+    """A's rename brought the moved file's attributes; B then changes its
+    mode and its size: A's stat shows each as soon as B's call returned
+    (a push forgets what the reply brought)."""
+    import stat as st
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    os.mkdir(a / "d")
+    write_file(a / "d" / "t", b"x")
+    os.replace(a / "d" / "t", a / "d" / "f")
+    assert st.S_IMODE(os.stat(a / "d" / "f").st_mode) == 0o644
+    os.chmod(b / "d" / "f", 0o600)
+    assert st.S_IMODE(os.stat(a / "d" / "f").st_mode) == 0o600
+    with open(b / "d" / "f", "ab") as f:
+        f.write(b"yz")
+    assert os.stat(a / "d" / "f").st_size == 3
+    assert stat_fields(os.stat(a / "d" / "f")) == stat_fields(os.stat(pod.export / "d" / "f"))
