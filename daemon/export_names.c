@@ -231,9 +231,8 @@ int export_mknod(struct xop *x, int dirfd, const char *name, uint32_t mode, uint
 	return ret;
 }
 
-/* True if the directory open as pathfd (O_PATH) has no entries. */
-/* Whether directory pathfd (O_PATH) is empty; absent != NULL: *absent,
- * its PFS_MK_NO_* bits (0 if it cannot be opened). */
+/* True if the directory open as pathfd (O_PATH) has no entries; absent
+ * != NULL: *absent, its PFS_MK_NO_* bits (0 if it cannot be opened). */
 static bool dir_is_empty(int pathfd, uint32_t *absent)
 {
 	DIR *d = NULL;
