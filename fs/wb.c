@@ -123,11 +123,17 @@ static int64_t held_back(const struct wb *wb, const struct wbe *e, int64_t now)
 	return left > 0 ? left : 0;
 }
 
+/* w's last write is queued: it may be held back to grow. */
+static bool tail_queued(const struct wbi *w)
+{
+	return w->f.tail && w->f.tail->st == WBE_QUEUED;
+}
+
 /* A thread is about to wait for w's writes (w->users raised): a write of
  * w held back to grow may go now. */
 static void release_held(struct wb *wb, const struct wbi *w)
 {
-	if (w->sending && w->f.tail && w->f.tail->st == WBE_QUEUED)
+	if (w->sending && tail_queued(w))
 		bg_wake_all(&wb->bg);
 }
 
@@ -298,7 +304,7 @@ static void sent(struct wb *wb, struct wbe *e, int rc, uint64_t verf)
 	bool redo = wbf_sent(&w->f, e, rc, verf);
 	wb->inflight -= e->len;
 	/* A write of the file held back to grow may go now. */
-	if (--w->sending == 0 && w->f.tail && w->f.tail->st == WBE_QUEUED)
+	if (--w->sending == 0 && tail_queued(w))
 		bg_wake_all(&wb->bg);
 	/* A writer waiting for room may now commit (wb_write). */
 	pthread_cond_broadcast(&wb->space);
