@@ -5,6 +5,7 @@ with their latency, bytes on the wire, write-behind and pushes."""
 import os
 import re
 import signal
+import socket
 import subprocess
 
 import pytest
@@ -150,11 +151,28 @@ def test_a_podfs_finishing_late_leaves_the_next_mounts_socket(env, daemon, mount
             return None
         return st.st_ino, st.st_mtime_ns
 
+    # A podfs binds its socket, then gives the file its own mtime, then
+    # listens: the file is final once a connection is taken (one CI run
+    # read it between bind and mark and saw the mtime change after).
+    def listening(sock, olds):
+        if made(sock) in (None, olds):
+            return None
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(2)
+            s.connect(sock)
+        except OSError:
+            return None
+        finally:
+            s.close()
+        return made(sock)
+
     for attempt in range(30):
         old = mount(daemon, path=env.root / f"old{attempt}")
         dev = old.info["devid"]
         sock = f"/run/podfs/mount-{dev.replace(':', '_')}.sock"
-        olds = wait_for(lambda: made(sock), 10, what="the old mount's status socket")
+        olds = wait_for(lambda: listening(sock, None), 10,
+                        what="the old mount's status socket")
         news = None
         old.proc.send(signal.SIGSTOP)
         try:
@@ -163,7 +181,7 @@ def test_a_podfs_finishing_late_leaves_the_next_mounts_socket(env, daemon, mount
             assert r.returncode == 0, r.stderr
             new = mount(daemon, path=env.root / f"new{attempt}")
             if new.info["devid"] == dev:  # its socket replaces the old one's
-                news = wait_for(lambda: made(sock) not in (None, olds) and made(sock), 10,
+                news = wait_for(lambda: listening(sock, olds), 10,
                                 what="the new mount's status socket")
         finally:
             old.proc.send(signal.SIGCONT)
