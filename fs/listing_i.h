@@ -8,10 +8,12 @@
  * listing_stale if not (no listing is fetched for that directory for
  * LISTING_QUIET_NS); listing_drop: never again (it was incomplete).
  * This client's own namespace changes in a directory are never pushed
- * back: listing_touch (call before sending the change) drops its
- * listing, and a listing fetched before it (li->ns, from listing_gen) is
- * not kept (-ESTALE). Own changes of an object listed there mark its
- * item stale instead (listing_mark, see trust_i.h).
+ * back: its own creates, unlinks and renames within the directory put
+ * the listing right (listing_add, listing_remove), any other drops it
+ * (listing_touch, called before sending the change), and a listing
+ * fetched before it (li->ns, from listing_gen) is not kept (-ESTALE).
+ * Own changes of an object listed there mark its item stale instead
+ * (listing_mark, see trust_i.h).
  *
  * The listing of dir is dir->listing, under dir->lock, which every
  * function here takes itself (listing_mark excepted). All listings of a
@@ -74,12 +76,14 @@ int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e);
  * listing_remove (or listing_touch): a listing asked for before is not
  * kept; dir's stays. */
 void listing_changing(struct inode *dir);
-/* This client's own unlink of name in dir, answered under a directory
- * delegation (dirdeleg_i.h, which no other host changes meanwhile): the
- * item goes from dir's listing (INODE_LS_GONE: lookups find no such name,
- * READDIR skips it, the others keep their cookies), which stays
- * complete; a listing asked for before is not kept. Returns 0, or
- * -ENOENT (no listing, or the name is not in it). */
+/* This client's own unlink of name in dir, or the old name of its own
+ * rename within dir (the kernel holds dir's lock across either; a push
+ * from another host's change since the listing was fetched still makes
+ * it stale at its next use): the item goes from dir's listing
+ * (INODE_LS_GONE: lookups find no such name, READDIR skips it, the
+ * others keep their cookies), which stays complete; a listing asked for
+ * before is not kept. Returns 0, or -ENOENT (no listing, or the name is
+ * not in it). */
 int listing_remove(struct inode *dir, const char *name);
 
 /* Drops dir's listing for good (it was incomplete): lookups there go

@@ -508,15 +508,12 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 				     : NULL;
 	struct ops_own o = ops_own_change(c, IP(req, parent), victim == NULL);
 	uint64_t victim_at = victim ? inode_own_also(c->it, victim) : 0;
-	/* With directory delegations, an unlink or rmdir keeps the
-	 * directory's listing (without the name, once it is gone): the
-	 * unlinks answered under one find their files there. The kernel holds the
-	 * directory's lock meanwhile: no lookup or READDIR of ours uses it. */
-	bool keep = c->dd != NULL;
-	if (keep)
-		listing_changing(IP(req, parent));
-	else
-		listing_touch(IP(req, parent));
+	/* An unlink or rmdir keeps the directory's listing, without the
+	 * name once it is gone (the unlinks answered under a directory
+	 * delegation find their files there; the lookups after an own
+	 * removal stay local). The kernel holds the directory's lock
+	 * meanwhile: no lookup or READDIR of ours uses it. */
+	listing_changing(IP(req, parent));
 	ops_dir_busy(c, IP(req, parent), 1);
 	if (op == PFS_OP_RMDIR)
 		ops_name_busy(c, IP(req, parent), name, 1); /* the kernel holds it too */
@@ -525,7 +522,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	if (op == PFS_OP_RMDIR)
 		ops_name_busy(c, IP(req, parent), name, -1);
 	ops_dir_busy(c, IP(req, parent), -1);
-	if (keep && (rc < 0 || listing_remove(IP(req, parent), name) < 0))
+	if (rc < 0 || listing_remove(IP(req, parent), name) < 0)
 		listing_touch(IP(req, parent));
 	ops_own_done(c, &o);
 	struct pfs_attr da;
@@ -574,6 +571,23 @@ static void moved_attr_cb(void *arg, struct inode *ip)
 		inode_trust_attr(ma->c->it, ip, ma->o->seq, ma->o->any, ma->o->ns_trust);
 }
 
+/* This client's own rename of name to newname within dir, answered with
+ * the moved object's entry e (NULL: not known), in dir's listing, or the
+ * listing goes. The name replaced, if any, may or may not be listed; the
+ * name moved must be (else the listing was not the directory as the
+ * rename found it). */
+static void listing_moved(struct inode *dir, const char *name, const char *newname,
+			  const struct pfs_entry *e)
+{
+	if (!e || listing_remove(dir, name) < 0) {
+		listing_touch(dir);
+		return;
+	}
+	(void)listing_remove(dir, newname);
+	if (listing_add(dir, newname, e) < 0)
+		listing_touch(dir);
+}
+
 void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		const char *newname, unsigned int flags)
 {
@@ -602,6 +616,13 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	struct dd_rename rn;
 	bool known = c->dd && parent == newparent && !(flags & RENAME_EXCHANGE) &&
 		     dirdeleg_renaming(c->dd, IP(req, parent), name, newname, &rn);
+	/* Within one directory, its listing stays too, the name moved in
+	 * it, if the reply brings the moved object's entry
+	 * (PFS_CAP_RENAME_ATTR): an atomic replace (a compiled module, a
+	 * checkpoint) no longer sends the next lookups there to the
+	 * coordinator. The kernel holds the directory meanwhile: no lookup
+	 * or READDIR of ours uses the listing until it is put right. */
+	bool moves = !known && parent == newparent && !(flags & ~RENAME_NOREPLACE);
 	struct ops_own o = ops_own_change(c, IP(req, parent), !known);
 	/* Within one directory, it is announced once: a second stamp would
 	 * leave the attributes the reply brings for it untrusted. */
@@ -609,7 +630,7 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	uint64_t moved_at = known ? inode_own_also(c->it, rn.moved) : 0;
 	uint64_t victim_at = known && rn.victim ? inode_own_also(c->it, rn.victim) : 0;
 	inode_note_rename(c->it); /* a moved directory's ".." */
-	if (known) {
+	if (known || moves) {
 		listing_changing(IP(req, parent));
 	} else {
 		listing_touch(IP(req, parent));
@@ -662,6 +683,8 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 		struct moved_attr ma = { .c = c, .a = &rr.moved.attr, .o = &o };
 		(void)inode_with(c->it, &rr.moved.fh, moved_attr_cb, &ma);
 	}
+	if (moves)
+		listing_moved(IP(req, parent), name, newname, have_moved ? &rr.moved : NULL);
 	if (known) {
 		inode_own_end(c->it, rn.moved, NULL, o.seq, moved_at, o.ns_trust);
 		inode_forget(c->it, rn.moved, 1);

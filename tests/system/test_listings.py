@@ -767,3 +767,58 @@ def test_own_creates_keep_the_listing(env):
         assert read_file(a / "d" / "late") == b"12345"
     finally:
         os.close(pin)
+
+
+@pytest.mark.netns
+def test_own_renames_and_unlinks_keep_the_listing(env):
+    """A client's own rename within a directory (an atomic replace:
+    pip's compiled files, checkpoint writers) moves the name in its
+    listing of the directory, and its own unlink removes the name,
+    instead of dropping the listing: the next misses and cold lookups
+    there are answered locally (they were LOOKUP_DATAs: 601 in a pip
+    install). The listing still follows another host's replace and
+    create, and what it then answers about the moved, replaced and
+    removed names is the export's, down to the attributes."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    d = a / "d"
+    os.mkdir(b / "d")  # made by another host: A lists it as it finds it
+    for i in range(8):
+        write_file(b / "d" / f"f{i}", b"old%d" % i)
+    assert not os.path.exists(d / "missing")  # d is listed
+    before = requests_sent(a)
+    for i in range(4):
+        kernel_settled(a)
+        write_file(d / f"t{i}", b"new%d" % i)         # a miss, then CREATE
+        os.replace(d / f"t{i}", d / f"f{i}")          # over a listed name
+        kernel_settled(a)
+        assert not os.path.exists(d / f"gone{i}")      # a miss
+    os.rename(d / "f4", d / "g4")                     # to a new name
+    assert not os.path.exists(d / "f4")
+    os.unlink(d / "f7")
+    assert not os.path.exists(d / "gone7")
+    sent = requests_since(a, before)
+    assert "LOOKUP_DATA" not in sent and "LOOKUP" not in sent and "LISTDIR" not in sent, sent
+    assert (sent.get("CREATE"), sent.get("RENAME"), sent.get("UNLINK")) == (4, 5, 1), sent
+    # What the listing answers once the kernel forgot the names.
+    pin = os.open(d, os.O_RDONLY)
+    try:
+        _evict_dentries()
+        for n in ("f0", "f3", "g4", "f5"):
+            assert stat_fields(os.stat(d / n)) == stat_fields(os.stat(pod.export / "d" / n)), n
+        for n in ("f4", "t0", "f7"):
+            assert not os.path.exists(d / n), n
+        assert read_file(d / "f0") == b"new0" and read_file(d / "g4") == b"old4"
+    finally:
+        os.close(pin)
+    # Another host replaces f5 and creates h: A's listing is stale for
+    # them, its own rename after that must not make it current again.
+    write_file(b / "d" / "tb", b"from b")
+    os.replace(b / "d" / "tb", b / "d" / "f5")
+    write_file(b / "d" / "h", b"h")
+    os.replace(d / "f6", d / "g6")
+    assert read_file(d / "f5") == b"from b"
+    assert os.path.exists(d / "h") and read_file(d / "g6") == b"old6"
+    want = {"f0", "f1", "f2", "f3", "g4", "f5", "g6", "h"}
+    assert set(os.listdir(d)) == want
+    assert set(os.listdir(pod.export / "d")) == want
