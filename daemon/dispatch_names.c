@@ -429,6 +429,7 @@ int op_rename(struct op *o)
 	const struct pfs_rename_req *m = &o->m.rename_req;
 	struct pfs_fh victim, moved;
 	uint32_t flags = m->flags & ~(uint32_t)PFS_RN_DELEG;
+	bool none;
 
 	/* Answered by the client under its directory delegation: as
 	 * UNLINKS, refused if it was revoked meanwhile. */
@@ -443,7 +444,7 @@ int op_rename(struct op *o)
 		}
 	}
 	int ret = export_rename(&o->x, o->obj->fd, m->name.s, o->obj2->fd, m->newname.s, flags,
-				&victim, &moved);
+				&victim, &moved, &none);
 
 	if (ret < 0)
 		return ret;
@@ -472,6 +473,12 @@ int op_rename(struct op *o)
 		if (got == 0) {
 			if (same && dir_attr(o, o->obj, &rr.dir))
 				rr.flags = PFS_RR_DIR;
+			if (none) {
+				rr.flags |= PFS_RR_NONE;
+			} else if (victim.len) {
+				rr.flags |= PFS_RR_VICTIM;
+				rr.victim = (struct pfs_bytes){ victim.data, victim.len };
+			}
 			return OP_ENCODE(o, rename_rep, &rr);
 		}
 	}

@@ -139,10 +139,12 @@ int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct p
 /* renameat2 with flags (RENAME_NOREPLACE, RENAME_EXCHANGE; others:
  * -EINVAL). *victim gets the handle of the replaced object (with
  * RENAME_EXCHANGE: the other moved one), *moved that of the renamed one
- * (len 0 where unknown). Returns 0 or -errno. */
+ * (len 0 where unknown); *none is true if the rename replaced nothing
+ * (newname was absent as podfs clients see it: their changes in newdir
+ * wait for this one). Returns 0 or -errno. */
 int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 		  const char *newname, uint32_t flags, struct pfs_fh *victim,
-		  struct pfs_fh *moved);
+		  struct pfs_fh *moved, bool *none);
 /* Makes newname in newdir a hard link to the object of O_PATH fd fd (not
  * a directory: -EPERM). Returns 0 (e filled) or -errno. */
 int export_link(struct xop *x, int fd, int newdir, const char *newname, struct pfs_entry *e);

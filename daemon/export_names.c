@@ -332,10 +332,16 @@ static bool keep_orphan(struct xop *x, const struct pfs_fh *victim, int pfd)
 }
 
 /* The handle of dirfd/name in *fh, and an O_PATH fd of it in *pfd (-1 if
- * it could not be opened). Returns true if the handle is known. */
-static bool victim_at(struct xop *x, int dirfd, const char *name, struct pfs_fh *fh, int *pfd)
+ * it could not be opened; then *absent says whether there is no such
+ * name, if absent is not NULL). Returns true if the handle is known. */
+static bool victim_at(struct xop *x, int dirfd, const char *name, struct pfs_fh *fh, int *pfd,
+		      bool *absent)
 {
 	*pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (*pfd < 0 && absent && errno == ENOENT) {
+		*absent = true;
+		return false;
+	}
 	if (*pfd < 0)
 		return handles_encode_at(x->hs, dirfd, name, fh) == 0;
 	if (handles_encode(x->hs, *pfd, fh) == 0)
@@ -363,7 +369,7 @@ int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct p
 	/* Learn the victim's handle first, so that its cached fd does not keep
 	 * a deleted file's blocks allocated. */
 	unsigned k = names_lock(dirfd);
-	known = victim_at(x, dirfd, name, victim, &pfd);
+	known = victim_at(x, dirfd, name, victim, &pfd, NULL);
 	int ret = unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0 ? failed_closing(pfd) : 0;
 	names_unlock(k);
 	if (ret < 0)
@@ -377,11 +383,12 @@ int export_unlink(struct xop *x, int dirfd, const char *name, bool dir, struct p
 
 int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 		  const char *newname, uint32_t flags, struct pfs_fh *victim,
-		  struct pfs_fh *moved)
+		  struct pfs_fh *moved, bool *none)
 {
 	bool known = false;
 	int pfd = -1;
 
+	*none = (flags & RENAME_NOREPLACE) != 0;
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
 	/* Handles before the rename: the moved object's ctime changes, and
@@ -391,7 +398,7 @@ int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 	if (flags & RENAME_EXCHANGE)
 		known = handles_encode_at(x->hs, newdir, newname, victim) == 0;
 	else if (!(flags & RENAME_NOREPLACE))
-		known = victim_at(x, newdir, newname, victim, &pfd);
+		known = victim_at(x, newdir, newname, victim, &pfd, none);
 	if (handles_encode_at(x->hs, olddir, oldname, moved) < 0)
 		moved->len = 0;
 	int ret = renameat2(olddir, oldname, newdir, newname, flags) < 0 ? failed_closing(pfd) : 0;

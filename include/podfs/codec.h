@@ -118,7 +118,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_entry_dir_rep(F) F(ENTRY, e) F(ATTR, dir) /* the same, PFS_CAP_DIR_ATTR */
 #define PFS_MSG_mkdir_rep(F) F(ENTRY, e) F(ATTR, dir) F(U32, flags) F(BYTES, slots) /* MKDIR, PFS_CAP_NEW_DIR */
 #define PFS_MSG_dir_rep(F) F(ATTR, dir) /* UNLINK RMDIR with PFS_CAP_DIR_ATTR */
-#define PFS_MSG_rename_rep(F) F(U32, flags) F(ATTR, dir) F(ENTRY, moved) /* PFS_CAP_RENAME_ATTR */
+#define PFS_MSG_rename_rep(F) F(U32, flags) F(ATTR, dir) F(ENTRY, moved) F(BYTES, victim) /* PFS_CAP_RENAME_ATTR */
 #define PFS_MSG_getattr_req(F) F(CREDS, cr) F(FH, fh)
 #define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR; FALLOCATE, PFS_CAP_POST_ATTR */
 #define PFS_MSG_setattr_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, valid) \

@@ -168,10 +168,14 @@ enum {
 	 * first create in it; the client answers them itself. */
 	PFS_CAP_NEW_XATTRS = 1u << 12,
 	/* The reply to a RENAME that moved an object (not RENAME_EXCHANGE,
-	 * nor PFS_RN_DELEG: those keep dir_rep) is rename_rep: the moved object's handle and attributes after it
-	 * (its ctime moved: the kernel asks for them after every rename),
-	 * and, within one directory (PFS_RR_DIR), the directory's, as
-	 * dir_rep has them. */
+	 * nor PFS_RN_DELEG: those keep dir_rep) is rename_rep: the moved
+	 * object's handle and attributes after it (its ctime moved: the
+	 * kernel asks for them after every rename), within one directory
+	 * (PFS_RR_DIR) the directory's, as dir_rep has them, and what it
+	 * replaced: the handle of the object (PFS_RR_VICTIM, victim: 1 to
+	 * PFS_FH_MAX bytes), nothing (PFS_RR_NONE, victim empty), or neither
+	 * flag where that is not known (victim empty). The client then knows
+	 * which objects the rename changed without naming them itself. */
 	PFS_CAP_RENAME_ATTR = 1u << 13,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
 		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR |
@@ -707,6 +711,8 @@ enum {
 	PFS_MK_NO_SELINUX = 1u << 6,     /* security.selinux */
 	PFS_RN_DELEG = 1u << 30, /* RENAME's flags: answered under a directory delegation */
 	PFS_RR_DIR = 1u << 0,    /* rename_rep: dir is set (see PFS_CAP_RENAME_ATTR) */
+	PFS_RR_VICTIM = 1u << 1, /* rename_rep: victim is the replaced object's handle */
+	PFS_RR_NONE = 1u << 2,   /* rename_rep: the rename replaced nothing */
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
 	PFS_CI_CLOSE = 1u << 0, /* a CREATES item's how: no open file is made */
 	PFS_CI_SYNC = 1u << 1,  /* a CREATES item's how: its data synced */
