@@ -50,6 +50,70 @@ static void listing_moved(struct inode *dir, const char *name, const char *newna
 		listing_touch(dir);
 }
 
+/* The object name names in dir's listing, held, if this client knows
+ * its attributes current (no push about it since) and they say one link
+ * and not a directory: no other name of it in any listing, no ".." that
+ * moves with it. *r: LS_PRESENT, LS_ABSENT (dir's listing has no such
+ * name), or LS_NONE (no listing, or a push about dir since it came). */
+static struct inode *listed_one_link(struct client *c, struct inode *dir, const char *name,
+				     int *r)
+{
+	struct pfs_entry pe;
+	struct listing_info li;
+	struct pfs_attr a;
+	uint8_t *data = NULL;
+	uint32_t dlen, lflags;
+	uint64_t aseq;
+
+	*r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+	free(data);
+	struct inode *ip = *r == LS_PRESENT ? inode_hold_fh(c->it, &pe.fh) : NULL;
+	gate_enter(c->gate);
+	if (*r != LS_NONE && gate_pushed_since(c->gate, li.seq, &dir->fh))
+		*r = LS_NONE;
+	bool ok = ip && *r == LS_PRESENT && inode_attr_trusted(c->it, ip, &a, &aseq) &&
+		  !gate_pushed_since(c->gate, aseq, &ip->fh) && a.nlink == 1 && !S_ISDIR(a.mode);
+	gate_leave(c->gate);
+	if (ip && !ok) {
+		inode_forget(c->it, ip, 1);
+		ip = NULL;
+	}
+	return ip;
+}
+
+/* Before a rename of name to newname within dir: the object it moves and
+ * the one it replaces (NULL: none), as dir's listing names them, both
+ * known (listed_one_link); held. Returns false if either is not known:
+ * the rename then names nothing. */
+static bool rename_known(struct client *c, struct inode *dir, const char *name,
+			 const char *newname, struct inode **moved, struct inode **victim)
+{
+	int r;
+
+	*victim = NULL;
+	if (!(*moved = listed_one_link(c, dir, name, &r)))
+		return false;
+	*victim = listed_one_link(c, dir, newname, &r);
+	if (*victim || r == LS_ABSENT)
+		return true;
+	inode_forget(c->it, *moved, 1);
+	*moved = NULL;
+	return false;
+}
+
+/* Whether the reply rr says the rename moved moved and replaced victim
+ * (NULL: nothing), as rename_known found them. */
+static bool renamed_as_known(const struct pfs_rename_rep *rr, const struct inode *moved,
+			     const struct inode *victim)
+{
+	if (!pfs_fh_equal(&rr->moved.fh, &moved->fh))
+		return false;
+	if (!victim)
+		return (rr->flags & PFS_RR_NONE) != 0;
+	return (rr->flags & PFS_RR_VICTIM) && rr->victim.len == victim->fh.len &&
+	       memcmp(rr->victim.p, victim->fh.data, victim->fh.len) == 0;
+}
+
 void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		const char *newname, unsigned int flags)
 {
@@ -85,12 +149,22 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	 * coordinator. The kernel holds the directory meanwhile: no lookup
 	 * or READDIR of ours uses the listing until it is put right. */
 	bool moves = !known && parent == newparent && !(flags & ~RENAME_NOREPLACE);
-	struct ops_own o = ops_own_change(c, IP(req, parent), !known);
+	/* And if its listing and trusted attributes tell what moves and
+	 * what is replaced (rename_known), those are stamped instead of
+	 * moving the namespace count, which would leave every attribute
+	 * this client trusts unused (pip stats each module's source after
+	 * compiling the one before); the reply says whether they were
+	 * right (PFS_RR_NONE, PFS_RR_VICTIM). */
+	struct inode *kmoved = NULL, *kvictim = NULL;
+	bool cand = moves && rename_known(c, IP(req, parent), name, newname, &kmoved, &kvictim);
+	struct ops_own o = ops_own_change(c, IP(req, parent), !known && !cand);
 	/* Within one directory, it is announced once: a second stamp would
 	 * leave the attributes the reply brings for it untrusted. */
 	o.at2 = parent != newparent ? inode_own_also(c->it, IP(req, newparent)) : 0;
-	uint64_t moved_at = known ? inode_own_also(c->it, rn.moved) : 0;
-	uint64_t victim_at = known && rn.victim ? inode_own_also(c->it, rn.victim) : 0;
+	uint64_t moved_at = known ? inode_own_also(c->it, rn.moved)
+			    : cand ? inode_own_also(c->it, kmoved) : 0;
+	uint64_t victim_at = known && rn.victim ? inode_own_also(c->it, rn.victim)
+			     : kvictim ? inode_own_also(c->it, kvictim) : 0;
 	inode_note_rename(c->it); /* a moved directory's ".." */
 	if (known || moves) {
 		listing_changing(IP(req, parent));
@@ -135,18 +209,35 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 		have_da = 0;
 		have_moved = false;
 	}
+	/* Not what rename_known found (another host's change came first,
+	 * the rename failed, or the reply does not say): the namespace
+	 * count moves now, before the kernel hears of the rename, and what
+	 * was trusted before is not used after. */
+	bool as_known = cand && rc == 0 && have_moved && renamed_as_known(&rr, kmoved, kvictim);
+	if (cand && !as_known)
+		(void)inode_own_ns_end(c->it);
 	ops_own_dir_attr(c, IP(req, parent), have_da > 0 ? &da : NULL, &o, o.at);
 	if (parent != newparent)
 		inode_own_end(c->it, IP(req, newparent), NULL, o.seq, o.at2, o.ns_trust);
 	/* The moved object's attributes after it (its ctime moved), as a
 	 * reply to a request sent when this one was: the kernel asks for
 	 * them next. */
-	if (have_moved && !known) {
+	if (have_moved && !known && !cand) {
 		struct moved_attr ma = { .c = c, .a = &rr.moved.attr, .o = &o };
 		(void)inode_with(c->it, &rr.moved.fh, moved_attr_cb, &ma);
 	}
 	if (moves)
-		listing_moved(IP(req, parent), name, newname, have_moved ? &rr.moved : NULL);
+		listing_moved(IP(req, parent), name, newname,
+			      have_moved && (!cand || as_known) ? &rr.moved : NULL);
+	if (cand) {
+		inode_own_end(c->it, kmoved, as_known ? &rr.moved.attr : NULL, o.seq, moved_at,
+			      o.ns_trust);
+		inode_forget(c->it, kmoved, 1);
+		if (kvictim) {
+			inode_own_end(c->it, kvictim, NULL, o.seq, victim_at, o.ns_trust);
+			inode_forget(c->it, kvictim, 1);
+		}
+	}
 	if (known) {
 		inode_own_end(c->it, rn.moved, NULL, o.seq, moved_at, o.ns_trust);
 		inode_forget(c->it, rn.moved, 1);

@@ -595,3 +595,47 @@ def test_a_moved_files_attributes_follow_other_hosts(env):
         f.write(b"yz")
     assert os.stat(a / "d" / "f").st_size == 3
     assert stat_fields(os.stat(a / "d" / "f")) == stat_fields(os.stat(pod.export / "d" / "f"))
+
+
+@pytest.mark.netns
+def test_a_rename_that_names_what_it_replaces_keeps_other_attributes(env):
+    """A rename within a directory whose listing and trusted attributes
+    say what it moves and what it replaces stamps those two instead of
+    making every attribute this host trusts unused (pip stats each
+    module's source after compiling the one before: a GETATTR each). The
+    replaced file, held open, shows no link at once. A file another host
+    put under the new name after the listing came (its push leaves the
+    listing unused: the rename names nothing, as before) is replaced as
+    well, and shows no link on that host."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    d = a / "d"
+    os.mkdir(b / "d")
+    for n in ("src", "old"):
+        write_file(b / "d" / n, b"x")
+    assert not os.path.exists(d / "missing")  # d is listed
+    write_file(d / "t0", b"new")
+    os.stat(d / "src")
+    with open(d / "old", "rb") as held:
+        kernel_settled(a)
+        before = requests_sent(a)
+        os.replace(d / "t0", d / "old")            # replaces what the listing names
+        write_file(d / "t1", b"new1")
+        os.replace(d / "t1", d / "fresh")          # replaces nothing
+        os.stat(d / "src")
+        sent = requests_since(a, before)
+        assert sent.get("RENAME") == 2 and "GETATTR" not in sent, sent
+        assert os.fstat(held.fileno()).st_nlink == 0
+    for n in ("src", "old", "fresh"):
+        assert stat_fields(os.stat(d / n)) == stat_fields(os.stat(pod.export / "d" / n)), n
+    # B makes "late" after A listed d.
+    write_file(d / "t2", b"new2")
+    write_file(b / "d" / "late", b"from b")
+    with open(b / "d" / "late", "rb") as held_b:
+        os.replace(d / "t2", d / "late")
+        assert os.fstat(held_b.fileno()).st_nlink == 0
+    assert read_file(d / "late") == b"new2" and read_file(b / "d" / "late") == b"new2"
+    for n in ("src", "old", "fresh", "late"):
+        assert stat_fields(os.stat(d / n)) == stat_fields(os.stat(pod.export / "d" / n)), n
+    assert sorted(os.listdir(d)) == sorted(os.listdir(pod.export / "d")) == \
+        ["fresh", "late", "old", "src"]
