@@ -615,8 +615,9 @@ def test_a_rename_that_names_what_it_replaces_keeps_other_attributes(env):
         write_file(b / "d" / n, b"x")
     assert not os.path.exists(d / "missing")  # d is listed
     write_file(d / "t0", b"new")
-    os.stat(d / "src")
     with open(d / "old", "rb") as held:
+        with open(d / "src", "ab") as f:  # the kernel asks for its attributes next
+            f.write(b"y")
         kernel_settled(a)
         before = requests_sent(a)
         os.replace(d / "t0", d / "old")            # replaces what the listing names
