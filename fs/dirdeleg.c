@@ -388,11 +388,11 @@ struct inode *dd_known_file(struct client *c, struct inode *dir, const char *nam
 	return ip;
 }
 
-struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name, bool isdir)
+struct inode *dirdeleg_victim(struct client *c, struct inode *dir, const char *name, bool isdir)
 {
 	struct pfs_attr a;
 
-	return dd_known_file(d->c, dir, name, isdir ? KF_DIR : 0, &a);
+	return dd_known_file(c, dir, name, isdir ? KF_DIR : 0, &a);
 }
 
 void dd_grant_listing(struct client *c, struct inode *dir)

@@ -152,8 +152,9 @@ bool dirdeleg_unlink(struct dirdeleg *d, struct inode *dir, const char *name,
  * directory (isdir: that it is a directory): held (inode_forget(it, ip,
  * 1) gives it back). The change then moves no object but dir and it (an
  * unlink or rmdir that does not name it moves the namespace count,
- * trust_i.h). NULL: not known. */
-struct inode *dirdeleg_victim(struct dirdeleg *d, struct inode *dir, const char *name, bool isdir);
+ * trust_i.h). NULL: not known. With or without delegations; a rename
+ * within dir asks it for what it moves and replaces (ops_rename.c). */
+struct inode *dirdeleg_victim(struct client *c, struct inode *dir, const char *name, bool isdir);
 /* A rename of name to newname, both in dir, which this client holds. */
 struct dd_rename {
 	struct inode *moved;  /* the object moved (held: inode_forget) */

@@ -504,7 +504,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	 * count and ctime move unannounced, so the namespace count does;
 	 * unless this client knows it: a file with one link, an (empty)
 	 * directory (dirdeleg_victim). */
-	struct inode *victim = c->dd ? dirdeleg_victim(c->dd, IP(req, parent), name, op == PFS_OP_RMDIR)
+	struct inode *victim = c->dd ? dirdeleg_victim(c, IP(req, parent), name, op == PFS_OP_RMDIR)
 				     : NULL;
 	struct ops_own o = ops_own_change(c, IP(req, parent), victim == NULL);
 	uint64_t victim_at = victim ? inode_own_also(c->it, victim) : 0;

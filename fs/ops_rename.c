@@ -50,51 +50,37 @@ static void listing_moved(struct inode *dir, const char *name, const char *newna
 		listing_touch(dir);
 }
 
-/* The object name names in dir's listing, held, if this client knows
- * its attributes current (no push about it since) and they say one link
- * and not a directory: no other name of it in any listing, no ".." that
- * moves with it. *r: LS_PRESENT, LS_ABSENT (dir's listing has no such
- * name), or LS_NONE (no listing, or a push about dir since it came). */
-static struct inode *listed_one_link(struct client *c, struct inode *dir, const char *name,
-				     int *r)
+/* Whether dir's listing says it has no name name, and no push about dir
+ * came since it was fetched. */
+static bool listed_absent(struct client *c, struct inode *dir, const char *name)
 {
 	struct pfs_entry pe;
 	struct listing_info li;
-	struct pfs_attr a;
 	uint8_t *data = NULL;
 	uint32_t dlen, lflags;
-	uint64_t aseq;
 
-	*r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
+	int r = listing_find(dir, name, &pe, &data, &dlen, &lflags, &li);
 	free(data);
-	struct inode *ip = *r == LS_PRESENT ? inode_hold_fh(c->it, &pe.fh) : NULL;
+	if (r != LS_ABSENT)
+		return false;
 	gate_enter(c->gate);
-	if (*r != LS_NONE && gate_pushed_since(c->gate, li.seq, &dir->fh))
-		*r = LS_NONE;
-	bool ok = ip && *r == LS_PRESENT && inode_attr_trusted(c->it, ip, &a, &aseq) &&
-		  !gate_pushed_since(c->gate, aseq, &ip->fh) && a.nlink == 1 && !S_ISDIR(a.mode);
+	bool pushed = gate_pushed_since(c->gate, li.seq, &dir->fh);
 	gate_leave(c->gate);
-	if (ip && !ok) {
-		inode_forget(c->it, ip, 1);
-		ip = NULL;
-	}
-	return ip;
+	return !pushed;
 }
 
 /* Before a rename of name to newname within dir: the object it moves and
  * the one it replaces (NULL: none), as dir's listing names them, both
- * known (listed_one_link); held. Returns false if either is not known:
+ * known as an unlink's victim is (dirdeleg_victim: trusted attributes,
+ * one link, not a directory, no push about dir since); held. Returns false if either is not known:
  * the rename then names nothing. */
 static bool rename_known(struct client *c, struct inode *dir, const char *name,
 			 const char *newname, struct inode **moved, struct inode **victim)
 {
-	int r;
-
 	*victim = NULL;
-	if (!(*moved = listed_one_link(c, dir, name, &r)))
+	if (!(*moved = dirdeleg_victim(c, dir, name, false)))
 		return false;
-	*victim = listed_one_link(c, dir, newname, &r);
-	if (*victim || r == LS_ABSENT)
+	if ((*victim = dirdeleg_victim(c, dir, newname, false)) || listed_absent(c, dir, newname))
 		return true;
 	inode_forget(c->it, *moved, 1);
 	*moved = NULL;
