@@ -158,6 +158,18 @@ static int unlink_name(struct op *o, bool dir)
 	/* A directory delegation of what is gone ends with it. */
 	if (dir && victim.len && o->d->deleg)
 		deleg_drop_dir(o->d->deleg, 0, handles_key(o->d->hs, &victim));
+	/* What was removed (PFS_CAP_UNLINK_VICTIM): the client then knows
+	 * which object lost a link (its listing said which it expected). */
+	if (o->r->unlink_victim) {
+		struct pfs_unlink_rep ur = { 0 };
+		if (dir_attr(o, o->obj, &ur.dir))
+			ur.flags |= PFS_UR_DIR;
+		if (victim.len) {
+			ur.flags |= PFS_UR_VICTIM;
+			ur.victim = (struct pfs_bytes){ victim.data, victim.len };
+		}
+		return OP_ENCODE(o, unlink_rep, &ur);
+	}
 	return dir_attr(o, o->obj, &rep.dir) ? OP_ENCODE(o, dir_rep, &rep) : 0;
 }
 

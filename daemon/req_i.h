@@ -43,6 +43,7 @@ struct req {
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */
 	bool new_xattrs;       /* and PFS_CAP_NEW_XATTRS */
 	bool rename_attr;      /* it negotiated PFS_CAP_RENAME_ATTR */
+	bool unlink_victim;    /* it negotiated PFS_CAP_UNLINK_VICTIM */
 	bool post_attr;        /* it negotiated PFS_CAP_POST_ATTR */
 	bool list_xattr;       /* it negotiated PFS_CAP_LIST_XATTR */
 	bool list_cookies;     /* it negotiated PFS_CAP_LIST_COOKIES */

@@ -502,10 +502,13 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	}
 	/* The object removed is not named (FUSE gives the name): its link
 	 * count and ctime move unannounced, so the namespace count does;
-	 * unless this client knows it: a file with one link, an (empty)
-	 * directory (dirdeleg_victim). */
-	struct inode *victim = c->dd ? dirdeleg_victim(c, IP(req, parent), name, op == PFS_OP_RMDIR)
-				     : NULL;
+	 * unless this client knows it, from the directory's listing: a file
+	 * with one link, an (empty) directory (dirdeleg_victim). Then only
+	 * it is stamped, and the reply must say that it was the one removed
+	 * (unlink_rep, PFS_UR_VICTIM); where it does not (another host's
+	 * change came first, the unlink failed), the count moves before the
+	 * kernel hears of the unlink (as for renames, ops_rename.c). */
+	struct inode *victim = dirdeleg_victim(c, IP(req, parent), name, op == PFS_OP_RMDIR);
 	struct ops_own o = ops_own_change(c, IP(req, parent), victim == NULL);
 	uint64_t victim_at = victim ? inode_own_also(c->it, victim) : 0;
 	/* An unlink or rmdir keeps the directory's listing, without the
@@ -526,9 +529,25 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 		listing_touch(IP(req, parent));
 	ops_own_done(c, &o);
 	struct pfs_attr da;
-	int have_da = rc == 0 ? rpc_dir_rep(&rep, &da) : 0;
+	struct pfs_unlink_rep ur;
+	int have_da = 0;
+	bool said = false, as_known = false;
+	if (rc == 0 && rep.len && pfs_dec_unlink_rep(rep.buf, rep.len, &ur) == 0) {
+		said = true;
+		if ((have_da = (ur.flags & PFS_UR_DIR) != 0))
+			da = ur.dir;
+		as_known = victim && (ur.flags & PFS_UR_VICTIM) && ur.victim.len == victim->fh.len &&
+			   memcmp(ur.victim.p, victim->fh.data, victim->fh.len) == 0;
+	} else if (rc == 0) {
+		have_da = rpc_dir_rep(&rep, &da);
+	}
 	if (have_da < 0)
 		rc = ops_bad_reply(req, "UNLINK");
+	/* A server without unlink_rep says nothing: there only a client
+	 * with directory delegations trusts its listing's victim, as before
+	 * unlink_rep was. */
+	if (victim && !as_known && (said || rc != 0 || !c->dd))
+		(void)inode_own_ns_end(c->it);
 	ops_own_dir_attr(c, IP(req, parent), have_da > 0 ? &da : NULL, &o, o.at);
 	if (victim) {
 		inode_own_end(c->it, victim, NULL, o.seq, victim_at, o.ns_trust);

@@ -119,6 +119,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_mkdir_rep(F) F(ENTRY, e) F(ATTR, dir) F(U32, flags) F(BYTES, slots) /* MKDIR, PFS_CAP_NEW_DIR */
 #define PFS_MSG_dir_rep(F) F(ATTR, dir) /* UNLINK RMDIR with PFS_CAP_DIR_ATTR */
 #define PFS_MSG_rename_rep(F) F(U32, flags) F(ATTR, dir) F(ENTRY, moved) F(BYTES, victim) /* PFS_CAP_RENAME_ATTR */
+#define PFS_MSG_unlink_rep(F) F(U32, flags) F(ATTR, dir) F(BYTES, victim) /* PFS_CAP_UNLINK_VICTIM */
 #define PFS_MSG_getattr_req(F) F(CREDS, cr) F(FH, fh)
 #define PFS_MSG_attr_rep(F) F(ATTR, attr) /* GETATTR SETATTR OPEN OPENDIR; FALLOCATE, PFS_CAP_POST_ATTR */
 #define PFS_MSG_setattr_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, valid) \
@@ -204,7 +205,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 
 #define PFS_MESSAGES(M) \
 	M(hello_req) M(hello_rep) M(auth_req) M(auth_rep) M(ping_req) M(ping_rep) \
-	M(lookup_req) M(entry_rep) M(entry_dir_rep) M(mkdir_rep) M(dir_rep) M(rename_rep) M(getattr_req) M(attr_rep) M(setattr_req) \
+	M(lookup_req) M(entry_rep) M(entry_dir_rep) M(mkdir_rep) M(dir_rep) M(rename_rep) M(unlink_rep) M(getattr_req) M(attr_rep) M(setattr_req) \
 	M(readlink_req) M(readlink_rep) M(mknod_req) M(mkdir_req) M(symlink_req) \
 	M(unlink_req) M(rename_req) M(link_req) M(open_req) M(create_req) M(read_req) \
 	M(read_rep) M(write_req) M(write_rep) M(release_req) M(fsync_req) M(readdir_req) \

@@ -167,20 +167,19 @@ enum {
 	 * it: root squashed), and a new directory for its ACLs before the
 	 * first create in it; the client answers them itself. */
 	PFS_CAP_NEW_XATTRS = 1u << 12,
-	/* The reply to a RENAME that moved an object (not RENAME_EXCHANGE,
-	 * nor PFS_RN_DELEG: those keep dir_rep) is rename_rep: the moved
-	 * object's handle and attributes after it (its ctime moved: the
-	 * kernel asks for them after every rename), within one directory
-	 * (PFS_RR_DIR) the directory's, as dir_rep has them, and what it
-	 * replaced: the handle of the object (PFS_RR_VICTIM, victim: 1 to
-	 * PFS_FH_MAX bytes), nothing (PFS_RR_NONE, victim empty), or neither
-	 * flag where that is not known (victim empty). The client then knows
-	 * which objects the rename changed without naming them itself. */
+	/* A RENAME that moved an object (not RENAME_EXCHANGE nor PFS_RN_DELEG:
+	 * dir_rep) replies rename_rep: the moved object's handle and
+	 * attributes after it (the kernel asks for them after every rename),
+	 * within one directory (PFS_RR_DIR) dir_rep's attributes, and what it
+	 * replaced: the object's handle (PFS_RR_VICTIM), nothing (PFS_RR_NONE,
+	 * victim empty) or neither flag where that is not known. */
 	PFS_CAP_RENAME_ATTR = 1u << 13,
+	/* UNLINK, RMDIR reply unlink_rep: dir_rep's attributes (PFS_UR_DIR), the removed handle. */
+	PFS_CAP_UNLINK_VICTIM = 1u << 14,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
 		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR |
 		       PFS_CAP_LIST_XATTR | PFS_CAP_PEER | PFS_CAP_DELEG | PFS_CAP_LIST_COOKIES |
-		       PFS_CAP_NEW_XATTRS | PFS_CAP_RENAME_ATTR,
+		       PFS_CAP_NEW_XATTRS | PFS_CAP_RENAME_ATTR | PFS_CAP_UNLINK_VICTIM,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -373,8 +372,9 @@ enum pfs_op {
  *              packed ENTRYs as SLOTS answers them (none is an answer).
  *              A refusal is no error: the directory is made either way.
  * UNLINK, RMDIR
- *              Remove name from parent. Replies: none, or dir_rep with
- *              PFS_CAP_DIR_ATTR; ENOENT, EISDIR/ENOTDIR, ENOTEMPTY, EBUSY.
+ *              Remove name from parent. Replies: none, dir_rep (PFS_CAP_DIR_ATTR)
+ *              or unlink_rep (PFS_CAP_UNLINK_VICTIM); ENOENT, EISDIR/ENOTDIR,
+ *              ENOTEMPTY, EBUSY.
  * RENAME       name in parent to newname in newparent; flags are
  *              renameat2's (RENAME_NOREPLACE, RENAME_EXCHANGE), and
  *              PFS_RN_DELEG: a rename the client answered under its
@@ -714,6 +714,8 @@ enum {
 	PFS_RR_VICTIM = 1u << 1, /* rename_rep: victim is the replaced object's handle */
 	PFS_RR_NONE = 1u << 2,   /* rename_rep: the rename replaced nothing */
 	PFS_UL_DIR_ATTR = 1u << 0, /* unlinks_rep: dir is set */
+	PFS_UR_DIR = 1u << 0,      /* unlink_rep: dir is set (PFS_CAP_UNLINK_VICTIM) */
+	PFS_UR_VICTIM = 1u << 1,   /* unlink_rep: victim is the removed object's handle */
 	PFS_CI_CLOSE = 1u << 0, /* a CREATES item's how: no open file is made */
 	PFS_CI_SYNC = 1u << 1,  /* a CREATES item's how: its data synced */
 	PFS_CI_ATTRS = 1u << 2, /* a CREATES item's how: a change of attributes follows */

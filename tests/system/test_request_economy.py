@@ -640,3 +640,44 @@ def test_a_rename_that_names_what_it_replaces_keeps_other_attributes(env):
         assert stat_fields(os.stat(d / n)) == stat_fields(os.stat(pod.export / "d" / n)), n
     assert sorted(os.listdir(d)) == sorted(os.listdir(pod.export / "d")) == \
         ["fresh", "late", "old", "src"]
+
+
+def test_an_unlink_that_names_what_it_removes_keeps_other_attributes(env):
+    """An unlink or rmdir in a directory whose listing and trusted
+    attributes say what it removes stamps that one object instead of
+    making every attribute this host trusts unused (a GETATTR for each
+    stat after: a training loop that removes old checkpoints, `rm -r`,
+    pip's uninstall). The removed file, held open, shows no link at
+    once. A file another host put under a listed name since (its push
+    leaves the listing unused: the unlink names nothing, as before) is
+    the one removed, and shows no link on that host."""
+    pod = Pod(env)
+    a, b = pod.a, pod.b
+    d = a / "d"
+    os.mkdir(b / "d")
+    for n in ("src", "gone", "late"):
+        write_file(b / "d" / n, b"x")
+    os.mkdir(b / "d" / "sub")
+    assert not os.path.exists(d / "missing")  # d is listed
+    with open(d / "gone", "rb") as held:
+        with open(d / "src", "ab") as f:  # the kernel asks for its attributes next
+            f.write(b"y")
+        kernel_settled(a)
+        before = requests_sent(a)
+        os.unlink(d / "gone")
+        os.rmdir(d / "sub")
+        os.stat(d / "src")
+        sent = requests_since(a, before)
+        assert sent.get("UNLINK") == 1 and sent.get("RMDIR") == 1 and "GETATTR" not in sent, sent
+        assert os.fstat(held.fileno()).st_nlink == 0
+    assert not os.path.exists(d / "gone") and not os.path.exists(d / "sub")
+    assert stat_fields(os.stat(d / "src")) == stat_fields(os.stat(pod.export / "d" / "src"))
+    # B puts another file under "late" after A listed d.
+    write_file(b / "d" / "t", b"from b")
+    os.replace(b / "d" / "t", b / "d" / "late")
+    with open(b / "d" / "late", "rb") as held_b:
+        os.unlink(d / "late")
+        assert os.fstat(held_b.fileno()).st_nlink == 0
+    assert not os.path.exists(b / "d" / "late")
+    assert stat_fields(os.stat(d / "src")) == stat_fields(os.stat(pod.export / "d" / "src"))
+    assert sorted(os.listdir(d)) == sorted(os.listdir(pod.export / "d")) == ["src"]
