@@ -536,8 +536,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 		said = true;
 		if ((have_da = (ur.flags & PFS_UR_DIR) != 0))
 			da = ur.dir;
-		as_known = victim && (ur.flags & PFS_UR_VICTIM) && ur.victim.len == victim->fh.len &&
-			   memcmp(ur.victim.p, victim->fh.data, victim->fh.len) == 0;
+		as_known = victim && (ur.flags & PFS_UR_VICTIM) && pfs_bytes_are_fh(&ur.victim, &victim->fh);
 	} else if (rc == 0) {
 		have_da = rpc_dir_rep(&rep, &da);
 	}

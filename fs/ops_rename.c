@@ -96,8 +96,7 @@ static bool renamed_as_known(const struct pfs_rename_rep *rr, const struct inode
 		return false;
 	if (!victim)
 		return (rr->flags & PFS_RR_NONE) != 0;
-	return (rr->flags & PFS_RR_VICTIM) && rr->victim.len == victim->fh.len &&
-	       memcmp(rr->victim.p, victim->fh.data, victim->fh.len) == 0;
+	return (rr->flags & PFS_RR_VICTIM) && pfs_bytes_are_fh(&rr->victim, &victim->fh);
 }
 
 void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -147,10 +146,10 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	/* Within one directory, it is announced once: a second stamp would
 	 * leave the attributes the reply brings for it untrusted. */
 	o.at2 = parent != newparent ? inode_own_also(c->it, IP(req, newparent)) : 0;
-	uint64_t moved_at = known ? inode_own_also(c->it, rn.moved)
-			    : cand ? inode_own_also(c->it, kmoved) : 0;
-	uint64_t victim_at = known && rn.victim ? inode_own_also(c->it, rn.victim)
-			     : kvictim ? inode_own_also(c->it, kvictim) : 0;
+	/* The objects stamped instead (held), whichever way they are known. */
+	struct inode *smoved = known ? rn.moved : kmoved, *svictim = known ? rn.victim : kvictim;
+	uint64_t moved_at = smoved ? inode_own_also(c->it, smoved) : 0;
+	uint64_t victim_at = svictim ? inode_own_also(c->it, svictim) : 0;
 	inode_note_rename(c->it); /* a moved directory's ".." */
 	if (known || moves) {
 		listing_changing(IP(req, parent));
@@ -215,22 +214,16 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	if (moves)
 		listing_moved(IP(req, parent), name, newname,
 			      have_moved && (!cand || as_known) ? &rr.moved : NULL);
-	if (cand) {
-		inode_own_end(c->it, kmoved, as_known ? &rr.moved.attr : NULL, o.seq, moved_at,
+	/* The moved object's attributes after it only where the reply said
+	 * the rename was what rename_known found (as_known: never when known). */
+	if (smoved) {
+		inode_own_end(c->it, smoved, as_known ? &rr.moved.attr : NULL, o.seq, moved_at,
 			      o.ns_trust);
-		inode_forget(c->it, kmoved, 1);
-		if (kvictim) {
-			inode_own_end(c->it, kvictim, NULL, o.seq, victim_at, o.ns_trust);
-			inode_forget(c->it, kvictim, 1);
-		}
+		inode_forget(c->it, smoved, 1);
 	}
-	if (known) {
-		inode_own_end(c->it, rn.moved, NULL, o.seq, moved_at, o.ns_trust);
-		inode_forget(c->it, rn.moved, 1);
-		if (rn.victim) {
-			inode_own_end(c->it, rn.victim, NULL, o.seq, victim_at, o.ns_trust);
-			inode_forget(c->it, rn.victim, 1);
-		}
+	if (svictim) {
+		inode_own_end(c->it, svictim, NULL, o.seq, victim_at, o.ns_trust);
+		inode_forget(c->it, svictim, 1);
 	}
 	rpc_reply_free(&rep);
 	fuse_reply_err(req, -ops_name_err(req, rc));

@@ -57,6 +57,11 @@ struct pfs_bytes {
 	const uint8_t *p; /* view into the decoded buffer */
 	uint32_t len;     /* 0..PFS_MAX_IO */
 };
+/* Whether b holds the handle fh (a reply's BYTES field naming an object). */
+static inline bool pfs_bytes_are_fh(const struct pfs_bytes *b, const struct pfs_fh *fh)
+{
+	return b->len == fh->len && memcmp(b->p, fh->data, fh->len) == 0;
+}
 struct pfs_creds {
 	uint32_t uid;
 	uint32_t gid;

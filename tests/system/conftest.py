@@ -87,9 +87,9 @@ def pytest_collection_modifyitems(config, items):
     limited = [it for it in items if it.get_closest_marker("delegation_limit")]
     # There every mount delegates, so a test parametrized over the pod
     # and dpod fixtures runs the same twice: its dpod case is left out.
-    plain = {_with_params(it, "pod") for it in items}
+    plain = {_case(it) for it in items if "dpod" not in _params(it).values()}
     limited += [it for it in items if "dpod" in _params(it).values()
-                and _with_params(it, "pod") in plain and it not in limited]
+                and _case(it) in plain and it not in limited]
     if limited:
         config.hook.pytest_deselected(items=limited)
         items[:] = [it for it in items if it not in limited]
@@ -100,10 +100,10 @@ def _params(item):
     return dict(cs.params) if cs else {}
 
 
-def _with_params(item, fixture):
-    """The item's function and parameters, a dpod parameter read as
-    `fixture`: what tells a test's pod and dpod cases apart."""
-    ps = {k: (fixture if v == "dpod" else v) for k, v in _params(item).items()}
+def _case(item):
+    """The item's function and parameters, a dpod parameter read as pod:
+    the same for a test's pod and dpod cases."""
+    ps = {k: ("pod" if v == "dpod" else v) for k, v in _params(item).items()}
     return (item.fspath, item.originalname, tuple(sorted((k, repr(v)) for k, v in ps.items())))
 
 
