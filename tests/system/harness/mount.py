@@ -102,17 +102,29 @@ class Mount:
         it is not, its device number (the connection's name in fusectl) is
         free, and the next FUSE mount on the machine gets it: another
         test's, running beside this one, whose mount an abort by the old
-        number killed (ENOTCONN on its first write, one CI run)."""
+        number killed (ENOTCONN on its first write, one CI run; a read of
+        /dev/fuse that failed with ECONNABORTED, another). So the abort
+        file is opened first and the mount checked after: a file of
+        fusectl's is tied to the connection it was opened for, and a write
+        to it once that connection is gone does nothing (the kernel's
+        fuse_ctl_file_conn_get finds none), however soon its number is
+        taken again."""
         dev = (self.info or {}).get("devid", "")
-        now = mountinfo(self.path)
-        if ":" not in dev or now is None or now["devid"] != dev:
+        if ":" not in dev:
             return
         minor = dev.split(":")[1]
-        p = Path(f"/sys/fs/fuse/connections/{minor}/abort")
         try:
-            p.write_text("1")
+            fd = os.open(f"/sys/fs/fuse/connections/{minor}/abort", os.O_WRONLY)
+        except OSError:
+            return
+        try:
+            now = mountinfo(self.path)
+            if now is not None and now["devid"] == dev:
+                os.write(fd, b"1")
         except OSError:
             pass
+        finally:
+            os.close(fd)
 
     def umount(self):
         """fusermount3 -u, then podfs must exit 0. Returns an error or None."""
