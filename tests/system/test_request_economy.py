@@ -492,18 +492,29 @@ def test_files_and_directories_made_here_ask_no_xattrs(env, squash):
     run(["setfacl", "-d", "-m", "u:65534:rw,u:12345:r", env.export / "acl"])
     m = env.mount(daemon)
     os.listdir(m / "top")
-    before = requests_sent(m)
-    for i in range(3):
-        os.mkdir(m / "top" / f"d{i}")
-        for j in range(5):
-            write_file(m / "top" / f"d{i}" / f"f{j}", b"x" * 4096)
-    sent = requests_since(m, before)
+    # A round in which the kernel forgot inodes (memory reclaim under the
+    # suite's load) looks them up again, and may ask a looked-up
+    # directory for its ACL (one CI run: two GETXATTRs, a LOOKUP_DATA):
+    # that round does not count; again, in a directory of its own.
+    for attempt in range(8):
+        gone = forgotten(m)
+        top = m / "top" / f"r{attempt}"
+        os.mkdir(top)
+        before = requests_sent(m)
+        for i in range(3):
+            os.mkdir(top / f"d{i}")
+            for j in range(5):
+                write_file(top / f"d{i}" / f"f{j}", b"x" * 4096)
+        sent = requests_since(m, before)
+        # The positive control: a name the replies say nothing of is asked.
+        with pytest.raises(OSError):
+            os.getxattr(top / "d0" / "f0", "user.none")
+        asked = requests_since(m, before).get("GETXATTR")
+        if forgotten(m) == gone:
+            break
     assert sent.get("MKDIR") == 3 and sent.get("CREATE") == 15, sent
     assert "GETXATTR" not in sent, sent
-    # The positive control: a name the replies say nothing of is asked.
-    with pytest.raises(OSError):
-        os.getxattr(m / "top" / "d0" / "f0", "user.none")
-    assert requests_since(m, before).get("GETXATTR") == 1
+    assert asked == 1, (attempt, asked)
 
     os.mkdir(m / "acl" / "sub")
     write_file(m / "acl" / "f", b"x")
