@@ -32,6 +32,20 @@ PODFS = Path(os.environ.get("PODFS_BIN", BUILD / "fs" / "podfs"))
 # One simulated host's program start or checkpoint read (tests/tools).
 REPLAY = BUILD / "tests" / "tools" / "podfs-replay"
 
+
+def _links(binary, lib):
+    try:
+        with open(binary, "rb") as f:
+            return lib in f.read()
+    except OSError:
+        return False
+
+
+# The programs under test run under ThreadSanitizer (scripts/test's TSan
+# stage): each thread runs several times slower, so a bound on how long a
+# moment of lag may last gets that much more room.
+UNDER_TSAN = _links(PODFSD, b"libtsan.so")
+
 PYTHON = "/usr/bin/python3"
 
 # A test that looks at the export (or compares a host with it) right after
@@ -179,15 +193,20 @@ def podfsd_status(daemon, timeout=30):
 FELL_BEHIND = r"did not acknowledge an invalidation within \d+ ms and sends nothing"
 
 
-def no_laggard(log, within_ms=500):
+def no_laggard(log, within_ms=None):
     """Checks podfsd's log text: no client was cut off for not
     acknowledging an invalidation, and each one that fell behind caught
-    up within within_ms. A host short of CPU (this machine runs many
-    tests at once) can miss its 30 ms deadline like a stopped one and
-    fall behind for a moment; a client whose acknowledgements stall (a
-    lock wait that held them up, a deadlock) stays behind, or is cut
-    off. Returns how many times a client fell behind."""
+    up within within_ms (default 500, and 1,500 under ThreadSanitizer,
+    where one run caught up after 524 ms; either stays under the 2 s a
+    change waits for a client that does not acknowledge). A host short of
+    CPU (this machine runs many tests at once) can miss its 30 ms
+    deadline like a stopped one and fall behind for a moment; a client
+    whose acknowledgements stall (a lock wait that held them up, a
+    deadlock) stays behind, or is cut off. Returns how many times a
+    client fell behind."""
     import re
+    if within_ms is None:
+        within_ms = 1500 if UNDER_TSAN else 500
     assert "though it sends requests" not in log, "a client was cut off"
     behind = {}
     episodes = 0

@@ -46,7 +46,8 @@ def test_close_to_open_strict_without_polling(env):
         t0 = time.time()
         write_file(src / "f", data)
         # Fallen behind during this change, or before it and not yet
-        # caught up (no_laggard below: each catches up within 500 ms).
+        # caught up (no_laggard below: each catches up within 500 ms,
+        # 1.5 s under TSan).
         got, late = seen_after_catching_up(pod.daemon.log(), ips[dst], t0 - 0.5,
                                            read_file(dst / "f"), data, lambda: read_file(dst / "f"))
         if late:
