@@ -178,6 +178,9 @@ int op_write(struct op *o)
 	int ret = export_write(&o->x, o->obj, m->fid, m->flags, m->offset, m->data.p, m->data.len,
 			       &rep.written, &at, &rep.attr);
 
+	/* An append is not idempotent: a resend after a lost reply gets
+	 * this reply, whatever it says, instead of appending again. */
+	o->r->keep_reply = o->x.appended;
 	if (ret < 0)
 		return ret;
 	/* The range the data landed in (an append's, not the offset the

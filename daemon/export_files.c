@@ -407,6 +407,7 @@ int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, 
 	 * one fid come one at a time (the client orders its appends), and
 	 * other fids have positions of their own. */
 	bool append = f->flags & O_APPEND;
+	x->appended = append;
 	*at = off;
 	while (done < len) {
 		ssize_t n = append ? write(fd, data + done, len - done)

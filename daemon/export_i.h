@@ -57,6 +57,10 @@ struct xop {
 	 * mount, and the caller is the same): valid if xknown_set. */
 	uint32_t xknown;
 	bool xknown_set;
+	/* Set by export_write: the write went through an O_APPEND fid, so
+	 * the data landed where the file ended, and a second run would add
+	 * it again (server.c keeps such a WRITE's reply for a resend). */
+	bool appended;
 };
 
 /* --- export.c --- */

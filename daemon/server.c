@@ -173,8 +173,9 @@ static struct conn *resend_target(struct conn *c, struct session *s, const struc
 }
 
 /* The reply cache, once r's worker is done: the reply is kept (drc
- * opcodes), or the entry goes (once-only ones, and requests without a
- * reply, so that a resend runs again). */
+ * opcodes, and a WRITE that appended: keep_reply), or the entry goes
+ * (once-only ones, and requests without a reply, so that a resend runs
+ * again). */
 static void drc_settle(struct req *r)
 {
 	struct session *s = r->s;
@@ -188,7 +189,7 @@ static void drc_settle(struct req *r)
 	 * answer it there too. */
 	if (to)
 		conn_send_copy(to, r->reply.hdr, r->reply.wire, r->reply.len, r->reply.raw);
-	if (!(pfs_op_flags(r->h.op) & PFS_OPF_DRC)) {
+	if (!(pfs_op_flags(r->h.op) & PFS_OPF_DRC) && !r->keep_reply) {
 		drc_forget(&s->drc, r->drc);
 		return;
 	}

@@ -219,6 +219,9 @@ enum {
  * drc      1: not idempotent. The session's duplicate-request cache keeps
  *          the reply (PFSD_DRC_MAX per session), so a retry after a
  *          reconnect gets the first try's reply without running again.
+ *          A WRITE through an O_APPEND fid is not idempotent either (the
+ *          daemon puts the data where the file ends): its reply is kept
+ *          too.
  * once     1: a retry that arrives while the first try still runs is not
  *          run: it gets the first try's reply (every drc opcode; WRITE:
  *          idempotent, but a late copy could overwrite a later write of

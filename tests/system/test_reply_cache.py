@@ -1,0 +1,148 @@
+"""test_reply_cache.py: a change whose reply was lost runs once.
+
+The mount reaches podfsd through a relay that can hold the replies and cut
+the connection. Each test makes one change that is not idempotent (a
+second run would fail or change more: mkdir, an exclusive create, unlink,
+rename, link, an append, an exclusive setxattr...), holds its reply until
+the export shows that podfsd made the change, then cuts the connection, so
+that the reply is lost for certain. The client connects again and sends
+the request again under the same session and request id, and podfsd
+answers it from its reply cache (docs/connections.md, "Reconnect"): the
+call returns what the first run returned, and the export shows the change
+made once. The names the change needs are looked up before the reply is
+held (the kernel caches them, negative ones too), so that the change
+itself is the one request waiting.
+"""
+
+import os
+
+import pytest
+
+from helpers import DelayRelay, Worker, read_file, wait_for, write_file
+
+
+def _gone(p):
+    return not os.path.lexists(p)
+
+
+def _file(a, data=b"x"):
+    write_file(a / "f", data)
+
+
+def _file_with_xattr(a):
+    _file(a)
+    os.setxattr(a / "f", "user.k", b"v")
+
+
+def _open_for_append(a):
+    _file(a)
+    return os.open(a / "f", os.O_WRONLY | os.O_APPEND)
+
+
+def _append(a, fd):
+    try:
+        os.write(fd, b"y")  # (written behind)
+    finally:
+        os.close(fd)  # waits for the WRITE's reply
+
+
+def _none(a):
+    return None
+
+
+# name: (setup on the mount, returning what the change takes; the change;
+# made on the export?; the export as it should be after)
+CHANGES = {
+    "mkdir": (
+        _none,
+        lambda a, _: os.mkdir(a / "d"),
+        lambda e: os.path.isdir(e / "d"),
+        lambda e: os.path.isdir(e / "d")),
+    "create-exclusive": (
+        _none,
+        lambda a, _: os.close(os.open(a / "f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o640)),
+        lambda e: os.path.exists(e / "f"),
+        lambda e: os.stat(e / "f").st_mode & 0o777 == 0o640),
+    "mkfifo": (
+        _none,
+        lambda a, _: os.mkfifo(a / "p", 0o600),
+        lambda e: os.path.lexists(e / "p"),
+        lambda e: os.path.lexists(e / "p")),
+    "symlink": (
+        _none,
+        lambda a, _: os.symlink("target", a / "s"),
+        lambda e: os.path.lexists(e / "s"),
+        lambda e: os.readlink(e / "s") == "target"),
+    "unlink": (
+        _file,
+        lambda a, _: os.unlink(a / "f"),
+        lambda e: _gone(e / "f"),
+        lambda e: _gone(e / "f")),
+    "rmdir": (
+        lambda a: os.mkdir(a / "d"),
+        lambda a, _: os.rmdir(a / "d"),
+        lambda e: _gone(e / "d"),
+        lambda e: _gone(e / "d")),
+    "rename": (
+        lambda a: _file(a, b"moved"),
+        lambda a, _: os.rename(a / "f", a / "g"),
+        lambda e: _gone(e / "f"),
+        lambda e: read_file(e / "g") == b"moved"),
+    "rename-over": (
+        lambda a: (_file(a, b"new"), write_file(a / "g", b"old")),
+        lambda a, _: os.rename(a / "f", a / "g"),
+        lambda e: _gone(e / "f"),
+        lambda e: read_file(e / "g") == b"new"),
+    "link": (
+        _file,
+        lambda a, _: os.link(a / "f", a / "h"),
+        lambda e: os.path.exists(e / "h"),
+        lambda e: os.stat(e / "f").st_nlink == 2),
+    "append": (
+        _open_for_append,
+        _append,
+        lambda e: os.stat(e / "f").st_size >= 2,
+        lambda e: read_file(e / "f") == b"xy"),
+    "setxattr-create": (
+        _file,
+        lambda a, _: os.setxattr(a / "f", "user.k", b"v", os.XATTR_CREATE),
+        lambda e: "user.k" in os.listxattr(e / "f"),
+        lambda e: os.getxattr(e / "f", "user.k") == b"v"),
+    "removexattr": (
+        _file_with_xattr,
+        lambda a, _: os.removexattr(a / "f", "user.k"),
+        lambda e: "user.k" not in os.listxattr(e / "f"),
+        lambda e: "user.k" not in os.listxattr(e / "f")),
+}
+
+NAMES = ("d", "f", "g", "h", "p", "s")
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_change_whose_reply_was_lost_runs_once(env, daemon, mount, change):
+    setup, make, made, after = CHANGES[change]
+    relay = DelayRelay((daemon.host, daemon.port), 0)
+    a = None
+    try:
+        a = mount(relay.via(daemon))
+        ctx = setup(a)
+        for n in NAMES:  # into the kernel's cache, found or not
+            os.path.lexists(a / n)
+        relay.hold_down()
+        w = Worker(make, a, ctx)
+        wait_for(lambda: made(env.export), 10, what=f"podfsd to make the change ({change})")
+        assert w.is_alive(), "the change returned without its reply"
+        relay.cut()  # the reply is lost with the connection
+        relay.release_down()
+        w.join(30)  # no EEXIST, ENOENT or ENODATA from a second run
+        assert after(env.export), f"the export after {change} sent again: not as made once: {sorted(os.listdir(env.export))} {read_file(env.export / 'f') if os.path.isfile(env.export / 'f') else ''}"
+        assert "connection to" in a.proc.output(), "the mount did not see its connection drop"
+        # The mount agrees with the export, and works on.
+        write_file(a / "after", b"ok")
+        assert read_file(env.export / "after") == b"ok"
+    finally:
+        relay.release_down()
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay.close()
+
