@@ -50,6 +50,12 @@ def _none(a):
     return None
 
 
+def _export(e):
+    """The export's names, and the contents of its regular files."""
+    return {n: read_file(e / n) if os.path.isfile(e / n) and not os.path.islink(e / n) else None
+            for n in sorted(os.listdir(e))}
+
+
 # name: (setup on the mount, returning what the change takes; the change;
 # made on the export?; the export as it should be after)
 CHANGES = {
@@ -103,6 +109,16 @@ CHANGES = {
         _append,
         lambda e: os.stat(e / "f").st_size >= 2,
         lambda e: read_file(e / "f") == b"xy"),
+    "open-truncate": (
+        lambda a: _file(a, b"old"),
+        lambda a, _: os.close(os.open(a / "f", os.O_WRONLY | os.O_TRUNC)),
+        lambda e: os.stat(e / "f").st_size == 0,
+        lambda e: read_file(e / "f") == b""),
+    "create-truncate": (
+        lambda a: _file(a, b"old"),
+        lambda a, _: os.close(os.open(a / "f", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)),
+        lambda e: os.stat(e / "f").st_size == 0,
+        lambda e: read_file(e / "f") == b""),
     "setxattr-create": (
         _file,
         lambda a, _: os.setxattr(a / "f", "user.k", b"v", os.XATTR_CREATE),
@@ -135,7 +151,8 @@ def test_change_whose_reply_was_lost_runs_once(env, daemon, mount, change):
         relay.cut()  # the reply is lost with the connection
         relay.release_down()
         w.join(30)  # no EEXIST, ENOENT or ENODATA from a second run
-        assert after(env.export), f"the export after {change} sent again: not as made once: {sorted(os.listdir(env.export))} {read_file(env.export / 'f') if os.path.isfile(env.export / 'f') else ''}"
+        assert after(env.export), \
+            f"the export after {change} sent again, not as made once: {_export(env.export)}"
         assert "connection to" in a.proc.output(), "the mount did not see its connection drop"
         # The mount agrees with the export, and works on.
         write_file(a / "after", b"ok")
