@@ -172,3 +172,54 @@ def test_change_whose_reply_was_lost_runs_once(env, daemon, mount, change):
             assert a.umount() is None  # before the relay goes
         relay.close()
 
+
+
+def _open_fds(daemon, path):
+    """How many descriptors podfsd holds open on path for reading or
+    writing (not its O_PATH handles)."""
+    d = f"/proc/{daemon.proc.pid}"
+    n = 0
+    for fd in os.listdir(f"{d}/fd"):
+        try:
+            if os.readlink(f"{d}/fd/{fd}") != str(path):
+                continue
+            with open(f"{d}/fdinfo/{fd}") as f:
+                flags = int(next(x for x in f if x.startswith("flags:")).split()[1], 8)
+        except (OSError, StopIteration):
+            continue
+        n += not flags & os.O_PATH
+    return n
+
+
+def test_open_whose_reply_was_lost_opens_the_file_once(env, daemon, mount):
+    """An OPEN sent again after its reply was lost does not open the file
+    a second time on the coordinator (a descriptor nobody would close), and
+    the file's last close closes the one it opened."""
+    relay = DelayRelay((daemon.host, daemon.port), 0)
+    a = None
+    fd = -1
+    try:
+        a = mount(relay.via(daemon))
+        _file(a)
+        assert _open_fds(daemon, env.export / "f") == 0
+        relay.hold_down()
+        w = Worker(lambda: os.open(a / "f", os.O_RDWR))
+        wait_for(lambda: _open_fds(daemon, env.export / "f"), 10, what="podfsd to open f")
+        relay.cut()
+        relay.release_down()
+        fd = w.join(30)
+        os.pwrite(fd, b"y", 1)
+        os.fsync(fd)
+        assert read_file(env.export / "f") == b"xy"
+        assert _open_fds(daemon, env.export / "f") == 1
+        os.close(fd)
+        fd = -1
+        wait_for(lambda: _open_fds(daemon, env.export / "f") == 0, 10,
+                 what="podfsd to close f after its last close here")
+    finally:
+        relay.release_down()
+        if fd >= 0:
+            os.close(fd)
+        if a is not None:
+            assert a.umount() is None
+        relay.close()
