@@ -562,3 +562,59 @@ def test_directories_moved_on_three_hosts_never_wait_out_an_invalidation(env):
         assert int(out) > 0, m.tag
     late = {m.tag: podfs_stats(m)["ack_unapplied"] for m in pod.mounts}
     assert not any(late.values()), late
+
+
+def test_changes_whose_pushes_were_lost_are_seen_after_the_reconnect(env, daemon, mount):
+    """A (through a relay) caches a file's pages and attributes, a
+    directory's listing, a name that does not exist, an xattr and a
+    symlink's target. B changes each of them while every push to A is held
+    (B's changes go on once A fell behind), then A's connection is cut
+    with those pushes in it. Once A is back and its revalidation ended
+    (REVALIDATED sent), each of its looks sees the change, with no wait:
+    the revalidation dropped from the kernel what it had cached
+    (docs/coherence.md, "Reconnect: revalidation"; before it ends the
+    kernel may still answer from its caches: a host cut off cannot be
+    told)."""
+    relay = DelayRelay((daemon.host, daemon.port), 0)
+    a = None
+    try:
+        b = mount()
+        a = mount(relay.via(daemon), path=env.root / "mnt-a")
+        os.mkdir(b / "d")
+        write_file(b / "d" / "f", b"old contents")
+        write_file(b / "d" / "gone", b"1")
+        os.setxattr(b / "d" / "f", "user.k", b"old")
+        os.symlink("old-target", b / "d" / "s")
+        # A caches all of it, the missing name too.
+        assert read_file(a / "d" / "f") == b"old contents"
+        assert sorted(os.listdir(a / "d")) == ["f", "gone", "s"]
+        assert os.getxattr(a / "d" / "f", "user.k") == b"old"
+        assert os.readlink(a / "d" / "s") == "old-target"
+        assert not os.path.exists(a / "d" / "new")
+        assert os.stat(a / "d" / "f").st_mode & 0o777 == 0o644
+        revalidated = podfs_stats(a).get("req_REVALIDATED", 0)
+        relay.hold_down()
+        write_file(b / "d" / "f", b"new")
+        os.chmod(b / "d" / "f", 0o600)
+        os.setxattr(b / "d" / "f", "user.k", b"new")
+        os.unlink(b / "d" / "gone")
+        write_file(b / "d" / "new", b"2")
+        os.unlink(b / "d" / "s")
+        os.symlink("new-target", b / "d" / "s")
+        relay.cut()  # the pushes to A go with its connection
+        relay.release_down()
+        wait_for(lambda: podfs_stats(a).get("req_REVALIDATED", 0) > revalidated, 30,
+                 what="A to reconnect and revalidate what it caches")
+        st = os.stat(a / "d" / "f")
+        assert (st.st_size, st.st_mode & 0o777) == (3, 0o600)
+        assert read_file(a / "d" / "f") == b"new"
+        assert os.getxattr(a / "d" / "f", "user.k") == b"new"
+        assert sorted(os.listdir(a / "d")) == ["f", "new", "s"]
+        assert not os.path.exists(a / "d" / "gone")
+        assert read_file(a / "d" / "new") == b"2"
+        assert os.readlink(a / "d" / "s") == "new-target"
+    finally:
+        relay.release_down()
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay.close()
