@@ -186,6 +186,11 @@ int op_write(struct op *o)
 	/* The range the data landed in (an append's, not the offset the
 	 * client sent). */
 	op_inval_inode(o, &m->fh, (int64_t)at, rep.written);
+	if (o->x.appended && o->r->append_at) {
+		/* Where it landed, for a resend after a reboot (PFS_WR_AT). */
+		struct pfs_write_at_rep arep = { .written = rep.written, .attr = rep.attr, .at = at };
+		return OP_ENCODE(o, write_at_rep, &arep);
+	}
 	return OP_ENCODE(o, write_rep, &rep);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "export_base_i.h"
@@ -375,6 +376,39 @@ static int direct_fd(struct xop *x, struct fid *f, uint64_t off, uint32_t len)
 	return d;
 }
 
+/* A write at off through f, an O_APPEND fid (PFS_WR_AT: an append sent
+ * again to where it landed): pwritev2's RWF_NOAPPEND, or, on a kernel
+ * without it, a second descriptor without O_APPEND (opened with the
+ * caller's credentials; an append-only inode refuses both). Returns the
+ * bytes written, or -1 with errno. */
+static ssize_t write_at(struct xop *x, struct fid *f, const uint8_t *data, size_t len, off_t off)
+{
+	struct iovec iov = { (void *)data, len };
+	ssize_t n = pwritev2(f->fd, &iov, 1, off, RWF_NOAPPEND);
+
+	if (n >= 0 || (errno != EOPNOTSUPP && errno != EINVAL))
+		return n;
+	if (!session_fd_take(x->s)) {
+		errno = EMFILE;
+		return -1;
+	}
+	char p[EXPORT_PROCPATH_LEN];
+	export_procpath(p, f->fd);
+	int fd = open(p, O_WRONLY | O_CLOEXEC | O_NOCTTY | (f->flags & (O_SYNC | O_DSYNC)));
+	if (fd >= 0) {
+		n = pwrite(fd, data, len, off);
+		int e = errno;
+		close(fd);
+		errno = e;
+	} else {
+		n = -1;
+	}
+	int e = errno;
+	lim_fd_give(&x->s->d->fds);
+	errno = e;
+	return n;
+}
+
 int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, uint64_t off,
 		 const uint8_t *data, uint32_t len, uint32_t *written, uint64_t *at,
 		 struct pfs_attr *a)
@@ -406,12 +440,16 @@ int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, 
 	 * position to the end of what it wrote, which tells where: writes of
 	 * one fid come one at a time (the client orders its appends), and
 	 * other fids have positions of their own. */
-	bool append = f->flags & O_APPEND;
+	/* PFS_WR_AT: an append sent again, written where it landed before
+	 * (wire.h: PFS_CAP_APPEND_AT). */
+	bool at_off = (flags & PFS_WR_AT) && (f->flags & O_APPEND);
+	bool append = (f->flags & O_APPEND) && !at_off;
 	x->appended = append;
 	*at = off;
 	while (done < len) {
 		ssize_t n = append ? write(fd, data + done, len - done)
-				   : pwrite(fd, data + done, len - done, (off_t)(off + done));
+			    : at_off ? write_at(x, f, data + done, len - done, (off_t)(off + done))
+				     : pwrite(fd, data + done, len - done, (off_t)(off + done));
 		if (n > 0 && append) {
 			off_t end = lseek(fd, 0, SEEK_CUR);
 			if (end >= n && (done == 0 || (uint64_t)(end - n) < *at))

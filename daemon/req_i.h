@@ -45,6 +45,7 @@ struct req {
 	bool rename_attr;      /* it negotiated PFS_CAP_RENAME_ATTR */
 	bool unlink_victim;    /* it negotiated PFS_CAP_UNLINK_VICTIM */
 	bool post_attr;        /* it negotiated PFS_CAP_POST_ATTR */
+	bool append_at;        /* it negotiated PFS_CAP_APPEND_AT */
 	bool list_xattr;       /* it negotiated PFS_CAP_LIST_XATTR */
 	bool list_cookies;     /* it negotiated PFS_CAP_LIST_COOKIES */
 	bool deleg;            /* it negotiated PFS_CAP_DELEG (and the daemon grants) */

@@ -485,6 +485,7 @@ static void queue_req(struct conn *c, uint8_t *payload, uint32_t auth_flags)
 	r->rename_attr = (c->caps & PFS_CAP_RENAME_ATTR) != 0;
 	r->unlink_victim = (c->caps & PFS_CAP_UNLINK_VICTIM) != 0;
 	r->post_attr = (c->caps & PFS_CAP_POST_ATTR) != 0;
+	r->append_at = (c->caps & PFS_CAP_APPEND_AT) != 0;
 	r->list_xattr = (c->caps & PFS_CAP_LIST_XATTR) != 0;
 	r->list_cookies = (c->caps & PFS_CAP_LIST_COOKIES) != 0;
 	r->deleg = (c->caps & PFS_CAP_DELEG) != 0;

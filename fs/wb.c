@@ -185,6 +185,46 @@ void wb_free_entry(struct wb *wb, struct wbe *e)
 	free(e);
 }
 
+/* The reply to an append through a session with PFS_CAP_APPEND_AT:
+ * write_at_rep. Returns 0 with *r and *at set, or -EBADMSG (then it is
+ * a write_rep, or malformed). */
+static int dec_landed(const void *buf, size_t len, struct pfs_write_rep *r, uint64_t *at)
+{
+	struct pfs_write_at_rep a;
+
+	if (pfs_dec_write_at_rep(buf, len, &a) < 0)
+		return -EBADMSG;
+	r->written = a.written;
+	r->attr = a.attr;
+	*at = a.at;
+	return 0;
+}
+
+/* e's request as a write at where e landed (PFS_WR_AT), in a buffer of
+ * its own (*req, *reqlen; the caller frees it when it is not e->req). */
+static int landed_req(const struct wbe *e, uint8_t **req, size_t *reqlen)
+{
+	struct pfs_write_req m;
+	struct pfs_wr w;
+
+	if (pfs_dec_write_req(e->req, e->reqlen, &m) < 0)
+		return -EIO;
+	m.flags |= PFS_WR_AT;
+	m.offset = e->landed_at;
+	size_t cap = e->reqlen + 16;
+	uint8_t *p = malloc(cap);
+	if (!p)
+		return -ENOMEM;
+	pfs_wr_init(&w, p, cap);
+	if (pfs_enc_write_req(&w, &m) < 0) {
+		free(p);
+		return -EIO;
+	}
+	*req = p;
+	*reqlen = w.len;
+	return 0;
+}
+
 /* What send_parts learned of the file from its last reply. */
 struct wrote {
 	uint64_t at;          /* inode_write_sent of the last part sent */
@@ -199,11 +239,17 @@ static int send_parts(struct wb *wb, struct wbe *e, uint64_t *verf, struct wrote
 {
 	struct rpc *rpc = wb->c->rpc;
 	const uint8_t *data = e->req + e->reqlen - e->len;
-	uint64_t off = e->off;
+	uint64_t off = e->landed ? e->landed_at : e->off;
 	uint32_t done = 0;
 	uint8_t *req = e->req;
 	size_t reqlen = e->reqlen;
 	int rc;
+
+	/* An append sent again after the server's machine restarted goes
+	 * where it landed the first time: as an append it would add its
+	 * bytes again if they had reached the disk before the crash. */
+	if (e->landed && (rc = landed_req(e, &req, &reqlen)) < 0)
+		return rc;
 
 	/* A file made under a directory delegation is written once the
 	 * daemon named it: the reply's attributes are then the file's as
@@ -217,10 +263,25 @@ static int send_parts(struct wb *wb, struct wbe *e, uint64_t *verf, struct wrote
 		(void)inode_own_snap(wb->c->it, &out->ns);
 		out->at = inode_write_sent(wb->c->it, e->wi->ip);
 		rc = rpc_call(rpc, PFS_OP_WRITE, req, reqlen, &rep);
-		if (rc == 0 && (pfs_dec_write_rep(rep.buf, rep.len, &r) < 0 ||
-				r.written > e->len - done)) {
+		/* An append's reply may say where it landed (write_at_rep). */
+		bool landed = false;
+		uint64_t landed_at = 0;
+		bool bad = false;
+		if (rc == 0 && pfs_dec_write_rep(rep.buf, rep.len, &r) < 0) {
+			if (dec_landed(rep.buf, rep.len, &r, &landed_at) == 0)
+				landed = e->append && !e->landed && done == 0;
+			else
+				bad = true;
+		}
+		if (rc == 0 && (bad || r.written > e->len - done)) {
 			pfs_warn("malformed WRITE reply from the server");
 			rc = -EIO;
+		}
+		/* Where the whole append landed (a short one's rest, sent
+		 * as an append, lands after it: not known). */
+		if (rc == 0 && landed && r.written == e->len) {
+			e->landed = true;
+			e->landed_at = landed_at;
 		}
 		if (rc == 0) {
 			*verf = rep.verf;
@@ -245,7 +306,7 @@ static int send_parts(struct wb *wb, struct wbe *e, uint64_t *verf, struct wrote
 		m.fh = e->wi->fh;
 		m.fid = e->wi->fid;
 		pthread_mutex_unlock(&wb->bg.lock);
-		m.flags = 0;
+		m.flags = e->landed ? PFS_WR_AT : 0;
 		m.offset = off + done;
 		m.data.p = data + done;
 		m.data.len = e->len - done;
@@ -522,6 +583,7 @@ int wb_write(struct wb *wb, struct inode *ip, const struct pfs_creds *cr,
 	e->off = off;
 	e->len = (uint32_t)size;
 	e->grows = !(flags & (O_APPEND | O_DIRECT | O_SYNC | O_DSYNC));
+	e->append = (flags & O_APPEND) != 0;
 	e->queued_ns = pfs_mono_ns();
 
 	if (wb->want == 0) {

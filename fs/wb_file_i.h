@@ -75,6 +75,12 @@ struct wbe {
 	bool again;              /* pending again after a restart (wbf.nagain) */
 	bool redo;               /* SENDING when a restart was found: sent again after */
 	bool grows;              /* wb.c: a contiguous write may be appended (wb_i.h) */
+	/* An O_APPEND write (wb.c), and, once a reply said so
+	 * (PFS_CAP_APPEND_AT), where it landed: sent again, it goes there
+	 * (PFS_WR_AT) instead of to the file's end once more. */
+	bool append;
+	bool landed;
+	uint64_t landed_at;
 	bool grown;              /* wb.c: one was */
 	int64_t queued_ns;       /* wb.c: CLOCK_MONOTONIC when it was queued */
 };

@@ -149,6 +149,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 #define PFS_MSG_write_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, flags) F(U64, offset) \
 	F(BYTES, data)
 #define PFS_MSG_write_rep(F) F(U32, written) F(ATTR, attr)
+#define PFS_MSG_write_at_rep(F) F(U32, written) F(ATTR, attr) F(U64, at)
 #define PFS_MSG_release_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) /* RELEASE RELEASEDIR */
 #define PFS_MSG_fsync_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U32, datasync)
 #define PFS_MSG_readdir_req(F) F(CREDS, cr) F(FH, fh) F(U64, fid) F(U64, offset) \
@@ -213,7 +214,7 @@ typedef struct pfs_entry pfs_t_ENTRY;
 	M(lookup_req) M(entry_rep) M(entry_dir_rep) M(mkdir_rep) M(dir_rep) M(rename_rep) M(unlink_rep) M(getattr_req) M(attr_rep) M(setattr_req) \
 	M(readlink_req) M(readlink_rep) M(mknod_req) M(mkdir_req) M(symlink_req) \
 	M(unlink_req) M(rename_req) M(link_req) M(open_req) M(create_req) M(read_req) \
-	M(read_rep) M(write_req) M(write_rep) M(release_req) M(fsync_req) M(readdir_req) \
+	M(read_rep) M(write_req) M(write_rep) M(write_at_rep) M(release_req) M(fsync_req) M(readdir_req) \
 	M(statfs_req) M(statfs_rep) M(setxattr_req) M(getxattr_req) M(xattr_rep) \
 	M(listxattr_req) M(removexattr_req) M(fallocate_req) M(copy_range_req) M(lock_req) M(getlk_rep) \
 	M(unlock_owner_req) M(lseek_req) M(lseek_rep) M(inval_inode_push) M(inval_entry_push) \

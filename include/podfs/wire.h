@@ -176,10 +176,19 @@ enum {
 	PFS_CAP_RENAME_ATTR = 1u << 13,
 	/* UNLINK, RMDIR reply unlink_rep: dir_rep's attributes (PFS_UR_DIR), the removed handle. */
 	PFS_CAP_UNLINK_VICTIM = 1u << 14,
+	/* A WRITE through an O_APPEND fid replies write_at_rep: write_rep
+	 * and the offset where the data landed (the file's end then). A
+	 * WRITE with PFS_WR_AT in its flags writes at its offset even
+	 * through an O_APPEND fid: a client sends an append again that way,
+	 * to where it landed, after the server's machine restarted before
+	 * a commit (an append sent again as an append would add its bytes
+	 * a second time if they had reached the disk). */
+	PFS_CAP_APPEND_AT = 1u << 15,
 	PFS_CAPS_ALL = PFS_CAP_LZ4 | PFS_CAP_PUSH | PFS_CAP_ZR | PFS_CAP_PUSH_ACK |
 		       PFS_CAP_DIR_ATTR | PFS_CAP_NEW_DIR | PFS_CAP_POST_ATTR |
 		       PFS_CAP_LIST_XATTR | PFS_CAP_PEER | PFS_CAP_DELEG | PFS_CAP_LIST_COOKIES |
-		       PFS_CAP_NEW_XATTRS | PFS_CAP_RENAME_ATTR | PFS_CAP_UNLINK_VICTIM,
+		       PFS_CAP_NEW_XATTRS | PFS_CAP_RENAME_ATTR | PFS_CAP_UNLINK_VICTIM |
+		       PFS_CAP_APPEND_AT,
 	PFS_CAPS_CODECS = PFS_CAP_LZ4 | PFS_CAP_ZR, /* the payload codings */
 	/* Not negotiated but asked for: a client sets it in HELLO to make the
 	 * connection a BULK connection of the session client_id already has
@@ -397,7 +406,8 @@ enum pfs_op {
  *              without asking) is opened by handle with flags. Replies:
  *              read_rep (short only at the end of the file).
  * WRITE        data at offset of fh through fid (opened as for READ).
- *              Replies: write_rep (bytes written, attributes after).
+ *              Replies: write_rep (bytes written, attributes after), or
+ *              write_at_rep through an O_APPEND fid (PFS_CAP_APPEND_AT).
  * RELEASE      Closes fid. Replies: none (also for a fid not known).
  * FSYNC        Makes fh's data (datasync) or data and metadata durable on
  *              the server's disk; the commit of write-behind. Replies: none.
@@ -699,6 +709,10 @@ enum {
  *   server, unless such a push came (it then asks). A client must handle
  *   every frame its socket holds before it answers from its caches: a
  *   stalled client's pushes are there when it runs again. */
+
+/* WRITE's flags beside the fid's open flags (which never use the top
+ * bit): write at offset, even through an O_APPEND fid (PFS_CAP_APPEND_AT). */
+#define PFS_WR_AT 0x80000000u
 
 /* Listings (opcodes 61-63: LISTDIR, LISTDIR_PAGE, LISTDIRS): wire_list.h. */
 #include "podfs/wire_list.h"

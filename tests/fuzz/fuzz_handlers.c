@@ -17,7 +17,8 @@
  * A record: u8 opcode (an index into the opcodes below), u8 flags
  * (bit 0: the payload is LZ4-coded, bit 1: zero-word coded, bit 2:
  * PFS_CAP_DIR_ATTR, bit 3: PFS_CAP_NEW_DIR, PFS_CAP_NEW_XATTRS,
- * PFS_CAP_RENAME_ATTR and PFS_CAP_UNLINK_VICTIM, bit 4: PFS_CAP_POST_ATTR,
+ * PFS_CAP_RENAME_ATTR and PFS_CAP_UNLINK_VICTIM, bit 4: PFS_CAP_POST_ATTR
+ * and PFS_CAP_APPEND_AT,
  * bit 5: PFS_CAP_LIST_XATTR and PFS_CAP_LIST_COOKIES, bit 6: PFS_CAP_DELEG, bit 7: sent by a
  * second session, whose requests naming what the first one holds
  * delegations on are held back for a recall), u16 payload length (LE),
@@ -411,6 +412,7 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	r.rename_attr = r.new_dir;
 	r.unlink_victim = r.new_dir;
 	r.post_attr = (flags & 16) != 0;
+	r.append_at = r.post_attr;
 	r.list_xattr = (flags & 32) != 0;
 	r.list_cookies = r.list_xattr;
 	r.deleg = (flags & 64) != 0;

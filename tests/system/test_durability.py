@@ -249,6 +249,39 @@ def test_uncommitted_writes_resent_after_restart(env):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("disk", ["kept", "lost"])
+def test_appends_sent_again_after_a_crash_land_once(env, disk):
+    """Appends written but not committed when the coordinator's machine
+    crashed are sent again to where they landed (PFS_WR_AT), not appended
+    once more: whether the disk kept them (before, their bytes were then
+    in the file twice) or lost them with the page cache (the file cut back
+    to its committed size while podfsd is down), the file ends as written,
+    and an append after the crash lands after them."""
+    d = env.start_daemon(machine=True)
+    mm = env.mount(d)
+    fd = os.open(mm / "f", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, b"A" * 10)
+        os.fsync(fd)
+        os.write(fd, b"B" * 10)
+        os.write(fd, b"C" * 5000)
+        wait_for(lambda: os.path.getsize(env.export / "f") == 5020, 10,
+                 what="the appends on the coordinator")
+
+        def lose():
+            os.truncate(env.export / "f", 10)
+        d.crash(lose=lose if disk == "lost" else None)
+        Worker(os.fsync, fd).join(RECONNECT)  # fails if it failed or hangs
+        assert read_file(env.export / "f") == b"A" * 10 + b"B" * 10 + b"C" * 5000
+        os.write(fd, b"D")
+        os.fsync(fd)
+        assert read_file(env.export / "f") == b"A" * 10 + b"B" * 10 + b"C" * 5000 + b"D"
+    finally:
+        os.close(fd)
+    assert "sending uncommitted writes again" in mm.proc.output()
+
+
+@pytest.mark.timeout(240)
 def test_kill9_during_write_stream(env):
     """A stream of writes with periodic fsync while the daemon is killed
     and restarted twice: every write and fsync returns success eventually
