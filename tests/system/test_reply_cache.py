@@ -223,3 +223,71 @@ def test_open_whose_reply_was_lost_opens_the_file_once(env, daemon, mount):
         if a is not None:
             assert a.umount() is None
         relay.close()
+
+
+_HOLDER = r"""
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+print("opened", flush=True)
+sys.stdin.readline()
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("locked", flush=True)
+sys.stdin.readline()
+fcntl.lockf(fd, fcntl.LOCK_UN)
+print("unlocked", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _lock_seen(path):
+    """The type of the lock another host holds on path's first byte, as
+    F_GETLK tells (F_UNLCK: none)."""
+    import fcntl
+    import struct
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fl = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+        return struct.unpack("hhqqi", fcntl.fcntl(fd, fcntl.F_GETLK, fl))[0]
+    finally:
+        os.close(fd)
+
+
+def test_lock_whose_reply_was_lost_is_held_once(env, daemon, mount):
+    """A lock taken (F_SETLK) whose reply was lost is granted when sent
+    again, held once: another host sees it, and one unlock frees it."""
+    import fcntl
+    import subprocess
+    from helpers import PYTHON
+    relay = DelayRelay((daemon.host, daemon.port), 0)
+    a = holder = None
+    try:
+        c = mount()
+        a = mount(relay.via(daemon), path=env.root / "mnt-a")
+        _file(a)
+        assert _lock_seen(c / "f") == fcntl.F_UNLCK
+        holder = subprocess.Popen([PYTHON, "-c", _HOLDER, str(a / "f")], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        assert Worker(holder.stdout.readline).join(30) == "opened\n"
+        relay.hold_down()
+        holder.stdin.write("\n")  # lock
+        holder.stdin.flush()
+        wait_for(lambda: _lock_seen(c / "f") == fcntl.F_WRLCK, 10,
+                 what="podfsd to grant A's lock")
+        assert holder.poll() is None, "the lock returned without its reply"
+        relay.cut()
+        relay.release_down()
+        assert Worker(holder.stdout.readline).join(30) == "locked\n"
+        assert _lock_seen(c / "f") == fcntl.F_WRLCK
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert Worker(holder.stdout.readline).join(30) == "unlocked\n"
+        wait_for(lambda: _lock_seen(c / "f") == fcntl.F_UNLCK, 10,
+                 what="one unlock to free the lock")
+    finally:
+        relay.release_down()
+        if holder is not None:
+            holder.kill()
+            holder.wait(10)
+        if a is not None:
+            assert a.umount() is None
+        relay.close()
