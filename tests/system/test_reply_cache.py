@@ -201,7 +201,8 @@ def test_open_whose_reply_was_lost_opens_the_file_once(env, daemon, mount):
     try:
         a = mount(relay.via(daemon))
         _file(a)
-        assert _open_fds(daemon, env.export / "f") == 0
+        wait_for(lambda: _open_fds(daemon, env.export / "f") == 0, 10,
+                 what="the release of f's first open")  # sent after its close returned
         relay.hold_down()
         w = Worker(lambda: os.open(a / "f", os.O_RDWR))
         wait_for(lambda: _open_fds(daemon, env.export / "f"), 10, what="podfsd to open f")
