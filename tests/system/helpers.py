@@ -9,6 +9,7 @@ scenario two topics share.
 System calls Python lacks are in syscalls.py.
 """
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -547,6 +548,25 @@ class DelayRelay:
                 s.close()
             except OSError:
                 pass
+
+
+@contextlib.contextmanager
+def relayed_mount(daemon, mount, delay=0, **kw):
+    """A mount of daemon through a DelayRelay of delay seconds (mount:
+    the fixture, kw its arguments): yields (relay, the mount). After, the
+    relay lets everything through, the mount comes down (before the
+    relay goes: its bytes pass there) and the relay is closed."""
+    relay = DelayRelay((daemon.host, daemon.port), delay)
+    m = None
+    try:
+        m = mount(relay.via(daemon), **kw)
+        yield relay, m
+    finally:
+        relay.release_up()
+        relay.release_down()
+        if m is not None:
+            assert m.umount() is None
+        relay.close()
 
 
 def check_uncommitted_resent(env, daemon, mount, committed, uncommitted):

@@ -17,8 +17,8 @@ import pytest
 import pfsproto as P
 from harness import Pod
 from helpers import (DelayRelay, Worker, check_open_counted, no_laggard, on_every_host, podfs_stats,
-                     read_file, requests_sent, requests_since, seen_after_catching_up, wait_for,
-                     write_file)
+                     read_file, relayed_mount, requests_sent, requests_since,
+                     seen_after_catching_up, wait_for, write_file)
 from lockers import RETRY, agents_on_lk
 
 
@@ -216,11 +216,8 @@ def test_listing_after_a_reconnect_shows_what_changed_meanwhile(env, daemon, mou
     is back: with the names as they are, not the kernel's cached listing
     (an opendir keeps that only once the revalidation after a drop has
     ended: docs/coherence.md, "Reconnect: revalidation")."""
-    relay = DelayRelay((daemon.host, daemon.port), 0)
-    a = None
-    try:
-        b = mount()
-        a = mount(relay.via(daemon), path=env.root / "mnt-a")
+    b = mount()
+    with relayed_mount(daemon, mount, path=env.root / "mnt-a") as (relay, a):
         os.mkdir(b / "d")
         for n in ("x", "y"):
             write_file(b / "d" / n, b"1")
@@ -236,11 +233,6 @@ def test_listing_after_a_reconnect_shows_what_changed_meanwhile(env, daemon, mou
         time.sleep(0.3)  # the listing waits for the connection
         relay.release_up()
         assert w.join(30) == ["y", "z"], "A listed the directory as it was before the drop"
-    finally:
-        relay.release_up()
-        if a is not None:
-            assert a.umount() is None  # before the relay goes
-        relay.close()
 
 
 @pytest.mark.netns
@@ -575,11 +567,8 @@ def test_changes_whose_pushes_were_lost_are_seen_after_the_reconnect(env, daemon
     (docs/coherence.md, "Reconnect: revalidation"; before it ends the
     kernel may still answer from its caches: a host cut off cannot be
     told)."""
-    relay = DelayRelay((daemon.host, daemon.port), 0)
-    a = None
-    try:
-        b = mount()
-        a = mount(relay.via(daemon), path=env.root / "mnt-a")
+    b = mount()
+    with relayed_mount(daemon, mount, path=env.root / "mnt-a") as (relay, a):
         os.mkdir(b / "d")
         write_file(b / "d" / "f", b"old contents")
         write_file(b / "d" / "gone", b"1")
@@ -613,8 +602,3 @@ def test_changes_whose_pushes_were_lost_are_seen_after_the_reconnect(env, daemon
         assert not os.path.exists(a / "d" / "gone")
         assert read_file(a / "d" / "new") == b"2"
         assert os.readlink(a / "d" / "s") == "new-target"
-    finally:
-        relay.release_down()
-        if a is not None:
-            assert a.umount() is None  # before the relay goes
-        relay.close()

@@ -7,18 +7,24 @@ rename, link, an append, an exclusive setxattr...), holds its reply until
 the export shows that podfsd made the change, then cuts the connection, so
 that the reply is lost for certain. The client connects again and sends
 the request again under the same session and request id, and podfsd
-answers it from its reply cache (docs/connections.md, "Reconnect"): the
-call returns what the first run returned, and the export shows the change
-made once. The names the change needs are looked up before the reply is
-held (the kernel caches them, negative ones too), so that the change
-itself is the one request waiting.
+answers it from its reply cache (docs/durability.md, "Retries never run
+twice"): the call returns what the first run returned, and the export
+shows the change made once. The names the change needs are looked up
+before the reply is held (the kernel caches them, negative ones too), so
+that the change itself is the one request waiting. An OPEN and a lock
+whose replies were lost leave one open file and one lock on the
+coordinator.
 """
 
+import fcntl
 import os
+import struct
+import subprocess
 
 import pytest
 
-from helpers import EXPORT_AT_ONCE, DelayRelay, Worker, read_file, wait_for, write_file
+from helpers import (EXPORT_AT_ONCE, PYTHON, Worker, read_file, relayed_mount, wait_for,
+                     write_file)
 
 
 def _gone(p):
@@ -146,10 +152,7 @@ NAMES = ("d", "f", "g", "h", "p", "s")
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_change_whose_reply_was_lost_runs_once(env, daemon, mount, change):
     setup, make, made, after = CHANGES[change]
-    relay = DelayRelay((daemon.host, daemon.port), 0)
-    a = None
-    try:
-        a = mount(relay.via(daemon))
+    with relayed_mount(daemon, mount) as (relay, a):
         ctx = setup(a)
         for n in NAMES:  # into the kernel's cache, found or not
             os.path.lexists(a / n)
@@ -166,12 +169,6 @@ def test_change_whose_reply_was_lost_runs_once(env, daemon, mount, change):
         # The mount agrees with the export, and works on.
         write_file(a / "after", b"ok")
         assert read_file(env.export / "after") == b"ok"
-    finally:
-        relay.release_down()
-        if a is not None:
-            assert a.umount() is None  # before the relay goes
-        relay.close()
-
 
 
 def _open_fds(daemon, path):
@@ -195,11 +192,7 @@ def test_open_whose_reply_was_lost_opens_the_file_once(env, daemon, mount):
     """An OPEN sent again after its reply was lost does not open the file
     a second time on the coordinator (a descriptor nobody would close), and
     the file's last close closes the one it opened."""
-    relay = DelayRelay((daemon.host, daemon.port), 0)
-    a = None
-    fd = -1
-    try:
-        a = mount(relay.via(daemon))
+    with relayed_mount(daemon, mount) as (relay, a):
         _file(a)
         wait_for(lambda: _open_fds(daemon, env.export / "f") == 0, 10,
                  what="the release of f's first open")  # sent after its close returned
@@ -209,21 +202,15 @@ def test_open_whose_reply_was_lost_opens_the_file_once(env, daemon, mount):
         relay.cut()
         relay.release_down()
         fd = w.join(30)
-        os.pwrite(fd, b"y", 1)
-        os.fsync(fd)
-        assert read_file(env.export / "f") == b"xy"
-        assert _open_fds(daemon, env.export / "f") == 1
-        os.close(fd)
-        fd = -1
+        try:
+            os.pwrite(fd, b"y", 1)
+            os.fsync(fd)
+            assert read_file(env.export / "f") == b"xy"
+            assert _open_fds(daemon, env.export / "f") == 1
+        finally:
+            os.close(fd)
         wait_for(lambda: _open_fds(daemon, env.export / "f") == 0, 10,
                  what="podfsd to close f after its last close here")
-    finally:
-        relay.release_down()
-        if fd >= 0:
-            os.close(fd)
-        if a is not None:
-            assert a.umount() is None
-        relay.close()
 
 
 _HOLDER = r"""
@@ -243,8 +230,6 @@ sys.stdin.readline()
 def _lock_seen(path):
     """The type of the lock another host holds on path's first byte, as
     F_GETLK tells (F_UNLCK: none)."""
-    import fcntl
-    import struct
     fd = os.open(path, os.O_RDWR)
     try:
         fl = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
@@ -256,39 +241,31 @@ def _lock_seen(path):
 def test_lock_whose_reply_was_lost_is_held_once(env, daemon, mount):
     """A lock taken (F_SETLK) whose reply was lost is granted when sent
     again, held once: another host sees it, and one unlock frees it."""
-    import fcntl
-    import subprocess
-    from helpers import PYTHON
-    relay = DelayRelay((daemon.host, daemon.port), 0)
-    a = holder = None
-    try:
-        c = mount()
-        a = mount(relay.via(daemon), path=env.root / "mnt-a")
-        _file(a)
-        assert _lock_seen(c / "f") == fcntl.F_UNLCK
-        holder = subprocess.Popen([PYTHON, "-c", _HOLDER, str(a / "f")], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        assert Worker(holder.stdout.readline).join(30) == "opened\n"
-        relay.hold_down()
-        holder.stdin.write("\n")  # lock
-        holder.stdin.flush()
-        wait_for(lambda: _lock_seen(c / "f") == fcntl.F_WRLCK, 10,
-                 what="podfsd to grant A's lock")
-        assert holder.poll() is None, "the lock returned without its reply"
-        relay.cut()
-        relay.release_down()
-        assert Worker(holder.stdout.readline).join(30) == "locked\n"
-        assert _lock_seen(c / "f") == fcntl.F_WRLCK
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        assert Worker(holder.stdout.readline).join(30) == "unlocked\n"
-        wait_for(lambda: _lock_seen(c / "f") == fcntl.F_UNLCK, 10,
-                 what="one unlock to free the lock")
-    finally:
-        relay.release_down()
-        if holder is not None:
-            holder.kill()
-            holder.wait(10)
-        if a is not None:
-            assert a.umount() is None
-        relay.close()
+    c = mount()
+    holder = None
+    with relayed_mount(daemon, mount, path=env.root / "mnt-a") as (relay, a):
+        try:
+            _file(a)
+            assert _lock_seen(c / "f") == fcntl.F_UNLCK
+            holder = subprocess.Popen([PYTHON, "-c", _HOLDER, str(a / "f")],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert Worker(holder.stdout.readline).join(30) == "opened\n"
+            relay.hold_down()
+            holder.stdin.write("\n")  # lock
+            holder.stdin.flush()
+            wait_for(lambda: _lock_seen(c / "f") == fcntl.F_WRLCK, 10,
+                     what="podfsd to grant A's lock")
+            assert holder.poll() is None, "the lock returned without its reply"
+            relay.cut()
+            relay.release_down()
+            assert Worker(holder.stdout.readline).join(30) == "locked\n"
+            assert _lock_seen(c / "f") == fcntl.F_WRLCK
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            assert Worker(holder.stdout.readline).join(30) == "unlocked\n"
+            wait_for(lambda: _lock_seen(c / "f") == fcntl.F_UNLCK, 10,
+                     what="one unlock to free the lock")
+        finally:
+            if holder is not None:
+                holder.kill()
+                holder.wait(10)
