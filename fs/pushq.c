@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -322,6 +323,31 @@ static bool run_early_locked(struct pushq *q, uint64_t gen, uint64_t count)
 	return ran;
 }
 
+/* For the notice of a push acknowledged unapplied: what the oldest such
+ * one is, and where it stood, which tells a lock podfs does not see (the
+ * kernel holds the push thread in it) from a thread short of CPU. Called
+ * with q->bg.lock held. */
+static void describe_late(const struct pushq *q, int64_t now, char *buf, size_t len)
+{
+	const struct push_item *head = q->push_head;
+	unsigned ahead = 0;
+
+	for (const struct push_item *p = head; p; p = p->next, ahead++) {
+		if (!p->gated || p->gen != q->ack_gen || now - p->t_ms < PUSHQ_APPLY_WAIT_MS)
+			continue;
+		const char *what = p->entry ? "a directory entry" : "a file's data";
+		if (p->taken)
+			snprintf(buf, len, "%s; the kernel had not returned from applying it", what);
+		else if (ahead)
+			snprintf(buf, len, "%s; behind %u pushes not applied yet, the first %s", what,
+				 ahead, head->taken ? "in the kernel" : "not begun");
+		else
+			snprintf(buf, len, "%s; not begun", what);
+		return;
+	}
+	snprintf(buf, len, "applied by now");
+}
+
 static void *ack_main(void *arg)
 {
 	struct pushq *q = arg;
@@ -377,13 +403,14 @@ static void *ack_main(void *arg)
 			q->st_unapplied += unapplied;
 			if (unapplied && (q->unapplied_logged_ms == 0 ||
 					  now - q->unapplied_logged_ms >= 60000)) {
+				char late[160];
+				describe_late(q, now, late, sizeof(late));
 				q->unapplied_logged_ms = now;
-				pfs_notice("an invalidation (a directory entry, or a file's data) "
-					   "waited %d ms for the kernel (a lock podfs does not see, "
-					   "or a stalled thread): acknowledged before it was "
-					   "applied (%llu so far)",
+				pfs_notice("an invalidation waited %d ms for the kernel (a lock "
+					   "podfs does not see, or a stalled thread): acknowledged "
+					   "before it was applied (%llu so far; %s)",
 					   PUSHQ_APPLY_WAIT_MS,
-					   (unsigned long long)q->st_unapplied);
+					   (unsigned long long)q->st_unapplied, late);
 			}
 		}
 		q->sent_ms = now;
