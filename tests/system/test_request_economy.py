@@ -171,12 +171,16 @@ def test_own_changes_answer_attributes_locally(env):
     sent = requests_since(a, before)
     assert "GETATTR" not in sent, sent
     # The files' own attributes (an unlink of a hard link moved nlink and
-    # ctime: asked again, the count moves) are exact too.
+    # ctime: asked again, the count moves) are exact too. Asked again: a
+    # GETATTR, or a lookup where the kernel forgot the file meanwhile
+    # (memory reclaim under the suite's load: one CI run saw 6 GETATTRs
+    # and 5 LOOKUP_DATAs).
     before = requests_sent(a)
     for i in range(8):
         same(f"d/f{i}")
         same(f"d/l{i}")
-    assert requests_since(a, before).get("GETATTR", 0) >= 8
+    sent = requests_since(a, before)
+    assert sum(sent.get(op, 0) for op in ("GETATTR", "LOOKUP", "LOOKUP_DATA")) >= 8, sent
 
     # Another host's change in d is pushed (before it returned): A's
     # kernel drops its attributes a moment later, and A's next stat is
