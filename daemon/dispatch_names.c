@@ -196,7 +196,7 @@ int op_unlinks(struct op *o)
 		return -EINVAL;
 	/* Answered by the client under its directory delegation: refused
 	 * if it was revoked meanwhile (another client saw the names before
-	 * them; wire.h "Delegations"). One the table does not know (ended
+	 * them; wire_deleg.h). One the table does not know (ended
 	 * at a recall the holder acknowledged, or a restart) does not
 	 * refuse them. */
 	if (o->d->deleg && o->r->s &&
@@ -527,7 +527,7 @@ int op_create(struct op *o)
 	op_inval_dirent(o, &m->parent, &m->name);
 	/* With PFS_CAP_NEW_XATTRS or PFS_CAP_DELEG the reply is mkdir_rep:
 	 * the xattrs the new file lacks, and PFS_CR_DELEG saying whether a
-	 * delegation was granted (wire.h, "Delegations"). */
+	 * delegation was granted (wire_deleg.h). */
 	if (!(o->r->deleg || o->r->new_xattrs) || !dir_attr(o, o->obj, &rep.dir))
 		return reply_entry_in(o, &rep.e, o->obj);
 	rep.flags = absent;

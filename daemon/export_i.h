@@ -152,7 +152,7 @@ int export_rename(struct xop *x, int olddir, const char *oldname, int newdir,
 /* Makes newname in newdir a hard link to the object of O_PATH fd fd (not
  * a directory: -EPERM). Returns 0 (e filled) or -errno. */
 int export_link(struct xop *x, int fd, int newdir, const char *newname, struct pfs_entry *e);
-/* Slots (wire.h "Delegations"). export_slot_make makes a regular file in
+/* Slots (wire_deleg.h). export_slot_make makes a regular file in
  * directory dirfd that no name reaches yet (O_TMPFILE, as the caller:
  * the caller's write permission on dirfd is checked, and the group
  * follows a set-group-ID directory): returns its fd (O_RDWR; the caller

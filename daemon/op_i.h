@@ -90,12 +90,12 @@ struct stat;
 int op_forewarn(struct op *o, const struct pfs_fh *fh, const struct stat *st);
 /* A CREATE made the regular file `file` without extended attributes
  * (opened as fid) in directory parent: grants the session a delegation
- * on it if that is safe (wire.h, "Delegations"). Returns whether it did. */
+ * on it if that is safe (wire_deleg.h). Returns whether it did. */
 bool op_deleg_grant(struct op *o, const struct pfs_fh *parent, const struct pfs_fh *file,
 		    uint64_t fid);
 /* Grants the session the delegation of the directory whose handle key is
  * dkey (its parent's: pkey) if that is safe (DELEG_DIR's conditions,
- * wire.h "Delegations"). Returns whether it did. */
+ * wire_deleg.h). Returns whether it did. */
 bool op_grant_dir(struct op *o, uint64_t dkey, uint64_t pkey);
 
 /* Gives o->w a buffer of cap bytes for the reply (a handler whose reply

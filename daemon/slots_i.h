@@ -1,6 +1,6 @@
 /* slots_i.h: a session's slots: files it asked the daemon to make in a
  * directory delegated to it (SLOTS), not named yet, which its client
- * names later with CREATES (wire.h "Delegations", docs/delegation.md).
+ * names later with CREATES (wire_deleg.h, docs/delegation.md).
  *
  * Each slot keeps its O_TMPFILE fd open, counted as one of the session's
  * open files (session_fid_reserve), until CREATES names it, the session

@@ -1,5 +1,5 @@
 /* deleg_i.h: attribute delegations held by this client (-o delegate;
- * wire.h "Delegations", docs/delegation.md).
+ * wire_deleg.h, docs/delegation.md).
  *
  * The daemon may grant a delegation on a file this client just created
  * (CREATE's reply, PFS_CR_DELEG). While it holds one and the file is

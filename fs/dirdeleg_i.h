@@ -1,6 +1,6 @@
 /* dirdeleg_i.h: directory delegations held by this client, and the
- * unlinks and creates answered under them (-o delegate; wire.h
- * "Delegations", docs/delegation.md).
+ * unlinks and creates answered under them (-o delegate; wire_deleg.h,
+ * docs/delegation.md).
  *
  * After a few unlinks or creates in one directory (DD_ASK_AFTER), a
  * sender thread asks the daemon for the directory (DELEG_DIR), and after

@@ -146,7 +146,7 @@ enum {
 	 * answers CHUNK and CHUNK_REPORT. A client asks for it only if it
 	 * takes part (podfs -o peers); it sends neither without it. */
 	PFS_CAP_PEER = 1u << 9,
-	/* Attribute delegations of new files (see "Delegations" below). A
+	/* Attribute delegations of new files (wire_deleg.h). A
 	 * client asks for it only if it answers SETATTR under a delegation
 	 * (podfs -o delegate), and only with PFS_CAP_PUSH, PFS_CAP_PUSH_ACK
 	 * and PFS_CAP_DIR_ATTR; a server grants one only with all four. */
@@ -379,7 +379,7 @@ enum pfs_op {
  *              PFS_CAP_DELEG); EEXIST, ENOENT, ENOTDIR, EMLINK.
  *              MKDIR's slots, when not 0, asks for the new directory's
  *              delegation and up to that many slots in it (at most
- *              PFS_SLOTS_MAX; "Delegations" below): mkdir_rep's flag
+ *              PFS_SLOTS_MAX; wire_deleg.h): mkdir_rep's flag
  *              PFS_MK_DELEG says it was granted, and its slots are
  *              packed ENTRYs as SLOTS answers them (none is an answer).
  *              A refusal is no error: the directory is made either way.
@@ -485,12 +485,12 @@ enum pfs_op {
  * session's delegation of parent was revoked. podfs sends it only for
  * unlinks it answered under a directory delegation.
  * DELEG_DIR (replies: none, the directory delegation of fh is granted;
- * EAGAIN: not now; ENOTDIR; see "Delegations" below), DELEG_RETURN
+ * EAGAIN: not now; ENOTDIR; see wire_deleg.h), DELEG_RETURN
  * (replies: none; the session no longer holds fh's, if it did; its
  * slots there are dropped).
  * SLOTS: up to count (at most PFS_SLOTS_MAX) new files in directory dir,
  * made now but not named yet, for the caller to name later with CREATES
- * ("Delegations" below). Replies: slots_rep: packed ENTRYs (handle and
+ * (wire_deleg.h). Replies: slots_rep: packed ENTRYs (handle and
  * attributes of each), possibly fewer than asked (the session's limit,
  * PFS_SLOTS_PER_SESSION, or its open files); EAGAIN (the session does
  * not hold dir's directory delegation, or the directory has a default
@@ -529,7 +529,7 @@ enum pfs_op {
  *              cached entry (positive or negative).
  * LOCK_WAKE    A lock on fh was released (see above).
  * RECALL       Return the delegations on fh, or on files made in directory
- *              fh (see "Delegations" below).
+ *              fh (wire_deleg.h).
  */
 
 /* The row of an opcode as flags, for code that asks about a property:
@@ -576,7 +576,7 @@ enum {
 	PFS_SET_MTIME_NOW = 1u << 7,
 	PFS_SET_CTIME = 1u << 8,     /* only touches ctime (no-op on Linux) */
 	/* The change was answered by the client under its delegation of fh
-	 * (see "Delegations" below): refused with EIO if the server revoked
+	 * (wire_deleg.h): refused with EIO if the server revoked
 	 * that delegation. Ignored in a session without PFS_CAP_DELEG (a
 	 * server restarted without delegations applies what is re-sent). */
 	PFS_SET_DELEG = 1u << 9,
@@ -719,8 +719,8 @@ enum {
 
 enum {
 	PFS_MK_EMPTY = 1u << 0, /* mkdir_rep: see PFS_CAP_NEW_DIR */
-	PFS_CR_DELEG = 1u << 1, /* CREATE's mkdir_rep: see "Delegations" */
-	PFS_MK_DELEG = 1u << 2, /* MKDIR's mkdir_rep: the new directory's delegation, "Delegations" */
+	PFS_CR_DELEG = 1u << 1, /* CREATE's mkdir_rep: see wire_deleg.h */
+	PFS_MK_DELEG = 1u << 2, /* MKDIR's mkdir_rep: the new directory's delegation, wire_deleg.h */
 	/* mkdir_rep of CREATE and MKDIR: see PFS_CAP_NEW_XATTRS. */
 	PFS_MK_NO_CAPS = 1u << 3,        /* security.capability */
 	PFS_MK_NO_ACL_ACCESS = 1u << 4,  /* system.posix_acl_access */
@@ -742,68 +742,9 @@ enum {
 #define PFS_SLOTS_MAX 64   /* slots asked for in one SLOTS */
 #define PFS_SLOTS_PER_SESSION 256 /* slots a session holds at most */
 
-/* Delegations (PFS_CAP_DELEG): attributes of a new file answered by the
- * client that made it, in the spirit of NFSv4's delegations and CephFS's
- * capabilities, limited to one case: a file a client just created and
- * still holds open, which no other client has seen.
- *
- * Grant. The reply to CREATE in such a session is mkdir_rep (entry,
- *   directory attributes, flags); PFS_CR_DELEG says the server granted
- *   the caller a delegation on the new file: it made the file (not an
- *   existing one opened), the file has no extended attribute (no ACL
- *   inherited), the caller's export rule does not squash ids, and no
- *   other session caches the file or the directory. It lasts while the
- *   fid of that CREATE is open, until recalled, or until the session
- *   ends; a client gives it up at a reconnect.
- * Holding. The client answers SETATTR of the mode, owner, group and
- *   explicit times of the file itself, for a caller that is root or the
- *   owner, computing the attributes as the server's kernel would
- *   (docs/delegation.md); anything else (sizes, UTIME_NOW, another
- *   caller, an answer it cannot be sure of) goes to the server as usual,
- *   after what it answered. It sends what it answered, in order, as
- *   SETATTRs with PFS_SET_DELEG, before the data commit of the file,
- *   before a close returns, and before acknowledging a recall.
- * Recall. A request of another session that names the file, or the
- *   directory it was made in, waits while the server pushes RECALL (fh:
- *   the file or the directory) to each holder. The holder stops answering
- *   locally, sends its SETATTRs, and acknowledges the push (PUSH_ACK)
- *   only once their replies came: the push is applied then. The request
- *   runs once every holder acknowledged, or sent nothing for the server's
- *   recall timeout (podfsd --recall-timeout; a holder whose connection
- *   went is waited for on its next connection meanwhile, which gets the
- *   RECALL): such a holder's delegation is revoked, and its SETATTRs
- *   under it fail with EIO from then on.
- * Directory delegations. DELEG_DIR asks for one on directory fh; the
- *   server grants it (reply 0) on the same conditions as above (ids not
- *   squashed, no other session caches the directory), else EAGAIN. While
- *   the client holds one, it may answer the unlink of a name there
- *   itself (a file with one link, not a directory, which it knows from
- *   the directory's listing and from attributes it trusts) and send the
- *   UNLINK in the background. A request of another session that names
- *   the directory or its parent recalls it as above (RECALL of that fh):
- *   the holder sends every UNLINK it answered and waits for their
- *   replies before it acknowledges. It lasts until recalled, returned
- *   (DELEG_RETURN, once nothing is pending there), the directory is
- *   removed, the session ends or, on the client, until a reconnect.
- *   The holder may answer a rename within the directory too, and send
- *   it in the background as a RENAME with PFS_RN_DELEG.
- * Creates under a directory delegation. The holder may also ask for
- *   slots in the directory (SLOTS): files the server makes at once
- *   (O_TMPFILE, as the caller, so the caller's write permission on the
- *   directory is checked and the group follows a set-group-ID
- *   directory) but names nowhere yet, or with the grant itself in the
- *   reply to the MKDIR that made the directory (MKDIR's slots). Each
- *   has its final handle and inode
- *   number. The client then answers the create of a regular file there
- *   itself, with a slot's handle, and names it in the background
- *   (CREATES), before any other request of its own that depends on the
- *   name, before its fsync, and before acknowledging a recall. Writes
- *   to the file by handle may come before: they reach the slot. Slots
- *   end with the delegation's return, with the session, with a change
- *   of the directory's mode or owner by the session (SETATTR: they were
- *   made under its rights before), and with the server: after a
- *   restart a slot's handle is stale, and a CREATES of it fails
- *   (ESTALE) as unsynced data is lost. */
+/* Delegations (PFS_CAP_DELEG; DELEG_DIR, DELEG_RETURN, SLOTS, CREATES,
+ * UNLINKS, RECALL): wire_deleg.h. */
+#include "podfs/wire_deleg.h"
 
 /* Peer-assisted reads (CHUNK, CHUNK_REPORT; PEER_* between clients):
  * wire_peer.h. */
