@@ -290,6 +290,14 @@ def requests_since(m, before, settle=True):
     return {op: n - before.get(op, 0) for op, n in now.items() if n != before.get(op, 0)}
 
 
+def attribute_asks(sent):
+    """How many of the requests in `sent` (a requests_since) asked the
+    daemon for a file's attributes: GETATTRs, and the LOOKUPs and
+    LOOKUP_DATAs by which the kernel asks again for a file it forgot
+    (memory reclaim drops inodes a test still names)."""
+    return sum(sent.get(op, 0) for op in ("GETATTR", "LOOKUP", "LOOKUP_DATA"))
+
+
 def check_open_counted(m, path):
     """The positive control of a test that asserts a request was not
     sent: an open of path for writing on mount m, which is never
