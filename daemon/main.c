@@ -23,6 +23,7 @@
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "bootverf_i.h"
+#include "replylog_i.h"
 #include "caps_i.h"
 #include "podfs/tls.h"
 #include "handles_i.h"
@@ -457,6 +458,13 @@ int main(int argc, char **argv)
 	ret = revalhold_new(d->o.state_dir, d->o.reval_wait, &d->rh, err, sizeof(err));
 	if (ret < 0)
 		fatal("%s", err);
+	ret = replylog_open(&d->replies, d->o.state_dir, d->write_verf, err, sizeof(err));
+	if (ret < 0)
+		fatal("%s", err);
+	if (d->replies.n_old)
+		pfs_info("%zu replies of the instances before read from %s/%s: a change they made "
+			 "and a client sends again is answered, not made twice", d->replies.n_old,
+			 d->o.state_dir, REPLYLOG_NAME);
 
 	/* Requests carry their own umask; the process-wide one must not
 	 * interfere (it is shared by all threads). */
@@ -595,6 +603,7 @@ int main(int argc, char **argv)
 	deleg_free(d->deleg);
 	lockstate_free(d->ls);
 	revalhold_free(d->rh);
+	replylog_close(&d->replies);
 	pipes_fini(&d->pipes);
 	handles_free(d->hs);
 	free(d->obs);

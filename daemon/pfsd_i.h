@@ -52,6 +52,7 @@
 #include "limits_i.h"
 #include "pipes_i.h"
 #include "ratelimit_i.h"
+#include "replylog_i.h"
 
 struct handles;
 struct conn;
@@ -142,6 +143,9 @@ struct pfsd {
 	struct watch *watch;      /* changes made beside podfs (loop) */
 	struct lockstate *ls;     /* lock waiters, holders, grace (any thread) */
 	struct revalhold *rh;     /* sessions on disk, the hold after a restart (any thread) */
+	struct replylog replies;  /* the replies of changes on disk, for the next instance */
+	uint64_t rl_forget_ms;    /* uv_now when the replies read at start go */
+	uint64_t rl_answered;     /* re-sent requests answered from them (loop) */
 	struct chunks *chunks;    /* peer-assisted reads (any thread), NULL: off */
 	struct deleg *deleg;      /* delegations (any thread), NULL: --delegate off */
 	uint64_t st_recalls;      /* requests held back for a recall (loop) */

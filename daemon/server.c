@@ -398,6 +398,19 @@ static bool duplicate(struct conn *c, struct req *r)
 	struct drc_ent *e = drc_find(&r->s->drc, r->h.id);
 
 	if (!e) {
+		/* Made by an instance before this one, which was killed
+		 * before its reply went out (replylog_i.h)? */
+		const struct replylog_rec *p = replylog_find(&r->d->replies, r->s->client_id, r->h.id,
+							     r->h.op);
+		if (p) {
+			/* Said once; the count comes when they go (sweep.c). */
+			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
+				"conn %llu req %llu %s: sent again after a restart, answered with "
+				"the reply of the instance before", (unsigned long long)c->id,
+				(unsigned long long)r->h.id, pfs_op_name(r->h.op));
+			conn_send_copy(c, p->hdr, p->wire, p->len, p->raw);
+			return true;
+		}
 		r->drc = drc_begin(&r->s->drc, r->h.id, r->h.op);
 		return false;
 	}

@@ -1,6 +1,7 @@
 /* sweep.c: the periodic sweep of the handle cache and of the interest
  * slots of ended sessions (see sweep_i.h). Loop thread; the sweep
  * itself runs on the thread pool. */
+#include <inttypes.h>
 #include <stdatomic.h>
 
 #include "podfs/log.h"
@@ -39,6 +40,14 @@ static void sweep_timer_cb(uv_timer_t *t)
 {
 	struct pfsd *d = t->data;
 
+	/* The clients of the instances before have had their time to send
+	 * their requests again (replylog_i.h). */
+	if (d->replies.n_old && uv_now(&d->loop) >= d->rl_forget_ms) {
+		pfs_info("the %zu replies of changes read at start go: %" PRIu64 " requests sent "
+			 "again after the restart were answered with them", d->replies.n_old,
+			 d->rl_answered);
+		replylog_forget(&d->replies);
+	}
 	if (d->sweeping || d->stopping)
 		return;
 	/* The handle cache grows back as sessions' files close. */
@@ -52,6 +61,7 @@ void sweep_start(struct pfsd *d)
 {
 	uv_timer_init(&d->loop, &d->sweep_timer);
 	d->sweep_timer.data = d;
+	d->rl_forget_ms = uv_now(&d->loop) + (uint64_t)(d->o.lease > 60 ? d->o.lease : 60) * 1000;
 	uv_timer_start(&d->sweep_timer, sweep_timer_cb, PFSD_TICK_MS, PFSD_TICK_MS);
 }
 

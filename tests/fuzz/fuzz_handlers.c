@@ -9,7 +9,7 @@
  *       export/                      namespace when run as root)
  *           a  d/  d/f  priv/  up -> ../sentinel  abs -> <top>/sentinel
  *       sentinel                     beside the export: never touched
- *       state/                       handle key, lock holders
+ *       state/                       handle key, lock holders, replies
  *
  * The export is emptied and populated again before each input, and the
  * session is new, so an input means the same every time (replay corpus).
@@ -239,6 +239,8 @@ static void setup(void)
 	}
 	FUZZ_ASSERT(lockstate_new(state_dir, 0, &d->ls, err, sizeof err) == 0);
 	FUZZ_ASSERT(revalhold_new(state_dir, 0, &d->rh, err, sizeof err) == 0);
+	/* The replies of changes are written as podfsd writes them. */
+	FUZZ_ASSERT(replylog_open(&d->replies, state_dir, 1, err, sizeof err) == 0);
 	FUZZ_ASSERT(uv_loop_init(&d->loop) == 0);
 	sessions_init(d);
 	LIST_INIT(&d->conns);

@@ -464,9 +464,10 @@ class DelayRelay:
     requests pass at once): a client whose pushes arrive late. hold_up()
     holds the client's bytes to the server from then on until
     release_up(), hold_down() the server's to the client until
-    release_down() (at most 30 s each). cut() closes the connections up
-    now, dropping what is held. close() ends it; each connection ends
-    when either side closes."""
+    release_down() (at most 30 s each); `held` counts the bytes that
+    found their way held. cut() closes the connections up now, dropping
+    what is held. close() ends it; each connection ends when either side
+    closes."""
 
     def __init__(self, target, delay):
         import socket
@@ -482,6 +483,7 @@ class DelayRelay:
         self.port = self.ls.getsockname()[1]
         self.socks = []
         self.closed = False
+        self.held = 0
         _background(self._accept)
 
     def _accept(self):
@@ -537,6 +539,8 @@ class DelayRelay:
                 if delay:
                     time.sleep(delay)
                 if gate is not None:
+                    if not gate.is_set():
+                        self.held += len(data)
                     gate.wait(timeout=30)
                 dst.sendall(data)
         except OSError:

@@ -171,6 +171,40 @@ def test_change_whose_reply_was_lost_runs_once(env, daemon, mount, change):
         assert read_file(env.export / "after") == b"ok"
 
 
+@EXPORT_AT_ONCE
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_change_whose_reply_was_lost_with_podfsd_runs_once(env, daemon, mount, change):
+    """The same, but podfsd is killed (-9) while the reply is held, once
+    it has sent it, and the request goes again to the next instance: that
+    one answers it from the replies the instance before wrote into the
+    state directory (daemon/replylog_i.h), and does not run it again
+    (before, a re-sent mkdir failed with EEXIST, an unlink with ENOENT,
+    and an append landed twice)."""
+    setup, make, made, after = CHANGES[change]
+    with relayed_mount(daemon, mount) as (relay, a):
+        ctx = setup(a)
+        for n in NAMES:
+            os.path.lexists(a / n)
+        relay.hold_down()
+        w = Worker(make, a, ctx)
+        wait_for(lambda: made(env.export) and relay.held, 10,
+                 what=f"podfsd to make the change ({change}) and send its reply")
+        assert w.is_alive(), "the change returned without its reply"
+        daemon.kill9()
+        relay.cut()
+        relay.release_down()
+        daemon.start()
+        w.join(30)
+        assert after(env.export), \
+            f"the export after {change} sent again, not as made once: {_export(env.export)}"
+        # (An OPEN is run again, as after a lost connection: its reply is
+        # not kept, and a truncation run again finds the file empty.)
+        if not change.endswith("-truncate"):
+            assert "answered with the reply of the instance before" in daemon.log()
+        write_file(a / "after", b"ok")
+        assert read_file(env.export / "after") == b"ok"
+
+
 def _open_fds(daemon, path):
     """How many descriptors podfsd holds open on path for reading or
     writing (not its O_PATH handles)."""
