@@ -99,8 +99,12 @@ int op_open(struct op *o)
 		ret = export_open(&o->x, o->obj, m->fid, m->flags, &rep.attr);
 	if (ret < 0)
 		return ret;
-	if (o->r->h.op == PFS_OP_OPEN && (m->flags & O_TRUNC))
+	if (o->r->h.op == PFS_OP_OPEN && (m->flags & O_TRUNC)) {
 		op_inval_inode(o, &m->fh, 0, 0);
+		/* Run again, it would truncate what was written since: a
+		 * resend after a lost reply gets this reply instead. */
+		o->r->keep_reply = true;
+	}
 	return OP_ENCODE(o, attr_rep, &rep);
 }
 

@@ -67,8 +67,9 @@ struct req {
 
 	/* Filled by the worker. */
 	bool violation;        /* close the connection (bad LZ4 payload) */
-	bool keep_reply;       /* an appending WRITE: its reply is kept as a drc
-				* opcode's is (wire.h: drc; drc_settle) */
+	bool keep_reply;       /* an appending WRITE, a truncating OPEN: its
+				* reply is kept as a drc opcode's is (wire.h:
+				* drc; drc_settle) */
 	int32_t status;
 	struct frame reply;    /* own[0]: the payload, own[1]: its coded copy */
 	int pipe[2];           /* splice_len > 0: the rest of the payload */

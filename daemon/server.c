@@ -173,9 +173,9 @@ static struct conn *resend_target(struct conn *c, struct session *s, const struc
 }
 
 /* The reply cache, once r's worker is done: the reply is kept (drc
- * opcodes, and a WRITE that appended: keep_reply), or the entry goes
- * (once-only ones, and requests without a reply, so that a resend runs
- * again). */
+ * opcodes, a WRITE that appended, an OPEN that truncated: keep_reply), or
+ * the entry goes (once-only ones, and requests without a reply, so that a
+ * resend runs again). */
 static void drc_settle(struct req *r)
 {
 	struct session *s = r->s;

@@ -229,14 +229,16 @@ enum {
  *          the reply (PFSD_DRC_MAX per session), so a retry after a
  *          reconnect gets the first try's reply without running again.
  *          A WRITE through an O_APPEND fid is not idempotent either (the
- *          daemon puts the data where the file ends): its reply is kept
- *          too.
+ *          daemon puts the data where the file ends), nor is an OPEN
+ *          with O_TRUNC (run again, it would cut what was written
+ *          since): their replies are kept too.
  * once     1: a retry that arrives while the first try still runs is not
  *          run: it gets the first try's reply (every drc opcode; WRITE:
  *          idempotent, but a late copy could overwrite a later write of
  *          the same range; SETLK, UNLOCK_OWNER and RECLAIM: a late copy of
  *          an unlock could drop a lock its owner took after the retry's
- *          reply, one of a lock take again a lock it dropped since).
+ *          reply, one of a lock take again a lock it dropped since;
+ *          OPEN: with O_TRUNC, its reply is kept as a drc one's).
  * modify   1: changes the export; answered EROFS by a read-only export.
  * bulk     1: may travel on a bulk connection (PFS_CAP_BULK); podfs spreads
  *          READ and WRITE over all the connections of a mount. Anything
@@ -270,7 +272,7 @@ enum {
 	X(RMDIR,        18, unlink_req,       none,             1,  1,   1,  0,   0,   1)   \
 	X(RENAME,       19, rename_req,       none,             1,  1,   1,  0,   0,   1)   \
 	X(LINK,         20, link_req,         entry_rep,        1,  1,   1,  0,   0,   1)   \
-	X(OPEN,         21, open_req,         attr_rep,         0,  0,   0,  0,   1,   1)   \
+	X(OPEN,         21, open_req,         attr_rep,         0,  1,   0,  0,   1,   1)   \
 	X(CREATE,       22, create_req,       entry_rep,        1,  1,   1,  0,   0,   1)   \
 	X(READ,         23, read_req,         read_rep,         0,  0,   0,  1,   0,   1)   \
 	X(WRITE,        24, write_req,        write_rep,        0,  1,   1,  1,   0,   1)   \

@@ -197,10 +197,7 @@ def test_change_whose_reply_was_lost_with_podfsd_runs_once(env, daemon, mount, c
         w.join(30)
         assert after(env.export), \
             f"the export after {change} sent again, not as made once: {_export(env.export)}"
-        # (An OPEN is run again, as after a lost connection: its reply is
-        # not kept, and a truncation run again finds the file empty.)
-        if not change.endswith("-truncate"):
-            assert "answered with the reply of the instance before" in daemon.log()
+        assert "answered with the reply of the instance before" in daemon.log()
         write_file(a / "after", b"ok")
         assert read_file(env.export / "after") == b"ok"
 
@@ -245,6 +242,33 @@ def test_open_whose_reply_was_lost_opens_the_file_once(env, daemon, mount):
             os.close(fd)
         wait_for(lambda: _open_fds(daemon, env.export / "f") == 0, 10,
                  what="podfsd to close f after its last close here")
+
+
+@EXPORT_AT_ONCE
+@pytest.mark.parametrize("lost_with", ["connection", "podfsd"])
+def test_truncating_open_whose_reply_was_lost_truncates_once(env, daemon, mount, lost_with):
+    """An open with O_TRUNC sent again after its reply was lost (with the
+    connection, or with podfsd killed) does not truncate the file again:
+    what was written between the first run and the resend stays. Before,
+    an OPEN's reply was not kept and the resend truncated once more."""
+    with relayed_mount(daemon, mount) as (relay, a):
+        _file(a, b"old")
+        relay.hold_down()
+        w = Worker(lambda: os.open(a / "f", os.O_WRONLY | os.O_TRUNC))
+        wait_for(lambda: os.stat(env.export / "f").st_size == 0 and relay.held, 10,
+                 what="podfsd to truncate f and send the reply")
+        assert w.is_alive(), "the open returned without its reply"
+        with open(env.export / "f", "wb") as f:  # beside podfs, meanwhile
+            f.write(b"written between")
+        if lost_with == "podfsd":
+            daemon.kill9()
+        relay.cut()
+        relay.release_down()
+        if lost_with == "podfsd":
+            daemon.start()
+        fd = w.join(30)
+        os.close(fd)
+        assert read_file(env.export / "f") == b"written between"
 
 
 _HOLDER = r"""

@@ -95,6 +95,8 @@ static void test_op_table(void)
 	CHECK(pfs_op_flags(PFS_OP_SETLK) & PFS_OPF_ONCE);
 	CHECK(pfs_op_flags(PFS_OP_UNLOCK_OWNER) & PFS_OPF_ONCE);
 	CHECK(pfs_op_flags(PFS_OP_RECLAIM) & PFS_OPF_ONCE);
+	/* A truncating OPEN's reply is kept (op_open): it must be seen. */
+	CHECK(pfs_op_flags(PFS_OP_OPEN) & PFS_OPF_ONCE);
 	CHECK(pfs_op_flags(PFS_OP_READ) & PFS_OPF_BULK);
 	CHECK(pfs_op_flags(PFS_OP_WRITE) & PFS_OPF_BULK);
 	CHECK(!(pfs_op_flags(PFS_OP_LOOKUP) & PFS_OPF_BULK));
