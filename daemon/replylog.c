@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "podfs/crc32c.h"
+#include "podfs/frame.h"
 #include "podfs/hash.h"
 #include "podfs/le.h"
 
@@ -56,13 +57,20 @@ struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_
 	if (len != total - REC_MIN || raw > PFS_MAX_PAYLOAD || pfs_load_le16(slot + 14) != 0 ||
 	    pfs_load_le64(slot + 16) != verf)
 		return NULL;
+	/* The reply's own header must say what the record says. */
+	struct pfs_frame_hdr h;
+	if (pfs_hdr_unpack(slot + REPLYLOG_FIXED, &h, PFS_MAX_PAYLOAD) < 0 ||
+	    !(h.flags & PFS_FF_REPLY) || h.wire_len != len || h.raw_len != raw ||
+	    h.id != pfs_load_le64(slot + 40) || h.op != pfs_load_le16(slot + 12))
+		return NULL;
 	struct replylog_rec *p = malloc(sizeof(*p) + len);
 	if (!p)
 		return NULL;
 	p->seq = *seq = pfs_load_le64(slot + 24);
-	p->op = pfs_load_le16(slot + 12);
+	p->op = h.op;
+	p->status = h.status;
 	p->client_id = pfs_load_le64(slot + 32);
-	p->id = pfs_load_le64(slot + 40);
+	p->id = h.id;
 	p->raw = raw;
 	p->len = len;
 	memcpy(p->hdr, slot + REPLYLOG_FIXED, PFS_FRAME_HDR_SIZE);
@@ -195,6 +203,15 @@ void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t
 	}
 	if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) != (ssize_t)n)
 		atomic_fetch_add(&rl->failed, 1);
+}
+
+struct replylog_rec *replylog_copy(const struct replylog_rec *p)
+{
+	struct replylog_rec *q = malloc(sizeof(*q) + p->len);
+
+	if (q)
+		memcpy(q, p, sizeof(*q) + p->len);
+	return q;
 }
 
 const struct replylog_rec *replylog_find(const struct replylog *rl, uint64_t client_id,

@@ -11,7 +11,11 @@
  *
  * So a worker writes each such reply, as it is made, into
  * STATE_DIR/replies, and a new instance reads the replies the instances
- * before it wrote and answers a re-sent request from them. The file is a
+ * before it wrote and answers a re-sent request from them. Such an
+ * answer goes the way of a change's reply (server.c, dispatch.c): it
+ * waits, as a change made after the restart does, for the other clients
+ * of the instance before to revalidate (revalhold_i.h), since that
+ * instance may have died before it told them of the change. The file is a
  * ring of REPLYLOG_SLOTS slots of REPLYLOG_SLOT bytes, the oldest
  * overwritten first; each record carries a checksum. Records are written
  * with pwrite and never fsync'ed: they must outlive the process, not the
@@ -53,6 +57,7 @@ struct replylog_rec {
 	uint64_t id;
 	uint64_t seq;   /* its place in the order of records */
 	uint16_t op;
+	int32_t status; /* the reply's: 0 or an errno */
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	size_t len;  /* wire bytes */
 	size_t raw;  /* bytes before coding */
@@ -88,6 +93,9 @@ void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t
  * id of opcode op, or NULL. Valid until replylog_forget. */
 const struct replylog_rec *replylog_find(const struct replylog *rl, uint64_t client_id,
 					 uint64_t id, uint16_t op);
+/* A malloc'd copy of p (NULL without memory): a request answered from it
+ * keeps it while it waits (server.c). */
+struct replylog_rec *replylog_copy(const struct replylog_rec *p);
 /* Loop thread: frees the records read at the start (the clients of the
  * instance before have had their lease to send their requests again). */
 void replylog_forget(struct replylog *rl);
@@ -99,7 +107,8 @@ size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client
 		     size_t len, size_t raw);
 /* Reads the record in slot[REPLYLOG_SLOT]: a malloc'd struct replylog_rec
  * and its seq, or NULL when the slot holds none of boot verf (empty,
- * torn, another boot, a bad length). */
+ * torn, another boot, a bad length, a frame header that is not a valid
+ * reply header of the record's request and payload). */
 struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_t *seq);
 
 #endif /* PODFSD_REPLYLOG_I_H */

@@ -25,6 +25,7 @@
 struct session;
 struct pfsd;
 struct drc_ent;
+struct replylog_rec;
 
 /* Holders recalled for one request at most (others: at its next run). */
 #define OP_RECALL_MAX 8
@@ -38,6 +39,11 @@ struct req {
 	uint8_t *in;           /* wire payload, owned */
 	size_t acct;           /* bytes accounted in c->mem (conn_req_add) */
 	struct drc_ent *drc;   /* its entry in s's reply cache, or NULL */
+	/* Sent again after a restart, and answered by the instance before:
+	 * that reply (owned; the worker takes it instead of running r), and
+	 * whether it was one (the reply waits as a change's: server.c). */
+	struct replylog_rec *replay;
+	bool replayed;
 	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
 	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */

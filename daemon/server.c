@@ -46,6 +46,7 @@ static void req_done(struct req *r)
 	struct conn *c = r->c;
 
 	push_acks_free(&r->acks);
+	free(r->replay);
 	free(r);
 	conn_unref(c);
 }
@@ -343,7 +344,10 @@ static void after_work_cb(uv_work_t *work, int status)
 	 * from waiting for each other. */
 	/* After a restart, a change also waits for the clients of the
 	 * instance before to revalidate (revalhold_i.h). */
-	r->rvwait = changed && revalhold_waits(d->rh, s->client_id, uv_now(&d->loop), &rv_until);
+	/* (A reply of the instance before counts as a change: it made one
+	 * that the other clients may not have heard of.) */
+	r->rvwait = (changed || r->replayed) &&
+		    revalhold_waits(d->rh, s->client_id, uv_now(&d->loop), &rv_until);
 	if (r->rvwait)
 		r->author = s->client_id;
 	bool hold = ((r->acks.n && !push_acks_done(&r->acks)) || r->rvwait) && !r->splice_len &&
@@ -402,14 +406,15 @@ static bool duplicate(struct conn *c, struct req *r)
 		 * before its reply went out (replylog_i.h)? */
 		const struct replylog_rec *p = replylog_find(&r->d->replies, r->s->client_id, r->h.id,
 							     r->h.op);
-		if (p) {
+		if (p && (r->replay = replylog_copy(p))) {
 			/* Said once; the count comes when they go (sweep.c). */
 			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
 				"conn %llu req %llu %s: sent again after a restart, answered with "
 				"the reply of the instance before", (unsigned long long)c->id,
 				(unsigned long long)r->h.id, pfs_op_name(r->h.op));
-			conn_send_copy(c, p->hdr, p->wire, p->len, p->raw);
-			return true;
+			/* It goes the way of a request (dispatch.c takes the
+			 * reply), so that it waits as a change's reply does. */
+			return false;
 		}
 		r->drc = drc_begin(&r->s->drc, r->h.id, r->h.op);
 		return false;
@@ -453,6 +458,7 @@ static void start_req(struct req *r)
 	}
 	conn_req_drop(c, r->acct);
 	payload_free(r->in);
+	free(r->replay);
 	free(r);
 	conn_close(c, "internal error");
 	conn_unref(c);

@@ -9,7 +9,7 @@
  * its slot and a raw size within PFS_MAX_PAYLOAD, and packing it again
  * gives the same bytes; for any other boot it is not taken. The seeds
  * (corpus/replylog) are four records laid out as replylog_pack lays them
- * (a mkdir's reply, an empty one, an LZ4-coded one, one that fills its
+ * (a mkdir's reply, an error reply, an LZ4-coded one, one that fills its
  * slot) and one that is not a record.
  */
 #include <stdlib.h>

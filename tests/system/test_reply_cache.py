@@ -20,11 +20,12 @@ import fcntl
 import os
 import struct
 import subprocess
+import time
 
 import pytest
 
-from helpers import (EXPORT_AT_ONCE, PYTHON, Worker, read_file, relayed_mount, wait_for,
-                     write_file)
+from helpers import (EXPORT_AT_ONCE, PYTHON, RECONNECT, DelayRelay, Worker, read_file,
+                     relayed_mount, wait_for, write_file)
 
 
 def _gone(p):
@@ -242,6 +243,46 @@ def test_open_whose_reply_was_lost_opens_the_file_once(env, daemon, mount):
             os.close(fd)
         wait_for(lambda: _open_fds(daemon, env.export / "f") == 0, 10,
                  what="podfsd to close f after its last close here")
+
+
+@EXPORT_AT_ONCE
+def test_change_answered_by_the_instance_before_waits_for_the_other_hosts(env, mount):
+    """A change answered with the reply the instance before wrote waits,
+    as a change made after a restart does (test_restart), for the other
+    hosts of the instance before to revalidate: that instance may have
+    died before it told them. B's unlink is answered so while A's
+    reconnect is held at its relay; it returns once A is let through."""
+    d = env.start_daemon(extra=["--revalidate-wait", "30"])
+    relay_a = DelayRelay((d.host, d.port), 0)
+    a = None
+    try:
+        a = mount(relay_a.via(d), path=env.root / "mnt-a")
+        with relayed_mount(d, mount) as (relay_b, b):
+            _file(b)
+            assert os.path.exists(a / "f")
+            os.path.lexists(b / "f")
+            relay_b.hold_down()
+            w = Worker(os.unlink, b / "f")
+            wait_for(lambda: _gone(env.export / "f") and relay_b.held, 10,
+                     what="podfsd to unlink f and send the reply")
+            relay_a.hold_up()  # A's reconnect waits
+            d.kill9()
+            relay_b.cut()
+            relay_b.release_down()
+            d.start()
+            wait_for(lambda: "answered with the reply of the instance before" in d.log(),
+                     RECONNECT, what="B's unlink sent again and answered from the replies")
+            time.sleep(1.0)
+            assert w.is_alive(), "B's unlink returned while A, which caches f, was away"
+            relay_a.release_up()
+            w.join(30)
+            assert not os.path.exists(a / "f")
+            assert "changes wait no more (every client revalidated): 2 of 2" in d.log()
+    finally:
+        relay_a.release_up()
+        if a is not None:
+            assert a.umount() is None  # before the relay goes
+        relay_a.close()
 
 
 @EXPORT_AT_ONCE

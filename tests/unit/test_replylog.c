@@ -1,7 +1,8 @@
 /* test_replylog.c: the reply cache's copy in the state directory
  * (daemon/replylog.c): a record packs and unpacks to the same reply; a
- * torn or altered one, one of another machine boot, and one too big for
- * a slot are refused; a new instance finds what the one before wrote
+ * torn or altered one, one of another machine boot, one whose frame
+ * header does not say its request and payload, and one too big for a
+ * slot are refused; a new instance finds what the one before wrote
  * (the newer of two records of one request), on the same boot only, and
  * writes after the newest record, overwriting the oldest once the ring
  * is full; the file must be a regular file of podfsd's own, mode 0600.
@@ -15,10 +16,21 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "podfs/frame.h"
 #include "replylog_i.h"
 
-static const uint8_t HDR[PFS_FRAME_HDR_SIZE] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
-						 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24 };
+/* The header of a reply to id (op) of len wire bytes, raw before coding
+ * (LZ4 when they differ), status status: in a static buffer. */
+static const uint8_t *hdr(uint64_t id, uint16_t op, size_t len, size_t raw, int32_t status)
+{
+	static uint8_t out[PFS_FRAME_HDR_SIZE];
+	struct pfs_frame_hdr h = { .wire_len = (uint32_t)len, .raw_len = (uint32_t)raw, .id = id,
+				   .op = op, .status = status,
+				   .flags = PFS_FF_REPLY | (len != raw ? PFS_FF_LZ4 : 0) };
+
+	pfs_hdr_pack(out, &h);
+	return out;
+}
 
 static void test_pack(void)
 {
@@ -27,7 +39,8 @@ static void test_pack(void)
 
 	for (size_t i = 0; i < sizeof wire; i++)
 		wire[i] = (uint8_t)(i * 7);
-	size_t n = replylog_pack(slot, 42, 9, 0xc11e, 77, PFS_OP_MKDIR, HDR, wire, sizeof wire, 500);
+	const uint8_t *h = hdr(77, PFS_OP_MKDIR, sizeof wire, 500, 17);
+	size_t n = replylog_pack(slot, 42, 9, 0xc11e, 77, PFS_OP_MKDIR, h, wire, sizeof wire, 500);
 	CHECK_EQ(n, (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + sizeof wire));
 	struct replylog_rec *p = replylog_unpack(slot, 42, &seq);
 	CHECK(p != NULL);
@@ -39,7 +52,8 @@ static void test_pack(void)
 		CHECK_EQ(p->op, PFS_OP_MKDIR);
 		CHECK_EQ(p->len, sizeof wire);
 		CHECK_EQ(p->raw, 500);
-		CHECK(memcmp(p->hdr, HDR, sizeof HDR) == 0);
+		CHECK_EQ(p->status, 17);
+		CHECK(memcmp(p->hdr, h, PFS_FRAME_HDR_SIZE) == 0);
 		CHECK(memcmp(p->wire, wire, sizeof wire) == 0);
 		free(p);
 	}
@@ -56,11 +70,29 @@ static void test_pack(void)
 	memset(slot, 0, sizeof slot);
 	CHECK(replylog_unpack(slot, 0, &seq) == NULL);
 	static uint8_t big[REPLYLOG_MAX_WIRE + 1];
-	CHECK_EQ(replylog_pack(slot, 1, 0, 1, 1, 1, HDR, big, REPLYLOG_MAX_WIRE, 0), (size_t)REPLYLOG_SLOT);
+	h = hdr(1, PFS_OP_UNLINK, REPLYLOG_MAX_WIRE, REPLYLOG_MAX_WIRE, 0);
+	CHECK_EQ(replylog_pack(slot, 1, 0, 1, 1, PFS_OP_UNLINK, h, big, REPLYLOG_MAX_WIRE,
+			       REPLYLOG_MAX_WIRE), (size_t)REPLYLOG_SLOT);
 	CHECK((p = replylog_unpack(slot, 1, &seq)) != NULL);
 	free(p);
-	CHECK_EQ(replylog_pack(slot, 1, 0, 1, 1, 1, HDR, big, sizeof big, 0), 0);
-	CHECK_EQ(replylog_pack(slot, 1, 0, 1, 1, 1, HDR, big, 10, PFS_MAX_PAYLOAD + 1), 0);
+	CHECK_EQ(replylog_pack(slot, 1, 0, 1, 1, 1, h, big, sizeof big, sizeof big), 0);
+	CHECK_EQ(replylog_pack(slot, 1, 0, 1, 1, 1, h, big, 10, PFS_MAX_PAYLOAD + 1), 0);
+	/* A header that does not say the record's request, opcode, sizes,
+	 * or that it is a reply: not a record. */
+	static const struct { uint64_t id; uint16_t op; size_t len, raw; } bad[] = {
+		{ 2, PFS_OP_UNLINK, 10, 10 }, { 1, PFS_OP_RMDIR, 10, 10 },
+		{ 1, PFS_OP_UNLINK, 11, 11 }, { 1, PFS_OP_UNLINK, 10, 12 },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		h = hdr(bad[i].id, bad[i].op, bad[i].len, bad[i].raw, 0);
+		CHECK(replylog_pack(slot, 1, 0, 1, 1, PFS_OP_UNLINK, h, big, 10, 10) > 0);
+		CHECK(replylog_unpack(slot, 1, &seq) == NULL);
+	}
+	struct pfs_frame_hdr fh = { .wire_len = 10, .raw_len = 10, .id = 1, .op = PFS_OP_UNLINK };
+	uint8_t req_hdr[PFS_FRAME_HDR_SIZE];
+	pfs_hdr_pack(req_hdr, &fh);
+	CHECK(replylog_pack(slot, 1, 0, 1, 1, PFS_OP_UNLINK, req_hdr, big, 10, 10) > 0);
+	CHECK(replylog_unpack(slot, 1, &seq) == NULL);
 }
 
 static char dir[] = "/tmp/test_replylog.XXXXXX";
@@ -70,7 +102,8 @@ static void put(struct replylog *rl, uint64_t cid, uint64_t id, uint8_t fill)
 	uint8_t wire[100];
 
 	memset(wire, fill, sizeof wire);
-	replylog_put(rl, cid, id, PFS_OP_UNLINK, HDR, wire, sizeof wire, sizeof wire);
+	replylog_put(rl, cid, id, PFS_OP_UNLINK, hdr(id, PFS_OP_UNLINK, sizeof wire, sizeof wire, 0),
+		     wire, sizeof wire, sizeof wire);
 }
 
 static void test_instances(void)
@@ -86,7 +119,8 @@ static void test_instances(void)
 	put(&rl, 2, 10, 'c');
 	put(&rl, 1, 10, 'd'); /* the same request again: the later stands */
 	static uint8_t big[REPLYLOG_MAX_WIRE + 1];
-	replylog_put(&rl, 3, 1, PFS_OP_MKDIR, HDR, big, sizeof big, sizeof big);
+	replylog_put(&rl, 3, 1, PFS_OP_MKDIR, hdr(1, PFS_OP_MKDIR, sizeof big, sizeof big, 0), big,
+		     sizeof big, sizeof big);
 	CHECK_EQ(atomic_load(&rl.too_big), 1);
 	CHECK_EQ(atomic_load(&rl.failed), 0);
 	CHECK(replylog_find(&rl, 1, 10, PFS_OP_UNLINK) == NULL); /* this instance's own */
