@@ -261,7 +261,7 @@ def test_coordinator_restart_mid_flush(env, mount):
     assert s["dirdeleg_unlinks"] > 0 and s["dirdeleg_errors"] == 0, s
 
 
-def _restart_with_creates_held(env, mount, held, expire=False):
+def _restart_with_creates_held(env, mount, held, expire=False, made_again=3, replies_lost=False):
     """A, through a relay, makes d (held from its mkdir, with slots) and
     in it f0..f2, then their bytes (f1 also gets a mode and times through
     its descriptor, as tar sets them); A answers each create. held(relay,
@@ -271,7 +271,10 @@ def _restart_with_creates_held(env, mount, held, expire=False):
     coordinator starts. expire: instead, the relay drops A's connection
     and holds A's reconnects until its session expired (lease 2 s). The
     files are then on the export as A made them, and A's fsync of d
-    reports nothing. (A write the item could not carry, on a slow
+    reports nothing, and A made made_again of them again by name.
+    replies_lost: the replies the coordinator that died kept for the
+    next one (STATE_DIR/replies) are lost with it, as when it dies
+    before it writes them. (A write the item could not carry, on a slow
     machine, waits for the file's name: it goes after the restart.)"""
     daemon = env.start_daemon(extra=EXTRA + (["--lease", "2", "--lock-lease", "1"] if expire else []))
     relay = DelayRelay((daemon.host, daemon.port), 0)
@@ -309,6 +312,8 @@ def _restart_with_creates_held(env, mount, held, expire=False):
         else:
             daemon.kill9()
             relay.cut()
+            if replies_lost:
+                os.truncate(daemon.state_dir / "replies", 0)
         relay.release_up()
         relay.release_down()
         if not expire:
@@ -324,7 +329,7 @@ def _restart_with_creates_held(env, mount, held, expire=False):
             st = os.stat(root / "d" / "f1")
             assert (st.st_mode & 0o7777, st.st_mtime) == (0o640, 1_000_000_000), root
         s = podfs_stats(a)
-        assert s["dirdeleg_made_again"] - s0["dirdeleg_made_again"] == 3, s
+        assert s["dirdeleg_made_again"] - s0["dirdeleg_made_again"] == made_again, s
         assert s["dirdeleg_errors"] == s0["dirdeleg_errors"], s
     finally:
         relay.release_up()
@@ -358,14 +363,28 @@ def test_expired_session_loses_queued_creates_slots(env, mount):
 
 def test_coordinator_restart_loses_creates_reply(env, mount):
     """The coordinator that died had named the slots, but its reply never
-    came: A finds each name to be its slot's file, and counts it made."""
+    came, nor did it keep it for the next one: A finds each name to be its
+    slot's file, and counts it made."""
     def held(relay, go):
         if go:
             relay.hold_down()
         else:
             wait_for(lambda: sorted(os.listdir(env.export / "d")) == ["f0", "f1", "f2"],
                      timeout=10, what="the coordinator named the files")
-    _restart_with_creates_held(env, mount, held)
+    _restart_with_creates_held(env, mount, held, replies_lost=True)
+
+
+def test_coordinator_restart_answers_creates_from_the_reply_it_kept(env, mount):
+    """The coordinator that died had named the slots and sent its reply,
+    which never came: the next one answers the CREATES sent again with
+    that reply (STATE_DIR/replies), so A makes nothing again."""
+    def held(relay, go):
+        if go:
+            relay.hold_down()
+        else:
+            wait_for(lambda: sorted(os.listdir(env.export / "d")) == ["f0", "f1", "f2"]
+                     and relay.held, timeout=10, what="the coordinator named the files and replied")
+    _restart_with_creates_held(env, mount, held, made_again=0)
 
 
 @pytest.mark.timeout(240)
