@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "podfs/crc32c.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "deleg_i.h"
@@ -174,11 +175,35 @@ int op_read(struct op *o)
 	return pfs_bytes_close(&o->w, at) < 0 ? -EIO : 0;
 }
 
+/* export_write's before_append: the append's record, before its data
+ * (replylog_i.h). */
+static void note_append(void *ctx, uint64_t at, uint32_t len, uint32_t crc)
+{
+	struct op *o = ctx;
+
+	replylog_intend(&o->d->replies, o->r->s->client_id, o->r->h.id, &o->m.write_req.fh, at, len,
+			crc);
+}
+
 int op_write(struct op *o)
 {
 	const struct pfs_write_req *m = &o->m.write_req;
 	struct pfs_write_rep rep;
 	uint64_t at;
+
+	/* An append's reply is kept (r->drc): its record goes first. */
+	if (o->r->drc && o->r->s) {
+		o->x.before_append = note_append;
+		o->x.append_ctx = o;
+	}
+	/* Sent again after a restart, and found written then (server.c)? */
+	if (o->r->landed && m->data.len == o->r->landed_len &&
+	    pfs_crc32c(0, m->data.p, m->data.len) == o->r->landed_crc) {
+		o->x.landed = true;
+		o->x.landed_at = o->r->landed_at;
+		/* It counts as a change: it waits as one (server.c). */
+		o->r->replayed = true;
+	}
 	int ret = export_write(&o->x, o->obj, m->fid, m->flags, m->offset, m->data.p, m->data.len,
 			       &rep.written, &at, &rep.attr);
 

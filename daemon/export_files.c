@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,9 @@
 #include <unistd.h>
 
 #include "export_base_i.h"
+#include "podfs/crc32c.h"
 #include "podfs/digest.h"
+#include "podfs/hash.h"
 
 static bool writes(int flags)
 {
@@ -376,6 +379,31 @@ static int direct_fd(struct xop *x, struct fid *f, uint64_t off, uint32_t len)
 	return d;
 }
 
+/* Appends to one inode take one of these from before they learn where
+ * the file ends until their data is written (hashed by inode). */
+#define APPEND_LOCKS 64
+static pthread_mutex_t append_locks[APPEND_LOCKS] = { [0 ... APPEND_LOCKS - 1] =
+							      PTHREAD_MUTEX_INITIALIZER };
+
+/* Before an append of data[len] through fd: takes its inode's lock and
+ * tells x->before_append where the file ends. Returns the lock to drop
+ * once the data is written, or NULL (fstat failed: nothing told). */
+static pthread_mutex_t *append_lock(struct xop *x, int fd, const uint8_t *data, uint32_t len)
+{
+	struct stat st;
+	uint32_t crc = x->before_append ? pfs_crc32c(0, data, len) : 0;
+
+	if (fstat(fd, &st) < 0)
+		return NULL;
+	pthread_mutex_t *lk =
+		&append_locks[pfs_hash_u64((uint64_t)st.st_ino ^ pfs_hash_u64((uint64_t)st.st_dev)) %
+			      APPEND_LOCKS];
+	pthread_mutex_lock(lk);
+	if (x->before_append && fstat(fd, &st) == 0)
+		x->before_append(x->append_ctx, (uint64_t)st.st_size, len, crc);
+	return lk;
+}
+
 /* A write at off through f, an O_APPEND fid (PFS_WR_AT: an append sent
  * again to where it landed): pwritev2's RWF_NOAPPEND, or, on a kernel
  * without it, a second descriptor without O_APPEND (opened with the
@@ -446,6 +474,12 @@ int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, 
 	bool append = (f->flags & O_APPEND) && !at_off;
 	x->appended = append;
 	*at = off;
+	if (append && x->landed) {
+		/* Written before a restart, found there (replylog_settle). */
+		*at = x->landed_at;
+		done = len;
+	}
+	pthread_mutex_t *lk = append && !done ? append_lock(x, fd, data, len) : NULL;
 	while (done < len) {
 		ssize_t n = append ? write(fd, data + done, len - done)
 			    : at_off ? write_at(x, f, data + done, len - done, (off_t)(off + done))
@@ -474,6 +508,8 @@ int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, 
 		}
 		done += (size_t)n;
 	}
+	if (lk)
+		pthread_mutex_unlock(lk);
 	*written = (uint32_t)done;
 	if (fd != f->fd)
 		atomic_fetch_add(x->direct, (uint64_t)done);

@@ -61,6 +61,18 @@ struct xop {
 	 * the data landed where the file ended, and a second run would add
 	 * it again (server.c keeps such a WRITE's reply for a resend). */
 	bool appended;
+	/* An append about to be written through an O_APPEND fid is told to
+	 * before_append(append_ctx, where the file ends, its length, the
+	 * CRC32C of its bytes) before its data, under a lock that keeps
+	 * podfsd's other appends to the inode out until its data is written
+	 * (replylog_i.h). NULL: not told. */
+	void (*before_append)(void *ctx, uint64_t at, uint32_t len, uint32_t crc);
+	void *append_ctx;
+	/* landed: this append landed at landed_at before a restart
+	 * (replylog_settle): export_write answers it without writing it
+	 * again. */
+	bool landed;
+	uint64_t landed_at;
 };
 
 /* --- export.c --- */

@@ -23,6 +23,7 @@
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "bootverf_i.h"
+#include "export_base_i.h"
 #include "replylog_i.h"
 #include "caps_i.h"
 #include "podfs/tls.h"
@@ -347,6 +348,41 @@ static void signal_cb(uv_signal_t *h, int signum)
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 }
 
+/* replylog_settle's way to a file: fh through the handle cache, then
+ * opened again by its /proc path with flags (as root, before caps_drop). */
+static int open_fh(void *ctx, const struct pfs_fh *fh, int flags)
+{
+	struct handles *hs = ctx;
+	struct hent *e;
+	char p[EXPORT_PROCPATH_LEN];
+	int ret = handles_get(hs, fh, &e);
+
+	if (ret < 0)
+		return ret;
+	export_procpath(p, e->fd);
+	ret = open(p, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (ret < 0)
+		ret = -errno;
+	handles_put(hs, e);
+	return ret;
+}
+
+/* The appends the instances before began and gave no reply to: each is
+ * found written, cut back, or missing (replylog_i.h), before a client
+ * can send it again. */
+static void settle_appends(struct pfsd *d)
+{
+	struct replylog_settled st;
+
+	replylog_settle(&d->replies, open_fh, d->hs, &st);
+	if (st.landed + st.cut + st.missing + st.unknown)
+		pfs_info("appends the instance before began and did not answer: %zu written (sent "
+			 "again, they are answered, not written again), %zu cut short by its end "
+			 "(the file is cut back to where they began, and they append again), %zu "
+			 "not written, %zu that could not be checked", st.landed, st.cut, st.missing,
+			 st.unknown);
+}
+
 int main(int argc, char **argv)
 {
 	struct pfsd *d;
@@ -465,6 +501,7 @@ int main(int argc, char **argv)
 		pfs_info("%zu replies of the instances before read from %s/%s: a change they made "
 			 "and a client sends again is answered, not made twice", d->replies.n_old,
 			 d->o.state_dir, REPLYLOG_NAME);
+	settle_appends(d);
 
 	/* Requests carry their own umask; the process-wide one must not
 	 * interfere (it is shared by all threads). */

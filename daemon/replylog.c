@@ -19,8 +19,11 @@
 #define REC_MIN (REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE)
 
 /* A record, little-endian: magic, crc32c of what follows it, its length,
- * op, 2 bytes zero, verf, seq, client_id, id, raw, len (REPLYLOG_FIXED
- * bytes), then the frame header and the wire bytes. */
+ * op, kind, verf, seq, client_id, id, raw, len (REPLYLOG_FIXED bytes),
+ * then the frame header and the wire bytes. An append's (REPLYLOG_APPEND)
+ * has op WRITE, raw 0, a zero frame header, and for wire bytes: at (u64),
+ * the bytes' length and CRC32C (u32 each), the handle's length (u8) and
+ * bytes. */
 size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id, uint64_t id,
 		     uint16_t op, const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire,
 		     size_t len, size_t raw)
@@ -45,6 +48,50 @@ size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client
 	return total;
 }
 
+size_t replylog_pack_append(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
+			    uint64_t id, const struct pfs_fh *fh, uint64_t at, uint32_t len,
+			    uint32_t crc)
+{
+	uint8_t body[REPLYLOG_APPEND_FIXED + PFS_FH_MAX];
+	static const uint8_t zero_hdr[PFS_FRAME_HDR_SIZE];
+
+	if (fh->len < 1 || fh->len > PFS_FH_MAX)
+		return 0;
+	pfs_store_le64(body, at);
+	pfs_store_le32(body + 8, len);
+	pfs_store_le32(body + 12, crc);
+	body[16] = fh->len;
+	memcpy(body + REPLYLOG_APPEND_FIXED, fh->data, fh->len);
+	size_t n = replylog_pack(slot, verf, seq, client_id, id, PFS_OP_WRITE, zero_hdr, body,
+				 REPLYLOG_APPEND_FIXED + fh->len, 0);
+	if (!n)
+		return 0;
+	pfs_store_le16(slot + 14, REPLYLOG_APPEND);
+	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+	return n;
+}
+
+/* An append's record (after its common fields are checked) into p. */
+static bool unpack_append(const uint8_t *slot, size_t len, size_t raw, struct replylog_rec *p)
+{
+	const uint8_t *w = slot + REC_MIN;
+
+	for (size_t i = 0; i < PFS_FRAME_HDR_SIZE; i++)
+		if (slot[REPLYLOG_FIXED + i])
+			return false;
+	if (raw != 0 || pfs_load_le16(slot + 12) != PFS_OP_WRITE || len < REPLYLOG_APPEND_FIXED + 1 ||
+	    w[16] < 1 || w[16] > PFS_FH_MAX || len != REPLYLOG_APPEND_FIXED + w[16])
+		return false;
+	p->at = pfs_load_le64(w);
+	p->dlen = pfs_load_le32(w + 8);
+	p->dcrc = pfs_load_le32(w + 12);
+	if (p->at > (uint64_t)INT64_MAX || p->dlen > PFS_MAX_PAYLOAD)
+		return false;
+	p->fh.len = w[16];
+	memcpy(p->fh.data, w + REPLYLOG_APPEND_FIXED, p->fh.len);
+	return true;
+}
+
 struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_t *seq)
 {
 	if (pfs_load_le32(slot) != MAGIC)
@@ -54,28 +101,39 @@ struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_
 	    pfs_load_le32(slot + 4) != pfs_crc32c(0, slot + 8, total - 8))
 		return NULL;
 	size_t len = pfs_load_le32(slot + 52), raw = pfs_load_le32(slot + 48);
-	if (len != total - REC_MIN || raw > PFS_MAX_PAYLOAD || pfs_load_le16(slot + 14) != 0 ||
-	    pfs_load_le64(slot + 16) != verf)
+	uint16_t kind = pfs_load_le16(slot + 14);
+	if (len != total - REC_MIN || raw > PFS_MAX_PAYLOAD ||
+	    (kind != REPLYLOG_REPLY && kind != REPLYLOG_APPEND) || pfs_load_le64(slot + 16) != verf)
 		return NULL;
-	/* The reply's own header must say what the record says. */
-	struct pfs_frame_hdr h;
-	if (pfs_hdr_unpack(slot + REPLYLOG_FIXED, &h, PFS_MAX_PAYLOAD) < 0 ||
-	    !(h.flags & PFS_FF_REPLY) || h.wire_len != len || h.raw_len != raw ||
-	    h.id != pfs_load_le64(slot + 40) || h.op != pfs_load_le16(slot + 12))
-		return NULL;
-	struct replylog_rec *p = malloc(sizeof(*p) + len);
+	struct replylog_rec *p = calloc(1, sizeof(*p) + len);
 	if (!p)
 		return NULL;
+	p->kind = kind;
+	p->status = 0;
+	if (kind == REPLYLOG_APPEND) {
+		if (!unpack_append(slot, len, raw, p))
+			goto bad;
+	} else {
+		/* The reply's own header must say what the record says. */
+		struct pfs_frame_hdr h;
+		if (pfs_hdr_unpack(slot + REPLYLOG_FIXED, &h, PFS_MAX_PAYLOAD) < 0 ||
+		    !(h.flags & PFS_FF_REPLY) || h.wire_len != len || h.raw_len != raw ||
+		    h.id != pfs_load_le64(slot + 40) || h.op != pfs_load_le16(slot + 12))
+			goto bad;
+		p->status = h.status;
+	}
 	p->seq = *seq = pfs_load_le64(slot + 24);
-	p->op = h.op;
-	p->status = h.status;
+	p->op = pfs_load_le16(slot + 12);
 	p->client_id = pfs_load_le64(slot + 32);
-	p->id = h.id;
+	p->id = pfs_load_le64(slot + 40);
 	p->raw = raw;
 	p->len = len;
 	memcpy(p->hdr, slot + REPLYLOG_FIXED, PFS_FRAME_HDR_SIZE);
 	memcpy(p->wire, slot + REC_MIN, len);
 	return p;
+bad:
+	free(p);
+	return NULL;
 }
 
 static uint64_t key_hash(uint64_t client_id, uint64_t id)
@@ -205,6 +263,124 @@ void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t
 		atomic_fetch_add(&rl->failed, 1);
 }
 
+void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
+		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc)
+{
+	uint8_t slot[REPLYLOG_SLOT];
+
+	if (rl->fd < 0)
+		return;
+	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
+	size_t n = replylog_pack_append(slot, rl->verf, seq, client_id, id, fh, at, len, crc);
+	if (!n) {
+		atomic_fetch_add(&rl->too_big, 1);
+		return;
+	}
+	if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) != (ssize_t)n)
+		atomic_fetch_add(&rl->failed, 1);
+}
+
+/* The CRC32C of fd's len bytes at off, into *crc: 0, or -errno (-ENODATA:
+ * the file ends before them). */
+static int crc_range(int fd, uint64_t off, uint32_t len, uint32_t *crc)
+{
+	uint8_t buf[65536];
+	uint32_t c = 0;
+
+	while (len) {
+		ssize_t n = pread(fd, buf, len < sizeof buf ? len : sizeof buf, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENODATA;
+		c = pfs_crc32c(c, buf, (size_t)n);
+		off += (uint64_t)n;
+		len -= (uint32_t)n;
+	}
+	*crc = c;
+	return 0;
+}
+
+/* What became of the append p: landed (true), or not (the file cut back
+ * if it ended inside it). */
+static bool settle_one(struct replylog_rec *p, int (*open_fh)(void *, const struct pfs_fh *, int),
+		       void *ctx, struct replylog_settled *out)
+{
+	struct stat st;
+	uint32_t crc;
+	int fd = open_fh(ctx, &p->fh, O_RDONLY);
+
+	if (fd < 0) {
+		out->unknown++;
+		return false;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		out->unknown++;
+		return false;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	if (size >= p->at + p->dlen) {
+		int ret = crc_range(fd, p->at, p->dlen, &crc);
+		close(fd);
+		if (ret == 0 && crc == p->dcrc) {
+			out->landed++;
+			return true;
+		}
+		if (ret < 0)
+			out->unknown++;
+		else
+			out->missing++;
+		return false;
+	}
+	close(fd);
+	if (size <= p->at) {
+		out->missing++;
+		return false;
+	}
+	/* The kill cut the write: what it wrote goes, and the re-sent
+	 * WRITE appends all of it. */
+	fd = open_fh(ctx, &p->fh, O_WRONLY);
+	if (fd < 0 || ftruncate(fd, (off_t)p->at) < 0)
+		out->unknown++;
+	else
+		out->cut++;
+	if (fd >= 0)
+		close(fd);
+	return false;
+}
+
+void replylog_settle(struct replylog *rl, int (*open_fh)(void *ctx, const struct pfs_fh *fh,
+							 int flags),
+		     void *ctx, struct replylog_settled *out)
+{
+	struct replylog_rec **v = malloc((rl->n_old ? rl->n_old : 1) * sizeof(*v));
+	size_t nv = 0, pos;
+
+	memset(out, 0, sizeof(*out));
+	for (struct hnode *n = htab_iter(&rl->old, &pos, NULL); n; n = htab_iter(&rl->old, &pos, n)) {
+		struct replylog_rec *p = container_of(n, struct replylog_rec, hn);
+		if (p->kind == REPLYLOG_APPEND && !p->landed) {
+			if (v)
+				v[nv++] = p;
+			else
+				out->unknown++; /* never answered (replylog_find) */
+		}
+	}
+	for (size_t i = 0; i < nv; i++) {
+		struct replylog_rec *p = v[i];
+		p->landed = settle_one(p, open_fh, ctx, out);
+		if (!p->landed) {
+			htab_remove(&rl->old, &p->hn);
+			free(p);
+			rl->n_old--;
+		}
+	}
+	free(v);
+}
+
 struct replylog_rec *replylog_copy(const struct replylog_rec *p)
 {
 	struct replylog_rec *q = malloc(sizeof(*q) + p->len);
@@ -220,5 +396,6 @@ const struct replylog_rec *replylog_find(const struct replylog *rl, uint64_t cli
 	if (!rl->n_old)
 		return NULL;
 	const struct replylog_rec *p = lookup(rl, client_id, id);
-	return p && p->op == op ? p : NULL;
+	/* (An append not settled has no answer: it runs again.) */
+	return p && p->op == op && (p->kind == REPLYLOG_REPLY || p->landed) ? p : NULL;
 }

@@ -24,12 +24,25 @@
  * itself may be lost while its record is not; a re-sent request then
  * runs again, as before.
  *
- * The window that is left: a podfsd killed between a change and the
- * write of its record (a few microseconds, in the worker) runs the
- * re-sent request again. A reply too big for a slot (a change's reply is
- * a few hundred bytes) is not written.
+ * An append (a WRITE through an O_APPEND fid) also writes a record
+ * before its data: where the file ended, its length and the CRC32C of
+ * its bytes (replylog_intend; export_write takes them under a lock of the
+ * inode's, so no other append of podfsd's lands between). A podfsd killed
+ * after that record and before the reply's leaves the next instance an
+ * append it cannot answer yet: it looks at the file before it serves
+ * anyone (replylog_settle). The bytes are there: the re-sent WRITE is
+ * answered that they landed there, without writing them again. The file
+ * ends inside them: the kill cut the write, the file is cut back to where
+ * the append began, and the re-sent WRITE appends, as the file ends where
+ * it did before it. Neither: the re-sent WRITE appends.
  *
- * Threads: replylog_put from any thread (a slot each, taken atomically);
+ * The window that is left: a podfsd killed between a change other than
+ * an append and the write of its record (a few microseconds, in the
+ * worker) runs the re-sent request again. A reply too big for a slot (a
+ * change's reply is a few hundred bytes) is not written.
+ *
+ * Threads: replylog_put and replylog_intend from any thread (a slot
+ * each, taken atomically); replylog_settle before the loop serves anyone;
  * replylog_find and replylog_forget on the loop thread only.
  */
 #ifndef PODFSD_REPLYLOG_I_H
@@ -40,6 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "podfs/codec.h"
 #include "podfs/htab.h"
 #include "podfs/wire.h"
 
@@ -49,6 +63,13 @@
 #define REPLYLOG_FIXED 56u     /* a record's fields before the frame header */
 /* The largest reply payload a slot holds. */
 #define REPLYLOG_MAX_WIRE (REPLYLOG_SLOT - REPLYLOG_FIXED - PFS_FRAME_HDR_SIZE)
+/* An append's record before its data: at, len, crc and the handle. */
+#define REPLYLOG_APPEND_FIXED 17u
+
+enum replylog_kind {
+	REPLYLOG_REPLY = 0,  /* a reply */
+	REPLYLOG_APPEND = 1, /* an append about to be written (no reply yet) */
+};
 
 /* A reply an instance before this one gave. */
 struct replylog_rec {
@@ -57,6 +78,13 @@ struct replylog_rec {
 	uint64_t id;
 	uint64_t seq;   /* its place in the order of records */
 	uint16_t op;
+	uint16_t kind;  /* enum replylog_kind */
+	/* REPLYLOG_APPEND: the file, where it ended, the bytes' length and
+	 * CRC32C; landed: replylog_settle found them there. */
+	struct pfs_fh fh;
+	uint64_t at;
+	uint32_t dlen, dcrc;
+	bool landed;
 	int32_t status; /* the reply's: 0 or an errno */
 	uint8_t hdr[PFS_FRAME_HDR_SIZE];
 	size_t len;  /* wire bytes */
@@ -89,8 +117,35 @@ void replylog_close(struct replylog *rl);
 void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op,
 		  const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire, size_t len, size_t raw);
 
+/* Any thread: the append client_id's request id is about to write: len
+ * bytes whose CRC32C is crc, to the file fh, which ends at at. Its reply's
+ * record, written after it (replylog_put), stands for it. Best effort, as
+ * replylog_put. */
+void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
+		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc);
+
+/* What replylog_settle found of the appends that had no reply. */
+struct replylog_settled {
+	size_t landed;  /* their bytes are where the file ended */
+	size_t cut;     /* the file ended inside them: cut back to where it ended */
+	size_t missing; /* not there: the re-sent WRITE appends */
+	size_t unknown; /* the file could not be opened, read or cut */
+};
+
+/* Before the loop serves anyone: looks at each append an instance before
+ * began and gave no reply to (REPLYLOG_APPEND records). open_fh(ctx, fh,
+ * flags) opens the file fh names (-errno if it cannot). The bytes are
+ * where the file ended: the record stays, landed, and the re-sent WRITE
+ * is answered from it (replylog_find). Otherwise it goes; a file that
+ * ends inside them is cut back to where the append began. */
+void replylog_settle(struct replylog *rl, int (*open_fh)(void *ctx, const struct pfs_fh *fh,
+							 int flags),
+		     void *ctx, struct replylog_settled *out);
+
 /* Loop thread: the reply an instance before gave to client_id's request
- * id of opcode op, or NULL. Valid until replylog_forget. */
+ * id of opcode op, or an append of its that landed (kind
+ * REPLYLOG_APPEND: replylog_settle), or NULL. Valid until
+ * replylog_forget. */
 const struct replylog_rec *replylog_find(const struct replylog *rl, uint64_t client_id,
 					 uint64_t id, uint16_t op);
 /* A malloc'd copy of p (NULL without memory): a request answered from it
@@ -105,10 +160,16 @@ void replylog_forget(struct replylog *rl);
 size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id, uint64_t id,
 		     uint16_t op, const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire,
 		     size_t len, size_t raw);
+/* The record of an append about to be written (replylog_intend): its
+ * length (0: a handle of no valid length). */
+size_t replylog_pack_append(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
+			    uint64_t id, const struct pfs_fh *fh, uint64_t at, uint32_t len,
+			    uint32_t crc);
 /* Reads the record in slot[REPLYLOG_SLOT]: a malloc'd struct replylog_rec
  * and its seq, or NULL when the slot holds none of boot verf (empty,
  * torn, another boot, a bad length, a frame header that is not a valid
- * reply header of the record's request and payload). */
+ * reply header of the record's request and payload, an append's record
+ * that is not a WRITE's or whose frame header is not zero). */
 struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_t *seq);
 
 #endif /* PODFSD_REPLYLOG_I_H */

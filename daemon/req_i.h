@@ -44,6 +44,13 @@ struct req {
 	 * whether it was one (the reply waits as a change's: server.c). */
 	struct replylog_rec *replay;
 	bool replayed;
+	/* Or a WRITE whose append the instance before wrote and
+	 * replylog_settle found where it began: at, its length and CRC32C.
+	 * It is answered without writing it again if it carries those bytes
+	 * (op_write). */
+	bool landed;
+	uint64_t landed_at;
+	uint32_t landed_len, landed_crc;
 	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
 	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */

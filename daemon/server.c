@@ -406,7 +406,17 @@ static bool duplicate(struct conn *c, struct req *r)
 		 * before its reply went out (replylog_i.h)? */
 		const struct replylog_rec *p = replylog_find(&r->d->replies, r->s->client_id, r->h.id,
 							     r->h.op);
-		if (p && (r->replay = replylog_copy(p))) {
+		if (p && p->kind == REPLYLOG_APPEND) {
+			/* Its bytes are in the file: op_write answers it. */
+			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
+				"conn %llu req %llu WRITE: sent again after a restart, its append "
+				"found where the instance before wrote it", (unsigned long long)c->id,
+				(unsigned long long)r->h.id);
+			r->landed = true;
+			r->landed_at = p->at;
+			r->landed_len = p->dlen;
+			r->landed_crc = p->dcrc;
+		} else if (p && (r->replay = replylog_copy(p))) {
 			/* Said once; the count comes when they go (sweep.c). */
 			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
 				"conn %llu req %llu %s: sent again after a restart, answered with "

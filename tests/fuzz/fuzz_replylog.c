@@ -7,10 +7,12 @@
  * that a well-formed record is taken. Properties: unpacking never
  * crashes nor reads past the slot; a record taken has a payload that fits
  * its slot and a raw size within PFS_MAX_PAYLOAD, and packing it again
- * gives the same bytes; for any other boot it is not taken. The seeds
- * (corpus/replylog) are four records laid out as replylog_pack lays them
- * (a mkdir's reply, an error reply, an LZ4-coded one, one that fills its
- * slot) and one that is not a record.
+ * gives the same bytes (replylog_pack_append for an append's record);
+ * for any other boot it is not taken. The seeds (corpus/replylog) are
+ * four replies' records laid out as replylog_pack lays them (a mkdir's
+ * reply, an error reply, an LZ4-coded one, one that fills its slot), an
+ * append's record as replylog_pack_append lays it, and one that is not a
+ * record.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +34,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	FUZZ_ASSERT(p->len <= REPLYLOG_MAX_WIRE && p->raw <= PFS_MAX_PAYLOAD);
 	FUZZ_ASSERT(p->seq == seq);
-	size_t n = replylog_pack(again, verf, seq, p->client_id, p->id, p->op, p->hdr, p->wire,
-				 p->len, p->raw);
+	size_t n;
+	if (p->kind == REPLYLOG_APPEND) {
+		FUZZ_ASSERT(p->op == PFS_OP_WRITE && p->raw == 0 && !p->landed);
+		FUZZ_ASSERT(p->fh.len >= 1 && p->fh.len <= PFS_FH_MAX);
+		FUZZ_ASSERT(p->len == REPLYLOG_APPEND_FIXED + p->fh.len);
+		n = replylog_pack_append(again, verf, seq, p->client_id, p->id, &p->fh, p->at,
+					 p->dlen, p->dcrc);
+	} else {
+		FUZZ_ASSERT(p->kind == REPLYLOG_REPLY);
+		n = replylog_pack(again, verf, seq, p->client_id, p->id, p->op, p->hdr, p->wire,
+				  p->len, p->raw);
+	}
 	FUZZ_ASSERT(n == REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + p->len);
 	FUZZ_ASSERT(memcmp(again, slot, n) == 0);
 	free(p);

@@ -203,6 +203,75 @@ def test_change_whose_reply_was_lost_with_podfsd_runs_once(env, daemon, mount, c
         assert read_file(env.export / "after") == b"ok"
 
 
+REPLYLOG_SLOT = 1024
+REPLYLOG_MAGIC = 0x4c524650  # "PFRL"
+OP_WRITE = 24
+
+
+def _drop_write_replies(path):
+    """Empties the slots of STATE_DIR/replies that hold a WRITE's reply
+    (daemon/replylog.c: magic, crc, length, op, kind...), as if podfsd had
+    been killed before it wrote them; its records of the appends it was
+    about to write (kind 1) stay. Returns how many it emptied."""
+    n = 0
+    with open(path, "r+b") as f:
+        data = f.read()
+        for at in range(0, len(data), REPLYLOG_SLOT):
+            magic, _, _, op, kind = struct.unpack_from("<IIIHH", data, at)
+            if magic == REPLYLOG_MAGIC and op == OP_WRITE and kind == 0:
+                f.seek(at)
+                f.write(bytes(min(REPLYLOG_SLOT, len(data) - at)))
+                n += 1
+    return n
+
+
+@EXPORT_AT_ONCE
+@pytest.mark.parametrize("landed", ["all", "none", "part"])
+def test_append_whose_podfsd_died_before_its_reply_was_kept_lands_once(env, daemon, mount,
+                                                                        landed):
+    """podfsd killed (-9) after an append but before it kept the append's
+    reply: the next instance finds the record podfsd wrote before the data
+    (where the file ended, the length and checksum of the bytes) and looks
+    at the file before it serves anyone. The bytes are there: the append
+    sent again is answered without being written again. The file ends
+    where the append began (killed before the data): it appends. The file
+    ends inside the append (the kill cut the write): the file is cut back
+    and it appends. Each way the file holds the bytes once. (Before, the
+    appends sent again landed a second time: b"xyyyyyyyy".) The states are
+    made by emptying the reply's record, and cutting the file, after the
+    kill."""
+    with relayed_mount(daemon, mount) as (relay, a):
+        fd = _open_for_append(a)
+        relay.hold_down()
+        w = Worker(lambda: _append4(fd))
+        wait_for(lambda: read_file(env.export / "f") == b"xyyyy" and relay.held, 10,
+                 what="podfsd to append and send the reply")
+        assert w.is_alive(), "the append returned without its reply"
+        daemon.kill9()
+        relay.cut()
+        assert _drop_write_replies(daemon.state_dir / "replies") == 1
+        if landed != "all":
+            os.truncate(env.export / "f", 1 if landed == "none" else 3)
+        relay.release_down()
+        daemon.start()
+        w.join(30)
+        assert read_file(env.export / "f") == b"xyyyy"
+        log = daemon.log()
+        said = {"all": "1 written", "none": "1 not written", "part": "1 cut short"}[landed]
+        assert said in log, log[-3000:]
+        if landed == "all":
+            assert "its append found where the instance before wrote it" in log
+        write_file(a / "after", b"ok")
+        assert read_file(env.export / "after") == b"ok"
+
+
+def _append4(fd):
+    try:
+        os.write(fd, b"yyyy")
+    finally:
+        os.close(fd)
+
+
 def _open_fds(daemon, path):
     """How many descriptors podfsd holds open on path for reading or
     writing (not its O_PATH handles)."""

@@ -6,6 +6,10 @@
  * (the newer of two records of one request), on the same boot only, and
  * writes after the newest record, overwriting the oldest once the ring
  * is full; the file must be a regular file of podfsd's own, mode 0600.
+ * An append's record, written before its data, packs and unpacks, and a
+ * new instance settles each one that has no reply: written (answered
+ * later), cut short (the file cut back), not written or not checkable
+ * (forgotten).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +20,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "podfs/crc32c.h"
 #include "podfs/frame.h"
+#include "podfs/le.h"
 #include "replylog_i.h"
 
 /* The header of a reply to id (op) of len wire bytes, raw before coding
@@ -154,6 +160,161 @@ static void test_instances(void)
 	replylog_close(&rl);
 }
 
+/* test_appends' files: fh.data[0] names dir/f<n>. */
+static int open_named(void *ctx, const struct pfs_fh *fh, int flags)
+{
+	char path[256];
+
+	(void)ctx;
+	snprintf(path, sizeof path, "%s/f%u", dir, fh->data[0]);
+	int fd = open(path, flags | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static void file(unsigned n, const char *data)
+{
+	char path[256];
+
+	snprintf(path, sizeof path, "%s/f%u", dir, n);
+	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+	close(fd);
+}
+
+static long size_of(unsigned n)
+{
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof path, "%s/f%u", dir, n);
+	return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static void intend(struct replylog *rl, uint64_t id, unsigned n, uint64_t at, const char *bytes)
+{
+	struct pfs_fh fh = { .len = 20 };
+
+	memset(fh.data, 0x5a, fh.len);
+	fh.data[0] = (uint8_t)n;
+	replylog_intend(rl, 9, id, &fh, at, (uint32_t)strlen(bytes),
+			pfs_crc32c(0, bytes, strlen(bytes)));
+}
+
+static void test_append_records(void)
+{
+	uint8_t slot[REPLYLOG_SLOT];
+	struct pfs_fh fh = { .len = PFS_FH_MAX };
+	uint64_t seq = 0;
+
+	for (unsigned i = 0; i < PFS_FH_MAX; i++)
+		fh.data[i] = (uint8_t)(i + 3);
+	size_t n = replylog_pack_append(slot, 8, 4, 0xc1, 66, &fh, 12345, 4096, 0xdeadbeef);
+	CHECK_EQ(n, (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + REPLYLOG_APPEND_FIXED + PFS_FH_MAX));
+	struct replylog_rec *p = replylog_unpack(slot, 8, &seq);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_EQ(p->kind, REPLYLOG_APPEND);
+		CHECK_EQ(p->op, PFS_OP_WRITE);
+		CHECK_EQ(p->client_id, 0xc1);
+		CHECK_EQ(p->id, 66);
+		CHECK_EQ(seq, 4);
+		CHECK_EQ(p->at, 12345);
+		CHECK_EQ(p->dlen, 4096);
+		CHECK_EQ(p->dcrc, 0xdeadbeef);
+		CHECK(!p->landed);
+		CHECK(pfs_fh_equal(&p->fh, &fh));
+		free(p);
+	}
+	for (size_t i = 0; i < n; i += 11) {
+		slot[i] ^= 0x01;
+		CHECK(replylog_unpack(slot, 8, &seq) == NULL);
+		slot[i] ^= 0x01;
+	}
+	/* With the checksum made right: another opcode, another kind, a
+	 * frame header that is not zero, a handle length that is not the
+	 * record's, an offset past INT64_MAX. */
+	static const size_t at[] = { 12, 14, REPLYLOG_FIXED + 3,
+				     REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + 16,
+				     REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + 7 };
+	static const uint8_t to[] = { PFS_OP_MKDIR, 2, 1, 7, 0x80 };
+	for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+		uint8_t was = slot[at[i]];
+		slot[at[i]] = to[i];
+		pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+		CHECK(replylog_unpack(slot, 8, &seq) == NULL);
+		slot[at[i]] = was;
+	}
+	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+	CHECK((p = replylog_unpack(slot, 8, &seq)) != NULL);
+	free(p);
+	fh.len = 0;
+	CHECK_EQ(replylog_pack_append(slot, 8, 4, 1, 1, &fh, 0, 1, 0), 0);
+}
+
+/* The appends an instance began and did not answer, as the next one
+ * finds them. */
+static void test_appends(void)
+{
+	struct replylog rl;
+	struct replylog_settled st;
+	char err[256], path[256];
+
+	snprintf(path, sizeof path, "%s/%s", dir, REPLYLOG_NAME);
+	CHECK_EQ(unlink(path), 0); /* test_instances' records go */
+	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
+	file(1, "xyyyy");  /* written */
+	intend(&rl, 1, 1, 1, "yyyy");
+	file(2, "x");      /* not written */
+	intend(&rl, 2, 2, 1, "yyyy");
+	file(3, "xyy");    /* cut short */
+	intend(&rl, 3, 3, 1, "yyyy");
+	file(4, "xzzzz");  /* something else there */
+	intend(&rl, 4, 4, 1, "yyyy");
+	intend(&rl, 5, 40, 1, "yyyy"); /* no such file */
+	file(6, "xyyyy");  /* answered: its reply stands */
+	intend(&rl, 6, 6, 1, "yyyy");
+	put(&rl, 9, 6, 'r');
+	file(7, "xaaaabb"); /* two appends: the first written, the second cut */
+	intend(&rl, 7, 7, 1, "aaaa");
+	intend(&rl, 8, 7, 5, "bbbb");
+	replylog_close(&rl);
+
+	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
+	CHECK_EQ(rl.n_old, 8);
+	CHECK(replylog_find(&rl, 9, 1, PFS_OP_WRITE) == NULL); /* not settled yet */
+	replylog_settle(&rl, open_named, NULL, &st);
+	CHECK_EQ(st.landed, 2);
+	CHECK_EQ(st.cut, 2);
+	CHECK_EQ(st.missing, 2);
+	CHECK_EQ(st.unknown, 1);
+	CHECK_EQ(rl.n_old, 3);
+	const struct replylog_rec *p = replylog_find(&rl, 9, 1, PFS_OP_WRITE);
+	CHECK(p && p->kind == REPLYLOG_APPEND && p->landed && p->at == 1 && p->dlen == 4);
+	CHECK(replylog_find(&rl, 9, 1, PFS_OP_UNLINK) == NULL);
+	CHECK(replylog_find(&rl, 9, 2, PFS_OP_WRITE) == NULL);
+	CHECK(replylog_find(&rl, 9, 3, PFS_OP_WRITE) == NULL);
+	CHECK(replylog_find(&rl, 9, 4, PFS_OP_WRITE) == NULL);
+	CHECK(replylog_find(&rl, 9, 5, PFS_OP_WRITE) == NULL);
+	CHECK((p = replylog_find(&rl, 9, 6, PFS_OP_UNLINK)) && p->kind == REPLYLOG_REPLY);
+	CHECK((p = replylog_find(&rl, 9, 7, PFS_OP_WRITE)) && p->landed);
+	CHECK(replylog_find(&rl, 9, 8, PFS_OP_WRITE) == NULL);
+	CHECK_EQ(size_of(1), 5);
+	CHECK_EQ(size_of(2), 1);
+	CHECK_EQ(size_of(3), 1); /* cut back to where the append began */
+	CHECK_EQ(size_of(4), 5); /* not ours: left as it is */
+	CHECK_EQ(size_of(7), 5);
+	/* Settled once: nothing more to look at. */
+	replylog_settle(&rl, open_named, NULL, &st);
+	CHECK_EQ(st.landed + st.cut + st.missing + st.unknown, 0);
+	CHECK_EQ(rl.n_old, 3);
+	replylog_close(&rl);
+	for (unsigned n = 1; n <= 7; n++) {
+		snprintf(path, sizeof path, "%s/f%u", dir, n);
+		unlink(path);
+	}
+}
+
 static void test_refused(void)
 {
 	struct replylog rl;
@@ -180,6 +341,8 @@ int main(void)
 {
 	test_pack();
 	test_instances();
+	test_append_records();
+	test_appends();
 	test_refused();
 	return check_done("test_replylog");
 }
