@@ -348,17 +348,23 @@ static void signal_cb(uv_signal_t *h, int signum)
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 }
 
-/* replylog_settle's way to a file: fh through the handle cache, then
+/* replylog_settle's way to a file: fh through the handle cache, then,
+ * a regular file only (nothing else is opened, a device least of all),
  * opened again by its /proc path with flags (as root, before caps_drop). */
 static int open_fh(void *ctx, const struct pfs_fh *fh, int flags)
 {
 	struct handles *hs = ctx;
 	struct hent *e;
+	struct stat st;
 	char p[EXPORT_PROCPATH_LEN];
 	int ret = handles_get(hs, fh, &e);
 
 	if (ret < 0)
 		return ret;
+	if (fstat(e->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		handles_put(hs, e);
+		return -EINVAL;
+	}
 	export_procpath(p, e->fd);
 	ret = open(p, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (ret < 0)
