@@ -20,8 +20,8 @@
 
 /* A record, little-endian: magic, crc32c of what follows it, its length,
  * op, kind, verf, seq, client_id, id, raw, len (REPLYLOG_FIXED bytes),
- * then the frame header and the wire bytes. An append's (REPLYLOG_APPEND)
- * has op WRITE, raw 0, a zero frame header, and for wire bytes: at (u64),
+ * then the frame header and the wire bytes. An append's (REPLYLOG_APPEND,
+ * REPLYLOG_DROPPED) has op WRITE, raw 0, a zero frame header, and for wire bytes: at (u64),
  * the bytes' length and CRC32C (u32 each), the handle's length (u8) and
  * bytes. */
 size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id, uint64_t id,
@@ -48,14 +48,15 @@ size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client
 	return total;
 }
 
-size_t replylog_pack_append(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
-			    uint64_t id, const struct pfs_fh *fh, uint64_t at, uint32_t len,
-			    uint32_t crc)
+size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_t seq,
+			    uint64_t client_id, uint64_t id, const struct pfs_fh *fh, uint64_t at,
+			    uint32_t len, uint32_t crc)
 {
 	uint8_t body[REPLYLOG_APPEND_FIXED + PFS_FH_MAX];
 	static const uint8_t zero_hdr[PFS_FRAME_HDR_SIZE];
 
-	if (fh->len < 1 || fh->len > PFS_FH_MAX)
+	if (fh->len < 1 || fh->len > PFS_FH_MAX ||
+	    (kind != REPLYLOG_APPEND && kind != REPLYLOG_DROPPED))
 		return 0;
 	pfs_store_le64(body, at);
 	pfs_store_le32(body + 8, len);
@@ -66,7 +67,7 @@ size_t replylog_pack_append(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t
 				 REPLYLOG_APPEND_FIXED + fh->len, 0);
 	if (!n)
 		return 0;
-	pfs_store_le16(slot + 14, REPLYLOG_APPEND);
+	pfs_store_le16(slot + 14, kind);
 	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
 	return n;
 }
@@ -103,14 +104,14 @@ struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_
 	size_t len = pfs_load_le32(slot + 52), raw = pfs_load_le32(slot + 48);
 	uint16_t kind = pfs_load_le16(slot + 14);
 	if (len != total - REC_MIN || raw > PFS_MAX_PAYLOAD ||
-	    (kind != REPLYLOG_REPLY && kind != REPLYLOG_APPEND) || pfs_load_le64(slot + 16) != verf)
+	    kind > REPLYLOG_DROPPED || pfs_load_le64(slot + 16) != verf)
 		return NULL;
 	struct replylog_rec *p = calloc(1, sizeof(*p) + len);
 	if (!p)
 		return NULL;
 	p->kind = kind;
 	p->status = 0;
-	if (kind == REPLYLOG_APPEND) {
+	if (kind != REPLYLOG_REPLY) {
 		if (!unpack_append(slot, len, raw, p))
 			goto bad;
 	} else {
@@ -263,21 +264,27 @@ void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t
 		atomic_fetch_add(&rl->failed, 1);
 }
 
-void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
-		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc)
+static void put_append(struct replylog *rl, uint16_t kind, uint64_t client_id, uint64_t id,
+		       const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc)
 {
 	uint8_t slot[REPLYLOG_SLOT];
 
 	if (rl->fd < 0)
 		return;
 	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
-	size_t n = replylog_pack_append(slot, rl->verf, seq, client_id, id, fh, at, len, crc);
+	size_t n = replylog_pack_append(slot, kind, rl->verf, seq, client_id, id, fh, at, len, crc);
 	if (!n) {
 		atomic_fetch_add(&rl->too_big, 1);
 		return;
 	}
 	if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) != (ssize_t)n)
 		atomic_fetch_add(&rl->failed, 1);
+}
+
+void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
+		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc)
+{
+	put_append(rl, REPLYLOG_APPEND, client_id, id, fh, at, len, crc);
 }
 
 /* The CRC32C of fd's len bytes at off, into *crc: 0, or -errno (-ENODATA:
@@ -373,6 +380,8 @@ void replylog_settle(struct replylog *rl, int (*open_fh)(void *ctx, const struct
 		struct replylog_rec *p = v[i];
 		p->landed = settle_one(p, open_fh, ctx, out);
 		if (!p->landed) {
+			put_append(rl, REPLYLOG_DROPPED, p->client_id, p->id, &p->fh, p->at, p->dlen,
+				   p->dcrc);
 			htab_remove(&rl->old, &p->hn);
 			free(p);
 			rl->n_old--;

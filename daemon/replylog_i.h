@@ -69,6 +69,10 @@
 enum replylog_kind {
 	REPLYLOG_REPLY = 0,  /* a reply */
 	REPLYLOG_APPEND = 1, /* an append about to be written (no reply yet) */
+	/* An append's record that an instance settled as not written: it
+	 * stands in for it, so that an instance after that one does not
+	 * settle it again (by then other bytes may be where it began). */
+	REPLYLOG_DROPPED = 2,
 };
 
 /* A reply an instance before this one gave. */
@@ -136,8 +140,9 @@ struct replylog_settled {
  * began and gave no reply to (REPLYLOG_APPEND records). open_fh(ctx, fh,
  * flags) opens the file fh names (-errno if it cannot). The bytes are
  * where the file ended: the record stays, landed, and the re-sent WRITE
- * is answered from it (replylog_find). Otherwise it goes; a file that
- * ends inside them is cut back to where the append began. */
+ * is answered from it (replylog_find). Otherwise it goes, and a
+ * REPLYLOG_DROPPED record is written in its stead; a file that ends
+ * inside them is cut back to where the append began. */
 void replylog_settle(struct replylog *rl, int (*open_fh)(void *ctx, const struct pfs_fh *fh,
 							 int flags),
 		     void *ctx, struct replylog_settled *out);
@@ -160,11 +165,12 @@ void replylog_forget(struct replylog *rl);
 size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id, uint64_t id,
 		     uint16_t op, const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire,
 		     size_t len, size_t raw);
-/* The record of an append about to be written (replylog_intend): its
- * length (0: a handle of no valid length). */
-size_t replylog_pack_append(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
-			    uint64_t id, const struct pfs_fh *fh, uint64_t at, uint32_t len,
-			    uint32_t crc);
+/* The record of an append about to be written (replylog_intend; kind
+ * REPLYLOG_APPEND), or of one settled as not written (REPLYLOG_DROPPED):
+ * its length (0: a handle of no valid length). */
+size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_t seq,
+			    uint64_t client_id, uint64_t id, const struct pfs_fh *fh, uint64_t at,
+			    uint32_t len, uint32_t crc);
 /* Reads the record in slot[REPLYLOG_SLOT]: a malloc'd struct replylog_rec
  * and its seq, or NULL when the slot holds none of boot verf (empty,
  * torn, another boot, a bad length, a frame header that is not a valid

@@ -7,7 +7,7 @@
  * that a well-formed record is taken. Properties: unpacking never
  * crashes nor reads past the slot; a record taken has a payload that fits
  * its slot and a raw size within PFS_MAX_PAYLOAD, and packing it again
- * gives the same bytes (replylog_pack_append for an append's record);
+ * gives the same bytes (replylog_pack_append for an append's records);
  * for any other boot it is not taken. The seeds (corpus/replylog) are
  * four replies' records laid out as replylog_pack lays them (a mkdir's
  * reply, an error reply, an LZ4-coded one, one that fills its slot), an
@@ -35,12 +35,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(p->len <= REPLYLOG_MAX_WIRE && p->raw <= PFS_MAX_PAYLOAD);
 	FUZZ_ASSERT(p->seq == seq);
 	size_t n;
-	if (p->kind == REPLYLOG_APPEND) {
+	if (p->kind != REPLYLOG_REPLY) {
+		FUZZ_ASSERT(p->kind == REPLYLOG_APPEND || p->kind == REPLYLOG_DROPPED);
 		FUZZ_ASSERT(p->op == PFS_OP_WRITE && p->raw == 0 && !p->landed);
 		FUZZ_ASSERT(p->fh.len >= 1 && p->fh.len <= PFS_FH_MAX);
 		FUZZ_ASSERT(p->len == REPLYLOG_APPEND_FIXED + p->fh.len);
-		n = replylog_pack_append(again, verf, seq, p->client_id, p->id, &p->fh, p->at,
-					 p->dlen, p->dcrc);
+		n = replylog_pack_append(again, p->kind, verf, seq, p->client_id, p->id, &p->fh,
+					 p->at, p->dlen, p->dcrc);
 	} else {
 		FUZZ_ASSERT(p->kind == REPLYLOG_REPLY);
 		n = replylog_pack(again, verf, seq, p->client_id, p->id, p->op, p->hdr, p->wire,

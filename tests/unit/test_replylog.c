@@ -209,9 +209,14 @@ static void test_append_records(void)
 
 	for (unsigned i = 0; i < PFS_FH_MAX; i++)
 		fh.data[i] = (uint8_t)(i + 3);
-	size_t n = replylog_pack_append(slot, 8, 4, 0xc1, 66, &fh, 12345, 4096, 0xdeadbeef);
-	CHECK_EQ(n, (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + REPLYLOG_APPEND_FIXED + PFS_FH_MAX));
+	size_t n = replylog_pack_append(slot, REPLYLOG_DROPPED, 8, 4, 0xc1, 66, &fh, 12345, 4096,
+					0xdeadbeef);
 	struct replylog_rec *p = replylog_unpack(slot, 8, &seq);
+	CHECK(p && p->kind == REPLYLOG_DROPPED && p->at == 12345);
+	free(p);
+	n = replylog_pack_append(slot, REPLYLOG_APPEND, 8, 4, 0xc1, 66, &fh, 12345, 4096, 0xdeadbeef);
+	CHECK_EQ(n, (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + REPLYLOG_APPEND_FIXED + PFS_FH_MAX));
+	p = replylog_unpack(slot, 8, &seq);
 	CHECK(p != NULL);
 	if (p) {
 		CHECK_EQ(p->kind, REPLYLOG_APPEND);
@@ -237,7 +242,7 @@ static void test_append_records(void)
 	static const size_t at[] = { 12, 14, REPLYLOG_FIXED + 3,
 				     REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + 16,
 				     REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + 7 };
-	static const uint8_t to[] = { PFS_OP_MKDIR, 2, 1, 7, 0x80 };
+	static const uint8_t to[] = { PFS_OP_MKDIR, 3, 1, 7, 0x80 };
 	for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
 		uint8_t was = slot[at[i]];
 		slot[at[i]] = to[i];
@@ -248,8 +253,9 @@ static void test_append_records(void)
 	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
 	CHECK((p = replylog_unpack(slot, 8, &seq)) != NULL);
 	free(p);
+	CHECK_EQ(replylog_pack_append(slot, REPLYLOG_REPLY, 8, 4, 1, 1, &fh, 0, 1, 0), 0);
 	fh.len = 0;
-	CHECK_EQ(replylog_pack_append(slot, 8, 4, 1, 1, &fh, 0, 1, 0), 0);
+	CHECK_EQ(replylog_pack_append(slot, REPLYLOG_APPEND, 8, 4, 1, 1, &fh, 0, 1, 0), 0);
 }
 
 /* The appends an instance began and did not answer, as the next one
@@ -308,6 +314,20 @@ static void test_appends(void)
 	replylog_settle(&rl, open_named, NULL, &st);
 	CHECK_EQ(st.landed + st.cut + st.missing + st.unknown, 0);
 	CHECK_EQ(rl.n_old, 3);
+	replylog_close(&rl);
+	/* Another host appends those very bytes where append 2 began, and
+	 * the instance after is killed before append 2 is sent again: the
+	 * next one does not take them for append 2's (it was dropped), nor
+	 * cuts file 3 again; appends 1 and 7 are still there. */
+	file(2, "xyyyy");
+	file(3, "xyy");
+	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
+	replylog_settle(&rl, open_named, NULL, &st);
+	CHECK_EQ(st.landed, 2);
+	CHECK_EQ(st.cut + st.missing + st.unknown, 0);
+	CHECK(replylog_find(&rl, 9, 2, PFS_OP_WRITE) == NULL);
+	CHECK(replylog_find(&rl, 9, 1, PFS_OP_WRITE) != NULL);
+	CHECK_EQ(size_of(3), 3);
 	replylog_close(&rl);
 	for (unsigned n = 1; n <= 7; n++) {
 		snprintf(path, sizeof path, "%s/f%u", dir, n);
