@@ -290,8 +290,14 @@ void dispatch_work_cb(uv_work_t *w)
 		ret = -ENOSYS;
 	else if (o.x.ro && (pfs_op_flags(opc) & PFS_OPF_MODIFY))
 		ret = -EROFS;
-	else
+	else {
+		/* A change whose second run would fail where the first made
+		 * it: its record goes first, for the next instance
+		 * (replylog_i.h, REPLYLOG_BEGUN). */
+		if (r->drc && r->s && replylog_begins(opc))
+			replylog_begin(&r->d->replies, r->s->client_id, r->h.id, (uint16_t)opc);
 		ret = run(&o, &handlers[opc]);
+	}
 	op_reply_settle(&o, ret >= 0);
 
 	/* Held back for a recall: it runs again from its bytes (server.c). */

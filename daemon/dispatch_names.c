@@ -74,6 +74,19 @@ int op_lookup_data(struct op *o)
 	return ret;
 }
 
+/* A change sent again after a restart that the instance before began
+ * (req_i.h: begun) and that fails now as made: name in dirfd is an object
+ * of type fmt (S_IFMT bits; 0: any). Its entry into *e and 0, or err. */
+static int made_before(struct op *o, int err, int dirfd, const char *name, uint32_t fmt,
+		       struct pfs_entry *e)
+{
+	if (!o->r->begun || export_lookup(&o->x, dirfd, name, e) < 0 ||
+	    (fmt && (e->attr.mode & S_IFMT) != fmt))
+		return err;
+	pfs_debug("%s: made by the instance before, found made", pfs_op_name(o->r->h.op));
+	return 0;
+}
+
 int op_mknod(struct op *o)
 {
 	const struct pfs_mknod_req *m = &o->m.mknod_req;
@@ -99,6 +112,8 @@ int op_mkdir(struct op *o)
 			       o->r->new_dir ? &empty : NULL,
 			       o->r->new_dir && o->r->new_xattrs ? &absent : NULL);
 
+	if (ret == -EEXIST) /* (not known empty: no delegation) */
+		ret = made_before(o, ret, o->obj->fd, m->name.s, S_IFDIR, &rep.e);
 	if (ret < 0)
 		return ret;
 	op_inval_dirent(o, &m->parent, &m->name);
@@ -151,6 +166,13 @@ static int unlink_name(struct op *o, bool dir)
 	struct pfs_fh victim;
 	int ret = export_unlink(&o->x, o->obj->fd, m->name.s, dir, &victim);
 
+	if (ret == -ENOENT && o->r->begun) {
+		/* Removed by the instance before (req_i.h: begun); what it
+		 * removed is not known. */
+		pfs_debug("%s: made by the instance before, found made", pfs_op_name(o->r->h.op));
+		victim.len = 0;
+		ret = 0;
+	}
 	if (ret < 0)
 		return ret;
 	op_inval_dirent(o, &m->parent, &m->name);
@@ -458,6 +480,17 @@ int op_rename(struct op *o)
 	int ret = export_rename(&o->x, o->obj->fd, m->name.s, o->obj2->fd, m->newname.s, flags,
 				&victim, &moved, &none);
 
+	if (ret == -ENOENT && !(flags & RENAME_EXCHANGE)) {
+		/* Moved by the instance before (req_i.h: begun): what it
+		 * replaced is not known. */
+		struct pfs_entry e;
+		ret = made_before(o, ret, o->obj2->fd, m->newname.s, 0, &e);
+		if (ret == 0) {
+			moved = e.fh;
+			victim.len = 0;
+			none = false;
+		}
+	}
 	if (ret < 0)
 		return ret;
 	/* A file of ours under delegation now lives in newparent: a request
@@ -522,6 +555,14 @@ int op_create(struct op *o)
 	int ret = export_create(&o->x, o->obj->fd, m->name.s, m->fid, m->flags, m->mode, m->umask,
 				&rep.e, &fresh, o->r->new_xattrs ? &absent : NULL);
 
+	if (ret == -EEXIST && (m->flags & O_EXCL) && o->r->begun) {
+		/* Made by the instance before (req_i.h: begun): opened. */
+		pfs_debug("CREATE: made by the instance before, found made");
+		ret = export_create(&o->x, o->obj->fd, m->name.s, m->fid,
+				    m->flags & ~(uint32_t)(O_EXCL | O_TRUNC), m->mode, m->umask, &rep.e,
+				    &fresh, o->r->new_xattrs ? &absent : NULL);
+		fresh = false;
+	}
 	if (ret < 0)
 		return ret;
 	op_inval_dirent(o, &m->parent, &m->name);

@@ -72,14 +72,38 @@ size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_
 	return n;
 }
 
+size_t replylog_pack_begun(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
+			   uint64_t id, uint16_t op)
+{
+	static const uint8_t zero_hdr[PFS_FRAME_HDR_SIZE];
+	size_t n = replylog_pack(slot, verf, seq, client_id, id, op, zero_hdr, NULL, 0, 0);
+
+	pfs_store_le16(slot + 14, REPLYLOG_BEGUN);
+	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+	return n;
+}
+
+bool replylog_begins(unsigned op)
+{
+	return op == PFS_OP_MKDIR || op == PFS_OP_CREATE || op == PFS_OP_UNLINK ||
+	       op == PFS_OP_RMDIR || op == PFS_OP_RENAME;
+}
+
+static bool zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
 /* An append's record (after its common fields are checked) into p. */
 static bool unpack_append(const uint8_t *slot, size_t len, size_t raw, struct replylog_rec *p)
 {
 	const uint8_t *w = slot + REC_MIN;
 
-	for (size_t i = 0; i < PFS_FRAME_HDR_SIZE; i++)
-		if (slot[REPLYLOG_FIXED + i])
-			return false;
+	if (!zero(slot + REPLYLOG_FIXED, PFS_FRAME_HDR_SIZE))
+		return false;
 	if (raw != 0 || pfs_load_le16(slot + 12) != PFS_OP_WRITE || len < REPLYLOG_APPEND_FIXED + 1 ||
 	    w[16] < 1 || w[16] > PFS_FH_MAX || len != REPLYLOG_APPEND_FIXED + w[16])
 		return false;
@@ -104,14 +128,18 @@ struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_
 	size_t len = pfs_load_le32(slot + 52), raw = pfs_load_le32(slot + 48);
 	uint16_t kind = pfs_load_le16(slot + 14);
 	if (len != total - REC_MIN || raw > PFS_MAX_PAYLOAD ||
-	    kind > REPLYLOG_DROPPED || pfs_load_le64(slot + 16) != verf)
+	    kind > REPLYLOG_BEGUN || pfs_load_le64(slot + 16) != verf)
 		return NULL;
 	struct replylog_rec *p = calloc(1, sizeof(*p) + len);
 	if (!p)
 		return NULL;
 	p->kind = kind;
 	p->status = 0;
-	if (kind != REPLYLOG_REPLY) {
+	if (kind == REPLYLOG_BEGUN) {
+		if (len || raw || !zero(slot + REPLYLOG_FIXED, PFS_FRAME_HDR_SIZE) ||
+		    !replylog_begins(pfs_load_le16(slot + 12)))
+			goto bad;
+	} else if (kind != REPLYLOG_REPLY) {
 		if (!unpack_append(slot, len, raw, p))
 			goto bad;
 	} else {
@@ -281,6 +309,18 @@ static void put_append(struct replylog *rl, uint16_t kind, uint64_t client_id, u
 		atomic_fetch_add(&rl->failed, 1);
 }
 
+void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op)
+{
+	uint8_t slot[REPLYLOG_SLOT];
+
+	if (rl->fd < 0)
+		return;
+	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
+	size_t n = replylog_pack_begun(slot, rl->verf, seq, client_id, id, op);
+	if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) != (ssize_t)n)
+		atomic_fetch_add(&rl->failed, 1);
+}
+
 void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
 		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc)
 {
@@ -406,5 +446,8 @@ const struct replylog_rec *replylog_find(const struct replylog *rl, uint64_t cli
 		return NULL;
 	const struct replylog_rec *p = lookup(rl, client_id, id);
 	/* (An append not settled has no answer: it runs again.) */
-	return p && p->op == op && (p->kind == REPLYLOG_REPLY || p->landed) ? p : NULL;
+	return p && p->op == op &&
+			       (p->kind == REPLYLOG_REPLY || p->kind == REPLYLOG_BEGUN || p->landed)
+		       ? p
+		       : NULL;
 }

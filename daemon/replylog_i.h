@@ -36,13 +36,19 @@
  * the append began, and the re-sent WRITE appends, as the file ends where
  * it did before it. Neither: the re-sent WRITE appends.
  *
- * The window that is left: a podfsd killed between a change other than
- * an append and the write of its record (a few microseconds, in the
- * worker) runs the re-sent request again. A reply too big for a slot (a
- * change's reply is a few hundred bytes) is not written.
+ * A MKDIR, CREATE, UNLINK, RMDIR or RENAME writes a record too before it
+ * runs (replylog_begin, REPLYLOG_BEGUN). Sent again to the next instance
+ * with no reply after that record, it runs again, and the error of a
+ * change already made (EEXIST, ENOENT) counts as the first run's success
+ * (dispatch_names.c, made_before).
  *
- * Threads: replylog_put and replylog_intend from any thread (a slot
- * each, taken atomically); replylog_settle before the loop serves anyone;
+ * The window that is left: a podfsd killed between another change and
+ * the write of its record (a few microseconds, in the worker) runs the
+ * re-sent request again. A reply too big for a slot (a change's reply is
+ * a few hundred bytes) is not written.
+ *
+ * Threads: replylog_put, replylog_intend and replylog_begin from any
+ * thread (a slot each, taken atomically); replylog_settle before the loop serves anyone;
  * replylog_find and replylog_forget on the loop thread only.
  */
 #ifndef PODFSD_REPLYLOG_I_H
@@ -73,6 +79,11 @@ enum replylog_kind {
 	 * stands in for it, so that an instance after that one does not
 	 * settle it again (by then other bytes may be where it began). */
 	REPLYLOG_DROPPED = 2,
+	/* A change about to be made (MKDIR, CREATE, UNLINK, RMDIR, RENAME:
+	 * replylog_begin), no reply yet: sent again, it runs again, and
+	 * the error a second run gets because the first made the change
+	 * (EEXIST, ENOENT) is taken for the first run's success. */
+	REPLYLOG_BEGUN = 3,
 };
 
 /* A reply an instance before this one gave. */
@@ -128,6 +139,12 @@ void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t
 void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
 		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc);
 
+/* Any thread: client_id's request id, a change of opcode op, is about
+ * to be made (REPLYLOG_BEGUN). Best effort, as replylog_put. */
+void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op);
+/* Whether op's requests get a REPLYLOG_BEGUN record. */
+bool replylog_begins(unsigned op);
+
 /* What replylog_settle found of the appends that had no reply. */
 struct replylog_settled {
 	size_t landed;  /* their bytes are where the file ended */
@@ -149,8 +166,8 @@ void replylog_settle(struct replylog *rl, int (*open_fh)(void *ctx, const struct
 
 /* Loop thread: the reply an instance before gave to client_id's request
  * id of opcode op, or an append of its that landed (kind
- * REPLYLOG_APPEND: replylog_settle), or NULL. Valid until
- * replylog_forget. */
+ * REPLYLOG_APPEND: replylog_settle), or a change it began (kind
+ * REPLYLOG_BEGUN), or NULL. Valid until replylog_forget. */
 const struct replylog_rec *replylog_find(const struct replylog *rl, uint64_t client_id,
 					 uint64_t id, uint16_t op);
 /* A malloc'd copy of p (NULL without memory): a request answered from it
@@ -171,11 +188,15 @@ size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client
 size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_t seq,
 			    uint64_t client_id, uint64_t id, const struct pfs_fh *fh, uint64_t at,
 			    uint32_t len, uint32_t crc);
+/* The record of a change begun (replylog_begin): its length. */
+size_t replylog_pack_begun(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
+			   uint64_t id, uint16_t op);
 /* Reads the record in slot[REPLYLOG_SLOT]: a malloc'd struct replylog_rec
  * and its seq, or NULL when the slot holds none of boot verf (empty,
  * torn, another boot, a bad length, a frame header that is not a valid
  * reply header of the record's request and payload, an append's record
- * that is not a WRITE's or whose frame header is not zero). */
+ * that is not a WRITE's or whose frame header is not zero, a change
+ * begun's with a payload or a frame header that is not zero). */
 struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_t *seq);
 
 #endif /* PODFSD_REPLYLOG_I_H */

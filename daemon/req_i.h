@@ -51,6 +51,10 @@ struct req {
 	bool landed;
 	uint64_t landed_at;
 	uint32_t landed_len, landed_crc;
+	/* Or a change the instance before began and gave no reply to
+	 * (REPLYLOG_BEGUN): it runs again, and the error of a change already
+	 * made counts as made (dispatch_names.c). */
+	bool begun;
 	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
 	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */

@@ -406,7 +406,14 @@ static bool duplicate(struct conn *c, struct req *r)
 		 * before its reply went out (replylog_i.h)? */
 		const struct replylog_rec *p = replylog_find(&r->d->replies, r->s->client_id, r->h.id,
 							     r->h.op);
-		if (p && p->kind == REPLYLOG_APPEND) {
+		if (p && p->kind == REPLYLOG_BEGUN) {
+			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
+				"conn %llu req %llu %s: sent again after a restart, begun by the "
+				"instance before: made again, or found made", (unsigned long long)c->id,
+				(unsigned long long)r->h.id, pfs_op_name(r->h.op));
+			r->begun = true;
+			r->replayed = true; /* it waits as a change (after_work_cb) */
+		} else if (p && p->kind == REPLYLOG_APPEND) {
 			/* Its bytes are in the file: op_write answers it. */
 			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
 				"conn %llu req %llu WRITE: sent again after a restart, its append "

@@ -7,12 +7,13 @@
  * that a well-formed record is taken. Properties: unpacking never
  * crashes nor reads past the slot; a record taken has a payload that fits
  * its slot and a raw size within PFS_MAX_PAYLOAD, and packing it again
- * gives the same bytes (replylog_pack_append for an append's records);
+ * gives the same bytes (replylog_pack_append for an append's records,
+ * replylog_pack_begun for a change begun);
  * for any other boot it is not taken. The seeds (corpus/replylog) are
  * four replies' records laid out as replylog_pack lays them (a mkdir's
  * reply, an error reply, an LZ4-coded one, one that fills its slot), an
- * append's record as replylog_pack_append lays it, and one that is not a
- * record.
+ * append's record as replylog_pack_append lays it, a rename begun as
+ * replylog_pack_begun lays it, and one that is not a record.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(p->len <= REPLYLOG_MAX_WIRE && p->raw <= PFS_MAX_PAYLOAD);
 	FUZZ_ASSERT(p->seq == seq);
 	size_t n;
-	if (p->kind != REPLYLOG_REPLY) {
+	if (p->kind == REPLYLOG_BEGUN) {
+		FUZZ_ASSERT(p->len == 0 && p->raw == 0 && replylog_begins(p->op));
+		n = replylog_pack_begun(again, verf, seq, p->client_id, p->id, p->op);
+	} else if (p->kind != REPLYLOG_REPLY) {
 		FUZZ_ASSERT(p->kind == REPLYLOG_APPEND || p->kind == REPLYLOG_DROPPED);
 		FUZZ_ASSERT(p->op == PFS_OP_WRITE && p->raw == 0 && !p->landed);
 		FUZZ_ASSERT(p->fh.len >= 1 && p->fh.len <= PFS_FH_MAX);

@@ -206,19 +206,22 @@ def test_change_whose_reply_was_lost_with_podfsd_runs_once(env, daemon, mount, c
 REPLYLOG_SLOT = 1024
 REPLYLOG_MAGIC = 0x4c524650  # "PFRL"
 OP_WRITE = 24
+OPS = {"mkdir": 15, "unlink": 17, "rmdir": 18, "rename": 19, "rename-over": 19,
+       "create-exclusive": 22}
 
 
-def _drop_write_replies(path):
-    """Empties the slots of STATE_DIR/replies that hold a WRITE's reply
+def _drop_write_replies(path, opcode=OP_WRITE):
+    """Empties the slots of STATE_DIR/replies that hold a reply to opcode
     (daemon/replylog.c: magic, crc, length, op, kind...), as if podfsd had
     been killed before it wrote them; its records of the appends it was
-    about to write (kind 1) stay. Returns how many it emptied."""
+    about to write (kind 1) and of the changes it began (kind 3) stay.
+    Returns how many it emptied."""
     n = 0
     with open(path, "r+b") as f:
         data = f.read()
         for at in range(0, len(data), REPLYLOG_SLOT):
             magic, _, _, op, kind = struct.unpack_from("<IIIHH", data, at)
-            if magic == REPLYLOG_MAGIC and op == OP_WRITE and kind == 0:
+            if magic == REPLYLOG_MAGIC and op == opcode and kind == 0:
                 f.seek(at)
                 f.write(bytes(min(REPLYLOG_SLOT, len(data) - at)))
                 n += 1
@@ -261,6 +264,41 @@ def test_append_whose_podfsd_died_before_its_reply_was_kept_lands_once(env, daem
         assert said in log, log[-3000:]
         if landed == "all":
             assert "its append found where the instance before wrote it" in log
+        write_file(a / "after", b"ok")
+        assert read_file(env.export / "after") == b"ok"
+
+
+@EXPORT_AT_ONCE
+@pytest.mark.parametrize("change", sorted(OPS))
+def test_change_whose_podfsd_died_before_its_reply_was_kept_is_found_made(env, daemon, mount,
+                                                                          change):
+    """podfsd killed (-9) after a change but before it kept the change's
+    reply: the next instance finds the record podfsd wrote before it made
+    the change (daemon/replylog_i.h, REPLYLOG_BEGUN), runs the change sent
+    again, and takes the error of a change already made (EEXIST for a
+    mkdir or an exclusive create, ENOENT for an unlink, rmdir or rename)
+    for the first run's success. Before, the call failed with that error
+    although the change was made. The state is made by emptying the
+    reply's record after the kill."""
+    setup, make, made, after = CHANGES[change]
+    with relayed_mount(daemon, mount) as (relay, a):
+        ctx = setup(a)
+        for n in NAMES:
+            os.path.lexists(a / n)
+        relay.hold_down()
+        w = Worker(make, a, ctx)
+        wait_for(lambda: made(env.export) and relay.held, 10,
+                 what=f"podfsd to make the change ({change}) and send its reply")
+        assert w.is_alive(), "the change returned without its reply"
+        daemon.kill9()
+        relay.cut()
+        assert _drop_write_replies(daemon.state_dir / "replies", OPS[change]) == 1
+        relay.release_down()
+        daemon.start()
+        w.join(30)  # no EEXIST or ENOENT
+        assert after(env.export), \
+            f"the export after {change} sent again, not as made once: {_export(env.export)}"
+        assert "begun by the instance before" in daemon.log()
         write_file(a / "after", b"ok")
         assert read_file(env.export / "after") == b"ok"
 

@@ -9,7 +9,7 @@
  * An append's record, written before its data, packs and unpacks, and a
  * new instance settles each one that has no reply: written (answered
  * later), cut short (the file cut back), not written or not checkable
- * (forgotten).
+ * (forgotten). A change begun is found until its reply comes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -258,6 +258,51 @@ static void test_append_records(void)
 	CHECK_EQ(replylog_pack_append(slot, REPLYLOG_APPEND, 8, 4, 1, 1, &fh, 0, 1, 0), 0);
 }
 
+/* A change begun: packed, read back, found by the next instance until
+ * its reply's record comes after it; only the opcodes that take one. */
+static void test_begun(void)
+{
+	uint8_t slot[REPLYLOG_SLOT];
+	uint64_t seq = 0;
+	struct replylog rl;
+	char err[256];
+
+	size_t n = replylog_pack_begun(slot, 3, 12, 0xab, 99, PFS_OP_RENAME);
+	CHECK_EQ(n, (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE));
+	struct replylog_rec *p = replylog_unpack(slot, 3, &seq);
+	CHECK(p && p->kind == REPLYLOG_BEGUN && p->op == PFS_OP_RENAME && p->id == 99 &&
+	      p->client_id == 0xab && p->len == 0 && seq == 12);
+	free(p);
+	/* Not an opcode that takes one, a payload, a frame header. */
+	static const size_t at[] = { 12, 52, REPLYLOG_FIXED + 2 };
+	static const uint8_t to[] = { PFS_OP_WRITE, 1, 1 };
+	for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+		uint8_t was = slot[at[i]];
+		slot[at[i]] = to[i];
+		pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+		CHECK(replylog_unpack(slot, 3, &seq) == NULL);
+		slot[at[i]] = was;
+	}
+	CHECK(replylog_begins(PFS_OP_MKDIR) && replylog_begins(PFS_OP_CREATE) &&
+	      replylog_begins(PFS_OP_UNLINK) && replylog_begins(PFS_OP_RMDIR) &&
+	      replylog_begins(PFS_OP_RENAME));
+	CHECK(!replylog_begins(PFS_OP_WRITE) && !replylog_begins(PFS_OP_SETATTR) &&
+	      !replylog_begins(PFS_OP_LOOKUP));
+
+	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
+	replylog_begin(&rl, 4, 1, PFS_OP_MKDIR);
+	replylog_begin(&rl, 4, 2, PFS_OP_UNLINK);
+	put(&rl, 4, 2, 'u'); /* answered */
+	replylog_close(&rl);
+	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
+	const struct replylog_rec *q = replylog_find(&rl, 4, 1, PFS_OP_MKDIR);
+	CHECK(q && q->kind == REPLYLOG_BEGUN);
+	CHECK(replylog_find(&rl, 4, 1, PFS_OP_RMDIR) == NULL);
+	CHECK((q = replylog_find(&rl, 4, 2, PFS_OP_UNLINK)) && q->kind == REPLYLOG_REPLY &&
+	      q->wire[0] == 'u');
+	replylog_close(&rl);
+}
+
 /* The appends an instance began and did not answer, as the next one
  * finds them. */
 static void test_appends(void)
@@ -362,6 +407,7 @@ int main(void)
 	test_pack();
 	test_instances();
 	test_append_records();
+	test_begun();
 	test_appends();
 	test_refused();
 	return check_done("test_replylog");
