@@ -479,6 +479,7 @@ int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, 
 		*at = x->landed_at;
 		done = len;
 	}
+	/* Held until the data is written or the write failed (out_put). */
 	pthread_mutex_t *lk = append && !done ? append_lock(x, fd, data, len) : NULL;
 	while (done < len) {
 		ssize_t n = append ? write(fd, data + done, len - done)
@@ -508,13 +509,13 @@ int export_write(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, 
 		}
 		done += (size_t)n;
 	}
-	if (lk)
-		pthread_mutex_unlock(lk);
 	*written = (uint32_t)done;
 	if (fd != f->fd)
 		atomic_fetch_add(x->direct, (uint64_t)done);
 	ret = export_getattr(f->fd, a);
 out_put:
+	if (lk)
+		pthread_mutex_unlock(lk);
 	free(bounce);
 	session_fid_put(x->s, f);
 	return ret;

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from helpers import MiB, read_file, run
+from helpers import MiB, Worker, read_file, run
 
 # EXT4_IOC_SHUTDOWN (= XFS_IOC_GOINGDOWN), _IOR('X', 125, __u32); flag
 # EXT4_GOING_FLAGS_NOLOGFLUSH: as a disk that stopped answering would.
@@ -178,6 +178,37 @@ def test_file_size_limit_of_the_daemon_is_efbig(env):
     assert d.alive()
     (mm / "g").write_bytes(b"still here")
     assert (d.export / "g").read_bytes() == b"still here"
+
+
+def test_an_append_that_fails_leaves_the_next_appends_working(env):
+    """An append that fails (EFBIG past podfsd's file-size limit) lets the
+    next appends to that file through: podfsd takes a lock of the inode's
+    for each append (daemon/replylog_i.h), and the failed one gave it
+    back. (Before, a failed append kept it, and the next append to any
+    file of its lock waited for ever; the handlers' fuzzer found it.)"""
+    d = env.start_daemon()
+    run(["prlimit", f"--pid={d.proc.pid}", f"--fsize={MiB}"], timeout=30)
+    mm = env.mount(d)
+    fd = os.open(mm / "log", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, b"x" * MiB)
+        os.fsync(fd)
+        os.write(fd, b"y" * 4096)  # past the limit
+        with pytest.raises(OSError) as e:
+            os.fsync(fd)
+        assert e.value.errno == errno.EFBIG, e.value
+    finally:
+        os.close(fd)
+    os.truncate(d.export / "log", 0)
+
+    def append_again():
+        with open(mm / "log", "ab") as f:
+            f.write(b"again")
+        return True
+
+    w = Worker(append_again)
+    assert w.join(20) is True, "the append after a failed one never returned"
+    assert (d.export / "log").read_bytes() == b"again"
 
 
 CLOSE_IN_A_CHILD = """
