@@ -76,7 +76,9 @@ int op_lookup_data(struct op *o)
 
 /* A change sent again after a restart that the instance before began
  * (req_i.h: begun) and that fails now as made: name in dirfd is an object
- * of type fmt (S_IFMT bits; 0: any). Its entry into *e and 0, or err. */
+ * of type fmt (S_IFMT bits; 0: any). Its entry into *e and 0, or err.
+ * (MKDIR, MKNOD, SYMLINK, LINK, RENAME; UNLINK, RMDIR and CREATE below,
+ * the xattrs in dispatch_xattrs.c.) */
 static int made_before(struct op *o, int err, int dirfd, const char *name, uint32_t fmt,
 		       struct pfs_entry *e)
 {
@@ -93,6 +95,8 @@ int op_mknod(struct op *o)
 	struct pfs_entry e;
 	int ret = export_mknod(&o->x, o->obj->fd, m->name.s, m->mode, m->rdev, m->umask, &e);
 
+	if (ret == -EEXIST)
+		ret = made_before(o, ret, o->obj->fd, m->name.s, m->mode & S_IFMT, &e);
 	if (ret < 0)
 		return ret;
 	op_inval_dirent(o, &m->parent, &m->name);
@@ -152,6 +156,8 @@ int op_symlink(struct op *o)
 	struct pfs_entry e;
 	int ret = export_symlink(&o->x, o->obj->fd, m->name.s, m->target.s, &e);
 
+	if (ret == -EEXIST)
+		ret = made_before(o, ret, o->obj->fd, m->name.s, S_IFLNK, &e);
 	if (ret < 0)
 		return ret;
 	op_inval_dirent(o, &m->parent, &m->name);
@@ -539,6 +545,10 @@ int op_link(struct op *o)
 	struct pfs_entry e;
 	int ret = export_link(&o->x, o->obj->fd, o->obj2->fd, m->newname.s, &e);
 
+	/* (Made before if the name is the file's.) */
+	if (ret == -EEXIST && made_before(o, ret, o->obj2->fd, m->newname.s, 0, &e) == 0 &&
+	    pfs_fh_equal(&e.fh, &m->fh))
+		ret = 0;
 	if (ret < 0)
 		return ret;
 	op_inval_dirent(o, &m->newparent, &m->newname);

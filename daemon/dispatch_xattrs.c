@@ -1,6 +1,7 @@
 /* dispatch_xattrs.c: the handlers of extended attributes (SETXATTR,
  * GETXATTR, LISTXATTR, REMOVEXATTR). Worker threads (see op_i.h). */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "handles_i.h"
@@ -24,6 +25,15 @@ int op_setxattr(struct op *o)
 	if (acl_forewarn(o, &m->fh, m->name.s))
 		return -OP_RECALL;
 	ret = export_setxattr(&o->x, o->obj, m->name.s, m->value.p, m->value.len, m->flags);
+	if (ret == -EEXIST && o->r->begun && m->value.len <= PFS_XATTR_SIZE_MAX) {
+		/* Set by the instance before (req_i.h: begun) if the value
+		 * there is the one asked for. */
+		uint8_t *buf = xmalloc(m->value.len + 1);
+		ssize_t n = export_getxattr(&o->x, o->obj, m->name.s, buf, m->value.len + 1);
+		if (n == (ssize_t)m->value.len && memcmp(buf, m->value.p, m->value.len) == 0)
+			ret = 0;
+		free(buf);
+	}
 	if (ret == 0)
 		op_inval_inode(o, &m->fh, -1, 0);
 	return ret;
@@ -74,6 +84,8 @@ int op_removexattr(struct op *o)
 	if (acl_forewarn(o, &m->fh, m->name.s))
 		return -OP_RECALL;
 	ret = export_removexattr(&o->x, o->obj, m->name.s);
+	if (ret == -ENODATA && o->r->begun)
+		ret = 0; /* removed by the instance before (req_i.h: begun) */
 	if (ret == 0)
 		op_inval_inode(o, &m->fh, -1, 0);
 	return ret;

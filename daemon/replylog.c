@@ -86,7 +86,9 @@ size_t replylog_pack_begun(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t 
 bool replylog_begins(unsigned op)
 {
 	return op == PFS_OP_MKDIR || op == PFS_OP_CREATE || op == PFS_OP_UNLINK ||
-	       op == PFS_OP_RMDIR || op == PFS_OP_RENAME;
+	       op == PFS_OP_RMDIR || op == PFS_OP_RENAME || op == PFS_OP_MKNOD ||
+	       op == PFS_OP_SYMLINK || op == PFS_OP_LINK || op == PFS_OP_SETXATTR ||
+	       op == PFS_OP_REMOVEXATTR;
 }
 
 static bool zero(const uint8_t *p, size_t n)

@@ -36,11 +36,11 @@
  * the append began, and the re-sent WRITE appends, as the file ends where
  * it did before it. Neither: the re-sent WRITE appends.
  *
- * A MKDIR, CREATE, UNLINK, RMDIR or RENAME writes a record too before it
- * runs (replylog_begin, REPLYLOG_BEGUN). Sent again to the next instance
- * with no reply after that record, it runs again, and the error of a
- * change already made (EEXIST, ENOENT) counts as the first run's success
- * (dispatch_names.c, made_before).
+ * A change of names or xattrs writes a record too before it runs
+ * (replylog_begin, REPLYLOG_BEGUN). Sent again to the next instance with
+ * no reply after that record, it runs again, and the error of a change
+ * already made (EEXIST, ENOENT, ENODATA) counts as the first run's
+ * success (dispatch_names.c, made_before; dispatch_xattrs.c).
  *
  * The window that is left: a podfsd killed between another change and
  * the write of its record (a few microseconds, in the worker) runs the
@@ -79,10 +79,11 @@ enum replylog_kind {
 	 * stands in for it, so that an instance after that one does not
 	 * settle it again (by then other bytes may be where it began). */
 	REPLYLOG_DROPPED = 2,
-	/* A change about to be made (MKDIR, CREATE, UNLINK, RMDIR, RENAME:
-	 * replylog_begin), no reply yet: sent again, it runs again, and
-	 * the error a second run gets because the first made the change
-	 * (EEXIST, ENOENT) is taken for the first run's success. */
+	/* A change about to be made (replylog_begins: MKDIR, MKNOD, SYMLINK,
+	 * LINK, CREATE, UNLINK, RMDIR, RENAME, SETXATTR, REMOVEXATTR), no
+	 * reply yet: sent again, it runs again, and the error a second run
+	 * gets because the first made the change (EEXIST, ENOENT, ENODATA)
+	 * is taken for the first run's success. */
 	REPLYLOG_BEGUN = 3,
 };
 

@@ -207,7 +207,8 @@ REPLYLOG_SLOT = 1024
 REPLYLOG_MAGIC = 0x4c524650  # "PFRL"
 OP_WRITE = 24
 OPS = {"mkdir": 15, "unlink": 17, "rmdir": 18, "rename": 19, "rename-over": 19,
-       "create-exclusive": 22}
+       "create-exclusive": 22, "mkfifo": 14, "symlink": 16, "link": 20, "setxattr-create": 31,
+       "removexattr": 34}
 
 
 def _drop_write_replies(path, opcode=OP_WRITE):
@@ -276,8 +277,9 @@ def test_change_whose_podfsd_died_before_its_reply_was_kept_is_found_made(env, d
     reply: the next instance finds the record podfsd wrote before it made
     the change (daemon/replylog_i.h, REPLYLOG_BEGUN), runs the change sent
     again, and takes the error of a change already made (EEXIST for a
-    mkdir or an exclusive create, ENOENT for an unlink, rmdir or rename)
-    for the first run's success. Before, the call failed with that error
+    mkdir, mknod, symlink, link, exclusive create or exclusive setxattr,
+    ENOENT for an unlink, rmdir or rename, ENODATA for a removexattr) for
+    the first run's success. Before, the call failed with that error
     although the change was made. The state is made by emptying the
     reply's record after the kill."""
     setup, make, made, after = CHANGES[change]

@@ -286,8 +286,11 @@ static void test_begun(void)
 	CHECK(replylog_begins(PFS_OP_MKDIR) && replylog_begins(PFS_OP_CREATE) &&
 	      replylog_begins(PFS_OP_UNLINK) && replylog_begins(PFS_OP_RMDIR) &&
 	      replylog_begins(PFS_OP_RENAME));
+	CHECK(replylog_begins(PFS_OP_MKNOD) && replylog_begins(PFS_OP_SYMLINK) &&
+	      replylog_begins(PFS_OP_LINK) && replylog_begins(PFS_OP_SETXATTR) &&
+	      replylog_begins(PFS_OP_REMOVEXATTR));
 	CHECK(!replylog_begins(PFS_OP_WRITE) && !replylog_begins(PFS_OP_SETATTR) &&
-	      !replylog_begins(PFS_OP_LOOKUP));
+	      !replylog_begins(PFS_OP_LOOKUP) && !replylog_begins(PFS_OP_OPEN));
 
 	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
 	replylog_begin(&rl, 4, 1, PFS_OP_MKDIR);
