@@ -181,6 +181,15 @@ def test_change_whose_reply_was_lost_with_podfsd_runs_once(env, daemon, mount, c
     state directory (daemon/replylog_i.h), and does not run it again
     (before, a re-sent mkdir failed with EEXIST, an unlink with ENOENT,
     and an append landed twice)."""
+    _lost_with_podfsd(env, daemon, mount, change)
+    assert "answered with the reply of the instance before" in daemon.log()
+
+
+def _lost_with_podfsd(env, daemon, mount, change, after_kill=lambda: None):
+    """change is made, its reply held at the relay once sent, podfsd
+    killed (-9), after_kill() run, podfsd started again: the call sent
+    again must return without an error, the export be as one run leaves
+    it, and the mount work on."""
     setup, make, made, after = CHANGES[change]
     with relayed_mount(daemon, mount) as (relay, a):
         ctx = setup(a)
@@ -193,12 +202,12 @@ def test_change_whose_reply_was_lost_with_podfsd_runs_once(env, daemon, mount, c
         assert w.is_alive(), "the change returned without its reply"
         daemon.kill9()
         relay.cut()
+        after_kill()
         relay.release_down()
         daemon.start()
-        w.join(30)
+        w.join(30)  # no EEXIST, ENOENT or ENODATA from a second run
         assert after(env.export), \
             f"the export after {change} sent again, not as made once: {_export(env.export)}"
-        assert "answered with the reply of the instance before" in daemon.log()
         write_file(a / "after", b"ok")
         assert read_file(env.export / "after") == b"ok"
 
@@ -282,27 +291,11 @@ def test_change_whose_podfsd_died_before_its_reply_was_kept_is_found_made(env, d
     the first run's success. Before, the call failed with that error
     although the change was made. The state is made by emptying the
     reply's record after the kill."""
-    setup, make, made, after = CHANGES[change]
-    with relayed_mount(daemon, mount) as (relay, a):
-        ctx = setup(a)
-        for n in NAMES:
-            os.path.lexists(a / n)
-        relay.hold_down()
-        w = Worker(make, a, ctx)
-        wait_for(lambda: made(env.export) and relay.held, 10,
-                 what=f"podfsd to make the change ({change}) and send its reply")
-        assert w.is_alive(), "the change returned without its reply"
-        daemon.kill9()
-        relay.cut()
+    def drop():
         assert _drop_write_replies(daemon.state_dir / "replies", OPS[change]) == 1
-        relay.release_down()
-        daemon.start()
-        w.join(30)  # no EEXIST or ENOENT
-        assert after(env.export), \
-            f"the export after {change} sent again, not as made once: {_export(env.export)}"
-        assert "begun by the instance before" in daemon.log()
-        write_file(a / "after", b"ok")
-        assert read_file(env.export / "after") == b"ok"
+
+    _lost_with_podfsd(env, daemon, mount, change, drop)
+    assert "begun by the instance before" in daemon.log()
 
 
 def _append4(fd):

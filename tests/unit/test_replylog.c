@@ -201,6 +201,23 @@ static void intend(struct replylog *rl, uint64_t id, unsigned n, uint64_t at, co
 			pfs_crc32c(0, bytes, strlen(bytes)));
 }
 
+/* The record in slot[n] (of boot verf) with each slot[at[i]] set to to[i]
+ * in turn, its checksum made right: refused. */
+static void refused_changed(uint8_t *slot, size_t n, uint64_t verf, const size_t *at,
+			    const uint8_t *to, size_t count)
+{
+	uint64_t seq;
+
+	for (size_t i = 0; i < count; i++) {
+		uint8_t was = slot[at[i]];
+		slot[at[i]] = to[i];
+		pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+		CHECK(replylog_unpack(slot, verf, &seq) == NULL);
+		slot[at[i]] = was;
+	}
+	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+}
+
 static void test_append_records(void)
 {
 	uint8_t slot[REPLYLOG_SLOT];
@@ -242,15 +259,8 @@ static void test_append_records(void)
 	static const size_t at[] = { 12, 14, REPLYLOG_FIXED + 3,
 				     REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + 16,
 				     REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + 7 };
-	static const uint8_t to[] = { PFS_OP_MKDIR, 3, 1, 7, 0x80 };
-	for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
-		uint8_t was = slot[at[i]];
-		slot[at[i]] = to[i];
-		pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
-		CHECK(replylog_unpack(slot, 8, &seq) == NULL);
-		slot[at[i]] = was;
-	}
-	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+	static const uint8_t to[] = { PFS_OP_MKDIR, 4, 1, 7, 0x80 };
+	refused_changed(slot, n, 8, at, to, sizeof at / sizeof at[0]);
 	CHECK((p = replylog_unpack(slot, 8, &seq)) != NULL);
 	free(p);
 	CHECK_EQ(replylog_pack_append(slot, REPLYLOG_REPLY, 8, 4, 1, 1, &fh, 0, 1, 0), 0);
@@ -276,13 +286,9 @@ static void test_begun(void)
 	/* Not an opcode that takes one, a payload, a frame header. */
 	static const size_t at[] = { 12, 52, REPLYLOG_FIXED + 2 };
 	static const uint8_t to[] = { PFS_OP_WRITE, 1, 1 };
-	for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
-		uint8_t was = slot[at[i]];
-		slot[at[i]] = to[i];
-		pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
-		CHECK(replylog_unpack(slot, 3, &seq) == NULL);
-		slot[at[i]] = was;
-	}
+	refused_changed(slot, n, 3, at, to, sizeof at / sizeof at[0]);
+	CHECK((p = replylog_unpack(slot, 3, &seq)) != NULL);
+	free(p);
 	CHECK(replylog_begins(PFS_OP_MKDIR) && replylog_begins(PFS_OP_CREATE) &&
 	      replylog_begins(PFS_OP_UNLINK) && replylog_begins(PFS_OP_RMDIR) &&
 	      replylog_begins(PFS_OP_RENAME));
