@@ -21,9 +21,10 @@
 /* A record, little-endian: magic, crc32c of what follows it, its length,
  * op, kind, verf, seq, client_id, id, raw, len (REPLYLOG_FIXED bytes),
  * then the frame header and the wire bytes. An append's (REPLYLOG_APPEND,
- * REPLYLOG_DROPPED) has op WRITE, raw 0, a zero frame header, and for wire bytes: at (u64),
- * the bytes' length and CRC32C (u32 each), the handle's length (u8) and
- * bytes. */
+ * REPLYLOG_DROPPED) has op WRITE, raw 0, a zero frame header, and for
+ * wire bytes: at (u64), the bytes' length and CRC32C (u32 each), the
+ * handle's length (u8) and bytes. A change begun's (REPLYLOG_BEGUN) has
+ * a zero frame header and no wire bytes. */
 size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id, uint64_t id,
 		     uint16_t op, const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire,
 		     size_t len, size_t raw)
@@ -48,12 +49,24 @@ size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client
 	return total;
 }
 
+static const uint8_t zero_hdr[PFS_FRAME_HDR_SIZE];
+
+/* Marks the record of n bytes in slot as of kind (not a reply), its
+ * checksum made again. Returns n. */
+static size_t set_kind(uint8_t *slot, size_t n, uint16_t kind)
+{
+	if (n) {
+		pfs_store_le16(slot + 14, kind);
+		pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
+	}
+	return n;
+}
+
 size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_t seq,
 			    uint64_t client_id, uint64_t id, const struct pfs_fh *fh, uint64_t at,
 			    uint32_t len, uint32_t crc)
 {
 	uint8_t body[REPLYLOG_APPEND_FIXED + PFS_FH_MAX];
-	static const uint8_t zero_hdr[PFS_FRAME_HDR_SIZE];
 
 	if (fh->len < 1 || fh->len > PFS_FH_MAX ||
 	    (kind != REPLYLOG_APPEND && kind != REPLYLOG_DROPPED))
@@ -63,24 +76,17 @@ size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_
 	pfs_store_le32(body + 12, crc);
 	body[16] = fh->len;
 	memcpy(body + REPLYLOG_APPEND_FIXED, fh->data, fh->len);
-	size_t n = replylog_pack(slot, verf, seq, client_id, id, PFS_OP_WRITE, zero_hdr, body,
-				 REPLYLOG_APPEND_FIXED + fh->len, 0);
-	if (!n)
-		return 0;
-	pfs_store_le16(slot + 14, kind);
-	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
-	return n;
+	return set_kind(slot,
+			replylog_pack(slot, verf, seq, client_id, id, PFS_OP_WRITE, zero_hdr, body,
+				      REPLYLOG_APPEND_FIXED + fh->len, 0),
+			kind);
 }
 
 size_t replylog_pack_begun(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
 			   uint64_t id, uint16_t op)
 {
-	static const uint8_t zero_hdr[PFS_FRAME_HDR_SIZE];
-	size_t n = replylog_pack(slot, verf, seq, client_id, id, op, zero_hdr, NULL, 0, 0);
-
-	pfs_store_le16(slot + 14, REPLYLOG_BEGUN);
-	pfs_store_le32(slot + 4, pfs_crc32c(0, slot + 8, n - 8));
-	return n;
+	return set_kind(slot, replylog_pack(slot, verf, seq, client_id, id, op, zero_hdr, NULL, 0, 0),
+			REPLYLOG_BEGUN);
 }
 
 bool replylog_begins(unsigned op)
@@ -277,6 +283,17 @@ void replylog_close(struct replylog *rl)
 	rl->fd = -1;
 }
 
+/* Writes the record of n bytes in slot (0: it did not fit, counted) to
+ * seq's place in the ring. */
+static void write_slot(struct replylog *rl, uint64_t seq, const uint8_t *slot, size_t n)
+{
+	if (!n)
+		atomic_fetch_add(&rl->too_big, 1);
+	else if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) !=
+		 (ssize_t)n)
+		atomic_fetch_add(&rl->failed, 1);
+}
+
 void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op,
 		  const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire, size_t len, size_t raw)
 {
@@ -285,13 +302,8 @@ void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t
 	if (rl->fd < 0)
 		return;
 	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
-	size_t n = replylog_pack(slot, rl->verf, seq, client_id, id, op, hdr, wire, len, raw);
-	if (!n) {
-		atomic_fetch_add(&rl->too_big, 1);
-		return;
-	}
-	if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) != (ssize_t)n)
-		atomic_fetch_add(&rl->failed, 1);
+	write_slot(rl, seq, slot,
+		   replylog_pack(slot, rl->verf, seq, client_id, id, op, hdr, wire, len, raw));
 }
 
 static void put_append(struct replylog *rl, uint16_t kind, uint64_t client_id, uint64_t id,
@@ -302,13 +314,8 @@ static void put_append(struct replylog *rl, uint16_t kind, uint64_t client_id, u
 	if (rl->fd < 0)
 		return;
 	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
-	size_t n = replylog_pack_append(slot, kind, rl->verf, seq, client_id, id, fh, at, len, crc);
-	if (!n) {
-		atomic_fetch_add(&rl->too_big, 1);
-		return;
-	}
-	if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) != (ssize_t)n)
-		atomic_fetch_add(&rl->failed, 1);
+	write_slot(rl, seq, slot,
+		   replylog_pack_append(slot, kind, rl->verf, seq, client_id, id, fh, at, len, crc));
 }
 
 void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op)
@@ -318,9 +325,7 @@ void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16
 	if (rl->fd < 0)
 		return;
 	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
-	size_t n = replylog_pack_begun(slot, rl->verf, seq, client_id, id, op);
-	if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) != (ssize_t)n)
-		atomic_fetch_add(&rl->failed, 1);
+	write_slot(rl, seq, slot, replylog_pack_begun(slot, rl->verf, seq, client_id, id, op));
 }
 
 void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,

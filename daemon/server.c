@@ -406,33 +406,31 @@ static bool duplicate(struct conn *c, struct req *r)
 		 * before its reply went out (replylog_i.h)? */
 		const struct replylog_rec *p = replylog_find(&r->d->replies, r->s->client_id, r->h.id,
 							     r->h.op);
+		const char *how = NULL;
 		if (p && p->kind == REPLYLOG_BEGUN) {
-			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
-				"conn %llu req %llu %s: sent again after a restart, begun by the "
-				"instance before: made again, or found made", (unsigned long long)c->id,
-				(unsigned long long)r->h.id, pfs_op_name(r->h.op));
+			how = "begun by the instance before: made again, or found made";
 			r->begun = true;
 			r->replayed = true; /* it waits as a change (after_work_cb) */
 		} else if (p && p->kind == REPLYLOG_APPEND) {
 			/* Its bytes are in the file: op_write answers it. */
-			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
-				"conn %llu req %llu WRITE: sent again after a restart, its append "
-				"found where the instance before wrote it", (unsigned long long)c->id,
-				(unsigned long long)r->h.id);
+			how = "its append found where the instance before wrote it";
 			r->landed = true;
 			r->landed_at = p->at;
 			r->landed_len = p->dlen;
 			r->landed_crc = p->dcrc;
 		} else if (p && (r->replay = replylog_copy(p))) {
-			/* Said once; the count comes when they go (sweep.c). */
-			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
-				"conn %llu req %llu %s: sent again after a restart, answered with "
-				"the reply of the instance before", (unsigned long long)c->id,
-				(unsigned long long)r->h.id, pfs_op_name(r->h.op));
-			/* It goes the way of a request (dispatch.c takes the
-			 * reply), so that it waits as a change's reply does. */
-			return false;
+			how = "answered with the reply of the instance before";
 		}
+		/* Said once; the count comes when they go (sweep.c). */
+		if (how)
+			pfs_log(r->d->rl_answered++ ? PFS_LOG_DEBUG : PFS_LOG_INFO,
+				"conn %llu req %llu %s: sent again after a restart, %s",
+				(unsigned long long)c->id, (unsigned long long)r->h.id,
+				pfs_op_name(r->h.op), how);
+		/* A reply kept goes the way of a request (dispatch.c takes
+		 * it), so that it waits as a change's reply does. */
+		if (r->replay)
+			return false;
 		r->drc = drc_begin(&r->s->drc, r->h.id, r->h.op);
 		return false;
 	}
