@@ -455,10 +455,15 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
 	 * as NFS reports ENOSPC at the next write; nothing of this one is
 	 * written. The writes after it go on (space may have been freed):
 	 * the error is not sticky, and the fsync or close that follows
-	 * reports only what failed after. */
+	 * reports only what failed after. The file's writes still on their
+	 * way are waited for first, and are reported with it, as NFS waits
+	 * for them before it reports (nfs_wb_all): a failure of theirs that
+	 * came after this reply would fail the next fsync, for writes that
+	 * were made before the error was reported. */
 	int werr = ofile_wb_err(of, true);
 	if (werr) {
-		(void)wb_flush_nowait(c->wb, of->ip); /* reported: not again */
+		if (wb_flush(c->wb, of->ip, (uint32_t)fuse_req_ctx(req)->pid) != -EINTR)
+			(void)ofile_wb_err(of, true); /* reported: not again */
 		fuse_reply_err(req, -werr);
 		return;
 	}

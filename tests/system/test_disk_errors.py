@@ -14,7 +14,6 @@ import fcntl
 import os
 import shutil
 import subprocess
-import time
 from contextlib import contextmanager
 
 import pytest
@@ -263,7 +262,10 @@ def test_a_write_error_is_reported_once_and_writing_goes_on(env):
     space is freed, the writes after it go on and land, and the fsync and
     close that follow report nothing more (it was reported). (Before,
     every write of the file failed until an fsync or close took the
-    error, and those reported it again.)"""
+    error, and those reported it again. Then the writes still on their
+    way when the error was reported failed after it, and the fsync
+    reported them again: the writes here follow each other without a
+    pause, so that several are on their way.)"""
     with tmpfs(env, "small", 1 << 20) as path:
         d, mm = export_and_mount(env, path)
         (path / "filler").write_bytes(b"z" * ((1 << 20) - (64 << 10)))
@@ -277,12 +279,13 @@ def test_a_write_error_is_reported_once_and_writing_goes_on(env):
                     assert e.errno == errno.ENOSPC, e
                     failed_at = i
                     break
-                time.sleep(0.01)
             assert failed_at is not None, "no write reported the failure"
             os.unlink(path / "filler")
             assert os.pwrite(fd, b"after", 0) == 5
             os.fsync(fd)
+            assert os.pwrite(fd, b"again", 5) == 5
+            os.fsync(fd)
         finally:
             os.close(fd)
-        assert (path / "data").read_bytes()[:5] == b"after"
+        assert (path / "data").read_bytes()[:10] == b"afteragain"
         assert d.alive()
