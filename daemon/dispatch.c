@@ -293,9 +293,10 @@ void dispatch_work_cb(uv_work_t *w)
 	else {
 		/* A change whose second run would fail where the first made
 		 * it: its record goes first, for the next instance
-		 * (replylog_i.h, REPLYLOG_BEGUN). */
-		if (r->drc && r->s && replylog_begins(opc))
-			replylog_begin(&r->d->replies, r->s->client_id, r->h.id, (uint16_t)opc);
+		 * (replylog_i.h, REPLYLOG_BEGUN); a rename's from op_rename,
+		 * which looks at the old name first. */
+		if (opc != PFS_OP_RENAME && replylog_begins(opc))
+			op_note_begun(&o, NULL);
 		ret = run(&o, &handlers[opc]);
 	}
 	op_reply_settle(&o, ret >= 0);

@@ -483,8 +483,27 @@ int op_rename(struct op *o)
 			return -EIO;
 		}
 	}
-	int ret = export_rename(&o->x, o->obj->fd, m->name.s, o->obj2->fd, m->newname.s, flags,
-				&victim, &moved, &none);
+	int ret;
+	if (flags & RENAME_EXCHANGE) {
+		/* A second run would swap the names back: the record says
+		 * what is at the old name now, and the exchange sent again
+		 * runs only if that is still there (req_i.h: begun_was). */
+		struct pfs_entry was;
+		bool known = export_lookup(&o->x, o->obj->fd, m->name.s, &was) == 0;
+		if (o->r->begun_was && known && !pfs_fh_equal(&was.fh, o->r->begun_was)) {
+			pfs_debug("RENAME: exchanged by the instance before, found made");
+			moved = *o->r->begun_was;
+			victim = was.fh;
+			none = false;
+			ret = 0;
+			goto made;
+		}
+		op_note_begun(o, known ? &was.fh : NULL);
+	} else {
+		op_note_begun(o, NULL);
+	}
+	ret = export_rename(&o->x, o->obj->fd, m->name.s, o->obj2->fd, m->newname.s, flags,
+			    &victim, &moved, &none);
 
 	if (ret == -ENOENT && !(flags & RENAME_EXCHANGE)) {
 		/* Moved by the instance before (req_i.h: begun): what it
@@ -499,6 +518,7 @@ int op_rename(struct op *o)
 	}
 	if (ret < 0)
 		return ret;
+made:
 	/* A file of ours under delegation now lives in newparent: a request
 	 * naming that directory recalls it. */
 	if (o->d->deleg && o->r->s && moved.len && !pfs_fh_equal(&m->newparent, &m->parent))

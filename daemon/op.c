@@ -114,6 +114,14 @@ void op_reply_alloc_scratch(struct op *o, size_t cap)
 	o->w_scratch = true;
 }
 
+void op_note_begun(struct op *o, const struct pfs_fh *was)
+{
+	struct req *r = o->r;
+
+	if (r->drc && r->s)
+		replylog_begin(&r->d->replies, r->s->client_id, r->h.id, r->h.op, was);
+}
+
 void op_reply_settle(struct op *o, bool keep)
 {
 	size_t len = o->w.len;

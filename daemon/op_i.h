@@ -98,6 +98,11 @@ bool op_deleg_grant(struct op *o, const struct pfs_fh *parent, const struct pfs_
  * wire_deleg.h). Returns whether it did. */
 bool op_grant_dir(struct op *o, uint64_t dkey, uint64_t pkey);
 
+/* Before a change whose second run would fail where the first made it
+ * (replylog_begins): its record for the next instance, if the request's
+ * reply is kept (replylog_i.h, REPLYLOG_BEGUN); was: replylog_begin's. */
+void op_note_begun(struct op *o, const struct pfs_fh *was);
+
 /* Gives o->w a buffer of cap bytes for the reply (a handler whose reply
  * can be big calls it before encoding). */
 void op_reply_alloc(struct op *o, size_t cap);

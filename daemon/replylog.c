@@ -24,7 +24,8 @@
  * REPLYLOG_DROPPED) has op WRITE, raw 0, a zero frame header, and for
  * wire bytes: at (u64), the bytes' length and CRC32C (u32 each), the
  * handle's length (u8) and bytes. A change begun's (REPLYLOG_BEGUN) has
- * a zero frame header and no wire bytes. */
+ * a zero frame header and no wire bytes, or, a RENAME's, the handle's
+ * length (u8) and bytes of what was at its old name. */
 size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id, uint64_t id,
 		     uint16_t op, const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire,
 		     size_t len, size_t raw)
@@ -83,9 +84,20 @@ size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_
 }
 
 size_t replylog_pack_begun(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
-			   uint64_t id, uint16_t op)
+			   uint64_t id, uint16_t op, const struct pfs_fh *was)
 {
-	return set_kind(slot, replylog_pack(slot, verf, seq, client_id, id, op, zero_hdr, NULL, 0, 0),
+	uint8_t body[1 + PFS_FH_MAX];
+	size_t len = 0;
+
+	if (was && was->len) {
+		if (op != PFS_OP_RENAME || was->len > PFS_FH_MAX)
+			return 0;
+		body[0] = was->len;
+		memcpy(body + 1, was->data, was->len);
+		len = 1 + (size_t)was->len;
+	}
+	return set_kind(slot,
+			replylog_pack(slot, verf, seq, client_id, id, op, zero_hdr, body, len, 0),
 			REPLYLOG_BEGUN);
 }
 
@@ -144,9 +156,17 @@ struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_
 	p->kind = kind;
 	p->status = 0;
 	if (kind == REPLYLOG_BEGUN) {
-		if (len || raw || !zero(slot + REPLYLOG_FIXED, PFS_FRAME_HDR_SIZE) ||
-		    !replylog_begins(pfs_load_le16(slot + 12)))
+		/* A rename's may name what was at its old name. */
+		const uint8_t *w = slot + REC_MIN;
+		if (raw || !zero(slot + REPLYLOG_FIXED, PFS_FRAME_HDR_SIZE) ||
+		    !replylog_begins(pfs_load_le16(slot + 12)) ||
+		    (len && (pfs_load_le16(slot + 12) != PFS_OP_RENAME || w[0] < 1 ||
+			     w[0] > PFS_FH_MAX || len != 1 + (size_t)w[0])))
 			goto bad;
+		if (len) {
+			p->fh.len = w[0];
+			memcpy(p->fh.data, w + 1, p->fh.len);
+		}
 	} else if (kind != REPLYLOG_REPLY) {
 		if (!unpack_append(slot, len, raw, p))
 			goto bad;
@@ -318,14 +338,15 @@ static void put_append(struct replylog *rl, uint16_t kind, uint64_t client_id, u
 		   replylog_pack_append(slot, kind, rl->verf, seq, client_id, id, fh, at, len, crc));
 }
 
-void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op)
+void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op,
+		    const struct pfs_fh *was)
 {
 	uint8_t slot[REPLYLOG_SLOT];
 
 	if (rl->fd < 0)
 		return;
 	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
-	write_slot(rl, seq, slot, replylog_pack_begun(slot, rl->verf, seq, client_id, id, op));
+	write_slot(rl, seq, slot, replylog_pack_begun(slot, rl->verf, seq, client_id, id, op, was));
 }
 
 void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,

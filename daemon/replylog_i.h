@@ -40,7 +40,10 @@
  * (replylog_begin, REPLYLOG_BEGUN). Sent again to the next instance with
  * no reply after that record, it runs again, and the error of a change
  * already made (EEXIST, ENOENT, ENODATA) counts as the first run's
- * success (dispatch_names.c, made_before; dispatch_xattrs.c).
+ * success (dispatch_names.c, made_before; dispatch_xattrs.c). An exchange
+ * of two names (RENAME_EXCHANGE), which a second run would undo, has no
+ * such error: its record names what was at its old name, and sent again
+ * it runs only if that is still there.
  *
  * The window that is left: a podfsd killed between another change and
  * the write of its record (a few microseconds, in the worker) runs the
@@ -96,7 +99,8 @@ struct replylog_rec {
 	uint16_t op;
 	uint16_t kind;  /* enum replylog_kind */
 	/* REPLYLOG_APPEND: the file, where it ended, the bytes' length and
-	 * CRC32C; landed: replylog_settle found them there. */
+	 * CRC32C; landed: replylog_settle found them there. REPLYLOG_BEGUN
+	 * of a RENAME: fh, what was at the old name (len 0: not known). */
 	struct pfs_fh fh;
 	uint64_t at;
 	uint32_t dlen, dcrc;
@@ -141,8 +145,12 @@ void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
 		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc);
 
 /* Any thread: client_id's request id, a change of opcode op, is about
- * to be made (REPLYLOG_BEGUN). Best effort, as replylog_put. */
-void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op);
+ * to be made (REPLYLOG_BEGUN). was (NULL or of length 0: none): a
+ * RENAME's, what is at its old name now, so that an exchange sent again
+ * can tell whether it was made (a second run would swap the names back).
+ * Best effort, as replylog_put. */
+void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op,
+		    const struct pfs_fh *was);
 /* Whether op's requests get a REPLYLOG_BEGUN record. */
 bool replylog_begins(unsigned op);
 
@@ -189,15 +197,17 @@ size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client
 size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_t seq,
 			    uint64_t client_id, uint64_t id, const struct pfs_fh *fh, uint64_t at,
 			    uint32_t len, uint32_t crc);
-/* The record of a change begun (replylog_begin): its length. */
+/* The record of a change begun (replylog_begin): its length (0: was
+ * given for another opcode than RENAME, or of no valid length). */
 size_t replylog_pack_begun(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client_id,
-			   uint64_t id, uint16_t op);
+			   uint64_t id, uint16_t op, const struct pfs_fh *was);
 /* Reads the record in slot[REPLYLOG_SLOT]: a malloc'd struct replylog_rec
  * and its seq, or NULL when the slot holds none of boot verf (empty,
  * torn, another boot, a bad length, a frame header that is not a valid
  * reply header of the record's request and payload, an append's record
  * that is not a WRITE's or whose frame header is not zero, a change
- * begun's with a payload or a frame header that is not zero). */
+ * begun's with a frame header that is not zero, or with a payload that is
+ * not a RENAME's handle). */
 struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_t *seq);
 
 #endif /* PODFSD_REPLYLOG_I_H */

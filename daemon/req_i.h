@@ -53,8 +53,10 @@ struct req {
 	uint32_t landed_len, landed_crc;
 	/* Or a change the instance before began and gave no reply to
 	 * (REPLYLOG_BEGUN): it runs again, and the error of a change already
-	 * made counts as made (dispatch_names.c). */
+	 * made counts as made (dispatch_names.c); a rename's record may say
+	 * what was at its old name (malloc'd, or NULL). */
 	bool begun;
+	struct pfs_fh *begun_was;
 	unsigned codecs;       /* PFS_CAP_LZ4/ZR the session negotiated */
 	bool dir_attr;         /* it negotiated PFS_CAP_DIR_ATTR */
 	bool new_dir;          /* and PFS_CAP_NEW_DIR */

@@ -47,6 +47,7 @@ static void req_done(struct req *r)
 
 	push_acks_free(&r->acks);
 	free(r->replay);
+	free(r->begun_was);
 	free(r);
 	conn_unref(c);
 }
@@ -411,6 +412,8 @@ static bool duplicate(struct conn *c, struct req *r)
 			how = "begun by the instance before: made again, or found made";
 			r->begun = true;
 			r->replayed = true; /* it waits as a change (after_work_cb) */
+			if (p->fh.len && (r->begun_was = malloc(sizeof(*r->begun_was))))
+				*r->begun_was = p->fh; /* a rename's (op_rename) */
 		} else if (p && p->kind == REPLYLOG_APPEND) {
 			/* Its bytes are in the file: op_write answers it. */
 			how = "its append found where the instance before wrote it";
@@ -474,6 +477,7 @@ static void start_req(struct req *r)
 	conn_req_drop(c, r->acct);
 	payload_free(r->in);
 	free(r->replay);
+	free(r->begun_was);
 	free(r);
 	conn_close(c, "internal error");
 	conn_unref(c);

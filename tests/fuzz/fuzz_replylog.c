@@ -13,7 +13,8 @@
  * four replies' records laid out as replylog_pack lays them (a mkdir's
  * reply, an error reply, an LZ4-coded one, one that fills its slot), an
  * append's record as replylog_pack_append lays it, a rename begun as
- * replylog_pack_begun lays it, and one that is not a record.
+ * replylog_pack_begun lays it, an exchange begun with the handle of what
+ * was at its old name, and one that is not a record.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(p->seq == seq);
 	size_t n;
 	if (p->kind == REPLYLOG_BEGUN) {
-		FUZZ_ASSERT(p->len == 0 && p->raw == 0 && replylog_begins(p->op));
-		n = replylog_pack_begun(again, verf, seq, p->client_id, p->id, p->op);
+		FUZZ_ASSERT(p->raw == 0 && replylog_begins(p->op));
+		FUZZ_ASSERT(p->len == 0 ? p->fh.len == 0
+					: p->op == PFS_OP_RENAME && p->fh.len >= 1 &&
+						  p->fh.len <= PFS_FH_MAX && p->len == 1 + (size_t)p->fh.len);
+		n = replylog_pack_begun(again, verf, seq, p->client_id, p->id, p->op, &p->fh);
 	} else if (p->kind != REPLYLOG_REPLY) {
 		FUZZ_ASSERT(p->kind == REPLYLOG_APPEND || p->kind == REPLYLOG_DROPPED);
 		FUZZ_ASSERT(p->op == PFS_OP_WRITE && p->raw == 0 && !p->landed);

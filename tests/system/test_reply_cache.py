@@ -26,6 +26,7 @@ import pytest
 
 from helpers import (EXPORT_AT_ONCE, PYTHON, RECONNECT, DelayRelay, Worker, read_file,
                      relayed_mount, wait_for, write_file)
+from syscalls import RENAME_EXCHANGE, renameat2
 
 
 def _gone(p):
@@ -114,6 +115,11 @@ CHANGES = {
         lambda a, _: os.rename(a / "f", a / "g"),
         lambda e: _gone(e / "f"),
         lambda e: read_file(e / "g") == b"new"),
+    "rename-exchange": (
+        lambda a: (_file(a, b"one"), _file(a, b"two", "g")),
+        lambda a, _: renameat2(a / "f", a / "g", RENAME_EXCHANGE),
+        lambda e: read_file(e / "f") == b"two",
+        lambda e: read_file(e / "f") == b"two" and read_file(e / "g") == b"one"),
     "link": (
         _file,
         lambda a, _: os.link(a / "f", a / "h"),
@@ -216,6 +222,7 @@ REPLYLOG_SLOT = 1024
 REPLYLOG_MAGIC = 0x4c524650  # "PFRL"
 OP_WRITE = 24
 OPS = {"mkdir": 15, "unlink": 17, "rmdir": 18, "rename": 19, "rename-over": 19,
+       "rename-exchange": 19,
        "create-exclusive": 22, "mkfifo": 14, "symlink": 16, "link": 20, "setxattr-create": 31,
        "removexattr": 34}
 
@@ -288,9 +295,11 @@ def test_change_whose_podfsd_died_before_its_reply_was_kept_is_found_made(env, d
     again, and takes the error of a change already made (EEXIST for a
     mkdir, mknod, symlink, link, exclusive create or exclusive setxattr,
     ENOENT for an unlink, rmdir or rename, ENODATA for a removexattr) for
-    the first run's success. Before, the call failed with that error
-    although the change was made. The state is made by emptying the
-    reply's record after the kill."""
+    the first run's success; an exchange (RENAME_EXCHANGE), which a
+    second run swaps back, is found made by what is at its old name,
+    which its record names. Before, the call failed with that error
+    although the change was made, and the exchange was undone. The state
+    is made by emptying the reply's record after the kill."""
     def drop():
         assert _drop_write_replies(daemon.state_dir / "replies", OPS[change]) == 1
 

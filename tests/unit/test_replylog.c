@@ -277,7 +277,7 @@ static void test_begun(void)
 	struct replylog rl;
 	char err[256];
 
-	size_t n = replylog_pack_begun(slot, 3, 12, 0xab, 99, PFS_OP_RENAME);
+	size_t n = replylog_pack_begun(slot, 3, 12, 0xab, 99, PFS_OP_RENAME, NULL);
 	CHECK_EQ(n, (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE));
 	struct replylog_rec *p = replylog_unpack(slot, 3, &seq);
 	CHECK(p && p->kind == REPLYLOG_BEGUN && p->op == PFS_OP_RENAME && p->id == 99 &&
@@ -298,17 +298,43 @@ static void test_begun(void)
 	CHECK(!replylog_begins(PFS_OP_WRITE) && !replylog_begins(PFS_OP_SETATTR) &&
 	      !replylog_begins(PFS_OP_LOOKUP) && !replylog_begins(PFS_OP_OPEN));
 
+	/* A rename's names what was at its old name (an exchange's): only a
+	 * rename's, and only a handle of a valid length. */
+	struct pfs_fh was = { .len = PFS_FH_MAX };
+	for (unsigned i = 0; i < PFS_FH_MAX; i++)
+		was.data[i] = (uint8_t)(i * 7 + 1);
+	n = replylog_pack_begun(slot, 3, 13, 0xab, 100, PFS_OP_RENAME, &was);
+	CHECK_EQ(n, (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE + 1 + PFS_FH_MAX));
+	CHECK((p = replylog_unpack(slot, 3, &seq)) != NULL);
+	CHECK(p && p->kind == REPLYLOG_BEGUN && p->op == PFS_OP_RENAME && seq == 13 &&
+	      pfs_fh_equal(&p->fh, &was));
+	free(p);
+	/* Another opcode, no handle, a handle longer than its record. */
+	static const size_t at2[] = { 12, REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE,
+				      REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE };
+	static const uint8_t to2[] = { PFS_OP_MKDIR, 0, PFS_FH_MAX - 1 };
+	refused_changed(slot, n, 3, at2, to2, sizeof at2 / sizeof at2[0]);
+	CHECK((p = replylog_unpack(slot, 3, &seq)) != NULL);
+	free(p);
+	CHECK_EQ(replylog_pack_begun(slot, 3, 14, 0xab, 101, PFS_OP_MKDIR, &was), (size_t)0);
+	struct pfs_fh none = { .len = 0 };
+	CHECK_EQ(replylog_pack_begun(slot, 3, 14, 0xab, 101, PFS_OP_MKDIR, &none),
+		 (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE));
+
 	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
-	replylog_begin(&rl, 4, 1, PFS_OP_MKDIR);
-	replylog_begin(&rl, 4, 2, PFS_OP_UNLINK);
+	replylog_begin(&rl, 4, 1, PFS_OP_MKDIR, NULL);
+	replylog_begin(&rl, 4, 2, PFS_OP_UNLINK, NULL);
 	put(&rl, 4, 2, 'u'); /* answered */
+	replylog_begin(&rl, 4, 3, PFS_OP_RENAME, &was);
 	replylog_close(&rl);
 	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
 	const struct replylog_rec *q = replylog_find(&rl, 4, 1, PFS_OP_MKDIR);
-	CHECK(q && q->kind == REPLYLOG_BEGUN);
+	CHECK(q && q->kind == REPLYLOG_BEGUN && q->fh.len == 0);
 	CHECK(replylog_find(&rl, 4, 1, PFS_OP_RMDIR) == NULL);
 	CHECK((q = replylog_find(&rl, 4, 2, PFS_OP_UNLINK)) && q->kind == REPLYLOG_REPLY &&
 	      q->wire[0] == 'u');
+	CHECK((q = replylog_find(&rl, 4, 3, PFS_OP_RENAME)) && q->kind == REPLYLOG_BEGUN &&
+	      pfs_fh_equal(&q->fh, &was));
 	replylog_close(&rl);
 }
 
