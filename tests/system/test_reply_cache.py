@@ -203,8 +203,8 @@ def _lost_with_podfsd(env, daemon, mount, change, after_kill=lambda: None):
             os.path.lexists(a / n)
         relay.hold_down()
         w = Worker(make, a, ctx)
-        wait_for(lambda: made(env.export) and relay.held, 10,
-                 what=f"podfsd to make the change ({change}) and send its reply")
+        wait_for(lambda: made(env.export), 10, what=f"podfsd to make the change ({change})")
+        wait_for(lambda: relay.held, 10, what=f"podfsd to send the reply of the change ({change})")
         assert w.is_alive(), "the change returned without its reply"
         daemon.kill9()
         relay.cut()
