@@ -21,6 +21,7 @@ import os
 import struct
 import subprocess
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -155,21 +156,39 @@ CHANGES = {
 NAMES = ("d", "f", "g", "h", "p", "s")
 
 
+@contextmanager
+def _kept_in_the_kernels_cache(a, names=NAMES):
+    """names looked up into the kernel's cache, found or not, and those
+    found kept there (an O_PATH descriptor each, which podfs never hears
+    of) while the relay holds the replies. Otherwise a drop_caches
+    elsewhere on the machine (another test's, or fsx's -c) makes the
+    kernel look a name up again for the change, and that LOOKUP waits at
+    the relay: the change is never sent (seen with fsx beside)."""
+    fds = []
+    try:
+        for n in names:
+            if os.path.lexists(a / n):
+                fds.append(os.open(a / n, os.O_PATH | os.O_NOFOLLOW))
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 @EXPORT_AT_ONCE  # under a delegation the holder answers some of these itself
 @pytest.mark.parametrize("change", sorted(CHANGES))
 def test_change_whose_reply_was_lost_runs_once(env, daemon, mount, change):
     setup, make, made, after = CHANGES[change]
     with relayed_mount(daemon, mount) as (relay, a):
         ctx = setup(a)
-        for n in NAMES:  # into the kernel's cache, found or not
-            os.path.lexists(a / n)
-        relay.hold_down()
-        w = Worker(make, a, ctx)
-        wait_for(lambda: made(env.export), 10, what=f"podfsd to make the change ({change})")
-        assert w.is_alive(), "the change returned without its reply"
-        relay.cut()  # the reply is lost with the connection
-        relay.release_down()
-        w.join(30)  # no EEXIST, ENOENT or ENODATA from a second run
+        with _kept_in_the_kernels_cache(a):
+            relay.hold_down()
+            w = Worker(make, a, ctx)
+            wait_for(lambda: made(env.export), 10, what=f"podfsd to make the change ({change})")
+            assert w.is_alive(), "the change returned without its reply"
+            relay.cut()  # the reply is lost with the connection
+            relay.release_down()
+            w.join(30)  # no EEXIST, ENOENT or ENODATA from a second run
         assert after(env.export), \
             f"the export after {change} sent again, not as made once: {_export(env.export)}"
         assert "connection to" in a.proc.output(), "the mount did not see its connection drop"
@@ -199,19 +218,19 @@ def _lost_with_podfsd(env, daemon, mount, change, after_kill=lambda: None):
     setup, make, made, after = CHANGES[change]
     with relayed_mount(daemon, mount) as (relay, a):
         ctx = setup(a)
-        for n in NAMES:
-            os.path.lexists(a / n)
-        relay.hold_down()
-        w = Worker(make, a, ctx)
-        wait_for(lambda: made(env.export), 10, what=f"podfsd to make the change ({change})")
-        wait_for(lambda: relay.held, 10, what=f"podfsd to send the reply of the change ({change})")
-        assert w.is_alive(), "the change returned without its reply"
-        daemon.kill9()
-        relay.cut()
-        after_kill()
-        relay.release_down()
-        daemon.start()
-        w.join(30)  # no EEXIST, ENOENT or ENODATA from a second run
+        with _kept_in_the_kernels_cache(a):
+            relay.hold_down()
+            w = Worker(make, a, ctx)
+            wait_for(lambda: made(env.export), 10, what=f"podfsd to make the change ({change})")
+            wait_for(lambda: relay.held, 10,
+                     what=f"podfsd to send the reply of the change ({change})")
+            assert w.is_alive(), "the change returned without its reply"
+            daemon.kill9()
+            relay.cut()
+            after_kill()
+            relay.release_down()
+            daemon.start()
+            w.join(30)  # no EEXIST, ENOENT or ENODATA from a second run
         assert after(env.export), \
             f"the export after {change} sent again, not as made once: {_export(env.export)}"
         write_file(a / "after", b"ok")
@@ -339,12 +358,13 @@ def test_open_whose_reply_was_lost_opens_the_file_once(env, daemon, mount):
         _file(a)
         wait_for(lambda: _open_fds(daemon, env.export / "f") == 0, 10,
                  what="the release of f's first open")  # sent after its close returned
-        relay.hold_down()
-        w = Worker(lambda: os.open(a / "f", os.O_RDWR))
-        wait_for(lambda: _open_fds(daemon, env.export / "f"), 10, what="podfsd to open f")
-        relay.cut()
-        relay.release_down()
-        fd = w.join(30)
+        with _kept_in_the_kernels_cache(a, ["f"]):
+            relay.hold_down()
+            w = Worker(lambda: os.open(a / "f", os.O_RDWR))
+            wait_for(lambda: _open_fds(daemon, env.export / "f"), 10, what="podfsd to open f")
+            relay.cut()
+            relay.release_down()
+            fd = w.join(30)
         try:
             os.pwrite(fd, b"y", 1)
             os.fsync(fd)
@@ -371,22 +391,22 @@ def test_change_answered_by_the_instance_before_waits_for_the_other_hosts(env, m
         with relayed_mount(d, mount) as (relay_b, b):
             _file(b)
             assert os.path.exists(a / "f")
-            os.path.lexists(b / "f")
-            relay_b.hold_down()
-            w = Worker(os.unlink, b / "f")
-            wait_for(lambda: _gone(env.export / "f") and relay_b.held, 10,
-                     what="podfsd to unlink f and send the reply")
-            relay_a.hold_up()  # A's reconnect waits
-            d.kill9()
-            relay_b.cut()
-            relay_b.release_down()
-            d.start()
-            wait_for(lambda: "answered with the reply of the instance before" in d.log(),
-                     RECONNECT, what="B's unlink sent again and answered from the replies")
-            time.sleep(1.0)
-            assert w.is_alive(), "B's unlink returned while A, which caches f, was away"
-            relay_a.release_up()
-            w.join(30)
+            with _kept_in_the_kernels_cache(b, ["f"]):
+                relay_b.hold_down()
+                w = Worker(os.unlink, b / "f")
+                wait_for(lambda: _gone(env.export / "f") and relay_b.held, 10,
+                         what="podfsd to unlink f and send the reply")
+                relay_a.hold_up()  # A's reconnect waits
+                d.kill9()
+                relay_b.cut()
+                relay_b.release_down()
+                d.start()
+                wait_for(lambda: "answered with the reply of the instance before" in d.log(),
+                         RECONNECT, what="B's unlink sent again and answered from the replies")
+                time.sleep(1.0)
+                assert w.is_alive(), "B's unlink returned while A, which caches f, was away"
+                relay_a.release_up()
+                w.join(30)
             assert not os.path.exists(a / "f")
             assert "changes wait no more (every client revalidated): 2 of 2" in d.log()
     finally:
@@ -405,20 +425,21 @@ def test_truncating_open_whose_reply_was_lost_truncates_once(env, daemon, mount,
     an OPEN's reply was not kept and the resend truncated once more."""
     with relayed_mount(daemon, mount) as (relay, a):
         _file(a, b"old")
-        relay.hold_down()
-        w = Worker(lambda: os.open(a / "f", os.O_WRONLY | os.O_TRUNC))
-        wait_for(lambda: os.stat(env.export / "f").st_size == 0 and relay.held, 10,
-                 what="podfsd to truncate f and send the reply")
-        assert w.is_alive(), "the open returned without its reply"
-        with open(env.export / "f", "wb") as f:  # beside podfs, meanwhile
-            f.write(b"written between")
-        if lost_with == "podfsd":
-            daemon.kill9()
-        relay.cut()
-        relay.release_down()
-        if lost_with == "podfsd":
-            daemon.start()
-        fd = w.join(30)
+        with _kept_in_the_kernels_cache(a, ["f"]):
+            relay.hold_down()
+            w = Worker(lambda: os.open(a / "f", os.O_WRONLY | os.O_TRUNC))
+            wait_for(lambda: os.stat(env.export / "f").st_size == 0 and relay.held, 10,
+                     what="podfsd to truncate f and send the reply")
+            assert w.is_alive(), "the open returned without its reply"
+            with open(env.export / "f", "wb") as f:  # beside podfs, meanwhile
+                f.write(b"written between")
+            if lost_with == "podfsd":
+                daemon.kill9()
+            relay.cut()
+            relay.release_down()
+            if lost_with == "podfsd":
+                daemon.start()
+            fd = w.join(30)
         os.close(fd)
         assert read_file(env.export / "f") == b"written between"
 
