@@ -413,6 +413,14 @@ uint8_t *inode_inline_copy(struct inode *ip, uint32_t *len)
 	return copy;
 }
 
+bool inode_has_inline(struct inode *ip)
+{
+	pthread_mutex_lock(&ip->lock);
+	bool has = ip->inline_data != NULL;
+	pthread_mutex_unlock(&ip->lock);
+	return has;
+}
+
 void inode_drop_inline(struct inode *ip)
 {
 	pthread_mutex_lock(&ip->lock);

@@ -362,6 +362,9 @@ void inode_set_inline(struct inode *ip, const struct pfs_attr *a, const void *da
  * kernel's page cache has it now). Returns false if there is none, or it
  * is stale (it is then freed). */
 bool inode_read_inline(struct inode *ip, uint64_t off, size_t size, void *buf, size_t *got);
+/* Whether ip has an inline copy now (under its lock: the push thread
+ * frees one meanwhile), before a read makes a buffer for it. */
+bool inode_has_inline(struct inode *ip);
 
 /* Frees the inline content, if any. */
 void inode_drop_inline(struct inode *ip);

@@ -392,7 +392,7 @@ void ops_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINTR);
 		return;
 	}
-	if (of->ip->inline_data && size <= PFS_MAX_IO) {
+	if (size <= PFS_MAX_IO && inode_has_inline(of->ip)) {
 		/* The content came with the lookup (LOOKUP_DATA). */
 		char *buf = malloc(size ? size : 1);
 		size_t got;
