@@ -52,6 +52,26 @@ size_t replylog_pack(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t client
 
 static const uint8_t zero_hdr[PFS_FRAME_HDR_SIZE];
 
+/* A handle as the records carry it: its length (u8), then its bytes, at
+ * w. Returns the bytes written. */
+static size_t put_fh(uint8_t *w, const struct pfs_fh *fh)
+{
+	w[0] = fh->len;
+	memcpy(w + 1, fh->data, fh->len);
+	return 1 + (size_t)fh->len;
+}
+
+/* The handle at w, whose record has room bytes from w on: into *fh if
+ * its length is valid and it fills them exactly. */
+static bool take_fh(const uint8_t *w, size_t room, struct pfs_fh *fh)
+{
+	if (room < 1 || w[0] < 1 || w[0] > PFS_FH_MAX || room != 1 + (size_t)w[0])
+		return false;
+	fh->len = w[0];
+	memcpy(fh->data, w + 1, fh->len);
+	return true;
+}
+
 /* Marks the record of n bytes in slot as of kind (not a reply), its
  * checksum made again. Returns n. */
 static size_t set_kind(uint8_t *slot, size_t n, uint16_t kind)
@@ -75,11 +95,10 @@ size_t replylog_pack_append(uint8_t *slot, uint16_t kind, uint64_t verf, uint64_
 	pfs_store_le64(body, at);
 	pfs_store_le32(body + 8, len);
 	pfs_store_le32(body + 12, crc);
-	body[16] = fh->len;
-	memcpy(body + REPLYLOG_APPEND_FIXED, fh->data, fh->len);
+	size_t blen = REPLYLOG_APPEND_FIXED - 1 + put_fh(body + REPLYLOG_APPEND_FIXED - 1, fh);
 	return set_kind(slot,
 			replylog_pack(slot, verf, seq, client_id, id, PFS_OP_WRITE, zero_hdr, body,
-				      REPLYLOG_APPEND_FIXED + fh->len, 0),
+				      blen, 0),
 			kind);
 }
 
@@ -92,9 +111,7 @@ size_t replylog_pack_begun(uint8_t *slot, uint64_t verf, uint64_t seq, uint64_t 
 	if (was && was->len) {
 		if (op != PFS_OP_RENAME || was->len > PFS_FH_MAX)
 			return 0;
-		body[0] = was->len;
-		memcpy(body + 1, was->data, was->len);
-		len = 1 + (size_t)was->len;
+		len = put_fh(body, was);
 	}
 	return set_kind(slot,
 			replylog_pack(slot, verf, seq, client_id, id, op, zero_hdr, body, len, 0),
@@ -124,17 +141,13 @@ static bool unpack_append(const uint8_t *slot, size_t len, size_t raw, struct re
 
 	if (!zero(slot + REPLYLOG_FIXED, PFS_FRAME_HDR_SIZE))
 		return false;
-	if (raw != 0 || pfs_load_le16(slot + 12) != PFS_OP_WRITE || len < REPLYLOG_APPEND_FIXED + 1 ||
-	    w[16] < 1 || w[16] > PFS_FH_MAX || len != REPLYLOG_APPEND_FIXED + w[16])
+	if (raw != 0 || pfs_load_le16(slot + 12) != PFS_OP_WRITE || len < REPLYLOG_APPEND_FIXED ||
+	    !take_fh(w + REPLYLOG_APPEND_FIXED - 1, len - (REPLYLOG_APPEND_FIXED - 1), &p->fh))
 		return false;
 	p->at = pfs_load_le64(w);
 	p->dlen = pfs_load_le32(w + 8);
 	p->dcrc = pfs_load_le32(w + 12);
-	if (p->at > (uint64_t)INT64_MAX || p->dlen > PFS_MAX_PAYLOAD)
-		return false;
-	p->fh.len = w[16];
-	memcpy(p->fh.data, w + REPLYLOG_APPEND_FIXED, p->fh.len);
-	return true;
+	return p->at <= (uint64_t)INT64_MAX && p->dlen <= PFS_MAX_PAYLOAD;
 }
 
 struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_t *seq)
@@ -157,16 +170,11 @@ struct replylog_rec *replylog_unpack(const uint8_t *slot, uint64_t verf, uint64_
 	p->status = 0;
 	if (kind == REPLYLOG_BEGUN) {
 		/* A rename's may name what was at its old name. */
-		const uint8_t *w = slot + REC_MIN;
+		uint16_t op = pfs_load_le16(slot + 12);
 		if (raw || !zero(slot + REPLYLOG_FIXED, PFS_FRAME_HDR_SIZE) ||
-		    !replylog_begins(pfs_load_le16(slot + 12)) ||
-		    (len && (pfs_load_le16(slot + 12) != PFS_OP_RENAME || w[0] < 1 ||
-			     w[0] > PFS_FH_MAX || len != 1 + (size_t)w[0])))
+		    !replylog_begins(op) ||
+		    (len && (op != PFS_OP_RENAME || !take_fh(slot + REC_MIN, len, &p->fh))))
 			goto bad;
-		if (len) {
-			p->fh.len = w[0];
-			memcpy(p->fh.data, w + 1, p->fh.len);
-		}
 	} else if (kind != REPLYLOG_REPLY) {
 		if (!unpack_append(slot, len, raw, p))
 			goto bad;
