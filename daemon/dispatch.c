@@ -361,8 +361,8 @@ void dispatch_work_cb(uv_work_t *w)
 	/* A reply the reply cache keeps (server.c, drc_settle) is also
 	 * written for the next instance, before it goes out (replylog_i.h). */
 	if (r->drc && ((pfs_op_flags(opc) & PFS_OPF_DRC) || r->keep_reply))
-		replylog_put(&r->d->replies, r->s->client_id, r->h.id, (uint16_t)opc, r->reply.hdr,
-			     r->reply.wire, r->reply.len, r->reply.raw);
+		replylog_put(&r->d->replies, &r->s->ha->rl, r->s->client_id, r->h.id, (uint16_t)opc,
+			     r->reply.hdr, r->reply.wire, r->reply.len, r->reply.raw);
 	seal_reply(r);
 }
 

@@ -181,8 +181,8 @@ static void note_append(void *ctx, uint64_t at, uint32_t len, uint32_t crc)
 {
 	struct op *o = ctx;
 
-	replylog_intend(&o->d->replies, o->r->s->client_id, o->r->h.id, &o->m.write_req.fh, at, len,
-			crc);
+	replylog_intend(&o->d->replies, &o->r->s->ha->rl, o->r->s->client_id, o->r->h.id,
+			&o->m.write_req.fh, at, len, crc);
 }
 
 int op_write(struct op *o)

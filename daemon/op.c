@@ -119,7 +119,8 @@ void op_note_begun(struct op *o, const struct pfs_fh *was)
 	struct req *r = o->r;
 
 	if (r->drc && r->s)
-		replylog_begin(&r->d->replies, r->s->client_id, r->h.id, r->h.op, was);
+		replylog_begin(&r->d->replies, &r->s->ha->rl, r->s->client_id, r->h.id, r->h.op,
+			       was);
 }
 
 void op_reply_settle(struct op *o, bool keep)

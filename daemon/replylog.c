@@ -14,6 +14,7 @@
 #include "podfs/frame.h"
 #include "podfs/hash.h"
 #include "podfs/le.h"
+#include "podfs/xalloc.h"
 
 #define MAGIC 0x4c524650u /* "PFRL" */
 #define REC_MIN (REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE)
@@ -218,16 +219,38 @@ static struct replylog_rec *lookup(const struct replylog *rl, uint64_t client_id
 	return NULL;
 }
 
+static int by_seq(const void *a, const void *b)
+{
+	const struct replylog_rec *p = *(struct replylog_rec *const *)a;
+	const struct replylog_rec *q = *(struct replylog_rec *const *)b;
+
+	return p->seq < q->seq ? -1 : p->seq > q->seq;
+}
+
+/* The slots of the records kept in rl->old are old_host's, oldest first;
+ * the others are free (empty, unreadable, or a record the newer of its
+ * request's stands for). */
+static void take_old(struct replylog *rl)
+{
+	struct replylog_rec **v = xmalloc((rl->n_old ? rl->n_old : 1) * sizeof(*v));
+	size_t nv = 0, pos;
+
+	for (struct hnode *n = htab_iter(&rl->old, &pos, NULL); n; n = htab_iter(&rl->old, &pos, n))
+		v[nv++] = container_of(n, struct replylog_rec, hn);
+	qsort(v, nv, sizeof(*v), by_seq);
+	for (size_t i = 0; i < nv; i++)
+		rlslots_take(&rl->slots, &rl->old_host, v[i]->slot);
+	free(v);
+}
+
 /* Reads every slot: the records of boot verf go into rl->old (the newer
  * of two with one key), and the next seq follows the newest. */
 static void load(struct replylog *rl)
 {
 	enum { BATCH = 64 };
-	uint8_t *buf = malloc((size_t)BATCH * REPLYLOG_SLOT);
+	uint8_t *buf = xmalloc((size_t)BATCH * REPLYLOG_SLOT);
 	uint64_t next = 0;
 
-	if (!buf)
-		return;
 	for (unsigned first = 0; first < REPLYLOG_SLOTS; first += BATCH) {
 		/* (The last slot is as long as its record: zeros after.) */
 		memset(buf, 0, (size_t)BATCH * REPLYLOG_SLOT);
@@ -240,6 +263,7 @@ static void load(struct replylog *rl)
 			struct replylog_rec *p = replylog_unpack(buf + i * REPLYLOG_SLOT, rl->verf, &seq);
 			if (!p)
 				continue;
+			p->slot = first + (unsigned)i;
 			if (seq + 1 > next)
 				next = seq + 1;
 			struct replylog_rec *q = lookup(rl, p->client_id, p->id);
@@ -260,6 +284,7 @@ static void load(struct replylog *rl)
 	}
 	free(buf);
 	atomic_store(&rl->seq, next);
+	take_old(rl);
 }
 
 int replylog_open(struct replylog *rl, const char *state_dir, uint64_t verf, char *err,
@@ -289,14 +314,43 @@ int replylog_open(struct replylog *rl, const char *state_dir, uint64_t verf, cha
 		return -EPERM;
 	}
 	rl->fd = fd;
+	pthread_mutex_init(&rl->mu, NULL);
+	for (unsigned i = 0; i < REPLYLOG_STRIPES; i++)
+		pthread_mutex_init(&rl->stripe[i], NULL);
+	rlslots_init(&rl->slots, REPLYLOG_SLOTS);
+	rlslots_host_add(&rl->slots, &rl->old_host);
+	rlslots_host_add(&rl->slots, &rl->nohost);
 	load(rl);
 	return 0;
+}
+
+void replylog_host_add(struct replylog *rl, struct rlslots_host *h)
+{
+	if (!rl->slots.n)
+		return;
+	pthread_mutex_lock(&rl->mu);
+	rlslots_host_add(&rl->slots, h);
+	pthread_mutex_unlock(&rl->mu);
+}
+
+void replylog_host_remove(struct replylog *rl, struct rlslots_host *h)
+{
+	if (!rl->slots.n)
+		return;
+	pthread_mutex_lock(&rl->mu);
+	rlslots_host_remove(&rl->slots, h);
+	pthread_mutex_unlock(&rl->mu);
 }
 
 void replylog_forget(struct replylog *rl)
 {
 	struct hnode *n;
 
+	if (rl->slots.n) {
+		pthread_mutex_lock(&rl->mu);
+		rlslots_clear(&rl->slots, &rl->old_host);
+		pthread_mutex_unlock(&rl->mu);
+	}
 	while ((n = htab_pop(&rl->old)))
 		free(container_of(n, struct replylog_rec, hn));
 	rl->n_old = 0;
@@ -309,58 +363,73 @@ void replylog_close(struct replylog *rl)
 	if (rl->fd >= 0)
 		close(rl->fd);
 	rl->fd = -1;
+	if (rl->slots.n) {
+		rlslots_fini(&rl->slots);
+		pthread_mutex_destroy(&rl->mu);
+		for (unsigned i = 0; i < REPLYLOG_STRIPES; i++)
+			pthread_mutex_destroy(&rl->stripe[i]);
+	}
 }
 
 /* Writes the record of n bytes in slot (0: it did not fit, counted) to
- * seq's place in the ring. */
-static void write_slot(struct replylog *rl, uint64_t seq, const uint8_t *slot, size_t n)
+ * the slot rlslots gives host h (NULL: nohost). */
+static void write_rec(struct replylog *rl, struct rlslots_host *h, const uint8_t *slot, size_t n)
 {
-	if (!n)
+	if (!n) {
 		atomic_fetch_add(&rl->too_big, 1);
-	else if (pwrite(rl->fd, slot, n, (off_t)(seq % REPLYLOG_SLOTS) * REPLYLOG_SLOT) !=
-		 (ssize_t)n)
+		return;
+	}
+	pthread_mutex_lock(&rl->mu);
+	uint32_t k = rlslots_alloc(&rl->slots, h ? h : &rl->nohost);
+	pthread_mutex_t *mu = &rl->stripe[k % REPLYLOG_STRIPES];
+	pthread_mutex_lock(mu);
+	pthread_mutex_unlock(&rl->mu);
+	if (pwrite(rl->fd, slot, n, (off_t)k * REPLYLOG_SLOT) != (ssize_t)n)
 		atomic_fetch_add(&rl->failed, 1);
+	pthread_mutex_unlock(mu);
 }
 
-void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op,
-		  const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire, size_t len, size_t raw)
+void replylog_put(struct replylog *rl, struct rlslots_host *h, uint64_t client_id, uint64_t id,
+		  uint16_t op, const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire, size_t len,
+		  size_t raw)
 {
 	uint8_t slot[REPLYLOG_SLOT];
 
 	if (rl->fd < 0)
 		return;
 	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
-	write_slot(rl, seq, slot,
-		   replylog_pack(slot, rl->verf, seq, client_id, id, op, hdr, wire, len, raw));
+	write_rec(rl, h, slot,
+		  replylog_pack(slot, rl->verf, seq, client_id, id, op, hdr, wire, len, raw));
 }
 
-static void put_append(struct replylog *rl, uint16_t kind, uint64_t client_id, uint64_t id,
-		       const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc)
+static void put_append(struct replylog *rl, struct rlslots_host *h, uint16_t kind,
+		       uint64_t client_id, uint64_t id, const struct pfs_fh *fh, uint64_t at,
+		       uint32_t len, uint32_t crc)
 {
 	uint8_t slot[REPLYLOG_SLOT];
 
 	if (rl->fd < 0)
 		return;
 	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
-	write_slot(rl, seq, slot,
-		   replylog_pack_append(slot, kind, rl->verf, seq, client_id, id, fh, at, len, crc));
+	write_rec(rl, h, slot,
+		  replylog_pack_append(slot, kind, rl->verf, seq, client_id, id, fh, at, len, crc));
 }
 
-void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op,
-		    const struct pfs_fh *was)
+void replylog_begin(struct replylog *rl, struct rlslots_host *h, uint64_t client_id, uint64_t id,
+		    uint16_t op, const struct pfs_fh *was)
 {
 	uint8_t slot[REPLYLOG_SLOT];
 
 	if (rl->fd < 0)
 		return;
 	uint64_t seq = atomic_fetch_add(&rl->seq, 1);
-	write_slot(rl, seq, slot, replylog_pack_begun(slot, rl->verf, seq, client_id, id, op, was));
+	write_rec(rl, h, slot, replylog_pack_begun(slot, rl->verf, seq, client_id, id, op, was));
 }
 
-void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
+void replylog_intend(struct replylog *rl, struct rlslots_host *h, uint64_t client_id, uint64_t id,
 		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc)
 {
-	put_append(rl, REPLYLOG_APPEND, client_id, id, fh, at, len, crc);
+	put_append(rl, h, REPLYLOG_APPEND, client_id, id, fh, at, len, crc);
 }
 
 /* The CRC32C of fd's len bytes at off, into *crc: 0, or -errno (-ENODATA:
@@ -456,8 +525,8 @@ void replylog_settle(struct replylog *rl, int (*open_fh)(void *ctx, const struct
 		struct replylog_rec *p = v[i];
 		p->landed = settle_one(p, open_fh, ctx, out);
 		if (!p->landed) {
-			put_append(rl, REPLYLOG_DROPPED, p->client_id, p->id, &p->fh, p->at, p->dlen,
-				   p->dcrc);
+			put_append(rl, &rl->old_host, REPLYLOG_DROPPED, p->client_id, p->id, &p->fh,
+				   p->at, p->dlen, p->dcrc);
 			htab_remove(&rl->old, &p->hn);
 			free(p);
 			rl->n_old--;

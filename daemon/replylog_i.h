@@ -15,14 +15,24 @@
  * answer goes the way of a change's reply (server.c, dispatch.c): it
  * waits, as a change made after the restart does, for the other clients
  * of the instance before to revalidate (revalhold_i.h), since that
- * instance may have died before it told them of the change. The file is a
- * ring of REPLYLOG_SLOTS slots of REPLYLOG_SLOT bytes, the oldest
- * overwritten first; each record carries a checksum. Records are written
+ * instance may have died before it told them of the change. The file
+ * holds REPLYLOG_SLOTS slots of REPLYLOG_SLOT bytes, shared between the
+ * hosts (below); each record carries a checksum. Records are written
  * with pwrite and never fsync'ed: they must outlive the process, not the
  * machine, and they are used only on the machine boot that wrote them
  * (the write verifier, bootverf_i.h). After a machine crash the change
  * itself may be lost while its record is not; a re-sent request then
  * runs again, as before.
+ *
+ * The slots are shared fairly between the hosts (rlslots_i.h): a record
+ * goes to a free slot, else to the oldest of its own host's while that
+ * host holds its share, else to the oldest of the host that holds the
+ * most. So a host that makes changes without end does not push out the
+ * records of the others. The records read at the start count as one
+ * more host's until replylog_forget. (A change's reply takes a slot of
+ * its own, not its record begun's: a kill between the two must leave
+ * the record begun, and test_reply_cache.py makes that state by emptying
+ * the reply's slot.)
  *
  * An append (a WRITE through an O_APPEND fid) also writes a record
  * before its data: where the file ended, its length and the CRC32C of
@@ -51,12 +61,14 @@
  * a few hundred bytes) is not written.
  *
  * Threads: replylog_put, replylog_intend and replylog_begin from any
- * thread (a slot each, taken atomically); replylog_settle before the loop serves anyone;
- * replylog_find and replylog_forget on the loop thread only.
+ * thread (a slot each, taken under a lock); replylog_settle before the
+ * loop serves anyone; replylog_find, replylog_forget and the hosts'
+ * comings and goings on the loop thread only.
  */
 #ifndef PODFSD_REPLYLOG_I_H
 #define PODFSD_REPLYLOG_I_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -65,6 +77,7 @@
 #include "podfs/codec.h"
 #include "podfs/htab.h"
 #include "podfs/wire.h"
+#include "rlslots_i.h"
 
 #define REPLYLOG_NAME "replies"
 #define REPLYLOG_SLOT 1024u
@@ -74,6 +87,9 @@
 #define REPLYLOG_MAX_WIRE (REPLYLOG_SLOT - REPLYLOG_FIXED - PFS_FRAME_HDR_SIZE)
 /* An append's record before its data: at, len, crc and the handle. */
 #define REPLYLOG_APPEND_FIXED 17u
+/* Locks of the slots' writes (slot % REPLYLOG_STRIPES): a slot given to
+ * a record while another's write to it is under way waits for that. */
+#define REPLYLOG_STRIPES 64u
 
 enum replylog_kind {
 	REPLYLOG_REPLY = 0,  /* a reply */
@@ -96,6 +112,7 @@ struct replylog_rec {
 	uint64_t client_id;
 	uint64_t id;
 	uint64_t seq;   /* its place in the order of records */
+	uint32_t slot;  /* where it is in the file */
 	uint16_t op;
 	uint16_t kind;  /* enum replylog_kind */
 	/* REPLYLOG_APPEND: the file, where it ended, the bytes' length and
@@ -119,7 +136,21 @@ struct replylog {
 	struct htab old;        /* (client_id, id) -> struct replylog_rec */
 	size_t n_old;
 	atomic_uint_fast64_t too_big, failed; /* replies not written */
+	/* Which slot each record goes to (rlslots_i.h), under mu; a slot's
+	 * write under its stripe, taken before mu is let go. */
+	pthread_mutex_t mu;
+	pthread_mutex_t stripe[REPLYLOG_STRIPES];
+	struct rlslots slots;         /* n 0 while not kept */
+	struct rlslots_host old_host; /* the records read at the start */
+	struct rlslots_host nohost;   /* records of no host's (h NULL) */
 };
+
+/* Loop thread: h, a host (all the sessions from one address), gets its
+ * share of the slots from now on; replylog_host_remove frees its slots
+ * (its sessions are gone: what they hold is of no more use). Either is
+ * a no-op while no file is kept (rl zeroed, or replylog_open failed). */
+void replylog_host_add(struct replylog *rl, struct rlslots_host *h);
+void replylog_host_remove(struct replylog *rl, struct rlslots_host *h);
 
 /* Opens (makes, 0600) STATE_DIR/replies and reads the records written on
  * this machine boot (verf) by the instances before. A file that is not a
@@ -131,26 +162,27 @@ int replylog_open(struct replylog *rl, const char *state_dir, uint64_t verf, cha
 void replylog_close(struct replylog *rl);
 
 /* Any thread: writes the reply (its frame header hdr and wire[len], raw
- * bytes before coding) that client_id's request id of opcode op got.
- * Best effort: a reply too big for a slot, or a failed write, is counted
- * and not kept. */
-void replylog_put(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op,
-		  const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire, size_t len, size_t raw);
+ * bytes before coding) that client_id's request id of opcode op got,
+ * into a slot of host h's share (NULL: of none). Best effort: a reply
+ * too big for a slot, or a failed write, is counted and not kept. */
+void replylog_put(struct replylog *rl, struct rlslots_host *h, uint64_t client_id, uint64_t id,
+		  uint16_t op, const uint8_t hdr[PFS_FRAME_HDR_SIZE], const void *wire, size_t len,
+		  size_t raw);
 
 /* Any thread: the append client_id's request id is about to write: len
  * bytes whose CRC32C is crc, to the file fh, which ends at at. Its reply's
- * record, written after it (replylog_put), stands for it. Best effort, as
- * replylog_put. */
-void replylog_intend(struct replylog *rl, uint64_t client_id, uint64_t id,
-		     const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc);
+ * record, written after it (replylog_put), stands for it. h, and best
+ * effort, as replylog_put. */
+void replylog_intend(struct replylog *rl, struct rlslots_host *h, uint64_t client_id,
+		     uint64_t id, const struct pfs_fh *fh, uint64_t at, uint32_t len, uint32_t crc);
 
 /* Any thread: client_id's request id, a change of opcode op, is about
  * to be made (REPLYLOG_BEGUN). was (NULL or of length 0: none): a
  * RENAME's, what is at its old name now, so that an exchange sent again
  * can tell whether it was made (a second run would swap the names back).
- * Best effort, as replylog_put. */
-void replylog_begin(struct replylog *rl, uint64_t client_id, uint64_t id, uint16_t op,
-		    const struct pfs_fh *was);
+ * h, and best effort, as replylog_put. */
+void replylog_begin(struct replylog *rl, struct rlslots_host *h, uint64_t client_id, uint64_t id,
+		    uint16_t op, const struct pfs_fh *was);
 /* Whether op's requests get a REPLYLOG_BEGUN record. */
 bool replylog_begins(unsigned op);
 
@@ -183,7 +215,8 @@ const struct replylog_rec *replylog_find(const struct replylog *rl, uint64_t cli
  * keeps it while it waits (server.c). */
 struct replylog_rec *replylog_copy(const struct replylog_rec *p);
 /* Loop thread: frees the records read at the start (the clients of the
- * instance before have had their lease to send their requests again). */
+ * instance before have had their lease to send their requests again);
+ * their slots are free again. */
 void replylog_forget(struct replylog *rl);
 
 /* The record of a reply in slot[REPLYLOG_SLOT] (zeroed past it): its

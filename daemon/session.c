@@ -74,6 +74,7 @@ static struct hostacct *host_get(struct pfsd *d, const struct sockaddr_storage *
 	ha->refs = 1;
 	STAILQ_INIT(&ha->waitq);
 	drc_host_add(&d->drcpool, &ha->drc);
+	replylog_host_add(&d->replies, &ha->rl);
 	htab_insert(&d->hosts, &ha->hn, host_hash(&ha->addr));
 	return ha;
 }
@@ -101,6 +102,7 @@ static void host_put(struct pfsd *d, struct hostacct *ha)
 		return;
 	htab_remove(&d->hosts, &ha->hn);
 	drc_host_remove(&ha->drc);
+	replylog_host_remove(&d->replies, &ha->rl);
 	free(ha);
 }
 

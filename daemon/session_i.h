@@ -28,6 +28,7 @@
 #include "lkranges_i.h"
 #include "pfsd_i.h"
 #include "push_i.h"
+#include "rlslots_i.h"
 
 struct conn;
 
@@ -63,6 +64,7 @@ struct hostacct {
 	_Atomic unsigned locks; /* lock fds */
 	_Atomic size_t ranges;  /* byte ranges of their POSIX locks */
 	struct drc_host drc;    /* their sessions' kept replies (loop) */
+	struct rlslots_host rl; /* their share of the replies file (replylog_i.h) */
 	struct lim_pace pace;   /* their requests refused by limits (loop) */
 	size_t mem;             /* their accounts' bytes (lim_acct host_mem; loop) */
 	/* Their requests on the thread pool, and those waiting for the

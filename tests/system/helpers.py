@@ -467,12 +467,14 @@ class DelayRelay:
     release_down() (at most 30 s each); `held` counts the bytes that
     found their way held. cut() closes the connections up now, dropping
     what is held. close() ends it; each connection ends when either side
-    closes."""
+    closes. source: the (address, port) its connections to target come
+    from (None: the kernel's choice), e.g. ("127.0.0.2", 0) for a host of
+    its own."""
 
-    def __init__(self, target, delay):
+    def __init__(self, target, delay, source=None):
         import socket
         import threading
-        self.target, self.delay = target, delay
+        self.target, self.delay, self.source = target, delay, source
         self.up_open = threading.Event()
         self.up_open.set()
         self.down_open = threading.Event()
@@ -494,7 +496,7 @@ class DelayRelay:
             except OSError:
                 return
             try:
-                t = socket.create_connection(self.target, timeout=10)
+                t = socket.create_connection(self.target, timeout=10, source_address=self.source)
             except OSError:  # the server is down (restarting): so is this connection
                 c.close()
                 continue
@@ -563,12 +565,13 @@ class DelayRelay:
 
 
 @contextlib.contextmanager
-def relayed_mount(daemon, mount, delay=0, **kw):
-    """A mount of daemon through a DelayRelay of delay seconds (mount:
-    the fixture, kw its arguments): yields (relay, the mount). After, the
-    relay lets everything through, the mount comes down (before the
-    relay goes: its bytes pass there) and the relay is closed."""
-    relay = DelayRelay((daemon.host, daemon.port), delay)
+def relayed_mount(daemon, mount, delay=0, source=None, **kw):
+    """A mount of daemon through a DelayRelay of delay seconds from
+    source (mount: the fixture, kw its arguments): yields (relay, the
+    mount). After, the relay lets everything through, the mount comes
+    down (before the relay goes: its bytes pass there) and the relay is
+    closed."""
+    relay = DelayRelay((daemon.host, daemon.port), delay, source)
     m = None
     try:
         m = mount(relay.via(daemon), **kw)

@@ -237,6 +237,41 @@ def _lost_with_podfsd(env, daemon, mount, change, after_kill=lambda: None):
         assert read_file(env.export / "after") == b"ok"
 
 
+def test_change_lost_with_podfsd_outlives_another_hosts_changes(env, daemon, mount):
+    """B's mkdir is made and its reply held at B's relay; then another
+    host, A, makes more changes than STATE_DIR/replies has slots (4,096)
+    before podfsd is killed (-9). B's mkdir sent again to the next
+    instance is still answered from its record, not made again: the
+    file's slots are shared between hosts (daemon/rlslots_i.h). Before,
+    they were a ring, and A's changes pushed B's record out (the mkdir
+    sent again failed with EEXIST)."""
+    a = mount(path=env.root / "mnt-a")  # from 127.0.0.1
+    flood = a / "flood"
+    os.mkdir(flood)
+    with relayed_mount(daemon, mount, source=("127.0.0.2", 0)) as (relay, b):
+        with _kept_in_the_kernels_cache(b):
+            relay.hold_down()
+            w = Worker(os.mkdir, b / "d")
+            wait_for(lambda: os.path.isdir(env.export / "d") and relay.held, 10,
+                     what="podfsd to make B's mkdir and send its reply")
+            # 2,200 creates and 2,200 unlinks: a record each.
+            for i in range(2200):
+                os.close(os.open(flood / str(i), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            for i in range(2200):
+                os.unlink(flood / str(i))
+            assert w.is_alive(), "B's mkdir returned without its reply"
+            daemon.kill9()
+            relay.cut()
+            relay.release_down()
+            daemon.start()
+            w.join(30)  # no EEXIST from a second run
+        assert os.path.isdir(env.export / "d")
+        assert os.listdir(env.export / "flood") == []
+        write_file(b / "after", b"ok")
+        assert read_file(env.export / "after") == b"ok"
+    assert "answered with the reply of the instance before" in daemon.log()
+
+
 REPLYLOG_SLOT = 1024
 REPLYLOG_MAGIC = 0x4c524650  # "PFRL"
 OP_WRITE = 24

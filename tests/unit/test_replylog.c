@@ -108,8 +108,8 @@ static void put(struct replylog *rl, uint64_t cid, uint64_t id, uint8_t fill)
 	uint8_t wire[100];
 
 	memset(wire, fill, sizeof wire);
-	replylog_put(rl, cid, id, PFS_OP_UNLINK, hdr(id, PFS_OP_UNLINK, sizeof wire, sizeof wire, 0),
-		     wire, sizeof wire, sizeof wire);
+	replylog_put(rl, NULL, cid, id, PFS_OP_UNLINK,
+		     hdr(id, PFS_OP_UNLINK, sizeof wire, sizeof wire, 0), wire, sizeof wire, sizeof wire);
 }
 
 static void test_instances(void)
@@ -125,8 +125,8 @@ static void test_instances(void)
 	put(&rl, 2, 10, 'c');
 	put(&rl, 1, 10, 'd'); /* the same request again: the later stands */
 	static uint8_t big[REPLYLOG_MAX_WIRE + 1];
-	replylog_put(&rl, 3, 1, PFS_OP_MKDIR, hdr(1, PFS_OP_MKDIR, sizeof big, sizeof big, 0), big,
-		     sizeof big, sizeof big);
+	replylog_put(&rl, NULL, 3, 1, PFS_OP_MKDIR,
+		     hdr(1, PFS_OP_MKDIR, sizeof big, sizeof big, 0), big, sizeof big, sizeof big);
 	CHECK_EQ(atomic_load(&rl.too_big), 1);
 	CHECK_EQ(atomic_load(&rl.failed), 0);
 	CHECK(replylog_find(&rl, 1, 10, PFS_OP_UNLINK) == NULL); /* this instance's own */
@@ -197,7 +197,7 @@ static void intend(struct replylog *rl, uint64_t id, unsigned n, uint64_t at, co
 
 	memset(fh.data, 0x5a, fh.len);
 	fh.data[0] = (uint8_t)n;
-	replylog_intend(rl, 9, id, &fh, at, (uint32_t)strlen(bytes),
+	replylog_intend(rl, NULL, 9, id, &fh, at, (uint32_t)strlen(bytes),
 			pfs_crc32c(0, bytes, strlen(bytes)));
 }
 
@@ -322,10 +322,10 @@ static void test_begun(void)
 		 (size_t)(REPLYLOG_FIXED + PFS_FRAME_HDR_SIZE));
 
 	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
-	replylog_begin(&rl, 4, 1, PFS_OP_MKDIR, NULL);
-	replylog_begin(&rl, 4, 2, PFS_OP_UNLINK, NULL);
+	replylog_begin(&rl, NULL, 4, 1, PFS_OP_MKDIR, NULL);
+	replylog_begin(&rl, NULL, 4, 2, PFS_OP_UNLINK, NULL);
 	put(&rl, 4, 2, 'u'); /* answered */
-	replylog_begin(&rl, 4, 3, PFS_OP_RENAME, &was);
+	replylog_begin(&rl, NULL, 4, 3, PFS_OP_RENAME, &was);
 	replylog_close(&rl);
 	CHECK_EQ(replylog_open(&rl, dir, 5, err, sizeof err), 0);
 	const struct replylog_rec *q = replylog_find(&rl, 4, 1, PFS_OP_MKDIR);
@@ -335,6 +335,73 @@ static void test_begun(void)
 	      q->wire[0] == 'u');
 	CHECK((q = replylog_find(&rl, 4, 3, PFS_OP_RENAME)) && q->kind == REPLYLOG_BEGUN &&
 	      pfs_fh_equal(&q->fh, &was));
+	replylog_close(&rl);
+}
+
+/* Host h's reply of cid's request id. */
+static void host_put(struct replylog *rl, struct rlslots_host *h, uint64_t cid, uint64_t id,
+		     uint8_t fill)
+{
+	uint8_t wire[100];
+
+	memset(wire, fill, sizeof wire);
+	replylog_put(rl, h, cid, id, PFS_OP_UNLINK,
+		     hdr(id, PFS_OP_UNLINK, sizeof wire, sizeof wire, 0), wire, sizeof wire, sizeof wire);
+}
+
+/* The slots shared between hosts (rlslots_i.h): a host that makes
+ * changes without end leaves another's records, begun and replies; the
+ * records read at the start are a host's of their own, and free once
+ * forgotten; a host's are free once it goes. */
+static void test_hosts(void)
+{
+	struct replylog rl;
+	struct rlslots_host quiet, flood;
+	char err[256];
+
+	CHECK_EQ(replylog_open(&rl, dir, 7, err, sizeof err), 0);
+	replylog_host_add(&rl, &quiet);
+	replylog_host_add(&rl, &flood);
+	for (uint64_t i = 0; i < 10; i++)
+		host_put(&rl, &quiet, 1, i, 'q');
+	/* A change begun, then the flood, then another begun and answered. */
+	replylog_begin(&rl, &quiet, 1, 10, PFS_OP_MKDIR, NULL);
+	for (uint64_t i = 0; i < 3 * REPLYLOG_SLOTS; i++)
+		host_put(&rl, &flood, 2, i, 'f');
+	replylog_begin(&rl, &quiet, 1, 11, PFS_OP_UNLINK, NULL);
+	host_put(&rl, &quiet, 1, 11, 'r');
+	CHECK_EQ(quiet.n, 13);
+	CHECK_EQ(flood.n, REPLYLOG_SLOTS - 13);
+	replylog_close(&rl);
+
+	CHECK_EQ(replylog_open(&rl, dir, 7, err, sizeof err), 0);
+	const struct replylog_rec *p;
+	CHECK_EQ(rl.n_old, REPLYLOG_SLOTS - 1); /* 1, 11's two records are one */
+	for (uint64_t i = 0; i < 10; i++)
+		CHECK((p = replylog_find(&rl, 1, i, PFS_OP_UNLINK)) && p->wire[0] == 'q');
+	CHECK((p = replylog_find(&rl, 1, 10, PFS_OP_MKDIR)) && p->kind == REPLYLOG_BEGUN);
+	CHECK((p = replylog_find(&rl, 1, 11, PFS_OP_UNLINK)) && p->kind == REPLYLOG_REPLY &&
+	      p->wire[0] == 'r');
+	/* The flood's newest are there, its oldest gone. */
+	CHECK(replylog_find(&rl, 2, 3 * REPLYLOG_SLOTS - 1, PFS_OP_UNLINK) != NULL);
+	CHECK(replylog_find(&rl, 2, 0, PFS_OP_UNLINK) == NULL);
+	CHECK_EQ(rl.old_host.n, REPLYLOG_SLOTS - 1);
+	/* The records read at the start are one host's: a new host takes
+	 * the free slot, then from them, oldest first (the quiet host's). */
+	struct rlslots_host late;
+	replylog_host_add(&rl, &late);
+	for (uint64_t i = 0; i < 11; i++)
+		host_put(&rl, &late, 3, i, 'l');
+	CHECK_EQ(rl.old_host.n, REPLYLOG_SLOTS - 11);
+	replylog_forget(&rl);
+	CHECK_EQ(rl.old_host.n, 0);
+	CHECK_EQ(rl.slots.nfree, REPLYLOG_SLOTS - 11);
+	replylog_host_remove(&rl, &late);
+	CHECK_EQ(rl.slots.nfree, REPLYLOG_SLOTS);
+	replylog_close(&rl);
+	CHECK_EQ(replylog_open(&rl, dir, 7, err, sizeof err), 0);
+	CHECK(replylog_find(&rl, 1, 0, PFS_OP_UNLINK) == NULL); /* the late host's took them */
+	CHECK(replylog_find(&rl, 3, 10, PFS_OP_UNLINK) != NULL);
 	replylog_close(&rl);
 }
 
@@ -444,6 +511,7 @@ int main(void)
 	test_append_records();
 	test_begun();
 	test_appends();
+	test_hosts();
 	test_refused();
 	return check_done("test_replylog");
 }

@@ -1,0 +1,126 @@
+/* rlslots.c: the replies file's slots, shared fairly between the hosts
+ * (see rlslots_i.h). */
+#include "rlslots_i.h"
+
+#include <stdlib.h>
+
+#include "podfs/xalloc.h"
+
+void rlslots_init(struct rlslots *s, uint32_t n)
+{
+	s->n = n;
+	s->next = xcalloc(n, sizeof(*s->next));
+	s->owner = xcalloc(n, sizeof(*s->owner));
+	for (uint32_t i = 0; i < n; i++)
+		s->next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
+	s->free_head = 0;
+	s->nfree = n;
+	s->holders = 0;
+	TAILQ_INIT(&s->hosts);
+}
+
+void rlslots_fini(struct rlslots *s)
+{
+	free(s->next);
+	free(s->owner);
+	s->next = NULL;
+	s->owner = NULL;
+	s->n = 0;
+}
+
+void rlslots_host_add(struct rlslots *s, struct rlslots_host *h)
+{
+	h->head = h->tail = -1;
+	h->n = 0;
+	TAILQ_INSERT_TAIL(&s->hosts, h, link);
+}
+
+/* Slot k, free, into h's list as its newest. */
+static void give(struct rlslots *s, struct rlslots_host *h, uint32_t k)
+{
+	s->owner[k] = h;
+	s->next[k] = -1;
+	if (h->tail >= 0)
+		s->next[h->tail] = (int32_t)k;
+	else
+		h->head = (int32_t)k;
+	h->tail = (int32_t)k;
+	if (h->n++ == 0)
+		s->holders++;
+}
+
+/* h's oldest slot, out of its list (h holds one). */
+static uint32_t oldest(struct rlslots *s, struct rlslots_host *h)
+{
+	uint32_t k = (uint32_t)h->head;
+
+	h->head = s->next[k];
+	if (h->head < 0)
+		h->tail = -1;
+	if (--h->n == 0)
+		s->holders--;
+	s->owner[k] = NULL;
+	return k;
+}
+
+void rlslots_clear(struct rlslots *s, struct rlslots_host *h)
+{
+	while (h->n) {
+		uint32_t k = oldest(s, h);
+		s->next[k] = s->free_head;
+		s->free_head = (int32_t)k;
+		s->nfree++;
+	}
+}
+
+void rlslots_host_remove(struct rlslots *s, struct rlslots_host *h)
+{
+	rlslots_clear(s, h);
+	TAILQ_REMOVE(&s->hosts, h, link);
+}
+
+bool rlslots_take(struct rlslots *s, struct rlslots_host *h, uint32_t slot)
+{
+	if (slot >= s->n || s->owner[slot])
+		return false;
+	/* Out of the free list (singly linked: a walk, at the start only). */
+	for (int32_t *p = &s->free_head; *p >= 0; p = &s->next[*p]) {
+		if ((uint32_t)*p == slot) {
+			*p = s->next[slot];
+			s->nfree--;
+			give(s, h, slot);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The host whose oldest slot h's record takes (every slot is held). */
+static struct rlslots_host *victim(struct rlslots *s, struct rlslots_host *h)
+{
+	uint32_t share = s->n / (s->holders + (h->n == 0));
+
+	if (h->n && h->n >= share)
+		return h;
+	struct rlslots_host *most = h->n ? h : NULL;
+	struct rlslots_host *o;
+	TAILQ_FOREACH(o, &s->hosts, link)
+		if (!most || o->n > most->n)
+			most = o;
+	return most;
+}
+
+uint32_t rlslots_alloc(struct rlslots *s, struct rlslots_host *h)
+{
+	uint32_t k;
+
+	if (s->free_head >= 0) {
+		k = (uint32_t)s->free_head;
+		s->free_head = s->next[k];
+		s->nfree--;
+	} else {
+		k = oldest(s, victim(s, h));
+	}
+	give(s, h, k);
+	return k;
+}

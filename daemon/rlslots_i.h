@@ -1,0 +1,68 @@
+/* rlslots_i.h: which slot of the replies file (replylog_i.h) a record
+ * goes to, shared fairly between the hosts.
+ *
+ * The file was a ring: record number seq went to slot seq % slots, so
+ * each record pushed out the oldest, whoever's it was. A host making
+ * changes without end (an untar: thousands a second, a record or two
+ * each) then pushed out, within a second or two, the records of every
+ * other host, among them those of a host whose connection was down and
+ * whose replies were waiting for it: had podfsd been killed then, that
+ * host's changes, sent again, ran a second time. The reply cache in
+ * memory already shares its budget per host (drc_i.h); this shares the
+ * file the same way.
+ *
+ * Each host (struct rlslots_host: all the sessions from one address,
+ * and one for the records an instance before this one wrote) holds its
+ * slots in a list, oldest first. A record takes a free slot while there
+ * is one. Then, a host holding at least its fair share (the slots over
+ * the hosts holding any, itself counted) gives up its own oldest; one
+ * below it takes the oldest of the host that holds the most. So a host
+ * that writes without end only goes round its own share, and a host
+ * that writes little keeps its newest records until it holds its share.
+ *
+ * Pure bookkeeping: no I/O and no locks (replylog.c holds its lock
+ * around every call).
+ */
+#ifndef PODFSD_RLSLOTS_I_H
+#define PODFSD_RLSLOTS_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+/* A host's slots. */
+struct rlslots_host {
+	TAILQ_ENTRY(rlslots_host) link;
+	int32_t head, tail; /* its slots, oldest first (-1: none) */
+	uint32_t n;
+};
+
+struct rlslots {
+	uint32_t n;                   /* slots (0: not made) */
+	int32_t *next;                /* a slot's next in its host's list, or in the free list */
+	struct rlslots_host **owner;  /* a slot's host, NULL while it is free */
+	int32_t free_head;            /* free slots, lowest first at the start */
+	uint32_t nfree;
+	uint32_t holders;             /* hosts holding at least one slot */
+	TAILQ_HEAD(, rlslots_host) hosts;
+};
+
+/* Makes s: n slots, all free (n >= 1). Aborts without memory. */
+void rlslots_init(struct rlslots *s, uint32_t n);
+void rlslots_fini(struct rlslots *s);
+
+/* h, holding nothing, shares the slots from now on. */
+void rlslots_host_add(struct rlslots *s, struct rlslots_host *h);
+/* h's slots are free again (what they hold is of no more use). */
+void rlslots_clear(struct rlslots *s, struct rlslots_host *h);
+/* h's slots are free again and h leaves. */
+void rlslots_host_remove(struct rlslots *s, struct rlslots_host *h);
+
+/* At the start: slot, free, holds a record of h's, the newest so far.
+ * False if slot is out of range or not free. */
+bool rlslots_take(struct rlslots *s, struct rlslots_host *h, uint32_t slot);
+/* The slot of h's next record (a free one, else one given up as the top
+ * says), now h's newest. */
+uint32_t rlslots_alloc(struct rlslots *s, struct rlslots_host *h);
+
+#endif /* PODFSD_RLSLOTS_I_H */
