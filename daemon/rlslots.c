@@ -14,6 +14,7 @@ void rlslots_init(struct rlslots *s, uint32_t n)
 	for (uint32_t i = 0; i < n; i++)
 		s->next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
 	s->free_head = 0;
+	s->free_tail = (int32_t)n - 1;
 	s->nfree = n;
 	s->holders = 0;
 	TAILQ_INIT(&s->hosts);
@@ -67,8 +68,12 @@ void rlslots_clear(struct rlslots *s, struct rlslots_host *h)
 {
 	while (h->n) {
 		uint32_t k = oldest(s, h);
-		s->next[k] = s->free_head;
-		s->free_head = (int32_t)k;
+		s->next[k] = -1;
+		if (s->free_tail >= 0)
+			s->next[s->free_tail] = (int32_t)k;
+		else
+			s->free_head = (int32_t)k;
+		s->free_tail = (int32_t)k;
 		s->nfree++;
 	}
 }
@@ -84,9 +89,12 @@ bool rlslots_take(struct rlslots *s, struct rlslots_host *h, uint32_t slot)
 	if (slot >= s->n || s->owner[slot])
 		return false;
 	/* Out of the free list (singly linked: a walk, at the start only). */
-	for (int32_t *p = &s->free_head; *p >= 0; p = &s->next[*p]) {
+	int32_t prev = -1;
+	for (int32_t *p = &s->free_head; *p >= 0; prev = *p, p = &s->next[*p]) {
 		if ((uint32_t)*p == slot) {
 			*p = s->next[slot];
+			if (s->free_tail == (int32_t)slot)
+				s->free_tail = prev;
 			s->nfree--;
 			give(s, h, slot);
 			return true;
@@ -117,6 +125,8 @@ uint32_t rlslots_alloc(struct rlslots *s, struct rlslots_host *h)
 	if (s->free_head >= 0) {
 		k = (uint32_t)s->free_head;
 		s->free_head = s->next[k];
+		if (s->free_head < 0)
+			s->free_tail = -1;
 		s->nfree--;
 	} else {
 		k = oldest(s, victim(s, h));

@@ -20,6 +20,14 @@
  * that writes without end only goes round its own share, and a host
  * that writes little keeps its newest records until it holds its share.
  *
+ * Slots freed (a host gone, the records of the start forgotten) are
+ * given out again oldest first, after those free before them, as each
+ * host's own are: so of two records of one request (a change begun and
+ * its reply, an append's and its reply's, or an append's and the record
+ * that it was settled as not written) the older is overwritten first,
+ * and the next instance never finds the older alone (it would settle an
+ * append again, and might cut back a file that changed since).
+ *
  * Pure bookkeeping: no I/O and no locks (replylog.c holds its lock
  * around every call).
  */
@@ -41,7 +49,7 @@ struct rlslots {
 	uint32_t n;                   /* slots (0: not made) */
 	int32_t *next;                /* a slot's next in its host's list, or in the free list */
 	struct rlslots_host **owner;  /* a slot's host, NULL while it is free */
-	int32_t free_head;            /* free slots, lowest first at the start */
+	int32_t free_head, free_tail; /* free slots, given out from the head */
 	uint32_t nfree;
 	uint32_t holders;             /* hosts holding at least one slot */
 	TAILQ_HEAD(, rlslots_host) hosts;
@@ -53,7 +61,8 @@ void rlslots_fini(struct rlslots *s);
 
 /* h, holding nothing, shares the slots from now on. */
 void rlslots_host_add(struct rlslots *s, struct rlslots_host *h);
-/* h's slots are free again (what they hold is of no more use). */
+/* h's slots are free again (what they hold is of no more use), after
+ * those free already, oldest first. */
 void rlslots_clear(struct rlslots *s, struct rlslots_host *h);
 /* h's slots are free again and h leaves. */
 void rlslots_host_remove(struct rlslots *s, struct rlslots_host *h);

@@ -403,6 +403,26 @@ static void test_hosts(void)
 	CHECK(replylog_find(&rl, 1, 0, PFS_OP_UNLINK) == NULL); /* the late host's took them */
 	CHECK(replylog_find(&rl, 3, 10, PFS_OP_UNLINK) != NULL);
 	replylog_close(&rl);
+
+	/* A host gone: its slots are written again oldest first, so an
+	 * append's record goes before its reply's (found alone, the next
+	 * instance would settle the append again). */
+	CHECK_EQ(replylog_open(&rl, dir, 8, err, sizeof err), 0);
+	struct rlslots_host x, y;
+	replylog_host_add(&rl, &x);
+	replylog_host_add(&rl, &y);
+	for (uint64_t i = 0; i < REPLYLOG_SLOTS - 2; i++)
+		host_put(&rl, &y, 5, i, 'y');
+	struct pfs_fh fh = { .len = 20 };
+	replylog_intend(&rl, &x, 6, 1, &fh, 0, 4, 0);
+	replylog_put(&rl, &x, 6, 1, PFS_OP_WRITE, hdr(1, PFS_OP_WRITE, 12, 12, 0),
+		     (const uint8_t[12]){ 0 }, 12, 12);
+	replylog_host_remove(&rl, &x);
+	host_put(&rl, &y, 5, 1u << 20, 'z');
+	replylog_close(&rl);
+	CHECK_EQ(replylog_open(&rl, dir, 8, err, sizeof err), 0);
+	CHECK((p = replylog_find(&rl, 6, 1, PFS_OP_WRITE)) && p->kind == REPLYLOG_REPLY);
+	replylog_close(&rl);
 }
 
 /* The appends an instance began and did not answer, as the next one

@@ -46,13 +46,16 @@ static bool consistent(struct rlslots *s)
 		holders += n > 0;
 	}
 	uint32_t nfree = 0;
+	int32_t last = -1;
 	for (int32_t k = s->free_head; k >= 0; k = s->next[k]) {
 		ok &= !mark[k] && s->owner[k] == NULL;
 		mark[k] = 1;
 		nfree++;
+		last = k;
 	}
 	free(mark);
-	return ok && nfree == s->nfree && seen + nfree == s->n && holders == s->holders;
+	return ok && nfree == s->nfree && last == s->free_tail && seen + nfree == s->n &&
+	       holders == s->holders;
 }
 
 static void test_free_first(void)
@@ -160,8 +163,16 @@ static void test_take_and_clear(void)
 	CHECK_EQ(old.n, 0);
 	CHECK_EQ(s.nfree, 3);
 	CHECK(consistent(&s));
-	uint32_t k = rlslots_alloc(&s, &a);
-	CHECK(k == 0 || k == 4 || k == 5);
+	/* Given out again in the order they were taken: of two records of
+	 * one request, the older goes first. */
+	CHECK_EQ(rlslots_alloc(&s, &a), 4);
+	rlslots_clear(&s, &a); /* 2, 3, 1, 4 after 0, 5 */
+	CHECK_EQ(s.nfree, 6);
+	CHECK(consistent(&s));
+	static const uint32_t order[] = { 0, 5, 2, 3, 1, 4 };
+	for (unsigned i = 0; i < 6; i++)
+		CHECK_EQ(rlslots_alloc(&s, &a), order[i]);
+	CHECK_EQ(s.nfree, 0);
 	CHECK(consistent(&s));
 	rlslots_fini(&s);
 }
