@@ -233,13 +233,17 @@ static int by_seq(const void *a, const void *b)
 static void take_old(struct replylog *rl)
 {
 	struct replylog_rec **v = xmalloc((rl->n_old ? rl->n_old : 1) * sizeof(*v));
+	uint32_t *k = xmalloc((rl->n_old ? rl->n_old : 1) * sizeof(*k));
 	size_t nv = 0, pos;
 
 	for (struct hnode *n = htab_iter(&rl->old, &pos, NULL); n; n = htab_iter(&rl->old, &pos, n))
 		v[nv++] = container_of(n, struct replylog_rec, hn);
 	qsort(v, nv, sizeof(*v), by_seq);
 	for (size_t i = 0; i < nv; i++)
-		rlslots_take(&rl->slots, &rl->old_host, v[i]->slot);
+		k[i] = v[i]->slot;
+	/* (Each slot read holds one record: they are distinct.) */
+	rlslots_take(&rl->slots, &rl->old_host, k, (uint32_t)nv);
+	free(k);
 	free(v);
 }
 

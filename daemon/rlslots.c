@@ -84,23 +84,38 @@ void rlslots_host_remove(struct rlslots *s, struct rlslots_host *h)
 	TAILQ_REMOVE(&s->hosts, h, link);
 }
 
-bool rlslots_take(struct rlslots *s, struct rlslots_host *h, uint32_t slot)
+bool rlslots_take(struct rlslots *s, struct rlslots_host *h, const uint32_t *slot, uint32_t n)
 {
-	if (slot >= s->n || s->owner[slot])
-		return false;
-	/* Out of the free list (singly linked: a walk, at the start only). */
-	int32_t prev = -1;
-	for (int32_t *p = &s->free_head; *p >= 0; prev = *p, p = &s->next[*p]) {
-		if ((uint32_t)*p == slot) {
-			*p = s->next[slot];
-			if (s->free_tail == (int32_t)slot)
-				s->free_tail = prev;
-			s->nfree--;
-			give(s, h, slot);
-			return true;
-		}
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		if (slot[i] >= s->n || s->owner[slot[i]])
+			break;
+		s->owner[slot[i]] = h; /* (marks it: a second time fails) */
 	}
-	return false;
+	if (i < n) {
+		while (i--)
+			s->owner[slot[i]] = NULL;
+		return false;
+	}
+	for (i = 0; i < n; i++) {
+		s->owner[slot[i]] = NULL;
+		give(s, h, slot[i]);
+	}
+	s->free_head = s->free_tail = -1;
+	s->nfree = 0;
+	for (uint32_t k = 0; k < s->n; k++) {
+		if (s->owner[k])
+			continue;
+		s->next[k] = -1;
+		if (s->free_tail >= 0)
+			s->next[s->free_tail] = (int32_t)k;
+		else
+			s->free_head = (int32_t)k;
+		s->free_tail = (int32_t)k;
+		s->nfree++;
+	}
+	return true;
 }
 
 /* The host whose oldest slot h's record takes (every slot is held). */

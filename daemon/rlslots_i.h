@@ -67,9 +67,11 @@ void rlslots_clear(struct rlslots *s, struct rlslots_host *h);
 /* h's slots are free again and h leaves. */
 void rlslots_host_remove(struct rlslots *s, struct rlslots_host *h);
 
-/* At the start: slot, free, holds a record of h's, the newest so far.
- * False if slot is out of range or not free. */
-bool rlslots_take(struct rlslots *s, struct rlslots_host *h, uint32_t slot);
+/* At the start, before any slot was given out or freed: h holds
+ * slot[0, n), oldest first, and the free list is the others, lowest
+ * first. False (and nothing changed) if one is out of range, twice in
+ * slot, or already held. */
+bool rlslots_take(struct rlslots *s, struct rlslots_host *h, const uint32_t *slot, uint32_t n);
 /* The slot of h's next record (a free one, else one given up as the top
  * says), now h's newest. */
 uint32_t rlslots_alloc(struct rlslots *s, struct rlslots_host *h);

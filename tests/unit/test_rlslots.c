@@ -146,14 +146,17 @@ static void test_take_and_clear(void)
 	rlslots_init(&s, 6);
 	rlslots_host_add(&s, &old);
 	rlslots_host_add(&s, &a);
-	CHECK(rlslots_take(&s, &old, 4));
-	CHECK(rlslots_take(&s, &old, 0));
-	CHECK(rlslots_take(&s, &old, 5));
-	CHECK(!rlslots_take(&s, &old, 5)); /* taken */
-	CHECK(!rlslots_take(&s, &old, 6)); /* out of range */
-	CHECK_EQ(old.head, 4);             /* in the order given */
-	CHECK_EQ(old.tail, 5);
+	CHECK(!rlslots_take(&s, &old, (const uint32_t[]){ 4, 0, 6 }, 3)); /* out of range */
+	CHECK(!rlslots_take(&s, &old, (const uint32_t[]){ 4, 0, 4 }, 3)); /* twice */
+	CHECK_EQ(old.n, 0);
+	CHECK_EQ(s.nfree, 6);
 	CHECK(consistent(&s));
+	CHECK(rlslots_take(&s, &old, (const uint32_t[]){ 4, 0, 5 }, 3));
+	CHECK_EQ(old.head, 4); /* in the order given */
+	CHECK_EQ(old.tail, 5);
+	CHECK_EQ(s.nfree, 3);
+	CHECK(consistent(&s));
+	CHECK(!rlslots_take(&s, &a, (const uint32_t[]){ 5 }, 1)); /* held */
 	CHECK_EQ(rlslots_alloc(&s, &a), 1);
 	CHECK_EQ(rlslots_alloc(&s, &a), 2);
 	CHECK_EQ(rlslots_alloc(&s, &a), 3);
