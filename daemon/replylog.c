@@ -346,6 +346,21 @@ void replylog_host_remove(struct replylog *rl, struct rlslots_host *h)
 	pthread_mutex_unlock(&rl->mu);
 }
 
+unsigned replylog_free_slots(struct replylog *rl)
+{
+	if (!rl->slots.n)
+		return 0;
+	pthread_mutex_lock(&rl->mu);
+	unsigned n = rl->slots.nfree;
+	pthread_mutex_unlock(&rl->mu);
+	return n;
+}
+
+uint64_t replylog_not_written(const struct replylog *rl)
+{
+	return atomic_load(&rl->too_big) + atomic_load(&rl->failed);
+}
+
 void replylog_forget(struct replylog *rl)
 {
 	struct hnode *n;

@@ -151,6 +151,10 @@ struct replylog {
  * a no-op while no file is kept (rl zeroed, or replylog_open failed). */
 void replylog_host_add(struct replylog *rl, struct rlslots_host *h);
 void replylog_host_remove(struct replylog *rl, struct rlslots_host *h);
+/* Any thread: the slots free now (0 while no file is kept), and the
+ * records not written (too big for a slot, or a failed write). */
+unsigned replylog_free_slots(struct replylog *rl);
+uint64_t replylog_not_written(const struct replylog *rl);
 
 /* Opens (makes, 0600) STATE_DIR/replies and reads the records written on
  * this machine boot (verf) by the instances before. A file that is not a

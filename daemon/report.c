@@ -351,6 +351,8 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		  atomic_load(&d->lock_ranges));
 	sb_printf(&sb, "replies_kept_bytes %zu\nreplies_kept_max %zu\nreplies_forgotten %" PRIu64
 		  "\n", d->drcpool.bytes, d->drcpool.max, d->drcpool.forgotten);
+	sb_printf(&sb, "replies_file_free %u\nreplies_file_not_written %" PRIu64 "\n",
+		  replylog_free_slots(&d->replies), replylog_not_written(&d->replies));
 	if (verbose) {
 		pos = 0;
 		for (n = htab_iter(&d->sessions, &pos, NULL); n;
@@ -581,6 +583,14 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_family(p, "podfsd_replies_forgotten_total", "counter",
 			"Kept replies forgotten early to stay within reply-cache");
 	pfs_prom_u64(p, "podfsd_replies_forgotten_total", d->drcpool.forgotten, NULL);
+	pfs_prom_family(p, "podfsd_replies_file_free", "gauge",
+			"Free slots of STATE_DIR/replies (past them, hosts share its slots)");
+	pfs_prom_u64(p, "podfsd_replies_file_free", replylog_free_slots(&d->replies), NULL);
+	pfs_prom_family(p, "podfsd_replies_file_not_written_total", "counter",
+			"Records of changes not written to STATE_DIR/replies (too big, or a failed "
+			"write)");
+	pfs_prom_u64(p, "podfsd_replies_file_not_written_total",
+		     replylog_not_written(&d->replies), NULL);
 }
 
 size_t report_metrics(struct pfsd *d, char **out)

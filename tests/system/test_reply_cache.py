@@ -25,8 +25,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from helpers import (EXPORT_AT_ONCE, PYTHON, RECONNECT, DelayRelay, Worker, read_file,
-                     relayed_mount, wait_for, write_file)
+from helpers import (EXPORT_AT_ONCE, PYTHON, RECONNECT, DelayRelay, Worker, podfsd_status,
+                     read_file, relayed_mount, wait_for, write_file)
 from syscalls import RENAME_EXCHANGE, renameat2
 
 
@@ -260,6 +260,9 @@ def test_change_lost_with_podfsd_outlives_another_hosts_changes(env, daemon, mou
             for i in range(2200):
                 os.unlink(flood / str(i))
             assert w.is_alive(), "B's mkdir returned without its reply"
+            keys, _ = podfsd_status(daemon)
+            assert keys["replies_file_free"] == "0", keys  # the file is full: shared
+            assert keys["replies_file_not_written"] == "0", keys
             daemon.kill9()
             relay.cut()
             relay.release_down()
