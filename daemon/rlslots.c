@@ -6,16 +6,33 @@
 
 #include "podfs/xalloc.h"
 
+/* Slot k at the end of the list head..tail (a host's or the free one). */
+static void link_tail(struct rlslots *s, int32_t *head, int32_t *tail, uint32_t k)
+{
+	s->next[k] = -1;
+	if (*tail >= 0)
+		s->next[*tail] = (int32_t)k;
+	else
+		*head = (int32_t)k;
+	*tail = (int32_t)k;
+}
+
+/* Slot k, held by none, at the end of the free list. */
+static void free_append(struct rlslots *s, uint32_t k)
+{
+	link_tail(s, &s->free_head, &s->free_tail, k);
+	s->nfree++;
+}
+
 void rlslots_init(struct rlslots *s, uint32_t n)
 {
 	s->n = n;
 	s->next = xcalloc(n, sizeof(*s->next));
 	s->owner = xcalloc(n, sizeof(*s->owner));
-	for (uint32_t i = 0; i < n; i++)
-		s->next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
-	s->free_head = 0;
-	s->free_tail = (int32_t)n - 1;
-	s->nfree = n;
+	s->free_head = s->free_tail = -1;
+	s->nfree = 0;
+	for (uint32_t k = 0; k < n; k++)
+		free_append(s, k);
 	s->holders = 0;
 	TAILQ_INIT(&s->hosts);
 }
@@ -40,12 +57,7 @@ void rlslots_host_add(struct rlslots *s, struct rlslots_host *h)
 static void give(struct rlslots *s, struct rlslots_host *h, uint32_t k)
 {
 	s->owner[k] = h;
-	s->next[k] = -1;
-	if (h->tail >= 0)
-		s->next[h->tail] = (int32_t)k;
-	else
-		h->head = (int32_t)k;
-	h->tail = (int32_t)k;
+	link_tail(s, &h->head, &h->tail, k);
 	if (h->n++ == 0)
 		s->holders++;
 }
@@ -66,16 +78,8 @@ static uint32_t oldest(struct rlslots *s, struct rlslots_host *h)
 
 void rlslots_clear(struct rlslots *s, struct rlslots_host *h)
 {
-	while (h->n) {
-		uint32_t k = oldest(s, h);
-		s->next[k] = -1;
-		if (s->free_tail >= 0)
-			s->next[s->free_tail] = (int32_t)k;
-		else
-			s->free_head = (int32_t)k;
-		s->free_tail = (int32_t)k;
-		s->nfree++;
-	}
+	while (h->n)
+		free_append(s, oldest(s, h));
 }
 
 void rlslots_host_remove(struct rlslots *s, struct rlslots_host *h)
@@ -104,17 +108,9 @@ bool rlslots_take(struct rlslots *s, struct rlslots_host *h, const uint32_t *slo
 	}
 	s->free_head = s->free_tail = -1;
 	s->nfree = 0;
-	for (uint32_t k = 0; k < s->n; k++) {
-		if (s->owner[k])
-			continue;
-		s->next[k] = -1;
-		if (s->free_tail >= 0)
-			s->next[s->free_tail] = (int32_t)k;
-		else
-			s->free_head = (int32_t)k;
-		s->free_tail = (int32_t)k;
-		s->nfree++;
-	}
+	for (uint32_t k = 0; k < s->n; k++)
+		if (!s->owner[k])
+			free_append(s, k);
 	return true;
 }
 

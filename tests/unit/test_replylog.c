@@ -103,13 +103,20 @@ static void test_pack(void)
 
 static char dir[] = "/tmp/test_replylog.XXXXXX";
 
-static void put(struct replylog *rl, uint64_t cid, uint64_t id, uint8_t fill)
+/* Host h's (NULL: of none) reply of cid's request id. */
+static void host_put(struct replylog *rl, struct rlslots_host *h, uint64_t cid, uint64_t id,
+		     uint8_t fill)
 {
 	uint8_t wire[100];
 
 	memset(wire, fill, sizeof wire);
-	replylog_put(rl, NULL, cid, id, PFS_OP_UNLINK,
+	replylog_put(rl, h, cid, id, PFS_OP_UNLINK,
 		     hdr(id, PFS_OP_UNLINK, sizeof wire, sizeof wire, 0), wire, sizeof wire, sizeof wire);
+}
+
+static void put(struct replylog *rl, uint64_t cid, uint64_t id, uint8_t fill)
+{
+	host_put(rl, NULL, cid, id, fill);
 }
 
 static void test_instances(void)
@@ -336,17 +343,6 @@ static void test_begun(void)
 	CHECK((q = replylog_find(&rl, 4, 3, PFS_OP_RENAME)) && q->kind == REPLYLOG_BEGUN &&
 	      pfs_fh_equal(&q->fh, &was));
 	replylog_close(&rl);
-}
-
-/* Host h's reply of cid's request id. */
-static void host_put(struct replylog *rl, struct rlslots_host *h, uint64_t cid, uint64_t id,
-		     uint8_t fill)
-{
-	uint8_t wire[100];
-
-	memset(wire, fill, sizeof wire);
-	replylog_put(rl, h, cid, id, PFS_OP_UNLINK,
-		     hdr(id, PFS_OP_UNLINK, sizeof wire, sizeof wire, 0), wire, sizeof wire, sizeof wire);
 }
 
 /* The slots shared between hosts (rlslots_i.h): a host that makes
