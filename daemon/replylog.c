@@ -219,10 +219,15 @@ static struct replylog_rec *lookup(const struct replylog *rl, uint64_t client_id
 	return NULL;
 }
 
+/* A record kept at the start: where it is and its place in the order. */
+struct kept {
+	uint64_t seq;
+	uint32_t slot;
+};
+
 static int by_seq(const void *a, const void *b)
 {
-	const struct replylog_rec *p = *(struct replylog_rec *const *)a;
-	const struct replylog_rec *q = *(struct replylog_rec *const *)b;
+	const struct kept *p = a, *q = b;
 
 	return p->seq < q->seq ? -1 : p->seq > q->seq;
 }
@@ -232,15 +237,17 @@ static int by_seq(const void *a, const void *b)
  * request's stands for). */
 static void take_old(struct replylog *rl)
 {
-	struct replylog_rec **v = xmalloc((rl->n_old ? rl->n_old : 1) * sizeof(*v));
-	uint32_t *k = xmalloc((rl->n_old ? rl->n_old : 1) * sizeof(*k));
+	struct kept *v = xmalloc((rl->n_old ? rl->n_old : 1) * sizeof(*v));
 	size_t nv = 0, pos;
 
-	for (struct hnode *n = htab_iter(&rl->old, &pos, NULL); n; n = htab_iter(&rl->old, &pos, n))
-		v[nv++] = container_of(n, struct replylog_rec, hn);
+	for (struct hnode *n = htab_iter(&rl->old, &pos, NULL); n; n = htab_iter(&rl->old, &pos, n)) {
+		const struct replylog_rec *p = container_of(n, struct replylog_rec, hn);
+		v[nv++] = (struct kept){ p->seq, p->slot };
+	}
 	qsort(v, nv, sizeof(*v), by_seq);
+	uint32_t *k = xmalloc((nv ? nv : 1) * sizeof(*k));
 	for (size_t i = 0; i < nv; i++)
-		k[i] = v[i]->slot;
+		k[i] = v[i].slot;
 	/* (Each slot read holds one record: they are distinct.) */
 	rlslots_take(&rl->slots, &rl->old_host, k, (uint32_t)nv);
 	free(k);
