@@ -201,6 +201,57 @@ def test_direct_change_in_export_is_pushed(env, daemon, ab):
     assert ("entry", b.root, b"f") in got
 
 
+def test_direct_changes_pushed_while_the_filesystem_is_busy(env, daemon, ab):
+    """podfsd reads the events of other processes in batches, 1 ms apart
+    once a read found some (daemon/watch.c, WATCH_HOLD_MS): while another
+    program keeps the export's filesystem busy outside the export, each
+    change made beside podfs to a file a session looked up is still
+    pushed, and so is one made after the burst."""
+    watching(daemon)
+    _, b = ab
+    busy = env.root / "busy-beside"
+    busy.mkdir()
+    assert busy.stat().st_dev == env.export.stat().st_dev
+    names = [f"f{i}" for i in range(8)]
+    for n in names:
+        write_file(env.export / n, b"old")
+    time.sleep(0.2)
+    b.wait_pushes(QUIET)
+    hs = {n: b.lookup(b.root, n)[0] for n in names}
+    stop = threading.Event()
+    made = [0]
+
+    def churn():
+        # Creates and unlinks as fast as Python makes them, bounded.
+        deadline = time.monotonic() + 30
+        while not stop.is_set() and time.monotonic() < deadline:
+            p = busy / f"x{made[0] % 64}"
+            p.write_bytes(b"x")
+            p.unlink()
+            made[0] += 1
+
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        while made[0] < 200 and t.is_alive():
+            time.sleep(0.01)
+        for n in names:
+            with open(env.export / n, "r+b") as f:
+                f.write(b"new")
+            got = b.wait_pushes(DIRECT, until=lambda ps, h=hs[n]: inode_pushes(ps, h))
+            assert inode_pushes(got, hs[n]), (n, got)
+    finally:
+        stop.set()
+        t.join(timeout=40)
+    assert made[0] >= 200 and not t.is_alive(), made
+    # After the burst: the first change of a quiet filesystem.
+    time.sleep(0.1)
+    b.wait_pushes(QUIET)
+    os.chmod(env.export / names[0], 0o600)
+    h = hs[names[0]]
+    assert ("inode", h, -1, 0) in b.wait_pushes(DIRECT, until=lambda ps: ("inode", h, -1, 0) in ps)
+
+
 def test_direct_change_not_pushed_to_uninterested(env, daemon, ab):
     watching(daemon)
     a, b = ab
