@@ -205,7 +205,6 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 {
 	struct watch *w = h->data;
 
-	(void)events;
 	if (status < 0) {
 		pfs_warn("fanotify: %s; no longer watching changes made beside podfs",
 			 uv_strerror(status));
