@@ -123,10 +123,11 @@ static bool hold_end(struct revalhold *rh, const char *why)
 {
 	bool changed = false;
 
-	/* active changes only under mu. */
+	/* active changes only under mu, and only after the lines below:
+	 * revalhold_waits reads it without mu, and a change it lets through
+	 * may return to its caller before a line logged afterwards. */
 	if (!atomic_load(&rh->active))
 		return false;
-	atomic_store(&rh->active, false);
 	rh->held_ms = (uv_hrtime() - rh->began_ns) / 1000000;
 	for (size_t i = 0; i < rh->nexpected; i++) {
 		if (rh->back[i])
@@ -144,6 +145,7 @@ static bool hold_end(struct revalhold *rh, const char *why)
 	pfs_notice("changes wait no more (%s): %zu of %zu client%s of the instance before "
 		   "revalidated, after %" PRIu64 " ms", why, rh->nback, rh->nexpected,
 		   rh->nexpected == 1 ? "" : "s", rh->held_ms);
+	atomic_store(&rh->active, false);
 	return changed;
 }
 
