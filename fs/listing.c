@@ -268,8 +268,12 @@ int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e)
 		return -ENOMEM;
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
-	if (!ls)
+	if (!ls) {
+		/* A listing asked for before is not kept; one set after has
+		 * the name. */
+		dir->ls_gen++;
 		goto out;
+	}
 	/* Its cookie is not known (0): readdir is no longer answered from
 	 * this listing (listing_readdir). */
 	uint64_t no_cookie = 0;

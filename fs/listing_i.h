@@ -68,8 +68,11 @@ int listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8
  * lock across the create, so no lookup there used the listing meanwhile;
  * a push from another host's change since it was fetched still makes it
  * stale at its next use). Returns 0, or -errno with the listing left as
- * it was (-ENOENT: none, -EEXIST: the name is in it, -ENAMETOOLONG,
- * -ENOMEM, -EINVAL): the caller then drops it (listing_touch). */
+ * it was (-EEXIST: the name is in it, -ENAMETOOLONG, -ENOMEM, -EINVAL):
+ * the caller then drops it (listing_touch). -ENOENT: dir has no listing;
+ * one asked for before is not kept (as by listing_changing, under the
+ * same lock), and none is held off: a listing fetched later has the
+ * name, and this client's next creates keep it up to date. */
 int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e);
 
 /* This client is about to remove a name of dir, and will tell with

@@ -161,11 +161,16 @@ void ops_own_dir_attr(struct client *c, struct inode *dir, const struct pfs_attr
  * NULL if the create failed): the entry is added to it, so that the next
  * lookups there (a miss before the next create, mostly) are still
  * answered locally; otherwise it goes, with a quiet period (see
- * listing_stale). Called before the reply to the kernel, which
- * holds dir's lock till then. */
+ * listing_stale). Without a listing, none is held off: in a directory
+ * too large to be listed at its first lookup, the lookups of the names
+ * this client creates one after another get it listed after a few
+ * (listing_fetch_begin), and answered here from then on. Called before
+ * the reply to the kernel, which holds dir's lock till then. */
 void ops_own_listing(struct inode *dir, const char *name, const struct pfs_entry *e)
 {
-	if (!e || listing_add(dir, name, e) < 0)
+	int r = e ? listing_add(dir, name, e) : -EIO;
+
+	if (r < 0 && r != -ENOENT)
 		listing_touch(dir);
 }
 
