@@ -299,13 +299,16 @@ static void connection_cb(uv_stream_t *server, int status)
 static int clear_ctl_path(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len = strlen(path);
 	struct stat st;
 
+	if (len >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
 	if (lstat(path, &st) < 0)
 		return 0;
 	if (!S_ISSOCK(st.st_mode))
 		return -EEXIST;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	memcpy(sa.sun_path, path, len + 1);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	bool live = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 	if (fd >= 0)
@@ -320,9 +323,10 @@ static int clear_ctl_path(const char *path)
  * died is replaced; one a live podfsd answers on is left alone. */
 static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 {
+	size_t len = strlen(path);
 	int ret;
 
-	if (strlen(path) >= sizeof(o->path))
+	if (len >= sizeof(o->path))
 		return -ENAMETOOLONG;
 	if (strncmp(path, OBS_CTL_DIR "/", sizeof(OBS_CTL_DIR)) == 0 && mkdir(OBS_CTL_DIR, 0755) < 0 &&
 	    errno != EEXIST)
@@ -340,7 +344,7 @@ static int ctl_start(struct observe *o, struct pfsd *d, const char *path)
 	pfs_sockfile_unlock(lock);
 	if (fd < 0)
 		return fd;
-	snprintf(o->path, sizeof(o->path), "%s", path);
+	memcpy(o->path, path, len + 1);
 	uv_pipe_init(&d->loop, &o->ctl.u.pipe, 0);
 	o->ctl.on = true;
 	ret = uv_pipe_open(&o->ctl.u.pipe, fd);
