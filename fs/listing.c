@@ -257,7 +257,7 @@ int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e)
 	struct pfs_bytes none = { 0 };
 	uint32_t flags = 0;
 	struct pfs_wr w;
-	int ret = -ENODATA;
+	int ret = -ENOENT;
 
 	if (nl > PFS_NAME_MAX)
 		return -ENAMETOOLONG;
@@ -362,14 +362,13 @@ int listing_remove(struct inode *dir, const char *name)
 {
 	size_t nl = strlen(name);
 	uint64_t h = name_hash(name, nl);
-	int ret = -ENODATA;
+	int ret = -ENOENT;
 
 	pthread_mutex_lock(&dir->lock);
 	struct listing *ls = dir->listing;
 	dir->ls_gen++; /* a listing asked for before the change is not kept */
 	if (!ls)
 		goto out;
-	ret = -ENOENT;
 	for (struct hnode *hn = htab_first(&ls->index, h); hn; hn = htab_next(hn, h)) {
 		struct litem *it = container_of(hn, struct litem, hn);
 		if (item_flag(ls, it, name, nl, NULL, INODE_LS_GONE)) {

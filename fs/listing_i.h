@@ -69,11 +69,10 @@ int listing_find(struct inode *dir, const char *name, struct pfs_entry *e, uint8
  * a push from another host's change since it was fetched still makes it
  * stale at its next use). Returns 0, or -errno with the listing left as
  * it was (-EEXIST: the name is in it, -ENAMETOOLONG, -ENOMEM, -EINVAL):
- * the caller then drops it (listing_touch). -ENODATA: dir has no
- * listing; one asked for before is not kept (as by listing_changing,
- * under the same lock), and the caller holds none off: a listing fetched
- * later has the name, and this client's next creates keep it up to
- * date. */
+ * the caller then drops it (listing_touch). -ENOENT: dir has no listing;
+ * one asked for before is not kept (as by listing_changing, under the
+ * same lock), and none is held off: a listing fetched later has the
+ * name, and this client's next creates keep it up to date. */
 int listing_add(struct inode *dir, const char *name, const struct pfs_entry *e);
 
 /* This client is about to remove a name of dir, and will tell with
@@ -86,8 +85,8 @@ void listing_changing(struct inode *dir);
  * it stale at its next use): the item goes from dir's listing
  * (INODE_LS_GONE: lookups find no such name, READDIR skips it, the
  * others keep their cookies), which stays complete; a listing asked for
- * before is not kept. Returns 0, -ENOENT (the name is not in the listing:
- * the caller drops it) or -ENODATA (dir has no listing). */
+ * before is not kept. Returns 0, or -ENOENT (no listing, or the name is
+ * not in it). */
 int listing_remove(struct inode *dir, const char *name);
 
 /* Drops dir's listing for good (it was incomplete): lookups there go

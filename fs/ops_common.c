@@ -170,7 +170,7 @@ void ops_own_listing(struct inode *dir, const char *name, const struct pfs_entry
 {
 	int r = e ? listing_add(dir, name, e) : -EIO;
 
-	if (r < 0 && r != -ENODATA)
+	if (r < 0 && r != -ENOENT)
 		listing_touch(dir);
 }
 

@@ -525,10 +525,7 @@ static void unlink_common(fuse_req_t req, fuse_ino_t parent, const char *name, u
 	if (op == PFS_OP_RMDIR)
 		ops_name_busy(c, IP(req, parent), name, -1);
 	ops_dir_busy(c, IP(req, parent), -1);
-	/* Without a listing, none is held off (as after a create,
-	 * ops_own_listing): one fetched later has the name gone. */
-	int lr = rc < 0 ? rc : listing_remove(IP(req, parent), name);
-	if (lr < 0 && !(rc == 0 && lr == -ENODATA))
+	if (rc < 0 || listing_remove(IP(req, parent), name) < 0)
 		listing_touch(IP(req, parent));
 	ops_own_done(c, &o);
 	struct pfs_attr da;

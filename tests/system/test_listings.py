@@ -431,19 +431,17 @@ def test_stat_storm_in_a_large_directory_costs_requests_per_page(env, daemon, mo
     assert "LISTDIR_PAGE" not in sent and sent.get("LOOKUP_DATA", 0) >= 1, sent
 
 
-def test_own_creates_and_removals_in_a_large_directory_get_it_listed(env, daemon, mount):
+def test_own_creates_in_a_large_directory_get_it_listed(env, daemon, mount):
     """A client making names one after another in a directory too large
     to be listed at its first lookup (3,000 names, about 80 KB on ext4):
     the kernel's lookup before each mkdir is a miss, and after a few of
     them name by name the client lists the directory in pages and answers
     the rest itself; its own creates keep that listing (they do not hold
-    a listing off, as another host's changes do). So for removals, on
-    another client, which had no listing of it: the lookups before each
-    rmdir and unlink. The names are right everywhere, and a name made
-    beside podfs meanwhile shows."""
-    big = env.export / "big"
-    _fill(big, 3000, 10)
-    assert os.stat(big).st_size > 64 * 1024
+    a listing off, as another host's changes do). The names are all
+    there, on the mount and in the export, and a name made beside podfs
+    meanwhile shows."""
+    _fill(env.export / "big", 3000, 10)
+    assert os.stat(env.export / "big").st_size > 64 * 1024
     m = mount()
     os.stat(m / "big")
     before = requests_sent(m)
@@ -452,34 +450,16 @@ def test_own_creates_and_removals_in_a_large_directory_get_it_listed(env, daemon
     sent = requests_since(m, before)
     assert sent.get("MKDIR") == 300, sent
     assert sent.get("LISTDIR_PAGE", 0) >= 1, sent
-    assert sent.get("LOOKUP_DATA", 0) + sent.get("LOOKUP", 0) <= 60, sent
+    per_name = sent.get("LOOKUP_DATA", 0) + sent.get("LOOKUP", 0)
+    assert per_name <= 60, sent
     want = sorted([f"f{i}" for i in range(3000)] + [f"d{i}" for i in range(300)])
-    assert sorted(os.listdir(big)) == want
+    assert sorted(os.listdir(env.export / "big")) == want
     assert sorted(os.listdir(m / "big")) == want
-
-    m2 = mount()
-    os.stat(m2 / "big")
-    before = requests_sent(m2)
-    for i in range(300):
-        os.rmdir(m2 / "big" / f"d{i}")
-    for i in range(300):
-        os.unlink(m2 / "big" / f"f{i}")
-    sent = requests_since(m2, before)
-    assert (sent.get("RMDIR"), sent.get("UNLINK")) == (300, 300), sent
-    assert sent.get("LISTDIR_PAGE", 0) >= 1, sent
-    assert sent.get("LOOKUP_DATA", 0) + sent.get("LOOKUP", 0) <= 60, sent
-    want = sorted(f"f{i}" for i in range(300, 3000))
-    assert sorted(os.listdir(big)) == want
-    assert sorted(os.listdir(m2 / "big")) == want
-    wait_for(lambda: sorted(os.listdir(m / "big")) == want, SHOWN, what="the removals on m")
-    for mnt in (m, m2):
-        assert not os.path.exists(mnt / "big" / "d7") and os.path.isfile(mnt / "big" / "f2999")
-
-    (big / "beside").write_bytes(b"b")
-    for mnt in (m, m2):
-        wait_for(lambda: os.path.exists(mnt / "big" / "beside"), SHOWN,
-                 what="a name made beside podfs")
-        assert read_file(mnt / "big" / "beside") == b"b"
+    for i in (0, 150, 299):
+        assert os.path.isdir(m / "big" / f"d{i}")
+    (env.export / "big" / "beside").write_bytes(b"b")
+    wait_for(lambda: os.path.exists(m / "big" / "beside"), SHOWN, what="a name made beside podfs")
+    assert read_file(m / "big" / "beside") == b"b"
 
 
 @pytest.mark.plaintext
