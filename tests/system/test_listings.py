@@ -431,7 +431,7 @@ def test_stat_storm_in_a_large_directory_costs_requests_per_page(env, daemon, mo
     assert "LISTDIR_PAGE" not in sent and sent.get("LOOKUP_DATA", 0) >= 1, sent
 
 
-def test_own_creates_in_a_large_directory_get_it_listed(env, daemon, mount):
+def test_own_creates_in_a_large_directory_get_it_listed(env):
     """A client making names one after another in a directory too large
     to be listed at its first lookup (3,000 names, about 80 KB on ext4):
     the kernel's lookup before each mkdir is a miss, and after a few of
@@ -440,9 +440,13 @@ def test_own_creates_in_a_large_directory_get_it_listed(env, daemon, mount):
     a listing off, as another host's changes do). The names are all
     there, on the mount and in the export, and a name made beside podfs
     meanwhile shows."""
+    # Filled before podfsd starts: it watches its export's filesystem,
+    # and pushes about big from the 3,000 creates made beside it could
+    # still be coming when the mount looks big up (pushed changes do
+    # hold a listing off).
     _fill(env.export / "big", 3000, 10)
     assert os.stat(env.export / "big").st_size > 64 * 1024
-    m = mount()
+    m = env.mount(env.start_daemon())
     os.stat(m / "big")
     before = requests_sent(m)
     for i in range(300):
