@@ -168,9 +168,9 @@ void ops_own_dir_attr(struct client *c, struct inode *dir, const struct pfs_attr
  * the reply to the kernel, which holds dir's lock till then. */
 void ops_own_listing(struct inode *dir, const char *name, const struct pfs_entry *e)
 {
-	int r = e ? listing_add(dir, name, e) : -EIO;
+	int r = e ? listing_add(dir, name, e) : 0;
 
-	if (r < 0 && r != -ENOENT)
+	if (!e || (r < 0 && r != -ENOENT))
 		listing_touch(dir);
 }
 

@@ -213,8 +213,9 @@ static void test_slotless_sweep(void)
 	 * at a time, up to 200) while none has: on a loaded machine (the
 	 * suite runs the unit tests beside three system tests) the sweep
 	 * thread may wait for a CPU for longer than the measured sweep,
-	 * and ten rounds once all missed it. Under ThreadSanitizer an eighth of
-	 * them: each add and sweep step there costs some ten times as much
+	 * and ten rounds once all missed it. Under ThreadSanitizer the old
+	 * objects are an eighth as many: each add and sweep step there
+	 * costs some ten times as much
 	 * (the whole test took 55-67 s of a CPU there, 4-7 s under ASan),
 	 * and a sweep still lasts long enough to be caught half way. */
 #ifdef __SANITIZE_THREAD__
