@@ -6,8 +6,10 @@ own that can crash and boot again), or one someone else runs
 """
 
 import os
+import random
 import shutil
 import signal
+import socket
 import uuid
 from pathlib import Path
 
@@ -17,6 +19,26 @@ from helpers import PODFSD, wait_for
 
 from .procs import Proc
 from .settings import DAEMON_ARGS, START_TIMEOUT
+
+
+def quiet_port(host):
+    """A port free on host now, below the kernel's range of ephemeral
+    ports (0 if none is found): a podfsd started again on the port it had
+    must find it free, and a port the kernel picked (--listen HOST:0) may
+    meanwhile be the source port of another test's connection (podfsd
+    then failed at a restart with "address already in use")."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for _ in range(100 if low > 10001 else 0):
+        port = random.randrange(10000, low)
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host.strip("[]") or "0.0.0.0", port))
+            except OSError:
+                continue
+        return port
+    return 0
 
 
 class Daemon:
@@ -57,7 +79,7 @@ class Daemon:
         self.control = next((str(a).split("=", 1)[1] for a in self.extra
                              if str(a).startswith("--control-socket=")), None)
         self.listen_host, _, p = listen.rpartition(":")
-        self.port = int(p)
+        self.port = int(p) or quiet_port(self.listen_host)
         self.nstarts = 0
         self.proc = None
         self.boot_file = None
