@@ -31,7 +31,8 @@ import pytest
 from harness import Pod
 from helpers import (EXPORT_AT_ONCE, Worker, at_once, daemon_deleted_fds, evict_dentries, export_stat,
                      fell_behind, forgotten, no_laggard, podfs_stats, pread_all, read_file,
-                     read_or_none, requests_sent, requests_since, wait_for, write_file)
+                     read_or_none, requests_sent, requests_since, seen_after_catching_up, wait_for,
+                     write_file)
 
 pytestmark = pytest.mark.netns
 
@@ -557,26 +558,42 @@ def test_removal_seen_at_once_by_a_host_holding_the_file_open(pod, how):
     the name (unlink, or a rename to another name). Once A's call
     returned, B's stat of the name fails at once, every time: B's
     acknowledgement of the push, which A's reply waits for, follows the
-    kernel's invalidation of the name, not only its receipt."""
+    kernel's invalidation of the name, not only its receipt.
+
+    The one exception is the documented one (docs/coherence.md, "Late and
+    stalled clients"): B short of CPU past its deadline (30 ms; two test
+    files run at once here) falls behind, and A's call returns without
+    waiting for it. Such a round must show in podfsd's log, and B must
+    drop the name once it caught up; most rounds must be strict."""
     a, b = pod.a, pod.b
     os.mkdir(a / "d")
     os.listdir(b / "d")
-    stale = []
+    stale, waited = [], []
     for i in range(25):
         write_file(a / "d" / f"f{i}", b"x")
         wait_for(lambda: exists(b / "d" / f"f{i}"), VISIBLE, what="B to see the file")
         fd = os.open(b / "d" / f"f{i}", os.O_RDONLY)
         try:
             os.stat(b / "d" / f"f{i}")  # B's kernel caches the name and attributes
+            t0 = time.time()
             if how == "unlink":
                 os.unlink(a / "d" / f"f{i}")
             else:
                 os.rename(a / "d" / f"f{i}", a / "d" / f"g{i}")
-            if exists(b / "d" / f"f{i}"):
+            there = exists(b / "d" / f"f{i}")
+            there, late = seen_after_catching_up(pod.daemon.log(), pod.ns[1].ip, t0, there,
+                                                 False, lambda: exists(b / "d" / f"f{i}"))
+            if late:
+                waited.append(i)
+            if there:
                 stale.append(i)
         finally:
             os.close(fd)
-    assert stale == [], f"B still found the removed name in rounds {stale} of 25"
+    print(f"rounds where B had fallen behind: {waited}")
+    about_b = [ln for ln in pod.daemon.log().splitlines() if pod.ns[1].ip + ":" in ln]
+    assert stale == [], (f"B still found the removed name in rounds {stale} of 25; "
+                         f"podfsd on B: {about_b[-5:]}")
+    assert len(waited) <= 5, f"B fell behind in rounds {waited} of 25: too few strict rounds"
     no_laggard(pod.daemon.proc.output())
     # B applied each invalidation before acknowledging it, never after
     # giving up waiting for the kernel.
