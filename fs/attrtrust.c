@@ -83,6 +83,11 @@ bool attr_trust_changed_since(const struct attr_trust *o, uint64_t any)
 	return o->at > any;
 }
 
+bool attr_trust_listed_stale(const struct attr_trust *o, uint64_t any)
+{
+	return o->at > any || o->wb != 0;
+}
+
 bool attr_trust_listed(bool dir, uint32_t nlink, uint64_t ns_listed, uint64_t ns_now)
 {
 	return ns_listed == ns_now || dir || nlink <= 1;

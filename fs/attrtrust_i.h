@@ -107,6 +107,14 @@ bool attr_trust_ok(const struct attr_trust *o, uint64_t ns_now, uint64_t *seq);
  * when the clock read any holds older attributes of it). */
 bool attr_trust_changed_since(const struct attr_trust *o, uint64_t any);
 
+/* True if a listing (or any reply) taken when the clock read any may
+ * hold older attributes of the object than this client has: an event of
+ * it came after any, or a write behind is still pending. That write was
+ * answered to the application already, and may have been sent before
+ * any (so no event followed) but not have run on the daemon when the
+ * listing was read there: its size and times would go back. */
+bool attr_trust_listed_stale(const struct attr_trust *o, uint64_t any);
+
 /* May an item of a listing (or of a READDIRPLUS chunk) taken at namespace
  * count ns_listed still give its object's attributes at count ns_now? An
  * unlink, rmdir or rename of this client since moved the link count or

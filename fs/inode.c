@@ -645,7 +645,7 @@ void inode_set_attr(struct inode *ip, const struct pfs_attr *a, uint64_t seq)
 bool inode_set_attr_since(struct inode *ip, const struct pfs_attr *a, uint64_t seq, uint64_t any)
 {
 	pthread_mutex_lock(&ip->lock);
-	bool ok = !attr_trust_changed_since(&ip->tr, any) && ip->tr.wb == 0;
+	bool ok = !attr_trust_listed_stale(&ip->tr, any);
 	if (ok)
 		set_attr_locked(ip, a, seq);
 	pthread_mutex_unlock(&ip->lock);

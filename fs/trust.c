@@ -139,7 +139,7 @@ static void stale_cb(void *arg, struct inode *ip)
 	struct stale *s = arg;
 
 	pthread_mutex_lock(&ip->lock);
-	s->stale = attr_trust_changed_since(&ip->tr, s->any);
+	s->stale = attr_trust_listed_stale(&ip->tr, s->any);
 	pthread_mutex_unlock(&ip->lock);
 }
 

@@ -110,7 +110,8 @@ bool inode_write_done(struct inode_table *t, struct inode *ip, uint64_t at,
 		      const struct pfs_attr *a, uint64_t seq, uint64_t ns);
 
 /* True if this client changed the object fh (one the table knows) since
- * a listing taken when the clock read any. */
+ * a listing taken when the clock read any, or has writes of it pending
+ * (attr_trust_listed_stale). */
 bool inode_listed_stale(struct inode_table *t, const struct pfs_fh *fh, uint64_t any);
 
 /* False if an item with attributes a of a listing (or READDIRPLUS chunk)

@@ -162,6 +162,23 @@ static void test_writes_behind(void)
 	/* With nothing pending, replies are trusted again. */
 	s = send_now(&k);
 	CHECK(attr_trust_reply(&o, 6, s.any, s.ns));
+	CHECK(!attr_trust_listed_stale(&o, s.any));
+
+	/* A listing asked for after a write was sent, read on the daemon
+	 * before that write ran: no event of the object came after it, yet
+	 * its item is stale until the write ended. */
+	attr_trust_touch(&o, own_clock_stamp(&k));
+	attr_trust_write_queued(&o);
+	w1 = own_clock_stamp(&k);
+	attr_trust_write_sent(&o, w1);
+	s = send_now(&k);
+	CHECK(!attr_trust_changed_since(&o, s.any));
+	CHECK(attr_trust_listed_stale(&o, s.any));
+	CHECK(attr_trust_write_done(&o, w1, own_clock_stamp(&k), true, 7, s.ns));
+	/* Ended: the listing's item predates the write's end. */
+	CHECK(attr_trust_listed_stale(&o, s.any));
+	s = send_now(&k);
+	CHECK(!attr_trust_listed_stale(&o, s.any));
 }
 
 static void test_namespace_count(void)
