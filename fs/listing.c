@@ -204,6 +204,11 @@ int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t l
 	index_fill(ls, len);
 	pthread_mutex_lock(&dir->lock);
 	if (dir->ls_gen != li->ns) {
+		/* Changed here meanwhile: the directory is busy with this
+		 * client's changes, so none is fetched for a while. */
+		int64_t after = pfs_mono_ns() + LISTING_QUIET_NS;
+		if (dir->list_after < after)
+			dir->list_after = after;
 		pthread_mutex_unlock(&dir->lock);
 		listing_free(ls);
 		return -ESTALE;
@@ -387,10 +392,11 @@ void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh)
 {
 	struct listing *ls = dir->listing;
 
-	dir->ls_gen++; /* a listing asked for before the change is not kept */
-	int64_t after = pfs_mono_ns() + LISTING_QUIET_NS;
-	if (dir->list_after < after)
-		dir->list_after = after;
+	/* A listing asked for before the change is not kept (which holds
+	 * listings off: listing_set). One asked for after it may come at
+	 * once: its item of the object is not used while the change is
+	 * pending or after it (inode_listed_stale). */
+	dir->ls_gen++;
 	if (!ls)
 		return;
 	for (struct hnode *hn = htab_first(&ls->index, nh); hn; hn = htab_next(hn, nh))

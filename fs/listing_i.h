@@ -50,7 +50,8 @@ enum { LS_NONE, LS_ABSENT, LS_PRESENT };
  * fetched as li says (li->ns from listing_gen before the request was
  * sent). Returns 0, -EBADMSG (malformed), -ENOMEM, -ENOSPC (the table's
  * listings together over LISTING_TOTAL_MAX) or -ESTALE (this client
- * changed dir since li->ns: not kept). */
+ * changed dir since li->ns: not kept, and none is fetched for
+ * LISTING_QUIET_NS while the directory is busy with its changes). */
 int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
 		const struct listing_info *li);
 
@@ -125,9 +126,11 @@ bool listing_fetch_begin(struct inode *dir, uint64_t max_size, uint32_t after,
 void listing_fetch_end(struct inode *dir);
 
 /* Marks the item of name hash nh (name_hash) and handle fh in dir's
- * listing stale (INODE_LS_STALE), counts a namespace change of dir and
- * holds off a new listing for LISTING_QUIET_NS. The caller holds
- * dir->lock (trust.c). */
+ * listing stale (INODE_LS_STALE) and counts a namespace change of dir (a
+ * listing asked for before is not kept). A listing asked for after it is
+ * not held off: its item of the object is not used while the change is
+ * pending, nor after it (inode_listed_stale). The caller holds dir->lock
+ * (trust.c). */
 void listing_mark(struct inode *dir, uint64_t nh, const struct pfs_fh *fh);
 
 /* Writes dir's listing as a READDIR reply payload (wire.h: eof byte 1,

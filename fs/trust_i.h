@@ -28,13 +28,14 @@
  * this client's own changes back to it, so inode_own_touch of an object
  * marks its item in the listing of the directory it was last seen in
  * stale (INODE_LS_STALE in the item's flags: lookups of it go to the
- * daemon, READDIR gives it without attributes) and keeps a new listing of
- * that directory from being fetched for a quiet period, while the change
- * may be on its way; it drops every listing for a file with several
- * links (any directory may list it). And inode_listed_stale tells
- * whether this client changed the object fh since a listing taken when
- * the clock read any (then the listing's entry for it is not used):
- * that covers an object another host moved into a directory listed here.
+ * daemon, READDIR gives it without attributes), and a listing of that
+ * directory asked for before is not kept; it drops every listing for a
+ * file with several links (any directory may list it). And
+ * inode_listed_stale tells whether this client changed the object fh
+ * since a listing taken when the clock read any, or has writes of it
+ * still pending (then the listing's entry for it is not used): so a
+ * listing fetched while a change may be on its way is safe, and that
+ * covers an object another host moved into a directory listed here.
  *
  * ".." of directories, for READDIR answered from a listing. The server
  * pushes a change of a directory (a rename moving it changes its ctime)

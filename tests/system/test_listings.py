@@ -466,6 +466,38 @@ def test_own_creates_in_a_large_directory_get_it_listed(env):
     assert read_file(m / "big" / "beside") == b"b"
 
 
+def test_own_files_written_in_a_large_directory_get_it_listed(env):
+    """As above, with files made and written (create, write, close), the
+    loop that untar over an existing tree, `git checkout` or a job saving
+    shards next to the last run's run: the writes, own changes of objects
+    listed there, do not hold a listing off (what a write changes is
+    marked in the listing, and a file with writes still pending is never
+    answered from one), so after a few misses the directory is listed in
+    pages. Every size on the mount, read with a fresh `ls -l` of the
+    directory and a stat of each name, is the export's."""
+    _fill(env.export / "big", 3000, 10)
+    m = env.mount(env.start_daemon())
+    os.stat(m / "big")
+    before = requests_sent(m)
+    for i in range(300):
+        write_file(m / "big" / f"n{i}", b"y" * (i + 1))
+    sent = requests_since(m, before)
+    assert sent.get("CREATE") == 300, sent
+    assert sent.get("LISTDIR_PAGE", 0) >= 1, sent
+    per_name = sent.get("LOOKUP_DATA", 0) + sent.get("LOOKUP", 0)
+    assert per_name <= 60, sent
+    want = sorted([f"f{i}" for i in range(3000)] + [f"n{i}" for i in range(300)])
+    assert sorted(os.listdir(m / "big")) == want
+    with os.scandir(m / "big") as it:
+        sizes = {e.name: e.stat(follow_symlinks=False).st_size for e in it}
+    for i in range(300):
+        assert sizes[f"n{i}"] == i + 1, i
+        assert os.stat(m / "big" / f"n{i}").st_size == i + 1, i
+        assert os.stat(env.export / "big" / f"n{i}").st_size == i + 1, i
+    for i in (0, 150, 299):
+        assert read_file(m / "big" / f"n{i}") == b"y" * (i + 1)
+
+
 @pytest.mark.plaintext
 def test_listing_pages_cover_the_directory_once(env, daemon):
     """LISTDIR_PAGE from cookie to cookie: every name exactly once, each
