@@ -431,6 +431,21 @@ def test_stat_storm_in_a_large_directory_costs_requests_per_page(env, daemon, mo
     assert "LISTDIR_PAGE" not in sent and sent.get("LOOKUP_DATA", 0) >= 1, sent
 
 
+def _listed_in_pages(m, op, make):
+    """Runs make(i) for i in 0..299 in m/big (3,000 names, too large to
+    be listed at its first lookup), each one request op: a few lookups
+    name by name, then the directory is listed in pages (LISTDIR_PAGE)
+    and the rest is answered locally."""
+    os.stat(m / "big")
+    before = requests_sent(m)
+    for i in range(300):
+        make(i)
+    sent = requests_since(m, before)
+    assert sent.get(op) == 300, sent
+    assert sent.get("LISTDIR_PAGE", 0) >= 1, sent
+    assert sent.get("LOOKUP_DATA", 0) + sent.get("LOOKUP", 0) <= 60, sent
+
+
 def test_own_creates_in_a_large_directory_get_it_listed(env):
     """A client making names one after another in a directory too large
     to be listed at its first lookup (3,000 names, about 80 KB on ext4):
@@ -447,15 +462,7 @@ def test_own_creates_in_a_large_directory_get_it_listed(env):
     _fill(env.export / "big", 3000, 10)
     assert os.stat(env.export / "big").st_size > 64 * 1024
     m = env.mount(env.start_daemon())
-    os.stat(m / "big")
-    before = requests_sent(m)
-    for i in range(300):
-        os.mkdir(m / "big" / f"d{i}")
-    sent = requests_since(m, before)
-    assert sent.get("MKDIR") == 300, sent
-    assert sent.get("LISTDIR_PAGE", 0) >= 1, sent
-    per_name = sent.get("LOOKUP_DATA", 0) + sent.get("LOOKUP", 0)
-    assert per_name <= 60, sent
+    _listed_in_pages(m, "MKDIR", lambda i: os.mkdir(m / "big" / f"d{i}"))
     want = sorted([f"f{i}" for i in range(3000)] + [f"d{i}" for i in range(300)])
     assert sorted(os.listdir(env.export / "big")) == want
     assert sorted(os.listdir(m / "big")) == want
@@ -477,15 +484,7 @@ def test_own_files_written_in_a_large_directory_get_it_listed(env):
     directory and a stat of each name, is the export's."""
     _fill(env.export / "big", 3000, 10)
     m = env.mount(env.start_daemon())
-    os.stat(m / "big")
-    before = requests_sent(m)
-    for i in range(300):
-        write_file(m / "big" / f"n{i}", b"y" * (i + 1))
-    sent = requests_since(m, before)
-    assert sent.get("CREATE") == 300, sent
-    assert sent.get("LISTDIR_PAGE", 0) >= 1, sent
-    per_name = sent.get("LOOKUP_DATA", 0) + sent.get("LOOKUP", 0)
-    assert per_name <= 60, sent
+    _listed_in_pages(m, "CREATE", lambda i: write_file(m / "big" / f"n{i}", b"y" * (i + 1)))
     want = sorted([f"f{i}" for i in range(3000)] + [f"n{i}" for i in range(300)])
     assert sorted(os.listdir(m / "big")) == want
     with os.scandir(m / "big") as it:
