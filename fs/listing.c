@@ -159,6 +159,13 @@ static int listing_lookup(const struct listing *ls, const char *name, size_t nl,
 	       (!ls->li.cookies || pfs_get_U64(&rd, &cookie)) && pfs_get_BYTES(&rd, data);
 }
 
+/* No listing of dir is fetched for LISTING_QUIET_NS from now. The
+ * caller holds dir->lock. */
+static void hold_off_locked(struct inode *dir)
+{
+	dir->list_after = pfs_mono_ns() + LISTING_QUIET_NS;
+}
+
 int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t len,
 		const struct listing_info *li)
 {
@@ -206,9 +213,7 @@ int listing_set(struct inode_table *t, struct inode *dir, uint8_t *buf, size_t l
 	if (dir->ls_gen != li->ns) {
 		/* Changed here meanwhile: the directory is busy with this
 		 * client's changes, so none is fetched for a while. */
-		int64_t after = pfs_mono_ns() + LISTING_QUIET_NS;
-		if (dir->list_after < after)
-			dir->list_after = after;
+		hold_off_locked(dir);
 		pthread_mutex_unlock(&dir->lock);
 		listing_free(ls);
 		return -ESTALE;
@@ -414,7 +419,7 @@ static void take(struct inode *dir, bool no_list, bool quiet, bool gen)
 	if (no_list)
 		dir->no_list = true;
 	if (quiet)
-		dir->list_after = pfs_mono_ns() + LISTING_QUIET_NS;
+		hold_off_locked(dir);
 	if (gen)
 		dir->ls_gen++;
 	pthread_mutex_unlock(&dir->lock);
