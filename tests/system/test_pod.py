@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.sshhosts import SshHosts
-from helpers import BUILD, PODFS, run
+from helpers import BUILD, PODFS, Worker, run
 
 POD_TIMEOUT = 120
 
@@ -160,7 +160,26 @@ def test_pod_up_status_down_on_four_hosts(env, hosts):
     assert mounts(hosts, 1) == []
     assert hosts.sh(1, "pgrep -x podfs")[0] == 0
 
-    rc, out = pod(env, hosts, "down", hf)
+    # Host 3's podfs is stopped: once unmounted, it cannot end its
+    # session (commit, GOODBYE) until it runs again. down waits for it
+    # before it stops podfsd, which would otherwise list that session
+    # and make the next podfsd hold changes for a client that left.
+    pid3 = hosts.ok(3, "for p in $(pgrep -x podfs); do [ \"$(readlink /proc/$p/ns/net)\" = "
+                       "\"$(readlink /proc/self/ns/net)\" ] && echo $p; done; true").split()
+    assert len(pid3) == 1, pid3
+    hosts.ok(3, f"kill -STOP {pid3[0]}")
+    try:
+        w = Worker(pod, env, hosts, "down", hf)
+        deadline = time.monotonic() + 60
+        while mounts(hosts, 3) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert mounts(hosts, 3) == []
+        time.sleep(1.0)
+        assert hosts.sh(0, "kill -0 $(cat /run/podfs/podfsd.pid)")[0] == 0, \
+            "podfsd stopped while host 3's podfs had not ended its session"
+    finally:
+        hosts.sh(3, f"kill -CONT {pid3[0]}")
+    rc, out = w.join(POD_TIMEOUT + 10)
     print(out)
     assert re.search(r"^10\.77\.0\.11: down\n  warning: a podfs still waiting to mount "
                      r"/mnt/podfs \(the coordinator did not answer\) was stopped \(pid \d+\)$",
@@ -185,6 +204,10 @@ def test_pod_up_status_down_on_four_hosts(env, hosts):
         assert hosts.ok(i, f"cat /proc/{running[0]}/comm").strip() == "sshd"
     # The export's data stays.
     assert hosts.ok(0, "cat /srv/podfs/shared/note") == "written on host 3\n"
+    # Every mount had ended its session when podfsd stopped: it lists
+    # none, so a podfsd started on this state directory holds no change
+    # for clients that left (down waits for each mount's podfs to exit).
+    assert hosts.ok(0, "cat /var/lib/podfs/sessions").splitlines() == ["podfs sessions 1"]
 
     # Down again: nothing to do, still fine.
     rc, out = pod(env, hosts, "down", hf)
