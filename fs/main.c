@@ -505,7 +505,8 @@ static int connect_waiting(struct client *c, struct pfs_entry *root)
 					return -1;
 				in_bg = true;
 			} else {
-				say(false, PFS_LOG_NOTICE, "%s; retrying for up to %s minutes (retry=)",
+				say(false, PFS_LOG_NOTICE,
+				    "%s; retrying for up to %s minutes (mount option retry=MINUTES)",
 				    why, mins);
 			}
 		}
