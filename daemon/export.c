@@ -53,7 +53,9 @@ static bool written_lately(const struct stat *st)
 
 	if (clock_gettime(CLOCK_REALTIME, &now) < 0)
 		return false;
-	return now.tv_sec - st->st_mtim.tv_sec < NOBLOCKS_RECENT_S;
+	/* Not now - mtime: any client may set an mtime as far from now as
+	 * the filesystem keeps (tmpfs, btrfs: the whole 64-bit range). */
+	return st->st_mtim.tv_sec > now.tv_sec - NOBLOCKS_RECENT_S;
 }
 
 int export_fstat(int fd, struct stat *st)
