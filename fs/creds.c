@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "podfs/clock.h"
+#include "podfs/log.h"
 
 #define SLOTS 64          /* direct-mapped by pid */
 #define TTL_NS 1000000000LL
@@ -70,8 +72,17 @@ void creds_fill(struct creds_cache *cc, fuse_req_t req, struct pfs_creds *cr, bo
 	int n = fuse_req_getgroups(req, PFS_GROUPS_MAX, list);
 	if (n < 0)
 		return; /* no /proc entry (the caller is gone): uid/gid only */
-	if (n > PFS_GROUPS_MAX)
+	if (n > PFS_GROUPS_MAX) {
+		/* The kernel here checked the whole list (default_permissions);
+		 * the coordinator sees the first PFS_GROUPS_MAX only. */
+		static atomic_bool warned;
+		if (!atomic_exchange(&warned, true))
+			pfs_warn("a caller (uid %u) is in %d supplementary groups: podfs sends "
+				 "the coordinator the first %d, which refuses what only the "
+				 "others would allow (logged once)",
+				 (unsigned)ctx->uid, n, PFS_GROUPS_MAX);
 		n = PFS_GROUPS_MAX;
+	}
 	cr->ngroups = (uint16_t)n;
 	for (int i = 0; i < n; i++)
 		cr->groups[i] = list[i];

@@ -9,6 +9,7 @@ nothing more, also for a raw client).
 
 import errno
 import os
+import re
 import stat
 import subprocess
 import time
@@ -183,6 +184,32 @@ def test_supplementary_group_access(env, m):
     assert os.stat(env.export / "team" / "new").st_uid == TEST_UID
     # The primary group counts too.
     assert file_errno(f"open({doc!r}, 'rb').read()", gid=SUPP_GID) == "OK"
+
+
+def test_a_callers_groups_past_64_reach_the_coordinator_cut(env, m):
+    """The coordinator acts with the first 64 of a caller's supplementary
+    groups (the wire's PFS_GROUPS_MAX), where the kernel here checked
+    them all (default_permissions): a create that the 64th group allows
+    works; one that only the 65th allows is refused there, and podfs says
+    why, once. (The kernel keeps a process's groups in ascending order.)"""
+    os.mkdir(m / "team")
+    os.chown(m / "team", OTHER_UID, SUPP_GID)
+    os.chmod(m / "team", 0o770)
+    others = [100 + i for i in range(70)]  # all below SUPP_GID
+
+    def create(name, groups):
+        return file_errno(f"open({str(m / 'team' / name)!r}, 'wb').close()", groups=groups)
+
+    assert create("by-64th", others[:63] + [SUPP_GID]) == "OK"
+    assert os.stat(env.export / "team" / "by-64th").st_uid == TEST_UID
+    assert "supplementary groups" not in m.proc.output()
+    assert create("by-65th", others[:64] + [SUPP_GID]) == "EACCES"
+    assert create("by-71st", others + [SUPP_GID]) == "EACCES"
+    assert sorted(os.listdir(env.export / "team")) == ["by-64th"]
+    log = m.proc.output()
+    assert re.search(rf"a caller \(uid {TEST_UID}\) is in 65 supplementary groups: podfs sends "
+                     r"the coordinator the first 64", log), log
+    assert log.count("supplementary groups") == 1, log
 
 
 def test_nonroot_xattr_and_fifo_permissions(env, m):
