@@ -46,6 +46,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <mntent.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/fsuid.h>
@@ -192,6 +193,38 @@ static void cleanup(void)
 	rmdir(top);
 }
 
+/* Lets go of the namespace's copies of the FUSE mounts it was made with.
+ * A copy keeps its file system alive after the mount itself is unmounted
+ * in the namespace it was made in: the podfs (or other FUSE daemon)
+ * serving it would not see the unmount, and would not end, until this
+ * process did (a mount of a test running beside the fuzzer, a user's
+ * /mnt/podfs). Lazily: a copy may be busy; nothing here uses them. */
+static void detach_fuse_copies(void)
+{
+	char *dirs[256];
+	size_t n = 0;
+	FILE *f = setmntent("/proc/self/mounts", "r");
+	struct mntent *m;
+
+	if (!f)
+		return;
+	while (n < sizeof dirs / sizeof dirs[0] && (m = getmntent(f)))
+		if (!strcmp(m->mnt_type, "fuse") || !strcmp(m->mnt_type, "fuseblk") ||
+		    !strncmp(m->mnt_type, "fuse.", 5))
+			dirs[n++] = xstrdup(m->mnt_dir);
+	endmntent(f);
+	/* Children after their parents: a child already gone with its
+	 * parent's detach fails here, harmlessly. */
+	size_t gone = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (umount2(dirs[i], MNT_DETACH) == 0)
+			gone++;
+		free(dirs[i]);
+	}
+	if (n == sizeof dirs / sizeof dirs[0] && gone)
+		detach_fuse_copies(); /* more than fitted */
+}
+
 static void setup(void)
 {
 	char err[256];
@@ -203,8 +236,10 @@ static void setup(void)
 	 * make a disk writable) in a mount namespace of our own, so that it
 	 * goes away with the process however it ends. */
 	if (geteuid() == 0 && unshare(CLONE_NEWNS) == 0 &&
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0) {
 		ns = true;
+		detach_fuse_copies();
+	}
 	snprintf(top, sizeof top, "/tmp/podfs-fuzz-XXXXXX");
 	FUZZ_ASSERT(mkdtemp(top));
 	if (ns && mount("podfs-fuzz", top, "tmpfs", MS_NODEV | MS_NOSUID, "size=64m,mode=0755") < 0)

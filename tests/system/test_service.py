@@ -24,7 +24,7 @@ import time
 import pytest
 
 from harness.procs import Proc
-from helpers import BUILD, PODFSD, REPO, wait_for
+from helpers import BUILD, DETACH_FOREIGN_FUSE, PODFSD, REPO, wait_for
 
 
 class Notify:
@@ -202,7 +202,8 @@ def verify(dest, opts, unit):
     binds = " && ".join(f"mount --bind {under(dest, d)} {d}"
                         for d in (opts["sbindir"], opts["mandir"]) if os.path.isdir(d))
     return subprocess.run(["unshare", "-m", "sh", "-c",
-                           f"{binds} && exec systemd-analyze verify {unit}"],
+                           DETACH_FOREIGN_FUSE + f"; {binds} && exec systemd-analyze verify {unit}",
+                           "sh", str(dest)],
                           capture_output=True, text=True, timeout=120)
 
 

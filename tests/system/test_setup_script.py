@@ -13,7 +13,7 @@ import time
 import pytest
 
 from harness.sshhosts import write_sudo_user_files
-from helpers import BUILD, PODFS, REPO, wait_for
+from helpers import BUILD, DETACH_FOREIGN_FUSE, PODFS, REPO, wait_for
 
 SETUP = REPO / "scripts" / "setup"
 
@@ -213,8 +213,11 @@ def test_setup_run_by_a_user_with_sudo(env):
     e = dict(os.environ, D=str(d), RUN=str(run), BUILD=str(BUILD), SETUP=str(SETUP),
              KEY=str(keydir / "pod.key"), STATE=str(env.root / "ustate"),
              PORT=str(free_port()), EXPORT=str(export), MNT=str(mnt))
+    # (Other tests' FUSE mounts copied into the namespace go first: a
+    # copy would keep such a mount alive past its unmount while this runs.)
     r = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c",
-                        SUDO_USER_SCRIPT], env=e, stdin=subprocess.DEVNULL,
+                        DETACH_FOREIGN_FUSE + "\n" + SUDO_USER_SCRIPT, "bash", str(env.root)],
+                       env=e, stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
     out = r.stdout
     print(out)
