@@ -256,6 +256,7 @@ void dispatch_work_cb(uv_work_t *w)
 	o.x.hs = r->d->hs;
 	o.x.s = r->s;
 	o.x.ro = r->d->o.ro || r->rule.ro;
+	o.x.nowait = r->nowait;
 	o.x.direct = r->d->o.buffered ? NULL : &r->d->direct;
 	if (r->s) {
 		o.x.it = r->d->it;
@@ -301,8 +302,10 @@ void dispatch_work_cb(uv_work_t *w)
 	}
 	op_reply_settle(&o, ret >= 0);
 
-	/* Held back for a recall: it runs again from its bytes (server.c). */
-	if (ret == -OP_RECALL) {
+	/* Held back for a recall, or tried on the loop thread where it
+	 * would have waited: it runs again from its bytes (server.c). */
+	if (ret == -OP_RECALL || ret == -OP_WOULD_BLOCK) {
+		r->blocked = ret == -OP_WOULD_BLOCK;
 		payload_free(dec);
 		free(o.w.buf);
 		return;

@@ -158,6 +158,10 @@ int op_read(struct op *o)
 	ssize_t n;
 	int ret;
 
+	/* The loop thread reads and encrypts small replies only (workers.c,
+	 * workers_try_on_loop). */
+	if (o->x.nowait && size > OP_LOOP_READ_MAX)
+		return -OP_WOULD_BLOCK;
 	/* Spliced pages cannot be encrypted on the way: not under TLS. */
 	if (size >= SPLICE_MIN && !o->r->no_splice) {
 		ret = read_spliced(o, m, size);

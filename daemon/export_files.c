@@ -47,6 +47,8 @@ static int fid_for(struct xop *x, struct hent *obj, uint64_t id, int flags, stru
 		*out = f;
 		return 0;
 	}
+	if (x->nowait) /* an open may wait for the disk */
+		return -XOP_WOULD_BLOCK;
 	if (x->ro) {
 		if (flags == FLAGS_WRITABLE || (flags >= 0 && (flags & O_ACCMODE) == O_WRONLY))
 			return -EROFS;
@@ -247,9 +249,22 @@ static ssize_t read_fid(struct xop *x, struct hent *obj, uint64_t fid, uint32_t 
 		return ret;
 	while (got < size) {
 		loff_t o = (loff_t)(off + got);
-		ssize_t n = buf ? pread(f->fd, buf + got, size - got, o)
+		ssize_t n;
+		if (x->nowait) {
+			/* What the page cache holds, or nothing: any failure
+			 * (EAGAIN, a file system without RWF_NOWAIT) is
+			 * left to the worker that runs it again. */
+			struct iovec iov = { buf + got, size - got };
+			n = preadv2(f->fd, &iov, 1, o, RWF_NOWAIT);
+			if (n < 0) {
+				got = (size_t)-XOP_WOULD_BLOCK;
+				break;
+			}
+		} else {
+			n = buf ? pread(f->fd, buf + got, size - got, o)
 				: splice(f->fd, &o, pipe_w, NULL, size - got,
 					 SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -32,6 +32,10 @@
 #include "lscache_i.h"
 #include "watch_i.h"
 
+/* -XOP_WOULD_BLOCK: with xop.nowait, the call would have had to wait
+ * (for the disk, an open): nothing was done. */
+#define XOP_WOULD_BLOCK 100001
+
 /* Context of one operation. */
 struct xop {
 	struct handles *hs;
@@ -61,6 +65,9 @@ struct xop {
 	 * the data landed where the file ended, and a second run would add
 	 * it again (server.c keeps such a WRITE's reply for a resend). */
 	bool appended;
+	/* On the loop thread (req.nowait): a read only of what the page
+	 * cache holds, through an open fid; else -XOP_WOULD_BLOCK. */
+	bool nowait;
 	/* An append about to be written through an O_APPEND fid is told to
 	 * before_append(append_ctx, where the file ends, its length, the
 	 * CRC32C of its bytes) before its data, under a lock that keeps

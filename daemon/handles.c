@@ -325,26 +325,44 @@ static struct hent *insert(struct handles *h, const struct pfs_fh *fh, int fd, b
 	return e;
 }
 
-int handles_get(struct handles *h, const struct pfs_fh *fh, struct hent **out)
+/* The cache's entry for fh, referenced and moved to the front, or NULL. */
+static struct hent *get_cached(struct handles *h, const struct pfs_fh *fh)
 {
-	uint64_t hash = fh_hash(h, fh);
-	struct khandle k;
 	struct hent *e;
-	int fd, ret;
 
 	pthread_mutex_lock(&h->mu);
-	e = find(h, fh, hash);
+	e = find(h, fh, fh_hash(h, fh));
 	if (e) {
 		/* The key is the whole wire handle, MAC included, and only
 		 * verified handles get in: a hit needs no MAC check. */
 		e->refs++;
 		lru_unlink(e);
 		lru_push_front(h, e);
-		pthread_mutex_unlock(&h->mu);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return e;
+}
+
+int handles_get_cached(struct handles *h, const struct pfs_fh *fh, struct hent **out)
+{
+	struct hent *e = get_cached(h, fh);
+
+	if (!e)
+		return -EAGAIN;
+	*out = e;
+	return 0;
+}
+
+int handles_get(struct handles *h, const struct pfs_fh *fh, struct hent **out)
+{
+	struct khandle k;
+	struct hent *e;
+	int fd, ret;
+
+	if ((e = get_cached(h, fh))) {
 		*out = e;
 		return 0;
 	}
-	pthread_mutex_unlock(&h->mu);
 
 	ret = fh_parse(h, fh, &k);
 	if (ret < 0)

@@ -70,6 +70,9 @@ const struct pfs_fh *handles_root(const struct handles *h);
  * reference: release it with handles_put(). Returns 0, -ESTALE (bad MAC,
  * malformed, or the object is gone), or another -errno. */
 int handles_get(struct handles *h, const struct pfs_fh *fh, struct hent **out);
+/* handles_get of a handle the cache holds only: -EAGAIN where it would
+ * have to open the object (it may wait for the disk). */
+int handles_get_cached(struct handles *h, const struct pfs_fh *fh, struct hent **out);
 /* Whether fh, which handles_get answered ESTALE, has the shape of our
  * handles but a MAC that does not verify: made under another handle
  * secret (a changed state directory) or forged. Any thread. */

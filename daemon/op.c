@@ -28,8 +28,20 @@ void op_note_stale(struct op *o, const struct pfs_fh *fh)
 int op_begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
 	     const struct pfs_fh *fh2)
 {
-	int ret = handles_get(o->d->hs, fh, &o->obj);
+	int ret;
 
+	/* On the loop thread only what needs no open (req.nowait). */
+	if (o->x.nowait) {
+		if (fh2 || handles_get_cached(o->d->hs, fh, &o->obj) < 0)
+			return -OP_WOULD_BLOCK;
+		ret = cr ? op_become(o, cr) : 0;
+		if (ret < 0) {
+			handles_put(o->d->hs, o->obj);
+			o->obj = NULL;
+		}
+		return ret;
+	}
+	ret = handles_get(o->d->hs, fh, &o->obj);
 	if (ret == -ESTALE)
 		op_note_stale(o, fh);
 	if (ret < 0)

@@ -78,6 +78,13 @@ void op_end(struct op *o);
  * unless the daemon grants delegations. */
 int op_recall_check(struct op *o, const struct pfs_fh *fh);
 #define OP_RECALL 100000 /* -OP_RECALL: held back for a recall */
+/* -OP_WOULD_BLOCK: a request tried on the loop thread (req.nowait) would
+ * have had to wait; it runs again on a worker, from its bytes. */
+#define OP_WOULD_BLOCK XOP_WOULD_BLOCK
+/* The largest READ the loop thread answers itself (req.nowait): below
+ * the size whose reply a worker encrypts (dispatch.c, SEAL_MIN) and the
+ * zero-copy reads' (dispatch_files.c, SPLICE_MIN). */
+#define OP_LOOP_READ_MAX (32u * 1024)
 /* The request is about to change fh's rights (st: fh now) in a way that
  * may deny an open (rights_i.h): if the caller may make the change (owner
  * or root: creds_may_own), other sessions cache fh, and it was not held

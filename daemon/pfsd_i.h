@@ -199,6 +199,7 @@ struct pfsd {
 	uint64_t st_lat[PFS_OP_MAX][LATHIST_BUCKETS];
 	uint64_t st_lat_sum_us[PFS_OP_MAX];
 	uint64_t st_pushes;       /* pushes sent */
+	uint64_t st_loop_reads;   /* READs answered on the loop thread (server.c) */
 	/* Clients late with a PUSH_ACK (push.c): stalled ones that fell
 	 * behind, running ones cut off at PFSD_ACK_WAIT_MS, and waits given
 	 * another deadline because the client was running. */

@@ -257,10 +257,11 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		  "sessions %u\nlingering %u\nconns %u\npreauth %u\naccepted %" PRIu64 "\n"
 		  "mem %zu\nmem_max %zu\nfds %zu\nfd_budget %zu\n"
 		  "wire_in %" PRIu64 "\nraw_in %" PRIu64 "\nwire_out %" PRIu64 "\nraw_out %" PRIu64
-		  "\nspliced %" PRIu64 "\ndirect %" PRIu64 "\npushes %" PRIu64 "\n",
+		  "\nspliced %" PRIu64 "\ndirect %" PRIu64 "\npushes %" PRIu64 "\nloop_reads %" PRIu64
+		  "\n",
 		  nlive, d->nlingering, d->nconns, d->npreauth, d->accepted, d->mem, d->lim.memory,
 		  atomic_load(&d->fds), d->lim.fd_budget, d->wire_in, d->raw_in, d->wire_out,
-		  d->raw_out, d->spliced, atomic_load(&d->direct), d->st_pushes);
+		  d->raw_out, d->spliced, atomic_load(&d->direct), d->st_pushes, d->st_loop_reads);
 	sb_printf(&sb, "queued %zu\npaced %u\nread_queue %zu\nheap_used %zu\nheap_free %zu\n"
 		  "heap_mapped %zu\n", queued, paced, d->lim.read_queue, mi.uordblks + mi.hblkhd,
 		  mi.fordblks, mi.hblkhd);
@@ -458,6 +459,9 @@ static void metrics(struct pfsd *d, struct pfs_prom *p)
 	pfs_prom_family(p, "podfsd_pushes_total", "counter",
 			"Invalidations and lock wake-ups pushed to clients");
 	pfs_prom_u64(p, "podfsd_pushes_total", d->st_pushes, NULL);
+	pfs_prom_family(p, "podfsd_loop_reads_total", "counter",
+			"Small READs of cached data answered on the event loop, without a worker");
+	pfs_prom_u64(p, "podfsd_loop_reads_total", d->st_loop_reads, NULL);
 	size_t iobjs, ibytes;
 	interest_stats(d->it, &iobjs, &ibytes);
 	pfs_prom_family(p, "podfsd_interest_objects", "gauge",

@@ -462,6 +462,8 @@ static void start_req(struct req *r)
 	if (r->s)
 		push_ordered_add(r->s, &r->fl, r->h.op, getattr_key(r));
 	pace_start(r);
+	if (workers_try_on_loop(r, after_work_cb))
+		return;
 	ret = workers_submit(r, after_work_cb);
 	if (ret == 0)
 		return;

@@ -248,7 +248,10 @@ static void show(const struct pfs_kv *kv, const struct pfs_kv *prev, double secs
 	for (int i = 0; i < kv->n; i++)
 		if (strncmp(kv->key[i], "req_", 4) == 0)
 			total += strtoull(kv->val[i], NULL, 10);
-	printf("  requests: %llu\n", total);
+	printf("  requests: %llu", total);
+	if (pfs_kv_num(kv, "loop_reads"))
+		printf(" (%llu small READs answered on the event loop)", pfs_kv_num(kv, "loop_reads"));
+	printf("\n");
 
 	for (int i = 0; i < kv->n; i++) {
 		if (strcmp(kv->key[i], "client") != 0)

@@ -1,4 +1,5 @@
-/* workers.c: a host's share of the thread pool (see workers_i.h). */
+/* workers.c: a host's share of the thread pool, and the small READs the
+ * loop runs itself (see workers_i.h). */
 #include "workers_i.h"
 
 #include "podfs/log.h"
@@ -54,4 +55,35 @@ void workers_left(struct session *s, const struct req *done, uv_after_work_cb af
 		if (ret < 0)
 			workers_failed(r, ret, after);
 	}
+}
+
+/* A small READ of a client that waits for it alone runs here, on the
+ * loop thread, when it needs no wait: its data in the page cache
+ * (RWF_NOWAIT), its file open, its handle cached (req.nowait). That
+ * saves the two hand-offs between threads, to a worker and back, which
+ * on a virtual machine cost more than the read (docs/limits.md, "Reads
+ * answered on the loop"). Only while the client's host has nothing on
+ * the workers or waiting for them: a host that sends many requests at
+ * once gets them run side by side there, and cannot keep the loop from
+ * the other connections. */
+bool workers_try_on_loop(struct req *r, uv_after_work_cb after)
+{
+	struct session *s = r->s;
+	unsigned codecs = r->codecs;
+
+	if (r->h.op != PFS_OP_READ || !s || r->replay || r->drc || r->c->npaced ||
+	    (r->h.flags & PFS_FF_CODED) || r->d->stopping || s->ha->running ||
+	    !STAILQ_EMPTY(&s->ha->waitq))
+		return false;
+	r->nowait = true;
+	dispatch_work_cb(&r->work);
+	r->nowait = false;
+	if (r->blocked) {
+		r->blocked = false;
+		r->codecs = codecs;
+		return false;
+	}
+	r->d->st_loop_reads++;
+	after(&r->work, 0);
+	return true;
 }

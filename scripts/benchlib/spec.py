@@ -3,8 +3,8 @@ rows (which workload measures each, its unit and direction, which targets it
 applies to) and the fixed parameters that the report states."""
 
 ALL_TARGETS = ["local", "podfs", "podfs-plain", "bindfs", "sshfs"]
-ALL_WORKLOADS = ["seq-write", "seq-read", "copy", "find", "stat", "create", "walk", "venv", "checkpoint",
-                 "smallfiles", "untar", "git", "pip"]
+ALL_WORKLOADS = ["seq-write", "seq-read", "randread", "copy", "find", "stat", "create", "walk", "venv",
+                 "checkpoint", "smallfiles", "untar", "git", "pip"]
 
 # --ab-build adds "podfs-b": podfs from a second build, set up exactly like podfs
 AB_TARGET = "podfs-b"
@@ -20,6 +20,7 @@ ROWS = [
     ("seq-write", "seq-write", "MB/s", True),
     ("seq-read-cold", "seq-read", "MB/s", True),
     ("seq-read-warm", "seq-read", "MB/s", True),
+    ("randread-4k", "randread", "ops/s", True),
     ("copy", "copy", "MB/s", True),
     ("find-cold", "find", "s", False),
     ("find-warm", "find", "s", False),

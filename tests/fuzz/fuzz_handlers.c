@@ -25,7 +25,9 @@
  * for a coded payload u32 raw length (LE), then the payload. In an
  * uncoded payload the two bytes 01 Fk stand for the k-th known handle
  * (the export root, a, d, d/f, priv, up, abs, then the handles the
- * requests of this input got back) and are replaced by it.
+ * requests of this input got back) and are replaced by it. A READ of an
+ * odd record number runs first as podfsd's loop thread tries it (nowait:
+ * workers.c, workers_try_on_loop), then, where that would have waited, again.
  *
  * Run as root, the handlers have the effective capabilities podfsd keeps
  * (caps_i.h) and switch to each request's uid as podfsd does.
@@ -456,7 +458,22 @@ static void run_one(struct session *s, uint64_t id, uint16_t op, uint8_t flags, 
 	if (r.deleg) /* granted only where ids reach the kernel as they are */
 		r.rule.squash = EXPORT_SQUASH_NONE;
 	r.work.data = &r;
-	dispatch_work_cb(&r.work);
+	/* A READ of an odd record number is tried first as the loop thread
+	 * tries it (workers_try_on_loop): answered at once, or left
+	 * untouched for a worker. */
+	if (op == PFS_OP_READ && (id & 1)) {
+		r.nowait = true;
+		dispatch_work_cb(&r.work);
+		r.nowait = false;
+		if (r.blocked) {
+			FUZZ_ASSERT(r.in && r.reply.len == 0 && !r.splice_len && !r.invals);
+			r.blocked = false;
+			dispatch_work_cb(&r.work);
+		}
+	} else {
+		dispatch_work_cb(&r.work);
+	}
+	FUZZ_ASSERT(!r.blocked);
 	/* Held back for a recall: no reply; the holders give their
 	 * delegations back as if they had acknowledged, and it runs again
 	 * (server.c). Or held back to forewarn the other session of a

@@ -8,6 +8,7 @@ and attributes are in test_ops_names.py.
 """
 
 import errno
+import mmap
 import os
 import stat
 import subprocess
@@ -15,7 +16,8 @@ import time
 
 import pytest
 
-from helpers import EXPORT_AT_ONCE, PYTHON, current_umask, errno_of, pread_all, read_file, write_file
+from helpers import (EXPORT_AT_ONCE, PYTHON, current_umask, errno_of, podfsd_status, pread_all,
+                     read_file, write_file)
 from syscalls import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, fallocate
 
 
@@ -351,3 +353,48 @@ def errno_or(fn, *a):
         return fn(*a)
     except OSError as e:
         return ("err", e.errno)
+
+
+def test_small_cached_reads_are_answered_on_the_loop(env, daemon, m):
+    """A READ of 32 KiB or less whose data the coordinator's page cache
+    holds is answered by podfsd's event loop itself (RWF_NOWAIT), without
+    a worker thread (workers.c, workers_try_on_loop): podfsd status counts it in
+    loop_reads. One whose data is not cached, or a larger one, goes to a
+    worker as before. Every byte is the file's either way."""
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("reads the daemon's own status")
+    data = os.urandom(1 << 20)
+    write_file(env.export / "f", data)
+    efd = os.open(env.export / "f", os.O_RDONLY)
+    buf = mmap.mmap(-1, 64 * 1024)  # page-aligned, for O_DIRECT
+    fd = os.open(m / "f", os.O_RDONLY | os.O_DIRECT)
+
+    def loop_reads():
+        return int(podfsd_status(daemon)[0]["loop_reads"])
+
+    def read(off, n):
+        view = memoryview(buf)[:n]
+        assert os.preadv(fd, [view], off) == n
+        assert bytes(view) == data[off:off + n], off
+        view.release()
+
+    try:
+        read(0, 4096)  # the file's fid is open on the daemon from here on
+        n0 = loop_reads()
+        for off in (4096 * 7, 512 * 1024, 1024 * 1024 - 32 * 1024):
+            read(off, 32 * 1024 if off > 512 * 1024 else 4096)
+        assert loop_reads() == n0 + 3
+        # Out of the page cache: read by a worker, which brings it back.
+        os.fsync(efd)
+        os.posix_fadvise(efd, 0, 0, os.POSIX_FADV_DONTNEED)
+        read(300 * 1024, 4096)
+        assert loop_reads() == n0 + 3
+        read(300 * 1024, 4096)
+        assert loop_reads() == n0 + 4
+        # Past 32 KiB: a worker's.
+        read(0, 64 * 1024)
+        assert loop_reads() == n0 + 4
+    finally:
+        os.close(fd)
+        os.close(efd)
+        buf.close()

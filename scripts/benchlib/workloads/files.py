@@ -1,5 +1,5 @@
 """The file workloads: sequential write and read of one large file (seq-write,
-seq-read), a copy of it beside itself (copy), walking the small-file tree
+seq-read), random 4 KiB reads of it (randread), a copy of it beside itself (copy), walking the small-file tree
 (find, stat), and creating and deleting many small files (create)."""
 
 import os
@@ -22,6 +22,16 @@ for root, dirs, files in os.walk(sys.argv[1]):
         if name not in dirs:
             tot += st.st_size
 print(time.perf_counter() - t, n, tot)
+"""
+
+# randread: seconds of random 4 KiB reads per round
+RANDREAD_SECS = 5
+
+DONTNEED_SCRIPT = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+os.close(fd)
 """
 
 CREATE_SCRIPT = r"""
@@ -48,7 +58,7 @@ print(time.perf_counter() - t)
 
 
 class Files(Workload):
-    """seq-write, seq-read, copy, find, stat and create (with delete)."""
+    """seq-write, seq-read, randread, copy, find, stat and create (with delete)."""
 
     def io_timeout(self):
         return max(120.0, self.a.size / (2 << 20))  # at least 2 MiB/s
@@ -114,6 +124,33 @@ class Files(Workload):
         self.targets.make_cold(t)
         self.results.measure("seq-read-cold", t, go)
         self.results.measure("seq-read-warm", t, go)
+
+    def randread(self, t, rnd):
+        """fio: 4 KiB reads at random places of the seq file, one at a
+        time (psync), for RANDREAD_SECS, each place once. The file is read
+        whole first, so that the server side's page cache holds it (a pod's
+        coordinator, whose memory holds what the hosts read); then the
+        target's own page cache of it is dropped (POSIX_FADV_DONTNEED), so
+        that every read reaches the FUSE daemon: a round trip to podfsd,
+        or sftp-server, for the network targets. Local disk keeps its page
+        cache (there is only one): its row is the ceiling, not a peer."""
+        f = self.seq_file(t)
+        why = self.have_seq_file(t)
+        if not why:
+            run(["cat", f], timeout=self.io_timeout(), stdout=subprocess.DEVNULL)
+
+        def go():
+            if t.name != "local":
+                run([sys.executable, "-c", DONTNEED_SCRIPT, f], timeout=60)
+            r = run(["fio", "--name=randread", "--filename=" + f, "--rw=randread", "--bs=4k",
+                     "--size=%d" % self.a.size, "--runtime=%d" % RANDREAD_SECS, "--time_based",
+                     "--ioengine=psync", "--numjobs=1", "--output-format=terse",
+                     "--terse-version=3"], timeout=RANDREAD_SECS + 120)
+            fields = r.stdout.decode(errors="replace").strip().splitlines()[-1].split(";")
+            if len(fields) < 9 or fields[4] != "0":
+                raise BenchError("fio failed: %s" % r.stdout[-300:])
+            return float(fields[7])  # read IOPS (terse v3)
+        self.results.measure("randread-4k", t, go)
 
     def copy(self, t, rnd):
         """cp of the seq file to a new name beside it, from cold caches,
