@@ -199,7 +199,11 @@ struct pfsd {
 	uint64_t st_lat[PFS_OP_MAX][LATHIST_BUCKETS];
 	uint64_t st_lat_sum_us[PFS_OP_MAX];
 	uint64_t st_pushes;       /* pushes sent */
-	uint64_t st_loop_reads;   /* READs answered on the loop thread (server.c) */
+	uint64_t st_loop_reads;   /* READs answered on the loop thread (workers.c) */
+	/* The loop's time spent trying them in the window that began at
+	 * loop_read_window (uv_now, ms): capped at half of it (workers.c). */
+	uint64_t loop_read_window;
+	uint64_t loop_read_ns;
 	/* Clients late with a PUSH_ACK (push.c): stalled ones that fell
 	 * behind, running ones cut off at PFSD_ACK_WAIT_MS, and waits given
 	 * another deadline because the client was running. */
