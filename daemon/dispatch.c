@@ -257,6 +257,7 @@ void dispatch_work_cb(uv_work_t *w)
 	o.x.s = r->s;
 	o.x.ro = r->d->o.ro || r->rule.ro;
 	o.x.nowait = r->nowait;
+	o.x.atime = r->d->atime_mode;
 	o.x.direct = r->d->o.buffered ? NULL : &r->d->direct;
 	if (r->s) {
 		o.x.it = r->d->it;

@@ -234,3 +234,14 @@ int export_statfs(struct xop *x, struct pfs_statfs_rep *r)
 	r->namemax = sv.f_namemax;
 	return 0;
 }
+
+int export_atime_mode(int fd)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(fd, &sv) < 0)
+		return XOP_ATIME_ALWAYS;
+	if (sv.f_flag & ST_NOATIME)
+		return XOP_ATIME_NEVER;
+	return (sv.f_flag & ST_RELATIME) ? XOP_ATIME_STALE : XOP_ATIME_ALWAYS;
+}

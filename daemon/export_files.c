@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "export_base_i.h"
@@ -235,6 +236,27 @@ int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, s
  * it on a miss), copied into buf, or, with buf NULL, moved into the pipe
  * pipe_w without a copy. A copy keeps what it read before an error; a
  * splice that fails anywhere fails (the caller then copies). */
+static bool timespec_le(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
+}
+
+/* Whether a read of fd would move its access time, as touch_atime
+ * decides (relatime_need_update), with the export's mode. */
+static bool moves_atime(int fd, unsigned mode)
+{
+	struct stat st;
+	struct timespec now;
+
+	if (mode == XOP_ATIME_NEVER)
+		return false;
+	if (mode == XOP_ATIME_ALWAYS || fstat(fd, &st) < 0)
+		return true;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return timespec_le(&st.st_atim, &st.st_mtim) || timespec_le(&st.st_atim, &st.st_ctim) ||
+	       now.tv_sec - st.st_atim.tv_sec >= 24 * 60 * 60 - 60; /* a minute early */
+}
+
 static ssize_t read_fid(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
 			uint64_t off, uint32_t size, uint8_t *buf, int pipe_w)
 {
@@ -247,6 +269,10 @@ static ssize_t read_fid(struct xop *x, struct hent *obj, uint64_t fid, uint32_t 
 	ret = fid_for(x, obj, fid, (int)(flags & INT_MAX), &f);
 	if (ret < 0)
 		return ret;
+	if (x->nowait && moves_atime(f->fd, x->atime)) {
+		session_fid_put(x->s, f);
+		return -XOP_WOULD_BLOCK;
+	}
 	while (got < size) {
 		loff_t o = (loff_t)(off + got);
 		ssize_t n;

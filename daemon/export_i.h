@@ -36,6 +36,15 @@
  * (for the disk, an open): nothing was done. */
 #define XOP_WOULD_BLOCK 100001
 
+/* How the export's mount moves access times on a read (export_atime_mode):
+ * never (noatime), when stale (relatime: older than the mtime or the
+ * ctime, or a day old), or always. Moving one writes the inode, which may
+ * wait for the file system's journal even when the read itself does not
+ * wait (RWF_NOWAIT does not cover it). */
+enum { XOP_ATIME_NEVER, XOP_ATIME_STALE, XOP_ATIME_ALWAYS };
+/* The export's mode, from its mount's flags (fd: the export's). */
+int export_atime_mode(int fd);
+
 /* Context of one operation. */
 struct xop {
 	struct handles *hs;
@@ -66,8 +75,10 @@ struct xop {
 	 * it again (server.c keeps such a WRITE's reply for a resend). */
 	bool appended;
 	/* On the loop thread (req.nowait): a read only of what the page
-	 * cache holds, through an open fid; else -XOP_WOULD_BLOCK. */
+	 * cache holds, through an open fid, that moves no access time
+	 * (atime: XOP_ATIME_*); else -XOP_WOULD_BLOCK. */
 	bool nowait;
+	unsigned char atime;
 	/* An append about to be written through an O_APPEND fid is told to
 	 * before_append(append_ctx, where the file ends, its length, the
 	 * CRC32C of its bytes) before its data, under a lock that keeps

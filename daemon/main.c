@@ -488,6 +488,7 @@ int main(int argc, char **argv)
 	memset(hkey, 0, sizeof(hkey));
 	if (ret < 0)
 		fatal("%s: %s", d->o.export_dir, err);
+	d->atime_mode = (unsigned char)export_atime_mode(handles_export_fd(d->hs));
 	if (pfs_random(&d->boot_id, sizeof(d->boot_id)) < 0)
 		fatal("cannot get random bytes");
 	ret = bootverf_read(BOOTVERF_PATH, &d->write_verf);

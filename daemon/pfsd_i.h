@@ -204,6 +204,7 @@ struct pfsd {
 	 * loop_read_window (uv_now, ms): capped at half of it (workers.c). */
 	uint64_t loop_read_window;
 	uint64_t loop_read_ns;
+	unsigned char atime_mode; /* the export's (export_atime_mode) */
 	/* Clients late with a PUSH_ACK (push.c): stalled ones that fell
 	 * behind, running ones cut off at PFSD_ACK_WAIT_MS, and waits given
 	 * another deadline because the client was running. */

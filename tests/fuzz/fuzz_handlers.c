@@ -64,6 +64,7 @@
 #include "deleg_i.h"
 #include "conn_i.h"
 #include "dispatch_i.h"
+#include "export_i.h"
 #include "handles_i.h"
 #include "lockstate_i.h"
 #include "revalhold_i.h"
@@ -274,6 +275,7 @@ static void setup(void)
 		fprintf(stderr, "fuzz_handlers: %s\n", err);
 		exit(1);
 	}
+	d->atime_mode = (unsigned char)export_atime_mode(export_fd);
 	FUZZ_ASSERT(lockstate_new(state_dir, 0, &d->ls, err, sizeof err) == 0);
 	FUZZ_ASSERT(revalhold_new(state_dir, 0, &d->rh, err, sizeof err) == 0);
 	/* The replies of changes are written as podfsd writes them. */

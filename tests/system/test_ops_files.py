@@ -360,12 +360,26 @@ def test_small_cached_reads_are_answered_on_the_loop(env, daemon, m):
     holds is answered by podfsd's event loop itself (RWF_NOWAIT), without
     a worker thread (workers.c, workers_try_on_loop): podfsd status counts it in
     loop_reads. One whose data is not cached, or a larger one, goes to a
-    worker as before. Every byte is the file's either way."""
+    worker as before, and so does one that would move the file's access
+    time (on a relatime export: the file changed since it was last read;
+    on a strictatime one: every read), or one from a file system that
+    cannot be asked not to wait. Every byte is the file's either way."""
     if os.environ.get("PODFS_TEST_DAEMON"):
         pytest.skip("reads the daemon's own status")
+    flags = os.statvfs(env.export).f_flag
     data = os.urandom(1 << 20)
     write_file(env.export / "f", data)
     efd = os.open(env.export / "f", os.O_RDONLY)
+    # None on the loop where every read moves the access time
+    # (strictatime), or where reads cannot be asked not to wait (tmpfs
+    # here: EOPNOTSUPP).
+    try:
+        os.preadv(efd, [bytearray(1)], 0, os.RWF_NOWAIT)
+        strict = not flags & (os.ST_NOATIME | os.ST_RELATIME)
+    except OSError as e:
+        strict = e.errno == errno.EOPNOTSUPP
+        if e.errno not in (errno.EOPNOTSUPP, errno.EAGAIN):
+            raise
     buf = mmap.mmap(-1, 64 * 1024)  # page-aligned, for O_DIRECT
     fd = os.open(m / "f", os.O_RDONLY | os.O_DIRECT)
 
@@ -378,22 +392,34 @@ def test_small_cached_reads_are_answered_on_the_loop(env, daemon, m):
         assert bytes(view) == data[off:off + n], off
         view.release()
 
+    def on_loop(k):  # k more reads on the loop, or none (strict)
+        return n0 + (0 if strict else k)
+
     try:
         read(0, 4096)  # the file's fid is open on the daemon from here on
         n0 = loop_reads()
         for off in (4096 * 7, 512 * 1024, 1024 * 1024 - 32 * 1024):
             read(off, 32 * 1024 if off > 512 * 1024 else 4096)
-        assert loop_reads() == n0 + 3
+        assert loop_reads() == on_loop(3)
         # Out of the page cache: read by a worker, which brings it back.
         os.fsync(efd)
         os.posix_fadvise(efd, 0, 0, os.POSIX_FADV_DONTNEED)
         read(300 * 1024, 4096)
-        assert loop_reads() == n0 + 3
+        assert loop_reads() == on_loop(3)
         read(300 * 1024, 4096)
-        assert loop_reads() == n0 + 4
+        assert loop_reads() == on_loop(4)
         # Past 32 KiB: a worker's.
         read(0, 64 * 1024)
-        assert loop_reads() == n0 + 4
+        assert loop_reads() == on_loop(4)
+        # The access time older than the file's change: with relatime,
+        # the next read moves it, and is a worker's (the inode's write
+        # may wait for the journal); the one after is the loop's.
+        os.utime(env.export / "f", ns=(10**9, 2 * 10**9))
+        time.sleep(0.05)  # the worker's atime past the ctime utime set
+        read(8192, 4096)
+        assert loop_reads() == on_loop(4 if flags & os.ST_RELATIME else 5)
+        read(8192, 4096)
+        assert loop_reads() == on_loop(5 if flags & os.ST_RELATIME else 6)
     finally:
         os.close(fd)
         os.close(efd)
