@@ -425,11 +425,19 @@ def test_mkdir_p_of_directories_made_here_costs_no_round_trip(env):
         os.mkdir(a / "top" / f"d{i}")
         write_file(a / "top" / f"d{i}" / "f", b"x")
     kernel_settled(a)
-    before = requests_sent(a)
-    for i in range(5):
-        os.makedirs(a / "top" / f"d{i}", exist_ok=True)
-    sent = requests_since(a, before, settle=True)
-    assert "LOOKUP_DATA" not in sent and "LOOKUP" not in sent, sent
+    # A drop_caches elsewhere on the machine (another test's
+    # evict_dentries; one CI run: 5 LOOKUP_DATAs) makes the kernel forget
+    # the directories: their lookups then ask the coordinator once; that
+    # round does not count.
+    for attempt in range(4):
+        gone = forgotten(a)
+        before = requests_sent(a)
+        for i in range(5):
+            os.makedirs(a / "top" / f"d{i}", exist_ok=True)
+        sent = requests_since(a, before, settle=True)
+        if forgotten(a) == gone:
+            break
+    assert "LOOKUP_DATA" not in sent and "LOOKUP" not in sent, (attempt, sent)
     for i in range(5):
         assert stat_fields(os.stat(a / "top" / f"d{i}")) == \
             stat_fields(os.stat(pod.export / "top" / f"d{i}"))
