@@ -232,17 +232,14 @@ int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, s
 	return 0;
 }
 
-/* READ: up to size bytes at off of the session's fid (opened again under
- * it on a miss), copied into buf, or, with buf NULL, moved into the pipe
- * pipe_w without a copy. A copy keeps what it read before an error; a
- * splice that fails anywhere fails (the caller then copies). */
 static bool timespec_le(const struct timespec *a, const struct timespec *b)
 {
 	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
 }
 
 /* Whether a read of fd would move its access time, as touch_atime
- * decides (relatime_need_update), with the export's mode. */
+ * decides (relatime_need_update), with the export's mode. (A client may
+ * set any time: nothing here subtracts one.) */
 static bool moves_atime(int fd, unsigned mode)
 {
 	struct stat st;
@@ -254,9 +251,13 @@ static bool moves_atime(int fd, unsigned mode)
 		return true;
 	clock_gettime(CLOCK_REALTIME, &now);
 	return timespec_le(&st.st_atim, &st.st_mtim) || timespec_le(&st.st_atim, &st.st_ctim) ||
-	       now.tv_sec - st.st_atim.tv_sec >= 24 * 60 * 60 - 60; /* a minute early */
+	       st.st_atim.tv_sec <= now.tv_sec - (24 * 60 * 60 - 60); /* a day, a minute early */
 }
 
+/* READ: up to size bytes at off of the session's fid (opened again under
+ * it on a miss), copied into buf, or, with buf NULL, moved into the pipe
+ * pipe_w without a copy. A copy keeps what it read before an error; a
+ * splice that fails anywhere fails (the caller then copies). */
 static ssize_t read_fid(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags,
 			uint64_t off, uint32_t size, uint8_t *buf, int pipe_w)
 {
