@@ -40,7 +40,7 @@
  * never (noatime), when stale (relatime: older than the mtime or the
  * ctime, or a day old), or always. Moving one writes the inode, which may
  * wait for the file system's journal even when the read itself does not
- * wait (RWF_NOWAIT does not cover it). */
+ * wait (RWF_NOWAIT promises nothing about it). */
 enum { XOP_ATIME_NEVER, XOP_ATIME_STALE, XOP_ATIME_ALWAYS };
 /* The export's mode, from its mount's flags (fd: the export's). */
 int export_atime_mode(int fd);
