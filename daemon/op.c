@@ -30,16 +30,14 @@ int op_begin(struct op *o, const struct pfs_creds *cr, const struct pfs_fh *fh,
 {
 	int ret;
 
-	/* On the loop thread only what needs no open (req.nowait). */
+	/* On the loop thread only what needs no open (req.nowait), and no
+	 * switch to the caller: a READ through an open fid checks no rights
+	 * (its open did) and uses none of the caller's ids, as the
+	 * calls it may make there (fstat, preadv2 of the fid) do not. */
 	if (o->x.nowait) {
 		if (fh2 || handles_get_cached(o->d->hs, fh, &o->obj) < 0)
 			return -OP_WOULD_BLOCK;
-		ret = cr ? op_become(o, cr) : 0;
-		if (ret < 0) {
-			handles_put(o->d->hs, o->obj);
-			o->obj = NULL;
-		}
-		return ret;
+		return 0;
 	}
 	ret = handles_get(o->d->hs, fh, &o->obj);
 	if (ret == -ESTALE)
