@@ -541,9 +541,13 @@ def test_set_user_id_after_writes_not_undone_after_restart(env):
     again after it: the file stays 04755. (Before, it became 0755.)"""
     from helpers import PYTHON, TEST_GID, TEST_UID, setpriv_argv
     d = env.start_daemon(machine=True)
-    mm = env.mount(d)
+    # The file is the user's before the mount: made and given away beside
+    # podfs after it, the mount may list it first and see the chown only
+    # a moment later (fanotify), and the user's open then fails EACCES
+    # (one CI run).
     (env.export / "f").write_bytes(b"")
     os.chown(env.export / "f", TEST_UID, TEST_GID)
+    mm = env.mount(d)
     p = subprocess.Popen(setpriv_argv() + [PYTHON, "-c", SUID_WRITER, str(mm / "f")],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
     try:
