@@ -303,8 +303,9 @@ void dispatch_work_cb(uv_work_t *w)
 	}
 	op_reply_settle(&o, ret >= 0);
 
-	/* Held back for a recall, or tried on the loop thread where it
-	 * would have waited: it runs again from its bytes (server.c). */
+	/* Held back for a recall (server.c), or tried on the loop thread
+	 * where it would have waited (workers_try_on_loop): it runs again
+	 * from its bytes. */
 	if (ret == -OP_RECALL || ret == -OP_WOULD_BLOCK) {
 		r->blocked = ret == -OP_WOULD_BLOCK;
 		payload_free(dec);

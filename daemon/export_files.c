@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "export_base_i.h"
+#include "podfs/clock.h"
 #include "podfs/crc32c.h"
 #include "podfs/digest.h"
 #include "podfs/hash.h"
@@ -232,11 +233,6 @@ int export_open(struct xop *x, struct hent *obj, uint64_t fid, uint32_t flags, s
 	return 0;
 }
 
-static bool timespec_le(const struct timespec *a, const struct timespec *b)
-{
-	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
-}
-
 /* Whether a read of fd would move its access time, as touch_atime
  * decides (relatime_need_update), with the export's mode. (A client may
  * set any time: nothing here subtracts one.) */
@@ -250,7 +246,7 @@ static bool moves_atime(int fd, unsigned mode)
 	if (mode == XOP_ATIME_ALWAYS || fstat(fd, &st) < 0)
 		return true;
 	clock_gettime(CLOCK_REALTIME, &now);
-	return timespec_le(&st.st_atim, &st.st_mtim) || timespec_le(&st.st_atim, &st.st_ctim) ||
+	return !pfs_ts_before(&st.st_mtim, &st.st_atim) || !pfs_ts_before(&st.st_ctim, &st.st_atim) ||
 	       st.st_atim.tv_sec <= now.tv_sec - (24 * 60 * 60 - 60); /* a day, a minute early */
 }
 

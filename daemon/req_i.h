@@ -82,7 +82,7 @@ struct req {
 	bool paced;            /* on c->paceq; its reply bound not in acct yet */
 	bool pacing;           /* pace counted in c->pace_busy (pace.c) */
 	bool pooled;           /* on the thread pool (counted in s->running) */
-	/* Run on the loop thread first (server.c, try_on_loop): its handler
+	/* Run on the loop thread first (workers_try_on_loop): its handler
 	 * must not wait (data in the page cache, an open fid, a cached
 	 * handle), else it answers -OP_WOULD_BLOCK and blocked is set: the
 	 * request goes to the thread pool as it is, its bytes kept. */

@@ -131,12 +131,6 @@ static void unsent(struct rpc *rpc, struct rpc_req *r)
 	}
 }
 
-/* Whether timespec a (CLOCK_MONOTONIC) comes before b. */
-static bool ts_before(const struct timespec *a, const struct timespec *b)
-{
-	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
-}
-
 /* Ops that change nothing on the server that this host would need to
  * know of: abandoning one after it was sent only drops its late reply. */
 static bool changes_nothing(uint16_t op)
@@ -262,7 +256,7 @@ static int call(struct rpc *rpc, struct inode *in, uint16_t op, const void *req,
 		/* Wait in slices: a hard mount waits for the server as long
 		 * as it takes, but not for a process that is being killed. */
 		struct timespec slice = pfs_deadline_ns((int64_t)KILLABLE_POLL_MS * 1000000);
-		bool last = has_deadline && ts_before(&deadline, &slice);
+		bool last = has_deadline && pfs_ts_before(&deadline, &slice);
 		int rc = pthread_cond_timedwait(&r.cond, &rpc->lock, last ? &deadline : &slice);
 		if (rc != ETIMEDOUT || r.done)
 			continue;

@@ -24,6 +24,12 @@ static inline int64_t pfs_mono_ms(void)
 	return pfs_mono_ns() / 1000000;
 }
 
+/* Whether timespec a comes before timespec b (of the same clock). */
+static inline int pfs_ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
 /* The CLOCK_MONOTONIC time ns nanoseconds from now (ns >= 0), as the
  * absolute deadline of pthread_cond_timedwait on a condition variable
  * made by pfs_cond_init_mono. */

@@ -1,6 +1,7 @@
 """The file workloads: sequential write and read of one large file (seq-write,
-seq-read), random 4 KiB reads of it (randread), a copy of it beside itself (copy), walking the small-file tree
-(find, stat), and creating and deleting many small files (create)."""
+seq-read), random 4 KiB reads of it (randread), a copy of it beside itself
+(copy), walking the small-file tree (find, stat), and creating and deleting
+many small files (create)."""
 
 import os
 import shutil
