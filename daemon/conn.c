@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "podfs/bigbuf.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
 #include "podfs/netaddr.h"
@@ -513,8 +514,8 @@ static void note_backlog(struct conn *c)
 
 static void free_own(void *own[2])
 {
-	free(own[0]);
-	free(own[1]);
+	pfs_big_free(own[0]);
+	pfs_big_free(own[1]);
 }
 
 static void write_cb(uv_write_t *wr, int status)

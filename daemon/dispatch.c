@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "podfs/bigbuf.h"
 #include "podfs/codec.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
@@ -199,8 +200,8 @@ static void seal_reply(struct req *r)
 	if (tls_stream_seal(&r->c->tls, r->reply.hdr, PFS_FRAME_HDR_SIZE, r->reply.wire,
 			    r->reply.len) != 0)
 		return; /* the loop sends it (or fails as the stream did) */
-	free(r->reply.own[0]);
-	free(r->reply.own[1]);
+	pfs_big_free(r->reply.own[0]);
+	pfs_big_free(r->reply.own[1]);
 	r->reply.own[0] = r->reply.own[1] = NULL;
 	r->reply.wire = NULL;
 	r->reply.sealed = true;
@@ -309,7 +310,7 @@ void dispatch_work_cb(uv_work_t *w)
 	if (ret == -OP_RECALL || ret == -OP_WOULD_BLOCK) {
 		r->blocked = ret == -OP_WOULD_BLOCK;
 		payload_free(dec);
-		free(o.w.buf);
+		pfs_big_free(o.w.buf);
 		return;
 	}
 	/* The request's bytes are no longer needed (decoded views die here). */
@@ -324,7 +325,7 @@ void dispatch_work_cb(uv_work_t *w)
 		else
 			pfs_debug("conn %llu req %llu %s: %s", (unsigned long long)r->c->id,
 				  (unsigned long long)r->h.id, pfs_op_name(opc), strerror(-ret));
-		free(o.w.buf);
+		pfs_big_free(o.w.buf);
 		o.w.buf = NULL;
 		o.w.len = 0;
 		r->status = -ret;
@@ -348,17 +349,17 @@ void dispatch_work_cb(uv_work_t *w)
 	}
 	if (r->codecs && o.w.len >= PFS_LZ4_MIN) {
 		cap = pfs_lz4_bound(o.w.len);
-		scratch = xmalloc(cap);
+		scratch = pfs_big_xalloc(cap);
 	}
 	r->reply.len = pfs_frame_prepare(r->reply.hdr, r->h.id, (uint16_t)opc, PFS_FF_REPLY,
 					 r->status, o.w.buf, o.w.len, r->codecs, scratch, cap,
 					 &r->reply.wire);
 	r->reply.raw = o.w.len;
 	if (scratch && r->reply.wire == scratch) {
-		free(o.w.buf); /* only the compressed bytes go out */
+		pfs_big_free(o.w.buf); /* only the compressed bytes go out */
 		o.w.buf = NULL;
 	} else {
-		free(scratch);
+		pfs_big_free(scratch);
 		scratch = NULL;
 	}
 	r->reply.own[0] = o.w.buf;

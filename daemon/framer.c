@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "podfs/bigbuf.h"
 #include "podfs/wire.h"
 #include "podfs/xalloc.h"
 #include "framer_i.h"
@@ -23,7 +24,7 @@ uint8_t *payload_alloc(size_t len)
 		base = xmalloc(PAYLOAD_HDR + len);
 		p = base + PAYLOAD_HDR;
 	} else {
-		base = xmalloc(PAYLOAD_HDR + len + PAYLOAD_ALIGN - 1);
+		base = pfs_big_xalloc(PAYLOAD_HDR + len + PAYLOAD_ALIGN - 1);
 		uintptr_t end = ((uintptr_t)base + PAYLOAD_HDR + len + PAYLOAD_ALIGN - 1) &
 				~(uintptr_t)(PAYLOAD_ALIGN - 1);
 		p = base + (end - (uintptr_t)base - len);
@@ -40,7 +41,7 @@ void payload_free(uint8_t *p)
 	if (!p)
 		return;
 	memcpy(&off, p - sizeof(off), sizeof(off));
-	free(p - off);
+	pfs_big_free(p - off);
 }
 
 /* Checks the header now complete in fr->hbuf into *h. Returns 0 or -1

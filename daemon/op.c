@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "podfs/bigbuf.h"
+
 #include "caps_i.h"
 #include "chunks_i.h"
 #include "deleg_i.h"
@@ -89,7 +91,7 @@ void op_end(struct op *o)
 
 void op_reply_alloc(struct op *o, size_t cap)
 {
-	pfs_wr_init(&o->w, xmalloc(cap), cap);
+	pfs_wr_init(&o->w, pfs_big_xalloc(cap), cap);
 }
 
 /* Each worker thread's scratch buffer: made at its first listing, grown

@@ -10,6 +10,7 @@
 #include "client_i.h"
 #include "fhmap_i.h"
 #include "killable_i.h"
+#include "podfs/bigbuf.h"
 #include "podfs/clock.h"
 #include "podfs/hash.h"
 #include "podfs/htab.h"
@@ -291,7 +292,7 @@ static int call(struct rpc *rpc, struct inode *in, uint16_t op, const void *req,
 	if (r.coded) {
 		/* Decoded here, in the caller's thread, so that the one
 		 * receiving thread only moves bytes off the socket. */
-		uint8_t *raw = malloc(r.rep.len ? r.rep.len : 1);
+		uint8_t *raw = pfs_big_alloc(r.rep.len);
 		if (!raw) {
 			rpc_reply_free(&r.rep);
 			return -ENOMEM;
@@ -299,12 +300,12 @@ static int call(struct rpc *rpc, struct inode *in, uint16_t op, const void *req,
 		if (pfs_payload_decode(r.coded, r.rep.buf, r.wire_len, raw, r.rep.len) < 0) {
 			pfs_err("bad compressed reply from %s (%s): dropping the connection",
 				rpc->c->hostport, pfs_op_name(op));
-			free(raw);
+			pfs_big_free(raw);
 			rpc_reply_free(&r.rep);
 			transport_drop(rpc->c->tr, r.rx_gen);
 			return -EIO;
 		}
-		free(r.rep.buf);
+		pfs_big_free(r.rep.buf);
 		r.rep.buf = raw;
 	}
 	*rep = r.rep;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "podfs/bigbuf.h"
 #include "podfs/codec.h"
 #include "podfs/frame.h"
 
@@ -41,7 +42,7 @@ struct rpc_reply {
 /* Frees r's payload and empties r (safe on an empty one). */
 static inline void rpc_reply_free(struct rpc_reply *r)
 {
-	free(r->buf);
+	pfs_big_free(r->buf);
 	r->buf = NULL;
 	r->len = 0;
 }

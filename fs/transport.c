@@ -18,6 +18,7 @@
 
 #include "bg_i.h"
 #include "client_i.h"
+#include "podfs/bigbuf.h"
 #include "podfs/clock.h"
 #include "podfs/frame.h"
 #include "podfs/log.h"
@@ -494,11 +495,11 @@ static int recv_loop(struct chan *ch, int fd)
 		uint8_t *payload = NULL;
 		if ((h.flags & PFS_FF_CODED) && (h.flags & PFS_FF_REPLY)) {
 			/* The caller decodes it (rpc.c), off this thread. */
-			payload = malloc(h.wire_len);
+			payload = pfs_big_alloc(h.wire_len);
 			if (!payload)
 				return -ENOMEM;
 			if ((rc = stream_read(&ch->st, fd, payload, h.wire_len)) < 0) {
-				free(payload);
+				pfs_big_free(payload);
 				return rc;
 			}
 			count_in(t->c, &h);
@@ -507,14 +508,14 @@ static int recv_loop(struct chan *ch, int fd)
 			continue;
 		}
 		if (h.raw_len) {
-			payload = malloc(h.raw_len);
+			payload = pfs_big_alloc(h.raw_len);
 			if (!payload)
 				return -ENOMEM;
 		}
 		if (h.flags & PFS_FF_CODED) {
-			uint8_t *wire = malloc(h.wire_len);
+			uint8_t *wire = pfs_big_alloc(h.wire_len);
 			if (!wire) {
-				free(payload);
+				pfs_big_free(payload);
 				return -ENOMEM;
 			}
 			rc = stream_read(&ch->st, fd, wire, h.wire_len);
@@ -524,12 +525,12 @@ static int recv_loop(struct chan *ch, int fd)
 					pfs_op_name(h.op));
 				rc = -EPROTO;
 			}
-			free(wire);
+			pfs_big_free(wire);
 		} else {
 			rc = stream_read(&ch->st, fd, payload, h.raw_len);
 		}
 		if (rc < 0) {
-			free(payload);
+			pfs_big_free(payload);
 			return rc;
 		}
 		count_in(t->c, &h);
@@ -537,14 +538,14 @@ static int recv_loop(struct chan *ch, int fd)
 			/* Only wakes waiting threads: no kernel call, so it
 			 * is safe (and quickest) on this thread. */
 			t->cb.wake_cb(t->cb.arg, payload, h.raw_len);
-			free(payload);
+			pfs_big_free(payload);
 			pushq_count(t->pq, ch->gen);
 		} else if (h.flags & PFS_FF_PUSH) {
 			pushq_add(t->pq, ch->gen, h.op, payload, h.raw_len);
 		} else if (h.flags & PFS_FF_REPLY) {
 			t->cb.reply_cb(t->cb.arg, &h, payload, ch->boot_id, ch->verf, ch->gen);
 		} else {
-			free(payload);
+			pfs_big_free(payload);
 			pfs_err("unexpected request frame (%s) from %s", pfs_op_name(h.op),
 				t->c->hostport);
 			return -EPROTO;

@@ -15,6 +15,7 @@
 #include "client_i.h"
 #include "inode_i.h"
 #include "killable_i.h"
+#include "podfs/bigbuf.h"
 #include "podfs/clock.h"
 #include "podfs/hash.h"
 #include "podfs/htab.h"
@@ -74,7 +75,7 @@ static void *buf_get(struct wb *wb, size_t size)
 		if (p)
 			return p;
 	}
-	return malloc(size);
+	return pfs_big_alloc(size);
 }
 
 /* A request buffer of size bytes, as buf_get, with wb->bg.lock held. */
@@ -82,7 +83,7 @@ static void *buf_get_locked(struct wb *wb, size_t size)
 {
 	if (size == WB_BUFSZ && wb->npool)
 		return wb->pool[--wb->npool];
-	return malloc(size);
+	return pfs_big_alloc(size);
 }
 
 /* Releases a request buffer of size bytes. Called with wb->bg.lock. */
@@ -91,7 +92,7 @@ static void buf_put_locked(struct wb *wb, void *p, size_t size)
 	if (p && size == WB_BUFSZ && wb->npool < WB_POOL)
 		wb->pool[wb->npool++] = p;
 	else
-		free(p);
+		pfs_big_free(p);
 }
 
 void wb_enqueue(struct wb *wb, struct wbe *e)

@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "podfs/bigbuf.h"
+
 /* What a read from the socket may take beyond what was asked, into the
  * queue: the records that follow (their headers and bodies are then
  * copied out of it, 16 KiB at most at a time). A recvmsg(2) per record
@@ -52,7 +54,7 @@ static int room(struct tbio *t, size_t n)
 		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
 	if (cap < need)
 		cap = need;
-	uint8_t *q = realloc(t->p, cap);
+	uint8_t *q = t->p ? realloc(t->p, cap) : pfs_big_alloc(cap);
 	if (!q)
 		return -ENOMEM;
 	t->p = q;
@@ -193,7 +195,7 @@ static int destroy_cb(BIO *b)
 	struct tbio *t = BIO_get_data(b);
 
 	if (t) {
-		free(t->p);
+		pfs_big_free(t->p);
 		free(t);
 	}
 	BIO_set_data(b, NULL);
@@ -253,7 +255,7 @@ void pfs_tls_bio_give(BIO *b, uint8_t *buf, size_t cap)
 	struct tbio *t = BIO_get_data(b);
 
 	if (t->p || !buf) {
-		free(buf);
+		pfs_big_free(buf);
 		return;
 	}
 	t->p = buf;
