@@ -9,8 +9,9 @@
  * each of its pages is faulted in again. On a VM whose page fault costs
  * about 11 us (this project's test machine, a Firecracker guest), that is
  * 2.5 ms of CPU per megabyte, where the request itself takes a fraction
- * of that: in the sanitized builds the tests run, these faults were a
- * third of all (test_exerciser: 996,000 of them, 718,000 with this).
+ * of that: in the sanitized builds the tests run, these were more than a
+ * quarter of all page faults (test_exerciser: 996,000 faults, 718,000
+ * with this).
  *
  * So there, buffers of PFS_BIG_MIN bytes or more are taken from a few
  * kept after use, each of PFS_BIG_CAP bytes (the largest any request or
