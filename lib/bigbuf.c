@@ -7,24 +7,12 @@
 
 #include "podfs/log.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define BIG_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BIG_ASAN 1
-#endif
-#endif
-#if defined(BIG_ASAN) || defined(__SANITIZE_THREAD__)
+#ifdef PFS_BIG_KEEPS
 #define BIG_KEEP PFS_BIG_KEEP
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define BIG_KEEP PFS_BIG_KEEP
-#endif
-#endif
-#ifndef BIG_KEEP
+#else
 #define BIG_KEEP 0 /* glibc keeps them (bigbuf.h) */
 #endif
-#ifdef BIG_ASAN
+#ifdef PFS_BIG_ASAN
 #include <sanitizer/asan_interface.h>
 #define poison(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
 #define unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))

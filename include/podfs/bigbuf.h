@@ -31,6 +31,25 @@
 
 #include "podfs/wire.h"
 
+/* PFS_BIG_ASAN: built with AddressSanitizer (kept buffers are poisoned);
+ * PFS_BIG_KEEPS: with AddressSanitizer or ThreadSanitizer (buffers are
+ * kept at all). gcc says so with __SANITIZE_*__, clang with
+ * __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PFS_BIG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PFS_BIG_ASAN 1
+#endif
+#endif
+#if defined(PFS_BIG_ASAN) || defined(__SANITIZE_THREAD__)
+#define PFS_BIG_KEEPS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PFS_BIG_KEEPS 1
+#endif
+#endif
+
 #define PFS_BIG_MIN (128u * 1024)
 #define PFS_BIG_CAP (PFS_MAX_WIRE + 64u * 1024)
 #define PFS_BIG_KEEP 8

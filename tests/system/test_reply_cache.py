@@ -287,33 +287,34 @@ OPS = {"mkdir": 15, "unlink": 17, "rmdir": 18, "rename": 19, "rename-over": 19,
        "removexattr": 34}
 
 
-def _write_replies(path, opcode=OP_WRITE):
-    """How many slots of STATE_DIR/replies hold a reply to opcode (read as
-    _drop_write_replies reads them)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    n = 0
+def _reply_slots(data, opcode):
+    """The offsets of the slots of STATE_DIR/replies (its bytes, data)
+    that hold a reply to opcode (daemon/replylog.c: magic, crc, length,
+    op, kind...)."""
     for at in range(0, len(data), REPLYLOG_SLOT):
         magic, _, _, op, kind = struct.unpack_from("<IIIHH", data, at)
-        n += magic == REPLYLOG_MAGIC and op == opcode and kind == 0
-    return n
+        if magic == REPLYLOG_MAGIC and op == opcode and kind == 0:
+            yield at
+
+
+def _write_replies(path, opcode=OP_WRITE):
+    """How many slots of STATE_DIR/replies hold a reply to opcode."""
+    with open(path, "rb") as f:
+        return sum(1 for _ in _reply_slots(f.read(), opcode))
 
 
 def _drop_write_replies(path, opcode=OP_WRITE):
-    """Empties the slots of STATE_DIR/replies that hold a reply to opcode
-    (daemon/replylog.c: magic, crc, length, op, kind...), as if podfsd had
-    been killed before it wrote them; its records of the appends it was
-    about to write (kind 1) and of the changes it began (kind 3) stay.
-    Returns how many it emptied."""
+    """Empties the slots of STATE_DIR/replies that hold a reply to opcode,
+    as if podfsd had been killed before it wrote them; its records of the
+    appends it was about to write (kind 1) and of the changes it began
+    (kind 3) stay. Returns how many it emptied."""
     n = 0
     with open(path, "r+b") as f:
         data = f.read()
-        for at in range(0, len(data), REPLYLOG_SLOT):
-            magic, _, _, op, kind = struct.unpack_from("<IIIHH", data, at)
-            if magic == REPLYLOG_MAGIC and op == opcode and kind == 0:
-                f.seek(at)
-                f.write(bytes(min(REPLYLOG_SLOT, len(data) - at)))
-                n += 1
+        for at in _reply_slots(data, opcode):
+            f.seek(at)
+            f.write(bytes(min(REPLYLOG_SLOT, len(data) - at)))
+            n += 1
     return n
 
 

@@ -15,25 +15,11 @@
 #include "check.h"
 #include "podfs/bigbuf.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEST_ASAN 1
-#endif
-#endif
-#ifdef TEST_ASAN
+#ifdef PFS_BIG_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
-#if defined(TEST_ASAN) || defined(__SANITIZE_THREAD__)
-#define TEST_KEEPS 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_KEEPS 1
-#endif
-#endif
 
-#ifdef TEST_KEEPS
+#ifdef PFS_BIG_KEEPS
 /* Empties the kept buffers (whatever an earlier test left) into buf[]. */
 static void drain(void *buf[PFS_BIG_KEEP + 2])
 {
@@ -112,7 +98,7 @@ static void test_realloc_and_free_of_a_kept_one(void)
 
 static void test_poisoned(void)
 {
-#ifdef TEST_ASAN
+#ifdef PFS_BIG_ASAN
 	size_t n = PFS_BIG_MIN + 3;
 	char *p = pfs_big_alloc(n);
 
@@ -169,7 +155,7 @@ static void test_plain(void)
 
 int main(void)
 {
-#ifdef TEST_KEEPS
+#ifdef PFS_BIG_KEEPS
 	test_small_and_huge_are_plain();
 	test_reused_up_to_keep();
 	test_realloc_and_free_of_a_kept_one();
