@@ -210,21 +210,23 @@ def test_change_whose_reply_was_lost_with_podfsd_runs_once(env, daemon, mount, c
     assert "answered with the reply of the instance before" in daemon.log()
 
 
-def _lost_with_podfsd(env, daemon, mount, change, after_kill=lambda: None,
-                      replied=lambda: True):
+def _lost_with_podfsd(env, daemon, mount, change, after_kill=lambda: None):
     """change is made, its reply held at the relay once sent, podfsd
-    killed (-9), after_kill() run, podfsd started again: the call sent
-    again must return without an error, the export be as one run leaves
-    it, and the mount work on. replied(): true once the change's reply
-    exists (the relay's held bytes may be another frame's, a PING's)."""
+    killed (-9) once the reply is kept in STATE_DIR/replies (the relay's
+    first held bytes may be another frame's: once, in CI, the change's
+    reply was not kept yet), after_kill() run, podfsd started again: the
+    call sent again must return without an error, the export be as one
+    run leaves it, and the mount work on."""
     setup, make, made, after = CHANGES[change]
+    replies = daemon.state_dir / "replies"
     with relayed_mount(daemon, mount) as (relay, a):
         ctx = setup(a)
         with _kept_in_the_kernels_cache(a):
+            kept = _kept_replies(replies)
             relay.hold_down()
             w = Worker(make, a, ctx)
             wait_for(lambda: made(env.export), 10, what=f"podfsd to make the change ({change})")
-            wait_for(lambda: relay.held and replied(), 10,
+            wait_for(lambda: relay.held and _kept_replies(replies) > kept, 10,
                      what=f"podfsd to send the reply of the change ({change})")
             assert w.is_alive(), "the change returned without its reply"
             daemon.kill9()
@@ -287,20 +289,24 @@ OPS = {"mkdir": 15, "unlink": 17, "rmdir": 18, "rename": 19, "rename-over": 19,
        "removexattr": 34}
 
 
-def _reply_slots(data, opcode):
+def _reply_slots(data, opcode=None):
     """The offsets of the slots of STATE_DIR/replies (its bytes, data)
-    that hold a reply to opcode (daemon/replylog.c: magic, crc, length,
-    op, kind...)."""
+    that hold a reply to opcode (any: None) (daemon/replylog.c: magic,
+    crc, length, op, kind...)."""
     for at in range(0, len(data), REPLYLOG_SLOT):
         magic, _, _, op, kind = struct.unpack_from("<IIIHH", data, at)
-        if magic == REPLYLOG_MAGIC and op == opcode and kind == 0:
+        if magic == REPLYLOG_MAGIC and opcode in (None, op) and kind == 0:
             yield at
 
 
-def _write_replies(path, opcode=OP_WRITE):
-    """How many slots of STATE_DIR/replies hold a reply to opcode."""
-    with open(path, "rb") as f:
-        return sum(1 for _ in _reply_slots(f.read(), opcode))
+def _kept_replies(path):
+    """How many replies STATE_DIR/replies keeps (0 before the file is
+    made)."""
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in _reply_slots(f.read()))
+    except FileNotFoundError:
+        return 0
 
 
 def _drop_write_replies(path, opcode=OP_WRITE):
@@ -376,10 +382,7 @@ def test_change_whose_podfsd_died_before_its_reply_was_kept_is_found_made(env, d
     def drop():
         assert _drop_write_replies(daemon.state_dir / "replies", OPS[change]) == 1
 
-    # Killed once the reply is kept: the relay's first held bytes may be
-    # another frame's (once, in CI, the unlink's reply was not yet kept).
-    _lost_with_podfsd(env, daemon, mount, change, drop,
-                      replied=lambda: _write_replies(daemon.state_dir / "replies", OPS[change]) == 1)
+    _lost_with_podfsd(env, daemon, mount, change, drop)
     assert "begun by the instance before" in daemon.log()
 
 
