@@ -119,7 +119,7 @@ static int put(struct tls_stream *t, const void *p, size_t n, char *why, size_t 
 	while (n) {
 		int k = n > INT_MAX ? INT_MAX : (int)n;
 		ERR_clear_error();
-		int r = SSL_write(t->ssl, p, k);
+		int r = pfs_tls_write(t->ssl, p, k);
 		if (r <= 0) {
 			pfs_tls_reason(why, whylen, "write failed");
 			return -EPROTO;

@@ -103,7 +103,7 @@ static int write_all(struct pnet *pn, const uint8_t *p, size_t n, int64_t deadli
 			ERR_clear_error();
 			/* A retried SSL_write takes the same buffer and length. */
 			int want = n > (1u << 30) ? 1 << 30 : (int)n;
-			int k = SSL_write(pn->ssl, p, want);
+			int k = pfs_tls_write(pn->ssl, p, want);
 			if (k > 0) {
 				p += k;
 				n -= (size_t)k;

@@ -222,7 +222,7 @@ static int send_frame(struct hs_io *io, uint64_t id, uint16_t op, const void *pa
 	if (wl)
 		memcpy(one + sizeof(hdr), wire, wl);
 	ERR_clear_error();
-	if (SSL_write(io->ssl, one, (int)(sizeof(hdr) + wl)) <= 0) {
+	if (pfs_tls_write(io->ssl, one, (int)(sizeof(hdr) + wl)) <= 0) {
 		ERR_clear_error();
 		return -EPROTO;
 	}

@@ -117,7 +117,7 @@ static ssize_t tls_seal(struct stream *st, const void *a, size_t an, const void 
 		rc = -ENOMEM;
 	for (int i = 0; i < 2 && rc == 0; i++) {
 		ERR_clear_error();
-		if (plen[i] && SSL_write(st->ssl, part[i], (int)plen[i]) != (int)plen[i]) {
+		if (plen[i] && pfs_tls_write(st->ssl, part[i], (int)plen[i]) != (int)plen[i]) {
 			/* The connection thread broke it (a bad record came
 			 * in) and says why; the connection is redone. */
 			char why[128];

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -389,6 +390,29 @@ SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio)
 	*rbio = r;
 	*wbio = w;
 	return ssl;
+}
+
+static _Atomic uint64_t rekey_bytes = PFS_TLS_REKEY_BYTES;
+
+void pfs_tls_set_rekey_bytes(uint64_t n)
+{
+	atomic_store(&rekey_bytes, n ? n : PFS_TLS_REKEY_BYTES);
+}
+
+int pfs_tls_write(SSL *ssl, const void *p, int n)
+{
+	BIO *w = SSL_get_wbio(ssl);
+	uint64_t every = atomic_load(&rekey_bytes), before = w ? BIO_number_written(w) : 0;
+	int r = SSL_write(ssl, p, n);
+
+	/* The BIO counts every byte written into it (records, alerts):
+	 * crossing a multiple of every schedules the update, which OpenSSL
+	 * sends ahead of the next record. It cannot fail here but with a
+	 * write pending on a socket BIO (fs/peernet.c): then the next
+	 * crossing does it. */
+	if (r > 0 && w && BIO_number_written(w) / every != before / every)
+		(void)SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
+	return r;
 }
 
 void pfs_tls_thread_end(void)

@@ -79,6 +79,21 @@ bool pfs_tls_authenticated(SSL *ssl, char *why, size_t whylen);
  * on failure. */
 SSL *pfs_tls_new(SSL_CTX *ctx, BIO **rbio, BIO **wbio);
 
+/* Ciphertext one side sends under one key: then it moves to the next
+ * (a TLS 1.3 KeyUpdate, RFC 8446 4.6.3). RFC 8446 5.5 limits AES-GCM to
+ * about 2^24.5 full-size records (2^38.5 bytes) per key; OpenSSL 3.0 does
+ * not count them, and a mount's connection lives as long as the mount:
+ * at 1 GB/s it would reach the limit in about seven minutes. */
+#define PFS_TLS_REKEY_BYTES (1ull << 36)
+
+/* SSL_write(ssl, p, n) that also schedules a KeyUpdate (SSL_key_update,
+ * sent before the next record) each time the bytes written into ssl's
+ * write BIO cross a multiple of PFS_TLS_REKEY_BYTES. Every podfs
+ * SSL_write after the handshake goes through it. */
+int pfs_tls_write(SSL *ssl, const void *p, int n);
+/* Tests: the bytes between key updates (0: PFS_TLS_REKEY_BYTES). */
+void pfs_tls_set_rekey_bytes(uint64_t n);
+
 /* Frees what OpenSSL keeps for the calling thread (its error queue).
  * For a detached thread, before it tells its owner it is done: OpenSSL
  * would free it only in the thread's exit, which may come after the

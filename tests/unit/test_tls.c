@@ -162,6 +162,70 @@ out_ctx:
 	return done;
 }
 
+/* Counts the KeyUpdate messages an end received (its msg callback). */
+static void count_key_updates(int write_p, int version, int content_type, const void *buf,
+			      size_t len, SSL *ssl, void *arg)
+{
+	(void)version;
+	(void)ssl;
+	if (!write_p && content_type == SSL3_RT_HANDSHAKE && len >= 1 &&
+	    ((const uint8_t *)buf)[0] == SSL3_MT_KEY_UPDATE)
+		(*(int *)arg)++;
+}
+
+/* Sends n bytes from a to b through pfs_tls_write in 16 KiB writes, b
+ * reading each as it comes; returns whether all arrived intact. */
+static bool stream_through(SSL *a, BIO *aw, SSL *b, BIO *br, size_t n)
+{
+	static uint8_t out[16384], in[16384];
+	bool ok = true;
+
+	for (size_t sent = 0; sent < n; sent += sizeof(out)) {
+		memset(out, (int)(sent / sizeof(out)), sizeof(out));
+		ok &= pfs_tls_write(a, out, sizeof(out)) == (int)sizeof(out);
+		pump(aw, br);
+		ok &= SSL_read(b, in, sizeof(in)) == (int)sizeof(in) &&
+		      memcmp(in, out, sizeof(out)) == 0;
+	}
+	return ok;
+}
+
+/* pfs_tls_write moves to the next key each PFS_TLS_REKEY_BYTES (here
+ * made 64 KiB): the peer sees a KeyUpdate per 64 KiB and reads every
+ * byte, both ways; at the real figure, none in 1 MiB. */
+static void test_key_updates(void)
+{
+	static const uint8_t k[PFS_KEY_LEN] = { 9 };
+	char err[128];
+	SSL_CTX *cc = pfs_tls_ctx_new(false, k, err, sizeof(err));
+	SSL_CTX *sc = pfs_tls_ctx_new(true, k, err, sizeof(err));
+	BIO *cr, *cw, *sr, *sw;
+	SSL *c = pfs_tls_new(cc, &cr, &cw), *s = pfs_tls_new(sc, &sr, &sw);
+	int at_s = 0, at_c = 0;
+
+	if (!CHECK(c && s && drive(c, s, cr, cw, sr, sw)))
+		goto out;
+	SSL_set_msg_callback(s, count_key_updates);
+	SSL_set_msg_callback_arg(s, &at_s);
+	SSL_set_msg_callback(c, count_key_updates);
+	SSL_set_msg_callback_arg(c, &at_c);
+	pfs_tls_set_rekey_bytes(64 * 1024);
+	CHECK(stream_through(c, cw, s, sr, 1 << 20));
+	CHECK(at_s >= 14 && at_s <= 17);
+	CHECK(stream_through(s, sw, c, cr, 256 * 1024));
+	CHECK(at_c >= 3 && at_c <= 5);
+	pfs_tls_set_rekey_bytes(0);
+	at_s = 0;
+	CHECK(stream_through(c, cw, s, sr, 1 << 20));
+	/* (One the 64 KiB figure had scheduled may come first.) */
+	CHECK(at_s <= 1);
+out:
+	SSL_free(c);
+	SSL_free(s);
+	pfs_tls_ctx_free(cc);
+	pfs_tls_ctx_free(sc);
+}
+
 static void test_handshakes(void)
 {
 	uint8_t k1[PFS_KEY_LEN], k2[PFS_KEY_LEN];
@@ -452,6 +516,7 @@ int main(void)
 	test_psk();
 	test_sniff();
 	test_handshakes();
+	test_key_updates();
 	test_certificates();
 	test_socket_stream();
 	return check_done("test_tls");
