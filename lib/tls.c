@@ -410,8 +410,13 @@ int pfs_tls_write(SSL *ssl, const void *p, int n)
 	 * sends ahead of the next record. It cannot fail here but with a
 	 * write pending on a socket BIO (fs/peernet.c): then the next
 	 * crossing does it. */
-	if (r > 0 && w && BIO_number_written(w) / every != before / every)
-		(void)SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
+	if (r > 0 && w && BIO_number_written(w) / every != before / every) {
+		ERR_set_mark();
+		if (SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED) == 1)
+			ERR_clear_last_mark();
+		else
+			ERR_pop_to_mark(); /* (its error is not the caller's) */
+	}
 	return r;
 }
 
