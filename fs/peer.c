@@ -310,7 +310,7 @@ static void fetch_from_peer(struct rctx *r, struct piece *pc, const struct socka
 		pfs_addr_name(sa, name, sizeof(name));
 		pfs_debug("peer %s does not hold chunk %llu: read from the coordinator", name,
 			  (unsigned long long)pc->index);
-	} else if (rc != -EAGAIN && peercli_mark_bad(p->cli, sa, ms)) {
+	} else if (rc != -EAGAIN && (ms = peercli_mark_bad(p->cli, sa, ms)) > 0) {
 		pfs_addr_name(sa, name, sizeof(name));
 		pfs_digest_hex(ch->digest, hex, 16);
 		if (rc == -EBADMSG)
@@ -441,7 +441,12 @@ again:;
 		pc->src_gen = cr.peer_gen;
 		sa_of(cr.addr.p, cr.addr.len, (uint16_t)cr.port, &sa);
 		mode = CK_PEER;
-		if (peercli_is_bad(p->cli, &sa)) {
+		if (peercli_off(p->cli)) {
+			/* No peer could be reached lately (peercli_i.h): from
+			 * the coordinator, without a word against the peer. */
+			pc->src = NO_PEER;
+			mode = CK_COORD;
+		} else if (peercli_is_bad(p->cli, &sa)) {
 			/* A peer this mount gave up on a moment ago: the
 			 * coordinator forgets it for this chunk, and names
 			 * another source (once). */
@@ -654,10 +659,12 @@ size_t peer_format_stats(struct client *c, char *buf, size_t cap)
 	struct peer *p = c->peer;
 	struct cstore_stats cs;
 	struct peersrv_stats ss = { 0 };
+	struct peercli_stats cl;
 
 	if (!p)
 		return 0;
 	cstore_stats(p->st, &cs);
+	peercli_stats(p->cli, &cl);
 	if (p->srv)
 		peersrv_stats(p->srv, &ss);
 	int n = snprintf(buf, cap,
@@ -668,7 +675,8 @@ size_t peer_format_stats(struct client *c, char *buf, size_t cap)
 			 "peer_served_bytes %llu\npeer_served_gets %llu\npeer_served_misses %llu\n"
 			 "peer_served_conns %llu\npeer_refused_conns %llu\npeer_open_conns %llu\n"
 			 "peer_served_miss_gone %llu\npeer_served_miss_absent %llu\n"
-			 "peer_served_miss_late %llu\npeer_skipped %llu\n",
+			 "peer_served_miss_late %llu\npeer_skipped %llu\npeer_unreachable %llu\n"
+			 "peer_off %llu\n",
 			 (unsigned)p->port,
 			 (unsigned long long)atomic_load(&p->peer_bytes),
 			 (unsigned long long)atomic_load(&p->coord_bytes),
@@ -685,6 +693,7 @@ size_t peer_format_stats(struct client *c, char *buf, size_t cap)
 			 (unsigned long long)ss.conns, (unsigned long long)ss.refused,
 			 (unsigned long long)ss.open, (unsigned long long)cs.miss_gone,
 			 (unsigned long long)cs.miss_absent, (unsigned long long)cs.miss_late,
-			 (unsigned long long)atomic_load(&p->skipped));
+			 (unsigned long long)atomic_load(&p->skipped),
+			 (unsigned long long)cl.unreachable, (unsigned long long)cl.off);
 	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }

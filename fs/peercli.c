@@ -16,6 +16,8 @@
 #include "podfs/codec.h"
 #include "podfs/digest.h"
 #include "podfs/le.h"
+#include "podfs/log.h"
+#include "podfs/netaddr.h"
 
 struct ppeer {
 	struct sockaddr_storage sa;
@@ -24,6 +26,8 @@ struct ppeer {
 	struct pnet idle[PEERCLI_IDLE];
 	unsigned nidle;
 	int64_t bad_until, last_use;      /* ms */
+	unsigned strikes;                 /* could not be reached, times in a row */
+	uint64_t fail_epoch;              /* pc->epoch of its last such failure */
 };
 
 struct peercli {
@@ -37,6 +41,13 @@ struct peercli {
 	 * present to the coordinator as its own (AUTH resumes a session by
 	 * its id alone). */
 	uint64_t peer_id;
+	/* Peers that could not be reached: those with strikes whose
+	 * fail_epoch is epoch failed since a peer was last reached (epoch
+	 * moves on then, and when every peer is left aside, until off_until,
+	 * for off_ms). */
+	uint64_t epoch;
+	int64_t off_until, off_ms;
+	uint64_t unreachable, offs;
 };
 
 int peercli_new(struct client *c, struct peercli **out)
@@ -124,21 +135,75 @@ static struct ppeer *peer_of(struct peercli *pc, const struct sockaddr_storage *
 	return victim;
 }
 
-bool peercli_mark_bad(struct peercli *pc, const struct sockaddr_storage *sa, int ms)
+int peercli_mark_bad(struct peercli *pc, const struct sockaddr_storage *sa, int ms)
 {
-	int64_t now = pfs_mono_ms();
-	bool fresh = false;
+	int64_t now = pfs_mono_ms(), t = ms;
+	int fresh = 0;
 
 	pthread_mutex_lock(&pc->mu);
 	struct ppeer *p = peer_of(pc, sa);
 	if (p) {
-		fresh = p->bad_until <= now;
-		if (p->bad_until < now + ms)
-			p->bad_until = now + ms;
+		/* Unreachable again and again: twice as long each time. */
+		for (unsigned i = 1; i < p->strikes && t < PEERCLI_UNREACHABLE_MAX_MS; i++)
+			t *= 2;
+		if (p->strikes > 1 && t > PEERCLI_UNREACHABLE_MAX_MS)
+			t = PEERCLI_UNREACHABLE_MAX_MS;
+		if (p->bad_until <= now)
+			fresh = (int)t;
+		if (p->bad_until < now + t)
+			p->bad_until = now + t;
 		drop_idle(p);
 	}
 	pthread_mutex_unlock(&pc->mu);
 	return fresh;
+}
+
+bool peercli_off(struct peercli *pc)
+{
+	pthread_mutex_lock(&pc->mu);
+	bool off = pfs_mono_ms() < pc->off_until;
+	pthread_mutex_unlock(&pc->mu);
+	return off;
+}
+
+void peercli_stats(struct peercli *pc, struct peercli_stats *st)
+{
+	pthread_mutex_lock(&pc->mu);
+	st->unreachable = pc->unreachable;
+	st->off = pc->offs;
+	pthread_mutex_unlock(&pc->mu);
+}
+
+/* A peer was reached (pc->mu held): the failures before do not count. */
+static void reached_locked(struct peercli *pc, struct ppeer *p)
+{
+	p->strikes = 0;
+	pc->epoch++;
+	pc->off_ms = 0;
+}
+
+/* p could not be reached (pc->mu held). Returns the ms every peer is now
+ * left aside for (the caller logs it), or 0. */
+static int64_t unreachable_locked(struct peercli *pc, struct ppeer *p)
+{
+	unsigned run = 0;
+
+	pc->unreachable++;
+	if (p->strikes < 32)
+		p->strikes++;
+	p->fail_epoch = pc->epoch;
+	for (unsigned i = 0; i < PEERCLI_PEERS; i++)
+		run += pc->peers[i].used && pc->peers[i].strikes &&
+		       pc->peers[i].fail_epoch == pc->epoch;
+	if (run < PEERCLI_UNREACHABLE_RUN)
+		return 0;
+	pc->off_ms = pc->off_ms ? pc->off_ms * 2 : PEERCLI_OFF_MS;
+	if (pc->off_ms > PEERCLI_OFF_MAX_MS)
+		pc->off_ms = PEERCLI_OFF_MAX_MS;
+	pc->off_until = pfs_mono_ms() + pc->off_ms;
+	pc->offs++;
+	pc->epoch++; /* the next time takes a new run */
+	return pc->off_ms;
 }
 
 bool peercli_is_bad(struct peercli *pc, const struct sockaddr_storage *sa)
@@ -209,6 +274,10 @@ int peercli_fetch(struct peercli *pc, const struct sockaddr_storage *sa,
 	int rc = 0;
 
 	pthread_mutex_lock(&pc->mu);
+	if (pfs_mono_ms() < pc->off_until) {
+		pthread_mutex_unlock(&pc->mu);
+		return -EAGAIN; /* no peer could be reached lately */
+	}
 	struct ppeer *p = peer_of(pc, sa);
 	while (p && p->bad_until <= pfs_mono_ms() && p->busy >= PEERCLI_PER_PEER) {
 		int64_t left = deadline - pfs_mono_ms();
@@ -234,20 +303,27 @@ int peercli_fetch(struct peercli *pc, const struct sockaddr_storage *sa,
 	pthread_mutex_unlock(&pc->mu);
 	if (rc < 0)
 		return rc;
+	int dial = 0;
 	if (!have)
-		rc = pnet_dial(&pn, c->tls_ctx, c->key, pc->peer_id, sa, pc->stop_efd, deadline);
+		rc = dial = pnet_dial(&pn, c->tls_ctx, c->key, pc->peer_id, sa, pc->stop_efd, deadline);
 	if (rc == 0)
 		rc = get(&pn, d, len, buf, deadline);
 	if (have && (rc == -ECONNRESET || rc == -EPIPE)) {
 		/* A kept connection the peer had closed meanwhile (it
 		 * restarted, or found it idle too long): once more, anew. */
 		pnet_close(&pn);
-		rc = pnet_dial(&pn, c->tls_ctx, c->key, pc->peer_id, sa, pc->stop_efd, deadline);
+		rc = dial = pnet_dial(&pn, c->tls_ctx, c->key, pc->peer_id, sa, pc->stop_efd,
+				      deadline);
 		if (rc == 0)
 			rc = get(&pn, d, len, buf, deadline);
 	}
 	pthread_mutex_lock(&pc->mu);
 	p->busy--;
+	int64_t off = 0;
+	if (dial < 0 && dial != -ECANCELED)
+		off = unreachable_locked(pc, p);
+	else if (rc == 0)
+		reached_locked(pc, p);
 	if (rc == 0 && p->nidle < PEERCLI_IDLE && pn.fd >= 0) {
 		p->idle[p->nidle++] = pn;
 		pn.fd = -1;
@@ -256,5 +332,13 @@ int peercli_fetch(struct peercli *pc, const struct sockaddr_storage *sa,
 	pthread_cond_broadcast(&pc->cv);
 	pthread_mutex_unlock(&pc->mu);
 	pnet_close(&pn);
+	if (off) {
+		char name[64];
+		pfs_addr_name(sa, name, sizeof(name));
+		pfs_warn("peers: %d peers in a row could not be reached (the last, %s: %s): "
+			 "reading from the coordinator only for %lld s; are the peers' ports "
+			 "(peer_port=) open between the hosts?",
+			 PEERCLI_UNREACHABLE_RUN, name, strerror(-dial), (long long)(off / 1000));
+	}
 	return rc;
 }

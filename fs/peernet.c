@@ -286,7 +286,8 @@ int pnet_dial(struct pnet *pn, struct ssl_ctx_st *ctx, const uint8_t key[PFS_KEY
 			rc = -errno;
 			goto fail;
 		}
-		if ((rc = wait_fd(pn, POLLOUT, deadline)) < 0)
+		int64_t cd = pfs_mono_ms() + PNET_CONNECT_MS;
+		if ((rc = wait_fd(pn, POLLOUT, cd < deadline ? cd : deadline)) < 0)
 			goto fail;
 		int soerr = 0;
 		socklen_t el = sizeof(soerr);

@@ -32,7 +32,15 @@ struct pnet {
 	int stop_efd;        /* borrowed; -1: none */
 };
 
-/* Connects to sa (within deadline) and runs TLS (if ctx, a client
+/* How long a TCP connect to a peer may take (at most, within the
+ * caller's deadline): a peer on the pod's network answers in a round
+ * trip, and the kernel answers for it however busy the host is. A peer
+ * port closed by a firewall that drops packets without an answer would
+ * otherwise cost each chunk the whole peer_timeout. */
+#define PNET_CONNECT_MS 1000
+
+/* Connects to sa (within deadline, the TCP connect within
+ * PNET_CONNECT_MS) and runs TLS (if ctx, a client
  * context) and the peer handshake as client_id, proving knowledge of key
  * and checking the other's. Returns 0 with *pn set, or -errno:
  * -ETIMEDOUT, -ECANCELED, -EACCES (the other does not hold the key),

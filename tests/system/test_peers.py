@@ -134,6 +134,39 @@ def test_hosts_reading_one_file_at_once_get_it_from_each_other(env):
     assert all(s["peer_bad"] == 0 for s in st)
 
 
+def test_peers_that_cannot_reach_each_other_cost_a_connect_timeout(env):
+    """Four hosts that reach the coordinator but not each other: each is
+    routed through the main namespace, whose links to them do not forward
+    (as a firewall that drops packets to the peer port without an answer).
+    They read one file at once; each peer the coordinator names costs a
+    connect timeout of 1 s at most, then is left aside, not peer_timeout
+    (20 s here) per chunk; every byte is exact (docs/peers.md, "Peers
+    that cannot be reached")."""
+    d = env.start_daemon(listen="0.0.0.0:0", extra=["--peer-min=16M"])
+    hosts = [env.new_netns() for _ in range(4)]
+    for h in hosts:
+        # Whatever the machine forwards elsewhere: not between these.
+        with open(f"/proc/sys/net/ipv4/conf/{h.hveth}/forwarding", "w") as f:
+            f.write("0")
+    mounts = [env.mount(d, path=env.root / f"mnt-{i}", netns=h, host=h.host_ip,
+                        opts="peers,spin=0,peer_min=16M,peer_timeout=20", tag=f"podfs-{i}")
+              for i, h in enumerate(hosts)]
+    size = 40 * MB + 4321
+    digest = make_file(d.export / "ckpt.bin", size, seed=11)
+    t0 = time.monotonic()
+    got = read_all_at_once([m / "ckpt.bin" for m in mounts])
+    took = time.monotonic() - t0
+    assert got == [digest] * len(mounts)
+    st = [podfs_stats(m) for m in mounts]
+    # The coordinator named peers (each read after the first finds holders),
+    # none could be reached, and all came from the coordinator.
+    assert sum(s["peer_unreachable"] for s in st) >= 1, st
+    assert sum(s["peer_read_peers"] for s in st) == 0, st
+    assert all(s["peer_read_coord"] + s["peer_skipped"] >= size for s in st), st
+    # Before the connect had a timeout of its own, one peer cost 20 s.
+    assert took < 15, (took, st)
+
+
 # --- a peer that lies, stalls or vanishes -----------------------------------
 
 class FakePeer:

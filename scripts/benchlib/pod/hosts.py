@@ -2,7 +2,8 @@
 network namespace) and up to 64 hosts, each a network namespace of its
 own joined to this one by a veth pair (as tests/system/harness/netns.py
 makes them: host side 10.210.K.1, namespace side 10.210.K.2, default
-route through the host side), with its own podfs mount at
+route through the host side; the host sides forward, so the hosts reach
+each other too), with its own podfs mount at
 DIR/mnt/pod-hK; with --rtt-us, a latproxy inside each namespace adds the
 round trip on that host's path to podfsd (its own source address, as a
 real host's, so podfsd's per-source limits see N hosts, not one).
@@ -109,6 +110,12 @@ class PodHosts:
                         ["ip", "-n", h.ns, "link", "set", "lo", "up"],
                         ["ip", "-n", h.ns, "route", "add", "default", "via", h.host_ip]):
                 run(cmd, timeout=20)
+            # The hosts reach each other through this namespace, as a
+            # pod's hosts do (peer-assisted reads: -o peers): its links
+            # to them forward (the input link's flag decides); the
+            # machine's other interfaces keep theirs.
+            with open("/proc/sys/net/ipv4/conf/%s/forwarding" % h.hveth, "w") as f:
+                f.write("1")
             os.makedirs(h.mnt, exist_ok=True)
 
     def delete(self):
