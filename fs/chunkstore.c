@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "podfs/clock.h"
 #include "podfs/hash.h"
@@ -74,6 +75,28 @@ int cstore_new(size_t max_bytes, struct cstore **out)
 	s->max_bytes = max_bytes;
 	*out = s;
 	return 0;
+}
+
+/* A chunk's bytes. Chunks of 2 MiB or more are 2 MiB-aligned and asked
+ * to be backed by huge pages (MADV_HUGEPAGE: transparent huge pages in
+ * "madvise" mode, the usual default): a chunk is filled once, in full,
+ * and a 4 MiB chunk otherwise costs 1,024 page faults as it is filled
+ * (glibc maps an allocation that large afresh each time), about 11 us
+ * each on a virtual machine. Measured reading 1 GiB through one mount
+ * with peers (every chunk from the coordinator, 256 of them): the FUSE
+ * threads spent about a sixth of the mount's CPU time in those faults. */
+#define CHUNK_HUGE (2u << 20)
+
+static uint8_t *chunk_data_alloc(uint32_t len)
+{
+	void *p;
+
+	if (len < CHUNK_HUGE)
+		return malloc(len);
+	if (posix_memalign(&p, CHUNK_HUGE, len) != 0)
+		return NULL;
+	(void)madvise(p, len / CHUNK_HUGE * CHUNK_HUGE, MADV_HUGEPAGE);
+	return p;
 }
 
 static void chunk_free(struct chunk *c)
@@ -217,7 +240,7 @@ struct chunk *cstore_make(struct cstore *s, const uint8_t d[PFS_DIGEST_LEN], uin
 		goto out;
 	}
 	c = calloc(1, sizeof(*c));
-	if (c && !(c->data = malloc(len))) {
+	if (c && !(c->data = chunk_data_alloc(len))) {
 		free(c);
 		c = NULL;
 	}

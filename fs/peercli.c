@@ -319,10 +319,14 @@ int peercli_fetch(struct peercli *pc, const struct sockaddr_storage *sa,
 	}
 	pthread_mutex_lock(&pc->mu);
 	p->busy--;
+	/* Only a connection that could not be made says the network
+	 * between the hosts is closed; one refused after it (TLS, the peer
+	 * handshake: a peer at its connection limit resets it) is a busy
+	 * or wrong peer, which the caller's mark deals with. */
 	int64_t off = 0;
-	if (dial < 0 && dial != -ECANCELED)
+	if (dial < 0 && dial != -ECANCELED && !pn.reached)
 		off = unreachable_locked(pc, p);
-	else if (rc == 0)
+	else if (rc == 0 || dial < 0)
 		reached_locked(pc, p);
 	if (rc == 0 && p->nidle < PEERCLI_IDLE && pn.fd >= 0) {
 		p->idle[p->nidle++] = pn;

@@ -277,6 +277,7 @@ int pnet_dial(struct pnet *pn, struct ssl_ctx_st *ctx, const uint8_t key[PFS_KEY
 
 	pn->ssl = NULL;
 	pn->stop_efd = stop_efd;
+	pn->reached = false;
 	pn->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (pn->fd < 0)
 		return -errno;
@@ -297,6 +298,7 @@ int pnet_dial(struct pnet *pn, struct ssl_ctx_st *ctx, const uint8_t key[PFS_KEY
 			goto fail;
 		}
 	}
+	pn->reached = true;
 	if (ctx && (rc = tls_start(pn, ctx, false, deadline)) < 0)
 		goto fail;
 	if ((rc = handshake(pn, key, client_id, deadline)) < 0)

@@ -30,6 +30,7 @@ struct pnet {
 	int fd;              /* -1: closed */
 	struct ssl_st *ssl;  /* NULL: plaintext */
 	int stop_efd;        /* borrowed; -1: none */
+	bool reached;        /* pnet_dial: the TCP connection was made */
 };
 
 /* How long a TCP connect to a peer may take (at most, within the
@@ -44,7 +45,9 @@ struct pnet {
  * context) and the peer handshake as client_id, proving knowledge of key
  * and checking the other's. Returns 0 with *pn set, or -errno:
  * -ETIMEDOUT, -ECANCELED, -EACCES (the other does not hold the key),
- * -EPROTO, -ECONNREFUSED... */
+ * -EPROTO, -ECONNREFUSED...; pn->reached says whether the TCP connection
+ * was made (a failure after it: the peer is there, but refused or is
+ * busy). */
 int pnet_dial(struct pnet *pn, struct ssl_ctx_st *ctx, const uint8_t key[PFS_KEY_LEN],
 	      uint64_t client_id, const struct sockaddr_storage *sa, int stop_efd,
 	      int64_t deadline);
