@@ -46,8 +46,14 @@ static int wait_fd(const struct pnet *pn, short events, int64_t deadline)
 static int tls_retry(struct pnet *pn, int r, int64_t deadline)
 {
 	int e = SSL_get_error(pn->ssl, r);
+	unsigned long why = ERR_peek_error();
 
 	ERR_clear_error();
+	/* (OpenSSL 3.0 says so of a connection closed without an alert: a
+	 * peer at its connection limit, or one that went.) */
+	if (e == SSL_ERROR_SSL && ERR_GET_LIB(why) == ERR_LIB_SSL &&
+	    ERR_GET_REASON(why) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+		return -ECONNRESET;
 	if (e == SSL_ERROR_WANT_READ)
 		return wait_fd(pn, POLLIN, deadline) ?: 1;
 	if (e == SSL_ERROR_WANT_WRITE)
@@ -203,9 +209,11 @@ static int tls_start(struct pnet *pn, struct ssl_ctx_st *ctx, bool server, int64
 		int r = SSL_do_handshake(pn->ssl);
 		if (r == 1)
 			break;
+		/* -EPROTO: an alert, so another key (closed without one:
+		 * -ECONNRESET, a busy peer that refused it). */
 		int rc = tls_retry(pn, r, deadline);
 		if (rc < 0)
-			return rc == -EPROTO ? -EACCES : rc; /* an alert: another key */
+			return rc == -EPROTO ? -EACCES : rc;
 	}
 	/* The PSK, not a certificate, must be what authenticated it (our
 	 * contexts accept no certificate anyway). */
