@@ -1,7 +1,8 @@
 """syscalls.py: ctypes wrappers for the system calls Python's os module
 does not offer: renameat2, utimensat with UTIME_OMIT, fallocate modes,
-name_to_handle_at, getdents64 (what a READDIR said, unfiltered), and
-inotify (what a process watching a directory sees).
+name_to_handle_at, getdents64 (what a READDIR said, unfiltered),
+inotify (what a process watching a directory sees), and mincore (which
+pages of a file are in the page cache).
 """
 
 import ctypes
@@ -58,6 +59,29 @@ def fallocate(fd, mode, offset, length):
 class _FileHandle(ctypes.Structure):
     _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int),
                 ("f_handle", ctypes.c_ubyte * 128)]
+
+
+def cached_pages(fd, size):
+    """Which pages of the file fd (its first size bytes) are in the page
+    cache: a list of bools (mincore of a shared mapping, which neither
+    reads nor brings in a page)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    n = (size + page - 1) // page
+    _libc.mmap.restype = ctypes.c_void_p
+    _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                           ctypes.c_int, ctypes.c_long]
+    _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    addr = _libc.mmap(None, n * page, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    if addr in (None, ctypes.c_void_p(-1).value):
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    try:
+        vec = ctypes.create_string_buffer(n)
+        _check(_libc.mincore(addr, n * page, vec))
+        return [bool(b & 1) for b in vec.raw[:n]]
+    finally:
+        _libc.munmap(addr, n * page)
 
 
 def name_to_handle(path):
