@@ -438,6 +438,11 @@ def test_a_host_reads_back_exactly_what_it_changed(env):
     fd = os.open(a / "f", os.O_RDWR)
     try:
         for i in range(40):
+            # Its pages dropped, each round's read is by chunks: a
+            # writer's kernel may keep them (its own writes), and then
+            # nothing here would fetch a chunk.
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             assert (a / "f").read_bytes() == model, f"round {i}: stale bytes read back"
             off, n = rnd.randrange(0, len(model) + 4096), rnd.choice([1, 4096, 300000])
             data = rnd.randbytes(n)
@@ -452,9 +457,9 @@ def test_a_host_reads_back_exactly_what_it_changed(env):
         check_same(got, (pod.export / f"fsx{seed}").read_bytes(), "the export", log)
         with open(b / f"fsx{seed}", "rb") as f:
             check_same(got, f.read(), "the other host", log)
-    for m in (a, b):
-        st = podfs_stats(m)
-        assert st["peer_answered"] > 5 * MB, st  # the reads went by chunks
+    for m in (a, b):  # the reads went by chunks
+        st = {k: v for k, v in podfs_stats(m).items() if k.startswith("peer_")}
+        assert st["peer_answered"] > 5 * MB, (m, st)
 
 
 def test_small_files_and_mounts_without_peers_send_no_chunk_requests(env):
