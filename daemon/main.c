@@ -13,9 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -389,6 +393,46 @@ static void settle_appends(struct pfsd *d)
 			 st.unknown);
 }
 
+/* The export on ext4 without a journal: there each inode allocation
+ * passes over every inode freed in the last minutes, reading its
+ * deletion time (recently_deleted() in the kernel's fs/ext4/ialloc.c),
+ * so creates slow down after many removals (a venv rebuilt, checkpoints
+ * replaced). Said once at the start. The kernel lists a mounted ext4 in
+ * /proc/fs/ext4/DEV and its journal in /proc/fs/jbd2/DEV-N. */
+static void notice_unjournaled_ext4(const char *dir)
+{
+	struct statfs sf;
+	struct stat st;
+	char path[96], line[128], dev[64] = "";
+
+	if (statfs(dir, &sf) < 0 || sf.f_type != EXT4_SUPER_MAGIC || stat(dir, &st) < 0)
+		return;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/uevent", major(st.st_dev),
+		 minor(st.st_dev));
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	while (!dev[0] && fgets(line, sizeof(line), f))
+		if (sscanf(line, "DEVNAME=%63s", dev) != 1)
+			dev[0] = '\0';
+	fclose(f);
+	snprintf(path, sizeof(path), "/proc/fs/ext4/%s", dev);
+	if (!dev[0] || strchr(dev, '/') || access(path, F_OK) < 0)
+		return;
+	DIR *jd = opendir("/proc/fs/jbd2");
+	size_t n = strlen(dev);
+	for (struct dirent *e; jd && (e = readdir(jd));)
+		if (strncmp(e->d_name, dev, n) == 0 && e->d_name[n] == '-') {
+			closedir(jd);
+			return;
+		}
+	if (jd)
+		closedir(jd);
+	pfs_notice("%s is on ext4 without a journal (%s): creating files there slows down after "
+		   "many were removed (ext4 passes over the inodes freed in the last minutes); a "
+		   "file system with a journal does not", dir, dev);
+}
+
 int main(int argc, char **argv)
 {
 	/* Static: the exits below (usage_error, fatal) leave it allocated,
@@ -627,6 +671,7 @@ int main(int argc, char **argv)
 	pfs_notice("serving %s%s (pid %d, %u threads, lease %u s, %s)", d->o.export_dir,
 		   d->o.ro ? " read-only" : "", (int)getpid(), d->o.threads, d->o.lease,
 		   d->o.allow_plaintext ? "TLS or plaintext" : "TLS required");
+	notice_unjournaled_ext4(d->o.export_dir);
 	limits_format(&d->lim, err, sizeof(err));
 	pfs_info("limits: %s (%zu fds, %zu for clients' files)", err, d->lim.nofile,
 		 d->lim.fd_budget);

@@ -3,7 +3,8 @@
 close() and fsync() report the errors of a file's writes on the
 coordinator's disk: EIO (the export's filesystem shut down, as after a
 failed disk) and EDQUOT (a btrfs quota group full). ENOSPC is in
-test_durability.py.
+test_durability.py. And what podfsd says at its start of an export on
+ext4 without a journal.
 
 Each export is a small filesystem on a loop device of the test's own,
 detached at its end.
@@ -12,13 +13,14 @@ detached at its end.
 import errno
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 from contextlib import contextmanager
 
 import pytest
 
-from helpers import MiB, Worker, read_file, run
+from helpers import MiB, Worker, read_file, run, wait_for
 
 # EXT4_IOC_SHUTDOWN (= XFS_IOC_GOINGDOWN), _IOR('X', 125, __u32); flag
 # EXT4_GOING_FLAGS_NOLOGFLUSH: as a disk that stopped answering would.
@@ -289,3 +291,21 @@ def test_a_write_error_is_reported_once_and_writing_goes_on(env):
             os.close(fd)
         assert (path / "data").read_bytes()[:10] == b"afteragain"
         assert d.alive()
+
+
+@pytest.mark.timeout(120)
+def test_an_export_on_ext4_without_a_journal_is_named_at_the_start(env):
+    """podfsd says at its start that its export is on ext4 without a
+    journal, where creating files slows down after many were removed
+    (ext4 passes over the inodes freed in the last minutes), naming the
+    device; of an ext4 with a journal it says nothing."""
+    need("mkfs.ext4")
+    for name, opts, said in (("nojournal", ["-O", "^has_journal"], True),
+                             ("journal", [], False)):
+        with loop_fs(env, name, 32, ["mkfs.ext4", "-q", "-F"] + opts) as path:
+            d = env.start_daemon(export=path, tag=f"podfsd-{name}")
+            wait_for(lambda: "limits:" in d.log(), 10, what="podfsd's start")  # said after
+            m = re.search(r"notice: (\S+) is on ext4 without a journal \((loop\d+)\)", d.log())
+            assert bool(m) == said, d.log()
+            if said:
+                assert m.group(1) == str(path)
