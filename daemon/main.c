@@ -1,5 +1,6 @@
 /* main.c: podfsd's start-up checks, daemonizing, signals and
  * orderly shutdown. */
+#include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
 #include <fcntl.h>
@@ -7,14 +8,13 @@
 #include <limits.h>
 #include <pthread.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <linux/magic.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
