@@ -634,6 +634,7 @@ int main(int argc, char **argv)
 	}
 
 	watch_start(d);
+	watch_ignore(d->watch, d->replies.fd, "the replies file");
 	lockstate_start(d->ls, &d->loop);
 	revalhold_start(d->rh, &d->loop);
 	uv_signal_init(&d->loop, &d->sig_term);

@@ -200,6 +200,7 @@ struct pfsd {
 	uint64_t st_lat_sum_us[PFS_OP_MAX];
 	uint64_t st_pushes;       /* pushes sent */
 	uint64_t st_loop_reads;   /* READs answered on the loop thread (workers.c) */
+	uint64_t st_watch_own;    /* fanotify events of podfsd's own changes, read and skipped */
 	/* The loop's time spent trying them in the window that began at
 	 * loop_read_window (uv_now, ms): capped at half of it (workers.c). */
 	uint64_t loop_read_window;

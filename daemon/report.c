@@ -258,10 +258,11 @@ size_t report_status(struct pfsd *d, bool verbose, char **out)
 		  "mem %zu\nmem_max %zu\nfds %zu\nfd_budget %zu\n"
 		  "wire_in %" PRIu64 "\nraw_in %" PRIu64 "\nwire_out %" PRIu64 "\nraw_out %" PRIu64
 		  "\nspliced %" PRIu64 "\ndirect %" PRIu64 "\npushes %" PRIu64 "\nloop_reads %" PRIu64
-		  "\n",
+		  "\nwatch_own %" PRIu64 "\n",
 		  nlive, d->nlingering, d->nconns, d->npreauth, d->accepted, d->mem, d->lim.memory,
 		  atomic_load(&d->fds), d->lim.fd_budget, d->wire_in, d->raw_in, d->wire_out,
-		  d->raw_out, d->spliced, atomic_load(&d->direct), d->st_pushes, d->st_loop_reads);
+		  d->raw_out, d->spliced, atomic_load(&d->direct), d->st_pushes, d->st_loop_reads,
+		  d->st_watch_own);
 	sb_printf(&sb, "queued %zu\npaced %u\nread_queue %zu\nheap_used %zu\nheap_free %zu\n"
 		  "heap_mapped %zu\n", queued, paced, d->lim.read_queue, mi.uordblks + mi.hblkhd,
 		  mi.fordblks, mi.hblkhd);

@@ -269,8 +269,10 @@ static bool fanotify_read_all(struct watch *w)
 				push_revalidate_all(w->d, "change notifications lost");
 				continue;
 			}
-			if (m.pid == w->self)
+			if (m.pid == w->self) {
+				w->d->st_watch_own++;
 				continue; /* our own change: pushed as it completes */
+			}
 			foreign = true;
 			on_event(w, ev, &m);
 		}
@@ -499,6 +501,17 @@ void watch_start(struct pfsd *d)
 		pfs_info("watching %s for changes made beside podfs (fanotify)", d->o.export_dir);
 	else
 		watch_dir(w, handles_export_fd(d->hs), handles_root(d->hs));
+}
+
+void watch_ignore(struct watch *w, int fd, const char *what)
+{
+	/* FAN_MARK_IGNORED_SURV_MODIFY: without it the kernel clears an
+	 * ignore mask at the file's first modification. */
+	if (!w || w->inotify || fd < 0)
+		return;
+	if (fanotify_mark(w->fd, FAN_MARK_ADD | FAN_MARK_IGNORED_MASK | FAN_MARK_IGNORED_SURV_MODIFY,
+			  FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE, fd, NULL) < 0)
+		pfs_debug("fanotify: cannot ignore the events of %s: %s", what, strerror(errno));
 }
 
 static void close_cb(uv_handle_t *h)

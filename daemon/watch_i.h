@@ -47,6 +47,14 @@ void watch_free(struct pfsd *d);
  * wire handle is fh. A no-op with fanotify or without a watcher. Any
  * thread (w may be NULL). */
 void watch_dir(struct watch *w, int pathfd, const struct pfs_fh *fh);
+/* Keeps the events of podfsd's own file fd (what, for the log) out of
+ * w's queue: the replies file, written twice for each change a client
+ * makes. The mark covers the export's whole filesystem, where the state
+ * directory usually is too (/var/lib/podfs beside /srv/podfs), and each
+ * of those writes woke the loop thread to read an event it then skipped
+ * as its own. A no-op without fanotify (w NULL, or inotify, which watches
+ * only the export's directories). Loop thread. */
+void watch_ignore(struct watch *w, int fd, const char *what);
 /* True if w watches the whole export's filesystem (fanotify): every change
  * made beside podfs is pushed. False for the inotify fallback and without
  * a watcher (w NULL). Any thread. */

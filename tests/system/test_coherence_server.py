@@ -14,7 +14,7 @@ import time
 import pytest
 
 import pfsproto as P
-from helpers import PYTHON, write_file
+from helpers import PYTHON, podfsd_status, write_file
 
 FAST = 0.1   # a change through podfs reaches other sessions within 100 ms
 DIRECT = 1.0  # a change made beside podfs, within 1 s
@@ -250,6 +250,39 @@ def test_direct_changes_pushed_while_the_filesystem_is_busy(env, daemon, ab):
     os.chmod(env.export / names[0], 0o600)
     h = hs[names[0]]
     assert ("inode", h, -1, 0) in b.wait_pushes(DIRECT, until=lambda ps: ("inode", h, -1, 0) in ps)
+
+
+def test_the_replies_file_wakes_no_watcher(env, daemon, ab):
+    """podfsd writes its replies file, in its state directory, twice for
+    each change a client makes (the request, then its reply). The
+    fanotify mark covers the export's whole file system, where the state
+    directory usually is too (/var/lib/podfs beside /srv/podfs), so each
+    write put an event in the queue that woke the loop thread, which read
+    it and skipped it as its own (`podfsd status`: watch_own). The
+    replies file's events are kept out of the queue (watch_ignore in
+    daemon/watch.c): N creates now make about N events of podfsd's own
+    (each create's, in the export), not about 3N."""
+    if os.environ.get("PODFS_TEST_DAEMON"):
+        pytest.skip("reads the daemon's own status")
+    watching(daemon)
+    if "(fanotify)" not in daemon.log():
+        pytest.skip("podfsd watches with inotify here, which watches the export only")
+    replies = daemon.state_dir / "replies"
+    assert replies.stat().st_dev == env.export.stat().st_dev  # what this test is about
+    a, _ = ab
+
+    def own():
+        return int(podfsd_status(daemon)[0]["watch_own"])
+
+    n = 200
+    before, written = own(), replies.stat().st_mtime_ns
+    time.sleep(0.01)
+    for i in range(n):
+        a.create(a.root, f"c{i}")  # its fid stays open: no close's event
+    time.sleep(0.2)  # (the status is answered after what is queued is read)
+    got = own() - before
+    assert replies.stat().st_mtime_ns > written  # the creates were written there
+    assert n <= got <= n * 3 // 2, (got, n)
 
 
 def test_direct_change_not_pushed_to_uninterested(env, daemon, ab):
