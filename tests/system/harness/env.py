@@ -38,7 +38,12 @@ class Env:
     def __init__(self, name):
         TEST_ROOT.mkdir(parents=True, exist_ok=True)
         os.chmod(TEST_ROOT, 0o755)
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:60]
+        # The name's part is cut so that a socket in the directory (a
+        # daemon's control socket, ROOT/podfsd0.ctl) fits in sun_path's
+        # 108 bytes (harness/daemon.py takes it under 100) under a
+        # longer PODFS_TEST_TMP too.
+        keep = max(8, min(60, 70 - len(str(TEST_ROOT))))
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:keep]
         self.root = Path(tempfile.mkdtemp(prefix=safe + "-", dir=TEST_ROOT))
         # Unprivileged test users must be able to reach the mount points.
         os.chmod(self.root, 0o755)
