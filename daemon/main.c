@@ -421,16 +421,15 @@ static void notice_unjournaled_ext4(const char *dir)
 		return;
 	DIR *jd = opendir("/proc/fs/jbd2");
 	size_t n = strlen(dev);
-	for (struct dirent *e; jd && (e = readdir(jd));)
-		if (strncmp(e->d_name, dev, n) == 0 && e->d_name[n] == '-') {
-			closedir(jd);
-			return;
-		}
+	bool journal = false;
+	for (struct dirent *e; jd && !journal && (e = readdir(jd));)
+		journal = strncmp(e->d_name, dev, n) == 0 && e->d_name[n] == '-';
 	if (jd)
 		closedir(jd);
-	pfs_notice("%s is on ext4 without a journal (%s): creating files there slows down after "
-		   "many were removed (ext4 passes over the inodes freed in the last minutes); a "
-		   "file system with a journal does not", dir, dev);
+	if (!journal)
+		pfs_notice("%s is on ext4 without a journal (%s): creating files there slows down "
+			   "after many were removed (ext4 passes over the inodes freed in the last "
+			   "minutes); a file system with a journal does not", dir, dev);
 }
 
 int main(int argc, char **argv)
